@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# THE test command: installs everything needed on a fresh Debian machine (as root), lints, runs pytest.
+# Extra arguments are passed to pytest, e.g.  bash scripts/test.sh -m "not browser" -x
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO_ROOT="$(pwd)"
+
+# Browser for the Playwright tests: Debian's chromium (Playwright cannot download its own here).
+if [ ! -x /usr/bin/chromium ]; then
+    echo "==> installing Debian chromium"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq chromium >/dev/null
+fi
+
+# Virtual environment (recreated if missing or broken, e.g. its base python went away).
+if ! .venv/bin/python -c 'import sys' >/dev/null 2>&1; then
+    echo "==> creating .venv"
+    rm -rf .venv
+    python3 -m venv .venv
+fi
+
+echo "==> pip install -e '.[test]'"
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+
+echo "==> ruff check"
+.venv/bin/ruff check .
+
+echo "==> pytest"
+# numba's on-disk cache keys each file on its own source only; key the directory on all of sim_core so an edit
+# to one module never runs against stale machine code compiled from another.
+SIM_HASH="$(cat sim_core/*.py | sha1sum | cut -c1-12)"
+export NUMBA_CACHE_DIR="$REPO_ROOT/.numba_cache/$SIM_HASH"
+.venv/bin/python -m pytest -q "$@"

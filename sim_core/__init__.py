@@ -1,0 +1,23 @@
+"""sched-sim's simulation core: a library with no web or plotting imports.
+
+    from sim_core import Scenario, run
+    result = run(Scenario(scheduler="chunked", workload="rag", hardware="rtx3050"))
+    result.metrics["itl_ms"]["p99"]
+"""
+
+from .catalog import GPUS, MODELS, SetupError
+from .policies import SCHEDULER_NAMES
+from .runner import Result, SimulationError, resolve, run
+from .scenario import Scenario, ScenarioError, parse_scenario
+from .workload import PRESETS, TraceError
+
+__all__ = [
+    "GPUS", "MODELS", "PRESETS", "SCHEDULER_NAMES", "Result", "Scenario", "ScenarioError", "SetupError",
+    "SimulationError", "TraceError", "parse_scenario", "resolve", "run", "warm_up",
+]
+
+
+def warm_up() -> None:
+    """Compile (or load from the on-disk cache) the engine with one tiny run of each code path."""
+    for name in SCHEDULER_NAMES:
+        run(Scenario(scheduler=name, hardware="rtx3050", num_requests=4, seed=1), record_events=True)

@@ -1,0 +1,588 @@
+"""The iteration loop: continuous (iteration-level) batching over a paged KV cache.
+
+One call simulates a whole workload. State is structure-of-arrays indexed by request id (requests are sorted by
+arrival). Each step, as in vLLM v1:
+  1. admit arrivals into the waiting queue (or reject those that can never run, with a reason);
+  2. priority preemption (only for schedulers that order by something other than arrival);
+  3. serve running requests first: one token for each decode, the rest of a partial prompt for a request
+     mid-prefill; a request that needs a KV block when none is free preempts the running request with the least
+     progress (recompute: free its blocks and requeue it; swap: copy its KV to host memory);
+  4. resume swapped requests, then admit waiting ones in policy order into the remaining token budget;
+  5. advance the clock by the step time from the cost model; requests whose KV now covers all their tokens
+     sample one: the first token ends the prompt phase, the last one finishes the request.
+`static` batching replaces 3-4 with whole-batch admission (see `_form_static_batch`).
+
+Everything here is numba-compiled (`@njit(cache=True)`) and also runs as plain Python with NUMBA_DISABLE_JIT=1.
+numba's on-disk cache keys on this file alone: after editing cost_model.py or policies.py, clear the cache
+(scripts/test.sh keys its cache directory on a hash of sim_core/).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .cost_model import step_cost, swap_seconds
+from .policies import waiting_key
+
+# Request status.
+PENDING, WAITING, RUNNING, SWAPPED, FINISHED, REJECTED = 0, 1, 2, 3, 4, 5
+# Why a request was rejected.
+REJECT_NONE = 0
+REJECT_LONGER_THAN_MODEL = 1  # prompt + output exceed max_model_len
+REJECT_LARGER_THAN_KV_POOL = 2  # its KV at full length would not fit in the whole block pool
+REJECT_LONGER_THAN_BUDGET = 3  # chunking off and prompt + output exceed the per-step token budget
+REJECT_REASONS = (
+    "",
+    "prompt + output tokens exceed max_model_len",
+    "prompt + output KV exceeds the whole KV block pool",
+    "prompt + output tokens exceed the token budget and chunked prefill is off",
+)
+# Preemption modes.
+PREEMPT_NONE, PREEMPT_RECOMPUTE, PREEMPT_SWAP = 0, 1, 2
+# Event kinds in the event log.
+EV_PREFILL, EV_PREEMPT_RECOMPUTE, EV_SWAP_OUT, EV_SWAP_IN = 0, 1, 2, 3
+# Columns of the step log.
+(S_START, S_DURATION, S_PREFILL_TOKENS, S_PREFILL_SEQS, S_DECODE_SEQS, S_KV_BLOCKS, S_WAITING, S_RUNNING,
+ S_SWAPPED, S_BYTES, S_FLOPS, S_PREEMPTIONS) = range(12)
+N_STEP_COLS = 12
+# Columns of the event log.
+E_REQUEST, E_STEP, E_KIND, E_TOKENS = range(4)
+N_EVENT_COLS = 4
+# Summary accumulators (exact, unlike the step log, which is sampled once it is full).
+(A_STEPS, A_BUSY_S, A_BYTES, A_FLOPS, A_KV_BLOCK_S, A_KV_PEAK, A_WAITING_S, A_WAITING_PEAK, A_IN_SYSTEM_S,
+ A_PREEMPTIONS, A_SWAP_OUTS, A_END_S, A_ITL_SUM, A_ITL_COUNT, A_PREFILL_TOKENS, A_DECODE_TOKENS) = range(16)
+N_ACC = 16
+# Inter-token-latency histogram: exact microsecond bins below ~1 s, millisecond bins up to 1000 s.
+ITL_FINE_BINS = 1 << 20
+ITL_COARSE_BINS = 1_000_000
+
+
+@njit(cache=True)
+def _blocks_for(tokens, block_size):
+    return (tokens + block_size - 1) // block_size
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Waiting/swapped queues: binary min-heaps of (key, request id); ties go to the smaller id (earlier arrival).
+# ---------------------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _heap_less(keys, ids, a, b):
+    return keys[a] < keys[b] or (keys[a] == keys[b] and ids[a] < ids[b])
+
+
+@njit(cache=True)
+def _heap_push(keys, ids, size, key, rid):
+    i = size
+    keys[i] = key
+    ids[i] = rid
+    while i > 0:
+        parent = (i - 1) // 2
+        if _heap_less(keys, ids, i, parent):
+            keys[i], keys[parent] = keys[parent], keys[i]
+            ids[i], ids[parent] = ids[parent], ids[i]
+            i = parent
+        else:
+            break
+    return size + 1
+
+
+@njit(cache=True)
+def _heap_pop(keys, ids, size):
+    """Remove the top; return the new size (the caller read ids[0] before)."""
+    size -= 1
+    keys[0] = keys[size]
+    ids[0] = ids[size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        right = left + 1
+        best = i
+        if left < size and _heap_less(keys, ids, left, best):
+            best = left
+        if right < size and _heap_less(keys, ids, right, best):
+            best = right
+        if best == i:
+            break
+        keys[i], keys[best] = keys[best], keys[i]
+        ids[i], ids[best] = ids[best], ids[i]
+        i = best
+    return size
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Scalar state shared by the helpers lives in one small int64 array, so helpers can update it in place.
+# ---------------------------------------------------------------------------------------------------------
+C_RUNNING, C_WAITING, C_SWAPPED, C_FREE_TOP, C_FREE_SLOTS_TOP, C_SWAP_FREE, C_EVENTS = range(7)
+N_COUNTERS = 7
+
+
+# ---------------------------------------------------------------------------------------------------------
+# KV block pool: a stack of free block ids, an owner per block, and a block table per running slot.
+# ---------------------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _take_slot(rid, free_slots, slot_of, ctr):
+    ctr[C_FREE_SLOTS_TOP] -= 1
+    slot_of[rid] = free_slots[ctr[C_FREE_SLOTS_TOP]]
+
+
+@njit(cache=True)
+def _allocate_blocks(rid, count, free_stack, block_owner, block_table, slot_of, n_blocks, ctr):
+    """Give `count` free blocks to request `rid` (the caller checked there are enough)."""
+    slot = slot_of[rid]
+    for _ in range(count):
+        ctr[C_FREE_TOP] -= 1
+        b = free_stack[ctr[C_FREE_TOP]]
+        block_owner[b] = rid
+        block_table[slot, n_blocks[rid]] = b
+        n_blocks[rid] += 1
+
+
+@njit(cache=True)
+def _release(rid, free_stack, block_owner, block_table, free_slots, slot_of, n_blocks, ctr):
+    """Return all of `rid`'s blocks to the pool, last block first, and give back its slot."""
+    slot = slot_of[rid]
+    for j in range(n_blocks[rid] - 1, -1, -1):
+        b = block_table[slot, j]
+        block_owner[b] = -1
+        free_stack[ctr[C_FREE_TOP]] = b
+        ctr[C_FREE_TOP] += 1
+    n_blocks[rid] = 0
+    free_slots[ctr[C_FREE_SLOTS_TOP]] = slot
+    ctr[C_FREE_SLOTS_TOP] += 1
+    slot_of[rid] = -1
+
+
+@njit(cache=True)
+def _remove_running(running, rid, ctr):
+    j = 0
+    while running[j] != rid:
+        j += 1
+    for m in range(j, ctr[C_RUNNING] - 1):
+        running[m] = running[m + 1]
+    ctr[C_RUNNING] -= 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Growable logs.
+# ---------------------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _grown(log):
+    bigger = np.empty((log.shape[0] * 2, log.shape[1]), dtype=log.dtype)
+    bigger[: log.shape[0]] = log
+    return bigger
+
+
+@njit(cache=True)
+def _log_event(events, ctr, rid, step, kind, tokens):
+    """Append an event; returns the log (a new, larger array when it had to grow)."""
+    e = ctr[C_EVENTS]
+    if e == events.shape[0]:
+        events = _grown(events)
+    events[e, E_REQUEST] = rid
+    events[e, E_STEP] = step
+    events[e, E_KIND] = kind
+    events[e, E_TOKENS] = tokens
+    ctr[C_EVENTS] = e + 1
+    return events
+
+
+@njit(cache=True)
+def _record_itl(gap, itl_fine, itl_coarse):
+    us = int(gap * 1e6)
+    if us < ITL_FINE_BINS:
+        itl_fine[us] += 1
+    else:
+        ms = int(gap * 1e3)
+        if ms >= ITL_COARSE_BINS:
+            ms = ITL_COARSE_BINS - 1
+        itl_coarse[ms] += 1
+
+
+@njit(cache=True)
+def _preempt(victim, preempt_mode, order, step, arrival_s, prompt_tokens, computed, status, preemptions,
+             host_blocks, n_blocks, running, wait_keys, wait_ids, swap_keys, swap_ids, free_stack, block_owner,
+             block_table, free_slots, slot_of, ctr, cost, events, record_events):
+    """Evict a running request. Swap copies its KV to host memory if there is room (returns the copy time);
+    otherwise (or in recompute mode) its KV is dropped and it waits to be prefilled again, generated tokens
+    included. Returns (seconds of swap traffic, event log)."""
+    _remove_running(running, victim, ctr)
+    preemptions[victim] += 1
+    key = waiting_key(order, arrival_s[victim], prompt_tokens[victim])
+    seconds = 0.0
+    if preempt_mode == PREEMPT_SWAP and n_blocks[victim] <= ctr[C_SWAP_FREE]:
+        seconds = swap_seconds(cost, computed[victim])
+        ctr[C_SWAP_FREE] -= n_blocks[victim]
+        host_blocks[victim] = n_blocks[victim]
+        status[victim] = SWAPPED
+        ctr[C_SWAPPED] = _heap_push(swap_keys, swap_ids, ctr[C_SWAPPED], key, victim)
+        kind = EV_SWAP_OUT
+    else:
+        computed[victim] = 0
+        status[victim] = WAITING
+        ctr[C_WAITING] = _heap_push(wait_keys, wait_ids, ctr[C_WAITING], key, victim)
+        kind = EV_PREEMPT_RECOMPUTE
+    if record_events:
+        events = _log_event(events, ctr, victim, step, kind, computed[victim])
+    _release(victim, free_stack, block_owner, block_table, free_slots, slot_of, n_blocks, ctr)
+    return seconds, events
+
+
+@njit(cache=True)
+def simulate(
+    arrival_s, prompt_tokens, output_tokens,
+    order, chunked_prefill, static_batching, preempts_for_priority, preempt_mode,
+    token_budget, max_num_seqs, block_size, num_blocks, swap_blocks, max_model_len,
+    cost, snapshot_times, record_events, max_step_records,
+):
+    n = arrival_s.shape[0]
+    # --- per-request state ---
+    status = np.zeros(n, np.int8)
+    reject_reason = np.zeros(n, np.int8)
+    computed = np.zeros(n, np.int64)  # tokens whose KV is on the GPU
+    generated = np.zeros(n, np.int64)
+    n_blocks = np.zeros(n, np.int64)  # GPU blocks held
+    host_blocks = np.zeros(n, np.int64)  # blocks held in host swap space
+    slot_of = np.full(n, -1, np.int64)
+    first_scheduled_s = np.full(n, np.nan)
+    first_token_s = np.full(n, np.nan)
+    finish_s = np.full(n, np.nan)
+    last_token_s = np.full(n, np.nan)
+    max_itl_s = np.zeros(n)
+    preemptions = np.zeros(n, np.int64)
+    # --- KV block pool and running slots ---
+    max_blocks_per_seq = 1
+    for i in range(n):
+        need = _blocks_for(prompt_tokens[i] + output_tokens[i], block_size)
+        if max_blocks_per_seq < need <= num_blocks:
+            max_blocks_per_seq = need
+    free_stack = np.arange(num_blocks - 1, -1, -1).astype(np.int64)  # block 0 is handed out first
+    block_owner = np.full(num_blocks, -1, np.int32)
+    block_table = np.zeros((max_num_seqs, max_blocks_per_seq), np.int64)
+    free_slots = np.arange(max_num_seqs - 1, -1, -1).astype(np.int64)
+    ctr = np.zeros(N_COUNTERS, np.int64)
+    ctr[C_FREE_TOP] = num_blocks
+    ctr[C_FREE_SLOTS_TOP] = max_num_seqs
+    ctr[C_SWAP_FREE] = swap_blocks
+    # --- queues: running in admission order; waiting and swapped as heaps on the policy key ---
+    running = np.zeros(max_num_seqs, np.int64)
+    wait_keys = np.zeros(n)
+    wait_ids = np.zeros(n, np.int64)
+    swap_keys = np.zeros(n)
+    swap_ids = np.zeros(n, np.int64)
+    # --- this step's batch ---
+    sched_req = np.zeros(max_num_seqs, np.int64)
+    sched_tokens = np.zeros(max_num_seqs, np.int64)
+    static_prompt_pad = 0  # static batching: the active batch's padded prompt length (0: no batch)
+    # --- outputs ---
+    steps = np.zeros((1024, N_STEP_COLS))
+    n_steps_logged = 0
+    log_stride = 1
+    events = np.zeros((1024 if record_events else 1, N_EVENT_COLS), np.int64)
+    acc = np.zeros(N_ACC)
+    itl_fine = np.zeros(ITL_FINE_BINS, np.int64)
+    itl_coarse = np.zeros(ITL_COARSE_BINS, np.int64)
+    n_frames = snapshot_times.shape[0]
+    frames = np.full((n_frames, num_blocks), -1, np.int32)
+    frame_s = np.zeros(n_frames)
+    next_frame = 0
+
+    now = 0.0
+    next_arrival = 0
+    done = 0  # finished + rejected
+    step = 0
+    while done < n:
+        # 1. Arrivals.
+        while next_arrival < n and arrival_s[next_arrival] <= now:
+            i = next_arrival
+            next_arrival += 1
+            full = prompt_tokens[i] + output_tokens[i]
+            reason = REJECT_NONE
+            if full > max_model_len:
+                reason = REJECT_LONGER_THAN_MODEL
+            elif _blocks_for(full, block_size) > num_blocks:
+                reason = REJECT_LARGER_THAN_KV_POOL
+            elif not chunked_prefill and full > token_budget:
+                reason = REJECT_LONGER_THAN_BUDGET
+            if reason != REJECT_NONE:
+                status[i] = REJECTED
+                reject_reason[i] = reason
+                finish_s[i] = arrival_s[i]
+                done += 1
+            else:
+                status[i] = WAITING
+                ctr[C_WAITING] = _heap_push(wait_keys, wait_ids, ctr[C_WAITING],
+                                            waiting_key(order, arrival_s[i], prompt_tokens[i]), i)
+        while next_frame < n_frames and snapshot_times[next_frame] <= now:
+            frames[next_frame] = block_owner
+            frame_s[next_frame] = now
+            next_frame += 1
+        if done == n:
+            break
+        if ctr[C_RUNNING] == 0 and ctr[C_WAITING] == 0 and ctr[C_SWAPPED] == 0:
+            now = arrival_s[next_arrival]  # idle until the next arrival
+            continue
+
+        n_sched = 0
+        budget = token_budget
+        swap_s = 0.0
+        step_preemptions = 0
+        if static_batching:
+            # ---- request-level static batching ----
+            if static_prompt_pad == 0:
+                # Form a batch from the waiting queue in order; each member reserves its whole KV.
+                while ctr[C_WAITING] > 0 and ctr[C_RUNNING] < max_num_seqs:
+                    r = wait_ids[0]
+                    need = _blocks_for(prompt_tokens[r] + output_tokens[r], block_size)
+                    if need > ctr[C_FREE_TOP]:
+                        break
+                    ctr[C_WAITING] = _heap_pop(wait_keys, wait_ids, ctr[C_WAITING])
+                    _take_slot(r, free_slots, slot_of, ctr)
+                    _allocate_blocks(r, need, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
+                    status[r] = RUNNING
+                    first_scheduled_s[r] = now
+                    running[ctr[C_RUNNING]] = r
+                    ctr[C_RUNNING] += 1
+                    static_prompt_pad = max(static_prompt_pad, prompt_tokens[r])
+            batch = ctr[C_RUNNING]
+            longest = 0
+            for k in range(batch):
+                r = running[k]
+                longest = max(longest, generated[r])
+                if status[r] == RUNNING:
+                    sched_req[n_sched] = r
+                    sched_tokens[n_sched] = prompt_tokens[r] + generated[r] - computed[r]
+                    n_sched += 1
+            # Every member, finished or not, occupies its padded row until the batch ends.
+            if longest == 0:
+                pad = static_prompt_pad
+                p_tokens, p_pairs, p_seqs, d_seqs, d_ctx = batch * pad, batch * (pad * (pad + 1) // 2), batch, 0, 0
+                if record_events:
+                    for q in range(n_sched):
+                        events = _log_event(events, ctr, sched_req[q], step, EV_PREFILL, sched_tokens[q])
+            else:
+                p_tokens, p_pairs, p_seqs, d_seqs = 0, 0, 0, batch
+                d_ctx = batch * (static_prompt_pad + longest)
+            p_ctx_read = 0
+            samples = batch
+        else:
+            # ---- continuous batching ----
+            # 2. Priority preemption: the best waiting request may evict running ones with worse keys.
+            if preempts_for_priority and preempt_mode != PREEMPT_NONE and ctr[C_WAITING] > 0:
+                head = wait_ids[0]
+                head_key = wait_keys[0]
+                need = _blocks_for(prompt_tokens[head] + generated[head], block_size)
+                while need > ctr[C_FREE_TOP]:
+                    victim = -1
+                    for k in range(ctr[C_RUNNING]):
+                        r = running[k]
+                        if waiting_key(order, arrival_s[r], prompt_tokens[r]) > head_key:
+                            if victim < 0 or generated[r] < generated[victim] or (
+                                    generated[r] == generated[victim] and r > victim):
+                                victim = r
+                    if victim < 0:
+                        break
+                    seconds, events = _preempt(
+                        victim, preempt_mode, order, step, arrival_s, prompt_tokens, computed, status,
+                        preemptions, host_blocks, n_blocks, running, wait_keys, wait_ids, swap_keys, swap_ids,
+                        free_stack, block_owner, block_table, free_slots, slot_of, ctr, cost, events,
+                        record_events)
+                    swap_s += seconds
+                    step_preemptions += 1
+            priority_preempted = step_preemptions > 0
+
+            # 3. Running requests first: a decode token each, or the next chunk of a partial prompt.
+            k = 0
+            while k < ctr[C_RUNNING] and budget > 0:
+                r = running[k]
+                need = min(prompt_tokens[r] + generated[r] - computed[r], budget)
+                new_blocks = _blocks_for(computed[r] + need, block_size) - n_blocks[r]
+                self_preempted = False
+                while new_blocks > ctr[C_FREE_TOP]:
+                    # Out of blocks: evict the not-yet-served running request with the least progress.
+                    victim = r
+                    for j in range(k + 1, ctr[C_RUNNING]):
+                        c = running[j]
+                        if generated[c] < generated[victim] or (generated[c] == generated[victim] and c > victim):
+                            victim = c
+                    seconds, events = _preempt(
+                        victim, preempt_mode, order, step, arrival_s, prompt_tokens, computed, status,
+                        preemptions, host_blocks, n_blocks, running, wait_keys, wait_ids, swap_keys, swap_ids,
+                        free_stack, block_owner, block_table, free_slots, slot_of, ctr, cost, events,
+                        record_events)
+                    swap_s += seconds
+                    step_preemptions += 1
+                    if victim == r:
+                        self_preempted = True
+                        break
+                if self_preempted:
+                    continue  # running[k] is now the next request
+                _allocate_blocks(r, new_blocks, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
+                sched_req[n_sched] = r
+                sched_tokens[n_sched] = need
+                n_sched += 1
+                budget -= need
+                k += 1
+            # vLLM admits nothing new in a step that had to preempt for memory (it would only thrash).
+            blocked = step_preemptions > 0 and not priority_preempted
+
+            # 4a. Resume swapped requests before taking new ones.
+            while not blocked and ctr[C_SWAPPED] > 0 and ctr[C_RUNNING] < max_num_seqs and budget > 0:
+                r = swap_ids[0]
+                need = min(prompt_tokens[r] + generated[r] - computed[r], budget)
+                total_blocks = _blocks_for(computed[r] + need, block_size)
+                if total_blocks > ctr[C_FREE_TOP]:
+                    break
+                ctr[C_SWAPPED] = _heap_pop(swap_keys, swap_ids, ctr[C_SWAPPED])
+                ctr[C_SWAP_FREE] += host_blocks[r]
+                host_blocks[r] = 0
+                _take_slot(r, free_slots, slot_of, ctr)
+                _allocate_blocks(r, total_blocks, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
+                swap_s += swap_seconds(cost, computed[r])
+                status[r] = RUNNING
+                running[ctr[C_RUNNING]] = r
+                ctr[C_RUNNING] += 1
+                sched_req[n_sched] = r
+                sched_tokens[n_sched] = need
+                n_sched += 1
+                budget -= need
+                if record_events:
+                    events = _log_event(events, ctr, r, step, EV_SWAP_IN, computed[r])
+
+            # 4b. Admit waiting requests in policy order.
+            while (not blocked and ctr[C_SWAPPED] == 0 and ctr[C_WAITING] > 0 and ctr[C_RUNNING] < max_num_seqs
+                   and budget > 0):
+                r = wait_ids[0]
+                need = prompt_tokens[r] + generated[r]  # nothing computed: new, or requeued for recompute
+                if need > budget:
+                    if not chunked_prefill:
+                        break  # the whole prompt must fit in one step; wait for a step with room
+                    need = budget
+                if preempt_mode == PREEMPT_NONE:
+                    # Nothing can ever be evicted, so a request reserves its whole KV when admitted.
+                    total_blocks = _blocks_for(prompt_tokens[r] + output_tokens[r], block_size)
+                else:
+                    total_blocks = _blocks_for(need, block_size)
+                if total_blocks > ctr[C_FREE_TOP]:
+                    break  # head-of-line: later requests wait behind it, as in vLLM
+                ctr[C_WAITING] = _heap_pop(wait_keys, wait_ids, ctr[C_WAITING])
+                _take_slot(r, free_slots, slot_of, ctr)
+                _allocate_blocks(r, total_blocks, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
+                status[r] = RUNNING
+                if np.isnan(first_scheduled_s[r]):
+                    first_scheduled_s[r] = now
+                running[ctr[C_RUNNING]] = r
+                ctr[C_RUNNING] += 1
+                sched_req[n_sched] = r
+                sched_tokens[n_sched] = need
+                n_sched += 1
+                budget -= need
+
+            # Batch shape for the cost model.
+            p_tokens, p_pairs, p_ctx_read, p_seqs, d_seqs, d_ctx, samples = 0, 0, 0, 0, 0, 0, 0
+            for q in range(n_sched):
+                r = sched_req[q]
+                t = sched_tokens[q]
+                if generated[r] > 0 and computed[r] == prompt_tokens[r] + generated[r] - 1:
+                    d_seqs += 1
+                    d_ctx += computed[r] + 1
+                else:
+                    p_tokens += t
+                    p_seqs += 1
+                    p_pairs += t * computed[r] + t * (t + 1) // 2
+                    p_ctx_read += computed[r]
+                    if record_events:
+                        events = _log_event(events, ctr, r, step, EV_PREFILL, t)
+                if computed[r] + t == prompt_tokens[r] + generated[r]:
+                    samples += 1
+
+        # 5. Run the step.
+        if n_sched == 0:
+            if step_preemptions > 0:
+                continue  # every candidate was evicted this step; the next pass re-admits them
+            break  # cannot happen for valid inputs; the caller reports any request left unfinished
+        seconds, moved, flops = step_cost(cost, p_tokens, p_pairs, p_ctx_read, d_seqs, d_ctx, samples)
+        seconds += swap_s
+        used_blocks = num_blocks - ctr[C_FREE_TOP]
+        n_waiting = ctr[C_WAITING]
+        acc[A_STEPS] += 1
+        acc[A_BUSY_S] += seconds
+        acc[A_BYTES] += moved
+        acc[A_FLOPS] += flops
+        acc[A_KV_BLOCK_S] += used_blocks * seconds
+        acc[A_KV_PEAK] = max(acc[A_KV_PEAK], used_blocks)
+        acc[A_WAITING_S] += n_waiting * seconds
+        acc[A_WAITING_PEAK] = max(acc[A_WAITING_PEAK], n_waiting)
+        acc[A_IN_SYSTEM_S] += (n_waiting + ctr[C_RUNNING] + ctr[C_SWAPPED]) * seconds
+        acc[A_PREEMPTIONS] += step_preemptions
+        acc[A_PREFILL_TOKENS] += p_tokens
+        acc[A_DECODE_TOKENS] += d_seqs
+        if step % log_stride == 0:
+            if n_steps_logged == max_step_records:
+                # Full: keep every other record and sample half as often from now on (bounded memory).
+                for q in range(0, n_steps_logged, 2):
+                    steps[q // 2] = steps[q]
+                n_steps_logged = (n_steps_logged + 1) // 2
+                log_stride *= 2
+            if step % log_stride == 0:
+                if n_steps_logged == steps.shape[0]:
+                    steps = _grown(steps)
+                row = steps[n_steps_logged]
+                row[S_START] = now
+                row[S_DURATION] = seconds
+                row[S_PREFILL_TOKENS] = p_tokens
+                row[S_PREFILL_SEQS] = p_seqs
+                row[S_DECODE_SEQS] = d_seqs
+                row[S_KV_BLOCKS] = used_blocks
+                row[S_WAITING] = n_waiting
+                row[S_RUNNING] = ctr[C_RUNNING]
+                row[S_SWAPPED] = ctr[C_SWAPPED]
+                row[S_BYTES] = moved
+                row[S_FLOPS] = flops
+                row[S_PREEMPTIONS] = step_preemptions
+                n_steps_logged += 1
+        now += seconds
+        step += 1
+
+        # Tokens land at the end of the step: a request whose KV now covers all its tokens samples one.
+        for q in range(n_sched):
+            r = sched_req[q]
+            computed[r] += sched_tokens[q]
+            if computed[r] != prompt_tokens[r] + generated[r]:
+                continue  # mid-prefill
+            generated[r] += 1
+            if generated[r] == 1:
+                first_token_s[r] = now
+            else:
+                gap = now - last_token_s[r]
+                _record_itl(gap, itl_fine, itl_coarse)
+                acc[A_ITL_SUM] += gap
+                acc[A_ITL_COUNT] += 1
+                max_itl_s[r] = max(max_itl_s[r], gap)
+            last_token_s[r] = now
+            if generated[r] == output_tokens[r]:
+                status[r] = FINISHED
+                finish_s[r] = now
+                done += 1
+                if not static_batching:
+                    _remove_running(running, r, ctr)
+                    _release(r, free_stack, block_owner, block_table, free_slots, slot_of, n_blocks, ctr)
+        if static_batching:
+            batch_done = True
+            for k in range(ctr[C_RUNNING]):
+                if status[running[k]] != FINISHED:
+                    batch_done = False
+            if batch_done:  # release the whole batch at once
+                for k in range(ctr[C_RUNNING]):
+                    _release(running[k], free_stack, block_owner, block_table, free_slots, slot_of, n_blocks, ctr)
+                ctr[C_RUNNING] = 0
+                static_prompt_pad = 0
+
+    while next_frame < n_frames:
+        frames[next_frame] = block_owner
+        frame_s[next_frame] = now
+        next_frame += 1
+    acc[A_END_S] = now
+    return (status, reject_reason, generated, first_scheduled_s, first_token_s, finish_s, max_itl_s, preemptions,
+            steps[:n_steps_logged].copy(), log_stride, events[: ctr[C_EVENTS]].copy(), acc, itl_fine, itl_coarse,
+            frames, frame_s, ctr[C_FREE_TOP], ctr[C_SWAP_FREE])

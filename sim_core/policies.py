@@ -1,0 +1,58 @@
+"""Schedulers. Each is a name, an ordering key for the waiting queue, and a few switches the engine reads.
+
+Adding a scheduler: add a `Scheduler` entry below (its code is its position) and, if it orders the waiting
+queue differently, a branch in `waiting_key`. Nothing else in the engine names a policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from numba import njit
+
+# How the waiting queue is ordered (smaller key first; ties go to the earlier arrival).
+ORDER_ARRIVAL = 0  # first come, first served
+ORDER_PROMPT_LENGTH = 1  # shortest prompt first (prompt length is the only size known before decoding)
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    name: str
+    order: int
+    chunked_prefill: bool  # split prompts across steps to fill the token budget (Sarathi-Serve)
+    static_batching: bool  # request-level batches: nothing joins until the whole batch has finished
+    # A waiting request may preempt running ones with a strictly worse key when memory is short (seed 000's
+    # SPF + preemption). Only for orders other than arrival: with FCFS a requeued victim would otherwise evict
+    # the very requests that overtook it.
+    preempts_for_priority: bool
+    # Default per-step token budget; None means "as large as the longest allowed sequence" (no chunking:
+    # vLLM sets max_num_batched_tokens >= max_model_len when chunked prefill is off).
+    default_token_budget: int | None
+    summary: str
+
+
+SCHEDULERS: tuple[Scheduler, ...] = (
+    Scheduler("static", ORDER_ARRIVAL, False, True, False, None,
+              "request-level static batching: a batch is padded, prefilled together and decoded until its "
+              "longest request finishes; the baseline continuous batching is measured against"),
+    Scheduler("fcfs", ORDER_ARRIVAL, False, False, False, None,
+              "continuous batching, arrival order, each prompt prefilled whole in one step"),
+    Scheduler("spf", ORDER_PROMPT_LENGTH, False, False, True, None,
+              "continuous batching, shortest prompt first; may preempt longer-prompt requests for memory"),
+    Scheduler("chunked", ORDER_ARRIVAL, True, False, False, 512,
+              "Sarathi-Serve: decodes first, prompts chunked into the rest of a per-step token budget"),
+)
+SCHEDULER_NAMES: tuple[str, ...] = tuple(s.name for s in SCHEDULERS)
+BY_NAME: dict[str, Scheduler] = {s.name: s for s in SCHEDULERS}
+
+
+def scheduler_code(name: str) -> int:
+    return SCHEDULER_NAMES.index(name)
+
+
+@njit(cache=True)
+def waiting_key(order, arrival_s, prompt_tokens):
+    """Priority of a waiting request under an ordering (smaller first)."""
+    if order == ORDER_PROMPT_LENGTH:
+        return float(prompt_tokens)
+    return arrival_s

@@ -1,0 +1,146 @@
+"""`run(scenario) -> Result`: the one entry point every face (CLI, web, API, benchmarks) uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import engine as E
+from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
+from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
+from .metrics import summarize
+from .policies import BY_NAME, Scheduler
+from .scenario import Scenario
+from .workload import PRESETS, Preset, Requests, TraceError, read_csv_trace, synthesize
+
+DEFAULT_MAX_MODEL_LEN = 8192
+# The step log keeps every step up to this many, then samples (the summary metrics stay exact).
+DEFAULT_MAX_STEP_RECORDS = 1 << 20
+MAX_TRACE_ROWS = 10_000_000
+
+
+class SimulationError(RuntimeError):
+    """The engine ended with requests neither finished nor rejected: a bug, never a valid outcome."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The scenario with every default filled in."""
+
+    scheduler: Scheduler
+    preset: Preset
+    setup: Setup
+    num_blocks: int
+    swap_blocks: int
+    max_model_len: int
+    token_budget: int
+    rate: float
+    burstiness: float
+    slo_ttft_ms: float
+    slo_tpot_ms: float
+
+
+def resolve(s: Scenario) -> Resolved:
+    """Fill defaults and check the deployment is possible (raises SetupError with a message saying why not)."""
+    sched = BY_NAME[s.scheduler]
+    preset = PRESETS[s.workload]
+    model = MODELS[s.model or GPUS[s.hardware].default_model]
+    max_model_len = s.max_model_len or min(model.max_context, DEFAULT_MAX_MODEL_LEN)
+    if max_model_len > model.max_context:
+        raise SetupError(f"max_model_len must be at most {model.max_context} for {model.key} (got {max_model_len})")
+    token_budget = s.token_budget or sched.default_token_budget or max_model_len
+    setup = resolve_setup(s.hardware, model.key, s.quantization, s.tp, s.gpu_memory_utilization, s.block_size,
+                          token_budget, s.max_seqs)
+    capacity = setup.num_kv_blocks
+    if s.kv_blocks is not None and s.kv_blocks > capacity:
+        raise SetupError(f"kv_blocks must be at most {capacity}, what {model.key} on {s.hardware} leaves for the KV "
+                         f"cache (got {s.kv_blocks})")
+    num_blocks = s.kv_blocks or capacity
+    swap_blocks = int(s.swap_space_gb * GIB // setup.kv_bytes_per_block)
+    return Resolved(sched, preset, setup, num_blocks, swap_blocks, max_model_len, token_budget,
+                    s.rate or preset.rate, s.burstiness or preset.burstiness,
+                    s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms)
+
+
+def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Requests:
+    """The scenario's requests: an uploaded trace's text, the trace file it names, or the preset."""
+    if trace_text is None and s.trace is not None:
+        path = Path(s.trace)
+        if not path.is_file():
+            raise TraceError(f"trace: no such file {s.trace!r}")
+        trace_text = path.read_text(encoding="utf-8", errors="replace")
+    if trace_text is not None:
+        reqs = read_csv_trace(trace_text, MAX_TRACE_ROWS)
+        if s.num_requests is not None:
+            keep = slice(0, s.num_requests)
+            reqs = Requests(reqs.arrival_s[keep], reqs.prompt_tokens[keep], reqs.output_tokens[keep],
+                            reqs.request_class[keep], reqs.class_names)
+        return reqs
+    return synthesize(r.preset, r.rate, r.burstiness, s.num_requests, s.duration, s.seed)
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    resolved: Resolved
+    requests: Requests
+    status: np.ndarray
+    reject_reason: np.ndarray
+    generated: np.ndarray
+    first_scheduled_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    max_itl_s: np.ndarray
+    preemptions: np.ndarray
+    steps: np.ndarray  # step log, columns engine.S_*; every `step_stride`-th step
+    step_stride: int
+    events: np.ndarray  # event log, columns engine.E_*; empty unless recorded
+    accumulators: np.ndarray
+    itl_fine: np.ndarray
+    itl_coarse: np.ndarray
+    kv_frames: np.ndarray  # [frame, block] -> owning request id or -1
+    kv_frame_s: np.ndarray
+    free_blocks_at_end: int
+    swap_free_at_end: int
+    metrics: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {"scheduler": self.scenario.scheduler, "metrics": self.metrics}
+
+
+def run(scenario: Scenario, *, trace_text: str | None = None, kv_frame_times: np.ndarray | None = None,
+        record_events: bool = False, max_step_records: int = DEFAULT_MAX_STEP_RECORDS) -> Result:
+    r = resolve(scenario)
+    reqs = make_requests(scenario, r, trace_text)
+    return simulate_requests(scenario, r, reqs, kv_frame_times=kv_frame_times, record_events=record_events,
+                             max_step_records=max_step_records)
+
+
+def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None,
+                      record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, kernel=None) -> Result:
+    """Run the engine on given requests. `kernel` may be `engine.simulate.py_func` to run it as plain Python."""
+    cost = cost_params(r.setup)
+    frames_at = np.zeros(0) if kv_frame_times is None else np.asarray(kv_frame_times, np.float64)
+    preempt_mode = {"none": E.PREEMPT_NONE, "recompute": E.PREEMPT_RECOMPUTE, "swap": E.PREEMPT_SWAP}
+    sched = r.scheduler
+    out = (kernel or E.simulate)(
+        reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens,
+        sched.order, sched.chunked_prefill, sched.static_batching, sched.preempts_for_priority,
+        preempt_mode[scenario.preemption], r.token_budget, scenario.max_seqs, scenario.block_size,
+        r.num_blocks, r.swap_blocks, r.max_model_len, cost, frames_at, record_events, max_step_records,
+    )
+    result = Result(scenario, r, reqs, *out)
+    unfinished = int(((result.status != E.FINISHED) & (result.status != E.REJECTED)).sum())
+    if unfinished:
+        raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
+    result.metrics = summarize(
+        arrival_s=reqs.arrival_s, prompt_tokens=reqs.prompt_tokens, output_tokens=reqs.output_tokens,
+        status=result.status, reject_reason=result.reject_reason, first_token_s=result.first_token_s,
+        finish_s=result.finish_s, max_itl_s=result.max_itl_s, preemptions=result.preemptions,
+        acc=result.accumulators, itl_fine=result.itl_fine, itl_coarse=result.itl_coarse, num_blocks=r.num_blocks,
+        peak_bytes_per_s=cost[PEAK_BW], peak_flops_per_s=cost[PEAK_FLOPS],
+        slo_ttft_ms=r.slo_ttft_ms, slo_tpot_ms=r.slo_tpot_ms,
+    )
+    return result

@@ -1,0 +1,143 @@
+"""The one scenario model. CLI flags, URL query strings and the JSON API all parse into `Scenario`; its canonical
+query string round-trips (Scenario -> query -> Scenario is the identity)."""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import parse_qsl, urlencode
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .catalog import GPUS, MODELS, QUANTIZATIONS
+from .policies import SCHEDULER_NAMES
+from .workload import PRESETS
+
+SchedulerName = Literal[SCHEDULER_NAMES]  # type: ignore[valid-type]
+HardwareName = Literal[tuple(GPUS)]  # type: ignore[valid-type]
+ModelName = Literal[tuple(MODELS)]  # type: ignore[valid-type]
+Quantization = Literal[tuple(QUANTIZATIONS)]  # type: ignore[valid-type]
+WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
+
+# Limits that keep one simulation bounded; the web layer applies tighter ones of its own.
+MAX_REQUESTS = 10_000_000
+MAX_DURATION_S = 7 * 24 * 3600.0
+
+
+class Scenario(BaseModel):
+    """Everything one simulation needs. Unset optional fields take the workload preset's or the GPU's default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scheduler: SchedulerName = Field("chunked", description="scheduling policy")
+    hardware: HardwareName = Field("a100", description="GPU type (one per tensor-parallel rank)")
+    model: ModelName | None = Field(None, description="model; default: the GPU's default model")
+    quantization: Quantization = Field("fp16", description="weight format")
+    tp: int = Field(1, ge=1, le=8, description="tensor-parallel degree (GPUs)")
+    workload: WorkloadName = Field("chat", description="workload preset")
+    trace: str | None = Field(None, max_length=4096,
+                              description="CSV trace file arrival_s,prompt_tokens,output_tokens (replaces the preset)")
+    rate: float | None = Field(None, gt=0, le=10_000, description="arrival rate, requests/s; default: the preset's")
+    burstiness: float | None = Field(None, ge=0.05, le=20,
+                                     description="coefficient of variation of inter-arrival gaps (1 = Poisson)")
+    duration: float = Field(60.0, gt=0, le=MAX_DURATION_S, description="seconds of arrivals")
+    num_requests: int | None = Field(None, ge=1, le=MAX_REQUESTS,
+                                     description="exact number of requests (overrides duration)")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="random seed")
+    token_budget: int | None = Field(None, ge=16, le=1 << 20,
+                                     description="max tokens per step; default: 512 for chunked, max_model_len otherwise")
+    max_seqs: int = Field(256, ge=1, le=4096, description="max sequences per step")
+    block_size: Literal[8, 16, 32, 64, 128] = Field(16, description="tokens per KV block")
+    gpu_memory_utilization: float = Field(0.9, ge=0.1, le=0.99, description="fraction of GPU memory to use")
+    kv_blocks: int | None = Field(None, ge=1, le=50_000_000,
+                                  description="shrink the KV pool to this many blocks (default: what memory allows)")
+    max_model_len: int | None = Field(None, ge=64, le=1 << 21,
+                                      description="max prompt + output tokens; default: min(model context, 8192)")
+    preemption: Literal["recompute", "swap", "none"] = Field(
+        "recompute", description="what happens when the KV pool runs out")
+    swap_space_gb: float = Field(4.0, ge=0, le=4096, description="host memory for swapped KV, per GPU")
+    slo_ttft_ms: float | None = Field(None, gt=0, le=3_600_000, description="TTFT target; default: the preset's")
+    slo_tpot_ms: float | None = Field(None, gt=0, le=3_600_000, description="TPOT target; default: the preset's")
+
+    # ----- canonical query string -----
+    def to_query(self) -> str:
+        """Non-default fields in declaration order."""
+        data = self.model_dump(exclude_defaults=True)
+        return urlencode([(k, _query_value(v)) for k, v in data.items()])
+
+    @classmethod
+    def from_query(cls, query: str | dict[str, str]) -> Scenario:
+        pairs = parse_qsl(query, keep_blank_values=True) if isinstance(query, str) else list(query.items())
+        data: dict[str, str] = {}
+        for k, v in pairs:
+            if k in data:
+                raise ScenarioError([(k, f"given more than once (use {k}=... once)")])
+            data[k] = v
+        # An empty value means "use the default", as a form field left blank does.
+        return parse_scenario({k: v for k, v in data.items() if v != ""})
+
+
+def _query_value(v: object) -> str:
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+class ScenarioError(ValueError):
+    """Invalid scenario input: a list of (field, message) pairs, each message saying what is allowed."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("; ".join(f"{f}: {m}" for f, m in problems))
+
+
+def _describe(err: dict) -> str:
+    ctx = err.get("ctx") or {}
+    kind = err["type"]
+    got = err.get("input")
+    got_s = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        field = err["loc"][-1] if err["loc"] else ""
+        lo, hi = _bounds(str(field))
+        if lo is not None or hi is not None:
+            return f"must be {_range_text(lo, hi)}{got_s}"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected', '')}{got_s}"
+    if kind == "extra_forbidden":
+        return "is not a scenario field"
+    return err["msg"] + got_s
+
+
+def _bounds(field: str) -> tuple[object, object]:
+    info = Scenario.model_fields.get(field)
+    if info is None:
+        return None, None
+    lo = hi = None
+    for m in info.metadata:
+        lo = getattr(m, "ge", None) if getattr(m, "ge", None) is not None else lo
+        lo = getattr(m, "gt", None) if getattr(m, "gt", None) is not None else lo
+        hi = getattr(m, "le", None) if getattr(m, "le", None) is not None else hi
+        hi = getattr(m, "lt", None) if getattr(m, "lt", None) is not None else hi
+    gt = any(getattr(m, "gt", None) is not None for m in info.metadata)
+    if gt and lo is not None:
+        lo = f">{lo}"
+    return lo, hi
+
+
+def _range_text(lo: object, hi: object) -> str:
+    if isinstance(lo, str):  # exclusive lower bound
+        return f"greater than {lo[1:]} and at most {hi}" if hi is not None else f"greater than {lo[1:]}"
+    if lo is not None and hi is not None:
+        return f"between {lo} and {hi}"
+    return f"at least {lo}" if lo is not None else f"at most {hi}"
+
+
+def parse_scenario(data: dict) -> Scenario:
+    """Validate raw input (strings allowed) into a Scenario, or raise ScenarioError naming each bad field."""
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            field = ".".join(str(x) for x in err["loc"]) or "scenario"
+            problems.append((field, _describe(err)))
+        raise ScenarioError(problems) from None
