@@ -7,7 +7,7 @@
 
 from .catalog import GPUS, MODELS, SetupError
 from .policies import SCHEDULER_NAMES
-from .runner import Result, SimulationError, resolve, run
+from .runner import Result, SimulationError, resolve, run, warm_up
 from .scenario import Scenario, ScenarioError, parse_scenario
 from .workload import PRESETS, TraceError
 
@@ -16,8 +16,3 @@ __all__ = [
     "SimulationError", "TraceError", "parse_scenario", "resolve", "run", "warm_up",
 ]
 
-
-def warm_up() -> None:
-    """Compile (or load from the on-disk cache) the engine with one tiny run of each code path."""
-    for name in SCHEDULER_NAMES:
-        run(Scenario(scheduler=name, hardware="rtx3050", num_requests=4, seed=1), record_events=True)

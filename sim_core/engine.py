@@ -209,6 +209,7 @@ def _preempt(victim, preempt_mode, order, step, arrival_s, prompt_tokens, comput
     _remove_running(running, victim, ctr)
     preemptions[victim] += 1
     key = waiting_key(order, arrival_s[victim], prompt_tokens[victim])
+    held = computed[victim]  # KV tokens it loses (recompute) or moves to host (swap)
     seconds = 0.0
     if preempt_mode == PREEMPT_SWAP and n_blocks[victim] <= ctr[C_SWAP_FREE]:
         seconds = swap_seconds(cost, computed[victim])
@@ -223,7 +224,7 @@ def _preempt(victim, preempt_mode, order, step, arrival_s, prompt_tokens, comput
         ctr[C_WAITING] = _heap_push(wait_keys, wait_ids, ctr[C_WAITING], key, victim)
         kind = EV_PREEMPT_RECOMPUTE
     if record_events:
-        events = _log_event(events, ctr, victim, step, kind, computed[victim])
+        events = _log_event(events, ctr, victim, step, kind, held)
     _release(victim, free_stack, block_owner, block_table, free_slots, slot_of, n_blocks, ctr)
     return seconds, events
 

@@ -144,3 +144,11 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
         slo_ttft_ms=r.slo_ttft_ms, slo_tpot_ms=r.slo_tpot_ms,
     )
     return result
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's on-disk cache) every engine code path with tiny runs."""
+    from .policies import SCHEDULER_NAMES
+
+    for name in SCHEDULER_NAMES:
+        run(Scenario(scheduler=name, hardware="rtx3050", num_requests=4, seed=1), record_events=True)

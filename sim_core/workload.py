@@ -53,9 +53,12 @@ class Preset:
     slo_tpot_ms: float
 
 
-# Azure LLM inference trace 2023, conversation: prompt median 1020 / mean 1155 / p90 2735 tokens, output
-# median 129 / mean 211 / p90 424.
-CHAT = RequestClass("chat", 1.0, LengthDist(1020, 0.7, 16, 8000), LengthDist(129, 0.9, 2, 1024))
+# ShareGPT conversations, the dataset of vLLM's serving benchmarks: first-turn prompts average ~160-260 tokens
+# (vLLM paper: 161; our count of the pip-packaged copy: mean 264, median 36 chars/4), answers ~300 (338 / 312).
+CHAT = RequestClass("chat", 1.0, LengthDist(150, 1.0, 4, 4000), LengthDist(240, 0.7, 4, 1500))
+# Azure LLM inference trace 2023, conversation: prompt median 1020 / mean 1155 / p90 2735 tokens (multi-turn
+# history included), output median 129 / mean 211 / p90 424.
+CONVERSATION = RequestClass("conversation", 1.0, LengthDist(1020, 0.7, 16, 8000), LengthDist(129, 0.9, 2, 1024))
 # Short interactive turns (ShareGPT first turns, LMSYS: prompts of tens to hundreds of tokens).
 SHORT_CHAT = RequestClass("chat", 0.75, LengthDist(250, 0.6, 16, 2000), LengthDist(150, 0.6, 8, 600))
 # Retrieval-augmented prompts: 3-4k tokens of retrieved context (seed 004).
@@ -69,13 +72,15 @@ SUMMARY = RequestClass("summarize", 0.15, LengthDist(2730, 0.3, 512, 7000), Leng
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
-        Preset("chat", "conversations with Azure-2023 conversation-trace lengths", (CHAT,), 4.0, 1.0, 250, 100),
+        Preset("chat", "ShareGPT-like chat turns (the vLLM benchmark dataset)", (CHAT,), 4.0, 1.0, 250, 100),
+        Preset("conversation", "multi-turn conversations with Azure-2023 conversation-trace lengths",
+               (CONVERSATION,), 2.0, 1.0, 500, 100),
         Preset("rag", "short chat streams mixed with 3-4k-token retrieval prompts (seed 004)",
                (SHORT_CHAT, RETRIEVAL), 6.0, 1.0, 1000, 100),
         Preset("code", "code completion with Azure-2023 code-trace lengths, bursty arrivals",
                (CODE,), 4.0, 2.0, 125, 200),
         Preset("mixed", "chat, code completion and summarisation sharing one server",
-               (RequestClass("chat", 0.6, CHAT.prompt, CHAT.output),
+               (RequestClass("conversation", 0.6, CONVERSATION.prompt, CONVERSATION.output),
                 RequestClass("code", 0.25, CODE.prompt, CODE.output), SUMMARY), 4.0, 1.0, 500, 100),
     ]
 }

@@ -1,0 +1,80 @@
+"""Per-request timelines from a run's event and step logs: what each request was doing when.
+
+Segments are (request, kind, start_s, end_s) with kind one of SEGMENT_KINDS:
+  queued     arrival -> first scheduled
+  prefill    one step that computed a chunk of its prompt (or of its recomputation after preemption)
+  decode     emitting tokens, from the end of its last prefill chunk to its finish or next preemption
+  preempted  evicted (recompute or swap) until it is scheduled again
+  rejected   a zero-length mark at arrival for a request the server refused
+Used by the Perfetto export and the dashboard's Gantt chart. Needs a run with record_events=True and an
+unsampled step log (step_stride == 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine as E
+
+SEGMENT_KINDS = ("queued", "prefill", "decode", "preempted", "rejected")
+QUEUED, PREFILL, DECODE, PREEMPTED, REJECTED = range(5)
+
+
+def step_bounds(result) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end time of every step, indexed by step number."""
+    if result.step_stride != 1:
+        raise ValueError("the step log of this run was sampled; run with fewer steps for a timeline")
+    start = result.steps[:, E.S_START]
+    return start, start + result.steps[:, E.S_DURATION]
+
+
+def request_segments(result, request_ids=None) -> list[tuple[int, int, float, float]]:
+    """Segments for the given requests (default: all), ordered by request then time."""
+    reqs = result.requests
+    ids = np.arange(len(reqs)) if request_ids is None else np.asarray(request_ids, np.int64)
+    step_start, step_end = step_bounds(result)
+    ev = result.events
+    wanted = np.zeros(len(reqs), bool)
+    wanted[ids] = True
+    ev = ev[wanted[ev[:, E.E_REQUEST]]] if len(ev) else ev
+    order = np.lexsort((np.arange(len(ev)), ev[:, E.E_STEP], ev[:, E.E_REQUEST])) if len(ev) else []
+    by_request: dict[int, list] = {}
+    for row in (ev[k] for k in order):
+        by_request.setdefault(int(row[E.E_REQUEST]), []).append(row)
+
+    out: list[tuple[int, int, float, float]] = []
+    for r in ids:
+        r = int(r)
+        arrival = float(reqs.arrival_s[r])
+        if result.status[r] == E.REJECTED:
+            out.append((r, REJECTED, arrival, arrival))
+            continue
+        first = float(result.first_scheduled_s[r])
+        if first > arrival:
+            out.append((r, QUEUED, arrival, first))
+        decode_from = None  # set while the request is decoding
+        preempted_at = None
+        for row in by_request.get(r, []):
+            kind, s = int(row[E.E_KIND]), int(row[E.E_STEP])
+            if kind == E.EV_PREFILL:
+                if preempted_at is not None:
+                    out.append((r, PREEMPTED, preempted_at, float(step_start[s])))
+                    preempted_at = None
+                out.append((r, PREFILL, float(step_start[s]), float(step_end[s])))
+                decode_from = float(step_end[s])
+            elif kind in (E.EV_PREEMPT_RECOMPUTE, E.EV_SWAP_OUT):
+                t = float(step_start[s])
+                # Decoding only once its first token is out (a mid-prompt eviction has no decode before it).
+                if decode_from is not None and t > decode_from >= result.first_token_s[r]:
+                    out.append((r, DECODE, decode_from, t))
+                decode_from = None
+                preempted_at = t
+            elif kind == E.EV_SWAP_IN:
+                if preempted_at is not None:
+                    out.append((r, PREEMPTED, preempted_at, float(step_start[s])))
+                    preempted_at = None
+                decode_from = float(step_start[s])
+        finish = float(result.finish_s[r])
+        if decode_from is not None and finish > decode_from:
+            out.append((r, DECODE, decode_from, finish))
+    return out
