@@ -53,9 +53,9 @@ class Preset:
     slo_tpot_ms: float
 
 
-# ShareGPT conversations, the dataset of vLLM's serving benchmarks: first-turn prompts average ~160-260 tokens
-# (vLLM paper: 161; our count of the pip-packaged copy: mean 264, median 36 chars/4), answers ~300 (338 / 312).
-CHAT = RequestClass("chat", 1.0, LengthDist(150, 1.0, 4, 4000), LengthDist(240, 0.7, 4, 1500))
+# First turns of ShareGPT conversations, the dataset of vLLM's serving benchmarks: prompts average ~160-260
+# tokens (vLLM paper: 161; our count of the pip-packaged copy: mean 264), answers ~300 (338 / 312).
+FIRST_TURN = RequestClass("first-turn", 1.0, LengthDist(150, 1.0, 4, 4000), LengthDist(240, 0.7, 4, 1500))
 # Azure LLM inference trace 2023, conversation: prompt median 1020 / mean 1155 / p90 2735 tokens (multi-turn
 # history included), output median 129 / mean 211 / p90 424.
 CONVERSATION = RequestClass("conversation", 1.0, LengthDist(1020, 0.7, 16, 8000), LengthDist(129, 0.9, 2, 1024))
@@ -72,7 +72,11 @@ SUMMARY = RequestClass("summarize", 0.15, LengthDist(2730, 0.3, 512, 7000), Leng
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
-        Preset("chat", "ShareGPT-like chat turns (the vLLM benchmark dataset)", (CHAT,), 4.0, 1.0, 250, 100),
+        # A chat service sees both: new conversations and follow-ups that resend the history. SLOs: DistServe's
+        # chatbot setting for OPT-66B (TTFT 0.4 s, TPOT 0.1 s).
+        Preset("chat", "chat turns: half ShareGPT first turns, half follow-ups carrying their history (Azure 2023)",
+               (RequestClass("first-turn", 0.5, FIRST_TURN.prompt, FIRST_TURN.output),
+                RequestClass("follow-up", 0.5, CONVERSATION.prompt, CONVERSATION.output)), 4.0, 1.0, 400, 100),
         Preset("conversation", "multi-turn conversations with Azure-2023 conversation-trace lengths",
                (CONVERSATION,), 2.0, 1.0, 500, 100),
         Preset("rag", "short chat streams mixed with 3-4k-token retrieval prompts (seed 004)",
