@@ -4,13 +4,17 @@ One call simulates a whole workload. State is structure-of-arrays indexed by req
 arrival). Each step, as in vLLM v1:
   1. admit arrivals into the waiting queue (or reject those that can never run, with a reason);
   2. priority preemption (only for schedulers that order by something other than arrival);
+     admission control may shed a request whose TTFT target is already out of reach (it is counted as rejected);
   3. serve running requests first: one token for each decode, the rest of a partial prompt for a request
      mid-prefill; a request that needs a KV block when none is free preempts the running request with the least
      progress (recompute: free its blocks and requeue it; swap: copy its KV to host memory);
   4. resume swapped requests, then admit waiting ones in policy order into the remaining token budget;
   5. advance the clock by the step time from the cost model; requests whose KV now covers all their tokens
      sample one: the first token ends the prompt phase, the last one finishes the request.
-`static` batching replaces 3-4 with whole-batch admission (see `_form_static_batch`).
+`static` batching replaces 3-4 with whole-batch admission. The waiting queue is one heap per tenant (request
+class); every policy but `fair` uses a single heap, `fair` picks the backlogged tenant with the least weighted
+service (Virtual Token Counter) and serves its heap in arrival order. An optional controller adapts the token
+budget to keep step time under a fraction of the ITL target (seed 003).
 
 Everything here is numba-compiled (`@njit(cache=True)`) and also runs as plain Python with NUMBA_DISABLE_JIT=1.
 numba's on-disk cache keys on this file alone: after editing cost_model.py or policies.py, clear the cache
@@ -23,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from .cost_model import step_cost, swap_seconds
-from .policies import waiting_key
+from .policies import ORDER_TENANT_SHARE, waiting_key
 
 # Request status.
 PENDING, WAITING, RUNNING, SWAPPED, FINISHED, REJECTED = 0, 1, 2, 3, 4, 5
@@ -32,27 +36,36 @@ REJECT_NONE = 0
 REJECT_LONGER_THAN_MODEL = 1  # prompt + output exceed max_model_len
 REJECT_LARGER_THAN_KV_POOL = 2  # its KV at full length would not fit in the whole block pool
 REJECT_LONGER_THAN_BUDGET = 3  # chunking off and prompt + output exceed the per-step token budget
+REJECT_SHED = 4  # admission control: its TTFT target could no longer be met
 REJECT_REASONS = (
     "",
     "prompt + output tokens exceed max_model_len",
     "prompt + output KV exceeds the whole KV block pool",
     "prompt + output tokens exceed the token budget and chunked prefill is off",
+    "shed by admission control: TTFT target already out of reach",
 )
+# Admission control for a request whose slack is negative when it reaches the head of the queue.
+ADMIT, SHED, DEGRADE = 0, 1, 2
+# Policy parameters (a float64 vector, like the cost parameters).
+(P_AGING, P_ADMISSION, P_DEGRADE_FACTOR, P_TRANSPORT_S, P_ADAPTIVE, P_HEADROOM, P_ITL_TARGET_S, P_BUDGET_MIN,
+ P_BUDGET_MAX, P_BUDGET_INCREASE, P_FAIR_INPUT_COST, P_FAIR_OUTPUT_COST) = range(12)
+N_POLICY_PARAMS = 12
 # Preemption modes.
 PREEMPT_NONE, PREEMPT_RECOMPUTE, PREEMPT_SWAP = 0, 1, 2
 # Event kinds in the event log.
 EV_PREFILL, EV_PREEMPT_RECOMPUTE, EV_SWAP_OUT, EV_SWAP_IN = 0, 1, 2, 3
 # Columns of the step log.
 (S_START, S_DURATION, S_PREFILL_TOKENS, S_PREFILL_SEQS, S_DECODE_SEQS, S_KV_BLOCKS, S_WAITING, S_RUNNING,
- S_SWAPPED, S_BYTES, S_FLOPS, S_PREEMPTIONS) = range(12)
-N_STEP_COLS = 12
+ S_SWAPPED, S_BYTES, S_FLOPS, S_PREEMPTIONS, S_TOKEN_BUDGET, S_SHED) = range(14)
+N_STEP_COLS = 14
 # Columns of the event log.
 E_REQUEST, E_STEP, E_KIND, E_TOKENS = range(4)
 N_EVENT_COLS = 4
 # Summary accumulators (exact, unlike the step log, which is sampled once it is full).
 (A_STEPS, A_BUSY_S, A_BYTES, A_FLOPS, A_KV_BLOCK_S, A_KV_PEAK, A_WAITING_S, A_WAITING_PEAK, A_IN_SYSTEM_S,
- A_PREEMPTIONS, A_SWAP_OUTS, A_END_S, A_ITL_SUM, A_ITL_COUNT, A_PREFILL_TOKENS, A_DECODE_TOKENS) = range(16)
-N_ACC = 16
+ A_PREEMPTIONS, A_SWAP_OUTS, A_END_S, A_ITL_SUM, A_ITL_COUNT, A_PREFILL_TOKENS, A_DECODE_TOKENS, A_SHED,
+ A_DEGRADED) = range(18)
+N_ACC = 18
 # Inter-token-latency histogram: exact microsecond bins below ~1 s, millisecond bins up to 1000 s.
 ITL_FINE_BINS = 1 << 20
 ITL_COARSE_BINS = 1_000_000
@@ -110,11 +123,67 @@ def _heap_pop(keys, ids, size):
     return size
 
 
+@njit(cache=True)
+def _heapify(keys, ids, size):
+    """Restore the heap order after keys changed in place."""
+    for start in range(size // 2 - 1, -1, -1):
+        i = start
+        while True:
+            left = 2 * i + 1
+            right = left + 1
+            best = i
+            if left < size and _heap_less(keys, ids, left, best):
+                best = left
+            if right < size and _heap_less(keys, ids, right, best):
+                best = right
+            if best == i:
+                break
+            keys[i], keys[best] = keys[best], keys[i]
+            ids[i], ids[best] = ids[best], ids[i]
+            i = best
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Waiting queue: one heap per tenant in flat arrays; tenant t's heap lives at [q_off[t], q_off[t + 1]).
+# ---------------------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _wait_push(t, key, rid, wait_keys, wait_ids, q_off, q_size, vtc, ctr):
+    lo, hi = q_off[t], q_off[t + 1]
+    if q_size[t] == 0 and vtc.shape[0] > 1:
+        # Virtual Token Counter: a tenant that returns from idle starts level with the least-served backlogged
+        # tenant, so it cannot spend service "saved" while it had nothing to run.
+        lowest = -1.0
+        for u in range(q_size.shape[0]):
+            if u != t and q_size[u] > 0 and (lowest < 0.0 or vtc[u] < lowest):
+                lowest = vtc[u]
+        if lowest > vtc[t]:
+            vtc[t] = lowest
+    q_size[t] = _heap_push(wait_keys[lo:hi], wait_ids[lo:hi], q_size[t], key, rid)
+    ctr[C_WAITING] += 1
+
+
+@njit(cache=True)
+def _wait_head(q_size, vtc):
+    """The tenant whose heap top is served next (least service among backlogged tenants); -1 if none."""
+    best = -1
+    for t in range(q_size.shape[0]):
+        if q_size[t] > 0 and (best < 0 or vtc[t] < vtc[best]):
+            best = t
+    return best
+
+
+@njit(cache=True)
+def _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr):
+    lo, hi = q_off[t], q_off[t + 1]
+    q_size[t] = _heap_pop(wait_keys[lo:hi], wait_ids[lo:hi], q_size[t])
+    ctr[C_WAITING] -= 1
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Scalar state shared by the helpers lives in one small int64 array, so helpers can update it in place.
 # ---------------------------------------------------------------------------------------------------------
 C_RUNNING, C_WAITING, C_SWAPPED, C_FREE_TOP, C_FREE_SLOTS_TOP, C_SWAP_FREE, C_EVENTS = range(7)
-N_COUNTERS = 7
+N_COUNTERS = 7  # C_WAITING counts all tenants' heaps together
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -200,15 +269,30 @@ def _record_itl(gap, itl_fine, itl_coarse):
 
 
 @njit(cache=True)
-def _preempt(victim, preempt_mode, order, step, arrival_s, prompt_tokens, computed, status, preemptions,
-             host_blocks, n_blocks, running, wait_keys, wait_ids, swap_keys, swap_ids, free_stack, block_owner,
+def _deadline_s(r, arrival_s, request_class, class_ttft_s, degraded, pol):
+    """When request r must have its first token, in device time (client target minus transport overhead)."""
+    target = class_ttft_s[request_class[r]]
+    if degraded[r]:
+        target *= pol[P_DEGRADE_FACTOR]
+    return arrival_s[r] + target - pol[P_TRANSPORT_S]
+
+
+@njit(cache=True)
+def _key(r, order, arrival_s, prompt_tokens, generated, request_class, class_ttft_s, degraded, pol, chunk, step_s):
+    return waiting_key(order, arrival_s[r], prompt_tokens[r], prompt_tokens[r] + generated[r],
+                       _deadline_s(r, arrival_s, request_class, class_ttft_s, degraded, pol), chunk, step_s,
+                       pol[P_AGING])
+
+
+@njit(cache=True)
+def _preempt(victim, key, preempt_mode, step, computed, status, preemptions, host_blocks, n_blocks, running,
+             tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, free_stack, block_owner,
              block_table, free_slots, slot_of, ctr, cost, events, record_events):
     """Evict a running request. Swap copies its KV to host memory if there is room (returns the copy time);
     otherwise (or in recompute mode) its KV is dropped and it waits to be prefilled again, generated tokens
     included. Returns (seconds of swap traffic, event log)."""
     _remove_running(running, victim, ctr)
     preemptions[victim] += 1
-    key = waiting_key(order, arrival_s[victim], prompt_tokens[victim])
     held = computed[victim]  # KV tokens it loses (recompute) or moves to host (swap)
     seconds = 0.0
     if preempt_mode == PREEMPT_SWAP and n_blocks[victim] <= ctr[C_SWAP_FREE]:
@@ -221,7 +305,7 @@ def _preempt(victim, preempt_mode, order, step, arrival_s, prompt_tokens, comput
     else:
         computed[victim] = 0
         status[victim] = WAITING
-        ctr[C_WAITING] = _heap_push(wait_keys, wait_ids, ctr[C_WAITING], key, victim)
+        _wait_push(tenant_of[victim], key, victim, wait_keys, wait_ids, q_off, q_size, vtc, ctr)
         kind = EV_PREEMPT_RECOMPUTE
     if record_events:
         events = _log_event(events, ctr, victim, step, kind, held)
@@ -231,17 +315,21 @@ def _preempt(victim, preempt_mode, order, step, arrival_s, prompt_tokens, comput
 
 @njit(cache=True)
 def simulate(
-    arrival_s, prompt_tokens, output_tokens,
+    arrival_s, prompt_tokens, output_tokens, request_class,
     order, chunked_prefill, static_batching, preempts_for_priority, preempt_mode,
     token_budget, max_num_seqs, block_size, num_blocks, swap_blocks, max_model_len,
-    cost, snapshot_times, record_events, max_step_records,
+    cost, pol, class_ttft_s, class_tpot_s, class_weight,
+    snapshot_times, record_events, max_step_records,
 ):
     n = arrival_s.shape[0]
+    n_classes = class_ttft_s.shape[0]
     # --- per-request state ---
     status = np.zeros(n, np.int8)
     reject_reason = np.zeros(n, np.int8)
+    degraded = np.zeros(n, np.int8)  # admitted late with a relaxed TTFT target
     computed = np.zeros(n, np.int64)  # tokens whose KV is on the GPU
     generated = np.zeros(n, np.int64)
+    on_time_tokens = np.zeros(n, np.int64)  # tokens delivered by their deadline (token goodput)
     n_blocks = np.zeros(n, np.int64)  # GPU blocks held
     host_blocks = np.zeros(n, np.int64)  # blocks held in host swap space
     slot_of = np.full(n, -1, np.int64)
@@ -265,7 +353,17 @@ def simulate(
     ctr[C_FREE_TOP] = num_blocks
     ctr[C_FREE_SLOTS_TOP] = max_num_seqs
     ctr[C_SWAP_FREE] = swap_blocks
-    # --- queues: running in admission order; waiting and swapped as heaps on the policy key ---
+    # --- queues: running in admission order; waiting as per-tenant heaps; swapped as one heap ---
+    fair = order == ORDER_TENANT_SHARE
+    n_tenants = n_classes if fair else 1
+    tenant_of = request_class.copy() if fair else np.zeros(n, np.int64)
+    q_off = np.zeros(n_tenants + 1, np.int64)
+    for i in range(n):
+        q_off[tenant_of[i] + 1] += 1
+    for t in range(n_tenants):
+        q_off[t + 1] += q_off[t]
+    q_size = np.zeros(n_tenants, np.int64)
+    vtc = np.zeros(n_tenants)  # weighted service received per tenant (fair); all zero otherwise
     running = np.zeros(max_num_seqs, np.int64)
     wait_keys = np.zeros(n)
     wait_ids = np.zeros(n, np.int64)
@@ -275,8 +373,17 @@ def simulate(
     sched_req = np.zeros(max_num_seqs, np.int64)
     sched_tokens = np.zeros(max_num_seqs, np.int64)
     static_prompt_pad = 0  # static batching: the active batch's padded prompt length (0: no batch)
+    # --- step-time estimate for slack (seed 003): measured prefill steps, starting from the cost model ---
+    # The adaptive controller moves the budget, starting low and growing while steps stay fast (a big first
+    # step would overshoot the bound before any measurement); fixed otherwise.
+    budget_now = int(pol[P_BUDGET_MIN]) if pol[P_ADAPTIVE] != 0.0 and not static_batching else token_budget
+    first_chunk = token_budget if token_budget < max_model_len else max_model_len
+    est = step_cost(cost, first_chunk, first_chunk * (first_chunk + 1) // 2, 0, 0, 0, 1)
+    step_est = est[0]
+    keyed_step_est = step_est
     # --- outputs ---
     steps = np.zeros((1024, N_STEP_COLS))
+    service = np.zeros((1024, n_tenants))
     n_steps_logged = 0
     log_stride = 1
     events = np.zeros((1024 if record_events else 1, N_EVENT_COLS), np.int64)
@@ -312,8 +419,9 @@ def simulate(
                 done += 1
             else:
                 status[i] = WAITING
-                ctr[C_WAITING] = _heap_push(wait_keys, wait_ids, ctr[C_WAITING],
-                                            waiting_key(order, arrival_s[i], prompt_tokens[i]), i)
+                _wait_push(tenant_of[i], _key(i, order, arrival_s, prompt_tokens, generated, request_class,
+                                              class_ttft_s, degraded, pol, budget_now, step_est),
+                           i, wait_keys, wait_ids, q_off, q_size, vtc, ctr)
         while next_frame < n_frames and snapshot_times[next_frame] <= now:
             frames[next_frame] = block_owner
             frame_s[next_frame] = now
@@ -323,21 +431,31 @@ def simulate(
         if ctr[C_RUNNING] == 0 and ctr[C_WAITING] == 0 and ctr[C_SWAPPED] == 0:
             now = arrival_s[next_arrival]  # idle until the next arrival
             continue
+        # Slack keys depend on the measured step time: re-key the queues when it has drifted by over 10%.
+        if abs(step_est - keyed_step_est) > 0.1 * keyed_step_est:
+            keyed_step_est = step_est
+            for t in range(n_tenants):
+                for j in range(q_off[t], q_off[t] + q_size[t]):
+                    wait_keys[j] = _key(wait_ids[j], order, arrival_s, prompt_tokens, generated, request_class,
+                                        class_ttft_s, degraded, pol, budget_now, step_est)
+                _heapify(wait_keys[q_off[t]:q_off[t + 1]], wait_ids[q_off[t]:q_off[t + 1]], q_size[t])
 
         n_sched = 0
-        budget = token_budget
+        budget = budget_now
         swap_s = 0.0
         step_preemptions = 0
+        step_shed = 0
         if static_batching:
             # ---- request-level static batching ----
             if static_prompt_pad == 0:
                 # Form a batch from the waiting queue in order; each member reserves its whole KV.
                 while ctr[C_WAITING] > 0 and ctr[C_RUNNING] < max_num_seqs:
-                    r = wait_ids[0]
+                    t = _wait_head(q_size, vtc)
+                    r = wait_ids[q_off[t]]
                     need = _blocks_for(prompt_tokens[r] + output_tokens[r], block_size)
                     if need > ctr[C_FREE_TOP]:
                         break
-                    ctr[C_WAITING] = _heap_pop(wait_keys, wait_ids, ctr[C_WAITING])
+                    _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr)
                     _take_slot(r, free_slots, slot_of, ctr)
                     _allocate_blocks(r, need, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
                     status[r] = RUNNING
@@ -370,24 +488,27 @@ def simulate(
             # ---- continuous batching ----
             # 2. Priority preemption: the best waiting request may evict running ones with worse keys.
             if preempts_for_priority and preempt_mode != PREEMPT_NONE and ctr[C_WAITING] > 0:
-                head = wait_ids[0]
-                head_key = wait_keys[0]
+                t = _wait_head(q_size, vtc)
+                head = wait_ids[q_off[t]]
+                head_key = wait_keys[q_off[t]]
                 need = _blocks_for(prompt_tokens[head] + generated[head], block_size)
                 while need > ctr[C_FREE_TOP]:
                     victim = -1
                     for k in range(ctr[C_RUNNING]):
                         r = running[k]
-                        if waiting_key(order, arrival_s[r], prompt_tokens[r]) > head_key:
+                        if _key(r, order, arrival_s, prompt_tokens, generated, request_class, class_ttft_s,
+                                degraded, pol, budget_now, step_est) > head_key:
                             if victim < 0 or generated[r] < generated[victim] or (
                                     generated[r] == generated[victim] and r > victim):
                                 victim = r
                     if victim < 0:
                         break
                     seconds, events = _preempt(
-                        victim, preempt_mode, order, step, arrival_s, prompt_tokens, computed, status,
-                        preemptions, host_blocks, n_blocks, running, wait_keys, wait_ids, swap_keys, swap_ids,
-                        free_stack, block_owner, block_table, free_slots, slot_of, ctr, cost, events,
-                        record_events)
+                        victim, _key(victim, order, arrival_s, prompt_tokens, generated, request_class,
+                                     class_ttft_s, degraded, pol, budget_now, step_est),
+                        preempt_mode, step, computed, status, preemptions, host_blocks, n_blocks, running,
+                        tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, free_stack,
+                        block_owner, block_table, free_slots, slot_of, ctr, cost, events, record_events)
                     swap_s += seconds
                     step_preemptions += 1
             priority_preempted = step_preemptions > 0
@@ -407,10 +528,11 @@ def simulate(
                         if generated[c] < generated[victim] or (generated[c] == generated[victim] and c > victim):
                             victim = c
                     seconds, events = _preempt(
-                        victim, preempt_mode, order, step, arrival_s, prompt_tokens, computed, status,
-                        preemptions, host_blocks, n_blocks, running, wait_keys, wait_ids, swap_keys, swap_ids,
-                        free_stack, block_owner, block_table, free_slots, slot_of, ctr, cost, events,
-                        record_events)
+                        victim, _key(victim, order, arrival_s, prompt_tokens, generated, request_class,
+                                     class_ttft_s, degraded, pol, budget_now, step_est),
+                        preempt_mode, step, computed, status, preemptions, host_blocks, n_blocks, running,
+                        tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, free_stack,
+                        block_owner, block_table, free_slots, slot_of, ctr, cost, events, record_events)
                     swap_s += seconds
                     step_preemptions += 1
                     if victim == r:
@@ -453,8 +575,35 @@ def simulate(
             # 4b. Admit waiting requests in policy order.
             while (not blocked and ctr[C_SWAPPED] == 0 and ctr[C_WAITING] > 0 and ctr[C_RUNNING] < max_num_seqs
                    and budget > 0):
-                r = wait_ids[0]
-                need = prompt_tokens[r] + generated[r]  # nothing computed: new, or requeued for recompute
+                t = _wait_head(q_size, vtc)
+                r = wait_ids[q_off[t]]
+                total = prompt_tokens[r] + generated[r]  # nothing computed: new, or requeued for recompute
+                if pol[P_ADMISSION] != ADMIT and generated[r] == 0 and np.isnan(first_scheduled_s[r]):
+                    # Admission control: the earliest this request's first token can come, if it starts now.
+                    if chunked_prefill:
+                        steps_needed = (total + budget_now - 1) // budget_now
+                        earliest = now + steps_needed * step_est
+                    else:
+                        earliest = now + step_cost(cost, total, total * (total + 1) // 2, 0, 0, 0, 1)[0]
+                    if earliest > _deadline_s(r, arrival_s, request_class, class_ttft_s, degraded, pol):
+                        if pol[P_ADMISSION] == SHED:
+                            _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr)
+                            status[r] = REJECTED
+                            reject_reason[r] = REJECT_SHED
+                            finish_s[r] = now
+                            done += 1
+                            step_shed += 1
+                            continue
+                        if not degraded[r]:
+                            # Degrade: admit later with a relaxed target; requeue it under its new key.
+                            degraded[r] = 1
+                            acc[A_DEGRADED] += 1
+                            _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr)
+                            _wait_push(t, _key(r, order, arrival_s, prompt_tokens, generated, request_class,
+                                               class_ttft_s, degraded, pol, budget_now, step_est),
+                                       r, wait_keys, wait_ids, q_off, q_size, vtc, ctr)
+                            continue
+                need = total
                 if need > budget:
                     if not chunked_prefill:
                         break  # the whole prompt must fit in one step; wait for a step with room
@@ -466,7 +615,7 @@ def simulate(
                     total_blocks = _blocks_for(need, block_size)
                 if total_blocks > ctr[C_FREE_TOP]:
                     break  # head-of-line: later requests wait behind it, as in vLLM
-                ctr[C_WAITING] = _heap_pop(wait_keys, wait_ids, ctr[C_WAITING])
+                _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr)
                 _take_slot(r, free_slots, slot_of, ctr)
                 _allocate_blocks(r, total_blocks, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
                 status[r] = RUNNING
@@ -479,7 +628,7 @@ def simulate(
                 n_sched += 1
                 budget -= need
 
-            # Batch shape for the cost model.
+            # Batch shape for the cost model; tenants' service for fair sharing.
             p_tokens, p_pairs, p_ctx_read, p_seqs, d_seqs, d_ctx, samples = 0, 0, 0, 0, 0, 0, 0
             for q in range(n_sched):
                 r = sched_req[q]
@@ -487,11 +636,13 @@ def simulate(
                 if generated[r] > 0 and computed[r] == prompt_tokens[r] + generated[r] - 1:
                     d_seqs += 1
                     d_ctx += computed[r] + 1
+                    vtc[tenant_of[r]] += pol[P_FAIR_OUTPUT_COST] / class_weight[request_class[r]]
                 else:
                     p_tokens += t
                     p_seqs += 1
                     p_pairs += t * computed[r] + t * (t + 1) // 2
                     p_ctx_read += computed[r]
+                    vtc[tenant_of[r]] += t * pol[P_FAIR_INPUT_COST] / class_weight[request_class[r]]
                     if record_events:
                         events = _log_event(events, ctr, r, step, EV_PREFILL, t)
                 if computed[r] + t == prompt_tokens[r] + generated[r]:
@@ -499,8 +650,8 @@ def simulate(
 
         # 5. Run the step.
         if n_sched == 0:
-            if step_preemptions > 0:
-                continue  # every candidate was evicted this step; the next pass re-admits them
+            if step_preemptions > 0 or step_shed > 0:
+                continue  # candidates were evicted or shed this step; the next pass goes on
             break  # cannot happen for valid inputs; the caller reports any request left unfinished
         seconds, moved, flops = step_cost(cost, p_tokens, p_pairs, p_ctx_read, d_seqs, d_ctx, samples)
         seconds += swap_s
@@ -516,6 +667,7 @@ def simulate(
         acc[A_WAITING_PEAK] = max(acc[A_WAITING_PEAK], n_waiting)
         acc[A_IN_SYSTEM_S] += (n_waiting + ctr[C_RUNNING] + ctr[C_SWAPPED]) * seconds
         acc[A_PREEMPTIONS] += step_preemptions
+        acc[A_SHED] += step_shed
         acc[A_PREFILL_TOKENS] += p_tokens
         acc[A_DECODE_TOKENS] += d_seqs
         if step % log_stride == 0:
@@ -523,11 +675,13 @@ def simulate(
                 # Full: keep every other record and sample half as often from now on (bounded memory).
                 for q in range(0, n_steps_logged, 2):
                     steps[q // 2] = steps[q]
+                    service[q // 2] = service[q]
                 n_steps_logged = (n_steps_logged + 1) // 2
                 log_stride *= 2
             if step % log_stride == 0:
                 if n_steps_logged == steps.shape[0]:
                     steps = _grown(steps)
+                    service = _grown(service)
                 row = steps[n_steps_logged]
                 row[S_START] = now
                 row[S_DURATION] = seconds
@@ -541,9 +695,22 @@ def simulate(
                 row[S_BYTES] = moved
                 row[S_FLOPS] = flops
                 row[S_PREEMPTIONS] = step_preemptions
+                row[S_TOKEN_BUDGET] = budget_now
+                row[S_SHED] = step_shed
+                service[n_steps_logged] = vtc
                 n_steps_logged += 1
         now += seconds
         step += 1
+        if p_tokens > 0:
+            step_est = 0.8 * step_est + 0.2 * seconds  # slack estimates use recent prefill steps
+        if pol[P_ADAPTIVE] != 0.0 and not static_batching:
+            # Seed 003's controller: back off multiplicatively above the bound; grow additively while under it
+            # and the budget was what limited the step.
+            bound = pol[P_HEADROOM] * pol[P_ITL_TARGET_S]
+            if seconds > bound:
+                budget_now = max(int(pol[P_BUDGET_MIN]), int(budget_now * 0.8))
+            elif budget < 16 and budget_now < pol[P_BUDGET_MAX]:
+                budget_now = min(int(pol[P_BUDGET_MAX]), budget_now + int(pol[P_BUDGET_INCREASE]))
 
         # Tokens land at the end of the step: a request whose KV now covers all its tokens samples one.
         for q in range(n_sched):
@@ -552,6 +719,9 @@ def simulate(
             if computed[r] != prompt_tokens[r] + generated[r]:
                 continue  # mid-prefill
             generated[r] += 1
+            c = request_class[r]
+            if now <= arrival_s[r] + class_ttft_s[c] - pol[P_TRANSPORT_S] + (generated[r] - 1) * class_tpot_s[c]:
+                on_time_tokens[r] += 1
             if generated[r] == 1:
                 first_token_s[r] = now
             else:
@@ -585,5 +755,6 @@ def simulate(
         next_frame += 1
     acc[A_END_S] = now
     return (status, reject_reason, generated, first_scheduled_s, first_token_s, finish_s, max_itl_s, preemptions,
-            steps[:n_steps_logged].copy(), log_stride, events[: ctr[C_EVENTS]].copy(), acc, itl_fine, itl_coarse,
-            frames, frame_s, ctr[C_FREE_TOP], ctr[C_SWAP_FREE])
+            degraded, on_time_tokens, steps[:n_steps_logged].copy(), service[:n_steps_logged].copy(), log_stride,
+            events[: ctr[C_EVENTS]].copy(), acc, itl_fine, itl_coarse, frames, frame_s, ctr[C_FREE_TOP],
+            ctr[C_SWAP_FREE])

@@ -2,8 +2,10 @@
 
 Latencies in milliseconds: TTFT (arrival -> first token), TPOT ((E2EL - TTFT) / (output tokens - 1)), ITL (every
 gap between consecutive tokens of a request), E2EL (arrival -> last token); each with mean, p50, p90, p99.
-Goodput counts completed requests per second that met every SLO; SLO attainment is the fraction of all requests
-(rejected ones count as misses) that did.
+Goodput counts completed requests per second that met every SLO (each request against its class's targets);
+SLO attainment is the fraction of all requests (rejected and shed ones count as misses) that did; token goodput
+counts tokens delivered by their own deadline (arrival + TTFT target + (k-1) x TPOT target for the k-th token)
+per second, so a late request still scores the tokens it delivered in time.
 """
 
 from __future__ import annotations
@@ -48,43 +50,63 @@ def itl_distribution_ms(fine: np.ndarray, coarse: np.ndarray, total_s: float, co
     return out
 
 
-def summarize(*, arrival_s, prompt_tokens, output_tokens, status, reject_reason, first_token_s, finish_s,
-              max_itl_s, preemptions, acc, itl_fine, itl_coarse, num_blocks, peak_bytes_per_s,
-              peak_flops_per_s, slo_ttft_ms, slo_tpot_ms) -> dict:
+def summarize(*, reqs, status, reject_reason, first_token_s, finish_s, max_itl_s, preemptions, degraded,
+              on_time_tokens, acc, itl_fine, itl_coarse, num_blocks, peak_bytes_per_s, peak_flops_per_s,
+              class_ttft_s, class_tpot_s, transport_s) -> dict:
+    arrival_s, prompt_tokens, output_tokens = reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens
+    n = len(arrival_s)
     done = status == E.FINISHED
     rejected = status == E.REJECTED
-    n = len(arrival_s)
-    ttft = (first_token_s - arrival_s)[done]
-    e2el = (finish_s - arrival_s)[done]
-    out_done = output_tokens[done]
-    multi = out_done > 1
-    tpot = ((finish_s - first_token_s)[done][multi]) / (out_done[multi] - 1)
+    # Client-visible latencies: device latency plus the transport overhead (seed 003, "measurement aliasing").
+    ttft_all = first_token_s - arrival_s + transport_s
+    e2el_all = finish_s - arrival_s + transport_s
+    multi = done & (output_tokens > 1)
+    tpot_all = np.zeros(n)
+    tpot_all[multi] = (finish_s - first_token_s)[multi] / (output_tokens[multi] - 1)
+    cls = reqs.request_class
+    met = done & (ttft_all <= class_ttft_s[cls] + 1e-12) & (tpot_all <= class_tpot_s[cls] + 1e-12)
     makespan = float(acc[E.A_END_S] - (arrival_s[0] if n else 0.0))
     per_s = 1.0 / makespan if makespan > 0 else 0.0
-
-    tpot_all = np.zeros(int(done.sum()))
-    tpot_all[multi] = tpot
-    met = (ttft * 1e3 <= slo_ttft_ms) & (tpot_all * 1e3 <= slo_tpot_ms)
     busy = float(acc[E.A_BUSY_S])
     reasons = {E.REJECT_REASONS[k]: int((reject_reason[rejected] == k).sum())
                for k in range(1, len(E.REJECT_REASONS)) if (reject_reason[rejected] == k).any()}
+    out_done = output_tokens[done]
+    per_class = {}
+    for k, name in enumerate(reqs.class_names):
+        mine = cls == k
+        per_class[name] = {
+            "requests": int(mine.sum()),
+            "completed": int((done & mine).sum()),
+            "rejected": int((rejected & mine).sum()),
+            "slo": {"ttft_ms": float(class_ttft_s[k] * 1e3), "tpot_ms": float(class_tpot_s[k] * 1e3)},
+            "slo_attainment": float((met & mine).sum()) / max(1, int(mine.sum())),
+            "ttft_ms": distribution_ms(ttft_all[done & mine]),
+            "e2el_ms": distribution_ms(e2el_all[done & mine]),
+        }
     return {
         "num_requests": n,
         "completed": int(done.sum()),
         "rejected": int(rejected.sum()),
         "rejected_reasons": reasons,
+        "shed": int(acc[E.A_SHED]),
+        "degraded": int(acc[E.A_DEGRADED]),
         "duration_s": makespan,
         "request_throughput": float(done.sum()) * per_s,
         "output_throughput": float(out_done.sum()) * per_s,
         "total_token_throughput": float(out_done.sum() + prompt_tokens[done].sum()) * per_s,
-        "ttft_ms": distribution_ms(ttft),
-        "tpot_ms": distribution_ms(tpot),
+        "ttft_ms": distribution_ms(ttft_all[done]),
+        "tpot_ms": distribution_ms(tpot_all[multi]),
         "itl_ms": itl_distribution_ms(itl_fine, itl_coarse, float(acc[E.A_ITL_SUM]), int(acc[E.A_ITL_COUNT]),
                                       float(max_itl_s.max()) if n else 0.0),
-        "e2el_ms": distribution_ms(e2el),
-        "slo": {"ttft_ms": slo_ttft_ms, "tpot_ms": slo_tpot_ms},
+        "e2el_ms": distribution_ms(e2el_all[done]),
+        # The targets goodput used; where classes differ, the tightest, and each class's own under per_class.
+        "slo": {"ttft_ms": float(class_ttft_s.min() * 1e3), "tpot_ms": float(class_tpot_s.min() * 1e3),
+                "by_class": bool(np.ptp(class_ttft_s) > 0 or np.ptp(class_tpot_s) > 0),
+                "transport_overhead_ms": transport_s * 1e3},
         "goodput": float(met.sum()) * per_s,
         "slo_attainment": float(met.sum()) / n if n else 0.0,
+        "token_goodput": float(on_time_tokens.sum()) * per_s,
+        "per_class": per_class,
         "mbu": float(acc[E.A_BYTES]) / (busy * peak_bytes_per_s) if busy > 0 else 0.0,
         "mfu": float(acc[E.A_FLOPS]) / (busy * peak_flops_per_s) if busy > 0 else 0.0,
         "gpu_busy_fraction": busy / makespan if makespan > 0 else 0.0,

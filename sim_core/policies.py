@@ -1,7 +1,7 @@
 """Schedulers. Each is a name, an ordering key for the waiting queue, and a few switches the engine reads.
 
-Adding a scheduler: add a `Scheduler` entry below (its code is its position) and, if it orders the waiting
-queue differently, a branch in `waiting_key`. Nothing else in the engine names a policy.
+Adding a scheduler: add a `Scheduler` entry below and, if it orders the waiting queue differently, an ORDER_
+constant and a branch in `waiting_key`. Nothing else in the engine names a policy.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from numba import njit
 # How the waiting queue is ordered (smaller key first; ties go to the earlier arrival).
 ORDER_ARRIVAL = 0  # first come, first served
 ORDER_PROMPT_LENGTH = 1  # shortest prompt first (prompt length is the only size known before decoding)
+ORDER_SLACK = 2  # least slack first: TTFT deadline minus the time its prefill still needs (seed 003)
+ORDER_TENANT_SHARE = 3  # least-served tenant first (Virtual Token Counter), arrival order within a tenant
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class Scheduler:
     # vLLM sets max_num_batched_tokens >= max_model_len when chunked prefill is off).
     default_token_budget: int | None
     summary: str
+    # What happens to a request whose TTFT target is already out of reach when it could be admitted:
+    # "admit" anyway, "reject" (shed, counted), or "degrade" (admit later with a relaxed target).
+    default_admission: str = "admit"
 
 
 SCHEDULERS: tuple[Scheduler, ...] = (
@@ -41,6 +46,12 @@ SCHEDULERS: tuple[Scheduler, ...] = (
               "continuous batching, shortest prompt first; may preempt longer-prompt requests for memory"),
     Scheduler("chunked", ORDER_ARRIVAL, True, False, False, 512,
               "Sarathi-Serve: decodes first, prompts chunked into the rest of a per-step token budget"),
+    Scheduler("slo", ORDER_SLACK, True, False, False, 512,
+              "deadline-aware: chunked prefill, least TTFT slack first, sheds requests that can no longer "
+              "meet their TTFT target", default_admission="reject"),
+    Scheduler("fair", ORDER_TENANT_SHARE, True, False, False, 512,
+              "weighted fair share across tenants (Virtual Token Counter): the backlogged tenant with the "
+              "least weighted service goes first; chunked prefill"),
 )
 SCHEDULER_NAMES: tuple[str, ...] = tuple(s.name for s in SCHEDULERS)
 BY_NAME: dict[str, Scheduler] = {s.name: s for s in SCHEDULERS}
@@ -51,8 +62,17 @@ def scheduler_code(name: str) -> int:
 
 
 @njit(cache=True)
-def waiting_key(order, arrival_s, prompt_tokens):
-    """Priority of a waiting request under an ordering (smaller first)."""
+def waiting_key(order, arrival_s, prompt_tokens, remaining_tokens, deadline_s, chunk_tokens, step_s, aging_rate):
+    """Priority of a waiting request (smaller first).
+
+    Aging subtracts `aging_rate` x seconds waited from the key; as every request's wait grows at the same pace,
+    that is the same order as adding aging_rate x arrival time, which keeps keys fixed while requests wait.
+    Units of aging_rate are the key's per second: tokens/s for shortest-prompt-first, s/s for least slack."""
     if order == ORDER_PROMPT_LENGTH:
-        return float(prompt_tokens)
-    return arrival_s
+        key = float(prompt_tokens)
+    elif order == ORDER_SLACK:
+        steps_needed = (remaining_tokens + chunk_tokens - 1) // chunk_tokens
+        key = deadline_s - steps_needed * step_s  # slack + now; "now" is common to every request
+    else:
+        key = arrival_s
+    return key + aging_rate * arrival_s

@@ -38,8 +38,9 @@ class Resolved:
     token_budget: int
     rate: float
     burstiness: float
-    slo_ttft_ms: float
+    slo_ttft_ms: float  # the preset's (or the scenario's) default target
     slo_tpot_ms: float
+    admission: str
 
 
 def resolve(s: Scenario) -> Resolved:
@@ -61,7 +62,41 @@ def resolve(s: Scenario) -> Resolved:
     swap_blocks = int(s.swap_space_gb * GIB // setup.kv_bytes_per_block)
     return Resolved(sched, preset, setup, num_blocks, swap_blocks, max_model_len, token_budget,
                     s.rate or preset.rate, s.burstiness or preset.burstiness,
-                    s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms)
+                    s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms,
+                    s.admission or sched.default_admission)
+
+
+def class_slos(s: Scenario, r: Resolved, reqs: Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-class TTFT and TPOT targets (seconds) and fair-share weights. A scenario-level SLO overrides every
+    class; otherwise a class's own SLO, else the preset's."""
+    by_name = {c.name: c for c in r.preset.classes}
+    ttft, tpot, weight = [], [], []
+    for name in reqs.class_names:
+        c = by_name.get(name)
+        ttft.append(s.slo_ttft_ms or (c and c.slo_ttft_ms) or r.slo_ttft_ms)
+        tpot.append(s.slo_tpot_ms or (c and c.slo_tpot_ms) or r.slo_tpot_ms)
+        weight.append(c.weight if c else 1.0)
+    return np.array(ttft) / 1e3, np.array(tpot) / 1e3, np.array(weight, np.float64)
+
+
+def policy_params(s: Scenario, r: Resolved, class_tpot_s: np.ndarray) -> np.ndarray:
+    p = np.zeros(E.N_POLICY_PARAMS)
+    p[E.P_AGING] = s.aging_rate
+    p[E.P_ADMISSION] = {"admit": E.ADMIT, "reject": E.SHED, "degrade": E.DEGRADE}[r.admission]
+    p[E.P_DEGRADE_FACTOR] = s.degrade_factor
+    p[E.P_TRANSPORT_S] = s.transport_overhead_ms / 1e3
+    p[E.P_ADAPTIVE] = 1.0 if s.adaptive_budget else 0.0
+    p[E.P_HEADROOM] = s.controller_headroom
+    p[E.P_ITL_TARGET_S] = float(class_tpot_s.min())  # the tightest class sets the bound
+    # The controller never goes below one decode token per sequence slot (or the configured budget, if
+    # smaller), nor above one max-length prompt per step when chunking (the configured budget otherwise).
+    p[E.P_BUDGET_MIN] = min(r.token_budget, s.max_seqs)
+    p[E.P_BUDGET_MAX] = max(r.token_budget, r.max_model_len) if r.scheduler.chunked_prefill else r.token_budget
+    p[E.P_BUDGET_INCREASE] = 32
+    # Virtual Token Counter costs: an output token counts double an input token (VTC's default w_q = 2 w_p).
+    p[E.P_FAIR_INPUT_COST] = 1.0
+    p[E.P_FAIR_OUTPUT_COST] = 2.0
+    return p
 
 
 def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Requests:
@@ -94,7 +129,10 @@ class Result:
     finish_s: np.ndarray
     max_itl_s: np.ndarray
     preemptions: np.ndarray
+    degraded: np.ndarray  # admitted with a relaxed TTFT target (admission=degrade)
+    on_time_tokens: np.ndarray  # tokens each request received by their per-token deadline
     steps: np.ndarray  # step log, columns engine.S_*; every `step_stride`-th step
+    tenant_service: np.ndarray  # [logged step, tenant] weighted service so far (fair), beside the step log
     step_stride: int
     events: np.ndarray  # event log, columns engine.E_*; empty unless recorded
     accumulators: np.ndarray
@@ -122,26 +160,29 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
                       record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, kernel=None) -> Result:
     """Run the engine on given requests. `kernel` may be `engine.simulate.py_func` to run it as plain Python."""
     cost = cost_params(r.setup)
+    class_ttft_s, class_tpot_s, class_weight = class_slos(scenario, r, reqs)
+    pol = policy_params(scenario, r, class_tpot_s)
     frames_at = np.zeros(0) if kv_frame_times is None else np.asarray(kv_frame_times, np.float64)
     preempt_mode = {"none": E.PREEMPT_NONE, "recompute": E.PREEMPT_RECOMPUTE, "swap": E.PREEMPT_SWAP}
     sched = r.scheduler
     out = (kernel or E.simulate)(
-        reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens,
+        reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens, reqs.request_class,
         sched.order, sched.chunked_prefill, sched.static_batching, sched.preempts_for_priority,
         preempt_mode[scenario.preemption], r.token_budget, scenario.max_seqs, scenario.block_size,
-        r.num_blocks, r.swap_blocks, r.max_model_len, cost, frames_at, record_events, max_step_records,
+        r.num_blocks, r.swap_blocks, r.max_model_len, cost, pol, class_ttft_s, class_tpot_s, class_weight,
+        frames_at, record_events, max_step_records,
     )
     result = Result(scenario, r, reqs, *out)
     unfinished = int(((result.status != E.FINISHED) & (result.status != E.REJECTED)).sum())
     if unfinished:
         raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
     result.metrics = summarize(
-        arrival_s=reqs.arrival_s, prompt_tokens=reqs.prompt_tokens, output_tokens=reqs.output_tokens,
-        status=result.status, reject_reason=result.reject_reason, first_token_s=result.first_token_s,
+        reqs=reqs, status=result.status, reject_reason=result.reject_reason, first_token_s=result.first_token_s,
         finish_s=result.finish_s, max_itl_s=result.max_itl_s, preemptions=result.preemptions,
-        acc=result.accumulators, itl_fine=result.itl_fine, itl_coarse=result.itl_coarse, num_blocks=r.num_blocks,
-        peak_bytes_per_s=cost[PEAK_BW], peak_flops_per_s=cost[PEAK_FLOPS],
-        slo_ttft_ms=r.slo_ttft_ms, slo_tpot_ms=r.slo_tpot_ms,
+        degraded=result.degraded, on_time_tokens=result.on_time_tokens, acc=result.accumulators,
+        itl_fine=result.itl_fine, itl_coarse=result.itl_coarse, num_blocks=r.num_blocks,
+        peak_bytes_per_s=cost[PEAK_BW], peak_flops_per_s=cost[PEAK_FLOPS], class_ttft_s=class_ttft_s,
+        class_tpot_s=class_tpot_s, transport_s=scenario.transport_overhead_ms / 1e3,
     )
     return result
 

@@ -57,6 +57,17 @@ class Scenario(BaseModel):
     swap_space_gb: float = Field(4.0, ge=0, le=4096, description="host memory for swapped KV, per GPU")
     slo_ttft_ms: float | None = Field(None, gt=0, le=3_600_000, description="TTFT target; default: the preset's")
     slo_tpot_ms: float | None = Field(None, gt=0, le=3_600_000, description="TPOT target; default: the preset's")
+    admission: Literal["admit", "reject", "degrade"] | None = Field(
+        None, description="a request whose TTFT target is out of reach: admit, reject (shed) or degrade "
+                          "(relax its target); default: reject for slo, admit otherwise")
+    degrade_factor: float = Field(2.0, ge=1, le=100, description="how much admission=degrade relaxes a TTFT target")
+    aging_rate: float = Field(0.0, ge=0, le=1e9,
+                              description="priority gained per second waited (tokens/s for spf, s/s for slo)")
+    transport_overhead_ms: float = Field(0.0, ge=0, le=60_000,
+                                         description="client-visible minus device latency, added to TTFT/E2EL")
+    adaptive_budget: bool = Field(False, description="adapt the token budget to keep steps under the ITL target")
+    controller_headroom: float = Field(0.75, ge=0.1, le=1.0,
+                                       description="adaptive budget keeps step time under this fraction of TPOT")
 
     # ----- canonical query string -----
     def to_query(self) -> str:
@@ -77,6 +88,8 @@ class Scenario(BaseModel):
 
 
 def _query_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, float):
         return repr(v)
     return str(v)

@@ -36,10 +36,16 @@ class LengthDist:
 
 @dataclass(frozen=True)
 class RequestClass:
+    """A kind of request (or a tenant): its share of arrivals, lengths, and optionally its own SLOs and
+    fair-share weight (the preset's SLOs apply where a class sets none)."""
+
     name: str
     share: float
     prompt: LengthDist
     output: LengthDist
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ RETRIEVAL = RequestClass("retrieval", 0.25, LengthDist(low=3000, high=4000, unif
 CODE = RequestClass("code", 1.0, LengthDist(1469, 0.8, 16, 8000), LengthDist(13, 1.2, 1, 512))
 # arXiv summarisation (Vidur's processed trace): prompt median 2730, output median 167.
 SUMMARY = RequestClass("summarize", 0.15, LengthDist(2730, 0.3, 512, 7000), LengthDist(167, 0.8, 8, 1024))
+# Per-class SLOs in `mixed` and `multitenant` follow DistServe's evaluation settings (OSDI'24): chatbot (OPT-66B)
+# TTFT 0.4 s / TPOT 0.1 s, code completion TTFT 0.125 s / TPOT 0.2 s, summarisation TTFT 15 s / TPOT 0.15 s.
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -84,8 +92,14 @@ PRESETS: dict[str, Preset] = {
         Preset("code", "code completion with Azure-2023 code-trace lengths, bursty arrivals",
                (CODE,), 4.0, 2.0, 125, 200),
         Preset("mixed", "chat, code completion and summarisation sharing one server",
-               (RequestClass("conversation", 0.6, CONVERSATION.prompt, CONVERSATION.output),
-                RequestClass("code", 0.25, CODE.prompt, CODE.output), SUMMARY), 4.0, 1.0, 500, 100),
+               (RequestClass("conversation", 0.6, CONVERSATION.prompt, CONVERSATION.output, 400, 100),
+                RequestClass("code", 0.25, CODE.prompt, CODE.output, 125, 200),
+                RequestClass("summarize", 0.15, SUMMARY.prompt, SUMMARY.output, 15000, 150)), 4.0, 1.0, 400, 100),
+        # Two tenants on one server, one sending four times the other's traffic: with fair sharing the light
+        # tenant's latency stays bounded while the heavy one floods the queue (VTC, Sheng et al., OSDI'24).
+        Preset("multitenant", "a heavy and a light tenant sharing a server (same chat lengths, 4:1 traffic)",
+               (RequestClass("heavy", 0.8, FIRST_TURN.prompt, FIRST_TURN.output),
+                RequestClass("light", 0.2, FIRST_TURN.prompt, FIRST_TURN.output)), 20.0, 1.0, 400, 100),
     ]
 }
 
