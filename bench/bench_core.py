@@ -4,7 +4,8 @@
     .venv/bin/python bench/bench_core.py --memory   # also a 1M-request run in a child process: peak RSS
 
 Simulated tokens = prompt tokens + output tokens of the requests the run served (what a real server would
-process); output tokens are reported separately.
+process); output tokens are reported separately. Timings cover the engine run (plus block hashing when the
+prefix cache is on), not workload generation.
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ from sim_core import Scenario, run, warm_up  # noqa: E402
 from sim_core.runner import make_requests, resolve, simulate_requests  # noqa: E402
 
 
-def scenario(n: int, scheduler: str) -> Scenario:
+def scenario(n: int, scheduler: str, prefix_cache: bool = False, workload: str = "chat") -> Scenario:
     # An H100 serving Llama-3-8B near saturation: big batches, the regime that stresses the engine.
-    return Scenario(scheduler=scheduler, workload="chat", hardware="h100", num_requests=n, rate=40.0, seed=7)
+    return Scenario(scheduler=scheduler, workload=workload, hardware="h100", num_requests=n, rate=40.0, seed=7,
+                    prefix_cache=prefix_cache)
 
 
-def speed(n: int, scheduler: str, repeats: int) -> dict:
-    s = scenario(n, scheduler)
+def speed(n: int, scheduler: str, repeats: int, prefix_cache: bool = False, workload: str = "chat") -> dict:
+    s = scenario(n, scheduler, prefix_cache, workload)
     r = resolve(s)
     reqs = make_requests(s, r)
     best = float("inf")
@@ -43,7 +45,7 @@ def speed(n: int, scheduler: str, repeats: int) -> dict:
     tokens = int(reqs.prompt_tokens[served].sum() + reqs.output_tokens[served].sum())
     out_tokens = int(reqs.output_tokens[served].sum())
     return {
-        "scheduler": scheduler, "requests": n, "seconds": round(best, 3),
+        "scheduler": scheduler, "workload": workload, "prefix_cache": prefix_cache, "requests": n, "seconds": round(best, 3),
         "sim_requests_per_s": round(n / best), "sim_tokens_per_s": round(tokens / best),
         "sim_output_tokens_per_s": round(out_tokens / best), "steps": m["steps"],
         "simulated_s": round(m["duration_s"], 1), "completed": m["completed"], "rejected": m["rejected"],
@@ -52,7 +54,7 @@ def speed(n: int, scheduler: str, repeats: int) -> dict:
 
 def memory_child(n: int) -> None:
     t = time.perf_counter()
-    res = run(scenario(n, "chunked"))
+    res = run(scenario(n, "chunked"))  # the default: no prefix cache
     dt = time.perf_counter() - t
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"requests": n, "seconds": round(dt, 2), "peak_rss_mb": round(peak_mb),
@@ -74,6 +76,11 @@ def main() -> None:
     print(f"warm-up (compile or load cache): {time.perf_counter() - t:.2f} s")
     for sched in ("chunked", "fcfs", "spf", "static"):
         print(json.dumps(speed(a.requests if sched != "static" else a.requests // 10, sched, a.repeats)))
+    # The prefix cache's price: hashing every block and looking prefixes up (chat shares nothing; rag shares a
+    # system prompt and documents).
+    print(json.dumps(speed(a.requests, "chunked", a.repeats, prefix_cache=True)))
+    print(json.dumps(speed(a.requests, "chunked", a.repeats, prefix_cache=False, workload="rag")))
+    print(json.dumps(speed(a.requests, "chunked", a.repeats, prefix_cache=True, workload="rag")))
     if a.memory:
         out = subprocess.run([sys.executable, __file__, "--memory-child", "1000000"], capture_output=True,
                              text=True, check=True)

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from .cost_model import step_cost, swap_seconds
-from .policies import ORDER_TENANT_SHARE, waiting_key
+from .policies import LPM_QUEUE_LIMIT, ORDER_CACHED_PREFIX, ORDER_SLACK, ORDER_TENANT_SHARE, waiting_key
 
 # Request status.
 PENDING, WAITING, RUNNING, SWAPPED, FINISHED, REJECTED = 0, 1, 2, 3, 4, 5
@@ -64,8 +64,8 @@ N_EVENT_COLS = 4
 # Summary accumulators (exact, unlike the step log, which is sampled once it is full).
 (A_STEPS, A_BUSY_S, A_BYTES, A_FLOPS, A_KV_BLOCK_S, A_KV_PEAK, A_WAITING_S, A_WAITING_PEAK, A_IN_SYSTEM_S,
  A_PREEMPTIONS, A_SWAP_OUTS, A_END_S, A_ITL_SUM, A_ITL_COUNT, A_PREFILL_TOKENS, A_DECODE_TOKENS, A_SHED,
- A_DEGRADED) = range(18)
-N_ACC = 18
+ A_DEGRADED, A_EVICTIONS, A_CACHED_TOKENS) = range(20)
+N_ACC = 20
 # Inter-token-latency histogram: exact microsecond bins below ~1 s, millisecond bins up to 1000 s.
 ITL_FINE_BINS = 1 << 20
 ITL_COARSE_BINS = 1_000_000
@@ -182,13 +182,94 @@ def _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr):
 # ---------------------------------------------------------------------------------------------------------
 # Scalar state shared by the helpers lives in one small int64 array, so helpers can update it in place.
 # ---------------------------------------------------------------------------------------------------------
-C_RUNNING, C_WAITING, C_SWAPPED, C_FREE_TOP, C_FREE_SLOTS_TOP, C_SWAP_FREE, C_EVENTS = range(7)
-N_COUNTERS = 7  # C_WAITING counts all tenants' heaps together
+C_RUNNING, C_WAITING, C_SWAPPED, C_FREE_BLOCKS, C_FREE_SLOTS_TOP, C_SWAP_FREE, C_EVENTS, C_FOLLOWUPS = range(8)
+N_COUNTERS = 8  # C_WAITING counts all tenants' heaps together
 
 
 # ---------------------------------------------------------------------------------------------------------
-# KV block pool: a stack of free block ids, an owner per block, and a block table per running slot.
+# KV block pool, as in vLLM v1's block pool: blocks with a reference count; the free ones sit in a doubly linked
+# queue, least recently freed at the head. With prefix caching a full block also carries the chained hash of its
+# content and stays findable in a hash table while free; it is evicted only when the head of the queue is handed
+# out for something else. A request's blocks are freed last-block-first, so a prefix's leaves are evicted before
+# its root. Rows of `pool` (columns 0..num_blocks-1 are blocks, column num_blocks is the queue's sentinel):
 # ---------------------------------------------------------------------------------------------------------
+PL_NEXT, PL_PREV, PL_REF, PL_HASH, PL_OWNER = range(5)
+N_POOL_ROWS = 5
+NO_HASH = 0  # block hashes are never 0 (see workload.block_hashes)
+
+
+@njit(cache=True)
+def _new_pool(num_blocks):
+    pool = np.zeros((N_POOL_ROWS, num_blocks + 1), np.int64)
+    sentinel = num_blocks
+    for b in range(num_blocks + 1):  # queue in block order: block 0 is handed out first
+        pool[PL_NEXT, b] = b + 1 if b < num_blocks else 0
+        pool[PL_PREV, b] = b - 1 if b > 0 else sentinel
+    if num_blocks == 0:
+        pool[PL_NEXT, sentinel] = sentinel
+    pool[PL_OWNER] = -1
+    return pool
+
+
+@njit(cache=True)
+def _queue_remove(pool, b):
+    nxt, prv = pool[PL_NEXT, b], pool[PL_PREV, b]
+    pool[PL_NEXT, prv] = nxt
+    pool[PL_PREV, nxt] = prv
+
+
+@njit(cache=True)
+def _queue_append(pool, b):
+    sentinel = pool.shape[1] - 1
+    last = pool[PL_PREV, sentinel]
+    pool[PL_NEXT, last] = b
+    pool[PL_PREV, b] = last
+    pool[PL_NEXT, b] = sentinel
+    pool[PL_PREV, sentinel] = b
+
+
+# Hash table from content hash to block id: open addressing, linear probing, backward-shift deletion.
+@njit(cache=True)
+def _ht_find(ht, h):
+    mask = ht.shape[1] - 1
+    i = h & mask
+    while ht[0, i] != NO_HASH:
+        if ht[0, i] == h:
+            return ht[1, i]
+        i = (i + 1) & mask
+    return -1
+
+
+@njit(cache=True)
+def _ht_insert(ht, h, b):
+    mask = ht.shape[1] - 1
+    i = h & mask
+    while ht[0, i] != NO_HASH:
+        i = (i + 1) & mask
+    ht[0, i] = h
+    ht[1, i] = b
+
+
+@njit(cache=True)
+def _ht_delete(ht, h):
+    mask = ht.shape[1] - 1
+    i = h & mask
+    while ht[0, i] != h:
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        if ht[0, j] == NO_HASH:
+            break
+        home = ht[0, j] & mask
+        # Move j back into the hole at i unless its home slot lies cyclically in (i, j].
+        if (i < j and (home <= i or home > j)) or (i > j and home <= i and home > j):
+            ht[0, i] = ht[0, j]
+            ht[1, i] = ht[1, j]
+            i = j
+    ht[0, i] = NO_HASH
+
+
 @njit(cache=True)
 def _take_slot(rid, free_slots, slot_of, ctr):
     ctr[C_FREE_SLOTS_TOP] -= 1
@@ -196,30 +277,154 @@ def _take_slot(rid, free_slots, slot_of, ctr):
 
 
 @njit(cache=True)
-def _allocate_blocks(rid, count, free_stack, block_owner, block_table, slot_of, n_blocks, ctr):
-    """Give `count` free blocks to request `rid` (the caller checked there are enough)."""
+def _allocate_blocks(rid, count, pool, ht, block_table, slot_of, n_blocks, ctr, acc):
+    """Give `count` blocks from the head of the free queue to request `rid` (the caller checked there are enough),
+    evicting the cached content of any it takes."""
     slot = slot_of[rid]
+    sentinel = pool.shape[1] - 1
     for _ in range(count):
-        ctr[C_FREE_TOP] -= 1
-        b = free_stack[ctr[C_FREE_TOP]]
-        block_owner[b] = rid
+        b = pool[PL_NEXT, sentinel]
+        _queue_remove(pool, b)
+        ctr[C_FREE_BLOCKS] -= 1
+        if pool[PL_HASH, b] != NO_HASH:
+            _ht_delete(ht, pool[PL_HASH, b])
+            pool[PL_HASH, b] = NO_HASH
+            acc[A_EVICTIONS] += 1
+        pool[PL_REF, b] = 1
+        pool[PL_OWNER, b] = rid
         block_table[slot, n_blocks[rid]] = b
         n_blocks[rid] += 1
 
 
 @njit(cache=True)
-def _release(rid, free_stack, block_owner, block_table, free_slots, slot_of, n_blocks, ctr):
-    """Return all of `rid`'s blocks to the pool, last block first, and give back its slot."""
+def _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off):
+    """How many leading blocks of r's first `total` tokens are cached, and how many of those are free (ref 0).
+    At least one token is always left to compute: the step that computes it produces the next token."""
+    limit = min((total - 1) // block_size, hash_off[r + 1] - hash_off[r])
+    hits = 0
+    free_hits = 0
+    for j in range(limit):
+        b = _ht_find(ht, req_hashes[hash_off[r] + j])
+        if b < 0:
+            break
+        hits += 1
+        if pool[PL_REF, b] == 0:
+            free_hits += 1
+    return hits, free_hits
+
+
+@njit(cache=True)
+def _take_cached_prefix(r, hits, pool, ht, req_hashes, hash_off, block_table, slot_of, n_blocks, n_hashed, ctr):
+    """Share r's first `hits` cached blocks (the caller found them with _cached_prefix)."""
+    slot = slot_of[r]
+    for j in range(hits):
+        b = _ht_find(ht, req_hashes[hash_off[r] + j])
+        if pool[PL_REF, b] == 0:
+            _queue_remove(pool, b)
+            ctr[C_FREE_BLOCKS] -= 1
+            pool[PL_OWNER, b] = r
+        pool[PL_REF, b] += 1
+        block_table[slot, n_blocks[r]] = b
+        n_blocks[r] += 1
+    n_hashed[r] = hits
+
+
+@njit(cache=True)
+def _register_full_blocks(r, computed_tokens, block_size, pool, ht, req_hashes, hash_off, block_table, slot_of,
+                          n_hashed):
+    """Make r's newly filled blocks findable by content. If identical content is already cached in another block,
+    this copy stays private (as in vLLM)."""
+    full = min(computed_tokens // block_size, hash_off[r + 1] - hash_off[r])
+    slot = slot_of[r]
+    for j in range(n_hashed[r], full):
+        b = block_table[slot, j]
+        h = req_hashes[hash_off[r] + j]
+        if pool[PL_HASH, b] == NO_HASH and _ht_find(ht, h) < 0:
+            _ht_insert(ht, h, b)
+            pool[PL_HASH, b] = h
+    if full > n_hashed[r]:
+        n_hashed[r] = full
+
+
+@njit(cache=True)
+def _release(rid, pool, block_table, free_slots, slot_of, n_blocks, n_hashed, ctr):
+    """Drop `rid`'s references, last block first; blocks nobody else holds join the free queue's tail (keeping
+    their cached content until evicted). Gives back its slot."""
     slot = slot_of[rid]
     for j in range(n_blocks[rid] - 1, -1, -1):
         b = block_table[slot, j]
-        block_owner[b] = -1
-        free_stack[ctr[C_FREE_TOP]] = b
-        ctr[C_FREE_TOP] += 1
+        pool[PL_REF, b] -= 1
+        if pool[PL_REF, b] == 0:
+            pool[PL_OWNER, b] = -1
+            _queue_append(pool, b)
+            ctr[C_FREE_BLOCKS] += 1
     n_blocks[rid] = 0
+    n_hashed[rid] = 0
     free_slots[ctr[C_FREE_SLOTS_TOP]] = slot
     ctr[C_FREE_SLOTS_TOP] += 1
     slot_of[rid] = -1
+
+
+@njit(cache=True)
+def _check_pool(pool, ht, ctr, running, slot_of, block_table, n_blocks, n_hashed, req_hashes, hash_off):
+    """Every invariant of the block pool, checked from scratch (tests turn this on; O(pool) per step)."""
+    num_blocks = pool.shape[1] - 1
+    sentinel = num_blocks
+    queued = 0
+    b = pool[PL_NEXT, sentinel]
+    while b != sentinel:
+        if pool[PL_REF, b] != 0:
+            raise AssertionError("a block in the free queue is referenced")
+        queued += 1
+        if queued > num_blocks:
+            raise AssertionError("the free queue has a cycle")
+        b = pool[PL_NEXT, b]
+    if queued != ctr[C_FREE_BLOCKS]:
+        raise AssertionError("free-queue length differs from the free-block count")
+    refs = np.zeros(num_blocks, np.int64)
+    for k in range(ctr[C_RUNNING]):
+        r = running[k]
+        for j in range(n_blocks[r]):
+            refs[block_table[slot_of[r], j]] += 1
+        for j in range(n_hashed[r]):
+            h = pool[PL_HASH, block_table[slot_of[r], j]]
+            if h != NO_HASH and h != req_hashes[hash_off[r] + j]:
+                raise AssertionError("a request holds a cached block whose content differs from its prompt")
+    for b in range(num_blocks):
+        if pool[PL_REF, b] < 0:
+            raise AssertionError("negative reference count")
+        if pool[PL_REF, b] != refs[b]:
+            raise AssertionError("reference count differs from the block tables (leaked or double-freed)")
+    entries = 0
+    for i in range(ht.shape[1]):
+        if ht[0, i] != NO_HASH:
+            entries += 1
+            if pool[PL_HASH, ht[1, i]] != ht[0, i]:
+                raise AssertionError("hash table entry points at a block with other content")
+    for b in range(num_blocks):
+        if pool[PL_HASH, b] != NO_HASH:
+            entries -= 1
+    if entries != 0:
+        raise AssertionError("hashed blocks and hash-table entries differ")
+
+
+# KV frame cell states, for the dashboard's block grid.
+BLOCK_FREE, BLOCK_USED, BLOCK_SHARED, BLOCK_CACHED = 0, 1, 2, 3
+
+
+@njit(cache=True)
+def _snapshot(pool, owner_out, state_out):
+    for b in range(owner_out.shape[0]):
+        owner_out[b] = pool[PL_OWNER, b]
+        ref = pool[PL_REF, b]
+        if ref > 1:
+            state_out[b] = BLOCK_SHARED
+        elif ref == 1:
+            state_out[b] = BLOCK_USED
+        elif pool[PL_HASH, b] != NO_HASH:
+            state_out[b] = BLOCK_CACHED
+        else:
+            state_out[b] = BLOCK_FREE
 
 
 @njit(cache=True)
@@ -286,8 +491,8 @@ def _key(r, order, arrival_s, prompt_tokens, generated, request_class, class_ttf
 
 @njit(cache=True)
 def _preempt(victim, key, preempt_mode, step, computed, status, preemptions, host_blocks, n_blocks, running,
-             tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, free_stack, block_owner,
-             block_table, free_slots, slot_of, ctr, cost, events, record_events):
+             tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, pool, block_table,
+             free_slots, slot_of, n_hashed, ctr, cost, events, record_events):
     """Evict a running request. Swap copies its KV to host memory if there is room (returns the copy time);
     otherwise (or in recompute mode) its KV is dropped and it waits to be prefilled again, generated tokens
     included. Returns (seconds of swap traffic, event log)."""
@@ -309,20 +514,39 @@ def _preempt(victim, key, preempt_mode, step, computed, status, preemptions, hos
         kind = EV_PREEMPT_RECOMPUTE
     if record_events:
         events = _log_event(events, ctr, victim, step, kind, held)
-    _release(victim, free_stack, block_owner, block_table, free_slots, slot_of, n_blocks, ctr)
+    _release(victim, pool, block_table, free_slots, slot_of, n_blocks, n_hashed, ctr)
     return seconds, events
 
 
 @njit(cache=True)
 def simulate(
-    arrival_s, prompt_tokens, output_tokens, request_class,
+    arrival_s, prompt_tokens, output_tokens, request_class, parent, think_s, req_hashes, hash_off,
     order, chunked_prefill, static_batching, preempts_for_priority, preempt_mode,
     token_budget, max_num_seqs, block_size, num_blocks, swap_blocks, max_model_len,
     cost, pol, class_ttft_s, class_tpot_s, class_weight,
-    snapshot_times, record_events, max_step_records,
+    snapshot_times, record_events, max_step_records, debug_checks,
 ):
     n = arrival_s.shape[0]
     n_classes = class_ttft_s.shape[0]
+    # A request with a parent (the next turn of an agent session) arrives think_s after its parent ends; the
+    # others (open loop) arrive at arrival_s, which must be non-decreasing over them.
+    arrival_s = arrival_s.copy()
+    child = np.full(n, -1, np.int64)
+    n_open = 0
+    for i in range(n):
+        if parent[i] >= 0:
+            child[parent[i]] = i
+            arrival_s[i] = np.inf
+        else:
+            n_open += 1
+    open_ids = np.zeros(n_open, np.int64)
+    k = 0
+    for i in range(n):
+        if parent[i] < 0:
+            open_ids[k] = i
+            k += 1
+    followup_keys = np.zeros(n)
+    followup_ids = np.zeros(n, np.int64)
     # --- per-request state ---
     status = np.zeros(n, np.int8)
     reject_reason = np.zeros(n, np.int8)
@@ -339,18 +563,24 @@ def simulate(
     last_token_s = np.full(n, np.nan)
     max_itl_s = np.zeros(n)
     preemptions = np.zeros(n, np.int64)
+    cached_prefix = np.full(n, -1, np.int64)  # prompt tokens found in the prefix cache at first admission
+    n_hashed = np.zeros(n, np.int64)  # how many of its blocks are registered in the prefix cache
+    prefix_caching = req_hashes.shape[0] > 0
     # --- KV block pool and running slots ---
     max_blocks_per_seq = 1
     for i in range(n):
         need = _blocks_for(prompt_tokens[i] + output_tokens[i], block_size)
         if max_blocks_per_seq < need <= num_blocks:
             max_blocks_per_seq = need
-    free_stack = np.arange(num_blocks - 1, -1, -1).astype(np.int64)  # block 0 is handed out first
-    block_owner = np.full(num_blocks, -1, np.int32)
+    pool = _new_pool(num_blocks)
+    ht_size = 2
+    while prefix_caching and ht_size < 2 * num_blocks:
+        ht_size *= 2
+    ht = np.zeros((2, ht_size), np.int64)
     block_table = np.zeros((max_num_seqs, max_blocks_per_seq), np.int64)
     free_slots = np.arange(max_num_seqs - 1, -1, -1).astype(np.int64)
     ctr = np.zeros(N_COUNTERS, np.int64)
-    ctr[C_FREE_TOP] = num_blocks
+    ctr[C_FREE_BLOCKS] = num_blocks
     ctr[C_FREE_SLOTS_TOP] = max_num_seqs
     ctr[C_SWAP_FREE] = swap_blocks
     # --- queues: running in admission order; waiting as per-tenant heaps; swapped as one heap ---
@@ -392,18 +622,27 @@ def simulate(
     itl_coarse = np.zeros(ITL_COARSE_BINS, np.int64)
     n_frames = snapshot_times.shape[0]
     frames = np.full((n_frames, num_blocks), -1, np.int32)
+    frame_state = np.zeros((n_frames, num_blocks), np.int8)
     frame_s = np.zeros(n_frames)
     next_frame = 0
 
     now = 0.0
-    next_arrival = 0
+    next_open = 0
     done = 0  # finished + rejected
     step = 0
+    lpm_keyed = False
     while done < n:
-        # 1. Arrivals.
-        while next_arrival < n and arrival_s[next_arrival] <= now:
-            i = next_arrival
-            next_arrival += 1
+        # 1. Arrivals: open-loop ones in order, and follow-up turns whose think time has passed.
+        while True:
+            if next_open < n_open and arrival_s[open_ids[next_open]] <= now and (
+                    ctr[C_FOLLOWUPS] == 0 or arrival_s[open_ids[next_open]] <= followup_keys[0]):
+                i = open_ids[next_open]
+                next_open += 1
+            elif ctr[C_FOLLOWUPS] > 0 and followup_keys[0] <= now:
+                i = followup_ids[0]
+                ctr[C_FOLLOWUPS] = _heap_pop(followup_keys, followup_ids, ctr[C_FOLLOWUPS])
+            else:
+                break
             full = prompt_tokens[i] + output_tokens[i]
             reason = REJECT_NONE
             if full > max_model_len:
@@ -417,28 +656,51 @@ def simulate(
                 reject_reason[i] = reason
                 finish_s[i] = arrival_s[i]
                 done += 1
+                if child[i] >= 0:
+                    c = child[i]
+                    arrival_s[c] = finish_s[i] + think_s[c]
+                    ctr[C_FOLLOWUPS] = _heap_push(followup_keys, followup_ids, ctr[C_FOLLOWUPS], arrival_s[c], c)
             else:
                 status[i] = WAITING
                 _wait_push(tenant_of[i], _key(i, order, arrival_s, prompt_tokens, generated, request_class,
                                               class_ttft_s, degraded, pol, budget_now, step_est),
                            i, wait_keys, wait_ids, q_off, q_size, vtc, ctr)
         while next_frame < n_frames and snapshot_times[next_frame] <= now:
-            frames[next_frame] = block_owner
+            _snapshot(pool, frames[next_frame], frame_state[next_frame])
             frame_s[next_frame] = now
             next_frame += 1
         if done == n:
             break
         if ctr[C_RUNNING] == 0 and ctr[C_WAITING] == 0 and ctr[C_SWAPPED] == 0:
-            now = arrival_s[next_arrival]  # idle until the next arrival
+            # Idle until the next arrival.
+            nxt = np.inf
+            if next_open < n_open:
+                nxt = arrival_s[open_ids[next_open]]
+            if ctr[C_FOLLOWUPS] > 0 and followup_keys[0] < nxt:
+                nxt = followup_keys[0]
+            now = nxt
             continue
         # Slack keys depend on the measured step time: re-key the queues when it has drifted by over 10%.
-        if abs(step_est - keyed_step_est) > 0.1 * keyed_step_est:
+        if order == ORDER_SLACK and abs(step_est - keyed_step_est) > 0.1 * keyed_step_est:
             keyed_step_est = step_est
             for t in range(n_tenants):
                 for j in range(q_off[t], q_off[t] + q_size[t]):
                     wait_keys[j] = _key(wait_ids[j], order, arrival_s, prompt_tokens, generated, request_class,
                                         class_ttft_s, degraded, pol, budget_now, step_est)
                 _heapify(wait_keys[q_off[t]:q_off[t + 1]], wait_ids[q_off[t]:q_off[t + 1]], q_size[t])
+        # Cache-aware order (SGLang's longest prefix match): while the queue is short, longest cached prefix
+        # first; past LPM_QUEUE_LIMIT waiting requests matching costs more than it saves, so arrival order.
+        if order == ORDER_CACHED_PREFIX and (ctr[C_WAITING] <= LPM_QUEUE_LIMIT or lpm_keyed):
+            lpm_keyed = ctr[C_WAITING] <= LPM_QUEUE_LIMIT
+            for j in range(ctr[C_WAITING]):
+                r = wait_ids[j]
+                wait_keys[j] = _key(r, order, arrival_s, prompt_tokens, generated, request_class, class_ttft_s,
+                                    degraded, pol, budget_now, step_est)
+                if lpm_keyed:
+                    hits, _ = _cached_prefix(r, prompt_tokens[r] + generated[r], block_size, pool, ht,
+                                             req_hashes, hash_off)
+                    wait_keys[j] = -float(hits)
+            _heapify(wait_keys, wait_ids, ctr[C_WAITING])
 
         n_sched = 0
         budget = budget_now
@@ -453,11 +715,11 @@ def simulate(
                     t = _wait_head(q_size, vtc)
                     r = wait_ids[q_off[t]]
                     need = _blocks_for(prompt_tokens[r] + output_tokens[r], block_size)
-                    if need > ctr[C_FREE_TOP]:
+                    if need > ctr[C_FREE_BLOCKS]:
                         break
                     _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr)
                     _take_slot(r, free_slots, slot_of, ctr)
-                    _allocate_blocks(r, need, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
+                    _allocate_blocks(r, need, pool, ht, block_table, slot_of, n_blocks, ctr, acc)
                     status[r] = RUNNING
                     first_scheduled_s[r] = now
                     running[ctr[C_RUNNING]] = r
@@ -492,7 +754,7 @@ def simulate(
                 head = wait_ids[q_off[t]]
                 head_key = wait_keys[q_off[t]]
                 need = _blocks_for(prompt_tokens[head] + generated[head], block_size)
-                while need > ctr[C_FREE_TOP]:
+                while need > ctr[C_FREE_BLOCKS]:
                     victim = -1
                     for k in range(ctr[C_RUNNING]):
                         r = running[k]
@@ -507,8 +769,8 @@ def simulate(
                         victim, _key(victim, order, arrival_s, prompt_tokens, generated, request_class,
                                      class_ttft_s, degraded, pol, budget_now, step_est),
                         preempt_mode, step, computed, status, preemptions, host_blocks, n_blocks, running,
-                        tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, free_stack,
-                        block_owner, block_table, free_slots, slot_of, ctr, cost, events, record_events)
+                        tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, pool,
+                        block_table, free_slots, slot_of, n_hashed, ctr, cost, events, record_events)
                     swap_s += seconds
                     step_preemptions += 1
             priority_preempted = step_preemptions > 0
@@ -520,7 +782,7 @@ def simulate(
                 need = min(prompt_tokens[r] + generated[r] - computed[r], budget)
                 new_blocks = _blocks_for(computed[r] + need, block_size) - n_blocks[r]
                 self_preempted = False
-                while new_blocks > ctr[C_FREE_TOP]:
+                while new_blocks > ctr[C_FREE_BLOCKS]:
                     # Out of blocks: evict the not-yet-served running request with the least progress.
                     victim = r
                     for j in range(k + 1, ctr[C_RUNNING]):
@@ -531,8 +793,8 @@ def simulate(
                         victim, _key(victim, order, arrival_s, prompt_tokens, generated, request_class,
                                      class_ttft_s, degraded, pol, budget_now, step_est),
                         preempt_mode, step, computed, status, preemptions, host_blocks, n_blocks, running,
-                        tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, free_stack,
-                        block_owner, block_table, free_slots, slot_of, ctr, cost, events, record_events)
+                        tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, pool,
+                        block_table, free_slots, slot_of, n_hashed, ctr, cost, events, record_events)
                     swap_s += seconds
                     step_preemptions += 1
                     if victim == r:
@@ -540,7 +802,7 @@ def simulate(
                         break
                 if self_preempted:
                     continue  # running[k] is now the next request
-                _allocate_blocks(r, new_blocks, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
+                _allocate_blocks(r, new_blocks, pool, ht, block_table, slot_of, n_blocks, ctr, acc)
                 sched_req[n_sched] = r
                 sched_tokens[n_sched] = need
                 n_sched += 1
@@ -554,13 +816,13 @@ def simulate(
                 r = swap_ids[0]
                 need = min(prompt_tokens[r] + generated[r] - computed[r], budget)
                 total_blocks = _blocks_for(computed[r] + need, block_size)
-                if total_blocks > ctr[C_FREE_TOP]:
+                if total_blocks > ctr[C_FREE_BLOCKS]:
                     break
                 ctr[C_SWAPPED] = _heap_pop(swap_keys, swap_ids, ctr[C_SWAPPED])
                 ctr[C_SWAP_FREE] += host_blocks[r]
                 host_blocks[r] = 0
                 _take_slot(r, free_slots, slot_of, ctr)
-                _allocate_blocks(r, total_blocks, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
+                _allocate_blocks(r, total_blocks, pool, ht, block_table, slot_of, n_blocks, ctr, acc)
                 swap_s += swap_seconds(cost, computed[r])
                 status[r] = RUNNING
                 running[ctr[C_RUNNING]] = r
@@ -580,6 +842,8 @@ def simulate(
                 total = prompt_tokens[r] + generated[r]  # nothing computed: new, or requeued for recompute
                 if pol[P_ADMISSION] != ADMIT and generated[r] == 0 and np.isnan(first_scheduled_s[r]):
                     # Admission control: the earliest this request's first token can come, if it starts now.
+                    if prefix_caching:
+                        total -= _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off)[0] * block_size
                     if chunked_prefill:
                         steps_needed = (total + budget_now - 1) // budget_now
                         earliest = now + steps_needed * step_est
@@ -593,6 +857,11 @@ def simulate(
                             finish_s[r] = now
                             done += 1
                             step_shed += 1
+                            if child[r] >= 0:
+                                c = child[r]
+                                arrival_s[c] = now + think_s[c]
+                                ctr[C_FOLLOWUPS] = _heap_push(followup_keys, followup_ids, ctr[C_FOLLOWUPS],
+                                                              arrival_s[c], c)
                             continue
                         if not degraded[r]:
                             # Degrade: admit later with a relaxed target; requeue it under its new key.
@@ -603,21 +872,33 @@ def simulate(
                                                class_ttft_s, degraded, pol, budget_now, step_est),
                                        r, wait_keys, wait_ids, q_off, q_size, vtc, ctr)
                             continue
-                need = total
+                total = prompt_tokens[r] + generated[r]
+                hits, free_hits = 0, 0
+                if prefix_caching:
+                    hits, free_hits = _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off)
+                cached = hits * block_size
+                need = total - cached
                 if need > budget:
                     if not chunked_prefill:
                         break  # the whole prompt must fit in one step; wait for a step with room
                     need = budget
                 if preempt_mode == PREEMPT_NONE:
                     # Nothing can ever be evicted, so a request reserves its whole KV when admitted.
-                    total_blocks = _blocks_for(prompt_tokens[r] + output_tokens[r], block_size)
+                    new_blocks = _blocks_for(prompt_tokens[r] + output_tokens[r], block_size) - hits
                 else:
-                    total_blocks = _blocks_for(need, block_size)
-                if total_blocks > ctr[C_FREE_TOP]:
+                    new_blocks = _blocks_for(cached + need, block_size) - hits
+                if new_blocks + free_hits > ctr[C_FREE_BLOCKS]:
                     break  # head-of-line: later requests wait behind it, as in vLLM
                 _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr)
                 _take_slot(r, free_slots, slot_of, ctr)
-                _allocate_blocks(r, total_blocks, free_stack, block_owner, block_table, slot_of, n_blocks, ctr)
+                if hits > 0:
+                    _take_cached_prefix(r, hits, pool, ht, req_hashes, hash_off, block_table, slot_of, n_blocks,
+                                        n_hashed, ctr)
+                    computed[r] = cached
+                    acc[A_CACHED_TOKENS] += cached
+                if cached_prefix[r] < 0:
+                    cached_prefix[r] = cached
+                _allocate_blocks(r, new_blocks, pool, ht, block_table, slot_of, n_blocks, ctr, acc)
                 status[r] = RUNNING
                 if np.isnan(first_scheduled_s[r]):
                     first_scheduled_s[r] = now
@@ -648,6 +929,8 @@ def simulate(
                 if computed[r] + t == prompt_tokens[r] + generated[r]:
                     samples += 1
 
+        if debug_checks and not static_batching:
+            _check_pool(pool, ht, ctr, running, slot_of, block_table, n_blocks, n_hashed, req_hashes, hash_off)
         # 5. Run the step.
         if n_sched == 0:
             if step_preemptions > 0 or step_shed > 0:
@@ -655,7 +938,7 @@ def simulate(
             break  # cannot happen for valid inputs; the caller reports any request left unfinished
         seconds, moved, flops = step_cost(cost, p_tokens, p_pairs, p_ctx_read, d_seqs, d_ctx, samples)
         seconds += swap_s
-        used_blocks = num_blocks - ctr[C_FREE_TOP]
+        used_blocks = num_blocks - ctr[C_FREE_BLOCKS]
         n_waiting = ctr[C_WAITING]
         acc[A_STEPS] += 1
         acc[A_BUSY_S] += seconds
@@ -716,6 +999,9 @@ def simulate(
         for q in range(n_sched):
             r = sched_req[q]
             computed[r] += sched_tokens[q]
+            if prefix_caching and computed[r] // block_size > n_hashed[r]:  # a block just filled up
+                _register_full_blocks(r, computed[r], block_size, pool, ht, req_hashes, hash_off, block_table,
+                                      slot_of, n_hashed)
             if computed[r] != prompt_tokens[r] + generated[r]:
                 continue  # mid-prefill
             generated[r] += 1
@@ -735,9 +1021,13 @@ def simulate(
                 status[r] = FINISHED
                 finish_s[r] = now
                 done += 1
+                if child[r] >= 0:
+                    c = child[r]
+                    arrival_s[c] = now + think_s[c]
+                    ctr[C_FOLLOWUPS] = _heap_push(followup_keys, followup_ids, ctr[C_FOLLOWUPS], arrival_s[c], c)
                 if not static_batching:
                     _remove_running(running, r, ctr)
-                    _release(r, free_stack, block_owner, block_table, free_slots, slot_of, n_blocks, ctr)
+                    _release(r, pool, block_table, free_slots, slot_of, n_blocks, n_hashed, ctr)
         if static_batching:
             batch_done = True
             for k in range(ctr[C_RUNNING]):
@@ -745,16 +1035,16 @@ def simulate(
                     batch_done = False
             if batch_done:  # release the whole batch at once
                 for k in range(ctr[C_RUNNING]):
-                    _release(running[k], free_stack, block_owner, block_table, free_slots, slot_of, n_blocks, ctr)
+                    _release(running[k], pool, block_table, free_slots, slot_of, n_blocks, n_hashed, ctr)
                 ctr[C_RUNNING] = 0
                 static_prompt_pad = 0
 
     while next_frame < n_frames:
-        frames[next_frame] = block_owner
+        _snapshot(pool, frames[next_frame], frame_state[next_frame])
         frame_s[next_frame] = now
         next_frame += 1
     acc[A_END_S] = now
-    return (status, reject_reason, generated, first_scheduled_s, first_token_s, finish_s, max_itl_s, preemptions,
-            degraded, on_time_tokens, steps[:n_steps_logged].copy(), service[:n_steps_logged].copy(), log_stride,
-            events[: ctr[C_EVENTS]].copy(), acc, itl_fine, itl_coarse, frames, frame_s, ctr[C_FREE_TOP],
-            ctr[C_SWAP_FREE])
+    return (arrival_s, status, reject_reason, generated, first_scheduled_s, first_token_s, finish_s, max_itl_s,
+            preemptions, degraded, on_time_tokens, cached_prefix, steps[:n_steps_logged].copy(),
+            service[:n_steps_logged].copy(), log_stride, events[: ctr[C_EVENTS]].copy(), acc, itl_fine, itl_coarse,
+            frames, frame_state, frame_s, ctr[C_FREE_BLOCKS], ctr[C_SWAP_FREE], pool[PL_REF, :num_blocks].copy())

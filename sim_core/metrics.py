@@ -51,7 +51,7 @@ def itl_distribution_ms(fine: np.ndarray, coarse: np.ndarray, total_s: float, co
 
 
 def summarize(*, reqs, status, reject_reason, first_token_s, finish_s, max_itl_s, preemptions, degraded,
-              on_time_tokens, acc, itl_fine, itl_coarse, num_blocks, peak_bytes_per_s, peak_flops_per_s,
+              on_time_tokens, cached_prefix, prefix_cache, acc, itl_fine, itl_coarse, num_blocks, peak_bytes_per_s, peak_flops_per_s,
               class_ttft_s, class_tpot_s, transport_s) -> dict:
     arrival_s, prompt_tokens, output_tokens = reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens
     n = len(arrival_s)
@@ -65,7 +65,7 @@ def summarize(*, reqs, status, reject_reason, first_token_s, finish_s, max_itl_s
     tpot_all[multi] = (finish_s - first_token_s)[multi] / (output_tokens[multi] - 1)
     cls = reqs.request_class
     met = done & (ttft_all <= class_ttft_s[cls] + 1e-12) & (tpot_all <= class_tpot_s[cls] + 1e-12)
-    makespan = float(acc[E.A_END_S] - (arrival_s[0] if n else 0.0))
+    makespan = float(acc[E.A_END_S] - (arrival_s.min() if n else 0.0))
     per_s = 1.0 / makespan if makespan > 0 else 0.0
     busy = float(acc[E.A_BUSY_S])
     reasons = {E.REJECT_REASONS[k]: int((reject_reason[rejected] == k).sum())
@@ -114,6 +114,13 @@ def summarize(*, reqs, status, reject_reason, first_token_s, finish_s, max_itl_s
                            "peak": float(acc[E.A_KV_PEAK]) / num_blocks},
         "waiting": {"mean": float(acc[E.A_WAITING_S]) / busy if busy > 0 else 0.0,
                     "peak": int(acc[E.A_WAITING_PEAK])},
+        # Prefix cache: prompt tokens found cached at each request's first admission over all admitted prompt
+        # tokens; prefill tokens saved also counts hits when preempted requests come back.
+        "prefix_cache": prefix_cache,
+        "prefix_cache_hit_rate": float(cached_prefix[cached_prefix >= 0].sum())
+        / max(1, int(prompt_tokens[cached_prefix >= 0].sum())),
+        "prefill_tokens_saved": int(acc[E.A_CACHED_TOKENS]),
+        "cache_evictions": int(acc[E.A_EVICTIONS]),
         "preemptions": int(acc[E.A_PREEMPTIONS]),
         "preempted_requests": int((preemptions > 0).sum()),
         "steps": int(acc[E.A_STEPS]),

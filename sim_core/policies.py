@@ -15,6 +15,9 @@ ORDER_ARRIVAL = 0  # first come, first served
 ORDER_PROMPT_LENGTH = 1  # shortest prompt first (prompt length is the only size known before decoding)
 ORDER_SLACK = 2  # least slack first: TTFT deadline minus the time its prefill still needs (seed 003)
 ORDER_TENANT_SHARE = 3  # least-served tenant first (Virtual Token Counter), arrival order within a tenant
+ORDER_CACHED_PREFIX = 4  # longest cached prefix first (SGLang's LPM) while the queue is short, else arrival
+# SGLang stops matching prefixes for ordering past this many waiting requests (it costs more than it saves).
+LPM_QUEUE_LIMIT = 128
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ class Scheduler:
     # What happens to a request whose TTFT target is already out of reach when it could be admitted:
     # "admit" anyway, "reject" (shed, counted), or "degrade" (admit later with a relaxed target).
     default_admission: str = "admit"
+    # Turn on the prefix cache whatever the scenario says (a cache-aware order needs one).
+    needs_prefix_cache: bool = False
 
 
 SCHEDULERS: tuple[Scheduler, ...] = (
@@ -52,6 +57,10 @@ SCHEDULERS: tuple[Scheduler, ...] = (
     Scheduler("fair", ORDER_TENANT_SHARE, True, False, False, 512,
               "weighted fair share across tenants (Virtual Token Counter): the backlogged tenant with the "
               "least weighted service goes first; chunked prefill"),
+    Scheduler("cache_aware", ORDER_CACHED_PREFIX, True, False, False, 512,
+              "prefix-cache aware: longest cached prefix first (SGLang's LPM; arrival order past 128 waiting), "
+              "so the cheapest admissions in memory and compute go first; chunked prefill",
+              needs_prefix_cache=True),
 )
 SCHEDULER_NAMES: tuple[str, ...] = tuple(s.name for s in SCHEDULERS)
 BY_NAME: dict[str, Scheduler] = {s.name: s for s in SCHEDULERS}

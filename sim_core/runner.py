@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 from .metrics import summarize
 from .policies import BY_NAME, Scheduler
 from .scenario import Scenario
-from .workload import PRESETS, Preset, Requests, TraceError, read_csv_trace, synthesize
+from .workload import PRESETS, Preset, Requests, TraceError, read_trace, synthesize
 
 DEFAULT_MAX_MODEL_LEN = 8192
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).
@@ -41,6 +42,7 @@ class Resolved:
     slo_ttft_ms: float  # the preset's (or the scenario's) default target
     slo_tpot_ms: float
     admission: str
+    prefix_cache: bool
 
 
 def resolve(s: Scenario) -> Resolved:
@@ -63,7 +65,8 @@ def resolve(s: Scenario) -> Resolved:
     return Resolved(sched, preset, setup, num_blocks, swap_blocks, max_model_len, token_budget,
                     s.rate or preset.rate, s.burstiness or preset.burstiness,
                     s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms,
-                    s.admission or sched.default_admission)
+                    s.admission or sched.default_admission,
+                    (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching)
 
 
 def class_slos(s: Scenario, r: Resolved, reqs: Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -107,13 +110,10 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
             raise TraceError(f"trace: no such file {s.trace!r}")
         trace_text = path.read_text(encoding="utf-8", errors="replace")
     if trace_text is not None:
-        reqs = read_csv_trace(trace_text, MAX_TRACE_ROWS)
-        if s.num_requests is not None:
-            keep = slice(0, s.num_requests)
-            reqs = Requests(reqs.arrival_s[keep], reqs.prompt_tokens[keep], reqs.output_tokens[keep],
-                            reqs.request_class[keep], reqs.class_names)
-        return reqs
-    return synthesize(r.preset, r.rate, r.burstiness, s.num_requests, s.duration, s.seed)
+        reqs = read_trace(trace_text, MAX_TRACE_ROWS)
+        return reqs if s.num_requests is None else reqs.take(s.num_requests)
+    reqs = synthesize(r.preset, r.rate, r.burstiness, s.num_requests, s.duration, s.seed, s.system_prompt_tokens)
+    return reqs if s.num_requests is None else reqs.take(s.num_requests)
 
 
 @dataclass
@@ -131,6 +131,7 @@ class Result:
     preemptions: np.ndarray
     degraded: np.ndarray  # admitted with a relaxed TTFT target (admission=degrade)
     on_time_tokens: np.ndarray  # tokens each request received by their per-token deadline
+    cached_prefix: np.ndarray  # prompt tokens served from the prefix cache at first admission (-1: never admitted)
     steps: np.ndarray  # step log, columns engine.S_*; every `step_stride`-th step
     tenant_service: np.ndarray  # [logged step, tenant] weighted service so far (fair), beside the step log
     step_stride: int
@@ -139,9 +140,11 @@ class Result:
     itl_fine: np.ndarray
     itl_coarse: np.ndarray
     kv_frames: np.ndarray  # [frame, block] -> owning request id or -1
+    kv_frame_state: np.ndarray  # [frame, block] -> engine.BLOCK_FREE / _USED / _SHARED / _CACHED
     kv_frame_s: np.ndarray
     free_blocks_at_end: int
     swap_free_at_end: int
+    ref_counts_at_end: np.ndarray
     metrics: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
@@ -149,37 +152,48 @@ class Result:
 
 
 def run(scenario: Scenario, *, trace_text: str | None = None, kv_frame_times: np.ndarray | None = None,
-        record_events: bool = False, max_step_records: int = DEFAULT_MAX_STEP_RECORDS) -> Result:
+        record_events: bool = False, max_step_records: int = DEFAULT_MAX_STEP_RECORDS,
+        debug_checks: bool = False) -> Result:
     r = resolve(scenario)
     reqs = make_requests(scenario, r, trace_text)
     return simulate_requests(scenario, r, reqs, kv_frame_times=kv_frame_times, record_events=record_events,
-                             max_step_records=max_step_records)
+                             max_step_records=max_step_records, debug_checks=debug_checks)
 
 
 def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None,
-                      record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, kernel=None) -> Result:
-    """Run the engine on given requests. `kernel` may be `engine.simulate.py_func` to run it as plain Python."""
+                      record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, kernel=None,
+                      debug_checks=False) -> Result:
+    """Run the engine on given requests. `kernel` may be `engine.simulate.py_func` to run it as plain Python;
+    `debug_checks` verifies every block-pool invariant after each step's scheduling (slow; for tests)."""
     cost = cost_params(r.setup)
     class_ttft_s, class_tpot_s, class_weight = class_slos(scenario, r, reqs)
     pol = policy_params(scenario, r, class_tpot_s)
     frames_at = np.zeros(0) if kv_frame_times is None else np.asarray(kv_frame_times, np.float64)
     preempt_mode = {"none": E.PREEMPT_NONE, "recompute": E.PREEMPT_RECOMPUTE, "swap": E.PREEMPT_SWAP}
     sched = r.scheduler
+    if r.prefix_cache:
+        hashes, hash_off = reqs.block_hashes(scenario.block_size)
+    else:
+        hashes, hash_off = np.zeros(0, np.int64), np.zeros(len(reqs) + 1, np.int64)
     out = (kernel or E.simulate)(
-        reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens, reqs.request_class,
+        reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens, reqs.request_class, reqs.parents(),
+        reqs.think_times(), hashes, hash_off,
         sched.order, sched.chunked_prefill, sched.static_batching, sched.preempts_for_priority,
         preempt_mode[scenario.preemption], r.token_budget, scenario.max_seqs, scenario.block_size,
         r.num_blocks, r.swap_blocks, r.max_model_len, cost, pol, class_ttft_s, class_tpot_s, class_weight,
-        frames_at, record_events, max_step_records,
+        frames_at, record_events, max_step_records, debug_checks,
     )
-    result = Result(scenario, r, reqs, *out)
+    arrival_s, *rest = out
+    reqs = dataclasses.replace(reqs, arrival_s=arrival_s)  # follow-up turns' arrivals are known now
+    result = Result(scenario, r, reqs, *rest)
     unfinished = int(((result.status != E.FINISHED) & (result.status != E.REJECTED)).sum())
     if unfinished:
         raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
     result.metrics = summarize(
         reqs=reqs, status=result.status, reject_reason=result.reject_reason, first_token_s=result.first_token_s,
         finish_s=result.finish_s, max_itl_s=result.max_itl_s, preemptions=result.preemptions,
-        degraded=result.degraded, on_time_tokens=result.on_time_tokens, acc=result.accumulators,
+        degraded=result.degraded, on_time_tokens=result.on_time_tokens, cached_prefix=result.cached_prefix,
+        prefix_cache=r.prefix_cache, acc=result.accumulators,
         itl_fine=result.itl_fine, itl_coarse=result.itl_coarse, num_blocks=r.num_blocks,
         peak_bytes_per_s=cost[PEAK_BW], peak_flops_per_s=cost[PEAK_FLOPS], class_ttft_s=class_ttft_s,
         class_tpot_s=class_tpot_s, transport_s=scenario.transport_overhead_ms / 1e3,

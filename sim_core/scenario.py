@@ -52,6 +52,11 @@ class Scenario(BaseModel):
                                   description="shrink the KV pool to this many blocks (default: what memory allows)")
     max_model_len: int | None = Field(None, ge=64, le=1 << 21,
                                       description="max prompt + output tokens; default: min(model context, 8192)")
+    prefix_cache: bool = Field(False, description="reuse cached KV blocks of shared prompt prefixes "
+                                                  "(always on for cache_aware)")
+    system_prompt_tokens: int | None = Field(None, ge=0, le=32768,
+                                             description="shared system prompt before every prompt; "
+                                                         "default: the preset's")
     preemption: Literal["recompute", "swap", "none"] = Field(
         "recompute", description="what happens when the KV pool runs out")
     swap_space_gb: float = Field(4.0, ge=0, le=4096, description="host memory for swapped KV, per GPU")

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
+from numba import njit
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,17 @@ class Preset:
     name: str
     summary: str
     classes: tuple[RequestClass, ...]
-    rate: float  # default arrival rate, requests/s
+    rate: float  # default arrival rate, requests/s (agent: sessions/s)
     burstiness: float  # coefficient of variation of inter-arrival gaps (1 = Poisson)
     slo_ttft_ms: float
     slo_tpot_ms: float
+    # How prompts are put together from content segments (what the prefix cache can share):
+    #   "plain": [shared system prompt] + the request's own text
+    #   "rag":   system prompt + user text (chat class), or system prompt + a document from a Zipf-popular pool
+    #            + a question (retrieval class)
+    #   "agent": multi-turn sessions; each turn resends the previous prompt and answer plus a new message
+    structure: str = "plain"
+    system_prompt_tokens: int = 0
 
 
 # First turns of ShareGPT conversations, the dataset of vLLM's serving benchmarks: prompts average ~160-260
@@ -65,11 +75,23 @@ FIRST_TURN = RequestClass("first-turn", 1.0, LengthDist(150, 1.0, 4, 4000), Leng
 # Azure LLM inference trace 2023, conversation: prompt median 1020 / mean 1155 / p90 2735 tokens (multi-turn
 # history included), output median 129 / mean 211 / p90 424.
 CONVERSATION = RequestClass("conversation", 1.0, LengthDist(1020, 0.7, 16, 8000), LengthDist(129, 0.9, 2, 1024))
-# Short interactive turns (ShareGPT first turns, LMSYS: prompts of tens to hundreds of tokens).
-SHORT_CHAT = RequestClass("chat", 0.75, LengthDist(250, 0.6, 16, 2000), LengthDist(150, 0.6, 8, 600))
-# Retrieval-augmented prompts: 3-4k tokens of retrieved context (seed 004).
-RETRIEVAL = RequestClass("retrieval", 0.25, LengthDist(low=3000, high=4000, uniform=True),
-                         LengthDist(200, 0.5, 16, 600))
+# RAG (seed 004): short chat streams and 3-4k-token retrieval prompts, all after a shared 200-token system
+# prompt. Chat: the user's text (median ~80 tokens). Retrieval: a document of 2,700-3,700 tokens from a pool
+# of RAG_DOCUMENTS with Zipf(RAG_ZIPF) popularity, then a question (median ~60 tokens).
+RAG_CHAT = RequestClass("chat", 0.75, LengthDist(80, 0.8, 8, 1800), LengthDist(150, 0.6, 8, 600))
+RETRIEVAL = RequestClass("retrieval", 0.25, LengthDist(60, 0.5, 8, 300), LengthDist(200, 0.5, 16, 600))
+RAG_DOCUMENTS = 200
+RAG_DOC_TOKENS = (2700, 3700)
+RAG_ZIPF = 1.1
+# Agent sessions: a 1,500-token system prompt of tool definitions shared by every session, a task message, then
+# turns of (answer or tool call, tool result). Turns per session 1 + geometric (mean AGENT_TURNS), think time
+# (tool execution / user) exponential with mean AGENT_THINK_S; a session ends before a prompt would pass
+# AGENT_MAX_PROMPT tokens.
+AGENT = RequestClass("agent", 1.0, LengthDist(150, 0.8, 16, 2000), LengthDist(150, 0.8, 8, 1000))
+AGENT_TOOL_RESULT = LengthDist(400, 0.9, 16, 3000)
+AGENT_TURNS = 4.0
+AGENT_THINK_S = 2.0
+AGENT_MAX_PROMPT = 6000
 # Azure code trace 2023: prompt median 1469 / mean 2048, output median 13 / mean 28.
 CODE = RequestClass("code", 1.0, LengthDist(1469, 0.8, 16, 8000), LengthDist(13, 1.2, 1, 512))
 # arXiv summarisation (Vidur's processed trace): prompt median 2730, output median 167.
@@ -87,8 +109,10 @@ PRESETS: dict[str, Preset] = {
                 RequestClass("follow-up", 0.5, CONVERSATION.prompt, CONVERSATION.output)), 4.0, 1.0, 400, 100),
         Preset("conversation", "multi-turn conversations with Azure-2023 conversation-trace lengths",
                (CONVERSATION,), 2.0, 1.0, 500, 100),
-        Preset("rag", "short chat streams mixed with 3-4k-token retrieval prompts (seed 004)",
-               (SHORT_CHAT, RETRIEVAL), 6.0, 1.0, 1000, 100),
+        Preset("rag", "short chat streams mixed with 3-4k-token retrieval prompts over a shared document pool "
+               "(seed 004)", (RAG_CHAT, RETRIEVAL), 6.0, 1.0, 1000, 100, structure="rag", system_prompt_tokens=200),
+        Preset("agent", "multi-turn agent sessions: shared tool prompt, each turn resends the history (rate: "
+               "sessions/s)", (AGENT,), 1.0, 1.0, 1000, 100, structure="agent", system_prompt_tokens=1500),
         Preset("code", "code completion with Azure-2023 code-trace lengths, bursty arrivals",
                (CODE,), 4.0, 2.0, 125, 200),
         Preset("mixed", "chat, code completion and summarisation sharing one server",
@@ -104,18 +128,118 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+# Content segment ids: shared ones are small numbers, every request's own text gets a unique id above UNIQUE.
+SYSTEM_PROMPT_SEGMENT = 1
+DOCUMENT_SEGMENT = 1_000  # + document index
+TRACE_BLOCK_SEGMENT = 1 << 32  # + a trace's block hash id
+UNIQUE = 1 << 40
+
+
 @dataclass
 class Requests:
-    """The workload as arrays sorted by arrival time."""
+    """The workload as arrays. Open-loop requests (parent -1) are in arrival order; a follow-up turn (parent >= 0)
+    arrives think_s after its parent ends, so its arrival_s is unknown (inf) until the engine has run.
+
+    Content, for the prefix cache: request i's tokens (prompt then output) are the segments
+    seg_off[i]..seg_off[i+1] of (seg_ids, seg_lens); equal segment ids mean equal tokens. None: all unique."""
 
     arrival_s: np.ndarray  # float64
     prompt_tokens: np.ndarray  # int64
     output_tokens: np.ndarray  # int64
     request_class: np.ndarray  # int64 index into class_names
     class_names: tuple[str, ...]
+    parent: np.ndarray | None = None  # int64, -1 for open-loop requests
+    think_s: np.ndarray | None = None  # float64
+    seg_ids: np.ndarray | None = None
+    seg_lens: np.ndarray | None = None
+    seg_off: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+    def parents(self) -> np.ndarray:
+        return self.parent if self.parent is not None else np.full(len(self), -1, np.int64)
+
+    def think_times(self) -> np.ndarray:
+        return self.think_s if self.think_s is not None else np.zeros(len(self))
+
+    def content(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.seg_ids is not None:
+            return self.seg_ids, self.seg_lens, self.seg_off
+        # Every request's prompt and output are its own: one unique segment each.
+        n = len(self)
+        ids = np.empty(2 * n, np.int64)
+        ids[0::2] = UNIQUE + 2 * np.arange(n)
+        ids[1::2] = UNIQUE + 2 * np.arange(n) + 1
+        lens = np.empty(2 * n, np.int64)
+        lens[0::2] = self.prompt_tokens
+        lens[1::2] = self.output_tokens
+        return ids, lens, np.arange(0, 2 * n + 1, 2, dtype=np.int64)
+
+    def block_hashes(self, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+        return block_hashes(*self.content(), block_size)
+
+    def take(self, count: int) -> Requests:
+        """The first `count` requests (a follow-up whose parent is cut keeps nothing dangling: it is cut too)."""
+        keep = np.arange(len(self)) < count
+        if self.parent is not None:
+            keep &= self.parent < count
+        idx = np.flatnonzero(keep)
+        return self.subset(idx)
+
+    def subset(self, idx: np.ndarray) -> Requests:
+        remap = np.full(len(self), -1, np.int64)
+        remap[idx] = np.arange(len(idx))
+        parent = None if self.parent is None else np.where(self.parent[idx] >= 0, remap[self.parent[idx]], -1)
+        seg = (None, None, None)
+        if self.seg_ids is not None:
+            starts, ends = self.seg_off[idx], self.seg_off[idx + 1]
+            pieces = [np.arange(a, b) for a, b in zip(starts, ends, strict=True)]
+            sel = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+            seg = (self.seg_ids[sel], self.seg_lens[sel], np.concatenate([[0], np.cumsum(ends - starts)]))
+        return Requests(self.arrival_s[idx], self.prompt_tokens[idx], self.output_tokens[idx],
+                        self.request_class[idx], self.class_names, parent,
+                        None if self.think_s is None else self.think_s[idx], *seg)
+
+
+_P1, _M1 = 2147483647, 1000003  # two 31-bit polynomial hashes: products stay below 2**62, so the same
+_P2, _M2 = 2147483629, 999983  # arithmetic holds in numba's int64 and in plain Python
+
+
+@njit(cache=True)
+def block_hashes(seg_ids, seg_lens, seg_off, block_size):
+    """Chained content hashes of every full block of every request: H_j = hash(H_{j-1}, content of block j), as
+    vLLM and SGLang key their prefix caches. Deterministic (no Python hash() randomisation) and never 0."""
+    n = seg_off.shape[0] - 1
+    hash_off = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        total = 0
+        for s in range(seg_off[i], seg_off[i + 1]):
+            total += seg_lens[s]
+        hash_off[i + 1] = hash_off[i] + total // block_size
+    hashes = np.zeros(hash_off[n], np.int64)
+    for i in range(n):
+        h1 = 1
+        h2 = 2
+        filled = 0
+        k = hash_off[i]
+        for s in range(seg_off[i], seg_off[i + 1]):
+            sid = seg_ids[s]
+            length = seg_lens[s]
+            pos = 0
+            while pos < length:
+                take = min(length - pos, block_size - filled)
+                for x in (sid % _P1, pos, take):
+                    h1 = (h1 * _M1 + x) % _P1
+                    h2 = (h2 * _M2 + x) % _P2
+                filled += take
+                pos += take
+                if filled == block_size:
+                    h = (h1 << 31) | h2
+                    hashes[k] = h if h != 0 else 1
+                    k += 1
+                    filled = 0
+    return hashes, hash_off
 
 
 def arrival_times(rng: np.random.Generator, rate: float, burstiness: float, n: int | None,
@@ -138,26 +262,99 @@ def arrival_times(rng: np.random.Generator, rate: float, burstiness: float, n: i
         if len(inside) < chunk:
             break
         t = arr[-1]
-    out = np.concatenate(times)
-    return out
+    return np.concatenate(times)
 
 
-def synthesize(preset: Preset, rate: float, burstiness: float, n: int | None, duration_s: float,
-               seed: int) -> Requests:
+def _segments(parts: list[tuple[np.ndarray, np.ndarray]], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Interleave per-request segment columns [(ids, lens), ...] (each of length n; len 0 = absent) into flat
+    (seg_ids, seg_lens, seg_off)."""
+    ids = np.stack([p[0] for p in parts], axis=1)
+    lens = np.stack([p[1] for p in parts], axis=1)
+    present = lens > 0
+    counts = present.sum(axis=1)
+    return ids[present], lens[present], np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def synthesize(preset: Preset, rate: float, burstiness: float, n: int | None, duration_s: float, seed: int,
+               system_prompt_tokens: int | None = None) -> Requests:
     rng = np.random.default_rng(seed)
+    sys_len = preset.system_prompt_tokens if system_prompt_tokens is None else system_prompt_tokens
+    if preset.structure == "agent":
+        return _agent_sessions(preset, rng, rate, burstiness, n, duration_s, sys_len)
     arrivals = arrival_times(rng, rate, burstiness, n, duration_s)
     count = len(arrivals)
     shares = np.array([c.share for c in preset.classes])
     cls = rng.choice(len(preset.classes), size=count, p=shares / shares.sum())
-    prompt = np.zeros(count, np.int64)
+    own = np.zeros(count, np.int64)  # the request's own prompt text
     output = np.zeros(count, np.int64)
     for k, c in enumerate(preset.classes):
         mask = cls == k
         m = int(mask.sum())
-        prompt[mask] = c.prompt.draw(rng, m)
+        own[mask] = c.prompt.draw(rng, m)
         output[mask] = c.output.draw(rng, m)
+    uid = UNIQUE + 2 * np.arange(count, dtype=np.int64)
+    system = (np.full(count, SYSTEM_PROMPT_SEGMENT, np.int64), np.full(count, sys_len, np.int64))
+    doc_ids = np.zeros(count, np.int64)
+    doc_lens = np.zeros(count, np.int64)
+    if preset.structure == "rag":
+        lo, hi = RAG_DOC_TOKENS
+        pool_lens = np.random.default_rng([seed, 1]).integers(lo, hi + 1, size=RAG_DOCUMENTS)
+        weights = 1.0 / np.arange(1, RAG_DOCUMENTS + 1) ** RAG_ZIPF
+        retrieval = cls == [c.name for c in preset.classes].index("retrieval")
+        picked = rng.choice(RAG_DOCUMENTS, size=int(retrieval.sum()), p=weights / weights.sum())
+        doc_ids[retrieval] = DOCUMENT_SEGMENT + picked
+        doc_lens[retrieval] = pool_lens[picked]
+    prompt = sys_len + doc_lens + own
+    seg = _segments([system, (doc_ids, doc_lens), (uid, own), (uid + 1, output)], count)
     return Requests(arrivals.astype(np.float64), prompt, output, cls.astype(np.int64),
-                    tuple(c.name for c in preset.classes))
+                    tuple(c.name for c in preset.classes), None, None, *seg)
+
+
+def _agent_sessions(preset: Preset, rng: np.random.Generator, rate: float, burstiness: float, n: int | None,
+                    duration_s: float, sys_len: int) -> Requests:
+    """Closed-loop sessions: turn k+1 arrives a think time after turn k ends and carries all of it as prefix."""
+    cls = preset.classes[0]
+    starts = arrival_times(rng, rate, burstiness, n, duration_s)  # with n, at most n sessions are needed
+    arrival, prompt, output, parent, think = [], [], [], [], []
+    seg_ids: list[int] = []
+    seg_lens: list[int] = []
+    seg_off = [0]
+    uid = UNIQUE
+    for start in starts:
+        content = [(SYSTEM_PROMPT_SEGMENT, sys_len)] if sys_len else []
+        content.append((uid, int(cls.prompt.draw(rng, 1)[0])))
+        uid += 1
+        turns = int(rng.geometric(1.0 / AGENT_TURNS))  # mean AGENT_TURNS, at least 1
+        prev = -1
+        for _ in range(turns):
+            p_len = sum(length for _, length in content)
+            o_len = int(cls.output.draw(rng, 1)[0])
+            if prev >= 0 and p_len + o_len > AGENT_MAX_PROMPT:
+                break
+            idx = len(arrival)
+            arrival.append(float(start) if prev < 0 else np.inf)
+            prompt.append(p_len)
+            output.append(o_len)
+            parent.append(prev)
+            think.append(0.0 if prev < 0 else float(rng.exponential(AGENT_THINK_S)))
+            answer = (uid, o_len)
+            uid += 1
+            for sid, length in [*content, answer]:
+                seg_ids.append(sid)
+                seg_lens.append(length)
+            seg_off.append(len(seg_ids))
+            tool = (uid, int(AGENT_TOOL_RESULT.draw(rng, 1)[0]))
+            uid += 1
+            content = [*content, answer, tool]
+            prev = idx
+            if n is not None and len(arrival) >= n:
+                break
+        if n is not None and len(arrival) >= n:
+            break
+    count = len(arrival)
+    return Requests(np.array(arrival, np.float64), np.array(prompt, np.int64), np.array(output, np.int64),
+                    np.zeros(count, np.int64), (cls.name,), np.array(parent, np.int64), np.array(think),
+                    np.array(seg_ids, np.int64), np.array(seg_lens, np.int64), np.array(seg_off, np.int64))
 
 
 class TraceError(ValueError):
@@ -209,8 +406,126 @@ def read_csv_trace(text: str, max_rows: int) -> Requests:
         outputs.append(vals[1])
     if not arrivals:
         raise TraceError("trace has a header but no requests")
+    return _sorted_trace(arrivals, prompts, outputs)
+
+
+def _sorted_trace(arrivals, prompts, outputs, seg=None) -> Requests:
     a = np.asarray(arrivals, np.float64)
     order = np.argsort(a, kind="stable")
-    a = a[order] - a[order[0]]
-    return Requests(a, np.asarray(prompts, np.int64)[order], np.asarray(outputs, np.int64)[order],
-                    np.zeros(len(a), np.int64), ("trace",))
+    reqs = Requests(a - a[order[0]], np.asarray(prompts, np.int64), np.asarray(outputs, np.int64),
+                    np.zeros(len(a), np.int64), ("trace",), None, None, *(seg or (None, None, None)))
+    return reqs.subset(order)
+
+
+def _check_tokens(line_no: int, field: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise TraceError(f"line {line_no}: {field} must be an integer, got {value!r}")
+    if not 1 <= int(value) <= MAX_TRACE_TOKENS:
+        raise TraceError(f"line {line_no}: {field} must be between 1 and {MAX_TRACE_TOKENS}, got {value}")
+    return int(value)
+
+
+MOONCAKE_BLOCK_TOKENS = 512
+
+
+def read_mooncake_trace(text: str, max_rows: int) -> Requests:
+    """Mooncake's JSONL traces: one object per line with timestamp (ms), input_length, output_length and
+    hash_ids, the ids of the prompt's 512-token blocks (equal ids = shared content)."""
+    arrivals, prompts, outputs = [], [], []
+    seg_ids: list[int] = []
+    seg_lens: list[int] = []
+    seg_off = [0]
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        if len(arrivals) >= max_rows:
+            raise TraceError(f"trace has more than {max_rows} requests (the limit)")
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TraceError(f"line {line_no}: not valid JSON ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise TraceError(f"line {line_no}: expected a JSON object")
+        for field in ("timestamp", "input_length", "output_length"):
+            if field not in row:
+                raise TraceError(f"line {line_no}: missing field {field}")
+        ts = row["timestamp"]
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
+            raise TraceError(f"line {line_no}: timestamp must be a finite number of ms >= 0, got {ts!r}")
+        p_len = _check_tokens(line_no, "input_length", row["input_length"])
+        o_len = _check_tokens(line_no, "output_length", row["output_length"])
+        hash_ids = row.get("hash_ids", [])
+        if not isinstance(hash_ids, list) or not all(isinstance(h, int) and h >= 0 for h in hash_ids):
+            raise TraceError(f"line {line_no}: hash_ids must be a list of non-negative integers")
+        left = p_len
+        for h in hash_ids:
+            if left <= 0:
+                break
+            seg_ids.append(TRACE_BLOCK_SEGMENT + h)
+            seg_lens.append(min(MOONCAKE_BLOCK_TOKENS, left))
+            left -= MOONCAKE_BLOCK_TOKENS
+        if left > 0:  # prompt text beyond the listed blocks is this request's own
+            seg_ids.append(UNIQUE + 2 * len(arrivals))
+            seg_lens.append(left)
+        seg_ids.append(UNIQUE + 2 * len(arrivals) + 1)
+        seg_lens.append(o_len)
+        seg_off.append(len(seg_ids))
+        arrivals.append(ts / 1e3)
+        prompts.append(p_len)
+        outputs.append(o_len)
+    if not arrivals:
+        raise TraceError("trace has no requests")
+    seg = (np.array(seg_ids, np.int64), np.array(seg_lens, np.int64), np.array(seg_off, np.int64))
+    return _sorted_trace(arrivals, prompts, outputs, seg)
+
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+
+
+def _azure_time(value: str, line_no: int) -> float:
+    # "2023-11-16 18:15:46.6805900": up to 7 fractional digits; datetime takes at most 6.
+    text = value.strip()
+    if "." in text:
+        head, frac = text.split(".", 1)
+        text = f"{head}.{frac[:6]}"
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise TraceError(f"line {line_no}: TIMESTAMP must be a date-time like 2023-11-16 18:15:46.68, "
+                         f"got {value!r}") from None
+
+
+def read_azure_trace(text: str, max_rows: int) -> Requests:
+    """Azure LLM inference trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens); no prefix sharing information."""
+    reader = csv.reader(io.StringIO(text))
+    header = [h.strip() for h in next(reader)]
+    idx = [header.index(c) for c in AZURE_COLUMNS]
+    arrivals, prompts, outputs = [], [], []
+    for line_no, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(arrivals) >= max_rows:
+            raise TraceError(f"trace has more than {max_rows} requests (the limit)")
+        if len(row) < len(header):
+            raise TraceError(f"line {line_no}: expected {len(header)} columns, got {len(row)}")
+        arrivals.append(_azure_time(row[idx[0]], line_no))
+        for col, k, out in ((AZURE_COLUMNS[1], idx[1], prompts), (AZURE_COLUMNS[2], idx[2], outputs)):
+            try:
+                out.append(_check_tokens(line_no, col, int(row[k])))
+            except ValueError:
+                raise TraceError(f"line {line_no}: {col} must be an integer, got {row[k]!r}") from None
+    if not arrivals:
+        raise TraceError("trace has a header but no requests")
+    return _sorted_trace(arrivals, prompts, outputs)
+
+
+def read_trace(text: str, max_rows: int) -> Requests:
+    """Any supported trace, by its shape: Mooncake JSONL, Azure LLM inference CSV, or our CSV
+    (arrival_s,prompt_tokens,output_tokens)."""
+    head = text.lstrip()[:1]
+    if head == "{":
+        return read_mooncake_trace(text, max_rows)
+    first_line = text.lstrip().split("\n", 1)[0]
+    if all(c in [h.strip() for h in first_line.split(",")] for c in AZURE_COLUMNS):
+        return read_azure_trace(text, max_rows)
+    return read_csv_trace(text, max_rows)
