@@ -76,12 +76,12 @@ FIRST_TURN = RequestClass("first-turn", 1.0, LengthDist(150, 1.0, 4, 4000), Leng
 # history included), output median 129 / mean 211 / p90 424.
 CONVERSATION = RequestClass("conversation", 1.0, LengthDist(1020, 0.7, 16, 8000), LengthDist(129, 0.9, 2, 1024))
 # RAG (seed 004): short chat streams and 3-4k-token retrieval prompts, all after a shared 200-token system
-# prompt. Chat: the user's text (median ~80 tokens). Retrieval: a document of 2,700-3,700 tokens from a pool
+# prompt. Chat: the user's text (median ~80 tokens). Retrieval: a document of 2,800-3,800 tokens from a pool
 # of RAG_DOCUMENTS with Zipf(RAG_ZIPF) popularity, then a question (median ~60 tokens).
 RAG_CHAT = RequestClass("chat", 0.75, LengthDist(80, 0.8, 8, 1800), LengthDist(150, 0.6, 8, 600))
 RETRIEVAL = RequestClass("retrieval", 0.25, LengthDist(60, 0.5, 8, 300), LengthDist(200, 0.5, 16, 600))
 RAG_DOCUMENTS = 200
-RAG_DOC_TOKENS = (2700, 3700)
+RAG_DOC_TOKENS = (2800, 3800)
 RAG_ZIPF = 1.1
 # Agent sessions: a 1,500-token system prompt of tool definitions shared by every session, a task message, then
 # turns of (answer or tool call, tool result). Turns per session 1 + geometric (mean AGENT_TURNS), think time
