@@ -283,7 +283,12 @@ class Setup:
 
 
 class SetupError(ValueError):
-    """A deployment that cannot run; the message says why and what to change."""
+    """A deployment that cannot run; the message says why and what to change, `field` the scenario field that
+    is the most direct fix."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
 
 
 def fmt_gb(nbytes: float) -> str:
@@ -303,20 +308,25 @@ def resolve_setup(
     gpu = GPUS[hardware]
     m = MODELS[model or gpu.default_model]
     if m.heads % tp != 0:
-        raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick a divisor of {m.heads}")
+        divisors = ", ".join(str(d) for d in range(1, 9) if m.heads % d == 0)
+        raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick one of {divisors}",
+                         "tp")
     setup = Setup(gpu, m, quantization, tp, gpu_memory_utilization, block_size, token_budget, max_num_seqs)
     usable = setup.usable_bytes
     if setup.weight_bytes_per_gpu + setup.reserve_bytes >= usable:
         total_weights = setup.weight_bytes_per_gpu * tp
+        lighter = [q for q in ("int4", "int8", "fp8") if QUANTIZATIONS[q] < QUANTIZATIONS[quantization]]
+        smaller = "/".join(lighter) + ", " if lighter else ""
         raise SetupError(
             f"{m.key} needs {fmt_gb(total_weights)} of weights in {quantization}"
             + (f" ({fmt_gb(setup.weight_bytes_per_gpu)} per GPU at tp={tp})" if tp > 1 else "")
             + f" plus {fmt_gb(setup.reserve_bytes)} runtime reserve; {gpu.key} has {gpu.mem_gib:g} GB"
             + f" ({fmt_gb(usable)} at gpu_memory_utilization={gpu_memory_utilization:g})"
-            + " — pick int4/int8/fp8, a higher tp, or another GPU"
+            + f" — pick {smaller}a higher tp, or another GPU",
+            "model",
         )
     if setup.num_kv_blocks < 1:
-        raise SetupError(f"{m.key} on {gpu.key} leaves no memory for the KV cache")
+        raise SetupError(f"{m.key} on {gpu.key} leaves no memory for the KV cache", "model")
     return setup
 
 

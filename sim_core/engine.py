@@ -413,9 +413,14 @@ BLOCK_FREE, BLOCK_USED, BLOCK_SHARED, BLOCK_CACHED = 0, 1, 2, 3
 
 
 @njit(cache=True)
-def _snapshot(pool, owner_out, state_out):
+def _snapshot(pool, running, n_running, slot_of, block_table, n_blocks, owner_out, state_out):
+    """Each block's state and an owner: a running request holding it (the latest admitted, if shared)."""
+    owner_out[:] = -1
+    for k in range(n_running):
+        r = running[k]
+        for j in range(n_blocks[r]):
+            owner_out[block_table[slot_of[r], j]] = r
     for b in range(owner_out.shape[0]):
-        owner_out[b] = pool[PL_OWNER, b]
         ref = pool[PL_REF, b]
         if ref > 1:
             state_out[b] = BLOCK_SHARED
@@ -602,6 +607,7 @@ def simulate(
     # --- this step's batch ---
     sched_req = np.zeros(max_num_seqs, np.int64)
     sched_tokens = np.zeros(max_num_seqs, np.int64)
+    sched_admitted = np.zeros(max_num_seqs, np.bool_)
     static_prompt_pad = 0  # static batching: the active batch's padded prompt length (0: no batch)
     # --- step-time estimate for slack (seed 003): measured prefill steps, starting from the cost model ---
     # The adaptive controller moves the budget, starting low and growing while steps stay fast (a big first
@@ -666,7 +672,8 @@ def simulate(
                                               class_ttft_s, degraded, pol, budget_now, step_est),
                            i, wait_keys, wait_ids, q_off, q_size, vtc, ctr)
         while next_frame < n_frames and snapshot_times[next_frame] <= now:
-            _snapshot(pool, frames[next_frame], frame_state[next_frame])
+            _snapshot(pool, running, ctr[C_RUNNING], slot_of, block_table, n_blocks, frames[next_frame],
+                      frame_state[next_frame])
             frame_s[next_frame] = now
             next_frame += 1
         if done == n:
@@ -703,6 +710,8 @@ def simulate(
             _heapify(wait_keys, wait_ids, ctr[C_WAITING])
 
         n_sched = 0
+        sched_admitted[:] = False
+        budget_blocked_need = 0  # a whole prompt the token budget kept out this step
         budget = budget_now
         swap_s = 0.0
         step_preemptions = 0
@@ -811,8 +820,9 @@ def simulate(
             # vLLM admits nothing new in a step that had to preempt for memory (it would only thrash).
             blocked = step_preemptions > 0 and not priority_preempted
 
-            # 4a. Resume swapped requests before taking new ones.
-            while not blocked and ctr[C_SWAPPED] > 0 and ctr[C_RUNNING] < max_num_seqs and budget > 0:
+            # 4a. Resume swapped requests before taking new ones, except right after evicting running requests for
+            # a better waiting one: that one goes first, or the victims would just come straight back.
+            while not blocked and not priority_preempted and ctr[C_SWAPPED] > 0 and ctr[C_RUNNING] < max_num_seqs and budget > 0:
                 r = swap_ids[0]
                 need = min(prompt_tokens[r] + generated[r] - computed[r], budget)
                 total_blocks = _blocks_for(computed[r] + need, block_size)
@@ -835,8 +845,8 @@ def simulate(
                     events = _log_event(events, ctr, r, step, EV_SWAP_IN, computed[r])
 
             # 4b. Admit waiting requests in policy order.
-            while (not blocked and ctr[C_SWAPPED] == 0 and ctr[C_WAITING] > 0 and ctr[C_RUNNING] < max_num_seqs
-                   and budget > 0):
+            while (not blocked and (ctr[C_SWAPPED] == 0 or priority_preempted) and ctr[C_WAITING] > 0
+                   and ctr[C_RUNNING] < max_num_seqs and budget > 0):
                 t = _wait_head(q_size, vtc)
                 r = wait_ids[q_off[t]]
                 total = prompt_tokens[r] + generated[r]  # nothing computed: new, or requeued for recompute
@@ -880,6 +890,7 @@ def simulate(
                 need = total - cached
                 if need > budget:
                     if not chunked_prefill:
+                        budget_blocked_need = need
                         break  # the whole prompt must fit in one step; wait for a step with room
                     need = budget
                 if preempt_mode == PREEMPT_NONE:
@@ -887,7 +898,11 @@ def simulate(
                     new_blocks = _blocks_for(prompt_tokens[r] + output_tokens[r], block_size) - hits
                 else:
                     new_blocks = _blocks_for(cached + need, block_size) - hits
-                if new_blocks + free_hits > ctr[C_FREE_BLOCKS]:
+                # Admit only if the whole remaining prompt fits (vLLM v0's can_allocate) with a 1% watermark while
+                # others run: admitting on the first chunk alone lets half-prefilled prompts evict each other.
+                whole = _blocks_for(total, block_size) - hits
+                headroom = ctr[C_FREE_BLOCKS] - (num_blocks // 100 if ctr[C_RUNNING] > 0 else 0)
+                if max(new_blocks, whole) + free_hits > headroom:
                     break  # head-of-line: later requests wait behind it, as in vLLM
                 _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr)
                 _take_slot(r, free_slots, slot_of, ctr)
@@ -906,15 +921,17 @@ def simulate(
                 ctr[C_RUNNING] += 1
                 sched_req[n_sched] = r
                 sched_tokens[n_sched] = need
+                sched_admitted[n_sched] = True
                 n_sched += 1
                 budget -= need
 
-            # Batch shape for the cost model; tenants' service for fair sharing.
+            # Batch shape for the cost model; tenants' service for fair sharing. A request admitted this step is
+            # prefilling even if the prefix cache left it a single token to compute.
             p_tokens, p_pairs, p_ctx_read, p_seqs, d_seqs, d_ctx, samples = 0, 0, 0, 0, 0, 0, 0
             for q in range(n_sched):
                 r = sched_req[q]
                 t = sched_tokens[q]
-                if generated[r] > 0 and computed[r] == prompt_tokens[r] + generated[r] - 1:
+                if not sched_admitted[q] and generated[r] > 0 and computed[r] == prompt_tokens[r] + generated[r] - 1:
                     d_seqs += 1
                     d_ctx += computed[r] + 1
                     vtc[tenant_of[r]] += pol[P_FAIR_OUTPUT_COST] / class_weight[request_class[r]]
@@ -933,6 +950,11 @@ def simulate(
             _check_pool(pool, ht, ctr, running, slot_of, block_table, n_blocks, n_hashed, req_hashes, hash_off)
         # 5. Run the step.
         if n_sched == 0:
+            acc[A_PREEMPTIONS] += step_preemptions
+            acc[A_SHED] += step_shed
+            if budget_blocked_need > budget_now:  # an idle server under a shrunken budget: let the prompt in
+                budget_now = budget_blocked_need
+                continue
             if step_preemptions > 0 or step_shed > 0:
                 continue  # candidates were evicted or shed this step; the next pass goes on
             break  # cannot happen for valid inputs; the caller reports any request left unfinished
@@ -948,7 +970,12 @@ def simulate(
         acc[A_KV_PEAK] = max(acc[A_KV_PEAK], used_blocks)
         acc[A_WAITING_S] += n_waiting * seconds
         acc[A_WAITING_PEAK] = max(acc[A_WAITING_PEAK], n_waiting)
-        acc[A_IN_SYSTEM_S] += (n_waiting + ctr[C_RUNNING] + ctr[C_SWAPPED]) * seconds
+        active = ctr[C_RUNNING]
+        if static_batching:  # finished members keep their rows until the batch ends, but are out of the system
+            for k in range(ctr[C_RUNNING]):
+                if status[running[k]] == FINISHED:
+                    active -= 1
+        acc[A_IN_SYSTEM_S] += (n_waiting + active + ctr[C_SWAPPED]) * seconds
         acc[A_PREEMPTIONS] += step_preemptions
         acc[A_SHED] += step_shed
         acc[A_PREFILL_TOKENS] += p_tokens
@@ -994,6 +1021,10 @@ def simulate(
                 budget_now = max(int(pol[P_BUDGET_MIN]), int(budget_now * 0.8))
             elif budget < 16 and budget_now < pol[P_BUDGET_MAX]:
                 budget_now = min(int(pol[P_BUDGET_MAX]), budget_now + int(pol[P_BUDGET_INCREASE]))
+            if budget_blocked_need > budget_now:
+                # Without chunking a prompt cannot be split: the budget only limits how many go together, so it
+                # must at least admit the head of the queue (alone) next step.
+                budget_now = min(int(pol[P_BUDGET_MAX]), budget_blocked_need)
 
         # Tokens land at the end of the step: a request whose KV now covers all its tokens samples one.
         for q in range(n_sched):
@@ -1040,7 +1071,8 @@ def simulate(
                 static_prompt_pad = 0
 
     while next_frame < n_frames:
-        _snapshot(pool, frames[next_frame], frame_state[next_frame])
+        _snapshot(pool, running, ctr[C_RUNNING], slot_of, block_table, n_blocks, frames[next_frame],
+                  frame_state[next_frame])
         frame_s[next_frame] = now
         next_frame += 1
     acc[A_END_S] = now

@@ -13,7 +13,7 @@ from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
 from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 from .metrics import summarize
 from .policies import BY_NAME, Scheduler
-from .scenario import Scenario
+from .scenario import MAX_REQUESTS, Scenario, ScenarioError
 from .workload import PRESETS, Preset, Requests, TraceError, read_trace, synthesize
 
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -52,18 +52,23 @@ def resolve(s: Scenario) -> Resolved:
     model = MODELS[s.model or GPUS[s.hardware].default_model]
     max_model_len = s.max_model_len or min(model.max_context, DEFAULT_MAX_MODEL_LEN)
     if max_model_len > model.max_context:
-        raise SetupError(f"max_model_len must be at most {model.max_context} for {model.key} (got {max_model_len})")
+        raise SetupError(f"max_model_len must be at most {model.max_context} for {model.key} (got {max_model_len})",
+                         "max_model_len")
     token_budget = s.token_budget or sched.default_token_budget or max_model_len
     setup = resolve_setup(s.hardware, model.key, s.quantization, s.tp, s.gpu_memory_utilization, s.block_size,
                           token_budget, s.max_seqs)
     capacity = setup.num_kv_blocks
     if s.kv_blocks is not None and s.kv_blocks > capacity:
         raise SetupError(f"kv_blocks must be at most {capacity}, what {model.key} on {s.hardware} leaves for the KV "
-                         f"cache (got {s.kv_blocks})")
+                         f"cache (got {s.kv_blocks})", "kv_blocks")
     num_blocks = s.kv_blocks or capacity
+    rate = s.rate or preset.rate
+    if s.trace is None and s.num_requests is None and rate * s.duration > MAX_REQUESTS:
+        raise ScenarioError([("duration", f"rate x duration must stay under {MAX_REQUESTS:,} requests (got "
+                                          f"{rate:g}/s x {s.duration:g} s); shorten it or set num_requests")])
     swap_blocks = int(s.swap_space_gb * GIB // setup.kv_bytes_per_block)
     return Resolved(sched, preset, setup, num_blocks, swap_blocks, max_model_len, token_budget,
-                    s.rate or preset.rate, s.burstiness or preset.burstiness,
+                    rate, s.burstiness or preset.burstiness,
                     s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms,
                     s.admission or sched.default_admission,
                     (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
 from .policies import SCHEDULER_NAMES
@@ -21,6 +21,7 @@ WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 # Limits that keep one simulation bounded; the web layer applies tighter ones of its own.
 MAX_REQUESTS = 10_000_000
 MAX_DURATION_S = 7 * 24 * 3600.0
+BLOCK_SIZES = (8, 16, 32, 64, 128)
 
 
 class Scenario(BaseModel):
@@ -46,7 +47,7 @@ class Scenario(BaseModel):
     token_budget: int | None = Field(None, ge=16, le=1 << 20,
                                      description="max tokens per step; default: 512 for chunked, max_model_len otherwise")
     max_seqs: int = Field(256, ge=1, le=4096, description="max sequences per step")
-    block_size: Literal[8, 16, 32, 64, 128] = Field(16, description="tokens per KV block")
+    block_size: int = Field(16, description="tokens per KV block: 8, 16, 32, 64 or 128")
     gpu_memory_utilization: float = Field(0.9, ge=0.1, le=0.99, description="fraction of GPU memory to use")
     kv_blocks: int | None = Field(None, ge=1, le=50_000_000,
                                   description="shrink the KV pool to this many blocks (default: what memory allows)")
@@ -73,6 +74,13 @@ class Scenario(BaseModel):
     adaptive_budget: bool = Field(False, description="adapt the token budget to keep steps under the ITL target")
     controller_headroom: float = Field(0.75, ge=0.1, le=1.0,
                                        description="adaptive budget keeps step time under this fraction of TPOT")
+
+    @field_validator("block_size")
+    @classmethod
+    def _block_size_allowed(cls, v: int) -> int:
+        if v not in BLOCK_SIZES:
+            raise ValueError(f"must be one of {', '.join(map(str, BLOCK_SIZES))} (got {v})")
+        return v
 
     # ----- canonical query string -----
     def to_query(self) -> str:
@@ -122,6 +130,8 @@ def _describe(err: dict) -> str:
         return f"must be one of {ctx.get('expected', '')}{got_s}"
     if kind == "extra_forbidden":
         return "is not a scenario field"
+    if kind == "value_error":
+        return err["msg"].removeprefix("Value error, ")
     return err["msg"] + got_s
 
 

@@ -1,0 +1,341 @@
+"""The `sched-sim` command line: the documented command forms, JSON output, determinism, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sim_core
+from app import cli
+from app.cli import main, trace_path_for
+from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
+
+# The seed lesson's command forms (the sweep and compare shortened to 10 s of arrivals to stay quick).
+RUN = ["run", "--scheduler", "chunked", "--workload", "rag", "--hardware", "a100"]
+COMPARE = ["compare", "--schedulers", "fcfs,chunked", "--workload", "rag", "--hardware", "rtx3050", "--duration", "10"]
+# In process the sweep runs serially (forking a test process that other tests may have filled with threads is
+# asking for trouble); the console-script test runs it over worker processes and checks the documents agree.
+SWEEP = ["sweep", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--min-rate", "2", "--max-rate", "18",
+         "--step", "4", "--duration", "10", "--workers", "1"]
+
+METRIC_KEYS = {"ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "request_throughput", "output_throughput", "goodput",
+               "slo_attainment", "mbu", "mfu", "preemptions", "completed", "rejected"}
+
+
+def cli_run(capsys, argv: list[str]) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli_json(capsys, argv: list[str]) -> dict:
+    code, out, err = cli_run(capsys, argv + ["--json"])
+    assert code == 0, err
+    return json.loads(out)  # exactly one JSON document: json.loads rejects anything after it
+
+
+def check_metrics(metrics: dict) -> None:
+    assert METRIC_KEYS <= set(metrics)
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
+        assert {"mean", "p50", "p90", "p99"} <= set(metrics[key])
+    assert 0.0 <= metrics["slo_attainment"] <= 1.0
+    assert metrics["completed"] + metrics["rejected"] == metrics["num_requests"]
+
+
+def console_script() -> str:
+    path = Path(sys.executable).with_name("sched-sim")
+    found = str(path) if path.exists() else shutil.which("sched-sim")
+    assert found, "the sched-sim console script is not installed (pip install -e .)"
+    return found
+
+
+def run_script(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([console_script(), *argv], capture_output=True, text=True, cwd=cwd, timeout=300,
+                          env=dict(os.environ))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The command forms
+# ---------------------------------------------------------------------------------------------------------
+def test_run_json(capsys):
+    doc = cli_json(capsys, RUN)
+    assert set(doc) >= {"scenario", "schedulers"}
+    assert doc["scenario"]["scheduler"] == "chunked" and doc["scenario"]["hardware"] == "a100"
+    assert list(doc["schedulers"]) == ["chunked"]
+    check_metrics(doc["schedulers"]["chunked"]["metrics"])
+    # The scenario dict is canonical: it parses back into the same Scenario.
+    assert Scenario(**doc["scenario"]) == Scenario(scheduler="chunked", workload="rag", hardware="a100")
+
+
+def test_compare_json_same_requests_for_every_scheduler(capsys):
+    doc = cli_json(capsys, COMPARE)
+    assert list(doc["schedulers"]) == ["fcfs", "chunked"]
+    assert "scheduler" not in doc["scenario"] and doc["scenario"]["duration"] == 10
+    for entry in doc["schedulers"].values():
+        check_metrics(entry["metrics"])
+    fcfs, chunked = (doc["schedulers"][s]["metrics"] for s in ("fcfs", "chunked"))
+    assert fcfs["num_requests"] == chunked["num_requests"] > 0
+    assert doc["schedulers"]["chunked"]["resolved"]["token_budget"] == 512
+
+
+def test_sweep_json_has_every_rate_and_a_knee(capsys):
+    doc = cli_json(capsys, SWEEP)
+    assert doc["slo_target"] == 0.9 and doc["rates"] == [2, 6, 10, 14, 18]
+    assert "scheduler" not in doc["scenario"] and "rate" not in doc["scenario"]
+    assert list(doc["schedulers"]) == ["fcfs", "chunked"]
+    for entry in doc["schedulers"].values():
+        assert [p["rate"] for p in entry["points"]] == [2, 6, 10, 14, 18]
+        for p in entry["points"]:
+            check_metrics(p["metrics"])
+        assert "knee_rate" in entry
+        # The knee: highest rate with attainment >= target at it and every lower rate.
+        expected = None
+        for p in entry["points"]:
+            if p["metrics"]["slo_attainment"] < 0.9:
+                break
+            expected = p["rate"]
+        assert entry["knee_rate"] == expected
+
+
+def test_human_tables(capsys):
+    code, out, err = cli_run(capsys, COMPARE)
+    assert code == 0, err
+    for text in ("Setup", "NVIDIA RTX 3050", "llama-3.2-1b", "fp16", "tp=1", "KV cache", "Token budget",
+                 "Workload", "rag", "6 req/s", "SLOs", "TTFT <= 1000 ms", "TPOT <= 100 ms",
+                 "Mean TTFT (ms)", "Median TTFT (ms)", "P90 TTFT (ms)", "P99 TTFT (ms)", "Mean TPOT (ms)",
+                 "P99 TPOT (ms)", "P99 ITL (ms)", "P99 E2EL (ms)", "Request throughput (req/s)",
+                 "Output throughput (tok/s)", "Goodput (req/s, TTFT<=1000ms & TPOT<=100ms)", "SLO attainment (%)",
+                 "MBU (%)", "MFU (%)", "KV cache use, mean (%)", "KV cache use, peak (%)", "Preemptions",
+                 "Completed", "Rejected"):
+        assert text in out, text
+    # rag mixes two request classes: each gets its own rows.
+    assert "retrieval: P99 TTFT (ms)" in out and "chat: SLO attainment (%)" in out
+    header = next(line for line in out.splitlines() if line.strip().startswith("fcfs"))
+    assert header.split() == ["fcfs", "chunked"]
+
+    code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "30"])
+    assert code == 0 and "P99 ITL (ms)" in out and "chunked" in out
+
+    code, out, err = cli_run(capsys, SWEEP)
+    assert code == 0, err
+    assert "Saturation knee" in out and "p99 TTFT (ms)" in out and "p99 ITL (ms)" in out and "goodput" in out
+    assert err == ""  # no progress bar when stderr is not a terminal
+
+
+def test_json_is_deterministic_in_process(capsys):
+    first = cli_run(capsys, COMPARE + ["--json"])[1]
+    second = cli_run(capsys, COMPARE + ["--json"])[1]
+    assert first == second
+
+
+def test_console_script_deterministic_across_processes(capsys, tmp_path):
+    argv = COMPARE + ["--json"]
+    a, b = run_script(argv, tmp_path), run_script(argv, tmp_path)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert a.stdout == b.stdout
+    assert a.stdout == cli_run(capsys, argv)[1]  # and the same as in this process
+    json.loads(a.stdout)
+
+
+def test_console_script_parallel_sweep_matches_serial(capsys, tmp_path):
+    assert SWEEP[-2:] == ["--workers", "1"]
+    proc = run_script(SWEEP[:-1] + ["2", "--json"], tmp_path)  # two worker processes
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # no progress bar when stderr is not a terminal
+    assert proc.stdout == cli_run(capsys, SWEEP + ["--json"])[1]
+
+
+def test_console_script_user_error(tmp_path):
+    proc = run_script(["run", "--tp", "16"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("error: --tp: ") and "8" in proc.stderr and "16" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------
+# User errors: exit 2, one line naming the flag, never a traceback
+# ---------------------------------------------------------------------------------------------------------
+BAD_INPUTS = [
+    (["run", "--tp", "16"], "--tp", "between 1 and 8"),
+    (["run", "--tp", "two"], "--tp", ">= 1, <= 8"),
+    (["run", "--tp", "3"], "--tp", "pick one of 1, 2, 4, 8"),
+    (["run", "--hardware", "tpu-v9"], "--hardware", "rtx3050"),
+    (["compare", "--schedulers", "fcfs,nope"], "--schedulers", "nope"),
+    (["sweep", "--schedulers", "fcfs,nope", "--min-rate", "1", "--max-rate", "2"], "--schedulers", "chunked"),
+    (["run", "--rate", "-1"], "--rate", "greater than 0"),
+    (["run", "--hardware", "rtx3050", "--model", "llama-3-70b"], "--model", "rtx3050"),
+    (["run", "--trace", "{tmp}/missing.csv"], "--trace", "no such file"),
+    (["run", "--trace", "{tmp}/malformed.csv"], "--trace", "line 3"),
+    (["sweep", "--min-rate", "18", "--max-rate", "2", "--step", "4"], "--min-rate", "--max-rate"),
+    (["sweep", "--min-rate", "2", "--max-rate", "20000"], "--max-rate", "10000"),
+    (["sweep", "--min-rate", "1", "--max-rate", "2", "--step", "0"], "--step", "greater than 0"),
+    (["sweep", "--min-rate", "1", "--max-rate", "2", "--step", "1e-6"], "--step", "at most"),
+    (["sweep", "--min-rate", "1", "--max-rate", "2", "--slo-target", "90"], "--slo-target", "between 0 and 1"),
+    (["run", "--num-requests", "5", "--trace-out", "{tmp}/no-such-dir/t.json"], "--trace-out", "does not exist"),
+    (["run", "--block-size", "7"], "--block-size", "16"),
+    (["run", "--duration", "604800", "--rate", "10000"], "--duration", "10,000,000"),
+    (["sweep", "--min-rate", "1", "--max-rate", "9000", "--step", "8999", "--duration", "100000"], "--duration",
+     "10,000,000"),
+    (["run", "--kv-blocks", "99999999"], "--kv-blocks", "50000000"),
+    (["run", "--max-model-len", "100000"], "--max-model-len", "8192"),
+    (["run", "--preemption", "sometimes"], "--preemption", "recompute"),
+    (["run", "--no-such-flag"], "--no-such-flag", "unrecognized"),
+    (["compare", "--scheduler", "fcfs", "--rate"], "--rate", "expected one argument"),
+    (["sweep", "--rate", "3", "--min-rate", "1", "--max-rate", "2"], "--rate", "unrecognized"),
+    (["frobnicate"], "frobnicate", "invalid choice"),
+    (["serve", "--port", "99999"], "--port", "65535"),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag", "hint"), BAD_INPUTS, ids=[" ".join(a) for a, _, _ in BAD_INPUTS])
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path, argv, flag, hint):
+    (tmp_path / "malformed.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,20\n0.5,lots,20\n")
+    code, out, err = cli_run(capsys, [a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert code == 2
+    assert out == ""
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith("error: ") and flag in err and hint in err, err
+    assert "Traceback" not in err
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, expected in ((Terminal(), "\r[" + "#" * 21 + "." * 9 + "] 7/10"), (io.StringIO(), "")):
+        monkeypatch.setattr(sys, "stderr", stream)
+        bar = cli._Progress(10)
+        bar.update(7, 10)
+        assert stream.getvalue().endswith(expected) if expected else stream.getvalue() == ""
+    bar.update(10, 10)
+
+
+def test_interrupt_exits_130(capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run", interrupted)
+    code, out, err = cli_run(capsys, ["run", "--num-requests", "5"])
+    assert code == 130 and err == "interrupted\n" and "Traceback" not in err
+
+
+def test_help_lists_generated_scenario_flags(capsys):
+    code, out, _ = cli_run(capsys, ["run", "--help"])
+    assert code == 0
+    for field in Scenario.model_fields:
+        assert cli.flag_name(field) in out
+    for flag in ("--scheduler", "--hardware", "--model", "--tp", "--workload", "--trace", "--rate", "--duration",
+                 "--num-requests", "--seed", "--token-budget", "--max-seqs", "--preemption", "--slo-ttft-ms",
+                 "--slo-tpot-ms", "--trace-out", "--json"):
+        assert flag in out
+    assert "{recompute,swap,none}" in out and "tensor-parallel degree" in out
+
+    code, out, _ = cli_run(capsys, ["sweep", "--help"])
+    assert code == 0 and "--rate " not in out and "--rate\n" not in out and "--min-rate" in out
+    assert "--schedulers" in out and "--workers" in out and "--slo-target" in out
+
+
+def test_list_shows_every_name(capsys):
+    code, out, _ = cli_run(capsys, ["list"])
+    assert code == 0
+    for name in [*GPUS, *MODELS, *PRESETS, *SCHEDULER_NAMES]:
+        assert name in out, name
+    assert "NVIDIA A100 80GB SXM" in out and "2039 GB/s" in out
+    doc = cli_json(capsys, ["list"])
+    assert [g["key"] for g in doc["gpus"]] == list(GPUS)
+    assert [s["name"] for s in doc["schedulers"]] == list(SCHEDULER_NAMES)
+
+
+def test_scenario_flags_reach_the_scenario(capsys):
+    doc = cli_json(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "20", "--block-size", "32",
+                            "--token-budget", "256", "--max-seqs", "8", "--preemption", "swap", "--seed", "7",
+                            "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--rate", "3.5"])
+    s = doc["scenario"]
+    assert (s["block_size"], s["token_budget"], s["max_seqs"], s["preemption"], s["seed"]) == (32, 256, 8, "swap", 7)
+    slo = doc["schedulers"]["chunked"]["metrics"]["slo"]
+    assert (slo["ttft_ms"], slo["tpot_ms"]) == (500, 50)
+    assert doc["schedulers"]["chunked"]["metrics"]["num_requests"] == 20
+
+
+@pytest.mark.skipif(not any(info.annotation is bool for info in Scenario.model_fields.values()),
+                    reason="no boolean scenario field")
+def test_boolean_fields_are_switches(capsys):
+    name = next(f for f, info in Scenario.model_fields.items() if info.annotation is bool)
+    flag = cli.flag_name(name)
+    base = ["run", "--hardware", "rtx3050", "--num-requests", "10"]
+    assert cli_json(capsys, base + [flag])["scenario"][name] is True  # bare switch
+    assert cli_json(capsys, base + [flag, "false"])["scenario"][name] is False
+    code, _, err = cli_run(capsys, base + [flag, "perhaps"])
+    assert code == 2 and flag in err
+
+
+def test_trace_file_replay(capsys, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{k * 0.2},{100 + k},{10 + k}\n"
+                                                                       for k in range(12)))
+    doc = cli_json(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--trace", trace])
+    assert all(e["metrics"]["completed"] == 12 for e in doc["schedulers"].values())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Trace export through the CLI
+# ---------------------------------------------------------------------------------------------------------
+def test_run_trace_out(capsys, tmp_path):
+    path = tmp_path / "run.json"
+    code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--workload", "rag", "--num-requests", "30",
+                                      "--trace-out", path])
+    assert code == 0, err
+    assert str(path) in out and "ui.perfetto.dev" in out
+    trace = json.loads(path.read_text())
+    assert trace["traceEvents"] and trace["metadata"]["requests_shown"] == 30
+
+
+def test_run_trace_out_with_json_keeps_stdout_one_document(capsys, tmp_path):
+    path = tmp_path / "run.json"
+    code, out, err = cli_run(capsys, ["run", "--num-requests", "10", "--trace-out", path, "--json"])
+    assert code == 0 and json.loads(out)["schedulers"]["chunked"] and str(path) in err
+
+
+def test_compare_trace_out_writes_one_file_per_scheduler(capsys, tmp_path):
+    code, out, err = cli_run(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050",
+                                      "--num-requests", "20", "--trace-out", tmp_path / "cmp.json"])
+    assert code == 0, err
+    for s in ("fcfs", "chunked"):
+        path = tmp_path / f"cmp-{s}.json"
+        assert str(path) in out
+        assert json.loads(path.read_text())["metadata"]["scheduler"] == s
+    assert not (tmp_path / "cmp.json").exists()
+
+
+def test_sampled_step_log_warns_and_still_writes(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "run", lambda sc, **kw: sim_core.run(sc, max_step_records=32, **kw))
+    path = tmp_path / "big.json"
+    code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "30", "--trace-out", path])
+    assert code == 0 and "sampled" in err and err.startswith("note: ")
+    assert json.loads(path.read_text())["metadata"]["requests_shown"] == 0
+
+
+def test_trace_path_for():
+    assert trace_path_for("trace.json", "fcfs") == "trace-fcfs.json"
+    assert trace_path_for("out/run.trace.json", "spf") == str(Path("out/run-spf.trace.json"))
+    assert trace_path_for("trace", "chunked") == "trace-chunked"
+
+
+def test_serve_runs_uvicorn_on_the_web_app(capsys, monkeypatch):
+    import uvicorn
+
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
+    monkeypatch.setattr(cli, "_web_available", lambda: True)
+    assert cli_run(capsys, ["serve", "--host", "0.0.0.0", "--port", "8123"])[0] == 0
+    assert calls == [("app.web:app", {"host": "0.0.0.0", "port": 8123})]
