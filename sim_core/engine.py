@@ -711,7 +711,6 @@ def simulate(
 
         n_sched = 0
         sched_admitted[:] = False
-        budget_blocked_need = 0  # a whole prompt the token budget kept out this step
         budget = budget_now
         swap_s = 0.0
         step_preemptions = 0
@@ -890,7 +889,6 @@ def simulate(
                 need = total - cached
                 if need > budget:
                     if not chunked_prefill:
-                        budget_blocked_need = need
                         break  # the whole prompt must fit in one step; wait for a step with room
                     need = budget
                 if preempt_mode == PREEMPT_NONE:
@@ -952,9 +950,6 @@ def simulate(
         if n_sched == 0:
             acc[A_PREEMPTIONS] += step_preemptions
             acc[A_SHED] += step_shed
-            if budget_blocked_need > budget_now:  # an idle server under a shrunken budget: let the prompt in
-                budget_now = budget_blocked_need
-                continue
             if step_preemptions > 0 or step_shed > 0:
                 continue  # candidates were evicted or shed this step; the next pass goes on
             break  # cannot happen for valid inputs; the caller reports any request left unfinished
@@ -1014,17 +1009,14 @@ def simulate(
         if p_tokens > 0:
             step_est = 0.8 * step_est + 0.2 * seconds  # slack estimates use recent prefill steps
         if pol[P_ADAPTIVE] != 0.0 and not static_batching:
-            # Seed 003's controller: back off multiplicatively above the bound; grow additively while under it
-            # and the budget was what limited the step.
+            # Seed 003's controller (chunked-prefill schedulers only; runner refuses the others): back off
+            # multiplicatively above the bound; grow additively while under it and the budget limited the step.
             bound = pol[P_HEADROOM] * pol[P_ITL_TARGET_S]
             if seconds > bound:
                 budget_now = max(int(pol[P_BUDGET_MIN]), int(budget_now * 0.8))
             elif budget < 16 and budget_now < pol[P_BUDGET_MAX]:
                 budget_now = min(int(pol[P_BUDGET_MAX]), budget_now + int(pol[P_BUDGET_INCREASE]))
-            if budget_blocked_need > budget_now:
-                # Without chunking a prompt cannot be split: the budget only limits how many go together, so it
-                # must at least admit the head of the queue (alone) next step.
-                budget_now = min(int(pol[P_BUDGET_MAX]), budget_blocked_need)
+
 
         # Tokens land at the end of the step: a request whose KV now covers all its tokens samples one.
         for q in range(n_sched):

@@ -12,7 +12,7 @@ from . import engine as E
 from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
 from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 from .metrics import summarize
-from .policies import BY_NAME, Scheduler
+from .policies import BY_NAME, SCHEDULERS, Scheduler
 from .scenario import MAX_REQUESTS, Scenario, ScenarioError
 from .workload import PRESETS, Preset, Requests, TraceError, read_trace, synthesize
 
@@ -62,6 +62,11 @@ def resolve(s: Scenario) -> Resolved:
         raise SetupError(f"kv_blocks must be at most {capacity}, what {model.key} on {s.hardware} leaves for the KV "
                          f"cache (got {s.kv_blocks})", "kv_blocks")
     num_blocks = s.kv_blocks or capacity
+    if s.adaptive_budget and not sched.chunked_prefill:
+        # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.
+        chunking = ", ".join(x.name for x in SCHEDULERS if x.chunked_prefill)
+        raise ScenarioError([("adaptive_budget", f"needs a chunked-prefill scheduler ({chunking}); "
+                                                 f"{s.scheduler} prefills each prompt whole")])
     rate = s.rate or preset.rate
     if s.trace is None and s.num_requests is None and rate * s.duration > MAX_REQUESTS:
         raise ScenarioError([("duration", f"rate x duration must stay under {MAX_REQUESTS:,} requests (got "
@@ -97,9 +102,9 @@ def policy_params(s: Scenario, r: Resolved, class_tpot_s: np.ndarray) -> np.ndar
     p[E.P_HEADROOM] = s.controller_headroom
     p[E.P_ITL_TARGET_S] = float(class_tpot_s.min())  # the tightest class sets the bound
     # The controller never goes below one decode token per sequence slot (or the configured budget, if
-    # smaller), nor above one max-length prompt per step when chunking (the configured budget otherwise).
+    # smaller), nor above one max-length prompt per step.
     p[E.P_BUDGET_MIN] = min(r.token_budget, s.max_seqs)
-    p[E.P_BUDGET_MAX] = max(r.token_budget, r.max_model_len) if r.scheduler.chunked_prefill else r.token_budget
+    p[E.P_BUDGET_MAX] = max(r.token_budget, r.max_model_len)
     p[E.P_BUDGET_INCREASE] = 32
     # Virtual Token Counter costs: an output token counts double an input token (VTC's default w_q = 2 w_p).
     p[E.P_FAIR_INPUT_COST] = 1.0
