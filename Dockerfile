@@ -8,15 +8,20 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /srv/sched-sim
 COPY . /srv/sched-sim
 
-# Non-editable install: sim_core and app go to site-packages. templates/ and static/ stay
-# in /srv/sched-sim (the WORKDIR), which is where the app must look for them.
-RUN pip install --no-cache-dir . \
-    && mkdir -p "$NUMBA_CACHE_DIR" \
-    && chmod 0777 "$NUMBA_CACHE_DIR"
+# Editable install: sim_core/ and app/ stay here beside templates/ and static/, which the app finds relative to
+# the repository root (app/templating.py). numba's cache keys on these same source paths at run time.
+RUN pip install --no-cache-dir -e . \
+    && useradd --system --uid 10001 --no-create-home sched \
+    && mkdir -p "$NUMBA_CACHE_DIR"
 
-# Compile the numba kernels once at build time so the first request is not slow.
-RUN python -c "import sim_core; sim_core.warm_up()" \
+# Compile every numba kernel (the engine and the dashboard's KV-grid aggregation) at build time, into a cache
+# the unprivileged server user can read and extend, so the first request is not slow.
+RUN python -c "import sim_core, app.kvgrid; sim_core.warm_up(); app.kvgrid.warm_up()" \
+    && python -c "import app.web" \
     && chmod -R a+rwX "$NUMBA_CACHE_DIR"
 
+USER sched
 EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"
 CMD ["sched-sim", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,201 @@
+"""The JSON API beside the pages: the same scenario model and input checks, answers as JSON.
+
+Bad input gets HTTP 422 with FastAPI's error shape, `{"detail": [{"loc": ["query" | "body", field], "msg": ...}]}`,
+one entry per problem, each message saying what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, SetupError, TraceError
+from sim_core.catalog import QUANTIZATIONS
+from sim_core.policies import BY_NAME
+
+from . import inputs, service
+from .http import UploadProblem, problem_detail, read_multipart
+from .inputs import WebRequest, default_sweep, parse_request, problems_of, query_to_dict
+
+router = APIRouter(prefix="/api", tags=["simulation"])
+
+SCENARIO_FIELDS = {k: v for k, v in Scenario.model_json_schema()["properties"].items() if k != "trace"}
+SCHEDULERS_DOC = ("schedulers to compare, comma-separated (or repeated); default: `scheduler`, whose default is "
+                  f"{Scenario.model_fields['scheduler'].default}. One of: {', '.join(SCHEDULER_NAMES)}")
+
+
+def _query_parameters(extra: list[dict] | None = None) -> list[dict]:
+    params = [{"name": "schedulers", "in": "query", "required": False, "schema": {"type": "string"},
+               "description": SCHEDULERS_DOC, "example": "fcfs,chunked"}]
+    for name, prop in SCENARIO_FIELDS.items():
+        schema = {k: v for k, v in prop.items() if k not in ("description", "title")}
+        params.append({"name": name, "in": "query", "required": False, "schema": schema,
+                       "description": prop.get("description", "")})
+    return params + (extra or [])
+
+
+SWEEP_PARAMETERS = [
+    {"name": k, "in": "query", "required": False, "schema": {"type": "number", "exclusiveMinimum": 0},
+     "description": d} for k, d in (
+        ("rate_min", "lowest arrival rate, requests/s (default: about a twelfth of twice the scenario's rate)"),
+        ("rate_max", "highest arrival rate, requests/s (default: twice the scenario's rate)"),
+        ("rate_step", f"rate step, requests/s (at most {inputs.MAX_SWEEP_POINTS} rates per scheduler)"))
+]
+RUN_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": {
+            "type": "object", "additionalProperties": False,
+            "properties": {"schedulers": {"type": "array", "items": {"type": "string", "enum": list(SCHEDULER_NAMES)},
+                                          "description": SCHEDULERS_DOC}, **SCENARIO_FIELDS}},
+            "example": {"schedulers": ["fcfs", "chunked"], "workload": "rag", "hardware": "rtx3050", "duration": 20}},
+        "multipart/form-data": {"schema": {
+            "type": "object", "required": ["trace"],
+            "properties": {"trace": {"type": "string", "format": "binary",
+                                     "description": "CSV with header arrival_s,prompt_tokens,output_tokens "
+                                                    f"(at most {inputs.MAX_UPLOAD_BYTES // 2**20} MB, "
+                                                    f"{inputs.MAX_UPLOAD_ROWS:,} rows)"},
+                           "schedulers": {"type": "string", "description": SCHEDULERS_DOC},
+                           **{k: {"type": "string", "description": v.get("description", "")}
+                              for k, v in SCENARIO_FIELDS.items()}}}},
+    },
+}
+RUN_EXAMPLE = {"scenario": {"hardware": "rtx3050", "workload": "rag", "duration": 20.0, "...": "..."},
+               "query": "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0",
+               "schedulers": {"fcfs": {"metrics": {"ttft_ms": {"mean": 409.7, "p50": 390.6, "p99": 1078.4},
+                                                   "goodput": 3.1, "...": "..."},
+                                       "resolved": {"model": "llama-3.2-1b", "num_blocks": 7476, "...": "..."}}}}
+
+
+def clean(x: Any) -> Any:
+    """JSON-safe copy: non-finite floats become null (JSON has no NaN)."""
+    if isinstance(x, dict):
+        return {k: clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [clean(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def unprocessable(problems: list[tuple[str, str]], where: str) -> JSONResponse:
+    return JSONResponse({"detail": problem_detail(problems, where)}, status_code=422)
+
+
+def scenario_json(req: WebRequest) -> dict:
+    return req.scenario.model_dump(mode="json", exclude={"scheduler", "trace"})
+
+
+def run_payload(req: WebRequest) -> dict:
+    views = service.compare(req)
+    return clean({
+        "scenario": scenario_json(req), "query": req.query(sweep=False),
+        "upload": req.upload,
+        "schedulers": {v.scheduler: {"metrics": v.metrics, "resolved": v.setup} for v in views},
+    })
+
+
+def _run(data: dict, where: str) -> JSONResponse:
+    try:
+        req = parse_request(data, uploads=service.upload_info)
+        return JSONResponse(run_payload(req))
+    except (ScenarioError, SetupError, TraceError) as e:
+        return unprocessable(problems_of(e), where)
+
+
+@router.get("/run", summary="Simulate a scenario under one or more schedulers",
+            openapi_extra={"parameters": _query_parameters(),
+                           "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
+def api_run_get(request: Request) -> JSONResponse:
+    """Scenario fields are query parameters (the dashboard's URLs work here too). Answers
+    `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ...}}}`."""
+    try:
+        data = query_to_dict(request.query_params.multi_items())
+    except ScenarioError as e:
+        return unprocessable(e.problems, "query")
+    return _run(data, "query")
+
+
+@router.post("/run", summary="Simulate a scenario given as JSON, or replay an uploaded trace (multipart)",
+             openapi_extra={"requestBody": RUN_BODY,
+                            "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
+async def api_run_post(request: Request) -> JSONResponse:
+    """JSON body: a scenario object, optionally with `schedulers` (a list). Multipart: a `trace` CSV file plus
+    scenario fields as form fields. Same answer as GET /api/run (with the trace's upload id)."""
+    ctype = request.headers.get("content-type", "")
+    if ctype.startswith("multipart/form-data"):
+        try:
+            blob, filename, fields = await read_multipart(request)
+            if blob is None:
+                return unprocessable([("trace", "attach the CSV as a file field named 'trace'")], "body")
+            up = await run_in_threadpool(service.add_upload, blob, filename)
+        except (UploadProblem, service.UploadError) as e:
+            return unprocessable([("trace", str(e))], "body")
+        if "upload" in fields:
+            return unprocessable([("upload", "give either a trace file or an upload id, not both")], "body")
+        return await run_in_threadpool(_run, {**fields, "upload": up.id}, "body")
+    if not ctype.startswith("application/json"):
+        return unprocessable([("body", "send a JSON object (application/json) or a multipart/form-data upload "
+                                       "with a 'trace' file")], "body")
+    try:
+        data = await request.json()
+    except ValueError:
+        return unprocessable([("body", "is not valid JSON")], "body")
+    if not isinstance(data, dict):
+        return unprocessable([("body", "must be a JSON object of scenario fields")], "body")
+    return await run_in_threadpool(_run, data, "body")
+
+
+@router.get("/sweep", summary="Goodput and SLO attainment against arrival rate, with the saturation knee",
+            openapi_extra={"parameters": _query_parameters(SWEEP_PARAMETERS)})
+def api_sweep(request: Request) -> JSONResponse:
+    """Runs every scheduler at every rate of the range (the scenario's `rate` is replaced); `knee_rate` is the
+    highest rate up to which SLO attainment stays at or above `target_attainment`."""
+    try:
+        data = query_to_dict(request.query_params.multi_items())
+        if not any(k in data for k in inputs.SWEEP_KEYS):  # no range given: propose one around the rate
+            base = parse_request(data, uploads=service.upload_info)
+            data.update(default_sweep(base.scenario).query_pairs())
+        req = parse_request(data, uploads=service.upload_info)
+        job = service.start_sweep(req)
+    except ScenarioError as e:
+        return unprocessable(e.problems, "query")
+    except service.BusyError as e:
+        return JSONResponse({"detail": str(e)}, status_code=503, headers={"Retry-After": "5"})
+    job.future.result()
+    if job.error:
+        return JSONResponse({"detail": job.error}, status_code=500)
+    return JSONResponse(clean({"scenario": scenario_json(req), "query": req.query(), **job.result}))
+
+
+@router.get("/catalog", summary="Schedulers, GPUs, models, workload presets and the web's limits")
+def api_catalog() -> dict:
+    return {
+        "schedulers": [{"name": s, "summary": BY_NAME[s].summary} for s in SCHEDULER_NAMES],
+        "hardware": [{"key": k, "name": g.name, "memory_gb": g.mem_gib, "bandwidth_gbs": g.mem_bw_gbs,
+                      "fp16_tflops": g.fp16_tflops, "fp8_tflops": g.fp8_tflops, "default_model": g.default_model}
+                     for k, g in GPUS.items()],
+        "models": [{"key": k, "hf_name": m.hf_name, "params_b": m.published_params_b, "layers": m.layers,
+                    "max_context": m.max_context, "experts": m.experts} for k, m in MODELS.items()],
+        "workloads": [{"name": k, "summary": p.summary, "rate": p.rate, "burstiness": p.burstiness,
+                       "slo_ttft_ms": p.slo_ttft_ms, "slo_tpot_ms": p.slo_tpot_ms,
+                       "classes": [c.name for c in p.classes]} for k, p in PRESETS.items()],
+        "quantizations": list(QUANTIZATIONS),
+        "limits": {"max_requests": inputs.MAX_REQUESTS, "max_duration_s": inputs.MAX_DURATION_S,
+                   "max_upload_bytes": inputs.MAX_UPLOAD_BYTES, "max_upload_rows": inputs.MAX_UPLOAD_ROWS,
+                   "max_sweep_points": inputs.MAX_SWEEP_POINTS, "max_sweep_requests": inputs.MAX_SWEEP_REQUESTS},
+        "page_defaults": {"schedulers": list(inputs.PAGE_SCHEDULERS), **inputs.PAGE_DEFAULTS},
+    }
+
+
+health_router = APIRouter()
+
+
+@health_router.get("/healthz", summary="Liveness", tags=["service"])
+def healthz(request: Request) -> dict:
+    return {"status": "ok", "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
+            "cache": service.cache_stats()}

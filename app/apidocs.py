@@ -1,0 +1,50 @@
+"""`/docs`: the API reference, rendered on the server from FastAPI's OpenAPI schema. (FastAPI's own Swagger UI
+loads its JavaScript from a CDN, which a deployment without internet access cannot reach.)"""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from .templating import templates
+
+router = APIRouter(include_in_schema=False)
+
+
+def _type_text(schema: dict) -> str:
+    if "enum" in schema:
+        return " | ".join(json.dumps(v) for v in schema["enum"])
+    if "anyOf" in schema:
+        return " | ".join(_type_text(s) for s in schema["anyOf"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    kind = schema.get("type", "")
+    bounds = [f"{op} {schema[k]:g}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"),
+                                                   ("exclusiveMaximum", "<")) if isinstance(schema.get(k), int | float)]
+    return kind + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def _operations(spec: dict) -> list[dict]:
+    ops = []
+    for path, methods in spec.get("paths", {}).items():
+        for method, op in methods.items():
+            params = [{"name": p["name"], "type": _type_text(p.get("schema", {})),
+                       "default": p.get("schema", {}).get("default"), "description": p.get("description", "")}
+                      for p in op.get("parameters", [])]
+            bodies = list((op.get("requestBody") or {}).get("content", {}))
+            examples = {code: json.dumps(c["example"], indent=2)
+                        for code, r in op.get("responses", {}).items()
+                        for c in [r.get("content", {}).get("application/json", {})] if "example" in c}
+            ops.append({"method": method.upper(), "path": path, "summary": op.get("summary", ""),
+                        "description": op.get("description", ""), "params": params, "bodies": bodies,
+                        "examples": examples})
+    return ops
+
+
+@router.get("/docs", response_class=HTMLResponse)
+def docs(request: Request) -> HTMLResponse:
+    spec = request.app.openapi()
+    ctx = {"request": request, "info": spec.get("info", {}), "operations": _operations(spec)}
+    return templates.TemplateResponse(request, "docs.html", ctx)

@@ -1,0 +1,299 @@
+"""Every figure of the dashboard, built server-side as plotly JSON (plain dicts: {"data": [...], "layout": {...}}),
+drawn in the browser by the vendored plotly.js. A scheduler has the same colour in every figure.
+
+Figures take `RunView`s (see runview.py); the KV animation's frames travel beside its figure (`kv_frames`) and
+static/js/app.js steps through them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sim_core import SCHEDULER_NAMES
+
+from .runview import RunView
+
+PALETTE = {
+    "static": "#868e96", "fcfs": "#e8590c", "spf": "#9c36b5", "chunked": "#1971c2", "slo": "#2f9e44",
+    "fair": "#c2255c",
+}
+SPARE = ("#0c8599", "#f08c00", "#5c7cfa", "#66a80f", "#e64980", "#495057")
+FREE_CELL = "#eceff3"
+GRID = "#e9ecef"
+AXIS = "#495057"
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+SEGMENT_STYLE = {  # Gantt segment kind -> (label, colour or None for the scheduler's)
+    "queued": ("queued", "#ced4da"),
+    "prefill": ("prefill", "dark"),
+    "decode": ("decode", None),
+    "preempted": ("preempted", "#fa5252"),
+    "rejected": ("rejected", "#212529"),
+}
+
+
+def color(name: str) -> str:
+    if name in PALETTE:
+        return PALETTE[name]
+    k = SCHEDULER_NAMES.index(name) if name in SCHEDULER_NAMES else abs(hash(name))
+    return SPARE[k % len(SPARE)]
+
+
+def _mix(hex_color: str, other: str, t: float) -> str:
+    a = [int(hex_color[i:i + 2], 16) for i in (1, 3, 5)]
+    b = [int(other[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b, strict=True))
+
+
+def shades(name: str) -> list[str]:
+    """Six shades of a scheduler's colour: neighbouring requests in the KV grid get different ones."""
+    base = color(name)
+    return [_mix(base, "#ffffff", 0.55), _mix(base, "#000000", 0.25), _mix(base, "#ffffff", 0.25), base,
+            _mix(base, "#ffffff", 0.4), _mix(base, "#000000", 0.4)]
+
+
+def _axis(title: str, **extra) -> dict:
+    ax = {"title": {"text": title, "font": {"size": 12}}, "gridcolor": GRID, "zeroline": False,
+          "linecolor": "#adb5bd", "ticks": "outside", "tickcolor": "#adb5bd", "automargin": True}
+    ax.update(extra)
+    return ax
+
+
+def _layout(height: int, **extra) -> dict:
+    layout = {
+        "height": height, "autosize": True, "font": {"family": FONT, "size": 12, "color": AXIS},
+        "paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff",
+        "margin": {"l": 64, "r": 24, "t": 40, "b": 52},
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "font": {"size": 12}},
+        "hoverlabel": {"font": {"family": FONT}},
+    }
+    layout.update(extra)
+    return layout
+
+
+def _columns(n: int, gap: float = 0.06) -> list[list[float]]:
+    width = (1 - gap * (n - 1)) / n
+    return [[round(k * (width + gap), 4), round(k * (width + gap) + width, 4)] for k in range(n)]
+
+
+def _rows(n: int, gap: float = 0.05) -> list[list[float]]:
+    """Vertical domains, top row first."""
+    height = (1 - gap * (n - 1)) / n
+    return [[round(1 - k * (height + gap) - height, 4), round(1 - k * (height + gap), 4)] for k in range(n)]
+
+
+def _ax(kind: str, k: int) -> str:
+    """Layout key of the k-th (0-based) x or y axis."""
+    return f"{kind}axis" if k == 0 else f"{kind}axis{k + 1}"
+
+
+def _ref(kind: str, k: int) -> str:
+    return kind if k == 0 else f"{kind}{k + 1}"
+
+
+# ----- latency CDFs -----
+CDF_PANELS = (("ttft", "TTFT (ms)", "fraction of requests"), ("itl", "inter-token latency (ms)",
+              "fraction of token gaps"), ("e2el", "end-to-end latency, E2EL (ms)", "fraction of requests"))
+
+
+def cdf_figure(views: list[RunView]) -> dict:
+    data, layout = [], _layout(340, margin={"l": 60, "r": 20, "t": 40, "b": 56})
+    for k, (domain, (key, xtitle, ytitle)) in enumerate(zip(_columns(3, 0.07), CDF_PANELS, strict=True)):
+        layout[_ax("x", k)] = _axis(xtitle, domain=domain, anchor=_ref("y", k), type="log", dtick=1,
+                                    minor={"showgrid": True, "gridcolor": "#f3f4f6", "dtick": "D1"})
+        layout[_ax("y", k)] = _axis(ytitle if k != 1 else "fraction of token gaps", anchor=_ref("x", k),
+                                    range=[0, 1.02], tickformat=".0%")
+        for v in views:
+            c = v.cdf[key]
+            data.append({"type": "scattergl" if len(c["x"]) > 2000 else "scatter", "mode": "lines",
+                         "x": c["x"], "y": c["y"], "name": v.scheduler, "legendgroup": v.scheduler,
+                         "showlegend": k == 0, "line": {"color": color(v.scheduler), "width": 2, "shape": "hv"},
+                         "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                         "hovertemplate": f"{v.scheduler}: %{{y:.1%}} under %{{x:.1f}} ms<extra></extra>"})
+    shapes, notes = [], []
+    slo = views[0].metrics.get("slo", {}) if views else {}
+    for k, (target, label) in ((0, (slo.get("ttft_ms"), "TTFT SLO")), (1, (slo.get("tpot_ms"), "TPOT SLO"))):
+        if isinstance(target, int | float) and not slo.get("by_class"):
+            shapes.append({"type": "line", "xref": _ref("x", k), "yref": "paper", "x0": target, "x1": target,
+                           "y0": 0, "y1": 1, "line": {"color": "#868e96", "width": 1, "dash": "dash"}})
+            notes.append({"xref": _ref("x", k), "yref": "paper", "x": _log10(target), "y": 0.02,
+                          "text": f"{label} {target:g} ms", "showarrow": False, "xanchor": "left",
+                          "font": {"size": 10, "color": "#868e96"}})
+    layout.update(shapes=shapes, annotations=notes)
+    return {"data": data, "layout": layout}
+
+
+def _log10(x: float) -> float:
+    return math.log10(x) if x > 0 else 0.0
+
+
+# ----- step timeline -----
+TIMELINE_ROWS = (("step_ms", "step time (ms)"), ("prefill_tokens", "prefill tokens / step"),
+                 ("decode_seqs", "decode seqs / step"), ("waiting", "queued requests"), ("kv_pct", "KV in use (%)"))
+
+
+def timeline_figure(views: list[RunView]) -> dict:
+    n = len(TIMELINE_ROWS)
+    layout = _layout(170 * n, hovermode="x unified", margin={"l": 70, "r": 20, "t": 36, "b": 50})
+    data = []
+    for k, (domain, (key, title)) in enumerate(zip(_rows(n, 0.035), TIMELINE_ROWS, strict=True)):
+        bottom = k == n - 1
+        layout[_ax("x", k)] = _axis("simulated time (s)" if bottom else "", anchor=_ref("y", k),
+                                    showticklabels=bottom, **({} if k == 0 else {"matches": "x"}))
+        layout[_ax("y", k)] = _axis(title, domain=domain, anchor=_ref("x", k), rangemode="tozero")
+        for v in views:
+            y = v.steps[key] if key != "kv_pct" else [round(b * 100 / max(1, v.setup["num_blocks"]), 2)
+                                                     for b in v.steps["kv_blocks"]]
+            data.append({"type": "scattergl" if len(y) > 4000 else "scatter", "mode": "lines", "x": v.steps["t"],
+                         "y": y, "name": v.scheduler, "legendgroup": v.scheduler, "showlegend": k == 0,
+                         "line": {"color": color(v.scheduler), "width": 1.4, "shape": "hv"},
+                         "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                         "hovertemplate": f"{v.scheduler}: %{{y:,.4~g}}<extra></extra>"})
+    layout["shapes"] = [_cursor()]
+    return {"data": data, "layout": layout}
+
+
+def _cursor() -> dict:
+    """The vertical time cursor the KV animation moves (shapes[0])."""
+    return {"type": "line", "xref": "x", "yref": "paper", "x0": 0, "x1": 0, "y0": 0, "y1": 1,
+            "line": {"color": "#212529", "width": 1.5}, "visible": False}
+
+
+# ----- KV pool animation -----
+def kv_figure(views: list[RunView]) -> dict:
+    n = len(views)
+    cols = _columns(n, 0.04 if n > 1 else 0)
+    layout = _layout(400 if n > 1 else 540, margin={"l": 10, "r": 10, "t": 54, "b": 10}, showlegend=False)
+    data, notes = [], []
+    for k, (v, domain) in enumerate(zip(views, cols, strict=True)):
+        kv = v.kv
+        sh = shades(v.scheduler)
+        scale = [[0, FREE_CELL], [1 / 7, FREE_CELL]]
+        for i, c in enumerate(sh, start=1):
+            scale += [[i / 7, c], [(i + 1) / 7, c]]
+        data.append({"type": "heatmap", "z": [], "zmin": 0, "zmax": 7,  # z and text: set per frame by app.js
+                     "colorscale": scale, "showscale": False, "xgap": 1 if kv["cols"] <= 48 else 0,
+                     "ygap": 1 if kv["rows"] <= 48 else 0, "hoverongaps": False, "name": v.scheduler,
+                     "xaxis": _ref("x", k), "yaxis": _ref("y", k), "hovertemplate": "%{text}<extra></extra>"})
+        hidden = {"showticklabels": False, "showgrid": False, "zeroline": False, "ticks": ""}
+        layout[_ax("x", k)] = {"domain": domain, "anchor": _ref("y", k), "constrain": "domain", **hidden}
+        layout[_ax("y", k)] = {"anchor": _ref("x", k), "autorange": "reversed", "scaleanchor": _ref("x", k),
+                               "constrain": "domain", **hidden}
+        notes.append({"xref": "paper", "yref": "paper", "x": (domain[0] + domain[1]) / 2, "y": 1.0,
+                      "yanchor": "bottom", "showarrow": False, "font": {"size": 13, "color": color(v.scheduler)},
+                      "text": kv_title(v.scheduler, kv, 0)})
+    layout["annotations"] = notes
+    return {"data": data, "layout": layout}
+
+
+def kv_title(name: str, kv: dict, frame: int) -> str:
+    """The title above a scheduler's grid (static/js/app.js writes the same text as frames change)."""
+    used = kv["usage"][frame] if kv["usage"] else 0.0
+    return f"<b>{name}</b><br>{used * 100:.0f}% of {kv['blocks']:,} blocks in use"
+
+
+def kv_frames(views: list[RunView]) -> dict:
+    """What the KV player needs: per scheduler the cell grid and its run-length coded frames."""
+    horizon = max((v.end_s for v in views), default=0.0)
+    steps = max((len(v.kv["frame_s"]) for v in views), default=1)
+    # Open at the busiest moment (the highest KV use of any scheduler): a still frame worth looking at.
+    peaks = [(max(v.kv["usage"]), v.kv["frame_s"][v.kv["usage"].index(max(v.kv["usage"]))])
+             for v in views if v.kv["usage"]]
+    start = round(max(peaks)[1] / horizon * (steps - 1)) if peaks and horizon > 0 else 0
+    return {"horizon": round(horizon, 4), "steps": steps, "start": int(start),
+            "schedulers": [dict(v.kv, name=v.scheduler) for v in views]}
+
+
+# ----- Gantt -----
+GANTT_MARGIN = {"l": 64, "r": 20, "t": 36, "b": 50}
+
+
+def gantt_figure(view: RunView) -> dict | None:
+    """Segments drawn as thick line pieces, one trace per kind: a single SVG path per trace draws in a fraction
+    of the time a bar per segment takes. Hovering anywhere on a row (hovermode "y") describes that request."""
+    g = view.gantt
+    if g is None:
+        return None
+    rows, shown = g["rows"], g["shown"]  # one row per sampled request, at y = its id
+    height = int(min(760, max(260, 90 + shown * 3.6)))
+    row_px = (height - GANTT_MARGIN["t"] - GANTT_MARGIN["b"]) / max(1, shown)
+    base = color(view.scheduler)
+    data = []
+    for kind, (label, style) in SEGMENT_STYLE.items():
+        seg = g["segments"].get(kind)
+        if not seg:
+            continue
+        fill = base if style is None else _mix(base, "#000000", 0.45) if style == "dark" else style
+        detailed = kind in ("decode", "rejected")
+        if detailed:  # the request's story, once per row
+            hover = ("<b>request #%{customdata[0]}</b> · " + label + " %{customdata[6]:.2f}–%{customdata[7]:.2f} s"
+                     "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
+                     "<br>TTFT %{customdata[3]:,.0f} ms · max ITL %{customdata[4]:,.0f} ms"
+                     " · preemptions %{customdata[5]}<extra></extra>")
+        else:
+            hover = "#%{customdata[0]} " + label + " %{customdata[1]:.2f}–%{customdata[2]:.2f} s<extra></extra>"
+        xs, ys, custom = [], [], []
+        for r, start, end in zip(seg["row"], seg["start"], seg["end"], strict=True):
+            info = ([rows["id"][r], rows["prompt"][r], rows["output"][r], rows["ttft_ms"][r], rows["itl_max_ms"][r],
+                     rows["preemptions"][r], start, end] if detailed else [rows["id"][r], start, end])
+            rid = rows["id"][r]
+            if kind == "rejected":
+                xs.append(start)
+                ys.append(rid)
+                custom.append(info)
+            else:
+                xs += [start, end, None]
+                ys += [rid, rid, None]
+                custom += [info, info, None]
+        trace = {"type": "scatter", "x": xs, "y": ys, "name": label, "customdata": custom, "hovertemplate": hover}
+        if kind == "rejected":
+            trace.update(mode="markers", marker={"symbol": "x-thin", "size": 7, "line": {"width": 2, "color": fill}})
+        else:
+            trace.update(mode="lines", line={"color": fill, "width": round(max(1.0, row_px * 0.8), 2)})
+        data.append(trace)
+    ids = rows["id"]
+    half = (ids[-1] - ids[0]) / max(1, shown - 1) / 2 if shown > 1 else 0.5
+    layout = _layout(height, margin=GANTT_MARGIN, hovermode="y unified", hoverdistance=-1,
+                     xaxis=_axis("simulated time (s)", rangemode="tozero"),
+                     yaxis=_axis("request (by arrival)", range=[ids[-1] + half, ids[0] - half], tickprefix="#",
+                                 showgrid=False, nticks=14),
+                     shapes=[_cursor()])
+    return {"data": data, "layout": layout}
+
+
+# ----- goodput vs rate -----
+def goodput_figure(sweep: dict) -> dict:
+    rates = sweep["rates"]
+    layout = _layout(360, margin={"l": 64, "r": 24, "t": 40, "b": 56})
+    dom = _columns(2, 0.1)
+    layout["xaxis"] = _axis("offered load (requests/s)", domain=dom[0], anchor="y", rangemode="tozero")
+    layout["yaxis"] = _axis("goodput (requests/s)", anchor="x", rangemode="tozero")
+    layout["xaxis2"] = _axis("offered load (requests/s)", domain=dom[1], anchor="y2", rangemode="tozero")
+    layout["yaxis2"] = _axis("SLO attainment (%)", anchor="x2", range=[0, 105])
+    top = max(rates) if rates else 1
+    data = [{"type": "scatter", "mode": "lines", "x": [0, top], "y": [0, top], "name": "every request on time",
+             "line": {"color": "#ced4da", "dash": "dot", "width": 1}, "hoverinfo": "skip"}]
+    target = sweep["target_attainment"] * 100
+    shapes = [{"type": "line", "xref": "x2 domain", "yref": "y2", "x0": 0, "x1": 1, "y0": target, "y1": target,
+               "line": {"color": "#868e96", "dash": "dash", "width": 1}}]
+    notes = [{"xref": "x2 domain", "yref": "y2", "x": 0.01, "y": target, "yanchor": "top", "showarrow": False,
+              "text": f"{target:.0f}% target", "font": {"size": 10, "color": "#868e96"}}]
+    for i, (name, s) in enumerate(sweep["schedulers"].items()):
+        c = color(name)
+        x = [p["rate"] for p in s["points"]]
+        data.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": [p["goodput"] for p in s["points"]],
+                     "name": name, "legendgroup": name, "line": {"color": c, "width": 2}, "marker": {"size": 6},
+                     "hovertemplate": f"{name}: %{{y:.2f}} req/s good at %{{x:g}} req/s offered<extra></extra>"})
+        data.append({"type": "scatter", "mode": "lines+markers", "x": x, "showlegend": False, "legendgroup": name,
+                     "y": [round(p["slo_attainment"] * 100, 2) for p in s["points"]], "name": name,
+                     "xaxis": "x2", "yaxis": "y2", "line": {"color": c, "width": 2}, "marker": {"size": 6},
+                     "hovertemplate": f"{name}: %{{y:.1f}}% on time at %{{x:g}} req/s<extra></extra>"})
+        knee = s["knee_rate"]
+        if knee is not None:
+            for xref in ("x", "x2"):
+                shapes.append({"type": "line", "xref": xref, "yref": "paper", "x0": knee, "x1": knee, "y0": 0,
+                               "y1": 1, "line": {"color": c, "dash": "dot", "width": 1.5}})
+            notes.append({"xref": "x", "yref": "paper", "x": knee, "y": 1 - 0.07 * i, "yanchor": "top",
+                          "xanchor": "left", "showarrow": False, "text": f" {name} knee {knee:g} req/s",
+                          "font": {"size": 10, "color": c}})
+    layout.update(shapes=shapes, annotations=notes)
+    return {"data": data, "layout": layout}

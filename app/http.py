@@ -1,0 +1,64 @@
+"""Small HTTP helpers shared by the pages and the API: htmx request detection, multipart trace uploads, and
+turning input problems into FastAPI-style 422 details."""
+
+from __future__ import annotations
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from .inputs import MAX_UPLOAD_BYTES
+
+
+def is_fragment(request: Request) -> bool:
+    """An htmx request wants a fragment; a history restore (or any plain request) wants the whole page."""
+    return (request.headers.get("HX-Request") == "true"
+            and request.headers.get("HX-History-Restore-Request") != "true")
+
+
+class UploadProblem(ValueError):
+    """A multipart upload that cannot be read (too large, malformed); the message says why."""
+
+
+async def read_multipart(request: Request, file_field: str = "trace") -> tuple[bytes | None, str, dict]:
+    """(file bytes or None, file name, other fields) of a multipart form with at most one file. Refuses a body
+    larger than the upload limit before reading it when the client says its size."""
+    limit = MAX_UPLOAD_BYTES + 64 * 1024  # the file plus the multipart framing and a few fields
+    try:
+        declared = int(request.headers.get("content-length", "0"))
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        raise UploadProblem(f"the upload is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB (the web's limit)")
+    try:
+        form = await request.form(max_files=1, max_fields=100)
+    except HTTPException as e:  # starlette reports a malformed multipart body this way
+        raise UploadProblem(f"the upload could not be read as multipart/form-data: {e.detail}") from None
+    data, filename, fields = None, "", {}
+    try:
+        for key, value in form.multi_items():
+            if hasattr(value, "read"):
+                if key != file_field:
+                    continue
+                data = await value.read(MAX_UPLOAD_BYTES + 1)
+                filename = value.filename or ""
+            elif key == "schedulers":
+                fields.setdefault(key, []).append(value)
+            else:
+                fields[key] = value
+    finally:
+        await form.close()
+    if data is not None and len(data) > MAX_UPLOAD_BYTES:
+        raise UploadProblem(f"the file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB (the web's limit)")
+    return data, filename, fields
+
+
+def problem_detail(problems: list[tuple[str, str]], where: str) -> list[dict]:
+    """FastAPI's 422 shape: [{"loc": [where, field], "msg": ..., "type": ...}]."""
+    return [{"loc": [where, field], "msg": msg, "type": "value_error"} for field, msg in problems]
+
+
+def errors_by_field(problems: list[tuple[str, str]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for field, msg in problems:
+        out[field] = f"{out[field]}; {msg}" if field in out else msg
+    return out

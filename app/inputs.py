@@ -1,0 +1,361 @@
+"""Web input -> a validated request: the scenario, the schedulers to compare, an uploaded trace, a rate sweep.
+
+Pages and the JSON API share this parser. Every problem is reported as (field, message) through
+`ScenarioError`, each message saying what is allowed. The web applies limits of its own on top of the
+scenario model's (a simulation must fit in one HTTP request), and never accepts a server-side trace path.
+Nothing here runs a simulation; `resolve()` checks that each deployment is possible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from sim_core import (
+    PRESETS,
+    SCHEDULER_NAMES,
+    Scenario,
+    ScenarioError,
+    SetupError,
+    TraceError,
+    parse_scenario,
+    resolve,
+)
+from sim_core.scenario import _query_value
+
+# What a page shows with no query: seed 004's experiment, FCFS's inter-token stalls against chunked prefill.
+PAGE_DEFAULTS: dict[str, str] = {"hardware": "rtx3050", "workload": "rag", "duration": "20"}
+PAGE_SCHEDULERS: tuple[str, ...] = ("fcfs", "chunked")
+# Written into every canonical query, even at the model's default, so a page URL means the same scenario
+# to the pages (whose defaults are above) and to /api/run (whose defaults are the Scenario model's).
+ALWAYS_IN_QUERY: tuple[str, ...] = ("hardware", "workload", "duration")
+
+# Limits for one web request (the CLI has none of these).
+MAX_REQUESTS = 20_000  # per scheduler
+MAX_DURATION_S = 600.0  # seconds of arrivals
+MAX_UPLOAD_BYTES = 5 * 1024 * 1024
+MAX_UPLOAD_ROWS = 100_000
+MAX_SWEEP_POINTS = 16  # rates per scheduler
+MAX_SWEEP_REQUESTS = 200_000  # summed over every (scheduler, rate) point
+# The engine sizes a block table of max_seqs x (blocks of the longest request); keep it under ~256 MB.
+MAX_BLOCK_TABLE_ENTRIES = 32 * 1024 * 1024
+
+SWEEP_KEYS = ("rate_min", "rate_max", "rate_step")
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    """What the input checks need to know about an uploaded trace."""
+
+    rows: int
+    span_s: float  # last arrival - first arrival
+    longest_tokens: int  # max prompt + output of one request
+
+
+@dataclass(frozen=True)
+class RateRange:
+    rate_min: float
+    rate_max: float
+    rate_step: float
+
+    def rates(self) -> list[float]:
+        count = int((self.rate_max - self.rate_min) / self.rate_step + 1e-9) + 1
+        return [round(self.rate_min + k * self.rate_step, 10) for k in range(count)]
+
+    def query_pairs(self) -> list[tuple[str, str]]:
+        return [(k, f"{getattr(self, k):g}") for k in SWEEP_KEYS]
+
+
+@dataclass(frozen=True)
+class WebRequest:
+    """A validated request: one scenario run under each of `schedulers`."""
+
+    scenario: Scenario  # scheduler = schedulers[0]
+    schedulers: tuple[str, ...]
+    upload: str | None = None
+    sweep: RateRange | None = None
+
+    def for_scheduler(self, name: str) -> Scenario:
+        return self.scenario.model_copy(update={"scheduler": name})
+
+    def scenario_pairs(self) -> list[tuple[str, str]]:
+        return scenario_query_pairs(self.scenario)
+
+    def query(self, *, sweep: bool = True) -> str:
+        """The canonical query string: schedulers, upload, scenario fields in declaration order, sweep."""
+        pairs = [("schedulers", ",".join(self.schedulers))]
+        if self.upload:
+            pairs.append(("upload", self.upload))
+        pairs += self.scenario_pairs()
+        if sweep and self.sweep:
+            pairs += self.sweep.query_pairs()
+        return urlencode(pairs, safe=",")
+
+    def run_key(self, scheduler: str) -> str:
+        """Identifies one scheduler's run (results are deterministic, so this is a cache key)."""
+        pairs = [("scheduler", scheduler)] + ([("upload", self.upload)] if self.upload else [])
+        return urlencode(pairs + self.scenario_pairs())
+
+
+def scenario_query_pairs(s: Scenario) -> list[tuple[str, str]]:
+    """`Scenario.to_query()`'s fields plus ALWAYS_IN_QUERY, in declaration order, without the scheduler."""
+    explicit = s.model_dump(exclude_defaults=True)
+    out = []
+    for name in Scenario.model_fields:
+        if name == "scheduler":
+            continue
+        if name in explicit or name in ALWAYS_IN_QUERY:
+            value = getattr(s, name)
+            if value is not None:
+                out.append((name, _query_value(value)))
+    return out
+
+
+def query_to_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Group query pairs; only `schedulers` may repeat (a form's checkboxes send it once per box)."""
+    data: dict[str, Any] = {}
+    problems = []
+    for k, v in pairs:
+        if k == "schedulers":
+            data.setdefault(k, []).append(v)
+        elif k in data:
+            problems.append((k, f"given more than once (use {k}=... once)"))
+        else:
+            data[k] = v
+    if problems:
+        raise ScenarioError(problems)
+    return data
+
+
+def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None = None,
+                  default_schedulers: tuple[str, ...] | None = None,
+                  uploads: Callable[[str], TraceInfo | None] | None = None) -> WebRequest:
+    """Validate web input (query values or a JSON object) into a WebRequest, or raise ScenarioError listing
+    every problem. `defaults` fill scenario fields the input leaves out (the pages' defaults);
+    `default_schedulers` apply when neither `schedulers` nor `scheduler` is given (else the model's scheduler).
+    `uploads(id)` looks up an uploaded trace."""
+    problems: list[tuple[str, str]] = []
+    data = {k: v for k, v in data.items() if v is not None and v != ""}
+
+    if "trace" in data:
+        problems.append(("trace", "a trace file path on the server cannot be given over the web; upload the CSV "
+                                  "instead (POST /upload, or multipart POST /api/run with a 'trace' file)"))
+        data.pop("trace")
+    schedulers = _parse_schedulers(data.pop("schedulers", None), data.get("scheduler"), default_schedulers,
+                                   problems)
+    upload = data.pop("upload", None)
+    trace_info = None
+    if upload is not None:
+        upload = str(upload)
+        trace_info = uploads(upload) if uploads else None
+        if trace_info is None:
+            problems.append(("upload", "this uploaded trace is not on the server (uploads are kept in memory for "
+                                       "a while); upload the CSV again"))
+    sweep_raw = {k: data.pop(k) for k in SWEEP_KEYS if k in data}
+
+    fields = {k: v for k, v in (defaults or {}).items() if k not in data}
+    fields.update(data)
+    if schedulers:
+        fields["scheduler"] = schedulers[0]
+    scenario = None
+    try:
+        scenario = parse_scenario(fields)
+    except ScenarioError as e:
+        problems += e.problems
+    sweep = _parse_sweep(sweep_raw, problems) if sweep_raw else None
+
+    if scenario is not None and schedulers:
+        if not problems:
+            problems += _setup_problems(scenario, schedulers)
+        if not problems:
+            problems += _size_problems(scenario, schedulers, trace_info, sweep)
+    if problems:
+        raise ScenarioError(_dedupe(problems))
+    return WebRequest(scenario, schedulers, upload, sweep)
+
+
+def _parse_schedulers(raw: Any, single: Any, default: tuple[str, ...] | None,
+                      problems: list[tuple[str, str]]) -> tuple[str, ...]:
+    if raw is None:
+        if single is not None:
+            return (str(single),)  # validated with the scenario
+        return default or (Scenario.model_fields["scheduler"].default,)
+    if single is not None:
+        problems.append(("scheduler", "give either schedulers (a list) or scheduler (one), not both"))
+    items = raw if isinstance(raw, list | tuple) else [raw]
+    names: list[str] = []
+    for item in items:
+        for name in str(item).split(","):
+            name = name.strip()
+            if name and name not in names:
+                names.append(name)
+    unknown = [n for n in names if n not in SCHEDULER_NAMES]
+    if unknown:
+        problems.append(("schedulers", f"unknown scheduler {', '.join(map(repr, unknown))}; choose from "
+                                       f"{', '.join(SCHEDULER_NAMES)}"))
+        return ()
+    if not names:
+        problems.append(("schedulers", f"pick at least one of {', '.join(SCHEDULER_NAMES)}"))
+    return tuple(names)
+
+
+def _parse_sweep(raw: dict[str, Any], problems: list[tuple[str, str]]) -> RateRange | None:
+    values: dict[str, float] = {}
+    for k in SWEEP_KEYS:
+        if k not in raw:
+            problems.append((k, "a rate sweep needs rate_min, rate_max and rate_step (requests/s)"))
+            continue
+        try:
+            v = float(raw[k])
+        except (TypeError, ValueError):
+            problems.append((k, f"must be a number of requests/s (got {raw[k]!r})"))
+            continue
+        if not (math.isfinite(v) and 0 < v <= 10_000):
+            problems.append((k, f"must be greater than 0 and at most 10000 requests/s (got {raw[k]!r})"))
+            continue
+        values[k] = v
+    if len(values) < 3:
+        return None
+    if values["rate_max"] < values["rate_min"]:
+        problems.append(("rate_max", f"must be at least rate_min ({values['rate_min']:g})"))
+        return None
+    rr = RateRange(values["rate_min"], values["rate_max"], values["rate_step"])
+    points = len(rr.rates())
+    if points > MAX_SWEEP_POINTS:
+        problems.append(("rate_step", f"gives {points} rates; the web sweeps at most {MAX_SWEEP_POINTS} per "
+                                      f"scheduler — a step of at least "
+                                      f"{(rr.rate_max - rr.rate_min) / (MAX_SWEEP_POINTS - 1):.3g} req/s"))
+        return None
+    return rr
+
+
+def setup_field(message: str) -> str:
+    """The form field a SetupError is about (its message says what to change)."""
+    for name in ("kv_blocks", "max_model_len"):
+        if message.startswith(name):
+            return name
+    if message.startswith("tp="):
+        return "tp"
+    return "model"
+
+
+def problems_of(error: ScenarioError | SetupError | TraceError) -> list[tuple[str, str]]:
+    """(field, message) pairs for any input error the core can raise."""
+    if isinstance(error, ScenarioError):
+        return error.problems
+    if isinstance(error, TraceError):
+        return [("upload", str(error))]
+    return [(setup_field(str(error)), str(error))]
+
+
+def _setup_problems(scenario: Scenario, schedulers: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Each scheduler's deployment must be possible (the token budget changes the activation reserve)."""
+    failures: dict[str, list[str]] = {}
+    for name in schedulers:
+        try:
+            resolve(scenario.model_copy(update={"scheduler": name}))
+        except SetupError as e:
+            failures.setdefault(str(e), []).append(name)
+    if sum(len(names) for names in failures.values()) == len(schedulers):  # none can run: one reason is enough
+        message = next(iter(failures))
+        return [(setup_field(message), message)]
+    return [(setup_field(m), f"with {', '.join(names)}: {m}") for m, names in failures.items()]
+
+
+def expected_requests(s: Scenario, trace: TraceInfo | None = None) -> tuple[float, float]:
+    """(requests, seconds of arrivals) a scenario will simulate, estimated before running it."""
+    if trace is not None:
+        n = min(trace.rows, s.num_requests or trace.rows)
+        return n, trace.span_s * n / max(1, trace.rows)
+    rate = s.rate or PRESETS[s.workload].rate
+    if s.num_requests is not None:
+        return s.num_requests, s.num_requests / rate
+    return rate * s.duration, s.duration
+
+
+def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | None,
+                   sweep: RateRange | None) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    limit = f"the web runs at most {MAX_REQUESTS:,} requests per scheduler (the CLI has no such limit)"
+    if trace is None and s.num_requests is None and s.duration > MAX_DURATION_S:
+        return [("duration", f"must be at most {MAX_DURATION_S:g} s on the web (got {s.duration:g}); "
+                             "the CLI has no such limit")]
+    n, span = expected_requests(s, trace)
+    if trace is not None:
+        if n > MAX_REQUESTS:
+            out.append(("num_requests", f"the uploaded trace has {trace.rows:,} requests; {limit} — set "
+                                        f"num_requests to at most {MAX_REQUESTS:,} to replay its first ones"))
+        elif span > MAX_DURATION_S:
+            out.append(("upload", f"the trace's arrivals span {span:,.0f} s; the web simulates at most "
+                                  f"{MAX_DURATION_S:g} s of arrivals — set num_requests to replay fewer"))
+        else:
+            blocks = -(-trace.longest_tokens // s.block_size)
+            if s.max_seqs * blocks > MAX_BLOCK_TABLE_ENTRIES:
+                out.append(("max_seqs", f"the trace's longest request needs {blocks:,} KV blocks; with max_seqs "
+                                        f"{s.max_seqs} the block tables would be too large for the web — "
+                                        f"max_seqs must be at most {MAX_BLOCK_TABLE_ENTRIES // blocks:,}"))
+    elif s.num_requests is not None:
+        rate = s.rate or PRESETS[s.workload].rate
+        if n > MAX_REQUESTS:
+            out.append(("num_requests", f"must be at most {MAX_REQUESTS:,} on the web (got {n:,})"))
+        elif span > MAX_DURATION_S:
+            out.append(("num_requests", f"at {rate:g} req/s, {n:,} requests arrive over {span:,.0f} s; the web "
+                                        f"simulates at most {MAX_DURATION_S:g} s of arrivals — at most "
+                                        f"{int(rate * MAX_DURATION_S):,} requests at this rate"))
+    elif n > MAX_REQUESTS:
+        if s.rate is not None:
+            out.append(("rate", f"rate x duration would make about {n:,.0f} requests; {limit} — with duration "
+                                f"{s.duration:g} s, rate must be at most {MAX_REQUESTS / s.duration:.4g} req/s"))
+        else:
+            rate = PRESETS[s.workload].rate
+            out.append(("duration", f"at the {s.workload} preset's {rate:g} req/s this makes about {n:,.0f} "
+                                    f"requests; {limit} — duration must be at most {MAX_REQUESTS / rate:.4g} s"))
+    if out or sweep is None:
+        return out
+
+    if trace is not None:
+        return [("upload", "a rate sweep needs a workload preset; an uploaded trace fixes its own arrival times")]
+    rates = sweep.rates()
+    per_point = [s.num_requests or r * s.duration for r in rates]
+    if max(per_point) > MAX_REQUESTS:
+        cap = MAX_REQUESTS / s.duration
+        return [("rate_max", f"at {max(rates):g} req/s the sweep's largest point has about {max(per_point):,.0f} "
+                             f"requests; {limit} — with duration {s.duration:g} s, rate_max must be at most "
+                             f"{cap:.4g} req/s")]
+    total = sum(per_point) * len(schedulers)
+    if total > MAX_SWEEP_REQUESTS:
+        return [("rate_max", f"the sweep would simulate about {total:,.0f} requests in all ({len(rates)} rates x "
+                             f"{len(schedulers)} schedulers); the web sweeps at most {MAX_SWEEP_REQUESTS:,} — "
+                             "lower rate_max, raise rate_step, shorten duration or compare fewer schedulers")]
+    return []
+
+
+def _dedupe(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    seen, out = set(), []
+    for p in problems:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def default_sweep(s: Scenario) -> RateRange:
+    """A rate range around the scenario's rate that a sweep form proposes (clipped to the web's limits)."""
+    rate = s.rate or PRESETS[s.workload].rate
+    top = rate * 2
+    if s.num_requests is None:
+        top = min(top, MAX_REQUESTS / s.duration)
+    step = _nice_step(top / 12)
+    top = max(step, math.floor(top / step + 1e-9) * step)
+    return RateRange(step, top, step)
+
+
+def _nice_step(x: float) -> float:
+    exp = math.floor(math.log10(x))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * 10**exp >= x:
+            return round(m * 10**exp, 10)
+    return 10 ** (exp + 1)

@@ -1,0 +1,217 @@
+"""HTML pages and htmx fragments. Every view is a URL: the scenario form is a GET form enhanced with htmx; the
+server answers an htmx request with the workspace fragment plus `HX-Push-Url` (the canonical query), and the
+same URL loaded cold renders the whole page. Back/forward reload the page (the body opts out of htmx's history
+cache), so plots are always drawn fresh.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markupsafe import escape
+
+from sim_core import ScenarioError, SetupError, TraceError
+
+from . import charts, present, service
+from .http import UploadProblem, errors_by_field, is_fragment, read_multipart
+from .inputs import (
+    PAGE_DEFAULTS,
+    PAGE_SCHEDULERS,
+    WebRequest,
+    default_sweep,
+    parse_request,
+    problems_of,
+    query_to_dict,
+)
+from .templating import templates
+
+router = APIRouter(include_in_schema=False)
+FIGURES = ("metrics", "cdf", "timeline", "kv", "gantt", "goodput")
+VARY = {"Vary": "HX-Request"}
+
+
+def parse_page(request: Request) -> tuple[WebRequest | None, dict[str, Any], dict[str, str]]:
+    """(request or None, form values, errors by field) from a page URL's query."""
+    pairs = request.query_params.multi_items()
+    values: dict[str, Any] = dict(PAGE_DEFAULTS)
+    for k, v in pairs:
+        if k == "schedulers":
+            values.setdefault("_schedulers", []).append(v)
+        else:
+            values.setdefault(k, v)
+    values["schedulers"] = values.pop("_schedulers", None) or list(PAGE_SCHEDULERS)
+    try:
+        req = parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
+                            uploads=service.upload_info)
+    except ScenarioError as e:
+        return None, values, errors_by_field(e.problems)
+    return req, form_values(req), {}
+
+
+def form_values(req: WebRequest) -> dict[str, Any]:
+    values: dict[str, Any] = dict(req.scenario_pairs())
+    values["schedulers"] = list(req.schedulers)
+    if req.upload:
+        values["upload"] = req.upload
+    return values
+
+
+def workspace_context(request: Request, req: WebRequest | None, values: dict, errors: dict) -> tuple[dict, int]:
+    """Everything the workspace (form + results) shows, and the HTTP status to send."""
+    ctx: dict[str, Any] = {"request": request, "req": req, "results": None, "errors": errors}
+    status = 200
+    if req is not None:
+        try:
+            ctx["results"] = results_context(req)
+        except (ScenarioError, SetupError, TraceError) as e:
+            ctx.update(req=None, errors=errors_by_field(problems_of(e)))
+    if ctx["errors"]:
+        status = 422
+    upload_id = values.get("upload") or (req.upload if req else None)
+    ctx["upload"] = service.get_upload(upload_id) if upload_id else None
+    ctx["form"] = present.build_form(values, ctx["errors"], page_defaults=PAGE_DEFAULTS)
+    ctx["limits_text"] = present.LIMITS_TEXT
+    return ctx, status
+
+
+def results_context(req: WebRequest) -> dict:
+    views = service.compare(req)
+    upload = service.get_upload(req.upload) if req.upload else None
+    return {
+        "views": views,
+        "table": present.metrics_table(views),
+        "summary": present.scenario_summary(req, views, upload),
+        "slo_text": present.slo_text(views[0].metrics),
+        "cdf": charts.cdf_figure(views),
+        "timeline": charts.timeline_figure(views),
+        "kv": charts.kv_figure(views),
+        "kv_frames": charts.kv_frames(views),
+        "gantts": [(v.scheduler, charts.gantt_figure(v), v.gantt_note) for v in views],
+        "goodput": goodput_context(req),
+        "query": req.query(),
+        "scenario_query": req.query(sweep=False),
+    }
+
+
+def goodput_context(req: WebRequest) -> dict:
+    if req.upload:
+        return {"disabled": "Goodput-vs-rate curves need a workload preset: an uploaded trace fixes its own "
+                            "arrival times."}
+    ctx: dict[str, Any] = {"range": req.sweep or default_sweep(req.scenario), "job": None, "error": None,
+                           "query": req.query(sweep=False)}
+    if req.sweep is not None:
+        try:
+            ctx["job"] = job = service.start_sweep(req)
+        except service.BusyError as e:
+            ctx["error"] = str(e)
+            return ctx
+        ctx.update(sweep_status(job))
+    return ctx
+
+
+def sweep_status(job: service.SweepJob) -> dict:
+    out: dict[str, Any] = {"job": job, "error": job.error, "figure": None}
+    if job.result is not None:
+        out["figure"] = charts.goodput_figure(job.result)
+        out["knees"] = [(name, s["knee_rate"]) for name, s in job.result["schedulers"].items()]
+        out["embed_query"] = job.request.query()
+    return out
+
+
+def _render(name: str, ctx: dict, status: int = 200, headers: dict | None = None) -> HTMLResponse:
+    return templates.TemplateResponse(ctx["request"], name, ctx, status_code=status,
+                                      headers={**VARY, **(headers or {})})
+
+
+@router.get("/", response_class=HTMLResponse)
+def index(request: Request) -> Response:
+    req, values, errors = parse_page(request)
+    ctx, status = workspace_context(request, req, values, errors)
+    if is_fragment(request):
+        headers = {"HX-Push-Url": "/?" + req.query()} if status == 200 and req else {}
+        return _render("_workspace.html", ctx, status, headers)
+    return _render("index.html", ctx, status)
+
+
+@router.get("/goodput", response_class=HTMLResponse)
+def goodput(request: Request) -> Response:
+    """Start (or find) a rate sweep; answer with its progress, which polls until the curves are drawn."""
+    req, _, errors = parse_page(request)
+    if req is not None and req.sweep is None:
+        errors = {"rate_min": "a rate sweep needs rate_min, rate_max and rate_step (requests/s)"}
+    if not is_fragment(request):
+        return RedirectResponse("/?" + (req.query() if req and not errors else str(request.query_params)), 303,
+                                headers=VARY)
+    if errors:
+        ctx = {"request": request, "g": {"error": "; ".join(f"{k}: {v}" for k, v in errors.items())}}
+        return _render("_goodput_status.html", ctx, 422)
+    g = goodput_context(req)
+    status = 422 if g.get("disabled") else 503 if g.get("error") else 200
+    headers = {"HX-Push-Url": "/?" + req.query()} if status == 200 else {}
+    return _render("_goodput_status.html", {"request": request, "g": g}, status, headers)
+
+
+@router.get("/goodput/{job_id}", response_class=HTMLResponse)
+def goodput_job(request: Request, job_id: str) -> Response:
+    job = service.get_job(job_id)
+    if job is None:
+        g = {"error": "This sweep is no longer on the server; draw the curves again."}
+        return _render("_goodput_status.html", {"request": request, "g": g}, 404)
+    return _render("_goodput_status.html", {"request": request, "g": sweep_status(job)})
+
+
+@router.get("/embed/{figure}", response_class=HTMLResponse)
+def embed(request: Request, figure: str) -> Response:
+    """One figure alone, for an iframe (the scenario is the query string, as on the main page)."""
+    if figure not in FIGURES:
+        ctx = {"request": request, "figure": figure, "figures": FIGURES, "errors": {}}
+        return templates.TemplateResponse(request, "embed.html", ctx, status_code=404)
+    req, _, errors = parse_page(request)
+    ctx: dict[str, Any] = {"request": request, "figure": figure, "figures": FIGURES, "errors": errors}
+    status = 422 if errors else 200
+    if req is not None:
+        if figure == "goodput":
+            if req.sweep is None:
+                req = WebRequest(req.scenario, req.schedulers, req.upload, default_sweep(req.scenario))
+            ctx["g"] = goodput_context(req)
+            ctx["query"] = req.query()
+        else:
+            try:
+                ctx["results"] = results_context(req)
+            except (ScenarioError, SetupError, TraceError) as e:
+                ctx["errors"], status = errors_by_field(problems_of(e)), 422
+    return templates.TemplateResponse(request, "embed.html", ctx, status_code=status)
+
+
+@router.post("/upload", response_class=HTMLResponse)
+async def upload(request: Request) -> Response:
+    """Keep an uploaded CSV trace; answer with the trace field showing it (its id joins the scenario URL)."""
+    error, up = "", None
+    try:
+        data, filename, _ = await read_multipart(request)
+        if data is None:
+            raise UploadProblem("choose a CSV file with header arrival_s,prompt_tokens,output_tokens")
+        up = await run_in_threadpool(service.add_upload, data, filename)
+    except (UploadProblem, service.UploadError) as e:
+        error = str(e)
+    if not is_fragment(request):
+        if up is None:
+            return HTMLResponse(f"<p>trace: {escape(error)}</p>", 422, headers=VARY)
+        return RedirectResponse(f"/?upload={up.id}", 303, headers=VARY)
+    headers = {"HX-Trigger-After-Settle": "trace-uploaded"} if up else {}
+    ctx = {"request": request, "upload": up, "upload_error": error}
+    return _render("_trace_status.html", ctx, 422 if error else 200, headers)
+
+
+
+FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+           'fill="#1f2328"/><rect x="3" y="3" width="3" height="10" fill="#e8590c"/><rect x="7" y="5" width="3" '
+           'height="8" fill="#1971c2"/><rect x="11" y="7" width="2" height="6" fill="#2f9e44"/></svg>')
+
+
+@router.get("/favicon.ico")
+def favicon() -> Response:
+    return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})

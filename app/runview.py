@@ -1,0 +1,232 @@
+"""A run's `Result` -> the compact data the dashboard draws (a `RunView`): latency CDFs as quantile points, the
+step log bucketed in time, KV-pool frames aggregated into at most MAX_CELLS cells and run-length encoded, and
+Gantt segments for a sample of requests. A Result holds tens of MB (ITL histograms, frames); a RunView a few
+hundred KB, so views, not results, are what the server caches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim_core import engine as E
+from sim_core import timeline
+
+from .kvgrid import cell_codes
+
+MAX_CELLS = 4096  # KV grid cells (blocks are aggregated when the pool is larger)
+MIN_CELLS = 256
+MAX_FRAMES = 120  # KV animation frames
+MIN_FRAMES = 30
+RUN_BUDGET = 100_000  # numbers in one scheduler's run-length coded frames (~0.5 MB of JSON)
+FRAME_BUDGET = 16_000_000  # frames x blocks the engine may record for one run (int32 each)
+CDF_POINTS = 400
+STEP_POINTS = 1000  # time buckets of the step timeline
+GANTT_ROWS = 200
+GANTT_MAX_SEGMENTS = 6000
+
+
+def frame_count(num_blocks: int) -> int:
+    """How many KV frames to show: MAX_FRAMES, fewer for pools so large that frames would not fit."""
+    return int(max(8, min(MAX_FRAMES, FRAME_BUDGET // max(1, num_blocks))))
+
+
+def first_pass_frame_times(last_arrival_s: float, num_blocks: int) -> np.ndarray:
+    """Instants to record the KV pool at before the run's end is known: a dense grid over four times the arrival
+    window, so that one run usually covers [0, end] (see `pick_frames`)."""
+    count = int(max(8, min(4 * frame_count(num_blocks), FRAME_BUDGET // max(1, num_blocks))))
+    return np.linspace(0.0, 4.0 * max(1.0, last_arrival_s), count)
+
+
+def pick_frames(times: np.ndarray, res) -> tuple[np.ndarray, np.ndarray] | None:
+    """At most frame_count() of the recorded frames, evenly spread over [0, end]; None when too few of the
+    requested instants fell inside the run (then record again at `final_frame_times`)."""
+    end = float(res.accumulators[E.A_END_S])
+    want = frame_count(res.kv_frames.shape[1])
+    inside = int((times <= end).sum())
+    if inside < 0.75 * want:
+        return None
+    pick = np.unique(np.clip(np.searchsorted(times, np.linspace(0.0, end, want)), 0, inside - 1))
+    return res.kv_frames[pick], res.kv_frame_s[pick]
+
+
+def final_frame_times(res) -> np.ndarray:
+    return np.linspace(0.0, float(res.accumulators[E.A_END_S]), frame_count(res.kv_frames.shape[1]))
+
+
+@dataclass
+class RunView:
+    scheduler: str
+    metrics: dict
+    setup: dict  # resolved deployment facts shown beside the metrics
+    end_s: float  # simulated time of the last step
+    cdf: dict  # name -> {"x": ms, "y": cumulative fraction}
+    steps: dict  # column -> list, plus "bucketed": steps per point
+    kv: dict
+    gantt: dict | None
+    gantt_note: str = ""
+    requests: int = 0
+
+
+def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS) -> RunView:
+    """`res`: a run with record_events=True; `frames`, `frame_s`: its KV pool [frame, block] and their instants."""
+    r = res.resolved
+    transport_s = float(getattr(res.scenario, "transport_overhead_ms", 0.0)) / 1e3
+    setup = {
+        "model": r.setup.model.key, "gpu": r.setup.gpu.name, "hardware": r.setup.gpu.key,
+        "quantization": r.setup.quantization, "tp": r.setup.tp, "num_blocks": r.num_blocks,
+        "block_size": res.scenario.block_size, "token_budget": r.token_budget, "max_model_len": r.max_model_len,
+        "rate": r.rate, "slo_ttft_ms": r.slo_ttft_ms, "slo_tpot_ms": r.slo_tpot_ms,
+    }
+    gantt, note = gantt_data(res, gantt_rows)
+    return RunView(
+        scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
+        end_s=float(res.accumulators[E.A_END_S]), cdf=cdf_data(res, transport_s), steps=step_data(res),
+        kv=kv_data(frames, frame_s), gantt=gantt, gantt_note=note, requests=len(res.requests),
+    )
+
+
+# ----- latency CDFs -----
+def quantile_curve(values: np.ndarray, points: int = CDF_POINTS) -> dict:
+    v = np.sort(np.asarray(values, np.float64))
+    n = len(v)
+    if n == 0:
+        return {"x": [], "y": []}
+    idx = np.arange(n) if n <= points else np.unique(np.rint(np.linspace(0, n - 1, points)).astype(np.int64))
+    return {"x": _r(v[idx], 4), "y": _r((idx + 1) / n, 5)}
+
+
+def histogram_curve(fine: np.ndarray, coarse: np.ndarray, points: int = CDF_POINTS) -> dict:
+    """CDF of values binned in 1 us (fine) and 1 ms (coarse) bins, in ms, sampled at evenly spaced fractions."""
+    nz_f, nz_c = np.flatnonzero(fine), np.flatnonzero(coarse)
+    x = np.concatenate([(nz_f + 0.5) * 1e-3, (nz_c + 0.5) * 1.0])
+    counts = np.concatenate([fine[nz_f], coarse[nz_c]]).astype(np.float64)
+    if counts.sum() == 0:
+        return {"x": [], "y": []}
+    order = np.argsort(x, kind="stable")
+    x, cum = x[order], np.cumsum(counts[order])
+    cum /= cum[-1]
+    idx = np.unique(np.concatenate([[0], np.searchsorted(cum, np.linspace(0, 1, points)[1:] - 1e-12),
+                                    [len(x) - 1]]))
+    idx = idx[idx < len(x)]
+    return {"x": _r(x[idx], 4), "y": _r(cum[idx], 5)}
+
+
+def cdf_data(res, transport_s: float) -> dict:
+    reqs = res.requests
+    done = res.status == E.FINISHED
+    ttft = (res.first_token_s - reqs.arrival_s + transport_s)[done] * 1e3
+    e2el = (res.finish_s - reqs.arrival_s + transport_s)[done] * 1e3
+    return {"ttft": quantile_curve(ttft), "e2el": quantile_curve(e2el),
+            "itl": histogram_curve(res.itl_fine, res.itl_coarse)}
+
+
+# ----- step timeline -----
+STEP_COLUMNS = {  # name -> (step-log column, scale)
+    "step_ms": (E.S_DURATION, 1e3),
+    "prefill_tokens": (E.S_PREFILL_TOKENS, 1.0),
+    "decode_seqs": (E.S_DECODE_SEQS, 1.0),
+    "waiting": (E.S_WAITING, 1.0),
+    "kv_blocks": (E.S_KV_BLOCKS, 1.0),
+}
+
+
+def step_data(res, points: int = STEP_POINTS) -> dict:
+    """The step log, bucketed into at most `points` equal time buckets (each bucket keeps its maximum, so
+    stalls and peaks survive downsampling)."""
+    st = res.steps
+    t = st[:, E.S_START]
+    cols = {name: st[:, c] * scale for name, (c, scale) in STEP_COLUMNS.items()}
+    per_point = 1.0
+    if len(t) > points * 1.5:
+        edges = np.linspace(t[0], t[-1], points + 1)
+        bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, points - 1)
+        starts = np.flatnonzero(np.diff(bucket, prepend=-1))
+        per_point = len(t) / len(starts)
+        t = t[starts]
+        cols = {name: np.maximum.reduceat(v, starts) for name, v in cols.items()}
+    out = {"t": _r(t, 4), "steps_per_point": per_point * res.step_stride}
+    out.update({name: _r(v, 3) for name, v in cols.items()})
+    return out
+
+
+# ----- KV pool frames -----
+def run_lengths(code: np.ndarray) -> list[list[int]]:
+    """Per row of a 2-D array: [value, run length, value, run length, ...]."""
+    rows, n = code.shape
+    start = np.ones(code.shape, bool)
+    start[:, 1:] = code[:, 1:] != code[:, :-1]
+    flat = np.flatnonzero(start.ravel())
+    lengths = np.diff(np.append(flat, rows * n))  # every row begins a run, so runs never cross rows
+    pairs = np.stack([code.ravel()[flat], lengths], axis=1)
+    per_row = np.cumsum(start.sum(axis=1))[:-1]
+    return [p.ravel().tolist() for p in np.split(pairs, per_row)]
+
+
+def kv_data(frames: np.ndarray, frame_s: np.ndarray) -> dict:
+    """Frames [frame, block] (owner or -1) -> per frame the run-length code of its cells (kvgrid.cell_codes):
+    [code, length, code, length, ...]. A fragmented pool (every cell different from its neighbour) codes to
+    long runs; past RUN_BUDGET numbers the cells grow 4x, then frames are dropped, to bound the page's size."""
+    n_frames, n_blocks = frames.shape if frames.ndim == 2 else (0, 0)
+    k = max(1, math.ceil(n_blocks / MAX_CELLS))
+    runs: list[list[int]] = []
+    if n_frames and n_blocks:
+        runs = run_lengths(cell_codes(frames, k))
+        while sum(map(len, runs)) > RUN_BUDGET and math.ceil(n_blocks / k) >= 4 * MIN_CELLS:
+            k *= 4
+            runs = run_lengths(cell_codes(frames, k))
+        size = sum(map(len, runs))
+        if size > RUN_BUDGET:
+            keep = sample_ids(n_frames, max(MIN_FRAMES, int(n_frames * RUN_BUDGET / size)))
+            frames, frame_s, runs = frames[keep], np.asarray(frame_s)[keep], [runs[i] for i in keep]
+    n_cells = math.ceil(n_blocks / k) if n_blocks else 0
+    cols = max(1, math.ceil(math.sqrt(n_cells)))
+    usage = _r((frames >= 0).sum(axis=1) / n_blocks, 4) if n_frames and n_blocks else []
+    return {"blocks": int(n_blocks), "k": k, "cells": n_cells, "rows": max(1, math.ceil(n_cells / cols)),
+            "cols": cols, "frame_s": _r(np.asarray(frame_s, np.float64), 4), "runs": runs, "usage": usage}
+
+
+# ----- per-request Gantt -----
+def sample_ids(n: int, rows: int) -> np.ndarray:
+    if n <= rows:
+        return np.arange(n)
+    return np.unique(np.rint(np.linspace(0, n - 1, rows)).astype(np.int64))
+
+
+def gantt_data(res, rows: int) -> tuple[dict | None, str]:
+    reqs = res.requests
+    n = len(reqs)
+    ids = sample_ids(n, rows)
+    try:
+        segs = timeline.request_segments(res, ids)
+        while len(segs) > GANTT_MAX_SEGMENTS and len(ids) > 10:
+            ids = ids[::2]
+            keep = set(ids.tolist())
+            segs = [s for s in segs if s[0] in keep]
+    except ValueError as e:  # a sampled step log (a very long run) has no per-step timeline
+        return None, str(e)
+    row_of = {int(r): k for k, r in enumerate(ids)}
+    ttft = (res.first_token_s - reqs.arrival_s) * 1e3
+    info = {
+        "id": ids.tolist(),
+        "prompt": reqs.prompt_tokens[ids].tolist(),
+        "output": reqs.output_tokens[ids].tolist(),
+        "ttft_ms": [None if not np.isfinite(v) else round(float(v), 1) for v in ttft[ids]],
+        "itl_max_ms": _r(res.max_itl_s[ids] * 1e3, 1),
+        "preemptions": res.preemptions[ids].tolist(),
+        "rejected": (res.status[ids] == E.REJECTED).tolist(),
+    }
+    by_kind: dict[str, dict[str, list]] = {}
+    for rid, kind, start, end in segs:
+        d = by_kind.setdefault(timeline.SEGMENT_KINDS[kind], {"row": [], "start": [], "end": []})
+        d["row"].append(row_of[int(rid)])
+        d["start"].append(round(start, 5))
+        d["end"].append(round(end, 5))
+    note = f"all {n} requests" if len(ids) == n else f"{len(ids)} of {n} requests, evenly spaced by arrival"
+    return {"rows": info, "segments": by_kind, "shown": len(ids), "total": n}, note
+
+
+def _r(a: np.ndarray, digits: int) -> list:
+    return np.round(np.asarray(a, np.float64), digits).tolist()

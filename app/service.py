@@ -1,0 +1,250 @@
+"""Simulation work for the web: uploaded traces, cached runs, background rate sweeps.
+
+Results are deterministic, so a run is cached under its canonical query (`WebRequest.run_key`) in a small LRU;
+concurrent requests for the same run wait for one computation ("single flight"). At most SIM_SLOTS runs
+simulate at once, which bounds memory (a run allocates tens of MB) while other requests keep being answered.
+Sweeps run in a background thread; pages poll their progress.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from sim_core import resolve
+from sim_core.runner import make_requests, simulate_requests
+from sim_core.sweep import knee_rate, sweep
+from sim_core.workload import TraceError, read_trace
+
+from .inputs import MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, TraceInfo, WebRequest
+from .runview import RunView, build_view, final_frame_times, first_pass_frame_times, pick_frames
+
+SIM_SLOTS = threading.BoundedSemaphore(2)
+KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
+
+
+class SingleFlightLRU:
+    """A bounded LRU map whose misses are computed once even when many threads ask at the same time."""
+
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self._items: OrderedDict[str, object] = OrderedDict()
+        self._pending: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: str):
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        return None
+
+    def get_or_compute(self, key: str, compute: Callable[[], object]):
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return self._items[key]
+            fut = self._pending.get(key)
+            owner = fut is None
+            if owner:
+                fut = self._pending[key] = Future()
+                self.misses += 1
+        if not owner:
+            return fut.result()
+        try:
+            value = compute()
+        except BaseException as e:
+            with self._lock:
+                del self._pending[key]
+            fut.set_exception(e)
+            raise
+        with self._lock:
+            del self._pending[key]
+            self._items[key] = value
+            while len(self._items) > self.maxsize:
+                self._items.popitem(last=False)
+        fut.set_result(value)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+
+# ----- uploaded traces -----
+@dataclass(frozen=True)
+class Upload:
+    id: str
+    filename: str
+    text: str
+    info: TraceInfo
+
+
+class UploadError(ValueError):
+    """An upload that cannot be used; the message says why."""
+
+
+_uploads = SingleFlightLRU(maxsize=32)
+
+
+def add_upload(data: bytes, filename: str) -> Upload:
+    """Check and keep an uploaded trace (any format the core reads: our CSV, Azure's CSV, Mooncake's JSONL);
+    its id is a hash of its content."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise UploadError(f"the file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB (the web's limit)")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise UploadError("the file is not UTF-8 text; expected a CSV with header "
+                          "arrival_s,prompt_tokens,output_tokens (or an Azure CSV / Mooncake JSONL trace)") from None
+    try:
+        reqs = read_trace(text, MAX_UPLOAD_ROWS)
+    except TraceError as e:
+        raise UploadError(str(e)) from None
+    info = TraceInfo(rows=len(reqs), span_s=float(reqs.arrival_s[-1] - reqs.arrival_s[0]),
+                     longest_tokens=int((reqs.prompt_tokens + reqs.output_tokens).max()))
+    uid = hashlib.sha256(data).hexdigest()[:16]
+    name = (filename or "trace.csv")[:120]
+    return _uploads.get_or_compute(uid, lambda: Upload(uid, name, text, info))
+
+
+def get_upload(uid: str) -> Upload | None:
+    return _uploads.get(uid)
+
+
+def upload_info(uid: str) -> TraceInfo | None:
+    up = get_upload(uid)
+    return up.info if up else None
+
+
+# ----- runs -----
+_views = SingleFlightLRU(maxsize=48)
+
+
+def compare(req: WebRequest) -> list[RunView]:
+    """One RunView per scheduler of the request, from the cache or simulated now."""
+    shared: dict[str, object] = {}
+
+    def requests_for(scenario, resolved):  # the workload is the same for every scheduler: build it once
+        if "reqs" not in shared:
+            up = get_upload(req.upload) if req.upload else None
+            if req.upload and up is None:
+                raise TraceError("upload: this uploaded trace is no longer on the server; upload it again")
+            shared["reqs"] = make_requests(scenario, resolved, up.text if up else None)
+        return shared["reqs"]
+
+    views = []
+    for name in req.schedulers:
+        views.append(_views.get_or_compute(req.run_key(name), lambda name=name: _simulate(req, name, requests_for)))
+    return views
+
+
+def _simulate(req: WebRequest, name: str, requests_for) -> RunView:
+    scenario = req.for_scheduler(name)
+    resolved = resolve(scenario)
+    with SIM_SLOTS:
+        reqs = requests_for(scenario, resolved)
+        last_arrival = float(reqs.arrival_s[-1]) if len(reqs) else 0.0
+        times = first_pass_frame_times(last_arrival, resolved.num_blocks)
+        res = simulate_requests(scenario, resolved, reqs, record_events=True, kv_frame_times=times)
+        picked = pick_frames(times, res)
+        if picked is None:  # the run outlasted the first grid (an overloaded server): record the pool again
+            again = simulate_requests(scenario, resolved, reqs, kv_frame_times=final_frame_times(res))
+            picked = again.kv_frames, again.kv_frame_s
+        return build_view(res, *picked)
+
+
+# ----- rate sweeps -----
+@dataclass
+class SweepJob:
+    id: str
+    request: WebRequest
+    total: int
+    done: int = 0
+    result: dict | None = None
+    error: str | None = None
+    future: Future | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.result is None and self.error is None
+
+
+class BusyError(RuntimeError):
+    """Too many sweeps queued."""
+
+
+MAX_QUEUED_SWEEPS = 4
+_sweep_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep")
+_jobs: OrderedDict[str, SweepJob] = OrderedDict()
+_jobs_lock = threading.Lock()
+
+
+def start_sweep(req: WebRequest) -> SweepJob:
+    """The sweep job for this request: an existing one (running or done) or a new one in the background."""
+    assert req.sweep is not None
+    job_id = hashlib.sha256(req.query().encode()).hexdigest()[:16]
+    with _jobs_lock:
+        job = _jobs.get(job_id)
+        if job is not None and job.error is None:
+            _jobs.move_to_end(job_id)
+            return job
+        if sum(j.running for j in _jobs.values()) >= MAX_QUEUED_SWEEPS:
+            raise BusyError(f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; try again in a moment")
+        job = SweepJob(job_id, req, total=len(req.schedulers) * len(req.sweep.rates()))
+        _jobs[job_id] = job
+        while len(_jobs) > 32:
+            oldest = next((k for k, j in _jobs.items() if not j.running), None)
+            if oldest is None:
+                break
+            del _jobs[oldest]
+        job.future = _sweep_pool.submit(_run_sweep, job)
+    return job
+
+
+def get_job(job_id: str) -> SweepJob | None:
+    with _jobs_lock:
+        return _jobs.get(job_id)
+
+
+def _run_sweep(job: SweepJob) -> dict:
+    req = job.request
+
+    def progress(done: int, total: int) -> None:
+        job.done = done
+
+    try:
+        points = sweep(req.scenario, req.schedulers, req.sweep.rates(), workers=1, on_point=progress)
+        job.result = sweep_summary(req, points)
+    except Exception as e:  # reported on the page; asking for the same sweep again retries it
+        job.error = f"{type(e).__name__}: {e}"
+    return job.result
+
+
+def sweep_summary(req: WebRequest, points: dict[str, list[dict]]) -> dict:
+    first = next(iter(points.values()))[0]["metrics"]
+    out = {"rates": req.sweep.rates(), "target_attainment": KNEE_TARGET, "slo": first["slo"], "schedulers": {}}
+    for name in req.schedulers:
+        pts = points.get(name, [])
+        out["schedulers"][name] = {
+            "knee_rate": knee_rate(pts, KNEE_TARGET),
+            "points": [{"rate": p["rate"], "goodput": p["metrics"]["goodput"],
+                        "slo_attainment": p["metrics"]["slo_attainment"], "metrics": p["metrics"]} for p in pts],
+        }
+    return out
+
+
+def clear_caches() -> None:
+    """Forget cached runs (tests and benchmarks use this to measure cold paths)."""
+    _views.clear()
+
+
+def cache_stats() -> dict:
+    return {"hits": _views.hits, "misses": _views.misses}

@@ -1,0 +1,33 @@
+"""Where the templates and static files are (beside the package, at the repository root: the project is
+installed in place with `pip install -e .`), and the Jinja2 environment the pages render with."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from fastapi.templating import Jinja2Templates
+
+from . import charts
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES_DIR = REPO_ROOT / "templates"
+STATIC_DIR = REPO_ROOT / "static"
+
+
+def asset_version() -> str:
+    """Changes whenever our own CSS/JS does, so browsers never run a stale copy."""
+    h = hashlib.sha1()
+    for p in sorted((STATIC_DIR / "css").glob("*.css")) + sorted((STATIC_DIR / "js").glob("*.js")):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:10]
+
+
+def make_templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(TEMPLATES_DIR))  # autoescapes .html
+    templates.env.policies["json.dumps_kwargs"] = {"separators": (",", ":")}
+    templates.env.globals.update(color=charts.color, asset_version=asset_version())
+    return templates
+
+
+templates = make_templates()

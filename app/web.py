@@ -1,0 +1,55 @@
+"""The dashboard's FastAPI application: `app.web:app` (what `sched-sim serve` runs under uvicorn).
+
+Pages and htmx fragments live in pages.py, the JSON API in api.py, figures in charts.py. Simulation routes are
+plain `def`s, so they run in the threadpool and the event loop keeps answering. numba's kernels are compiled
+(or loaded from NUMBA_CACHE_DIR) once at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
+
+import sim_core
+
+from . import api, apidocs, kvgrid, pages
+from .templating import STATIC_DIR
+
+log = logging.getLogger("sched_sim.web")
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    start = time.perf_counter()
+    sim_core.warm_up()  # compile, or load from numba's cache, every engine code path before the first request
+    kvgrid.warm_up()
+    app.state.warmed_up_s = time.perf_counter() - start
+    log.info("numba warm-up took %.1f s", app.state.warmed_up_s)
+    yield
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="sched-sim",
+        summary="Simulate LLM-serving schedulers: latency, goodput and KV-cache behaviour per policy.",
+        description="The same scenario model serves the dashboard's URLs, this JSON API and the CLI. "
+                    "Scenario fields are query parameters (GET) or a JSON object (POST).",
+        version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
+    )
+    # JSON and HTML (with embedded figure data) compress ~10x; the vendored JS is served as is.
+    app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=5,
+                       exclude_content_types=("text/event-stream", "text/javascript", "application/javascript"))
+    app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    app.include_router(pages.router)
+    app.include_router(api.router)
+    app.include_router(api.health_router)
+    app.include_router(apidocs.router)
+    return app
+
+
+app = create_app()

@@ -1,0 +1,234 @@
+"""The JSON API: answer shapes, the same numbers as the pages, a clear 422 naming the field for every kind of bad
+input, and correct answers under concurrent load."""
+
+from __future__ import annotations
+
+import io
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app import inputs, service
+from app.web import app
+from sim_core import SCHEDULER_NAMES
+
+SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3"
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(app) as c:
+        yield c
+
+
+def fields_of(response) -> list[str]:
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail and all(d["msg"] for d in detail)
+    return [d["loc"][-1] for d in detail]
+
+
+def csv_trace(rows: int = 20, step: float = 0.25) -> str:
+    lines = ["arrival_s,prompt_tokens,output_tokens"]
+    lines += [f"{k * step:.3f},{100 + 7 * k % 300},{20 + k % 50}" for k in range(rows)]
+    return "\n".join(lines) + "\n"
+
+
+def test_healthz_and_catalog(client):
+    assert client.get("/healthz").json()["status"] == "ok"
+    cat = client.get("/api/catalog").json()
+    assert [s["name"] for s in cat["schedulers"]] == list(SCHEDULER_NAMES)
+    assert {"rtx3050", "a100"} <= {h["key"] for h in cat["hardware"]}
+    assert all(h["default_model"] for h in cat["hardware"])
+    assert {"rag", "chat"} <= {w["name"] for w in cat["workloads"]}
+    assert cat["limits"]["max_requests"] == inputs.MAX_REQUESTS
+    assert cat["page_defaults"]["schedulers"] == ["fcfs", "chunked"]
+
+
+def test_run_get_shape(client):
+    r = client.get("/api/run?" + SMALL)
+    assert r.status_code == 200
+    body = r.json()
+    assert set(body) >= {"scenario", "query", "schedulers"}
+    assert body["scenario"]["hardware"] == "rtx3050" and body["scenario"]["num_requests"] == 30
+    assert list(body["schedulers"]) == ["fcfs", "chunked"]
+    for run in body["schedulers"].values():
+        m = run["metrics"]
+        assert m["num_requests"] == 30
+        for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
+            assert {"mean", "p50", "p99"} <= set(m[key])
+        assert {"goodput", "slo_attainment", "mbu", "mfu", "preemptions", "kv_cache_usage", "slo"} <= set(m)
+        assert run["resolved"]["model"] == "llama-3.2-1b"
+    # The canonical query names every field it needs, so the API and the pages read it the same way.
+    assert body["query"].startswith("schedulers=fcfs,chunked&hardware=rtx3050&workload=chat")
+
+
+def test_default_scheduler_is_the_models(client):
+    body = client.get("/api/run?hardware=rtx3050&num_requests=10").json()
+    assert list(body["schedulers"]) == ["chunked"]
+    one = client.get("/api/run?scheduler=fcfs&hardware=rtx3050&num_requests=10").json()
+    assert list(one["schedulers"]) == ["fcfs"]
+
+
+def test_post_json_matches_get(client):
+    got = client.get("/api/run?" + SMALL).json()
+    posted = client.post("/api/run", json={"schedulers": ["fcfs", "chunked"], "hardware": "rtx3050",
+                                           "workload": "chat", "num_requests": 30, "seed": 3})
+    assert posted.status_code == 200
+    assert posted.json()["schedulers"] == got["schedulers"]
+
+
+def test_post_trace_upload(client):
+    files = {"trace": ("mine.csv", csv_trace(25), "text/csv")}
+    r = client.post("/api/run", files=files, data={"schedulers": "fcfs,chunked", "hardware": "rtx3050"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["upload"] and f"upload={body['upload']}" in body["query"]
+    assert all(run["metrics"]["num_requests"] == 25 for run in body["schedulers"].values())
+    # The upload id then works in a plain GET (and in page URLs).
+    again = client.get(f"/api/run?schedulers=fcfs&hardware=rtx3050&upload={body['upload']}").json()
+    assert again["schedulers"]["fcfs"] == body["schedulers"]["fcfs"]
+
+
+@pytest.mark.parametrize("query, field", [
+    ("hardware=tpu-v9", "hardware"),
+    ("tp=16", "tp"),
+    ("tp=3", "tp"),  # does not divide the heads
+    ("rate=-1", "rate"),
+    ("rate=abc", "rate"),
+    ("rate=nan", "rate"),
+    ("hardware=rtx3050&model=llama-3-70b", "model"),  # 131 GB of weights on an 8 GB GPU
+    ("hardware=rtx3050&kv_blocks=99999999", "kv_blocks"),
+    ("rate=100&duration=600", "rate"),  # 60,000 requests
+    ("workload=chat&duration=6000", "duration"),
+    ("num_requests=50000", "num_requests"),
+    ("trace=/etc/passwd", "trace"),
+    ("schedulers=fcfs,nope", "schedulers"),
+    ("schedulers=", "schedulers"),
+    ("colour=blue", "colour"),
+    ("hardware=a100&hardware=h100", "hardware"),
+    ("upload=0123456789abcdef", "upload"),
+    ("block_size=7", "block_size"),
+])
+def test_bad_query_is_422_naming_the_field(client, query, field):
+    r = client.get("/api/run?" + query)
+    assert field in fields_of(r)
+
+
+def test_every_problem_is_reported_at_once(client):
+    r = client.get("/api/run?tp=16&rate=-1&hardware=tpu")
+    assert {"tp", "rate", "hardware"} <= set(fields_of(r))
+
+
+def test_model_too_big_says_why(client):
+    r = client.get("/api/run?hardware=rtx3050&model=llama-3-70b")
+    msg = r.json()["detail"][0]["msg"]
+    assert "llama-3-70b needs" in msg and "rtx3050 has 8 GB" in msg and "int4" in msg
+
+
+def test_too_many_requests_says_the_limit(client):
+    msg = client.get("/api/run?rate=100&duration=600").json()["detail"][0]["msg"]
+    assert "20,000" in msg and "33.33" in msg
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"trace": "/etc/passwd"}, "trace"),
+    ({"hardware": "rtx3050", "tp": 16}, "tp"),
+    ({"schedulers": ["fcfs", "bogus"]}, "schedulers"),
+    ({"rate": -1}, "rate"),
+])
+def test_bad_json_body(client, body, field):
+    assert field in fields_of(client.post("/api/run", json=body))
+
+
+def test_body_that_is_not_a_scenario(client):
+    assert fields_of(client.post("/api/run", json=[1, 2])) == ["body"]
+    bad = client.post("/api/run", content=b"{not json", headers={"content-type": "application/json"})
+    assert fields_of(bad) == ["body"]
+    assert fields_of(client.post("/api/run", content=b"x", headers={"content-type": "text/plain"})) == ["body"]
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("prompt_tokens,output_tokens\n10,10\n", "lacks column"),
+    ("arrival_s,prompt_tokens,output_tokens\n0,10,10\n1,ten,10\n", "line 3"),
+    ("arrival_s,prompt_tokens,output_tokens\n", "no requests"),
+    ("", "empty"),
+])
+def test_malformed_trace_upload(client, content, needle):
+    r = client.post("/api/run", files={"trace": ("t.csv", content, "text/csv")})
+    assert fields_of(r) == ["trace"]
+    assert needle in r.json()["detail"][0]["msg"]
+
+
+def test_oversized_and_binary_uploads(client):
+    big = b"arrival_s,prompt_tokens,output_tokens\n" + b"0,1,1\n" * (inputs.MAX_UPLOAD_BYTES // 6 + 10)
+    r = client.post("/api/run", files={"trace": ("big.csv", io.BytesIO(big), "text/csv")})
+    assert fields_of(r) == ["trace"] and "5 MB" in r.json()["detail"][0]["msg"]
+    r = client.post("/api/run", files={"trace": ("x.csv", b"\xff\xfe\x00\x81garbage", "text/csv")})
+    assert fields_of(r) == ["trace"] and "UTF-8" in r.json()["detail"][0]["msg"]
+    r = client.post("/api/run", files={"other": ("x.csv", b"a", "text/csv")})
+    assert fields_of(r) == ["trace"]
+
+
+def test_trace_with_too_many_rows(client):
+    rows = inputs.MAX_UPLOAD_ROWS + 1
+    text = "arrival_s,prompt_tokens,output_tokens\n" + "0,1,1\n" * rows
+    r = client.post("/api/run", files={"trace": ("rows.csv", text, "text/csv")})
+    assert fields_of(r) == ["trace"] and "100000" in r.json()["detail"][0]["msg"]
+
+
+def test_trace_larger_than_a_web_run(client):
+    text = csv_trace(inputs.MAX_REQUESTS + 5, step=0.001)
+    r = client.post("/api/run", files={"trace": ("t.csv", text, "text/csv")}, data={"hardware": "rtx3050"})
+    assert fields_of(r) == ["num_requests"]
+
+
+def test_sweep(client):
+    r = client.get("/api/sweep?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30"
+                   "&rate_min=2&rate_max=8&rate_step=3")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["rates"] == [2.0, 5.0, 8.0] and body["target_attainment"] == 0.9
+    for run in body["schedulers"].values():
+        assert [p["rate"] for p in run["points"]] == [2.0, 5.0, 8.0]
+        assert all(0 <= p["slo_attainment"] <= 1 and p["goodput"] >= 0 for p in run["points"])
+        assert run["knee_rate"] is None or run["knee_rate"] in body["rates"]
+
+
+def test_sweep_limits(client):
+    assert fields_of(client.get("/api/sweep?rate_min=1&rate_max=100&rate_step=0.1")) == ["rate_step"]
+    assert fields_of(client.get("/api/sweep?rate_min=5&rate_max=1&rate_step=1")) == ["rate_max"]
+    assert "rate_max" in fields_of(client.get("/api/sweep?duration=600&rate_min=1&rate_max=300&rate_step=20"))
+
+
+def test_openapi_documents_the_scenario(client):
+    spec = client.get("/openapi.json").json()
+    params = {p["name"] for p in spec["paths"]["/api/run"]["get"]["parameters"]}
+    assert {"schedulers", "hardware", "rate", "slo_ttft_ms"} <= params and "trace" not in params
+    assert {"application/json", "multipart/form-data"} == set(spec["paths"]["/api/run"]["post"]["requestBody"]["content"])
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "/api/run" in docs.text and "cdn" not in docs.text.lower()
+
+
+def test_concurrent_clients_all_get_correct_answers(client):
+    """16 threads at once, half on the API and half on the page, each with its own scenario: every answer is
+    the same as a sequential run of that scenario."""
+    service.clear_caches()
+    queries = [f"schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=40&seed={k}" for k in range(8)]
+    expected = {q: client.get("/api/run?" + q).json()["schedulers"] for q in queries}
+    service.clear_caches()
+
+    def api(q):
+        r = client.get("/api/run?" + q)
+        return r.status_code, r.json()["schedulers"] == expected[q]
+
+    def page(q):
+        r = client.get("/?" + q)
+        ttft = f"{expected[q]['fcfs']['metrics']['ttft_ms']['p50']:,.1f}"
+        return r.status_code, ttft in r.text
+
+    with ThreadPoolExecutor(16) as pool:
+        futures = [pool.submit(api, q) for q in queries] + [pool.submit(page, q) for q in queries]
+        results = [f.result(timeout=120) for f in futures]
+    assert results == [(200, True)] * 16

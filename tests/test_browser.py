@@ -1,0 +1,191 @@
+"""The dashboard in a real browser (Debian's chromium through Playwright): load, compare, share, go back, play the
+KV animation, read the Gantt, draw goodput curves, embed, export an SVG, and see an inline error. Screenshots go
+to test-output/screenshots/ for a person to look at."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("playwright")
+
+from browser_support import launch_chromium, live_server, screenshot_dir  # noqa: E402
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+import sim_core  # noqa: E402
+from app.web import app  # noqa: E402
+
+pytestmark = pytest.mark.browser
+SHOTS = screenshot_dir()
+DRAWN = "id => { const d = document.getElementById(id); return !!d && d.dataset.drawn === '1'; }"
+
+
+@pytest.fixture(scope="module")
+def site():
+    sim_core.warm_up()  # may compile for a while on a fresh numba cache; the server then starts at once
+    with live_server(app, startup_timeout=120) as base, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        yield base, browser
+        browser.close()
+
+
+@pytest.fixture
+def page(site):
+    base, browser = site
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # A 422 answer (an inline error) is expected; chromium still logs it as a failed resource.
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "status of 422" not in m.text
+            else None)
+    page.base = base
+    yield page
+    context.close()
+    assert errors == [], errors
+
+
+def table_numbers(page) -> list[str]:
+    return page.locator("#card-metrics td.num").all_inner_texts()
+
+
+def wait_drawn(page, plot_id: str) -> None:
+    page.locator("#" + plot_id).scroll_into_view_if_needed()
+    page.wait_for_function(DRAWN, arg=plot_id)
+
+
+def test_default_page_compare_share_and_back(page):
+    page.goto(page.base + "/")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("fcfs")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("chunked")
+    expect(page.locator(".summary")).to_contain_text("rag workload")
+    page.screenshot(path=SHOTS / "01-default-page.png")
+    first_numbers = table_numbers(page)
+
+    # Add a scheduler: results update in place and the URL becomes the canonical one.
+    page.locator("label.chip", has_text="spf").click()
+    page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=rtx3050&workload=rag&duration=20.0")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("spf")
+    wait_drawn(page, "plot-cdf")
+    page.screenshot(path=SHOTS / "02-three-schedulers.png")
+    shared_url, shared_numbers = page.url, table_numbers(page)
+    assert len(shared_numbers) == len(first_numbers) // 2 * 3
+
+    # The shared URL, opened cold in a fresh page, shows the same numbers.
+    fresh = page.context.browser.new_context(viewport={"width": 1200, "height": 800}).new_page()
+    fresh.goto(shared_url)
+    expect(fresh.locator("#card-metrics thead").first).to_contain_text("spf")
+    assert table_numbers(fresh) == shared_numbers
+    assert fresh.locator('label.chip:has-text("spf") input').is_checked()
+    fresh.context.close()
+
+    # Back returns to the previous view, re-rendered (a full reload of that URL).
+    page.go_back()
+    page.wait_for_url(page.base + "/")
+    expect(page.locator("#card-metrics thead").first).not_to_contain_text("spf")
+    assert table_numbers(page) == first_numbers
+    page.go_forward()
+    expect(page.locator("#card-metrics thead").first).to_contain_text("spf")
+
+
+def test_kv_animation_moves_the_gantt_cursor(page):
+    page.goto(page.base + "/")
+    wait_drawn(page, "plot-kv")
+    kv = page.locator("#plot-kv")
+    page.locator("#card-kv").screenshot(path=SHOTS / "03-kv-grid.png")
+    wait_drawn(page, "plot-gantt-fcfs")
+    page.locator("#card-kv").scroll_into_view_if_needed()
+    start = int(kv.get_attribute("data-frame"))
+    page.locator("[data-scrub]").fill("0")  # rewind, then play
+    page.wait_for_function("() => document.getElementById('plot-kv').dataset.frame === '0'")
+    page.locator("[data-play]").click()
+    page.wait_for_function("() => +document.getElementById('plot-kv').dataset.frame >= 5")
+    page.locator("[data-play]").click()  # pause
+    expect(page.locator("[data-play]")).to_contain_text("Play")
+    frame = int(kv.get_attribute("data-frame"))
+    assert frame >= 5 and frame != start
+    t = float(kv.get_attribute("data-time"))
+    cursor = page.locator("#plot-gantt-fcfs").evaluate("d => d.layout.shapes[0]")
+    assert cursor["visible"] is True and abs(cursor["x0"] - t) < 1e-3
+    label = page.locator("[data-clock]").inner_text()
+    assert label.startswith("t = ") and label.endswith(" s")
+    page.locator("#card-kv").screenshot(path=SHOTS / "04-kv-playing.png")
+
+
+def test_gantt_has_one_row_per_shown_request(page):
+    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0")
+    for name in ("fcfs", "chunked"):
+        plot = "plot-gantt-" + name
+        wait_drawn(page, plot)
+        shown = int(page.locator("#" + plot).get_attribute("data-rows"))
+        rows = page.locator("#" + plot).evaluate(
+            "d => new Set(d.data.flatMap(t => t.y.filter(y => y !== null))).size")
+        assert rows == shown > 50
+        expect(page.locator(f"#card-gantt-{name} .sub")).to_contain_text(f"all {shown} requests")
+    page.locator("#card-gantt-fcfs").screenshot(path=SHOTS / "05-gantt-fcfs.png")
+    wait_drawn(page, "plot-timeline")
+    page.locator("#card-timeline").screenshot(path=SHOTS / "06-timeline.png")
+    page.locator("#card-cdf").screenshot(path=SHOTS / "07-cdf.png")
+
+
+def test_goodput_curves_and_svg_export(page):
+    page.goto(page.base + "/")
+    card = page.locator("#card-goodput")
+    card.scroll_into_view_if_needed()
+    card.locator("input[name=rate_min]").fill("1")
+    card.locator("input[name=rate_max]").fill("7")
+    card.locator("input[name=rate_step]").fill("2")
+    card.locator("button[type=submit]").click()
+    page.wait_for_url("**rate_min=1&rate_max=7&rate_step=2")
+    wait_drawn(page, "plot-goodput")
+    names = page.locator("#plot-goodput").evaluate("d => d.data.map(t => t.name)")
+    assert {"fcfs", "chunked"} <= set(names)
+    expect(card.locator(".knees")).to_contain_text("knee")
+    card.screenshot(path=SHOTS / "08-goodput.png")
+
+    with page.expect_download() as info:
+        card.locator('[data-export="svg"]').click()
+    download = info.value
+    assert download.suggested_filename.endswith(".svg")
+    svg = open(download.path(), encoding="utf-8").read()
+    assert svg.lstrip().startswith("<svg") and "goodput" in svg
+
+
+def test_embed_page(page):
+    page.goto(page.base + "/embed/kv?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0")
+    wait_drawn(page, "plot-kv")
+    assert page.locator("#scenario-form").count() == 0
+    page.screenshot(path=SHOTS / "09-embed-kv.png")
+    # An iframe on someone else's page.
+    page.set_content(f'<iframe src="{page.base}/embed/cdf?schedulers=fcfs,chunked&amp;hardware=rtx3050'
+                     '&amp;workload=rag&amp;duration=20.0" width="1000" height="460"></iframe>')
+    frame = page.frame_locator("iframe")
+    expect(frame.locator("#plot-cdf .main-svg").first).to_be_visible()
+    page.screenshot(path=SHOTS / "10-embed-cdf-iframe.png")
+
+
+def test_inline_error_for_an_impossible_setup(page):
+    page.goto(page.base + "/")
+    page.select_option("#f-model", "llama-3-70b")
+    error = page.locator("#err-model")
+    expect(error).to_contain_text("llama-3-70b needs")
+    expect(error).to_contain_text("rtx3050 has 8 GB")
+    expect(page.locator(".results")).to_contain_text("Nothing simulated")
+    page.screenshot(path=SHOTS / "11-inline-error.png")
+    page.locator("#f-rate").fill("-1")
+    page.locator("#f-rate").press("Enter")
+    expect(page.locator("#err-rate")).to_contain_text("greater than 0")
+
+
+def test_trace_upload_replays_it(page, tmp_path):
+    trace = tmp_path / "my-trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                     + "".join(f"{k * 0.25:.2f},{200 + 37 * k % 900},{30 + k % 40}\n" for k in range(40)))
+    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&duration=10.0")
+    page.set_input_files("#f-trace", str(trace))
+    expect(page.locator(".trace-info")).to_contain_text("my-trace.csv: 40 requests")
+    page.wait_for_url("**upload=*")
+    expect(page.locator(".summary")).to_contain_text("trace my-trace.csv: 40 requests")
+    page.locator("[data-clear-trace]").click()
+    expect(page.locator(".summary")).to_contain_text("chat workload")
+    assert "upload=" not in page.url

@@ -1,0 +1,230 @@
+"""The pages: full page vs htmx fragment from one URL (with Vary), canonical shareable URLs, inline errors next to
+their fields, escaping of everything user-supplied, embeds, trace uploads and goodput sweeps."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.web import app
+
+HX = {"HX-Request": "true"}
+SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=5"
+FIGURE_JSON = re.compile(r'<script type="application/json" (data-[a-z-]+)="([^"]+)">(.*?)</script>', re.S)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(app) as c:
+        yield c
+
+
+def figure_blobs(html: str) -> dict[str, object]:
+    """Every JSON blob embedded for plotly; parsing is strict (no NaN/Infinity, which JSON.parse rejects)."""
+    def strict(token):
+        raise ValueError(f"non-JSON number {token}")
+
+    return {f"{kind}:{target}": json.loads(body, parse_constant=strict)
+            for kind, target, body in FIGURE_JSON.findall(html)}
+
+
+def test_default_page_is_seed_004(client):
+    r = client.get("/")
+    assert r.status_code == 200
+    assert r.headers["vary"].startswith("HX-Request")
+    html = r.text
+    assert html.startswith("<!doctype html>")
+    for needle in ("rtx3050", "rag workload", "fcfs", "chunked", 'id="scenario-form"', "/static/vendor/htmx.min.js",
+                   "/static/vendor/plotly.min.js"):
+        assert needle in html
+    assert not re.search(r"""src=["']https?://""", html), "no script may come from a CDN"
+    blobs = figure_blobs(html)
+    assert {"data-figure-for:plot-cdf", "data-figure-for:plot-kv", "data-kv-frames-for:plot-kv",
+            "data-figure-for:plot-timeline", "data-figure-for:plot-gantt-fcfs",
+            "data-figure-for:plot-gantt-chunked"} <= set(blobs)
+
+
+def test_fragment_and_full_page_from_one_url(client):
+    full = client.get("/?" + SMALL)
+    frag = client.get("/?" + SMALL, headers=HX)
+    assert full.status_code == frag.status_code == 200
+    assert "<html" in full.text and "<html" not in frag.text
+    assert 'id="scenario-form"' in frag.text and 'id="card-metrics"' in frag.text
+    assert frag.headers["vary"].startswith("HX-Request") and full.headers["vary"].startswith("HX-Request")
+    assert frag.headers["hx-push-url"] == "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&duration=20.0" \
+                                          "&num_requests=30&seed=5"
+    restore = client.get("/?" + SMALL, headers={**HX, "HX-History-Restore-Request": "true"})
+    assert "<html" in restore.text
+
+
+def test_pushed_url_renders_the_same_numbers(client):
+    messy = ("/?schedulers=fcfs&schedulers=chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=5"
+             "&rate=&model=&tp=")
+    pushed = client.get(messy, headers=HX).headers["hx-push-url"]
+    a = figure_blobs(client.get(messy).text)
+    b = figure_blobs(client.get(pushed).text)
+    assert a == b
+    table = re.compile(r'<td class="num[^"]*">([^<]*)</td>')
+    assert table.findall(client.get(messy).text) == table.findall(client.get(pushed).text)
+
+
+def test_no_query_equals_the_explicit_default(client):
+    pushed = client.get("/", headers=HX).headers["hx-push-url"]
+    assert pushed == "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+    assert figure_blobs(client.get("/").text) == figure_blobs(client.get(pushed).text)
+
+
+def test_inline_error_next_to_the_field(client):
+    r = client.get("/?hardware=rtx3050&model=llama-3-70b")
+    assert r.status_code == 422
+    html = r.text
+    field = html[html.index('id="f-model"'):]
+    err = field[:field.index("</div>")]
+    assert 'id="err-model"' in err and "llama-3-70b needs" in err and "rtx3050 has 8 GB" in err
+    assert 'id="scenario-form"' in html and 'aria-invalid="true"' in html
+    frag = client.get("/?tp=16&rate=-1", headers=HX)
+    assert frag.status_code == 422 and "hx-push-url" not in frag.headers
+    assert 'id="err-tp"' in frag.text and 'id="err-rate"' in frag.text
+    assert "between 1 and 8" in frag.text
+
+
+def test_web_limits_inline(client):
+    html = client.get("/?rate=100&duration=600").text
+    assert 'id="err-rate"' in html and "20,000" in html
+    html = client.get("/?trace=/etc/passwd").text
+    assert 'id="err-trace"' in html and "cannot be given over the web" in html
+    assert "root:" not in html
+
+
+@pytest.mark.parametrize("query", [
+    "workload=%3Cscript%3Ealert(1)%3C/script%3E",
+    "schedulers=%3Cscript%3Ealert(1)%3C/script%3E",
+    "%3Cscript%3Ealert(1)%3C/script%3E=1",
+    "rate=%3Cscript%3Ealert(1)%3C/script%3E",
+    "model=%22%3E%3Cscript%3Ealert(1)%3C/script%3E",
+])
+def test_user_input_is_escaped(client, query):
+    for path in ("/", "/embed/cdf"):
+        r = client.get(path + "?" + query)
+        assert r.status_code == 422
+        assert "<script>alert(1)" not in r.text
+        assert "&lt;script&gt;alert(1)" in r.text or "\\u003cscript\\u003e" in r.text
+
+
+def test_uploaded_file_name_is_escaped(client):
+    r = client.post("/upload", headers=HX,
+                    files={"trace": ("<script>alert(1)</script>.csv", "arrival_s,prompt_tokens,output_tokens\n0,5,5\n",
+                                     "text/csv")})
+    assert r.status_code == 200
+    assert "<script>alert(1)" not in r.text and "&lt;script&gt;" in r.text
+
+
+def test_upload_then_replay(client):
+    csv = "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{k * 0.2:.1f},{50 + k},{10 + k}\n" for k in range(30))
+    r = client.post("/upload", headers=HX, files={"trace": ("mine.csv", csv, "text/csv")})
+    assert r.status_code == 200 and r.headers["hx-trigger-after-settle"] == "trace-uploaded"
+    upload_id = re.search(r'name="upload" value="([0-9a-f]+)"', r.text).group(1)
+    page = client.get(f"/?schedulers=fcfs&hardware=rtx3050&upload={upload_id}", headers=HX)
+    assert page.status_code == 200
+    assert f"upload={upload_id}" in page.headers["hx-push-url"]
+    assert "Replaying <strong>mine.csv</strong>: 30 requests" in page.text
+    assert "need a workload preset" in page.text  # no goodput-vs-rate sweep for a fixed trace
+    plain = client.post("/upload", files={"trace": ("mine.csv", csv, "text/csv")}, follow_redirects=False)
+    assert plain.status_code == 303 and plain.headers["location"] == f"/?upload={upload_id}"
+
+
+def test_bad_uploads_inline(client):
+    r = client.post("/upload", headers=HX, files={"trace": ("t.csv", "a,b\n1,2\n", "text/csv")})
+    assert r.status_code == 422 and 'class="field-error"' in r.text and "lacks column" in r.text
+    big = b"x" * (5 * 1024 * 1024 + 1)
+    r = client.post("/upload", headers=HX, files={"trace": ("big.csv", big, "text/csv")})
+    assert r.status_code == 422 and "5 MB" in r.text
+    r = client.get("/?upload=00000000deadbeef")
+    assert r.status_code == 422 and 'id="err-upload"' in r.text
+
+
+@pytest.mark.parametrize("figure, needle", [
+    ("metrics", 'id="card-metrics"'), ("cdf", 'data-figure-for="plot-cdf"'),
+    ("timeline", 'data-figure-for="plot-timeline"'), ("kv", 'data-kv-frames-for="plot-kv"'),
+    ("gantt", 'data-figure-for="plot-gantt-chunked"'), ("goodput", 'id="goodput-status"'),
+])
+def test_embeds(client, figure, needle):
+    r = client.get(f"/embed/{figure}?{SMALL}")
+    assert r.status_code == 200 and needle in r.text
+    assert 'id="scenario-form"' not in r.text and "<html" in r.text
+    figure_blobs(r.text)
+
+
+def test_embed_errors(client):
+    assert client.get("/embed/pie?" + SMALL).status_code == 404
+    r = client.get("/embed/cdf?tp=16")
+    assert r.status_code == 422 and "between 1 and 8" in r.text
+
+
+def test_goodput_sweep_polls_until_drawn(client):
+    q = SMALL + "&rate_min=2&rate_max=6&rate_step=2"
+    r = client.get("/goodput?" + q, headers=HX)
+    assert r.status_code == 200 and r.headers["vary"].startswith("HX-Request")
+    assert "rate_min=2" in r.headers["hx-push-url"]
+    deadline = time.monotonic() + 60
+    while 'hx-trigger="every 500ms"' in r.text:
+        assert time.monotonic() < deadline
+        job = re.search(r'hx-get="(/goodput/[0-9a-f]+)"', r.text).group(1)
+        assert re.search(r"\d+/6 points", r.text)
+        time.sleep(0.2)
+        r = client.get(job, headers=HX)
+    blobs = figure_blobs(r.text)
+    fig = blobs["data-figure-for:plot-goodput"]
+    assert {t["name"] for t in fig["data"]} >= {"fcfs", "chunked"}
+    assert "knee" in r.text
+    # The pushed URL, loaded cold, shows the finished curves.
+    page = client.get("/?" + q)
+    assert "data-figure-for:plot-goodput" in figure_blobs(page.text)
+    assert client.get("/goodput?" + q, follow_redirects=False).status_code == 303
+
+
+def test_goodput_bad_range_is_inline(client):
+    r = client.get("/goodput?" + SMALL + "&rate_min=1&rate_max=100&rate_step=0.01", headers=HX)
+    assert r.status_code == 422 and "rate_step" in r.text
+    assert client.get("/goodput/0000000000000000", headers=HX).status_code == 404
+
+
+def test_unchecking_every_scheduler_is_an_error(client):
+    r = client.get("/?schedulers=&hardware=rtx3050", headers=HX)
+    assert r.status_code == 422 and 'id="err-schedulers"' in r.text
+
+
+def test_static_and_favicon(client):
+    assert client.get("/static/js/app.js").status_code == 200
+    assert client.get("/static/css/app.css").status_code == 200
+    assert client.get("/favicon.ico").headers["content-type"].startswith("image/svg")
+
+
+def test_kv_cells_code_the_majority_owner_and_stay_bounded():
+    """Cells decode (as static/js/app.js does) to the owner holding most of their blocks; a fragmented pool
+    is coarsened instead of growing the page without bound."""
+    import numpy as np
+
+    from app import runview
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(-1, 5, size=(6, 50)).astype(np.int32)
+    kv = runview.kv_data(frames, np.arange(6.0))
+    k = kv["k"]
+    for f in range(6):
+        codes = np.repeat(kv["runs"][f][0::2], kv["runs"][f][1::2])
+        assert len(codes) == kv["cells"] == 50
+        owners, used = codes // (k + 1) - 1, codes % (k + 1)
+        assert (owners == frames[f]).all() and (used == (frames[f] >= 0)).all()
+    from app.kvgrid import cell_codes
+
+    codes = cell_codes(np.array([[3, 3, 1, -1, 2, 1, 2, 1, -1, -1, -1, -1]], np.int32), 4)[0]
+    assert [(c // 5 - 1, c % 5) for c in codes] == [(3, 3), (1, 4), (-1, 0)]  # (majority owner, blocks in use)
+    big = rng.integers(-1, 20_000, size=(120, 40_000)).astype(np.int32)  # every block a different owner
+    kv = runview.kv_data(big, np.linspace(0, 10, 120))
+    assert sum(map(len, kv["runs"])) <= runview.RUN_BUDGET * 1.05
+    assert len(kv["runs"]) == len(kv["frame_s"]) == len(kv["usage"]) >= runview.MIN_FRAMES
