@@ -180,15 +180,10 @@ _FIELD_WORDS = re.compile(r"\b(" + "|".join(sorted((f for f in Scenario.model_fi
 def _setup_error_text(err: SetupError) -> str:
     """Name the flag a SetupError is about, and spell field names as flags."""
     msg = str(err)
-    first = re.match(r"(\w+)(=\S+)?\s", msg)
-    if first and first.group(1) in Scenario.model_fields:
-        flag = flag_name(first.group(1))
-        rest = msg[first.end():] if not first.group(2) else msg[len(first.group(1)) + 1:]
-        return f"{flag}: {_FIELD_WORDS.sub(lambda m: flag_name(m.group(1)), rest)}"
-    body = _FIELD_WORDS.sub(lambda m: flag_name(m.group(1)), msg)
-    if msg.split(" ", 1)[0] in MODELS:
-        return f"--model: {body}"
-    return body
+    for prefix in (f"{err.field}=", f"{err.field} "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    return f"{flag_name(err.field)}: {_FIELD_WORDS.sub(lambda m: flag_name(m.group(1)), msg)}"
 
 
 def _trace_error_text(err: TraceError, path: str | None) -> str:

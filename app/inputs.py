@@ -24,7 +24,7 @@ from sim_core import (
     parse_scenario,
     resolve,
 )
-from sim_core.scenario import _query_value
+from sim_core.scenario import query_value
 
 # What a page shows with no query: seed 004's experiment, FCFS's inter-token stalls against chunked prefill.
 PAGE_DEFAULTS: dict[str, str] = {"hardware": "rtx3050", "workload": "rag", "duration": "20"}
@@ -110,7 +110,7 @@ def scenario_query_pairs(s: Scenario) -> list[tuple[str, str]]:
         if name in explicit or name in ALWAYS_IN_QUERY:
             value = getattr(s, name)
             if value is not None:
-                out.append((name, _query_value(value)))
+                out.append((name, query_value(value)))
     return out
 
 
@@ -232,37 +232,26 @@ def _parse_sweep(raw: dict[str, Any], problems: list[tuple[str, str]]) -> RateRa
     return rr
 
 
-def setup_field(message: str) -> str:
-    """The form field a SetupError is about (its message says what to change)."""
-    for name in ("kv_blocks", "max_model_len"):
-        if message.startswith(name):
-            return name
-    if message.startswith("tp="):
-        return "tp"
-    return "model"
-
-
 def problems_of(error: ScenarioError | SetupError | TraceError) -> list[tuple[str, str]]:
     """(field, message) pairs for any input error the core can raise."""
     if isinstance(error, ScenarioError):
         return error.problems
     if isinstance(error, TraceError):
         return [("upload", str(error))]
-    return [(setup_field(str(error)), str(error))]
+    return [(error.field, str(error))]
 
 
 def _setup_problems(scenario: Scenario, schedulers: tuple[str, ...]) -> list[tuple[str, str]]:
     """Each scheduler's deployment must be possible (the token budget changes the activation reserve)."""
-    failures: dict[str, list[str]] = {}
+    failures: dict[tuple[str, str], list[str]] = {}
     for name in schedulers:
         try:
             resolve(scenario.model_copy(update={"scheduler": name}))
         except SetupError as e:
-            failures.setdefault(str(e), []).append(name)
+            failures.setdefault((e.field, str(e)), []).append(name)
     if sum(len(names) for names in failures.values()) == len(schedulers):  # none can run: one reason is enough
-        message = next(iter(failures))
-        return [(setup_field(message), message)]
-    return [(setup_field(m), f"with {', '.join(names)}: {m}") for m, names in failures.items()]
+        return [next(iter(failures))]
+    return [(field, f"with {', '.join(names)}: {m}") for (field, m), names in failures.items()]
 
 
 def expected_requests(s: Scenario, trace: TraceInfo | None = None) -> tuple[float, float]:

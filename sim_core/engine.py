@@ -523,7 +523,7 @@ def _preempt(victim, key, preempt_mode, step, computed, status, preemptions, hos
     return seconds, events
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # nogil: several web requests can simulate in parallel threads
 def simulate(
     arrival_s, prompt_tokens, output_tokens, request_class, parent, think_s, req_hashes, hash_off,
     order, chunked_prefill, static_batching, preempts_for_priority, preempt_mode,
@@ -572,10 +572,11 @@ def simulate(
     n_hashed = np.zeros(n, np.int64)  # how many of its blocks are registered in the prefix cache
     prefix_caching = req_hashes.shape[0] > 0
     # --- KV block pool and running slots ---
-    max_blocks_per_seq = 1
+    max_blocks_per_seq = 1  # block-table width: the longest request that can be admitted at all
     for i in range(n):
-        need = _blocks_for(prompt_tokens[i] + output_tokens[i], block_size)
-        if max_blocks_per_seq < need <= num_blocks:
+        full = prompt_tokens[i] + output_tokens[i]
+        need = _blocks_for(full, block_size)
+        if max_blocks_per_seq < need <= num_blocks and full <= max_model_len:
             max_blocks_per_seq = need
     pool = _new_pool(num_blocks)
     ht_size = 2

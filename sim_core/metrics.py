@@ -26,17 +26,25 @@ def distribution_ms(values_s: np.ndarray) -> dict[str, float | None]:
             "max": float(ms.max())}
 
 
+def histogram_percentiles_s(fine: np.ndarray, coarse: np.ndarray, qs) -> list[float]:
+    """Percentiles (nearest rank) of values binned in 1 us bins (fine) then 1 ms bins (coarse); each is a bin
+    centre, so within half a bin of the exact value."""
+    fine_cum = np.cumsum(fine)
+    coarse_cum = np.cumsum(coarse)
+    n_fine = int(fine_cum[-1])
+    total = n_fine + int(coarse_cum[-1])
+    out = []
+    for q in qs:
+        rank = max(1, int(np.ceil(q / 100.0 * total)))
+        if rank <= n_fine:
+            out.append((int(np.searchsorted(fine_cum, rank)) + 0.5) * 1e-6)
+        else:
+            out.append((int(np.searchsorted(coarse_cum, rank - n_fine)) + 0.5) * 1e-3)
+    return out
+
+
 def histogram_percentile_s(fine: np.ndarray, coarse: np.ndarray, q: float) -> float:
-    """q-th percentile (nearest rank) of values binned in 1 us bins (fine) then 1 ms bins (coarse); returns the
-    bin centre, so it is within half a bin of the exact value."""
-    n_fine = int(fine.sum())
-    total = n_fine + int(coarse.sum())
-    rank = max(1, int(np.ceil(q / 100.0 * total)))
-    if rank <= n_fine:
-        idx = int(np.searchsorted(np.cumsum(fine), rank))
-        return (idx + 0.5) * 1e-6
-    idx = int(np.searchsorted(np.cumsum(coarse), rank - n_fine))
-    return (idx + 0.5) * 1e-3
+    return histogram_percentiles_s(fine, coarse, [q])[0]
 
 
 def itl_distribution_ms(fine: np.ndarray, coarse: np.ndarray, total_s: float, count: int,
@@ -44,8 +52,8 @@ def itl_distribution_ms(fine: np.ndarray, coarse: np.ndarray, total_s: float, co
     if count == 0:
         return {"mean": None, "p50": None, "p90": None, "p99": None, "max": None}
     out: dict[str, float | None] = {"mean": total_s / count * 1e3}
-    for q in PERCENTILES:
-        out[f"p{q}"] = histogram_percentile_s(fine, coarse, q) * 1e3
+    for q, v in zip(PERCENTILES, histogram_percentiles_s(fine, coarse, PERCENTILES), strict=True):
+        out[f"p{q}"] = v * 1e3
     out["max"] = max_s * 1e3
     return out
 

@@ -86,7 +86,7 @@ class Scenario(BaseModel):
     def to_query(self) -> str:
         """Non-default fields in declaration order."""
         data = self.model_dump(exclude_defaults=True)
-        return urlencode([(k, _query_value(v)) for k, v in data.items()])
+        return urlencode([(k, query_value(v)) for k, v in data.items()])
 
     @classmethod
     def from_query(cls, query: str | dict[str, str]) -> Scenario:
@@ -100,7 +100,8 @@ class Scenario(BaseModel):
         return parse_scenario({k: v for k, v in data.items() if v != ""})
 
 
-def _query_value(v: object) -> str:
+def query_value(v: object) -> str:
+    """A field value as the canonical query string spells it."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
