@@ -104,7 +104,7 @@ def cdf_figure(views: list[RunView]) -> dict:
                                     range=[0, 1.02], tickformat=".0%")
         for v in views:
             c = v.cdf[key]
-            data.append({"type": "scattergl" if len(c["x"]) > 2000 else "scatter", "mode": "lines",
+            data.append({"type": "scatter", "mode": "lines",
                          "x": c["x"], "y": c["y"], "name": v.scheduler, "legendgroup": v.scheduler,
                          "showlegend": k == 0, "line": {"color": color(v.scheduler), "width": 2, "shape": "hv"},
                          "xaxis": _ref("x", k), "yaxis": _ref("y", k),
@@ -143,7 +143,7 @@ def timeline_figure(views: list[RunView]) -> dict:
         for v in views:
             y = v.steps[key] if key != "kv_pct" else [round(b * 100 / max(1, v.setup["num_blocks"]), 2)
                                                      for b in v.steps["kv_blocks"]]
-            data.append({"type": "scattergl" if len(y) > 4000 else "scatter", "mode": "lines", "x": v.steps["t"],
+            data.append({"type": "scatter", "mode": "lines", "x": v.steps["t"],
                          "y": y, "name": v.scheduler, "legendgroup": v.scheduler, "showlegend": k == 0,
                          "line": {"color": color(v.scheduler), "width": 1.4, "shape": "hv"},
                          "xaxis": _ref("x", k), "yaxis": _ref("y", k),
