@@ -35,7 +35,7 @@ class Scenario(BaseModel):
     quantization: Quantization = Field("fp16", description="weight format")
     tp: int = Field(1, ge=1, le=8, description="tensor-parallel degree (GPUs)")
     workload: WorkloadName = Field("chat", description="workload preset")
-    trace: str | None = Field(None, max_length=4096,
+    trace: str | None = Field(None, min_length=1, max_length=4096,
                               description="CSV trace file arrival_s,prompt_tokens,output_tokens (replaces the preset)")
     rate: float | None = Field(None, gt=0, le=10_000, description="arrival rate, requests/s; default: the preset's")
     burstiness: float | None = Field(None, ge=0.05, le=20,

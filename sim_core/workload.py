@@ -12,7 +12,7 @@ import io
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 import numpy as np
 from numba import njit
@@ -368,7 +368,7 @@ MAX_TRACE_TOKENS = 10_000_000  # per request, prompt or output: far beyond any m
 def read_csv_trace(text: str, max_rows: int) -> Requests:
     """Parse a CSV trace with header `arrival_s,prompt_tokens,output_tokens` (extra columns are ignored).
     Rows are sorted by arrival (stable); times are shifted so the first arrival is at 0."""
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # Excel's "CSV UTF-8" starts with a BOM
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
@@ -489,7 +489,9 @@ def _azure_time(value: str, line_no: int) -> float:
         head, frac = text.split(".", 1)
         text = f"{head}.{frac[:6]}"
     try:
-        return datetime.fromisoformat(text).timestamp()
+        moment = datetime.fromisoformat(text)
+        # The trace's times carry no zone: read them as UTC, so no machine's daylight-saving rules apply.
+        return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
     except ValueError:
         raise TraceError(f"line {line_no}: TIMESTAMP must be a date-time like 2023-11-16 18:15:46.68, "
                          f"got {value!r}") from None
@@ -497,7 +499,7 @@ def _azure_time(value: str, line_no: int) -> float:
 
 def read_azure_trace(text: str, max_rows: int) -> Requests:
     """Azure LLM inference trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens); no prefix sharing information."""
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
     header = [h.strip() for h in next(reader)]
     idx = [header.index(c) for c in AZURE_COLUMNS]
     arrivals, prompts, outputs = [], [], []
@@ -522,6 +524,7 @@ def read_azure_trace(text: str, max_rows: int) -> Requests:
 def read_trace(text: str, max_rows: int) -> Requests:
     """Any supported trace, by its shape: Mooncake JSONL, Azure LLM inference CSV, or our CSV
     (arrival_s,prompt_tokens,output_tokens)."""
+    text = text.removeprefix("\ufeff")
     head = text.lstrip()[:1]
     if head == "{":
         return read_mooncake_trace(text, max_rows)

@@ -1,0 +1,173 @@
+"""The Scenario model: canonical query strings round-trip; bad input names the field and what is allowed."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
+from sim_core.catalog import QUANTIZATIONS
+
+FIELDS = Scenario.model_fields
+
+
+def _floats(lo, hi, *, exclude_min=False):
+    return st.floats(min_value=lo, max_value=hi, exclude_min=exclude_min, allow_nan=False, allow_infinity=False)
+
+
+def _maybe(strategy):
+    return st.one_of(st.none(), strategy)
+
+
+# One strategy per field, over its whole valid range (bounds included). A field this file does not know yet is
+# left at its default; test_every_field_has_a_strategy says so.
+STRATEGIES = {
+    "scheduler": st.sampled_from(SCHEDULER_NAMES),
+    "hardware": st.sampled_from(sorted(GPUS)),
+    "model": _maybe(st.sampled_from(sorted(MODELS))),
+    "quantization": st.sampled_from(sorted(QUANTIZATIONS)),
+    "tp": st.integers(1, 8),
+    "workload": st.sampled_from(sorted(PRESETS)),
+    # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
+    "trace": _maybe(st.text(min_size=1, max_size=40)),
+    "rate": _maybe(_floats(0.0, 10_000.0, exclude_min=True)),
+    "burstiness": _maybe(_floats(0.05, 20.0)),
+    "duration": _floats(0.0, 7 * 24 * 3600.0, exclude_min=True),
+    "num_requests": _maybe(st.integers(1, 10_000_000)),
+    "seed": st.integers(0, 2**32 - 1),
+    "token_budget": _maybe(st.integers(16, 1 << 20)),
+    "max_seqs": st.integers(1, 4096),
+    "block_size": st.sampled_from([8, 16, 32, 64, 128]),
+    "gpu_memory_utilization": _floats(0.1, 0.99),
+    "kv_blocks": _maybe(st.integers(1, 50_000_000)),
+    "max_model_len": _maybe(st.integers(64, 1 << 21)),
+    "prefix_cache": st.booleans(),
+    "system_prompt_tokens": _maybe(st.integers(0, 32768)),
+    "preemption": st.sampled_from(["recompute", "swap", "none"]),
+    "swap_space_gb": _floats(0.0, 4096.0),
+    "slo_ttft_ms": _maybe(_floats(0.0, 3_600_000.0, exclude_min=True)),
+    "slo_tpot_ms": _maybe(_floats(0.0, 3_600_000.0, exclude_min=True)),
+    "admission": _maybe(st.sampled_from(["admit", "reject", "degrade"])),
+    "degrade_factor": _floats(1.0, 100.0),
+    "aging_rate": _floats(0.0, 1e9),
+    "transport_overhead_ms": _floats(0.0, 60_000.0),
+    "adaptive_budget": st.booleans(),
+    "controller_headroom": _floats(0.1, 1.0),
+}
+
+
+ROUND_TRIP_EXCLUDED: set[str] = set()
+
+
+@st.composite
+def scenarios(draw) -> Scenario:
+    names = sorted((set(STRATEGIES) & set(FIELDS)) - ROUND_TRIP_EXCLUDED)
+    chosen = draw(st.lists(st.sampled_from(names), unique=True))
+    return Scenario(**{name: draw(STRATEGIES[name]) for name in chosen})
+
+
+def test_every_field_has_a_strategy():
+    assert set(FIELDS) <= set(STRATEGIES), f"add strategies for {sorted(set(FIELDS) - set(STRATEGIES))}"
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(scenarios())
+def test_query_string_round_trip_is_identity(s):
+    q = s.to_query()
+    back = Scenario.from_query(q)
+    assert back == s
+    assert back.to_query() == q  # canonical
+    assert Scenario.from_query(dict(parse_qsl(q))) == s  # the dict form (a parsed form or JSON body)
+
+
+def test_default_scenario_has_an_empty_query_and_only_changed_fields_appear():
+    assert Scenario().to_query() == ""
+    assert Scenario(tp=2, hardware="a100").to_query() == "tp=2"  # a100 is the default hardware
+    assert Scenario.from_query("") == Scenario()
+
+
+def test_empty_query_values_mean_defaults():
+    s = Scenario.from_query("rate=&tp=&hardware=&model=&seed=3")
+    assert s == Scenario(seed=3)
+    assert Scenario.from_query({"rate": "", "tp": "4"}) == Scenario(tp=4)
+
+
+def test_duplicated_query_keys_are_rejected():
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_query("tp=1&rate=2&tp=2")
+    assert [f for f, _ in err.value.problems] == ["tp"]
+    assert "more than once" in err.value.problems[0][1]
+
+
+def test_unknown_fields_are_rejected_by_name():
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_query("tp=2&colour=red")
+    assert err.value.problems == [("colour", "is not a scenario field")]
+    with pytest.raises(ScenarioError):
+        parse_scenario({"sheduler": "fcfs"})
+
+
+@pytest.mark.parametrize("query, field, words", [
+    ("tp=16", "tp", ["between 1 and 8", "16"]),
+    ("tp=0", "tp", ["between 1 and 8"]),
+    ("max_seqs=5000", "max_seqs", ["between 1 and 4096"]),
+    ("seed=-1", "seed", ["between 0 and 4294967295"]),
+    ("seed=4294967296", "seed", ["between 0 and 4294967295"]),
+    ("rate=0", "rate", ["greater than 0", "at most 10000"]),
+    ("rate=10001", "rate", ["greater than 0", "at most 10000"]),
+    ("duration=0", "duration", ["greater than 0"]),
+    ("burstiness=0.01", "burstiness", ["between 0.05 and 20"]),
+    ("gpu_memory_utilization=1", "gpu_memory_utilization", ["between 0.1 and 0.99"]),
+    ("token_budget=8", "token_budget", ["between 16 and"]),
+    ("kv_blocks=0", "kv_blocks", ["between 1 and"]),
+    ("max_model_len=32", "max_model_len", ["between 64 and"]),
+    ("swap_space_gb=-1", "swap_space_gb", ["between 0 and 4096"]),
+    ("num_requests=0", "num_requests", ["between 1 and"]),
+    ("hardware=tpu", "hardware", ["must be one of", "'rtx3050'", "'tpu'"]),
+    ("block_size=7", "block_size", ["must be one of", "16", "7"]),
+    ("scheduler=lifo", "scheduler", ["must be one of", "'fcfs'"]),
+    ("preemption=kill", "preemption", ["must be one of", "'swap'"]),
+    ("tp=two", "tp", ["integer", "'two'"]),
+    ("rate=fast", "rate", ["number", "'fast'"]),
+])
+def test_out_of_range_values_name_the_field_and_the_allowed_range(query, field, words):
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_query(query)
+    assert [f for f, _ in err.value.problems] == [field]
+    message = err.value.problems[0][1]
+    for w in words:
+        assert w in message, message
+    assert field in str(err.value)
+
+
+def test_every_bad_field_is_reported_at_once():
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_query("tp=9&max_seqs=0&hardware=x&bogus=1")
+    assert sorted(f for f, _ in err.value.problems) == ["bogus", "hardware", "max_seqs", "tp"]
+
+
+def test_scenario_is_frozen_and_forbids_extra_fields():
+    s = Scenario()
+    with pytest.raises(ValidationError, match="frozen"):
+        s.tp = 2  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="colour"):
+        Scenario(colour="red")  # type: ignore[call-arg]
+
+
+def test_an_empty_trace_path_is_rejected():
+    """Regression: trace='' was a valid Scenario whose query 'trace=' read back as None (no round trip)."""
+    with pytest.raises(ScenarioError, match="trace"):
+        parse_scenario({"trace": ""})
+    assert Scenario.from_query("trace=") == Scenario()  # a blank form field means the default
+
+
+@pytest.mark.parametrize("size", [8, 32, 64, 128])
+def test_block_size_can_be_given_in_a_query(size):
+    """Regression: block_size was a Literal of ints and pydantic did not coerce the query's '32' to 32, so no URL
+    could set a block size."""
+    s = Scenario(block_size=size)
+    assert Scenario.from_query(s.to_query()) == s
