@@ -196,6 +196,7 @@ N_COUNTERS = 8  # C_WAITING counts all tenants' heaps together
 PL_NEXT, PL_PREV, PL_REF, PL_HASH, PL_OWNER = range(5)
 N_POOL_ROWS = 5
 NO_HASH = 0  # block hashes are never 0 (see workload.block_hashes)
+PRIVATE_BIT = 1 << 62  # workload.PRIVATE_BIT
 
 
 @njit(cache=True)
@@ -297,9 +298,9 @@ def _allocate_blocks(rid, count, pool, ht, block_table, slot_of, n_blocks, ctr, 
 
 
 @njit(cache=True)
-def _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off):
-    """How many leading blocks of r's first `total` tokens are cached, and how many of those are free (ref 0).
-    At least one token is always left to compute: the step that computes it produces the next token."""
+def _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off, found):
+    """How many leading blocks of r's first `total` tokens are cached (their ids go to `found`), and how many of
+    those are free (ref 0). At least one token is always left to compute: its step produces the next token."""
     limit = min((total - 1) // block_size, hash_off[r + 1] - hash_off[r])
     hits = 0
     free_hits = 0
@@ -307,6 +308,7 @@ def _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off):
         b = _ht_find(ht, req_hashes[hash_off[r] + j])
         if b < 0:
             break
+        found[hits] = b
         hits += 1
         if pool[PL_REF, b] == 0:
             free_hits += 1
@@ -314,11 +316,11 @@ def _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off):
 
 
 @njit(cache=True)
-def _take_cached_prefix(r, hits, pool, ht, req_hashes, hash_off, block_table, slot_of, n_blocks, n_hashed, ctr):
-    """Share r's first `hits` cached blocks (the caller found them with _cached_prefix)."""
+def _take_cached_prefix(r, hits, found, pool, block_table, slot_of, n_blocks, n_hashed, ctr):
+    """Share r's first `hits` cached blocks, found by _cached_prefix."""
     slot = slot_of[r]
     for j in range(hits):
-        b = _ht_find(ht, req_hashes[hash_off[r] + j])
+        b = found[j]
         if pool[PL_REF, b] == 0:
             _queue_remove(pool, b)
             ctr[C_FREE_BLOCKS] -= 1
@@ -331,14 +333,17 @@ def _take_cached_prefix(r, hits, pool, ht, req_hashes, hash_off, block_table, sl
 
 @njit(cache=True)
 def _register_full_blocks(r, computed_tokens, block_size, pool, ht, req_hashes, hash_off, block_table, slot_of,
-                          n_hashed):
-    """Make r's newly filled blocks findable by content. If identical content is already cached in another block,
-    this copy stays private (as in vLLM)."""
+                          n_hashed, first, include_private):
+    """Make r's filled blocks from index `first` on findable by content. If identical content is already cached
+    in another block, this copy stays uncached (as in vLLM). Blocks only r contains (PRIVATE_BIT) are skipped
+    unless include_private: only r itself could find them, after a recompute preemption."""
     full = min(computed_tokens // block_size, hash_off[r + 1] - hash_off[r])
     slot = slot_of[r]
-    for j in range(n_hashed[r], full):
+    for j in range(first, full):
         b = block_table[slot, j]
         h = req_hashes[hash_off[r] + j]
+        if h >= PRIVATE_BIT and not include_private:
+            break  # every later block of r is private too
         if pool[PL_HASH, b] == NO_HASH and _ht_find(ht, h) < 0:
             _ht_insert(ht, h, b)
             pool[PL_HASH, b] = h
@@ -497,7 +502,8 @@ def _key(r, order, arrival_s, prompt_tokens, generated, request_class, class_ttf
 @njit(cache=True)
 def _preempt(victim, key, preempt_mode, step, computed, status, preemptions, host_blocks, n_blocks, running,
              tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, pool, block_table,
-             free_slots, slot_of, n_hashed, ctr, cost, events, record_events):
+             free_slots, slot_of, n_hashed, ctr, cost, events, record_events, ht, req_hashes, hash_off,
+             block_size):
     """Evict a running request. Swap copies its KV to host memory if there is room (returns the copy time);
     otherwise (or in recompute mode) its KV is dropped and it waits to be prefilled again, generated tokens
     included. Returns (seconds of swap traffic, event log)."""
@@ -513,6 +519,9 @@ def _preempt(victim, key, preempt_mode, step, computed, status, preemptions, hos
         ctr[C_SWAPPED] = _heap_push(swap_keys, swap_ids, ctr[C_SWAPPED], key, victim)
         kind = EV_SWAP_OUT
     else:
+        if req_hashes.shape[0] > 0:  # its own blocks stay cached for its return, private ones included
+            _register_full_blocks(victim, computed[victim], block_size, pool, ht, req_hashes, hash_off, block_table,
+                                  slot_of, n_hashed, 0, True)
         computed[victim] = 0
         status[victim] = WAITING
         _wait_push(tenant_of[victim], key, victim, wait_keys, wait_ids, q_off, q_size, vtc, ctr)
@@ -579,6 +588,7 @@ def simulate(
         if max_blocks_per_seq < need <= num_blocks and full <= max_model_len:
             max_blocks_per_seq = need
     pool = _new_pool(num_blocks)
+    found = np.zeros(max_blocks_per_seq, np.int64)  # scratch: block ids of a cached prefix
     ht_size = 2
     while prefix_caching and ht_size < 2 * num_blocks:
         ht_size *= 2
@@ -706,7 +716,7 @@ def simulate(
                                     degraded, pol, budget_now, step_est)
                 if lpm_keyed:
                     hits, _ = _cached_prefix(r, prompt_tokens[r] + generated[r], block_size, pool, ht,
-                                             req_hashes, hash_off)
+                                             req_hashes, hash_off, found)
                     wait_keys[j] = -float(hits)
             _heapify(wait_keys, wait_ids, ctr[C_WAITING])
 
@@ -779,7 +789,8 @@ def simulate(
                                      class_ttft_s, degraded, pol, budget_now, step_est),
                         preempt_mode, step, computed, status, preemptions, host_blocks, n_blocks, running,
                         tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, pool,
-                        block_table, free_slots, slot_of, n_hashed, ctr, cost, events, record_events)
+                        block_table, free_slots, slot_of, n_hashed, ctr, cost, events, record_events, ht,
+                        req_hashes, hash_off, block_size)
                     swap_s += seconds
                     step_preemptions += 1
             priority_preempted = step_preemptions > 0
@@ -789,7 +800,9 @@ def simulate(
             while k < ctr[C_RUNNING] and budget > 0:
                 r = running[k]
                 need = min(prompt_tokens[r] + generated[r] - computed[r], budget)
-                new_blocks = _blocks_for(computed[r] + need, block_size) - n_blocks[r]
+                new_blocks = 0  # most decode steps fit in the last block: skip the division then
+                if computed[r] + need > n_blocks[r] * block_size:
+                    new_blocks = _blocks_for(computed[r] + need, block_size) - n_blocks[r]
                 self_preempted = False
                 while new_blocks > ctr[C_FREE_BLOCKS]:
                     # Out of blocks: evict the not-yet-served running request with the least progress.
@@ -803,7 +816,8 @@ def simulate(
                                      class_ttft_s, degraded, pol, budget_now, step_est),
                         preempt_mode, step, computed, status, preemptions, host_blocks, n_blocks, running,
                         tenant_of, wait_keys, wait_ids, q_off, q_size, vtc, swap_keys, swap_ids, pool,
-                        block_table, free_slots, slot_of, n_hashed, ctr, cost, events, record_events)
+                        block_table, free_slots, slot_of, n_hashed, ctr, cost, events, record_events, ht,
+                        req_hashes, hash_off, block_size)
                     swap_s += seconds
                     step_preemptions += 1
                     if victim == r:
@@ -853,7 +867,8 @@ def simulate(
                 if pol[P_ADMISSION] != ADMIT and generated[r] == 0 and np.isnan(first_scheduled_s[r]):
                     # Admission control: the earliest this request's first token can come, if it starts now.
                     if prefix_caching:
-                        total -= _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off)[0] * block_size
+                        total -= block_size * _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off,
+                                                             found)[0]
                     if chunked_prefill:
                         steps_needed = (total + budget_now - 1) // budget_now
                         earliest = now + steps_needed * step_est
@@ -885,7 +900,8 @@ def simulate(
                 total = prompt_tokens[r] + generated[r]
                 hits, free_hits = 0, 0
                 if prefix_caching:
-                    hits, free_hits = _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off)
+                    hits, free_hits = _cached_prefix(r, total, block_size, pool, ht, req_hashes, hash_off,
+                                                     found)
                 cached = hits * block_size
                 need = total - cached
                 if need > budget:
@@ -906,8 +922,7 @@ def simulate(
                 _wait_pop(t, wait_keys, wait_ids, q_off, q_size, ctr)
                 _take_slot(r, free_slots, slot_of, ctr)
                 if hits > 0:
-                    _take_cached_prefix(r, hits, pool, ht, req_hashes, hash_off, block_table, slot_of, n_blocks,
-                                        n_hashed, ctr)
+                    _take_cached_prefix(r, hits, found, pool, block_table, slot_of, n_blocks, n_hashed, ctr)
                     computed[r] = cached
                     acc[A_CACHED_TOKENS] += cached
                 if cached_prefix[r] < 0:
@@ -1023,9 +1038,10 @@ def simulate(
         for q in range(n_sched):
             r = sched_req[q]
             computed[r] += sched_tokens[q]
-            if prefix_caching and computed[r] // block_size > n_hashed[r]:  # a block just filled up
+            # A block just filled up (compared by multiplication: an integer division per token is measurable).
+            if prefix_caching and computed[r] >= (n_hashed[r] + 1) * block_size:
                 _register_full_blocks(r, computed[r], block_size, pool, ht, req_hashes, hash_off, block_table,
-                                      slot_of, n_hashed)
+                                      slot_of, n_hashed, n_hashed[r], False)
             if computed[r] != prompt_tokens[r] + generated[r]:
                 continue  # mid-prefill
             generated[r] += 1

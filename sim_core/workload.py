@@ -177,7 +177,7 @@ class Requests:
         return ids, lens, np.arange(0, 2 * n + 1, 2, dtype=np.int64)
 
     def block_hashes(self, block_size: int) -> tuple[np.ndarray, np.ndarray]:
-        return block_hashes(*self.content(), block_size)
+        return content_hashes(*self.content(), block_size)
 
     def take(self, count: int) -> Requests:
         """The first `count` requests (a follow-up whose parent is cut keeps nothing dangling: it is cut too)."""
@@ -206,10 +206,24 @@ _P1, _M1 = 2147483647, 1000003  # two 31-bit polynomial hashes: products stay be
 _P2, _M2 = 2147483629, 999983  # arithmetic holds in numba's int64 and in plain Python
 
 
+# Set on the hash of a block whose prefix includes a segment no other request contains: nobody else can ever
+# look it up, so the engine registers such blocks in the prefix cache only for their own request's return after
+# a recompute preemption (which is the one lookup that can find them). Saves hash-table work on unique text.
+PRIVATE_BIT = 1 << 62
+
+
+def content_hashes(seg_ids, seg_lens, seg_off, block_size) -> tuple[np.ndarray, np.ndarray]:
+    """block_hashes with each segment marked private when it occurs once in the whole workload (a segment a
+    request repeats counts as shared: that only costs the saving, never a hit)."""
+    _, inverse, counts = np.unique(seg_ids, return_inverse=True, return_counts=True)
+    return block_hashes(seg_ids, seg_lens, seg_off, counts[inverse] == 1, block_size)
+
+
 @njit(cache=True)
-def block_hashes(seg_ids, seg_lens, seg_off, block_size):
+def block_hashes(seg_ids, seg_lens, seg_off, seg_private, block_size):
     """Chained content hashes of every full block of every request: H_j = hash(H_{j-1}, content of block j), as
-    vLLM and SGLang key their prefix caches. Deterministic (no Python hash() randomisation) and never 0."""
+    vLLM and SGLang key their prefix caches. Deterministic (no Python hash() randomisation) and never 0. Blocks
+    from the first private segment on carry PRIVATE_BIT (their content is this request's alone)."""
     n = seg_off.shape[0] - 1
     hash_off = np.zeros(n + 1, np.int64)
     for i in range(n):
@@ -222,8 +236,11 @@ def block_hashes(seg_ids, seg_lens, seg_off, block_size):
         h1 = 1
         h2 = 2
         filled = 0
+        private = 0
         k = hash_off[i]
         for s in range(seg_off[i], seg_off[i + 1]):
+            if seg_private[s]:
+                private = PRIVATE_BIT
             sid = seg_ids[s]
             length = seg_lens[s]
             pos = 0
@@ -235,7 +252,7 @@ def block_hashes(seg_ids, seg_lens, seg_off, block_size):
                 filled += take
                 pos += take
                 if filled == block_size:
-                    h = (h1 << 31) | h2
+                    h = (h1 << 31) | h2 | private
                     hashes[k] = h if h != 0 else 1
                     k += 1
                     filled = 0

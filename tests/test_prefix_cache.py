@@ -11,7 +11,7 @@ from sim_core import SCHEDULER_NAMES, Scenario, run
 from sim_core import engine as E
 from sim_core.catalog import resolve_setup
 from sim_core.cost_model import cost_params, prefill_pairs, step_cost
-from sim_core.workload import TraceError, block_hashes, read_trace
+from sim_core.workload import PRIVATE_BIT, TraceError, content_hashes, read_trace
 
 
 def tokens_of(seg_ids, seg_lens):
@@ -25,9 +25,15 @@ def test_block_hashes_are_equal_exactly_when_the_prefixes_are(contents, block_si
     ids = np.array([s for c in contents for s, _ in c], np.int64)
     lens = np.array([n for c in contents for _, n in c], np.int64)
     off = np.concatenate([[0], np.cumsum([len(c) for c in contents])]).astype(np.int64)
-    hashes, hash_off = block_hashes(ids, lens, off, block_size)
+    hashes, hash_off = content_hashes(ids, lens, off, block_size)
     toks = [tokens_of(ids[off[i]:off[i + 1]], lens[off[i]:off[i + 1]]) for i in range(len(contents))]
     assert (hashes != 0).all()
+    # A block whose prefix includes a segment occurring once in the workload is marked private; others are not.
+    solo = {s for s in set(ids.tolist()) if ids.tolist().count(s) == 1}
+    for a in range(len(contents)):
+        for j in range(hash_off[a + 1] - hash_off[a]):
+            covered = toks[a][: (j + 1) * block_size]
+            assert (hashes[hash_off[a] + j] >= PRIVATE_BIT) == any(t[0] in solo for t in covered)
     for a in range(len(contents)):
         assert hash_off[a + 1] - hash_off[a] == len(toks[a]) // block_size
         for b in range(len(contents)):
