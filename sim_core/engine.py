@@ -101,12 +101,7 @@ def _heap_push(keys, ids, size, key, rid):
 
 
 @njit(cache=True)
-def _heap_pop(keys, ids, size):
-    """Remove the top; return the new size (the caller read ids[0] before)."""
-    size -= 1
-    keys[0] = keys[size]
-    ids[0] = ids[size]
-    i = 0
+def _sift_down(keys, ids, i, size):
     while True:
         left = 2 * i + 1
         right = left + 1
@@ -116,10 +111,19 @@ def _heap_pop(keys, ids, size):
         if right < size and _heap_less(keys, ids, right, best):
             best = right
         if best == i:
-            break
+            return
         keys[i], keys[best] = keys[best], keys[i]
         ids[i], ids[best] = ids[best], ids[i]
         i = best
+
+
+@njit(cache=True)
+def _heap_pop(keys, ids, size):
+    """Remove the top; return the new size (the caller read ids[0] before)."""
+    size -= 1
+    keys[0] = keys[size]
+    ids[0] = ids[size]
+    _sift_down(keys, ids, 0, size)
     return size
 
 
@@ -127,20 +131,7 @@ def _heap_pop(keys, ids, size):
 def _heapify(keys, ids, size):
     """Restore the heap order after keys changed in place."""
     for start in range(size // 2 - 1, -1, -1):
-        i = start
-        while True:
-            left = 2 * i + 1
-            right = left + 1
-            best = i
-            if left < size and _heap_less(keys, ids, left, best):
-                best = left
-            if right < size and _heap_less(keys, ids, right, best):
-                best = right
-            if best == i:
-                break
-            keys[i], keys[best] = keys[best], keys[i]
-            ids[i], ids[best] = ids[best], ids[i]
-            i = best
+        _sift_down(keys, ids, start, size)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -382,6 +382,20 @@ TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 MAX_TRACE_TOKENS = 10_000_000  # per request, prompt or output: far beyond any model context
 
 
+def _csv_rows(reader, columns: int, max_rows: int):
+    """(line number, row) for each non-blank data row, refusing short rows and more than max_rows."""
+    count = 0
+    for line_no, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        count += 1
+        if count > max_rows:
+            raise TraceError(f"trace has more than {max_rows} requests (the limit)")
+        if len(row) < columns:
+            raise TraceError(f"line {line_no}: expected {columns} columns, got {len(row)}")
+        yield line_no, row
+
+
 def read_csv_trace(text: str, max_rows: int) -> Requests:
     """Parse a CSV trace with header `arrival_s,prompt_tokens,output_tokens` (extra columns are ignored).
     Rows are sorted by arrival (stable); times are shifted so the first arrival is at 0."""
@@ -396,13 +410,7 @@ def read_csv_trace(text: str, max_rows: int) -> Requests:
                          f"arrival_s,prompt_tokens,output_tokens (got {','.join(header)[:200]})")
     idx = [header.index(c) for c in TRACE_COLUMNS]
     arrivals, prompts, outputs = [], [], []
-    for line_no, row in enumerate(reader, start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        if len(arrivals) >= max_rows:
-            raise TraceError(f"trace has more than {max_rows} requests (the limit)")
-        if len(row) < len(header):
-            raise TraceError(f"line {line_no}: expected {len(header)} columns, got {len(row)}")
+    for line_no, row in _csv_rows(reader, len(header), max_rows):
         try:
             a = float(row[idx[0]])
         except ValueError:
@@ -520,13 +528,7 @@ def read_azure_trace(text: str, max_rows: int) -> Requests:
     header = [h.strip() for h in next(reader)]
     idx = [header.index(c) for c in AZURE_COLUMNS]
     arrivals, prompts, outputs = [], [], []
-    for line_no, row in enumerate(reader, start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        if len(arrivals) >= max_rows:
-            raise TraceError(f"trace has more than {max_rows} requests (the limit)")
-        if len(row) < len(header):
-            raise TraceError(f"line {line_no}: expected {len(header)} columns, got {len(row)}")
+    for line_no, row in _csv_rows(reader, len(header), max_rows):
         arrivals.append(_azure_time(row[idx[0]], line_no))
         for col, k, out in ((AZURE_COLUMNS[1], idx[1], prompts), (AZURE_COLUMNS[2], idx[2], outputs)):
             try:
