@@ -1017,12 +1017,16 @@ def simulate(
             step_est = 0.8 * step_est + 0.2 * seconds  # slack estimates use recent prefill steps
         if pol[P_ADAPTIVE] != 0.0 and not static_batching:
             # Seed 003's controller (chunked-prefill schedulers only; runner refuses the others): back off
-            # multiplicatively above the bound; grow additively while under it and the budget limited the step.
+            # multiplicatively above the bound; grow additively while under it and the budget limited the step,
+            # but never past the budget this step's time scales to at the bound (step time grows at most in
+            # proportion to tokens, so that budget keeps the next step under the bound).
             bound = pol[P_HEADROOM] * pol[P_ITL_TARGET_S]
             if seconds > bound:
                 budget_now = max(int(pol[P_BUDGET_MIN]), int(budget_now * 0.8))
             elif budget < 16 and budget_now < pol[P_BUDGET_MAX]:
-                budget_now = min(int(pol[P_BUDGET_MAX]), budget_now + int(pol[P_BUDGET_INCREASE]))
+                scaled = int(budget_now * bound / seconds)
+                grown = min(budget_now + int(pol[P_BUDGET_INCREASE]), scaled, int(pol[P_BUDGET_MAX]))
+                budget_now = max(budget_now, grown)
 
 
         # Tokens land at the end of the step: a request whose KV now covers all its tokens samples one.
