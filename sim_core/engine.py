@@ -63,9 +63,9 @@ E_REQUEST, E_STEP, E_KIND, E_TOKENS = range(4)
 N_EVENT_COLS = 4
 # Summary accumulators (exact, unlike the step log, which is sampled once it is full).
 (A_STEPS, A_BUSY_S, A_BYTES, A_FLOPS, A_KV_BLOCK_S, A_KV_PEAK, A_WAITING_S, A_WAITING_PEAK, A_IN_SYSTEM_S,
- A_PREEMPTIONS, A_SWAP_OUTS, A_END_S, A_ITL_SUM, A_ITL_COUNT, A_PREFILL_TOKENS, A_DECODE_TOKENS, A_SHED,
- A_DEGRADED, A_EVICTIONS, A_CACHED_TOKENS) = range(20)
-N_ACC = 20
+ A_PREEMPTIONS, A_END_S, A_ITL_SUM, A_ITL_COUNT, A_PREFILL_TOKENS, A_DECODE_TOKENS, A_SHED,
+ A_DEGRADED, A_EVICTIONS, A_CACHED_TOKENS) = range(19)
+N_ACC = 19
 # Inter-token-latency histogram: exact microsecond bins below ~1 s, millisecond bins up to 1000 s.
 ITL_FINE_BINS = 1 << 20
 ITL_COARSE_BINS = 1_000_000
@@ -184,8 +184,8 @@ N_COUNTERS = 8  # C_WAITING counts all tenants' heaps together
 # out for something else. A request's blocks are freed last-block-first, so a prefix's leaves are evicted before
 # its root. Rows of `pool` (columns 0..num_blocks-1 are blocks, column num_blocks is the queue's sentinel):
 # ---------------------------------------------------------------------------------------------------------
-PL_NEXT, PL_PREV, PL_REF, PL_HASH, PL_OWNER = range(5)
-N_POOL_ROWS = 5
+PL_NEXT, PL_PREV, PL_REF, PL_HASH = range(4)
+N_POOL_ROWS = 4  # owners are read off the block tables (see _snapshot), not stored per block
 NO_HASH = 0  # block hashes are never 0 (see workload.block_hashes)
 PRIVATE_BIT = 1 << 62  # workload.PRIVATE_BIT
 
@@ -199,7 +199,6 @@ def _new_pool(num_blocks):
         pool[PL_PREV, b] = b - 1 if b > 0 else sentinel
     if num_blocks == 0:
         pool[PL_NEXT, sentinel] = sentinel
-    pool[PL_OWNER] = -1
     return pool
 
 
@@ -283,7 +282,6 @@ def _allocate_blocks(rid, count, pool, ht, block_table, slot_of, n_blocks, ctr, 
             pool[PL_HASH, b] = NO_HASH
             acc[A_EVICTIONS] += 1
         pool[PL_REF, b] = 1
-        pool[PL_OWNER, b] = rid
         block_table[slot, n_blocks[rid]] = b
         n_blocks[rid] += 1
 
@@ -315,7 +313,6 @@ def _take_cached_prefix(r, hits, found, pool, block_table, slot_of, n_blocks, n_
         if pool[PL_REF, b] == 0:
             _queue_remove(pool, b)
             ctr[C_FREE_BLOCKS] -= 1
-            pool[PL_OWNER, b] = r
         pool[PL_REF, b] += 1
         block_table[slot, n_blocks[r]] = b
         n_blocks[r] += 1
@@ -351,7 +348,6 @@ def _release(rid, pool, block_table, free_slots, slot_of, n_blocks, n_hashed, ct
         b = block_table[slot, j]
         pool[PL_REF, b] -= 1
         if pool[PL_REF, b] == 0:
-            pool[PL_OWNER, b] = -1
             _queue_append(pool, b)
             ctr[C_FREE_BLOCKS] += 1
     n_blocks[rid] = 0

@@ -66,9 +66,6 @@ SCHEDULER_NAMES: tuple[str, ...] = tuple(s.name for s in SCHEDULERS)
 BY_NAME: dict[str, Scheduler] = {s.name: s for s in SCHEDULERS}
 
 
-def scheduler_code(name: str) -> int:
-    return SCHEDULER_NAMES.index(name)
-
 
 @njit(cache=True)
 def waiting_key(order, arrival_s, prompt_tokens, remaining_tokens, deadline_s, chunk_tokens, step_s, aging_rate):
