@@ -1,0 +1,91 @@
+"""The fixed scenarios whose full output is kept as golden files (tests/golden/*.json).
+
+A refactor must reproduce them byte for byte (floats included). When a modelling change is intended, regenerate
+them deliberately and say so in the commit:  .venv/bin/python tests/golden_cases.py --write
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sim_core import Scenario  # noqa: E402
+from sim_core.runner import make_requests, resolve, simulate_requests  # noqa: E402
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+# A small trace replay: bursts of long and short prompts (CSV arrival_s,prompt_tokens,output_tokens).
+TRACE_CSV = "arrival_s,prompt_tokens,output_tokens\n" + "\n".join(
+    f"{0.05 * i:.2f},{(37 * i) % 1900 + 20},{(53 * i) % 300 + 1}" for i in range(150))
+# Schedulers whose behaviour is pinned (policies added later get their own cases; never drop one from here).
+SCHEDULERS = ("static", "fcfs", "spf", "chunked", "slo", "fair", "cache_aware")
+
+
+def cases() -> dict[str, tuple[Scenario, str | None]]:
+    """name -> (scenario, trace text). A tight KV pool on a small GPU so that preemption really happens."""
+    out: dict[str, tuple[Scenario, str | None]] = {}
+    for sched in SCHEDULERS:
+        for mode in ("none", "recompute", "swap"):
+            for cache in (False, True):
+                name = f"{sched}-{mode}-{'cache' if cache else 'nocache'}"
+                out[name] = (Scenario(scheduler=sched, preemption=mode, prefix_cache=cache, workload="rag",
+                                      hardware="rtx3050", rate=6.0, num_requests=120, kv_blocks=700,
+                                      swap_space_gb=0.05, seed=3), None)
+    out["trace-chunked"] = (Scenario(scheduler="chunked", hardware="rtx3050", kv_blocks=900), TRACE_CSV)
+    out["trace-fcfs-swap"] = (Scenario(scheduler="fcfs", hardware="rtx3050", kv_blocks=600, preemption="swap"),
+                              TRACE_CSV)
+    out["agent-cache"] = (Scenario(scheduler="chunked", workload="agent", hardware="a100", prefix_cache=True,
+                                   rate=3.0, num_requests=150, seed=5), None)
+    out["multitenant-fair"] = (Scenario(scheduler="fair", workload="multitenant", hardware="rtx3050", rate=15.0,
+                                        num_requests=200, seed=2), None)
+    out["mixed-slo-degrade"] = (Scenario(scheduler="slo", workload="mixed", hardware="rtx3050", rate=8.0,
+                                         num_requests=150, admission="degrade", aging_rate=0.5, seed=4), None)
+    out["spf-aging"] = (Scenario(scheduler="spf", workload="chat", hardware="rtx3050", rate=12.0,
+                                 num_requests=200, aging_rate=1000.0, seed=1), None)
+    out["chunked-adaptive"] = (Scenario(scheduler="chunked", workload="rag", hardware="rtx3050", rate=5.0,
+                                        num_requests=100, token_budget=2048, adaptive_budget=True), None)
+    out["code-tp2-bursty"] = (Scenario(scheduler="chunked", workload="code", hardware="a100", tp=2,
+                                       model="llama-3-70b", rate=4.0, burstiness=3.0, num_requests=150), None)
+    return out
+
+
+def _digest(a: np.ndarray) -> str:
+    a = np.ascontiguousarray(a)
+    return hashlib.sha256(str(a.dtype).encode() + str(a.shape).encode() + a.tobytes()).hexdigest()[:32]
+
+
+def record(scenario: Scenario, trace_text: str | None) -> dict:
+    """Everything a face can read off one run: the metrics, and digests of every per-request and log array."""
+    r = resolve(scenario)
+    reqs = make_requests(scenario, r, trace_text)
+    end_guess = float(reqs.arrival_s[reqs.parents() < 0].max()) * 3 + 10
+    res = simulate_requests(scenario, r, reqs, kv_frame_times=np.linspace(0.0, end_guess, 7), record_events=True)
+    arrays = {name: getattr(res, name) for name in (
+        "status", "reject_reason", "generated", "first_scheduled_s", "first_token_s", "finish_s", "max_itl_s",
+        "preemptions", "degraded", "on_time_tokens", "cached_prefix", "steps", "tenant_service", "events",
+        "itl_fine", "itl_coarse", "kv_frames", "kv_frame_state", "kv_frame_s")}
+    arrays["arrival_s"] = res.requests.arrival_s
+    return {"scenario": scenario.to_query(), "metrics": res.metrics, "step_stride": int(res.step_stride),
+            "digests": {k: _digest(v) for k, v in arrays.items()}}
+
+
+def dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def main() -> None:
+    if "--write" not in sys.argv:
+        sys.exit("usage: tests/golden_cases.py --write   (regenerates every golden file)")
+    GOLDEN_DIR.mkdir(exist_ok=True)
+    for name, (scenario, trace) in cases().items():
+        (GOLDEN_DIR / f"{name}.json").write_text(dumps(record(scenario, trace)))
+        print("wrote", name)
+
+
+if __name__ == "__main__":
+    main()
