@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim_core import engine as E
 from sim_core import timeline
 
 from .kvgrid import cell_codes
@@ -33,27 +32,20 @@ def frame_count(num_blocks: int) -> int:
     return int(max(8, min(MAX_FRAMES, FRAME_BUDGET // max(1, num_blocks))))
 
 
-def first_pass_frame_times(last_arrival_s: float, num_blocks: int) -> np.ndarray:
-    """Instants to record the KV pool at before the run's end is known: a dense grid over four times the arrival
-    window, so that one run usually covers [0, end] (see `pick_frames`)."""
-    count = int(max(8, min(4 * frame_count(num_blocks), FRAME_BUDGET // max(1, num_blocks))))
-    return np.linspace(0.0, 4.0 * max(1.0, last_arrival_s), count)
+def recorded_frames(num_blocks: int) -> int:
+    """How many evenly spaced KV frames to ask the engine for: it keeps between this many and twice as many,
+    spread over the whole run however long it turns out to be (one simulation per view)."""
+    return int(max(8, min(frame_count(num_blocks), FRAME_BUDGET // (2 * max(1, num_blocks)))))
 
 
-def pick_frames(times: np.ndarray, res) -> tuple[np.ndarray, np.ndarray] | None:
-    """At most frame_count() of the recorded frames, evenly spread over [0, end]; None when too few of the
-    requested instants fell inside the run (then record again at `final_frame_times`)."""
-    end = float(res.accumulators[E.A_END_S])
+def pick_frames(res) -> tuple[np.ndarray, np.ndarray]:
+    """frame_count() of the recorded frames, the nearest to evenly spaced instants over [0, end]."""
+    times = np.asarray(res.kv_frame_s)
+    if len(times) == 0:
+        return res.kv_frames, times
     want = frame_count(res.kv_frames.shape[1])
-    inside = int((times <= end).sum())
-    if inside < 0.75 * want:
-        return None
-    pick = np.unique(np.clip(np.searchsorted(times, np.linspace(0.0, end, want)), 0, inside - 1))
-    return res.kv_frames[pick], res.kv_frame_s[pick]
-
-
-def final_frame_times(res) -> np.ndarray:
-    return np.linspace(0.0, float(res.accumulators[E.A_END_S]), frame_count(res.kv_frames.shape[1]))
+    pick = np.unique(np.clip(np.searchsorted(times, np.linspace(0.0, res.end_s, want)), 0, len(times) - 1))
+    return res.kv_frames[pick], times[pick]
 
 
 @dataclass
@@ -83,7 +75,7 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
     gantt, note = gantt_data(res, gantt_rows)
     return RunView(
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
-        end_s=float(res.accumulators[E.A_END_S]), cdf=cdf_data(res, transport_s), steps=step_data(res),
+        end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
         kv=kv_data(frames, frame_s), gantt=gantt, gantt_note=note, requests=len(res.requests),
     )
 
@@ -116,7 +108,7 @@ def histogram_curve(fine: np.ndarray, coarse: np.ndarray, points: int = CDF_POIN
 
 def cdf_data(res, transport_s: float) -> dict:
     reqs = res.requests
-    done = res.status == E.FINISHED
+    done = res.finished
     ttft = (res.first_token_s - reqs.arrival_s + transport_s)[done] * 1e3
     e2el = (res.finish_s - reqs.arrival_s + transport_s)[done] * 1e3
     return {"ttft": quantile_curve(ttft), "e2el": quantile_curve(e2el),
@@ -125,20 +117,19 @@ def cdf_data(res, transport_s: float) -> dict:
 
 # ----- step timeline -----
 STEP_COLUMNS = {  # name -> (step-log column, scale)
-    "step_ms": (E.S_DURATION, 1e3),
-    "prefill_tokens": (E.S_PREFILL_TOKENS, 1.0),
-    "decode_seqs": (E.S_DECODE_SEQS, 1.0),
-    "waiting": (E.S_WAITING, 1.0),
-    "kv_blocks": (E.S_KV_BLOCKS, 1.0),
+    "step_ms": ("duration_s", 1e3),
+    "prefill_tokens": ("prefill_tokens", 1.0),
+    "decode_seqs": ("decode_seqs", 1.0),
+    "waiting": ("waiting", 1.0),
+    "kv_blocks": ("kv_blocks", 1.0),
 }
 
 
 def step_data(res, points: int = STEP_POINTS) -> dict:
     """The step log, bucketed into at most `points` equal time buckets (each bucket keeps its maximum, so
     stalls and peaks survive downsampling)."""
-    st = res.steps
-    t = st[:, E.S_START]
-    cols = {name: st[:, c] * scale for name, (c, scale) in STEP_COLUMNS.items()}
+    t = res.step_column("start_s")
+    cols = {name: res.step_column(c) * scale for name, (c, scale) in STEP_COLUMNS.items()}
     per_point = 1.0
     if len(t) > points * 1.5:
         edges = np.linspace(t[0], t[-1], points + 1)
@@ -216,7 +207,7 @@ def gantt_data(res, rows: int) -> tuple[dict | None, str]:
         "ttft_ms": [None if not np.isfinite(v) else round(float(v), 1) for v in ttft[ids]],
         "itl_max_ms": _r(res.max_itl_s[ids] * 1e3, 1),
         "preemptions": res.preemptions[ids].tolist(),
-        "rejected": (res.status[ids] == E.REJECTED).tolist(),
+        "rejected": res.rejected[ids].tolist(),
     }
     by_kind: dict[str, dict[str, list]] = {}
     for rid, kind, start, end in segs:

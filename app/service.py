@@ -21,7 +21,7 @@ from sim_core.sweep import knee_rate, sweep
 from sim_core.workload import TraceError, read_trace
 
 from .inputs import MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, TraceInfo, WebRequest
-from .runview import RunView, build_view, final_frame_times, first_pass_frame_times, pick_frames
+from .runview import RunView, build_view, pick_frames, recorded_frames
 
 SIM_SLOTS = threading.BoundedSemaphore(2)
 KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
@@ -151,14 +151,9 @@ def _simulate(req: WebRequest, name: str, requests_for) -> RunView:
     resolved = resolve(scenario)
     with SIM_SLOTS:
         reqs = requests_for(scenario, resolved)
-        last_arrival = float(reqs.arrival_s[-1]) if len(reqs) else 0.0
-        times = first_pass_frame_times(last_arrival, resolved.num_blocks)
-        res = simulate_requests(scenario, resolved, reqs, record_events=True, kv_frame_times=times)
-        picked = pick_frames(times, res)
-        if picked is None:  # the run outlasted the first grid (an overloaded server): record the pool again
-            again = simulate_requests(scenario, resolved, reqs, kv_frame_times=final_frame_times(res))
-            picked = again.kv_frames, again.kv_frame_s
-        return build_view(res, *picked)
+        res = simulate_requests(scenario, resolved, reqs, record_events=True,
+                                kv_frames=recorded_frames(resolved.num_blocks))
+        return build_view(res, *pick_frames(res))
 
 
 # ----- rate sweeps -----

@@ -30,6 +30,6 @@ echo "==> ruff check"
 echo "==> pytest"
 # numba's on-disk cache keys each file on its own source only; key the directory on all of sim_core so an edit
 # to one module never runs against stale machine code compiled from another.
-SIM_HASH="$(cat sim_core/*.py | sha1sum | cut -c1-12)"
+SIM_HASH="$(find sim_core -name "*.py" | sort | xargs cat | sha1sum | cut -c1-12)"
 export NUMBA_CACHE_DIR="$REPO_ROOT/.numba_cache/$SIM_HASH"
 .venv/bin/python -m pytest -q "$@"

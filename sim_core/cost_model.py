@@ -14,9 +14,9 @@ All per-GPU quantities are already divided by the TP degree in the parameter vec
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .catalog import HOST_LINK_EFFICIENCY, QUANTIZATIONS, Setup
+from .jit import entry
 
 # Layout of the cost-parameter vector (a plain float64 array keeps the jitted signature small and stable).
 DENSE_WEIGHT_BYTES = 0  # matmul weights every token touches, per GPU
@@ -69,7 +69,7 @@ def cost_params(setup: Setup) -> np.ndarray:
     return p
 
 
-@njit(cache=True)
+@entry
 def step_cost(p, prefill_tokens, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx, samples):
     """Return (seconds, bytes moved, FLOPs) of one forward pass over the batch described by the aggregates."""
     tokens = prefill_tokens + decode_seqs
@@ -94,7 +94,7 @@ def step_cost(p, prefill_tokens, prefill_attn_pairs, prefill_ctx_read, decode_se
     return seconds, moved, flops
 
 
-@njit(cache=True)
+@entry
 def swap_seconds(p, tokens):
     """Time to copy `tokens` tokens of KV between GPU and host memory over the host link."""
     return tokens * p[KV_BYTES_PER_TOKEN] / p[HOST_LINK_BW]

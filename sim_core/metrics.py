@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import engine as E
+from . import state as E
+from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 
 PERCENTILES = (50, 90, 99)
 
@@ -58,9 +59,17 @@ def itl_distribution_ms(fine: np.ndarray, coarse: np.ndarray, total_s: float, co
     return out
 
 
-def summarize(*, reqs, status, reject_reason, first_token_s, finish_s, max_itl_s, preemptions, degraded,
-              on_time_tokens, cached_prefix, prefix_cache, acc, itl_fine, itl_coarse, num_blocks, peak_bytes_per_s, peak_flops_per_s,
-              class_ttft_s, class_tpot_s, transport_s) -> dict:
+def summarize(result) -> dict:
+    """The metrics of a finished run (runner.Result)."""
+    res = result
+    reqs, status, reject_reason, acc = res.requests, res.status, res.reject_reason, res.accumulators
+    first_token_s, finish_s, on_time_tokens, cached_prefix = res.first_token_s, res.finish_s, res.on_time_tokens, \
+        res.cached_prefix
+    class_ttft_s, class_tpot_s = res.class_ttft_s, res.class_tpot_s
+    transport_s = res.scenario.transport_overhead_ms / 1e3
+    num_blocks = res.resolved.num_blocks
+    cost = cost_params(res.resolved.setup)
+    peak_bytes_per_s, peak_flops_per_s = cost[PEAK_BW], cost[PEAK_FLOPS]
     arrival_s, prompt_tokens, output_tokens = reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens
     n = len(arrival_s)
     done = status == E.FINISHED
@@ -104,8 +113,8 @@ def summarize(*, reqs, status, reject_reason, first_token_s, finish_s, max_itl_s
         "total_token_throughput": float(out_done.sum() + prompt_tokens[done].sum()) * per_s,
         "ttft_ms": distribution_ms(ttft_all[done]),
         "tpot_ms": distribution_ms(tpot_all[multi]),
-        "itl_ms": itl_distribution_ms(itl_fine, itl_coarse, float(acc[E.A_ITL_SUM]), int(acc[E.A_ITL_COUNT]),
-                                      float(max_itl_s.max()) if n else 0.0),
+        "itl_ms": itl_distribution_ms(res.itl_fine, res.itl_coarse, float(acc[E.A_ITL_SUM]), int(acc[E.A_ITL_COUNT]),
+                                      float(res.max_itl_s.max()) if n else 0.0),
         "e2el_ms": distribution_ms(e2el_all[done]),
         # The targets goodput used; where classes differ, the tightest, and each class's own under per_class.
         "slo": {"ttft_ms": float(class_ttft_s.min() * 1e3), "tpot_ms": float(class_tpot_s.min() * 1e3),
@@ -124,13 +133,13 @@ def summarize(*, reqs, status, reject_reason, first_token_s, finish_s, max_itl_s
                     "peak": int(acc[E.A_WAITING_PEAK])},
         # Prefix cache: prompt tokens found cached at each request's first admission over all admitted prompt
         # tokens; prefill tokens saved also counts hits when preempted requests come back.
-        "prefix_cache": prefix_cache,
+        "prefix_cache": res.resolved.prefix_cache,
         "prefix_cache_hit_rate": float(cached_prefix[cached_prefix >= 0].sum())
         / max(1, int(prompt_tokens[cached_prefix >= 0].sum())),
         "prefill_tokens_saved": int(acc[E.A_CACHED_TOKENS]),
         "cache_evictions": int(acc[E.A_EVICTIONS]),
         "preemptions": int(acc[E.A_PREEMPTIONS]),
-        "preempted_requests": int((preemptions > 0).sum()),
+        "preempted_requests": int((res.preemptions > 0).sum()),
         "steps": int(acc[E.A_STEPS]),
         "prefill_tokens": int(acc[E.A_PREFILL_TOKENS]),
         "decode_tokens": int(acc[E.A_DECODE_TOKENS]),

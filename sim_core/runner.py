@@ -8,12 +8,26 @@ from pathlib import Path
 
 import numpy as np
 
-from . import engine as E
+from . import engine
 from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
-from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
+from .cost_model import cost_params
 from .metrics import summarize
-from .policies import BY_NAME, SCHEDULERS, Scheduler
+from .policies import BY_NAME, SCHEDULERS, Scheduler, policy_params
+from .policies.ordering import ORDER_TENANT_SHARE
 from .scenario import MAX_REQUESTS, Scenario, ScenarioError
+from .state import (
+    A_END_S,
+    FINISHED,
+    PREEMPT_NONE,
+    PREEMPT_RECOMPUTE,
+    PREEMPT_SWAP,
+    REJECTED,
+    STEP_LOG_COLUMNS,
+    Config,
+    FrameSpec,
+    Outcome,
+    RequestTable,
+)
 from .workload import PRESETS, Preset, Requests, TraceError, read_trace, synthesize
 
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -92,26 +106,6 @@ def class_slos(s: Scenario, r: Resolved, reqs: Requests) -> tuple[np.ndarray, np
     return np.array(ttft) / 1e3, np.array(tpot) / 1e3, np.array(weight, np.float64)
 
 
-def policy_params(s: Scenario, r: Resolved, class_tpot_s: np.ndarray) -> np.ndarray:
-    p = np.zeros(E.N_POLICY_PARAMS)
-    p[E.P_AGING] = s.aging_rate
-    p[E.P_ADMISSION] = {"admit": E.ADMIT, "reject": E.SHED, "degrade": E.DEGRADE}[r.admission]
-    p[E.P_DEGRADE_FACTOR] = s.degrade_factor
-    p[E.P_TRANSPORT_S] = s.transport_overhead_ms / 1e3
-    p[E.P_ADAPTIVE] = 1.0 if s.adaptive_budget else 0.0
-    p[E.P_HEADROOM] = s.controller_headroom
-    p[E.P_ITL_TARGET_S] = float(class_tpot_s.min())  # the tightest class sets the bound
-    # The controller never goes below one decode token per sequence slot (or the configured budget, if
-    # smaller), nor above one max-length prompt per step.
-    p[E.P_BUDGET_MIN] = min(r.token_budget, s.max_seqs)
-    p[E.P_BUDGET_MAX] = max(r.token_budget, r.max_model_len)
-    p[E.P_BUDGET_INCREASE] = 32
-    # Virtual Token Counter costs: an output token counts double an input token (VTC's default w_q = 2 w_p).
-    p[E.P_FAIR_INPUT_COST] = 1.0
-    p[E.P_FAIR_OUTPUT_COST] = 2.0
-    return p
-
-
 def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Requests:
     """The scenario's requests: an uploaded trace's text, the trace file it names, or the preset."""
     if trace_text is None and s.trace is not None:
@@ -126,13 +120,21 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
     return reqs if s.num_requests is None else reqs.take(s.num_requests)
 
 
+PREEMPTION_MODES = {"none": PREEMPT_NONE, "recompute": PREEMPT_RECOMPUTE, "swap": PREEMPT_SWAP}
+
+
 @dataclass
 class Result:
+    """One run: the scenario, its resolved defaults and requests, what happened to each request, the logs."""
+
     scenario: Scenario
     resolved: Resolved
-    requests: Requests
-    status: np.ndarray
-    reject_reason: np.ndarray
+    requests: Requests  # arrival_s includes follow-up turns' arrivals, known once their parents ended
+    class_ttft_s: np.ndarray  # per request class, seconds
+    class_tpot_s: np.ndarray
+    # per request
+    status: np.ndarray  # state.FINISHED / state.REJECTED
+    reject_reason: np.ndarray  # index into state.REJECT_REASONS
     generated: np.ndarray
     first_scheduled_s: np.ndarray
     first_token_s: np.ndarray
@@ -142,72 +144,124 @@ class Result:
     degraded: np.ndarray  # admitted with a relaxed TTFT target (admission=degrade)
     on_time_tokens: np.ndarray  # tokens each request received by their per-token deadline
     cached_prefix: np.ndarray  # prompt tokens served from the prefix cache at first admission (-1: never admitted)
-    steps: np.ndarray  # step log, columns engine.S_*; every `step_stride`-th step
+    # logs
+    steps: np.ndarray  # step log, columns state.S_*; every `step_stride`-th step
     tenant_service: np.ndarray  # [logged step, tenant] weighted service so far (fair), beside the step log
     step_stride: int
-    events: np.ndarray  # event log, columns engine.E_*; empty unless recorded
-    accumulators: np.ndarray
+    events: np.ndarray  # event log, columns state.E_*; empty unless recorded
+    accumulators: np.ndarray  # state.A_*
     itl_fine: np.ndarray
     itl_coarse: np.ndarray
-    kv_frames: np.ndarray  # [frame, block] -> owning request id or -1
-    kv_frame_state: np.ndarray  # [frame, block] -> engine.BLOCK_FREE / _USED / _SHARED / _CACHED
+    kv_frames: np.ndarray  # [frame, block] -> a request holding it, or -1
+    kv_frame_state: np.ndarray  # [frame, block] -> state.BLOCK_FREE / _USED / _SHARED / _CACHED
     kv_frame_s: np.ndarray
+    # the pool at the end (tests check nothing leaked)
     free_blocks_at_end: int
     swap_free_at_end: int
     ref_counts_at_end: np.ndarray
     metrics: dict = field(default_factory=dict)
+
+    @property
+    def end_s(self) -> float:
+        """Simulated time when the last request finished."""
+        return float(self.accumulators[A_END_S])
+
+    def step_column(self, name: str) -> np.ndarray:
+        """One column of the step log by name (state.STEP_LOG_COLUMNS: start_s, duration_s, prefill_tokens,
+        decode_seqs, waiting, kv_blocks, ...)."""
+        return self.steps[:, STEP_LOG_COLUMNS[name]]
+
+    @property
+    def finished(self) -> np.ndarray:
+        return self.status == FINISHED
+
+    @property
+    def rejected(self) -> np.ndarray:
+        return self.status == REJECTED
 
     def summary(self) -> dict:
         return {"scheduler": self.scenario.scheduler, "metrics": self.metrics}
 
 
 def run(scenario: Scenario, *, trace_text: str | None = None, kv_frame_times: np.ndarray | None = None,
-        record_events: bool = False, max_step_records: int = DEFAULT_MAX_STEP_RECORDS,
+        kv_frames: int = 0, record_events: bool = False, max_step_records: int = DEFAULT_MAX_STEP_RECORDS,
         debug_checks: bool = False) -> Result:
+    """Simulate a scenario. KV-pool snapshots: at `kv_frame_times`, or `kv_frames` to 2 x `kv_frames` of them
+    evenly spaced over the whole run (its end is not known in advance: the engine thins them as it goes)."""
     r = resolve(scenario)
     reqs = make_requests(scenario, r, trace_text)
-    return simulate_requests(scenario, r, reqs, kv_frame_times=kv_frame_times, record_events=record_events,
-                             max_step_records=max_step_records, debug_checks=debug_checks)
+    return simulate_requests(scenario, r, reqs, kv_frame_times=kv_frame_times, kv_frames=kv_frames,
+                             record_events=record_events, max_step_records=max_step_records,
+                             debug_checks=debug_checks)
 
 
-def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None,
+def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_events: bool, max_step_records: int,
+                  debug_checks: bool) -> Config:
+    class_ttft_s, class_tpot_s, class_weight = class_slo
+    sched = r.scheduler
+    return Config(
+        order=sched.order, chunked_prefill=sched.chunked_prefill, static_batching=sched.static_batching,
+        preempts_for_priority=sched.preempts_for_priority, preempt_mode=PREEMPTION_MODES[scenario.preemption],
+        token_budget=int(r.token_budget), max_num_seqs=int(scenario.max_seqs), block_size=int(scenario.block_size),
+        num_blocks=int(r.num_blocks), swap_blocks=int(r.swap_blocks), max_model_len=int(r.max_model_len),
+        prefix_caching=bool(r.prefix_cache), record_events=bool(record_events),
+        max_step_records=int(max_step_records), debug_checks=bool(debug_checks),
+        cost=np.ascontiguousarray(cost_params(r.setup)),
+        pol=policy_params(scenario, r, class_tpot_s), class_ttft_s=class_ttft_s, class_tpot_s=class_tpot_s,
+        class_weight=class_weight)
+
+
+def request_table(reqs: Requests, cfg: Config, prefix_cache: bool, block_size: int) -> RequestTable:
+    parents = reqs.parents()
+    n = len(reqs)
+    child = np.full(n, -1, np.int64)
+    has_parent = parents >= 0
+    child[parents[has_parent]] = np.nonzero(has_parent)[0]
+    arrival_s = np.where(has_parent, np.inf, reqs.arrival_s)  # a follow-up arrives when its parent ends
+    if prefix_cache:
+        hashes, hash_off = reqs.block_hashes(block_size)
+    else:
+        hashes, hash_off = np.zeros(0, np.int64), np.zeros(n + 1, np.int64)
+    fair = cfg.order == ORDER_TENANT_SHARE
+    return RequestTable(
+        arrival_s=arrival_s, prompt_tokens=_i64(reqs.prompt_tokens), output_tokens=_i64(reqs.output_tokens),
+        request_class=_i64(reqs.request_class),
+        tenant=reqs.request_class.astype(np.int64) if fair else np.zeros(n, np.int64), child=child,
+        think_s=np.ascontiguousarray(reqs.think_times(), np.float64), hashes=_i64(hashes), hash_off=_i64(hash_off),
+        open_ids=np.nonzero(~has_parent)[0].astype(np.int64))
+
+
+def _i64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, np.int64)
+
+
+def frame_spec(reqs: Requests, kv_frame_times=None, kv_frames: int = 0) -> FrameSpec:
+    if kv_frame_times is not None:
+        return FrameSpec(np.ascontiguousarray(kv_frame_times, np.float64), 0, 0.0)
+    if kv_frames <= 0:
+        return FrameSpec(np.zeros(0), 0, 0.0)
+    # The run lasts at least the arrival window: spread the first 2 x kv_frames snapshots over it.
+    window = float(reqs.arrival_s.max()) if len(reqs) else 0.0
+    return FrameSpec(np.zeros(0), 2 * kv_frames, max(window, 1e-3) / (2 * kv_frames))
+
+
+def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None, kv_frames=0,
                       record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, kernel=None,
                       debug_checks=False) -> Result:
     """Run the engine on given requests. `kernel` may be `engine.simulate.py_func` to run it as plain Python;
     `debug_checks` verifies every block-pool invariant after each step's scheduling (slow; for tests)."""
-    cost = cost_params(r.setup)
-    class_ttft_s, class_tpot_s, class_weight = class_slos(scenario, r, reqs)
-    pol = policy_params(scenario, r, class_tpot_s)
-    frames_at = np.zeros(0) if kv_frame_times is None else np.asarray(kv_frame_times, np.float64)
-    preempt_mode = {"none": E.PREEMPT_NONE, "recompute": E.PREEMPT_RECOMPUTE, "swap": E.PREEMPT_SWAP}
-    sched = r.scheduler
-    if r.prefix_cache:
-        hashes, hash_off = reqs.block_hashes(scenario.block_size)
-    else:
-        hashes, hash_off = np.zeros(0, np.int64), np.zeros(len(reqs) + 1, np.int64)
-    out = (kernel or E.simulate)(
-        reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens, reqs.request_class, reqs.parents(),
-        reqs.think_times(), hashes, hash_off,
-        sched.order, sched.chunked_prefill, sched.static_batching, sched.preempts_for_priority,
-        preempt_mode[scenario.preemption], r.token_budget, scenario.max_seqs, scenario.block_size,
-        r.num_blocks, r.swap_blocks, r.max_model_len, cost, pol, class_ttft_s, class_tpot_s, class_weight,
-        frames_at, record_events, max_step_records, debug_checks,
-    )
-    arrival_s, *rest = out
-    reqs = dataclasses.replace(reqs, arrival_s=arrival_s)  # follow-up turns' arrivals are known now
-    result = Result(scenario, r, reqs, *rest)
-    unfinished = int(((result.status != E.FINISHED) & (result.status != E.REJECTED)).sum())
+    class_slo = class_slos(scenario, r, reqs)
+    cfg = engine_config(scenario, r, class_slo, record_events=record_events, max_step_records=max_step_records,
+                        debug_checks=debug_checks)
+    table = request_table(reqs, cfg, r.prefix_cache, scenario.block_size)
+    out = (kernel or engine.simulate)(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
+    result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),
+                    class_ttft_s=class_slo[0], class_tpot_s=class_slo[1],
+                    **{f: getattr(out, f) for f in Outcome._fields if f != "arrival_s"})
+    unfinished = int((~result.finished & ~result.rejected).sum())
     if unfinished:
         raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
-    result.metrics = summarize(
-        reqs=reqs, status=result.status, reject_reason=result.reject_reason, first_token_s=result.first_token_s,
-        finish_s=result.finish_s, max_itl_s=result.max_itl_s, preemptions=result.preemptions,
-        degraded=result.degraded, on_time_tokens=result.on_time_tokens, cached_prefix=result.cached_prefix,
-        prefix_cache=r.prefix_cache, acc=result.accumulators,
-        itl_fine=result.itl_fine, itl_coarse=result.itl_coarse, num_blocks=r.num_blocks,
-        peak_bytes_per_s=cost[PEAK_BW], peak_flops_per_s=cost[PEAK_FLOPS], class_ttft_s=class_ttft_s,
-        class_tpot_s=class_tpot_s, transport_s=scenario.transport_overhead_ms / 1e3,
-    )
+    result.metrics = summarize(result)
     return result
 
 

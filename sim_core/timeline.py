@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import engine as E
+from . import state as E
 
 SEGMENT_KINDS = ("queued", "prefill", "decode", "preempted", "rejected")
 QUEUED, PREFILL, DECODE, PREEMPTED, REJECTED = range(5)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import engine as E
+from . import state as E
 from .timeline import DECODE, PREEMPTED, PREFILL, QUEUED, REJECTED, SEGMENT_KINDS, request_segments
 
 GPU_PID, REQUESTS_PID = 1, 2

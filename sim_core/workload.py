@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import numpy as np
-from numba import njit
+
+from .jit import entry
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ def content_hashes(seg_ids, seg_lens, seg_off, block_size) -> tuple[np.ndarray, 
     return block_hashes(seg_ids, seg_lens, seg_off, counts[inverse] == 1, block_size)
 
 
-@njit(cache=True)
+@entry
 def block_hashes(seg_ids, seg_lens, seg_off, seg_private, block_size):
     """Chained content hashes of every full block of every request: H_j = hash(H_{j-1}, content of block j), as
     vLLM and SGLang key their prefix caches. Deterministic (no Python hash() randomisation) and never 0. Blocks

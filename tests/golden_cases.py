@@ -61,8 +61,11 @@ def _digest(a: np.ndarray) -> str:
 
 def record(scenario: Scenario, trace_text: str | None) -> dict:
     """Everything a face can read off one run: the metrics, and digests of every per-request and log array."""
+    return record_requests(scenario, make_requests(scenario, resolve(scenario), trace_text))
+
+
+def record_requests(scenario: Scenario, reqs) -> dict:
     r = resolve(scenario)
-    reqs = make_requests(scenario, r, trace_text)
     end_guess = float(reqs.arrival_s[reqs.parents() < 0].max()) * 3 + 10
     res = simulate_requests(scenario, r, reqs, kv_frame_times=np.linspace(0.0, end_guess, 7), record_events=True)
     arrays = {name: getattr(res, name) for name in (

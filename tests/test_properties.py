@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core import PRESETS, SCHEDULER_NAMES, Scenario
-from sim_core import engine as E
+from sim_core import state as E
 from sim_core.runner import resolve, run, simulate_requests
 from sim_core.workload import Requests
 

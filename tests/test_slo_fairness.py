@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sim_core import Scenario, run
-from sim_core import engine as E
+from sim_core import state as E
 from sim_core.sweep import knee_rate, rate_grid, sweep
 
 

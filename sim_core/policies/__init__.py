@@ -1,23 +1,30 @@
-"""Schedulers. Each is a name, an ordering key for the waiting queue, and a few switches the engine reads.
+"""Schedulers: everything a scheduler decides lives in this package, and nothing else names a policy.
 
-Adding a scheduler: add a `Scheduler` entry below and, if it orders the waiting queue differently, an ORDER_
-constant and a branch in `waiting_key`. Nothing else in the engine names a policy.
+A scheduler is a registry entry below (name, waiting-queue order, switches) plus, where it needs them, jitted hooks
+the engine calls at fixed points of a step:
+  ordering.waiting_key / rekey_waiting   the waiting-queue key, and re-keying while requests wait
+  fair.next_tenant / service_cost        which tenant's queue goes next, what a step costs it (VTC)
+  preemption.priority_victim / memory_victim   who is evicted, and when a waiting request may evict
+  admission.admission_verdict            admit, shed or degrade a request whose TTFT target is out of reach
+  adaptive_budget.adapt_budget           the per-step token budget controller
+  static_batching                        request-level batching instead of continuous batching
+Adding a scheduler: a `Scheduler` entry, and if it orders the queue its own way an ORDER_ code with its branch in
+`ordering.waiting_key` (its key function in a module of its own); options go in `options.py`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from numba import njit
-
-# How the waiting queue is ordered (smaller key first; ties go to the earlier arrival).
-ORDER_ARRIVAL = 0  # first come, first served
-ORDER_PROMPT_LENGTH = 1  # shortest prompt first (prompt length is the only size known before decoding)
-ORDER_SLACK = 2  # least slack first: TTFT deadline minus the time its prefill still needs (seed 003)
-ORDER_TENANT_SHARE = 3  # least-served tenant first (Virtual Token Counter), arrival order within a tenant
-ORDER_CACHED_PREFIX = 4  # longest cached prefix first (SGLang's LPM) while the queue is short, else arrival
-# SGLang stops matching prefixes for ordering past this many waiting requests (it costs more than it saves).
-LPM_QUEUE_LIMIT = 128
+from .options import ADMISSION_CODES, N_POLICY_PARAMS, policy_params
+from .ordering import (
+    LPM_QUEUE_LIMIT,
+    ORDER_ARRIVAL,
+    ORDER_CACHED_PREFIX,
+    ORDER_PROMPT_LENGTH,
+    ORDER_SLACK,
+    ORDER_TENANT_SHARE,
+)
 
 
 @dataclass(frozen=True)
@@ -66,19 +73,5 @@ SCHEDULER_NAMES: tuple[str, ...] = tuple(s.name for s in SCHEDULERS)
 BY_NAME: dict[str, Scheduler] = {s.name: s for s in SCHEDULERS}
 
 
-
-@njit(cache=True)
-def waiting_key(order, arrival_s, prompt_tokens, remaining_tokens, deadline_s, chunk_tokens, step_s, aging_rate):
-    """Priority of a waiting request (smaller first).
-
-    Aging subtracts `aging_rate` x seconds waited from the key; as every request's wait grows at the same pace,
-    that is the same order as adding aging_rate x arrival time, which keeps keys fixed while requests wait.
-    Units of aging_rate are the key's per second: tokens/s for shortest-prompt-first, s/s for least slack."""
-    if order == ORDER_PROMPT_LENGTH:
-        key = float(prompt_tokens)
-    elif order == ORDER_SLACK:
-        steps_needed = (remaining_tokens + chunk_tokens - 1) // chunk_tokens
-        key = deadline_s - steps_needed * step_s  # slack + now; "now" is common to every request
-    else:
-        key = arrival_s
-    return key + aging_rate * arrival_s
+__all__ = ["ADMISSION_CODES", "BY_NAME", "LPM_QUEUE_LIMIT", "N_POLICY_PARAMS", "SCHEDULERS", "SCHEDULER_NAMES",
+           "Scheduler", "policy_params"]

@@ -1,0 +1,121 @@
+"""Building an engine's records from what Python hands in (state.Config, state.RequestTable, state.FrameSpec), and
+handing back what happened (state.Outcome). Records are built inside compiled code: a StructRef made from
+Python would need its constructor compiled in every process."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cost_model import step_cost
+from .jit import kernel
+from .kv_pool import PL_REF, blocks_for, new_kv_cache
+from .logs import new_logs
+from .policies.adaptive_budget import initial_budget
+from .policies.ordering import ORDER_TENANT_SHARE
+from .queues import new_queues
+from .state import (
+    BATCH,
+    BUDGET_NOW,
+    CONFIG,
+    ENGINE,
+    KEYED_STEP_EST,
+    KV_BLOCKS,
+    KV_SWAP,
+    L_EVENTS,
+    L_LOG_STRIDE,
+    L_STEPS_LOGGED,
+    N_BATCH,
+    REQUEST_STATE,
+    REQUEST_TABLE,
+    STEP_EST,
+    Outcome,
+    new_record,
+)
+
+
+@kernel
+def new_engine(config, requests, frames):
+    """An engine at time 0 with every request pending. `frames` (FrameSpec): when to snapshot the KV pool."""
+    cfg, req = config_record(config), request_record(requests)
+    n = req.arrival_s.shape[0]
+    max_blocks_per_seq = 1  # block-table width: the longest request that can be admitted at all
+    for i in range(n):
+        full = req.prompt_tokens[i] + req.output_tokens[i]
+        need = blocks_for(full, cfg.block_size)
+        if max_blocks_per_seq < need <= cfg.num_blocks and full <= cfg.max_model_len:
+            max_blocks_per_seq = need
+    n_tenants = 1
+    if cfg.order == ORDER_TENANT_SHARE and n > 0:
+        n_tenants = req.tenant.max() + 1
+    eng = new_record(ENGINE)
+    eng.cfg, eng.req = cfg, req
+    eng.st = new_request_state(n)
+    eng.kv = new_kv_cache(cfg.num_blocks, cfg.max_num_seqs, max_blocks_per_seq, cfg.swap_blocks,
+                          cfg.prefix_caching, n)
+    eng.q = new_queues(req.tenant, n_tenants, cfg.max_num_seqs)
+    eng.batch = new_batch(cfg.max_num_seqs)
+    eng.logs = new_logs(frames.at_s, frames.capacity, frames.first_spacing_s, cfg.num_blocks, n_tenants,
+                        cfg.record_events)
+    eng.clock = np.zeros(3)
+    eng.loop = np.zeros(7, np.int64)
+    eng.loop[BUDGET_NOW] = initial_budget(cfg)
+    # The step-time estimate slack keys start from: a first chunk at the full budget, from the cost model.
+    first_chunk = min(cfg.token_budget, cfg.max_model_len)
+    eng.clock[STEP_EST] = step_cost(cfg.cost, first_chunk, first_chunk * (first_chunk + 1) // 2, 0, 0, 0, 1)[0]
+    eng.clock[KEYED_STEP_EST] = eng.clock[STEP_EST]
+    return eng
+
+
+@kernel
+def config_record(c):
+    cfg = new_record(CONFIG)
+    cfg.order, cfg.chunked_prefill, cfg.static_batching = c.order, c.chunked_prefill, c.static_batching
+    cfg.preempts_for_priority, cfg.preempt_mode = c.preempts_for_priority, c.preempt_mode
+    cfg.token_budget, cfg.max_num_seqs, cfg.block_size = c.token_budget, c.max_num_seqs, c.block_size
+    cfg.num_blocks, cfg.swap_blocks, cfg.max_model_len = c.num_blocks, c.swap_blocks, c.max_model_len
+    cfg.prefix_caching, cfg.record_events, cfg.debug_checks = c.prefix_caching, c.record_events, c.debug_checks
+    cfg.max_step_records, cfg.cost, cfg.pol = c.max_step_records, c.cost, c.pol
+    cfg.class_ttft_s, cfg.class_tpot_s, cfg.class_weight = c.class_ttft_s, c.class_tpot_s, c.class_weight
+    return cfg
+
+
+@kernel
+def request_record(t):
+    req = new_record(REQUEST_TABLE)
+    req.arrival_s = t.arrival_s.copy()  # follow-up turns' arrivals are filled in as their parents end
+    req.prompt_tokens, req.output_tokens, req.request_class = t.prompt_tokens, t.output_tokens, t.request_class
+    req.tenant, req.child, req.think_s = t.tenant, t.child, t.think_s
+    req.hashes, req.hash_off, req.open_ids = t.hashes, t.hash_off, t.open_ids
+    return req
+
+
+@kernel
+def new_request_state(n):
+    st = new_record(REQUEST_STATE)
+    st.status, st.reject_reason, st.degraded = np.zeros(n, np.int8), np.zeros(n, np.int8), np.zeros(n, np.int8)
+    st.computed, st.generated, st.on_time_tokens = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    st.first_scheduled_s, st.first_token_s = np.full(n, np.nan), np.full(n, np.nan)
+    st.finish_s, st.last_token_s, st.max_itl_s = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
+    st.preemptions, st.cached_prefix = np.zeros(n, np.int64), np.full(n, -1, np.int64)
+    return st
+
+
+@kernel
+def new_batch(max_num_seqs):
+    batch = new_record(BATCH)
+    batch.req, batch.tokens = np.zeros(max_num_seqs, np.int64), np.zeros(max_num_seqs, np.int64)
+    batch.admitted, batch.n = np.zeros(max_num_seqs, np.bool_), np.zeros(N_BATCH, np.int64)
+    batch.swap_s = np.zeros(1)
+    return batch
+
+
+@kernel
+def outcome(eng):
+    st, logs, kv = eng.st, eng.logs, eng.kv
+    n_logged, n_events = logs.n[L_STEPS_LOGGED], logs.n[L_EVENTS]
+    return Outcome(
+        eng.req.arrival_s, st.status, st.reject_reason, st.generated, st.first_scheduled_s, st.first_token_s,
+        st.finish_s, st.max_itl_s, st.preemptions, st.degraded, st.on_time_tokens, st.cached_prefix,
+        logs.steps[:n_logged].copy(), logs.service[:n_logged].copy(), logs.n[L_LOG_STRIDE],
+        logs.events[:n_events].copy(), logs.acc, logs.itl_fine, logs.itl_coarse, logs.frames, logs.frame_state,
+        logs.frame_s, kv.free[KV_BLOCKS], kv.free[KV_SWAP], kv.links[PL_REF, : eng.cfg.num_blocks].copy())

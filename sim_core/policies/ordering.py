@@ -1,0 +1,81 @@
+"""How the waiting queue is ordered: each policy's key (smaller first; ties go to the earlier arrival), and the
+re-keying some orders need while requests wait."""
+
+from __future__ import annotations
+
+from ..jit import inline, kernel
+from ..kv_pool import cached_prefix
+from ..queues import heapify
+from ..state import KEYED_STEP_EST, LPM_KEYED, N_WAITING, STEP_EST
+from .deadline import slack_key
+from .options import P_AGING
+
+ORDER_ARRIVAL = 0  # first come, first served
+ORDER_PROMPT_LENGTH = 1  # shortest prompt first (prompt length is the only size known before decoding)
+ORDER_SLACK = 2  # least slack first: TTFT deadline minus the time its prefill still needs (seed 003)
+ORDER_TENANT_SHARE = 3  # least-served tenant first (Virtual Token Counter), arrival order within a tenant
+ORDER_CACHED_PREFIX = 4  # longest cached prefix first (SGLang's LPM) while the queue is short, else arrival
+# SGLang stops matching prefixes for ordering past this many waiting requests (it costs more than it saves).
+LPM_QUEUE_LIMIT = 128
+
+
+@kernel
+def waiting_key(eng, r):
+    """Priority of request r in the waiting (or swapped) queue.
+
+    Aging subtracts `aging_rate` x seconds waited from the key; as every request's wait grows at the same pace,
+    that is the same order as adding aging_rate x arrival time, which keeps keys fixed while requests wait.
+    Units of aging_rate are the key's per second: tokens/s for shortest-prompt-first, s/s for least slack."""
+    order = eng.cfg.order
+    arrival_s = eng.req.arrival_s[r]
+    if order == ORDER_PROMPT_LENGTH:
+        key = float(eng.req.prompt_tokens[r])
+    elif order == ORDER_SLACK:
+        key = slack_key(eng, r)
+    else:
+        key = arrival_s
+    return key + eng.cfg.pol[P_AGING] * arrival_s
+
+
+@inline
+def rekey_waiting(eng):
+    """Before a step is scheduled: re-key the waiting requests of orders whose keys drift while they wait."""
+    if eng.cfg.order == ORDER_SLACK:
+        _rekey_on_step_time_drift(eng)
+    elif eng.cfg.order == ORDER_CACHED_PREFIX:
+        _rekey_by_cached_prefix(eng)
+
+
+@kernel
+def _rekey_on_step_time_drift(eng):
+    """Slack keys depend on the measured step time: re-key the queues when it has drifted by over 10%."""
+    clock, q = eng.clock, eng.q
+    if abs(clock[STEP_EST] - clock[KEYED_STEP_EST]) <= 0.1 * clock[KEYED_STEP_EST]:
+        return
+    clock[KEYED_STEP_EST] = clock[STEP_EST]
+    for t in range(q.q_size.shape[0]):
+        lo, hi = q.q_off[t], q.q_off[t + 1]
+        for j in range(lo, lo + q.q_size[t]):
+            q.wait_keys[j] = waiting_key(eng, q.wait_ids[j])
+        heapify(q.wait_keys[lo:hi], q.wait_ids[lo:hi], q.q_size[t])
+
+
+@kernel
+def _rekey_by_cached_prefix(eng):
+    """SGLang's longest prefix match: while the queue is short, longest cached prefix first; past LPM_QUEUE_LIMIT
+    waiting requests matching costs more than it saves, so arrival order (one tenant: the heap is [0, n))."""
+    q, loop = eng.q, eng.loop
+    waiting = q.size[N_WAITING]
+    if waiting > LPM_QUEUE_LIMIT and loop[LPM_KEYED] == 0:
+        return
+    loop[LPM_KEYED] = 1 if waiting <= LPM_QUEUE_LIMIT else 0
+    for j in range(waiting):
+        r = q.wait_ids[j]
+        q.wait_keys[j] = waiting_key(eng, r)
+        if loop[LPM_KEYED]:
+            total = eng.req.prompt_tokens[r] + eng.st.generated[r]
+            hits, _ = cached_prefix(eng.kv, eng.req, r, total, eng.cfg.block_size)
+            q.wait_keys[j] = -float(hits)
+    heapify(q.wait_keys, q.wait_ids, waiting)
+
+

@@ -1,0 +1,256 @@
+"""The engine's state: a few named records of numpy arrays, and the codes stored in them.
+
+An `Engine` is one serving instance (one vLLM-like engine core). Its records:
+  cfg     Config        what was asked for: scheduler switches, limits, cost and policy parameter vectors
+  req     RequestTable  the requests as given (sorted by arrival; follow-up turns get their arrival when due)
+  st      RequestState  per-request progress and timestamps
+  kv      KVCache       the block pool, the prefix-cache hash table, block tables (see kv_pool.py)
+  q       Queues        running list, per-tenant waiting heaps, swapped heap, follow-up turns (see queues.py)
+  batch   Batch         the step being scheduled: who runs, how many tokens, the batch shape
+  clock   float64[3]    NOW, STEP_EST (recent prefill step time), KEYED_STEP_EST (the one slack keys used)
+  loop    int64[7]      STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED
+  logs    Logs          step log, event log, accumulators, ITL histogram, KV frames
+Records are numba StructRefs: mutable, passed by reference (one pointer, one reference count per call however
+many arrays they hold: a tuple of arrays costs an atomic reference-count update per array per call), and their
+functions cache (a jitclass's cannot). Under NUMBA_DISABLE_JIT they are plain namespaces, so the same functions
+run as Python. Records are built inside jitted code (`new_record`); what comes from Python arrives as the
+NamedTuples `Config` and `RequestTable`. Several engines can live side by side: nothing is global.
+"""
+
+from __future__ import annotations
+
+import types as pytypes
+from typing import NamedTuple
+
+import numpy as np
+from numba import config as numba_config
+from numba import types
+from numba.experimental import structref
+
+# Request status.
+PENDING, WAITING, RUNNING, SWAPPED, FINISHED, REJECTED = 0, 1, 2, 3, 4, 5
+# Why a request was rejected.
+REJECT_NONE = 0
+REJECT_LONGER_THAN_MODEL = 1  # prompt + output exceed max_model_len
+REJECT_LARGER_THAN_KV_POOL = 2  # its KV at full length would not fit in the whole block pool
+REJECT_LONGER_THAN_BUDGET = 3  # chunking off and prompt + output exceed the per-step token budget
+REJECT_SHED = 4  # admission control: its TTFT target could no longer be met
+REJECT_REASONS = (
+    "",
+    "prompt + output tokens exceed max_model_len",
+    "prompt + output KV exceeds the whole KV block pool",
+    "prompt + output tokens exceed the token budget and chunked prefill is off",
+    "shed by admission control: TTFT target already out of reach",
+)
+# Preemption modes.
+PREEMPT_NONE, PREEMPT_RECOMPUTE, PREEMPT_SWAP = 0, 1, 2
+
+# clock[] and loop[] slots.
+NOW, STEP_EST, KEYED_STEP_EST = range(3)
+STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED = range(7)
+# Batch.n[] slots: the step's schedule and its shape for the cost model.
+(B_SCHEDULED, B_BUDGET_LEFT, B_PREEMPTIONS, B_SHED, B_PRIORITY_PREEMPTED, B_PREFILL_TOKENS, B_PREFILL_PAIRS,
+ B_PREFILL_CTX, B_PREFILL_SEQS, B_DECODE_SEQS, B_DECODE_CTX, B_SAMPLES) = range(12)
+N_BATCH = 12
+
+# Event kinds in the event log, and its columns.
+EV_PREFILL, EV_PREEMPT_RECOMPUTE, EV_SWAP_OUT, EV_SWAP_IN = 0, 1, 2, 3
+E_REQUEST, E_STEP, E_KIND, E_TOKENS = range(4)
+N_EVENT_COLS = 4
+# Columns of the step log.
+(S_START, S_DURATION, S_PREFILL_TOKENS, S_PREFILL_SEQS, S_DECODE_SEQS, S_KV_BLOCKS, S_WAITING, S_RUNNING,
+ S_SWAPPED, S_BYTES, S_FLOPS, S_PREEMPTIONS, S_TOKEN_BUDGET, S_SHED) = range(14)
+N_STEP_COLS = 14
+# The step log's columns by public name (runner.Result.step_column reads them).
+STEP_LOG_COLUMNS = {
+    "start_s": S_START, "duration_s": S_DURATION, "prefill_tokens": S_PREFILL_TOKENS,
+    "prefill_seqs": S_PREFILL_SEQS, "decode_seqs": S_DECODE_SEQS, "kv_blocks": S_KV_BLOCKS, "waiting": S_WAITING,
+    "running": S_RUNNING, "swapped": S_SWAPPED, "bytes": S_BYTES, "flops": S_FLOPS, "preemptions": S_PREEMPTIONS,
+    "token_budget": S_TOKEN_BUDGET, "shed": S_SHED,
+}
+# Summary accumulators (exact, unlike the step log, which is sampled once it is full).
+(A_STEPS, A_BUSY_S, A_BYTES, A_FLOPS, A_KV_BLOCK_S, A_KV_PEAK, A_WAITING_S, A_WAITING_PEAK, A_IN_SYSTEM_S,
+ A_PREEMPTIONS, A_END_S, A_ITL_SUM, A_ITL_COUNT, A_PREFILL_TOKENS, A_DECODE_TOKENS, A_SHED,
+ A_DEGRADED, A_EVICTIONS, A_CACHED_TOKENS) = range(19)
+N_ACC = 19
+# KVCache.free[] slots.
+KV_BLOCKS, KV_SLOTS, KV_SWAP = range(3)
+# Queues.size[] slots (N_WAITING counts every tenant's heap together).
+N_RUNNING, N_WAITING, N_SWAPPED, N_FOLLOWUPS = range(4)
+# Logs.n[] and Logs.frame_clock[] slots.
+L_STEPS_LOGGED, L_LOG_STRIDE, L_EVENTS, L_NEXT_FRAME = range(4)
+FRAME_NEXT_S, FRAME_DT = range(2)
+# Inter-token-latency histogram: exact microsecond bins below ~1 s, millisecond bins up to 1000 s.
+ITL_FINE_BINS = 1 << 20
+ITL_COARSE_BINS = 1_000_000
+# KV frame cell states, for the dashboard's block grid.
+BLOCK_FREE, BLOCK_USED, BLOCK_SHARED, BLOCK_CACHED = 0, 1, 2, 3
+
+
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What Python hands the engine
+# ---------------------------------------------------------------------------------------------------------
+class Config(NamedTuple):
+    order: int  # policies.ORDER_*: how the waiting queue is ordered
+    chunked_prefill: bool
+    static_batching: bool
+    preempts_for_priority: bool
+    preempt_mode: int  # PREEMPT_*
+    token_budget: int
+    max_num_seqs: int
+    block_size: int
+    num_blocks: int
+    swap_blocks: int
+    max_model_len: int
+    prefix_caching: bool
+    record_events: bool
+    max_step_records: int
+    debug_checks: bool
+    cost: np.ndarray  # cost_model parameter vector
+    pol: np.ndarray  # policies parameter vector (policies.P_*)
+    class_ttft_s: np.ndarray  # per request class
+    class_tpot_s: np.ndarray
+    class_weight: np.ndarray
+
+
+class RequestTable(NamedTuple):
+    arrival_s: np.ndarray  # a follow-up turn's is inf until its parent ends, then parent end + think time
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    request_class: np.ndarray
+    tenant: np.ndarray  # which waiting heap it joins (its class under fair sharing, else 0)
+    child: np.ndarray  # the next turn of its session, or -1
+    think_s: np.ndarray
+    hashes: np.ndarray  # chained content hash of each full prompt block (empty without prefix caching)
+    hash_off: np.ndarray  # request r's hashes are hashes[hash_off[r]:hash_off[r + 1]]
+    open_ids: np.ndarray  # requests that arrive on their own (not follow-ups), in arrival order
+
+
+class FrameSpec(NamedTuple):
+    """When to snapshot the KV pool: at the instants `at_s`; or, if that is empty, up to `capacity` snapshots
+    evenly spaced over the whole run (starting `first_spacing_s` apart, doubling as needed); none if both are
+    empty."""
+    at_s: np.ndarray
+    capacity: int
+    first_spacing_s: float
+
+
+class Outcome(NamedTuple):
+    """What a finished run hands back to Python (runner.Result is built from it by field name)."""
+    arrival_s: np.ndarray
+    status: np.ndarray
+    reject_reason: np.ndarray
+    generated: np.ndarray
+    first_scheduled_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    max_itl_s: np.ndarray
+    preemptions: np.ndarray
+    degraded: np.ndarray
+    on_time_tokens: np.ndarray
+    cached_prefix: np.ndarray
+    steps: np.ndarray
+    tenant_service: np.ndarray
+    step_stride: int
+    events: np.ndarray
+    accumulators: np.ndarray
+    itl_fine: np.ndarray
+    itl_coarse: np.ndarray
+    kv_frames: np.ndarray
+    kv_frame_state: np.ndarray
+    kv_frame_s: np.ndarray
+    free_blocks_at_end: int
+    swap_free_at_end: int
+    ref_counts_at_end: np.ndarray
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The engine's records (field name -> numba type; the comments say what each holds)
+# ---------------------------------------------------------------------------------------------------------
+@structref.register
+class RecordType(types.StructRef):
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+I64, I32, I8, F64, BOOL = types.int64[::1], types.int32[::1], types.int8[::1], types.float64[::1], types.boolean[::1]
+I64_2D, I32_2D, I8_2D, F64_2D = types.int64[:, ::1], types.int32[:, ::1], types.int8[:, ::1], types.float64[:, ::1]
+
+CONFIG = RecordType([
+    ("order", types.int64), ("chunked_prefill", types.boolean), ("static_batching", types.boolean),
+    ("preempts_for_priority", types.boolean), ("preempt_mode", types.int64), ("token_budget", types.int64),
+    ("max_num_seqs", types.int64), ("block_size", types.int64), ("num_blocks", types.int64),
+    ("swap_blocks", types.int64), ("max_model_len", types.int64), ("prefix_caching", types.boolean),
+    ("record_events", types.boolean), ("max_step_records", types.int64), ("debug_checks", types.boolean),
+    ("cost", F64), ("pol", F64), ("class_ttft_s", F64), ("class_tpot_s", F64), ("class_weight", F64),
+])
+REQUEST_TABLE = RecordType([
+    ("arrival_s", F64), ("prompt_tokens", I64), ("output_tokens", I64), ("request_class", I64), ("tenant", I64),
+    ("child", I64), ("think_s", F64), ("hashes", I64), ("hash_off", I64), ("open_ids", I64),
+])
+REQUEST_STATE = RecordType([
+    ("status", I8), ("reject_reason", I8),
+    ("degraded", I8),  # admitted late with a relaxed TTFT target
+    ("computed", I64),  # tokens whose KV is on the GPU
+    ("generated", I64),
+    ("on_time_tokens", I64),  # tokens delivered by their deadline (token goodput)
+    ("first_scheduled_s", F64), ("first_token_s", F64), ("finish_s", F64), ("last_token_s", F64),
+    ("max_itl_s", F64), ("preemptions", I64),
+    ("cached_prefix", I64),  # prompt tokens found in the prefix cache at first admission (-1: never admitted)
+])
+KV_CACHE = RecordType([
+    ("links", I64_2D),  # [PL_NEXT/PL_PREV/PL_REF/PL_HASH, block]; column num_blocks is the free queue's sentinel
+    ("table", I64_2D),  # [0: hash, 1: block] open-addressing hash table of cached full blocks
+    ("block_table", I64_2D),  # [slot, j] -> block id of a running request's j-th block
+    ("slot_of", I64),  # request -> its block-table row, or -1
+    ("free_slots", I64),  # a stack of free block-table rows
+    ("n_blocks", I64),  # request -> GPU blocks held
+    ("n_hashed", I64),  # request -> how many of its blocks are registered in the prefix cache
+    ("host_blocks", I64),  # request -> blocks held in host swap space
+    ("found", I64),  # scratch: block ids of a cached prefix
+    ("free", I64),  # KV_BLOCKS, KV_SLOTS, KV_SWAP: free GPU blocks, free block-table rows, free swap blocks
+])
+QUEUES = RecordType([
+    ("running", I64),  # request ids in admission order
+    ("wait_keys", F64), ("wait_ids", I64),  # one binary heap per tenant: tenant t's at [q_off[t], q_off[t + 1])
+    ("q_off", I64), ("q_size", I64),
+    ("vtc", F64),  # weighted service received per tenant (fair sharing); all zero otherwise
+    ("swap_keys", F64), ("swap_ids", I64),  # swapped-out requests, a heap on their policy key
+    ("followup_keys", F64), ("followup_ids", I64),  # session turns waiting out their think time, on arrival time
+    ("size", I64),  # N_RUNNING, N_WAITING, N_SWAPPED, N_FOLLOWUPS
+])
+BATCH = RecordType([
+    ("req", I64),  # the step's scheduled requests
+    ("tokens", I64),  # tokens each computes this step
+    ("admitted", BOOL),  # admitted from the waiting queue this step (prefilling, even if 1 token is left)
+    ("n", I64),  # B_* slots
+    ("swap_s", F64),  # [0]: seconds of swap traffic this step
+])
+LOGS = RecordType([
+    ("steps", F64_2D),  # [logged step, S_*]; every n[L_LOG_STRIDE]-th step
+    ("service", F64_2D),  # [logged step, tenant] weighted service so far, beside the step log
+    ("events", I64_2D),  # [event, E_*]; one row unless cfg.record_events
+    ("acc", F64),  # A_*
+    ("itl_fine", I64), ("itl_coarse", I64),
+    ("frame_at", F64),  # when to snapshot the KV pool; empty: every frame_clock[FRAME_DT] s, spacing doubled as needed
+    ("frame_clock", F64),  # FRAME_NEXT_S, FRAME_DT: the next evenly spaced snapshot and the spacing
+    ("frames", I32_2D),  # [frame, block] -> a request holding it, or -1
+    ("frame_state", I8_2D),  # [frame, block] -> BLOCK_*
+    ("frame_s", F64),
+    ("n", I64),  # L_* slots
+])
+ENGINE = RecordType([
+    ("cfg", CONFIG), ("req", REQUEST_TABLE), ("st", REQUEST_STATE), ("kv", KV_CACHE), ("q", QUEUES),
+    ("batch", BATCH), ("logs", LOGS),
+    ("clock", F64),  # NOW, STEP_EST, KEYED_STEP_EST
+    ("loop", I64),  # STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED
+])
+
+if numba_config.DISABLE_JIT:
+    def new_record(record_type):
+        """An empty record whose fields the caller sets (plain Python: a namespace)."""
+        return pytypes.SimpleNamespace()
+else:
+    new_record = structref.new

@@ -1,0 +1,52 @@
+"""Cases run both jitted and as plain Python (NUMBA_DISABLE_JIT=1) by tests/test_plain_python.py.
+
+    NUMBA_DISABLE_JIT=1 python tests/plain_python_cases.py OUT.json   # writes {case: record} for every case
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from golden_cases import cases as golden_cases  # noqa: E402
+from golden_cases import record, record_requests  # noqa: E402
+
+from sim_core import SCHEDULER_NAMES, Scenario  # noqa: E402
+from sim_core.workload import Requests  # noqa: E402
+
+# Golden scenarios cheap enough in plain Python (a few seconds each), covering the prefix cache, swap, fair
+# sharing, admission control with aging, the adaptive budget and agent sessions.
+GOLDEN_SUBSET = ("fair-swap-cache", "mixed-slo-degrade", "chunked-adaptive", "static-none-nocache")
+
+
+def tight_workload(seed: int, n: int = 10) -> Requests:
+    """A pool of 14 blocks for 10 requests of up to ~160 tokens: preemption (or, with "none", queueing) forced."""
+    rng = np.random.default_rng(seed)
+    arrival = np.sort(rng.uniform(0, 0.3, n))
+    arrival -= arrival[0]
+    return Requests(arrival, rng.integers(1, 120, n).astype(np.int64), rng.integers(1, 40, n).astype(np.int64),
+                    np.zeros(n, np.int64), ("explicit",))
+
+
+def run_all() -> dict[str, dict]:
+    out = {}
+    for sched in SCHEDULER_NAMES:
+        for mode in ("recompute", "swap", "none"):
+            for seed in (0, 1):
+                s = Scenario(scheduler=sched, preemption=mode, kv_blocks=14, block_size=16, max_seqs=4,
+                             swap_space_gb=0.002, hardware="rtx3050", admission="admit")
+                out[f"tight-{sched}-{mode}-{seed}"] = record_requests(s, tight_workload(seed))
+    golden = golden_cases()
+    for name in GOLDEN_SUBSET:
+        out[name] = record(*golden[name])
+    return out
+
+
+if __name__ == "__main__":
+    Path(sys.argv[1]).write_text(json.dumps(run_all(), sort_keys=True))

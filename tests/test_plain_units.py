@@ -1,0 +1,73 @@
+"""Kernel internals driven one by one. Records are plain namespaces only when numba is off, so these run under
+NUMBA_DISABLE_JIT=1 (tests/test_plain_python.py starts that run; here they are skipped)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import config
+
+from sim_core import kv_pool, queues, state
+from sim_core.logs import itl_bin
+
+pytestmark = pytest.mark.skipif(not config.DISABLE_JIT, reason="run by test_plain_python.py with NUMBA_DISABLE_JIT=1")
+
+
+def _request_table(n: int):
+    req = state.new_record(state.REQUEST_TABLE)
+    req.hashes, req.hash_off = np.zeros(0, np.int64), np.zeros(n + 1, np.int64)
+    return req
+
+
+def test_the_pool_check_catches_a_corrupted_pool():
+    kv = kv_pool.new_kv_cache(4, 1, 4, 0, False, 1)
+    running = np.zeros(1, np.int64)
+    kv_pool.check_pool(kv, _request_table(1), running, 0)  # consistent: passes
+    kv.links[kv_pool.PL_REF, 2] = 1  # referenced but still queued as free
+    with pytest.raises(AssertionError, match="free queue is referenced"):
+        kv_pool.check_pool(kv, _request_table(1), running, 0)
+
+
+def test_allocate_release_and_reuse_keep_the_pool_consistent():
+    kv = kv_pool.new_kv_cache(6, 2, 4, 0, True, 2)
+    acc = np.zeros(state.N_ACC)
+    for r in (0, 1):
+        kv_pool.take_slot(kv, r)
+        kv_pool.allocate(kv, r, 3, acc)
+    assert kv.free[state.KV_BLOCKS] == 0
+    running = np.array([0, 1], np.int64)
+    kv_pool.check_pool(kv, _request_table(2), running, 2)
+    kv_pool.release(kv, 1)
+    assert kv.free[state.KV_BLOCKS] == 3 and kv.slot_of[1] == -1
+    kv_pool.check_pool(kv, _request_table(2), running, 1)
+
+
+def test_cached_prefix_finds_registered_blocks_and_leaves_a_token_to_compute():
+    kv = kv_pool.new_kv_cache(8, 2, 4, 0, True, 2)
+    req = _request_table(2)
+    req.hashes = np.array([11, 12, 13, 11, 12, 99], np.int64)  # request 1 shares request 0's first two blocks
+    req.hash_off = np.array([0, 3, 6], np.int64)
+    acc = np.zeros(state.N_ACC)
+    kv_pool.take_slot(kv, 0)
+    kv_pool.allocate(kv, 0, 3, acc)
+    kv_pool.register_full_blocks(kv, req, 0, 48, 16, 0, False)
+    assert kv_pool.cached_prefix(kv, req, 1, 48, 16) == (2, 0)  # block 3 differs; all held, none free
+    assert kv_pool.cached_prefix(kv, req, 0, 48, 16) == (2, 0)  # a full-prompt hit still computes 1 token
+
+
+def test_heaps_pop_in_key_order_with_ties_to_the_smaller_id():
+    keys, ids = np.zeros(8), np.zeros(8, np.int64)
+    size = 0
+    for key, rid in ((3.0, 5), (1.0, 7), (3.0, 2), (2.0, 1), (1.0, 4)):
+        size = queues.heap_push(keys, ids, size, key, rid)
+    order = []
+    while size:
+        order.append(int(ids[0]))
+        size = queues.heap_pop(keys, ids, size)
+    assert order == [4, 7, 1, 2, 5]
+
+
+def test_itl_bins_are_microseconds_then_milliseconds():
+    assert itl_bin(0.25) == (250000, -1)
+    assert itl_bin(2.5) == (-1, 2500)
+    assert itl_bin(5000.0) == (-1, state.ITL_COARSE_BINS - 1)
