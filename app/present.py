@@ -5,12 +5,11 @@ and one-line descriptions of a scenario.
 
 from __future__ import annotations
 
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
+from sim_core.fields import field_info, range_text
 from sim_core.policies import BY_NAME
 
 from .inputs import MAX_DURATION_S, MAX_REQUESTS
@@ -63,23 +62,10 @@ class Form:
     other_errors: list[tuple[str, str]]
 
 
-def _literal_values(annotation: Any) -> tuple[list[str], bool]:
-    """(choices, optional) of a Literal[...] or Optional[Literal[...]] annotation; ([], ...) otherwise."""
-    optional = False
-    args = [annotation]
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        optional = True
-    if len(args) == 1 and typing.get_origin(args[0]) is Literal:
-        return [str(v) for v in typing.get_args(args[0])], optional
-    if args == [bool]:
-        return ["false", "true"], optional
-    return [], optional
-
-
-def _is_int(annotation: Any) -> bool:
-    args = typing.get_args(annotation) or (annotation,)
-    return int in args and float not in args
+def _field_help(name: str) -> str:
+    """A field's tooltip: its description and what it accepts."""
+    allowed = range_text(name)
+    return field_info(name).description + (f": {allowed}" if allowed else "")
 
 
 def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults: dict[str, str]) -> Form:
@@ -103,14 +89,15 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
         "duration": f"at most {MAX_DURATION_S:g} on the web",
     }
     fields: dict[str, FormField] = {}
-    for name, info in Scenario.model_fields.items():
+    for name in Scenario.model_fields:
         if name in NOT_IN_FORM:
             continue
+        info = field_info(name)
         label, unit = LABELS.get(name, (name.replace("_", " ").capitalize(), ""))
         raw = values.get(name)
         value = "" if raw is None else str(raw)
-        choices, optional = _literal_values(info.annotation)
-        f = FormField(name, label, unit, "text", value, help=info.description or "", error=errors.get(name, ""))
+        choices = [str(c) for c in info.choices] if info.choices else (["false", "true"] if info.is_bool else [])
+        f = FormField(name, label, unit, "text", value, help=_field_help(name), error=errors.get(name, ""))
         default = page_defaults.get(name, info.default)
         if name == "hardware":
             f.kind, f.options = "select", [(k, f"{g.name} · {g.mem_gib:g} GB") for k, g in GPUS.items()]
@@ -124,10 +111,10 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
         elif choices:
             f.kind = "select"
             f.options = [(c, c) for c in choices]
-            if optional:
+            if info.optional:
                 f.options.insert(0, ("", "default"))
         else:
-            f.inputmode = "numeric" if _is_int(info.annotation) else "decimal"
+            f.inputmode = "numeric" if info.is_int else "decimal"
             f.placeholder = placeholders.get(name, "" if default is None else _fmt(default))
         if f.kind == "select" and not f.value and default is not None:
             f.value = _fmt(default)
