@@ -48,7 +48,8 @@ PROG = "sched-sim"
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
 EXIT_INTERRUPTED = 130
-MAX_SWEEP_RATES = 1000
+# The rate grid's inputs (as sim_core.sweep.rate_grid names them) and the flags that give them.
+RATE_GRID_FLAGS = {"rate_min": "--min-rate", "rate_max": "--max-rate", "rate_step": "--step"}
 DEFAULT_SLO_TARGET = 0.9
 
 
@@ -159,6 +160,8 @@ _TYPE_ERRORS = (("Input should be a valid integer", "an integer"), ("Input shoul
 
 
 def _scenario_error_text(err: ScenarioError, rename: dict[str, str] | None = None) -> str:
+    """Each problem as `--flag: message`; `rename` maps names that are not scenario fields (the rate grid's
+    rate_min, ...) to their flags, in the field and in the message."""
     rename = rename or {}
     parts = []
     for field, message in err.problems:
@@ -169,6 +172,8 @@ def _scenario_error_text(err: ScenarioError, rename: dict[str, str] | None = Non
                 got = re.search(r"\(got .*\)$", message)
                 bounds = _bounds_text(info)
                 message = f"must be {kind}" + (f" ({bounds})" if bounds else "") + (f" {got.group(0)}" if got else "")
+        for name, other in rename.items():
+            message = re.sub(rf"\b{name}\b", other, message)
         parts.append(f"{flag}: {_unquote_numbers(message)}")
     return "; ".join(parts)
 
@@ -598,20 +603,10 @@ class _Progress:
 def _rate_grid(args) -> list[float]:
     from sim_core.sweep import rate_grid
 
-    if args.min_rate > args.max_rate:
-        raise UsageError(f"--min-rate: must be at most --max-rate (got {_g(args.min_rate)} > {_g(args.max_rate)})")
-    step = args.step if args.step is not None else (args.max_rate - args.min_rate) / 8 or 1.0
-    count = int((args.max_rate - args.min_rate) / step + 1e-9) + 1
-    if count > MAX_SWEEP_RATES:
-        raise UsageError(f"--step: {_g(step)} gives {count} rates between {_g(args.min_rate)} and "
-                         f"{_g(args.max_rate)}; at most {MAX_SWEEP_RATES} (use a larger --step)")
-    rates = rate_grid(args.min_rate, args.max_rate, step)
-    for flag, rate in (("--min-rate", rates[0]), ("--max-rate", rates[-1])):
-        try:
-            parse_scenario({"rate": rate})
-        except ScenarioError as e:
-            raise UsageError(_scenario_error_text(e, {"rate": flag})) from None
-    return rates
+    try:
+        return rate_grid(args.min_rate, args.max_rate, args.step)
+    except ScenarioError as e:
+        raise UsageError(_scenario_error_text(e, RATE_GRID_FLAGS)) from None
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
