@@ -1,5 +1,7 @@
-"""`/docs`: the API reference, rendered on the server from FastAPI's OpenAPI schema. (FastAPI's own Swagger UI
-loads its JavaScript from a CDN, which a deployment without internet access cannot reach.)"""
+"""`/docs`: the API reference, rendered on the server from FastAPI's OpenAPI schema (FastAPI's own Swagger UI
+loads its JavaScript from a CDN, which a deployment without internet access cannot reach), and the reference of
+every metric a run reports, rendered from `sim_core`'s metric catalogue (the one the CLI and dashboard tables
+use)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ import json
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
+
+from sim_core.metric_catalog import METRICS
 
 from .templating import templates
 
@@ -43,8 +47,17 @@ def _operations(spec: dict) -> list[dict]:
     return ops
 
 
+def _metric_groups() -> list[tuple[str, list]]:
+    """The catalogue by table section, in catalogue order."""
+    groups: dict[str, list] = {}
+    for m in METRICS:
+        groups.setdefault(m.group, []).append(m)
+    return list(groups.items())
+
+
 @router.get("/docs", response_class=HTMLResponse)
 def docs(request: Request) -> HTMLResponse:
     spec = request.app.openapi()
-    ctx = {"request": request, "info": spec.get("info", {}), "operations": _operations(spec)}
+    ctx = {"request": request, "info": spec.get("info", {}), "operations": _operations(spec),
+           "metric_groups": _metric_groups()}
     return templates.TemplateResponse(request, "docs.html", ctx)

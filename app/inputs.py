@@ -8,7 +8,6 @@ Nothing here runs a simulation; `resolve()` checks that each deployment is possi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from sim_core import (
     resolve,
 )
 from sim_core.scenario import query_value
+from sim_core.sweep import default_rate_range, rate_grid
 
 # What a page shows with no query: seed 004's experiment, FCFS's inter-token stalls against chunked prefill.
 PAGE_DEFAULTS: dict[str, str] = {"hardware": "rtx3050", "workload": "rag", "duration": "20"}
@@ -62,8 +62,7 @@ class RateRange:
     rate_step: float
 
     def rates(self) -> list[float]:
-        count = int((self.rate_max - self.rate_min) / self.rate_step + 1e-9) + 1
-        return [round(self.rate_min + k * self.rate_step, 10) for k in range(count)]
+        return rate_grid(self.rate_min, self.rate_max, self.rate_step, max_points=MAX_SWEEP_POINTS)
 
     def query_pairs(self) -> list[tuple[str, str]]:
         return [(k, f"{getattr(self, k):g}") for k in SWEEP_KEYS]
@@ -209,27 +208,17 @@ def _parse_sweep(raw: dict[str, Any], problems: list[tuple[str, str]]) -> RateRa
             problems.append((k, "a rate sweep needs rate_min, rate_max and rate_step (requests/s)"))
             continue
         try:
-            v = float(raw[k])
+            values[k] = float(raw[k])
         except (TypeError, ValueError):
             problems.append((k, f"must be a number of requests/s (got {raw[k]!r})"))
-            continue
-        if not (math.isfinite(v) and 0 < v <= 10_000):
-            problems.append((k, f"must be greater than 0 and at most 10000 requests/s (got {raw[k]!r})"))
-            continue
-        values[k] = v
     if len(values) < 3:
         return None
-    if values["rate_max"] < values["rate_min"]:
-        problems.append(("rate_max", f"must be at least rate_min ({values['rate_min']:g})"))
+    try:  # the core's grid checks the values, and the web's own limit on the number of rates
+        rate_grid(values["rate_min"], values["rate_max"], values["rate_step"], max_points=MAX_SWEEP_POINTS)
+    except ScenarioError as e:
+        problems += e.problems
         return None
-    rr = RateRange(values["rate_min"], values["rate_max"], values["rate_step"])
-    points = len(rr.rates())
-    if points > MAX_SWEEP_POINTS:
-        problems.append(("rate_step", f"gives {points} rates; the web sweeps at most {MAX_SWEEP_POINTS} per "
-                                      f"scheduler — a step of at least "
-                                      f"{(rr.rate_max - rr.rate_min) / (MAX_SWEEP_POINTS - 1):.3g} req/s"))
-        return None
-    return rr
+    return RateRange(values["rate_min"], values["rate_max"], values["rate_step"])
 
 
 def problems_of(error: ScenarioError | SetupError | TraceError) -> list[tuple[str, str]]:
@@ -334,17 +323,5 @@ def _dedupe(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def default_sweep(s: Scenario) -> RateRange:
     """A rate range around the scenario's rate that a sweep form proposes (clipped to the web's limits)."""
     rate = s.rate or PRESETS[s.workload].rate
-    top = rate * 2
-    if s.num_requests is None:
-        top = min(top, MAX_REQUESTS / s.duration)
-    step = _nice_step(top / 12)
-    top = max(step, math.floor(top / step + 1e-9) * step)
-    return RateRange(step, top, step)
-
-
-def _nice_step(x: float) -> float:
-    exp = math.floor(math.log10(x))
-    for m in (1, 2, 2.5, 5, 10):
-        if m * 10**exp >= x:
-            return round(m * 10**exp, 10)
-    return 10 ** (exp + 1)
+    cap = MAX_REQUESTS / s.duration if s.num_requests is None else None
+    return RateRange(*default_rate_range(rate, cap))

@@ -5,12 +5,12 @@ and one-line descriptions of a scenario.
 
 from __future__ import annotations
 
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
+from sim_core.fields import field_info, range_text
+from sim_core.metric_catalog import Metric, table_sections
 from sim_core.policies import BY_NAME
 
 from .inputs import MAX_DURATION_S, MAX_REQUESTS
@@ -63,23 +63,10 @@ class Form:
     other_errors: list[tuple[str, str]]
 
 
-def _literal_values(annotation: Any) -> tuple[list[str], bool]:
-    """(choices, optional) of a Literal[...] or Optional[Literal[...]] annotation; ([], ...) otherwise."""
-    optional = False
-    args = [annotation]
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        optional = True
-    if len(args) == 1 and typing.get_origin(args[0]) is Literal:
-        return [str(v) for v in typing.get_args(args[0])], optional
-    if args == [bool]:
-        return ["false", "true"], optional
-    return [], optional
-
-
-def _is_int(annotation: Any) -> bool:
-    args = typing.get_args(annotation) or (annotation,)
-    return int in args and float not in args
+def _field_help(name: str) -> str:
+    """A field's tooltip: its description and what it accepts."""
+    allowed = range_text(name)
+    return field_info(name).description + (f": {allowed}" if allowed else "")
 
 
 def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults: dict[str, str]) -> Form:
@@ -103,14 +90,15 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
         "duration": f"at most {MAX_DURATION_S:g} on the web",
     }
     fields: dict[str, FormField] = {}
-    for name, info in Scenario.model_fields.items():
+    for name in Scenario.model_fields:
         if name in NOT_IN_FORM:
             continue
+        info = field_info(name)
         label, unit = LABELS.get(name, (name.replace("_", " ").capitalize(), ""))
         raw = values.get(name)
         value = "" if raw is None else str(raw)
-        choices, optional = _literal_values(info.annotation)
-        f = FormField(name, label, unit, "text", value, help=info.description or "", error=errors.get(name, ""))
+        choices = [str(c) for c in info.choices] if info.choices else (["false", "true"] if info.is_bool else [])
+        f = FormField(name, label, unit, "text", value, help=_field_help(name), error=errors.get(name, ""))
         default = page_defaults.get(name, info.default)
         if name == "hardware":
             f.kind, f.options = "select", [(k, f"{g.name} · {g.mem_gib:g} GB") for k, g in GPUS.items()]
@@ -124,10 +112,10 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
         elif choices:
             f.kind = "select"
             f.options = [(c, c) for c in choices]
-            if optional:
+            if info.optional:
                 f.options.insert(0, ("", "default"))
         else:
-            f.inputmode = "numeric" if _is_int(info.annotation) else "decimal"
+            f.inputmode = "numeric" if info.is_int else "decimal"
             f.placeholder = placeholders.get(name, "" if default is None else _fmt(default))
         if f.kind == "select" and not f.value and default is not None:
             f.value = _fmt(default)
@@ -163,96 +151,49 @@ def _fmt(v: Any) -> str:
 
 
 # ----- metrics table -----
-Row = tuple[str, str, str, str | None]  # (label, dotted key, format, better: "low" | "high" | None)
-METRIC_GROUPS: tuple[tuple[str, tuple[Row, ...]], ...] = (
-    ("Requests", (
-        ("completed", "completed", "int", "high"),
-        ("rejected", "rejected", "int", "low"),
-        ("shed (SLO admission)", "shed", "int", "low"),
-    )),
-    ("Time to first token (ms)", (
-        ("TTFT mean", "ttft_ms.mean", "ms", "low"), ("TTFT p50", "ttft_ms.p50", "ms", "low"),
-        ("TTFT p99", "ttft_ms.p99", "ms", "low"),
-    )),
-    ("Time per output token (ms)", (
-        ("TPOT mean", "tpot_ms.mean", "ms", "low"), ("TPOT p50", "tpot_ms.p50", "ms", "low"),
-        ("TPOT p99", "tpot_ms.p99", "ms", "low"),
-    )),
-    ("Inter-token latency (ms)", (
-        ("ITL mean", "itl_ms.mean", "ms", "low"), ("ITL p50", "itl_ms.p50", "ms", "low"),
-        ("ITL p99", "itl_ms.p99", "ms", "low"), ("ITL max", "itl_ms.max", "ms", "low"),
-    )),
-    ("End-to-end latency (ms)", (
-        ("E2EL mean", "e2el_ms.mean", "ms", "low"), ("E2EL p50", "e2el_ms.p50", "ms", "low"),
-        ("E2EL p99", "e2el_ms.p99", "ms", "low"),
-    )),
-    ("Throughput", (
-        ("requests / s", "request_throughput", "rate", "high"),
-        ("output tokens / s", "output_throughput", "tok", "high"),
-        ("goodput, requests / s", "goodput", "rate", "high"),
-        ("SLO attainment", "slo_attainment", "pct", "high"),
-        ("token goodput, tokens / s", "token_goodput", "tok", "high"),
-    )),
-    ("GPU", (
-        ("MBU (memory bandwidth)", "mbu", "pct", None), ("MFU (compute)", "mfu", "pct", None),
-        ("KV cache use, mean", "kv_cache_usage.mean", "pct", None),
-        ("KV cache use, peak", "kv_cache_usage.peak", "pct", None),
-    )),
-    ("Scheduling", (
-        ("preemptions", "preemptions", "int", "low"), ("requests preempted", "preempted_requests", "int", "low"),
-        ("queue length, mean", "waiting.mean", "num", "low"), ("queue length, peak", "waiting.peak", "int", "low"),
-        ("engine steps", "steps", "int", None), ("simulated time (s)", "duration_s", "num", None),
-    )),
-)
-
-
-def dig(d: dict, dotted: str) -> Any:
-    for part in dotted.split("."):
-        if not isinstance(d, dict) or part not in d:
-            return None
-        d = d[part]
-    return d
-
-
 def fmt_value(v: Any, kind: str) -> str:
+    """One cell of the metrics table, formatted by the catalogue's display kind."""
     if v is None:
         return "—"
+    if isinstance(v, bool) or kind == "flag":
+        return "yes" if v else "no"
     if not isinstance(v, int | float):
         return str(v)
-    if kind == "int":
+    if kind == "count":
         return f"{int(v):,}"
-    if kind == "pct":
+    if kind == "fraction":
         return f"{v * 100:.1f}%"
     if kind == "ms":
         return f"{v:,.1f}" if abs(v) < 1000 else f"{v:,.0f}"
-    if kind == "tok":
+    if kind == "tokens":
         return f"{v:,.0f}"
-    if kind == "rate":
-        return f"{v:,.2f}"
+    if kind == "average":
+        return f"{v:,.1f}"
     return f"{v:,.2f}"
 
 
+def _best(values: list, texts: list[str], metric: Metric) -> float | None:
+    """The winning value where schedulers differ as shown; None for a tie or a metric with no better side."""
+    nums = [x for x in values if isinstance(x, int | float) and not isinstance(x, bool)]
+    if not metric.better or len(values) < 2 or not nums:
+        return None
+    best = min(nums) if metric.better == "lower" else max(nums)
+    return None if texts.count(fmt_value(best, metric.kind)) > 1 else best
+
+
 def metrics_table(views: list) -> list[list[dict]]:
-    """Two columns of row groups (balanced by rows); each row has one cell per scheduler and marks the best
-    value when schedulers differ."""
+    """The catalogue's table rows for these runs, as two columns of row groups (balanced by rows); each row
+    has one cell per scheduler and marks the best value when schedulers differ."""
     groups = []
-    for title, rows in METRIC_GROUPS:
-        out_rows = []
-        for label, key, kind, better in rows:
-            values = [dig(v.metrics, key) for v in views]
-            if all(x is None for x in values):
-                continue
-            texts = [fmt_value(x, kind) for x in values]
-            nums = [x for x in values if isinstance(x, int | float)]
-            best = None
-            if better and len(views) > 1 and nums:
-                best = min(nums) if better == "low" else max(nums)
-                if texts.count(fmt_value(best, kind)) > 1:  # a tie as shown is no win
-                    best = None
-            out_rows.append({"label": label, "cells": [
-                {"text": t, "best": best is not None and x == best} for x, t in zip(values, texts, strict=True)]})
-        if out_rows:
-            groups.append({"title": title, "rows": out_rows})
+    for section in table_sections([v.metrics for v in views]):
+        rows = []
+        for row in section.rows:
+            m = row.metric
+            texts = [fmt_value(x, m.kind) for x in row.values]
+            best = _best(row.values, texts, m)
+            rows.append({"label": m.label, "unit": m.unit_text, "description": m.description, "cells": [
+                {"text": t, "best": best is not None and x == best} for x, t in zip(row.values, texts, strict=True)]})
+        groups.append({"title": section.title, "rows": rows})
     total = sum(len(g["rows"]) + 1 for g in groups)
     left, count = [], 0
     for g in groups:

@@ -123,10 +123,13 @@ def _describe(err: dict) -> str:
     got = err.get("input")
     got_s = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
-        field = err["loc"][-1] if err["loc"] else ""
-        lo, hi = _bounds(str(field))
-        if lo is not None or hi is not None:
-            return f"must be {_range_text(lo, hi)}{got_s}"
+        # Imported here, not at the top: fields reads the Scenario model this module defines.
+        from .fields import range_text
+
+        field = str(err["loc"][-1]) if err["loc"] else ""
+        allowed = range_text(field) if field in Scenario.model_fields else ""
+        if allowed:
+            return f"must be {allowed}{got_s}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected', '')}{got_s}"
     if kind == "extra_forbidden":
@@ -134,30 +137,6 @@ def _describe(err: dict) -> str:
     if kind == "value_error":
         return err["msg"].removeprefix("Value error, ")
     return err["msg"] + got_s
-
-
-def _bounds(field: str) -> tuple[object, object]:
-    info = Scenario.model_fields.get(field)
-    if info is None:
-        return None, None
-    lo = hi = None
-    for m in info.metadata:
-        lo = getattr(m, "ge", None) if getattr(m, "ge", None) is not None else lo
-        lo = getattr(m, "gt", None) if getattr(m, "gt", None) is not None else lo
-        hi = getattr(m, "le", None) if getattr(m, "le", None) is not None else hi
-        hi = getattr(m, "lt", None) if getattr(m, "lt", None) is not None else hi
-    gt = any(getattr(m, "gt", None) is not None for m in info.metadata)
-    if gt and lo is not None:
-        lo = f">{lo}"
-    return lo, hi
-
-
-def _range_text(lo: object, hi: object) -> str:
-    if isinstance(lo, str):  # exclusive lower bound
-        return f"greater than {lo[1:]} and at most {hi}" if hi is not None else f"greater than {lo[1:]}"
-    if lo is not None and hi is not None:
-        return f"between {lo} and {hi}"
-    return f"at least {lo}" if lo is not None else f"at most {hi}"
 
 
 def parse_scenario(data: dict) -> Scenario:

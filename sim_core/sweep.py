@@ -1,29 +1,94 @@
 """Many runs of one scenario: each scheduler at each arrival rate, spread over local processes.
 
-`sweep` returns, per scheduler, a list of points {rate, metrics}; `knee_rate` finds the saturation knee, the
-highest rate up to which SLO attainment stays at or above a target.
+`rate_grid` is the one grid of arrival rates every face sweeps over (the CLI's `sweep`, the web's goodput curves,
+the range a sweep form proposes); `sweep` returns, per scheduler, a list of points {rate, metrics}; `knee_rate`
+finds the saturation knee, the highest rate up to which SLO attainment stays at or above a target.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from .fields import field_info, number_text, range_text
 from .runner import resolve, run, warm_up
-from .scenario import Scenario
+from .scenario import Scenario, ScenarioError
+
+MAX_RATE_POINTS = 1000  # rates per scheduler; the web asks for fewer
+DEFAULT_POINTS = 9  # rates in a grid given no step
 
 
 def _one(scenario: Scenario) -> dict:
     return run(scenario).metrics
 
 
-def rate_grid(min_rate: float, max_rate: float, step: float) -> list[float]:
-    """min, min+step, ... up to max inclusive (with a tolerance for float steps)."""
-    if step <= 0 or max_rate < min_rate:
-        raise ValueError("need step > 0 and max_rate >= min_rate")
-    count = int((max_rate - min_rate) / step + 1e-9) + 1
-    return [round(min_rate + k * step, 10) for k in range(count)]
+def rate_grid(rate_min: float, rate_max: float, rate_step: float | None = None, *,
+              max_points: int = MAX_RATE_POINTS) -> list[float]:
+    """rate_min, rate_min + step, ... up to rate_max inclusive (with a tolerance for float steps). Without a step,
+    DEFAULT_POINTS rates evenly spaced.
+
+    Raises ScenarioError naming rate_min, rate_max or rate_step and what each allows, before building anything: the
+    rates must be finite and valid scenario rates, and the grid at most `max_points` long."""
+    problems = [(name, msg) for name, value in (("rate_min", rate_min), ("rate_max", rate_max))
+                if (msg := _rate_problem(value))]
+    if rate_step is not None and not (_finite(rate_step) and rate_step > 0):
+        problems.append(("rate_step", f"must be a number greater than 0, in requests/s (got {rate_step!r})"))
+    if problems:
+        raise ScenarioError(problems)
+    if rate_max < rate_min:
+        raise ScenarioError([("rate_max", f"must be at least rate_min, {number_text(rate_min)} requests/s "
+                                          f"(got {number_text(rate_max)})")])
+    step = rate_step if rate_step is not None else ((rate_max - rate_min) / (DEFAULT_POINTS - 1) or 1.0)
+    steps = (rate_max - rate_min) / step  # may be huge (or inf) for a tiny step: checked before any list exists
+    if steps + 1e-9 >= max_points:
+        raise ScenarioError([("rate_step", _too_many_text(rate_min, rate_max, step, steps, max_points))])
+    count = int(steps + 1e-9) + 1
+    return [round(rate_min + k * step, 10) for k in range(count)]
+
+
+def _finite(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _rate_problem(value) -> str | None:
+    """Why `value` is no scenario rate, or None."""
+    rate = field_info("rate")
+    allowed = f"must be {range_text('rate')} requests/s"
+    if not _finite(value):
+        return f"{allowed} (got {value!r})"
+    too_low = rate.lo is not None and (value <= rate.lo if rate.lo_exclusive else value < rate.lo)
+    too_high = rate.hi is not None and (value >= rate.hi if rate.hi_exclusive else value > rate.hi)
+    return f"{allowed} (got {number_text(value)})" if too_low or too_high else None
+
+
+def _too_many_text(rate_min: float, rate_max: float, step: float, steps: float, max_points: int) -> str:
+    count = f"{int(steps + 1e-9) + 1:,}" if steps < 1e15 else "more than 10^15"
+    # The smallest step that fits, rounded up to three significant digits so that it does fit.
+    needed = (rate_max - rate_min) / (max_points - 1)
+    unit = 10 ** (math.floor(math.log10(needed)) - 2)
+    needed = math.ceil(needed / unit - 1e-9) * unit
+    return (f"a step of {step:g} requests/s gives {count} rates from {number_text(rate_min)} to "
+            f"{number_text(rate_max)}; at most {max_points:,} per scheduler: the step must be at least "
+            f"{needed:.3g} requests/s")
+
+
+def nice_step(x: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 x 10^k that is at least x (a step people read easily)."""
+    exp = math.floor(math.log10(x))
+    for m in (1, 2, 2.5, 5, 10):
+        if m * 10**exp >= x:
+            return round(m * 10**exp, 10)
+    return 10 ** (exp + 1)
+
+
+def default_rate_range(rate: float, cap: float | None = None, points: int = 12) -> tuple[float, float, float]:
+    """(rate_min, rate_max, rate_step) of a sweep around `rate`: up to twice it (at most `cap`), in about
+    `points` nice steps starting at one step."""
+    top = rate * 2 if cap is None else min(rate * 2, cap)
+    step = nice_step(top / points)
+    top = max(step, math.floor(top / step + 1e-9) * step)
+    return step, top, step
 
 
 def sweep(scenario: Scenario, schedulers: Sequence[str], rates: Sequence[float], *, workers: int | None = None,
@@ -41,6 +106,9 @@ def sweep(scenario: Scenario, schedulers: Sequence[str], rates: Sequence[float],
             if on_point:
                 on_point(k + 1, len(jobs))
     else:
+        # Imported here: a process pool (and multiprocessing behind it) is only needed when sweeping in parallel.
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
             futures = {pool.submit(_one, job): k for k, job in enumerate(jobs)}
             for done, fut in enumerate(as_completed(futures), start=1):

@@ -13,8 +13,9 @@ import pytest
 
 import sim_core
 from app import cli
-from app.cli import main, trace_path_for
+from app.cli import commands, main, report, trace_path_for
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
+from sim_core.fields import bounds_text
 
 # The seed lesson's command forms (the sweep and compare shortened to 10 s of arrivals to stay quick).
 RUN = ["run", "--scheduler", "chunked", "--workload", "rag", "--hardware", "a100"]
@@ -55,9 +56,14 @@ def console_script() -> str:
     return found
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
 def run_script(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    # PYTHONPATH puts this checkout ahead of wherever the package was installed from in editable mode (another
+    # worktree, say), so the script runs the code under test.
     return subprocess.run([console_script(), *argv], capture_output=True, text=True, cwd=cwd, timeout=300,
-                          env=dict(os.environ))
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -124,7 +130,7 @@ def test_human_tables(capsys):
 
     code, out, err = cli_run(capsys, SWEEP)
     assert code == 0, err
-    assert "Saturation knee" in out and "p99 TTFT (ms)" in out and "p99 ITL (ms)" in out and "goodput" in out
+    assert "Saturation knee" in out and "P99 TTFT (ms)" in out and "P99 ITL (ms)" in out and "Goodput (req/s)" in out
     assert err == ""  # no progress bar when stderr is not a terminal
 
 
@@ -214,7 +220,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
 
     for stream, expected in ((Terminal(), "\r[" + "#" * 21 + "." * 9 + "] 7/10"), (io.StringIO(), "")):
         monkeypatch.setattr(sys, "stderr", stream)
-        bar = cli._Progress(10)
+        bar = report.Progress(10)
         bar.update(7, 10)
         assert stream.getvalue().endswith(expected) if expected else stream.getvalue() == ""
     bar.update(10, 10)
@@ -224,7 +230,7 @@ def test_interrupt_exits_130(capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "run", interrupted)
+    monkeypatch.setattr(commands, "run", interrupted)
     code, out, err = cli_run(capsys, ["run", "--num-requests", "5"])
     assert code == 130 and err == "interrupted\n" and "Traceback" not in err
 
@@ -318,7 +324,7 @@ def test_compare_trace_out_writes_one_file_per_scheduler(capsys, tmp_path):
 
 
 def test_sampled_step_log_warns_and_still_writes(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "run", lambda sc, **kw: sim_core.run(sc, max_step_records=32, **kw))
+    monkeypatch.setattr(commands, "run", lambda sc, **kw: sim_core.run(sc, max_step_records=32, **kw))
     path = tmp_path / "big.json"
     code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "30", "--trace-out", path])
     assert code == 0 and "sampled" in err and err.startswith("note: ")
@@ -336,6 +342,29 @@ def test_serve_runs_uvicorn_on_the_web_app(capsys, monkeypatch):
 
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
-    monkeypatch.setattr(cli, "_web_available", lambda: True)
+    monkeypatch.setattr(commands, "_web_available", lambda: True)
     assert cli_run(capsys, ["serve", "--host", "0.0.0.0", "--port", "8123"])[0] == 0
     assert calls == [("app.web:app", {"host": "0.0.0.0", "port": 8123})]
+
+
+def test_help_shows_each_fields_bounds_from_the_model(capsys):
+    code, out, _ = cli_run(capsys, ["run", "--help"])
+    text = " ".join(out.split())
+    bounded = [name for name in Scenario.model_fields if bounds_text(name)]
+    assert "tp" in bounded and "rate" in bounded
+    for name in bounded:
+        assert bounds_text(name) in text, name
+
+
+def test_run_and_list_load_neither_the_web_stack_nor_a_process_pool():
+    """`sched-sim run` starts faster for not importing what only `serve` and `sweep` need."""
+    code = ("import sys\n"
+            "from app.cli import main\n"
+            "assert main(['run', '--num-requests', '5', '--hardware', 'rtx3050', '--json']) == 0\n"
+            "assert main(['list']) == 0\n"
+            "heavy = ('fastapi', 'starlette', 'uvicorn', 'jinja2', 'plotly', 'multiprocessing', 'concurrent.futures.process')\n"
+            "print(sorted(m for m in sys.modules if m.startswith(heavy)), file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=REPO, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "[]"

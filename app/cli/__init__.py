@@ -1,0 +1,20 @@
+"""The `sched-sim` command line.
+
+    sched-sim run --scheduler chunked --workload rag --hardware a100 [--trace-out trace.json] [--json]
+    sched-sim compare --schedulers fcfs,chunked --workload rag --hardware rtx3050 --duration 10 [--json]
+    sched-sim sweep --schedulers fcfs,chunked --hardware rtx3050 --min-rate 2 --max-rate 18 --step 4 [--json]
+    sched-sim serve [--host 127.0.0.1] [--port 8000]
+    sched-sim list [--json]
+
+`flags` generates the scenario flags from `sim_core.Scenario`'s fields (`token_budget` -> `--token-budget`, help
+from the field's description and bounds), parsed as strings and validated by `sim_core.parse_scenario`, so the
+command line, the dashboard's URLs and the JSON API accept exactly the same things. `report` prints tables and
+JSON (the metrics tables from `sim_core.metric_catalog`); `commands` holds the commands and `main`. User errors
+exit with status 2 and one line on stderr naming the flag; an interrupt exits with 130.
+"""
+
+from .commands import build_parser, main
+from .flags import flag_name
+from .report import trace_path_for
+
+__all__ = ["build_parser", "flag_name", "main", "trace_path_for"]

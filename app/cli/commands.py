@@ -1,0 +1,322 @@
+"""The commands (run, compare, sweep, serve, list), the parser that wires their flags, and `main`.
+
+Modules only some commands need are imported inside them: `serve` imports the web stack (uvicorn, FastAPI,
+Jinja2, Plotly), `sweep` the process pool; `run` loads neither.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from sim_core import (
+    GPUS,
+    MODELS,
+    PRESETS,
+    SCHEDULER_NAMES,
+    Scenario,
+    ScenarioError,
+    SetupError,
+    SimulationError,
+    TraceError,
+    resolve,
+    run,
+)
+from sim_core.metric_catalog import METRICS
+from sim_core.policies import BY_NAME
+from sim_core.scenario import MAX_REQUESTS
+
+from . import report
+from .flags import (
+    Parser,
+    UsageError,
+    add_scenario_flags,
+    build_scenario,
+    flag_name,
+    fraction,
+    port,
+    positive_float,
+    scenario_error_text,
+    scheduler_list,
+    setup_error_text,
+    trace_error_text,
+    workers,
+)
+
+PROG = "sched-sim"
+EXIT_USAGE = 2
+EXIT_INTERNAL = 1
+EXIT_INTERRUPTED = 130
+DEFAULT_SLO_TARGET = 0.9
+# The rate grid's inputs (as sim_core.sweep.rate_grid names them) and the flags that give them.
+RATE_GRID_FLAGS = {"rate_min": "--min-rate", "rate_max": "--max-rate", "rate_step": "--step"}
+
+
+def _check_setup(scenario: Scenario) -> None:
+    """Fail before simulating: impossible deployments, missing traces, runs too large to hold in memory."""
+    resolved = resolve(scenario)
+    if scenario.trace is not None:
+        if not Path(scenario.trace).is_file():
+            raise TraceError(f"no such file {scenario.trace!r}")
+    elif scenario.num_requests is None:
+        expected = resolved.rate * scenario.duration
+        if expected > MAX_REQUESTS:
+            raise UsageError(
+                f"--duration: {report.g(scenario.duration)} s at {report.g(resolved.rate)} req/s is about "
+                f"{expected:,.0f} requests; at most {MAX_REQUESTS:,} (shorten --duration or lower --rate)")
+
+
+def _note_ignored_with_trace(scenario: Scenario) -> None:
+    if scenario.trace is None:
+        return
+    ignored = [flag_name(f) for f in ("rate", "burstiness", "duration", "seed") if f in scenario.model_fields_set]
+    if ignored:
+        print(f"note: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect with --trace "
+              f"(the trace sets the arrivals and lengths)", file=sys.stderr)
+
+
+def _run_schedulers(args: argparse.Namespace, schedulers: list[str], record_events: bool) -> tuple[Scenario, dict]:
+    base = build_scenario(args)
+    _note_ignored_with_trace(base)
+    scenarios = {s: build_scenario(args, scheduler=s) for s in schedulers}
+    for sc in scenarios.values():
+        _check_setup(sc)
+    results = {s: run(sc, record_events=record_events) for s, sc in scenarios.items()}
+    return base, results
+
+
+# ---------------------------------------------------------------------------------------------------------
+# run, compare
+# ---------------------------------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.trace_out:
+        report.check_writable(args.trace_out)
+    scheduler = build_scenario(args).scheduler
+    base, results = _run_schedulers(args, [scheduler], record_events=bool(args.trace_out))
+    report.report(args, base, results, drop=())
+    if args.trace_out:
+        report.write_trace(results[scheduler], args.trace_out, sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    paths = {s: report.trace_path_for(args.trace_out, s) for s in args.schedulers} if args.trace_out else {}
+    for p in paths.values():
+        report.check_writable(p)
+    base, results = _run_schedulers(args, args.schedulers, record_events=bool(paths))
+    report.report(args, base, results, drop=("scheduler",))
+    for s, p in paths.items():
+        report.write_trace(results[s], p, sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sweep
+# ---------------------------------------------------------------------------------------------------------
+def _rate_grid(args: argparse.Namespace) -> list[float]:
+    from sim_core.sweep import rate_grid
+
+    try:
+        return rate_grid(args.min_rate, args.max_rate, args.step)
+    except ScenarioError as e:
+        raise UsageError(scenario_error_text(e, RATE_GRID_FLAGS)) from None
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    # Imported here: only a sweep needs the process pool (and multiprocessing behind it).
+    import signal
+    import threading
+    from concurrent.futures.process import BrokenProcessPool
+
+    from sim_core.sweep import knee_rate, sweep
+
+    rates = _rate_grid(args)
+    base = build_scenario(args)
+    if base.trace is not None:
+        raise UsageError("--trace: a sweep varies the arrival rate, which a trace fixes; sweep a workload preset")
+    for s in args.schedulers:
+        for rate in (rates[0], rates[-1]):
+            _check_setup(base.model_copy(update={"scheduler": s, "rate": rate}))
+    progress = report.Progress(len(args.schedulers) * len(rates))
+    main_pid = os.getpid()
+
+    def on_sigint(signum, frame):
+        if os.getpid() != main_pid:  # a forked worker: leave quietly, the parent reports the interrupt
+            os._exit(EXIT_INTERRUPTED)
+        raise KeyboardInterrupt
+
+    in_main_thread = threading.current_thread() is threading.main_thread()  # signal handlers live there only
+    previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
+    try:
+        points = sweep(base, args.schedulers, rates, workers=args.workers, on_point=progress.update)
+    except BrokenProcessPool:
+        return _error("a sweep worker process died (out of memory?); try fewer --workers or a smaller scenario",
+                      EXIT_INTERNAL)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous)
+    knees = {s: knee_rate(pts, args.slo_target) for s, pts in points.items()}
+    if args.json:
+        report.print_json({
+            "scenario": report.scenario_doc(base, ("scheduler", "rate")),
+            "rates": rates,
+            "slo_target": args.slo_target,
+            "schedulers": {s: {"points": pts, "knee_rate": knees[s]} for s, pts in points.items()},
+        })
+        return 0
+    resolved = {s: resolve(base.model_copy(update={"scheduler": s, "rate": rates[0]})) for s in args.schedulers}
+    rate_text = f"{report.g(rates[0])} to {report.g(rates[-1])} req/s ({len(rates)} rates)"
+    lines = report.setup_lines(base, resolved, None, rate_text)
+    lines += report.sweep_lines(points, knees, rates, args.slo_target)
+    report.print_lines(lines)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# serve, list
+# ---------------------------------------------------------------------------------------------------------
+def _web_available() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("app.web") is not None
+    except ImportError:
+        return False
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if not _web_available():
+        return _error("the dashboard (app.web) is not installed in this copy of sched-sim", EXIT_INTERNAL)
+    import uvicorn  # imported here: the other commands do not need the web stack
+
+    uvicorn.run("app.web:app", host=args.host, port=args.port)
+    return 0
+
+
+def _catalog() -> dict:
+    return {
+        "gpus": [{"key": g.key, "name": g.name, "memory_gb": g.mem_gib, "bandwidth_gbs": g.mem_bw_gbs,
+                  "fp16_tflops": g.fp16_tflops, "fp8_tflops": g.fp8_tflops, "default_model": g.default_model}
+                 for g in GPUS.values()],
+        "models": [{"key": m.key, "hf_name": m.hf_name, "params_b": m.published_params_b, "layers": m.layers,
+                    "max_context": m.max_context, "experts": m.experts} for m in MODELS.values()],
+        "workloads": [{"name": p.name, "rate": p.rate, "burstiness": p.burstiness, "slo_ttft_ms": p.slo_ttft_ms,
+                       "slo_tpot_ms": p.slo_tpot_ms, "summary": p.summary} for p in PRESETS.values()],
+        "schedulers": [{"name": s.name, "summary": s.summary} for s in (BY_NAME[n] for n in SCHEDULER_NAMES)],
+        "metrics": [report.metric_doc(m) for m in METRICS],
+    }
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    cat = _catalog()
+    if args.json:
+        report.print_json(cat)
+        return 0
+    report.print_lines(report.catalog_lines(cat))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Parser and entry point
+# ---------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog=PROG, allow_abbrev=False,
+                    description="Simulate LLM-serving schedulers: latency, throughput and goodput of a policy on "
+                                "a GPU, model and workload. 'sched-sim list' shows the valid names and what each "
+                                "metric measures.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
+
+    p = add("run", "simulate one scheduler on one scenario and print its metrics")
+    add_scenario_flags(p)
+    p.add_argument("--trace-out", metavar="FILE", help="write a Perfetto / Chrome trace of the run to FILE")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    p.set_defaults(func=cmd_run)
+
+    p = add("compare", "simulate several schedulers on the same scenario and requests, side by side")
+    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=list(SCHEDULER_NAMES),
+                   metavar="A,B,...", help=f"comma-separated schedulers (default: all: {','.join(SCHEDULER_NAMES)})")
+    add_scenario_flags(p, exclude=("scheduler",))
+    p.add_argument("--trace-out", metavar="FILE",
+                   help="write one Perfetto trace per scheduler (FILE with the scheduler's name before the extension)")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    p.set_defaults(func=cmd_compare)
+
+    p = add("sweep", "simulate schedulers over a grid of arrival rates and find each one's saturation knee")
+    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=list(SCHEDULER_NAMES),
+                   metavar="A,B,...", help=f"comma-separated schedulers (default: all: {','.join(SCHEDULER_NAMES)})")
+    grid = p.add_argument_group("rate grid", "rates min, min+step, ... up to max (requests/s)")
+    grid.add_argument("--min-rate", type=positive_float, required=True, metavar="RATE", help="lowest arrival rate")
+    grid.add_argument("--max-rate", type=positive_float, required=True, metavar="RATE", help="highest arrival rate")
+    grid.add_argument("--step", type=positive_float, default=None, metavar="RATE",
+                      help="rate increment (default: (max - min) / 8, nine rates)")
+    p.add_argument("--slo-target", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
+                   help=f"SLO attainment the knee must keep, 0-1 (default: {DEFAULT_SLO_TARGET})")
+    p.add_argument("--workers", type=workers, default=None, metavar="N",
+                   help="worker processes (default: one per CPU core)")
+    add_scenario_flags(p, exclude=("scheduler", "rate"))
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    p.set_defaults(func=cmd_sweep)
+
+    p = add("serve", "start the web dashboard")
+    p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=port, default=8000, help="port (default: 8000)")
+    p.set_defaults(func=cmd_serve)
+
+    p = add("list", "list the GPUs, models, workload presets, schedulers and metrics (name, unit, meaning)")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    p.set_defaults(func=cmd_list)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("sched-sim")
+    except Exception:  # not installed (running from a source tree)
+        return "unknown"
+
+
+def _error(message: str, code: int = EXIT_USAGE) -> int:
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = None
+    try:
+        args = build_parser().parse_args(argv)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the handlers below, not at exit
+        return code
+    except UsageError as e:
+        return _error(str(e))
+    except ScenarioError as e:
+        return _error(scenario_error_text(e))
+    except SetupError as e:
+        return _error(setup_error_text(e))
+    except TraceError as e:
+        path = getattr(args, "scenario__trace", None) if args is not None else None
+        return _error(trace_error_text(e, path))
+    except BrokenPipeError:  # e.g. `sched-sim list | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_INTERNAL
+    except OSError as e:  # a file the scenario names could not be read
+        trace = getattr(args, "scenario__trace", None) if args is not None else None
+        if trace is not None and e.filename is not None and str(e.filename) == str(trace):
+            return _error(f"--trace {trace}: cannot read it: {e.strerror}")
+        return _error(f"{e.filename or ''}: {e.strerror or e}", EXIT_INTERNAL)
+    except SimulationError as e:
+        return _error(f"internal error in the simulator (please report it with the command line): {e}", EXIT_INTERNAL)
+    except SystemExit as e:  # --help / --version
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else _error(str(e.code)))
+    except KeyboardInterrupt:
+        print(("\n" if sys.stderr.isatty() else "") + "interrupted", file=sys.stderr)  # after a progress bar
+        return EXIT_INTERRUPTED

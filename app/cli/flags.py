@@ -1,0 +1,191 @@
+"""Command-line flags: the scenario flags generated from `sim_core.Scenario`'s fields, the parsers of the other
+flags, and the one-line texts of user errors, each naming the flag it is about.
+
+A scenario flag is parsed as a string and validated by `sim_core.parse_scenario`, so the command line, the
+dashboard's URLs and the JSON API accept exactly the same things; its help, and the bounds in its error messages,
+come from `sim_core.fields`, which the dashboard's form reads too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import typing
+
+from sim_core import SCHEDULER_NAMES, Scenario, ScenarioError, SetupError, TraceError, parse_scenario
+from sim_core.fields import bounds_text, field_info
+
+
+class UsageError(Exception):
+    """A user error: printed as one `error: ...` line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line (no usage dump) raised as UsageError so `main` can return 2."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        message = re.sub(r"^argument (\S+?)(/\S+)?: ", r"\1: ", message)
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Scenario flags, generated from the pydantic model
+# ---------------------------------------------------------------------------------------------------------
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def _flag_help(name: str) -> str:
+    info = field_info(name)
+    parts = [info.description]
+    if info.choices:
+        parts.append("one of: " + ", ".join(str(c) for c in info.choices))
+    bounds = bounds_text(name)
+    if bounds:
+        parts.append(bounds)
+    if info.default is not None:
+        parts.append(f"default: {info.default}")
+    return "; ".join(parts).replace("%", "%%")  # argparse formats help with %
+
+
+def add_scenario_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+    group = parser.add_argument_group("scenario", "every scenario field; unset ones take the workload's or GPU's default")
+    for name in Scenario.model_fields:
+        if name in exclude:
+            continue
+        info = field_info(name)
+        extra = {}
+        if info.is_bool:
+            # `--adaptive-budget` alone means true; `--adaptive-budget false` is accepted too.
+            metavar, extra = "{true,false}", {"nargs": "?", "const": "true"}
+        elif name == "trace":
+            metavar = "FILE"
+        elif info.choices and len(info.choices) <= 5:
+            metavar = "{" + ",".join(str(c) for c in info.choices) + "}"
+        else:
+            metavar = name.upper()
+        group.add_argument(flag_name(name), dest=f"scenario__{name}", metavar=metavar, default=None,
+                           help=_flag_help(name), **extra)
+
+
+def scenario_input(args: argparse.Namespace) -> dict[str, str | int]:
+    """The scenario fields given on the command line, as strings."""
+    out: dict[str, str | int] = {}
+    for key, value in vars(args).items():
+        if key.startswith("scenario__") and value is not None:
+            field = key[len("scenario__"):]
+            choices = field_info(field).choices
+            # Literal[8, 16, ...] fields only match ints (pydantic does not coerce "16" into a Literal int).
+            if choices and all(isinstance(c, int) for c in choices) and re.fullmatch(r"[+-]?\d+", value.strip()):
+                value = int(value)
+            out[field] = value
+    return out
+
+
+def build_scenario(args: argparse.Namespace, **fixed) -> Scenario:
+    data = scenario_input(args)
+    data.update(fixed)
+    return parse_scenario(data)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Small parsers for the non-scenario flags
+# ---------------------------------------------------------------------------------------------------------
+def _number(text: str, kind=float) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a{'n integer' if kind is int else ' number'} (got {text!r})") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number (got {text!r})")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0 (got {text})")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = _number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, a fraction of requests (got {text})")
+    return value
+
+
+def workers(text: str) -> int:
+    value = int(_number(text, int))
+    if not 1 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 1024 (got {text})")
+    return value
+
+
+def port(text: str) -> int:
+    value = int(_number(text, int))
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535 (got {text})")
+    return value
+
+
+def scheduler_list(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"give a comma-separated list of: {', '.join(SCHEDULER_NAMES)}")
+    for name in names:
+        if name not in SCHEDULER_NAMES:
+            raise argparse.ArgumentTypeError(
+                f"unknown scheduler {name!r}; choose from {', '.join(SCHEDULER_NAMES)}")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise argparse.ArgumentTypeError(f"{', '.join(dup)} given more than once")
+    return names
+
+
+# ---------------------------------------------------------------------------------------------------------
+# User errors as one line, naming the flag
+# ---------------------------------------------------------------------------------------------------------
+def _unquote_numbers(message: str) -> str:
+    return re.sub(r"\(got '([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)'\)", r"(got \1)", message)
+
+
+_TYPE_ERRORS = (("Input should be a valid integer", "an integer"), ("Input should be a valid number", "a number"))
+
+
+def scenario_error_text(err: ScenarioError, rename: dict[str, str] | None = None) -> str:
+    """Each problem as `--flag: message`; `rename` maps names that are not scenario fields (the rate grid's
+    rate_min, ...) to their flags, in the field and in the message."""
+    rename = rename or {}
+    parts = []
+    for field, message in err.problems:
+        is_field = field in Scenario.model_fields
+        flag = rename.get(field) or (flag_name(field) if is_field else field)
+        for prefix, kind in _TYPE_ERRORS:
+            if is_field and message.startswith(prefix):
+                got = re.search(r"\(got .*\)$", message)
+                bounds = bounds_text(field)
+                message = f"must be {kind}" + (f" ({bounds})" if bounds else "") + (f" {got.group(0)}" if got else "")
+        for name, other in rename.items():
+            message = re.sub(rf"\b{name}\b", other, message)
+        parts.append(f"{flag}: {_unquote_numbers(message)}")
+    return "; ".join(parts)
+
+
+_FIELD_WORDS = re.compile(r"\b(" + "|".join(sorted((f for f in Scenario.model_fields if "_" in f or f == "tp"),
+                                                    key=len, reverse=True)) + r")\b")
+
+
+def setup_error_text(err: SetupError) -> str:
+    """Name the flag a SetupError is about, and spell field names as flags."""
+    msg = str(err)
+    for prefix in (f"{err.field}=", f"{err.field} "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    return f"{flag_name(err.field)}: {_FIELD_WORDS.sub(lambda m: flag_name(m.group(1)), msg)}"
+
+
+def trace_error_text(err: TraceError, path: str | None) -> str:
+    msg = re.sub(r"^trace: ", "", str(err))
+    return f"--trace {path}: {msg}" if path and "no such file" not in msg else f"--trace: {msg}"

@@ -1,0 +1,251 @@
+"""The one catalogue of the metrics a run reports: for every key of `Result.metrics`, its name, unit, meaning and
+which way is better, in the vocabulary of vLLM's benchmark tooling (TTFT, TPOT, ITL, E2EL, goodput, SLO
+attainment, MBU, MFU).
+
+The CLI's tables, the dashboard's metrics table and the `/docs` page all render from `METRICS` (and the tables
+from `table_sections`, which also decides which rows a set of runs shows), so a metric is named, described and
+ordered in one place. A face only chooses how to format a value of each `kind`.
+
+Keys are dotted paths into the metrics dict (`ttft_ms.p99`, `kv_cache_usage.mean`). A `*` in a key stands for a
+part that varies per run, named by `part`: a request class (`per_class.*.slo_attainment`) or a rejection reason
+(`rejected_reasons.*`); the label's `{}` is filled with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+# How a value is shown (each face formats these its own way):
+#   count    an integer; "ms" / "seconds" a duration; "rate" requests/s; "tokens" tokens/s;
+#   fraction a fraction 0-1, shown as a percentage; "average" a mean of counts; "flag" true/false
+KINDS = ("count", "ms", "seconds", "rate", "tokens", "fraction", "average", "flag")
+# Which tables show a metric:
+#   always        whenever some run has a value
+#   nonzero       only when some run's value is not zero (rare events: shed, degraded)
+#   prefix_cache  only when some run had the prefix cache on; a run without it shows no value
+#   docs          never: listed in the reference only (configuration echoes, details behind a shown row)
+SHOWN = ("always", "nonzero", "prefix_cache", "docs")
+# Units without a symbol in a table label.
+UNITLESS = ("count", "flag")
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # dotted path into Result.metrics ("*" = the varying part)
+    label: str  # "P99 TTFT"; "{}: P99 TTFT" for a per-class metric
+    unit: str  # "ms", "s", "req/s", "tok/s", "%", "count" or "flag"
+    description: str  # one sentence: what it measures
+    better: str | None  # "lower", "higher", or None where neither is (utilisation, step counts)
+    group: str  # the table section
+    kind: str  # one of KINDS
+    shown: str = "always"  # one of SHOWN
+    part: str = ""  # what "*" stands for: "class" or "reason"; "" for a fixed key
+
+    @property
+    def unit_text(self) -> str:
+        """The unit as a table label carries it: "ms", "%"; "" for plain counts and flags."""
+        return "" if self.unit in UNITLESS else self.unit
+
+    @property
+    def doc_key(self) -> str:
+        """The key with its varying part named: `per_class.<class>.ttft_ms.p99`."""
+        return self.key.replace("*", f"<{self.part}>")
+
+    @property
+    def doc_label(self) -> str:
+        return self.label.format(f"<{self.part}>") if self.part else self.label
+
+    def filled(self, part: str) -> Metric:
+        """This templated metric for one class or reason."""
+        return replace(self, key=self.key.replace("*", part), label=self.label.format(part), part="")
+
+
+_STATS = (("mean", "Mean", "The mean"), ("p50", "Median", "The median"), ("p90", "P90", "The 90th percentile"),
+          ("p99", "P99", "The 99th percentile"), ("max", "Max", "The maximum"))
+
+
+def _distribution(key: str, short: str, what: str, group: str, in_tables: Sequence[str], *, part: str = "",
+                  label_prefix: str = "") -> list[Metric]:
+    """mean, p50, p90, p99 and max of one latency (the stats in `in_tables` are shown, the rest documented)."""
+    return [Metric(f"{key}.{stat}", f"{label_prefix}{name} {short}", "ms", f"{phrase} of {what}.", "lower", group,
+                   "ms", "always" if stat in in_tables else "docs", part)
+            for stat, name, phrase in _STATS]
+
+
+_TTFT = ("time to first token (TTFT): from a request's arrival to its first output token, queueing and prefill "
+         "included, as the client sees it (transport overhead included)")
+_TPOT = ("time per output token (TPOT): (E2EL - TTFT) / (output tokens - 1), each request's decode pace after its "
+         "first token")
+_ITL = ("inter-token latency (ITL): every gap between consecutive output tokens of every request, the stalls a "
+        "streaming client sees")
+_E2EL = "end-to-end latency (E2EL): from a request's arrival to its last output token, as the client sees it"
+_TABLE_STATS = ("mean", "p50", "p90", "p99")
+
+METRICS: tuple[Metric, ...] = (
+    # ----- requests -----
+    Metric("num_requests", "Requests", "count", "Requests in the run: generated from the workload preset or read "
+           "from the trace.", None, "Requests", "count"),
+    Metric("completed", "Completed", "count", "Requests that generated all their output tokens.", "higher",
+           "Requests", "count"),
+    Metric("rejected", "Rejected", "count", "Requests never served: longer than max_model_len, the KV pool or the "
+           "token budget allows, or shed by SLO admission control.", "lower", "Requests", "count"),
+    Metric("rejected_reasons.*", "Rejected: {}", "count", "Rejected requests for one reason.", "lower", "Requests",
+           "count", part="reason"),
+    Metric("shed", "Shed", "count", "Requests SLO admission control refused because their TTFT target was already "
+           "out of reach (admission=reject); they count as SLO misses.", "lower", "Requests", "count", "nonzero"),
+    Metric("degraded", "Degraded", "count", "Requests admitted with a relaxed TTFT target (admission=degrade) "
+           "because their own target was out of reach.", "lower", "Requests", "count", "nonzero"),
+    # ----- throughput -----
+    Metric("duration_s", "Benchmark duration", "s", "Simulated time from the first arrival to the end of the last "
+           "engine step; the throughputs divide by it.", None, "Throughput", "seconds"),
+    Metric("request_throughput", "Request throughput", "req/s", "Completed requests per second of benchmark "
+           "duration.", "higher", "Throughput", "rate"),
+    Metric("output_throughput", "Output throughput", "tok/s", "Output tokens of completed requests per second of "
+           "benchmark duration.", "higher", "Throughput", "tokens"),
+    Metric("total_token_throughput", "Total token throughput", "tok/s", "Prompt plus output tokens of completed "
+           "requests per second of benchmark duration.", "higher", "Throughput", "tokens"),
+    Metric("goodput", "Goodput", "req/s", "Completed requests per second that met both SLOs, TTFT and TPOT, each "
+           "against its own request class's targets.", "higher", "Throughput", "rate"),
+    Metric("token_goodput", "Token goodput", "tok/s", "Output tokens per second delivered by their own deadline "
+           "(arrival + TTFT target + (k-1) x TPOT target for the k-th token), so a late request still scores the "
+           "tokens it delivered in time.", "higher", "Throughput", "tokens"),
+    Metric("slo_attainment", "SLO attainment", "%", "The share of all requests that met both SLOs (TTFT and TPOT); "
+           "rejected and shed requests count as misses. A fraction 0-1 in JSON.", "higher", "Throughput",
+           "fraction"),
+    # ----- latencies -----
+    *_distribution("ttft_ms", "TTFT", _TTFT, "Time to first token", _TABLE_STATS),
+    *_distribution("tpot_ms", "TPOT", _TPOT, "Time per output token", _TABLE_STATS),
+    *_distribution("itl_ms", "ITL", _ITL, "Inter-token latency", (*_TABLE_STATS, "max")),
+    *_distribution("e2el_ms", "E2EL", _E2EL, "End-to-end latency", _TABLE_STATS),
+    # ----- GPU -----
+    Metric("mbu", "MBU", "%", "Model bandwidth utilisation: bytes the steps read and wrote (weights, KV cache, "
+           "activations) per busy second, over the GPUs' peak memory bandwidth.", None, "GPU", "fraction"),
+    Metric("mfu", "MFU", "%", "Model FLOPs utilisation: FLOPs the steps computed per busy second, over the GPUs' "
+           "peak dense FLOP rate for the weight format.", None, "GPU", "fraction"),
+    Metric("gpu_busy_fraction", "GPU busy", "%", "The share of the benchmark duration the GPU spent running engine "
+           "steps.", None, "GPU", "fraction"),
+    Metric("kv_cache_usage.mean", "KV cache use, mean", "%", "KV-cache blocks in use, averaged over busy time, as "
+           "a share of the block pool.", None, "GPU", "fraction"),
+    Metric("kv_cache_usage.peak", "KV cache use, peak", "%", "The most KV-cache blocks in use at once, as a share "
+           "of the block pool.", None, "GPU", "fraction"),
+    # ----- scheduling -----
+    Metric("waiting.mean", "Waiting requests, mean", "count", "Requests queued and not yet running, averaged over "
+           "busy time.", "lower", "Scheduling", "average"),
+    Metric("waiting.peak", "Waiting requests, peak", "count", "The longest the waiting queue got.", "lower",
+           "Scheduling", "count"),
+    Metric("preemptions", "Preemptions", "count", "Times a running request was evicted to free KV-cache blocks "
+           "(recomputed or swapped back in later).", "lower", "Scheduling", "count"),
+    Metric("preempted_requests", "Preempted requests", "count", "Requests preempted at least once.", "lower",
+           "Scheduling", "count"),
+    Metric("steps", "Engine steps", "count", "Scheduler iterations: batches the engine ran.", None, "Scheduling",
+           "count"),
+    Metric("prefill_tokens", "Prefill tokens", "count", "Prompt tokens the engine computed, recomputation after "
+           "preemption included and prefix-cache hits excluded.", None, "Scheduling", "count", "docs"),
+    Metric("decode_tokens", "Decode tokens", "count", "Output tokens the engine generated in decode steps.", None,
+           "Scheduling", "count", "docs"),
+    # ----- prefix cache -----
+    Metric("prefix_cache", "Prefix cache", "flag", "Whether the run reused cached KV blocks of shared prompt "
+           "prefixes (automatic prefix caching).", None, "Prefix cache", "flag", "docs"),
+    Metric("prefix_cache_hit_rate", "Prefix cache hit rate", "%", "Prompt tokens found in the prefix cache at "
+           "each request's first admission, over all admitted prompt tokens.", "higher", "Prefix cache", "fraction",
+           "prefix_cache"),
+    Metric("prefill_tokens_saved", "Prefill tokens saved", "count", "Prompt tokens not computed because their KV "
+           "was cached, counting hits of preempted requests coming back too.", "higher", "Prefix cache", "count",
+           "prefix_cache"),
+    Metric("cache_evictions", "Cache evictions", "count", "Cached blocks evicted (least recently used first) to "
+           "make room.", "lower", "Prefix cache", "count", "prefix_cache"),
+    # ----- the SLOs goodput counted against (settings echoed back, not measurements) -----
+    Metric("slo.ttft_ms", "TTFT target", "ms", "The TTFT SLO goodput counted against; with several request "
+           "classes, the tightest (each class's own under per_class).", None, "SLO targets", "ms", "docs"),
+    Metric("slo.tpot_ms", "TPOT target", "ms", "The TPOT SLO goodput counted against; with several request "
+           "classes, the tightest.", None, "SLO targets", "ms", "docs"),
+    Metric("slo.by_class", "Targets per class", "flag", "Whether request classes have different SLOs.", None,
+           "SLO targets", "flag", "docs"),
+    Metric("slo.transport_overhead_ms", "Transport overhead", "ms", "Client-visible minus device latency, added to "
+           "every TTFT and E2EL.", None, "SLO targets", "ms", "docs"),
+    # ----- per request class (shown when a workload mixes classes) -----
+    Metric("per_class.*.requests", "{}: requests", "count", "Requests of this class.", None, "Per request class",
+           "count", part="class"),
+    Metric("per_class.*.completed", "{}: completed", "count", "Requests of this class that completed.", "higher",
+           "Per request class", "count", part="class"),
+    Metric("per_class.*.rejected", "{}: rejected", "count", "Requests of this class never served.", "lower",
+           "Per request class", "count", "docs", part="class"),
+    Metric("per_class.*.slo_attainment", "{}: SLO attainment", "%", "The share of this class's requests that met "
+           "both of the class's SLOs; rejected ones count as misses.", "higher", "Per request class", "fraction",
+           part="class"),
+    Metric("per_class.*.slo.ttft_ms", "{}: TTFT target", "ms", "This class's TTFT SLO.", None, "Per request class",
+           "ms", "docs", part="class"),
+    Metric("per_class.*.slo.tpot_ms", "{}: TPOT target", "ms", "This class's TPOT SLO.", None, "Per request class",
+           "ms", "docs", part="class"),
+    *_distribution("per_class.*.ttft_ms", "TTFT", "TTFT over this class's completed requests", "Per request class",
+                   ("p99",), part="class", label_prefix="{}: "),
+    *_distribution("per_class.*.e2el_ms", "E2EL", "E2EL over this class's completed requests", "Per request class",
+                   ("p99",), part="class", label_prefix="{}: "),
+)
+
+BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
+
+
+def value_at(metrics: dict, key: str) -> Any:
+    """The value at a dotted key, or None where the run has none."""
+    value: Any = metrics
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+# ----- tables -----
+@dataclass(frozen=True)
+class Row:
+    metric: Metric  # with any "*" filled in
+    values: list  # one per run; None where the run has no value
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    rows: list[Row]
+
+
+def _parts(runs: Sequence[dict], part: str) -> list[str]:
+    """The classes (a row each only when runs mix more than one) or rejection reasons present in any run."""
+    if part == "class":
+        classes = list(dict.fromkeys(c for m in runs for c in m.get("per_class") or {}))
+        return classes if len(classes) > 1 else []
+    return sorted({r for m in runs for r in m.get("rejected_reasons") or {}})
+
+
+def _row(metric: Metric, runs: Sequence[dict]) -> Row | None:
+    """The metric's row, or None where the table leaves it out."""
+    values = [value_at(m, metric.key) for m in runs]
+    if metric.shown == "prefix_cache":
+        if not any(m.get("prefix_cache") for m in runs):
+            return None
+        values = [v if m.get("prefix_cache") else None for v, m in zip(values, runs, strict=True)]
+    if metric.shown == "nonzero" and not any(values):
+        return None
+    if all(v is None for v in values):
+        return None
+    return Row(metric, values)
+
+
+def table_sections(runs: Sequence[dict]) -> list[Section]:
+    """The rows every face's metrics table shows for these runs (one metrics dict per scheduler), by section,
+    in catalogue order. Templated metrics next to each other expand together, one class or reason at a time, so
+    a class's rows stay together."""
+    sections: dict[str, list[Row]] = {}
+    shown = [m for m in METRICS if m.shown != "docs"]
+    k = 0
+    while k < len(shown):
+        block = [shown[k]]
+        while block[0].part and k + len(block) < len(shown) and shown[k + len(block)].part == block[0].part:
+            block.append(shown[k + len(block)])
+        concrete = [m.filled(p) for p in _parts(runs, block[0].part) for m in block] if block[0].part else block
+        rows = sections.setdefault(block[0].group, [])
+        rows += [r for r in (_row(m, runs) for m in concrete) if r is not None]
+        k += len(block)
+    return [Section(title, rows) for title, rows in sections.items() if rows]
