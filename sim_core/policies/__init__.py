@@ -21,6 +21,7 @@ from .ordering import (
     LPM_QUEUE_LIMIT,
     ORDER_ARRIVAL,
     ORDER_CACHED_PREFIX,
+    ORDER_DEADLINE,
     ORDER_PROMPT_LENGTH,
     ORDER_SLACK,
     ORDER_TENANT_SHARE,
@@ -68,6 +69,9 @@ SCHEDULERS: tuple[Scheduler, ...] = (
               "prefix-cache aware: longest cached prefix first (SGLang's LPM; arrival order past 128 waiting), "
               "so the cheapest admissions in memory and compute go first; chunked prefill",
               needs_prefix_cache=True),
+    Scheduler("edf", ORDER_DEADLINE, True, False, False, 512,
+              "earliest deadline first: the waiting request whose TTFT deadline (arrival + its class's target) "
+              "comes first goes first; admits every request (unlike slo, it sheds nothing); chunked prefill"),
 )
 SCHEDULER_NAMES: tuple[str, ...] = tuple(s.name for s in SCHEDULERS)
 BY_NAME: dict[str, Scheduler] = {s.name: s for s in SCHEDULERS}

@@ -1,4 +1,4 @@
-"""Deadline-driven ordering: least slack first (`slo`, seed 003)."""
+"""Deadline-driven ordering: least slack first (`slo`, seed 003) and earliest deadline first (`edf`)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from ..jit import inline, kernel
 from ..kv_pool import cached_prefix
 from ..queues import heapify
 from ..state import KEYED_STEP_EST, LPM_KEYED, N_WAITING, STEP_EST
-from .deadline import slack_key
+from .deadline import deadline_s, slack_key
 from .options import P_AGING
 
 ORDER_ARRIVAL = 0  # first come, first served
@@ -15,6 +15,7 @@ ORDER_PROMPT_LENGTH = 1  # shortest prompt first (prompt length is the only size
 ORDER_SLACK = 2  # least slack first: TTFT deadline minus the time its prefill still needs (seed 003)
 ORDER_TENANT_SHARE = 3  # least-served tenant first (Virtual Token Counter), arrival order within a tenant
 ORDER_CACHED_PREFIX = 4  # longest cached prefix first (SGLang's LPM) while the queue is short, else arrival
+ORDER_DEADLINE = 5  # earliest TTFT deadline first (EDF)
 # SGLang stops matching prefixes for ordering past this many waiting requests (it costs more than it saves).
 LPM_QUEUE_LIMIT = 128
 
@@ -25,13 +26,16 @@ def waiting_key(eng, r):
 
     Aging subtracts `aging_rate` x seconds waited from the key; as every request's wait grows at the same pace,
     that is the same order as adding aging_rate x arrival time, which keeps keys fixed while requests wait.
-    Units of aging_rate are the key's per second: tokens/s for shortest-prompt-first, s/s for least slack."""
+    Units of aging_rate are the key's per second: tokens/s for shortest-prompt-first, s/s for least slack and
+    earliest deadline."""
     order = eng.cfg.order
     arrival_s = eng.req.arrival_s[r]
     if order == ORDER_PROMPT_LENGTH:
         key = float(eng.req.prompt_tokens[r])
     elif order == ORDER_SLACK:
         key = slack_key(eng, r)
+    elif order == ORDER_DEADLINE:
+        key = deadline_s(eng, r)
     else:
         key = arrival_s
     return key + eng.cfg.pol[P_AGING] * arrival_s
