@@ -74,6 +74,10 @@ class Scenario(BaseModel):
     adaptive_budget: bool = Field(False, description="adapt the token budget to keep steps under the ITL target")
     controller_headroom: float = Field(0.75, ge=0.1, le=1.0,
                                        description="adaptive budget keeps step time under this fraction of TPOT")
+    mlfq_quantum: int = Field(32, ge=1, le=1_000_000,
+                              description="mlfq: decode iterations a request runs at the top level before it drops "
+                                          "a level (each level's quantum doubles)")
+    mlfq_levels: int = Field(4, ge=1, le=32, description="mlfq: number of priority levels")
 
     @field_validator("block_size")
     @classmethod

@@ -57,6 +57,8 @@ STRATEGIES = {
     "transport_overhead_ms": _floats(0.0, 60_000.0),
     "adaptive_budget": st.booleans(),
     "controller_headroom": _floats(0.1, 1.0),
+    "mlfq_quantum": st.integers(1, 1_000_000),
+    "mlfq_levels": st.integers(1, 32),
 }
 
 

@@ -22,6 +22,7 @@ from .ordering import (
     ORDER_ARRIVAL,
     ORDER_CACHED_PREFIX,
     ORDER_DEADLINE,
+    ORDER_MLFQ,
     ORDER_PROMPT_LENGTH,
     ORDER_SLACK,
     ORDER_TENANT_SHARE,
@@ -72,6 +73,10 @@ SCHEDULERS: tuple[Scheduler, ...] = (
     Scheduler("edf", ORDER_DEADLINE, True, False, False, 512,
               "earliest deadline first: the waiting request whose TTFT deadline (arrival + its class's target) "
               "comes first goes first; admits every request (unlike slo, it sheds nothing); chunked prefill"),
+    Scheduler("mlfq", ORDER_MLFQ, True, False, True, 512,
+              "FastServe's skip-join multi-level feedback queue: a request starts at the level its prefill fits, "
+              "drops a level each time it uses up that level's quantum of generated tokens, and new short "
+              "requests preempt demoted long ones; chunked prefill"),
 )
 SCHEDULER_NAMES: tuple[str, ...] = tuple(s.name for s in SCHEDULERS)
 BY_NAME: dict[str, Scheduler] = {s.name: s for s in SCHEDULERS}

@@ -8,6 +8,7 @@ from ..kv_pool import cached_prefix
 from ..queues import heapify
 from ..state import KEYED_STEP_EST, LPM_KEYED, N_WAITING, STEP_EST
 from .deadline import deadline_s, slack_key
+from .mlfq import mlfq_level
 from .options import P_AGING
 
 ORDER_ARRIVAL = 0  # first come, first served
@@ -16,6 +17,7 @@ ORDER_SLACK = 2  # least slack first: TTFT deadline minus the time its prefill s
 ORDER_TENANT_SHARE = 3  # least-served tenant first (Virtual Token Counter), arrival order within a tenant
 ORDER_CACHED_PREFIX = 4  # longest cached prefix first (SGLang's LPM) while the queue is short, else arrival
 ORDER_DEADLINE = 5  # earliest TTFT deadline first (EDF)
+ORDER_MLFQ = 6  # skip-join multi-level feedback queue on generated tokens (FastServe), arrival within a level
 # SGLang stops matching prefixes for ordering past this many waiting requests (it costs more than it saves).
 LPM_QUEUE_LIMIT = 128
 
@@ -27,7 +29,7 @@ def waiting_key(eng, r):
     Aging subtracts `aging_rate` x seconds waited from the key; as every request's wait grows at the same pace,
     that is the same order as adding aging_rate x arrival time, which keeps keys fixed while requests wait.
     Units of aging_rate are the key's per second: tokens/s for shortest-prompt-first, s/s for least slack and
-    earliest deadline."""
+    earliest deadline, levels/s for the multi-level feedback queue."""
     order = eng.cfg.order
     arrival_s = eng.req.arrival_s[r]
     if order == ORDER_PROMPT_LENGTH:
@@ -36,6 +38,8 @@ def waiting_key(eng, r):
         key = slack_key(eng, r)
     elif order == ORDER_DEADLINE:
         key = deadline_s(eng, r)
+    elif order == ORDER_MLFQ:
+        key = float(mlfq_level(eng, r))
     else:
         key = arrival_s
     return key + eng.cfg.pol[P_AGING] * arrival_s

@@ -7,7 +7,7 @@ from ..kv_pool import blocks_for
 from ..queues import wait_top
 from ..state import KV_BLOCKS, N_RUNNING, N_WAITING, PREEMPT_NONE
 from .fair import next_tenant
-from .ordering import waiting_key
+from .ordering import ORDER_MLFQ, waiting_key
 
 
 @inline
@@ -26,8 +26,9 @@ def memory_victim(eng, k):
 @inline
 def priority_victim(eng):
     """A running request to evict so the best waiting one can start, or -1: only for schedulers that preempt for
-    priority, when the head of the queue does not fit in free memory; among running requests with a strictly
-    worse key, the least progress (a victim requeued with FCFS would otherwise evict those that overtook it)."""
+    priority, when the head of the queue does not fit in free memory (or, for mlfq, in the batch); among running
+    requests with a strictly worse key, the least progress (a victim requeued with FCFS would otherwise evict those
+    that overtook it)."""
     cfg = eng.cfg
     if not cfg.preempts_for_priority or cfg.preempt_mode == PREEMPT_NONE or eng.q.size[N_WAITING] == 0:
         return -1
@@ -40,7 +41,9 @@ def _worse_running_request(eng):
     t = next_tenant(q)
     head = wait_top(q, t)
     head_key = q.wait_keys[q.q_off[t]]
-    if blocks_for(req.prompt_tokens[head] + st.generated[head], cfg.block_size) <= eng.kv.free[KV_BLOCKS]:
+    fits = blocks_for(req.prompt_tokens[head] + st.generated[head], cfg.block_size) <= eng.kv.free[KV_BLOCKS]
+    # A multi-level feedback queue is preemptive on priority alone: a full batch makes room too.
+    if fits and (cfg.order != ORDER_MLFQ or q.size[N_RUNNING] < cfg.max_num_seqs):
         return -1
     victim = -1
     for k in range(q.size[N_RUNNING]):
