@@ -12,7 +12,32 @@ runs and processes.
 
 from __future__ import annotations
 
-from numba import njit
+import hashlib
+import os
+from pathlib import Path
+
+from numba import config, njit
+
+
+def _source_keyed_cache_dir() -> str | None:
+    """numba keys each cached function on its own file only, so after an edit to one module the kernels of
+    another that inline or call it would be stale. Unless NUMBA_CACHE_DIR says otherwise, keep the cache in a
+    directory named after a hash of all of sim_core's sources (None, i.e. numba's default, if none is writable)."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return None
+    sources = sorted(Path(__file__).resolve().parent.rglob("*.py"))
+    digest = hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sched-sim" / "numba" / digest
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return str(base) if os.access(base, os.W_OK) else None
+
+
+_cache_dir = _source_keyed_cache_dir()
+if _cache_dir is not None:
+    config.CACHE_DIR = _cache_dir  # read when each function below is decorated
 
 kernel = njit(cache=True)
 entry = kernel
