@@ -14,32 +14,47 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
+import tempfile
 from pathlib import Path
 
 from numba import config, njit
 
 
-def _source_keyed_cache_dir() -> str | None:
-    """numba keys each cached function on its own file only, so after an edit to one module the kernels of
-    another that inline or call it would be stale. Unless NUMBA_CACHE_DIR says otherwise, keep the cache in a
-    directory named after a hash of all of sim_core's sources (None, i.e. numba's default, if none is writable)."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return None
+def _writable(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def _cache_dir() -> str | None:
+    """Where compiled kernels are cached. numba keys each cached function on its own file only, so after an edit
+    to one module the kernels of another that inline or call it would be stale: by default the directory is
+    named after a hash of all of sim_core's sources. NUMBA_CACHE_DIR, if set and writable, wins. If neither is
+    writable (a read-only deployment), a per-user temporary directory; if not even that, None: no caching."""
     sources = sorted(Path(__file__).resolve().parent.rglob("*.py"))
     digest = hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sched-sim" / "numba" / digest
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return str(base) if os.access(base, os.W_OK) else None
+    home_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sched-sim" / "numba" / digest
+    wanted = Path(os.environ["NUMBA_CACHE_DIR"]) if os.environ.get("NUMBA_CACHE_DIR") else home_cache
+    fallback = Path(tempfile.gettempdir()) / f"sched-sim-numba-{os.getuid() if hasattr(os, 'getuid') else 0}" / digest
+    for path in (wanted, fallback):
+        if _writable(path):
+            if path != wanted:
+                print(f"sched-sim: {wanted} is not writable; caching compiled kernels in {path}", file=sys.stderr)
+            return str(path)
+    print(f"sched-sim: no writable cache directory ({wanted}, {fallback}); kernels compile on every start",
+          file=sys.stderr)
+    return None
 
 
-_cache_dir = _source_keyed_cache_dir()
-if _cache_dir is not None:
-    config.CACHE_DIR = _cache_dir  # read when each function below is decorated
+CACHE_DIR = _cache_dir()
+if CACHE_DIR is not None:
+    config.CACHE_DIR = CACHE_DIR  # read when each function below is decorated; numba writes nowhere else
 
-kernel = njit(cache=True)
+_CACHE = CACHE_DIR is not None
+kernel = njit(cache=_CACHE)
 entry = kernel
-entry_nogil = njit(cache=True, nogil=True)  # releases the GIL: several web requests simulate in parallel threads
-inline = njit(cache=True, inline="always")
+entry_nogil = njit(cache=_CACHE, nogil=True)  # releases the GIL: several web requests simulate in parallel threads
+inline = njit(cache=_CACHE, inline="always")
