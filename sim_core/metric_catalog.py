@@ -106,8 +106,17 @@ METRICS: tuple[Metric, ...] = (
            "benchmark duration.", "higher", "Throughput", "tokens"),
     Metric("total_token_throughput", "Total token throughput", "tok/s", "Prompt plus output tokens of completed "
            "requests per second of benchmark duration.", "higher", "Throughput", "tokens"),
-    Metric("goodput", "Goodput", "req/s", "Completed requests per second that met both SLOs, TTFT and TPOT, each "
-           "against its own request class's targets.", "higher", "Throughput", "rate"),
+    Metric("goodput", "Goodput", "req/s", "Completed requests that met both SLOs, TTFT and TPOT (each against its "
+           "own request class's targets), per second of the arrival window: at full attainment it equals the "
+           "arrival rate.", "higher", "Throughput", "rate"),
+    Metric("goodput_over_run", "Goodput over the run", "req/s", "The same requests per second of benchmark "
+           "duration, drain included (vLLM's benchmark figure): below the arrival rate even at full attainment "
+           "when the run drains long after the last arrival.", "higher", "Throughput", "rate"),
+    Metric("arrival_rate", "Arrival rate", "req/s", "Requests per second of the arrival window (the offered "
+           "load the run measured).", None, "Throughput", "rate"),
+    Metric("arrival_window_s", "Arrival window", "s", "The span of the arrivals, n gaps long (first to last "
+           "arrival plus one mean gap); goodput and the arrival rate divide by it.", None, "Throughput",
+           "seconds"),
     Metric("token_goodput", "Token goodput", "tok/s", "Output tokens per second delivered by their own deadline "
            "(arrival + TTFT target + (k-1) x TPOT target for the k-th token), so a late request still scores the "
            "tokens it delivered in time.", "higher", "Throughput", "tokens"),

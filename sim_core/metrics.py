@@ -2,7 +2,9 @@
 
 Latencies in milliseconds: TTFT (arrival -> first token), TPOT ((E2EL - TTFT) / (output tokens - 1)), ITL (every
 gap between consecutive tokens of a request), E2EL (arrival -> last token); each with mean, p50, p90, p99.
-Goodput counts completed requests per second that met every SLO (each request against its class's targets);
+Goodput counts completed requests per second of the arrival window that met every SLO (each request against its
+class's targets), so that at full attainment it equals the offered rate; `goodput_over_run` divides by the whole
+run instead, drain included, as vLLM's benchmark does;
 SLO attainment is the fraction of all requests (rejected and shed ones count as misses) that did; token goodput
 counts tokens delivered by their own deadline (arrival + TTFT target + (k-1) x TPOT target for the k-th token)
 per second, so a late request still scores the tokens it delivered in time.
@@ -59,6 +61,17 @@ def itl_distribution_ms(fine: np.ndarray, coarse: np.ndarray, total_s: float, co
     return out
 
 
+def arrival_window_s(arrival_s: np.ndarray, makespan: float) -> float:
+    """The span the arrivals measure, n gaps long: the n - 1 gaps between the first and last arrival, plus one
+    mean gap. Goodput and the arrival rate divide by it, so at full attainment goodput equals the offered rate
+    (vLLM's benchmark divides by the whole run, drain included: `goodput_over_run`)."""
+    n = len(arrival_s)
+    if n < 2:
+        return makespan
+    span = float(arrival_s.max() - arrival_s.min())
+    return span * n / (n - 1) if span > 0 else makespan
+
+
 def summarize(result) -> dict:
     """The metrics of a finished run (runner.Result)."""
     res = result
@@ -84,6 +97,8 @@ def summarize(result) -> dict:
     met = done & (ttft_all <= class_ttft_s[cls] + 1e-12) & (tpot_all <= class_tpot_s[cls] + 1e-12)
     makespan = float(acc[E.A_END_S] - (arrival_s.min() if n else 0.0))
     per_s = 1.0 / makespan if makespan > 0 else 0.0
+    window = arrival_window_s(arrival_s, makespan)
+    per_window_s = 1.0 / window if window > 0 else 0.0
     busy = float(acc[E.A_BUSY_S])
     reasons = {E.REJECT_REASONS[k]: int((reject_reason[rejected] == k).sum())
                for k in range(1, len(E.REJECT_REASONS)) if (reject_reason[rejected] == k).any()}
@@ -120,7 +135,10 @@ def summarize(result) -> dict:
         "slo": {"ttft_ms": float(class_ttft_s.min() * 1e3), "tpot_ms": float(class_tpot_s.min() * 1e3),
                 "by_class": bool(np.ptp(class_ttft_s) > 0 or np.ptp(class_tpot_s) > 0),
                 "transport_overhead_ms": transport_s * 1e3},
-        "goodput": float(met.sum()) * per_s,
+        "goodput": float(met.sum()) * per_window_s,
+        "goodput_over_run": float(met.sum()) * per_s,
+        "arrival_window_s": window,
+        "arrival_rate": n * per_window_s,
         "slo_attainment": float(met.sum()) / n if n else 0.0,
         "token_goodput": float(on_time_tokens.sum()) * per_s,
         "per_class": per_class,
