@@ -257,6 +257,9 @@ def expected_requests(s: Scenario, trace: TraceInfo | None = None) -> tuple[floa
 def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | None,
                    sweep: RateRange | None) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
+    if s.seeds > 1:  # not silently ignored: the dashboard and the API do not average over seeds yet
+        out.append(("seeds", f"must be 1 here (got {s.seeds}): the dashboard and the JSON API run one seed; "
+                              "`sched-sim run/compare --seeds N` reports means with 95% confidence intervals"))
     limit = f"the web runs at most {MAX_REQUESTS:,} requests per scheduler (the CLI has no such limit)"
     if trace is None and s.num_requests is None and s.duration > MAX_DURATION_S:
         return [("duration", f"must be at most {MAX_DURATION_S:g} s on the web (got {s.duration:g}); "

@@ -7,12 +7,12 @@
 
 from .catalog import GPUS, MODELS, SetupError
 from .policies import SCHEDULER_NAMES
-from .runner import Result, SimulationError, resolve, run, warm_up
+from .runner import Result, SeedRuns, SimulationError, resolve, run, run_seeds, warm_up
 from .scenario import Scenario, ScenarioError, parse_scenario
 from .workload import PRESETS, TraceError
 
 __all__ = [
     "GPUS", "MODELS", "PRESETS", "SCHEDULER_NAMES", "Result", "Scenario", "ScenarioError", "SetupError",
-    "SimulationError", "TraceError", "parse_scenario", "resolve", "run", "warm_up",
+    "SeedRuns", "SimulationError", "TraceError", "parse_scenario", "resolve", "run", "run_seeds", "warm_up",
 ]
 

@@ -28,6 +28,7 @@ from .state import (
     Outcome,
     RequestTable,
 )
+from .statistics import aggregate
 from .workload import PRESETS, Preset, Requests, TraceError, read_trace, synthesize
 
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -193,6 +194,40 @@ def run(scenario: Scenario, *, trace_text: str | None = None, kv_frame_times: np
     return simulate_requests(scenario, r, reqs, kv_frame_times=kv_frame_times, kv_frames=kv_frames,
                              record_events=record_events, max_step_records=max_step_records,
                              debug_checks=debug_checks)
+
+
+@dataclass
+class SeedRuns:
+    """A scenario run over `scenario.seeds` seeds: each seed's Result, each metric's mean and its 95% interval."""
+
+    results: list[Result]
+    metrics: dict  # means; the same keys as one run's metrics
+    ci95: dict  # [low, high] beside each numeric metric (empty for a single seed)
+
+    @property
+    def resolved(self) -> Resolved:
+        return self.results[0].resolved
+
+    @property
+    def requests(self) -> Requests:
+        """The first seed's requests."""
+        return self.results[0].requests
+
+    @property
+    def seeds(self) -> list[int]:
+        return [r.scenario.seed for r in self.results]
+
+
+def run_seeds(scenario: Scenario, **options) -> SeedRuns:
+    """`run` for seeds scenario.seed .. scenario.seed + scenario.seeds - 1 (options as for `run`)."""
+    if scenario.seed + scenario.seeds - 1 > 2**32 - 1:
+        raise ScenarioError([("seeds", f"seed + seeds - 1 must stay at most {2**32 - 1}")])
+    results = [run(scenario.model_copy(update={"seed": scenario.seed + k, "seeds": 1}), **options)
+               for k in range(scenario.seeds)]
+    if len(results) == 1:
+        return SeedRuns(results, results[0].metrics, {})
+    means, ci95 = aggregate([r.metrics for r in results])
+    return SeedRuns(results, means, ci95)
 
 
 def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_events: bool, max_step_records: int,

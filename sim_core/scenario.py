@@ -22,6 +22,7 @@ WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 MAX_REQUESTS = 10_000_000
 MAX_DURATION_S = 7 * 24 * 3600.0
 BLOCK_SIZES = (8, 16, 32, 64, 128)
+MAX_SEEDS = 50
 
 
 class Scenario(BaseModel):
@@ -44,6 +45,8 @@ class Scenario(BaseModel):
     num_requests: int | None = Field(None, ge=1, le=MAX_REQUESTS,
                                      description="exact number of requests (overrides duration)")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="random seed")
+    seeds: int = Field(1, ge=1, le=MAX_SEEDS, description="run seeds seed .. seed + seeds - 1 and report each "
+                                                          "metric's mean and 95% confidence interval")
     token_budget: int | None = Field(None, ge=16, le=1 << 20,
                                      description="max tokens per step; default: 512 for chunked, max_model_len otherwise")
     max_seqs: int = Field(256, ge=1, le=4096, description="max sequences per step")

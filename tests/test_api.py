@@ -232,3 +232,9 @@ def test_concurrent_clients_all_get_correct_answers(client):
         futures = [pool.submit(api, q) for q in queries] + [pool.submit(page, q) for q in queries]
         results = [f.result(timeout=120) for f in futures]
     assert results == [(200, True)] * 16
+
+
+def test_seeds_above_one_are_refused_by_the_web_not_ignored(client):
+    r = client.get("/api/run?" + SMALL + "&seeds=3")
+    assert r.status_code == 422
+    assert "seeds" in fields_of(r)

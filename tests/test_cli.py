@@ -368,3 +368,16 @@ def test_run_and_list_load_neither_the_web_stack_nor_a_process_pool():
                           cwd=REPO, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_compare_with_seeds_reports_means_and_intervals(capsys):
+    doc = cli_json(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--workload", "rag",
+                            "--duration", "5", "--seeds", "3", "--json"])
+    for name in ("fcfs", "chunked"):
+        entry = doc["schedulers"][name]
+        assert entry["seeds"] == [0, 1, 2]
+        low, high = entry["ci95"]["ttft_ms"]["p99"]
+        assert low <= entry["metrics"]["ttft_ms"]["p99"] <= high
+        assert set(entry["ci95"]) <= set(entry["metrics"])
+    code, out, _ = cli_run(capsys, ["run", "--hardware", "rtx3050", "--duration", "5", "--seeds", "2"])
+    assert code == 0 and "mean ± 95% CI over 2 seeds" in out and " ± " in out

@@ -39,6 +39,7 @@ STRATEGIES = {
     "duration": _floats(0.0, 7 * 24 * 3600.0, exclude_min=True),
     "num_requests": _maybe(st.integers(1, 10_000_000)),
     "seed": st.integers(0, 2**32 - 1),
+    "seeds": st.integers(1, 50),
     "token_budget": _maybe(st.integers(16, 1 << 20)),
     "max_seqs": st.integers(1, 4096),
     "block_size": st.sampled_from([8, 16, 32, 64, 128]),

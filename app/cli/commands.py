@@ -18,11 +18,13 @@ from sim_core import (
     SCHEDULER_NAMES,
     Scenario,
     ScenarioError,
+    SeedRuns,
     SetupError,
     SimulationError,
     TraceError,
     resolve,
     run,
+    run_seeds,
 )
 from sim_core.metric_catalog import METRICS
 from sim_core.policies import BY_NAME
@@ -83,8 +85,15 @@ def _run_schedulers(args: argparse.Namespace, schedulers: list[str], record_even
     scenarios = {s: build_scenario(args, scheduler=s) for s in schedulers}
     for sc in scenarios.values():
         _check_setup(sc)
+    if base.seeds > 1:
+        return base, {s: run_seeds(sc, record_events=record_events) for s, sc in scenarios.items()}
     results = {s: run(sc, record_events=record_events) for s, sc in scenarios.items()}
     return base, results
+
+
+def _first_seed(result):
+    """A trace shows one run: with --seeds, the first seed's."""
+    return result.results[0] if isinstance(result, SeedRuns) else result
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -97,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     base, results = _run_schedulers(args, [scheduler], record_events=bool(args.trace_out))
     report.report(args, base, results, drop=())
     if args.trace_out:
-        report.write_trace(results[scheduler], args.trace_out, sys.stderr if args.json else sys.stdout)
+        report.write_trace(_first_seed(results[scheduler]), args.trace_out, sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -108,7 +117,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base, results = _run_schedulers(args, args.schedulers, record_events=bool(paths))
     report.report(args, base, results, drop=("scheduler",))
     for s, p in paths.items():
-        report.write_trace(results[s], p, sys.stderr if args.json else sys.stdout)
+        report.write_trace(_first_seed(results[s]), p, sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -185,17 +185,34 @@ def _label_notes(runs: list[dict]) -> dict[str, str]:
     return notes
 
 
-def metric_rows(metrics: dict[str, dict]) -> list[tuple[str, list[str]] | str]:
+def metric_rows(metrics: dict[str, dict], ci95: dict[str, dict] | None = None) -> list[tuple[str, list[str]] | str]:
     """The catalogue's table for these runs: (label, one cell per scheduler) rows under section headings (plain
-    strings)."""
+    strings). With `ci95` (runs over several seeds), each mean is followed by its 95% interval's half-width."""
     runs = list(metrics.values())
+    intervals = list((ci95 or {}).values()) or [{} for _ in runs]
     notes = _label_notes(runs)
     rows: list[tuple[str, list[str]] | str] = []
     for section in table_sections(runs):
         rows.append(section.title)
-        rows += [(label(r.metric, notes.get(r.metric.key)), [cell(v, r.metric.kind) for v in r.values])
+        rows += [(label(r.metric, notes.get(r.metric.key)),
+                  [_mean_cell(v, _dig(ci, r.metric.key), r.metric.kind) for v, ci in zip(r.values, intervals, strict=True)])
                  for r in section.rows]
     return rows
+
+
+def _dig(doc: dict, dotted: str):
+    for part in dotted.split("."):
+        if not isinstance(doc, dict) or part not in doc:
+            return None
+        doc = doc[part]
+    return doc
+
+
+def _mean_cell(value, interval, kind: str) -> str:
+    if not (isinstance(interval, list) and len(interval) == 2 and isinstance(value, int | float)):
+        return cell(value, kind)
+    half = (interval[1] - interval[0]) / 2
+    return f"{cell(value, kind)} ± {cell(half, kind)}"
 
 
 def table(title: str, columns: list[str], rows: list, label_width: int | None = None) -> list[str]:
@@ -215,16 +232,26 @@ def table(title: str, columns: list[str], rows: list, label_width: int | None = 
 def report(args, base: Scenario, results: dict, drop: tuple[str, ...]) -> None:
     """`run` and `compare`: one JSON document, or the set-up and the metrics side by side."""
     if args.json:
-        print_json({
-            "scenario": scenario_doc(base, drop),
-            "schedulers": {s: {"resolved": resolved_doc(r.resolved), "metrics": r.metrics} for s, r in results.items()},
-        })
+        print_json({"scenario": scenario_doc(base, drop),
+                    "schedulers": {s: _scheduler_doc(r) for s, r in results.items()}})
         return
     first = next(iter(results.values()))
     lines = setup_lines(base, {s: r.resolved for s, r in results.items()}, len(first.requests))
     lines.append("")
-    lines += table("Serving Benchmark Result", list(results), metric_rows({s: r.metrics for s, r in results.items()}))
+    seeds = getattr(first, "seeds", None)
+    title = "Serving Benchmark Result" + (f", mean ± 95% CI over {len(seeds)} seeds" if seeds else "")
+    cis = {s: r.ci95 for s, r in results.items()} if seeds else None
+    lines += table(title, list(results), metric_rows({s: r.metrics for s, r in results.items()}, cis))
     print_lines(lines)
+
+
+def _scheduler_doc(r) -> dict:
+    """`metrics` (means over seeds, with --seeds) and, with --seeds, `ci95` beside them and the seeds run."""
+    doc = {"resolved": resolved_doc(r.resolved), "metrics": r.metrics}
+    if getattr(r, "seeds", None):
+        doc["ci95"] = r.ci95
+        doc["seeds"] = r.seeds
+    return doc
 
 
 # ---------------------------------------------------------------------------------------------------------
