@@ -47,3 +47,29 @@ def test_a_run_of_one_request_draws_every_figure(client):
     gantt = figure_blobs(r.text)["data-figure-for:plot-gantt-fcfs"]
     assert gantt["data"] and "annotations" not in gantt["layout"]
     assert "the only request" in r.text
+
+
+# ----- sweeps around tiny rates -----
+@pytest.mark.parametrize("url", ["/api/sweep?hardware=rtx3050&workload=rag&duration=1&rate=1e-300",
+                                 "/api/sweep?hardware=rtx3050&rate_min=1e-300&rate_max=1e-299&rate_step=1e-300"])
+def test_a_sweep_below_the_minimum_rate_is_refused_naming_it(client, url):
+    r = client.get(url)
+    assert r.status_code == 422, r.text[:300]
+    assert "1e-06 requests/s" in str(r.json()["detail"])
+
+
+def test_a_goodput_embed_below_the_minimum_rate_names_it(client):
+    r = client.get("/embed/goodput?hardware=rtx3050&rate=1e-320")
+    assert r.status_code == 422 and "1e-06 requests/s" in r.text
+
+
+def test_a_page_below_the_minimum_sweep_rate_still_shows_its_run(client):
+    r = client.get("/?hardware=rtx3050&workload=rag&duration=1&rate=1e-300")
+    assert r.status_code == 200
+    assert "Goodput-vs-rate curves: a sweep is proposed around a rate of at least 1e-06" in r.text
+
+
+def test_the_smallest_sweep_rate_has_a_usable_default_range(client):
+    r = client.get("/api/sweep?hardware=rtx3050&workload=chat&duration=1&rate=1e-6&schedulers=fcfs")
+    assert r.status_code == 200
+    assert r.json()["rates"][0] > 0
