@@ -6,6 +6,7 @@ one entry per problem, each message saying what is allowed.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -18,10 +19,11 @@ from sim_core.catalog import QUANTIZATIONS
 from sim_core.policies import BY_NAME
 
 from . import inputs, service
-from .http import UploadProblem, problem_detail, read_multipart
+from .http import BodyTooLarge, UploadProblem, problem_detail, read_body, read_multipart
 from .inputs import WebRequest, default_sweep, parse_request, problems_of, query_to_dict
 
 router = APIRouter(prefix="/api", tags=["simulation"])
+MAX_JSON_BODY_BYTES = 1024 * 1024  # a scenario object is well under 2 KB
 
 SCENARIO_FIELDS = {k: v for k, v in Scenario.model_json_schema()["properties"].items() if k != "trace"}
 SCHEDULERS_DOC = ("schedulers to compare, comma-separated (or repeated); default: `scheduler`, whose default is "
@@ -142,7 +144,12 @@ async def api_run_post(request: Request) -> JSONResponse:
         return unprocessable([("body", "send a JSON object (application/json) or a multipart/form-data upload "
                                        "with a 'trace' file")], "body")
     try:
-        data = await request.json()
+        data = json.loads(await read_body(request, MAX_JSON_BODY_BYTES))
+    except BodyTooLarge as e:
+        return JSONResponse({"detail": f"{e}: a scenario is a small JSON object"}, status_code=413)
+    except RecursionError:  # json's decoder recurses once per nested [ or {
+        return unprocessable([("body", "is JSON nested too deeply: send a flat object of scenario fields")],
+                             "body")
     except ValueError:
         return unprocessable([("body", "is not valid JSON")], "body")
     if not isinstance(data, dict):

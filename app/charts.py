@@ -81,6 +81,13 @@ def _rows(n: int, gap: float = 0.05) -> list[list[float]]:
     return [[round(1 - k * (height + gap) - height, 4), round(1 - k * (height + gap), 4)] for k in range(n)]
 
 
+def _empty_note(text: str) -> dict:
+    """A note across the middle of a figure that has nothing to draw (a run in which no request arrived, or none
+    finished): an empty plot alone would look like a drawing error."""
+    return {"xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False, "text": text,
+            "font": {"size": 13, "color": AXIS}}
+
+
 def _ax(kind: str, k: int) -> str:
     """Layout key of the k-th (0-based) x or y axis."""
     return f"{kind}axis" if k == 0 else f"{kind}axis{k + 1}"
@@ -118,6 +125,8 @@ def cdf_figure(views: list[RunView]) -> dict:
             notes.append({"xref": _ref("x", k), "yref": "paper", "x": _log10(target), "y": 0.02,
                           "text": f"{label} {target:g} ms", "showarrow": False, "xanchor": "left",
                           "font": {"size": 10, "color": "#868e96"}})
+    if not any(v.cdf[key]["x"] for v in views for key, _, _ in CDF_PANELS):
+        notes.append(_empty_note("No request finished in this run: there are no latencies to plot."))
     layout.update(shapes=shapes, annotations=notes)
     return {"data": data, "layout": layout}
 
@@ -149,6 +158,8 @@ def timeline_figure(views: list[RunView]) -> dict:
                          "xaxis": _ref("x", k), "yaxis": _ref("y", k),
                          "hovertemplate": f"{v.scheduler}: %{{y:,.4~g}}<extra></extra>"})
     layout["shapes"] = [_cursor()]
+    if not any(v.steps["t"] for v in views):
+        layout["annotations"] = [_empty_note("No request arrived in this run: the engine never stepped.")]
     return {"data": data, "layout": layout}
 
 
@@ -214,6 +225,10 @@ def gantt_figure(view: RunView) -> dict | None:
     if g is None:
         return None
     rows, shown = g["rows"], g["shown"]  # one row per sampled request, at y = its id
+    if shown == 0:
+        return {"data": [], "layout": _layout(260, margin=GANTT_MARGIN, xaxis=_axis("simulated time (s)"),
+                                              yaxis=_axis("request (by arrival)", showticklabels=False),
+                                              annotations=[_empty_note("No request arrived in this run.")])}
     height = int(min(760, max(260, 90 + shown * 3.6)))
     row_px = (height - GANTT_MARGIN["t"] - GANTT_MARGIN["b"]) / max(1, shown)
     base = color(view.scheduler)

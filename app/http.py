@@ -19,18 +19,51 @@ class UploadProblem(ValueError):
     """A multipart upload that cannot be read (too large, malformed); the message says why."""
 
 
+class BodyTooLarge(ValueError):
+    """A request body past its limit: the client either declared it or kept sending."""
+
+
+def _declared_length(request: Request) -> int:
+    try:
+        return int(request.headers.get("content-length", "0"))
+    except ValueError:
+        return 0
+
+
+def _limited(request: Request, limit: int) -> Request:
+    """The same request, whose body stream raises BodyTooLarge as soon as more than `limit` bytes have arrived:
+    a chunked body declares no length, so only counting while it streams stops it from being read in full."""
+    received = 0
+
+    async def receive():
+        nonlocal received
+        message = await request.receive()
+        received += len(message.get("body", b""))
+        if received > limit:
+            raise BodyTooLarge(f"the request body is larger than {limit:,} bytes")
+        return message
+
+    return Request(request.scope, receive)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, or BodyTooLarge once it passes `limit` bytes (refused unread if its declared length does)."""
+    if _declared_length(request) > limit:
+        raise BodyTooLarge(f"the request body is larger than {limit:,} bytes")
+    return await _limited(request, limit).body()
+
+
 async def read_multipart(request: Request, file_field: str = "trace") -> tuple[bytes | None, str, dict]:
     """(file bytes or None, file name, other fields) of a multipart form with at most one file. Refuses a body
     larger than the upload limit before reading it when the client says its size."""
     limit = MAX_UPLOAD_BYTES + 64 * 1024  # the file plus the multipart framing and a few fields
+    too_large = f"the upload is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB (the web's limit)"
+    if _declared_length(request) > limit:
+        raise UploadProblem(too_large)
     try:
-        declared = int(request.headers.get("content-length", "0"))
-    except ValueError:
-        declared = 0
-    if declared > limit:
-        raise UploadProblem(f"the upload is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB (the web's limit)")
-    try:
-        form = await request.form(max_files=1, max_fields=100)
+        form = await _limited(request, limit).form(max_files=1, max_fields=100)
+    except BodyTooLarge:  # the parser closes (and so deletes) the part of the file it had spooled
+        raise UploadProblem(too_large) from None
     except HTTPException as e:  # starlette reports a malformed multipart body this way
         raise UploadProblem(f"the upload could not be read as multipart/form-data: {e.detail}") from None
     data, filename, fields = None, "", {}

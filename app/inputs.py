@@ -23,6 +23,7 @@ from sim_core import (
     parse_scenario,
     resolve,
 )
+from sim_core.quoting import quote
 from sim_core.scenario import query_value
 from sim_core.sweep import default_rate_range, rate_grid
 
@@ -193,7 +194,7 @@ def _parse_schedulers(raw: Any, single: Any, default: tuple[str, ...] | None,
                 names.append(name)
     unknown = [n for n in names if n not in SCHEDULER_NAMES]
     if unknown:
-        problems.append(("schedulers", f"unknown scheduler {', '.join(map(repr, unknown))}; choose from "
+        problems.append(("schedulers", f"unknown scheduler {quote(', '.join(unknown))}; choose from "
                                        f"{', '.join(SCHEDULER_NAMES)}"))
         return ()
     if not names:
@@ -210,7 +211,7 @@ def _parse_sweep(raw: dict[str, Any], problems: list[tuple[str, str]]) -> RateRa
         try:
             values[k] = float(raw[k])
         except (TypeError, ValueError):
-            problems.append((k, f"must be a number of requests/s (got {raw[k]!r})"))
+            problems.append((k, f"must be a number of requests/s (got {quote(raw[k])})"))
     if len(values) < 3:
         return None
     try:  # the core's grid checks the values, and the web's own limit on the number of rates

@@ -100,8 +100,11 @@ def goodput_context(req: WebRequest) -> dict:
     if req.upload:
         return {"disabled": "Goodput-vs-rate curves need a workload preset: an uploaded trace fixes its own "
                             "arrival times."}
-    ctx: dict[str, Any] = {"range": req.sweep or default_sweep(req.scenario), "job": None, "error": None,
-                           "query": req.query(sweep=False)}
+    try:
+        rates = req.sweep or default_sweep(req.scenario)
+    except ScenarioError as e:  # no sensible range around this scenario's rate; the run itself is fine
+        return {"disabled": f"Goodput-vs-rate curves: {e.problems[0][1]}."}
+    ctx: dict[str, Any] = {"range": rates, "job": None, "error": None, "query": req.query(sweep=False)}
     if req.sweep is not None:
         try:
             ctx["job"] = job = service.start_sweep(req)
@@ -174,10 +177,13 @@ def embed(request: Request, figure: str) -> Response:
     status = 422 if errors else 200
     if req is not None:
         if figure == "goodput":
-            if req.sweep is None:
-                req = WebRequest(req.scenario, req.schedulers, req.upload, default_sweep(req.scenario))
-            ctx["g"] = goodput_context(req)
-            ctx["query"] = req.query()
+            try:
+                if req.sweep is None:
+                    req = WebRequest(req.scenario, req.schedulers, req.upload, default_sweep(req.scenario))
+                ctx["g"] = goodput_context(req)
+                ctx["query"] = req.query()
+            except ScenarioError as e:
+                ctx["errors"], status = errors_by_field(e.problems), 422
         else:
             try:
                 ctx["results"] = results_context(req)

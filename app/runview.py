@@ -215,7 +215,12 @@ def gantt_data(res, rows: int) -> tuple[dict | None, str]:
         d["row"].append(row_of[int(rid)])
         d["start"].append(round(start, 5))
         d["end"].append(round(end, 5))
-    note = f"all {n} requests" if len(ids) == n else f"{len(ids)} of {n} requests, evenly spaced by arrival"
+    if n == 0:
+        note = "no request arrived"
+    elif len(ids) == n:
+        note = "the only request" if n == 1 else f"all {n} requests"
+    else:
+        note = f"{len(ids)} of {n} requests, evenly spaced by arrival"
     return {"rows": info, "segments": by_kind, "shown": len(ids), "total": n}, note
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
 from .policies import SCHEDULER_NAMES
+from .quoting import quote
 from .workload import PRESETS
 
 SchedulerName = Literal[SCHEDULER_NAMES]  # type: ignore[valid-type]
@@ -128,7 +129,7 @@ def _describe(err: dict) -> str:
     ctx = err.get("ctx") or {}
     kind = err["type"]
     got = err.get("input")
-    got_s = f" (got {got!r})" if got is not None and not isinstance(got, dict) else ""
+    got_s = f" (got {quote(got)})" if got is not None and not isinstance(got, dict) else ""
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         # Imported here, not at the top: fields reads the Scenario model this module defines.
         from .fields import range_text

@@ -16,6 +16,9 @@ from .runner import resolve, run, warm_up
 from .scenario import Scenario, ScenarioError
 
 MAX_RATE_POINTS = 1000  # rates per scheduler; the web asks for fewer
+# The lowest rate a sweep takes, about one request in 12 days: the grid rounds rates to 10 decimals,
+# so far smaller ones would collapse to 0 (a rate no run can draw arrivals at), and they only make empty runs.
+MIN_SWEEP_RATE = 1e-6
 DEFAULT_POINTS = 9  # rates in a grid given no step
 
 
@@ -57,6 +60,8 @@ def _rate_problem(value) -> str | None:
     allowed = f"must be {range_text('rate')} requests/s"
     if not _finite(value):
         return f"{allowed} (got {value!r})"
+    if 0 < value < MIN_SWEEP_RATE:
+        return f"must be at least {MIN_SWEEP_RATE:g} requests/s in a sweep (got {number_text(value)})"
     too_low = rate.lo is not None and (value <= rate.lo if rate.lo_exclusive else value < rate.lo)
     too_high = rate.hi is not None and (value >= rate.hi if rate.hi_exclusive else value > rate.hi)
     return f"{allowed} (got {number_text(value)})" if too_low or too_high else None
@@ -84,9 +89,15 @@ def nice_step(x: float) -> float:
 
 def default_rate_range(rate: float, cap: float | None = None, points: int = 12) -> tuple[float, float, float]:
     """(rate_min, rate_max, rate_step) of a sweep around `rate`: up to twice it (at most `cap`), in about
-    `points` nice steps starting at one step."""
-    top = rate * 2 if cap is None else min(rate * 2, cap)
-    step = nice_step(top / points)
+    `points` nice steps starting at one step.
+
+    Raises ScenarioError naming `rate` when it is not finite or below MIN_SWEEP_RATE (nice_step and the grid's
+    rounding would make a step of 0); an infinite cap is no cap."""
+    if not (_finite(rate) and rate >= MIN_SWEEP_RATE):
+        raise ScenarioError([("rate", f"a sweep is proposed around a rate of at least {MIN_SWEEP_RATE:g} "
+                                      f"requests/s (about one request in 12 days); got {rate!r}")])
+    top = rate * 2 if cap is None or not _finite(cap) else max(MIN_SWEEP_RATE, min(rate * 2, cap))
+    step = max(MIN_SWEEP_RATE, nice_step(top / points))  # the grid takes no smaller step
     top = max(step, math.floor(top / step + 1e-9) * step)
     return step, top, step
 

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from .jit import entry
+from .quoting import quote
 
 
 @dataclass(frozen=True)
@@ -376,60 +377,97 @@ def _agent_sessions(preset: Preset, rng: np.random.Generator, rate: float, burst
 
 
 class TraceError(ValueError):
-    """A trace file that cannot be read; the message names the line and the field."""
+    """A trace file that cannot be read; the message names the line and the field, quoting what it found."""
 
 
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 MAX_TRACE_TOKENS = 10_000_000  # per request, prompt or output: far beyond any model context
+MAX_TRACE_SECONDS = 1e10  # an arrival time (~300 years); beyond it float64 loses the microseconds
+# A number written with more characters than this is out of every field's range (and int() refuses 4,300+ digits).
+MAX_NUMBER_CHARS = 100
 
 
-def _csv_rows(reader, columns: int, max_rows: int):
-    """(line number, row) for each non-blank data row, refusing short rows and more than max_rows."""
-    count = 0
-    for line_no, row in enumerate(reader, start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        count += 1
+def _csv_rows(text: str):
+    """(line number, row) of each row of a CSV text with something in it: blank lines are skipped."""
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # Excel's "CSV UTF-8" starts with a BOM
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:  # a NUL, an overlong field, ...
+            raise TraceError(f"line {reader.line_num}: not readable as CSV ({e})") from None
+        if any(c.strip() for c in row):
+            yield reader.line_num, row
+
+
+def _csv_header(rows, columns: tuple[str, ...]) -> tuple[int, list[int]]:
+    """(width, the index of each of `columns`) of the header, the first row with something in it."""
+    expected = ",".join(columns)
+    try:
+        line_no, names = next(rows)
+    except StopIteration:
+        raise TraceError(f"trace is empty; expected a header {expected}") from None
+    names = [h.strip() for h in names]
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise TraceError(f"line {line_no}: the trace header lacks column(s) {', '.join(missing)}; expected "
+                         f"{expected} (got {quote(','.join(names))})")
+    return len(names), [names.index(c) for c in columns]
+
+
+def _data_rows(rows, width: int, max_rows: int):
+    """The rows after the header, refusing short rows and more than max_rows."""
+    for count, (line_no, row) in enumerate(rows, start=1):
         if count > max_rows:
             raise TraceError(f"trace has more than {max_rows} requests (the limit)")
-        if len(row) < columns:
-            raise TraceError(f"line {line_no}: expected {columns} columns, got {len(row)}")
+        if len(row) < width:
+            raise TraceError(f"line {line_no}: expected {width} columns, got {len(row)}")
         yield line_no, row
+
+
+def _cell_number(cell: str, kind: type[int] | type[float]) -> int | float | None:
+    """A CSV cell read as `kind`; None if it is no such number, inf if it is too long to be in any range."""
+    text = cell.strip()
+    if len(text) > MAX_NUMBER_CHARS:
+        return math.inf
+    try:
+        return kind(text)
+    except ValueError:
+        return None
+
+
+def _seconds(line_no: int, field: str, value: object, written: str | None = None, *, scale: float = 1.0,
+             unit: str = "seconds") -> float:
+    """A finite time in [0, MAX_TRACE_SECONDS] (given in units of `scale` seconds), as seconds. `written`: the
+    CSV cell the value was read from, which the error quotes."""
+    limit = MAX_TRACE_SECONDS / scale
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= limit:  # NaN too
+        raise TraceError(f"line {line_no}: {field} must be a number of {unit} from 0 to {limit:g}, "
+                         f"got {quote(value if written is None else written)}")
+    return float(value) * scale
+
+
+def _token_count(line_no: int, field: str, value: object, written: str | None = None) -> int:
+    """A whole number of tokens in [1, MAX_TRACE_TOKENS]. `written`: the CSV cell it was read from."""
+    number = int(value) if isinstance(value, float) and value.is_integer() else value  # JSON may write 512.0
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_TRACE_TOKENS:
+        raise TraceError(f"line {line_no}: {field} must be between 1 and {MAX_TRACE_TOKENS} (whole tokens), "
+                         f"got {quote(value if written is None else written)}")
+    return number
 
 
 def read_csv_trace(text: str, max_rows: int) -> Requests:
     """Parse a CSV trace with header `arrival_s,prompt_tokens,output_tokens` (extra columns are ignored).
     Rows are sorted by arrival (stable); times are shifted so the first arrival is at 0."""
-    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # Excel's "CSV UTF-8" starts with a BOM
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise TraceError("trace is empty; expected a header arrival_s,prompt_tokens,output_tokens") from None
-    missing = [c for c in TRACE_COLUMNS if c not in header]
-    if missing:
-        raise TraceError(f"trace header lacks column(s) {', '.join(missing)}; expected "
-                         f"arrival_s,prompt_tokens,output_tokens (got {','.join(header)[:200]})")
-    idx = [header.index(c) for c in TRACE_COLUMNS]
+    rows = _csv_rows(text)
+    width, idx = _csv_header(rows, TRACE_COLUMNS)
     arrivals, prompts, outputs = [], [], []
-    for line_no, row in _csv_rows(reader, len(header), max_rows):
-        try:
-            a = float(row[idx[0]])
-        except ValueError:
-            raise TraceError(f"line {line_no}: arrival_s must be a number of seconds, got {row[idx[0]]!r}") from None
-        if not math.isfinite(a) or a < 0:
-            raise TraceError(f"line {line_no}: arrival_s must be a finite number >= 0, got {row[idx[0]]!r}")
-        vals = []
-        for col, k in zip(TRACE_COLUMNS[1:], idx[1:], strict=False):
-            try:
-                v = int(row[k])
-            except ValueError:
-                raise TraceError(f"line {line_no}: {col} must be an integer, got {row[k]!r}") from None
-            if not 1 <= v <= MAX_TRACE_TOKENS:
-                raise TraceError(f"line {line_no}: {col} must be between 1 and {MAX_TRACE_TOKENS}, got {v}")
-            vals.append(v)
-        arrivals.append(a)
-        prompts.append(vals[0])
-        outputs.append(vals[1])
+    for line_no, row in _data_rows(rows, width, max_rows):
+        cells = [row[k] for k in idx]
+        arrivals.append(_seconds(line_no, "arrival_s", _cell_number(cells[0], float), cells[0]))
+        prompts.append(_token_count(line_no, "prompt_tokens", _cell_number(cells[1], int), cells[1]))
+        outputs.append(_token_count(line_no, "output_tokens", _cell_number(cells[2], int), cells[2]))
     if not arrivals:
         raise TraceError("trace has a header but no requests")
     return _sorted_trace(arrivals, prompts, outputs)
@@ -443,15 +481,57 @@ def _sorted_trace(arrivals, prompts, outputs, seg=None) -> Requests:
     return reqs.subset(order)
 
 
-def _check_tokens(line_no: int, field: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise TraceError(f"line {line_no}: {field} must be an integer, got {value!r}")
-    if not 1 <= int(value) <= MAX_TRACE_TOKENS:
-        raise TraceError(f"line {line_no}: {field} must be between 1 and {MAX_TRACE_TOKENS}, got {value}")
-    return int(value)
-
-
 MOONCAKE_BLOCK_TOKENS = 512
+# A block's segment id, TRACE_BLOCK_SEGMENT + hash id, must stay below the ids of requests' own text.
+MAX_HASH_ID = UNIQUE - TRACE_BLOCK_SEGMENT - 1
+
+
+class _Unreadable:
+    """A JSON number no field accepts (NaN, Infinity, one too large for a float or too long to read), kept as
+    its text so that the field's check can quote it."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _json_float(text: str) -> float | _Unreadable:
+    value = float(text)
+    return value if math.isfinite(value) else _Unreadable(text)
+
+
+def _json_int(text: str) -> int | _Unreadable:
+    return int(text) if len(text) <= MAX_NUMBER_CHARS else _Unreadable(text)
+
+
+_MOONCAKE_JSON = json.JSONDecoder(parse_constant=_Unreadable, parse_float=_json_float, parse_int=_json_int)
+
+
+def _mooncake_row(line_no: int, line: str) -> dict:
+    try:
+        row = _MOONCAKE_JSON.decode(line)
+    except json.JSONDecodeError as e:
+        raise TraceError(f"line {line_no}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise TraceError(f"line {line_no}: JSON nested too deeply for a Mooncake row") from None
+    if not isinstance(row, dict):
+        raise TraceError(f"line {line_no}: expected a JSON object, got {quote(row)}")
+    for field in ("timestamp", "input_length", "output_length"):
+        if field not in row:
+            raise TraceError(f"line {line_no}: missing field {field}")
+    return row
+
+
+def _hash_ids(line_no: int, value: object) -> list[int]:
+    allowed = f"hash_ids must be a list of integers from 0 to {MAX_HASH_ID}"
+    if not isinstance(value, list):
+        raise TraceError(f"line {line_no}: {allowed}, got {quote(value)}")
+    for k, h in enumerate(value):
+        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
+            raise TraceError(f"line {line_no}: {allowed}; item {k} is {quote(h)}")
+    return value
 
 
 def read_mooncake_trace(text: str, max_rows: int) -> Requests:
@@ -461,30 +541,17 @@ def read_mooncake_trace(text: str, max_rows: int) -> Requests:
     seg_ids: list[int] = []
     seg_lens: list[int] = []
     seg_off = [0]
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
         if not line.strip():
             continue
         if len(arrivals) >= max_rows:
             raise TraceError(f"trace has more than {max_rows} requests (the limit)")
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise TraceError(f"line {line_no}: not valid JSON ({e.msg})") from None
-        if not isinstance(row, dict):
-            raise TraceError(f"line {line_no}: expected a JSON object")
-        for field in ("timestamp", "input_length", "output_length"):
-            if field not in row:
-                raise TraceError(f"line {line_no}: missing field {field}")
-        ts = row["timestamp"]
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
-            raise TraceError(f"line {line_no}: timestamp must be a finite number of ms >= 0, got {ts!r}")
-        p_len = _check_tokens(line_no, "input_length", row["input_length"])
-        o_len = _check_tokens(line_no, "output_length", row["output_length"])
-        hash_ids = row.get("hash_ids", [])
-        if not isinstance(hash_ids, list) or not all(isinstance(h, int) and h >= 0 for h in hash_ids):
-            raise TraceError(f"line {line_no}: hash_ids must be a list of non-negative integers")
+        row = _mooncake_row(line_no, line)
+        ts = _seconds(line_no, "timestamp", row["timestamp"], scale=1e-3, unit="ms")
+        p_len = _token_count(line_no, "input_length", row["input_length"])
+        o_len = _token_count(line_no, "output_length", row["output_length"])
         left = p_len
-        for h in hash_ids:
+        for h in _hash_ids(line_no, row.get("hash_ids", [])):
             if left <= 0:
                 break
             seg_ids.append(TRACE_BLOCK_SEGMENT + h)
@@ -496,7 +563,7 @@ def read_mooncake_trace(text: str, max_rows: int) -> Requests:
         seg_ids.append(UNIQUE + 2 * len(arrivals) + 1)
         seg_lens.append(o_len)
         seg_off.append(len(seg_ids))
-        arrivals.append(ts / 1e3)
+        arrivals.append(ts)
         prompts.append(p_len)
         outputs.append(o_len)
     if not arrivals:
@@ -520,22 +587,18 @@ def _azure_time(value: str, line_no: int) -> float:
         return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
     except ValueError:
         raise TraceError(f"line {line_no}: TIMESTAMP must be a date-time like 2023-11-16 18:15:46.68, "
-                         f"got {value!r}") from None
+                         f"got {quote(value)}") from None
 
 
 def read_azure_trace(text: str, max_rows: int) -> Requests:
     """Azure LLM inference trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens); no prefix sharing information."""
-    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
-    header = [h.strip() for h in next(reader)]
-    idx = [header.index(c) for c in AZURE_COLUMNS]
+    rows = _csv_rows(text)
+    width, idx = _csv_header(rows, AZURE_COLUMNS)
     arrivals, prompts, outputs = [], [], []
-    for line_no, row in _csv_rows(reader, len(header), max_rows):
+    for line_no, row in _data_rows(rows, width, max_rows):
         arrivals.append(_azure_time(row[idx[0]], line_no))
-        for col, k, out in ((AZURE_COLUMNS[1], idx[1], prompts), (AZURE_COLUMNS[2], idx[2], outputs)):
-            try:
-                out.append(_check_tokens(line_no, col, int(row[k])))
-            except ValueError:
-                raise TraceError(f"line {line_no}: {col} must be an integer, got {row[k]!r}") from None
+        for column, k, out in ((AZURE_COLUMNS[1], idx[1], prompts), (AZURE_COLUMNS[2], idx[2], outputs)):
+            out.append(_token_count(line_no, column, _cell_number(row[k], int), row[k]))
     if not arrivals:
         raise TraceError("trace has a header but no requests")
     return _sorted_trace(arrivals, prompts, outputs)

@@ -9,7 +9,7 @@ import pytest
 
 from app.inputs import RateRange, default_sweep, parse_request
 from sim_core import Scenario, ScenarioError
-from sim_core.sweep import MAX_RATE_POINTS, default_rate_range, nice_step, rate_grid
+from sim_core.sweep import MAX_RATE_POINTS, MIN_SWEEP_RATE, default_rate_range, nice_step, rate_grid
 
 
 def problems(**kwargs) -> list[tuple[str, str]]:
@@ -86,3 +86,16 @@ def test_web_sweeps_use_the_same_grid():
     with pytest.raises(ScenarioError) as caught:
         parse_request({"rate_min": "nan", "rate_max": "2", "rate_step": "1"})
     assert [f for f, _ in caught.value.problems] == ["rate_min"]
+
+
+@pytest.mark.parametrize("rate", [1e-300, 5e-324, 0.0, float("nan"), float("inf")])
+def test_no_default_range_around_a_rate_below_the_minimum_or_not_finite(rate):
+    with pytest.raises(ScenarioError) as caught:
+        default_rate_range(rate, cap=float("inf"))
+    [(field, message)] = caught.value.problems
+    assert field == "rate" and f"{MIN_SWEEP_RATE:g} requests/s" in message
+
+
+def test_the_minimum_rate_has_a_default_range_the_grid_accepts():
+    lo, hi, step = default_rate_range(MIN_SWEEP_RATE, cap=float("inf"))
+    assert rate_grid(lo, hi, step) == [MIN_SWEEP_RATE, 2 * MIN_SWEEP_RATE]
