@@ -18,6 +18,7 @@ from starlette.middleware.gzip import GZipMiddleware
 import sim_core
 
 from . import api, apidocs, kvgrid, pages
+from .middleware import SecurityHeadersAndHead
 from .templating import STATIC_DIR
 
 log = logging.getLogger("sched_sim.web")
@@ -44,6 +45,7 @@ def create_app() -> FastAPI:
     # JSON and HTML (with embedded figure data) compress ~10x; the vendored JS is served as is.
     app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=5,
                        exclude_content_types=("text/event-stream", "text/javascript", "application/javascript"))
+    app.add_middleware(SecurityHeadersAndHead)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(pages.router)
     app.include_router(api.router)

@@ -381,3 +381,10 @@ def test_compare_with_seeds_reports_means_and_intervals(capsys):
         assert set(entry["ci95"]) <= set(entry["metrics"])
     code, out, _ = cli_run(capsys, ["run", "--hardware", "rtx3050", "--duration", "5", "--seeds", "2"])
     assert code == 0 and "mean ± 95% CI over 2 seeds" in out and " ± " in out
+
+
+def test_trace_that_is_not_a_regular_file_and_escaped_errors(capsys, tmp_path):
+    code, _, err = cli_run(capsys, ["run", "--trace", "/dev/zero"])
+    assert code == 2 and "is not a regular file" in err and "no such file" not in err
+    code, _, err = cli_run(capsys, ["run", "--trace", str(tmp_path / "no\x1b[31mred.csv")])
+    assert code == 2 and "\x1b" not in err and "\\x1b" in err

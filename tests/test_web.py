@@ -228,3 +228,22 @@ def test_kv_cells_code_the_majority_owner_and_stay_bounded():
     kv = runview.kv_data(big, np.linspace(0, 10, 120))
     assert sum(map(len, kv["runs"])) <= runview.RUN_BUDGET * 1.05
     assert len(kv["runs"]) == len(kv["frame_s"]) == len(kv["usage"]) >= runview.MIN_FRAMES
+
+
+def test_head_answers_like_get_without_a_body(client):
+    get = client.get("/healthz")
+    head = client.head("/healthz")
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-type"] == get.headers["content-type"]
+    assert client.head("/?" + SMALL).status_code == 200
+
+
+def test_security_headers_and_only_embeds_are_frameable(client):
+    page = client.get("/healthz")
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["referrer-policy"] == "same-origin"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    embed = client.get("/embed/metrics?" + SMALL.replace("schedulers=fcfs,chunked&", ""))
+    assert embed.status_code == 200
+    assert "content-security-policy" not in embed.headers and "x-frame-options" not in embed.headers
+    assert embed.headers["x-content-type-options"] == "nosniff"

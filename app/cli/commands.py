@@ -28,6 +28,7 @@ from sim_core import (
 )
 from sim_core.metric_catalog import METRICS
 from sim_core.policies import BY_NAME
+from sim_core.quoting import quote
 from sim_core.scenario import MAX_REQUESTS
 
 from . import report
@@ -60,8 +61,11 @@ def _check_setup(scenario: Scenario) -> None:
     """Fail before simulating: impossible deployments, missing traces, runs too large to hold in memory."""
     resolved = resolve(scenario)
     if scenario.trace is not None:
-        if not Path(scenario.trace).is_file():
-            raise TraceError(f"no such file {scenario.trace!r}")
+        path = Path(scenario.trace)
+        if not path.exists():
+            raise TraceError(f"no such file {quote(scenario.trace)}")
+        if not path.is_file():
+            raise TraceError(f"{quote(scenario.trace)} is not a regular file (a trace is a CSV or JSONL file)")
     elif scenario.num_requests is None:
         expected = resolved.rate * scenario.duration
         if expected > MAX_REQUESTS:
@@ -293,7 +297,10 @@ def _version() -> str:
 
 
 def _error(message: str, code: int = EXIT_USAGE) -> int:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    """One line on stderr; control characters escaped (a trace or a path may carry terminal escapes)."""
+    line = " ".join(message.split())
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    print(f"error: {line}", file=sys.stderr)
     return code
 
 
