@@ -16,10 +16,12 @@ STATIC_DIR = REPO_ROOT / "static"
 
 
 def asset_version() -> str:
-    """Changes whenever our own CSS/JS does, so browsers never run a stale copy."""
+    """Changes whenever any static file does (our CSS/JS, the vendored htmx and plotly.js): URLs carry it as
+    `?v=`, so browsers may cache them for good and never run a stale copy."""
     h = hashlib.sha1()
-    for p in sorted((STATIC_DIR / "css").glob("*.css")) + sorted((STATIC_DIR / "js").glob("*.js")):
-        h.update(p.read_bytes())
+    for p in sorted(STATIC_DIR.rglob("*")):
+        if p.is_file():
+            h.update(p.read_bytes())
     return h.hexdigest()[:10]
 
 

@@ -247,3 +247,19 @@ def test_security_headers_and_only_embeds_are_frameable(client):
     assert embed.status_code == 200
     assert "content-security-policy" not in embed.headers and "x-frame-options" not in embed.headers
     assert embed.headers["x-content-type-options"] == "nosniff"
+
+
+def test_static_files_are_compressed_and_cached_by_version(client):
+    page = client.get("/healthz")
+    assert page.status_code == 200
+    from app.templating import asset_version
+
+    versioned = client.get(f"/static/vendor/plotly.min.js?v={asset_version()}", headers={"Accept-Encoding": "gzip"})
+    assert versioned.status_code == 200
+    assert versioned.headers["content-encoding"] == "gzip"
+    assert "immutable" in versioned.headers["cache-control"]
+    plain = client.get("/static/vendor/plotly.min.js", headers={"Accept-Encoding": "identity"})
+    assert plain.headers["cache-control"] == "no-cache" and "content-encoding" not in plain.headers
+    assert len(plain.content) > 1_000_000  # the raw bundle; gzip sends about a third (httpx decodes it here)
+    html = client.get("/?" + SMALL).text
+    assert f"/static/vendor/plotly.min.js?v={asset_version()}" in html
