@@ -101,6 +101,19 @@ def run_payload(req: WebRequest) -> dict:
     })
 
 
+def kernels_ready(request: Request) -> bool:
+    ready = getattr(request.app.state, "kernels_ready", None)
+    return ready is None or ready.is_set()
+
+
+WARMING_UP = {"detail": "the simulator's kernels are still compiling (the first start on this machine takes about "
+                        "half a minute); retry shortly"}
+
+
+def warming_up() -> JSONResponse:
+    return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
+
+
 def _run(data: dict, where: str) -> JSONResponse:
     try:
         req = parse_request(data, uploads=service.upload_info)
@@ -115,6 +128,8 @@ def _run(data: dict, where: str) -> JSONResponse:
 def api_run_get(request: Request) -> JSONResponse:
     """Scenario fields are query parameters (the dashboard's URLs work here too). Answers
     `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ...}}}`."""
+    if not kernels_ready(request):
+        return warming_up()
     try:
         data = query_to_dict(request.query_params.multi_items())
     except ScenarioError as e:
@@ -128,6 +143,8 @@ def api_run_get(request: Request) -> JSONResponse:
 async def api_run_post(request: Request) -> JSONResponse:
     """JSON body: a scenario object, optionally with `schedulers` (a list). Multipart: a `trace` CSV file plus
     scenario fields as form fields. Same answer as GET /api/run (with the trace's upload id)."""
+    if not kernels_ready(request):
+        return warming_up()
     ctype = request.headers.get("content-type", "")
     if ctype.startswith("multipart/form-data"):
         try:
@@ -162,6 +179,8 @@ async def api_run_post(request: Request) -> JSONResponse:
 def api_sweep(request: Request) -> JSONResponse:
     """Runs every scheduler at every rate of the range (the scenario's `rate` is replaced); `knee_rate` is the
     highest rate up to which SLO attainment stays at or above `target_attainment`."""
+    if not kernels_ready(request):
+        return warming_up()
     try:
         data = query_to_dict(request.query_params.multi_items())
         if not any(k in data for k in inputs.SWEEP_KEYS):  # no range given: propose one around the rate
@@ -204,5 +223,6 @@ health_router = APIRouter()
 
 @health_router.get("/healthz", summary="Liveness", tags=["service"])
 def healthz(request: Request) -> dict:
-    return {"status": "ok", "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
+    return {"status": "ok", "kernels_ready": kernels_ready(request),
+            "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
             "cache": service.cache_stats()}

@@ -16,6 +16,7 @@ from markupsafe import escape
 from sim_core import ScenarioError, SetupError, TraceError
 
 from . import charts, present, service
+from .api import kernels_ready
 from .http import UploadProblem, errors_by_field, is_fragment, read_multipart
 from .inputs import (
     PAGE_DEFAULTS,
@@ -61,9 +62,11 @@ def form_values(req: WebRequest) -> dict[str, Any]:
 
 def workspace_context(request: Request, req: WebRequest | None, values: dict, errors: dict) -> tuple[dict, int]:
     """Everything the workspace (form + results) shows, and the HTTP status to send."""
-    ctx: dict[str, Any] = {"request": request, "req": req, "results": None, "errors": errors}
+    ctx: dict[str, Any] = {"request": request, "req": req, "results": None, "errors": errors, "warming": False}
     status = 200
-    if req is not None:
+    if req is not None and not kernels_ready(request):
+        ctx["warming"] = True  # the form answers now; the results region polls until the kernels are ready
+    elif req is not None:
         try:
             ctx["results"] = results_context(req)
         except (ScenarioError, SetupError, TraceError) as e:

@@ -2,12 +2,15 @@
 
 Pages and htmx fragments live in pages.py, the JSON API in api.py, figures in charts.py. Simulation routes are
 plain `def`s, so they run in the threadpool and the event loop keeps answering. numba's kernels are compiled
-(or loaded from NUMBA_CACHE_DIR) once at start-up.
+(or loaded from the cache) once, in the background: the server answers from the start, and until the kernels are
+ready pages say so and poll while the JSON API answers 503 with Retry-After.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from contextlib import asynccontextmanager
 
@@ -24,13 +27,25 @@ from .templating import STATIC_DIR
 log = logging.getLogger("sched_sim.web")
 
 
-@asynccontextmanager
-async def lifespan(app: FastAPI):
+# How long start-up waits for the kernels before it answers anyway: loading them from numba's cache takes about
+# a second; compiling them on a fresh machine takes half a minute, and meanwhile pages say so and poll.
+WARM_UP_WAIT_S = 3.0
+
+
+def _warm_up(app: FastAPI) -> None:
     start = time.perf_counter()
-    sim_core.warm_up()  # compile, or load from numba's cache, every engine code path before the first request
+    sim_core.warm_up()  # compile, or load from numba's cache, every engine code path
     kvgrid.warm_up()
     app.state.warmed_up_s = time.perf_counter() - start
+    app.state.kernels_ready.set()
     log.info("numba warm-up took %.1f s", app.state.warmed_up_s)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
+    app.state.kernels_ready = threading.Event()
+    threading.Thread(target=_warm_up, args=(app,), name="numba-warm-up", daemon=True).start()
+    await asyncio.to_thread(app.state.kernels_ready.wait, WARM_UP_WAIT_S)
     yield
 
 

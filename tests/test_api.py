@@ -19,6 +19,7 @@ SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&
 @pytest.fixture(scope="module")
 def client():
     with TestClient(app) as c:
+        c.app.state.kernels_ready.wait(600)  # warm-up runs in the background
         yield c
 
 

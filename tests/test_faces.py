@@ -24,6 +24,7 @@ DOCS_ROW = re.compile(r'<tr id="metric-[^"]*"><td>([^<]*)</td><td>([^<]*)</td><t
 @pytest.fixture(scope="module")
 def client():
     with TestClient(app) as c:
+        c.app.state.kernels_ready.wait(600)  # warm-up runs in the background
         yield c
 
 

@@ -20,6 +20,7 @@ FIGURE_JSON = re.compile(r'<script type="application/json" (data-[a-z-]+)="([^"]
 @pytest.fixture(scope="module")
 def client():
     with TestClient(app) as c:
+        c.app.state.kernels_ready.wait(600)  # warm-up runs in the background
         yield c
 
 
@@ -263,3 +264,19 @@ def test_static_files_are_compressed_and_cached_by_version(client):
     assert len(plain.content) > 1_000_000  # the raw bundle; gzip sends about a third (httpx decodes it here)
     html = client.get("/?" + SMALL).text
     assert f"/static/vendor/plotly.min.js?v={asset_version()}" in html
+
+
+def test_while_kernels_compile_pages_answer_and_poll_and_the_api_says_503(client):
+    ready = client.app.state.kernels_ready
+    ready.clear()
+    try:
+        page = client.get("/?" + SMALL)
+        assert page.status_code == 200 and "Compiling the simulator" in page.text
+        assert 'hx-trigger="every 2s"' in page.text and 'hx-select="#results"' in page.text
+        api = client.get("/api/run?hardware=rtx3050&num_requests=5")
+        assert api.status_code == 503 and api.headers["retry-after"] == "5"
+        assert client.get("/healthz").json()["kernels_ready"] is False
+    finally:
+        ready.set()
+    assert "Compiling the simulator" not in client.get("/?" + SMALL).text
+    assert client.get("/healthz").json()["kernels_ready"] is True
