@@ -120,6 +120,8 @@ def _run(data: dict, where: str) -> JSONResponse:
         return JSONResponse(run_payload(req))
     except (ScenarioError, SetupError, TraceError) as e:
         return unprocessable(problems_of(e), where)
+    except service.BusyError as e:
+        return JSONResponse({"detail": str(e)}, status_code=503, headers={"Retry-After": "5"})
 
 
 @router.get("/run", summary="Simulate a scenario under one or more schedulers",
@@ -199,7 +201,7 @@ def api_sweep(request: Request) -> JSONResponse:
 
 
 @router.get("/catalog", summary="Schedulers, GPUs, models, workload presets and the web's limits")
-def api_catalog() -> dict:
+async def api_catalog() -> dict:  # async: answered on the event loop, never behind simulations
     return {
         "schedulers": [{"name": s, "summary": BY_NAME[s].summary} for s in SCHEDULER_NAMES],
         "hardware": [{"key": k, "name": g.name, "memory_gb": g.mem_gib, "bandwidth_gbs": g.mem_bw_gbs,
@@ -222,7 +224,7 @@ health_router = APIRouter()
 
 
 @health_router.get("/healthz", summary="Liveness", tags=["service"])
-def healthz(request: Request) -> dict:
+async def healthz(request: Request) -> dict:  # async: answered on the event loop, never behind simulations
     return {"status": "ok", "kernels_ready": kernels_ready(request),
             "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
             "cache": service.cache_stats()}

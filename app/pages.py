@@ -62,7 +62,8 @@ def form_values(req: WebRequest) -> dict[str, Any]:
 
 def workspace_context(request: Request, req: WebRequest | None, values: dict, errors: dict) -> tuple[dict, int]:
     """Everything the workspace (form + results) shows, and the HTTP status to send."""
-    ctx: dict[str, Any] = {"request": request, "req": req, "results": None, "errors": errors, "warming": False}
+    ctx: dict[str, Any] = {"request": request, "req": req, "results": None, "errors": errors, "warming": False,
+                           "busy": None}
     status = 200
     if req is not None and not kernels_ready(request):
         ctx["warming"] = True  # the form answers now; the results region polls until the kernels are ready
@@ -71,6 +72,8 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
             ctx["results"] = results_context(req)
         except (ScenarioError, SetupError, TraceError) as e:
             ctx.update(req=None, errors=errors_by_field(problems_of(e)))
+        except service.BusyError as e:
+            ctx["busy"] = str(e)  # the results region retries by itself
     if ctx["errors"]:
         status = 422
     upload_id = values.get("upload") or (req.upload if req else None)
@@ -192,7 +195,10 @@ def embed(request: Request, figure: str) -> Response:
                 ctx["results"] = results_context(req)
             except (ScenarioError, SetupError, TraceError) as e:
                 ctx["errors"], status = errors_by_field(problems_of(e)), 422
-    return templates.TemplateResponse(request, "embed.html", ctx, status_code=status)
+            except service.BusyError as e:
+                ctx["errors"], status = {"server": str(e)}, 503
+    headers = {"Retry-After": "5"} if status == 503 else None
+    return templates.TemplateResponse(request, "embed.html", ctx, status_code=status, headers=headers)
 
 
 @router.post("/upload", response_class=HTMLResponse)

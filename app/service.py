@@ -23,8 +23,16 @@ from sim_core.workload import TraceError, read_trace
 from .inputs import MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, TraceInfo, WebRequest
 from .runview import RunView, build_view, pick_frames, recorded_frames
 
-SIM_SLOTS = threading.BoundedSemaphore(2)
+MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
+SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
+# A request waits this long for a free slot, then gets "busy" (503 / a page that retries) instead of holding a
+# request thread while it queues: threads held by queued simulations would starve every other route.
+SIM_WAIT_S = 2.0
 KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
+
+
+class BusyError(RuntimeError):
+    """Too many simulations running or sweeps queued: the caller should retry shortly."""
 
 
 class SingleFlightLRU:
@@ -149,11 +157,15 @@ def compare(req: WebRequest) -> list[RunView]:
 def _simulate(req: WebRequest, name: str, requests_for) -> RunView:
     scenario = req.for_scheduler(name)
     resolved = resolve(scenario)
-    with SIM_SLOTS:
+    if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
+        raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
+    try:
         reqs = requests_for(scenario, resolved)
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
                                 kv_frames=recorded_frames(resolved.num_blocks))
         return build_view(res, *pick_frames(res))
+    finally:
+        SIM_SLOTS.release()
 
 
 # ----- rate sweeps -----
@@ -170,10 +182,6 @@ class SweepJob:
     @property
     def running(self) -> bool:
         return self.result is None and self.error is None
-
-
-class BusyError(RuntimeError):
-    """Too many sweeps queued."""
 
 
 MAX_QUEUED_SWEEPS = 4

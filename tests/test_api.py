@@ -239,3 +239,26 @@ def test_seeds_above_one_are_refused_by_the_web_not_ignored(client):
     r = client.get("/api/run?" + SMALL + "&seeds=3")
     assert r.status_code == 422
     assert "seeds" in fields_of(r)
+
+
+def test_a_full_server_answers_busy_at_once_and_health_stays_quick(client, monkeypatch):
+    import time
+
+    from app import service
+
+    monkeypatch.setattr(service, "SIM_WAIT_S", 0.05)
+    service.clear_caches()
+    taken = [service.SIM_SLOTS.acquire(timeout=1) for _ in range(service.MAX_SIMULATIONS)]
+    try:
+        assert all(taken)
+        start = time.perf_counter()
+        r = client.get("/api/run?hardware=rtx3050&num_requests=7&seed=11")
+        assert r.status_code == 503 and r.headers["retry-after"] == "5" and "retry" in r.json()["detail"]
+        assert client.get("/?hardware=rtx3050&num_requests=7&seed=11").text.count("The server is busy") == 1
+        assert client.get("/embed/cdf?hardware=rtx3050&num_requests=7&seed=11").status_code == 503
+        assert client.get("/healthz").status_code == 200
+        assert time.perf_counter() - start < 2.0
+    finally:
+        for _ in taken:
+            service.SIM_SLOTS.release()
+    assert client.get("/api/run?hardware=rtx3050&num_requests=7&seed=11").status_code == 200
