@@ -17,9 +17,18 @@ from fastapi.responses import JSONResponse
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, SetupError, TraceError
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.policies import BY_NAME
+from sim_core.runner import Cancelled
 
 from . import inputs, service
-from .http import BodyTooLarge, UploadProblem, problem_detail, read_body, read_multipart
+from .http import (
+    CLIENT_CLOSED,
+    BodyTooLarge,
+    UploadProblem,
+    problem_detail,
+    read_body,
+    read_multipart,
+    run_until_disconnect,
+)
 from .inputs import WebRequest, default_sweep, parse_request, problems_of, query_to_dict
 
 router = APIRouter(prefix="/api", tags=["simulation"])
@@ -92,8 +101,8 @@ def scenario_json(req: WebRequest) -> dict:
     return req.scenario.model_dump(mode="json", exclude={"scheduler", "trace"})
 
 
-def run_payload(req: WebRequest) -> dict:
-    views = service.compare(req)
+def run_payload(req: WebRequest, cancel=None) -> dict:
+    views = service.compare(req, cancel)
     return clean({
         "scenario": scenario_json(req), "query": req.query(sweep=False),
         "upload": req.upload,
@@ -114,20 +123,22 @@ def warming_up() -> JSONResponse:
     return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
 
 
-def _run(data: dict, where: str) -> JSONResponse:
+def _run(data: dict, where: str, cancel=None) -> JSONResponse:
     try:
         req = parse_request(data, uploads=service.upload_info)
-        return JSONResponse(run_payload(req))
+        return JSONResponse(run_payload(req, cancel))
     except (ScenarioError, SetupError, TraceError) as e:
         return unprocessable(problems_of(e), where)
     except service.BusyError as e:
         return JSONResponse({"detail": str(e)}, status_code=503, headers={"Retry-After": "5"})
+    except Cancelled:
+        return JSONResponse({"detail": "cancelled: the client went away"}, status_code=CLIENT_CLOSED)
 
 
 @router.get("/run", summary="Simulate a scenario under one or more schedulers",
             openapi_extra={"parameters": _query_parameters(),
                            "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
-def api_run_get(request: Request) -> JSONResponse:
+async def api_run_get(request: Request) -> JSONResponse:
     """Scenario fields are query parameters (the dashboard's URLs work here too). Answers
     `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ...}}}`."""
     if not kernels_ready(request):
@@ -136,7 +147,7 @@ def api_run_get(request: Request) -> JSONResponse:
         data = query_to_dict(request.query_params.multi_items())
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
-    return _run(data, "query")
+    return await run_until_disconnect(request, _run, data, "query")
 
 
 @router.post("/run", summary="Simulate a scenario given as JSON, or replay an uploaded trace (multipart)",
@@ -158,7 +169,7 @@ async def api_run_post(request: Request) -> JSONResponse:
             return unprocessable([("trace", str(e))], "body")
         if "upload" in fields:
             return unprocessable([("upload", "give either a trace file or an upload id, not both")], "body")
-        return await run_in_threadpool(_run, {**fields, "upload": up.id}, "body")
+        return await run_until_disconnect(request, _run, {**fields, "upload": up.id}, "body")
     if not ctype.startswith("application/json"):
         return unprocessable([("body", "send a JSON object (application/json) or a multipart/form-data upload "
                                        "with a 'trace' file")], "body")
@@ -173,7 +184,7 @@ async def api_run_post(request: Request) -> JSONResponse:
         return unprocessable([("body", "is not valid JSON")], "body")
     if not isinstance(data, dict):
         return unprocessable([("body", "must be a JSON object of scenario fields")], "body")
-    return await run_in_threadpool(_run, data, "body")
+    return await run_until_disconnect(request, _run, data, "body")
 
 
 @router.get("/sweep", summary="Goodput and SLO attainment against arrival rate, with the saturation knee",

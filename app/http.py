@@ -3,10 +3,36 @@ turning input problems into FastAPI-style 422 details."""
 
 from __future__ import annotations
 
+import asyncio
+
+import numpy as np
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
 
 from .inputs import MAX_UPLOAD_BYTES
+
+DISCONNECT_POLL_S = 0.25
+CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never seen by anyone
+
+
+async def run_until_disconnect(request: Request, fn, *args):
+    """`fn(*args, cancel)` in the threadpool. If the client goes away first, `cancel[0]` is set, which stops the
+    simulation within milliseconds (the engine checks it), and the answer is a 499 nobody reads."""
+    cancel = np.zeros(1, np.int64)
+    task = asyncio.ensure_future(run_in_threadpool(fn, *args, cancel))
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+        if done:
+            return task.result()
+        if await request.is_disconnected():
+            cancel[0] = 1
+            try:
+                await task
+            except Exception:  # noqa: BLE001 - the run's end is of no interest to anyone now
+                pass
+            return Response(status_code=CLIENT_CLOSED)
 
 
 def is_fragment(request: Request) -> bool:

@@ -14,10 +14,18 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import escape
 
 from sim_core import ScenarioError, SetupError, TraceError
+from sim_core.runner import Cancelled
 
 from . import charts, present, service
 from .api import kernels_ready
-from .http import UploadProblem, errors_by_field, is_fragment, read_multipart
+from .http import (
+    CLIENT_CLOSED,
+    UploadProblem,
+    errors_by_field,
+    is_fragment,
+    read_multipart,
+    run_until_disconnect,
+)
 from .inputs import (
     PAGE_DEFAULTS,
     PAGE_SCHEDULERS,
@@ -60,7 +68,8 @@ def form_values(req: WebRequest) -> dict[str, Any]:
     return values
 
 
-def workspace_context(request: Request, req: WebRequest | None, values: dict, errors: dict) -> tuple[dict, int]:
+def workspace_context(request: Request, req: WebRequest | None, values: dict, errors: dict,
+                      cancel=None) -> tuple[dict, int]:
     """Everything the workspace (form + results) shows, and the HTTP status to send."""
     ctx: dict[str, Any] = {"request": request, "req": req, "results": None, "errors": errors, "warming": False,
                            "busy": None}
@@ -69,7 +78,7 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
         ctx["warming"] = True  # the form answers now; the results region polls until the kernels are ready
     elif req is not None:
         try:
-            ctx["results"] = results_context(req)
+            ctx["results"] = results_context(req, cancel)
         except (ScenarioError, SetupError, TraceError) as e:
             ctx.update(req=None, errors=errors_by_field(problems_of(e)))
         except service.BusyError as e:
@@ -83,8 +92,8 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
     return ctx, status
 
 
-def results_context(req: WebRequest) -> dict:
-    views = service.compare(req)
+def results_context(req: WebRequest, cancel=None) -> dict:
+    views = service.compare(req, cancel)
     upload = service.get_upload(req.upload) if req.upload else None
     return {
         "views": views,
@@ -136,9 +145,17 @@ def _render(name: str, ctx: dict, status: int = 200, headers: dict | None = None
 
 
 @router.get("/", response_class=HTMLResponse)
-def index(request: Request) -> Response:
+async def index(request: Request) -> Response:
+    """The dashboard; simulating in the threadpool, and stopping if the browser leaves before it is done."""
+    return await run_until_disconnect(request, _index, request)
+
+
+def _index(request: Request, cancel) -> Response:
     req, values, errors = parse_page(request)
-    ctx, status = workspace_context(request, req, values, errors)
+    try:
+        ctx, status = workspace_context(request, req, values, errors, cancel)
+    except Cancelled:
+        return Response(status_code=CLIENT_CLOSED)
     if is_fragment(request):
         headers = {"HX-Push-Url": "/?" + req.query()} if status == 200 and req else {}
         return _render("_workspace.html", ctx, status, headers)

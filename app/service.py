@@ -15,8 +15,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim_core import resolve
-from sim_core.runner import make_requests, simulate_requests
+from sim_core.runner import Cancelled, make_requests, simulate_requests
 from sim_core.sweep import knee_rate, sweep
 from sim_core.workload import TraceError, read_trace
 
@@ -64,7 +66,10 @@ class SingleFlightLRU:
                 fut = self._pending[key] = Future()
                 self.misses += 1
         if not owner:
-            return fut.result()
+            try:
+                return fut.result()
+            except Cancelled:  # the computing client went away; this one still wants the value
+                return self.get_or_compute(key, compute)
         try:
             value = compute()
         except BaseException as e:
@@ -136,8 +141,9 @@ def upload_info(uid: str) -> TraceInfo | None:
 _views = SingleFlightLRU(maxsize=48)
 
 
-def compare(req: WebRequest) -> list[RunView]:
-    """One RunView per scheduler of the request, from the cache or simulated now."""
+def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
+    """One RunView per scheduler of the request, from the cache or simulated now. Setting `cancel[0]` (the client
+    went away) stops a simulation in progress: Cancelled is raised and nothing is cached."""
     shared: dict[str, object] = {}
 
     def requests_for(scenario, resolved):  # the workload is the same for every scheduler: build it once
@@ -150,11 +156,12 @@ def compare(req: WebRequest) -> list[RunView]:
 
     views = []
     for name in req.schedulers:
-        views.append(_views.get_or_compute(req.run_key(name), lambda name=name: _simulate(req, name, requests_for)))
+        views.append(_views.get_or_compute(req.run_key(name),
+                                           lambda name=name: _simulate(req, name, requests_for, cancel)))
     return views
 
 
-def _simulate(req: WebRequest, name: str, requests_for) -> RunView:
+def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | None) -> RunView:
     scenario = req.for_scheduler(name)
     resolved = resolve(scenario)
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
@@ -162,7 +169,7 @@ def _simulate(req: WebRequest, name: str, requests_for) -> RunView:
     try:
         reqs = requests_for(scenario, resolved)
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
-                                kv_frames=recorded_frames(resolved.num_blocks))
+                                kv_frames=recorded_frames(resolved.num_blocks), cancel=cancel)
         return build_view(res, *pick_frames(res))
     finally:
         SIM_SLOTS.release()

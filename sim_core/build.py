@@ -76,6 +76,7 @@ def config_record(c):
     cfg.prefix_caching, cfg.record_events, cfg.debug_checks = c.prefix_caching, c.record_events, c.debug_checks
     cfg.max_step_records, cfg.cost, cfg.pol = c.max_step_records, c.cost, c.pol
     cfg.class_ttft_s, cfg.class_tpot_s, cfg.class_weight = c.class_ttft_s, c.class_tpot_s, c.class_weight
+    cfg.cancel = c.cancel  # shared with the caller, who may set it while the run goes on
     return cfg
 
 

@@ -41,6 +41,10 @@ class SimulationError(RuntimeError):
     """The engine ended with requests neither finished nor rejected: a bug, never a valid outcome."""
 
 
+class Cancelled(RuntimeError):
+    """The caller set the run's cancel flag (a web client that went away) and the engine stopped early."""
+
+
 @dataclass(frozen=True)
 class Resolved:
     """The scenario with every default filled in."""
@@ -231,7 +235,7 @@ def run_seeds(scenario: Scenario, **options) -> SeedRuns:
 
 
 def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_events: bool, max_step_records: int,
-                  debug_checks: bool) -> Config:
+                  debug_checks: bool, cancel: np.ndarray | None = None) -> Config:
     class_ttft_s, class_tpot_s, class_weight = class_slo
     sched = r.scheduler
     return Config(
@@ -243,7 +247,7 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
         max_step_records=int(max_step_records), debug_checks=bool(debug_checks),
         cost=np.ascontiguousarray(cost_params(r.setup)),
         pol=policy_params(scenario, r, class_tpot_s), class_ttft_s=class_ttft_s, class_tpot_s=class_tpot_s,
-        class_weight=class_weight)
+        class_weight=class_weight, cancel=np.zeros(1, np.int64) if cancel is None else cancel)
 
 
 def request_table(reqs: Requests, cfg: Config, prefix_cache: bool, block_size: int) -> RequestTable:
@@ -282,18 +286,21 @@ def frame_spec(reqs: Requests, kv_frame_times=None, kv_frames: int = 0) -> Frame
 
 def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None, kv_frames=0,
                       record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, kernel=None,
-                      debug_checks=False) -> Result:
+                      debug_checks=False, cancel: np.ndarray | None = None) -> Result:
     """Run the engine on given requests. `kernel` may be `engine.simulate.py_func` to run it as plain Python;
-    `debug_checks` verifies every block-pool invariant after each step's scheduling (slow; for tests)."""
+    `debug_checks` verifies every block-pool invariant after each step's scheduling (slow; for tests);
+    `cancel`, an int64 array of one element: set it to 1 from another thread to stop the run (raises Cancelled)."""
     class_slo = class_slos(scenario, r, reqs)
     cfg = engine_config(scenario, r, class_slo, record_events=record_events, max_step_records=max_step_records,
-                        debug_checks=debug_checks)
+                        debug_checks=debug_checks, cancel=cancel)
     table = request_table(reqs, cfg, r.prefix_cache, scenario.block_size)
     out = (kernel or engine.simulate)(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
     result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),
                     class_ttft_s=class_slo[0], class_tpot_s=class_slo[1],
                     **{f: getattr(out, f) for f in Outcome._fields if f != "arrival_s"})
     unfinished = int((~result.finished & ~result.rejected).sum())
+    if unfinished and cfg.cancel[0] != 0:
+        raise Cancelled(f"cancelled with {unfinished} requests still in flight")
     if unfinished:
         raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
     result.metrics = summarize(result)

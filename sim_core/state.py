@@ -113,6 +113,7 @@ class Config(NamedTuple):
     class_ttft_s: np.ndarray  # per request class
     class_tpot_s: np.ndarray
     class_weight: np.ndarray
+    cancel: np.ndarray  # int64[1]: set [0] to 1 from another thread and the run stops within ~1000 steps
 
 
 class RequestTable(NamedTuple):
@@ -185,6 +186,7 @@ CONFIG = RecordType([
     ("swap_blocks", types.int64), ("max_model_len", types.int64), ("prefix_caching", types.boolean),
     ("record_events", types.boolean), ("max_step_records", types.int64), ("debug_checks", types.boolean),
     ("cost", F64), ("pol", F64), ("class_ttft_s", F64), ("class_tpot_s", F64), ("class_weight", F64),
+    ("cancel", I64),
 ])
 REQUEST_TABLE = RecordType([
     ("arrival_s", F64), ("prompt_tokens", I64), ("output_tokens", I64), ("request_class", I64), ("tenant", I64),
