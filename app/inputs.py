@@ -315,6 +315,30 @@ def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | 
     return []
 
 
+# The work one web simulation may do, in engine steps. A step computes at most token_budget tokens, so a run needs
+# at least (prompt + output tokens) / token_budget steps; at ~1-5 us a step this keeps a run to seconds.
+MAX_WEB_STEPS = 5_000_000
+
+
+def work_problems(s: Scenario, token_budget: int, reqs) -> list[tuple[str, str]]:
+    """Checks on the workload as generated, before it is simulated: the request count (agent sessions count every
+    turn, which the arrival rate alone does not show) and the work, which the request count alone does not bound
+    (a few long prompts at a tiny token budget take millions of steps)."""
+    n = len(reqs)
+    if n > MAX_REQUESTS:
+        field = "num_requests" if s.num_requests is not None else ("rate" if s.rate is not None else "duration")
+        return [(field, f"this workload makes {n:,} requests (agent sessions count every turn); the web runs at "
+                        f"most {MAX_REQUESTS:,} per scheduler — lower it (the CLI has no such limit)")]
+    tokens = int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum())
+    steps = tokens / token_budget
+    if steps > MAX_WEB_STEPS:
+        least = -(-tokens // MAX_WEB_STEPS)
+        return [("token_budget", f"{tokens:,} tokens at {token_budget:,} per step is at least {steps:,.0f} engine "
+                                 f"steps; the web runs at most {MAX_WEB_STEPS:,} — token_budget must be at least "
+                                 f"{least:,}, or simulate fewer requests (the CLI has no such limit)")]
+    return []
+
+
 def _dedupe(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
     seen, out = set(), []
     for p in problems:

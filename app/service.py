@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim_core import resolve
+from sim_core import ScenarioError, resolve
 from sim_core.runner import Cancelled, make_requests, simulate_requests
 from sim_core.sweep import knee_rate, sweep
 from sim_core.workload import TraceError, read_trace
 
-from .inputs import MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, TraceInfo, WebRequest
+from .inputs import MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, TraceInfo, WebRequest, work_problems
 from .runview import RunView, build_view, pick_frames, recorded_frames
 
 MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
@@ -151,7 +151,11 @@ def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
             up = get_upload(req.upload) if req.upload else None
             if req.upload and up is None:
                 raise TraceError("upload: this uploaded trace is no longer on the server; upload it again")
-            shared["reqs"] = make_requests(scenario, resolved, up.text if up else None)
+            reqs = make_requests(scenario, resolved, up.text if up else None)
+            problems = work_problems(scenario, resolved.token_budget, reqs)
+            if problems:
+                raise ScenarioError(problems)
+            shared["reqs"] = reqs
         return shared["reqs"]
 
     views = []

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from app import inputs, service
 from app.web import app
-from sim_core import SCHEDULER_NAMES
+from sim_core import SCHEDULER_NAMES, Scenario
 
 SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3"
 
@@ -262,3 +262,26 @@ def test_a_full_server_answers_busy_at_once_and_health_stays_quick(client, monke
         for _ in taken:
             service.SIM_SLOTS.release()
     assert client.get("/api/run?hardware=rtx3050&num_requests=7&seed=11").status_code == 200
+
+
+def test_agent_turns_count_toward_the_request_limit(client):
+    # 33.33 sessions/s for 600 s passes the arrival-rate check, but every session makes ~3 turns more.
+    r = client.get("/api/run?hardware=a100&workload=agent&duration=600&rate=33.33&schedulers=chunked")
+    assert "rate" in fields_of(r)
+    assert "agent sessions count every turn" in r.text
+
+
+def test_work_is_bounded_by_engine_steps_not_only_by_request_count():
+    import numpy as np
+
+    from app.inputs import MAX_WEB_STEPS, work_problems
+    from sim_core.workload import Requests
+
+    n = 1500  # few requests, long prompts: 90M tokens at 16 a step would be 5.6M steps
+    reqs = Requests(np.zeros(n), np.full(n, 60_000, np.int64), np.full(n, 10, np.int64), np.zeros(n, np.int64),
+                    ("trace",))
+    s = Scenario(hardware="rtx3050", token_budget=16, max_model_len=65_536)
+    (field, message), = work_problems(s, 16, reqs)
+    assert field == "token_budget" and f"at most {MAX_WEB_STEPS:,}" in message
+    assert "token_budget must be at least 19," in message  # 90,015,000 tokens / 5M steps = 18.003, rounded up
+    assert work_problems(s, 64, reqs) == []  # 1.4M steps: fine
