@@ -109,7 +109,8 @@ _uploads = SingleFlightLRU(maxsize=32)
 
 def add_upload(data: bytes, filename: str) -> Upload:
     """Check and keep an uploaded trace (any format the core reads: our CSV, Azure's CSV, Mooncake's JSONL);
-    its id is a hash of its content."""
+    its id is a hash of its content and its name (so that two people uploading the same file under different
+    names each see their own)."""
     if len(data) > MAX_UPLOAD_BYTES:
         raise UploadError(f"the file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB (the web's limit)")
     try:
@@ -123,8 +124,8 @@ def add_upload(data: bytes, filename: str) -> Upload:
         raise UploadError(str(e)) from None
     info = TraceInfo(rows=len(reqs), span_s=float(reqs.arrival_s[-1] - reqs.arrival_s[0]),
                      longest_tokens=int((reqs.prompt_tokens + reqs.output_tokens).max()))
-    uid = hashlib.sha256(data).hexdigest()[:16]
     name = (filename or "trace.csv")[:120]
+    uid = hashlib.sha256(data + b"\0" + name.encode("utf-8", "replace")).hexdigest()[:16]
     return _uploads.get_or_compute(uid, lambda: Upload(uid, name, text, info))
 
 

@@ -285,3 +285,11 @@ def test_work_is_bounded_by_engine_steps_not_only_by_request_count():
     assert field == "token_budget" and f"at most {MAX_WEB_STEPS:,}" in message
     assert "token_budget must be at least 19," in message  # 90,015,000 tokens / 5M steps = 18.003, rounded up
     assert work_problems(s, 64, reqs) == []  # 1.4M steps: fine
+
+
+def test_the_same_content_uploaded_under_two_names_keeps_both_names():
+    text = csv_trace(5).encode()
+    a = service.add_upload(text, "mine.csv")
+    b = service.add_upload(text, "yours.csv")
+    assert (a.filename, b.filename) == ("mine.csv", "yours.csv") and a.id != b.id
+    assert service.add_upload(text, "mine.csv").id == a.id  # same name and content: the same upload

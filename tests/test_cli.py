@@ -388,3 +388,34 @@ def test_trace_that_is_not_a_regular_file_and_escaped_errors(capsys, tmp_path):
     assert code == 2 and "is not a regular file" in err and "no such file" not in err
     code, _, err = cli_run(capsys, ["run", "--trace", str(tmp_path / "no\x1b[31mred.csv")])
     assert code == 2 and "\x1b" not in err and "\\x1b" in err
+
+
+def test_serve_answers_at_once_and_stops_within_5_s_of_sigterm(tmp_path):
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([console_script(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    assert r.status == 200
+                    break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "the server did not come up"
+                time.sleep(0.2)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert time.monotonic() - start < 5.0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
