@@ -196,10 +196,13 @@ def api_sweep(request: Request) -> JSONResponse:
         return warming_up()
     try:
         data = query_to_dict(request.query_params.multi_items())
-        if not any(k in data for k in inputs.SWEEP_KEYS):  # no range given: propose one around the rate
+        if not any(data.get(k) not in (None, "") for k in inputs.SWEEP_KEYS):  # no range: propose one
             base = parse_request(data, uploads=service.upload_info)
             data.update(default_sweep(base.scenario).query_pairs())
         req = parse_request(data, uploads=service.upload_info)
+        if req.sweep is None:  # some range fields given, all of them empty
+            req = parse_request({**data, **dict(default_sweep(req.scenario).query_pairs())},
+                                uploads=service.upload_info)
         job = service.start_sweep(req)
     except ScenarioError as e:
         return unprocessable(e.problems, "query")

@@ -23,6 +23,9 @@ WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 MAX_REQUESTS = 10_000_000
 MAX_DURATION_S = 7 * 24 * 3600.0
 BLOCK_SIZES = (8, 16, 32, 64, 128)
+# The slowest arrival rate that keeps a run meaningful: one request in ~12 days (a week of arrivals at most).
+# Below it the gap arithmetic underflows (a rate of 5e-324 divides by zero).
+MIN_RATE = 1e-6
 MAX_SEEDS = 50
 
 
@@ -39,7 +42,8 @@ class Scenario(BaseModel):
     workload: WorkloadName = Field("chat", description="workload preset")
     trace: str | None = Field(None, min_length=1, max_length=4096,
                               description="CSV trace file arrival_s,prompt_tokens,output_tokens (replaces the preset)")
-    rate: float | None = Field(None, gt=0, le=10_000, description="arrival rate, requests/s; default: the preset's")
+    rate: float | None = Field(None, ge=MIN_RATE, le=10_000,
+                               description="arrival rate, requests/s; default: the preset's")
     burstiness: float | None = Field(None, ge=0.05, le=20,
                                      description="coefficient of variation of inter-arrival gaps (1 = Poisson)")
     duration: float = Field(60.0, gt=0, le=MAX_DURATION_S, description="seconds of arrivals")

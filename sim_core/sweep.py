@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 
 from .fields import field_info, number_text, range_text
 from .runner import resolve, run, warm_up
-from .scenario import Scenario, ScenarioError
+from .scenario import MIN_RATE, Scenario, ScenarioError
 
 MAX_RATE_POINTS = 1000  # rates per scheduler; the web asks for fewer
 # The lowest rate a sweep takes, about one request in 12 days: the grid rounds rates to 10 decimals,
 # so far smaller ones would collapse to 0 (a rate no run can draw arrivals at), and they only make empty runs.
-MIN_SWEEP_RATE = 1e-6
+MIN_SWEEP_RATE = MIN_RATE  # a sweep's rates are scenario rates
 DEFAULT_POINTS = 9  # rates in a grid given no step
 
 

@@ -175,7 +175,7 @@ BAD_INPUTS = [
     (["run", "--hardware", "tpu-v9"], "--hardware", "rtx3050"),
     (["compare", "--schedulers", "fcfs,nope"], "--schedulers", "nope"),
     (["sweep", "--schedulers", "fcfs,nope", "--min-rate", "1", "--max-rate", "2"], "--schedulers", "chunked"),
-    (["run", "--rate", "-1"], "--rate", "greater than 0"),
+    (["run", "--rate", "-1"], "--rate", "between 1e-06 and 10000"),
     (["run", "--hardware", "rtx3050", "--model", "llama-3-70b"], "--model", "rtx3050"),
     (["run", "--trace", "{tmp}/missing.csv"], "--trace", "no such file"),
     (["run", "--trace", "{tmp}/malformed.csv"], "--trace", "line 3"),

@@ -18,11 +18,14 @@ def test_bounds_of_an_int_field():
 
 
 def test_exclusive_lower_bound_and_optional_float():
+    duration = field_info("duration")
+    assert (duration.lo, duration.lo_exclusive) == (0, True)
+    assert bounds_text("duration").startswith("> 0, <= ")
     rate = field_info("rate")
-    assert (rate.lo, rate.lo_exclusive, rate.hi) == (0, True, 10_000)
+    assert (rate.lo, rate.lo_exclusive, rate.hi) == (1e-6, False, 10_000)
     assert rate.optional and not rate.is_int
-    assert bounds_text("rate") == "> 0, <= 10000"
-    assert range_text("rate") == "greater than 0 and at most 10000"
+    assert bounds_text("rate") == ">= 1e-06, <= 10000"
+    assert range_text("rate") == "between 1e-06 and 10000"
 
 
 def test_choices_flags_and_unbounded_fields():

@@ -1,0 +1,37 @@
+"""Property-based fuzzing of the HTTP API from its own OpenAPI schema (schemathesis): whatever the inputs, no 5xx.
+A short run here; `bench/fuzz_api.py` runs the long campaign and prints its counts."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+
+schemathesis = pytest.importorskip("schemathesis")
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from app.web import app  # noqa: E402
+
+schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+CASES_PER_OPERATION = int(os.environ.get("FUZZ_CASES_PER_OPERATION", "40"))
+CALLS: Counter = Counter()  # operation -> cases run; bench/fuzz_api.py prints it
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernels_ready():
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as c:  # runs the lifespan once: kernels compiled (or loaded) before fuzzing
+        c.app.state.kernels_ready.wait(600)
+        yield
+    if os.environ.get("FUZZ_CASES_PER_OPERATION"):
+        print(f"\nAPI fuzz: {sum(CALLS.values())} cases, {dict(CALLS)}")
+
+
+@schema.parametrize()
+@settings(max_examples=CASES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_input_makes_the_api_fail_with_a_server_error(case):
+    response = case.call()
+    CALLS[f"{case.method} {case.path}"] += 1
+    assert response.status_code < 500, (response.status_code, case.path, case.query, response.text[:500])
