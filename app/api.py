@@ -18,6 +18,7 @@ from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioE
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
+from sim_core.statistics import aggregate
 
 from . import inputs, service
 from .http import (
@@ -102,12 +103,21 @@ def scenario_json(req: WebRequest) -> dict:
 
 
 def run_payload(req: WebRequest, cancel=None) -> dict:
-    views = service.compare(req, cancel)
-    return clean({
-        "scenario": scenario_json(req), "query": req.query(sweep=False),
-        "upload": req.upload,
-        "schedulers": {v.scheduler: {"metrics": v.metrics, "resolved": v.setup} for v in views},
-    })
+    """The answer to /api/run. With `seeds` = N > 1, every scheduler runs seeds seed .. seed + N - 1 and its
+    `metrics` are the means, with `ci95` ([low, high] under the same keys) and `seeds` beside them, as in the
+    CLI's JSON."""
+    s = req.scenario
+    runs = [service.compare(WebRequest(s.model_copy(update={"seed": s.seed + k, "seeds": 1}), req.schedulers,
+                                       req.upload), cancel) for k in range(s.seeds)]
+    schedulers = {}
+    for i, v in enumerate(runs[0]):
+        entry = {"metrics": v.metrics, "resolved": v.setup}
+        if s.seeds > 1:
+            entry["metrics"], entry["ci95"] = aggregate([views[i].metrics for views in runs])
+            entry["seeds"] = [s.seed + k for k in range(s.seeds)]
+        schedulers[v.scheduler] = entry
+    return clean({"scenario": scenario_json(req), "query": req.query(sweep=False), "upload": req.upload,
+                  "schedulers": schedulers})
 
 
 def kernels_ready(request: Request) -> bool:
@@ -125,7 +135,7 @@ def warming_up() -> JSONResponse:
 
 def _run(data: dict, where: str, cancel=None) -> JSONResponse:
     try:
-        req = parse_request(data, uploads=service.upload_info)
+        req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
         return JSONResponse(run_payload(req, cancel))
     except (ScenarioError, SetupError, TraceError) as e:
         return unprocessable(problems_of(e), where)

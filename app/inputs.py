@@ -132,7 +132,7 @@ def query_to_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
 
 def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None = None,
                   default_schedulers: tuple[str, ...] | None = None,
-                  uploads: Callable[[str], TraceInfo | None] | None = None) -> WebRequest:
+                  uploads: Callable[[str], TraceInfo | None] | None = None, max_seeds: int = 1) -> WebRequest:
     """Validate web input (query values or a JSON object) into a WebRequest, or raise ScenarioError listing
     every problem. `defaults` fill scenario fields the input leaves out (the pages' defaults);
     `default_schedulers` apply when neither `schedulers` nor `scheduler` is given (else the model's scheduler).
@@ -171,7 +171,7 @@ def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None
         if not problems:
             problems += _setup_problems(scenario, schedulers)
         if not problems:
-            problems += _size_problems(scenario, schedulers, trace_info, sweep)
+            problems += _size_problems(scenario, schedulers, trace_info, sweep, max_seeds)
     if problems:
         raise ScenarioError(_dedupe(problems))
     return WebRequest(scenario, schedulers, upload, sweep)
@@ -256,11 +256,16 @@ def expected_requests(s: Scenario, trace: TraceInfo | None = None) -> tuple[floa
 
 
 def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | None,
-                   sweep: RateRange | None) -> list[tuple[str, str]]:
+                   sweep: RateRange | None, max_seeds: int = 1) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    if s.seeds > 1:  # not silently ignored: the dashboard and the API do not average over seeds yet
-        out.append(("seeds", f"must be 1 here (got {s.seeds}): the dashboard and the JSON API run one seed; "
-                              "`sched-sim run/compare --seeds N` reports means with 95% confidence intervals"))
+    if s.seeds > max_seeds:  # not silently ignored: the dashboard does not average over seeds yet
+        where = (f"at most {max_seeds} in the JSON API (each seed is a full run)" if max_seeds > 1 else
+                 "1 on the dashboard (`/api/run` and `sched-sim run/compare --seeds N` report means with 95% "
+                 "confidence intervals)")
+        out.append(("seeds", f"must be {where} (got {s.seeds})"))
+    elif s.seeds > 1 and (trace is not None or s.trace is not None):
+        out.append(("seeds", f"must be 1 for a trace replay (got {s.seeds}): a trace's arrivals and lengths are "
+                              "fixed, so every seed would give the same run"))
     limit = f"the web runs at most {MAX_REQUESTS:,} requests per scheduler (the CLI has no such limit)"
     if trace is None and s.num_requests is None and s.duration > MAX_DURATION_S:
         return [("duration", f"must be at most {MAX_DURATION_S:g} s on the web (got {s.duration:g}); "
@@ -314,6 +319,9 @@ def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | 
                              "lower rate_max, raise rate_step, shorten duration or compare fewer schedulers")]
     return []
 
+
+# Seeds one JSON API request may average over (each is a full run of every scheduler).
+MAX_API_SEEDS = 10
 
 # The work one web simulation may do, in engine steps. A step computes at most token_budget tokens, so a run needs
 # at least (prompt + output tokens) / token_budget steps; at ~1-5 us a step this keeps a run to seconds.

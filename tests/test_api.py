@@ -235,10 +235,21 @@ def test_concurrent_clients_all_get_correct_answers(client):
     assert results == [(200, True)] * 16
 
 
-def test_seeds_above_one_are_refused_by_the_web_not_ignored(client):
+def test_the_api_averages_over_seeds_like_the_cli(client):
     r = client.get("/api/run?" + SMALL + "&seeds=3")
-    assert r.status_code == 422
-    assert "seeds" in fields_of(r)
+    assert r.status_code == 200, r.text[:300]
+    for name, entry in r.json()["schedulers"].items():
+        assert entry["seeds"] == [3, 4, 5]  # SMALL has seed=3
+        low, high = entry["ci95"]["ttft_ms"]["p99"]
+        assert low <= entry["metrics"]["ttft_ms"]["p99"] <= high, name
+    # seeds=1 is the plain answer, without intervals
+    assert client.get("/api/run?" + SMALL + "&seeds=1").json() == client.get("/api/run?" + SMALL).json()
+
+
+def test_seeds_beyond_the_web_limits_are_refused_not_ignored(client):
+    assert "seeds" in fields_of(client.get("/api/run?" + SMALL + f"&seeds={inputs.MAX_API_SEEDS + 1}"))
+    page = client.get("/?" + SMALL + "&seeds=3")  # the dashboard shows one seed
+    assert page.status_code == 422 and "seeds" in page.text
 
 
 def test_a_full_server_answers_busy_at_once_and_health_stays_quick(client, monkeypatch):
@@ -293,3 +304,9 @@ def test_the_same_content_uploaded_under_two_names_keeps_both_names():
     b = service.add_upload(text, "yours.csv")
     assert (a.filename, b.filename) == ("mine.csv", "yours.csv") and a.id != b.id
     assert service.add_upload(text, "mine.csv").id == a.id  # same name and content: the same upload
+
+
+def test_a_trace_replay_takes_no_seeds(client):
+    r = client.post("/api/run", files={"trace": ("t.csv", csv_trace(), "text/csv")},
+                    data={"hardware": "rtx3050", "seeds": "2"})
+    assert "seeds" in fields_of(r) and "same run" in r.text
