@@ -139,7 +139,7 @@ def step(eng):
     take_due_frames(eng)
     if eng.loop[DONE] == eng.req.arrival_s.shape[0]:
         return
-    if eng.q.size[N_WAITING] + eng.q.size[N_RUNNING] + eng.q.size[N_SWAPPED] == 0:
+    if idle(eng):
         eng.clock[NOW] = next_arrival_s(eng)
         return
     rekey_waiting(eng)
@@ -160,6 +160,12 @@ def load(eng):
 
 
 @inline
+def idle(eng):
+    """Nothing waiting, running or swapped out: the engine waits for its next arrival."""
+    return eng.q.size[N_WAITING] + eng.q.size[N_RUNNING] + eng.q.size[N_SWAPPED] == 0
+
+
+@inline
 def next_arrival_s(eng):
     """When the next request arrives on its own or as a follow-up turn (inf if none is due)."""
     req, q = eng.req, eng.q
@@ -174,10 +180,7 @@ def next_arrival_s(eng):
 @kernel
 def next_event_s(eng):
     """When this engine next does something: now while it has work, else its next arrival."""
-    q = eng.q
-    if q.size[N_WAITING] + q.size[N_RUNNING] + q.size[N_SWAPPED] > 0:
-        return eng.clock[NOW]
-    return next_arrival_s(eng)
+    return next_arrival_s(eng) if idle(eng) else eng.clock[NOW]
 
 
 # ---------------------------------------------------------------------------------------------------------

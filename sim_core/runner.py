@@ -250,15 +250,15 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
         class_weight=class_weight, cancel=np.zeros(1, np.int64) if cancel is None else cancel)
 
 
-def request_table(reqs: Requests, cfg: Config, prefix_cache: bool, block_size: int) -> RequestTable:
+def request_table(reqs: Requests, cfg: Config) -> RequestTable:
     parents = reqs.parents()
     n = len(reqs)
     child = np.full(n, -1, np.int64)
     has_parent = parents >= 0
     child[parents[has_parent]] = np.nonzero(has_parent)[0]
     arrival_s = np.where(has_parent, np.inf, reqs.arrival_s)  # a follow-up arrives when its parent ends
-    if prefix_cache:
-        hashes, hash_off = reqs.block_hashes(block_size)
+    if cfg.prefix_caching:
+        hashes, hash_off = reqs.block_hashes(cfg.block_size)
     else:
         hashes, hash_off = np.zeros(0, np.int64), np.zeros(n + 1, np.int64)
     fair = cfg.order == ORDER_TENANT_SHARE
@@ -285,16 +285,15 @@ def frame_spec(reqs: Requests, kv_frame_times=None, kv_frames: int = 0) -> Frame
 
 
 def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None, kv_frames=0,
-                      record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, kernel=None,
+                      record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS,
                       debug_checks=False, cancel: np.ndarray | None = None) -> Result:
-    """Run the engine on given requests. `kernel` may be `engine.simulate.py_func` to run it as plain Python;
-    `debug_checks` verifies every block-pool invariant after each step's scheduling (slow; for tests);
+    """Run the engine on given requests (as plain Python under NUMBA_DISABLE_JIT=1). `debug_checks` verifies every block-pool invariant after each step's scheduling (slow; for tests);
     `cancel`, an int64 array of one element: set it to 1 from another thread to stop the run (raises Cancelled)."""
     class_slo = class_slos(scenario, r, reqs)
     cfg = engine_config(scenario, r, class_slo, record_events=record_events, max_step_records=max_step_records,
                         debug_checks=debug_checks, cancel=cancel)
-    table = request_table(reqs, cfg, r.prefix_cache, scenario.block_size)
-    out = (kernel or engine.simulate)(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
+    table = request_table(reqs, cfg)
+    out = engine.simulate(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
     result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),
                     class_ttft_s=class_slo[0], class_tpot_s=class_slo[1],
                     **{f: getattr(out, f) for f in Outcome._fields if f != "arrival_s"})

@@ -31,11 +31,11 @@ def requests(arrival, prompt, output) -> Requests:
                     np.zeros(n, np.int64), ("explicit",))
 
 
-def simulate(reqs: Requests, kernel=None, **scenario) -> Result:
+def simulate(reqs: Requests, **scenario) -> Result:
     base = dict(hardware="rtx3050")
     base.update(scenario)
     s = Scenario(**base)
-    return simulate_requests(s, resolve(s), reqs, record_events=True, kernel=kernel,
+    return simulate_requests(s, resolve(s), reqs, record_events=True,
                              kv_frame_times=np.linspace(0.0, 5.0, 26))
 
 
@@ -51,13 +51,6 @@ def assert_same_result(a: Result, b: Result) -> None:
         else:
             assert x == y, f.name
     assert json.dumps(a.metrics, sort_keys=True) == json.dumps(b.metrics, sort_keys=True)
-
-
-def tight_workload(seed: int, n: int = 10) -> Requests:
-    rng = np.random.default_rng(seed)
-    arrival = np.sort(rng.uniform(0, 0.3, n))
-    arrival -= arrival[0]
-    return requests(arrival, rng.integers(1, 120, n), rng.integers(1, 40, n))
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def _inputs(**kw):
     reqs = make_requests(s, r)
     cfg = engine_config(s, r, class_slos(s, r, reqs), record_events=True, max_step_records=1 << 20,
                         debug_checks=False)
-    return cfg, request_table(reqs, cfg, r.prefix_cache, s.block_size), frame_spec(reqs)
+    return cfg, request_table(reqs, cfg), frame_spec(reqs)
 
 
 def test_two_engines_stepped_side_by_side_match_each_run_alone():
