@@ -9,8 +9,13 @@ COMMON_HEADERS = (
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),
 )
-# No script-src yet: templates/_trace_field.html still has an inline event handler.
-NOT_FRAMEABLE = ((b"content-security-policy", b"frame-ancestors 'none'"), (b"x-frame-options", b"DENY"))
+# Scripts only from our own origin: no inline script, no eval (htmx's hx-on and trigger filters are not used).
+# Styles may be inline: Plotly and htmx set style attributes. JSON figures ride in <script type=application/json>,
+# which is data, not script.
+_CSP = (b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+        b"object-src 'none'; base-uri 'self'; form-action 'self'")
+FRAMEABLE = ((b"content-security-policy", _CSP + b"; frame-ancestors *"),)
+NOT_FRAMEABLE = ((b"content-security-policy", _CSP + b"; frame-ancestors 'none'"), (b"x-frame-options", b"DENY"))
 
 
 class SecurityHeadersAndHead:
@@ -24,7 +29,7 @@ class SecurityHeadersAndHead:
         head = scope["method"] == "HEAD"
         if head:
             scope = dict(scope, method="GET")
-        extra = COMMON_HEADERS if scope["path"].startswith(EMBED_PREFIX) else COMMON_HEADERS + NOT_FRAMEABLE
+        extra = COMMON_HEADERS + (FRAMEABLE if scope["path"].startswith(EMBED_PREFIX) else NOT_FRAMEABLE)
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":

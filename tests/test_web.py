@@ -243,10 +243,13 @@ def test_security_headers_and_only_embeds_are_frameable(client):
     page = client.get("/healthz")
     assert page.headers["x-content-type-options"] == "nosniff"
     assert page.headers["referrer-policy"] == "same-origin"
-    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    csp = page.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in csp and "script-src 'self';" in csp and "unsafe-inline'; img" in csp
     embed = client.get("/embed/metrics?" + SMALL.replace("schedulers=fcfs,chunked&", ""))
     assert embed.status_code == 200
-    assert "content-security-policy" not in embed.headers and "x-frame-options" not in embed.headers
+    assert "x-frame-options" not in embed.headers
+    assert "frame-ancestors *" in embed.headers["content-security-policy"]
+    assert "script-src 'self';" in embed.headers["content-security-policy"]
     assert embed.headers["x-content-type-options"] == "nosniff"
 
 

@@ -286,6 +286,18 @@
     }
   });
 
+  // An element marked data-change-stays-here handles its own change event; the form around it must not see it
+  // (here, in app.js, not an inline handler: the pages' Content-Security-Policy allows no inline script).
+  function keepChangesHere(root) {
+    if (!root.querySelectorAll) return;
+    var marked = Array.prototype.slice.call(root.querySelectorAll("[data-change-stays-here]"));
+    if (root.matches && root.matches("[data-change-stays-here]")) marked.push(root);
+    marked.forEach(function (el) {
+      el.addEventListener("change", function (e) { e.stopPropagation(); });
+    });
+  }
+
+  htmx.onLoad(keepChangesHere);
   htmx.onLoad(drawFigures);
   document.body.addEventListener("htmx:beforeSwap", function (e) {
     if (e.detail.shouldSwap && e.detail.target) release(e.detail.target);
