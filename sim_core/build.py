@@ -22,6 +22,7 @@ from .state import (
     KV_BLOCKS,
     KV_SWAP,
     L_EVENTS,
+    L_EVENTS_FULL,
     L_LOG_STRIDE,
     L_STEPS_LOGGED,
     N_BATCH,
@@ -55,7 +56,7 @@ def new_engine(config, requests, frames):
     eng.q = new_queues(req.tenant, n_tenants, cfg.max_num_seqs)
     eng.batch = new_batch(cfg.max_num_seqs)
     eng.logs = new_logs(frames.at_s, frames.capacity, frames.first_spacing_s, cfg.num_blocks, n_tenants,
-                        cfg.record_events)
+                        cfg.record_events, cfg.max_events)
     eng.clock = np.zeros(3)
     eng.loop = np.zeros(7, np.int64)
     eng.loop[BUDGET_NOW] = initial_budget(cfg)
@@ -74,7 +75,7 @@ def config_record(c):
     cfg.token_budget, cfg.max_num_seqs, cfg.block_size = c.token_budget, c.max_num_seqs, c.block_size
     cfg.num_blocks, cfg.swap_blocks, cfg.max_model_len = c.num_blocks, c.swap_blocks, c.max_model_len
     cfg.prefix_caching, cfg.record_events, cfg.debug_checks = c.prefix_caching, c.record_events, c.debug_checks
-    cfg.max_step_records, cfg.cost, cfg.pol = c.max_step_records, c.cost, c.pol
+    cfg.max_step_records, cfg.max_events, cfg.cost, cfg.pol = c.max_step_records, c.max_events, c.cost, c.pol
     cfg.class_ttft_s, cfg.class_tpot_s, cfg.class_weight = c.class_ttft_s, c.class_tpot_s, c.class_weight
     cfg.cancel = c.cancel  # shared with the caller, who may set it while the run goes on
     return cfg
@@ -118,5 +119,5 @@ def outcome(eng):
         eng.req.arrival_s, st.status, st.reject_reason, st.generated, st.first_scheduled_s, st.first_token_s,
         st.finish_s, st.max_itl_s, st.preemptions, st.degraded, st.on_time_tokens, st.cached_prefix,
         logs.steps[:n_logged].copy(), logs.service[:n_logged].copy(), logs.n[L_LOG_STRIDE],
-        logs.events[:n_events].copy(), logs.acc, logs.itl_fine, logs.itl_coarse, logs.frames, logs.frame_state,
+        logs.events[:n_events].copy(), logs.n[L_EVENTS_FULL] == 0, logs.acc, logs.itl_fine, logs.itl_coarse, logs.frames, logs.frame_state,
         logs.frame_s, kv.free[KV_BLOCKS], kv.free[KV_SWAP], kv.links[PL_REF, : eng.cfg.num_blocks].copy())

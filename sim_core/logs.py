@@ -1,6 +1,6 @@
 """What an engine records as it runs, on its `Logs` record (state.py): the step log (every step until
 `max_step_records`, then every other one, and so on: bounded memory), the event log (prefill chunks, preemptions,
-swaps; only when asked for), the inter-token-latency histogram and KV-pool frames at given instants.
+swaps; only when asked for, and only up to `max_events`), the inter-token-latency histogram and KV-pool frames at given instants.
 
 The growable logs are grown between steps (`make_log_room`), never during one: one step writes at most
 3 x max_num_seqs events (each running request is preempted at most once, each swapped one resumed at most once,
@@ -24,6 +24,7 @@ from .state import (
     ITL_COARSE_BINS,
     ITL_FINE_BINS,
     L_EVENTS,
+    L_EVENTS_FULL,
     L_LOG_STRIDE,
     L_NEXT_FRAME,
     L_STEPS_LOGGED,
@@ -41,14 +42,14 @@ INITIAL_ROWS = 1024
 
 
 @kernel
-def new_logs(frame_at, frame_capacity, frame_dt, num_blocks, n_tenants, record_events):
+def new_logs(frame_at, frame_capacity, frame_dt, num_blocks, n_tenants, record_events, max_events):
     """`frame_at`: instants to snapshot the KV pool at; or, when empty, up to `frame_capacity` snapshots every
     `frame_dt` seconds from 0, the spacing doubling whenever they would not fit (so they span the whole run)."""
     n_frames = frame_at.shape[0] if frame_at.shape[0] > 0 else frame_capacity
     logs = new_record(LOGS)
     logs.steps = np.zeros((INITIAL_ROWS, N_STEP_COLS))
     logs.service = np.zeros((INITIAL_ROWS, n_tenants))
-    logs.events = np.zeros((INITIAL_ROWS if record_events else 1, N_EVENT_COLS), np.int64)
+    logs.events = np.zeros((min(INITIAL_ROWS, max_events) if record_events else 1, N_EVENT_COLS), np.int64)
     logs.acc = np.zeros(N_ACC)
     logs.itl_fine = np.zeros(ITL_FINE_BINS, np.int64)
     logs.itl_coarse = np.zeros(ITL_COARSE_BINS, np.int64)
@@ -57,14 +58,14 @@ def new_logs(frame_at, frame_capacity, frame_dt, num_blocks, n_tenants, record_e
     logs.frames = np.full((n_frames, num_blocks), -1, np.int32)
     logs.frame_state = np.zeros((n_frames, num_blocks), np.int8)
     logs.frame_s = np.zeros(n_frames)
-    logs.n = np.array([0, 1, 0, 0], np.int64)
+    logs.n = np.array([0, 1, 0, 0, 0], np.int64)
     return logs
 
 
 @kernel
 def _grown(log, rows):
     bigger = np.zeros((rows, log.shape[1]), dtype=log.dtype)
-    for i in range(log.shape[0]):  # element by element: a slice assignment compiles numba's broadcasting checks
+    for i in range(min(log.shape[0], rows)):  # element by element: a slice assignment compiles numba's broadcasting checks
         for j in range(log.shape[1]):
             bigger[i, j] = log[i, j]
     return bigger
@@ -83,19 +84,24 @@ def make_log_room(eng):
     if logs.n[L_STEPS_LOGGED] == logs.steps.shape[0] and logs.steps.shape[0] < cfg.max_step_records:
         logs.steps = _grown(logs.steps, 2 * logs.steps.shape[0])
         logs.service = _grown(logs.service, 2 * logs.service.shape[0])
-    if cfg.record_events:
+    if cfg.record_events and logs.n[L_EVENTS_FULL] == 0:
+        need = logs.n[L_EVENTS] + 3 * cfg.max_num_seqs
+        if need > cfg.max_events:
+            logs.n[L_EVENTS_FULL] = 1  # stop here, between steps, so what was logged is whole up to this step
+            return
         rows = logs.events.shape[0]
-        while rows - logs.n[L_EVENTS] < 3 * cfg.max_num_seqs:
+        while rows < need:
             rows *= 2
+        rows = min(rows, cfg.max_events)  # >= need, and >= the current size (which started at most max_events)
         if rows != logs.events.shape[0]:
             logs.events = _grown(logs.events, rows)
 
 
 @inline
 def log_event(eng, r, kind, tokens):
-    if not eng.cfg.record_events:
-        return
     logs = eng.logs
+    if not eng.cfg.record_events or logs.n[L_EVENTS_FULL]:
+        return
     e = logs.n[L_EVENTS]
     logs.events[e, E_REQUEST] = r
     logs.events[e, E_STEP] = eng.loop[STEP]

@@ -34,6 +34,9 @@ from .workload import PRESETS, Preset, Requests, TraceError, read_trace, synthes
 DEFAULT_MAX_MODEL_LEN = 8192
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).
 DEFAULT_MAX_STEP_RECORDS = 1 << 20
+# The event log's bound: 4M events of 32 bytes (128 MB). Past it the log stops (Result.events_complete is False)
+# and the per-request timeline is not drawn; a run that long has more requests than a Gantt can show anyway.
+DEFAULT_MAX_EVENTS = 1 << 22
 MAX_TRACE_ROWS = 10_000_000
 
 
@@ -154,6 +157,7 @@ class Result:
     tenant_service: np.ndarray  # [logged step, tenant] weighted service so far (fair), beside the step log
     step_stride: int
     events: np.ndarray  # event log, columns state.E_*; empty unless recorded
+    events_complete: bool  # False: the event log reached max_events and stopped there
     accumulators: np.ndarray  # state.A_*
     itl_fine: np.ndarray
     itl_coarse: np.ndarray
@@ -190,14 +194,14 @@ class Result:
 
 def run(scenario: Scenario, *, trace_text: str | None = None, kv_frame_times: np.ndarray | None = None,
         kv_frames: int = 0, record_events: bool = False, max_step_records: int = DEFAULT_MAX_STEP_RECORDS,
-        debug_checks: bool = False) -> Result:
+        max_events: int = DEFAULT_MAX_EVENTS, debug_checks: bool = False) -> Result:
     """Simulate a scenario. KV-pool snapshots: at `kv_frame_times`, or `kv_frames` to 2 x `kv_frames` of them
     evenly spaced over the whole run (its end is not known in advance: the engine thins them as it goes)."""
     r = resolve(scenario)
     reqs = make_requests(scenario, r, trace_text)
     return simulate_requests(scenario, r, reqs, kv_frame_times=kv_frame_times, kv_frames=kv_frames,
                              record_events=record_events, max_step_records=max_step_records,
-                             debug_checks=debug_checks)
+                             max_events=max_events, debug_checks=debug_checks)
 
 
 @dataclass
@@ -235,7 +239,7 @@ def run_seeds(scenario: Scenario, **options) -> SeedRuns:
 
 
 def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_events: bool, max_step_records: int,
-                  debug_checks: bool, cancel: np.ndarray | None = None) -> Config:
+                  debug_checks: bool, cancel: np.ndarray | None = None, max_events: int = DEFAULT_MAX_EVENTS) -> Config:
     class_ttft_s, class_tpot_s, class_weight = class_slo
     sched = r.scheduler
     return Config(
@@ -243,7 +247,7 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
         preempts_for_priority=sched.preempts_for_priority, preempt_mode=PREEMPTION_MODES[scenario.preemption],
         token_budget=int(r.token_budget), max_num_seqs=int(scenario.max_seqs), block_size=int(scenario.block_size),
         num_blocks=int(r.num_blocks), swap_blocks=int(r.swap_blocks), max_model_len=int(r.max_model_len),
-        prefix_caching=bool(r.prefix_cache), record_events=bool(record_events),
+        prefix_caching=bool(r.prefix_cache), record_events=bool(record_events), max_events=int(max_events),
         max_step_records=int(max_step_records), debug_checks=bool(debug_checks),
         cost=np.ascontiguousarray(cost_params(r.setup)),
         pol=policy_params(scenario, r, class_tpot_s), class_ttft_s=class_ttft_s, class_tpot_s=class_tpot_s,
@@ -285,13 +289,13 @@ def frame_spec(reqs: Requests, kv_frame_times=None, kv_frames: int = 0) -> Frame
 
 
 def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None, kv_frames=0,
-                      record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS,
+                      record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, max_events=DEFAULT_MAX_EVENTS,
                       debug_checks=False, cancel: np.ndarray | None = None) -> Result:
     """Run the engine on given requests (as plain Python under NUMBA_DISABLE_JIT=1). `debug_checks` verifies every block-pool invariant after each step's scheduling (slow; for tests);
     `cancel`, an int64 array of one element: set it to 1 from another thread to stop the run (raises Cancelled)."""
     class_slo = class_slos(scenario, r, reqs)
     cfg = engine_config(scenario, r, class_slo, record_events=record_events, max_step_records=max_step_records,
-                        debug_checks=debug_checks, cancel=cancel)
+                        max_events=max_events, debug_checks=debug_checks, cancel=cancel)
     table = request_table(reqs, cfg)
     out = engine.simulate(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
     result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),

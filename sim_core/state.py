@@ -78,7 +78,8 @@ KV_BLOCKS, KV_SLOTS, KV_SWAP = range(3)
 # Queues.size[] slots (N_WAITING counts every tenant's heap together).
 N_RUNNING, N_WAITING, N_SWAPPED, N_FOLLOWUPS = range(4)
 # Logs.n[] and Logs.frame_clock[] slots.
-L_STEPS_LOGGED, L_LOG_STRIDE, L_EVENTS, L_NEXT_FRAME = range(4)
+# L_EVENTS_FULL: 1 once the event log reached cfg.max_events (it stopped at a step boundary: complete up to there).
+L_STEPS_LOGGED, L_LOG_STRIDE, L_EVENTS, L_NEXT_FRAME, L_EVENTS_FULL = range(5)
 FRAME_NEXT_S, FRAME_DT = range(2)
 # Inter-token-latency histogram: exact microsecond bins below ~1 s, millisecond bins up to 1000 s.
 ITL_FINE_BINS = 1 << 20
@@ -106,6 +107,7 @@ class Config(NamedTuple):
     max_model_len: int
     prefix_caching: bool
     record_events: bool
+    max_events: int  # the event log stops growing here (its memory is bounded: 32 bytes an event)
     max_step_records: int
     debug_checks: bool
     cost: np.ndarray  # cost_model parameter vector
@@ -156,6 +158,7 @@ class Outcome(NamedTuple):
     tenant_service: np.ndarray
     step_stride: int
     events: np.ndarray
+    events_complete: bool  # False: the log reached max_events and stopped
     accumulators: np.ndarray
     itl_fine: np.ndarray
     itl_coarse: np.ndarray
@@ -184,7 +187,7 @@ CONFIG = RecordType([
     ("preempts_for_priority", types.boolean), ("preempt_mode", types.int64), ("token_budget", types.int64),
     ("max_num_seqs", types.int64), ("block_size", types.int64), ("num_blocks", types.int64),
     ("swap_blocks", types.int64), ("max_model_len", types.int64), ("prefix_caching", types.boolean),
-    ("record_events", types.boolean), ("max_step_records", types.int64), ("debug_checks", types.boolean),
+    ("record_events", types.boolean), ("max_events", types.int64), ("max_step_records", types.int64), ("debug_checks", types.boolean),
     ("cost", F64), ("pol", F64), ("class_ttft_s", F64), ("class_tpot_s", F64), ("class_weight", F64),
     ("cancel", I64),
 ])

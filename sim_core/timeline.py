@@ -6,8 +6,8 @@ Segments are (request, kind, start_s, end_s) with kind one of SEGMENT_KINDS:
   decode     emitting tokens, from the end of its last prefill chunk to its finish or next preemption
   preempted  evicted (recompute or swap) until it is scheduled again
   rejected   a zero-length mark at arrival for a request the server refused
-Used by the Perfetto export and the dashboard's Gantt chart. Needs a run with record_events=True and an
-unsampled step log (step_stride == 1).
+Used by the Perfetto export and the dashboard's Gantt chart. Needs a run with record_events=True, an
+unsampled step log (step_stride == 1) and a complete event log (events_complete).
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ def step_bounds(result) -> tuple[np.ndarray, np.ndarray]:
     """Start and end time of every step, indexed by step number."""
     if result.step_stride != 1:
         raise ValueError("the step log of this run was sampled; run with fewer steps for a timeline")
+    if not result.events_complete:
+        raise ValueError(f"the event log of this run stopped at its bound of {len(result.events):,} events; "
+                         "run with fewer requests for a timeline")
     start = result.steps[:, E.S_START]
     return start, start + result.steps[:, E.S_DURATION]
 

@@ -196,6 +196,9 @@ def chrome_trace(result, max_requests: int = DEFAULT_MAX_REQUESTS, max_steps: in
     if stride == 1 and max_requests > 0 and n_req:
         if not _events_were_recorded(result):
             notes.append("per-request tracks are left out: the run was made without record_events=True")
+        elif not result.events_complete:
+            notes.append(f"per-request tracks are left out: the event log stopped at its bound of "
+                         f"{len(result.events):,} events; run fewer requests for a full timeline")
         elif n_req > max_requests:
             shown = np.unique(np.linspace(0, n_req - 1, max_requests).round().astype(np.int64))
             notes.append(f"{n_req} requests; request tracks show an evenly spaced sample of {len(shown)}")

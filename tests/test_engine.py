@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim_core import Scenario, run
+from sim_core import Scenario, run, timeline
 from sim_core import state as E
 from sim_core.logs import itl_bin
 from sim_core.metrics import histogram_percentile_s
@@ -119,6 +119,21 @@ def test_sampled_step_log_is_every_stride_th_step_and_summary_is_unchanged():
         assert np.array_equal(sampled.steps, full.steps[::stride])
         assert np.array_equal(sampled.accumulators, full.accumulators)
         assert sampled.metrics == full.metrics
+
+
+def test_a_capped_event_log_stops_at_a_step_boundary_and_changes_nothing_else():
+    s = Scenario(scheduler="chunked", hardware="rtx3050", workload="rag", num_requests=40, rate=4, seed=3, max_seqs=8)
+    full = run(s, record_events=True)
+    assert full.events_complete and len(full.events) > 100
+    cap = 3 * s.max_seqs + 40  # room for a few dozen steps of the 141 events
+    capped = run(s, record_events=True, max_events=cap)
+    assert not capped.events_complete and 0 < len(capped.events) <= cap
+    # What was logged is every event of the steps before the stop, exactly as the uncapped log has them.
+    last_step = capped.events[-1, E.E_STEP]
+    assert np.array_equal(capped.events, full.events[full.events[:, E.E_STEP] <= last_step])
+    assert np.array_equal(capped.accumulators, full.accumulators) and capped.metrics == full.metrics
+    with pytest.raises(ValueError, match="event log"):
+        timeline.request_segments(capped)
 
 
 def test_single_request_latencies_are_its_step_times():

@@ -230,6 +230,16 @@ def test_sampled_step_log_exports_steps_and_counters_only():
     assert steps == list(range(0, len(steps) * result.step_stride, result.step_stride))
 
 
+def test_a_capped_event_log_exports_steps_and_says_so():
+    result = run(Scenario(hardware="rtx3050", workload="rag", num_requests=40, rate=4, seed=3, max_seqs=8),
+                 record_events=True, max_events=60)
+    assert not result.events_complete
+    trace = chrome_trace(result)
+    check_trace(result, trace)
+    assert trace["metadata"]["requests_shown"] == 0
+    assert any("event log stopped" in n for n in trace["metadata"]["notes"])
+
+
 def test_run_without_events_exports_steps_and_says_so():
     result = run(Scenario(hardware="rtx3050", workload="chat", num_requests=20, seed=1))
     trace = chrome_trace(result)
