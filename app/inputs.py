@@ -326,6 +326,8 @@ MAX_API_SEEDS = 10
 # The work one web simulation may do, in engine steps. A step computes at most token_budget tokens, so a run needs
 # at least (prompt + output tokens) / token_budget steps; at ~1-5 us a step this keeps a run to seconds.
 MAX_WEB_STEPS = 5_000_000
+# A sweep runs in the background, one point after another: its work summed over every (scheduler, rate) point.
+MAX_SWEEP_STEPS = 4 * MAX_WEB_STEPS
 
 
 def work_problems(s: Scenario, token_budget: int, reqs) -> list[tuple[str, str]]:
@@ -344,6 +346,34 @@ def work_problems(s: Scenario, token_budget: int, reqs) -> list[tuple[str, str]]
         return [("token_budget", f"{tokens:,} tokens at {token_budget:,} per step is at least {steps:,.0f} engine "
                                  f"steps; the web runs at most {MAX_WEB_STEPS:,} — token_budget must be at least "
                                  f"{least:,}, or simulate fewer requests (the CLI has no such limit)")]
+    return []
+
+
+def sweep_work_problems(req: WebRequest, workload_at: Callable[[Scenario], Any],
+                        token_budget: Callable[[Scenario], int]) -> list[tuple[str, str]]:
+    """Checks on a sweep's work before it starts. The request estimate in parse_request sees neither agent
+    sessions' turns nor token lengths, so the workload of the largest point is generated (`workload_at`, a
+    fraction of a second) and checked as one run; the other points' tokens scale with their rate (sessions
+    arrive in proportion to it), and the engine steps summed over every (scheduler, rate) point must stay
+    within MAX_SWEEP_STEPS."""
+    assert req.sweep is not None
+    rates = req.sweep.rates()
+    top = req.scenario.model_copy(update={"rate": max(rates)})
+    reqs = workload_at(top)
+    tokens = int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum())
+    total_steps = 0.0
+    for name in req.schedulers:
+        budget = token_budget(top.model_copy(update={"scheduler": name}))
+        problems = work_problems(top, budget, reqs)
+        if problems:
+            field, message = problems[0]
+            return [("rate_max", f"the sweep's point at {top.rate:g} req/s is too large ({field}: {message})")]
+        total_steps += sum(tokens * rate / top.rate for rate in rates) / budget
+    if total_steps > MAX_SWEEP_STEPS:
+        return [("rate_max", f"the sweep is about {total_steps:,.0f} engine steps in all ({len(rates)} rates x "
+                             f"{len(req.schedulers)} schedulers); the web sweeps at most {MAX_SWEEP_STEPS:,} — lower "
+                             "rate_max, raise rate_step, shorten duration, raise token_budget or compare fewer "
+                             "schedulers (the CLI has no such limit)")]
     return []
 
 

@@ -123,6 +123,8 @@ def goodput_context(req: WebRequest) -> dict:
     if req.sweep is not None:
         try:
             ctx["job"] = job = service.start_sweep(req)
+        except ScenarioError as e:  # more work than the web sweeps
+            return {"disabled": f"Goodput-vs-rate curves: {e.problems[0][1]}."}
         except service.BusyError as e:
             ctx["error"] = str(e)
             return ctx

@@ -22,7 +22,14 @@ from sim_core.runner import Cancelled, make_requests, simulate_requests
 from sim_core.sweep import knee_rate, sweep
 from sim_core.workload import TraceError, read_trace
 
-from .inputs import MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, TraceInfo, WebRequest, work_problems
+from .inputs import (
+    MAX_UPLOAD_BYTES,
+    MAX_UPLOAD_ROWS,
+    TraceInfo,
+    WebRequest,
+    sweep_work_problems,
+    work_problems,
+)
 from .runview import RunView, build_view, pick_frames, recorded_frames
 
 MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
@@ -203,13 +210,21 @@ _jobs_lock = threading.Lock()
 
 
 def start_sweep(req: WebRequest) -> SweepJob:
-    """The sweep job for this request: an existing one (running or done) or a new one in the background."""
+    """The sweep job for this request: an existing one (running or done) or a new one in the background.
+    Raises ScenarioError when the sweep is more work than the web does (before anything is queued)."""
     assert req.sweep is not None
     job_id = hashlib.sha256(req.query().encode()).hexdigest()[:16]
     with _jobs_lock:
         job = _jobs.get(job_id)
         if job is not None and job.error is None:
             _jobs.move_to_end(job_id)
+            return job
+    problems = sweep_work_problems(req, lambda s: make_requests(s, resolve(s)), lambda s: resolve(s).token_budget)
+    if problems:
+        raise ScenarioError(problems)
+    with _jobs_lock:
+        job = _jobs.get(job_id)  # started by another request while this one was checking
+        if job is not None and job.error is None:
             return job
         if sum(j.running for j in _jobs.values()) >= MAX_QUEUED_SWEEPS:
             raise BusyError(f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; try again in a moment")

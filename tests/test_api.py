@@ -4,6 +4,7 @@ input, and correct answers under concurrent load."""
 from __future__ import annotations
 
 import io
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -310,3 +311,18 @@ def test_a_trace_replay_takes_no_seeds(client):
     r = client.post("/api/run", files={"trace": ("t.csv", csv_trace(), "text/csv")},
                     data={"hardware": "rtx3050", "seeds": "2"})
     assert "seeds" in fields_of(r) and "same run" in r.text
+
+
+def test_a_sweep_over_the_work_budget_is_refused_before_it_runs(client):
+    """Within the request estimate (agent sessions, not their turns) but far over the engine-step budget: refused
+    at once, naming rate_max."""
+    url = ("/api/sweep?schedulers=fcfs,chunked&hardware=h100&workload=agent&duration=600&token_budget=16"
+           "&rate_min=1&rate_max=10&rate_step=1")
+    started = time.monotonic()
+    r = client.get(url)
+    assert time.monotonic() - started < 2.0
+    assert fields_of(r) == ["rate_max"], r.text
+    assert f"engine steps in all (10 rates x 2 schedulers); the web sweeps at most {inputs.MAX_SWEEP_STEPS:,}" in r.text
+    # One point alone over one run's budget says which point.
+    r = client.get(url.replace("rate_min=1&rate_max=10&rate_step=1", "rate_min=20&rate_max=30&rate_step=10"))
+    assert fields_of(r) == ["rate_max"] and "point at 30 req/s is too large" in r.text, r.text

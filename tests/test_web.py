@@ -194,6 +194,12 @@ def test_goodput_bad_range_is_inline(client):
     assert client.get("/goodput/0000000000000000", headers=HX).status_code == 404
 
 
+def test_goodput_sweep_over_the_work_budget_is_inline(client):
+    r = client.get("/goodput?hardware=h100&workload=agent&duration=600&token_budget=16&rate_min=1&rate_max=10"
+                   "&rate_step=1", headers=HX)
+    assert r.status_code == 422 and "engine steps in all" in r.text
+
+
 def test_unchecking_every_scheduler_is_an_error(client):
     r = client.get("/?schedulers=&hardware=rtx3050", headers=HX)
     assert r.status_code == 422 and 'id="err-schedulers"' in r.text
