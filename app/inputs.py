@@ -24,6 +24,7 @@ from sim_core import (
     resolve,
 )
 from sim_core.quoting import quote
+from sim_core.runner import least_engine_steps
 from sim_core.scenario import query_value
 from sim_core.sweep import default_rate_range, rate_grid
 
@@ -339,9 +340,9 @@ def work_problems(s: Scenario, token_budget: int, reqs) -> list[tuple[str, str]]
         field = "num_requests" if s.num_requests is not None else ("rate" if s.rate is not None else "duration")
         return [(field, f"this workload makes {n:,} requests (agent sessions count every turn); the web runs at "
                         f"most {MAX_REQUESTS:,} per scheduler — lower it (the CLI has no such limit)")]
-    tokens = int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum())
-    steps = tokens / token_budget
+    steps = least_engine_steps(reqs, token_budget)
     if steps > MAX_WEB_STEPS:
+        tokens = int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum())
         least = -(-tokens // MAX_WEB_STEPS)
         return [("token_budget", f"{tokens:,} tokens at {token_budget:,} per step is at least {steps:,.0f} engine "
                                  f"steps; the web runs at most {MAX_WEB_STEPS:,} — token_budget must be at least "
@@ -360,7 +361,6 @@ def sweep_work_problems(req: WebRequest, workload_at: Callable[[Scenario], Any],
     rates = req.sweep.rates()
     top = req.scenario.model_copy(update={"rate": max(rates)})
     reqs = workload_at(top)
-    tokens = int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum())
     total_steps = 0.0
     for name in req.schedulers:
         budget = token_budget(top.model_copy(update={"scheduler": name}))
@@ -368,7 +368,7 @@ def sweep_work_problems(req: WebRequest, workload_at: Callable[[Scenario], Any],
         if problems:
             field, message = problems[0]
             return [("rate_max", f"the sweep's point at {top.rate:g} req/s is too large ({field}: {message})")]
-        total_steps += sum(tokens * rate / top.rate for rate in rates) / budget
+        total_steps += least_engine_steps(reqs, budget) * sum(rates) / top.rate
     if total_steps > MAX_SWEEP_STEPS:
         return [("rate_max", f"the sweep is about {total_steps:,.0f} engine steps in all ({len(rates)} rates x "
                              f"{len(req.schedulers)} schedulers); the web sweeps at most {MAX_SWEEP_STEPS:,} — lower "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -29,6 +30,22 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK | os.X_OK)
 
 
+def _copy_kernels(source: Path, dest: Path) -> int:
+    """Copy numba's cache files (index .nbi, code .nbc, in a folder per source directory) that `dest` lacks; how
+    many were copied. Modification times are kept: numba's index compares them."""
+    copied = 0
+    try:
+        for f in source.rglob("*"):
+            target = dest / f.relative_to(source)
+            if f.suffix in (".nbi", ".nbc") and f.is_file() and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, target)
+                copied += 1
+    except OSError:  # unreadable too, or gone: start cold
+        pass
+    return copied
+
+
 def _cache_dir() -> str | None:
     """Where compiled kernels are cached. numba keys each cached function on its own file only, so after an edit
     to one module the kernels of another that inline or call it would be stale: by default the directory is
@@ -39,11 +56,15 @@ def _cache_dir() -> str | None:
     home_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sched-sim" / "numba" / digest
     wanted = Path(os.environ["NUMBA_CACHE_DIR"]) if os.environ.get("NUMBA_CACHE_DIR") else home_cache
     fallback = Path(tempfile.gettempdir()) / f"sched-sim-numba-{os.getuid() if hasattr(os, 'getuid') else 0}" / digest
-    for path in (wanted, fallback):
-        if _writable(path):
-            if path != wanted:
-                print(f"sched-sim: {wanted} is not writable; caching compiled kernels in {path}", file=sys.stderr)
-            return str(path)
+    if _writable(wanted):
+        return str(wanted)
+    if _writable(fallback):
+        # numba loads only from a directory it can write to; a read-only one that holds kernels (a warm cache
+        # baked into an image) is copied, so the first start does not compile again.
+        copied = _copy_kernels(wanted, fallback)
+        print(f"sched-sim: {wanted} is not writable; caching compiled kernels in {fallback}"
+              + (f" (starting from its {copied} cached files)" if copied else ""), file=sys.stderr)
+        return str(fallback)
     print(f"sched-sim: no writable cache directory ({wanted}, {fallback}); kernels compile on every start",
           file=sys.stderr)
     return None

@@ -114,6 +114,14 @@ def class_slos(s: Scenario, r: Resolved, reqs: Requests) -> tuple[np.ndarray, np
     return np.array(ttft) / 1e3, np.array(tpot) / 1e3, np.array(weight, np.float64)
 
 
+def least_engine_steps(reqs: Requests, token_budget: int) -> int:
+    """A lower bound on a run's engine steps: a step computes at most token_budget tokens (prompt or output), so
+    the work is at least (prompt + output tokens) / token_budget steps. What the web's limits and the CLI's
+    large-run note estimate a run's cost by."""
+    tokens = int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum())
+    return -(-tokens // int(token_budget))
+
+
 def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Requests:
     """The scenario's requests: an uploaded trace's text, the trace file it names, or the preset."""
     if trace_text is None and s.trace is not None:

@@ -419,3 +419,19 @@ def test_serve_answers_at_once_and_stops_within_5_s_of_sigterm(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_large_run_is_announced_with_its_step_estimate(capsys, monkeypatch):
+    """The CLI runs anything, but says first when a run is long: its lower bound on engine steps, which is
+    (prompt + output tokens) / token budget summed over the schedulers."""
+    argv = ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--workload", "chat",
+            "--num-requests", "40", "--token-budget", "64"]
+    code, _, err = cli_run(capsys, argv)
+    assert code == 0 and "note:" not in err
+    monkeypatch.setattr(commands, "NOTE_REQUESTS", 10)
+    monkeypatch.setattr(commands, "NOTE_STEPS", 100)
+    code, _, err = cli_run(capsys, argv)
+    s = Scenario(hardware="rtx3050", workload="chat", num_requests=40, token_budget=64)
+    reqs = sim_core.runner.make_requests(s, sim_core.resolve(s))
+    steps = 2 * -(-int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum()) // 64)
+    assert code == 0 and f"note: 40 requests, at least {steps:,} engine steps over 2 runs" in err, err

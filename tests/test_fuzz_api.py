@@ -1,5 +1,5 @@
 """Property-based fuzzing of the HTTP API from its own OpenAPI schema (schemathesis): whatever the inputs, no 5xx.
-A short run here; `bench/fuzz_api.py` runs the long campaign and prints its counts."""
+A short run here; `bench/fuzz.py` runs the long campaign and prints its counts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from app.web import app  # noqa: E402
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 CASES_PER_OPERATION = int(os.environ.get("FUZZ_CASES_PER_OPERATION", "40"))
-CALLS: Counter = Counter()  # operation -> cases run; bench/fuzz_api.py prints it
+CALLS: Counter = Counter()  # operation -> cases run; bench/fuzz.py prints it
 
 
 @pytest.fixture(scope="module", autouse=True)

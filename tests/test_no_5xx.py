@@ -176,7 +176,7 @@ def test_a_chunked_json_body_is_refused_once_it_passes_1_mb():
 
 
 def test_fuzzer_findings_stay_fixed():
-    """Found by the schemathesis campaign (bench/fuzz_api.py): a denormal rate divided by zero in the arrival
+    """Found by the schemathesis campaign (bench/fuzz.py): a denormal rate divided by zero in the arrival
     process; a sweep whose range fields were all empty hit an assertion."""
     from fastapi.testclient import TestClient
 

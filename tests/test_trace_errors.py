@@ -4,6 +4,7 @@ and no input at all makes a reader raise anything else (fuzzed)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -96,7 +97,7 @@ def test_csv_cells_out_of_range_name_line_and_field(text, words):
 
 
 # ----- fuzzing: anything at all is read or refused with a TraceError -----
-FUZZ_EXAMPLES = 300
+FUZZ_EXAMPLES = int(os.environ.get("FUZZ_READER_EXAMPLES", "300"))  # per reader; bench/fuzz.py runs more
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8),
                          st.sampled_from(["NaN", "Infinity", "-Infinity", "1e400", "9" * 400]))
 JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=3)

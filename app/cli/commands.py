@@ -29,6 +29,7 @@ from sim_core import (
 from sim_core.metric_catalog import METRICS
 from sim_core.policies import BY_NAME
 from sim_core.quoting import quote
+from sim_core.runner import least_engine_steps, make_requests
 from sim_core.scenario import MAX_REQUESTS
 
 from . import report
@@ -55,6 +56,11 @@ EXIT_INTERRUPTED = 130
 DEFAULT_SLO_TARGET = 0.9
 # The rate grid's inputs (as sim_core.sweep.rate_grid names them) and the flags that give them.
 RATE_GRID_FLAGS = {"rate_min": "--min-rate", "rate_max": "--max-rate", "rate_step": "--step"}
+# Runs of at least NOTE_STEPS engine steps get a note with the estimate first; workloads under NOTE_REQUESTS
+# requests (or traces under NOTE_TRACE_BYTES) are not generated an extra time to check.
+NOTE_STEPS = 5_000_000
+NOTE_REQUESTS = 2_000
+NOTE_TRACE_BYTES = 1 << 20
 
 
 def _check_setup(scenario: Scenario) -> None:
@@ -83,12 +89,30 @@ def _note_ignored_with_trace(scenario: Scenario) -> None:
               f"(the trace sets the arrivals and lengths)", file=sys.stderr)
 
 
+def _note_large_run(scenarios: dict[str, Scenario]) -> None:
+    """The CLI runs anything (a user's own machine), but says beforehand when a run will take a while."""
+    first = next(iter(scenarios.values()))
+    expected = first.num_requests or resolve(first).rate * first.duration  # sessions: agent turns are not seen
+    if first.trace is None and expected < NOTE_REQUESTS:
+        return  # small enough to skip generating the workload twice
+    if first.trace is not None and Path(first.trace).stat().st_size < NOTE_TRACE_BYTES:
+        return
+    reqs = make_requests(first, resolve(first))
+    steps = sum(least_engine_steps(reqs, resolve(sc).token_budget) for sc in scenarios.values()) * first.seeds
+    if steps >= NOTE_STEPS:
+        runs = len(scenarios) * first.seeds
+        print(f"note: {len(reqs):,} requests, at least {steps:,} engine steps over {runs} run{'s' * (runs > 1)} "
+              f"(prompt + output tokens / token budget); at a few microseconds a step this takes a while",
+              file=sys.stderr)
+
+
 def _run_schedulers(args: argparse.Namespace, schedulers: list[str], record_events: bool) -> tuple[Scenario, dict]:
     base = build_scenario(args)
     _note_ignored_with_trace(base)
     scenarios = {s: build_scenario(args, scheduler=s) for s in schedulers}
     for sc in scenarios.values():
         _check_setup(sc)
+    _note_large_run(scenarios)
     if base.seeds > 1:
         return base, {s: run_seeds(sc, record_events=record_events) for s, sc in scenarios.items()}
     results = {s: run(sc, record_events=record_events) for s, sc in scenarios.items()}

@@ -1,0 +1,193 @@
+"""The server under load, as its own process (uvicorn, like `sched-sim serve`), measured from outside:
+
+  1. mixed load: 32 clients for 60 s, each looping over a page, a cached result, a fresh simulation and an embed;
+  2. a burst of 60 slow simulations at once (the excess must be answered 503 + Retry-After quickly);
+  3. the largest scenarios the web accepts, one request each, for the server's peak memory.
+Throughout, a probe asks /healthz every 50 ms. Prints answers by status, latencies, /healthz p50/p99 and the
+server's RSS (now and peak, from /proc). Asserts nothing.
+
+    NUMBA_CACHE_DIR=.numba_cache .venv/bin/python bench/load.py [--clients 32] [--seconds 60] [--burst 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+SMALL = "hardware=rtx3050&workload=chat&duration=10"
+SLOW = "schedulers=fcfs,chunked,spf&hardware=h100&workload=agent&duration=600&rate=5"
+LARGEST = {  # each within every web limit (20,000 requests, 600 s, 5M steps), at the edge of one of them
+    "most requests, every scheduler": "schedulers=static,fcfs,spf,chunked,slo,fair,cache_aware,edf,mlfq"
+                                      "&hardware=h100&workload=chat&duration=600&rate=33",
+    "largest KV pool (mi300x, qwen2.5-0.5b)": "schedulers=fcfs,chunked&hardware=mi300x&model=qwen2.5-0.5b"
+                                             "&workload=rag&duration=600&rate=33",
+    "most steps (agent, token budget 16)": "schedulers=chunked&hardware=h100&workload=agent&duration=600"
+                                           "&rate=10&token_budget=16",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current, peak) resident memory of a process, MB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def pct(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, round(q / 100 * (len(v) - 1))))] if v else float("nan")
+
+
+class HealthProbe(threading.Thread):
+    def __init__(self, base: str):
+        super().__init__(daemon=True)
+        self.base, self.times, self.failures, self.stop = base, [], 0, threading.Event()
+
+    def run(self):
+        with httpx.Client(base_url=self.base, timeout=30) as c:
+            while not self.stop.is_set():
+                t = time.perf_counter()
+                ok = c.get("/healthz").status_code == 200
+                self.times.append(time.perf_counter() - t)
+                self.failures += not ok
+                time.sleep(0.05)
+
+    def report(self) -> str:
+        return (f"/healthz p50 {pct(self.times, 50) * 1e3:.1f} ms, p99 {pct(self.times, 99) * 1e3:.1f} ms, "
+                f"max {max(self.times) * 1e3:.1f} ms (n={len(self.times)}, failed {self.failures})")
+
+    def reset(self):
+        self.times, self.failures = [], 0
+
+
+def mixed_load(base: str, clients: int, seconds: float) -> None:
+    seeds = itertools.count(1000)
+    urls = {
+        "page": lambda: f"/?{SMALL}",
+        "cached result": lambda: f"/api/run?{SMALL}&schedulers=fcfs,chunked",
+        "fresh simulation": lambda: f"/api/run?{SMALL}&schedulers=chunked&seed={next(seeds)}",
+        "embed": lambda: f"/embed/cdf?{SMALL}",
+    }
+    statuses: dict[str, Counter] = {k: Counter() for k in urls}
+    times: dict[str, list[float]] = {k: [] for k in urls}
+    deadline = time.monotonic() + seconds
+
+    def client(k: int) -> None:
+        kinds = list(urls)
+        with httpx.Client(base_url=base, timeout=120) as c:
+            for i in itertools.count(k):
+                if time.monotonic() > deadline:
+                    return
+                kind = kinds[i % len(kinds)]
+                t = time.perf_counter()
+                try:
+                    status = c.get(urls[kind]()).status_code
+                except httpx.HTTPError as e:
+                    status = type(e).__name__
+                times[kind].append(time.perf_counter() - t)
+                statuses[kind][status] += 1
+
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client, range(clients)))
+    for kind in urls:
+        print(f"  {kind:17s} answers {dict(statuses[kind])}, p50 {pct(times[kind], 50) * 1e3:.0f} ms, "
+              f"p99 {pct(times[kind], 99) * 1e3:.0f} ms")
+
+
+def burst(base: str, n: int) -> None:
+    def one(k: int):
+        with httpx.Client(base_url=base, timeout=300) as c:
+            t = time.perf_counter()
+            r = c.get(f"/api/run?{SLOW}&seed={5000 + k}")
+            return r.status_code, time.perf_counter() - t, r.headers.get("retry-after")
+
+    with ThreadPoolExecutor(n) as pool:
+        answers = list(pool.map(one, range(n)))
+    by_status = Counter(s for s, _, _ in answers)
+    print(f"  answers {dict(by_status)}")
+    for status in sorted(by_status):
+        took = [t for s, t, _ in answers if s == status]
+        retry = {ra for s, _, ra in answers if s == status}
+        print(f"  {status}: p50 {pct(took, 50):.2f} s, max {max(took):.2f} s"
+              + (f", Retry-After {sorted(retry)}" if status == 503 else ""))
+
+
+def largest(base: str, pid: int) -> None:
+    with httpx.Client(base_url=base, timeout=600) as c:
+        for name, query in LARGEST.items():
+            t = time.perf_counter()
+            r = c.get(f"/api/run?{query}")
+            took = time.perf_counter() - t
+            detail = "" if r.status_code == 200 else f" {r.text[:160]}"
+            now, peak = rss_mb(pid)
+            print(f"  {name}: {r.status_code} in {took:.1f} s{detail}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--burst", type=int, default=60)
+    args = ap.parse_args()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.web:app", "--port", str(port),
+                               "--log-level", "warning"], cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        with httpx.Client(base_url=base, timeout=5) as c:
+            start = time.monotonic()
+            while True:
+                try:
+                    if c.get("/healthz").json()["kernels_ready"]:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+            print(f"server ready (kernels loaded) {time.monotonic() - start:.1f} s after start; "
+                  f"RSS {rss_mb(server.pid)[0]:.0f} MB")
+        probe = HealthProbe(base)
+        probe.start()
+
+        print(f"1. mixed load, {args.clients} clients for {args.seconds:g} s:")
+        mixed_load(base, args.clients, args.seconds)
+        now, peak = rss_mb(server.pid)
+        print(f"  {probe.report()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
+
+        probe.reset()
+        print(f"2. {args.burst} slow simulations at once ({SLOW}):")
+        burst(base, args.burst)
+        now, peak = rss_mb(server.pid)
+        print(f"  {probe.report()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
+
+        probe.reset()
+        print("3. the largest accepted scenarios, one at a time:")
+        largest(base, server.pid)
+        print(f"  {probe.report()}")
+        probe.stop.set()
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    main()

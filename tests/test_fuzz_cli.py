@@ -1,0 +1,99 @@
+"""Fuzzing the command line: any subcommand with any flags and any values either works (exit 0) or prints one
+`error:` line and exits 2 — never a traceback, never a hang.
+
+The flags are read from the parser itself (so a new flag is fuzzed without touching this file). What a run
+simulates is cut to a few requests (a fuzzed `--duration 1e6 --rate 1e3` is a legitimate, merely long, run; the
+point here is the parsing and checking, not the simulation), and files are only written under a temporary
+directory. The long campaign: FUZZ_CLI_EXAMPLES=10000 pytest tests/test_fuzz_cli.py -s
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sim_core.sweep
+from app.cli import commands, main
+
+EXAMPLES = int(os.environ.get("FUZZ_CLI_EXAMPLES", "150"))
+COMMANDS = ("run", "compare", "sweep", "list")  # `serve` starts a server; tests/test_cli.py covers its flags
+
+
+def _flags_of(command: str) -> list[str]:
+    parser = commands.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [s for a in sub.choices[command]._actions for s in a.option_strings if s.startswith("--")]
+
+
+FLAGS = {c: _flags_of(c) for c in COMMANDS}
+ODD_VALUES = ["", " ", "-1", "0", "1", "2", "1e-320", "1e-300", "1e400", "-0", "nan", "inf", "-inf", "abc", "1,2",
+              "fcfs,fcfs", "fcfs,chunked", "h100", "a100", "rtx3050", "rag", "chat", "agent", "true", "false",
+              "9" * 400, "\x1b[31mred", "\x00", "é", "--json", "/dev/zero", "/dev/null", "/nonexistent/x.csv", "."]
+VALUES = st.one_of(st.sampled_from(ODD_VALUES), st.text(max_size=12), st.integers().map(str),
+                   st.floats(allow_nan=True, allow_infinity=True).map(repr))
+# Files the CLI may write go under the test's temporary directory, whatever the fuzzer names them.
+SAFE_NAME = st.text(alphabet="abcxyz._-\x1b é", min_size=0, max_size=12).map(lambda s: "out-" + s.replace("..", "_"))
+
+
+@st.composite
+def argvs(draw):
+    command = draw(st.sampled_from(COMMANDS))
+    argv = [command]
+    for flag in draw(st.lists(st.sampled_from(FLAGS[command]), max_size=6)):
+        argv.append(flag)
+        if flag == "--trace-out":
+            argv.append(draw(SAFE_NAME))
+        elif draw(st.integers(0, 9)):  # now and then a flag without its value
+            argv.append(draw(VALUES))
+    if draw(st.booleans()):
+        argv.insert(draw(st.integers(0, len(argv))), draw(VALUES))  # a stray word anywhere
+    return argv
+
+
+def _small(scenario):
+    """The same scenario cut to a few requests and seeds: the parsing was what mattered."""
+    return scenario.model_copy(update={"num_requests": 6, "seeds": min(scenario.seeds, 2)})
+
+
+@pytest.fixture
+def bounded_cli(monkeypatch, tmp_path):
+    real_run, real_run_seeds, real_sweep = commands.run, commands.run_seeds, sim_core.sweep.sweep
+    monkeypatch.setattr(commands, "run", lambda sc, **kw: real_run(_small(sc), **kw))
+    monkeypatch.setattr(commands, "run_seeds", lambda sc, **kw: real_run_seeds(_small(sc), **kw))
+    monkeypatch.setattr(sim_core.sweep, "sweep", lambda sc, names, rates, **kw: real_sweep(
+        _small(sc), names, list(rates)[:3], **{**kw, "workers": 1}))
+    monkeypatch.setattr(commands, "NOTE_REQUESTS", float("inf"))  # the note generates the whole workload
+    monkeypatch.chdir(tmp_path)
+
+
+def test_any_command_line_works_or_says_why_in_one_line(bounded_cli):
+    seen: list[list[str]] = []
+    codes: dict[int, int] = {}
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(argv=argvs())
+    def works_or_refuses(argv):
+        seen.append(argv)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+        codes[code] = codes.get(code, 0) + 1
+        text = err.getvalue()
+        assert "Traceback" not in text and "Traceback" not in out.getvalue(), (argv, text)
+        if code == 0:
+            return
+        assert code == 2, (argv, code, text)
+        lines = [line for line in text.splitlines() if line and not line.startswith("note:")]
+        # argparse prints its usage block before its one error line; ours print the error line alone.
+        assert lines and lines[-1].startswith(("error:", "sched-sim")) and "error:" in lines[-1], (argv, text)
+        assert lines[-1].isprintable(), (argv, text)
+
+    works_or_refuses()
+    print(f"{len(seen)} fuzzed command lines; exit codes {dict(sorted(codes.items()))}")
