@@ -107,8 +107,7 @@ def run_payload(req: WebRequest, cancel=None) -> dict:
     `metrics` are the means, with `ci95` ([low, high] under the same keys) and `seeds` beside them, as in the
     CLI's JSON."""
     s = req.scenario
-    runs = [service.compare(WebRequest(s.model_copy(update={"seed": s.seed + k, "seeds": 1}), req.schedulers,
-                                       req.upload), cancel) for k in range(s.seeds)]
+    runs = [service.compare(one, cancel) for one in service.per_seed(req)]
     schedulers = {}
     for i, v in enumerate(runs[0]):
         entry = {"metrics": v.metrics, "resolved": v.setup}
@@ -133,6 +132,21 @@ def warming_up() -> JSONResponse:
     return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
 
 
+def busy(message: str) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=503, headers={"Retry-After": "5"})
+
+
+def gate(data: dict):
+    """The in-flight limit applies to requests that may simulate: one whose runs are all cached is answered from
+    the cache without it, and so is an invalid one (its 422). Parsing a scenario takes microseconds, so it is
+    done here on the event loop."""
+    try:
+        req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
+    except (ScenarioError, SetupError, TraceError):
+        return None
+    return None if service.is_cached(req) else busy
+
+
 def _run(data: dict, where: str, cancel=None) -> JSONResponse:
     try:
         req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
@@ -140,7 +154,7 @@ def _run(data: dict, where: str, cancel=None) -> JSONResponse:
     except (ScenarioError, SetupError, TraceError) as e:
         return unprocessable(problems_of(e), where)
     except service.BusyError as e:
-        return JSONResponse({"detail": str(e)}, status_code=503, headers={"Retry-After": "5"})
+        return busy(str(e))
     except Cancelled:
         return JSONResponse({"detail": "cancelled: the client went away"}, status_code=CLIENT_CLOSED)
 
@@ -157,7 +171,7 @@ async def api_run_get(request: Request) -> JSONResponse:
         data = query_to_dict(request.query_params.multi_items())
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
-    return await run_until_disconnect(request, _run, data, "query")
+    return await run_until_disconnect(request, _run, data, "query", busy=gate(data))
 
 
 @router.post("/run", summary="Simulate a scenario given as JSON, or replay an uploaded trace (multipart)",
@@ -179,7 +193,8 @@ async def api_run_post(request: Request) -> JSONResponse:
             return unprocessable([("trace", str(e))], "body")
         if "upload" in fields:
             return unprocessable([("upload", "give either a trace file or an upload id, not both")], "body")
-        return await run_until_disconnect(request, _run, {**fields, "upload": up.id}, "body")
+        return await run_until_disconnect(request, _run, {**fields, "upload": up.id}, "body",
+                                          busy=gate({**fields, "upload": up.id}))
     if not ctype.startswith("application/json"):
         return unprocessable([("body", "send a JSON object (application/json) or a multipart/form-data upload "
                                        "with a 'trace' file")], "body")
@@ -194,7 +209,7 @@ async def api_run_post(request: Request) -> JSONResponse:
         return unprocessable([("body", "is not valid JSON")], "body")
     if not isinstance(data, dict):
         return unprocessable([("body", "must be a JSON object of scenario fields")], "body")
-    return await run_until_disconnect(request, _run, data, "body")
+    return await run_until_disconnect(request, _run, data, "body", busy=gate(data))
 
 
 @router.get("/sweep", summary="Goodput and SLO attainment against arrival rate, with the saturation knee",

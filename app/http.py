@@ -4,6 +4,7 @@ turning input problems into FastAPI-style 422 details."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import numpy as np
 from starlette.concurrency import run_in_threadpool
@@ -12,14 +13,35 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .inputs import MAX_UPLOAD_BYTES
+from .service import MAX_IN_FLIGHT
 
 DISCONNECT_POLL_S = 0.25
 CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never seen by anyone
 
 
-async def run_until_disconnect(request: Request, fn, *args):
+class _Gate:
+    """How many gated requests are in the thread pool; touched only on the event loop, so it needs no lock."""
+
+    inside = 0
+
+
+async def run_until_disconnect(request: Request, fn, *args, busy: Callable[[str], Response] | None = None):
     """`fn(*args, cancel)` in the threadpool. If the client goes away first, `cancel[0]` is set, which stops the
-    simulation within milliseconds (the engine checks it), and the answer is a 499 nobody reads."""
+    simulation within milliseconds (the engine checks it), and the answer is a 499 nobody reads. With `busy`,
+    at most service.MAX_IN_FLIGHT such calls are in the pool at once; past that `busy(message)` answers at once,
+    without taking a thread."""
+    if busy is not None:
+        if _Gate.inside >= MAX_IN_FLIGHT:
+            return busy(f"the server is busy with {MAX_IN_FLIGHT} simulation requests; retry in a few seconds")
+        _Gate.inside += 1
+    try:
+        return await _run_watching(request, fn, *args)
+    finally:
+        if busy is not None:
+            _Gate.inside -= 1
+
+
+async def _run_watching(request: Request, fn, *args):
     cancel = np.zeros(1, np.int64)
     task = asyncio.ensure_future(run_in_threadpool(fn, *args, cancel))
     while True:

@@ -37,6 +37,9 @@ SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
 # A request waits this long for a free slot, then gets "busy" (503 / a page that retries) instead of holding a
 # request thread while it queues: threads held by queued simulations would starve every other route.
 SIM_WAIT_S = 2.0
+# API requests let into the thread pool at once (running, waiting for a slot, or answering from the cache); past
+# this the answer is an immediate 503 (app/http.py), so a burst never fills the pool's threads with waiters.
+MAX_IN_FLIGHT = 4 * MAX_SIMULATIONS
 KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
 
 
@@ -147,6 +150,18 @@ def upload_info(uid: str) -> TraceInfo | None:
 
 # ----- runs -----
 _views = SingleFlightLRU(maxsize=48)
+
+
+def per_seed(req: WebRequest) -> list[WebRequest]:
+    """One single-seed request per seed of `req` (seeds = N runs seed, seed + 1, ..., seed + N - 1)."""
+    s = req.scenario
+    return [WebRequest(s.model_copy(update={"seed": s.seed + k, "seeds": 1}), req.schedulers, req.upload)
+            for k in range(s.seeds)]
+
+
+def is_cached(req: WebRequest) -> bool:
+    """Whether every run of the request is already computed (its answer needs no simulation slot)."""
+    return all(_views.get(one.run_key(name)) is not None for one in per_seed(req) for name in req.schedulers)
 
 
 def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:

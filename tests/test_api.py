@@ -334,3 +334,20 @@ def test_a_sweep_over_the_work_budget_is_refused_before_it_runs(client):
     # One point alone over one run's budget says which point.
     r = client.get(url.replace("rate_min=1&rate_max=10&rate_step=1", "rate_min=20&rate_max=30&rate_step=10"))
     assert fields_of(r) == ["rate_max"] and "point at 30 req/s is too large" in r.text, r.text
+
+
+def test_past_the_in_flight_limit_the_api_answers_503_at_once_without_a_thread(client, monkeypatch):
+    from app import http
+
+    monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT)
+    started = time.monotonic()
+    r = client.get("/api/run?" + SMALL.replace("seed=3", "seed=77"))
+    assert r.status_code == 503 and r.headers["retry-after"] == "5" and "busy" in r.json()["detail"]
+    assert time.monotonic() - started < 0.5  # not the SIM_WAIT_S a request inside the pool waits for a slot
+    monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT - 1)
+    assert client.get("/api/run?" + SMALL.replace("seed=3", "seed=77")).status_code == 200
+    assert http._Gate.inside == service.MAX_IN_FLIGHT - 1  # its seat given back
+    # A full gate still answers what needs no simulation: a cached result, an invalid scenario.
+    monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT)
+    assert client.get("/api/run?" + SMALL.replace("seed=3", "seed=77")).status_code == 200
+    assert client.get("/api/run?" + SMALL + "&tp=99").status_code == 422
