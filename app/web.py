@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -30,6 +31,11 @@ log = logging.getLogger("sched_sim.web")
 # How long start-up waits for the kernels before it answers anyway: loading them from numba's cache takes about
 # a second; compiling them on a fresh machine takes half a minute, and meanwhile pages say so and poll.
 WARM_UP_WAIT_S = 3.0
+# The event loop (health checks, the in-flight gate, disconnect polling) needs the GIL between request threads
+# that render pages in Python; a thread keeps it up to the switch interval at a time, 5 ms by default, so with
+# a dozen such threads a health check could wait tens of milliseconds. 1 ms keeps it answering promptly; the
+# simulations themselves run without the GIL.
+GIL_SWITCH_INTERVAL_S = 0.001
 
 
 def _warm_up(app: FastAPI) -> None:
@@ -44,6 +50,7 @@ def _warm_up(app: FastAPI) -> None:
 @asynccontextmanager
 async def lifespan(app: FastAPI):
     app.state.kernels_ready = threading.Event()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     threading.Thread(target=_warm_up, args=(app,), name="numba-warm-up", daemon=True).start()
     await asyncio.to_thread(app.state.kernels_ready.wait, WARM_UP_WAIT_S)
     yield
