@@ -351,3 +351,18 @@ def test_past_the_in_flight_limit_the_api_answers_503_at_once_without_a_thread(c
     monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT)
     assert client.get("/api/run?" + SMALL.replace("seed=3", "seed=77")).status_code == 200
     assert client.get("/api/run?" + SMALL + "&tp=99").status_code == 422
+
+
+def test_the_131k_token_upload_reproduction_is_refused_quickly(client):
+    """The hardening issue's reproduction: 20,000 rows of 131k-token prompts at token_budget=16 cost ~130 s of CPU
+    and ~10 GB before; now a 422 naming the field, within 2 s."""
+    rows = "\n".join(f"{k * 0.01:.2f},131000,16" for k in range(20_000))
+    trace = "arrival_s,prompt_tokens,output_tokens\n" + rows
+    started = time.monotonic()
+    r = client.post("/api/run", files={"trace": ("long.csv", trace, "text/csv")},
+                    data={"hardware": "h100", "model": "llama-3.2-1b", "token_budget": "16", "max_model_len": "131072",
+                          "schedulers": "fcfs,spf,chunked,slo,fair,cache_aware,edf"})
+    assert time.monotonic() - started < 2.0
+    (problem,) = r.json()["detail"]
+    assert r.status_code == 422 and problem["loc"] == ["body", "token_budget"], r.text[:300]
+    assert "at least 163,770,000 engine steps; the web runs at most 5,000,000" in problem["msg"]
