@@ -168,6 +168,9 @@ def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None
         problems += e.problems
     sweep = _parse_sweep(sweep_raw, problems) if sweep_raw else None
 
+    if scenario is not None and scenario.replicas > 1:
+        problems.append(("replicas", "the dashboard and the web API simulate one replica so far (at most 1); "
+                                     "run several behind a router with the CLI: sched-sim run --replicas N --router R"))
     if scenario is not None and schedulers:
         if not problems:
             problems += _setup_problems(scenario, schedulers)

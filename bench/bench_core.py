@@ -24,14 +24,17 @@ from sim_core import Scenario, run, warm_up  # noqa: E402
 from sim_core.runner import make_requests, resolve, simulate_requests  # noqa: E402
 
 
-def scenario(n: int, scheduler: str, prefix_cache: bool = False, workload: str = "chat") -> Scenario:
-    # An H100 serving Llama-3-8B near saturation: big batches, the regime that stresses the engine.
-    return Scenario(scheduler=scheduler, workload=workload, hardware="h100", num_requests=n, rate=40.0, seed=7,
-                    prefix_cache=prefix_cache)
+def scenario(n: int, scheduler: str, prefix_cache: bool = False, workload: str = "chat", replicas: int = 1,
+             router: str = "round_robin") -> Scenario:
+    # An H100 serving Llama-3-8B near saturation: big batches, the regime that stresses the engine (with
+    # replicas, each one at that load).
+    return Scenario(scheduler=scheduler, workload=workload, hardware="h100", num_requests=n, rate=40.0 * replicas,
+                    seed=7, prefix_cache=prefix_cache, replicas=replicas, router=router)
 
 
-def speed(n: int, scheduler: str, repeats: int, prefix_cache: bool = False, workload: str = "chat") -> dict:
-    s = scenario(n, scheduler, prefix_cache, workload)
+def speed(n: int, scheduler: str, repeats: int, prefix_cache: bool = False, workload: str = "chat",
+          replicas: int = 1, router: str = "round_robin") -> dict:
+    s = scenario(n, scheduler, prefix_cache, workload, replicas, router)
     r = resolve(s)
     reqs = make_requests(s, r)
     best = float("inf")
@@ -45,7 +48,8 @@ def speed(n: int, scheduler: str, repeats: int, prefix_cache: bool = False, work
     tokens = int(reqs.prompt_tokens[served].sum() + reqs.output_tokens[served].sum())
     out_tokens = int(reqs.output_tokens[served].sum())
     return {
-        "scheduler": scheduler, "workload": workload, "prefix_cache": prefix_cache, "requests": n, "seconds": round(best, 3),
+        "scheduler": scheduler, "workload": workload, "prefix_cache": prefix_cache,
+        **({"replicas": replicas, "router": router} if replicas > 1 else {}), "requests": n, "seconds": round(best, 3),
         "sim_requests_per_s": round(n / best), "sim_tokens_per_s": round(tokens / best),
         "sim_output_tokens_per_s": round(out_tokens / best), "steps": m["steps"],
         "simulated_s": round(m["duration_s"], 1), "completed": m["completed"], "rejected": m["rejected"],
@@ -81,6 +85,10 @@ def main() -> None:
     print(json.dumps(speed(a.requests, "chunked", a.repeats, prefix_cache=True)))
     print(json.dumps(speed(a.requests, "chunked", a.repeats, prefix_cache=False, workload="rag")))
     print(json.dumps(speed(a.requests, "chunked", a.repeats, prefix_cache=True, workload="rag")))
+    # A cluster: 4 replicas at the same load each, in one compiled loop (routing decisions included).
+    print(json.dumps(speed(a.requests, "chunked", a.repeats, replicas=4, router="least_outstanding")))
+    print(json.dumps(speed(a.requests, "chunked", a.repeats, prefix_cache=True, workload="rag", replicas=4,
+                           router="prefix_affinity")))
     if a.memory:
         out = subprocess.run([sys.executable, __file__, "--memory-child", "1000000"], capture_output=True,
                              text=True, check=True)

@@ -202,12 +202,28 @@ def admit_arrivals(eng):
             followup_pop(q)
         else:
             return
-        reason = _never_fits(eng, r)
-        if reason != REJECT_NONE:
-            reject(eng, r, reason, req.arrival_s[r])
-        else:
-            eng.st.status[r] = WAITING
-            enqueue(eng, r, waiting_key(eng, r))
+        _arrive(eng, r)
+
+
+@kernel
+def route_in(eng, r, at_s):
+    """Request r arrives at `at_s`, sent here by a router (cluster.py) rather than read from the engine's own
+    arrivals. An idle engine's clock moves up to the arrival; a busy one queues it for its next step."""
+    if idle(eng) and eng.clock[NOW] < at_s:
+        eng.clock[NOW] = at_s
+    eng.req.arrival_s[r] = at_s
+    _arrive(eng, r)
+
+
+@inline
+def _arrive(eng, r):
+    """r joins the waiting queue, or is rejected at once if it can never run here."""
+    reason = _never_fits(eng, r)
+    if reason != REJECT_NONE:
+        reject(eng, r, reason, eng.req.arrival_s[r])
+    else:
+        eng.st.status[r] = WAITING
+        enqueue(eng, r, waiting_key(eng, r))
 
 
 @inline

@@ -144,7 +144,7 @@ def summarize(result) -> dict:
         "per_class": per_class,
         "mbu": float(acc[E.A_BYTES]) / (busy * peak_bytes_per_s) if busy > 0 else 0.0,
         "mfu": float(acc[E.A_FLOPS]) / (busy * peak_flops_per_s) if busy > 0 else 0.0,
-        "gpu_busy_fraction": busy / makespan if makespan > 0 else 0.0,
+        "gpu_busy_fraction": busy / (makespan * res.scenario.replicas) if makespan > 0 else 0.0,
         "kv_cache_usage": {"mean": float(acc[E.A_KV_BLOCK_S]) / busy / num_blocks if busy > 0 else 0.0,
                            "peak": float(acc[E.A_KV_PEAK]) / num_blocks},
         "waiting": {"mean": float(acc[E.A_WAITING_S]) / busy if busy > 0 else 0.0,

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import engine
 from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
+from .cluster import replica_metrics, simulate_replicas
 from .cost_model import cost_params
 from .metrics import summarize
 from .policies import BY_NAME, SCHEDULERS, Scheduler, policy_params
@@ -177,6 +178,7 @@ class Result:
     swap_free_at_end: int
     ref_counts_at_end: np.ndarray
     metrics: dict = field(default_factory=dict)
+    replica_of: np.ndarray | None = None  # the replica that served each request (all 0 for one engine)
 
     @property
     def end_s(self) -> float:
@@ -305,16 +307,25 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     cfg = engine_config(scenario, r, class_slo, record_events=record_events, max_step_records=max_step_records,
                         max_events=max_events, debug_checks=debug_checks, cancel=cancel)
     table = request_table(reqs, cfg)
-    out = engine.simulate(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
+    if scenario.replicas > 1:
+        if record_events or kv_frames or kv_frame_times is not None:
+            raise ValueError("a run of several replicas records no per-engine event log or KV frames yet")
+        out, per_replica, replica_of = simulate_replicas(cfg, table, scenario.replicas, scenario.router,
+                                                         scenario.router_staleness_ms / 1e3, scenario.seed)
+    else:
+        out = engine.simulate(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
+        replica_of = np.zeros(len(reqs), np.int64)
     result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),
                     class_ttft_s=class_slo[0], class_tpot_s=class_slo[1],
-                    **{f: getattr(out, f) for f in Outcome._fields if f != "arrival_s"})
+                    replica_of=replica_of, **{f: getattr(out, f) for f in Outcome._fields if f != "arrival_s"})
     unfinished = int((~result.finished & ~result.rejected).sum())
     if unfinished and cfg.cancel[0] != 0:
         raise Cancelled(f"cancelled with {unfinished} requests still in flight")
     if unfinished:
         raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
     result.metrics = summarize(result)
+    if scenario.replicas > 1:
+        result.metrics.update(replica_metrics(per_replica, replica_of, result.metrics["duration_s"], r.num_blocks))
     return result
 
 

@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
+from .cluster import ROUTERS
 from .policies import SCHEDULER_NAMES
 from .quoting import quote
 from .workload import PRESETS
@@ -18,6 +19,7 @@ HardwareName = Literal[tuple(GPUS)]  # type: ignore[valid-type]
 ModelName = Literal[tuple(MODELS)]  # type: ignore[valid-type]
 Quantization = Literal[tuple(QUANTIZATIONS)]  # type: ignore[valid-type]
 WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
+RouterName = Literal[tuple(ROUTERS)]  # type: ignore[valid-type]
 
 # Limits that keep one simulation bounded; the web layer applies tighter ones of its own.
 MAX_REQUESTS = 10_000_000
@@ -27,6 +29,7 @@ BLOCK_SIZES = (8, 16, 32, 64, 128)
 # Below it the gap arithmetic underflows (a rate of 5e-324 divides by zero).
 MIN_RATE = 1e-6
 MAX_SEEDS = 50
+MAX_REPLICAS = 64
 
 
 class Scenario(BaseModel):
@@ -39,6 +42,12 @@ class Scenario(BaseModel):
     model: ModelName | None = Field(None, description="model; default: the GPU's default model")
     quantization: Quantization = Field("fp16", description="weight format")
     tp: int = Field(1, ge=1, le=8, description="tensor-parallel degree (GPUs)")
+    replicas: int = Field(1, ge=1, le=MAX_REPLICAS, description="engines behind a router, each on its own GPUs")
+    router: RouterName = Field("round_robin", description="how the router picks a replica for each request: "
+                                                          + "; ".join(f"{k}: {v[1]}" for k, v in ROUTERS.items()))
+    router_staleness_ms: float = Field(0.0, ge=0, le=600_000,
+                                       description="how old the replica load the router sees is (it polls "
+                                                   "metrics); 0: always current")
     workload: WorkloadName = Field("chat", description="workload preset")
     trace: str | None = Field(None, min_length=1, max_length=4096,
                               description="CSV trace file arrival_s,prompt_tokens,output_tokens (replaces the preset)")

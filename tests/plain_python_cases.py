@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from golden_cases import cases as golden_cases  # noqa: E402
 from golden_cases import record, record_requests  # noqa: E402
 
-from sim_core import SCHEDULER_NAMES, Scenario  # noqa: E402
+from sim_core import SCHEDULER_NAMES, Scenario, run  # noqa: E402
 from sim_core.workload import Requests  # noqa: E402
 
 # Golden scenarios cheap enough in plain Python (a few seconds each), covering the prefix cache, swap, fair
@@ -45,6 +45,12 @@ def run_all() -> dict[str, dict]:
     golden = golden_cases()
     for name in GOLDEN_SUBSET:
         out[name] = record(*golden[name])
+    for router in ("prefix_affinity", "power_of_two"):  # replicas behind a router: the cluster loop
+        s = Scenario(hardware="rtx3050", workload="conversation", num_requests=40, rate=8, replicas=3, router=router,
+                     prefix_cache=True, router_staleness_ms=50, seed=5)
+        res = run(s)
+        out[f"cluster-{router}"] = {"metrics": res.metrics, "replica_of": res.replica_of.tolist(),
+                                    "finish_s": res.finish_s.tolist()}
     return out
 
 

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
 from sim_core.catalog import QUANTIZATIONS
+from sim_core.cluster import ROUTER_NAMES
 
 FIELDS = Scenario.model_fields
 
@@ -32,6 +33,9 @@ STRATEGIES = {
     "quantization": st.sampled_from(sorted(QUANTIZATIONS)),
     "tp": st.integers(1, 8),
     "workload": st.sampled_from(sorted(PRESETS)),
+    "replicas": st.integers(1, 64),
+    "router": st.sampled_from(ROUTER_NAMES),
+    "router_staleness_ms": _floats(0.0, 600_000.0),
     # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
     "trace": _maybe(st.text(min_size=1, max_size=40)),
     "rate": _maybe(_floats(1e-6, 10_000.0)),

@@ -144,6 +144,10 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         *(("", line) for line in workload[1:]),
         ("SLOs", f"TTFT <= {g(first.slo_ttft_ms)} ms, TPOT <= {g(first.slo_tpot_ms)} ms"),
     ]
+    if scenario.replicas > 1:
+        stale = f", load seen up to {g(scenario.router_staleness_ms)} ms late" if scenario.router_staleness_ms else ""
+        rows.insert(1, ("Replicas", f"{scenario.replicas} x the GPUs above ({scenario.replicas * su.tp} GPUs), "
+                                    f"{scenario.router} router{stale}"))
     return ["Setup"] + [f"  {k:<13} {v}" for k, v in rows]
 
 
@@ -242,7 +246,25 @@ def report(args, base: Scenario, results: dict, drop: tuple[str, ...]) -> None:
     title = "Serving Benchmark Result" + (f", mean ± 95% CI over {len(seeds)} seeds" if seeds else "")
     cis = {s: r.ci95 for s, r in results.items()} if seeds else None
     lines += table(title, list(results), metric_rows({s: r.metrics for s, r in results.items()}, cis))
+    for s, r in results.items():
+        if "replicas" in r.metrics:
+            lines += ["", *replica_lines(s, r.metrics)]
     print_lines(lines)
+
+
+REPLICA_COLUMNS = (("requests", "requests"), ("completed", "completed"), ("served tokens", "served_tokens"),
+                   ("GPU busy %", "gpu_busy_fraction"), ("KV used % (mean)", "kv_cache_usage_mean"),
+                   ("waiting peak", "waiting_peak"), ("preemptions", "preemptions"))
+
+
+def replica_lines(scheduler: str, metrics: dict) -> list[str]:
+    """Each replica's share of a cluster run (one row per replica)."""
+    rows = [[str(row["replica"])] + [pct(row[k]) if k in ("gpu_busy_fraction", "kv_cache_usage_mean")
+                                      else f"{row[k]:,}" for _, k in REPLICA_COLUMNS] for row in metrics["replicas"]]
+    head = ["replica"] + [h for h, _ in REPLICA_COLUMNS]
+    out = [f"{scheduler}: {len(rows)} replicas, load imbalance (max / mean served tokens) "
+           f"{metrics['load_imbalance']:.2f}"]
+    return out + _columns(head + [""], [r + [""] for r in rows], right=set(range(len(head))))
 
 
 def _scheduler_doc(r) -> dict:

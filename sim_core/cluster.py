@@ -1,0 +1,251 @@
+"""Replicas behind a router: N engines, each with its own KV cache and queues, in one compiled loop.
+
+The loop always does whatever happens next in simulated time: a request arriving (the router picks a replica for
+it from the load it can see) or a step of the engine whose next event is earliest. A replica busy with a step
+when a request reaches it queues the request for its next step, as a real server does. The router sees each
+replica's outstanding requests (waiting + running + swapped) as of its last look, refreshed every
+`staleness_s` of simulated time (0: always current), since real routers poll metrics endpoints.
+
+Routers (ROUTERS): round_robin; least_outstanding (join the shortest queue); power_of_two (the less loaded of two
+random replicas); prefix_affinity (the replica holding the longest cached prefix of the prompt, among replicas
+whose load is within a bound of the mean, so one hot prefix cannot overload a replica, as SGLang's cache-aware
+router does); session (a conversation's id hashed to a replica). A conversation's follow-up turns stay on the
+replica that served its first turn, whatever the router (their KV is there).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .build import new_engine, outcome
+from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, step
+from .jit import entry_nogil, inline
+from .kv_pool import cached_prefix
+from .logs import take_frames
+from .state import (
+    A_BUSY_S,
+    A_DECODE_TOKENS,
+    A_END_S,
+    A_KV_BLOCK_S,
+    A_KV_PEAK,
+    A_PREEMPTIONS,
+    A_PREFILL_TOKENS,
+    A_STEPS,
+    A_WAITING_PEAK,
+    DONE,
+    FINISHED,
+    N_RUNNING,
+    N_SWAPPED,
+    N_WAITING,
+    PENDING,
+    REJECTED,
+    STALLED,
+    FrameSpec,
+    Outcome,
+)
+
+ROUTE_ROUND_ROBIN, ROUTE_LEAST_OUTSTANDING, ROUTE_POWER_OF_TWO, ROUTE_PREFIX_AFFINITY, ROUTE_SESSION = range(5)
+ROUTERS = {  # name -> (code, what it does)
+    "round_robin": (ROUTE_ROUND_ROBIN, "each request to the next replica in turn"),
+    "least_outstanding": (ROUTE_LEAST_OUTSTANDING, "the replica with the fewest outstanding requests"),
+    "power_of_two": (ROUTE_POWER_OF_TWO, "the less loaded of two replicas drawn at random"),
+    "prefix_affinity": (ROUTE_PREFIX_AFFINITY, "the replica caching the longest prefix of the prompt, unless its "
+                                               "load is past the bound (then the least loaded)"),
+    "session": (ROUTE_SESSION, "a conversation's id hashed to a replica (sticky sessions)"),
+}
+ROUTER_NAMES = tuple(ROUTERS)
+# prefix_affinity's load bound: a replica qualifies while its outstanding requests are at most this many times
+# the mean plus one (consistent hashing with bounded loads, Mirrokni et al. 2018, uses 1 + epsilon of the mean).
+PREFIX_LOAD_BOUND = 1.25
+
+
+@inline
+def _outstanding(eng):
+    return eng.q.size[N_WAITING] + eng.q.size[N_RUNNING] + eng.q.size[N_SWAPPED]
+
+
+@inline
+def _least_loaded(seen):
+    best = 0
+    for e in range(1, seen.shape[0]):
+        if seen[e] < seen[best]:
+            best = e
+    return best
+
+
+@inline
+def _choose(engines, seen, r, k, router, choices, block_size):
+    """The replica for request r, the k-th routed (`seen`: the load the router sees)."""
+    n = seen.shape[0]
+    if router == ROUTE_ROUND_ROBIN:
+        return k % n
+    if router == ROUTE_LEAST_OUTSTANDING:
+        return _least_loaded(seen)
+    if router == ROUTE_POWER_OF_TWO:
+        a, b = choices[k, 0], choices[k, 1]
+        return a if seen[a] <= seen[b] else b
+    if router == ROUTE_SESSION:
+        return choices[k, 0]  # the conversation's hash, drawn in Python
+    # prefix affinity, with bounded load
+    mean = 0.0
+    for e in range(n):
+        mean += seen[e]
+    bound = PREFIX_LOAD_BOUND * mean / n + 1.0
+    best, best_hits = -1, -1
+    for e in range(n):
+        if seen[e] > bound:
+            continue
+        eng = engines[e]
+        total = eng.req.prompt_tokens[r] + 1  # leaves the whole prompt to look up (one token is always computed)
+        hits = cached_prefix(eng.kv, eng.req, r, total, block_size)[0]
+        if hits > best_hits or (hits == best_hits and seen[e] < seen[best]):
+            best, best_hits = e, hits
+    return best if best_hits > 0 else _least_loaded(seen)
+
+
+@entry_nogil
+def simulate_cluster(cfg, tables, frames, arrival_s, open_ids, router, staleness_s, choices):
+    """Run len(tables) replicas of the engine (one Config; each replica its own RequestTable copy, whose open
+    arrivals the router hands in) until every request has finished or been rejected. `arrival_s`, `open_ids`:
+    the open-loop arrivals in order; `choices[k]`: the random draws the k-th routing decision may use.
+    Returns (each replica's Outcome, the replica each open request was routed to)."""
+    engines = [new_engine(cfg, tables[e], frames) for e in range(len(tables))]
+    n_rep = len(engines)
+    total = arrival_s.shape[0]
+    routed_to = np.full(open_ids.shape[0], -1, np.int64)
+    seen = np.zeros(n_rep, np.int64)
+    next_look = -np.inf
+    k = 0
+    steps = 0
+    while True:
+        done = 0
+        t_eng, first = np.inf, -1
+        for e in range(n_rep):
+            eng = engines[e]
+            done += eng.loop[DONE]
+            if eng.loop[STALLED] != 0:
+                t_eng, first = np.inf, -2
+                break
+            t = next_event_s(eng)
+            if t < t_eng:
+                t_eng, first = t, e
+        if done == total or first == -2:
+            break
+        t_arr = arrival_s[open_ids[k]] if k < open_ids.shape[0] else np.inf
+        if t_arr <= t_eng and k < open_ids.shape[0]:
+            if t_arr >= next_look:  # the router looks at the replicas' load again
+                for e in range(n_rep):
+                    seen[e] = _outstanding(engines[e])
+                next_look = t_arr + staleness_s
+            r = open_ids[k]
+            e = _choose(engines, seen, r, k, router, choices, cfg.block_size)
+            route_in(engines[e], r, t_arr)
+            seen[e] += 1  # the router counts what it sent since it last looked
+            routed_to[k] = e
+            k += 1
+            continue
+        if first < 0:
+            break  # nothing left to happen, yet not everything finished: the runner reports it
+        step(engines[first])
+        steps += 1
+        if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
+            break
+    outs = []
+    for e in range(n_rep):
+        take_frames(engines[e], True)
+        outs.append(outcome(engines[e]))
+    return outs, routed_to
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Python side: the replicas' tables in, one merged Outcome (and each replica's figures) out
+# ---------------------------------------------------------------------------------------------------------
+# Outcome fields that hold one value per request (merged from the replica that served each request).
+PER_REQUEST = ("arrival_s", "status", "reject_reason", "generated", "first_scheduled_s", "first_token_s",
+               "finish_s", "max_itl_s", "preemptions", "degraded", "on_time_tokens", "cached_prefix")
+# Accumulators that are peaks or instants, not totals: the cluster's is the largest replica's.
+PEAK_ACCUMULATORS = (A_KV_PEAK, A_WAITING_PEAK, A_END_S)
+
+
+def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float, seed: int):
+    """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, replica of each
+    request). The merged Outcome carries no step log, event log or KV frames (those are per engine)."""
+    n = len(table.arrival_s)
+    choices = _router_draws(table.open_ids, replicas, router, seed)
+    outs, routed_to = simulate_cluster(cfg, replica_tables(table, replicas), FrameSpec(np.zeros(0), 0, 0.0),
+                                       table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices)
+    outs = list(outs)
+    touched = np.stack([o.status != PENDING for o in outs])  # [replica, request]
+    owner = np.where(touched.any(axis=0), touched.argmax(axis=0), 0)
+    pick = np.arange(n)
+    merged = {f: np.stack([getattr(o, f) for o in outs])[owner, pick] for f in PER_REQUEST}
+    acc = np.sum([o.accumulators for o in outs], axis=0)
+    for a in PEAK_ACCUMULATORS:
+        acc[a] = max(o.accumulators[a] for o in outs)
+    first = outs[0]
+    merged.update(
+        steps=first.steps[:0], tenant_service=first.tenant_service[:0], step_stride=1, events=first.events[:0],
+        events_complete=True, accumulators=acc, itl_fine=np.sum([o.itl_fine for o in outs], axis=0),
+        itl_coarse=np.sum([o.itl_coarse for o in outs], axis=0), kv_frames=first.kv_frames[:0],
+        kv_frame_state=first.kv_frame_state[:0], kv_frame_s=first.kv_frame_s[:0],
+        free_blocks_at_end=sum(o.free_blocks_at_end for o in outs),
+        swap_free_at_end=sum(o.swap_free_at_end for o in outs),
+        ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]))
+    return Outcome(**merged), outs, np.where(touched.any(axis=0), owner, -1)
+
+
+def replica_metrics(outs, replica_of: np.ndarray, makespan_s: float, num_blocks: int) -> dict:
+    """Each replica's share of the work (`replicas`, a list) and how evenly the router spread it."""
+    rows = []
+    for e, o in enumerate(outs):
+        acc = o.accumulators
+        mine = replica_of == e
+        busy = float(acc[A_BUSY_S])
+        rows.append({
+            "replica": e,
+            "requests": int(mine.sum()),
+            "completed": int((mine & (o.status == FINISHED)).sum()),
+            "rejected": int((mine & (o.status == REJECTED)).sum()),
+            "served_tokens": int(acc[A_PREFILL_TOKENS] + acc[A_DECODE_TOKENS]),
+            "gpu_busy_fraction": busy / makespan_s if makespan_s > 0 else 0.0,
+            "kv_cache_usage_mean": float(acc[A_KV_BLOCK_S]) / busy / num_blocks if busy > 0 else 0.0,
+            "waiting_peak": int(acc[A_WAITING_PEAK]),
+            "preemptions": int(acc[A_PREEMPTIONS]),
+            "steps": int(acc[A_STEPS]),
+        })
+    served = np.array([row["served_tokens"] for row in rows], float)
+    return {"replicas": rows,
+            "load_imbalance": float(served.max() / served.mean()) if served.mean() > 0 else 1.0}
+
+
+def _router_draws(open_ids: np.ndarray, replicas: int, router: str, seed: int) -> np.ndarray:
+    """Per routing decision, the replicas a random router may pick (drawn here: the kernels draw nothing)."""
+    k = len(open_ids)
+    if router == "session":  # a conversation's id hashed to a replica (splitmix64's finaliser: well mixed)
+        x = open_ids.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        hashed = (x ^ (x >> np.uint64(31))) % np.uint64(replicas)
+        return np.ascontiguousarray(np.stack([hashed, hashed], axis=1), np.int64)
+    if router == "power_of_two":
+        rng = np.random.default_rng([seed, 0x9E3779B9])
+        first = rng.integers(0, replicas, k)
+        second = (first + rng.integers(1, replicas, k)) % replicas if replicas > 1 else first
+        return np.ascontiguousarray(np.stack([first, second], axis=1), np.int64)
+    return np.zeros((k, 2), np.int64)
+
+
+def replica_tables(table, replicas: int):
+    """One RequestTable per replica: shared read-only arrays, a private arrival_s (follow-up turns are timed into
+    it), and no open arrivals of its own (the router hands them in)."""
+    from numba.typed import List
+
+    no_open = np.zeros(0, np.int64)
+    arrival_s = np.where(np.isin(np.arange(len(table.arrival_s)), table.open_ids), np.inf, table.arrival_s)
+    out = List()
+    for _ in range(replicas):
+        out.append(table._replace(arrival_s=arrival_s.copy(), open_ids=no_open))
+    return out
+
+
+__all__ = ["ROUTERS", "ROUTER_NAMES", "replica_tables", "replica_metrics", "simulate_cluster", "simulate_replicas"]

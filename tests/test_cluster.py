@@ -1,0 +1,138 @@
+"""Replicas behind a router (sim_core/cluster.py): one compiled loop over several engines. Each replica behaves
+exactly as an engine alone on the requests it was sent; every request is served once; the routers route as
+they say."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sim_core import Scenario, run
+from sim_core.cluster import ROUTER_NAMES
+from sim_core.runner import resolve, simulate_requests
+from sim_core.workload import Requests
+
+
+def requests(arrival, prompt, output) -> Requests:
+    n = len(arrival)
+    return Requests(np.asarray(arrival, np.float64), np.asarray(prompt, np.int64), np.asarray(output, np.int64),
+                    np.zeros(n, np.int64), ("explicit",))
+
+
+@pytest.mark.parametrize("router", ROUTER_NAMES)
+def test_every_request_is_served_once_and_every_block_comes_back(router):
+    s = Scenario(hardware="rtx3050", workload="conversation", num_requests=300, rate=12, replicas=3, router=router,
+                 seed=2, prefix_cache=True)
+    res = run(s)
+    m = res.metrics
+    assert m["completed"] + m["rejected"] == 300 and (res.finished | res.rejected).all()
+    assert sum(r["requests"] for r in m["replicas"]) == 300 and len(m["replicas"]) == 3
+    assert sum(r["completed"] for r in m["replicas"]) == m["completed"]
+    assert res.free_blocks_at_end == 3 * res.resolved.num_blocks and (res.ref_counts_at_end == 0).all()
+    assert m["load_imbalance"] >= 1.0
+    assert 0 < m["gpu_busy_fraction"] <= 1.0
+    # Follow-up turns stay on their conversation's replica.
+    parents = res.requests.parents()
+    child = parents >= 0
+    assert (res.replica_of[child] == res.replica_of[parents[child]]).all()
+
+
+def test_each_replica_is_exactly_an_engine_alone_on_what_it_was_sent():
+    s = Scenario(hardware="rtx3050", workload="chat", num_requests=240, rate=30, replicas=3, seed=4)
+    together = run(s)
+    assert (together.replica_of == np.arange(240) % 3).all()  # round robin
+    for e in range(3):
+        mine = np.flatnonzero(together.replica_of == e)
+        single = s.model_copy(update={"replicas": 1})
+        alone = simulate_requests(single, resolve(single), together.requests.subset(mine))
+        for name in ("first_token_s", "finish_s", "generated", "preemptions"):
+            assert np.array_equal(getattr(alone, name), getattr(together, name)[mine], equal_nan=True), (e, name)
+
+
+def test_more_replicas_serve_more_load():
+    base = dict(hardware="rtx3050", workload="chat", num_requests=400, rate=20, seed=1)
+    one = run(Scenario(**base)).metrics
+    three = run(Scenario(**base, replicas=3, router="least_outstanding")).metrics
+    assert three["ttft_ms"]["p50"] * 10 < one["ttft_ms"]["p50"]
+    assert three["request_throughput"] > 1.5 * one["request_throughput"]
+
+
+def test_least_outstanding_avoids_the_replica_busy_with_a_long_request():
+    # One long request first, then short ones, each done before the next arrives.
+    reqs = requests([0.0, 1.0, 2.0, 3.0, 4.0], [4000, 10, 10, 10, 10], [2000, 2, 2, 2, 2])
+    routed = {}
+    for router in ("round_robin", "least_outstanding"):
+        s = Scenario(hardware="rtx3050", replicas=2, router=router)
+        routed[router] = list(simulate_requests(s, resolve(s), reqs).replica_of)
+    assert routed["round_robin"] == [0, 1, 0, 1, 0]
+    assert routed["least_outstanding"] == [0, 1, 1, 1, 1]
+
+
+def test_a_stale_router_sees_only_what_it_sent_since_it_last_looked():
+    reqs = requests([0.0, 1.0, 2.0, 3.0, 4.0], [4000, 10, 10, 10, 10], [2000, 2, 2, 2, 2])
+    routed = {}
+    for staleness in (0.0, 60_000.0):
+        s = Scenario(hardware="rtx3050", replicas=2, router="least_outstanding", router_staleness_ms=staleness)
+        routed[staleness] = list(simulate_requests(s, resolve(s), reqs).replica_of)
+    assert routed[0.0] == [0, 1, 1, 1, 1]  # live: the short ones finish, replica 1 always looks free
+    # Looking once at t=0 (both idle), it then counts only its own sends: blind alternation onto the long one.
+    assert routed[60_000.0] == [0, 1, 0, 1, 0]
+
+
+def mooncake(rows):
+    return "\n".join(json.dumps(r) for r in rows)
+
+
+def test_prefix_affinity_sends_a_prompt_to_the_replica_that_cached_its_prefix():
+    # Three documents (each 4 shared 512-token blocks), asked about in turn A, B, C, A, B, C, ... on 2 replicas.
+    rows = [{"timestamp": 1000 * k, "input_length": 2100, "output_length": 4,
+             "hash_ids": [10 * (k % 3) + j for j in range(4)] + [1000 + k]} for k in range(12)]
+    routed, hit_rate = {}, {}
+    for router in ("round_robin", "prefix_affinity"):
+        s = Scenario(hardware="a100", replicas=2, router=router, prefix_cache=True, token_budget=4096)
+        res = run(s, trace_text=mooncake(rows))
+        routed[router], hit_rate[router] = res.replica_of, res.metrics["prefix_cache_hit_rate"]
+    doc = np.arange(12) % 3
+    for d in range(3):  # every question about a document goes where its first one went
+        assert len(set(routed["prefix_affinity"][doc == d])) == 1
+    assert all(len(set(routed["round_robin"][doc == d])) == 2 for d in range(3))  # round robin splits each
+    assert hit_rate["prefix_affinity"] > hit_rate["round_robin"] + 0.2
+
+
+def test_power_of_two_and_session_are_deterministic_and_use_every_replica():
+    for router in ("power_of_two", "session"):
+        s = Scenario(hardware="rtx3050", workload="chat", num_requests=200, rate=10, replicas=4, router=router, seed=7)
+        a, b = run(s), run(s)
+        assert np.array_equal(a.replica_of, b.replica_of) and a.metrics == b.metrics
+        assert set(a.replica_of) == {0, 1, 2, 3}
+
+
+def test_one_replica_is_the_plain_engine():
+    s = Scenario(hardware="rtx3050", workload="chat", num_requests=50, seed=3)
+    assert run(s).metrics == run(s.model_copy(update={"router": "power_of_two"})).metrics
+    assert "replicas" not in run(s).metrics
+
+
+def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys):
+    from fastapi.testclient import TestClient
+
+    from app.cli import main
+    from app.web import app
+
+    code = main(["run", "--hardware", "rtx3050", "--workload", "chat", "--num-requests", "60", "--replicas", "2",
+                 "--router", "least_outstanding", "--json"])
+    out, err = capsys.readouterr()
+    metrics = json.loads(out)["schedulers"]["chunked"]["metrics"]
+    assert code == 0 and [r["replica"] for r in metrics["replicas"]] == [0, 1] and metrics["completed"] == 60
+    assert main(["run", "--hardware", "rtx3050", "--workload", "chat", "--num-requests", "60", "--replicas", "2",
+                 "--router-staleness-ms", "100"]) == 0
+    text = capsys.readouterr().out
+    assert "2 x the GPUs above (2 GPUs), round_robin router, load seen up to 100 ms late" in text
+    assert "chunked: 2 replicas, load imbalance (max / mean served tokens)" in text
+    assert main(["run", "--replicas", "2", "--trace-out", "t.json"]) == 2
+    assert "--trace-out" in capsys.readouterr().err
+    with TestClient(app) as client:
+        r = client.get("/api/run?hardware=rtx3050&replicas=2")
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "replicas"
