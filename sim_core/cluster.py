@@ -9,8 +9,8 @@ replica's outstanding requests (waiting + running + swapped) as of its last look
 Routers (ROUTERS): round_robin; least_outstanding (join the shortest queue); power_of_two (the less loaded of two
 random replicas); prefix_affinity (the replica holding the longest cached prefix of the prompt, among replicas
 whose load is within a bound of the mean, so one hot prefix cannot overload a replica, as SGLang's cache-aware
-router does); session (a conversation's id hashed to a replica). A conversation's follow-up turns stay on the
-replica that served its first turn, whatever the router (their KV is there).
+router does); session (a conversation's id hashed to a replica, so all its turns go to one). A follow-up turn
+is routed like any request when it arrives (its think time after the previous turn ended).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, step
 from .jit import entry_nogil, inline
 from .kv_pool import cached_prefix
 from .logs import take_frames
+from .queues import followup_pop, heap_pop, heap_push
 from .state import (
     A_BUSY_S,
     A_DECODE_TOKENS,
@@ -34,10 +35,10 @@ from .state import (
     A_WAITING_PEAK,
     DONE,
     FINISHED,
+    N_FOLLOWUPS,
     N_RUNNING,
     N_SWAPPED,
     N_WAITING,
-    PENDING,
     REJECTED,
     STALLED,
     FrameSpec,
@@ -74,18 +75,18 @@ def _least_loaded(seen):
 
 
 @inline
-def _choose(engines, seen, r, k, router, choices, block_size):
-    """The replica for request r, the k-th routed (`seen`: the load the router sees)."""
+def _choose(engines, seen, r, router, choices, block_size, sent):
+    """The replica for request r (`seen`: the load the router sees; `sent`: requests routed before it)."""
     n = seen.shape[0]
     if router == ROUTE_ROUND_ROBIN:
-        return k % n
+        return sent % n
     if router == ROUTE_LEAST_OUTSTANDING:
         return _least_loaded(seen)
     if router == ROUTE_POWER_OF_TWO:
-        a, b = choices[k, 0], choices[k, 1]
+        a, b = choices[r, 0], choices[r, 1]
         return a if seen[a] <= seen[b] else b
     if router == ROUTE_SESSION:
-        return choices[k, 0]  # the conversation's hash, drawn in Python
+        return choices[r, 0]  # its conversation's hash
     # prefix affinity, with bounded load
     mean = 0.0
     for e in range(n):
@@ -103,19 +104,33 @@ def _choose(engines, seen, r, k, router, choices, block_size):
     return best if best_hits > 0 else _least_loaded(seen)
 
 
+@inline
+def _collect_turns(eng, keys, ids, size):
+    """Follow-up turns the engine released (their parent just ended) move to the router's queue: the router
+    sends each to a replica when it arrives, like any request."""
+    q = eng.q
+    while q.size[N_FOLLOWUPS] > 0:
+        size = heap_push(keys, ids, size, q.followup_keys[0], q.followup_ids[0])
+        followup_pop(q)
+    return size
+
+
 @entry_nogil
 def simulate_cluster(cfg, tables, frames, arrival_s, open_ids, router, staleness_s, choices):
-    """Run len(tables) replicas of the engine (one Config; each replica its own RequestTable copy, whose open
-    arrivals the router hands in) until every request has finished or been rejected. `arrival_s`, `open_ids`:
-    the open-loop arrivals in order; `choices[k]`: the random draws the k-th routing decision may use.
-    Returns (each replica's Outcome, the replica each open request was routed to)."""
+    """Run len(tables) replicas of the engine (one Config; each replica its own RequestTable copy, whose arrivals
+    the router hands in) until every request has finished or been rejected. `arrival_s`, `open_ids`: the
+    open-loop arrivals in order (follow-up turns arrive when their parent ends); `choices`: the draws the
+    random routers use (row r: request r's; session: its conversation's hash). Returns (each replica's Outcome,
+    the replica each request was sent to)."""
     engines = [new_engine(cfg, tables[e], frames) for e in range(len(tables))]
     n_rep = len(engines)
     total = arrival_s.shape[0]
-    routed_to = np.full(open_ids.shape[0], -1, np.int64)
+    routed_to = np.full(total, -1, np.int64)
+    turn_keys, turn_ids, n_turns = np.zeros(total), np.zeros(total, np.int64), 0  # released follow-up turns
     seen = np.zeros(n_rep, np.int64)
     next_look = -np.inf
-    k = 0
+    k = 0  # open arrivals routed so far
+    sent = 0
     steps = 0
     while True:
         done = 0
@@ -131,22 +146,31 @@ def simulate_cluster(cfg, tables, frames, arrival_s, open_ids, router, staleness
                 t_eng, first = t, e
         if done == total or first == -2:
             break
-        t_arr = arrival_s[open_ids[k]] if k < open_ids.shape[0] else np.inf
-        if t_arr <= t_eng and k < open_ids.shape[0]:
+        t_open = arrival_s[open_ids[k]] if k < open_ids.shape[0] else np.inf
+        t_turn = turn_keys[0] if n_turns > 0 else np.inf
+        t_arr = min(t_open, t_turn)
+        if t_arr <= t_eng and t_arr < np.inf:
+            if t_open <= t_turn:
+                r = open_ids[k]
+                k += 1
+            else:
+                r = turn_ids[0]
+                n_turns = heap_pop(turn_keys, turn_ids, n_turns)
             if t_arr >= next_look:  # the router looks at the replicas' load again
                 for e in range(n_rep):
                     seen[e] = _outstanding(engines[e])
                 next_look = t_arr + staleness_s
-            r = open_ids[k]
-            e = _choose(engines, seen, r, k, router, choices, cfg.block_size)
+            e = _choose(engines, seen, r, router, choices, cfg.block_size, sent)
             route_in(engines[e], r, t_arr)
+            n_turns = _collect_turns(engines[e], turn_keys, turn_ids, n_turns)  # rejected at once: next turn out
             seen[e] += 1  # the router counts what it sent since it last looked
-            routed_to[k] = e
-            k += 1
+            routed_to[r] = e
+            sent += 1
             continue
         if first < 0:
             break  # nothing left to happen, yet not everything finished: the runner reports it
         step(engines[first])
+        n_turns = _collect_turns(engines[first], turn_keys, turn_ids, n_turns)
         steps += 1
         if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
             break
@@ -168,17 +192,16 @@ PEAK_ACCUMULATORS = (A_KV_PEAK, A_WAITING_PEAK, A_END_S)
 
 
 def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float, seed: int):
-    """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, replica of each
-    request). The merged Outcome carries no step log, event log or KV frames (those are per engine)."""
+    """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, the replica each
+    request was sent to). The merged Outcome carries no step log, event log or KV frames (those are per
+    engine)."""
     n = len(table.arrival_s)
-    choices = _router_draws(table.open_ids, replicas, router, seed)
+    choices = _router_draws(table.child, replicas, router, seed)
     outs, routed_to = simulate_cluster(cfg, replica_tables(table, replicas), FrameSpec(np.zeros(0), 0, 0.0),
                                        table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices)
     outs = list(outs)
-    touched = np.stack([o.status != PENDING for o in outs])  # [replica, request]
-    owner = np.where(touched.any(axis=0), touched.argmax(axis=0), 0)
-    pick = np.arange(n)
-    merged = {f: np.stack([getattr(o, f) for o in outs])[owner, pick] for f in PER_REQUEST}
+    owner = np.maximum(routed_to, 0)  # a request never routed (a bug) keeps replica 0's PENDING status
+    merged = {f: np.stack([getattr(o, f) for o in outs])[owner, np.arange(n)] for f in PER_REQUEST}
     acc = np.sum([o.accumulators for o in outs], axis=0)
     for a in PEAK_ACCUMULATORS:
         acc[a] = max(o.accumulators[a] for o in outs)
@@ -191,7 +214,7 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
         free_blocks_at_end=sum(o.free_blocks_at_end for o in outs),
         swap_free_at_end=sum(o.swap_free_at_end for o in outs),
         ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]))
-    return Outcome(**merged), outs, np.where(touched.any(axis=0), owner, -1)
+    return Outcome(**merged), outs, routed_to
 
 
 def replica_metrics(outs, replica_of: np.ndarray, makespan_s: float, num_blocks: int) -> dict:
@@ -218,11 +241,12 @@ def replica_metrics(outs, replica_of: np.ndarray, makespan_s: float, num_blocks:
             "load_imbalance": float(served.max() / served.mean()) if served.mean() > 0 else 1.0}
 
 
-def _router_draws(open_ids: np.ndarray, replicas: int, router: str, seed: int) -> np.ndarray:
-    """Per routing decision, the replicas a random router may pick (drawn here: the kernels draw nothing)."""
-    k = len(open_ids)
-    if router == "session":  # a conversation's id hashed to a replica (splitmix64's finaliser: well mixed)
-        x = open_ids.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+def _router_draws(child: np.ndarray, replicas: int, router: str, seed: int) -> np.ndarray:
+    """Per request, the replicas a random router may pick (drawn here: the kernels draw nothing); for session,
+    its conversation's hash."""
+    k = len(child)
+    if router == "session":  # a conversation's id (its first turn's) hashed: splitmix64's finaliser mixes well
+        x = _conversation(child).astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         hashed = (x ^ (x >> np.uint64(31))) % np.uint64(replicas)
@@ -233,6 +257,17 @@ def _router_draws(open_ids: np.ndarray, replicas: int, router: str, seed: int) -
         second = (first + rng.integers(1, replicas, k)) % replicas if replicas > 1 else first
         return np.ascontiguousarray(np.stack([first, second], axis=1), np.int64)
     return np.zeros((k, 2), np.int64)
+
+
+def _conversation(child: np.ndarray) -> np.ndarray:
+    """Each request's conversation: the id of its first turn (turns chain parent -> child)."""
+    root = np.arange(len(child))
+    has_child = np.flatnonzero(child >= 0)
+    parent = np.full(len(child), -1)
+    parent[child[has_child]] = has_child
+    while (parent[root] >= 0).any():
+        root = np.where(parent[root] >= 0, parent[root], root)
+    return root
 
 
 def replica_tables(table, replicas: int):

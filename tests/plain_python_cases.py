@@ -46,7 +46,7 @@ def run_all() -> dict[str, dict]:
     for name in GOLDEN_SUBSET:
         out[name] = record(*golden[name])
     for router in ("prefix_affinity", "power_of_two"):  # replicas behind a router: the cluster loop
-        s = Scenario(hardware="rtx3050", workload="conversation", num_requests=40, rate=8, replicas=3, router=router,
+        s = Scenario(hardware="rtx3050", workload="agent", num_requests=40, rate=2, replicas=3, router=router,
                      prefix_cache=True, router_staleness_ms=50, seed=5)
         res = run(s)
         out[f"cluster-{router}"] = {"metrics": res.metrics, "replica_of": res.replica_of.tolist(),

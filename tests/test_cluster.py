@@ -23,7 +23,7 @@ def requests(arrival, prompt, output) -> Requests:
 
 @pytest.mark.parametrize("router", ROUTER_NAMES)
 def test_every_request_is_served_once_and_every_block_comes_back(router):
-    s = Scenario(hardware="rtx3050", workload="conversation", num_requests=300, rate=12, replicas=3, router=router,
+    s = Scenario(hardware="rtx3050", workload="agent", num_requests=300, rate=3, replicas=3, router=router,
                  seed=2, prefix_cache=True)
     res = run(s)
     m = res.metrics
@@ -33,10 +33,11 @@ def test_every_request_is_served_once_and_every_block_comes_back(router):
     assert res.free_blocks_at_end == 3 * res.resolved.num_blocks and (res.ref_counts_at_end == 0).all()
     assert m["load_imbalance"] >= 1.0
     assert 0 < m["gpu_busy_fraction"] <= 1.0
-    # Follow-up turns stay on their conversation's replica.
+    # A conversation's turns stay together under the session router; the others route each turn afresh.
     parents = res.requests.parents()
     child = parents >= 0
-    assert (res.replica_of[child] == res.replica_of[parents[child]]).all()
+    together = res.replica_of[child] == res.replica_of[parents[child]]
+    assert together.all() if router == "session" else not together.all()
 
 
 def test_each_replica_is_exactly_an_engine_alone_on_what_it_was_sent():
@@ -136,3 +137,20 @@ def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys):
     with TestClient(app) as client:
         r = client.get("/api/run?hardware=rtx3050&replicas=2")
         assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "replicas"
+
+
+def test_cache_aware_routing_keeps_agent_sessions_on_their_kv_and_cuts_ttft():
+    """Each agent turn re-sends the whole conversation: routed to the replica that holds it, the prefix is a
+    cache hit; scattered round robin, it is mostly recomputed."""
+    runs = {}
+    for router in ("round_robin", "prefix_affinity"):
+        s = Scenario(hardware="rtx3050", workload="agent", num_requests=300, rate=3, replicas=3, router=router,
+                     seed=2, prefix_cache=True)
+        res = run(s)
+        parents = res.requests.parents()
+        turn = parents >= 0
+        runs[router] = (res.metrics, (res.replica_of[turn] == res.replica_of[parents[turn]]).mean())
+    (rr, rr_kept), (pa, pa_kept) = runs["round_robin"], runs["prefix_affinity"]
+    assert pa_kept > 0.9 and rr_kept < 0.5
+    assert pa["prefix_cache_hit_rate"] > rr["prefix_cache_hit_rate"] + 0.1
+    assert pa["ttft_ms"]["p50"] < 0.7 * rr["ttft_ms"]["p50"]
