@@ -19,8 +19,8 @@ from typing import Any
 
 # How a value is shown (each face formats these its own way):
 #   count    an integer; "ms" / "seconds" a duration; "rate" requests/s; "tokens" tokens/s;
-#   fraction a fraction 0-1, shown as a percentage; "average" a mean of counts; "flag" true/false
-KINDS = ("count", "ms", "seconds", "rate", "tokens", "fraction", "average", "flag")
+#   fraction a fraction 0-1, shown as a percentage; "average" a mean of counts; "flag" true/false; "usd" dollars
+KINDS = ("count", "ms", "seconds", "rate", "tokens", "fraction", "average", "flag", "usd")
 # Which tables show a metric:
 #   always        whenever some run has a value
 #   nonzero       only when some run's value is not zero (rare events: shed, degraded)
@@ -139,6 +139,20 @@ METRICS: tuple[Metric, ...] = (
            "a share of the block pool.", None, "GPU", "fraction"),
     Metric("kv_cache_usage.peak", "KV cache use, peak", "%", "The most KV-cache blocks in use at once, as a share "
            "of the block pool.", None, "GPU", "fraction"),
+    # ----- the deployment: GPUs, cost, replicas -----
+    Metric("gpus", "GPUs", "count", "GPUs the deployment uses: replicas x tensor-parallel degree.", None, "Deployment",
+           "count"),
+    Metric("cost_per_hour", "Cost per hour", "$/h", "The deployment's GPUs at their on-demand list price "
+           "(sim_core/prices.py names each price's provider, source and date); none where no price is known.",
+           "lower", "Deployment", "usd"),
+    Metric("cost_per_mtok", "Cost per 1M output tokens", "$", "Cost per hour over output tokens served per hour at "
+           "this arrival rate: an idle deployment's tokens are dear, a saturated one's cheapest.", "lower",
+           "Deployment", "usd"),
+    Metric("load_imbalance", "Load imbalance", "count", "With several replicas: the most tokens one replica "
+           "served over the mean (1 = perfectly even).", "lower", "Deployment", "average"),
+    Metric("replicas", "Replicas", "count", "With several replicas: a list, one entry per replica, with its "
+           "requests, completed, served_tokens, gpu_busy_fraction, kv_cache_usage_mean, waiting_peak, preemptions "
+           "and steps.", None, "Deployment", "count", "docs"),
     # ----- scheduling -----
     Metric("waiting.mean", "Waiting requests, mean", "count", "Requests queued and not yet running, averaged over "
            "busy time.", "lower", "Scheduling", "average"),

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import state as E
 from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
+from .prices import deployment_cost_per_hour
 
 PERCENTILES = (50, 90, 99)
 
@@ -103,6 +104,9 @@ def summarize(result) -> dict:
     reasons = {E.REJECT_REASONS[k]: int((reject_reason[rejected] == k).sum())
                for k in range(1, len(E.REJECT_REASONS)) if (reject_reason[rejected] == k).any()}
     out_done = output_tokens[done]
+    gpus = res.scenario.replicas * res.resolved.setup.tp
+    cost_per_hour = deployment_cost_per_hour(res.resolved.setup.gpu.key, gpus)
+    output_tokens_per_hour = float(out_done.sum()) * per_s * 3600.0
     per_class = {}
     for k, name in enumerate(reqs.class_names):
         mine = cls == k
@@ -159,6 +163,10 @@ def summarize(result) -> dict:
         "preemptions": int(acc[E.A_PREEMPTIONS]),
         "preempted_requests": int((res.preemptions > 0).sum()),
         "steps": int(acc[E.A_STEPS]),
+        "gpus": gpus,
+        "cost_per_hour": cost_per_hour,
+        "cost_per_mtok": (cost_per_hour / output_tokens_per_hour * 1e6
+                          if cost_per_hour is not None and output_tokens_per_hour > 0 else None),
         "prefill_tokens": int(acc[E.A_PREFILL_TOKENS]),
         "decode_tokens": int(acc[E.A_DECODE_TOKENS]),
     }

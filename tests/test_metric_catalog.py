@@ -13,7 +13,7 @@ import pytest
 from sim_core import Scenario, run
 from sim_core.metric_catalog import BY_KEY, KINDS, METRICS, SHOWN, table_sections, value_at
 
-UNITS = {"ms", "s", "req/s", "tok/s", "%", "count", "flag"}
+UNITS = {"ms", "s", "req/s", "tok/s", "%", "count", "flag", "$/h", "$"}
 
 
 def leaf_keys(d: dict, prefix: str = "") -> set[str]:
@@ -37,6 +37,7 @@ def runs():
         "one-class": run(Scenario(workload="code", scheduler="fcfs", **small)).metrics,
         "shed": run(Scenario(workload="chat", scheduler="slo", rate=200, slo_ttft_ms=50, max_model_len=1024,
                              **small)).metrics,
+        "replicas": run(Scenario(workload="chat", replicas=2, **small)).metrics,
     }
 
 
