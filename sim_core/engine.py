@@ -231,8 +231,8 @@ def _never_fits(eng, r):
 def run_batch(eng):
     """Cost the step, account for it, log it and advance the clock."""
     cfg, n, acc, clock, size = eng.cfg, eng.batch.n, eng.logs.acc, eng.clock, eng.q.size
-    seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS], n[B_PREFILL_PAIRS], n[B_PREFILL_CTX],
-                                      n[B_DECODE_SEQS], n[B_DECODE_CTX], n[B_SAMPLES])
+    seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS], n[B_PREFILL_SEQS], n[B_PREFILL_PAIRS],
+                                      n[B_PREFILL_CTX], n[B_DECODE_SEQS], n[B_DECODE_CTX], n[B_SAMPLES])
     seconds += eng.batch.swap_s[0]
     used_blocks = cfg.num_blocks - eng.kv.free[KV_BLOCKS]
     waiting, running, swapped = size[N_WAITING], size[N_RUNNING], size[N_SWAPPED]
