@@ -19,6 +19,7 @@ from sim_core.catalog import QUANTIZATIONS
 from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
 from sim_core.statistics import aggregate
+from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
 
 from . import inputs, service
 from .http import (
@@ -222,6 +223,32 @@ def api_sweep(request: Request) -> JSONResponse:
     if job.error:
         return JSONResponse({"detail": job.error}, status_code=500)
     return JSONResponse(clean({"scenario": scenario_json(req), "query": req.query(), **job.result}))
+
+
+STEP_TIME_FIELDS = StepShape.model_json_schema()["properties"]
+STEP_TIME_EXAMPLE = {"hardware": "a100", "model": "llama-3-8b", "quantization": "fp16", "tp": 1,
+                     "prefill_tokens": 512, "context_tokens": 0, "decode_seqs": 0, "decode_context": 0,
+                     "step_ms": 40.6, "components_ms": {"linear": 33.7, "attention": 0.6, "elementwise": 3.6,
+                                                        "lm_head": 0.6, "communication": 0.0, "overhead": 2.0},
+                     "mbu": 0.06, "mfu": 0.57, "bound": "compute"}
+
+
+@router.get("/step-time", summary="Predict one engine step's time and its breakdown",
+            openapi_extra={"parameters": [
+                {"name": name, "in": "query", "required": False,
+                 "schema": {k: v for k, v in prop.items() if k not in ("description", "title")},
+                 "description": prop.get("description", "")} for name, prop in STEP_TIME_FIELDS.items()],
+                "responses": {"200": {"content": {"application/json": {"example": STEP_TIME_EXAMPLE}}}}})
+def api_step_time(request: Request) -> JSONResponse:
+    """A deployment (hardware, model, quantization, tp) and one step's batch: a prefill chunk of
+    `prefill_tokens` after `context_tokens` cached, plus `decode_seqs` sequences with `decode_context` tokens of
+    context each. Answers the step time, its components (summing to `step_ms`), MBU, MFU and the bound. No
+    simulation runs: the cost model alone."""
+    try:
+        data = query_to_dict(request.query_params.multi_items())
+        return JSONResponse(clean(step_time_doc(parse_step_shape(data))))
+    except (ScenarioError, SetupError) as e:
+        return unprocessable(problems_of(e), "query")
 
 
 @router.get("/catalog", summary="Schedulers, GPUs, models, workload presets and the web's limits")

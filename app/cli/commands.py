@@ -35,6 +35,7 @@ from . import report
 from .flags import (
     Parser,
     UsageError,
+    add_model_flags,
     add_scenario_flags,
     build_scenario,
     flag_name,
@@ -42,6 +43,7 @@ from .flags import (
     port,
     positive_float,
     scenario_error_text,
+    scenario_input,
     scheduler_list,
     setup_error_text,
     trace_error_text,
@@ -222,6 +224,21 @@ def _catalog() -> dict:
     }
 
 
+def cmd_step_time(args: argparse.Namespace) -> int:
+    from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
+
+    try:
+        shape = parse_step_shape(scenario_input(args, StepShape))
+    except ScenarioError as e:
+        raise UsageError(scenario_error_text(e, model=StepShape)) from None
+    doc = step_time_doc(shape)
+    if args.json:
+        report.print_json(doc)
+    else:
+        report.print_lines(report.step_time_lines(doc))
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     cat = _catalog()
     if args.json:
@@ -280,6 +297,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=port, default=8000, help="port (default: 8000)")
     p.set_defaults(func=cmd_serve)
+
+    p = add("step-time", "predict one engine step's time and where it goes (GEMMs, attention, elementwise, lm "
+                         "head, communication, CPU overhead)")
+    from sim_core.step_time import StepShape  # a small module: pydantic model and the cost model's entry
+
+    add_model_flags(p, StepShape, "step", "the deployment and the step's batch: one prefill chunk plus decoding "
+                                          "sequences")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.set_defaults(func=cmd_step_time)
 
     p = add("list", "list the GPUs, models, workload presets, schedulers and metrics (name, unit, meaning)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")

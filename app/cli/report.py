@@ -410,3 +410,25 @@ def write_trace(result, path: str, out) -> None:
           file=out)
     for note in meta["notes"]:
         print(f"note: {path}: {note}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# step-time
+# ---------------------------------------------------------------------------------------------------------
+def step_time_lines(doc: dict) -> list[str]:
+    """One step's time and its components, largest first, with their shares."""
+    batch = []
+    if doc["prefill_tokens"]:
+        batch.append(f"a {doc['prefill_tokens']:,}-token prefill chunk after {doc['context_tokens']:,} cached")
+    if doc["decode_seqs"]:
+        batch.append(f"{doc['decode_seqs']:,} decoding sequences of {doc['decode_context']:,} tokens of context")
+    lines = [f"{doc['model']} ({doc['quantization']}) on {doc['hardware']}, tp={doc['tp']}: " + " + ".join(batch),
+             f"step time {fmt(doc['step_ms'])} ms, {doc['bound']}-bound (MBU {pct(doc['mbu'])}%, "
+             f"MFU {pct(doc['mfu'])}%)", ""]
+    total = doc["step_ms"]
+    rows = sorted(doc["components_ms"].items(), key=lambda kv: -kv[1])
+    lines += ["  " + x for x in _columns(["component", "ms", "share %"],
+                                         [[k, fmt(v, 3), pct(v / total if total else 0.0)] for k, v in rows],
+                                         right={1, 2})]
+    lines += [f"warning: {w}" for w in doc.get("warnings", [])]
+    return lines
