@@ -181,6 +181,14 @@ def roofline_s(moved, flops, bandwidth, rate):
 
 
 @inline
+def allreduce_s(p, rows, bytes_per_row):
+    """One NCCL ring all-reduce of rows x bytes_per_row bytes among the TP GPUs: latency plus 2(n-1)/n of the
+    bytes over the bus bandwidth."""
+    tp = p[TP]
+    return p[ALLREDUCE_LATENCY_S] + 2.0 * (tp - 1.0) / tp * rows * bytes_per_row / p[ALLREDUCE_BUS_BW]
+
+
+@inline
 def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx,
                     samples):
     """(linear, attention, elementwise, lm_head, communication, overhead) seconds of one step, then the bytes it
@@ -227,10 +235,8 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
         lm_head += samples * p[LOGITS_BYTES_PER_SAMPLE] / stream_bw
     # Tensor parallelism: two ring all-reduces of the hidden states per layer (after attention, after the MLP).
     communication = 0.0
-    tp = p[TP]
-    if tp > 1.0:
-        ring_bytes = 2.0 * (tp - 1.0) / tp * tokens * p[ALLREDUCE_BYTES_PER_TOKEN]
-        communication = 2.0 * layers * (p[ALLREDUCE_LATENCY_S] + ring_bytes / p[ALLREDUCE_BUS_BW])
+    if p[TP] > 1.0:
+        communication = 2.0 * layers * allreduce_s(p, tokens, p[ALLREDUCE_BYTES_PER_TOKEN])
     overhead = p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ] * (prefill_seqs + decode_seqs)
     moved = linear_bytes + prefill_attn_bytes + decode_attn_bytes + elementwise_bytes + lm_bytes
     flops = linear_flops + prefill_attn_flops + decode_attn_flops + lm_flops

@@ -239,6 +239,23 @@ def cmd_step_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from sim_core import validation
+
+    directory = Path(args.dir) if args.dir else validation.VALIDATION_DIR
+    if not directory.is_dir():
+        raise UsageError(f"--dir: no such directory {quote(str(directory))}")
+    rows = validation.checks(directory, simulate=not args.quick)
+    doc = report.validate_doc(rows, validation.summary(rows), validation.speedups(rows))
+    if args.json:
+        report.print_json(doc)
+    elif args.markdown:
+        report.print_lines(report.validate_markdown(doc))
+    else:
+        report.print_lines(report.validate_lines(doc))
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     cat = _catalog()
     if args.json:
@@ -306,6 +323,16 @@ def build_parser() -> argparse.ArgumentParser:
                                           "sequences")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     p.set_defaults(func=cmd_step_time)
+
+    p = add("validate", "predict every row of the validation set (public kernel, step and serving measurements) "
+                        "and print the errors, per row and per group")
+    p.add_argument("--dir", metavar="DIR", help="directory of kernels.csv, steps.csv, serving.csv, tp_fp8.csv "
+                                                "(default: the repository's validation/)")
+    p.add_argument("--quick", action="store_true", help="skip the rows that need a simulated benchmark run")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    out.add_argument("--markdown", action="store_true", help="print Markdown tables (the README's)")
+    p.set_defaults(func=cmd_validate)
 
     p = add("list", "list the GPUs, models, workload presets, schedulers and metrics (name, unit, meaning)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")

@@ -432,3 +432,60 @@ def step_time_lines(doc: dict) -> list[str]:
                                          right={1, 2})]
     lines += [f"warning: {w}" for w in doc.get("warnings", [])]
     return lines
+
+
+# ---------------------------------------------------------------------------------------------------------
+# validate
+# ---------------------------------------------------------------------------------------------------------
+def _err(value) -> str:
+    return "skipped" if value is None else f"{value * 100:+.1f}%"
+
+
+def _abs_pct(value) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def validate_doc(rows, summary: dict, speedups: list[dict]) -> dict:
+    return {"summary": summary, "speedups": speedups,
+            "rows": [{"group": c.group, "source": c.source, "what": c.what, "reference": c.reference,
+                      "predicted": c.predicted, "unit": c.unit, "error": c.error, "note": c.note} for c in rows]}
+
+
+def validate_lines(doc: dict) -> list[str]:
+    lines = ["Cost model against validation/*.csv (validation/SOURCES.md says what each row measured)", ""]
+    lines += ["  " + x for x in _columns(
+        ["group", "rows", "skipped", "median |error|", "worst |error|"],
+        [[g, str(s["rows"]), str(s["skipped"]), _abs_pct(s["median_abs_error"]), _abs_pct(s["worst_abs_error"])]
+         for g, s in doc["summary"].items()], right={1, 2, 3, 4})]
+    lines += ["", "Speed-ups (tp/fp8 rows over their baseline)"]
+    lines += ["  " + x for x in _columns(
+        ["variant", "vs", "measured", "predicted", "series"],
+        [[s["variant"], s["baseline"], f"{s['measured']:.2f}x", f"{s['predicted']:.2f}x", s["series"]]
+         for s in doc["speedups"]], right={2, 3})]
+    lines += ["", "Rows"]
+    lines += ["  " + x for x in _columns(
+        ["group", "reference", "predicted", "unit", "error", "row (note)"],
+        [[r["group"], f"{r['reference']:.4g}", "-" if r["predicted"] is None else f"{r['predicted']:.4g}",
+          r["unit"], _err(r["error"]), r["what"] + (f" ({r['note']})" if r["note"] else "")]
+         for r in doc["rows"]], right={1, 2, 4}, wrap_last=100)]
+    return lines
+
+
+def validate_markdown(doc: dict) -> list[str]:
+    """The same tables in Markdown, for the README."""
+    def md(s: str) -> str:
+        return s.replace("|", "\\|")
+
+    lines = ["| group | rows | skipped | median abs. error | worst abs. error |", "|---|--:|--:|--:|--:|"]
+    lines += [f"| {g} | {s['rows']} | {s['skipped']} | {_abs_pct(s['median_abs_error'])} | "
+              f"{_abs_pct(s['worst_abs_error'])} |" for g, s in doc["summary"].items()]
+    lines += ["", "| series | variant | vs | measured | predicted |", "|---|---|---|--:|--:|"]
+    lines += [f"| {md(s['series'])} | {md(s['variant'])} | {md(s['baseline'])} | {s['measured']:.2f}x | "
+              f"{s['predicted']:.2f}x |" for s in doc["speedups"]]
+    lines += ["", "<details><summary>Every row</summary>", "",
+              "| group | row | reference | predicted | unit | error | note |", "|---|---|--:|--:|---|--:|---|"]
+    lines += [f"| {r['group']} | {md(r['what'])} | {r['reference']:.4g} | "
+              f"{'-' if r['predicted'] is None else format(r['predicted'], '.4g')} | {md(r['unit'])} | "
+              f"{_err(r['error'])} | {md(r['note'])} |" for r in doc["rows"]]
+    lines += ["", "</details>"]
+    return lines
