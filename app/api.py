@@ -112,7 +112,7 @@ def run_payload(req: WebRequest, cancel=None) -> dict:
                                        req.upload), cancel) for k in range(s.seeds)]
     schedulers = {}
     for i, v in enumerate(runs[0]):
-        entry = {"metrics": v.metrics, "resolved": v.setup}
+        entry = {"metrics": v.metrics, "resolved": v.setup, "warnings": list(v.warnings)}
         if s.seeds > 1:
             entry["metrics"], entry["ci95"] = aggregate([views[i].metrics for views in runs])
             entry["seeds"] = [s.seed + k for k in range(s.seeds)]

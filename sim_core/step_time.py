@@ -14,6 +14,7 @@ from .cost_model import step_time
 from .fields import range_text
 from .quoting import quote
 from .scenario import HardwareName, ModelName, Quantization, Scenario, ScenarioError, describe_error
+from .validity import coverage_warnings
 
 # Largest context a step may describe: the largest max_model_len a scenario accepts.
 MAX_CONTEXT_TOKENS = 2_097_152
@@ -73,4 +74,5 @@ def step_time_doc(shape: StepShape) -> dict:
         "step_ms": st.seconds * 1e3,
         "components_ms": {k: v * 1e3 for k, v in st.components_s.items()},
         "mbu": st.mbu, "mfu": st.mfu, "bound": st.bound,
+        "warnings": coverage_warnings(setup.gpu.key, setup.model.key, shape.quantization),
     }

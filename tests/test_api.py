@@ -331,3 +331,11 @@ def test_step_time_answers_the_breakdown_and_422_names_the_field(client):
         assert r.status_code == 422, (query, r.text)
         detail = r.json()["detail"]
         assert any(d["loc"] == ["query", field] and words in d["msg"] for d in detail), (query, detail)
+
+
+def test_run_answers_carry_validity_warnings(client):
+    r = client.get("/api/run?schedulers=chunked&hardware=rtx3050&workload=chat&num_requests=20")
+    assert r.status_code == 200, r.text[:300]
+    entry = r.json()["schedulers"]["chunked"]
+    assert "metrics" in entry and any("rtx3050" in w for w in entry["warnings"])
+    assert client.get("/api/step-time?hardware=l4&decode_seqs=1").json()["warnings"][0].startswith("hardware l4")

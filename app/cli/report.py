@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sim_core import Scenario
 from sim_core.metric_catalog import BY_KEY, METRICS, Metric, table_sections, value_at
+from sim_core.validity import run_warnings
 
 from .flags import UsageError
 
@@ -242,6 +243,10 @@ def report(args, base: Scenario, results: dict, drop: tuple[str, ...]) -> None:
     title = "Serving Benchmark Result" + (f", mean ± 95% CI over {len(seeds)} seeds" if seeds else "")
     cis = {s: r.ci95 for s, r in results.items()} if seeds else None
     lines += table(title, list(results), metric_rows({s: r.metrics for s, r in results.items()}, cis))
+    warned = {s: run_warnings(r) for s, r in results.items()}
+    for w in dict.fromkeys(w for ws in warned.values() for w in ws):
+        who = [s for s, ws in warned.items() if w in ws]
+        lines.append(f"warning: {w}" + (f" [{', '.join(who)}]" if len(results) > 1 and len(who) < len(results) else ""))
     print_lines(lines)
 
 
@@ -251,6 +256,7 @@ def _scheduler_doc(r) -> dict:
     if getattr(r, "seeds", None):
         doc["ci95"] = r.ci95
         doc["seeds"] = r.seeds
+    doc["warnings"] = run_warnings(r)
     return doc
 
 
