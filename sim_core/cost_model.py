@@ -60,7 +60,8 @@ PAGED_ATTENTION_SLOWDOWN = 1.2
 # peak): TensorRT-LLM's tuning guide measures a 2048-token prefill of Llama-3.3-70B (TP4, H100) 1.53x faster with
 # FP8 weights (147.6 -> 96.2 ms, validation/tp_fp8.csv); with attention, norms and all-reduces unchanged that
 # takes GEMMs ~1.8-2x faster. vLLM's FP8 documentation reports "up to a 1.6x improvement in throughput" end to
-# end. We take the low end, 1.8x: FP8 GEMMs reach 90% of the fraction of peak FP16 GEMMs reach.
+# end. We take the low end, 1.8x: FP8 GEMMs reach 90% of the fraction of peak FP16 GEMMs reach. (That TTFT row
+# is therefore not an independent check of this constant.)
 FP8_GEMM_GAIN = 1.8
 # Weight-only formats (int4/int8 GPTQ/AWQ via Marlin, FP8 on parts without FP8 tensor cores) dequantise weights
 # to FP16 in registers: the Marlin paper (Frantar et al., 2024) shows large-batch throughput close to, but below,
