@@ -81,7 +81,8 @@ RUN_EXAMPLE = {"scenario": {"hardware": "rtx3050", "workload": "rag", "duration"
                "query": "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0",
                "schedulers": {"fcfs": {"metrics": {"ttft_ms": {"mean": 409.7, "p50": 390.6, "p99": 1078.4},
                                                    "goodput": 3.1, "...": "..."},
-                                       "resolved": {"model": "llama-3.2-1b", "num_blocks": 7476, "...": "..."}}}}
+                                       "resolved": {"model": "llama-3.2-1b", "num_blocks": 7476, "...": "..."},
+                                       "warnings": ["hardware rtx3050 is outside the validation set ..."]}}}
 
 
 def clean(x: Any) -> Any:
@@ -151,7 +152,9 @@ def _run(data: dict, where: str, cancel=None) -> JSONResponse:
                            "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
 async def api_run_get(request: Request) -> JSONResponse:
     """Scenario fields are query parameters (the dashboard's URLs work here too). Answers
-    `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ...}}}`."""
+    `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ..., "warnings": [...]}}}`;
+    `warnings` says when the GPU, model or weight format is outside the validation set, or the run was still
+    saturated when its arrivals ended."""
     if not kernels_ready(request):
         return warming_up()
     try:
