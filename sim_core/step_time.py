@@ -74,5 +74,21 @@ def step_time_doc(shape: StepShape) -> dict:
         "step_ms": st.seconds * 1e3,
         "components_ms": {k: v * 1e3 for k, v in st.components_s.items()},
         "mbu": st.mbu, "mfu": st.mfu, "bound": st.bound,
-        "warnings": coverage_warnings(setup.gpu.key, setup.model.key, shape.quantization),
+        "warnings": coverage_warnings(setup.gpu.key, setup.model.key, shape.quantization) + _batch_warnings(
+            setup, shape),
     }
+
+
+def _batch_warnings(setup, shape: StepShape) -> list[str]:
+    """A batch this deployment could not hold: more KV than its pool, a context past the model's."""
+    out = []
+    kv_tokens = shape.decode_seqs * (shape.decode_context + 1) + shape.context_tokens + shape.prefill_tokens
+    pool_tokens = setup.num_kv_blocks * setup.block_size
+    if kv_tokens > pool_tokens:
+        out.append(f"the batch holds {kv_tokens:,} tokens of KV; {setup.gpu.key} at tp={setup.tp} has room for "
+                   f"{pool_tokens:,}: no engine would run this step")
+    longest = max(shape.context_tokens + shape.prefill_tokens, shape.decode_context + 1 if shape.decode_seqs else 0)
+    if longest > setup.model.max_context:
+        out.append(f"a sequence of {longest:,} tokens exceeds {setup.model.key}'s context of "
+                   f"{setup.model.max_context:,}")
+    return out

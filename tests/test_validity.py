@@ -37,3 +37,13 @@ def test_json_outputs_add_warnings_beside_the_existing_keys(capsys):
     assert any(w.startswith("hardware rtx3050") for w in entry["warnings"])
     assert main(["step-time", "--hardware", "a100", "--decode-seqs", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["warnings"] == []
+
+
+def test_step_time_warns_about_a_batch_the_deployment_cannot_hold():
+    from sim_core.step_time import parse_step_shape, step_time_doc
+
+    fits = step_time_doc(parse_step_shape({"decode_seqs": 64, "decode_context": 1000}))
+    assert fits["warnings"] == []
+    huge = step_time_doc(parse_step_shape({"decode_seqs": 4096, "decode_context": 20000}))
+    assert any("tokens of KV" in w for w in huge["warnings"])
+    assert any("exceeds llama-3-8b's context" in w for w in huge["warnings"])
