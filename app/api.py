@@ -19,6 +19,7 @@ from sim_core.catalog import QUANTIZATIONS
 from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
 from sim_core.statistics import aggregate
+from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
 
 from . import inputs, service
 from .http import (
@@ -80,7 +81,8 @@ RUN_EXAMPLE = {"scenario": {"hardware": "rtx3050", "workload": "rag", "duration"
                "query": "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0",
                "schedulers": {"fcfs": {"metrics": {"ttft_ms": {"mean": 409.7, "p50": 390.6, "p99": 1078.4},
                                                    "goodput": 3.1, "...": "..."},
-                                       "resolved": {"model": "llama-3.2-1b", "num_blocks": 7476, "...": "..."}}}}
+                                       "resolved": {"model": "llama-3.2-1b", "num_blocks": 7476, "...": "..."},
+                                       "warnings": ["hardware rtx3050 is outside the validation set ..."]}}}
 
 
 def clean(x: Any) -> Any:
@@ -110,7 +112,7 @@ def run_payload(req: WebRequest, cancel=None) -> dict:
     runs = [service.compare(one, cancel) for one in service.per_seed(req)]
     schedulers = {}
     for i, v in enumerate(runs[0]):
-        entry = {"metrics": v.metrics, "resolved": v.setup}
+        entry = {"metrics": v.metrics, "resolved": v.setup, "warnings": list(v.warnings)}
         if s.seeds > 1:
             entry["metrics"], entry["ci95"] = aggregate([views[i].metrics for views in runs])
             entry["seeds"] = [s.seed + k for k in range(s.seeds)]
@@ -164,7 +166,9 @@ def _run(data: dict, where: str, cancel=None) -> JSONResponse:
                            "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
 async def api_run_get(request: Request) -> JSONResponse:
     """Scenario fields are query parameters (the dashboard's URLs work here too). Answers
-    `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ...}}}`."""
+    `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ..., "warnings": [...]}}}`;
+    `warnings` says when the GPU, model or weight format is outside the validation set, or the run was still
+    saturated when its arrivals ended."""
     if not kernels_ready(request):
         return warming_up()
     try:
@@ -237,6 +241,32 @@ def api_sweep(request: Request) -> JSONResponse:
     if job.error:
         return JSONResponse({"detail": job.error}, status_code=500)
     return JSONResponse(clean({"scenario": scenario_json(req), "query": req.query(), **job.result}))
+
+
+STEP_TIME_FIELDS = StepShape.model_json_schema()["properties"]
+STEP_TIME_EXAMPLE = {"hardware": "a100", "model": "llama-3-8b", "quantization": "fp16", "tp": 1,
+                     "prefill_tokens": 512, "context_tokens": 0, "decode_seqs": 0, "decode_context": 0,
+                     "step_ms": 40.6, "components_ms": {"linear": 33.7, "attention": 0.6, "elementwise": 3.6,
+                                                        "lm_head": 0.6, "communication": 0.0, "overhead": 2.0},
+                     "mbu": 0.06, "mfu": 0.57, "bound": "compute"}
+
+
+@router.get("/step-time", summary="Predict one engine step's time and its breakdown",
+            openapi_extra={"parameters": [
+                {"name": name, "in": "query", "required": False,
+                 "schema": {k: v for k, v in prop.items() if k not in ("description", "title")},
+                 "description": prop.get("description", "")} for name, prop in STEP_TIME_FIELDS.items()],
+                "responses": {"200": {"content": {"application/json": {"example": STEP_TIME_EXAMPLE}}}}})
+def api_step_time(request: Request) -> JSONResponse:
+    """A deployment (hardware, model, quantization, tp) and one step's batch: a prefill chunk of
+    `prefill_tokens` after `context_tokens` cached, plus `decode_seqs` sequences with `decode_context` tokens of
+    context each. Answers the step time, its components (summing to `step_ms`), MBU, MFU and the bound. No
+    simulation runs: the cost model alone."""
+    try:
+        data = query_to_dict(request.query_params.multi_items())
+        return JSONResponse(clean(step_time_doc(parse_step_shape(data))))
+    except (ScenarioError, SetupError) as e:
+        return unprocessable(problems_of(e), "query")
 
 
 @router.get("/catalog", summary="Schedulers, GPUs, models, workload presets and the web's limits")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim_core import timeline
+from sim_core.validity import run_warnings
 
 from .kvgrid import cell_codes
 
@@ -60,6 +61,7 @@ class RunView:
     gantt: dict | None
     gantt_note: str = ""
     requests: int = 0
+    warnings: tuple[str, ...] = ()  # sim_core.validity: outside the validation set, saturated
 
 
 def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS) -> RunView:
@@ -77,6 +79,7 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
         kv=kv_data(frames, frame_s), gantt=gantt, gantt_note=note, requests=len(res.requests),
+        warnings=tuple(run_warnings(res)),
     )
 
 

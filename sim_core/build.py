@@ -62,7 +62,7 @@ def new_engine(config, requests, frames):
     eng.loop[BUDGET_NOW] = initial_budget(cfg)
     # The step-time estimate slack keys start from: a first chunk at the full budget, from the cost model.
     first_chunk = min(cfg.token_budget, cfg.max_model_len)
-    eng.clock[STEP_EST] = step_cost(cfg.cost, first_chunk, first_chunk * (first_chunk + 1) // 2, 0, 0, 0, 1)[0]
+    eng.clock[STEP_EST] = step_cost(cfg.cost, first_chunk, 1, first_chunk * (first_chunk + 1) // 2, 0, 0, 0, 1)[0]
     eng.clock[KEYED_STEP_EST] = eng.clock[STEP_EST]
     return eng
 

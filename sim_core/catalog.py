@@ -19,9 +19,13 @@ GIB = 1024**3
 # Fraction of peak DRAM bandwidth a streaming read reaches. Published STREAM/nvbandwidth-style copies reach
 # ~85-92% on HBM parts (e.g. ~1.8 of 2.04 TB/s on A100-80GB, ~3.0 of 3.35 TB/s on H100 SXM) and ~85% on GDDR6.
 DEFAULT_BW_EFFICIENCY = 0.85
-# Fraction of dense tensor peak that large cuBLAS GEMMs reach: ~80% on A100 (≈250 of 312 TFLOPS in NVIDIA's
-# published cuBLAS results), ~70% on H100 (≈650-700 of 989 TFLOPS), less on very new or non-NVIDIA parts.
+# Fraction of dense tensor peak that the model's FP16 GEMMs reach once compute-bound. Measured: Vidur's GEMM
+# profiles (microsoft/vidur data/profiling/compute, torch/cuBLAS, FP16) of the QKV/O/gate-up/down projections at
+# 512-8192 rows reach 65-77% of 312 TFLOPS on A100 (Meta-Llama-3-8B, Llama-2-7b/70b) and 58-88% of 989 on H100
+# (Llama-2-7b/70b); 0.72 (MEASURED_GEMM_EFFICIENCY) fits both with the cost model's smooth roofline (median
+# error 5% over 2,868 profiled GEMMs). Parts without such a profile keep 0.75 or their own noted value.
 DEFAULT_COMPUTE_EFFICIENCY = 0.75
+MEASURED_GEMM_EFFICIENCY = 0.72
 # Fixed CPU cost of one engine step (scheduling, input preparation, kernel launches with CUDA graphs). vLLM's
 # v1 announcement reports the scheduler + input-prep overhead brought down to a few ms per step; 2 ms is a
 # mid value for a 1-8B model.
@@ -29,9 +33,18 @@ DEFAULT_STEP_OVERHEAD_MS = 2.0
 # Memory the serving runtime keeps outside weights and KV cache besides activations: CUDA context
 # (~300-500 MiB), cuBLAS workspaces, CUDA graphs (vLLM logs ~0.2-1 GiB for graph capture), NCCL buffers.
 DEFAULT_RUNTIME_RESERVE_GIB = 1.0
-# All-reduce start-up latency per call (NCCL small-message latency on NVLink is ~5-10 us, over PCIe ~15-30 us).
-NVLINK_ALLREDUCE_LATENCY_US = 8.0
+# All-reduce latency per call: Vidur's NCCL profiles (2 KB fp16 all-reduce, kernel time inside a CUDA graph)
+# measure 7-10 us between 2 GPUs and 37-62 us among 4 or 8 on DGX H100 / DGX A100 (NVSwitch). Over PCIe we have
+# no measurement; 25 us is an estimate (no NVLink, traffic through the host bridge).
+NVLINK_ALLREDUCE_LATENCY_US_2_GPUS = 8.5
+NVLINK_ALLREDUCE_LATENCY_US = 50.0
 PCIE_ALLREDUCE_LATENCY_US = 25.0
+# Fraction of the per-direction GPU link bandwidth a ring all-reduce reaches as bus bandwidth,
+# 2(n-1)/n x bytes / time. Vidur's NCCL profiles at 64 MB: 160-190 GB/s of 300 on DGX A100 (TP2-8; 0.53-0.64),
+# 280-410 GB/s of 450 on DGX H100 (0.63-0.92, 0.80-0.92 at TP4-8). Parts without a profile take 0.65.
+DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY = 0.65
+A100_ALLREDUCE_BUSBW_EFFICIENCY = 0.62
+H100_ALLREDUCE_BUSBW_EFFICIENCY = 0.8
 # Achievable fraction of the host link (PCIe) for KV swap copies with pinned memory: ~80% of the theoretical
 # rate (e.g. ~25 of 32 GB/s on PCIe 4.0 x16 in bandwidthTest).
 HOST_LINK_EFFICIENCY = 0.8
@@ -53,11 +66,13 @@ class GPU:
     compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
     step_overhead_ms: float = DEFAULT_STEP_OVERHEAD_MS
     runtime_reserve_gib: float = DEFAULT_RUNTIME_RESERVE_GIB
+    allreduce_busbw_efficiency: float = DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY
     note: str = ""
 
-    @property
-    def allreduce_latency_us(self) -> float:
-        return NVLINK_ALLREDUCE_LATENCY_US if self.tp_link_is_nvlink else PCIE_ALLREDUCE_LATENCY_US
+    def allreduce_latency_us(self, tp: int) -> float:
+        if not self.tp_link_is_nvlink:
+            return PCIE_ALLREDUCE_LATENCY_US
+        return NVLINK_ALLREDUCE_LATENCY_US_2_GPUS if tp <= 2 else NVLINK_ALLREDUCE_LATENCY_US
 
 
 GPUS: dict[str, GPU] = {
@@ -83,15 +98,16 @@ GPUS: dict[str, GPU] = {
             note="no public datasheet; 70 TFLOPS dense per gpus.json"),
         GPU("l40s", "NVIDIA L40S", 48, 864, 362.05, 733, 32, 32, False, "llama-3-8b"),
         GPU("a100-40gb", "NVIDIA A100 40GB SXM", 40, 1555, 312, None, 32, 300, True, "llama-3-8b",
-            compute_efficiency=0.8),
+            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=A100_ALLREDUCE_BUSBW_EFFICIENCY),
         GPU("a100", "NVIDIA A100 80GB SXM", 80, 2039, 312, None, 32, 300, True, "llama-3-8b",
-            compute_efficiency=0.8),
+            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=A100_ALLREDUCE_BUSBW_EFFICIENCY),
         GPU("h100", "NVIDIA H100 SXM", 80, 3350, 989.4, 1978.9, 64, 450, True, "llama-3-8b",
-            compute_efficiency=0.7),
+            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=H100_ALLREDUCE_BUSBW_EFFICIENCY),
         GPU("h100-pcie", "NVIDIA H100 PCIe", 80, 2000, 756, 1513, 64, 64, False, "llama-3-8b",
             compute_efficiency=0.7),
         GPU("h200", "NVIDIA H200 SXM", 141, 4800, 989.4, 1978.9, 64, 450, True, "llama-3-8b",
-            compute_efficiency=0.7),
+            # The H100's die and clocks with faster memory: its measured GEMM efficiency.
+            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=H100_ALLREDUCE_BUSBW_EFFICIENCY),
         GPU("b200", "NVIDIA B200 (HGX, 1000 W)", 180, 8000, 2250, 4500, 64, 900, True, "llama-3-70b",
             # Early public B200 GEMM measurements land around 60-65% of the dense peak.
             compute_efficiency=0.62),
@@ -198,12 +214,16 @@ MODELS: dict[str, Model] = {
               4096, published_params_b=3.82),
         Model("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 32, 32, 128, 11008, 32000, False, False,
               4096, published_params_b=6.74),
+        Model("llama-2-13b", "meta-llama/Llama-2-13b-hf", 40, 5120, 40, 40, 128, 13824, 32000, False, False,
+              4096, published_params_b=13.02),
         Model("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 32, 4096, 32, 8, 128, 14336, 128256, False, False,
               8192, published_params_b=8.03),
         Model("mistral-7b", "mistralai/Mistral-7B-v0.1", 32, 4096, 32, 8, 128, 14336, 32000, False, False,
               32768, published_params_b=7.24),
         Model("qwen2.5-7b", "Qwen/Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False, True,
               131072, published_params_b=7.61),
+        Model("llama-2-70b", "meta-llama/Llama-2-70b-hf", 80, 8192, 64, 8, 128, 28672, 32000, False, False,
+              4096, published_params_b=68.98),
         Model("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 80, 8192, 64, 8, 128, 28672, 128256, False, False,
               8192, published_params_b=70.6),
         Model("qwen2.5-72b", "Qwen/Qwen2.5-72B", 80, 8192, 64, 8, 128, 29568, 152064, False, True,

@@ -1,8 +1,21 @@
-"""Step time of one forward pass from its batch shape: a roofline of bytes moved over DRAM bandwidth against
-FLOPs over tensor throughput, plus a fixed per-step overhead and tensor-parallel all-reduces.
+"""Step time of one forward pass, as the sum of the kernels it runs, each timed by its own roofline.
 
-The jitted kernel takes aggregates of the batch, so the engine pays O(1) per step for it:
+A step runs, per layer: the QKV/O/MLP GEMMs over every batched token, the attention kernels (FlashAttention over
+prefill chunks, paged attention over decoding sequences), elementwise kernels (norms, rotary embedding,
+activation, KV-cache write) and, with tensor parallelism, two all-reduces; then the lm head and the sampler on
+the rows that sample a token; and the engine's CPU work (scheduling, input preparation, output processing),
+which vLLM does not overlap with the GPU for a single step. Each GPU kernel group costs
+
+    launch floor x kernels  +  sqrt((bytes / bandwidth)^2 + (FLOPs / tensor rate)^2)
+
+The quadratic blend of the two roofline terms is smooth through the ridge point: where both are equal a kernel
+takes ~1.4x either one, which is what measured GEMMs show (Vidur's A100/H100 GEMM profiles take 1.3-1.6x the
+larger roofline term at 128-384 rows; a plain max() underestimates them by that much). Far from the ridge it
+tends to the larger term. Every constant is named below with the public measurement it stands on.
+
+The jitted kernels take aggregates of the batch, so the engine pays O(1) per step:
   prefill_tokens      P: prompt tokens computed this step (all chunks together)
+  prefill_seqs        sequences with a prefill chunk this step
   prefill_attn_pairs  sum over chunks of query-key pairs, c*s + c(c+1)/2 for a chunk of c tokens after s cached
   prefill_ctx_read    sum over chunks of s, the earlier context each chunk re-reads from the KV cache
   decode_seqs         D: sequences decoding one token
@@ -13,33 +26,101 @@ All per-GPU quantities are already divided by the TP degree in the parameter vec
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 
 from .catalog import HOST_LINK_EFFICIENCY, QUANTIZATIONS, Setup
-from .jit import entry
+from .jit import entry, inline
 
+# ---------------------------------------------------------------------------------------------------------
+# Measured constants (the per-GPU ones, bandwidth and GEMM efficiency, live in catalog.GPU).
+# ---------------------------------------------------------------------------------------------------------
+# Time a kernel takes beyond its roofline when it is tiny (launch inside a CUDA graph, ramp-up, tail wave).
+# Vidur's profiles (microsoft/vidur data/profiling/compute, A100 Meta-Llama-3-8B at TP8 and H100 Llama-2-7b,
+# M=1): the smallest GEMMs (4-30 MB of weights) take 3-5 us more than their bytes at streaming bandwidth, and
+# elementwise kernels on one token take 2-5 us (RMSNorm 4-5, rotary/activation/add 2).
+GEMM_LAUNCH_FLOOR_S = 4e-6
+ELEMENTWISE_LAUNCH_FLOOR_S = 3e-6
+# Fraction of peak DRAM bandwidth the unfused elementwise kernels reach: Vidur's A100 Meta-Llama-3-8B profile at
+# 4096 tokens moves ~670 MB through RMSNorm x2, rotary, SiLU-and-mul and the residual add in 0.71 ms per layer
+# (0.94 TB/s of 2.04, 46%; RMSNorm alone reaches 31%, the add 88%).
+ELEMENTWISE_BW_EFFICIENCY = 0.46
+# Elementwise kernels per layer: two fused residual-add + RMSNorm, rotary embedding, SiLU-and-mul, KV-cache write.
+ELEMENTWISE_KERNELS_PER_LAYER = 5
+# Fraction of dense tensor peak FlashAttention's forward pass reaches: FlashAttention-2 (Dao, 2023) reports
+# 50-73% of the theoretical maximum on A100, FlashAttention-3 (Shah et al., 2024) up to 75% on H100 (740 of
+# 989 TFLOPS in FP16), both at long sequences; serving chunks of a few hundred tokens sit at the low end.
+FLASH_ATTENTION_EFFICIENCY = 0.5
+# Paged attention reads KV blocks through a block table: the vLLM paper (Kwon et al., SOSP 2023, sec. 7.1)
+# measures its decode attention kernel 20-26% slower than FasterTransformer's contiguous one.
+PAGED_ATTENTION_SLOWDOWN = 1.2
+# FP8 (W8A8) GEMMs on FP8 tensor cores against FP16 ones on the same part (whose FP8 peak is twice the FP16
+# peak): TensorRT-LLM's tuning guide measures a 2048-token prefill of Llama-3.3-70B (TP4, H100) 1.53x faster with
+# FP8 weights (147.6 -> 96.2 ms, validation/tp_fp8.csv); with attention, norms and all-reduces unchanged that
+# takes GEMMs ~1.8-2x faster. vLLM's FP8 documentation reports "up to a 1.6x improvement in throughput" end to
+# end. We take the low end, 1.8x: FP8 GEMMs reach 90% of the fraction of peak FP16 GEMMs reach. (That TTFT row
+# is therefore not an independent check of this constant.)
+FP8_GEMM_GAIN = 1.8
+# Weight-only formats (int4/int8 GPTQ/AWQ via Marlin, FP8 on parts without FP8 tensor cores) dequantise weights
+# to FP16 in registers: the Marlin paper (Frantar et al., 2024) shows large-batch throughput close to, but below,
+# FP16 cuBLAS. Estimate (no measurement in validation/): 15% of the FP16 tensor rate lost to dequantisation.
+WEIGHT_ONLY_DEQUANT_OVERHEAD = 0.15
+# The sampler reads the fp32 logits of each sampled row a few times (softmax, top-k/top-p, the draw); with the lm
+# head's write, ~4 passes over vocab x 4 bytes. Estimate, from the kernels vLLM's sampler runs.
+LOGITS_PASSES = 4.0
+SAMPLER_KERNELS = 8
+# CPU work per step that the GPU waits for: vLLM's V1 blog (Jan 2025) puts GPU execution of an 8B model on H100
+# at ~5 ms per step with the CPU overheads as the bottleneck V1 attacks; the base (catalog
+# DEFAULT_STEP_OVERHEAD_MS, 2 ms) grows with the batch, as scheduling, input preparation and output processing
+# loop over sequences (vLLM RFC #6854 measured 5-13 ms GPU bubbles per decode step at serving batch sizes in V0).
+# Estimate: 10 us per scheduled sequence, 4.5 ms at 256 sequences.
+STEP_OVERHEAD_PER_SEQ_S = 10e-6
+# Bytes per element of the activations GEMMs read and write, and of the all-reduced hidden states (16-bit).
+ACTIVATION_BYTES = 2.0
+
+# ---------------------------------------------------------------------------------------------------------
 # Layout of the cost-parameter vector (a plain float64 array keeps the jitted signature small and stable).
-DENSE_WEIGHT_BYTES = 0  # matmul weights every token touches, per GPU
-EXPERT_WEIGHT_BYTES = 1  # all routed-expert weights, per GPU (0 for dense models)
-LM_HEAD_BYTES = 2
-EXPERTS = 3
-EXPERTS_PER_TOKEN = 4
-LINEAR_FLOPS_PER_TOKEN = 5  # 2 x active matmul params (no lm head), per GPU
-LM_HEAD_FLOPS_PER_SAMPLE = 6
-ATTN_FLOPS_PER_PAIR = 7  # 4 x layers x heads x head_dim, per GPU (QK^T and AV)
-KV_BYTES_PER_TOKEN = 8
-EFFECTIVE_BW = 9  # bytes/s actually reached
-PEAK_BW = 10
-EFFECTIVE_FLOPS = 11
-PEAK_FLOPS = 12
-STEP_OVERHEAD_S = 13
-TP = 14
-ALLREDUCE_BYTES_PER_TOKEN = 15  # hidden x 2 bytes (activations are all-reduced in 16-bit)
-ALLREDUCE_LATENCY_S = 16
-TP_LINK_BW = 17
-LAYERS = 18
-HOST_LINK_BW = 19  # effective, for KV swap
-N_COST_PARAMS = 20
+# ---------------------------------------------------------------------------------------------------------
+(DENSE_WEIGHT_BYTES,  # matmul weights every token touches, per GPU (no lm head)
+ EXPERT_WEIGHT_BYTES,  # all routed-expert weights, per GPU (0 for dense models)
+ EXPERTS, EXPERTS_PER_TOKEN,
+ LINEAR_FLOPS_PER_TOKEN,  # 2 x active matmul params (no lm head), per GPU
+ LINEAR_ACT_BYTES_PER_TOKEN,  # GEMM input + output activations of one token, all layers, per GPU
+ GEMMS,  # GEMM kernels per step (all layers)
+ LINEAR_RATE,  # FLOP/s the GEMMs reach in this weight format
+ LM_HEAD_BYTES, LM_HEAD_FLOPS_PER_SAMPLE, LOGITS_BYTES_PER_SAMPLE,
+ LM_HEAD_RATE,  # FLOP/s of the 16-bit lm head GEMM
+ ATTN_FLOPS_PER_PAIR,  # 4 x layers x heads x head_dim, per GPU (QK^T and AV)
+ ATTN_QO_BYTES_PER_TOKEN,  # query read + output write, all layers, per GPU
+ KV_BYTES_PER_TOKEN, ATTENTION_RATE,
+ ELEMENTWISE_BYTES_PER_TOKEN, ELEMENTWISE_BW, ELEMENTWISE_KERNELS,
+ STREAM_BW,  # bytes/s a streaming kernel reaches
+ PEAK_BW, PEAK_FLOPS, LAYERS, TP,
+ ALLREDUCE_BYTES_PER_TOKEN, ALLREDUCE_LATENCY_S, ALLREDUCE_BUS_BW,
+ STEP_OVERHEAD_S, STEP_OVERHEAD_PER_SEQ,
+ HOST_LINK_BW,  # effective, for KV swap
+ N_COST_PARAMS) = range(31)
+
+# Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
+COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
+
+
+def fp16_gemm_rate(setup: Setup) -> float:
+    """FLOP/s large 16-bit GEMMs reach on the setup's GPU."""
+    return setup.gpu.fp16_tflops * 1e12 * setup.gpu.compute_efficiency
+
+
+def linear_rate(setup: Setup) -> float:
+    """FLOP/s the model's GEMMs reach in the setup's weight format."""
+    g = setup.gpu
+    fp16 = fp16_gemm_rate(setup)
+    if setup.uses_fp8_tensor_cores:
+        return max(fp16, fp16 * FP8_GEMM_GAIN * g.fp8_tflops / (2.0 * g.fp16_tflops))
+    if QUANTIZATIONS[setup.quantization] < 2.0:
+        return fp16 / (1.0 + WEIGHT_ONLY_DEQUANT_OVERHEAD)
+    return fp16
 
 
 def cost_params(setup: Setup) -> np.ndarray:
@@ -48,50 +129,136 @@ def cost_params(setup: Setup) -> np.ndarray:
     p = np.zeros(N_COST_PARAMS)
     p[DENSE_WEIGHT_BYTES] = m.dense_matmul_params * bpp / tp
     p[EXPERT_WEIGHT_BYTES] = m.expert_matmul_params * bpp / tp
-    p[LM_HEAD_BYTES] = m.lm_head_params * 2.0 / tp
     p[EXPERTS] = m.experts
     p[EXPERTS_PER_TOKEN] = m.experts_per_token
     p[LINEAR_FLOPS_PER_TOKEN] = 2.0 * m.active_matmul_params / tp
+    # Column-parallel QKV and gate/up read the full hidden state and write their shard; row-parallel O and down
+    # read a shard and write the full hidden state (before the all-reduce).
+    q_out = m.heads * m.head_dim
+    qkv_out = (m.heads + 2 * m.kv_heads) * m.head_dim
+    mlp_width = m.ffn * (m.experts_per_token if m.experts > 1 else 1)
+    per_layer = (m.hidden + qkv_out / tp) + (q_out / tp + m.hidden) + (m.hidden + 2 * mlp_width / tp) \
+        + (mlp_width / tp + m.hidden)
+    p[LINEAR_ACT_BYTES_PER_TOKEN] = m.layers * per_layer * ACTIVATION_BYTES
+    p[GEMMS] = 4 * m.layers
+    p[LINEAR_RATE] = linear_rate(setup)
+    p[LM_HEAD_BYTES] = m.lm_head_params * 2.0 / tp  # the lm head stays 16-bit in quantized checkpoints
     p[LM_HEAD_FLOPS_PER_SAMPLE] = 2.0 * m.lm_head_params / tp
+    p[LOGITS_BYTES_PER_SAMPLE] = m.vocab / tp * 4.0 * LOGITS_PASSES
+    p[LM_HEAD_RATE] = fp16_gemm_rate(setup)
     p[ATTN_FLOPS_PER_PAIR] = 4.0 * m.layers * m.heads * m.head_dim / tp
+    p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.layers * q_out / tp * ACTIVATION_BYTES
     p[KV_BYTES_PER_TOKEN] = setup.kv_bytes_per_token_per_gpu
+    p[ATTENTION_RATE] = g.fp16_tflops * 1e12 * FLASH_ATTENTION_EFFICIENCY
+    # Per token per layer: two residual-add + RMSNorms (read x and residual, write both, on the full hidden
+    # state), rotary embedding in place on q and k, SiLU-and-mul (read gate and up, write one), KV-cache write
+    # (read k and v, write them into the cache).
+    kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers
+    rope = 2.0 * (m.heads + m.kv_heads) / tp * m.head_dim
+    elementwise = 2 * 4.0 * m.hidden + rope + 3.0 * mlp_width / tp
+    p[ELEMENTWISE_BYTES_PER_TOKEN] = m.layers * (elementwise * ACTIVATION_BYTES + 2.0 * kv_per_layer)
     p[PEAK_BW] = g.mem_bw_gbs * 1e9
-    p[EFFECTIVE_BW] = p[PEAK_BW] * g.bw_efficiency
+    p[STREAM_BW] = p[PEAK_BW] * g.bw_efficiency
+    p[ELEMENTWISE_BW] = p[PEAK_BW] * ELEMENTWISE_BW_EFFICIENCY
+    p[ELEMENTWISE_KERNELS] = ELEMENTWISE_KERNELS_PER_LAYER * m.layers
     p[PEAK_FLOPS] = setup.peak_tflops * 1e12
-    p[EFFECTIVE_FLOPS] = p[PEAK_FLOPS] * g.compute_efficiency
-    p[STEP_OVERHEAD_S] = g.step_overhead_ms * 1e-3
-    p[TP] = tp
-    p[ALLREDUCE_BYTES_PER_TOKEN] = m.hidden * 2.0
-    p[ALLREDUCE_LATENCY_S] = g.allreduce_latency_us * 1e-6
-    p[TP_LINK_BW] = g.tp_link_gbs * 1e9
     p[LAYERS] = m.layers
+    p[TP] = tp
+    p[ALLREDUCE_BYTES_PER_TOKEN] = m.hidden * ACTIVATION_BYTES
+    p[ALLREDUCE_LATENCY_S] = g.allreduce_latency_us(tp) * 1e-6
+    p[ALLREDUCE_BUS_BW] = g.tp_link_gbs * 1e9 * g.allreduce_busbw_efficiency
+    p[STEP_OVERHEAD_S] = g.step_overhead_ms * 1e-3
+    p[STEP_OVERHEAD_PER_SEQ] = STEP_OVERHEAD_PER_SEQ_S
     p[HOST_LINK_BW] = g.host_link_gbs * 1e9 * HOST_LINK_EFFICIENCY
     return p
 
 
-@entry
-def step_cost(p, prefill_tokens, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx, samples):
-    """Return (seconds, bytes moved, FLOPs) of one forward pass over the batch described by the aggregates."""
+@inline
+def roofline_s(moved, flops, bandwidth, rate):
+    """A kernel's time from its bytes and FLOPs: the quadratic blend of the two roofline terms."""
+    memory_s = moved / bandwidth
+    compute_s = flops / rate
+    return math.sqrt(memory_s * memory_s + compute_s * compute_s)
+
+
+@inline
+def allreduce_s(p, rows, bytes_per_row):
+    """One NCCL ring all-reduce of rows x bytes_per_row bytes among the TP GPUs: latency plus 2(n-1)/n of the
+    bytes over the bus bandwidth."""
+    tp = p[TP]
+    return p[ALLREDUCE_LATENCY_S] + 2.0 * (tp - 1.0) / tp * rows * bytes_per_row / p[ALLREDUCE_BUS_BW]
+
+
+@inline
+def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx,
+                    samples):
+    """(linear, attention, elementwise, lm_head, communication, overhead) seconds of one step, then the bytes it
+    moves and the FLOPs it does: the one definition of the step's physics."""
     tokens = prefill_tokens + decode_seqs
     if tokens == 0:
-        return 0.0, 0.0, 0.0
-    # Weights: dense part read once per step; of the routed experts, only those some token picks are read.
-    weight_bytes = p[DENSE_WEIGHT_BYTES] + p[LM_HEAD_BYTES]
+        return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    stream_bw, layers = p[STREAM_BW], p[LAYERS]
+    # GEMMs: dense weights are read once per step; of the routed experts, only those some token picks.
+    weight_bytes = p[DENSE_WEIGHT_BYTES]
     if p[EXPERTS] > 1.0:
         untouched = (1.0 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens
         weight_bytes += p[EXPERT_WEIGHT_BYTES] * (1.0 - untouched)
-    kv_read = (decode_ctx + prefill_ctx_read) * p[KV_BYTES_PER_TOKEN]
-    kv_write = tokens * p[KV_BYTES_PER_TOKEN]
-    moved = weight_bytes + kv_read + kv_write
-    flops = p[LINEAR_FLOPS_PER_TOKEN] * tokens + p[LM_HEAD_FLOPS_PER_SAMPLE] * samples
-    flops += p[ATTN_FLOPS_PER_PAIR] * (prefill_attn_pairs + decode_ctx)
-    seconds = max(moved / p[EFFECTIVE_BW], flops / p[EFFECTIVE_FLOPS]) + p[STEP_OVERHEAD_S]
-    tp = p[TP]
-    if tp > 1.0:
-        # Two all-reduces per layer (after attention and after the MLP), ring algorithm.
-        ring_bytes = 2.0 * (tp - 1.0) / tp * tokens * p[ALLREDUCE_BYTES_PER_TOKEN]
-        seconds += 2.0 * p[LAYERS] * (p[ALLREDUCE_LATENCY_S] + ring_bytes / p[TP_LINK_BW])
-    return seconds, moved, flops
+    linear_bytes = weight_bytes + tokens * p[LINEAR_ACT_BYTES_PER_TOKEN]
+    linear_flops = tokens * p[LINEAR_FLOPS_PER_TOKEN]
+    linear = p[GEMMS] * GEMM_LAUNCH_FLOOR_S + roofline_s(linear_bytes, linear_flops, stream_bw, p[LINEAR_RATE])
+    # Attention: prefill chunks (causal, over their own tokens and the context they re-read) and decoding
+    # sequences (each reads its whole KV) run as separate kernels; neither hides under the GEMMs.
+    kv = p[KV_BYTES_PER_TOKEN]
+    attention = 0.0
+    prefill_attn_bytes = 0.0
+    prefill_attn_flops = p[ATTN_FLOPS_PER_PAIR] * prefill_attn_pairs
+    if prefill_tokens > 0:
+        prefill_attn_bytes = (prefill_ctx_read + prefill_tokens) * kv + prefill_tokens * p[ATTN_QO_BYTES_PER_TOKEN]
+        attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(prefill_attn_bytes, prefill_attn_flops, stream_bw,
+                                                                p[ATTENTION_RATE])
+    decode_attn_bytes = 0.0
+    decode_attn_flops = p[ATTN_FLOPS_PER_PAIR] * decode_ctx
+    if decode_seqs > 0:
+        decode_attn_bytes = decode_ctx * kv + decode_seqs * p[ATTN_QO_BYTES_PER_TOKEN]
+        attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * PAGED_ATTENTION_SLOWDOWN,
+                                                                decode_attn_flops, stream_bw, p[ATTENTION_RATE])
+    # Norms, rotary embedding, activation, KV-cache write: bandwidth only.
+    elementwise_bytes = tokens * p[ELEMENTWISE_BYTES_PER_TOKEN]
+    elementwise = p[ELEMENTWISE_KERNELS] * ELEMENTWISE_LAUNCH_FLOOR_S + elementwise_bytes / p[ELEMENTWISE_BW]
+    # lm head over the sampled rows (a GEMM in 16-bit), then the sampler over their logits.
+    lm_head = 0.0
+    lm_bytes = 0.0
+    lm_flops = p[LM_HEAD_FLOPS_PER_SAMPLE] * samples
+    if samples > 0:
+        lm_bytes = p[LM_HEAD_BYTES] + samples * p[LOGITS_BYTES_PER_SAMPLE]
+        lm_head = (1.0 + SAMPLER_KERNELS) * GEMM_LAUNCH_FLOOR_S
+        lm_head += roofline_s(p[LM_HEAD_BYTES], lm_flops, stream_bw, p[LM_HEAD_RATE])
+        lm_head += samples * p[LOGITS_BYTES_PER_SAMPLE] / stream_bw
+    # Tensor parallelism: two ring all-reduces of the hidden states per layer (after attention, after the MLP).
+    communication = 0.0
+    if p[TP] > 1.0:
+        communication = 2.0 * layers * allreduce_s(p, tokens, p[ALLREDUCE_BYTES_PER_TOKEN])
+    overhead = p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ] * (prefill_seqs + decode_seqs)
+    moved = linear_bytes + prefill_attn_bytes + decode_attn_bytes + elementwise_bytes + lm_bytes
+    flops = linear_flops + prefill_attn_flops + decode_attn_flops + lm_flops
+    return linear, attention, elementwise, lm_head, communication, overhead, moved, flops
+
+
+@entry
+def step_cost(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx,
+              samples):
+    """Return (seconds, bytes moved, FLOPs) of one forward pass over the batch described by the aggregates."""
+    linear, attention, elementwise, lm_head, communication, overhead, moved, flops = step_components(
+        p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx, samples)
+    return linear + attention + elementwise + lm_head + communication + overhead, moved, flops
+
+
+@entry
+def step_breakdown(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx,
+                   samples):
+    """step_components for callers outside the hot path (the CLI and API breakdown)."""
+    return step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs,
+                           decode_ctx, samples)
 
 
 @entry
@@ -103,3 +270,38 @@ def swap_seconds(p, tokens):
 def prefill_pairs(chunk: int, cached: int) -> int:
     """Query-key pairs of a causal chunk of `chunk` tokens after `cached` earlier tokens."""
     return chunk * cached + chunk * (chunk + 1) // 2
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One step's time and where it goes: what `sched-sim step-time` and /api/step-time report."""
+
+    seconds: float
+    components_s: dict[str, float]  # COMPONENTS -> seconds; they sum to `seconds`
+    bytes_moved: float
+    flops: float
+    mbu: float  # bytes moved / (seconds x peak DRAM bandwidth)
+    mfu: float  # FLOPs / (seconds x peak tensor rate of the weight format)
+
+    @property
+    def bound(self) -> str:
+        """Which resource the step leans on: the one it uses the larger fraction of."""
+        return "compute" if self.mfu > self.mbu else "memory"
+
+
+def step_time(setup: Setup, prefill_tokens: int, context_tokens: int, decode_seqs: int,
+              decode_context: int) -> StepTime:
+    """A step with one prefill chunk of `prefill_tokens` after `context_tokens` already cached, plus `decode_seqs`
+    sequences decoding with `decode_context` tokens of context each (the chunk samples a token, as a last chunk
+    does)."""
+    p = cost_params(setup)
+    chunk = 1 if prefill_tokens > 0 else 0
+    parts = step_breakdown(p, prefill_tokens, chunk, prefill_pairs(prefill_tokens, context_tokens) if chunk else 0,
+                           context_tokens if chunk else 0, decode_seqs, decode_seqs * decode_context,
+                           decode_seqs + chunk)
+    components = dict(zip(COMPONENTS, [float(x) for x in parts[:len(COMPONENTS)]], strict=True))
+    seconds = sum(components.values())
+    moved, flops = float(parts[-2]), float(parts[-1])
+    mbu = moved / (seconds * float(p[PEAK_BW])) if seconds > 0 else 0.0
+    mfu = flops / (seconds * float(p[PEAK_FLOPS])) if seconds > 0 else 0.0
+    return StepTime(seconds, components, moved, flops, mbu, mfu)

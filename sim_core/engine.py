@@ -215,6 +215,22 @@ def route_in(eng, r, at_s):
     _arrive(eng, r)
 
 
+@kernel
+def route_in_prefilled(eng, r, at_s, arrival_s, first_token_s):
+    """Request r's prompt KV arrives at `at_s` from a prefill engine (disaggregated serving, cluster.py): it
+    joins the waiting queue with its prompt computed and its first token out (at `first_token_s`), so once
+    admitted it only decodes. `arrival_s`: when the client sent it (its SLO deadlines count from there)."""
+    if idle(eng) and eng.clock[NOW] < at_s:
+        eng.clock[NOW] = at_s
+    st = eng.st
+    eng.req.arrival_s[r] = arrival_s
+    st.computed[r] = eng.req.prompt_tokens[r]
+    st.generated[r] = 1
+    st.first_token_s[r] = first_token_s
+    st.last_token_s[r] = first_token_s
+    _arrive(eng, r)
+
+
 @inline
 def _arrive(eng, r):
     """r joins the waiting queue, or is rejected at once if it can never run here."""
@@ -247,8 +263,8 @@ def _never_fits(eng, r):
 def run_batch(eng):
     """Cost the step, account for it, log it and advance the clock."""
     cfg, n, acc, clock, size = eng.cfg, eng.batch.n, eng.logs.acc, eng.clock, eng.q.size
-    seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS], n[B_PREFILL_PAIRS], n[B_PREFILL_CTX],
-                                      n[B_DECODE_SEQS], n[B_DECODE_CTX], n[B_SAMPLES])
+    seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS], n[B_PREFILL_SEQS], n[B_PREFILL_PAIRS],
+                                      n[B_PREFILL_CTX], n[B_DECODE_SEQS], n[B_DECODE_CTX], n[B_SAMPLES])
     seconds += eng.batch.swap_s[0]
     used_blocks = cfg.num_blocks - eng.kv.free[KV_BLOCKS]
     waiting, running, swapped = size[N_WAITING], size[N_RUNNING], size[N_SWAPPED]

@@ -5,6 +5,7 @@ describe a field's choices and bounds; they read them here, so a field added to 
 the same way on every face without touching any of them.
 
     field_info("tp")   -> FieldInfo(name="tp", lo=1, hi=8, is_int=True, ...)
+    field_info("decode_seqs", StepShape)   (another input model: the step-time command's)
     bounds_text("tp")  -> ">= 1, <= 8"            (compact, for flag help and type errors)
     range_text("tp")   -> "between 1 and 8"       (a phrase, for "must be ..." messages)
 """
@@ -15,6 +16,8 @@ import types
 import typing
 from dataclasses import dataclass
 from functools import cache
+
+from pydantic import BaseModel
 
 from .scenario import Scenario
 
@@ -44,9 +47,9 @@ def _union_args(annotation) -> tuple:
 
 
 @cache
-def field_info(name: str) -> FieldInfo:
-    """The choices and bounds of one Scenario field (KeyError for a name that is not a field)."""
-    info = Scenario.model_fields[name]
+def field_info(name: str, model: type[BaseModel] = Scenario) -> FieldInfo:
+    """The choices and bounds of one field of `model` (KeyError for a name that is not a field)."""
+    info = model.model_fields[name]
     members = _union_args(info.annotation)
     concrete = [a for a in members if a is not type(None)]
     choices = next((typing.get_args(a) for a in concrete if typing.get_origin(a) is typing.Literal), None)
@@ -76,9 +79,9 @@ def number_text(value) -> str:
     return str(value)
 
 
-def bounds_text(name: str) -> str:
+def bounds_text(name: str, model: type[BaseModel] = Scenario) -> str:
     """The bounds in symbols: ">= 1, <= 8", "> 0, <= 10000"; "" for an unbounded field."""
-    f = field_info(name)
+    f = field_info(name, model)
     parts = []
     if f.lo is not None:
         parts.append(f"{'>' if f.lo_exclusive else '>='} {number_text(f.lo)}")
@@ -87,10 +90,10 @@ def bounds_text(name: str) -> str:
     return ", ".join(parts)
 
 
-def range_text(name: str) -> str:
+def range_text(name: str, model: type[BaseModel] = Scenario) -> str:
     """The bounds as a phrase that follows "must be": "between 1 and 8", "greater than 0 and at most 10000";
     "" for an unbounded field."""
-    f = field_info(name)
+    f = field_info(name, model)
     lo, hi = number_text(f.lo), number_text(f.hi)
     if f.lo is not None and f.hi is not None and not (f.lo_exclusive or f.hi_exclusive):
         return f"between {lo} and {hi}"

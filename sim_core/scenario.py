@@ -138,7 +138,9 @@ class ScenarioError(ValueError):
         super().__init__("; ".join(f"{f}: {m}" for f, m in problems))
 
 
-def _describe(err: dict) -> str:
+def describe_error(err: dict, model: type[BaseModel] | None = None) -> str:
+    """One pydantic error as a message saying what `model`'s field (default: Scenario's) allows."""
+    model = model or Scenario
     ctx = err.get("ctx") or {}
     kind = err["type"]
     got = err.get("input")
@@ -148,13 +150,13 @@ def _describe(err: dict) -> str:
         from .fields import range_text
 
         field = str(err["loc"][-1]) if err["loc"] else ""
-        allowed = range_text(field) if field in Scenario.model_fields else ""
+        allowed = range_text(field, model) if field in model.model_fields else ""
         if allowed:
             return f"must be {allowed}{got_s}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected', '')}{got_s}"
     if kind == "extra_forbidden":
-        return "is not a scenario field"
+        return "is not a scenario field" if model is Scenario else "is not a field of this request"
     if kind == "value_error":
         return err["msg"].removeprefix("Value error, ")
     return err["msg"] + got_s
@@ -168,5 +170,5 @@ def parse_scenario(data: dict) -> Scenario:
         problems = []
         for err in e.errors():
             field = ".".join(str(x) for x in err["loc"]) or "scenario"
-            problems.append((field, _describe(err)))
+            problems.append((field, describe_error(err)))
         raise ScenarioError(problems) from None

@@ -242,11 +242,14 @@ def admit_waiting(eng):
 def _admit(eng, r, t):
     """Admit waiting request r (tenant t's heap top) if its blocks fit; False if they do not."""
     cfg, req, st, kv = eng.cfg, eng.req, eng.st, eng.kv
-    total = req.prompt_tokens[r] + st.generated[r]  # nothing computed: new, or requeued for recompute
+    total = req.prompt_tokens[r] + st.generated[r]
+    # Nothing computed (new, or requeued for recompute), unless its prompt's KV was transferred in from a
+    # prefill engine (disaggregated serving): then that KV needs fresh blocks here and nothing is recomputed.
+    transferred = st.computed[r]
     hits, free_hits = 0, 0
-    if cfg.prefix_caching:
+    if cfg.prefix_caching and transferred == 0:
         hits, free_hits = cached_prefix(kv, req, r, total, cfg.block_size)
-    cached = hits * cfg.block_size
+    cached = hits * cfg.block_size + transferred
     need = total - cached
     if need > eng.batch.n[B_BUDGET_LEFT]:
         if not cfg.chunked_prefill:
@@ -269,7 +272,7 @@ def _admit(eng, r, t):
         take_cached_prefix(kv, r, hits)
         st.computed[r] = cached
         eng.logs.acc[A_CACHED_TOKENS] += cached
-    if st.cached_prefix[r] < 0:
+    if st.cached_prefix[r] < 0 and transferred == 0:
         st.cached_prefix[r] = cached
     allocate(kv, r, new_blocks, eng.logs.acc)
     st.status[r] = RUNNING

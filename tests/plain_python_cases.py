@@ -34,8 +34,26 @@ def tight_workload(seed: int, n: int = 10) -> Requests:
                     np.zeros(n, np.int64), ("explicit",))
 
 
-def run_all() -> dict[str, dict]:
+def cost_model_cases() -> dict:
+    """Every component of the step model on a few batch shapes and deployments (TP, FP8, int4, MoE)."""
+    from sim_core.catalog import resolve_setup
+    from sim_core.cost_model import cost_params, prefill_pairs, step_breakdown, step_cost, swap_seconds
+
     out = {}
+    for hw, model, quant, tp in (("a100", "llama-3-8b", "fp16", 1), ("h100", "llama-3-70b", "fp8", 4),
+                                 ("rtx3050", "llama-3.2-1b", "int4", 1), ("h100", "mixtral-8x7b", "fp8", 2)):
+        p = cost_params(resolve_setup(hw, model, quant, tp, 0.9, 16, 2048, 256))
+        for shape in ((0, 0, 1, 512), (512, 0, 0, 0), (300, 2000, 40, 900), (2048, 4096, 256, 3000)):
+            n, ctx, d, length = shape
+            args = (n, 1 if n else 0, prefill_pairs(n, ctx) if n else 0, ctx if n else 0, d, d * length, d + (n > 0))
+            out[f"{hw}-{model}-{quant}-tp{tp}-{shape}"] = [[float(x) for x in step_breakdown(p, *args)],
+                                                           [float(x) for x in step_cost(p, *args)],
+                                                           float(swap_seconds(p, 1000))]
+    return out
+
+
+def run_all() -> dict[str, dict]:
+    out = {"cost-model": cost_model_cases()}
     for sched in SCHEDULER_NAMES:
         for mode in ("recompute", "swap", "none"):
             for seed in (0, 1):

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from app import inputs, service
 from app.web import app
 from sim_core import SCHEDULER_NAMES, Scenario
+from sim_core.step_time import parse_step_shape, step_time_doc
 
 SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3"
 
@@ -366,3 +367,31 @@ def test_the_131k_token_upload_reproduction_is_refused_quickly(client):
     (problem,) = r.json()["detail"]
     assert r.status_code == 422 and problem["loc"] == ["body", "token_budget"], r.text[:300]
     assert "at least 163,770,000 engine steps; the web runs at most 5,000,000" in problem["msg"]
+
+
+def test_step_time_answers_the_breakdown_and_422_names_the_field(client):
+    r = client.get("/api/step-time?hardware=a100&model=llama-3-8b&prefill_tokens=512")
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert sum(doc["components_ms"].values()) == pytest.approx(doc["step_ms"])
+    cli_doc = step_time_doc(parse_step_shape({"hardware": "a100", "model": "llama-3-8b", "prefill_tokens": 512}))
+    assert doc["step_ms"] == pytest.approx(cli_doc["step_ms"])
+    for query, field, words in [("tp=9&decode_seqs=1", "tp", "between 1 and 8"),
+                                ("decode_seqs=x", "decode_seqs", "integer between 0 and 4096"),
+                                ("decode_seqs=1&context_tokens=-5", "context_tokens", "between 0 and"),
+                                ("", "prefill_tokens", "decode_seqs"),
+                                ("model=llama-3-70b&decode_seqs=1", "model", "needs"),
+                                ("hardware=h100&tp=3&decode_seqs=1", "tp", "does not divide"),
+                                ("decode_seqs=1&bogus=1", "bogus", "not a field")]:
+        r = client.get("/api/step-time?" + query)
+        assert r.status_code == 422, (query, r.text)
+        detail = r.json()["detail"]
+        assert any(d["loc"] == ["query", field] and words in d["msg"] for d in detail), (query, detail)
+
+
+def test_run_answers_carry_validity_warnings(client):
+    r = client.get("/api/run?schedulers=chunked&hardware=rtx3050&workload=chat&num_requests=20")
+    assert r.status_code == 200, r.text[:300]
+    entry = r.json()["schedulers"]["chunked"]
+    assert "metrics" in entry and any("rtx3050" in w for w in entry["warnings"])
+    assert client.get("/api/step-time?hardware=l4&decode_seqs=1").json()["warnings"][0].startswith("hardware l4")

@@ -435,3 +435,37 @@ def test_a_large_run_is_announced_with_its_step_estimate(capsys, monkeypatch):
     reqs = sim_core.runner.make_requests(s, sim_core.resolve(s))
     steps = 2 * -(-int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum()) // 64)
     assert code == 0 and f"note: 40 requests, at least {steps:,} engine steps over 2 runs" in err, err
+
+
+# ----- step-time -----
+STEP = ["step-time", "--hardware", "a100", "--model", "llama-3-8b", "--prefill-tokens", "412", "--context-tokens",
+        "300", "--decode-seqs", "100", "--decode-context", "800"]
+
+
+def test_step_time_json_components_sum_to_the_step(capsys):
+    doc = cli_json(capsys, STEP)
+    assert set(doc["components_ms"]) == {"linear", "attention", "elementwise", "lm_head", "communication",
+                                         "overhead"}
+    assert sum(doc["components_ms"].values()) == pytest.approx(doc["step_ms"])
+    assert doc["bound"] in ("memory", "compute") and 0 < doc["mbu"] < 1 and 0 < doc["mfu"] < 1
+    assert doc["components_ms"]["communication"] == 0  # tp=1
+    tp4 = cli_json(capsys, ["step-time", "--hardware", "h100", "--model", "llama-3-70b", "--tp", "4",
+                            "--prefill-tokens", "2048"])
+    assert tp4["components_ms"]["communication"] > 0 and tp4["bound"] == "compute"
+    decode = cli_json(capsys, ["step-time", "--decode-seqs", "1", "--decode-context", "512"])
+    assert decode["bound"] == "memory" and decode["model"] == "llama-3-8b"  # the GPU's default model
+
+
+def test_step_time_table_and_errors(capsys):
+    code, out, _ = cli_run(capsys, STEP)
+    assert code == 0 and "step time" in out and "linear" in out and "overhead" in out
+    code, _, err = cli_run(capsys, ["step-time", "--tp", "9", "--decode-seqs", "x"])
+    assert code == 2
+    assert "--tp: must be between 1 and 8" in err and "--decode-seqs: must be an integer between 0 and 4096" in err
+    code, _, err = cli_run(capsys, ["step-time"])
+    assert code == 2 and "prefill_tokens or decode_seqs" in err
+    code, _, err = cli_run(capsys, ["step-time", "--model", "llama-3-70b", "--decode-seqs", "1"])
+    assert code == 2 and err.startswith("error: --model: llama-3-70b needs")
+    code, out, _ = cli_run(capsys, ["step-time", "--help"])
+    text = " ".join(out.split())
+    assert "--decode-context" in text and ">= 0, <= 4096" in text

@@ -29,11 +29,15 @@ def test_rag_fcfs_stalls_streams_and_chunked_prefill_keeps_itl_bounded(rag_resul
     fcfs, chunked = rag_results[seed]["fcfs"].metrics, rag_results[seed]["chunked"].metrics
     assert fcfs["completed"] == fcfs["num_requests"] and chunked["completed"] == chunked["num_requests"]
     assert fcfs["itl_ms"]["p99"] > 400
-    assert chunked["itl_ms"]["p99"] < 60
+    # Chunked's ITL is bounded by a full 512-token budget step: 62 ms of prefill on this GPU (GEMMs at 60% of
+    # 36 TFLOPS, norms, lm head, CPU) plus its decodes' KV reads and per-sequence CPU work, under 100 ms at the
+    # ~60 streams rag keeps running. (The kernel-sum cost model moved this from the seed's "< 60 ms", which an
+    # atomic-roofline step of ~48 ms allowed.)
+    assert chunked["itl_ms"]["p99"] < min(100, fcfs["itl_ms"]["p99"] / 4)
     # The stall is the retrieval prefill itself: FCFS has steps of over 400 ms; chunked's longest step is a full
-    # 512-token budget step (~60 ms on this GPU).
+    # 512-token budget step.
     assert rag_results[seed]["fcfs"].steps[:, E.S_DURATION].max() > 0.4
-    assert rag_results[seed]["chunked"].steps[:, E.S_DURATION].max() < 0.075
+    assert rag_results[seed]["chunked"].steps[:, E.S_DURATION].max() < 0.11
 
 
 def test_seed_004_experiment_1_command():
@@ -42,7 +46,7 @@ def test_seed_004_experiment_1_command():
          for s in ("fcfs", "chunked")}
     assert m["fcfs"]["num_requests"] == m["chunked"]["num_requests"] > 20
     assert m["fcfs"]["itl_ms"]["p99"] > 400
-    assert m["chunked"]["itl_ms"]["p99"] < 60
+    assert m["chunked"]["itl_ms"]["p99"] < 100  # a full budget step and its decodes (see above)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -18,10 +18,12 @@ def attainment(points):
     return {p["rate"]: p["metrics"]["slo_attainment"] for p in points}
 
 
-def test_below_six_everyone_is_near_full_goodput(seed004_sweep):
+def test_well_below_the_knee_everyone_is_near_full_goodput(seed004_sweep):
+    # The RTX 3050's knee for chat is near 6 req/s (attainment 0.7-0.9 there with the kernel-sum cost model; the
+    # seed's atomic roofline put it above 6).
     for name, points in seed004_sweep.items():
         a = attainment(points)
-        assert a[2.0] >= 0.9 and a[6.0] >= 0.9, name
+        assert a[2.0] >= 0.9 and a[10.0] < 0.9, name
 
 
 def test_beyond_ten_fcfs_collapses_while_slo_sheds_and_keeps_goodput(seed004_sweep):
@@ -95,7 +97,9 @@ def test_fair_share_bounds_the_light_tenant_while_fcfs_does_not():
     light_fcfs = fcfs["per_class"]["light"]["ttft_ms"]["p99"]
     light_fair = fair["per_class"]["light"]["ttft_ms"]["p99"]
     assert light_fair < 1000 < 10 * light_fair < light_fcfs
-    assert fair["per_class"]["light"]["slo_attainment"] > 0.85 > fcfs["per_class"]["light"]["slo_attainment"]
+    # The light tenant's remaining misses under fair sharing are TPOT misses: the backlogged heavy tenant keeps
+    # every step at the full 512-token budget, 60-100 ms on this GPU against a 100 ms TPOT target.
+    assert fair["per_class"]["light"]["slo_attainment"] > 2 * fcfs["per_class"]["light"]["slo_attainment"]
 
 
 def test_fair_service_gap_stays_within_a_few_step_budgets_while_both_are_backlogged():
@@ -117,7 +121,8 @@ def test_fair_service_gap_stays_within_a_few_step_budgets_while_both_are_backlog
 
 
 def test_aging_bounds_the_wait_of_long_prompts_under_spf():
-    base = dict(scheduler="spf", hardware="rtx3050", rate=12, duration=60)
+    # 1.5x the RTX 3050's chat capacity (~6 req/s): a queue that grows for the whole minute.
+    base = dict(scheduler="spf", hardware="rtx3050", rate=9, duration=60)
     plain = run(Scenario(**base)).metrics["ttft_ms"]
     aged = run(Scenario(aging_rate=1000, **base)).metrics["ttft_ms"]
     assert aged["max"] < 0.5 * plain["max"]

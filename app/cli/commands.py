@@ -36,6 +36,7 @@ from . import report
 from .flags import (
     Parser,
     UsageError,
+    add_model_flags,
     add_scenario_flags,
     build_scenario,
     flag_name,
@@ -43,6 +44,7 @@ from .flags import (
     port,
     positive_float,
     scenario_error_text,
+    scenario_input,
     scheduler_list,
     setup_error_text,
     trace_error_text,
@@ -248,6 +250,38 @@ def _catalog() -> dict:
     }
 
 
+def cmd_step_time(args: argparse.Namespace) -> int:
+    from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
+
+    try:
+        shape = parse_step_shape(scenario_input(args, StepShape))
+    except ScenarioError as e:
+        raise UsageError(scenario_error_text(e, model=StepShape)) from None
+    doc = step_time_doc(shape)
+    if args.json:
+        report.print_json(doc)
+    else:
+        report.print_lines(report.step_time_lines(doc))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from sim_core import validation
+
+    directory = Path(args.dir) if args.dir else validation.VALIDATION_DIR
+    if not directory.is_dir():
+        raise UsageError(f"--dir: no such directory {quote(str(directory))}")
+    rows = validation.checks(directory, simulate=not args.quick)
+    doc = report.validate_doc(rows, validation.summary(rows), validation.speedups(rows))
+    if args.json:
+        report.print_json(doc)
+    elif args.markdown:
+        report.print_lines(report.validate_markdown(doc))
+    else:
+        report.print_lines(report.validate_lines(doc))
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     cat = _catalog()
     if args.json:
@@ -306,6 +340,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=port, default=8000, help="port (default: 8000)")
     p.set_defaults(func=cmd_serve)
+
+    p = add("step-time", "predict one engine step's time and where it goes (GEMMs, attention, elementwise, lm "
+                         "head, communication, CPU overhead)")
+    from sim_core.step_time import StepShape  # a small module: pydantic model and the cost model's entry
+
+    add_model_flags(p, StepShape, "step", "the deployment and the step's batch: one prefill chunk plus decoding "
+                                          "sequences")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.set_defaults(func=cmd_step_time)
+
+    p = add("validate", "predict every row of the validation set (public kernel, step and serving measurements) "
+                        "and print the errors, per row and per group")
+    p.add_argument("--dir", metavar="DIR", help="directory of kernels.csv, steps.csv, serving.csv, tp_fp8.csv "
+                                                "(default: the repository's validation/)")
+    p.add_argument("--quick", action="store_true", help="skip the rows that need a simulated benchmark run")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    out.add_argument("--markdown", action="store_true", help="print Markdown tables (the README's)")
+    p.set_defaults(func=cmd_validate)
 
     p = add("list", "list the GPUs, models, workload presets, schedulers and metrics (name, unit, meaning)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")

@@ -13,6 +13,8 @@ import math
 import re
 import typing
 
+from pydantic import BaseModel
+
 from sim_core import SCHEDULER_NAMES, Scenario, ScenarioError, SetupError, TraceError, parse_scenario
 from sim_core.fields import bounds_text, field_info
 
@@ -36,12 +38,12 @@ def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def _flag_help(name: str) -> str:
-    info = field_info(name)
+def _flag_help(name: str, model: type[BaseModel] = Scenario) -> str:
+    info = field_info(name, model)
     parts = [info.description]
     if info.choices:
         parts.append("one of: " + ", ".join(str(c) for c in info.choices))
-    bounds = bounds_text(name)
+    bounds = bounds_text(name, model)
     if bounds:
         parts.append(bounds)
     if info.default is not None:
@@ -50,11 +52,18 @@ def _flag_help(name: str) -> str:
 
 
 def add_scenario_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
-    group = parser.add_argument_group("scenario", "every scenario field; unset ones take the workload's or GPU's default")
-    for name in Scenario.model_fields:
+    add_model_flags(parser, Scenario, "scenario", "every scenario field; unset ones take the workload's or GPU's "
+                                                  "default", exclude)
+
+
+def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], title: str, description: str,
+                    exclude: tuple[str, ...] = ()) -> None:
+    """One flag per field of `model` (Scenario, or another input model such as StepShape)."""
+    group = parser.add_argument_group(title, description)
+    for name in model.model_fields:
         if name in exclude:
             continue
-        info = field_info(name)
+        info = field_info(name, model)
         extra = {}
         if info.is_bool:
             # `--adaptive-budget` alone means true; `--adaptive-budget false` is accepted too.
@@ -66,16 +75,16 @@ def add_scenario_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...]
         else:
             metavar = name.upper()
         group.add_argument(flag_name(name), dest=f"scenario__{name}", metavar=metavar, default=None,
-                           help=_flag_help(name), **extra)
+                           help=_flag_help(name, model), **extra)
 
 
-def scenario_input(args: argparse.Namespace) -> dict[str, str | int]:
-    """The scenario fields given on the command line, as strings."""
+def scenario_input(args: argparse.Namespace, model: type[BaseModel] = Scenario) -> dict[str, str | int]:
+    """The fields of `model` given on the command line, as strings."""
     out: dict[str, str | int] = {}
     for key, value in vars(args).items():
         if key.startswith("scenario__") and value is not None:
             field = key[len("scenario__"):]
-            choices = field_info(field).choices
+            choices = field_info(field, model).choices
             # Literal[8, 16, ...] fields only match ints (pydantic does not coerce "16" into a Literal int).
             if choices and all(isinstance(c, int) for c in choices) and re.fullmatch(r"[+-]?\d+", value.strip()):
                 value = int(value)
@@ -154,18 +163,19 @@ def _unquote_numbers(message: str) -> str:
 _TYPE_ERRORS = (("Input should be a valid integer", "an integer"), ("Input should be a valid number", "a number"))
 
 
-def scenario_error_text(err: ScenarioError, rename: dict[str, str] | None = None) -> str:
-    """Each problem as `--flag: message`; `rename` maps names that are not scenario fields (the rate grid's
+def scenario_error_text(err: ScenarioError, rename: dict[str, str] | None = None,
+                        model: type[BaseModel] = Scenario) -> str:
+    """Each problem as `--flag: message`; `rename` maps names that are not fields of `model` (the rate grid's
     rate_min, ...) to their flags, in the field and in the message."""
     rename = rename or {}
     parts = []
     for field, message in err.problems:
-        is_field = field in Scenario.model_fields
+        is_field = field in model.model_fields
         flag = rename.get(field) or (flag_name(field) if is_field else field)
         for prefix, kind in _TYPE_ERRORS:
             if is_field and message.startswith(prefix):
                 got = re.search(r"\(got .*\)$", message)
-                bounds = bounds_text(field)
+                bounds = bounds_text(field, model)
                 message = f"must be {kind}" + (f" ({bounds})" if bounds else "") + (f" {got.group(0)}" if got else "")
         for name, other in rename.items():
             message = re.sub(rf"\b{name}\b", other, message)

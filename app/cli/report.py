@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sim_core import Scenario
 from sim_core.metric_catalog import BY_KEY, METRICS, Metric, table_sections, value_at
+from sim_core.validity import run_warnings
 
 from .flags import UsageError
 
@@ -249,6 +250,10 @@ def report(args, base: Scenario, results: dict, drop: tuple[str, ...]) -> None:
     for s, r in results.items():
         if "replicas" in r.metrics:
             lines += ["", *replica_lines(s, r.metrics)]
+    warned = {s: run_warnings(r) for s, r in results.items()}
+    for w in dict.fromkeys(w for ws in warned.values() for w in ws):
+        who = [s for s, ws in warned.items() if w in ws]
+        lines.append(f"warning: {w}" + (f" [{', '.join(who)}]" if len(results) > 1 and len(who) < len(results) else ""))
     print_lines(lines)
 
 
@@ -273,6 +278,7 @@ def _scheduler_doc(r) -> dict:
     if getattr(r, "seeds", None):
         doc["ci95"] = r.ci95
         doc["seeds"] = r.seeds
+    doc["warnings"] = run_warnings(r)
     return doc
 
 
@@ -432,3 +438,82 @@ def write_trace(result, path: str, out) -> None:
           file=out)
     for note in meta["notes"]:
         print(f"note: {path}: {note}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# step-time
+# ---------------------------------------------------------------------------------------------------------
+def step_time_lines(doc: dict) -> list[str]:
+    """One step's time and its components, largest first, with their shares."""
+    batch = []
+    if doc["prefill_tokens"]:
+        batch.append(f"a {doc['prefill_tokens']:,}-token prefill chunk after {doc['context_tokens']:,} cached")
+    if doc["decode_seqs"]:
+        batch.append(f"{doc['decode_seqs']:,} decoding sequences of {doc['decode_context']:,} tokens of context")
+    lines = [f"{doc['model']} ({doc['quantization']}) on {doc['hardware']}, tp={doc['tp']}: " + " + ".join(batch),
+             f"step time {fmt(doc['step_ms'])} ms, {doc['bound']}-bound (MBU {pct(doc['mbu'])}%, "
+             f"MFU {pct(doc['mfu'])}%)", ""]
+    total = doc["step_ms"]
+    rows = sorted(doc["components_ms"].items(), key=lambda kv: -kv[1])
+    lines += ["  " + x for x in _columns(["component", "ms", "share %"],
+                                         [[k, fmt(v, 3), pct(v / total if total else 0.0)] for k, v in rows],
+                                         right={1, 2})]
+    lines += [f"warning: {w}" for w in doc.get("warnings", [])]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------------
+# validate
+# ---------------------------------------------------------------------------------------------------------
+def _err(value) -> str:
+    return "skipped" if value is None else f"{value * 100:+.1f}%"
+
+
+def _abs_pct(value) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def validate_doc(rows, summary: dict, speedups: list[dict]) -> dict:
+    return {"summary": summary, "speedups": speedups,
+            "rows": [{"group": c.group, "source": c.source, "what": c.what, "reference": c.reference,
+                      "predicted": c.predicted, "unit": c.unit, "error": c.error, "note": c.note} for c in rows]}
+
+
+def validate_lines(doc: dict) -> list[str]:
+    lines = ["Cost model against validation/*.csv (validation/SOURCES.md says what each row measured)", ""]
+    lines += ["  " + x for x in _columns(
+        ["group", "rows", "skipped", "median |error|", "worst |error|"],
+        [[g, str(s["rows"]), str(s["skipped"]), _abs_pct(s["median_abs_error"]), _abs_pct(s["worst_abs_error"])]
+         for g, s in doc["summary"].items()], right={1, 2, 3, 4})]
+    lines += ["", "Speed-ups (tp/fp8 rows over their baseline)"]
+    lines += ["  " + x for x in _columns(
+        ["variant", "vs", "measured", "predicted", "series"],
+        [[s["variant"], s["baseline"], f"{s['measured']:.2f}x", f"{s['predicted']:.2f}x", s["series"]]
+         for s in doc["speedups"]], right={2, 3})]
+    lines += ["", "Rows"]
+    lines += ["  " + x for x in _columns(
+        ["group", "reference", "predicted", "unit", "error", "row (note)"],
+        [[r["group"], f"{r['reference']:.4g}", "-" if r["predicted"] is None else f"{r['predicted']:.4g}",
+          r["unit"], _err(r["error"]), r["what"] + (f" ({r['note']})" if r["note"] else "")]
+         for r in doc["rows"]], right={1, 2, 4}, wrap_last=100)]
+    return lines
+
+
+def validate_markdown(doc: dict) -> list[str]:
+    """The same tables in Markdown, for the README."""
+    def md(s: str) -> str:
+        return s.replace("|", "\\|")
+
+    lines = ["| group | rows | skipped | median abs. error | worst abs. error |", "|---|--:|--:|--:|--:|"]
+    lines += [f"| {g} | {s['rows']} | {s['skipped']} | {_abs_pct(s['median_abs_error'])} | "
+              f"{_abs_pct(s['worst_abs_error'])} |" for g, s in doc["summary"].items()]
+    lines += ["", "| series | variant | vs | measured | predicted |", "|---|---|---|--:|--:|"]
+    lines += [f"| {md(s['series'])} | {md(s['variant'])} | {md(s['baseline'])} | {s['measured']:.2f}x | "
+              f"{s['predicted']:.2f}x |" for s in doc["speedups"]]
+    lines += ["", "<details><summary>Every row</summary>", "",
+              "| group | row | reference | predicted | unit | error | note |", "|---|---|--:|--:|---|--:|---|"]
+    lines += [f"| {r['group']} | {md(r['what'])} | {r['reference']:.4g} | "
+              f"{'-' if r['predicted'] is None else format(r['predicted'], '.4g')} | {md(r['unit'])} | "
+              f"{_err(r['error'])} | {md(r['note'])} |" for r in doc["rows"]]
+    lines += ["", "</details>"]
+    return lines

@@ -35,7 +35,7 @@ def _judge_first_admission(eng, r):
         steps_needed = (total + budget - 1) // budget
         earliest = now + steps_needed * clock[STEP_EST]
     else:
-        earliest = now + step_cost(cfg.cost, total, total * (total + 1) // 2, 0, 0, 0, 1)[0]
+        earliest = now + step_cost(cfg.cost, total, 1, total * (total + 1) // 2, 0, 0, 0, 1)[0]
     if earliest <= deadline_s(eng, r):
         return ADMIT
     if cfg.pol[P_ADMISSION] == SHED:

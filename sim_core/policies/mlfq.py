@@ -18,8 +18,8 @@ def mlfq_level(eng, r):
     quantum = cfg.pol[P_MLFQ_QUANTUM]
     # Skip-join: the prefill's time in decode iterations of this request (both from the cost model).
     p = eng.req.prompt_tokens[r]
-    prefill_s = step_cost(cfg.cost, p, p * (p + 1) // 2, 0, 0, 0, 1)[0]
-    decode_s = step_cost(cfg.cost, 0, 0, 0, 1, p, 1)[0]
+    prefill_s = step_cost(cfg.cost, p, 1, p * (p + 1) // 2, 0, 0, 0, 1)[0]
+    decode_s = step_cost(cfg.cost, 0, 0, 0, 0, 1, p, 1)[0]
     level = 0
     while level < levels - 1 and quantum * decode_s < prefill_s:
         level += 1

@@ -1,0 +1,94 @@
+"""One step's predicted time and its breakdown, for `sched-sim step-time` and GET /api/step-time.
+
+The input is a `StepShape`: a deployment (hardware, model, quantization, tp: the Scenario's own fields, bounds
+and all) plus a batch: one prefill chunk of `prefill_tokens` tokens whose request already has `context_tokens`
+cached, and `decode_seqs` sequences decoding one token each with `decode_context` tokens of context.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .catalog import resolve_setup
+from .cost_model import step_time
+from .fields import range_text
+from .quoting import quote
+from .scenario import HardwareName, ModelName, Quantization, Scenario, ScenarioError, describe_error
+from .validity import coverage_warnings
+
+# Largest context a step may describe: the largest max_model_len a scenario accepts.
+MAX_CONTEXT_TOKENS = 2_097_152
+
+
+class StepShape(BaseModel):
+    """A deployment and one step's batch."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hardware: HardwareName = Scenario.model_fields["hardware"]
+    model: ModelName | None = Scenario.model_fields["model"]
+    quantization: Quantization = Scenario.model_fields["quantization"]
+    tp: int = Scenario.model_fields["tp"]
+    prefill_tokens: int = Field(0, ge=0, le=1 << 20, description="prompt tokens of the prefill chunk")
+    context_tokens: int = Field(0, ge=0, le=MAX_CONTEXT_TOKENS,
+                                description="tokens the chunk's request already has cached before the chunk")
+    decode_seqs: int = Field(0, ge=0, le=4096, description="sequences decoding one token each")
+    decode_context: int = Field(0, ge=0, le=MAX_CONTEXT_TOKENS,
+                                description="context tokens of each decoding sequence")
+
+    @model_validator(mode="after")
+    def _something_runs(self) -> StepShape:
+        if self.prefill_tokens == 0 and self.decode_seqs == 0:
+            raise ValueError("a step needs prefill_tokens or decode_seqs above 0")
+        return self
+
+
+def parse_step_shape(data: dict) -> StepShape:
+    """Validate raw input (strings allowed) into a StepShape, or raise ScenarioError naming each bad field."""
+    try:
+        return StepShape.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            field = ".".join(str(x) for x in err["loc"]) or "prefill_tokens"
+            message = describe_error(err, StepShape)
+            if err["type"] in ("int_parsing", "int_from_float", "int_type") and field in StepShape.model_fields:
+                got = f" (got {quote(err['input'])})" if err.get("input") is not None else ""
+                message = f"must be an integer {range_text(field, StepShape)}{got}"
+            problems.append((field, message))
+        raise ScenarioError(problems) from None
+
+
+def step_time_doc(shape: StepShape) -> dict:
+    """The step's time, its components (they sum to step_ms), MBU, MFU and which resource bounds it.
+    SetupError if the deployment cannot run (the model does not fit, tp does not divide the heads)."""
+    defaults = Scenario()
+    setup = resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp,
+                          defaults.gpu_memory_utilization, defaults.block_size, max(512, shape.prefill_tokens),
+                          max(defaults.max_seqs, shape.decode_seqs))
+    st = step_time(setup, shape.prefill_tokens, shape.context_tokens, shape.decode_seqs, shape.decode_context)
+    return {
+        "hardware": setup.gpu.key, "model": setup.model.key, "quantization": shape.quantization, "tp": shape.tp,
+        "prefill_tokens": shape.prefill_tokens, "context_tokens": shape.context_tokens,
+        "decode_seqs": shape.decode_seqs, "decode_context": shape.decode_context,
+        "step_ms": st.seconds * 1e3,
+        "components_ms": {k: v * 1e3 for k, v in st.components_s.items()},
+        "mbu": st.mbu, "mfu": st.mfu, "bound": st.bound,
+        "warnings": coverage_warnings(setup.gpu.key, setup.model.key, shape.quantization) + _batch_warnings(
+            setup, shape),
+    }
+
+
+def _batch_warnings(setup, shape: StepShape) -> list[str]:
+    """A batch this deployment could not hold: more KV than its pool, a context past the model's."""
+    out = []
+    kv_tokens = shape.decode_seqs * (shape.decode_context + 1) + shape.context_tokens + shape.prefill_tokens
+    pool_tokens = setup.num_kv_blocks * setup.block_size
+    if kv_tokens > pool_tokens:
+        out.append(f"the batch holds {kv_tokens:,} tokens of KV; {setup.gpu.key} at tp={setup.tp} has room for "
+                   f"{pool_tokens:,}: no engine would run this step")
+    longest = max(shape.context_tokens + shape.prefill_tokens, shape.decode_context + 1 if shape.decode_seqs else 0)
+    if longest > setup.model.max_context:
+        out.append(f"a sequence of {longest:,} tokens exceeds {setup.model.key}'s context of "
+                   f"{setup.model.max_context:,}")
+    return out

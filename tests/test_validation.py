@@ -1,0 +1,73 @@
+"""The cost model against the validation set (validation/*.csv): the thresholds that hold, checked on every run,
+and the README's table generated from the same code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from app.cli import report as cli_report
+from sim_core import validation
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return validation.checks(simulate=False)
+
+
+def test_every_kernel_and_step_row_is_predicted(rows):
+    for c in rows:
+        if c.group in ("kernel", "step"):
+            assert c.predicted is not None and c.predicted > 0, c.what
+        if c.predicted is None:
+            assert c.note, c.what  # a skipped row says why
+
+
+def test_kernel_and_step_rows_meet_the_median_target(rows):
+    s = validation.summary(rows)
+    assert s["kernel"]["rows"] >= 80 and s["step"]["rows"] >= 36
+    assert s["kernel"]["median_abs_error"] <= 0.10
+    assert s["step"]["median_abs_error"] <= 0.10
+
+
+def test_gemm_rows_stay_within_25_percent(rows):
+    # The GEMM rows, the kernels the model's GEMM efficiency and launch floor stand on, all within 25%. (The
+    # worst-row target does not hold for the kernel group as a whole: one elementwise add on H100 and NCCL
+    # all-reduces of 1-8 MB are off by more; `sched-sim validate` lists them.)
+    gemms = [c for c in rows if c.group == "kernel" and "_proj" in c.what]
+    assert len(gemms) >= 50
+    assert max(abs(c.error) for c in gemms) <= 0.25
+
+
+def test_validate_command_prints_tables_json_and_markdown(capsys):
+    assert main(["validate", "--quick", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["summary"]) == set(validation.GROUPS)
+    assert any(s["variant"] == "tp=2" for s in doc["speedups"])
+    assert main(["validate", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "median |error|" in out and "Speed-ups" in out
+    assert main(["validate", "--dir", "/nonexistent-dir"]) == 2
+
+
+def test_readme_table_is_the_generated_one(rows):
+    """The README's summary rows for the kernel and step groups (which need no simulation) are what
+    `sched-sim validate --markdown` prints now: regenerate the README's table when the model moves."""
+    doc = cli_report.validate_doc(rows, validation.summary(rows), validation.speedups(rows))
+    table = cli_report.validate_markdown(doc)
+    text = README.read_text()
+    for group in ("kernel", "step"):
+        line = next(x for x in table if x.startswith(f"| {group} |"))
+        assert line in text, f"README's validation table is stale ({group}): run sched-sim validate --markdown"
+
+
+def test_coverage_names_the_measured_gpus_models_and_formats():
+    cov = validation.coverage()
+    assert {"a100", "h100", "l40s"} <= cov["hardware"]
+    assert {"llama-2-7b", "llama-3-8b", "llama-3-70b"} <= cov["model"]
+    assert {"fp16", "fp8"} <= cov["quantization"]
