@@ -168,9 +168,11 @@ def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None
         problems += e.problems
     sweep = _parse_sweep(sweep_raw, problems) if sweep_raw else None
 
-    if scenario is not None and scenario.replicas > 1:
-        problems.append(("replicas", "the dashboard and the web API simulate one replica so far (at most 1); "
-                                     "run several behind a router with the CLI: sched-sim run --replicas N --router R"))
+    if scenario is not None and scenario.engines > 1:
+        field = "prefill_replicas" if scenario.disaggregated else "replicas"
+        problems.append((field, "the dashboard and the web API simulate one engine so far; run several with the "
+                                "CLI: sched-sim run --replicas N --router R, or --prefill-replicas P "
+                                "--decode-replicas D"))
     if scenario is not None and schedulers:
         if not problems:
             problems += _setup_problems(scenario, schedulers)

@@ -15,12 +15,15 @@ is routed like any request when it arrives (its think time after the previous tu
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .build import new_engine, outcome
-from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, step
+from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, route_in_prefilled, step
 from .jit import entry_nogil, inline
 from .kv_pool import cached_prefix
+from .links import KvLink
 from .logs import take_frames
 from .queues import followup_pop, heap_pop, heap_push
 from .state import (
@@ -115,16 +118,25 @@ def _collect_turns(eng, keys, ids, size):
     return size
 
 
+class Routing(NamedTuple):
+    """How requests reach the engines: the open-loop arrivals (follow-up turns come when their parent ends) and
+    the router."""
+
+    arrival_s: np.ndarray
+    open_ids: np.ndarray  # open-loop arrivals, in order
+    router: int  # ROUTE_*
+    staleness_s: float
+    choices: np.ndarray  # the draws the random routers use (row r: request r's; session: its conversation's hash)
+
+
 @entry_nogil
-def simulate_cluster(cfg, tables, frames, arrival_s, open_ids, router, staleness_s, choices):
+def simulate_cluster(cfg, tables, frames, routing):
     """Run len(tables) replicas of the engine (one Config; each replica its own RequestTable copy, whose arrivals
-    the router hands in) until every request has finished or been rejected. `arrival_s`, `open_ids`: the
-    open-loop arrivals in order (follow-up turns arrive when their parent ends); `choices`: the draws the
-    random routers use (row r: request r's; session: its conversation's hash). Returns (each replica's Outcome,
+    the router hands in) until every request has finished or been rejected. Returns (each replica's Outcome,
     the replica each request was sent to)."""
     engines = [new_engine(cfg, tables[e], frames) for e in range(len(tables))]
     n_rep = len(engines)
-    total = arrival_s.shape[0]
+    total = routing.arrival_s.shape[0]
     routed_to = np.full(total, -1, np.int64)
     turn_keys, turn_ids, n_turns = np.zeros(total), np.zeros(total, np.int64), 0  # released follow-up turns
     seen = np.zeros(n_rep, np.int64)
@@ -146,12 +158,12 @@ def simulate_cluster(cfg, tables, frames, arrival_s, open_ids, router, staleness
                 t_eng, first = t, e
         if done == total or first == -2:
             break
-        t_open = arrival_s[open_ids[k]] if k < open_ids.shape[0] else np.inf
+        t_open = routing.arrival_s[routing.open_ids[k]] if k < routing.open_ids.shape[0] else np.inf
         t_turn = turn_keys[0] if n_turns > 0 else np.inf
         t_arr = min(t_open, t_turn)
         if t_arr <= t_eng and t_arr < np.inf:
             if t_open <= t_turn:
-                r = open_ids[k]
+                r = routing.open_ids[k]
                 k += 1
             else:
                 r = turn_ids[0]
@@ -159,8 +171,8 @@ def simulate_cluster(cfg, tables, frames, arrival_s, open_ids, router, staleness
             if t_arr >= next_look:  # the router looks at the replicas' load again
                 for e in range(n_rep):
                     seen[e] = _outstanding(engines[e])
-                next_look = t_arr + staleness_s
-            e = _choose(engines, seen, r, router, choices, cfg.block_size, sent)
+                next_look = t_arr + routing.staleness_s
+            e = _choose(engines, seen, r, routing.router, routing.choices, cfg.block_size, sent)
             route_in(engines[e], r, t_arr)
             n_turns = _collect_turns(engines[e], turn_keys, turn_ids, n_turns)  # rejected at once: next turn out
             seen[e] += 1  # the router counts what it sent since it last looked
@@ -174,16 +186,161 @@ def simulate_cluster(cfg, tables, frames, arrival_s, open_ids, router, staleness
         steps += 1
         if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
             break
+    return _outcomes(engines), routed_to
+
+
+@inline
+def _earliest(engines, t_best, best, offset):
+    """The earliest next event among `engines` if before t_best (index + offset), or (t_best, best); -2: stalled."""
+    for e in range(len(engines)):
+        eng = engines[e]
+        if eng.loop[STALLED] != 0:
+            return np.inf, -2
+        t = next_event_s(eng)
+        if t < t_best:
+            t_best, best = t, e + offset
+    return t_best, best
+
+
+class Handover(NamedTuple):
+    """Disaggregated serving: what moving a finished prompt to the decode pool needs (per request, and the link)."""
+
+    output_tokens: np.ndarray  # the request's real output length (the prefill table asks for one token)
+    child: np.ndarray  # its next conversation turn, or -1
+    think_s: np.ndarray
+    kv_bytes_per_token: float  # per GPU: each tensor-parallel rank sends its shard over its own link
+    link_bytes_per_s: float
+    link_latency_s: float
+
+
+class PoolTrace(NamedTuple):
+    """Per request, what simulate_disaggregated saw (filled in as it runs)."""
+
+    arrived: np.ndarray
+    to_prefill: np.ndarray  # the prefill engine, or -1
+    to_decode: np.ndarray  # the decode engine, or -1 (rejected before, or one token was all it wanted)
+    first_token: np.ndarray
+    prefill_end: np.ndarray
+    transfer_start: np.ndarray
+    delivered: np.ndarray  # when its KV reached the decode engine
+
+
+@inline
+def _hand_over(eng, e, decode, handover, trace, links, turns, n_turns, transfers, n_out):
+    """Prompts prefill engine `e` just finished (its table lists each request as its own follow-up, so they come
+    out of its follow-up queue at their end time) go to the decode engine with the least work, queued on e's
+    link; rejected ones and one-token requests are done. Returns (requests done, turns size, transfers size)."""
+    q, st = eng.q, eng.st
+    link_free, heading = links
+    finals = 0
+    while q.size[N_FOLLOWUPS] > 0:
+        r, t_end = q.followup_ids[0], q.followup_keys[0]
+        followup_pop(q)
+        if st.status[r] == REJECTED or handover.output_tokens[r] <= 1:
+            finals += 1
+            c = handover.child[r]
+            if c >= 0:  # the conversation goes on
+                n_turns = heap_push(turns[0], turns[1], n_turns, t_end + handover.think_s[c], c)
+            continue
+        trace.first_token[r], trace.prefill_end[r] = st.first_token_s[r], t_end
+        d = 0
+        for j in range(1, len(decode)):  # the fewest requests running, waiting or on their way
+            if _outstanding(decode[j]) + heading[j] < _outstanding(decode[d]) + heading[d]:
+                d = j
+        trace.to_decode[r] = d
+        heading[d] += 1
+        trace.transfer_start[r] = max(t_end, link_free[e])
+        link_free[e] = trace.transfer_start[r] + eng.req.prompt_tokens[r] * handover.kv_bytes_per_token \
+            / handover.link_bytes_per_s
+        trace.delivered[r] = link_free[e] + handover.link_latency_s
+        n_out = heap_push(transfers[0], transfers[1], n_out, trace.delivered[r], r)
+    return finals, n_turns, n_out
+
+
+@entry_nogil
+def simulate_disaggregated(cfg, prefill_tables, decode_tables, frames, routing, handover, trace):
+    """Disaggregated serving: requests prefill on one pool (each prefill table asks for one token: the first),
+    their prompt KV then crosses the prefill engine's link to a decode engine, which admits it when it has the
+    blocks and decodes the rest. A prefill engine's link carries one transfer at a time (a queue, not parallel
+    bandwidth). Fills `trace` (PoolTrace); returns (prefill Outcomes, decode Outcomes)."""
+    prefill = [new_engine(cfg, prefill_tables[e], frames) for e in range(len(prefill_tables))]
+    decode = [new_engine(cfg, decode_tables[e], frames) for e in range(len(decode_tables))]
+    n_p, n_d = len(prefill), len(decode)
+    total = routing.arrival_s.shape[0]
+    turns, n_turns = (np.zeros(total), np.zeros(total, np.int64)), 0  # released follow-up turns, by arrival
+    transfers, n_out = (np.zeros(total), np.zeros(total, np.int64)), 0  # KV in flight, by delivery
+    links = (np.zeros(n_p), np.zeros(n_d, np.int64))  # each prefill link free at; transfers heading to each decode
+    seen = np.zeros(n_p, np.int64)
+    next_look = -np.inf
+    finals = 0  # requests done for good on the prefill side
+    k, sent, steps = 0, 0, 0
+    while True:
+        done = finals
+        for e in range(n_d):
+            done += decode[e].loop[DONE]
+        t_eng, first = _earliest(prefill, np.inf, -1, 0)
+        if first != -2:
+            t_eng, first = _earliest(decode, t_eng, first, n_p)
+        if done == total or first == -2:
+            break
+        t_open = routing.arrival_s[routing.open_ids[k]] if k < routing.open_ids.shape[0] else np.inf
+        t_turn = turns[0][0] if n_turns > 0 else np.inf
+        t_out = transfers[0][0] if n_out > 0 else np.inf
+        t_arr = min(t_open, t_turn)
+        if t_out <= t_eng and t_out <= t_arr and t_out < np.inf:  # a request's KV reaches its decode engine
+            r = transfers[1][0]
+            n_out = heap_pop(transfers[0], transfers[1], n_out)
+            d = trace.to_decode[r]
+            links[1][d] -= 1
+            route_in_prefilled(decode[d], r, t_out, trace.arrived[r], trace.first_token[r])
+            n_turns = _collect_turns(decode[d], turns[0], turns[1], n_turns)
+            continue
+        if t_arr <= t_eng and t_arr < np.inf:  # a request arrives: the router picks a prefill engine
+            if t_open <= t_turn:
+                r = routing.open_ids[k]
+                k += 1
+            else:
+                r = turns[1][0]
+                n_turns = heap_pop(turns[0], turns[1], n_turns)
+            if t_arr >= next_look:
+                for e in range(n_p):
+                    seen[e] = _outstanding(prefill[e])
+                next_look = t_arr + routing.staleness_s
+            e = _choose(prefill, seen, r, routing.router, routing.choices, cfg.block_size, sent)
+            trace.arrived[r], trace.to_prefill[r] = t_arr, e
+            route_in(prefill[e], r, t_arr)
+            seen[e] += 1
+            sent += 1
+        elif first < 0:
+            break  # nothing left to happen, yet not everything finished: the runner reports it
+        else:
+            steps += 1
+            if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
+                break
+            e = first if first < n_p else first - n_p
+            step(prefill[e] if first < n_p else decode[e])
+            if first >= n_p:
+                n_turns = _collect_turns(decode[e], turns[0], turns[1], n_turns)
+                continue
+        done_here, n_turns, n_out = _hand_over(prefill[e], e, decode, handover, trace, links, turns, n_turns,
+                                               transfers, n_out)
+        finals += done_here
+    return _outcomes(prefill), _outcomes(decode)
+
+
+@inline
+def _outcomes(engines):
     outs = []
-    for e in range(n_rep):
+    for e in range(len(engines)):
         take_frames(engines[e], True)
         outs.append(outcome(engines[e]))
-    return outs, routed_to
+    return outs
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Python side: the replicas' tables in, one merged Outcome (and each replica's figures) out
 # ---------------------------------------------------------------------------------------------------------
+NO_FRAMES = FrameSpec(np.zeros(0), 0, 0.0)  # several engines record no KV frames (yet)
 # Outcome fields that hold one value per request (merged from the replica that served each request).
 PER_REQUEST = ("arrival_s", "status", "reject_reason", "generated", "first_scheduled_s", "first_token_s",
                "finish_s", "max_itl_s", "preemptions", "degraded", "on_time_tokens", "cached_prefix")
@@ -197,16 +354,78 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
     engine)."""
     n = len(table.arrival_s)
     choices = _router_draws(table.child, replicas, router, seed)
-    outs, routed_to = simulate_cluster(cfg, replica_tables(table, replicas), FrameSpec(np.zeros(0), 0, 0.0),
-                                       table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices)
+    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices)
+    outs, routed_to = simulate_cluster(cfg, replica_tables(table, replicas), NO_FRAMES, routing)
     outs = list(outs)
     owner = np.maximum(routed_to, 0)  # a request never routed (a bug) keeps replica 0's PENDING status
     merged = {f: np.stack([getattr(o, f) for o in outs])[owner, np.arange(n)] for f in PER_REQUEST}
+    merged.update(_pooled_logs(outs))
+    return Outcome(**merged), outs, routed_to
+
+
+def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s: float, seed: int,
+                   kv_bytes_per_token: float, link: KvLink):
+    """Run a disaggregated deployment; returns (one Outcome for the whole of it, each engine's Outcome (prefill
+    pool first), the requests each engine served, each engine's pool, the KV-transfer figures)."""
+    from numba.typed import List
+
+    prefill_replicas, decode_replicas = pools
+    n = len(table.arrival_s)
+    waiting = np.full(n, np.inf)  # every arrival comes through the router
+    no_open = np.zeros(0, np.int64)
+    # A prefill engine computes the prompt and samples the first token; listing each request as its own
+    # follow-up (think time 0) hands it back to the cluster loop the moment it is done.
+    prefill_table = table._replace(open_ids=no_open, output_tokens=np.ones(n, np.int64), child=np.arange(n),
+                                   think_s=np.zeros(n))
+    prefill_tables, decode_tables = List(), List()
+    for _ in range(prefill_replicas):
+        prefill_tables.append(prefill_table._replace(arrival_s=waiting.copy()))
+    for _ in range(decode_replicas):
+        decode_tables.append(table._replace(arrival_s=waiting.copy(), open_ids=no_open))
+    choices = _router_draws(table.child, prefill_replicas, router, seed)
+    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices)
+    handover = Handover(table.output_tokens, table.child, table.think_s, float(kv_bytes_per_token),
+                        link.bytes_per_s, link.latency_s)
+    trace = PoolTrace(np.full(n, np.nan), np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.nan),
+                      np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan))
+    p_outs, d_outs = simulate_disaggregated(cfg, prefill_tables, decode_tables, NO_FRAMES, routing, handover, trace)
+    arrived, to_prefill, to_decode, first_token, prefill_end, transfer_start, delivered = trace
+    p_outs, d_outs = list(p_outs), list(d_outs)
+    idx = np.arange(n)
+    prefill_of = {f: np.stack([getattr(o, f) for o in p_outs])[np.maximum(to_prefill, 0), idx] for f in PER_REQUEST}
+    decoded = to_decode >= 0
+    decode_of = {f: np.stack([getattr(o, f) for o in d_outs])[np.maximum(to_decode, 0), idx] for f in PER_REQUEST}
+    merged = {}
+    for f in PER_REQUEST:  # the decode side's record where there is one, else the prefill side's
+        merged[f] = np.where(decoded, decode_of[f], prefill_of[f])
+    for f in ("first_scheduled_s", "cached_prefix", "degraded"):  # what happened before the first token
+        merged[f] = prefill_of[f]
+    merged["first_token_s"] = np.where(decoded, first_token, prefill_of["first_token_s"])
+    merged["preemptions"] = prefill_of["preemptions"] + np.where(decoded, decode_of["preemptions"], 0)
+    merged["on_time_tokens"] = prefill_of["on_time_tokens"] + np.where(decoded, decode_of["on_time_tokens"], 0)
+    merged["arrival_s"] = arrived
+    outs = p_outs + d_outs
+    members = [to_prefill == e for e in range(prefill_replicas)] + [to_decode == e for e in range(decode_replicas)]
+    pools = ["prefill"] * prefill_replicas + ["decode"] * decode_replicas
+    # The wait for a busy link counts in the transfer time: prefill end -> KV delivered.
+    transfer = {
+        "kv_transfer_ms": _distribution_ms(delivered[decoded] - prefill_end[decoded]),
+        "kv_transfer_bytes": float(table.prompt_tokens[decoded].sum() * kv_bytes_per_token),
+        "kv_transfers": int(decoded.sum()),
+        "kv_link": link.name,
+        "kv_link_busy_s": float((delivered[decoded] - link.latency_s - transfer_start[decoded]).sum()),
+    }
+    return Outcome(**merged, **_pooled_logs(outs)), outs, members, pools, transfer
+
+
+def _pooled_logs(outs) -> dict:
+    """The cluster's accumulators and histograms: totals summed over engines, peaks and the end the largest. No
+    step log, event log or KV frames (those are per engine)."""
     acc = np.sum([o.accumulators for o in outs], axis=0)
     for a in PEAK_ACCUMULATORS:
         acc[a] = max(o.accumulators[a] for o in outs)
     first = outs[0]
-    merged.update(
+    return dict(
         steps=first.steps[:0], tenant_service=first.tenant_service[:0], step_stride=1, events=first.events[:0],
         events_complete=True, accumulators=acc, itl_fine=np.sum([o.itl_fine for o in outs], axis=0),
         itl_coarse=np.sum([o.itl_coarse for o in outs], axis=0), kv_frames=first.kv_frames[:0],
@@ -214,18 +433,27 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
         free_blocks_at_end=sum(o.free_blocks_at_end for o in outs),
         swap_free_at_end=sum(o.swap_free_at_end for o in outs),
         ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]))
-    return Outcome(**merged), outs, routed_to
 
 
-def replica_metrics(outs, replica_of: np.ndarray, makespan_s: float, num_blocks: int) -> dict:
-    """Each replica's share of the work (`replicas`, a list) and how evenly the router spread it."""
+def _distribution_ms(values_s: np.ndarray) -> dict:
+    if len(values_s) == 0:
+        return {"mean": None, "p50": None, "p99": None, "max": None}
+    ms = values_s * 1e3
+    return {"mean": float(ms.mean()), "p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
+            "max": float(ms.max())}
+
+
+def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_s: float, num_blocks: int) -> dict:
+    """Each engine's share of the work (`replicas`, a list; `members[e]`: the requests engine e served, `pools[e]`
+    its pool) and how evenly it was spread: the most tokens one engine served over its pool's mean."""
     rows = []
     for e, o in enumerate(outs):
         acc = o.accumulators
-        mine = replica_of == e
+        mine = members[e]
         busy = float(acc[A_BUSY_S])
         rows.append({
             "replica": e,
+            "pool": pools[e],
             "requests": int(mine.sum()),
             "completed": int((mine & (o.status == FINISHED)).sum()),
             "rejected": int((mine & (o.status == REJECTED)).sum()),
@@ -236,9 +464,12 @@ def replica_metrics(outs, replica_of: np.ndarray, makespan_s: float, num_blocks:
             "preemptions": int(acc[A_PREEMPTIONS]),
             "steps": int(acc[A_STEPS]),
         })
-    served = np.array([row["served_tokens"] for row in rows], float)
-    return {"replicas": rows,
-            "load_imbalance": float(served.max() / served.mean()) if served.mean() > 0 else 1.0}
+    imbalance = 1.0
+    for pool in set(pools):
+        served = np.array([row["served_tokens"] for row in rows if row["pool"] == pool], float)
+        if served.mean() > 0:
+            imbalance = max(imbalance, float(served.max() / served.mean()))
+    return {"replicas": rows, "load_imbalance": imbalance}
 
 
 def _router_draws(child: np.ndarray, replicas: int, router: str, seed: int) -> np.ndarray:

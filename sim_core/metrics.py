@@ -104,7 +104,7 @@ def summarize(result) -> dict:
     reasons = {E.REJECT_REASONS[k]: int((reject_reason[rejected] == k).sum())
                for k in range(1, len(E.REJECT_REASONS)) if (reject_reason[rejected] == k).any()}
     out_done = output_tokens[done]
-    gpus = res.scenario.replicas * res.resolved.setup.tp
+    gpus = res.scenario.engines * res.resolved.setup.tp
     cost_per_hour = deployment_cost_per_hour(res.resolved.setup.gpu.key, gpus)
     output_tokens_per_hour = float(out_done.sum()) * per_s * 3600.0
     per_class = {}
@@ -148,7 +148,7 @@ def summarize(result) -> dict:
         "per_class": per_class,
         "mbu": float(acc[E.A_BYTES]) / (busy * peak_bytes_per_s) if busy > 0 else 0.0,
         "mfu": float(acc[E.A_FLOPS]) / (busy * peak_flops_per_s) if busy > 0 else 0.0,
-        "gpu_busy_fraction": busy / (makespan * res.scenario.replicas) if makespan > 0 else 0.0,
+        "gpu_busy_fraction": busy / (makespan * res.scenario.engines) if makespan > 0 else 0.0,
         "kv_cache_usage": {"mean": float(acc[E.A_KV_BLOCK_S]) / busy / num_blocks if busy > 0 else 0.0,
                            "peak": float(acc[E.A_KV_PEAK]) / num_blocks},
         "waiting": {"mean": float(acc[E.A_WAITING_S]) / busy if busy > 0 else 0.0,

@@ -10,8 +10,9 @@ import numpy as np
 
 from . import engine
 from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
-from .cluster import replica_metrics, simulate_replicas
+from .cluster import replica_metrics, simulate_pools, simulate_replicas
 from .cost_model import cost_params
+from .links import KV_LINKS
 from .metrics import summarize
 from .policies import BY_NAME, SCHEDULERS, Scheduler, policy_params
 from .policies.ordering import ORDER_TENANT_SHARE
@@ -307,11 +308,24 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     cfg = engine_config(scenario, r, class_slo, record_events=record_events, max_step_records=max_step_records,
                         max_events=max_events, debug_checks=debug_checks, cancel=cancel)
     table = request_table(reqs, cfg)
-    if scenario.replicas > 1:
-        if record_events or kv_frames or kv_frame_times is not None:
-            raise ValueError("a run of several replicas records no per-engine event log or KV frames yet")
-        out, per_replica, replica_of = simulate_replicas(cfg, table, scenario.replicas, scenario.router,
-                                                         scenario.router_staleness_ms / 1e3, scenario.seed)
+    engines = None  # several engines: (each one's Outcome, the requests each served, each one's pool)
+    extra: dict = {}
+    if scenario.engines > 1 and (record_events or kv_frames or kv_frame_times is not None):
+        raise ValueError("a run of several engines records no per-engine event log or KV frames yet")
+    if scenario.disaggregated:
+        out, outs, members, pools, extra = simulate_pools(
+            cfg, table, (scenario.prefill_replicas, scenario.decode_replicas), scenario.router,
+            scenario.router_staleness_ms / 1e3, scenario.seed, r.setup.kv_bytes_per_token_per_gpu,
+            KV_LINKS[scenario.kv_link])
+        engines = (outs, members, pools)
+        served = np.stack(members)  # [engine, request]; the decode pool after the prefill pool
+        p = scenario.prefill_replicas
+        decoded = served[p:].any(axis=0)  # the engine that finished each request
+        replica_of = np.where(decoded, p + served[p:].argmax(axis=0), served[:p].argmax(axis=0))
+    elif scenario.replicas > 1:
+        out, outs, replica_of = simulate_replicas(cfg, table, scenario.replicas, scenario.router,
+                                                  scenario.router_staleness_ms / 1e3, scenario.seed)
+        engines = (outs, [replica_of == e for e in range(scenario.replicas)], ["replicas"] * scenario.replicas)
     else:
         out = engine.simulate(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
         replica_of = np.zeros(len(reqs), np.int64)
@@ -324,8 +338,13 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     if unfinished:
         raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
     result.metrics = summarize(result)
-    if scenario.replicas > 1:
-        result.metrics.update(replica_metrics(per_replica, replica_of, result.metrics["duration_s"], r.num_blocks))
+    if engines is not None:
+        result.metrics.update(replica_metrics(*engines, result.metrics["duration_s"], r.num_blocks))
+    if extra:
+        makespan = result.metrics["duration_s"]
+        link_busy = extra.pop("kv_link_busy_s")
+        extra["kv_link_utilization"] = link_busy / (makespan * scenario.prefill_replicas) if makespan > 0 else 0.0
+        result.metrics.update(extra)
     return result
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
 from .cluster import ROUTERS
+from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
 from .quoting import quote
 from .workload import PRESETS
@@ -20,6 +21,7 @@ ModelName = Literal[tuple(MODELS)]  # type: ignore[valid-type]
 Quantization = Literal[tuple(QUANTIZATIONS)]  # type: ignore[valid-type]
 WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 RouterName = Literal[tuple(ROUTERS)]  # type: ignore[valid-type]
+KvLinkName = Literal[tuple(KV_LINKS)]  # type: ignore[valid-type]
 
 # Limits that keep one simulation bounded; the web layer applies tighter ones of its own.
 MAX_REQUESTS = 10_000_000
@@ -48,6 +50,15 @@ class Scenario(BaseModel):
     router_staleness_ms: float = Field(0.0, ge=0, le=600_000,
                                        description="how old the replica load the router sees is (it polls "
                                                    "metrics); 0: always current")
+    prefill_replicas: int = Field(0, ge=0, le=MAX_REPLICAS,
+                                  description="disaggregated serving: engines that only prefill (0: each engine "
+                                              "prefills and decodes its own requests)")
+    decode_replicas: int = Field(0, ge=0, le=MAX_REPLICAS,
+                                 description="disaggregated serving: engines that decode what the prefill pool "
+                                             "computed, after its KV crosses kv_link")
+    kv_link: KvLinkName = Field("ib400", description="disaggregated serving: the link a prompt's KV crosses from "
+                                                     "a prefill GPU to a decode GPU: "
+                                                     + "; ".join(f"{k}: {v.name}" for k, v in KV_LINKS.items()))
     workload: WorkloadName = Field("chat", description="workload preset")
     trace: str | None = Field(None, min_length=1, max_length=4096,
                               description="CSV trace file arrival_s,prompt_tokens,output_tokens (replaces the preset)")
@@ -95,6 +106,26 @@ class Scenario(BaseModel):
                               description="mlfq: decode iterations a request runs at the top level before it drops "
                                           "a level (each level's quantum doubles)")
     mlfq_levels: int = Field(4, ge=1, le=32, description="mlfq: number of priority levels")
+
+    @model_validator(mode="after")
+    def _pools_together(self) -> Scenario:
+        if (self.prefill_replicas > 0) != (self.decode_replicas > 0):
+            missing = "decode_replicas" if self.prefill_replicas > 0 else "prefill_replicas"
+            raise ValueError(f"{missing}: disaggregated serving needs both pools, at least 1 engine each "
+                             f"(or both 0 for engines that prefill and decode)")
+        if self.prefill_replicas > 0 and self.replicas > 1:
+            raise ValueError("replicas: with prefill_replicas and decode_replicas the pools set the engine count; "
+                             "leave replicas at 1")
+        return self
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill_replicas > 0
+
+    @property
+    def engines(self) -> int:
+        """Engines the scenario runs (each on tp GPUs)."""
+        return self.prefill_replicas + self.decode_replicas if self.disaggregated else self.replicas
 
     @field_validator("block_size")
     @classmethod

@@ -69,6 +69,11 @@ def run_all() -> dict[str, dict]:
         res = run(s)
         out[f"cluster-{router}"] = {"metrics": res.metrics, "replica_of": res.replica_of.tolist(),
                                     "finish_s": res.finish_s.tolist()}
+    s = Scenario(hardware="rtx3050", workload="agent", num_requests=40, rate=2, prefill_replicas=2, decode_replicas=1,
+                 kv_blocks=300, seed=5)  # disaggregated, a tight decode pool
+    res = run(s)
+    out["prefill-decode"] = {"metrics": res.metrics, "replica_of": res.replica_of.tolist(),
+                             "finish_s": res.finish_s.tolist()}
     return out
 
 

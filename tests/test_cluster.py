@@ -8,9 +8,12 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sim_core import Scenario, run
 from sim_core.cluster import ROUTER_NAMES
+from sim_core.links import KV_LINKS
 from sim_core.runner import resolve, simulate_requests
 from sim_core.workload import Requests
 
@@ -131,10 +134,11 @@ def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys):
                  "--router-staleness-ms", "100"]) == 0
     text = capsys.readouterr().out
     assert "2 x the GPUs above (2 GPUs), round_robin router, load seen up to 100 ms late" in text
-    assert "chunked: 2 replicas, load imbalance (max / mean served tokens)" in text
+    assert "chunked: 2 engines, load imbalance (max / mean served tokens within a pool)" in text
     assert main(["run", "--replicas", "2", "--trace-out", "t.json"]) == 2
     assert "--trace-out" in capsys.readouterr().err
     with TestClient(app) as client:
+        client.app.state.kernels_ready.wait(600)
         r = client.get("/api/run?hardware=rtx3050&replicas=2")
         assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "replicas"
 
@@ -154,3 +158,99 @@ def test_cache_aware_routing_keeps_agent_sessions_on_their_kv_and_cuts_ttft():
     assert pa_kept > 0.9 and rr_kept < 0.5
     assert pa["prefix_cache_hit_rate"] > rr["prefix_cache_hit_rate"] + 0.1
     assert pa["ttft_ms"]["p50"] < 0.7 * rr["ttft_ms"]["p50"]
+
+
+# ----- disaggregated prefill and decode pools -----
+def pd(**kw) -> Scenario:
+    return Scenario(hardware="h100", model="llama-3-8b", prefill_replicas=1, decode_replicas=1, **kw)
+
+
+def test_disaggregated_serving_serves_every_request_once_and_returns_every_block():
+    s = pd(workload="agent", num_requests=300, rate=3, seed=2, router="least_outstanding")
+    s = s.model_copy(update={"prefill_replicas": 2, "decode_replicas": 3})
+    res = run(s)
+    m = res.metrics
+    assert (res.finished | res.rejected).all() and m["completed"] == 300
+    assert (res.generated[res.finished] == res.requests.output_tokens[res.finished]).all()
+    assert res.free_blocks_at_end == 5 * res.resolved.num_blocks and (res.ref_counts_at_end == 0).all()
+    assert [r["pool"] for r in m["replicas"]] == ["prefill"] * 2 + ["decode"] * 3 and m["gpus"] == 5
+    decoded = int((res.requests.output_tokens > 1).sum())
+    assert m["kv_transfers"] == decoded and sum(r["requests"] for r in m["replicas"][2:]) == decoded
+    assert (res.first_token_s <= res.finish_s).all()
+
+
+def test_one_request_costs_its_colocated_latency_plus_the_kv_transfer():
+    reqs = requests([0.0], [2000], [50])
+    colocated = Scenario(hardware="h100", model="llama-3-8b")
+    together = simulate_requests(colocated, resolve(colocated), reqs)
+    apart = simulate_requests(pd(), resolve(pd()), reqs)
+    # The same prefill step makes the first token...
+    assert apart.first_token_s[0] == together.first_token_s[0]
+    # ...then the prompt's KV crosses one 400 Gb/s link: bytes over 95% of 50 GB/s, plus the transfer set-up.
+    link = KV_LINKS["ib400"]
+    transfer_s = 2000 * resolve(pd()).setup.kv_bytes_per_token_per_gpu / (50e9 * 0.95) + link.latency_s
+    assert apart.metrics["kv_transfer_ms"]["mean"] == pytest.approx(transfer_s * 1e3, rel=1e-9)
+    extra = apart.finish_s[0] - together.finish_s[0]
+    assert extra == pytest.approx(transfer_s, rel=0.1)
+
+
+def test_transfers_from_one_prefill_engine_queue_on_its_link():
+    reqs = requests([0.0, 0.0], [1000, 1000], [20, 20])  # prefilled in one step, finished together
+    s = pd(token_budget=4096, kv_link="pcie4")
+    res = simulate_requests(s, resolve(s), reqs)
+    one = 1000 * resolve(s).setup.kv_bytes_per_token_per_gpu / KV_LINKS["pcie4"].bytes_per_s
+    t = res.metrics["kv_transfer_ms"]
+    lat = KV_LINKS["pcie4"].latency_s
+    assert t["max"] == pytest.approx((2 * one + lat) * 1e3) and t["mean"] == pytest.approx((1.5 * one + lat) * 1e3)
+
+
+def test_a_full_decode_pool_holds_requests_back_and_still_serves_them():
+    s = pd(workload="chat", num_requests=200, rate=40, seed=3, kv_blocks=400)
+    res = run(s)
+    assert res.metrics["completed"] == 200 and res.metrics["replicas"][1]["waiting_peak"] > 0
+
+
+def test_a_decode_pool_spares_decodes_the_prefill_chunks_at_the_price_of_ttft():
+    """DistServe's trade-off on the same two GPUs: decoding apart from the retrieval prompts' prefill chunks keeps
+    inter-token latency flat, while one prefill engine instead of two makes prompts queue longer."""
+    base = dict(hardware="rtx3050", workload="rag", duration=30, rate=3, seed=1)
+    colocated = run(Scenario(replicas=2, router="least_outstanding", **base)).metrics
+    apart = run(Scenario(prefill_replicas=1, decode_replicas=1, **base)).metrics
+    assert apart["gpus"] == colocated["gpus"] == 2
+    assert apart["itl_ms"]["p99"] < 0.5 * colocated["itl_ms"]["p99"]
+    assert apart["ttft_ms"]["p50"] > 2 * colocated["ttft_ms"]["p50"]
+
+
+@pytest.mark.parametrize("fields, named", [({"prefill_replicas": 2}, "decode_replicas"),
+                                           ({"decode_replicas": 2}, "prefill_replicas"),
+                                           ({"prefill_replicas": 1, "decode_replicas": 1, "replicas": 2}, "replicas")])
+def test_pools_are_set_together(fields, named):
+    from sim_core import ScenarioError, parse_scenario
+
+    with pytest.raises(ScenarioError, match=named):
+        parse_scenario(fields)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(router=st.sampled_from(ROUTER_NAMES), pools=st.sampled_from([(0, 0), (1, 1), (2, 1), (1, 2)]),
+       replicas=st.integers(1, 3), scheduler=st.sampled_from(["fcfs", "chunked", "spf", "slo", "fair"]),
+       preemption=st.sampled_from(["recompute", "swap", "none"]), workload=st.sampled_from(["agent", "chat", "rag"]),
+       kv_blocks=st.integers(200, 1500), prefix_cache=st.booleans(), staleness=st.sampled_from([0.0, 50.0]))
+def test_cluster_invariants(router, pools, replicas, scheduler, preemption, workload, kv_blocks, prefix_cache,
+                            staleness):
+    """Every request finishes or is rejected once, no engine leaks a block, and a disaggregated request decodes
+    only after its KV crossed the link."""
+    p, d = pools
+    s = Scenario(hardware="rtx3050", workload=workload, num_requests=40, rate=6, seed=3, router=router,
+                 replicas=1 if p else replicas, prefill_replicas=p, decode_replicas=d, scheduler=scheduler,
+                 preemption=preemption, kv_blocks=kv_blocks, prefix_cache=prefix_cache, router_staleness_ms=staleness)
+    res = run(s)
+    assert (res.finished ^ res.rejected).all()
+    assert res.free_blocks_at_end == s.engines * res.resolved.num_blocks and (res.ref_counts_at_end == 0).all()
+    done = res.finished
+    assert (res.generated[done] == res.requests.output_tokens[done]).all()
+    assert (res.first_token_s[done] <= res.finish_s[done]).all()
+    if p:
+        decoded = done & (res.requests.output_tokens > 1)
+        latency = KV_LINKS[s.kv_link].latency_s
+        assert (res.finish_s[decoded] - res.first_token_s[decoded] > latency).all()

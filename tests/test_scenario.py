@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.cluster import ROUTER_NAMES
+from sim_core.links import KV_LINKS
 
 FIELDS = Scenario.model_fields
 
@@ -36,6 +37,9 @@ STRATEGIES = {
     "replicas": st.integers(1, 64),
     "router": st.sampled_from(ROUTER_NAMES),
     "router_staleness_ms": _floats(0.0, 600_000.0),
+    "prefill_replicas": st.integers(0, 64),
+    "decode_replicas": st.integers(0, 64),
+    "kv_link": st.sampled_from(sorted(KV_LINKS)),
     # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
     "trace": _maybe(st.text(min_size=1, max_size=40)),
     "rate": _maybe(_floats(1e-6, 10_000.0)),
@@ -74,7 +78,14 @@ ROUND_TRIP_EXCLUDED: set[str] = set()
 def scenarios(draw) -> Scenario:
     names = sorted((set(STRATEGIES) & set(FIELDS)) - ROUND_TRIP_EXCLUDED)
     chosen = draw(st.lists(st.sampled_from(names), unique=True))
-    return Scenario(**{name: draw(STRATEGIES[name]) for name in chosen})
+    fields = {name: draw(STRATEGIES[name]) for name in chosen}
+    # The pools come together (both 0 or both at least 1), and set the engine count instead of replicas.
+    pools = fields.get("prefill_replicas", 0), fields.get("decode_replicas", 0)
+    if min(pools) == 0 < max(pools):
+        fields["prefill_replicas"] = fields["decode_replicas"] = max(pools)
+    if max(pools) > 0:
+        fields.pop("replicas", None)
+    return Scenario(**fields)
 
 
 def test_every_field_has_a_strategy():

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from sim_core import Scenario
+from sim_core.links import KV_LINKS
 from sim_core.metric_catalog import BY_KEY, METRICS, Metric, table_sections, value_at
 from sim_core.validity import run_warnings
 
@@ -145,7 +146,11 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         *(("", line) for line in workload[1:]),
         ("SLOs", f"TTFT <= {g(first.slo_ttft_ms)} ms, TPOT <= {g(first.slo_tpot_ms)} ms"),
     ]
-    if scenario.replicas > 1:
+    if scenario.disaggregated:
+        link = KV_LINKS[scenario.kv_link]
+        rows.insert(1, ("Pools", f"{scenario.prefill_replicas} prefill + {scenario.decode_replicas} decode engines "
+                                 f"({scenario.engines * su.tp} GPUs), {scenario.router} router; KV over {link.name}"))
+    elif scenario.replicas > 1:
         stale = f", load seen up to {g(scenario.router_staleness_ms)} ms late" if scenario.router_staleness_ms else ""
         rows.insert(1, ("Replicas", f"{scenario.replicas} x the GPUs above ({scenario.replicas * su.tp} GPUs), "
                                     f"{scenario.router} router{stale}"))
@@ -264,12 +269,17 @@ REPLICA_COLUMNS = (("requests", "requests"), ("completed", "completed"), ("serve
 
 def replica_lines(scheduler: str, metrics: dict) -> list[str]:
     """Each replica's share of a cluster run (one row per replica)."""
-    rows = [[str(row["replica"])] + [pct(row[k]) if k in ("gpu_busy_fraction", "kv_cache_usage_mean")
+    rows = [[f'{row["replica"]} {row["pool"]}' if row["pool"] != "replicas" else str(row["replica"])] + [pct(row[k]) if k in ("gpu_busy_fraction", "kv_cache_usage_mean")
                                       else f"{row[k]:,}" for _, k in REPLICA_COLUMNS] for row in metrics["replicas"]]
     head = ["replica"] + [h for h, _ in REPLICA_COLUMNS]
-    out = [f"{scheduler}: {len(rows)} replicas, load imbalance (max / mean served tokens) "
+    out = [f"{scheduler}: {len(rows)} engines, load imbalance (max / mean served tokens within a pool) "
            f"{metrics['load_imbalance']:.2f}"]
-    return out + _columns(head + [""], [r + [""] for r in rows], right=set(range(len(head))))
+    if "kv_transfer_ms" in metrics:
+        t = metrics["kv_transfer_ms"]
+        out.append(f"KV transfers: {metrics['kv_transfers']:,} over {metrics['kv_link']}, "
+                   f"{metrics['kv_transfer_bytes'] / 1e9:,.2f} GB, mean {fmt(t['mean'])} ms, p99 {fmt(t['p99'])} ms, "
+                   f"link busy {pct(metrics['kv_link_utilization'])}%")
+    return out + _columns(head + [""], [r + [""] for r in rows], right=set(range(1, len(head))))
 
 
 def _scheduler_doc(r) -> dict:
