@@ -25,6 +25,7 @@ from .jit import entry_nogil, inline
 from .kv_pool import cached_prefix
 from .links import KvLink
 from .logs import take_frames
+from .metrics import distribution_ms
 from .queues import followup_pop, heap_pop, heap_push
 from .state import (
     A_BUSY_S,
@@ -409,10 +410,9 @@ def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s:
     pools = ["prefill"] * prefill_replicas + ["decode"] * decode_replicas
     # The wait for a busy link counts in the transfer time: prefill end -> KV delivered.
     transfer = {
-        "kv_transfer_ms": _distribution_ms(delivered[decoded] - prefill_end[decoded]),
+        "kv_transfer_ms": distribution_ms(delivered[decoded] - prefill_end[decoded]),
         "kv_transfer_bytes": float(table.prompt_tokens[decoded].sum() * kv_bytes_per_token),
         "kv_transfers": int(decoded.sum()),
-        "kv_link": link.name,
         "kv_link_busy_s": float((delivered[decoded] - link.latency_s - transfer_start[decoded]).sum()),
     }
     return Outcome(**merged, **_pooled_logs(outs)), outs, members, pools, transfer
@@ -433,14 +433,6 @@ def _pooled_logs(outs) -> dict:
         free_blocks_at_end=sum(o.free_blocks_at_end for o in outs),
         swap_free_at_end=sum(o.swap_free_at_end for o in outs),
         ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]))
-
-
-def _distribution_ms(values_s: np.ndarray) -> dict:
-    if len(values_s) == 0:
-        return {"mean": None, "p50": None, "p99": None, "max": None}
-    ms = values_s * 1e3
-    return {"mean": float(ms.mean()), "p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
-            "max": float(ms.max())}
 
 
 def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_s: float, num_blocks: int) -> dict:

@@ -150,6 +150,14 @@ METRICS: tuple[Metric, ...] = (
            "Deployment", "usd"),
     Metric("load_imbalance", "Load imbalance", "count", "With several replicas: the most tokens one replica "
            "served over the mean (1 = perfectly even).", "lower", "Deployment", "average"),
+    Metric("kv_transfers", "KV transfers", "count", "Disaggregated serving: prompts whose KV crossed from the "
+           "prefill pool to the decode pool.", None, "Deployment", "count"),
+    Metric("kv_transfer_bytes", "KV transferred", "count", "Disaggregated serving: bytes of prompt KV sent per GPU "
+           "link (each tensor-parallel rank sends its shard).", None, "Deployment", "count", "docs"),
+    *_distribution("kv_transfer_ms", "KV transfer", "KV transfer time: from a prompt's prefill end to its KV "
+                   "reaching the decode engine, waiting for a busy link included", "Deployment", ("mean", "p99")),
+    Metric("kv_link_utilization", "KV link busy", "%", "Disaggregated serving: the share of the benchmark "
+           "duration the prefill engines' links spent sending KV.", None, "Deployment", "fraction"),
     Metric("replicas", "Replicas", "count", "With several replicas: a list, one entry per replica, with its "
            "requests, completed, served_tokens, gpu_busy_fraction, kv_cache_usage_mean, waiting_peak, preemptions "
            "and steps.", None, "Deployment", "count", "docs"),

@@ -38,6 +38,7 @@ def runs():
         "shed": run(Scenario(workload="chat", scheduler="slo", rate=200, slo_ttft_ms=50, max_model_len=1024,
                              **small)).metrics,
         "replicas": run(Scenario(workload="chat", replicas=2, **small)).metrics,
+        "pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, **small)).metrics,
     }
 
 

@@ -276,7 +276,7 @@ def replica_lines(scheduler: str, metrics: dict) -> list[str]:
            f"{metrics['load_imbalance']:.2f}"]
     if "kv_transfer_ms" in metrics:
         t = metrics["kv_transfer_ms"]
-        out.append(f"KV transfers: {metrics['kv_transfers']:,} over {metrics['kv_link']}, "
+        out.append(f"KV transfers: {metrics['kv_transfers']:,}, "
                    f"{metrics['kv_transfer_bytes'] / 1e9:,.2f} GB, mean {fmt(t['mean'])} ms, p99 {fmt(t['p99'])} ms, "
                    f"link busy {pct(metrics['kv_link_utilization'])}%")
     return out + _columns(head + [""], [r + [""] for r in rows], right=set(range(1, len(head))))
