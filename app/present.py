@@ -13,7 +13,7 @@ from sim_core.fields import field_info, range_text
 from sim_core.metric_catalog import Metric, table_sections
 from sim_core.policies import BY_NAME
 
-from .inputs import MAX_DURATION_S, MAX_REQUESTS
+from .inputs import MAX_DURATION_S, MAX_REQUESTS, web_range_text
 
 # Form layout: (group title, fields). Scenario fields not named here (bar `scheduler`, `trace`) go to "advanced".
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -64,8 +64,8 @@ class Form:
 
 
 def _field_help(name: str) -> str:
-    """A field's tooltip: its description and what it accepts."""
-    allowed = range_text(name)
+    """A field's tooltip: its description and what it accepts (on the web)."""
+    allowed = web_range_text(name) or range_text(name)
     return field_info(name).description + (f": {allowed}" if allowed else "")
 
 

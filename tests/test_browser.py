@@ -4,6 +4,9 @@ to test-output/screenshots/ for a person to look at."""
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 
 pytest.importorskip("playwright")
@@ -12,6 +15,7 @@ from browser_support import launch_chromium, live_server, screenshot_dir  # noqa
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 import sim_core  # noqa: E402
+from app import service  # noqa: E402
 from app.web import app  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -170,7 +174,10 @@ def test_inline_error_for_an_impossible_setup(page):
     error = page.locator("#err-model")
     expect(error).to_contain_text("llama-3-70b needs")
     expect(error).to_contain_text("rtx3050 has 8 GB")
-    expect(page.locator(".results")).to_contain_text("Nothing simulated")
+    # The last good results stay, dimmed, under a note saying they are not the form's scenario.
+    expect(page.locator("#results")).to_have_class(re.compile(r"\bstale\b"))
+    expect(page.locator("#stale-note")).to_contain_text("Not updated")
+    expect(page.locator("#card-metrics")).to_be_visible()
     page.screenshot(path=SHOTS / "11-inline-error.png")
     page.locator("#f-rate").fill("-1")
     page.locator("#f-rate").press("Enter")
@@ -189,3 +196,53 @@ def test_trace_upload_replays_it(page, tmp_path):
     page.locator("[data-clear-trace]").click()
     expect(page.locator(".summary")).to_contain_text("chat workload")
     assert "upload=" not in page.url
+
+
+def test_an_edit_during_a_run_is_never_lost(page, monkeypatch):
+    """Issue 12's race: change the GPU, tick another scheduler 0.4 s later, while the first run is still going.
+    Both changes end up in the form, the URL and the simulated results."""
+    compare = service.compare
+
+    def slow_first_run(req, cancel=None):  # the GPU change alone simulates slowly, so the tick lands mid-run
+        if req.scenario.hardware == "l4" and "spf" not in req.schedulers:
+            time.sleep(1.5)
+        return compare(req, cancel)
+
+    monkeypatch.setattr(service, "compare", slow_first_run)
+    page.goto(page.base + "/")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("chunked")
+    page.select_option("#f-hardware", "l4")
+    page.wait_for_timeout(400)
+    assert "htmx-request" in page.locator("#workspace").get_attribute("class")  # the first run is in flight
+    page.locator("label.chip", has_text="spf").click()
+    page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=l4&workload=rag&duration=20.0")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("spf")
+    expect(page.locator(".summary")).to_contain_text("L4")
+    expect(page.locator("#workspace")).not_to_have_class(re.compile("htmx-request"))
+    assert page.locator("#f-hardware").input_value() == "l4"
+    assert page.locator('label.chip:has-text("spf") input').is_checked()
+    assert page.locator('label.chip:has-text("fcfs") input').is_checked()
+
+
+def test_a_typo_keeps_the_last_results_dimmed(page):
+    page.goto(page.base + "/")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("chunked")
+    numbers = table_numbers(page)
+    page.locator("#f-duration").fill("abc")
+    page.locator("#f-duration").press("Enter")
+    expect(page.locator("#err-duration")).to_contain_text("'abc'")
+    expect(page.locator("#results")).to_have_class(re.compile(r"\bstale\b"))
+    expect(page.locator("#stale-note")).to_be_visible()
+    page.locator("#f-rate").fill("4")
+    page.locator("#f-rate").press("Tab")  # another run, still refused for the duration: it must not wipe the rate
+    expect(page.locator("#workspace")).not_to_have_class(re.compile("htmx-request"))
+    assert page.locator("#f-duration").input_value() == "abc"
+    assert page.locator("#f-rate").input_value() == "4"
+    assert table_numbers(page) == numbers and "Nothing simulated" not in page.locator("#results").inner_text()
+    page.screenshot(path=SHOTS / "12-typo-keeps-results.png")
+    page.locator("#f-duration").fill("10")
+    page.locator("#f-duration").press("Enter")
+    page.wait_for_url("**&rate=4.0&duration=10.0")
+    expect(page.locator("#err-duration")).to_have_count(0)
+    expect(page.locator("#results")).not_to_have_class(re.compile(r"\bstale\b"))
+    assert table_numbers(page) != numbers

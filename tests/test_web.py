@@ -283,3 +283,31 @@ def test_while_kernels_compile_pages_answer_and_poll_and_the_api_says_503(client
         ready.set()
     assert "Compiling the simulator" not in client.get("/?" + SMALL).text
     assert client.get("/healthz").json()["kernels_ready"] is True
+
+
+def test_a_typo_shows_what_was_typed_and_keeps_results(client):
+    """`/?duration=abc` shows "abc" in the field with the message beside it, and still shows results (the scenario
+    without the typo, dimmed and said to be so), never "Nothing simulated yet"."""
+    r = client.get("/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&duration=abc")
+    assert r.status_code == 422
+    html = r.text
+    field = html[html.index('id="f-duration"'):]
+    assert field[:field.index(">")].count('value="abc"') == 1
+    err = field[:field.index("</div>")]
+    assert 'id="err-duration"' in err and "(got &#39;abc&#39;)" in err
+    assert 'id="card-metrics"' in html and "Nothing simulated yet" not in html
+    assert 'class="results stale"' in html and 'id="stale-note"' in html
+    assert "<code>duration</code> at its default" in html
+    # An htmx request gets no fallback: the page keeps the results it shows (static/js/app.js dims them).
+    frag = client.get("/?duration=abc", headers=HX)
+    assert frag.status_code == 422 and 'id="card-metrics"' not in frag.text
+    assert 'id="stale-note-template"' in frag.text
+
+
+def test_out_of_range_duration_states_the_web_limit(client):
+    html = client.get("/?duration=-5").text
+    field = html[html.index('id="f-duration"'):]
+    err = field[:field.index("</div>")]
+    assert "at most 600 s on the web" in err and "604800" not in err and "(got &#39;-5&#39;)" in err
+    api = client.get("/api/run?duration=-5&num_requests=")
+    assert api.status_code == 422 and "at most 600 s on the web" in api.text

@@ -77,7 +77,7 @@
     idleQueued = true;
     var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 150); };
     idle(function step() {
-      var next = document.querySelector("[data-figure]:not([data-drawn])");
+      var next = document.querySelector(".plot[data-figure]:not([data-drawn])");
       if (!next) { idleQueued = false; return; }
       draw(next).then(function () { idle(step); }, function (err) { console.error(err); idle(step); });
     });
@@ -296,6 +296,60 @@
       el.addEventListener("change", function (e) { e.stopPropagation(); });
     });
   }
+
+  // ----- the scenario form is never redrawn -----
+  // An answer to the form carries the whole workspace; only #results swaps (hx-select). What the form shows
+  // besides the user's own values (error messages, red borders, placeholders that depend on other fields) is
+  // copied from the answer's form into the live one, so nothing typed or ticked meanwhile is lost.
+  var COPIED_ATTRIBUTES = ["placeholder", "title", "aria-invalid", "aria-describedby"];
+
+  function ownErrors(el) {
+    return Array.prototype.filter.call(el.children, function (c) { return c.classList.contains("field-error"); });
+  }
+
+  function syncForm(live, fresh) {
+    var slots = fresh.querySelectorAll("[data-field]");
+    for (var i = 0; i < slots.length; i++) {
+      var f = slots[i], l = live.querySelector('[data-field="' + f.dataset.field + '"]');
+      if (!l) continue;
+      l.classList.toggle("invalid", f.classList.contains("invalid"));
+      ownErrors(l).forEach(function (p) { l.removeChild(p); });
+      ownErrors(f).forEach(function (p) { l.appendChild(document.importNode(p, true)); });
+      var fc = f.querySelector("input[id^='f-'], select"), lc = fc && l.querySelector("#" + fc.id);
+      if (!lc || lc.type === "file") continue;
+      COPIED_ATTRIBUTES.forEach(function (name) {
+        if (fc.hasAttribute(name)) lc.setAttribute(name, fc.getAttribute(name)); else lc.removeAttribute(name);
+      });
+      if (lc.tagName === "SELECT" && lc.options.length === fc.options.length) {
+        for (var k = 0; k < lc.options.length; k++) {
+          if (lc.options[k].value === fc.options[k].value) lc.options[k].textContent = fc.options[k].textContent;
+        }
+      }
+    }
+  }
+
+  function showStale(results, freshDoc) {
+    results.classList.add("stale");
+    var template = freshDoc.getElementById("stale-note-template");
+    var old = document.getElementById("stale-note");
+    if (old) old.parentNode.removeChild(old);
+    if (template) results.insertBefore(document.importNode(template.content, true), results.firstChild);
+  }
+
+  document.body.addEventListener("htmx:beforeSwap", function (e) {
+    var form = document.getElementById("scenario-form");
+    if (!form || e.detail.requestConfig.elt !== form) return;
+    var freshDoc = new DOMParser().parseFromString(e.detail.xhr.responseText, "text/html");
+    var fresh = freshDoc.getElementById("scenario-form");
+    if (fresh) syncForm(form, fresh);
+    var results = document.getElementById("results");
+    // An invalid field keeps the last good results on screen, dimmed; there is nothing to keep on a page that
+    // has none yet.
+    if (e.detail.xhr.status === 422 && results && results.querySelector("#card-metrics")) {
+      e.detail.shouldSwap = false;
+      showStale(results, freshDoc);
+    }
+  });
 
   htmx.onLoad(keepChangesHere);
   htmx.onLoad(drawFigures);
