@@ -97,6 +97,16 @@ def _ref(kind: str, k: int) -> str:
     return kind if k == 0 else f"{kind}{k + 1}"
 
 
+def time_range(views: list[RunView]) -> list[float] | None:
+    """[0, end] of the whole comparison: every per-scheduler time figure (Gantt, engine timeline, KV player) spans
+    it, so one moment sits at one place in all of them. None when nothing happened (plotly picks a range)."""
+    end = max((v.end_s for v in views), default=0.0)
+    for v in views:  # a request rejected on arrival after the last step is drawn too
+        for seg in (v.gantt or {}).get("segments", {}).values():
+            end = max(end, max(seg["end"], default=0.0))
+    return [0.0, round(end, 4)] if end > 0 else None
+
+
 # ----- latency CDFs -----
 CDF_PANELS = (("ttft", "TTFT (ms)", "fraction of requests"), ("itl", "inter-token latency (ms)",
               "fraction of token gaps"), ("e2el", "end-to-end latency, E2EL (ms)", "fraction of requests"))
@@ -140,14 +150,16 @@ TIMELINE_ROWS = (("step_ms", "step time (ms)"), ("prefill_tokens", "prefill toke
                  ("decode_seqs", "decode seqs / step"), ("waiting", "queued requests"), ("kv_pct", "KV in use (%)"))
 
 
-def timeline_figure(views: list[RunView]) -> dict:
+def timeline_figure(views: list[RunView], span: list[float] | None = None) -> dict:
+    """`span`: the comparison's time_range."""
     n = len(TIMELINE_ROWS)
     layout = _layout(170 * n, hovermode="x unified", margin={"l": 70, "r": 20, "t": 36, "b": 50})
     data = []
     for k, (domain, (key, title)) in enumerate(zip(_rows(n, 0.035), TIMELINE_ROWS, strict=True)):
         bottom = k == n - 1
         layout[_ax("x", k)] = _axis("simulated time (s)" if bottom else "", anchor=_ref("y", k),
-                                    showticklabels=bottom, **({} if k == 0 else {"matches": "x"}))
+                                    showticklabels=bottom, **({"range": span} if k == 0 and span else {}),
+                                    **({} if k == 0 else {"matches": "x"}))
         layout[_ax("y", k)] = _axis(title, domain=domain, anchor=_ref("x", k), rangemode="tozero")
         for v in views:
             y = v.steps[key] if key != "kv_pct" else [round(b * 100 / max(1, v.setup["num_blocks"]), 2)
@@ -170,8 +182,17 @@ def _cursor() -> dict:
 
 
 # ----- KV pool animation -----
+def kv_grid(views: list[RunView]) -> tuple[int, int]:
+    """(columns, rows) of the grid every scheduler's pool is drawn on. Cells are the same size for all (as is
+    the number of blocks in one, see service.compare): a larger pool is a longer grid, not smaller cells."""
+    cells = max((v.kv["cells"] for v in views), default=1)
+    cols = max(1, math.ceil(math.sqrt(cells)))
+    return cols, max(1, math.ceil(cells / cols))
+
+
 def kv_figure(views: list[RunView]) -> dict:
     n = len(views)
+    grid_cols, grid_rows = kv_grid(views)
     cols = _columns(n, 0.04 if n > 1 else 0)
     layout = _layout(400 if n > 1 else 540, margin={"l": 10, "r": 10, "t": 54, "b": 10}, showlegend=False)
     data, notes = [], []
@@ -182,12 +203,14 @@ def kv_figure(views: list[RunView]) -> dict:
         for i, c in enumerate(sh, start=1):
             scale += [[i / 7, c], [(i + 1) / 7, c]]
         data.append({"type": "heatmap", "z": [], "zmin": 0, "zmax": 7,  # z and text: set per frame by app.js
-                     "colorscale": scale, "showscale": False, "xgap": 1 if kv["cols"] <= 48 else 0,
-                     "ygap": 1 if kv["rows"] <= 48 else 0, "hoverongaps": False, "name": v.scheduler,
+                     "colorscale": scale, "showscale": False, "xgap": 1 if grid_cols <= 48 else 0,
+                     "ygap": 1 if grid_rows <= 48 else 0, "hoverongaps": False, "name": v.scheduler,
                      "xaxis": _ref("x", k), "yaxis": _ref("y", k), "hovertemplate": "%{text}<extra></extra>"})
         hidden = {"showticklabels": False, "showgrid": False, "zeroline": False, "ticks": ""}
-        layout[_ax("x", k)] = {"domain": domain, "anchor": _ref("y", k), "constrain": "domain", **hidden}
-        layout[_ax("y", k)] = {"anchor": _ref("x", k), "autorange": "reversed", "scaleanchor": _ref("x", k),
+        # The same ranges in every panel: equal cells; a smaller pool leaves its last rows empty.
+        layout[_ax("x", k)] = {"domain": domain, "anchor": _ref("y", k), "constrain": "domain",
+                               "range": [-0.5, grid_cols - 0.5], **hidden}
+        layout[_ax("y", k)] = {"anchor": _ref("x", k), "range": [grid_rows - 0.5, -0.5], "scaleanchor": _ref("x", k),
                                "constrain": "domain", **hidden}
         notes.append({"xref": "paper", "yref": "paper", "x": (domain[0] + domain[1]) / 2, "y": 1.0,
                       "yanchor": "bottom", "showarrow": False, "font": {"size": 13, "color": color(v.scheduler)},
@@ -202,25 +225,29 @@ def kv_title(name: str, kv: dict, frame: int) -> str:
     return f"<b>{name}</b><br>{used * 100:.0f}% of {kv['blocks']:,} blocks in use"
 
 
-def kv_frames(views: list[RunView]) -> dict:
-    """What the KV player needs: per scheduler the cell grid and its run-length coded frames."""
-    horizon = max((v.end_s for v in views), default=0.0)
+def kv_frames(views: list[RunView], span: list[float] | None = None) -> dict:
+    """What the KV player needs: per scheduler the cell grid and its run-length coded frames, played over
+    `span` (the comparison's time_range)."""
+    horizon = span[1] if span else 0.0
+    grid_cols, _ = kv_grid(views)
     steps = max((len(v.kv["frame_s"]) for v in views), default=1)
     # Open at the busiest moment (the highest KV use of any scheduler): a still frame worth looking at.
     peaks = [(max(v.kv["usage"]), v.kv["frame_s"][v.kv["usage"].index(max(v.kv["usage"]))])
              for v in views if v.kv["usage"]]
     start = round(max(peaks)[1] / horizon * (steps - 1)) if peaks and horizon > 0 else 0
     return {"horizon": round(horizon, 4), "steps": steps, "start": int(start),
-            "schedulers": [dict(v.kv, name=v.scheduler) for v in views]}
+            "schedulers": [dict(v.kv, name=v.scheduler, cols=grid_cols, rows=math.ceil(v.kv["cells"] / grid_cols))
+                           for v in views]}
 
 
 # ----- Gantt -----
 GANTT_MARGIN = {"l": 64, "r": 20, "t": 36, "b": 50}
 
 
-def gantt_figure(view: RunView) -> dict | None:
+def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
     """Segments drawn as thick line pieces, one trace per kind: a single SVG path per trace draws in a fraction
-    of the time a bar per segment takes. Hovering anywhere on a row (hovermode "y") describes that request."""
+    of the time a bar per segment takes. Hovering anywhere on a row (hovermode "y") describes that request.
+    `span`: the comparison's time_range (the x axis of every Gantt and the timeline)."""
     g = view.gantt
     if g is None:
         return None
@@ -268,7 +295,7 @@ def gantt_figure(view: RunView) -> dict | None:
     ids = rows["id"]
     half = (ids[-1] - ids[0]) / max(1, shown - 1) / 2 if shown > 1 else 0.5
     layout = _layout(height, margin=GANTT_MARGIN, hovermode="y unified", hoverdistance=-1,
-                     xaxis=_axis("simulated time (s)", rangemode="tozero"),
+                     xaxis=_axis("simulated time (s)", **({"range": span} if span else {"rangemode": "tozero"})),
                      yaxis=_axis("request (by arrival)", range=[ids[-1] + half, ids[0] - half], tickprefix="#",
                                  showgrid=False, nticks=14),
                      shapes=[_cursor()])

@@ -118,16 +118,17 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
 def results_context(req: WebRequest, cancel=None) -> dict:
     views = service.compare(req, cancel)
     upload = service.get_upload(req.upload) if req.upload else None
+    span = charts.time_range(views)
     return {
         "views": views,
         "table": present.metrics_table(views),
         "summary": present.scenario_summary(req, views, upload),
         "slo_text": present.slo_text(views[0].metrics),
         "cdf": charts.cdf_figure(views),
-        "timeline": charts.timeline_figure(views),
+        "timeline": charts.timeline_figure(views, span),
         "kv": charts.kv_figure(views),
-        "kv_frames": charts.kv_frames(views),
-        "gantts": [(v.scheduler, charts.gantt_figure(v), v.gantt_note) for v in views],
+        "kv_frames": charts.kv_frames(views, span),
+        "gantts": [(v.scheduler, charts.gantt_figure(v, span), v.gantt_note) for v in views],
         "goodput": goodput_context(req),
         "query": req.query(),
         "scenario_query": req.query(sweep=False),

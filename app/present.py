@@ -172,27 +172,58 @@ def fmt_value(v: Any, kind: str) -> str:
     return f"{v:,.2f}"
 
 
-def _best(values: list, texts: list[str], metric: Metric) -> float | None:
-    """The winning value where schedulers differ as shown; None for a tie or a metric with no better side."""
-    nums = [x for x in values if isinstance(x, int | float) and not isinstance(x, bool)]
-    if not metric.better or len(values) < 2 or not nums:
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _best(values: list, texts: list[str], metric: Metric, eligible: list[bool] | None = None) -> float | None:
+    """The winning value among the `eligible` runs (all by default) where they differ as shown; None for a tie,
+    a metric with no better side, or fewer than two values to compare (a blank is no value: "4 shed" against
+    none is not a win)."""
+    contenders = [(x, t) for x, t, ok in zip(values, texts, eligible or [True] * len(values), strict=True)
+                  if ok and _is_number(x)]
+    if not metric.better or len(contenders) < 2:
         return None
-    best = min(nums) if metric.better == "lower" else max(nums)
-    return None if texts.count(fmt_value(best, metric.kind)) > 1 else best
+    best = (min if metric.better == "lower" else max)(x for x, _ in contenders)
+    return None if [t for _, t in contenders].count(fmt_value(best, metric.kind)) > 1 else best
+
+
+def unserved_share(metrics: dict) -> float:
+    """The share of a run's requests it never completed (rejected or shed)."""
+    n = metrics.get("num_requests") or 0
+    return 1 - (metrics.get("completed") or 0) / n if n else 0.0
+
+
+def _unfair_win(x: Any, values: list, served_all: list[bool], better: str) -> bool:
+    """Whether `x`, the value of a run that left requests unserved, is at least as good as every run's that
+    served them all (or, if none did, as every run's)."""
+    rivals = [v for v, ok in zip(values, served_all, strict=True) if ok and _is_number(v)] or \
+        [v for v in values if _is_number(v)]
+    pick = min if better == "lower" else max
+    return _is_number(x) and bool(rivals) and pick(rivals + [x]) == x
 
 
 def metrics_table(views: list) -> list[list[dict]]:
     """The catalogue's table rows for these runs, as two columns of row groups (balanced by rows); each row
-    has one cell per scheduler and marks the best value when schedulers differ."""
+    has one cell per scheduler and marks the best value when schedulers differ. A latency counts only the
+    requests a run served, so on those rows only runs that served every request can win; a run that left some
+    unserved and would have won gets its unserved share flagged beside the value instead."""
+    unserved = [unserved_share(v.metrics) for v in views]
+    served_all = [u == 0 for u in unserved]
     groups = []
     for section in table_sections([v.metrics for v in views]):
         rows = []
         for row in section.rows:
             m = row.metric
             texts = [fmt_value(x, m.kind) for x in row.values]
-            best = _best(row.values, texts, m)
-            rows.append({"label": m.label, "unit": m.unit_text, "description": m.description, "cells": [
-                {"text": t, "best": best is not None and x == best} for x, t in zip(row.values, texts, strict=True)]})
+            fair = m.served_only and not all(served_all)
+            best = _best(row.values, texts, m, served_all if fair else None)
+            cells = []
+            for x, t, u in zip(row.values, texts, unserved, strict=True):
+                flag = fair and u > 0 and m.better is not None and _unfair_win(x, row.values, served_all, m.better)
+                cells.append({"text": t, "best": best is not None and x == best and (not fair or u == 0),
+                              "flag": f"{u:.0%} not served" if flag else ""})
+            rows.append({"label": m.label, "unit": m.unit_text, "description": m.description, "cells": cells})
         groups.append({"title": section.title, "rows": rows})
     total = sum(len(g["rows"]) + 1 for g in groups)
     left, count = [], 0
@@ -236,7 +267,14 @@ def scenario_summary(req, views: list, upload=None) -> list[str]:
             f"{name} {c['slo']['ttft_ms']:g}/{c['slo']['tpot_ms']:g}" for name, c in classes.items()))
     else:
         out.append(f"SLOs: {slo_text(v.metrics)}")
-    out.append(f"KV pool {st['num_blocks']:,} blocks × {st['block_size']} tokens")
+    pools: dict[int, list[str]] = {}
+    for view in views:  # the token budget changes the pool: schedulers of one comparison can differ
+        pools.setdefault(view.setup["num_blocks"], []).append(view.scheduler)
+    if len(pools) == 1:
+        out.append(f"KV pool {st['num_blocks']:,} blocks × {st['block_size']} tokens")
+    else:
+        out.append("KV pool " + ", ".join(f"{blocks:,} blocks ({', '.join(names)})" for blocks, names in pools.items())
+                   + f" × {st['block_size']} tokens")
     return out
 
 

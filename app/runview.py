@@ -62,8 +62,10 @@ class RunView:
     requests: int = 0
 
 
-def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS) -> RunView:
-    """`res`: a run with record_events=True; `frames`, `frame_s`: its KV pool [frame, block] and their instants."""
+def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS,
+               kv_cell: int = 1) -> RunView:
+    """`res`: a run with record_events=True; `frames`, `frame_s`: its KV pool [frame, block] and their instants;
+    `kv_cell`: the fewest blocks per KV grid cell (a comparison draws every pool with one cell size)."""
     r = res.resolved
     transport_s = float(getattr(res.scenario, "transport_overhead_ms", 0.0)) / 1e3
     setup = {
@@ -76,7 +78,7 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
     return RunView(
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
-        kv=kv_data(frames, frame_s), gantt=gantt, gantt_note=note, requests=len(res.requests),
+        kv=kv_data(frames, frame_s, kv_cell), gantt=gantt, gantt_note=note, requests=len(res.requests),
     )
 
 
@@ -156,12 +158,18 @@ def run_lengths(code: np.ndarray) -> list[list[int]]:
     return [p.ravel().tolist() for p in np.split(pairs, per_row)]
 
 
-def kv_data(frames: np.ndarray, frame_s: np.ndarray) -> dict:
+def cell_blocks(num_blocks: int) -> int:
+    """Blocks per KV grid cell for a pool of `num_blocks`: one, or as many as keep the grid to MAX_CELLS cells."""
+    return max(1, math.ceil(num_blocks / MAX_CELLS))
+
+
+def kv_data(frames: np.ndarray, frame_s: np.ndarray, min_cell: int = 1) -> dict:
     """Frames [frame, block] (owner or -1) -> per frame the run-length code of its cells (kvgrid.cell_codes):
-    [code, length, code, length, ...]. A fragmented pool (every cell different from its neighbour) codes to
-    long runs; past RUN_BUDGET numbers the cells grow 4x, then frames are dropped, to bound the page's size."""
+    [code, length, code, length, ...]. A cell is at least `min_cell` blocks. A fragmented pool (every cell
+    different from its neighbour) codes to long runs; past RUN_BUDGET numbers the cells grow 4x, then frames are
+    dropped, to bound the page's size."""
     n_frames, n_blocks = frames.shape if frames.ndim == 2 else (0, 0)
-    k = max(1, math.ceil(n_blocks / MAX_CELLS))
+    k = max(min_cell, cell_blocks(n_blocks))
     runs: list[list[int]] = []
     if n_frames and n_blocks:
         runs = run_lengths(cell_codes(frames, k))

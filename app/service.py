@@ -23,7 +23,7 @@ from sim_core.sweep import knee_rate, sweep
 from sim_core.workload import TraceError, read_trace
 
 from .inputs import MAX_UPLOAD_BYTES, MAX_UPLOAD_ROWS, TraceInfo, WebRequest, work_problems
-from .runview import RunView, build_view, pick_frames, recorded_frames
+from .runview import RunView, build_view, cell_blocks, pick_frames, recorded_frames
 
 MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
 SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
@@ -159,14 +159,22 @@ def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
             shared["reqs"] = reqs
         return shared["reqs"]
 
-    views = []
-    for name in req.schedulers:
-        views.append(_views.get_or_compute(req.run_key(name),
-                                           lambda name=name: _simulate(req, name, requests_for, cancel)))
+    def views_at(cell: int) -> list[RunView]:
+        return [_views.get_or_compute(f"{req.run_key(name)}&kv_cell={cell}",
+                                      lambda name=name: _simulate(req, name, requests_for, cancel, cell))
+                for name in req.schedulers]
+
+    # Every scheduler's KV pool is drawn with one cell size, so grids compare cell for cell: the largest pool's
+    # (the token budget changes the pool, so schedulers' pools differ). A pool so fragmented that its cells had
+    # to grow sets the size for all: the others are drawn again with it.
+    views = views_at(max(cell_blocks(resolve(req.for_scheduler(name)).num_blocks) for name in req.schedulers))
+    coarsest = max(v.kv["k"] for v in views)
+    if any(v.kv["k"] != coarsest for v in views):
+        views = views_at(coarsest)
     return views
 
 
-def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | None) -> RunView:
+def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | None, kv_cell: int) -> RunView:
     scenario = req.for_scheduler(name)
     resolved = resolve(scenario)
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
@@ -175,7 +183,7 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
         reqs = requests_for(scenario, resolved)
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
                                 kv_frames=recorded_frames(resolved.num_blocks), cancel=cancel)
-        return build_view(res, *pick_frames(res))
+        return build_view(res, *pick_frames(res), kv_cell=kv_cell)
     finally:
         SIM_SLOTS.release()
 

@@ -246,3 +246,18 @@ def test_a_typo_keeps_the_last_results_dimmed(page):
     expect(page.locator("#err-duration")).to_have_count(0)
     expect(page.locator("#results")).not_to_have_class(re.compile(r"\bstale\b"))
     assert table_numbers(page) != numbers
+
+
+def test_every_time_figure_of_a_comparison_shares_one_x_range(page):
+    """Read from plotly's own layout once drawn: each Gantt and the engine timeline show the same time window."""
+    page.goto(page.base + "/?schedulers=fcfs,chunked,slo&hardware=rtx3050&workload=rag&duration=20.0")
+    plots = ["plot-gantt-fcfs", "plot-gantt-chunked", "plot-gantt-slo", "plot-timeline"]
+    ranges = []
+    for plot in plots:
+        wait_drawn(page, plot)
+        ranges.append(page.locator("#" + plot).evaluate("d => d._fullLayout.xaxis.range"))
+    assert ranges[0][0] == 0 and ranges[0][1] > 25
+    assert all(r == ranges[0] for r in ranges), ranges
+    assert float(page.locator("#plot-kv").get_attribute("data-time")) <= ranges[0][1]
+    page.locator("#card-kv").screenshot(path=SHOTS / "13-kv-one-grid.png")
+    page.locator("#card-metrics").screenshot(path=SHOTS / "14-metrics-unserved-flag.png")

@@ -311,3 +311,49 @@ def test_out_of_range_duration_states_the_web_limit(client):
     assert "at most 600 s on the web" in err and "604800" not in err and "(got &#39;-5&#39;)" in err
     api = client.get("/api/run?duration=-5&num_requests=")
     assert api.status_code == 422 and "at most 600 s on the web" in api.text
+
+
+THREE = "/?schedulers=fcfs,chunked,slo&hardware=rtx3050&workload=rag&duration=20"
+METRIC_ROW = re.compile(r'<tr><th scope="row"[^>]*>(.*?)</th>(.*?)</tr>', re.S)
+METRIC_CELL = re.compile(r'<td class="num( best)?">([^<]*)(?:<span class="unserved"[^>]*>([^<]*)</span>)?</td>')
+
+
+def test_one_time_axis_and_one_kv_grid_per_comparison(client):
+    """Every Gantt, the engine timeline and the KV player span the same [0, end]; every KV grid has the same
+    cells (blocks per cell, columns) though the pools differ, and the summary names each pool."""
+    html = client.get(THREE).text
+    blobs = figure_blobs(html)
+    span = blobs["data-figure-for:plot-timeline"]["layout"]["xaxis"]["range"]
+    assert span[0] == 0 and span[1] > 0
+    ends = []
+    for name in ("fcfs", "chunked", "slo"):
+        gantt = blobs[f"data-figure-for:plot-gantt-{name}"]
+        assert gantt["layout"]["xaxis"]["range"] == span
+        ends.append(max(x for t in gantt["data"] for x in t["x"] if x is not None))
+    assert max(ends) == pytest.approx(span[1], abs=1e-3) and min(ends) < span[1] - 0.5  # runs end apart
+    frames = blobs["data-kv-frames-for:plot-kv"]
+    assert frames["horizon"] == span[1]
+    grids = frames["schedulers"]
+    assert len({g["blocks"] for g in grids}) == 2  # fcfs's pool is smaller: its token budget needs more memory
+    assert len({g["k"] for g in grids}) == 1 and len({g["cols"] for g in grids}) == 1
+    kv = blobs["data-figure-for:plot-kv"]["layout"]
+    assert kv["xaxis"]["range"] == kv["xaxis2"]["range"] == kv["xaxis3"]["range"]
+    assert kv["yaxis"]["range"] == kv["yaxis2"]["range"] == kv["yaxis3"]["range"]
+    assert "KV pool 7,476 blocks (fcfs), 8,196 blocks (chunked, slo)" in html
+
+
+def test_best_only_among_runs_that_served_every_request(client):
+    """slo sheds some requests: on a latency row it is never bold, and where its value would have won, its
+    share not served is flagged beside it. Rows over all requests (goodput) still crown anyone."""
+    html = client.get(THREE).text
+    rows = {re.sub("<[^>]+>", "", label).strip(): METRIC_CELL.findall(cells) for label, cells in METRIC_ROW.findall(html)}
+    flagged = 0
+    for label, cells in rows.items():
+        if re.match(r"(\w+: )?(Mean|Median|P\d+|Max) (TTFT|TPOT|ITL|E2EL)", label):
+            assert len(cells) == 3 and not cells[2][0], label  # slo (third) never bold on a latency row
+            assert not cells[0][2] and not cells[1][2]  # fcfs and chunked served everyone: never flagged
+            flagged += cells[2][2] == "4% not served"
+    assert rows["Mean TTFT ms"][2][2] == "4% not served" and rows["Mean TTFT ms"][0][0] == " best"
+    assert flagged >= 10
+    assert any(best for best, _, _ in rows["Goodput req/s"])
+    assert not any(best for best, _, _ in rows["Rejected: shed by admission control: TTFT target already out of reach"])
