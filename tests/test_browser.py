@@ -108,6 +108,9 @@ def test_kv_animation_moves_the_gantt_cursor(page):
     expect(page.locator("[data-play]")).to_contain_text("Play")
     frame = int(kv.get_attribute("data-frame"))
     assert frame >= 5 and frame != start
+    # data-time follows once the frame is drawn
+    page.wait_for_function("() => Math.abs(+document.getElementById('plot-kv').dataset.time - "
+                           "document.getElementById('plot-gantt-fcfs').layout.shapes[0].x0) < 1e-3")
     t = float(kv.get_attribute("data-time"))
     cursor = page.locator("#plot-gantt-fcfs").evaluate("d => d.layout.shapes[0]")
     assert cursor["visible"] is True and abs(cursor["x0"] - t) < 1e-3

@@ -4,6 +4,7 @@ their fields, escaping of everything user-supplied, embeds, trace uploads and go
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 
@@ -357,3 +358,35 @@ def test_best_only_among_runs_that_served_every_request(client):
     assert flagged >= 10
     assert any(best for best, _, _ in rows["Goodput req/s"])
     assert not any(best for best, _, _ in rows["Rejected: shed by admission control: TTFT target already out of reach"])
+
+
+FIGURE_HOOKS = {"kv", "gantt", "cdf", "timeline", "goodput", "metrics", "attribution", "step-time"}
+
+
+def test_every_figure_container_carries_a_stable_hook(client):
+    html = client.get(THREE).text
+    hooks = re.findall(r'data-figure="([^"]+)"', html)
+    assert set(hooks) <= FIGURE_HOOKS
+    assert {"kv", "gantt", "cdf", "timeline", "metrics"} <= set(hooks) and hooks.count("gantt") == 3
+    plots = re.findall(r'<div class="plot" id="plot-([a-z-]+)"[^>]*>', html)
+    assert plots and all('data-figure="' in tag for tag in re.findall(r'<div class="plot"[^>]*>', html))
+
+
+def test_rejected_requests_have_no_ttft_in_the_gantt(client):
+    gantt = figure_blobs(client.get(THREE).text)["data-figure-for:plot-gantt-slo"]
+    rejected = [t for t in gantt["data"] if t["name"] == "rejected"]
+    assert rejected and rejected[0]["x"]
+    assert "TTFT" not in rejected[0]["hovertemplate"] and "never served" in rejected[0]["hovertemplate"]
+
+
+def test_latency_axes_have_readable_ticks_and_an_slo_does_not_stretch_them(client):
+    near = figure_blobs(client.get(THREE).text)["data-figure-for:plot-cdf"]["layout"]
+    for axis in ("xaxis", "xaxis2", "xaxis3"):
+        lo, hi = near[axis]["range"]
+        ticks = [t for t in near[axis]["tickvals"] if lo <= math.log10(t) <= hi]
+        assert 4 <= len(ticks) <= 12 and len(near[axis]["ticktext"]) == len(near[axis]["tickvals"])
+    assert any(s["xref"] == "x" for s in near["shapes"])  # the TTFT target (1,000 ms) is near the data: drawn
+    far = figure_blobs(client.get(THREE + "&slo_ttft_ms=900000").text)["data-figure-for:plot-cdf"]["layout"]
+    assert far["xaxis"]["range"][1] < 5  # TTFTs here are seconds at most: the axis stays below 100 s
+    assert not any(s["xref"] == "x" for s in far["shapes"])
+    assert any(n["text"] == "TTFT SLO 900000 ms →" for n in far["annotations"])

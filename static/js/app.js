@@ -187,9 +187,10 @@
     if (this.scrub) this.scrub.value = String(j);
     if (this.label) this.label.textContent = "t = " + t.toFixed(2) + " s";
     this.div.dataset.frame = String(j);
-    this.div.dataset.time = t.toFixed(4);
     moveCursors(t);
-    return Promise.all(work);
+    var div = this.div;
+    // data-time: the simulated time of the frame last drawn (a hook for tests and tools: frames per second)
+    return Promise.all(work).then(function () { div.dataset.time = t.toFixed(4); });
   };
 
   KvPlayer.prototype.toggle = function () {
