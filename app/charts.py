@@ -1,8 +1,9 @@
 """Every figure of the dashboard, built server-side as plotly JSON (plain dicts: {"data": [...], "layout": {...}}),
 drawn in the browser by the vendored plotly.js. A scheduler has the same colour in every figure.
 
-Figures take `RunView`s (see runview.py); the KV animation's frames travel beside its figure (`kv_frames`) and
-static/js/app.js steps through them.
+Figures take `RunView`s (see runview.py); the KV view is no plotly figure: its frames (`kv_frames`) and colours
+(`kv_figure`) travel to static/js/app.js, which paints them on canvases and moves a time cursor over the figures
+that have a time axis.
 """
 
 from __future__ import annotations
@@ -42,13 +43,6 @@ def _mix(hex_color: str, other: str, t: float) -> str:
     a = [int(hex_color[i:i + 2], 16) for i in (1, 3, 5)]
     b = [int(other[i:i + 2], 16) for i in (1, 3, 5)]
     return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b, strict=True))
-
-
-def shades(name: str) -> list[str]:
-    """Six shades of a scheduler's colour: neighbouring requests in the KV grid get different ones."""
-    base = color(name)
-    return [_mix(base, "#ffffff", 0.55), _mix(base, "#000000", 0.25), _mix(base, "#ffffff", 0.25), base,
-            _mix(base, "#ffffff", 0.4), _mix(base, "#000000", 0.4)]
 
 
 def _axis(title: str, **extra) -> dict:
@@ -220,19 +214,21 @@ def timeline_figure(views: list[RunView], span: list[float] | None = None) -> di
                          "line": {"color": color(v.scheduler), "width": 1.4, "shape": "hv"},
                          "xaxis": _ref("x", k), "yaxis": _ref("y", k),
                          "hovertemplate": f"{v.scheduler}: %{{y:,.4~g}}<extra></extra>"})
-    layout["shapes"] = [_cursor()]
     if not any(v.steps["t"] for v in views):
         layout["annotations"] = [_empty_note("No request arrived in this run: the engine never stepped.")]
     return {"data": data, "layout": layout}
 
 
-def _cursor() -> dict:
-    """The vertical time cursor the KV animation moves (shapes[0])."""
-    return {"type": "line", "xref": "x", "yref": "paper", "x0": 0, "x1": 0, "y0": 0, "y1": 1,
-            "line": {"color": "#212529", "width": 1.5}, "visible": False}
-
-
 # ----- KV pool animation -----
+# What a cell's majority owner is doing, with two shades each so that neighbouring requests stay apart.
+# static/js/app.js draws the grids on canvases with these colours; the card's legend lists them.
+KV_STATES = (
+    ("free", "free", (FREE_CELL, FREE_CELL)),
+    ("prefill", "prefilling (no token yet)", ("#f59f00", "#ffd43b")),
+    ("decode", "decoding", ("#3b5bdb", "#91a7ff")),
+)
+
+
 def kv_grid(views: list[RunView]) -> tuple[int, int]:
     """(columns, rows) of the grid every scheduler's pool is drawn on. Cells are the same size for all (as is
     the number of blocks in one, see service.compare): a larger pool is a longer grid, not smaller cells."""
@@ -242,38 +238,11 @@ def kv_grid(views: list[RunView]) -> tuple[int, int]:
 
 
 def kv_figure(views: list[RunView]) -> dict:
-    n = len(views)
-    grid_cols, grid_rows = kv_grid(views)
-    cols = _columns(n, 0.04 if n > 1 else 0)
-    layout = _layout(400 if n > 1 else 540, margin={"l": 10, "r": 10, "t": 54, "b": 10}, showlegend=False)
-    data, notes = [], []
-    for k, (v, domain) in enumerate(zip(views, cols, strict=True)):
-        kv = v.kv
-        sh = shades(v.scheduler)
-        scale = [[0, FREE_CELL], [1 / 7, FREE_CELL]]
-        for i, c in enumerate(sh, start=1):
-            scale += [[i / 7, c], [(i + 1) / 7, c]]
-        data.append({"type": "heatmap", "z": [], "zmin": 0, "zmax": 7,  # z and text: set per frame by app.js
-                     "colorscale": scale, "showscale": False, "xgap": 1 if grid_cols <= 48 else 0,
-                     "ygap": 1 if grid_rows <= 48 else 0, "hoverongaps": False, "name": v.scheduler,
-                     "xaxis": _ref("x", k), "yaxis": _ref("y", k), "hovertemplate": "%{text}<extra></extra>"})
-        hidden = {"showticklabels": False, "showgrid": False, "zeroline": False, "ticks": ""}
-        # The same ranges in every panel: equal cells; a smaller pool leaves its last rows empty.
-        layout[_ax("x", k)] = {"domain": domain, "anchor": _ref("y", k), "constrain": "domain",
-                               "range": [-0.5, grid_cols - 0.5], **hidden}
-        layout[_ax("y", k)] = {"anchor": _ref("x", k), "range": [grid_rows - 0.5, -0.5], "scaleanchor": _ref("x", k),
-                               "constrain": "domain", **hidden}
-        notes.append({"xref": "paper", "yref": "paper", "x": (domain[0] + domain[1]) / 2, "y": 1.0,
-                      "yanchor": "bottom", "showarrow": False, "font": {"size": 13, "color": color(v.scheduler)},
-                      "text": kv_title(v.scheduler, kv, 0)})
-    layout["annotations"] = notes
-    return {"data": data, "layout": layout}
-
-
-def kv_title(name: str, kv: dict, frame: int) -> str:
-    """The title above a scheduler's grid (static/js/app.js writes the same text as frames change)."""
-    used = kv["usage"][frame] if kv["usage"] else 0.0
-    return f"<b>{name}</b><br>{used * 100:.0f}% of {kv['blocks']:,} blocks in use"
+    """The KV view's drawing spec (not a plotly figure: app.js paints canvases): the shared grid and the colours
+    of each state. The frames travel beside it (kv_frames)."""
+    cols, rows = kv_grid(views)
+    return {"grid": {"cols": cols, "rows": rows},
+            "states": [{"key": key, "label": label, "colors": list(colors)} for key, label, colors in KV_STATES]}
 
 
 def kv_frames(views: list[RunView], span: list[float] | None = None) -> dict:
@@ -287,8 +256,8 @@ def kv_frames(views: list[RunView], span: list[float] | None = None) -> dict:
              for v in views if v.kv["usage"]]
     start = round(max(peaks)[1] / horizon * (steps - 1)) if peaks and horizon > 0 else 0
     return {"horizon": round(horizon, 4), "steps": steps, "start": int(start),
-            "schedulers": [dict(v.kv, name=v.scheduler, cols=grid_cols, rows=math.ceil(v.kv["cells"] / grid_cols))
-                           for v in views]}
+            "schedulers": [dict(v.kv, name=v.scheduler, color=color(v.scheduler), cols=grid_cols,
+                                rows=math.ceil(v.kv["cells"] / grid_cols)) for v in views]}
 
 
 # ----- Gantt -----
@@ -352,8 +321,7 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
     layout = _layout(height, margin=GANTT_MARGIN, hovermode="y unified", hoverdistance=-1,
                      xaxis=_axis("simulated time (s)", **({"range": span} if span else {"rangemode": "tozero"})),
                      yaxis=_axis("request (by arrival)", range=[ids[-1] + half, ids[0] - half], tickprefix="#",
-                                 showgrid=False, nticks=14),
-                     shapes=[_cursor()])
+                                 showgrid=False, nticks=14))
     return {"data": data, "layout": layout}
 
 

@@ -42,9 +42,17 @@ FIGURES = ("metrics", "cdf", "timeline", "kv", "gantt", "goodput")
 VARY = {"Vary": "HX-Request"}
 
 
+# Query parameters that say how to view the results, not what to simulate: t, the KV view's playback time.
+VIEW_PARAMS = ("t",)
+
+
+def scenario_params(request: Request) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in request.query_params.multi_items() if k not in VIEW_PARAMS]
+
+
 def parse_page(request: Request) -> tuple[WebRequest | None, dict[str, Any], dict[str, str]]:
     """(request or None, form values, errors by field) from a page URL's query."""
-    pairs = request.query_params.multi_items()
+    pairs = scenario_params(request)
     given: dict[str, Any] = {}
     for k, v in pairs:
         if k == "schedulers":
@@ -66,7 +74,7 @@ def fallback_request(request: Request, errors: dict[str, str]) -> WebRequest | N
     A page opened on a URL with a typo shows its results, dimmed, rather than nothing at all."""
     bad = set(errors)
     for _ in range(3):  # leaving a field out can move a cross-field problem onto another one
-        pairs = [(k, v) for k, v in request.query_params.multi_items() if k not in bad]
+        pairs = [(k, v) for k, v in scenario_params(request) if k not in bad]
         try:
             return parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
                                  uploads=service.upload_info)

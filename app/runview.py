@@ -78,7 +78,7 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
     return RunView(
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
-        kv=kv_data(frames, frame_s, kv_cell), gantt=gantt, gantt_note=note, requests=len(res.requests),
+        kv=dict(kv_data(frames, frame_s, kv_cell), first_token_s=first_token_times(res)), gantt=gantt, gantt_note=note, requests=len(res.requests),
     )
 
 
@@ -185,6 +185,13 @@ def kv_data(frames: np.ndarray, frame_s: np.ndarray, min_cell: int = 1) -> dict:
     usage = _r((frames >= 0).sum(axis=1) / n_blocks, 4) if n_frames and n_blocks else []
     return {"blocks": int(n_blocks), "k": k, "cells": n_cells, "rows": max(1, math.ceil(n_cells / cols)),
             "cols": cols, "frame_s": _r(np.asarray(frame_s, np.float64), 4), "runs": runs, "usage": usage}
+
+
+def first_token_times(res) -> list:
+    """Per request id, when its first token came out (ms precision; None if never): the KV view colours a
+    request's blocks as prefilling before it and decoding after."""
+    t = np.asarray(res.first_token_s, np.float64)
+    return [None if not math.isfinite(x) else x for x in np.round(t, 3).tolist()]
 
 
 # ----- per-request Gantt -----

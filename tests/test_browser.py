@@ -92,10 +92,21 @@ def test_default_page_compare_share_and_back(page):
     expect(page.locator("#card-metrics thead").first).to_contain_text("spf")
 
 
+CURSOR_AT = """([plot, t]) => {
+  const d = document.getElementById(plot), xa = d._fullLayout.xaxis, line = d.querySelector('.time-cursor');
+  return {hidden: line.hidden, left: parseFloat(line.style.left), expected: xa._offset + xa.l2p(t)};
+}"""
+
+
+def kv_time(page) -> float:
+    return float(page.locator("#plot-kv").get_attribute("data-time"))
+
+
 def test_kv_animation_moves_the_gantt_cursor(page):
     page.goto(page.base + "/")
     wait_drawn(page, "plot-kv")
     kv = page.locator("#plot-kv")
+    expect(page.locator("#card-kv .kv-legend")).to_contain_text("decoding")
     page.locator("#card-kv").screenshot(path=SHOTS / "03-kv-grid.png")
     wait_drawn(page, "plot-gantt-fcfs")
     page.locator("#card-kv").scroll_into_view_if_needed()
@@ -108,15 +119,63 @@ def test_kv_animation_moves_the_gantt_cursor(page):
     expect(page.locator("[data-play]")).to_contain_text("Play")
     frame = int(kv.get_attribute("data-frame"))
     assert frame >= 5 and frame != start
-    # data-time follows once the frame is drawn
-    page.wait_for_function("() => Math.abs(+document.getElementById('plot-kv').dataset.time - "
-                           "document.getElementById('plot-gantt-fcfs').layout.shapes[0].x0) < 1e-3")
-    t = float(kv.get_attribute("data-time"))
-    cursor = page.locator("#plot-gantt-fcfs").evaluate("d => d.layout.shapes[0]")
-    assert cursor["visible"] is True and abs(cursor["x0"] - t) < 1e-3
+    t = kv_time(page)
+    cursor = page.evaluate(CURSOR_AT, ["plot-gantt-fcfs", t])
+    assert cursor["hidden"] is False and abs(cursor["left"] - cursor["expected"]) < 1
+    assert f"t={t:.2f}" in page.url  # pausing writes the playback time into the URL
     label = page.locator("[data-clock]").inner_text()
     assert label.startswith("t = ") and label.endswith(" s")
     page.locator("#card-kv").screenshot(path=SHOTS / "04-kv-playing.png")
+
+
+def test_kv_plays_at_least_20_frames_a_second(page):
+    """Issue 12: count data-time changes per second while playing, two schedulers, the default scenario."""
+    page.goto(page.base + "/")
+    wait_drawn(page, "plot-kv")
+    page.locator("[data-scrub]").fill("0")
+    page.evaluate("""() => { const d = document.getElementById('plot-kv'); window.kvTimes = [];
+      new MutationObserver(() => window.kvTimes.push(performance.now()))
+        .observe(d, {attributes: true, attributeFilter: ['data-time']}); }""")
+    page.locator("[data-play]").click()
+    page.wait_for_timeout(1500)
+    stamps = page.evaluate("window.kvTimes")
+    steps = int(page.locator("[data-scrub]").get_attribute("max"))
+    assert steps >= 60  # a long enough animation to be measured over the window
+    fps = (len(stamps) - 1) / ((stamps[-1] - stamps[0]) / 1000)
+    print(f"KV playback: {fps:.1f} frames/s over {len(stamps)} frames")
+    assert fps >= 20, fps
+
+
+def test_click_on_a_time_axis_seeks_and_t_is_in_the_url(page):
+    page.goto(page.base + "/")
+    wait_drawn(page, "plot-kv")
+    wait_drawn(page, "plot-gantt-chunked")
+    horizon = float(page.locator("[data-kv-frames-for]").evaluate("s => JSON.parse(s.textContent).horizon"))
+    steps = int(page.locator("[data-scrub]").get_attribute("max"))
+    page.locator("#plot-gantt-chunked").scroll_into_view_if_needed()
+    target = 11.0
+    x, y = page.locator("#plot-gantt-chunked").evaluate("""(d, t) => { const xa = d._fullLayout.xaxis,
+        r = d.getBoundingClientRect(); return [r.left + xa._offset + xa.l2p(t), r.top + d._fullLayout._size.t + 40]; }""",
+                                                            target)
+    page.mouse.click(x, y)
+    page.wait_for_function(f"() => Math.abs(+document.getElementById('plot-kv').dataset.time - {target}) < "
+                           f"{horizon / steps}")
+    t = kv_time(page)
+    assert f"t={t:.2f}" in page.url
+    cursor = page.evaluate(CURSOR_AT, ["plot-timeline", t]) if page.locator("#plot-timeline .time-cursor").count() \
+        else None
+    shared = page.url
+    # The shared link, opened cold, shows the same frame and puts the cursor there.
+    fresh = page.context.new_page()
+    fresh.goto(shared)
+    fresh.wait_for_function(DRAWN, arg="plot-kv")
+    assert kv_time(fresh) == t
+    fresh.locator("#plot-gantt-fcfs").scroll_into_view_if_needed()
+    fresh.wait_for_function(DRAWN, arg="plot-gantt-fcfs")
+    restored = fresh.evaluate(CURSOR_AT, ["plot-gantt-fcfs", t])
+    assert restored["hidden"] is False and abs(restored["left"] - restored["expected"]) < 1
+    fresh.close()
+    assert cursor is None or abs(cursor["left"] - cursor["expected"]) < 1
 
 
 def test_gantt_has_one_row_per_shown_request(page):
