@@ -78,7 +78,7 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
     return RunView(
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
-        kv=dict(kv_data(frames, frame_s, kv_cell), first_token_s=first_token_times(res)), gantt=gantt, gantt_note=note, requests=len(res.requests),
+        kv=dict(kv_data(frames, frame_s, kv_cell), first_token_s=first_token_times(res, frames)), gantt=gantt, gantt_note=note, requests=len(res.requests),
     )
 
 
@@ -187,11 +187,12 @@ def kv_data(frames: np.ndarray, frame_s: np.ndarray, min_cell: int = 1) -> dict:
             "cols": cols, "frame_s": _r(np.asarray(frame_s, np.float64), 4), "runs": runs, "usage": usage}
 
 
-def first_token_times(res) -> list:
-    """Per request id, when its first token came out (ms precision; None if never): the KV view colours a
-    request's blocks as prefilling before it and decoding after."""
-    t = np.asarray(res.first_token_s, np.float64)
-    return [None if not math.isfinite(x) else x for x in np.round(t, 3).tolist()]
+def first_token_times(res, frames: np.ndarray) -> dict[str, float | None]:
+    """For each request holding blocks in some frame (by id), when its first token came out (ms precision; None
+    if never): the KV view colours a request's blocks as prefilling before it and decoding after."""
+    owners = np.unique(frames[frames >= 0]) if frames.size else np.zeros(0, np.int64)
+    t = np.round(np.asarray(res.first_token_s, np.float64)[owners], 3)
+    return {str(o): (x if math.isfinite(x) else None) for o, x in zip(owners.tolist(), t.tolist(), strict=True)}
 
 
 # ----- per-request Gantt -----

@@ -131,7 +131,7 @@
       panel.appendChild(caption);
       panel.appendChild(canvas);
       div.appendChild(panel);
-      var p = { s: s, canvas: canvas, usage: usage, frame: -1, firstToken: s.first_token_s || [] };
+      var p = { s: s, canvas: canvas, usage: usage, frame: -1, firstToken: s.first_token_s || {} };
       canvas.addEventListener("mousemove", function (e) { self.hover(p, e); });
       canvas.addEventListener("mouseleave", function () { self.tip.hidden = true; });
       return p;
