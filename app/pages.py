@@ -129,6 +129,7 @@ def results_context(req: WebRequest, cancel=None) -> dict:
     span = charts.time_range(views)
     return {
         "views": views,
+        "takeaway": present.takeaway(views),
         "table": present.metrics_table(views),
         "summary": present.scenario_summary(req, views, upload),
         "slo_text": present.slo_text(views[0].metrics),

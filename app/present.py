@@ -10,7 +10,7 @@ from typing import Any
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.fields import field_info, range_text
-from sim_core.metric_catalog import Metric, table_sections
+from sim_core.metric_catalog import BY_KEY, Metric, table_sections, value_at
 from sim_core.policies import BY_NAME
 
 from .inputs import MAX_DURATION_S, MAX_REQUESTS, web_range_text
@@ -233,6 +233,59 @@ def metrics_table(views: list) -> list[list[dict]]:
         left.append(g)
         count += len(g["rows"]) + 1
     return [left, groups[len(left):]]
+
+
+# The metrics a takeaway may be about: the tails people tune schedulers for, and goodput.
+TAKEAWAY_KEYS = ("itl_ms.p99", "ttft_ms.p99", "tpot_ms.p99", "e2el_ms.p99", "goodput")
+SAME_THROUGHPUT = 0.03  # throughputs closer than this (relative) read as "the same"
+NOTABLE = 1.15  # a difference smaller than this factor is not a takeaway
+
+
+def takeaway(views: list) -> str:
+    """One sentence saying what the comparison shows: the metric on which the schedulers differ most (by ratio),
+    best against worst, and what it costs in throughput. Latencies are compared only among runs that served every
+    request when at least two did; a run that left requests unserved is said to."""
+    names = [v.scheduler for v in views]
+    unserved = {v.scheduler: unserved_share(v.metrics) for v in views}
+    left_out = [n for n in names if unserved[n] > 0]
+    note = "".join(f"; {n} leaves {unserved[n]:.0%} of requests unserved (rejected or shed)" for n in left_out)
+    if len(views) < 2:
+        v = views[0]
+        ttft, itl = value_at(v.metrics, "ttft_ms.p99"), value_at(v.metrics, "itl_ms.p99")
+        return (f"{v.scheduler} serves {v.metrics.get('completed', 0):,} of {v.requests:,} requests with a P99 TTFT "
+                f"of {fmt_value(ttft, 'ms')} ms and a P99 ITL of {fmt_value(itl, 'ms')} ms; tick another "
+                "scheduler to compare.")
+    served = [v for v in views if unserved[v.scheduler] == 0]
+    best_pick = None
+    for key in TAKEAWAY_KEYS:
+        m = BY_KEY[key]
+        pool = views if key == "goodput" or len(served) < 2 else served
+        vals = [(value_at(v.metrics, key), v) for v in pool]
+        vals = [(x, v) for x, v in vals if isinstance(x, int | float) and x > 0]
+        if len(vals) < 2:
+            continue
+        lo, hi = min(vals, key=lambda p: p[0]), max(vals, key=lambda p: p[0])
+        ratio = hi[0] / lo[0]
+        if best_pick is None or ratio > best_pick[0]:
+            best, worst = (lo, hi) if m.better == "lower" else (hi, lo)
+            best_pick = (ratio, m, best, worst)
+    if best_pick is None or best_pick[0] < NOTABLE:
+        return f"{_names(names)} are within {NOTABLE - 1:.0%} of each other on tail latencies and goodput here{note}."
+    _, m, (bx, bv), (wx, wv) = best_pick
+    unit = f" {m.unit}" if m.unit_text else ""
+    verb = "cuts" if m.better == "lower" else "raises"
+    sentence = (f"{bv.scheduler} {verb} {m.label} from {fmt_value(wx, m.kind)}{unit} ({wv.scheduler}) to "
+                f"{fmt_value(bx, m.kind)}{unit}")
+    tb, tw = bv.metrics.get("request_throughput") or 0, wv.metrics.get("request_throughput") or 0
+    if tw > 0 and abs(tb / tw - 1) <= SAME_THROUGHPUT:
+        sentence += " at the same throughput"
+    elif tw > 0:
+        sentence += f" with {abs(tb / tw - 1):.0%} {'more' if tb > tw else 'less'} throughput"
+    return sentence + note + "."
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def slo_text(metrics: dict) -> str:

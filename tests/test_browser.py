@@ -336,3 +336,30 @@ def test_every_time_figure_of_a_comparison_shares_one_x_range(page):
     assert float(page.locator("#plot-kv").get_attribute("data-time")) <= ranges[0][1]
     page.locator("#card-kv").screenshot(path=SHOTS / "13-kv-one-grid.png")
     page.locator("#card-metrics").screenshot(path=SHOTS / "14-metrics-unserved-flag.png")
+
+
+def test_landing_shows_the_takeaway_and_a_kv_view_that_plays_by_itself(page):
+    """At 1440x900 the first screen holds the computed takeaway and the KV view, which plays without a click."""
+    page.add_init_script("""window.kvTimes = []; new MutationObserver(ms => ms.forEach(m => {
+        if (m.target.id === 'plot-kv' && m.attributeName === 'data-time') window.kvTimes.push(m.target.dataset.time);
+      })).observe(document, {attributes: true, subtree: true, attributeFilter: ['data-time']});""")
+    page.goto(page.base + "/")
+    expect(page.locator("#takeaway")).to_contain_text("chunked cuts P99 ITL from 467.2 ms (fcfs) to 58.5 ms")
+    page.wait_for_function(DRAWN, arg="plot-kv")
+    start = page.locator("[data-kv-frames-for]").evaluate("s => JSON.parse(s.textContent).start")
+    page.wait_for_function(f"() => +document.getElementById('plot-kv').dataset.frame === {start}")
+    times = page.evaluate("window.kvTimes")
+    assert len(set(times)) > 10 and float(times[0]) == 0  # it played from the start, by itself
+    assert "t=" not in page.url  # autoplay is not a moment anyone chose to share
+    for selector in ("#takeaway", "#plot-kv canvas"):
+        box = page.locator(selector).first.bounding_box()
+        assert box["y"] >= 0 and box["y"] + box["height"] <= 900, (selector, box)
+    page.screenshot(path=SHOTS / "15-landing-1440x900.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(300)  # the player lays its grids out again after a resize
+    card = page.locator("#card-kv")
+    card.scroll_into_view_if_needed()
+    assert card.evaluate("c => c.scrollWidth <= c.clientWidth")  # the grids fit a phone's width
+    card.screenshot(path=SHOTS / "16-kv-390x844.png")
+    page.locator("#takeaway").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "17-takeaway-390x844.png")

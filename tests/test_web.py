@@ -390,3 +390,15 @@ def test_latency_axes_have_readable_ticks_and_an_slo_does_not_stretch_them(clien
     assert far["xaxis"]["range"][1] < 5  # TTFTs here are seconds at most: the axis stays below 100 s
     assert not any(s["xref"] == "x" for s in far["shapes"])
     assert any(n["text"] == "TTFT SLO 900000 ms →" for n in far["annotations"])
+
+
+def test_takeaway_sentence_is_computed_from_the_results(client):
+    two = client.get("/?" + SMALL.replace("num_requests=30", "num_requests=60")).text
+    sentence = re.search(r'<p class="takeaway" id="takeaway">([^<]*)</p>', two).group(1)
+    assert re.match(r"(fcfs|chunked) (cuts|raises) [\w ]+ from [\d,.]+ (ms|req/s) \((fcfs|chunked)\) to [\d,.]+ "
+                    r"(ms|req/s)", sentence) or "within 15%" in sentence, sentence
+    three = client.get(THREE).text
+    assert "chunked cuts P99 ITL from 467.2 ms (fcfs) to 58.5 ms" in three
+    assert "slo leaves 4% of requests unserved (rejected or shed)" in three
+    one = client.get("/?schedulers=fcfs&hardware=rtx3050&workload=chat&num_requests=30").text
+    assert "fcfs serves 30 of 30 requests" in one and "tick another scheduler" in one

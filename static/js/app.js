@@ -100,7 +100,8 @@
   // many schedulers are compared. The grid (columns, rows) is the same for all: equal cells.
   var PLAY_FPS = 30;
   var MAX_CELL_PX = 14;
-  var MAX_GRID_PX = 460; // the tallest a grid may get
+  var MIN_SIDE_BY_SIDE_PX = 4;
+  var MAX_GRID_PX = 300; // the tallest a grid may get: the landing view keeps it above the fold
 
   function KvPlayer(div, spec, frames) {
     this.div = div;
@@ -147,13 +148,23 @@
       this.scrub.addEventListener("change", function () { rememberTime(self.timeAt(self.index)); });
     }
     var shared = parseFloat(new URLSearchParams(window.location.search).get("t"));
-    this.show(isFinite(shared) ? this.indexAt(shared) : Math.min(this.steps - 1, frames.start || 0));
+    var busiest = Math.min(this.steps - 1, frames.start || 0);
+    this.show(isFinite(shared) ? this.indexAt(shared) : busiest);
+    // Without a shared moment, it plays by itself from the start up to the busiest moment and rests there.
+    var still = window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+    if (!isFinite(shared) && !still && busiest > 0) {
+      this.show(0);
+      this.play(busiest, false);
+    }
     this.ready = Promise.resolve();
   }
 
   KvPlayer.prototype.layout = function () {
-    var n = this.panels.length, cols = this.grid.cols, rows = this.grid.rows;
-    var width = Math.max(60, (this.div.clientWidth - 16 * (n - 1)) / n);
+    var cols = this.grid.cols, rows = this.grid.rows, full = this.div.clientWidth;
+    // side by side when each grid still gets cells of MIN_SIDE_BY_SIDE_PX; stacked (a phone) otherwise
+    var n = this.panels.length;
+    while (n > 1 && (full - 16 * (n - 1)) / n / cols < MIN_SIDE_BY_SIDE_PX) n--;
+    var width = Math.max(60, (full - 16 * (n - 1)) / n);
     var cell = Math.max(1, Math.min(MAX_CELL_PX, Math.floor(width / cols), Math.floor(MAX_GRID_PX / rows)));
     var dpr = window.devicePixelRatio || 1;
     this.cell = cell;
@@ -255,10 +266,20 @@
 
   KvPlayer.prototype.toggle = function () {
     if (this.timer) { this.stop(); rememberTime(this.timeAt(this.index)); return; }
-    if (this.index >= this.steps - 1) this.show(0);
+    this.play(this.steps - 1, true);
+  };
+
+  // Play up to frame `until`; `remember`: write where it stops into the URL (what a person played, not autoplay).
+  KvPlayer.prototype.play = function (until, remember) {
     var self = this;
+    this.stop();
+    if (this.index >= until) this.show(0);
     this.timer = setInterval(function () {
-      if (self.index >= self.steps - 1) { self.stop(); rememberTime(self.timeAt(self.index)); return; }
+      if (self.index >= until) {
+        self.stop();
+        if (remember) rememberTime(self.timeAt(self.index));
+        return;
+      }
       self.show(self.index + 1);
     }, 1000 / PLAY_FPS);
     if (this.playButton) { this.playButton.textContent = "❚❚ Pause"; this.playButton.setAttribute("aria-label", "Pause"); }
