@@ -363,3 +363,44 @@ def test_landing_shows_the_takeaway_and_a_kv_view_that_plays_by_itself(page):
     card.screenshot(path=SHOTS / "16-kv-390x844.png")
     page.locator("#takeaway").scroll_into_view_if_needed()
     page.screenshot(path=SHOTS / "17-takeaway-390x844.png")
+
+
+def test_hovering_links_a_request_in_the_gantt_and_the_kv_view(page):
+    page.goto(page.base + "/?t=10")  # a still moment: nothing plays
+    wait_drawn(page, "plot-kv")
+    wait_drawn(page, "plot-gantt-fcfs")
+    page.locator("#card-kv").scroll_into_view_if_needed()
+    # A request holding blocks now, and where its first cell is on fcfs's canvas.
+    owner, cx, cy = page.evaluate("""() => {
+      const spec = JSON.parse(document.querySelector('[data-kv-frames-for]').textContent).schedulers[0];
+      const t = +document.getElementById('plot-kv').dataset.time;
+      let f = 0; while (f + 1 < spec.frame_s.length && spec.frame_s[f + 1] <= t + 1e-9) f++;
+      const runs = spec.runs[f], K = spec.k + 1;
+      for (let i = 0, c = 0; i < runs.length; c += runs[i + 1], i += 2) {
+        const owner = Math.floor(runs[i] / K) - 1;
+        if (owner >= 0) {
+          const canvas = document.querySelector('.kv-panel[data-scheduler="fcfs"] canvas'), r = canvas.getBoundingClientRect();
+          const cell = r.width / spec.cols;
+          return [owner, r.left + (c % spec.cols + 0.5) * cell, r.top + (Math.floor(c / spec.cols) + 0.5) * cell];
+        }
+      }
+    }""")
+    page.mouse.move(cx, cy)
+    expect(page.locator(".kv-tip")).to_contain_text(f"request #{owner}")
+    expect(page.locator("#plot-gantt-fcfs")).to_have_attribute("data-highlight", str(owner))
+    band = page.locator("#plot-gantt-fcfs .row-highlight")
+    expect(band).to_be_visible()
+    row_y = page.locator("#plot-gantt-fcfs").evaluate(
+        "(d, id) => d.getBoundingClientRect().top + d._fullLayout.yaxis._offset + d._fullLayout.yaxis.l2p(id)", owner)
+    box = band.bounding_box()
+    assert box["y"] <= row_y <= box["y"] + box["height"]
+    page.locator("#card-kv").screenshot(path=SHOTS / "18-kv-hover.png")
+    # And the other way: hovering a Gantt row lights up that request's blocks.
+    page.locator("#plot-gantt-fcfs").scroll_into_view_if_needed()
+    gx, gy = page.locator("#plot-gantt-fcfs").evaluate("""(d, id) => { const r = d.getBoundingClientRect(),
+        xa = d._fullLayout.xaxis, ya = d._fullLayout.yaxis;
+        return [r.left + xa._offset + xa._length / 2, r.top + ya._offset + ya.l2p(id)]; }""", owner)
+    page.mouse.move(gx, gy)
+    expect(page.locator('.kv-panel[data-scheduler="fcfs"]')).to_have_attribute("data-highlight", str(owner))
+    page.mouse.move(5, 5)
+    expect(page.locator('.kv-panel[data-scheduler="fcfs"]')).not_to_have_attribute("data-highlight", str(owner))

@@ -66,6 +66,16 @@
       // autosize measures the container on every relayout: pin its height, or a redraw collapses it.
       if (fig.layout.height) div.style.height = fig.layout.height + "px";
       done = Plotly.newPlot(div, fig.data, fig.layout, figureConfig(div)).then(function () {
+        if (div.dataset.figure === "gantt") {
+          // hovering a request's row lights up its blocks in the KV view
+          div.on("plotly_hover", function (e) {
+            var y = e.points && e.points[0] && e.points[0].y;
+            if (players.length && typeof y === "number") players[0].highlight(div.dataset.scheduler, y);
+          });
+          div.on("plotly_unhover", function () {
+            if (players.length) players[0].highlight(div.dataset.scheduler, null);
+          });
+        }
         if (!div.hasAttribute("data-cursor")) return;
         div.on("plotly_afterplot", function () { if (cursorTime !== null) placeCursor(div, cursorTime); });
         if (cursorTime !== null) placeCursor(div, cursorTime);
@@ -121,6 +131,7 @@
     this.panels = frames.schedulers.map(function (s) {
       var panel = document.createElement("figure");
       panel.className = "kv-panel";
+      panel.dataset.scheduler = s.name;
       var caption = document.createElement("figcaption");
       var name = document.createElement("b");
       name.textContent = s.name;
@@ -132,9 +143,10 @@
       panel.appendChild(caption);
       panel.appendChild(canvas);
       div.appendChild(panel);
-      var p = { s: s, canvas: canvas, usage: usage, frame: -1, firstToken: s.first_token_s || {} };
+      var p = { s: s, panel: panel, canvas: canvas, usage: usage, frame: -1, firstToken: s.first_token_s || {},
+                highlight: null };
       canvas.addEventListener("mousemove", function (e) { self.hover(p, e); });
-      canvas.addEventListener("mouseleave", function () { self.tip.hidden = true; });
+      canvas.addEventListener("mouseleave", function () { self.tip.hidden = true; highlightRow(s.name, null); });
       return p;
     });
     this.tip = document.createElement("div");
@@ -214,8 +226,19 @@
     for (var i = 0; i < runs.length; i += 2) {
       var owner = Math.floor(runs[i] / K) - 1, len = runs[i + 1];
       ctx.fillStyle = this.stateOf(p, owner, t).colors[owner < 0 ? 0 : owner & 1];
+      ctx.globalAlpha = p.highlight === null || owner === p.highlight ? 1 : 0.2; // a hovered Gantt row's blocks stand out
       for (var n = 0; n < len; n++, c++) ctx.fillRect((c % cols) * cell, Math.floor(c / cols) * cell, side, side);
     }
+    ctx.globalAlpha = 1;
+  };
+
+  // Light up one request's blocks in a scheduler's grid (null: all of them again).
+  KvPlayer.prototype.highlight = function (scheduler, owner) {
+    var p = this.panels.filter(function (q) { return q.s.name === scheduler; })[0];
+    if (!p || p.highlight === owner) return;
+    p.highlight = owner;
+    if (owner === null) delete p.panel.dataset.highlight; else p.panel.dataset.highlight = String(owner);
+    if (p.frame >= 0) this.paint(p, p.frame);
   };
 
   KvPlayer.prototype.show = function (j) {
@@ -256,6 +279,7 @@
     var k = p.s.k, owner = Math.floor(code / (k + 1)) - 1, used = code % (k + 1);
     var first = c * k, last = Math.min(p.s.blocks, first + k) - 1;
     var where = k > 1 ? "blocks " + first + "–" + last : "block " + first;
+    highlightRow(p.s.name, owner < 0 ? null : owner);
     this.tip.textContent = owner < 0 ? where + ": free" : where + ": request #" + owner + ", "
       + this.stateOf(p, owner, p.s.frame_s[p.frame]).label + (k > 1 ? " (" + used + "/" + (last - first + 1) + " in use)" : "");
     var box = this.div.getBoundingClientRect();
@@ -324,6 +348,34 @@
     });
     kept.push("t=" + t.toFixed(2));
     history.replaceState(history.state, "", window.location.pathname + "?" + kept.join("&"));
+  }
+
+  // A band across the Gantt row of the request under the pointer in the KV view (none if the Gantt shows a
+  // sample of requests without it).
+  function highlightRow(scheduler, id) {
+    var div = document.getElementById("plot-gantt-" + scheduler), full = div && div._fullLayout;
+    if (!full) return;
+    var band = div.querySelector(":scope > .row-highlight");
+    if (!div._rowIds) {
+      div._rowIds = {};
+      div.data.forEach(function (trace) { trace.y.forEach(function (y) { if (y !== null) div._rowIds[y] = true; }); });
+    }
+    if (id === null || !div._rowIds[id]) {
+      if (band) band.hidden = true;
+      delete div.dataset.highlight;
+      return;
+    }
+    if (!band) {
+      band = document.createElement("div");
+      band.className = "row-highlight";
+      div.appendChild(band);
+    }
+    var xa = full.xaxis, ya = full.yaxis, y = ya._offset + ya.l2p(id);
+    band.style.left = xa._offset + "px";
+    band.style.width = xa._length + "px";
+    band.style.top = y - 4 + "px";
+    band.hidden = y < ya._offset || y > ya._offset + ya._length;
+    div.dataset.highlight = String(id);
   }
 
   // ----- the time cursor over every figure with a time axis ([data-cursor]) -----
