@@ -257,6 +257,11 @@ def test_inline_error_for_an_impossible_setup(page):
     page.locator("#f-rate").fill("-1")
     page.locator("#f-rate").press("Enter")
     expect(page.locator("#err-rate")).to_contain_text("between 1e-06 and 10000")
+    # An error in a folded "Advanced" field unfolds it (the form itself is never redrawn).
+    assert not page.locator("details.advanced").evaluate("d => d.open")
+    page.locator("#f-token_budget").evaluate("i => { i.value = 'lots'; i.dispatchEvent(new Event('change', {bubbles: true})); }")
+    expect(page.locator("#err-token_budget")).to_be_visible()
+    assert page.locator("#f-token_budget").input_value() == "lots"
 
 
 def test_trace_upload_replays_it(page, tmp_path):

@@ -48,7 +48,9 @@
     if (!figureScript(div)) return Promise.resolve();
     if (observer) observer.unobserve(div);
     div.dataset.drawn = "pending";
-    div._drawing = plotlyReady.then(function () { return drawNow(div); });
+    // the KV view paints canvases itself: it need not wait for plotly.js to load
+    var kv = document.querySelector('script[data-kv-frames-for="' + div.id + '"]');
+    div._drawing = (kv ? Promise.resolve() : plotlyReady).then(function () { return drawNow(div); });
     return div._drawing;
   }
 
@@ -518,6 +520,8 @@
       var f = slots[i], l = live.querySelector('[data-field="' + f.dataset.field + '"]');
       if (!l) continue;
       l.classList.toggle("invalid", f.classList.contains("invalid"));
+      var folded = l.closest("details");
+      if (folded && f.classList.contains("invalid")) folded.open = true; // an error must not hide in "Advanced"
       ownErrors(l).forEach(function (p) { l.removeChild(p); });
       ownErrors(f).forEach(function (p) { l.appendChild(document.importNode(p, true)); });
       var fc = f.querySelector("input[id^='f-'], select"), lc = fc && l.querySelector("#" + fc.id);
