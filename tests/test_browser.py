@@ -320,6 +320,12 @@ def test_a_typo_keeps_the_last_results_dimmed(page):
     assert page.locator("#f-rate").input_value() == "4"
     assert table_numbers(page) == numbers and "Nothing simulated" not in page.locator("#results").inner_text()
     page.screenshot(path=SHOTS / "12-typo-keeps-results.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#f-duration").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "12b-typo-field-390x844.png")
+    page.locator("#stale-note").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "12c-typo-results-390x844.png")
+    page.set_viewport_size({"width": 1440, "height": 900})
     page.locator("#f-duration").fill("10")
     page.locator("#f-duration").press("Enter")
     page.wait_for_url("**&rate=4.0&duration=10.0")
@@ -341,6 +347,11 @@ def test_every_time_figure_of_a_comparison_shares_one_x_range(page):
     assert float(page.locator("#plot-kv").get_attribute("data-time")) <= ranges[0][1]
     page.locator("#card-kv").screenshot(path=SHOTS / "13-kv-one-grid.png")
     page.locator("#card-metrics").screenshot(path=SHOTS / "14-metrics-unserved-flag.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#card-metrics").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "14b-metrics-390x844.png")
+    page.locator("#plot-gantt-fcfs").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "14c-gantt-390x844.png")
 
 
 def test_landing_shows_the_takeaway_and_a_kv_view_that_plays_by_itself(page):
