@@ -126,6 +126,11 @@ def test_kv_animation_moves_the_gantt_cursor(page):
     label = page.locator("[data-clock]").inner_text()
     assert label.startswith("t = ") and label.endswith(" s")
     page.locator("#card-kv").screenshot(path=SHOTS / "04-kv-playing.png")
+    with page.expect_download() as info:  # the canvases, composed into one PNG
+        page.locator('#card-kv [data-export="png"]').click()
+    assert info.value.suggested_filename == "sched-sim-kv.png"
+    assert open(info.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    info.value.save_as(SHOTS / "04b-kv-export.png")
 
 
 def playback_fps(page) -> float:
