@@ -1,8 +1,9 @@
 """Every figure of the dashboard, built server-side as plotly JSON (plain dicts: {"data": [...], "layout": {...}}),
 drawn in the browser by the vendored plotly.js. A scheduler has the same colour in every figure.
 
-Figures take `RunView`s (see runview.py); the KV animation's frames travel beside its figure (`kv_frames`) and
-static/js/app.js steps through them.
+Figures take `RunView`s (see runview.py); the KV view is no plotly figure: its frames (`kv_frames`) and colours
+(`kv_figure`) travel to static/js/app.js, which paints them on canvases and moves a time cursor over the figures
+that have a time axis.
 """
 
 from __future__ import annotations
@@ -42,13 +43,6 @@ def _mix(hex_color: str, other: str, t: float) -> str:
     a = [int(hex_color[i:i + 2], 16) for i in (1, 3, 5)]
     b = [int(other[i:i + 2], 16) for i in (1, 3, 5)]
     return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b, strict=True))
-
-
-def shades(name: str) -> list[str]:
-    """Six shades of a scheduler's colour: neighbouring requests in the KV grid get different ones."""
-    base = color(name)
-    return [_mix(base, "#ffffff", 0.55), _mix(base, "#000000", 0.25), _mix(base, "#ffffff", 0.25), base,
-            _mix(base, "#ffffff", 0.4), _mix(base, "#000000", 0.4)]
 
 
 def _axis(title: str, **extra) -> dict:
@@ -97,15 +91,69 @@ def _ref(kind: str, k: int) -> str:
     return kind if k == 0 else f"{kind}{k + 1}"
 
 
+def time_range(views: list[RunView]) -> list[float] | None:
+    """[0, end] of the whole comparison: every per-scheduler time figure (Gantt, engine timeline, KV player) spans
+    it, so one moment sits at one place in all of them. None when nothing happened (plotly picks a range)."""
+    end = max((v.end_s for v in views), default=0.0)
+    for v in views:  # a request rejected on arrival after the last step is drawn too
+        for seg in (v.gantt or {}).get("segments", {}).values():
+            end = max(end, max(seg["end"], default=0.0))
+    return [0.0, round(end, 4)] if end > 0 else None
+
+
 # ----- latency CDFs -----
 CDF_PANELS = (("ttft", "TTFT (ms)", "fraction of requests"), ("itl", "inter-token latency (ms)",
               "fraction of token gaps"), ("e2el", "end-to-end latency, E2EL (ms)", "fraction of requests"))
 
 
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values for a log axis over [lo, hi] > 0: 1-2-5 per decade, every decade's 1 when that is too many,
+    1-9 when too few (plotly's own log ticks label one or two values on a narrow range)."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+
+    def within(mantissas):
+        return [m * 10.0 ** e for e in range(first, last + 1) for m in mantissas if lo <= m * 10.0 ** e <= hi]
+
+    ticks = within((1, 2, 5))
+    if len(ticks) > 9:
+        ticks = within((1,))
+    elif len(ticks) < 4:
+        ticks = within(range(1, 10))
+    return [float(f"{t:.6g}") for t in ticks]
+
+
+def _ms_text(v: float) -> str:
+    return f"{v:,.0f}" if v >= 1 else f"{v:g}"
+
+
+def cdf_axis_range(xs: list[float], target: float | None) -> tuple[list[float], bool] | None:
+    """The log10 range of a latency panel: its data, padded; a target (SLO) within a decade of the data widens it
+    to show the target's line. (range, target shown); None for a panel with no data."""
+    xs = [x for x in xs if x > 0]
+    if not xs:
+        return None
+    lo, hi = min(xs), max(xs)
+    shown = isinstance(target, int | float) and target > 0 and lo / 10 <= target <= hi * 10
+    if shown:
+        lo, hi = min(lo, target), max(hi, target)
+    pad = max(0.04, 0.03 * (math.log10(hi) - math.log10(lo)))
+    return [round(math.log10(lo) - pad, 4), round(math.log10(hi) + pad, 4)], shown
+
+
 def cdf_figure(views: list[RunView]) -> dict:
     data, layout = [], _layout(340, margin={"l": 60, "r": 20, "t": 40, "b": 56})
+    slo = views[0].metrics.get("slo", {}) if views else {}
+    targets = {} if slo.get("by_class") else {"ttft": slo.get("ttft_ms"), "itl": slo.get("tpot_ms")}
+    shown_targets = {}
     for k, (domain, (key, xtitle, ytitle)) in enumerate(zip(_columns(3, 0.07), CDF_PANELS, strict=True)):
-        layout[_ax("x", k)] = _axis(xtitle, domain=domain, anchor=_ref("y", k), type="log", dtick=1,
+        # Explicit ranges and ticks: autorange would stretch a panel to fit an SLO note's text.
+        fitted = cdf_axis_range([x for v in views for x in v.cdf[key]["x"]], targets.get(key))
+        ticks = {}
+        if fitted:
+            span, shown_targets[key] = fitted
+            values = log_ticks(10 ** span[0], 10 ** span[1])
+            ticks = {"range": span, "tickmode": "array", "tickvals": values, "ticktext": [_ms_text(v) for v in values]}
+        layout[_ax("x", k)] = _axis(xtitle, domain=domain, anchor=_ref("y", k), type="log", **ticks,
                                     minor={"showgrid": True, "gridcolor": "#f3f4f6", "dtick": "D1"})
         layout[_ax("y", k)] = _axis(ytitle if k != 1 else "fraction of token gaps", anchor=_ref("x", k),
                                     range=[0, 1.02], tickformat=".0%")
@@ -117,14 +165,21 @@ def cdf_figure(views: list[RunView]) -> dict:
                          "xaxis": _ref("x", k), "yaxis": _ref("y", k),
                          "hovertemplate": f"{v.scheduler}: %{{y:.1%}} under %{{x:.1f}} ms<extra></extra>"})
     shapes, notes = [], []
-    slo = views[0].metrics.get("slo", {}) if views else {}
-    for k, (target, label) in ((0, (slo.get("ttft_ms"), "TTFT SLO")), (1, (slo.get("tpot_ms"), "TPOT SLO"))):
-        if isinstance(target, int | float) and not slo.get("by_class"):
+    for k, (key, label) in enumerate((("ttft", "TTFT SLO"), ("itl", "TPOT SLO"))):
+        target = targets.get(key)
+        if not isinstance(target, int | float) or key not in shown_targets:
+            continue
+        note = {"yref": "paper", "y": 0.02, "showarrow": False, "font": {"size": 10, "color": "#868e96"}}
+        if shown_targets[key]:
             shapes.append({"type": "line", "xref": _ref("x", k), "yref": "paper", "x0": target, "x1": target,
                            "y0": 0, "y1": 1, "line": {"color": "#868e96", "width": 1, "dash": "dash"}})
-            notes.append({"xref": _ref("x", k), "yref": "paper", "x": _log10(target), "y": 0.02,
-                          "text": f"{label} {target:g} ms", "showarrow": False, "xanchor": "left",
-                          "font": {"size": 10, "color": "#868e96"}})
+            notes.append({**note, "xref": _ref("x", k), "x": _log10(target), "text": f"{label} {target:g} ms",
+                          "xanchor": "left"})
+        else:  # far outside the data: named at the edge it lies beyond, without stretching the axis to it
+            above = target > 10 ** layout[_ax("x", k)]["range"][1]
+            notes.append({**note, "xref": f"{_ref('x', k)} domain", "x": 1 if above else 0,
+                          "xanchor": "right" if above else "left",
+                          "text": f"{label} {target:g} ms →" if above else f"← {label} {target:g} ms"})
     if not any(v.cdf[key]["x"] for v in views for key, _, _ in CDF_PANELS):
         notes.append(_empty_note("No request finished in this run: there are no latencies to plot."))
     layout.update(shapes=shapes, annotations=notes)
@@ -140,14 +195,16 @@ TIMELINE_ROWS = (("step_ms", "step time (ms)"), ("prefill_tokens", "prefill toke
                  ("decode_seqs", "decode seqs / step"), ("waiting", "queued requests"), ("kv_pct", "KV in use (%)"))
 
 
-def timeline_figure(views: list[RunView]) -> dict:
+def timeline_figure(views: list[RunView], span: list[float] | None = None) -> dict:
+    """`span`: the comparison's time_range."""
     n = len(TIMELINE_ROWS)
     layout = _layout(170 * n, hovermode="x unified", margin={"l": 70, "r": 20, "t": 36, "b": 50})
     data = []
     for k, (domain, (key, title)) in enumerate(zip(_rows(n, 0.035), TIMELINE_ROWS, strict=True)):
         bottom = k == n - 1
         layout[_ax("x", k)] = _axis("simulated time (s)" if bottom else "", anchor=_ref("y", k),
-                                    showticklabels=bottom, **({} if k == 0 else {"matches": "x"}))
+                                    showticklabels=bottom, **({"range": span} if k == 0 and span else {}),
+                                    **({} if k == 0 else {"matches": "x"}))
         layout[_ax("y", k)] = _axis(title, domain=domain, anchor=_ref("x", k), rangemode="tozero")
         for v in views:
             y = v.steps[key] if key != "kv_pct" else [round(b * 100 / max(1, v.setup["num_blocks"]), 2)
@@ -157,70 +214,60 @@ def timeline_figure(views: list[RunView]) -> dict:
                          "line": {"color": color(v.scheduler), "width": 1.4, "shape": "hv"},
                          "xaxis": _ref("x", k), "yaxis": _ref("y", k),
                          "hovertemplate": f"{v.scheduler}: %{{y:,.4~g}}<extra></extra>"})
-    layout["shapes"] = [_cursor()]
     if not any(v.steps["t"] for v in views):
         layout["annotations"] = [_empty_note("No request arrived in this run: the engine never stepped.")]
     return {"data": data, "layout": layout}
 
 
-def _cursor() -> dict:
-    """The vertical time cursor the KV animation moves (shapes[0])."""
-    return {"type": "line", "xref": "x", "yref": "paper", "x0": 0, "x1": 0, "y0": 0, "y1": 1,
-            "line": {"color": "#212529", "width": 1.5}, "visible": False}
-
-
 # ----- KV pool animation -----
+# What a cell's majority owner is doing, with two shades each so that neighbouring requests stay apart.
+# static/js/app.js draws the grids on canvases with these colours; the card's legend lists them.
+KV_STATES = (
+    ("free", "free", (FREE_CELL, FREE_CELL)),
+    ("prefill", "prefilling (no token yet)", ("#f59f00", "#ffd43b")),
+    ("decode", "decoding", ("#3b5bdb", "#91a7ff")),
+)
+
+
+def kv_grid(views: list[RunView]) -> tuple[int, int]:
+    """(columns, rows) of the grid every scheduler's pool is drawn on. Cells are the same size for all (as is
+    the number of blocks in one, see service.compare): a larger pool is a longer grid, not smaller cells."""
+    cells = max((v.kv["cells"] for v in views), default=1)
+    cols = max(1, math.ceil(math.sqrt(cells)))
+    return cols, max(1, math.ceil(cells / cols))
+
+
 def kv_figure(views: list[RunView]) -> dict:
-    n = len(views)
-    cols = _columns(n, 0.04 if n > 1 else 0)
-    layout = _layout(400 if n > 1 else 540, margin={"l": 10, "r": 10, "t": 54, "b": 10}, showlegend=False)
-    data, notes = [], []
-    for k, (v, domain) in enumerate(zip(views, cols, strict=True)):
-        kv = v.kv
-        sh = shades(v.scheduler)
-        scale = [[0, FREE_CELL], [1 / 7, FREE_CELL]]
-        for i, c in enumerate(sh, start=1):
-            scale += [[i / 7, c], [(i + 1) / 7, c]]
-        data.append({"type": "heatmap", "z": [], "zmin": 0, "zmax": 7,  # z and text: set per frame by app.js
-                     "colorscale": scale, "showscale": False, "xgap": 1 if kv["cols"] <= 48 else 0,
-                     "ygap": 1 if kv["rows"] <= 48 else 0, "hoverongaps": False, "name": v.scheduler,
-                     "xaxis": _ref("x", k), "yaxis": _ref("y", k), "hovertemplate": "%{text}<extra></extra>"})
-        hidden = {"showticklabels": False, "showgrid": False, "zeroline": False, "ticks": ""}
-        layout[_ax("x", k)] = {"domain": domain, "anchor": _ref("y", k), "constrain": "domain", **hidden}
-        layout[_ax("y", k)] = {"anchor": _ref("x", k), "autorange": "reversed", "scaleanchor": _ref("x", k),
-                               "constrain": "domain", **hidden}
-        notes.append({"xref": "paper", "yref": "paper", "x": (domain[0] + domain[1]) / 2, "y": 1.0,
-                      "yanchor": "bottom", "showarrow": False, "font": {"size": 13, "color": color(v.scheduler)},
-                      "text": kv_title(v.scheduler, kv, 0)})
-    layout["annotations"] = notes
-    return {"data": data, "layout": layout}
+    """The KV view's drawing spec (not a plotly figure: app.js paints canvases): the shared grid and the colours
+    of each state. The frames travel beside it (kv_frames)."""
+    cols, rows = kv_grid(views)
+    return {"grid": {"cols": cols, "rows": rows},
+            "states": [{"key": key, "label": label, "colors": list(colors)} for key, label, colors in KV_STATES]}
 
 
-def kv_title(name: str, kv: dict, frame: int) -> str:
-    """The title above a scheduler's grid (static/js/app.js writes the same text as frames change)."""
-    used = kv["usage"][frame] if kv["usage"] else 0.0
-    return f"<b>{name}</b><br>{used * 100:.0f}% of {kv['blocks']:,} blocks in use"
-
-
-def kv_frames(views: list[RunView]) -> dict:
-    """What the KV player needs: per scheduler the cell grid and its run-length coded frames."""
-    horizon = max((v.end_s for v in views), default=0.0)
+def kv_frames(views: list[RunView], span: list[float] | None = None) -> dict:
+    """What the KV player needs: per scheduler the cell grid and its run-length coded frames, played over
+    `span` (the comparison's time_range)."""
+    horizon = span[1] if span else 0.0
+    grid_cols, _ = kv_grid(views)
     steps = max((len(v.kv["frame_s"]) for v in views), default=1)
     # Open at the busiest moment (the highest KV use of any scheduler): a still frame worth looking at.
     peaks = [(max(v.kv["usage"]), v.kv["frame_s"][v.kv["usage"].index(max(v.kv["usage"]))])
              for v in views if v.kv["usage"]]
     start = round(max(peaks)[1] / horizon * (steps - 1)) if peaks and horizon > 0 else 0
     return {"horizon": round(horizon, 4), "steps": steps, "start": int(start),
-            "schedulers": [dict(v.kv, name=v.scheduler) for v in views]}
+            "schedulers": [dict(v.kv, name=v.scheduler, color=color(v.scheduler), cols=grid_cols,
+                                rows=math.ceil(v.kv["cells"] / grid_cols)) for v in views]}
 
 
 # ----- Gantt -----
 GANTT_MARGIN = {"l": 64, "r": 20, "t": 36, "b": 50}
 
 
-def gantt_figure(view: RunView) -> dict | None:
+def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
     """Segments drawn as thick line pieces, one trace per kind: a single SVG path per trace draws in a fraction
-    of the time a bar per segment takes. Hovering anywhere on a row (hovermode "y") describes that request."""
+    of the time a bar per segment takes. Hovering anywhere on a row (hovermode "y") describes that request.
+    `span`: the comparison's time_range (the x axis of every Gantt and the timeline)."""
     g = view.gantt
     if g is None:
         return None
@@ -239,7 +286,11 @@ def gantt_figure(view: RunView) -> dict | None:
             continue
         fill = base if style is None else _mix(base, "#000000", 0.45) if style == "dark" else style
         detailed = kind in ("decode", "rejected")
-        if detailed:  # the request's story, once per row
+        if kind == "rejected":  # never served: no first token, so no TTFT to show
+            hover = ("<b>request #%{customdata[0]}</b> · rejected at %{customdata[6]:.2f} s"
+                     "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
+                     "<br>never served: no first token<extra></extra>")
+        elif detailed:  # the request's story, once per row
             hover = ("<b>request #%{customdata[0]}</b> · " + label + " %{customdata[6]:.2f}–%{customdata[7]:.2f} s"
                      "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
                      "<br>TTFT %{customdata[3]:,.0f} ms · max ITL %{customdata[4]:,.0f} ms"
@@ -268,10 +319,9 @@ def gantt_figure(view: RunView) -> dict | None:
     ids = rows["id"]
     half = (ids[-1] - ids[0]) / max(1, shown - 1) / 2 if shown > 1 else 0.5
     layout = _layout(height, margin=GANTT_MARGIN, hovermode="y unified", hoverdistance=-1,
-                     xaxis=_axis("simulated time (s)", rangemode="tozero"),
+                     xaxis=_axis("simulated time (s)", **({"range": span} if span else {"rangemode": "tozero"})),
                      yaxis=_axis("request (by arrival)", range=[ids[-1] + half, ids[0] - half], tickprefix="#",
-                                 showgrid=False, nticks=14),
-                     shapes=[_cursor()])
+                                 showgrid=False, nticks=14))
     return {"data": data, "layout": layout}
 
 

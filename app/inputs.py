@@ -23,6 +23,7 @@ from sim_core import (
     parse_scenario,
     resolve,
 )
+from sim_core.fields import field_info, number_text
 from sim_core.quoting import quote
 from sim_core.runner import least_engine_steps
 from sim_core.scenario import query_value
@@ -46,6 +47,26 @@ MAX_SWEEP_REQUESTS = 200_000  # summed over every (scheduler, rate) point
 MAX_BLOCK_TABLE_ENTRIES = 32 * 1024 * 1024
 
 SWEEP_KEYS = ("rate_min", "rate_max", "rate_step")
+
+
+def web_range_text(name: str) -> str | None:
+    """The bounds of a field whose web limit is tighter than the model's, as a phrase after "must be"; None for
+    the other fields (their bounds are the model's, sim_core.fields.range_text)."""
+    if name == "duration":
+        return f"greater than {number_text(field_info(name).lo)} and at most {MAX_DURATION_S:g} s on the web"
+    return None
+
+
+def _with_web_bounds(problems: list[tuple[str, str]], fields: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The model states its own bounds (the CLI's); where the web's are tighter, an out-of-range value is told
+    the web's, so that a fix the message suggests is one the web accepts."""
+    out = []
+    for name, message in problems:
+        web = web_range_text(name)
+        if web and message.startswith("must be") and name in fields:
+            message = f"must be {web} (got {quote(fields[name])}); the CLI has no such limit"
+        out.append((name, message))
+    return out
 
 
 @dataclass(frozen=True)
@@ -165,7 +186,7 @@ def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None
     try:
         scenario = parse_scenario(fields)
     except ScenarioError as e:
-        problems += e.problems
+        problems += _with_web_bounds(e.problems, fields)
     sweep = _parse_sweep(sweep_raw, problems) if sweep_raw else None
 
     if scenario is not None and scenario.engines > 1:

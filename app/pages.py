@@ -42,22 +42,48 @@ FIGURES = ("metrics", "cdf", "timeline", "kv", "gantt", "goodput")
 VARY = {"Vary": "HX-Request"}
 
 
+# Query parameters that say how to view the results, not what to simulate: t, the KV view's playback time.
+VIEW_PARAMS = ("t",)
+
+
+def scenario_params(request: Request) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in request.query_params.multi_items() if k not in VIEW_PARAMS]
+
+
 def parse_page(request: Request) -> tuple[WebRequest | None, dict[str, Any], dict[str, str]]:
     """(request or None, form values, errors by field) from a page URL's query."""
-    pairs = request.query_params.multi_items()
-    values: dict[str, Any] = dict(PAGE_DEFAULTS)
+    pairs = scenario_params(request)
+    given: dict[str, Any] = {}
     for k, v in pairs:
         if k == "schedulers":
-            values.setdefault("_schedulers", []).append(v)
+            given.setdefault(k, []).append(v)
         else:
-            values.setdefault(k, v)
-    values["schedulers"] = values.pop("_schedulers", None) or list(PAGE_SCHEDULERS)
+            given.setdefault(k, v)  # what the user typed, even where a page default exists: the field shows it
+    values: dict[str, Any] = {**PAGE_DEFAULTS, **given}
+    values["schedulers"] = values.get("schedulers") or list(PAGE_SCHEDULERS)
     try:
         req = parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
                             uploads=service.upload_info)
     except ScenarioError as e:
         return None, values, errors_by_field(e.problems)
     return req, form_values(req), {}
+
+
+def fallback_request(request: Request, errors: dict[str, str]) -> WebRequest | None:
+    """The page's scenario with the fields in `errors` left at their defaults, or None if that is invalid too.
+    A page opened on a URL with a typo shows its results, dimmed, rather than nothing at all."""
+    bad = set(errors)
+    for _ in range(3):  # leaving a field out can move a cross-field problem onto another one
+        pairs = [(k, v) for k, v in scenario_params(request) if k not in bad]
+        try:
+            return parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
+                                 uploads=service.upload_info)
+        except ScenarioError as e:
+            more = {name for name, _ in e.problems} - bad
+            if not more:
+                return None
+            bad |= more
+    return None
 
 
 def form_values(req: WebRequest) -> dict[str, Any]:
@@ -69,22 +95,27 @@ def form_values(req: WebRequest) -> dict[str, Any]:
 
 
 def workspace_context(request: Request, req: WebRequest | None, values: dict, errors: dict,
-                      cancel=None) -> tuple[dict, int]:
-    """Everything the workspace (form + results) shows, and the HTTP status to send."""
+                      cancel=None, fallback: WebRequest | None = None) -> tuple[dict, int]:
+    """Everything the workspace (form + results) shows, and the HTTP status to send. With errors, `fallback`
+    (the scenario without the invalid fields) is simulated instead and shown as stale."""
     ctx: dict[str, Any] = {"request": request, "req": req, "results": None, "errors": errors, "warming": False,
-                           "busy": None}
-    status = 200
-    if req is not None and not kernels_ready(request):
+                           "busy": None, "stale": [], "poll_query": None}
+    run = req or fallback
+    if run is not None and not kernels_ready(request):
         ctx["warming"] = True  # the form answers now; the results region polls until the kernels are ready
-    elif req is not None:
+        ctx["poll_query"] = run.query()
+    elif run is not None:
         try:
-            ctx["results"] = results_context(req, cancel)
+            ctx["results"] = results_context(run, cancel)
+            if req is None:
+                ctx["stale"] = list(errors)  # the fields these results leave at their defaults
         except (ScenarioError, SetupError, TraceError) as e:
-            ctx.update(req=None, errors=errors_by_field(problems_of(e)))
+            if req is not None:
+                ctx.update(req=None, errors=errors_by_field(problems_of(e)))
         except service.BusyError as e:
             ctx["busy"] = str(e)  # the results region retries by itself
-    if ctx["errors"]:
-        status = 422
+            ctx["poll_query"] = run.query()
+    status = 422 if ctx["errors"] else 200
     upload_id = values.get("upload") or (req.upload if req else None)
     ctx["upload"] = service.get_upload(upload_id) if upload_id else None
     ctx["form"] = present.build_form(values, ctx["errors"], page_defaults=PAGE_DEFAULTS)
@@ -95,16 +126,18 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
 def results_context(req: WebRequest, cancel=None) -> dict:
     views = service.compare(req, cancel)
     upload = service.get_upload(req.upload) if req.upload else None
+    span = charts.time_range(views)
     return {
         "views": views,
+        "takeaway": present.takeaway(views),
         "table": present.metrics_table(views),
         "summary": present.scenario_summary(req, views, upload),
         "slo_text": present.slo_text(views[0].metrics),
         "cdf": charts.cdf_figure(views),
-        "timeline": charts.timeline_figure(views),
+        "timeline": charts.timeline_figure(views, span),
         "kv": charts.kv_figure(views),
-        "kv_frames": charts.kv_frames(views),
-        "gantts": [(v.scheduler, charts.gantt_figure(v), v.gantt_note) for v in views],
+        "kv_frames": charts.kv_frames(views, span),
+        "gantts": [(v.scheduler, charts.gantt_figure(v, span), v.gantt_note) for v in views],
         "goodput": goodput_context(req),
         "query": req.query(),
         "scenario_query": req.query(sweep=False),
@@ -154,8 +187,11 @@ async def index(request: Request) -> Response:
 
 def _index(request: Request, cancel) -> Response:
     req, values, errors = parse_page(request)
+    # An htmx request keeps the results it already shows (app.js dims them); a page opened cold has none, so it
+    # shows the scenario without the invalid fields.
+    fallback = fallback_request(request, errors) if errors and not is_fragment(request) else None
     try:
-        ctx, status = workspace_context(request, req, values, errors, cancel)
+        ctx, status = workspace_context(request, req, values, errors, cancel, fallback)
     except Cancelled:
         return Response(status_code=CLIENT_CLOSED)
     if is_fragment(request):

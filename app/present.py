@@ -10,10 +10,10 @@ from typing import Any
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.fields import field_info, range_text
-from sim_core.metric_catalog import Metric, table_sections
+from sim_core.metric_catalog import BY_KEY, Metric, table_sections, value_at
 from sim_core.policies import BY_NAME
 
-from .inputs import MAX_DURATION_S, MAX_REQUESTS
+from .inputs import MAX_DURATION_S, MAX_REQUESTS, web_range_text
 
 # Form layout: (group title, fields). Scenario fields not named here (bar `scheduler`, `trace`) go to "advanced".
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -64,8 +64,8 @@ class Form:
 
 
 def _field_help(name: str) -> str:
-    """A field's tooltip: its description and what it accepts."""
-    allowed = range_text(name)
+    """A field's tooltip: its description and what it accepts (on the web)."""
+    allowed = web_range_text(name) or range_text(name)
     return field_info(name).description + (f": {allowed}" if allowed else "")
 
 
@@ -172,27 +172,58 @@ def fmt_value(v: Any, kind: str) -> str:
     return f"{v:,.2f}"
 
 
-def _best(values: list, texts: list[str], metric: Metric) -> float | None:
-    """The winning value where schedulers differ as shown; None for a tie or a metric with no better side."""
-    nums = [x for x in values if isinstance(x, int | float) and not isinstance(x, bool)]
-    if not metric.better or len(values) < 2 or not nums:
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _best(values: list, texts: list[str], metric: Metric, eligible: list[bool] | None = None) -> float | None:
+    """The winning value among the `eligible` runs (all by default) where they differ as shown; None for a tie,
+    a metric with no better side, or fewer than two values to compare (a blank is no value: "4 shed" against
+    none is not a win)."""
+    contenders = [(x, t) for x, t, ok in zip(values, texts, eligible or [True] * len(values), strict=True)
+                  if ok and _is_number(x)]
+    if not metric.better or len(contenders) < 2:
         return None
-    best = min(nums) if metric.better == "lower" else max(nums)
-    return None if texts.count(fmt_value(best, metric.kind)) > 1 else best
+    best = (min if metric.better == "lower" else max)(x for x, _ in contenders)
+    return None if [t for _, t in contenders].count(fmt_value(best, metric.kind)) > 1 else best
+
+
+def unserved_share(metrics: dict) -> float:
+    """The share of a run's requests it never completed (rejected or shed)."""
+    n = metrics.get("num_requests") or 0
+    return 1 - (metrics.get("completed") or 0) / n if n else 0.0
+
+
+def _unfair_win(x: Any, values: list, served_all: list[bool], better: str) -> bool:
+    """Whether `x`, the value of a run that left requests unserved, is at least as good as every run's that
+    served them all (or, if none did, as every run's)."""
+    rivals = [v for v, ok in zip(values, served_all, strict=True) if ok and _is_number(v)] or \
+        [v for v in values if _is_number(v)]
+    pick = min if better == "lower" else max
+    return _is_number(x) and bool(rivals) and pick(rivals + [x]) == x
 
 
 def metrics_table(views: list) -> list[list[dict]]:
     """The catalogue's table rows for these runs, as two columns of row groups (balanced by rows); each row
-    has one cell per scheduler and marks the best value when schedulers differ."""
+    has one cell per scheduler and marks the best value when schedulers differ. A latency counts only the
+    requests a run served, so on those rows only runs that served every request can win; a run that left some
+    unserved and would have won gets its unserved share flagged beside the value instead."""
+    unserved = [unserved_share(v.metrics) for v in views]
+    served_all = [u == 0 for u in unserved]
     groups = []
     for section in table_sections([v.metrics for v in views]):
         rows = []
         for row in section.rows:
             m = row.metric
             texts = [fmt_value(x, m.kind) for x in row.values]
-            best = _best(row.values, texts, m)
-            rows.append({"label": m.label, "unit": m.unit_text, "description": m.description, "cells": [
-                {"text": t, "best": best is not None and x == best} for x, t in zip(row.values, texts, strict=True)]})
+            fair = m.served_only and not all(served_all)
+            best = _best(row.values, texts, m, served_all if fair else None)
+            cells = []
+            for x, t, u in zip(row.values, texts, unserved, strict=True):
+                flag = fair and u > 0 and m.better is not None and _unfair_win(x, row.values, served_all, m.better)
+                cells.append({"text": t, "best": best is not None and x == best and (not fair or u == 0),
+                              "flag": f"{u:.0%} not served" if flag else ""})
+            rows.append({"label": m.label, "unit": m.unit_text, "description": m.description, "cells": cells})
         groups.append({"title": section.title, "rows": rows})
     total = sum(len(g["rows"]) + 1 for g in groups)
     left, count = [], 0
@@ -202,6 +233,59 @@ def metrics_table(views: list) -> list[list[dict]]:
         left.append(g)
         count += len(g["rows"]) + 1
     return [left, groups[len(left):]]
+
+
+# The metrics a takeaway may be about: the tails people tune schedulers for, and goodput.
+TAKEAWAY_KEYS = ("itl_ms.p99", "ttft_ms.p99", "tpot_ms.p99", "e2el_ms.p99", "goodput")
+SAME_THROUGHPUT = 0.03  # throughputs closer than this (relative) read as "the same"
+NOTABLE = 1.15  # a difference smaller than this factor is not a takeaway
+
+
+def takeaway(views: list) -> str:
+    """One sentence saying what the comparison shows: the metric on which the schedulers differ most (by ratio),
+    best against worst, and what it costs in throughput. Latencies are compared only among runs that served every
+    request when at least two did; a run that left requests unserved is said to."""
+    names = [v.scheduler for v in views]
+    unserved = {v.scheduler: unserved_share(v.metrics) for v in views}
+    left_out = [n for n in names if unserved[n] > 0]
+    note = "".join(f"; {n} leaves {unserved[n]:.0%} of requests unserved (rejected or shed)" for n in left_out)
+    if len(views) < 2:
+        v = views[0]
+        ttft, itl = value_at(v.metrics, "ttft_ms.p99"), value_at(v.metrics, "itl_ms.p99")
+        return (f"{v.scheduler} serves {v.metrics.get('completed', 0):,} of {v.requests:,} requests with a P99 TTFT "
+                f"of {fmt_value(ttft, 'ms')} ms and a P99 ITL of {fmt_value(itl, 'ms')} ms; tick another "
+                "scheduler to compare.")
+    served = [v for v in views if unserved[v.scheduler] == 0]
+    best_pick = None
+    for key in TAKEAWAY_KEYS:
+        m = BY_KEY[key]
+        pool = views if key == "goodput" or len(served) < 2 else served
+        vals = [(value_at(v.metrics, key), v) for v in pool]
+        vals = [(x, v) for x, v in vals if isinstance(x, int | float) and x > 0]
+        if len(vals) < 2:
+            continue
+        lo, hi = min(vals, key=lambda p: p[0]), max(vals, key=lambda p: p[0])
+        ratio = hi[0] / lo[0]
+        if best_pick is None or ratio > best_pick[0]:
+            best, worst = (lo, hi) if m.better == "lower" else (hi, lo)
+            best_pick = (ratio, m, best, worst)
+    if best_pick is None or best_pick[0] < NOTABLE:
+        return f"{_names(names)} are within {NOTABLE - 1:.0%} of each other on tail latencies and goodput here{note}."
+    _, m, (bx, bv), (wx, wv) = best_pick
+    unit = f" {m.unit}" if m.unit_text else ""
+    verb = "cuts" if m.better == "lower" else "raises"
+    sentence = (f"{bv.scheduler} {verb} {m.label} from {fmt_value(wx, m.kind)}{unit} ({wv.scheduler}) to "
+                f"{fmt_value(bx, m.kind)}{unit}")
+    tb, tw = bv.metrics.get("request_throughput") or 0, wv.metrics.get("request_throughput") or 0
+    if tw > 0 and abs(tb / tw - 1) <= SAME_THROUGHPUT:
+        sentence += " at the same throughput"
+    elif tw > 0:
+        sentence += f" with {abs(tb / tw - 1):.0%} {'more' if tb > tw else 'less'} throughput"
+    return sentence + note + "."
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def slo_text(metrics: dict) -> str:
@@ -236,7 +320,14 @@ def scenario_summary(req, views: list, upload=None) -> list[str]:
             f"{name} {c['slo']['ttft_ms']:g}/{c['slo']['tpot_ms']:g}" for name, c in classes.items()))
     else:
         out.append(f"SLOs: {slo_text(v.metrics)}")
-    out.append(f"KV pool {st['num_blocks']:,} blocks × {st['block_size']} tokens")
+    pools: dict[int, list[str]] = {}
+    for view in views:  # the token budget changes the pool: schedulers of one comparison can differ
+        pools.setdefault(view.setup["num_blocks"], []).append(view.scheduler)
+    if len(pools) == 1:
+        out.append(f"KV pool {st['num_blocks']:,} blocks × {st['block_size']} tokens")
+    else:
+        out.append("KV pool " + ", ".join(f"{blocks:,} blocks ({', '.join(names)})" for blocks, names in pools.items())
+                   + f" × {st['block_size']} tokens")
     return out
 
 

@@ -64,8 +64,10 @@ class RunView:
     warnings: tuple[str, ...] = ()  # sim_core.validity: outside the validation set, saturated
 
 
-def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS) -> RunView:
-    """`res`: a run with record_events=True; `frames`, `frame_s`: its KV pool [frame, block] and their instants."""
+def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS,
+               kv_cell: int = 1) -> RunView:
+    """`res`: a run with record_events=True; `frames`, `frame_s`: its KV pool [frame, block] and their instants;
+    `kv_cell`: the fewest blocks per KV grid cell (a comparison draws every pool with one cell size)."""
     r = res.resolved
     transport_s = float(getattr(res.scenario, "transport_overhead_ms", 0.0)) / 1e3
     setup = {
@@ -78,8 +80,8 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
     return RunView(
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
-        kv=kv_data(frames, frame_s), gantt=gantt, gantt_note=note, requests=len(res.requests),
-        warnings=tuple(run_warnings(res)),
+        kv=dict(kv_data(frames, frame_s, kv_cell), first_token_s=first_token_times(res, frames)), gantt=gantt,
+        gantt_note=note, requests=len(res.requests), warnings=tuple(run_warnings(res)),
     )
 
 
@@ -159,12 +161,18 @@ def run_lengths(code: np.ndarray) -> list[list[int]]:
     return [p.ravel().tolist() for p in np.split(pairs, per_row)]
 
 
-def kv_data(frames: np.ndarray, frame_s: np.ndarray) -> dict:
+def cell_blocks(num_blocks: int) -> int:
+    """Blocks per KV grid cell for a pool of `num_blocks`: one, or as many as keep the grid to MAX_CELLS cells."""
+    return max(1, math.ceil(num_blocks / MAX_CELLS))
+
+
+def kv_data(frames: np.ndarray, frame_s: np.ndarray, min_cell: int = 1) -> dict:
     """Frames [frame, block] (owner or -1) -> per frame the run-length code of its cells (kvgrid.cell_codes):
-    [code, length, code, length, ...]. A fragmented pool (every cell different from its neighbour) codes to
-    long runs; past RUN_BUDGET numbers the cells grow 4x, then frames are dropped, to bound the page's size."""
+    [code, length, code, length, ...]. A cell is at least `min_cell` blocks. A fragmented pool (every cell
+    different from its neighbour) codes to long runs; past RUN_BUDGET numbers the cells grow 4x, then frames are
+    dropped, to bound the page's size."""
     n_frames, n_blocks = frames.shape if frames.ndim == 2 else (0, 0)
-    k = max(1, math.ceil(n_blocks / MAX_CELLS))
+    k = max(min_cell, cell_blocks(n_blocks))
     runs: list[list[int]] = []
     if n_frames and n_blocks:
         runs = run_lengths(cell_codes(frames, k))
@@ -180,6 +188,14 @@ def kv_data(frames: np.ndarray, frame_s: np.ndarray) -> dict:
     usage = _r((frames >= 0).sum(axis=1) / n_blocks, 4) if n_frames and n_blocks else []
     return {"blocks": int(n_blocks), "k": k, "cells": n_cells, "rows": max(1, math.ceil(n_cells / cols)),
             "cols": cols, "frame_s": _r(np.asarray(frame_s, np.float64), 4), "runs": runs, "usage": usage}
+
+
+def first_token_times(res, frames: np.ndarray) -> dict[str, float | None]:
+    """For each request holding blocks in some frame (by id), when its first token came out (ms precision; None
+    if never): the KV view colours a request's blocks as prefilling before it and decoding after."""
+    owners = np.unique(frames[frames >= 0]) if frames.size else np.zeros(0, np.int64)
+    t = np.round(np.asarray(res.first_token_s, np.float64)[owners], 3)
+    return {str(o): (x if math.isfinite(x) else None) for o, x in zip(owners.tolist(), t.tolist(), strict=True)}
 
 
 # ----- per-request Gantt -----

@@ -30,7 +30,7 @@ from .inputs import (
     sweep_work_problems,
     work_problems,
 )
-from .runview import RunView, build_view, pick_frames, recorded_frames
+from .runview import RunView, build_view, cell_blocks, pick_frames, recorded_frames
 
 MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
 SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
@@ -160,8 +160,26 @@ def per_seed(req: WebRequest) -> list[WebRequest]:
 
 
 def is_cached(req: WebRequest) -> bool:
-    """Whether every run of the request is already computed (its answer needs no simulation slot)."""
-    return all(_views.get(one.run_key(name)) is not None for one in per_seed(req) for name in req.schedulers)
+    """Whether every run of the request is already computed (its answer needs no simulation slot): the views
+    compare() would look up, at the first cell size and, where that one was too fine, at the coarser one."""
+    for one in per_seed(req):
+        views = [_views.get(_view_key(one, name, first_cell(one))) for name in one.schedulers]
+        if any(v is None for v in views):
+            return False
+        coarsest = max(v.kv["k"] for v in views)
+        if any(_views.get(_view_key(one, name, coarsest)) is None for name in one.schedulers):
+            return False
+    return True
+
+
+def _view_key(req: WebRequest, name: str, cell: int) -> str:
+    return f"{req.run_key(name)}&kv_cell={cell}"
+
+
+def first_cell(req: WebRequest) -> int:
+    """The KV cell size every scheduler's grid is drawn with first: the largest pool's (the token budget changes
+    the pool, so schedulers' pools differ)."""
+    return max(cell_blocks(resolve(req.for_scheduler(name)).num_blocks) for name in req.schedulers)
 
 
 def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
@@ -181,14 +199,21 @@ def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
             shared["reqs"] = reqs
         return shared["reqs"]
 
-    views = []
-    for name in req.schedulers:
-        views.append(_views.get_or_compute(req.run_key(name),
-                                           lambda name=name: _simulate(req, name, requests_for, cancel)))
+    def views_at(cell: int) -> list[RunView]:
+        return [_views.get_or_compute(_view_key(req, name, cell),
+                                      lambda name=name: _simulate(req, name, requests_for, cancel, cell))
+                for name in req.schedulers]
+
+    # Every scheduler's KV pool is drawn with one cell size, so grids compare cell for cell (first_cell). A pool
+    # so fragmented that its cells had to grow sets the size for all: the others are drawn again with it.
+    views = views_at(first_cell(req))
+    coarsest = max(v.kv["k"] for v in views)
+    if any(v.kv["k"] != coarsest for v in views):
+        views = views_at(coarsest)
     return views
 
 
-def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | None) -> RunView:
+def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | None, kv_cell: int) -> RunView:
     scenario = req.for_scheduler(name)
     resolved = resolve(scenario)
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
@@ -197,7 +222,7 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
         reqs = requests_for(scenario, resolved)
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
                                 kv_frames=recorded_frames(resolved.num_blocks), cancel=cancel)
-        return build_view(res, *pick_frames(res))
+        return build_view(res, *pick_frames(res), kv_cell=kv_cell)
     finally:
         SIM_SLOTS.release()
 

@@ -82,7 +82,7 @@ def bench_page_load(base: str, runs: int = 5) -> None:
             page.goto(base + "/", wait_until="load")
             page.wait_for_selector("#card-metrics td.num")
             timing = page.evaluate(PAGE_TIMING)
-            page.wait_for_function("document.querySelectorAll('[data-figure]:not([data-drawn=\"1\"])').length === 0",
+            page.wait_for_function("() => document.querySelectorAll('.plot[data-figure]:not([data-drawn=\"1\"])').length === 0",
                                    timeout=60_000)
             timing["figures"] = (time.perf_counter() - t) * 1e3
             rows.append(timing)

@@ -42,6 +42,7 @@ class Metric:
     kind: str  # one of KINDS
     shown: str = "always"  # one of SHOWN
     part: str = ""  # what "*" stands for: "class" or "reason"; "" for a fixed key
+    served_only: bool = False  # measured over the requests a run served (latencies), not over all it was sent
 
     @property
     def unit_text(self) -> str:
@@ -70,7 +71,7 @@ def _distribution(key: str, short: str, what: str, group: str, in_tables: Sequen
                   label_prefix: str = "") -> list[Metric]:
     """mean, p50, p90, p99 and max of one latency (the stats in `in_tables` are shown, the rest documented)."""
     return [Metric(f"{key}.{stat}", f"{label_prefix}{name} {short}", "ms", f"{phrase} of {what}.", "lower", group,
-                   "ms", "always" if stat in in_tables else "docs", part)
+                   "ms", "always" if stat in in_tables else "docs", part, served_only=True)
             for stat, name, phrase in _STATS]
 
 

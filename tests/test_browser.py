@@ -4,6 +4,9 @@ to test-output/screenshots/ for a person to look at."""
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 
 pytest.importorskip("playwright")
@@ -12,6 +15,7 @@ from browser_support import launch_chromium, live_server, screenshot_dir  # noqa
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 import sim_core  # noqa: E402
+from app import service  # noqa: E402
 from app.web import app  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -88,10 +92,21 @@ def test_default_page_compare_share_and_back(page):
     expect(page.locator("#card-metrics thead").first).to_contain_text("spf")
 
 
+CURSOR_AT = """([plot, t]) => {
+  const d = document.getElementById(plot), xa = d._fullLayout.xaxis, line = d.querySelector('.time-cursor');
+  return {hidden: line.hidden, left: parseFloat(line.style.left), expected: xa._offset + xa.l2p(t)};
+}"""
+
+
+def kv_time(page) -> float:
+    return float(page.locator("#plot-kv").get_attribute("data-time"))
+
+
 def test_kv_animation_moves_the_gantt_cursor(page):
     page.goto(page.base + "/")
     wait_drawn(page, "plot-kv")
     kv = page.locator("#plot-kv")
+    expect(page.locator("#card-kv .kv-legend")).to_contain_text("decoding")
     page.locator("#card-kv").screenshot(path=SHOTS / "03-kv-grid.png")
     wait_drawn(page, "plot-gantt-fcfs")
     page.locator("#card-kv").scroll_into_view_if_needed()
@@ -104,12 +119,81 @@ def test_kv_animation_moves_the_gantt_cursor(page):
     expect(page.locator("[data-play]")).to_contain_text("Play")
     frame = int(kv.get_attribute("data-frame"))
     assert frame >= 5 and frame != start
-    t = float(kv.get_attribute("data-time"))
-    cursor = page.locator("#plot-gantt-fcfs").evaluate("d => d.layout.shapes[0]")
-    assert cursor["visible"] is True and abs(cursor["x0"] - t) < 1e-3
+    t = kv_time(page)
+    cursor = page.evaluate(CURSOR_AT, ["plot-gantt-fcfs", t])
+    assert cursor["hidden"] is False and abs(cursor["left"] - cursor["expected"]) < 1
+    assert f"t={t:.2f}" in page.url  # pausing writes the playback time into the URL
     label = page.locator("[data-clock]").inner_text()
     assert label.startswith("t = ") and label.endswith(" s")
     page.locator("#card-kv").screenshot(path=SHOTS / "04-kv-playing.png")
+    with page.expect_download() as info:  # the canvases, composed into one PNG
+        page.locator('#card-kv [data-export="png"]').click()
+    assert info.value.suggested_filename == "sched-sim-kv.png"
+    assert open(info.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    info.value.save_as(SHOTS / "04b-kv-export.png")
+
+
+def playback_fps(page) -> float:
+    """Frames per second the KV view paints while playing from the start, counted from data-time changes."""
+    page.locator("[data-scrub]").fill("0")
+    page.evaluate("""() => { const d = document.getElementById('plot-kv'); window.kvTimes = [];
+      new MutationObserver(() => window.kvTimes.push(performance.now()))
+        .observe(d, {attributes: true, attributeFilter: ['data-time']}); }""")
+    page.locator("[data-play]").click()
+    page.wait_for_timeout(1500)
+    stamps = page.evaluate("window.kvTimes")
+    assert int(page.locator("[data-scrub]").get_attribute("max")) >= 60  # long enough to measure over 1.5 s
+    return (len(stamps) - 1) / ((stamps[-1] - stamps[0]) / 1000)
+
+
+def test_kv_plays_at_least_20_frames_a_second(page):
+    """Issue 12: count data-time changes per second while playing, two schedulers, the default scenario."""
+    page.goto(page.base + "/")
+    wait_drawn(page, "plot-kv")
+    fps = playback_fps(page)
+    print(f"KV playback, default scenario: {fps:.1f} frames/s")
+    assert fps >= 20, fps
+
+
+def test_kv_plays_a_600_s_run_at_least_10_frames_a_second(page):
+    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=600&rate=30")
+    expect(page.locator(".summary")).to_contain_text("18,112 requests")
+    wait_drawn(page, "plot-kv")
+    fps = playback_fps(page)
+    print(f"KV playback, 600 s / 18,112 requests: {fps:.1f} frames/s")
+    assert fps >= 10, fps
+
+
+def test_click_on_a_time_axis_seeks_and_t_is_in_the_url(page):
+    page.goto(page.base + "/")
+    wait_drawn(page, "plot-kv")
+    wait_drawn(page, "plot-gantt-chunked")
+    horizon = float(page.locator("[data-kv-frames-for]").evaluate("s => JSON.parse(s.textContent).horizon"))
+    steps = int(page.locator("[data-scrub]").get_attribute("max"))
+    page.locator("#plot-gantt-chunked").scroll_into_view_if_needed()
+    target = 11.0
+    x, y = page.locator("#plot-gantt-chunked").evaluate("""(d, t) => { const xa = d._fullLayout.xaxis,
+        r = d.getBoundingClientRect(); return [r.left + xa._offset + xa.l2p(t), r.top + d._fullLayout._size.t + 40]; }""",
+                                                            target)
+    page.mouse.click(x, y)
+    page.wait_for_function(f"() => Math.abs(+document.getElementById('plot-kv').dataset.time - {target}) < "
+                           f"{horizon / steps}")
+    t = kv_time(page)
+    assert f"t={t:.2f}" in page.url
+    cursor = page.evaluate(CURSOR_AT, ["plot-timeline", t]) if page.locator("#plot-timeline .time-cursor").count() \
+        else None
+    shared = page.url
+    # The shared link, opened cold, shows the same frame and puts the cursor there.
+    fresh = page.context.new_page()
+    fresh.goto(shared)
+    fresh.wait_for_function(DRAWN, arg="plot-kv")
+    assert kv_time(fresh) == t
+    fresh.locator("#plot-gantt-fcfs").scroll_into_view_if_needed()
+    fresh.wait_for_function(DRAWN, arg="plot-gantt-fcfs")
+    restored = fresh.evaluate(CURSOR_AT, ["plot-gantt-fcfs", t])
+    assert restored["hidden"] is False and abs(restored["left"] - restored["expected"]) < 1
+    fresh.close()
+    assert cursor is None or abs(cursor["left"] - cursor["expected"]) < 1
 
 
 def test_gantt_has_one_row_per_shown_request(page):
@@ -170,11 +254,19 @@ def test_inline_error_for_an_impossible_setup(page):
     error = page.locator("#err-model")
     expect(error).to_contain_text("llama-3-70b needs")
     expect(error).to_contain_text("rtx3050 has 8 GB")
-    expect(page.locator(".results")).to_contain_text("Nothing simulated")
+    # The last good results stay, dimmed, under a note saying they are not the form's scenario.
+    expect(page.locator("#results")).to_have_class(re.compile(r"\bstale\b"))
+    expect(page.locator("#stale-note")).to_contain_text("Not updated")
+    expect(page.locator("#card-metrics")).to_be_visible()
     page.screenshot(path=SHOTS / "11-inline-error.png")
     page.locator("#f-rate").fill("-1")
     page.locator("#f-rate").press("Enter")
     expect(page.locator("#err-rate")).to_contain_text("between 1e-06 and 10000")
+    # An error in a folded "Advanced" field unfolds it (the form itself is never redrawn).
+    assert not page.locator("details.advanced").evaluate("d => d.open")
+    page.locator("#f-token_budget").evaluate("i => { i.value = 'lots'; i.dispatchEvent(new Event('change', {bubbles: true})); }")
+    expect(page.locator("#err-token_budget")).to_be_visible()
+    assert page.locator("#f-token_budget").input_value() == "lots"
 
 
 def test_trace_upload_replays_it(page, tmp_path):
@@ -189,3 +281,150 @@ def test_trace_upload_replays_it(page, tmp_path):
     page.locator("[data-clear-trace]").click()
     expect(page.locator(".summary")).to_contain_text("chat workload")
     assert "upload=" not in page.url
+
+
+def test_an_edit_during_a_run_is_never_lost(page, monkeypatch):
+    """Issue 12's race: change the GPU, tick another scheduler 0.4 s later, while the first run is still going.
+    Both changes end up in the form, the URL and the simulated results."""
+    compare = service.compare
+
+    def slow_first_run(req, cancel=None):  # the GPU change alone simulates slowly, so the tick lands mid-run
+        if req.scenario.hardware == "l4" and "spf" not in req.schedulers:
+            time.sleep(1.5)
+        return compare(req, cancel)
+
+    monkeypatch.setattr(service, "compare", slow_first_run)
+    page.goto(page.base + "/")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("chunked")
+    page.select_option("#f-hardware", "l4")
+    page.wait_for_timeout(400)
+    assert "htmx-request" in page.locator("#workspace").get_attribute("class")  # the first run is in flight
+    page.locator("label.chip", has_text="spf").click()
+    page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=l4&workload=rag&duration=20.0")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("spf")
+    expect(page.locator(".summary")).to_contain_text("L4")
+    expect(page.locator("#workspace")).not_to_have_class(re.compile("htmx-request"))
+    assert page.locator("#f-hardware").input_value() == "l4"
+    assert page.locator('label.chip:has-text("spf") input').is_checked()
+    assert page.locator('label.chip:has-text("fcfs") input').is_checked()
+
+
+def test_a_typo_keeps_the_last_results_dimmed(page):
+    page.goto(page.base + "/")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("chunked")
+    numbers = table_numbers(page)
+    page.locator("#f-duration").fill("abc")
+    page.locator("#f-duration").press("Enter")
+    expect(page.locator("#err-duration")).to_contain_text("'abc'")
+    expect(page.locator("#results")).to_have_class(re.compile(r"\bstale\b"))
+    expect(page.locator("#stale-note")).to_be_visible()
+    page.locator("#f-rate").fill("4")
+    page.locator("#f-rate").press("Tab")  # another run, still refused for the duration: it must not wipe the rate
+    expect(page.locator("#workspace")).not_to_have_class(re.compile("htmx-request"))
+    assert page.locator("#f-duration").input_value() == "abc"
+    assert page.locator("#f-rate").input_value() == "4"
+    assert table_numbers(page) == numbers and "Nothing simulated" not in page.locator("#results").inner_text()
+    page.screenshot(path=SHOTS / "12-typo-keeps-results.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#f-duration").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "12b-typo-field-390x844.png")
+    page.locator("#stale-note").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "12c-typo-results-390x844.png")
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.locator("#f-duration").fill("10")
+    page.locator("#f-duration").press("Enter")
+    page.wait_for_url("**&rate=4.0&duration=10.0")
+    expect(page.locator("#err-duration")).to_have_count(0)
+    expect(page.locator("#results")).not_to_have_class(re.compile(r"\bstale\b"))
+    assert table_numbers(page) != numbers
+
+
+def test_every_time_figure_of_a_comparison_shares_one_x_range(page):
+    """Read from plotly's own layout once drawn: each Gantt and the engine timeline show the same time window."""
+    page.goto(page.base + "/?schedulers=fcfs,chunked,slo&hardware=rtx3050&workload=rag&duration=20.0")
+    plots = ["plot-gantt-fcfs", "plot-gantt-chunked", "plot-gantt-slo", "plot-timeline"]
+    ranges = []
+    for plot in plots:
+        wait_drawn(page, plot)
+        ranges.append(page.locator("#" + plot).evaluate("d => d._fullLayout.xaxis.range"))
+    assert ranges[0][0] == 0 and ranges[0][1] > 25
+    assert all(r == ranges[0] for r in ranges), ranges
+    assert float(page.locator("#plot-kv").get_attribute("data-time")) <= ranges[0][1]
+    page.locator("#card-kv").screenshot(path=SHOTS / "13-kv-one-grid.png")
+    page.locator("#card-metrics").screenshot(path=SHOTS / "14-metrics-unserved-flag.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#card-metrics").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "14b-metrics-390x844.png")
+    page.locator("#plot-gantt-fcfs").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "14c-gantt-390x844.png")
+
+
+def test_landing_shows_the_takeaway_and_a_kv_view_that_plays_by_itself(page):
+    """At 1440x900 the first screen holds the computed takeaway and the KV view, which plays without a click."""
+    page.add_init_script("""window.kvTimes = []; new MutationObserver(ms => ms.forEach(m => {
+        if (m.target.id === 'plot-kv' && m.attributeName === 'data-time') window.kvTimes.push(m.target.dataset.time);
+      })).observe(document, {attributes: true, subtree: true, attributeFilter: ['data-time']});""")
+    page.goto(page.base + "/")
+    m = {n: e["metrics"] for n, e in page.request.get(page.base + "/api/run?schedulers=fcfs,chunked&hardware=rtx3050"
+                                                      "&workload=rag&duration=20").json()["schedulers"].items()}
+    expect(page.locator("#takeaway")).to_contain_text(f"chunked cuts P99 ITL from {m['fcfs']['itl_ms']['p99']:,.1f} "
+                                                      f"ms (fcfs) to {m['chunked']['itl_ms']['p99']:,.1f} ms")
+    page.wait_for_function(DRAWN, arg="plot-kv")
+    start = page.locator("[data-kv-frames-for]").evaluate("s => JSON.parse(s.textContent).start")
+    page.wait_for_function(f"() => +document.getElementById('plot-kv').dataset.frame === {start}")
+    times = page.evaluate("window.kvTimes")
+    assert len(set(times)) > 10 and float(times[0]) == 0  # it played from the start, by itself
+    assert "t=" not in page.url  # autoplay is not a moment anyone chose to share
+    for selector in ("#takeaway", "#plot-kv canvas"):
+        box = page.locator(selector).first.bounding_box()
+        assert box["y"] >= 0 and box["y"] + box["height"] <= 900, (selector, box)
+    page.screenshot(path=SHOTS / "15-landing-1440x900.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(300)  # the player lays its grids out again after a resize
+    card = page.locator("#card-kv")
+    card.scroll_into_view_if_needed()
+    assert card.evaluate("c => c.scrollWidth <= c.clientWidth")  # the grids fit a phone's width
+    card.screenshot(path=SHOTS / "16-kv-390x844.png")
+    page.locator("#takeaway").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "17-takeaway-390x844.png")
+
+
+def test_hovering_links_a_request_in_the_gantt_and_the_kv_view(page):
+    page.goto(page.base + "/?t=10")  # a still moment: nothing plays
+    wait_drawn(page, "plot-kv")
+    wait_drawn(page, "plot-gantt-fcfs")
+    page.locator("#card-kv").scroll_into_view_if_needed()
+    # A request holding blocks now, and where its first cell is on fcfs's canvas.
+    owner, cx, cy = page.evaluate("""() => {
+      const spec = JSON.parse(document.querySelector('[data-kv-frames-for]').textContent).schedulers[0];
+      const t = +document.getElementById('plot-kv').dataset.time;
+      let f = 0; while (f + 1 < spec.frame_s.length && spec.frame_s[f + 1] <= t + 1e-9) f++;
+      const runs = spec.runs[f], K = spec.k + 1;
+      for (let i = 0, c = 0; i < runs.length; c += runs[i + 1], i += 2) {
+        const owner = Math.floor(runs[i] / K) - 1;
+        if (owner >= 0) {
+          const canvas = document.querySelector('.kv-panel[data-scheduler="fcfs"] canvas'), r = canvas.getBoundingClientRect();
+          const cell = r.width / spec.cols;
+          return [owner, r.left + (c % spec.cols + 0.5) * cell, r.top + (Math.floor(c / spec.cols) + 0.5) * cell];
+        }
+      }
+    }""")
+    page.mouse.move(cx, cy)
+    expect(page.locator(".kv-tip")).to_contain_text(f"request #{owner}")
+    expect(page.locator("#plot-gantt-fcfs")).to_have_attribute("data-highlight", str(owner))
+    band = page.locator("#plot-gantt-fcfs .row-highlight")
+    expect(band).to_be_visible()
+    row_y = page.locator("#plot-gantt-fcfs").evaluate(
+        "(d, id) => d.getBoundingClientRect().top + d._fullLayout.yaxis._offset + d._fullLayout.yaxis.l2p(id)", owner)
+    box = band.bounding_box()
+    assert box["y"] <= row_y <= box["y"] + box["height"]
+    page.locator("#card-kv").screenshot(path=SHOTS / "18-kv-hover.png")
+    # And the other way: hovering a Gantt row lights up that request's blocks.
+    page.locator("#plot-gantt-fcfs").scroll_into_view_if_needed()
+    gx, gy = page.locator("#plot-gantt-fcfs").evaluate("""(d, id) => { const r = d.getBoundingClientRect(),
+        xa = d._fullLayout.xaxis, ya = d._fullLayout.yaxis;
+        return [r.left + xa._offset + xa._length / 2, r.top + ya._offset + ya.l2p(id)]; }""", owner)
+    page.mouse.move(gx, gy)
+    expect(page.locator('.kv-panel[data-scheduler="fcfs"]')).to_have_attribute("data-highlight", str(owner))
+    page.mouse.move(5, 5)
+    expect(page.locator('.kv-panel[data-scheduler="fcfs"]')).not_to_have_attribute("data-highlight", str(owner))

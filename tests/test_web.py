@@ -4,12 +4,14 @@ their fields, escaping of everything user-supplied, embeds, trace uploads and go
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 
 import pytest
 from fastapi.testclient import TestClient
 
+from app.present import unserved_share
 from app.web import app
 
 HX = {"HX-Request": "true"}
@@ -289,3 +291,132 @@ def test_while_kernels_compile_pages_answer_and_poll_and_the_api_says_503(client
         ready.set()
     assert "Compiling the simulator" not in client.get("/?" + SMALL).text
     assert client.get("/healthz").json()["kernels_ready"] is True
+
+
+def test_a_typo_shows_what_was_typed_and_keeps_results(client):
+    """`/?duration=abc` shows "abc" in the field with the message beside it, and still shows results (the scenario
+    without the typo, dimmed and said to be so), never "Nothing simulated yet"."""
+    r = client.get("/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&duration=abc")
+    assert r.status_code == 422
+    html = r.text
+    field = html[html.index('id="f-duration"'):]
+    assert field[:field.index(">")].count('value="abc"') == 1
+    err = field[:field.index("</div>")]
+    assert 'id="err-duration"' in err and "(got &#39;abc&#39;)" in err
+    assert 'id="card-metrics"' in html and "Nothing simulated yet" not in html
+    assert 'class="results stale"' in html and 'id="stale-note"' in html
+    assert "<code>duration</code> at its default" in html
+    # An htmx request gets no fallback: the page keeps the results it shows (static/js/app.js dims them).
+    frag = client.get("/?duration=abc", headers=HX)
+    assert frag.status_code == 422 and 'id="card-metrics"' not in frag.text
+    assert 'id="stale-note-template"' in frag.text
+
+
+def test_out_of_range_duration_states_the_web_limit(client):
+    html = client.get("/?duration=-5").text
+    field = html[html.index('id="f-duration"'):]
+    err = field[:field.index("</div>")]
+    assert "at most 600 s on the web" in err and "604800" not in err and "(got &#39;-5&#39;)" in err
+    api = client.get("/api/run?duration=-5&num_requests=")
+    assert api.status_code == 422 and "at most 600 s on the web" in api.text
+
+
+THREE = "/?schedulers=fcfs,chunked,slo&hardware=rtx3050&workload=rag&duration=20"
+
+
+def api_metrics(client, page_url: str) -> dict:
+    """Each scheduler's metrics for a page's scenario, from the JSON API (the page's defaults made explicit)."""
+    r = client.get("/api/run?" + page_url.removeprefix("/?"))
+    assert r.status_code == 200, r.text[:300]
+    return {name: entry["metrics"] for name, entry in r.json()["schedulers"].items()}
+METRIC_ROW = re.compile(r'<tr><th scope="row"[^>]*>(.*?)</th>(.*?)</tr>', re.S)
+METRIC_CELL = re.compile(r'<td class="num( best)?">([^<]*)(?:<span class="unserved"[^>]*>([^<]*)</span>)?</td>')
+
+
+def test_one_time_axis_and_one_kv_grid_per_comparison(client):
+    """Every Gantt, the engine timeline and the KV player span the same [0, end]; every KV grid has the same
+    cells (blocks per cell, columns) though the pools differ, and the summary names each pool."""
+    html = client.get(THREE).text
+    blobs = figure_blobs(html)
+    span = blobs["data-figure-for:plot-timeline"]["layout"]["xaxis"]["range"]
+    assert span[0] == 0 and span[1] > 0
+    ends = []
+    for name in ("fcfs", "chunked", "slo"):
+        gantt = blobs[f"data-figure-for:plot-gantt-{name}"]
+        assert gantt["layout"]["xaxis"]["range"] == span
+        ends.append(max(x for t in gantt["data"] for x in t["x"] if x is not None))
+    assert max(ends) == pytest.approx(span[1], abs=1e-3) and min(ends) < span[1] - 0.5  # runs end apart
+    frames = blobs["data-kv-frames-for:plot-kv"]
+    assert frames["horizon"] == span[1]
+    grids = frames["schedulers"]
+    assert len({g["blocks"] for g in grids}) == 2  # fcfs's pool is smaller: its token budget needs more memory
+    assert len({g["k"] for g in grids}) == 1 and len({g["cols"] for g in grids}) == 1
+    grid = blobs["data-figure-for:plot-kv"]["grid"]  # one canvas size for every scheduler (app.js)
+    assert grid["cols"] == grids[0]["cols"] and grid["rows"] == max(g["rows"] for g in grids)
+    assert grid["cols"] * grid["rows"] >= max(g["cells"] for g in grids)
+    assert "KV pool 7,476 blocks (fcfs), 8,196 blocks (chunked, slo)" in html
+
+
+def test_best_only_among_runs_that_served_every_request(client):
+    """slo sheds some requests: on a latency row it is never bold, and where its value would have won, its
+    share not served is flagged beside it. Rows over all requests (goodput) still crown anyone."""
+    html = client.get(THREE).text
+    rows = {re.sub("<[^>]+>", "", label).strip(): METRIC_CELL.findall(cells) for label, cells in METRIC_ROW.findall(html)}
+    not_served = f"{unserved_share(api_metrics(client, THREE)['slo']):.0%} not served"
+    assert not_served != "0% not served"
+    flagged = 0
+    for label, cells in rows.items():
+        if re.match(r"(\w+: )?(Mean|Median|P\d+|Max) (TTFT|TPOT|ITL|E2EL)", label):
+            assert len(cells) == 3 and not cells[2][0], label  # slo (third) never bold on a latency row
+            assert not cells[0][2] and not cells[1][2]  # fcfs and chunked served everyone: never flagged
+            flagged += cells[2][2] == not_served
+    assert rows["Mean TTFT ms"][2][2] == not_served and rows["Mean TTFT ms"][0][0] == " best"
+    assert flagged >= 10
+    assert any(best for best, _, _ in rows["Goodput req/s"])
+    assert not any(best for best, _, _ in rows["Rejected: shed by admission control: TTFT target already out of reach"])
+
+
+FIGURE_HOOKS = {"kv", "gantt", "cdf", "timeline", "goodput", "metrics", "attribution", "step-time"}
+
+
+def test_every_figure_container_carries_a_stable_hook(client):
+    html = client.get(THREE).text
+    hooks = re.findall(r'data-figure="([^"]+)"', html)
+    assert set(hooks) <= FIGURE_HOOKS
+    assert {"kv", "gantt", "cdf", "timeline", "metrics"} <= set(hooks) and hooks.count("gantt") == 3
+    plots = re.findall(r'<div class="plot" id="plot-([a-z-]+)"[^>]*>', html)
+    assert plots and all('data-figure="' in tag for tag in re.findall(r'<div class="plot"[^>]*>', html))
+
+
+def test_rejected_requests_have_no_ttft_in_the_gantt(client):
+    gantt = figure_blobs(client.get(THREE).text)["data-figure-for:plot-gantt-slo"]
+    rejected = [t for t in gantt["data"] if t["name"] == "rejected"]
+    assert rejected and rejected[0]["x"]
+    assert "TTFT" not in rejected[0]["hovertemplate"] and "never served" in rejected[0]["hovertemplate"]
+
+
+def test_latency_axes_have_readable_ticks_and_an_slo_does_not_stretch_them(client):
+    near = figure_blobs(client.get(THREE).text)["data-figure-for:plot-cdf"]["layout"]
+    for axis in ("xaxis", "xaxis2", "xaxis3"):
+        lo, hi = near[axis]["range"]
+        ticks = [t for t in near[axis]["tickvals"] if lo <= math.log10(t) <= hi]
+        assert 4 <= len(ticks) <= 12 and len(near[axis]["ticktext"]) == len(near[axis]["tickvals"])
+    assert any(s["xref"] == "x" for s in near["shapes"])  # the TTFT target (1,000 ms) is near the data: drawn
+    far = figure_blobs(client.get(THREE + "&slo_ttft_ms=900000").text)["data-figure-for:plot-cdf"]["layout"]
+    assert far["xaxis"]["range"][1] < 5  # TTFTs here are seconds at most: the axis stays below 100 s
+    assert not any(s["xref"] == "x" for s in far["shapes"])
+    assert any(n["text"] == "TTFT SLO 900000 ms →" for n in far["annotations"])
+
+
+def test_takeaway_sentence_is_computed_from_the_results(client):
+    two = client.get("/?" + SMALL.replace("num_requests=30", "num_requests=60")).text
+    sentence = re.search(r'<p class="takeaway" id="takeaway">([^<]*)</p>', two).group(1)
+    assert re.match(r"(fcfs|chunked) (cuts|raises) [\w ]+ from [\d,.]+ (ms|req/s) \((fcfs|chunked)\) to [\d,.]+ "
+                    r"(ms|req/s)", sentence) or "within 15%" in sentence, sentence
+    three = client.get(THREE).text
+    m = api_metrics(client, THREE)  # the seed lesson: chunked prefill cuts FCFS's ITL tail
+    assert (f"chunked cuts P99 ITL from {m['fcfs']['itl_ms']['p99']:,.1f} ms (fcfs) to "
+            f"{m['chunked']['itl_ms']['p99']:,.1f} ms") in three
+    assert f"slo leaves {unserved_share(m['slo']):.0%} of requests unserved (rejected or shed)" in three
+    one = client.get("/?schedulers=fcfs&hardware=rtx3050&workload=chat&num_requests=30").text
+    assert "fcfs serves 30 of 30 requests" in one and "tick another scheduler" in one

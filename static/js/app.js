@@ -1,5 +1,5 @@
-/* sched-sim dashboard: draws the server-built plotly figures, runs the KV-pool animation (moving the time
-   cursor on the timelines with it), exports figures, copies links. Figures arrive as JSON in
+/* sched-sim dashboard: draws the server-built plotly figures, plays the KV pools on canvases (moving the time
+   cursor on the timelines with it; a click on a time axis seeks it), exports figures, copies links. Figures arrive as JSON in
    <script type="application/json" data-figure-for="plot-id"> next to their <div>; htmx.onLoad draws every
    new one, on the first page load and after each swap. */
 (function () {
@@ -48,7 +48,9 @@
     if (!figureScript(div)) return Promise.resolve();
     if (observer) observer.unobserve(div);
     div.dataset.drawn = "pending";
-    div._drawing = plotlyReady.then(function () { return drawNow(div); });
+    // the KV view paints canvases itself: it need not wait for plotly.js to load
+    var kv = document.querySelector('script[data-kv-frames-for="' + div.id + '"]');
+    div._drawing = (kv ? Promise.resolve() : plotlyReady).then(function () { return drawNow(div); });
     return div._drawing;
   }
 
@@ -56,8 +58,6 @@
     var script = figureScript(div);
     if (!script || !document.body.contains(div)) return null;
     var fig = JSON.parse(script.textContent);
-    // autosize measures the container on every relayout: pin its height, or a redraw collapses it.
-    if (fig.layout.height) div.style.height = fig.layout.height + "px";
     var frames = document.querySelector('script[data-kv-frames-for="' + div.id + '"]');
     var done;
     if (frames) {
@@ -65,8 +65,22 @@
       players.push(player);
       done = player.ready;
     } else {
+      // autosize measures the container on every relayout: pin its height, or a redraw collapses it.
+      if (fig.layout.height) div.style.height = fig.layout.height + "px";
       done = Plotly.newPlot(div, fig.data, fig.layout, figureConfig(div)).then(function () {
-        if (div.hasAttribute("data-cursor") && cursorTime !== null) return placeCursor(div, cursorTime);
+        if (div.dataset.figure === "gantt") {
+          // hovering a request's row lights up its blocks in the KV view
+          div.on("plotly_hover", function (e) {
+            var y = e.points && e.points[0] && e.points[0].y;
+            if (players.length && typeof y === "number") players[0].highlight(div.dataset.scheduler, y);
+          });
+          div.on("plotly_unhover", function () {
+            if (players.length) players[0].highlight(div.dataset.scheduler, null);
+          });
+        }
+        if (!div.hasAttribute("data-cursor")) return;
+        div.on("plotly_afterplot", function () { if (cursorTime !== null) placeCursor(div, cursorTime); });
+        if (cursorTime !== null) placeCursor(div, cursorTime);
       });
     }
     return done.then(function () { div.dataset.drawn = "1"; });
@@ -77,7 +91,7 @@
     idleQueued = true;
     var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 150); };
     idle(function step() {
-      var next = document.querySelector("[data-figure]:not([data-drawn])");
+      var next = document.querySelector(".plot[data-figure]:not([data-drawn])");
       if (!next) { idleQueued = false; return; }
       draw(next).then(function () { idle(step); }, function (err) { console.error(err); idle(step); });
     });
@@ -93,37 +107,100 @@
     plotlyReady.then(drawWhenIdle);
   }
 
-  // ----- KV-pool animation -----
-  var SHADES = 6;
+  // ----- KV-pool player: every scheduler's pool painted on its own canvas -----
+  // Painting a frame is a few thousand fillRects (about a millisecond), so playback runs at PLAY_FPS however
+  // many schedulers are compared. The grid (columns, rows) is the same for all: equal cells.
+  var PLAY_FPS = 30;
+  var MAX_CELL_PX = 14;
+  var MIN_SIDE_BY_SIDE_PX = 4;
+  var MAX_GRID_PX = 300; // the tallest a grid may get: the landing view keeps it above the fold
 
-  function KvPlayer(div, fig, spec) {
+  function KvPlayer(div, spec, frames) {
     this.div = div;
-    this.spec = spec;
-    this.steps = Math.max(1, spec.steps);
+    this.spec = frames;
+    this.grid = spec.grid;
+    this.states = {};
+    var self = this;
+    spec.states.forEach(function (st) { self.states[st.key] = st; });
+    this.steps = Math.max(1, frames.steps);
     this.index = 0;
     this.timer = null;
-    this.pending = false;
-    this.scheds = spec.schedulers.map(function (s) { return { s: s, cache: {}, frame: -1 }; });
     var controls = document.querySelector('[data-kv-controls="' + div.id + '"]');
     this.playButton = controls && controls.querySelector("[data-play]");
     this.scrub = controls && controls.querySelector("[data-scrub]");
     this.label = controls && controls.querySelector("[data-clock]");
-    var self = this;
-    var start = Math.min(this.steps - 1, spec.start || 0), t0 = this.timeAt(start);
-    this.scheds.forEach(function (st, i) {
-      var f = Math.max(0, self.frameAt(st.s, t0));
-      var d = self.decode(st, f);
-      fig.data[i].z = d.z;
-      fig.data[i].text = d.text;
-      st.frame = f;
+    div.textContent = "";
+    this.panels = frames.schedulers.map(function (s) {
+      var panel = document.createElement("figure");
+      panel.className = "kv-panel";
+      panel.dataset.scheduler = s.name;
+      var caption = document.createElement("figcaption");
+      var name = document.createElement("b");
+      name.textContent = s.name;
+      name.style.color = s.color;
+      var usage = document.createElement("span");
+      caption.appendChild(name);
+      caption.appendChild(usage);
+      var canvas = document.createElement("canvas");
+      panel.appendChild(caption);
+      panel.appendChild(canvas);
+      div.appendChild(panel);
+      var p = { s: s, panel: panel, canvas: canvas, usage: usage, frame: -1, firstToken: s.first_token_s || {},
+                highlight: null };
+      canvas.addEventListener("mousemove", function (e) { self.hover(p, e); });
+      canvas.addEventListener("mouseleave", function () { self.tip.hidden = true; highlightRow(s.name, null); });
+      return p;
     });
-    this.ready = Plotly.newPlot(div, fig.data, fig.layout, figureConfig(div)).then(function () { return self.show(start); });
+    this.tip = document.createElement("div");
+    this.tip.className = "kv-tip";
+    this.tip.hidden = true;
+    div.appendChild(this.tip);
+    this.layout();
     if (this.playButton) this.playButton.addEventListener("click", function () { self.toggle(); });
-    if (this.scrub) this.scrub.addEventListener("input", function () { self.stop(); self.show(+self.scrub.value); });
+    if (this.scrub) {
+      this.scrub.addEventListener("input", function () { self.stop(); self.show(+self.scrub.value); });
+      this.scrub.addEventListener("change", function () { rememberTime(self.timeAt(self.index)); });
+    }
+    var shared = parseFloat(new URLSearchParams(window.location.search).get("t"));
+    var busiest = Math.min(this.steps - 1, frames.start || 0);
+    this.show(isFinite(shared) ? this.indexAt(shared) : busiest);
+    // Without a shared moment, it plays by itself from the start up to the busiest moment and rests there.
+    var still = window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+    if (!isFinite(shared) && !still && busiest > 0) {
+      this.show(0);
+      this.play(busiest, false);
+    }
+    this.ready = Promise.resolve();
   }
+
+  KvPlayer.prototype.layout = function () {
+    var cols = this.grid.cols, rows = this.grid.rows, full = this.div.clientWidth;
+    // side by side when each grid still gets cells of MIN_SIDE_BY_SIDE_PX; stacked (a phone) otherwise
+    var n = this.panels.length;
+    while (n > 1 && (full - 16 * (n - 1)) / n / cols < MIN_SIDE_BY_SIDE_PX) n--;
+    var width = Math.max(60, (full - 16 * (n - 1)) / n);
+    var cell = Math.max(1, Math.min(MAX_CELL_PX, Math.floor(width / cols), Math.floor(MAX_GRID_PX / rows)));
+    var dpr = window.devicePixelRatio || 1;
+    this.cell = cell;
+    this.gap = cell >= 5 ? 1 : 0; // a gutter between cells where they are big enough to afford one
+    this.panels.forEach(function (p) {
+      p.canvas.style.width = cols * cell + "px";
+      p.canvas.style.height = rows * cell + "px";
+      p.canvas.width = Math.round(cols * cell * dpr);
+      p.canvas.height = Math.round(rows * cell * dpr);
+      p.ctx = p.canvas.getContext("2d");
+      p.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      p.frame = -1; // repaint on the next show()
+    });
+  };
 
   KvPlayer.prototype.timeAt = function (j) {
     return this.steps > 1 ? this.spec.horizon * j / (this.steps - 1) : 0;
+  };
+
+  KvPlayer.prototype.indexAt = function (t) {
+    if (!(this.spec.horizon > 0)) return 0;
+    return Math.max(0, Math.min(this.steps - 1, Math.round(t / this.spec.horizon * (this.steps - 1))));
   };
 
   KvPlayer.prototype.frameAt = function (s, t) {
@@ -138,70 +215,99 @@
     return lo;
   };
 
-  KvPlayer.prototype.decode = function (st, f) {
-    if (st.cache[f]) return st.cache[f];
-    var s = st.s, k = s.k, K = k + 1, rows = s.rows, cols = s.cols;
-    var z = [], text = [];
-    for (var r = 0; r < rows; r++) { z.push(new Array(cols).fill(null)); text.push(new Array(cols).fill("")); }
-    var runs = s.runs[f] || [], cell = 0;
+  KvPlayer.prototype.stateOf = function (p, owner, t) {
+    if (owner < 0) return this.states.free;
+    var first = p.firstToken[owner];
+    return first === null || first === undefined || t < first ? this.states.prefill : this.states.decode;
+  };
+
+  KvPlayer.prototype.paint = function (p, f) {
+    var s = p.s, ctx = p.ctx, cell = this.cell, side = cell - this.gap, cols = this.grid.cols, K = s.k + 1;
+    var t = s.frame_s[f], runs = s.runs[f] || [], c = 0;
+    ctx.clearRect(0, 0, cols * cell, this.grid.rows * cell);
     for (var i = 0; i < runs.length; i += 2) {
-      var code = runs[i], len = runs[i + 1];
-      var owner = Math.floor(code / K) - 1, used = code % K;
-      var value = owner < 0 ? 0 : 1 + (owner % SHADES);
-      for (var n = 0; n < len; n++, cell++) {
-        var row = Math.floor(cell / cols), col = cell % cols;
-        var first = cell * k, last = Math.min(s.blocks, first + k) - 1;
-        var where = k > 1 ? "blocks " + first + "–" + last : "block " + first;
-        z[row][col] = value;
-        text[row][col] = owner < 0 ? where + ": free"
-          : where + ": request #" + owner + (k > 1 ? " (" + used + "/" + (last - first + 1) + " in use)" : "");
-      }
+      var owner = Math.floor(runs[i] / K) - 1, len = runs[i + 1];
+      ctx.fillStyle = this.stateOf(p, owner, t).colors[owner < 0 ? 0 : owner & 1];
+      ctx.globalAlpha = p.highlight === null || owner === p.highlight ? 1 : 0.2; // a hovered Gantt row's blocks stand out
+      for (var n = 0; n < len; n++, c++) ctx.fillRect((c % cols) * cell, Math.floor(c / cols) * cell, side, side);
     }
-    var out = { z: z, text: text };
-    st.cache[f] = out;
-    return out;
+    ctx.globalAlpha = 1;
+  };
+
+  // Light up one request's blocks in a scheduler's grid (null: all of them again).
+  KvPlayer.prototype.highlight = function (scheduler, owner) {
+    var p = this.panels.filter(function (q) { return q.s.name === scheduler; })[0];
+    if (!p || p.highlight === owner) return;
+    p.highlight = owner;
+    if (owner === null) delete p.panel.dataset.highlight; else p.panel.dataset.highlight = String(owner);
+    if (p.frame >= 0) this.paint(p, p.frame);
   };
 
   KvPlayer.prototype.show = function (j) {
     this.index = j;
     var t = this.timeAt(j), self = this;
-    var update = { z: [], text: [] }, traces = [], relayout = {};
-    this.scheds.forEach(function (st, i) {
-      var f = self.frameAt(st.s, t);
+    this.panels.forEach(function (p) {
+      var f = self.frameAt(p.s, t);
       if (f < 0) return;
-      if (f !== st.frame) {
-        var d = self.decode(st, f);
-        update.z.push(d.z);
-        update.text.push(d.text);
-        traces.push(i);
-        st.frame = f;
+      if (f !== p.frame) {
+        self.paint(p, f);
+        p.frame = f;
       }
-      // the same words as charts.kv_title
-      var pct = st.s.usage.length ? (100 * st.s.usage[f]).toFixed(0) : "0";
-      relayout["annotations[" + i + "].text"] = "<b>" + st.s.name + "</b><br>" + pct + "% of "
-        + st.s.blocks.toLocaleString("en-US") + " blocks in use";
+      var pct = p.s.usage.length ? (100 * p.s.usage[f]).toFixed(0) : "0";
+      p.usage.textContent = " " + pct + "% of " + p.s.blocks.toLocaleString("en-US") + " blocks in use";
     });
-    var work = [];
-    if (traces.length) work.push(Plotly.restyle(this.div, update, traces));
-    work.push(Plotly.relayout(this.div, relayout));
     if (this.scrub) this.scrub.value = String(j);
     if (this.label) this.label.textContent = "t = " + t.toFixed(2) + " s";
     this.div.dataset.frame = String(j);
-    this.div.dataset.time = t.toFixed(4);
+    this.div.dataset.time = t.toFixed(4); // the simulated time of the frame just painted
     moveCursors(t);
-    return Promise.all(work);
+  };
+
+  KvPlayer.prototype.seek = function (t) {
+    this.stop();
+    this.show(this.indexAt(t));
+    rememberTime(this.timeAt(this.index));
+  };
+
+  KvPlayer.prototype.hover = function (p, e) {
+    var rect = p.canvas.getBoundingClientRect(), cols = this.grid.cols;
+    var col = Math.floor((e.clientX - rect.left) / this.cell), row = Math.floor((e.clientY - rect.top) / this.cell);
+    var c = row * cols + col, runs = p.s.runs[p.frame];
+    if (col < 0 || col >= cols || row < 0 || c >= p.s.cells || !runs) { this.tip.hidden = true; return; }
+    var code = 0;
+    for (var i = 0, at = 0; i < runs.length; at += runs[i + 1], i += 2) {
+      if (c < at + runs[i + 1]) { code = runs[i]; break; }
+    }
+    var k = p.s.k, owner = Math.floor(code / (k + 1)) - 1, used = code % (k + 1);
+    var first = c * k, last = Math.min(p.s.blocks, first + k) - 1;
+    var where = k > 1 ? "blocks " + first + "–" + last : "block " + first;
+    highlightRow(p.s.name, owner < 0 ? null : owner);
+    this.tip.textContent = owner < 0 ? where + ": free" : where + ": request #" + owner + ", "
+      + this.stateOf(p, owner, p.s.frame_s[p.frame]).label + (k > 1 ? " (" + used + "/" + (last - first + 1) + " in use)" : "");
+    var box = this.div.getBoundingClientRect();
+    this.tip.style.left = (e.clientX - box.left + 12) + "px";
+    this.tip.style.top = (e.clientY - box.top + 12) + "px";
+    this.tip.hidden = false;
   };
 
   KvPlayer.prototype.toggle = function () {
-    if (this.timer) { this.stop(); return; }
-    if (this.index >= this.steps - 1) this.show(0);
+    if (this.timer) { this.stop(); rememberTime(this.timeAt(this.index)); return; }
+    this.play(this.steps - 1, true);
+  };
+
+  // Play up to frame `until`; `remember`: write where it stops into the URL (what a person played, not autoplay).
+  KvPlayer.prototype.play = function (until, remember) {
     var self = this;
+    this.stop();
+    if (this.index >= until) this.show(0);
     this.timer = setInterval(function () {
-      if (self.pending) return; // drawing is behind: skip a tick rather than queue frames
-      if (self.index >= self.steps - 1) { self.stop(); return; }
-      self.pending = true;
-      self.show(self.index + 1).then(function () { self.pending = false; }, function () { self.pending = false; });
-    }, 120);
+      if (self.index >= until) {
+        self.stop();
+        if (remember) rememberTime(self.timeAt(self.index));
+        return;
+      }
+      self.show(self.index + 1);
+    }, 1000 / PLAY_FPS);
     if (this.playButton) { this.playButton.textContent = "❚❚ Pause"; this.playButton.setAttribute("aria-label", "Pause"); }
   };
 
@@ -211,17 +317,116 @@
     if (this.playButton) { this.playButton.textContent = "▶ Play"; this.playButton.setAttribute("aria-label", "Play the animation"); }
   };
 
+  KvPlayer.prototype.download = function (filename) {
+    // the grids side by side under their captions, at twice the size, like the plotly figures' PNGs
+    var scale = 2, pad = 16, head = 28, w = 0, h = 0;
+    this.panels.forEach(function (p) { w += p.canvas.width + pad; h = Math.max(h, p.canvas.height); });
+    var out = document.createElement("canvas");
+    out.width = (w + pad) * scale / (window.devicePixelRatio || 1);
+    out.height = (h + head + pad) * scale / (window.devicePixelRatio || 1);
+    var ctx = out.getContext("2d"), x = pad, f = scale / (window.devicePixelRatio || 1);
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, out.width, out.height);
+    ctx.font = 13 * scale + "px system-ui, sans-serif";
+    this.panels.forEach(function (p) {
+      ctx.fillStyle = p.s.color;
+      ctx.fillText(p.s.name + p.usage.textContent, x * f, 20 * scale);
+      ctx.drawImage(p.canvas, x * f, head * scale, p.canvas.width * f, p.canvas.height * f);
+      x += p.canvas.width + pad;
+    });
+    var link = document.createElement("a");
+    link.href = out.toDataURL("image/png");
+    link.download = "sched-sim-" + filename + ".png";
+    document.body.appendChild(link);
+    link.click();
+    document.body.removeChild(link);
+  };
+
+  // The playback time is part of the page's URL (t=, seconds), so a shared link opens on the same frame. The
+  // rest of the query stays as the server wrote it.
+  function rememberTime(t) {
+    var kept = window.location.search.replace(/^\?/, "").split("&").filter(function (p) {
+      return p && p.split("=")[0] !== "t";
+    });
+    kept.push("t=" + t.toFixed(2));
+    history.replaceState(history.state, "", window.location.pathname + "?" + kept.join("&"));
+  }
+
+  // A band across the Gantt row of the request under the pointer in the KV view (none if the Gantt shows a
+  // sample of requests without it).
+  function highlightRow(scheduler, id) {
+    var div = document.getElementById("plot-gantt-" + scheduler), full = div && div._fullLayout;
+    if (!full) return;
+    var band = div.querySelector(":scope > .row-highlight");
+    if (!div._rowIds) {
+      div._rowIds = {};
+      div.data.forEach(function (trace) { trace.y.forEach(function (y) { if (y !== null) div._rowIds[y] = true; }); });
+    }
+    if (id === null || !div._rowIds[id]) {
+      if (band) band.hidden = true;
+      delete div.dataset.highlight;
+      return;
+    }
+    if (!band) {
+      band = document.createElement("div");
+      band.className = "row-highlight";
+      div.appendChild(band);
+    }
+    var xa = full.xaxis, ya = full.yaxis, y = ya._offset + ya.l2p(id);
+    band.style.left = xa._offset + "px";
+    band.style.width = xa._length + "px";
+    band.style.top = y - 4 + "px";
+    band.hidden = y < ya._offset || y > ya._offset + ya._length;
+    div.dataset.highlight = String(id);
+  }
+
+  // ----- the time cursor over every figure with a time axis ([data-cursor]) -----
   function placeCursor(div, t) {
-    return Plotly.relayout(div, { "shapes[0].x0": t, "shapes[0].x1": t, "shapes[0].visible": true });
+    var full = div._fullLayout, xa = full && full.xaxis;
+    if (!xa || !xa._length) return;
+    var line = div.querySelector(":scope > .time-cursor");
+    if (!line) {
+      line = document.createElement("div");
+      line.className = "time-cursor";
+      div.appendChild(line);
+    }
+    var x = xa._offset + xa.l2p(t);
+    line.style.left = x + "px";
+    line.style.top = full._size.t + "px";
+    line.style.height = full._size.h + "px";
+    line.hidden = x < xa._offset - 1 || x > xa._offset + xa._length + 1; // zoomed away from it
+    div.dataset.cursorTime = t.toFixed(4);
   }
 
   function moveCursors(t) {
     cursorTime = t;
     var divs = document.querySelectorAll("[data-cursor]");
-    for (var i = 0; i < divs.length; i++) {
-      if (divs[i]._fullLayout) placeCursor(divs[i], t); // plotted; the others get it when drawn
-    }
+    for (var i = 0; i < divs.length; i++) placeCursor(divs[i], t); // plotted ones; the others when drawn
   }
+
+  // A click (not a drag, which zooms) on a time axis' plot area seeks the KV view to that moment.
+  var pressed = null;
+  document.addEventListener("mousedown", function (e) {
+    var plot = e.target.closest && e.target.closest("[data-cursor]");
+    pressed = plot && e.target.closest(".nsewdrag") ? { plot: plot, x: e.clientX, y: e.clientY } : null;
+  }, true);
+  document.addEventListener("mouseup", function (e) {
+    var p = pressed;
+    pressed = null;
+    if (!p || Math.abs(e.clientX - p.x) > 3 || Math.abs(e.clientY - p.y) > 3) return;
+    var xa = p.plot._fullLayout && p.plot._fullLayout.xaxis;
+    if (!xa) return;
+    var t = xa.p2l(p.x - p.plot.getBoundingClientRect().left - xa._offset);
+    if (players.length) players[0].seek(t); else moveCursors(t);
+  }, true);
+
+  var resizeTimer = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () {
+      players.forEach(function (p) { p.layout(); p.show(p.index); });
+    }, 150);
+  });
 
   // ----- clean up before htmx replaces figures -----
   function release(root) {
@@ -262,6 +467,8 @@
       var gd = document.getElementById(exp.dataset.target);
       if (!gd) return;
       var format = exp.dataset.export;
+      var player = players.filter(function (p) { return p.div === gd; })[0];
+      if (player) { player.download(exp.dataset.filename || "kv"); return; }
       draw(gd).then(function () {
         return Plotly.downloadImage(gd, {
           format: format, filename: "sched-sim-" + (exp.dataset.filename || gd.dataset.figure),
@@ -296,6 +503,62 @@
       el.addEventListener("change", function (e) { e.stopPropagation(); });
     });
   }
+
+  // ----- the scenario form is never redrawn -----
+  // An answer to the form carries the whole workspace; only #results swaps (hx-select). What the form shows
+  // besides the user's own values (error messages, red borders, placeholders that depend on other fields) is
+  // copied from the answer's form into the live one, so nothing typed or ticked meanwhile is lost.
+  var COPIED_ATTRIBUTES = ["placeholder", "title", "aria-invalid", "aria-describedby"];
+
+  function ownErrors(el) {
+    return Array.prototype.filter.call(el.children, function (c) { return c.classList.contains("field-error"); });
+  }
+
+  function syncForm(live, fresh) {
+    var slots = fresh.querySelectorAll("[data-field]");
+    for (var i = 0; i < slots.length; i++) {
+      var f = slots[i], l = live.querySelector('[data-field="' + f.dataset.field + '"]');
+      if (!l) continue;
+      l.classList.toggle("invalid", f.classList.contains("invalid"));
+      var folded = l.closest("details");
+      if (folded && f.classList.contains("invalid")) folded.open = true; // an error must not hide in "Advanced"
+      ownErrors(l).forEach(function (p) { l.removeChild(p); });
+      ownErrors(f).forEach(function (p) { l.appendChild(document.importNode(p, true)); });
+      var fc = f.querySelector("input[id^='f-'], select"), lc = fc && l.querySelector("#" + fc.id);
+      if (!lc || lc.type === "file") continue;
+      COPIED_ATTRIBUTES.forEach(function (name) {
+        if (fc.hasAttribute(name)) lc.setAttribute(name, fc.getAttribute(name)); else lc.removeAttribute(name);
+      });
+      if (lc.tagName === "SELECT" && lc.options.length === fc.options.length) {
+        for (var k = 0; k < lc.options.length; k++) {
+          if (lc.options[k].value === fc.options[k].value) lc.options[k].textContent = fc.options[k].textContent;
+        }
+      }
+    }
+  }
+
+  function showStale(results, freshDoc) {
+    results.classList.add("stale");
+    var template = freshDoc.getElementById("stale-note-template");
+    var old = document.getElementById("stale-note");
+    if (old) old.parentNode.removeChild(old);
+    if (template) results.insertBefore(document.importNode(template.content, true), results.firstChild);
+  }
+
+  document.body.addEventListener("htmx:beforeSwap", function (e) {
+    var form = document.getElementById("scenario-form");
+    if (!form || e.detail.requestConfig.elt !== form) return;
+    var freshDoc = new DOMParser().parseFromString(e.detail.xhr.responseText, "text/html");
+    var fresh = freshDoc.getElementById("scenario-form");
+    if (fresh) syncForm(form, fresh);
+    var results = document.getElementById("results");
+    // An invalid field keeps the last good results on screen, dimmed; there is nothing to keep on a page that
+    // has none yet.
+    if (e.detail.xhr.status === 422 && results && results.querySelector("#card-metrics")) {
+      e.detail.shouldSwap = false;
+      showStale(results, freshDoc);
+    }
+  });
 
   htmx.onLoad(keepChangesHere);
   htmx.onLoad(drawFigures);
