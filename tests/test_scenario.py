@@ -12,6 +12,8 @@ from pydantic import ValidationError
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.cluster import ROUTER_NAMES
+from sim_core.cost_model import CONSTANT_BOUNDS, Constants
+from sim_core.hardware_profile import Profile
 
 FIELDS = Scenario.model_fields
 
@@ -64,6 +66,9 @@ STRATEGIES = {
     "controller_headroom": _floats(0.1, 1.0),
     "mlfq_quantum": st.integers(1, 1_000_000),
     "mlfq_levels": st.integers(1, 32),
+    # The constants only: a profile must name the scenario's own deployment, which scenarios() fills in.
+    "hardware_profile": _maybe(st.builds(Constants, **{k: _floats(max(lo, 1e-6), hi)
+                                                       for k, (lo, hi) in CONSTANT_BOUNDS.items()})),
 }
 
 
@@ -74,7 +79,14 @@ ROUND_TRIP_EXCLUDED: set[str] = set()
 def scenarios(draw) -> Scenario:
     names = sorted((set(STRATEGIES) & set(FIELDS)) - ROUND_TRIP_EXCLUDED)
     chosen = draw(st.lists(st.sampled_from(names), unique=True))
-    return Scenario(**{name: draw(STRATEGIES[name]) for name in chosen})
+    values = {name: draw(STRATEGIES[name]) for name in chosen}
+    if values.get("hardware_profile") is not None:
+        hardware = values.get("hardware", FIELDS["hardware"].default)
+        values["hardware_profile"] = Profile(
+            hardware, values.get("model") or GPUS[hardware].default_model,
+            values.get("quantization", FIELDS["quantization"].default), values.get("tp", FIELDS["tp"].default),
+            values["hardware_profile"]).compact()
+    return Scenario(**values)
 
 
 def test_every_field_has_a_strategy():

@@ -145,6 +145,9 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         *(("", line) for line in workload[1:]),
         ("SLOs", f"TTFT <= {g(first.slo_ttft_ms)} ms, TPOT <= {g(first.slo_tpot_ms)} ms"),
     ]
+    if scenario.hardware_profile:
+        constants = scenario.hardware_profile.partition(":")[2].replace(",", ", ").replace("=", " ")
+        rows.insert(2, ("Profile", f"fitted by sched-sim calibrate: {constants}"))
     if scenario.replicas > 1:
         stale = f", load seen up to {g(scenario.router_staleness_ms)} ms late" if scenario.router_staleness_ms else ""
         rows.insert(1, ("Replicas", f"{scenario.replicas} x the GPUs above ({scenario.replicas * su.tp} GPUs), "
@@ -163,7 +166,8 @@ def _policy_settings(scenario: Scenario, resolved: dict) -> dict[str, str]:
         out["prefix_cache"] = _per_scheduler({k: "on" if c else "off" for k, c in cache.items()})
     shown = {"scheduler", "hardware", "model", "quantization", "tp", "workload", "trace", "rate", "burstiness",
              "duration", "num_requests", "seed", "token_budget", "max_seqs", "block_size", "gpu_memory_utilization",
-             "kv_blocks", "max_model_len", "preemption", "slo_ttft_ms", "slo_tpot_ms", "admission", "prefix_cache"}
+             "kv_blocks", "max_model_len", "preemption", "slo_ttft_ms", "slo_tpot_ms", "admission", "prefix_cache",
+             "hardware_profile"}
     for name in scenario.model_fields_set - shown:
         value = getattr(scenario, name)
         if value != Scenario.model_fields[name].default:
