@@ -105,7 +105,7 @@ def read_hardware_profile(path: str) -> str:
     if not p.is_file():
         if ":" in path and "=" in path:
             return path
-        raise UsageError(f"--hardware-profile: no such file {path!r}")
+        raise UsageError(f"--hardware-profile: no such file {path!r} (write one with `sched-sim calibrate --out`)")
     try:
         return read_profile_document(p.read_text(encoding="utf-8", errors="replace")).compact()
     except ProfileError as e:

@@ -467,6 +467,33 @@ def step_time_lines(doc: dict) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# calibrate
+# ---------------------------------------------------------------------------------------------------------
+def calibrate_lines(doc: dict, out: str) -> list[str]:
+    """The fitted constants beside the catalog's, and how well each set predicts the measurements."""
+    fit = doc["fit"]
+    what = ("steps" if fit["kind"] == "steps_csv" else "benchmark statistics")
+    lines = [f"{doc['model']} ({doc['quantization']}) on {doc['hardware']}, tp={doc['tp']}: fitted on "
+             f"{fit['observations']:,} {what} from {fit['source']}", ""]
+    rows = [[k, g(fit["catalog_constants"][k]), g(v), "fitted" if k in fit["fitted"] else "catalog's"]
+            for k, v in doc["constants"].items()]
+    lines += ["  " + x for x in _columns(["constant", "catalog", "profile", ""], rows, right={1, 2})]
+    lines.append("")
+    rows = [[name, f"{fit[key]['median_abs_pct_error']:.2f}", f"{fit[key]['max_abs_pct_error']:.2f}",
+             fit[key]["worst"]] for name, key in (("catalog", "catalog_residuals"), ("profile", "residuals"))]
+    lines += ["  " + x for x in _columns(["residuals", "median |err| %", "max |err| %", "worst"], rows,
+                                         right={1, 2})]
+    if fit.get("note"):
+        lines.append(f"note: {fit['note']}")
+    if fit.get("weakly_determined"):
+        lines.append(f"note: a 10% change in {', '.join(fit['weakly_determined'])} moves no measured step by 1%: "
+                     f"the rows barely constrain {'it' if len(fit['weakly_determined']) == 1 else 'them'} (add "
+                     f"batch shapes that lean on {'it' if len(fit['weakly_determined']) == 1 else 'them'})")
+    lines += ["", f"wrote {out}; use it with --hardware-profile {out} (run, compare, sweep, step-time)"]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------------
 # validate
 # ---------------------------------------------------------------------------------------------------------
 def _err(value) -> str:
