@@ -68,6 +68,8 @@ def test_dashboard_form_takes_choices_and_bounds_from_the_model():
             assert (f.options[0] == ("", "default")) == info.optional, name
         elif info.is_bool:
             assert [v for v, _ in f.options] == ["false", "true"], name
+        elif name == "hardware_profile":  # the one free-text field: no numeric keyboard
+            assert f.inputmode == "text"
         else:
             assert f.inputmode == ("numeric" if info.is_int else "decimal"), name
         assert f.help.startswith(info.description) and range_text(name) in f.help, name
