@@ -87,6 +87,7 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
                                    for s in selected if s in BY_NAME) or "per scheduler",
         "kv_blocks": "all that fit in memory",
         "max_model_len": "min(model context, 8192)",
+        "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",
         "duration": f"at most {MAX_DURATION_S:g} on the web",
     }
     fields: dict[str, FormField] = {}
@@ -115,7 +116,9 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
             if info.optional:
                 f.options.insert(0, ("", "default"))
         else:
-            f.inputmode = "numeric" if info.is_int else "decimal"
+            # Bounded fields are numbers; the others (the hardware profile's string) take any text.
+            numeric = info.lo is not None or info.hi is not None
+            f.inputmode = "numeric" if info.is_int else ("decimal" if numeric else "text")
             f.placeholder = placeholders.get(name, "" if default is None else _fmt(default))
         if f.kind == "select" and not f.value and default is not None:
             f.value = _fmt(default)

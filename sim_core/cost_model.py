@@ -107,15 +107,16 @@ ACTIVATION_BYTES = 2.0
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
 
 
-def fp16_gemm_rate(setup: Setup) -> float:
-    """FLOP/s large 16-bit GEMMs reach on the setup's GPU."""
-    return setup.gpu.fp16_tflops * 1e12 * setup.gpu.compute_efficiency
+def fp16_gemm_rate(setup: Setup, compute_efficiency: float | None = None) -> float:
+    """FLOP/s large 16-bit GEMMs reach on the setup's GPU (at its catalog efficiency unless one is given)."""
+    eff = setup.gpu.compute_efficiency if compute_efficiency is None else compute_efficiency
+    return setup.gpu.fp16_tflops * 1e12 * eff
 
 
-def linear_rate(setup: Setup) -> float:
+def linear_rate(setup: Setup, compute_efficiency: float | None = None) -> float:
     """FLOP/s the model's GEMMs reach in the setup's weight format."""
     g = setup.gpu
-    fp16 = fp16_gemm_rate(setup)
+    fp16 = fp16_gemm_rate(setup, compute_efficiency)
     if setup.uses_fp8_tensor_cores:
         return max(fp16, fp16 * FP8_GEMM_GAIN * g.fp8_tflops / (2.0 * g.fp16_tflops))
     if QUANTIZATIONS[setup.quantization] < 2.0:
@@ -123,8 +124,40 @@ def linear_rate(setup: Setup) -> float:
     return fp16
 
 
-def cost_params(setup: Setup) -> np.ndarray:
+@dataclass(frozen=True)
+class Constants:
+    """The measured constants a user's own hardware may differ on, each a factor on the physics: what
+    `sched-sim calibrate` fits and a hardware profile carries. `default_constants` gives the catalog's."""
+
+    compute_efficiency: float  # fraction of the 16-bit dense tensor peak large GEMMs reach
+    bandwidth_efficiency: float  # fraction of peak DRAM bandwidth a streaming kernel reaches
+    attention_efficiency: float  # fraction of the 16-bit dense tensor peak FlashAttention's forward reaches
+    step_overhead_ms: float  # CPU time per step the GPU waits for
+    overhead_per_seq_us: float  # ... and per scheduled sequence
+
+
+# Physical ranges of each constant: efficiencies are fractions of a peak, overheads are times. The upper bounds
+# on overheads only keep a fit finite (a second per step is no serving engine).
+CONSTANT_BOUNDS = {
+    "compute_efficiency": (0.01, 1.0),
+    "bandwidth_efficiency": (0.01, 1.0),
+    "attention_efficiency": (0.01, 1.0),
+    "step_overhead_ms": (0.0, 1000.0),
+    "overhead_per_seq_us": (0.0, 10_000.0),
+}
+
+
+def default_constants(setup: Setup) -> Constants:
+    """The catalog's constants for the setup's GPU (what every prediction uses without a hardware profile)."""
+    g = setup.gpu
+    return Constants(g.compute_efficiency, g.bw_efficiency, FLASH_ATTENTION_EFFICIENCY, g.step_overhead_ms,
+                     STEP_OVERHEAD_PER_SEQ_S * 1e6)
+
+
+def cost_params(setup: Setup, constants: Constants | None = None) -> np.ndarray:
+    """The cost-parameter vector of a deployment, with the catalog's constants or a hardware profile's."""
     m, g, tp = setup.model, setup.gpu, setup.tp
+    c = constants or default_constants(setup)
     bpp = QUANTIZATIONS[setup.quantization]
     p = np.zeros(N_COST_PARAMS)
     p[DENSE_WEIGHT_BYTES] = m.dense_matmul_params * bpp / tp
@@ -141,15 +174,15 @@ def cost_params(setup: Setup) -> np.ndarray:
         + (mlp_width / tp + m.hidden)
     p[LINEAR_ACT_BYTES_PER_TOKEN] = m.layers * per_layer * ACTIVATION_BYTES
     p[GEMMS] = 4 * m.layers
-    p[LINEAR_RATE] = linear_rate(setup)
+    p[LINEAR_RATE] = linear_rate(setup, c.compute_efficiency)
     p[LM_HEAD_BYTES] = m.lm_head_params * 2.0 / tp  # the lm head stays 16-bit in quantized checkpoints
     p[LM_HEAD_FLOPS_PER_SAMPLE] = 2.0 * m.lm_head_params / tp
     p[LOGITS_BYTES_PER_SAMPLE] = m.vocab / tp * 4.0 * LOGITS_PASSES
-    p[LM_HEAD_RATE] = fp16_gemm_rate(setup)
+    p[LM_HEAD_RATE] = fp16_gemm_rate(setup, c.compute_efficiency)
     p[ATTN_FLOPS_PER_PAIR] = 4.0 * m.layers * m.heads * m.head_dim / tp
     p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.layers * q_out / tp * ACTIVATION_BYTES
     p[KV_BYTES_PER_TOKEN] = setup.kv_bytes_per_token_per_gpu
-    p[ATTENTION_RATE] = g.fp16_tflops * 1e12 * FLASH_ATTENTION_EFFICIENCY
+    p[ATTENTION_RATE] = g.fp16_tflops * 1e12 * c.attention_efficiency
     # Per token per layer: two residual-add + RMSNorms (read x and residual, write both, on the full hidden
     # state), rotary embedding in place on q and k, SiLU-and-mul (read gate and up, write one), KV-cache write
     # (read k and v, write them into the cache).
@@ -158,7 +191,7 @@ def cost_params(setup: Setup) -> np.ndarray:
     elementwise = 2 * 4.0 * m.hidden + rope + 3.0 * mlp_width / tp
     p[ELEMENTWISE_BYTES_PER_TOKEN] = m.layers * (elementwise * ACTIVATION_BYTES + 2.0 * kv_per_layer)
     p[PEAK_BW] = g.mem_bw_gbs * 1e9
-    p[STREAM_BW] = p[PEAK_BW] * g.bw_efficiency
+    p[STREAM_BW] = p[PEAK_BW] * c.bandwidth_efficiency
     p[ELEMENTWISE_BW] = p[PEAK_BW] * ELEMENTWISE_BW_EFFICIENCY
     p[ELEMENTWISE_KERNELS] = ELEMENTWISE_KERNELS_PER_LAYER * m.layers
     p[PEAK_FLOPS] = setup.peak_tflops * 1e12
@@ -167,8 +200,8 @@ def cost_params(setup: Setup) -> np.ndarray:
     p[ALLREDUCE_BYTES_PER_TOKEN] = m.hidden * ACTIVATION_BYTES
     p[ALLREDUCE_LATENCY_S] = g.allreduce_latency_us(tp) * 1e-6
     p[ALLREDUCE_BUS_BW] = g.tp_link_gbs * 1e9 * g.allreduce_busbw_efficiency
-    p[STEP_OVERHEAD_S] = g.step_overhead_ms * 1e-3
-    p[STEP_OVERHEAD_PER_SEQ] = STEP_OVERHEAD_PER_SEQ_S
+    p[STEP_OVERHEAD_S] = c.step_overhead_ms * 1e-3
+    p[STEP_OVERHEAD_PER_SEQ] = c.overhead_per_seq_us / 1e6
     p[HOST_LINK_BW] = g.host_link_gbs * 1e9 * HOST_LINK_EFFICIENCY
     return p
 
@@ -272,6 +305,15 @@ def prefill_pairs(chunk: int, cached: int) -> int:
     return chunk * cached + chunk * (chunk + 1) // 2
 
 
+def step_aggregates(prefill_tokens: int, context_tokens: int, decode_seqs: int, decode_context: int) -> tuple:
+    """step_cost's batch aggregates for one prefill chunk of `prefill_tokens` after `context_tokens` cached, plus
+    `decode_seqs` sequences decoding with `decode_context` tokens of context each (the chunk samples a token, as
+    a last chunk does)."""
+    chunk = 1 if prefill_tokens > 0 else 0
+    return (prefill_tokens, chunk, prefill_pairs(prefill_tokens, context_tokens) if chunk else 0,
+            context_tokens if chunk else 0, decode_seqs, decode_seqs * decode_context, decode_seqs + chunk)
+
+
 @dataclass(frozen=True)
 class StepTime:
     """One step's time and where it goes: what `sched-sim step-time` and /api/step-time report."""
@@ -290,15 +332,12 @@ class StepTime:
 
 
 def step_time(setup: Setup, prefill_tokens: int, context_tokens: int, decode_seqs: int,
-              decode_context: int) -> StepTime:
+              decode_context: int, constants: Constants | None = None) -> StepTime:
     """A step with one prefill chunk of `prefill_tokens` after `context_tokens` already cached, plus `decode_seqs`
     sequences decoding with `decode_context` tokens of context each (the chunk samples a token, as a last chunk
-    does)."""
-    p = cost_params(setup)
-    chunk = 1 if prefill_tokens > 0 else 0
-    parts = step_breakdown(p, prefill_tokens, chunk, prefill_pairs(prefill_tokens, context_tokens) if chunk else 0,
-                           context_tokens if chunk else 0, decode_seqs, decode_seqs * decode_context,
-                           decode_seqs + chunk)
+    does). `constants`: a hardware profile's, else the catalog's."""
+    p = cost_params(setup, constants)
+    parts = step_breakdown(p, *step_aggregates(prefill_tokens, context_tokens, decode_seqs, decode_context))
     components = dict(zip(COMPONENTS, [float(x) for x in parts[:len(COMPONENTS)]], strict=True))
     seconds = sum(components.values())
     moved, flops = float(parts[-2]), float(parts[-1])

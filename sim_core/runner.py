@@ -12,6 +12,7 @@ from . import engine
 from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
 from .cluster import replica_metrics, simulate_pools, simulate_replicas
 from .cost_model import cost_params
+from .hardware_profile import profile_constants
 from .links import KV_LINKS
 from .metrics import summarize
 from .policies import BY_NAME, SCHEDULERS, Scheduler, policy_params
@@ -260,7 +261,7 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
         num_blocks=int(r.num_blocks), swap_blocks=int(r.swap_blocks), max_model_len=int(r.max_model_len),
         prefix_caching=bool(r.prefix_cache), record_events=bool(record_events), max_events=int(max_events),
         max_step_records=int(max_step_records), debug_checks=bool(debug_checks),
-        cost=np.ascontiguousarray(cost_params(r.setup)),
+        cost=np.ascontiguousarray(cost_params(r.setup, profile_constants(scenario.hardware_profile))),
         pol=policy_params(scenario, r, class_tpot_s), class_ttft_s=class_ttft_s, class_tpot_s=class_tpot_s,
         class_weight=class_weight, cancel=np.zeros(1, np.int64) if cancel is None else cancel)
 

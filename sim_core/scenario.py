@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
 from .cluster import ROUTERS
+from .hardware_profile import canonical, mismatch, parse_compact
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
 from .quoting import quote
@@ -44,6 +45,11 @@ class Scenario(BaseModel):
     model: ModelName | None = Field(None, description="model; default: the GPU's default model")
     quantization: Quantization = Field("fp16", description="weight format")
     tp: int = Field(1, ge=1, le=8, description="tensor-parallel degree (GPUs)")
+    hardware_profile: str | None = Field(
+        None, min_length=1, max_length=512,
+        description="the cost model's constants fitted on your own deployment by `sched-sim calibrate` (the CLI "
+                    "flag takes the profile's JSON file; elsewhere its scenario_field string); must match "
+                    "hardware, model, quantization and tp")
     replicas: int = Field(1, ge=1, le=MAX_REPLICAS, description="engines behind a router, each on its own GPUs")
     router: RouterName = Field("round_robin", description="how the router picks a replica for each request: "
                                                           + "; ".join(f"{k}: {v[1]}" for k, v in ROUTERS.items()))
@@ -134,6 +140,18 @@ class Scenario(BaseModel):
             raise ValueError(f"must be one of {', '.join(map(str, BLOCK_SIZES))} (got {v})")
         return v
 
+    @field_validator("hardware_profile")
+    @classmethod
+    def _profile_parses(cls, v: str | None) -> str | None:
+        return canonical(v)
+
+    @model_validator(mode="after")
+    def _profile_matches(self) -> Scenario:
+        why = profile_mismatch(self)
+        if why:
+            raise ValueError(f"hardware_profile: {why}")
+        return self
+
     # ----- canonical query string -----
     def to_query(self) -> str:
         """Non-default fields in declaration order."""
@@ -150,6 +168,24 @@ class Scenario(BaseModel):
             data[k] = v
         # An empty value means "use the default", as a form field left blank does.
         return parse_scenario({k: v for k, v in data.items() if v != ""})
+
+
+def profile_mismatch(s) -> str | None:
+    """Why `s.hardware_profile` does not apply to `s`'s deployment (None when it does, or there is none). `s`:
+    any model with the deployment fields (Scenario, step_time.StepShape)."""
+    if s.hardware_profile is None:
+        return None
+    return mismatch(parse_compact(s.hardware_profile), s.hardware, s.model or GPUS[s.hardware].default_model,
+                    s.quantization, s.tp)
+
+
+def model_error_field(err: dict, fallback: str) -> tuple[str, dict]:
+    """A model-level validator's error names its field as "field: message"; pydantic gives it no location."""
+    if not err["loc"] and err["type"] == "value_error":
+        field, sep, rest = err["msg"].removeprefix("Value error, ").partition(": ")
+        if sep and field in Scenario.model_fields:
+            return field, {**err, "msg": rest}
+    return ".".join(str(x) for x in err["loc"]) or fallback, err
 
 
 def query_value(v: object) -> str:
@@ -200,6 +236,6 @@ def parse_scenario(data: dict) -> Scenario:
     except ValidationError as e:
         problems = []
         for err in e.errors():
-            field = ".".join(str(x) for x in err["loc"]) or "scenario"
+            field, err = model_error_field(err, "scenario")
             problems.append((field, describe_error(err)))
         raise ScenarioError(problems) from None

@@ -7,13 +7,23 @@ cached, and `decode_seqs` sequences decoding one token each with `decode_context
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import resolve_setup
 from .cost_model import step_time
 from .fields import range_text
+from .hardware_profile import canonical, profile_constants
 from .quoting import quote
-from .scenario import HardwareName, ModelName, Quantization, Scenario, ScenarioError, describe_error
+from .scenario import (
+    HardwareName,
+    ModelName,
+    Quantization,
+    Scenario,
+    ScenarioError,
+    describe_error,
+    model_error_field,
+    profile_mismatch,
+)
 from .validity import coverage_warnings
 
 # Largest context a step may describe: the largest max_model_len a scenario accepts.
@@ -29,6 +39,7 @@ class StepShape(BaseModel):
     model: ModelName | None = Scenario.model_fields["model"]
     quantization: Quantization = Scenario.model_fields["quantization"]
     tp: int = Scenario.model_fields["tp"]
+    hardware_profile: str | None = Scenario.model_fields["hardware_profile"]
     prefill_tokens: int = Field(0, ge=0, le=1 << 20, description="prompt tokens of the prefill chunk")
     context_tokens: int = Field(0, ge=0, le=MAX_CONTEXT_TOKENS,
                                 description="tokens the chunk's request already has cached before the chunk")
@@ -40,7 +51,15 @@ class StepShape(BaseModel):
     def _something_runs(self) -> StepShape:
         if self.prefill_tokens == 0 and self.decode_seqs == 0:
             raise ValueError("a step needs prefill_tokens or decode_seqs above 0")
+        why = profile_mismatch(self)
+        if why:
+            raise ValueError(f"hardware_profile: {why}")
         return self
+
+    @field_validator("hardware_profile")
+    @classmethod
+    def _profile_parses(cls, v: str | None) -> str | None:
+        return canonical(v)
 
 
 def parse_step_shape(data: dict) -> StepShape:
@@ -50,7 +69,7 @@ def parse_step_shape(data: dict) -> StepShape:
     except ValidationError as e:
         problems = []
         for err in e.errors():
-            field = ".".join(str(x) for x in err["loc"]) or "prefill_tokens"
+            field, err = model_error_field(err, "prefill_tokens")
             message = describe_error(err, StepShape)
             if err["type"] in ("int_parsing", "int_from_float", "int_type") and field in StepShape.model_fields:
                 got = f" (got {quote(err['input'])})" if err.get("input") is not None else ""
@@ -66,9 +85,11 @@ def step_time_doc(shape: StepShape) -> dict:
     setup = resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp,
                           defaults.gpu_memory_utilization, defaults.block_size, max(512, shape.prefill_tokens),
                           max(defaults.max_seqs, shape.decode_seqs))
-    st = step_time(setup, shape.prefill_tokens, shape.context_tokens, shape.decode_seqs, shape.decode_context)
+    st = step_time(setup, shape.prefill_tokens, shape.context_tokens, shape.decode_seqs, shape.decode_context,
+                   profile_constants(shape.hardware_profile))
     return {
         "hardware": setup.gpu.key, "model": setup.model.key, "quantization": shape.quantization, "tp": shape.tp,
+        "hardware_profile": shape.hardware_profile,
         "prefill_tokens": shape.prefill_tokens, "context_tokens": shape.context_tokens,
         "decode_seqs": shape.decode_seqs, "decode_context": shape.decode_context,
         "step_ms": st.seconds * 1e3,

@@ -82,6 +82,29 @@ def test_post_json_matches_get(client):
     assert posted.json()["schedulers"] == got["schedulers"]
 
 
+# A profile for the RTX 3050's default model, every constant off the catalog's.
+PROFILE = ("rtx3050/llama-3.2-1b/fp16/tp1:compute_efficiency=0.4,bandwidth_efficiency=0.6,attention_efficiency=0.4,"
+           "step_overhead_ms=3,overhead_per_seq_us=15")
+
+
+def test_a_hardware_profile_is_a_field_of_run_and_step_time(client):
+    base = {"scheduler": "chunked", "hardware": "rtx3050", "num_requests": 10, "seed": 3}
+    plain = client.get("/api/run", params=base).json()
+    fitted = client.get("/api/run", params={**base, "hardware_profile": PROFILE}).json()
+    assert fitted["scenario"]["hardware_profile"] == PROFILE and "hardware_profile=" in fitted["query"]
+    tpot = [b["schedulers"]["chunked"]["metrics"]["tpot_ms"]["mean"] for b in (plain, fitted)]
+    assert tpot[1] > tpot[0]  # lower efficiencies, more overhead: slower tokens
+    posted = client.post("/api/run", json={**base, "hardware_profile": PROFILE}).json()
+    assert posted["schedulers"] == fitted["schedulers"]
+    step = {"hardware": "rtx3050", "decode_seqs": 8, "decode_context": 500}
+    ms = [client.get("/api/step-time", params=p).json()["step_ms"] for p in (step, {**step, "hardware_profile": PROFILE})]
+    assert ms[1] > ms[0]
+    assert fields_of(client.get("/api/step-time", params={**step, "hardware": "l4", "hardware_profile": PROFILE})) \
+        == ["hardware_profile"]
+    assert fields_of(client.get("/api/run", params={**base, "tp": 2, "hardware_profile": PROFILE})) \
+        == ["hardware_profile"]
+
+
 def test_post_trace_upload(client):
     files = {"trace": ("mine.csv", csv_trace(25), "text/csv")}
     r = client.post("/api/run", files=files, data={"schedulers": "fcfs,chunked", "hardware": "rtx3050"})

@@ -12,6 +12,8 @@ from pydantic import ValidationError
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.cluster import ROUTER_NAMES
+from sim_core.cost_model import CONSTANT_BOUNDS, Constants
+from sim_core.hardware_profile import Profile
 from sim_core.links import KV_LINKS
 
 FIELDS = Scenario.model_fields
@@ -68,6 +70,9 @@ STRATEGIES = {
     "controller_headroom": _floats(0.1, 1.0),
     "mlfq_quantum": st.integers(1, 1_000_000),
     "mlfq_levels": st.integers(1, 32),
+    # The constants only: a profile must name the scenario's own deployment, which scenarios() fills in.
+    "hardware_profile": _maybe(st.builds(Constants, **{k: _floats(max(lo, 1e-6), hi)
+                                                       for k, (lo, hi) in CONSTANT_BOUNDS.items()})),
 }
 
 
@@ -85,6 +90,12 @@ def scenarios(draw) -> Scenario:
         fields["prefill_replicas"] = fields["decode_replicas"] = max(pools)
     if max(pools) > 0:
         fields.pop("replicas", None)
+    if fields.get("hardware_profile") is not None:
+        hardware = fields.get("hardware", FIELDS["hardware"].default)
+        fields["hardware_profile"] = Profile(
+            hardware, fields.get("model") or GPUS[hardware].default_model,
+            fields.get("quantization", FIELDS["quantization"].default), fields.get("tp", FIELDS["tp"].default),
+            fields["hardware_profile"]).compact()
     return Scenario(**fields)
 
 

@@ -265,6 +265,32 @@ def cmd_step_time(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    import json
+
+    from sim_core.calibration import CalibrationError, CalibrationTarget, calibrate, parse_target
+
+    try:
+        target = parse_target(scenario_input(args, CalibrationTarget))
+    except ScenarioError as e:
+        raise UsageError(scenario_error_text(e, model=CalibrationTarget)) from None
+    path = Path(args.from_file)
+    if not path.is_file():
+        raise UsageError(f"--from: no such file {quote(args.from_file)}")
+    report.check_writable(args.out)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        doc = calibrate(target, text, args.from_file)
+    except CalibrationError as e:
+        raise UsageError(f"--from {args.from_file}: {e}") from None
+    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        report.print_json(doc)
+    else:
+        report.print_lines(report.calibrate_lines(doc, args.out))
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from sim_core import validation
 
@@ -349,6 +375,20 @@ def build_parser() -> argparse.ArgumentParser:
                                           "sequences")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     p.set_defaults(func=cmd_step_time)
+
+    p = add("calibrate", "fit the cost model's efficiency and overhead constants to your own hardware from measured "
+                         "steps or a vllm bench serve result, and write a profile for --hardware-profile")
+    from sim_core.calibration import CalibrationTarget  # the engine loads only on use
+
+    p.add_argument("--from", dest="from_file", required=True, metavar="FILE",
+                   help="a CSV of measured steps (prefill_tokens,context_tokens,decode_seqs,decode_context,step_ms) "
+                        "or a `vllm bench serve --save-result --save-detailed` JSON")
+    p.add_argument("--out", required=True, metavar="FILE", help="where to write the profile (JSON)")
+    add_model_flags(p, CalibrationTarget, "deployment", "what the measurements were taken on; for a benchmark replay, "
+                                                        "--token-budget and --max-seqs are the server's "
+                                                        "--max-num-batched-tokens and --max-num-seqs")
+    p.add_argument("--json", action="store_true", help="print the profile document instead of tables")
+    p.set_defaults(func=cmd_calibrate)
 
     p = add("validate", "predict every row of the validation set (public kernel, step and serving measurements) "
                         "and print the errors, per row and per group")

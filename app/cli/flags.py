@@ -68,7 +68,7 @@ def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], tit
         if info.is_bool:
             # `--adaptive-budget` alone means true; `--adaptive-budget false` is accepted too.
             metavar, extra = "{true,false}", {"nargs": "?", "const": "true"}
-        elif name == "trace":
+        elif name in ("trace", "hardware_profile"):
             metavar = "FILE"
         elif info.choices and len(info.choices) <= 5:
             metavar = "{" + ",".join(str(c) for c in info.choices) + "}"
@@ -88,8 +88,28 @@ def scenario_input(args: argparse.Namespace, model: type[BaseModel] = Scenario) 
             # Literal[8, 16, ...] fields only match ints (pydantic does not coerce "16" into a Literal int).
             if choices and all(isinstance(c, int) for c in choices) and re.fullmatch(r"[+-]?\d+", value.strip()):
                 value = int(value)
+            if field == "hardware_profile":
+                value = read_hardware_profile(value)
             out[field] = value
     return out
+
+
+def read_hardware_profile(path: str) -> str:
+    """--hardware-profile FILE: the profile `sched-sim calibrate --out` wrote, as the scenario field's string.
+    (A string already in that form passes as it is, so a URL's value can be pasted.)"""
+    from pathlib import Path
+
+    from sim_core.hardware_profile import ProfileError, read_profile_document
+
+    p = Path(path)
+    if not p.is_file():
+        if ":" in path and "=" in path:
+            return path
+        raise UsageError(f"--hardware-profile: no such file {path!r} (write one with `sched-sim calibrate --out`)")
+    try:
+        return read_profile_document(p.read_text(encoding="utf-8", errors="replace")).compact()
+    except ProfileError as e:
+        raise UsageError(f"--hardware-profile {path}: {e}") from None
 
 
 def build_scenario(args: argparse.Namespace, **fixed) -> Scenario:

@@ -146,6 +146,9 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         *(("", line) for line in workload[1:]),
         ("SLOs", f"TTFT <= {g(first.slo_ttft_ms)} ms, TPOT <= {g(first.slo_tpot_ms)} ms"),
     ]
+    if scenario.hardware_profile:
+        constants = scenario.hardware_profile.partition(":")[2].replace(",", ", ").replace("=", " ")
+        rows.insert(2, ("Profile", f"fitted by sched-sim calibrate: {constants}"))
     if scenario.disaggregated:
         link = KV_LINKS[scenario.kv_link]
         rows.insert(1, ("Pools", f"{scenario.prefill_replicas} prefill + {scenario.decode_replicas} decode engines "
@@ -168,7 +171,8 @@ def _policy_settings(scenario: Scenario, resolved: dict) -> dict[str, str]:
         out["prefix_cache"] = _per_scheduler({k: "on" if c else "off" for k, c in cache.items()})
     shown = {"scheduler", "hardware", "model", "quantization", "tp", "workload", "trace", "rate", "burstiness",
              "duration", "num_requests", "seed", "token_budget", "max_seqs", "block_size", "gpu_memory_utilization",
-             "kv_blocks", "max_model_len", "preemption", "slo_ttft_ms", "slo_tpot_ms", "admission", "prefix_cache"}
+             "kv_blocks", "max_model_len", "preemption", "slo_ttft_ms", "slo_tpot_ms", "admission", "prefix_cache",
+             "hardware_profile"}
     for name in scenario.model_fields_set - shown:
         value = getattr(scenario, name)
         if value != Scenario.model_fields[name].default:
@@ -469,6 +473,33 @@ def step_time_lines(doc: dict) -> list[str]:
                                          [[k, fmt(v, 3), pct(v / total if total else 0.0)] for k, v in rows],
                                          right={1, 2})]
     lines += [f"warning: {w}" for w in doc.get("warnings", [])]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------------
+# calibrate
+# ---------------------------------------------------------------------------------------------------------
+def calibrate_lines(doc: dict, out: str) -> list[str]:
+    """The fitted constants beside the catalog's, and how well each set predicts the measurements."""
+    fit = doc["fit"]
+    what = ("steps" if fit["kind"] == "steps_csv" else "benchmark statistics")
+    lines = [f"{doc['model']} ({doc['quantization']}) on {doc['hardware']}, tp={doc['tp']}: fitted on "
+             f"{fit['observations']:,} {what} from {fit['source']}", ""]
+    rows = [[k, g(fit["catalog_constants"][k]), g(v), "fitted" if k in fit["fitted"] else "catalog's"]
+            for k, v in doc["constants"].items()]
+    lines += ["  " + x for x in _columns(["constant", "catalog", "profile", ""], rows, right={1, 2})]
+    lines.append("")
+    rows = [[name, f"{fit[key]['median_abs_pct_error']:.2f}", f"{fit[key]['max_abs_pct_error']:.2f}",
+             fit[key]["worst"]] for name, key in (("catalog", "catalog_residuals"), ("profile", "residuals"))]
+    lines += ["  " + x for x in _columns(["residuals", "median |err| %", "max |err| %", "worst"], rows,
+                                         right={1, 2})]
+    if fit.get("note"):
+        lines.append(f"note: {fit['note']}")
+    if fit.get("weakly_determined"):
+        lines.append(f"note: a 10% change in {', '.join(fit['weakly_determined'])} moves no measured step by 1%: "
+                     f"the rows barely constrain {'it' if len(fit['weakly_determined']) == 1 else 'them'} (add "
+                     f"batch shapes that lean on {'it' if len(fit['weakly_determined']) == 1 else 'them'})")
+    lines += ["", f"wrote {out}; use it with --hardware-profile {out} (run, compare, sweep, step-time)"]
     return lines
 
 
