@@ -39,7 +39,7 @@ SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
 SIM_WAIT_S = 2.0
 # API requests let into the thread pool at once (running, waiting for a slot, or answering from the cache); past
 # this the answer is an immediate 503 (app/http.py), so a burst never fills the pool's threads with waiters.
-MAX_IN_FLIGHT = 4 * MAX_SIMULATIONS
+MAX_IN_FLIGHT = 3 * MAX_SIMULATIONS
 KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
 
 

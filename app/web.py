@@ -15,6 +15,7 @@ import threading
 import time
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.gzip import GZipMiddleware
@@ -36,6 +37,11 @@ WARM_UP_WAIT_S = 3.0
 # a dozen such threads a health check could wait tens of milliseconds. 1 ms keeps it answering promptly; the
 # simulations themselves run without the GIL.
 GIL_SWITCH_INTERVAL_S = 0.001
+# Request threads doing Python work at once (rendering pages, building answers; simulations run without the GIL).
+# More only queue for the GIL: with dozens of runnable threads the event loop waits its turn behind all of them
+# and health checks take 100 ms. Requests beyond this wait for a thread without using the CPU. Sized for the
+# simulations the service runs at once, their waiters the API lets in, and a few pages besides.
+REQUEST_THREADS = 12
 
 
 def _warm_up(app: FastAPI) -> None:
@@ -51,6 +57,7 @@ def _warm_up(app: FastAPI) -> None:
 async def lifespan(app: FastAPI):
     app.state.kernels_ready = threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
     threading.Thread(target=_warm_up, args=(app,), name="numba-warm-up", daemon=True).start()
     await asyncio.to_thread(app.state.kernels_ready.wait, WARM_UP_WAIT_S)
     yield
