@@ -30,7 +30,7 @@ from sim_core.metric_catalog import METRICS
 from sim_core.policies import BY_NAME
 from sim_core.quoting import quote
 from sim_core.runner import least_engine_steps, make_requests
-from sim_core.scenario import MAX_REQUESTS
+from sim_core.scenario import MAX_REQUESTS, MIN_RATE
 
 from . import report
 from .flags import (
@@ -43,6 +43,7 @@ from .flags import (
     fraction,
     port,
     positive_float,
+    query_scenario,
     scenario_error_text,
     scenario_input,
     scheduler_list,
@@ -142,7 +143,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chosen_schedulers(args: argparse.Namespace) -> list[str]:
+    """--schedulers, else the ones --scenario names (its schedulers, or its scheduler), else every scheduler."""
+    if args.schedulers:
+        return args.schedulers
+    if getattr(args, "scenario_query", None):
+        fields, schedulers = query_scenario(args.scenario_query)
+        if schedulers or "scheduler" in fields:
+            try:
+                return scheduler_list(",".join(schedulers or [fields["scheduler"]]))
+            except argparse.ArgumentTypeError as e:
+                raise UsageError(f"--scenario: schedulers {e}") from None
+    return list(SCHEDULER_NAMES)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
+    args.schedulers = _chosen_schedulers(args)
     paths = {s: report.trace_path_for(args.trace_out, s) for s in args.schedulers} if args.trace_out else {}
     for p in paths.values():
         report.check_writable(p)
@@ -173,6 +189,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from sim_core.sweep import knee_rate, sweep
 
+    args.schedulers = _chosen_schedulers(args)
     rates = _rate_grid(args)
     base = build_scenario(args)
     if base.trace is not None:
@@ -211,6 +228,42 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     rate_text = f"{report.g(rates[0])} to {report.g(rates[-1])} req/s ({len(rates)} rates)"
     lines = report.setup_lines(base, resolved, None, rate_text)
     lines += report.sweep_lines(points, knees, rates, args.slo_target)
+    report.print_lines(lines)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# capacity
+# ---------------------------------------------------------------------------------------------------------
+def cmd_capacity(args: argparse.Namespace) -> int:
+    from sim_core.capacity import capacity
+
+    base = build_scenario(args)
+    if base.trace is not None:
+        raise UsageError("--trace: capacity searches over the arrival rate, which a trace fixes; use a workload preset")
+    _check_setup(base)
+    cap = capacity(base, args.target, args.tolerance)
+    seeds = [base.seed + k for k in range(base.seeds)]
+    if args.json:
+        report.print_json({"scenario": report.scenario_doc(base, ("rate", "seeds")), "target_attainment": args.target,
+                           "max_rate": {"mean": cap.mean, "ci95": list(cap.ci95) if cap.ci95 else None,
+                                        "per_seed": cap.per_seed, "seeds": seeds}, "simulations": cap.runs})
+        return 0
+    r = resolve(base)
+    lines = report.setup_lines(base, {base.scheduler: r}, None, "searched")
+    lines.append("")
+    if cap.mean is None:
+        lines.append(f"No rate down to {MIN_RATE:g} req/s meets {report.pct(args.target)}% SLO attainment "
+                     f"(TTFT <= {report.g(r.slo_ttft_ms)} ms, TPOT <= {report.g(r.slo_tpot_ms)} ms) with seed(s) "
+                     f"{', '.join(str(s) for s, v in zip(seeds, cap.per_seed, strict=True) if v is None)}.")
+    else:
+        interval = f" (95% CI {report.g(cap.ci95[0])} - {report.g(cap.ci95[1])})" if cap.ci95 else ""
+        lines.append(f"Capacity: {report.g(cap.mean)} req/s{interval} at >= {report.pct(args.target)}% SLO "
+                     f"attainment (TTFT <= {report.g(r.slo_ttft_ms)} ms, TPOT <= {report.g(r.slo_tpot_ms)} ms)")
+        lines.append("  per seed: " + ", ".join(f"seed {s}: {report.g(v)}" for s, v in zip(seeds, cap.per_seed,
+                                                                                          strict=True)))
+    lines.append(f"  {cap.runs} simulations, rates bracketed then bisected to within "
+                 f"{report.pct(args.tolerance)}%")
     report.print_lines(lines)
     return 0
 
@@ -338,8 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = add("compare", "simulate several schedulers on the same scenario and requests, side by side")
-    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=list(SCHEDULER_NAMES),
-                   metavar="A,B,...", help=f"comma-separated schedulers (default: all: {','.join(SCHEDULER_NAMES)})")
+    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=None,
+                   metavar="A,B,...", help=f"comma-separated schedulers (default: those --scenario names, else all: {','.join(SCHEDULER_NAMES)})")
     add_scenario_flags(p, exclude=("scheduler",))
     p.add_argument("--trace-out", metavar="FILE",
                    help="write one Perfetto trace per scheduler (FILE with the scheduler's name before the extension)")
@@ -347,8 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compare)
 
     p = add("sweep", "simulate schedulers over a grid of arrival rates and find each one's saturation knee")
-    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=list(SCHEDULER_NAMES),
-                   metavar="A,B,...", help=f"comma-separated schedulers (default: all: {','.join(SCHEDULER_NAMES)})")
+    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=None,
+                   metavar="A,B,...", help=f"comma-separated schedulers (default: those --scenario names, else all: {','.join(SCHEDULER_NAMES)})")
     grid = p.add_argument_group("rate grid", "rates min, min+step, ... up to max (requests/s)")
     grid.add_argument("--min-rate", type=positive_float, required=True, metavar="RATE", help="lowest arrival rate")
     grid.add_argument("--max-rate", type=positive_float, required=True, metavar="RATE", help="highest arrival rate")
@@ -361,6 +414,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_scenario_flags(p, exclude=("scheduler", "rate"))
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     p.set_defaults(func=cmd_sweep)
+
+    p = add("capacity", "the highest arrival rate a deployment serves within its SLOs, over seeds")
+    p.add_argument("--target", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
+                   help=f"SLO attainment to keep, 0-1 (default: {DEFAULT_SLO_TARGET})")
+    p.add_argument("--tolerance", type=fraction, default=0.03, metavar="FRACTION",
+                   help="stop when the rate is known within this fraction (default: 0.03)")
+    add_scenario_flags(p)
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    p.set_defaults(func=cmd_capacity)
 
     p = add("serve", "start the web dashboard")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")

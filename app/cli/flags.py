@@ -54,6 +54,33 @@ def _flag_help(name: str, model: type[BaseModel] = Scenario) -> str:
 def add_scenario_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     add_model_flags(parser, Scenario, "scenario", "every scenario field; unset ones take the workload's or GPU's "
                                                   "default", exclude)
+    parser.add_argument("--scenario", dest="scenario_query", metavar="QUERY",
+                        help="a scenario as a query string or a whole dashboard URL (what a share link or a plan "
+                             "carries); flags given as well override its fields")
+
+
+# Keys a dashboard URL carries that are not scenario fields: the playback time and a sweep's rate range (the CLI's
+# sweep takes its range from --min-rate/--max-rate/--step).
+PAGE_ONLY_KEYS = ("t", "rate_min", "rate_max", "rate_step")
+
+
+def query_scenario(text: str) -> tuple[dict[str, str], list[str] | None]:
+    """--scenario QUERY: (its scenario fields, its schedulers if it names several). A whole URL is cut at '?'."""
+    from urllib.parse import parse_qsl
+
+    fields: dict[str, str] = {}
+    schedulers = None
+    for key, value in parse_qsl(text.partition("?")[2] if "?" in text else text, keep_blank_values=True):
+        if key == "schedulers":
+            schedulers = [s for s in value.split(",") if s]
+        elif key == "upload":
+            raise UsageError("--scenario: its trace was uploaded to a dashboard and lives there; give the file "
+                             "with --trace FILE instead")
+        elif key in fields:
+            raise UsageError(f"--scenario: {key} is given more than once")
+        elif key not in PAGE_ONLY_KEYS and value != "":
+            fields[key] = value
+    return fields, schedulers
 
 
 def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], title: str, description: str,
@@ -79,8 +106,13 @@ def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], tit
 
 
 def scenario_input(args: argparse.Namespace, model: type[BaseModel] = Scenario) -> dict[str, str | int]:
-    """The fields of `model` given on the command line, as strings."""
+    """The fields of `model` given on the command line, as strings: --scenario's, then the flags'."""
     out: dict[str, str | int] = {}
+    if getattr(args, "scenario_query", None):
+        fields, schedulers = query_scenario(args.scenario_query)
+        if schedulers and "scheduler" not in fields and "scheduler" in model.model_fields:
+            fields["scheduler"] = schedulers[0]
+        out.update(fields)
     for key, value in vars(args).items():
         if key.startswith("scenario__") and value is not None:
             field = key[len("scenario__"):]

@@ -1,0 +1,84 @@
+"""The highest arrival rate a deployment serves within its SLOs (its capacity), as an interval over seeds.
+
+For one seed: SLO attainment falls as the rate rises past the knee, so the largest rate whose attainment is at
+least the target is found by bracketing (doubling or halving from the scenario's own rate) and then bisecting
+geometrically until the bracket is within `tolerance`. Attainment is noisy near the knee, so a single seed's
+answer is one sample: over N seeds the capacity is reported as a mean with a 95% Student-t interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .runner import resolve, run
+from .scenario import MIN_RATE, Scenario
+from .statistics import mean_ci95
+
+DEFAULT_TARGET = 0.9
+DEFAULT_TOLERANCE = 0.03  # the bracket's width relative to its low end
+MAX_DOUBLINGS = 20  # from the scenario's rate: a million-fold range up or down
+
+
+@dataclass(frozen=True)
+class Capacity:
+    per_seed: list[float | None]  # the capacity found with each seed (None: not even the lowest rate met it)
+    mean: float | None
+    ci95: tuple[float, float] | None  # None with a single seed (or when a seed found none)
+    runs: int  # simulations the search took
+
+
+def attainment_at(scenario: Scenario, rate: float) -> float:
+    return run(scenario.model_copy(update={"rate": rate, "seeds": 1})).metrics["slo_attainment"]
+
+
+def max_rate(scenario: Scenario, target: float = DEFAULT_TARGET, tolerance: float = DEFAULT_TOLERANCE,
+             attainment: Callable[[Scenario, float], float] = attainment_at) -> tuple[float | None, int]:
+    """(the highest rate meeting `target` SLO attainment for this scenario's seed, simulations run)."""
+    start = scenario.rate or resolve(scenario).rate
+    runs = 1
+    if attainment(scenario, start) >= target:
+        lo, hi = start, None
+        for _ in range(MAX_DOUBLINGS):
+            runs += 1
+            if attainment(scenario, 2 * lo) < target:
+                hi = 2 * lo
+                break
+            lo *= 2
+        if hi is None:
+            return lo, runs  # met even a million-fold the scenario's rate: report the highest rate tried
+    else:
+        lo, hi = None, start
+        for _ in range(MAX_DOUBLINGS):
+            if hi / 2 < MIN_RATE:
+                break
+            runs += 1
+            if attainment(scenario, hi / 2) >= target:
+                lo = hi / 2
+                break
+            hi /= 2
+        if lo is None:
+            return None, runs
+    while hi / lo > 1 + tolerance:
+        mid = (lo * hi) ** 0.5
+        runs += 1
+        if attainment(scenario, mid) >= target:
+            lo = mid
+        else:
+            hi = mid
+    return lo, runs
+
+
+def capacity(scenario: Scenario, target: float = DEFAULT_TARGET, tolerance: float = DEFAULT_TOLERANCE,
+             attainment: Callable[[Scenario, float], float] = attainment_at) -> Capacity:
+    """max_rate for each of the scenario's seeds (seed .. seed + seeds - 1), and their mean with a 95% interval."""
+    found, runs = [], 0
+    for k in range(scenario.seeds):
+        rate, n = max_rate(scenario.model_copy(update={"seed": scenario.seed + k, "seeds": 1}), target, tolerance,
+                           attainment)
+        found.append(rate)
+        runs += n
+    if any(r is None for r in found):
+        return Capacity(found, None, None, runs)
+    mean, low, high = mean_ci95(found)
+    return Capacity(found, mean, (low, high) if len(found) > 1 else None, runs)
