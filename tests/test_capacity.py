@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -66,3 +67,44 @@ def test_a_dashboard_url_runs_from_the_command_line(capsys):
     assert list(doc["schedulers"]) == ["fcfs"] and doc["scenario"]["duration"] == 3.0
     assert main(["run", "--scenario", "upload=abc123"]) == 2
     assert "--trace FILE" in capsys.readouterr().err
+
+
+# ----- sched-sim plan -----
+@pytest.fixture(scope="module")
+def chat_plan():
+    from sim_core.planner import plan
+
+    base = Scenario(model="llama-3-8b", workload="chat", duration=30)
+    return plan(base, 12.0, ["rtx3050", "l40s", "a100"], [1, 2], ["chunked"], max_gpus=6)
+
+
+def test_a_plan_is_the_cheapest_replica_count_that_meets_the_slo(chat_plan):
+    plans = chat_plan.plans
+    assert plans and [p.cost_per_hour for p in plans] == sorted(p.cost_per_hour for p in plans)
+    for p in plans:
+        s = p.scenario
+        assert p.gpus == s.replicas * s.tp <= 6 and p.metrics["slo_attainment"] >= 0.9
+        assert p.cost_per_hour == pytest.approx(p.gpus * p.metrics["cost_per_hour"] / p.metrics["gpus"])
+        if s.replicas > 1:  # one replica fewer would not do: either the estimate or the verification said so
+            assert s.replicas >= math.ceil(12.0 / p.replica_capacity)
+    fronts = [p for p in plans if p.pareto]
+    assert fronts and fronts[0] is plans[0]  # the cheapest is always on the front
+    for p in plans:
+        dominated = any(q.cost_per_hour <= p.cost_per_hour and q.metrics["ttft_ms"]["p99"] < p.metrics["ttft_ms"]["p99"]
+                        for q in plans if q is not p)
+        assert p.pareto != dominated or p.cost_per_hour == plans[0].cost_per_hour
+
+
+def test_a_plan_says_why_a_candidate_is_out(chat_plan):
+    reasons = {(i.hardware, i.tp): i.reason for i in chat_plan.infeasible}
+    assert "GB" in reasons[("rtx3050", 1)]  # 16 GB of weights on an 8 GB card
+    assert any("over --max-gpus 6" in r for r in reasons.values()) or len(chat_plan.plans) == 4
+
+
+def test_a_plan_runs_from_the_command_line_as_its_scenario(capsys, chat_plan):
+    p = chat_plan.plans[0]
+    assert main(["run", "--scenario", p.scenario.to_query(), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)["schedulers"][p.scenario.scheduler]["metrics"]
+    assert metrics == json.loads(json.dumps(p.metrics))
+    assert main(["plan", "--workload", "chat", "--gpus", "a100"]) == 2
+    assert "--model" in capsys.readouterr().err

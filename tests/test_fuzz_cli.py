@@ -19,11 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sim_core.capacity
+import sim_core.planner
 import sim_core.sweep
 from app.cli import commands, main
 
 EXAMPLES = int(os.environ.get("FUZZ_CLI_EXAMPLES", "150"))
-COMMANDS = ("run", "compare", "sweep", "capacity", "list")  # `serve` starts a server; tests/test_cli.py covers its flags
+COMMANDS = ("run", "compare", "sweep", "capacity", "plan", "list")  # `serve` starts a server; tests/test_cli.py covers its flags
 
 
 def _flags_of(command: str) -> list[str]:
@@ -68,6 +69,7 @@ def bounded_cli(monkeypatch, tmp_path):
     monkeypatch.setattr(commands, "run", lambda sc, **kw: real_run(_small(sc), **kw))
     monkeypatch.setattr(commands, "run_seeds", lambda sc, **kw: real_run_seeds(_small(sc), **kw))
     monkeypatch.setattr(sim_core.capacity, "run", lambda sc, **kw: real_run(_small(sc), **kw))
+    monkeypatch.setattr(sim_core.planner, "run", lambda sc, **kw: real_run(_small(sc), **kw))
     monkeypatch.setattr(sim_core.sweep, "sweep", lambda sc, names, rates, **kw: real_sweep(
         _small(sc), names, list(rates)[:3], **{**kw, "workers": 1}))
     monkeypatch.setattr(commands, "NOTE_REQUESTS", float("inf"))  # the note generates the whole workload

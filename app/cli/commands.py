@@ -269,6 +269,51 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# plan
+# ---------------------------------------------------------------------------------------------------------
+PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "decode_replicas")
+
+
+def _names(text: str, known, what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in known]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"unknown {what} {bad[0]!r}; choose from {', '.join(known)}" if bad
+                                         else f"give at least one {what}")
+    return names
+
+
+def _tp_list(text: str) -> list[int]:
+    values = _names(text, [str(t) for t in (1, 2, 4, 8)], "tensor-parallel degree")
+    return [int(v) for v in values]
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from sim_core.planner import plan
+
+    base = build_scenario(args)
+    if base.model is None:
+        raise UsageError("--model: a plan compares GPUs serving one model; name it (sched-sim list shows them)")
+    if base.trace is not None:
+        raise UsageError("--trace: a plan searches over arrival rates, which a trace fixes; use a workload preset")
+    rate = base.rate or resolve(base).rate
+    schedulers = args.schedulers or ["chunked"]
+    progress = report.Progress(len(args.gpus) * len(args.tp) * len(schedulers))
+    result = plan(base, rate, args.gpus, args.tp, schedulers, max_gpus=args.max_gpus,
+                  target=args.attainment, on_candidate=progress.update)
+    docs = [{"scenario": p.scenario.to_query(), "gpus": p.gpus, "cost_per_hour": p.cost_per_hour,
+             "cost_per_mtok": p.cost_per_mtok, "replica_capacity": p.replica_capacity, "pareto": p.pareto,
+             "metrics": p.metrics} for p in result.plans]
+    infeasible = [vars(i) for i in result.infeasible]
+    if args.json:
+        report.print_json({"rate": rate, "target_attainment": args.attainment, "plans": docs,
+                           "infeasible": infeasible, "simulations": result.simulations})
+        return 0
+    report.print_lines(report.plan_lines(base, rate, args.attainment, result))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------
 # serve, list
 # ---------------------------------------------------------------------------------------------------------
 def _web_available() -> bool:
@@ -423,6 +468,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_scenario_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     p.set_defaults(func=cmd_capacity)
+
+    p = add("plan", "the cheapest deployments (GPU, TP, scheduler, replicas) that meet the SLOs at a rate")
+    p.add_argument("--gpus", type=lambda t: _names(t, list(GPUS), "GPU"), default=["a100", "h100"], metavar="A,B",
+                   help="GPUs to consider (default: a100,h100)")
+    p.add_argument("--tp", type=_tp_list, default=[1], metavar="1,2,...", help="tensor-parallel degrees (default: 1)")
+    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=None, metavar="A,B",
+                   help="schedulers to consider (default: chunked)")
+    p.add_argument("--max-gpus", type=workers, default=64, metavar="N", help="most GPUs a plan may use (default: 64)")
+    p.add_argument("--attainment", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
+                   help=f"SLO attainment a plan must reach, 0-1 (default: {DEFAULT_SLO_TARGET})")
+    add_scenario_flags(p, exclude=PLAN_FIXED)
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.set_defaults(func=cmd_plan)
 
     p = add("serve", "start the web dashboard")
     p.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")

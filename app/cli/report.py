@@ -558,3 +558,24 @@ def validate_markdown(doc: dict) -> list[str]:
               f"{_err(r['error'])} | {md(r['note'])} |" for r in doc["rows"]]
     lines += ["", "</details>"]
     return lines
+
+
+# ---------------------------------------------------------------------------------------------------------
+# plan: one row per deployment, cheapest first
+# ---------------------------------------------------------------------------------------------------------
+def plan_lines(base: Scenario, rate: float, target: float, result) -> list[str]:
+    head = ["", "deployment", "GPUs", "$/h", "$/M out tok", "P99 TTFT ms", "P99 TPOT ms", "SLO att. %",
+            "per replica req/s"]
+    rows = []
+    for p in result.plans:
+        s, m = p.scenario, p.metrics
+        rows.append(["*" if p.pareto else "", f"{s.replicas} x {s.hardware} tp{s.tp} {s.scheduler}", str(p.gpus),
+                     fmt(p.cost_per_hour), fmt(p.cost_per_mtok), fmt(m["ttft_ms"]["p99"]), fmt(m["tpot_ms"]["p99"]),
+                     pct(m["slo_attainment"]), fmt(p.replica_capacity)])
+    out = [f"Plans for {base.model} on {base.workload} at {g(rate)} req/s, >= {pct(target)}% SLO attainment "
+           f"({len(result.plans)} found, {result.simulations} simulations; * = Pareto front of cost and P99 TTFT)"]
+    out += _columns(head + [""], [r + [""] for r in rows], right=set(range(2, len(head)))) if rows else [
+        "  no deployment meets the SLO within the limits"]
+    for i in result.infeasible:
+        out.append(f"  not {i.hardware} tp{i.tp} {i.scheduler}: {i.reason}")
+    return out
