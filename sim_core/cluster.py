@@ -130,35 +130,58 @@ class Routing(NamedTuple):
     choices: np.ndarray  # the draws the random routers use (row r: request r's; session: its conversation's hash)
 
 
+@inline
+def _engines(cfg, table, count, frames, share_with):
+    """`count` engines over one request table, all sharing one per-request state (a request is on one engine at a
+    time, so its state needs no copy per engine: memory and cache footprint stay those of one engine's)."""
+    engines = [new_engine(cfg, table, frames) for _ in range(count)]
+    first = engines[0] if share_with is None else share_with
+    for e in range(count):
+        engines[e].req = engines[0].req  # the table's arrival times are written as requests arrive: one copy
+        engines[e].st = first.st
+    return engines
+
+
+@inline
+def _argmin(values):
+    best = 0
+    for i in range(1, values.shape[0]):
+        if values[i] < values[best]:
+            best = i
+    return best
+
+
+@inline
+def _refresh(eng, e, next_t, done_e):
+    """Engine e just changed (it stepped, or took a request): its next event goes into next_t. Returns (requests
+    it finished since it last changed, whether it is stuck: a bug, which the runner reports)."""
+    next_t[e] = next_event_s(eng)
+    finished = eng.loop[DONE] - done_e[e]
+    done_e[e] = eng.loop[DONE]
+    return finished, eng.loop[STALLED] != 0
+
+
 @entry_nogil
-def simulate_cluster(cfg, tables, frames, routing):
-    """Run len(tables) replicas of the engine (one Config; each replica its own RequestTable copy, whose arrivals
-    the router hands in) until every request has finished or been rejected. Returns (each replica's Outcome,
-    the replica each request was sent to)."""
-    engines = [new_engine(cfg, tables[e], frames) for e in range(len(tables))]
+def simulate_cluster(cfg, table, replicas, frames, routing):
+    """Run `replicas` engines (one Config, one RequestTable whose arrivals the router hands in) until every request
+    has finished or been rejected. Returns (each replica's Outcome, the replica each request was sent to)."""
+    engines = _engines(cfg, table, replicas, frames, None)
     n_rep = len(engines)
     total = routing.arrival_s.shape[0]
     routed_to = np.full(total, -1, np.int64)
     turn_keys, turn_ids, n_turns = np.zeros(total), np.zeros(total, np.int64), 0  # released follow-up turns
     seen = np.zeros(n_rep, np.int64)
     next_look = -np.inf
+    # Each engine's next event and finished count, recomputed only for the engine that just changed: the others'
+    # do not move (scanning every engine per step would cost more than the step at a dozen replicas).
+    next_t, done_e = np.full(n_rep, np.inf), np.zeros(n_rep, np.int64)
     k = 0  # open arrivals routed so far
     sent = 0
     steps = 0
-    while True:
-        done = 0
-        t_eng, first = np.inf, -1
-        for e in range(n_rep):
-            eng = engines[e]
-            done += eng.loop[DONE]
-            if eng.loop[STALLED] != 0:
-                t_eng, first = np.inf, -2
-                break
-            t = next_event_s(eng)
-            if t < t_eng:
-                t_eng, first = t, e
-        if done == total or first == -2:
-            break
+    done = 0
+    while done < total:
+        first = _argmin(next_t)
+        t_eng = next_t[first]
         t_open = routing.arrival_s[routing.open_ids[k]] if k < routing.open_ids.shape[0] else np.inf
         t_turn = turn_keys[0] if n_turns > 0 else np.inf
         t_arr = min(t_open, t_turn)
@@ -175,32 +198,23 @@ def simulate_cluster(cfg, tables, frames, routing):
                 next_look = t_arr + routing.staleness_s
             e = _choose(engines, seen, r, routing.router, routing.choices, cfg.block_size, sent)
             route_in(engines[e], r, t_arr)
-            n_turns = _collect_turns(engines[e], turn_keys, turn_ids, n_turns)  # rejected at once: next turn out
             seen[e] += 1  # the router counts what it sent since it last looked
             routed_to[r] = e
             sent += 1
-            continue
-        if first < 0:
+        elif t_eng < np.inf:
+            e = first
+            step(engines[e])
+            steps += 1
+            if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
+                break
+        else:
             break  # nothing left to happen, yet not everything finished: the runner reports it
-        step(engines[first])
-        n_turns = _collect_turns(engines[first], turn_keys, turn_ids, n_turns)
-        steps += 1
-        if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
+        n_turns = _collect_turns(engines[e], turn_keys, turn_ids, n_turns)  # a request that ended releases its turn
+        finished, stuck = _refresh(engines[e], e, next_t, done_e)
+        done += finished
+        if stuck:
             break
     return _outcomes(engines), routed_to
-
-
-@inline
-def _earliest(engines, t_best, best, offset):
-    """The earliest next event among `engines` if before t_best (index + offset), or (t_best, best); -2: stalled."""
-    for e in range(len(engines)):
-        eng = engines[e]
-        if eng.loop[STALLED] != 0:
-            return np.inf, -2
-        t = next_event_s(eng)
-        if t < t_best:
-            t_best, best = t, e + offset
-    return t_best, best
 
 
 class Handover(NamedTuple):
@@ -259,13 +273,13 @@ def _hand_over(eng, e, decode, handover, trace, links, turns, n_turns, transfers
 
 
 @entry_nogil
-def simulate_disaggregated(cfg, prefill_tables, decode_tables, frames, routing, handover, trace):
+def simulate_disaggregated(cfg, prefill_table, decode_table, pools, frames, routing, handover, trace):
     """Disaggregated serving: requests prefill on one pool (each prefill table asks for one token: the first),
     their prompt KV then crosses the prefill engine's link to a decode engine, which admits it when it has the
     blocks and decodes the rest. A prefill engine's link carries one transfer at a time (a queue, not parallel
     bandwidth). Fills `trace` (PoolTrace); returns (prefill Outcomes, decode Outcomes)."""
-    prefill = [new_engine(cfg, prefill_tables[e], frames) for e in range(len(prefill_tables))]
-    decode = [new_engine(cfg, decode_tables[e], frames) for e in range(len(decode_tables))]
+    prefill = _engines(cfg, prefill_table, pools[0], frames, None)
+    decode = _engines(cfg, decode_table, pools[1], frames, prefill[0])  # a request's state follows it across
     n_p, n_d = len(prefill), len(decode)
     total = routing.arrival_s.shape[0]
     turns, n_turns = (np.zeros(total), np.zeros(total, np.int64)), 0  # released follow-up turns, by arrival
@@ -273,17 +287,14 @@ def simulate_disaggregated(cfg, prefill_tables, decode_tables, frames, routing, 
     links = (np.zeros(n_p), np.zeros(n_d, np.int64))  # each prefill link free at; transfers heading to each decode
     seen = np.zeros(n_p, np.int64)
     next_look = -np.inf
-    finals = 0  # requests done for good on the prefill side
+    # Each engine's next event (prefill pool, decode pool), recomputed for the engine that just changed.
+    next_p, next_d = np.full(n_p, np.inf), np.full(n_d, np.inf)
+    done_p, done_d = np.zeros(n_p, np.int64), np.zeros(n_d, np.int64)
+    done = 0  # requests done for good: on the prefill side (rejected there, or one token wanted) or decoded
     k, sent, steps = 0, 0, 0
-    while True:
-        done = finals
-        for e in range(n_d):
-            done += decode[e].loop[DONE]
-        t_eng, first = _earliest(prefill, np.inf, -1, 0)
-        if first != -2:
-            t_eng, first = _earliest(decode, t_eng, first, n_p)
-        if done == total or first == -2:
-            break
+    while done < total:
+        p, d = _argmin(next_p), _argmin(next_d)
+        t_eng = min(next_p[p], next_d[d])
         t_open = routing.arrival_s[routing.open_ids[k]] if k < routing.open_ids.shape[0] else np.inf
         t_turn = turns[0][0] if n_turns > 0 else np.inf
         t_out = transfers[0][0] if n_out > 0 else np.inf
@@ -294,9 +305,7 @@ def simulate_disaggregated(cfg, prefill_tables, decode_tables, frames, routing, 
             d = trace.to_decode[r]
             links[1][d] -= 1
             route_in_prefilled(decode[d], r, t_out, trace.arrived[r], trace.first_token[r])
-            n_turns = _collect_turns(decode[d], turns[0], turns[1], n_turns)
-            continue
-        if t_arr <= t_eng and t_arr < np.inf:  # a request arrives: the router picks a prefill engine
+        elif t_arr <= t_eng and t_arr < np.inf:  # a request arrives: the router picks a prefill engine
             if t_open <= t_turn:
                 r = routing.open_ids[k]
                 k += 1
@@ -307,25 +316,34 @@ def simulate_disaggregated(cfg, prefill_tables, decode_tables, frames, routing, 
                 for e in range(n_p):
                     seen[e] = _outstanding(prefill[e])
                 next_look = t_arr + routing.staleness_s
-            e = _choose(prefill, seen, r, routing.router, routing.choices, cfg.block_size, sent)
-            trace.arrived[r], trace.to_prefill[r] = t_arr, e
-            route_in(prefill[e], r, t_arr)
-            seen[e] += 1
+            p = _choose(prefill, seen, r, routing.router, routing.choices, cfg.block_size, sent)
+            trace.arrived[r], trace.to_prefill[r] = t_arr, p
+            route_in(prefill[p], r, t_arr)
+            seen[p] += 1
             sent += 1
-        elif first < 0:
-            break  # nothing left to happen, yet not everything finished: the runner reports it
-        else:
+            d = -1
+        elif t_eng < np.inf:
             steps += 1
             if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
                 break
-            e = first if first < n_p else first - n_p
-            step(prefill[e] if first < n_p else decode[e])
-            if first >= n_p:
-                n_turns = _collect_turns(decode[e], turns[0], turns[1], n_turns)
-                continue
-        done_here, n_turns, n_out = _hand_over(prefill[e], e, decode, handover, trace, links, turns, n_turns,
-                                               transfers, n_out)
-        finals += done_here
+            if next_d[d] < next_p[p]:
+                step(decode[d])
+            else:
+                step(prefill[p])
+                d = -1
+        else:
+            break  # nothing left to happen, yet not everything finished: the runner reports it
+        if d >= 0:  # a decode engine changed: a request it ended may release the conversation's next turn
+            n_turns = _collect_turns(decode[d], turns[0], turns[1], n_turns)
+            finished, stuck = _refresh(decode[d], d, next_d, done_d)
+        else:  # a prefill engine changed: prompts it finished go to the decode pool
+            finals, n_turns, n_out = _hand_over(prefill[p], p, decode, handover, trace, links, turns, n_turns,
+                                                transfers, n_out)
+            finished, stuck = _refresh(prefill[p], p, next_p, done_p)
+            finished = finals
+        done += finished
+        if stuck:
+            break
     return _outcomes(prefill), _outcomes(decode)
 
 
@@ -353,13 +371,11 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
     """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, the replica each
     request was sent to). The merged Outcome carries no step log, event log or KV frames (those are per
     engine)."""
-    n = len(table.arrival_s)
     choices = _router_draws(table.child, replicas, router, seed)
     routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices)
-    outs, routed_to = simulate_cluster(cfg, replica_tables(table, replicas), NO_FRAMES, routing)
+    outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, NO_FRAMES, routing)
     outs = list(outs)
-    owner = np.maximum(routed_to, 0)  # a request never routed (a bug) keeps replica 0's PENDING status
-    merged = {f: np.stack([getattr(o, f) for o in outs])[owner, np.arange(n)] for f in PER_REQUEST}
+    merged = {f: getattr(outs[0], f) for f in PER_REQUEST}  # the engines shared one per-request state
     merged.update(_pooled_logs(outs))
     return Outcome(**merged), outs, routed_to
 
@@ -368,54 +384,39 @@ def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s:
                    kv_bytes_per_token: float, link: KvLink):
     """Run a disaggregated deployment; returns (one Outcome for the whole of it, each engine's Outcome (prefill
     pool first), the requests each engine served, each engine's pool, the KV-transfer figures)."""
-    from numba.typed import List
-
     prefill_replicas, decode_replicas = pools
     n = len(table.arrival_s)
-    waiting = np.full(n, np.inf)  # every arrival comes through the router
-    no_open = np.zeros(0, np.int64)
+    decode_table = routed_table(table)
     # A prefill engine computes the prompt and samples the first token; listing each request as its own
     # follow-up (think time 0) hands it back to the cluster loop the moment it is done.
-    prefill_table = table._replace(open_ids=no_open, output_tokens=np.ones(n, np.int64), child=np.arange(n),
-                                   think_s=np.zeros(n))
-    prefill_tables, decode_tables = List(), List()
-    for _ in range(prefill_replicas):
-        prefill_tables.append(prefill_table._replace(arrival_s=waiting.copy()))
-    for _ in range(decode_replicas):
-        decode_tables.append(table._replace(arrival_s=waiting.copy(), open_ids=no_open))
-    choices = _router_draws(table.child, prefill_replicas, router, seed)
-    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices)
+    prefill_table = decode_table._replace(arrival_s=decode_table.arrival_s.copy(),
+                                          output_tokens=np.ones(n, np.int64), child=np.arange(n),
+                                          think_s=np.zeros(n))
+    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s,
+                      _router_draws(table.child, prefill_replicas, router, seed))
     handover = Handover(table.output_tokens, table.child, table.think_s, float(kv_bytes_per_token),
                         link.bytes_per_s, link.latency_s)
     trace = PoolTrace(np.full(n, np.nan), np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.nan),
                       np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan))
-    p_outs, d_outs = simulate_disaggregated(cfg, prefill_tables, decode_tables, NO_FRAMES, routing, handover, trace)
-    arrived, to_prefill, to_decode, first_token, prefill_end, transfer_start, delivered = trace
-    p_outs, d_outs = list(p_outs), list(d_outs)
-    idx = np.arange(n)
-    prefill_of = {f: np.stack([getattr(o, f) for o in p_outs])[np.maximum(to_prefill, 0), idx] for f in PER_REQUEST}
-    decoded = to_decode >= 0
-    decode_of = {f: np.stack([getattr(o, f) for o in d_outs])[np.maximum(to_decode, 0), idx] for f in PER_REQUEST}
-    merged = {}
-    for f in PER_REQUEST:  # the decode side's record where there is one, else the prefill side's
-        merged[f] = np.where(decoded, decode_of[f], prefill_of[f])
-    for f in ("first_scheduled_s", "cached_prefix", "degraded"):  # what happened before the first token
-        merged[f] = prefill_of[f]
-    merged["first_token_s"] = np.where(decoded, first_token, prefill_of["first_token_s"])
-    merged["preemptions"] = prefill_of["preemptions"] + np.where(decoded, decode_of["preemptions"], 0)
-    merged["on_time_tokens"] = prefill_of["on_time_tokens"] + np.where(decoded, decode_of["on_time_tokens"], 0)
-    merged["arrival_s"] = arrived
-    outs = p_outs + d_outs
-    members = [to_prefill == e for e in range(prefill_replicas)] + [to_decode == e for e in range(decode_replicas)]
-    pools = ["prefill"] * prefill_replicas + ["decode"] * decode_replicas
+    p_outs, d_outs = simulate_disaggregated(cfg, prefill_table, decode_table, pools, NO_FRAMES, routing, handover,
+                                            trace)
+    outs = list(p_outs) + list(d_outs)
+    # One per-request state followed each request from its prefill engine to its decode engine: it holds the
+    # whole story (first token from the prefill side, the rest from the decode side, preemptions on both).
+    merged = {f: getattr(outs[0], f) for f in PER_REQUEST}
+    merged["arrival_s"] = trace.arrived
+    decoded = trace.to_decode >= 0
+    members = ([trace.to_prefill == e for e in range(prefill_replicas)]
+               + [trace.to_decode == e for e in range(decode_replicas)])
+    engine_pools = ["prefill"] * prefill_replicas + ["decode"] * decode_replicas
     # The wait for a busy link counts in the transfer time: prefill end -> KV delivered.
     transfer = {
-        "kv_transfer_ms": distribution_ms(delivered[decoded] - prefill_end[decoded]),
+        "kv_transfer_ms": distribution_ms(trace.delivered[decoded] - trace.prefill_end[decoded]),
         "kv_transfer_bytes": float(table.prompt_tokens[decoded].sum() * kv_bytes_per_token),
         "kv_transfers": int(decoded.sum()),
-        "kv_link_busy_s": float((delivered[decoded] - link.latency_s - transfer_start[decoded]).sum()),
+        "kv_link_busy_s": float((trace.delivered[decoded] - link.latency_s - trace.transfer_start[decoded]).sum()),
     }
-    return Outcome(**merged, **_pooled_logs(outs)), outs, members, pools, transfer
+    return Outcome(**merged, **_pooled_logs(outs)), outs, members, engine_pools, transfer
 
 
 def _pooled_logs(outs) -> dict:
@@ -493,17 +494,12 @@ def _conversation(child: np.ndarray) -> np.ndarray:
     return root
 
 
-def replica_tables(table, replicas: int):
-    """One RequestTable per replica: shared read-only arrays, a private arrival_s (follow-up turns are timed into
-    it), and no open arrivals of its own (the router hands them in)."""
-    from numba.typed import List
-
-    no_open = np.zeros(0, np.int64)
-    arrival_s = np.where(np.isin(np.arange(len(table.arrival_s)), table.open_ids), np.inf, table.arrival_s)
-    out = List()
-    for _ in range(replicas):
-        out.append(table._replace(arrival_s=arrival_s.copy(), open_ids=no_open))
-    return out
+def routed_table(table):
+    """The request table the engines of a cluster share: no open arrivals of their own (the router hands each
+    in) and a private arrival_s (a follow-up turn is timed into it when its parent ends)."""
+    return table._replace(arrival_s=np.where(np.isin(np.arange(len(table.arrival_s)), table.open_ids), np.inf,
+                                             table.arrival_s), open_ids=np.zeros(0, np.int64))
 
 
-__all__ = ["ROUTERS", "ROUTER_NAMES", "replica_tables", "replica_metrics", "simulate_cluster", "simulate_replicas"]
+__all__ = ["ROUTERS", "ROUTER_NAMES", "replica_metrics", "routed_table", "simulate_cluster", "simulate_pools",
+           "simulate_replicas"]
