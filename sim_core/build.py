@@ -37,7 +37,15 @@ from .state import (
 @kernel
 def new_engine(config, requests, frames):
     """An engine at time 0 with every request pending. `frames` (FrameSpec): when to snapshot the KV pool."""
-    cfg, req = config_record(config), request_record(requests)
+    req = request_record(requests)
+    return engine_over(config, req, new_request_state(req.arrival_s.shape[0]), frames)
+
+
+@kernel
+def engine_over(config, req, st, frames):
+    """An engine over a request table and per-request state it may share with others (the engines of a cluster:
+    a request is on one of them at a time)."""
+    cfg = config_record(config)
     n = req.arrival_s.shape[0]
     max_blocks_per_seq = 1  # block-table width: the longest request that can be admitted at all
     for i in range(n):
@@ -49,8 +57,7 @@ def new_engine(config, requests, frames):
     if cfg.order == ORDER_TENANT_SHARE and n > 0:
         n_tenants = req.tenant.max() + 1
     eng = new_record(ENGINE)
-    eng.cfg, eng.req = cfg, req
-    eng.st = new_request_state(n)
+    eng.cfg, eng.req, eng.st = cfg, req, st
     eng.kv = new_kv_cache(cfg.num_blocks, cfg.max_num_seqs, max_blocks_per_seq, cfg.swap_blocks,
                           cfg.prefix_caching, n)
     eng.q = new_queues(req.tenant, n_tenants, cfg.max_num_seqs)

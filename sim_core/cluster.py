@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .build import new_engine, outcome
+from .build import engine_over, new_engine, outcome
 from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, route_in_prefilled, step
 from .jit import entry_nogil, inline
 from .kv_pool import cached_prefix
@@ -134,12 +134,11 @@ class Routing(NamedTuple):
 def _engines(cfg, table, count, frames, share_with):
     """`count` engines over one request table, all sharing one per-request state (a request is on one engine at a
     time, so its state needs no copy per engine: memory and cache footprint stay those of one engine's)."""
-    engines = [new_engine(cfg, table, frames) for _ in range(count)]
-    first = engines[0] if share_with is None else share_with
-    for e in range(count):
-        engines[e].req = engines[0].req  # the table's arrival times are written as requests arrive: one copy
-        engines[e].st = first.st
-    return engines
+    first = new_engine(cfg, table, frames)
+    st = first.st if share_with is None else share_with.st
+    # The table's arrival times are written as requests arrive: one copy for all.
+    return [first if e == 0 and share_with is None else engine_over(cfg, first.req, st, frames)
+            for e in range(count)]
 
 
 @inline
