@@ -11,6 +11,14 @@ random replicas); prefix_affinity (the replica holding the longest cached prefix
 whose load is within a bound of the mean, so one hot prefix cannot overload a replica, as SGLang's cache-aware
 router does); session (a conversation's id hashed to a replica, so all its turns go to one). A follow-up turn
 is routed like any request when it arrives (its think time after the previous turn ended).
+
+Disaggregated serving (simulate_disaggregated): the router sends requests to a prefill pool; a finished prompt's
+KV queues on its prefill engine's link and goes to the decode engine with the least work, which admits it when
+its blocks fit and decodes the rest.
+
+The engines of a cluster share one request table and one per-request state (a request is on one engine at a
+time), each with its own KV cache, queues, logs and clock. Python's side (bottom of the file) builds the inputs
+and merges the engines' outcomes into one for the metrics, plus each engine's share (replica_metrics).
 """
 
 from __future__ import annotations
