@@ -84,7 +84,11 @@ class Scenario(BaseModel):
     block_size: int = Field(16, description="tokens per KV block: 8, 16, 32, 64 or 128")
     gpu_memory_utilization: float = Field(0.9, ge=0.1, le=0.99, description="fraction of GPU memory to use")
     kv_blocks: int | None = Field(None, ge=1, le=50_000_000,
-                                  description="shrink the KV pool to this many blocks (default: what memory allows)")
+                                  description="shrink the KV pool to this many usable blocks (vLLM's num_gpu_blocks "
+                                              "minus its null block; default: what memory allows)")
+    watermark: float = Field(0.0, ge=0, le=0.5,
+                             description="fraction of the KV pool a new request may not take while others run "
+                                         "(vLLM v1: 0, v0: 0.01)")
     max_model_len: int | None = Field(None, ge=64, le=1 << 21,
                                       description="max prompt + output tokens; default: min(model context, 8192)")
     prefix_cache: bool = Field(False, description="reuse cached KV blocks of shared prompt prefixes "

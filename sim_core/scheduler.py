@@ -25,7 +25,7 @@ from .kv_pool import (
 from .logs import log_event
 from .policies.admission import admission_verdict
 from .policies.fair import lift_returning_tenant, next_tenant, service_cost
-from .policies.options import DEGRADE, P_FAIR_INPUT_COST, P_FAIR_OUTPUT_COST, SHED
+from .policies.options import DEGRADE, P_FAIR_INPUT_COST, P_FAIR_OUTPUT_COST, P_WATERMARK_BLOCKS, SHED
 from .policies.ordering import waiting_key
 from .policies.preemption import memory_victim, priority_victim
 from .policies.static_batching import schedule_static_batch
@@ -260,10 +260,11 @@ def _admit(eng, r, t):
         new_blocks = blocks_for(req.prompt_tokens[r] + req.output_tokens[r], cfg.block_size) - hits
     else:
         new_blocks = blocks_for(cached + need, cfg.block_size) - hits
-    # Admit only if the whole remaining prompt fits (vLLM v0's can_allocate) with a 1% watermark while others
-    # run: admitting on the first chunk alone lets half-prefilled prompts evict each other.
+    # Admit only if the whole remaining prompt fits (vLLM v1's scheduler_reserve_full_isl, v0's can_allocate),
+    # keeping `watermark` of the pool free while others run (vLLM v1 keeps none, v0 1%): admitting on the first
+    # chunk alone lets half-prefilled prompts evict each other.
     whole = blocks_for(total, cfg.block_size) - hits
-    headroom = kv.free[KV_BLOCKS] - (cfg.num_blocks // 100 if eng.q.size[N_RUNNING] > 0 else 0)
+    headroom = kv.free[KV_BLOCKS] - (int(cfg.pol[P_WATERMARK_BLOCKS]) if eng.q.size[N_RUNNING] > 0 else 0)
     if max(new_blocks, whole) + free_hits > headroom:
         return False
     wait_pop(eng.q, t)

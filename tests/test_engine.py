@@ -409,3 +409,15 @@ def test_readmission_from_the_prefix_cache_is_logged():
         mine = ev[ev[:, E.E_REQUEST] == rid]
         last_eviction = np.flatnonzero(mine[:, E.E_KIND] == E.EV_PREEMPT_RECOMPUTE)[-1]
         assert (mine[last_eviction + 1:, E.E_KIND] == E.EV_PREFILL).any(), f"request {rid}: {mine.tolist()}"
+
+
+def test_the_watermark_keeps_a_share_of_the_pool_from_new_requests_while_others_run():
+    """vLLM v1 keeps no watermark (the default); v0 kept 1%: a second prompt that needs exactly the free blocks
+    is admitted beside the first only without one."""
+    reqs = requests([0.0, 0.0], [800, 800], [4, 4])  # 50 blocks of 16 tokens each, in a pool of 100
+    starts = {}
+    for watermark in (0.0, 0.01):
+        res = simulate(reqs, scheduler="chunked", kv_blocks=100, token_budget=2048, watermark=watermark)
+        starts[watermark] = res.first_scheduled_s.tolist()
+    assert starts[0.0] == [0.0, 0.0]
+    assert starts[0.01][0] == 0.0 and starts[0.01][1] > 0.0
