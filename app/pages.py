@@ -141,6 +141,7 @@ def results_context(req: WebRequest, cancel=None) -> dict:
         "goodput": goodput_context(req),
         "query": req.query(),
         "scenario_query": req.query(sweep=False),
+        "downloads": {v.scheduler: req.run_key(v.scheduler) for v in views},  # /download/...?<one scheduler's run>
     }
 
 
