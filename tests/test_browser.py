@@ -248,6 +248,57 @@ def test_embed_page(page):
     page.screenshot(path=SHOTS / "10-embed-cdf-iframe.png")
 
 
+SLIDE_FRAME = (960, 540)
+EMBED_READY = {  # what shows that an embed has drawn its figure
+    "metrics": "() => !!document.querySelector('#card-metrics td.num')",
+    "kv": "() => document.getElementById('plot-kv')?.dataset.drawn === '1'",
+    "gantt": "() => [...document.querySelectorAll('[data-figure=gantt]')].every(d => d.dataset.drawn === '1')",
+    "cdf": "() => document.getElementById('plot-cdf')?.dataset.drawn === '1'",
+    "timeline": "() => document.getElementById('plot-timeline')?.dataset.drawn === '1'",
+    "goodput": "() => document.getElementById('plot-goodput')?.dataset.drawn === '1'",
+}
+
+
+@pytest.mark.parametrize("figure", list(EMBED_READY))
+def test_every_embed_fits_a_960x540_slide_frame(page, figure):
+    """Issue 12: in a 960x540 iframe nothing overflows (no scrollbar, every figure and the caption inside it)."""
+    width, height = SLIDE_FRAME
+    query = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0&caption=1"
+    page.set_content(f'<iframe src="{page.base}/embed/{figure}?{query.replace("&", "&amp;")}" width="{width}" '
+                     f'height="{height}" style="border: 0"></iframe>')
+    frame = page.main_frame.child_frames[0]
+    frame.wait_for_function(EMBED_READY[figure], timeout=90_000)
+    frame.wait_for_timeout(300)  # plotly's responsive resize settles
+    sizes = frame.evaluate("""() => { const d = document.documentElement;
+        return [d.scrollWidth, d.clientWidth, d.scrollHeight, d.clientHeight]; }""")
+    assert sizes[0] <= sizes[1] and sizes[2] <= sizes[3], sizes
+    boxes = frame.evaluate("""() => [...document.querySelectorAll('.plot[data-figure], #embed-caption, .embed-foot')]
+        .map(e => { const r = e.getBoundingClientRect(); return [e.id || e.className, r.left, r.top, r.right, r.bottom]; })""")
+    assert any(b[0] == "embed-caption" for b in boxes)
+    for name, left, top, right, bottom in boxes:
+        assert left >= 0 and top >= 0 and right <= width and bottom <= height, (name, left, top, right, bottom)
+    if figure == "kv":
+        for canvas in frame.locator(".kv-panel canvas").all():
+            box = canvas.bounding_box()
+            assert box["y"] + box["height"] <= height, box
+    page.screenshot(path=SHOTS / f"19-embed-{figure}-960x540.png")
+
+
+def test_a_bare_embed_shows_one_panel_at_the_size_asked(page):
+    page.goto(page.base + "/embed/gantt?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+              "&scheduler=chunked&chrome=0&caption=Chunked+prefill+on+an+RTX+3050&width=800&height=450")
+    wait_drawn(page, "plot-gantt-chunked")
+    assert page.locator("[data-figure=gantt]").count() == 1
+    assert page.locator(".tool").evaluate_all("ts => ts.filter(t => t.offsetParent !== null).length") == 0
+    assert not page.locator(".embed-foot").is_visible()
+    expect(page.locator("#embed-caption")).to_have_text("Chunked prefill on an RTX 3050")
+    main = page.locator(".embed-main").bounding_box()
+    assert (main["width"], main["height"]) == (800, 450)
+    plot = page.locator("#plot-gantt-chunked").bounding_box()
+    assert plot["y"] + plot["height"] <= 450 and plot["width"] <= 800
+    page.locator(".embed-main").screenshot(path=SHOTS / "20-embed-bare-800x450.png")
+
+
 def test_inline_error_for_an_impossible_setup(page):
     page.goto(page.base + "/")
     page.select_option("#f-model", "llama-3-70b")

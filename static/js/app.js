@@ -22,6 +22,7 @@
     requestAnimationFrame(function () { setTimeout(load, 0); }); // after the first paint
   });
   var players = [];
+  var EMBED = document.body.classList.contains("embed"); // one figure alone in a frame: it fits the frame
   var cursorTime = null; // the KV animation's simulated time, shown on every [data-cursor] figure
 
   function figureConfig(div) {
@@ -65,8 +66,10 @@
       players.push(player);
       done = player.ready;
     } else {
-      // autosize measures the container on every relayout: pin its height, or a redraw collapses it.
-      if (fig.layout.height) div.style.height = fig.layout.height + "px";
+      // autosize measures the container on every relayout: pin its height, or a redraw collapses it. An embed's
+      // plot instead takes the height its frame leaves it (app.css), and plotly sizes itself to that.
+      if (EMBED) delete fig.layout.height;
+      else if (fig.layout.height) div.style.height = fig.layout.height + "px";
       done = Plotly.newPlot(div, fig.data, fig.layout, figureConfig(div)).then(function () {
         if (div.dataset.figure === "gantt") {
           // hovering a request's row lights up its blocks in the KV view
@@ -114,6 +117,7 @@
   var MAX_CELL_PX = 14;
   var MIN_SIDE_BY_SIDE_PX = 4;
   var MAX_GRID_PX = 300; // the tallest a grid may get: the landing view keeps it above the fold
+  var KV_CAPTION_PX = 26; // a grid's caption line above it
 
   function KvPlayer(div, spec, frames) {
     this.div = div;
@@ -179,7 +183,9 @@
     var n = this.panels.length;
     while (n > 1 && (full - 16 * (n - 1)) / n / cols < MIN_SIDE_BY_SIDE_PX) n--;
     var width = Math.max(60, (full - 16 * (n - 1)) / n);
-    var cell = Math.max(1, Math.min(MAX_CELL_PX, Math.floor(width / cols), Math.floor(MAX_GRID_PX / rows)));
+    // in an embed, the grids get the height the frame leaves them (less their captions), however small
+    var tallest = EMBED ? Math.max(rows, this.div.clientHeight - KV_CAPTION_PX) : MAX_GRID_PX;
+    var cell = Math.max(1, Math.min(MAX_CELL_PX, Math.floor(width / cols), Math.floor(tallest / rows)));
     var dpr = window.devicePixelRatio || 1;
     this.cell = cell;
     this.gap = cell >= 5 ? 1 : 0; // a gutter between cells where they are big enough to afford one
