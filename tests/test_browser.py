@@ -4,8 +4,11 @@ to test-output/screenshots/ for a person to look at."""
 
 from __future__ import annotations
 
+import json
 import re
+import struct
 import time
+import zlib
 
 import pytest
 
@@ -233,6 +236,98 @@ def test_goodput_curves_and_svg_export(page):
     assert download.suggested_filename.endswith(".svg")
     svg = open(download.path(), encoding="utf-8").read()
     assert svg.lstrip().startswith("<svg") and "goodput" in svg
+
+
+def png_size_and_corner(path) -> tuple[int, int, tuple[int, ...]]:
+    """(width, height, RGBA of the top-left pixel) of an 8-bit PNG: a filter never changes a first row's first
+    pixel (its left and upper neighbours are zero), so it is the first bytes after the filter byte."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height, depth, color_type = struct.unpack(">IIBB", data[16:26])
+    assert depth == 8 and color_type in (2, 6)
+    idat, at = b"", 8
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        if kind == b"IDAT":
+            idat += data[at + 8:at + 8 + length]
+        at += 12 + length
+    first = zlib.decompressobj().decompress(idat, 8)
+    pixel = tuple(first[1:5]) if color_type == 6 else (*first[1:4], 255)
+    return width, height, pixel
+
+
+def download_export(page, card: str, button: str) -> str:
+    with page.expect_download() as info:
+        page.locator(f"{card} {button}").click()
+    return info.value.path()
+
+
+def test_exports_at_a_fixed_slide_size_and_background(page):
+    page.goto(page.base + "/?t=8")
+    wait_drawn(page, "plot-cdf")
+    wait_drawn(page, "plot-kv")
+    assert png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[:2] == tuple(
+        2 * round(x) for x in page.locator("#plot-cdf").evaluate("d => [d.offsetWidth, d.offsetHeight]"))
+    page.select_option("[data-export-size]", "1600x900")
+    page.select_option("[data-export-background]", "transparent")
+    for card in ("#card-cdf", "#card-kv"):
+        width, height, corner = png_size_and_corner(download_export(page, card, '[data-export="png"]'))
+        assert (width, height) == (1600, 900) and corner[3] == 0, (card, corner)
+    svg = open(download_export(page, "#card-cdf", '[data-export="svg"]'), encoding="utf-8").read()
+    assert re.search(r'<svg[^>]* width="1600" height="900"', svg)
+    page.select_option("[data-export-size]", "1920x1080")
+    page.select_option("[data-export-background]", "white")
+    for card in ("#card-cdf", "#card-kv"):
+        assert png_size_and_corner(download_export(page, card, '[data-export="png"]')) == (1920, 1080, (255,) * 4)
+    # The choice outlives a run: change the scenario, and the next export is still 1920x1080.
+    page.locator("#f-duration").fill("10")
+    page.locator("#f-duration").press("Enter")
+    page.wait_for_url("**duration=10.0**")
+    expect(page.locator(".summary")).to_contain_text("for 10 s")
+    wait_drawn(page, "plot-cdf")
+    assert page.locator("[data-export-size]").input_value() == "1920x1080"
+    assert png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[:2] == (1920, 1080)
+    page.locator(".results-head").screenshot(path=SHOTS / "21-export-options.png")
+
+
+def test_the_page_downloads_each_schedulers_requests_and_trace(page):
+    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("chunked")
+    with page.expect_download() as info:
+        page.locator("#card-gantt-chunked .tool", has_text="CSV").click()
+    assert info.value.suggested_filename == "sched-sim-chunked-requests.csv"
+    rows = open(info.value.path(), encoding="utf-8").read().splitlines()
+    assert rows[0].startswith("request,class,arrival_s,prompt_tokens,output_tokens,status,ttft_ms") and len(rows) == 31
+    with page.expect_download() as info:
+        page.locator("#card-gantt-fcfs .tool", has_text="Perfetto").click()
+    assert info.value.suggested_filename == "sched-sim-fcfs.trace.json"
+    assert json.load(open(info.value.path()))["metadata"]["requests_total"] == 30
+
+
+def test_dark_mode_follows_the_system_setting(site):
+    base, browser = site
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme="dark", accept_downloads=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(base + "/?t=8")
+    wait_drawn(page, "plot-cdf")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert max(map(int, re.findall(r"\d+", background)[:3])) < 40, background  # a dark page
+    paper = page.locator("#plot-cdf").evaluate("d => [d._fullLayout.paper_bgcolor, d._fullLayout.font.color]")
+    assert paper == ["#161b22", "#c9d1d9"]
+    wait_drawn(page, "plot-kv")
+    assert page.locator('.kv-legend [data-state="free"]').evaluate("s => s.style.getPropertyValue('--c')") == "#2d333b"
+    # A download is for a slide: light, whatever the screen shows.
+    assert png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[2] == (255,) * 4
+    page.locator("#card-kv").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "22-dark-1440x900.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#card-cdf").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "23-dark-390x844.png")
+    context.close()
+    assert errors == [], errors
 
 
 def test_embed_page(page):

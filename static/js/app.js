@@ -55,10 +55,35 @@
     return div._drawing;
   }
 
+  // ----- dark mode: the page follows prefers-color-scheme (app.css); plotly figures get dark colours here -----
+  var DARK_MODE = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : { matches: false };
+  var DARK = { paper: "#161b22", ink: "#c9d1d9", grid: "#262c34", minor: "#1d232b", line: "#6e7681", freeCell: "#2d333b" };
+  var LIGHT = { paper: "#ffffff", ink: "#495057", grid: "#e9ecef", minor: "#f3f4f6", line: "#adb5bd" };
+
+  function axisKeys(layout) {
+    return Object.keys(layout).filter(function (k) { return /^[xy]axis\d*$/.test(k); });
+  }
+
+  // The figure's colours for one theme (the server draws figures light; a download is always light).
+  function themeColors(layout, theme) {
+    var out = {
+      paper_bgcolor: theme.paper, plot_bgcolor: theme.paper,
+      font: Object.assign({}, layout.font, { color: theme.ink }),
+    };
+    axisKeys(layout).forEach(function (k) {
+      var ax = layout[k], minor = ax.minor ? { minor: Object.assign({}, ax.minor, { gridcolor: theme.minor }) } : {};
+      out[k] = Object.assign({}, ax, { gridcolor: theme.grid, linecolor: theme.line, tickcolor: theme.line }, minor);
+    });
+    return out;
+  }
+
+  function lightColors(gd) { return themeColors(gd.layout, LIGHT); }
+
   function drawNow(div) {
     var script = figureScript(div);
     if (!script || !document.body.contains(div)) return null;
     var fig = JSON.parse(script.textContent);
+    if (DARK_MODE.matches && fig.layout) Object.assign(fig.layout, themeColors(fig.layout, DARK));
     var frames = document.querySelector('script[data-kv-frames-for="' + div.id + '"]');
     var done;
     if (frames) {
@@ -126,6 +151,11 @@
     this.states = {};
     var self = this;
     spec.states.forEach(function (st) { self.states[st.key] = st; });
+    if (DARK_MODE.matches) { // a free cell is a faint square on a dark card, not a bright one
+      this.states.free = Object.assign({}, this.states.free, { colors: [DARK.freeCell, DARK.freeCell] });
+      var swatch = document.querySelector('.kv-legend [data-state="free"]');
+      if (swatch) swatch.style.setProperty("--c", DARK.freeCell);
+    }
     this.steps = Math.max(1, frames.steps);
     this.index = 0;
     this.timer = null;
@@ -323,22 +353,31 @@
     if (this.playButton) { this.playButton.textContent = "▶ Play"; this.playButton.setAttribute("aria-label", "Play the animation"); }
   };
 
-  KvPlayer.prototype.download = function (filename) {
-    // the grids side by side under their captions, at twice the size, like the plotly figures' PNGs
-    var scale = 2, pad = 16, head = 28, w = 0, h = 0;
-    this.panels.forEach(function (p) { w += p.canvas.width + pad; h = Math.max(h, p.canvas.height); });
+  KvPlayer.prototype.download = function (filename, choice) {
+    // The grids side by side under their captions: at twice their on-screen size, or scaled to fit the chosen
+    // slide size (centred, cells kept square and sharp).
+    var pad = 16, head = 28, w = pad, h = 0, dpr = window.devicePixelRatio || 1;
+    this.panels.forEach(function (p) { w += p.canvas.width / dpr + pad; h = Math.max(h, p.canvas.height / dpr); });
+    h += head + pad;
     var out = document.createElement("canvas");
-    out.width = (w + pad) * scale / (window.devicePixelRatio || 1);
-    out.height = (h + head + pad) * scale / (window.devicePixelRatio || 1);
-    var ctx = out.getContext("2d"), x = pad, f = scale / (window.devicePixelRatio || 1);
-    ctx.fillStyle = "#ffffff";
-    ctx.fillRect(0, 0, out.width, out.height);
-    ctx.font = 13 * scale + "px system-ui, sans-serif";
+    var scale = choice.width ? Math.min(choice.width / w, choice.height / h) : 2;
+    out.width = choice.width || Math.round(w * scale);
+    out.height = choice.height || Math.round(h * scale);
+    var ctx = out.getContext("2d");
+    ctx.imageSmoothingEnabled = false;
+    if (!choice.transparent) {
+      ctx.fillStyle = "#ffffff";
+      ctx.fillRect(0, 0, out.width, out.height);
+    }
+    ctx.translate((out.width - w * scale) / 2, (out.height - h * scale) / 2);
+    ctx.scale(scale, scale);
+    ctx.font = "13px system-ui, sans-serif";
+    var x = pad;
     this.panels.forEach(function (p) {
       ctx.fillStyle = p.s.color;
-      ctx.fillText(p.s.name + p.usage.textContent, x * f, 20 * scale);
-      ctx.drawImage(p.canvas, x * f, head * scale, p.canvas.width * f, p.canvas.height * f);
-      x += p.canvas.width + pad;
+      ctx.fillText(p.s.name + p.usage.textContent, x, 20);
+      ctx.drawImage(p.canvas, x, head, p.canvas.width / dpr, p.canvas.height / dpr);
+      x += p.canvas.width / dpr + pad;
     });
     var link = document.createElement("a");
     link.href = out.toDataURL("image/png");
@@ -467,20 +506,52 @@
     setTimeout(function () { button.textContent = old; }, 1600);
   }
 
+  // ----- exports: the size and background chosen above the results (kept across runs), else as on screen -----
+  var exportChoice = { size: "", background: "white" };
+
+  function exportOptions() {
+    var wh = exportChoice.size ? exportChoice.size.split("x") : [];
+    return { width: wh.length ? +wh[0] : 0, height: wh.length ? +wh[1] : 0,
+             transparent: exportChoice.background === "transparent" };
+  }
+
+  function showExportChoice(root) {
+    if (!root.querySelectorAll) return;
+    root.querySelectorAll("[data-export-size]").forEach(function (s) { s.value = exportChoice.size; });
+    root.querySelectorAll("[data-export-background]").forEach(function (s) { s.value = exportChoice.background; });
+  }
+
+  document.addEventListener("change", function (e) {
+    if (e.target.matches("[data-export-size]")) exportChoice.size = e.target.value;
+    if (e.target.matches("[data-export-background]")) exportChoice.background = e.target.value;
+  });
+
+  function exportFigure(gd, format, filename) {
+    var choice = exportOptions();
+    // A figure of its own for the file: a fixed size is the image's size in pixels (scale 1), the on-screen
+    // size is doubled for PNG; the background is white or none, and the colours are the light theme's.
+    var layout = Object.assign({}, gd.layout, lightColors(gd), {
+      paper_bgcolor: choice.transparent ? "rgba(0,0,0,0)" : "#ffffff",
+      plot_bgcolor: choice.transparent ? "rgba(0,0,0,0)" : "#ffffff",
+    });
+    delete layout.width;
+    delete layout.height;
+    return Plotly.downloadImage({ data: gd.data, layout: layout }, {
+      format: format, filename: "sched-sim-" + filename,
+      width: choice.width || gd.offsetWidth, height: choice.height || gd.offsetHeight,
+      scale: format === "png" && !choice.width ? 2 : 1,
+    });
+  }
+
   document.addEventListener("click", function (e) {
     var exp = e.target.closest("[data-export]");
     if (exp) {
       var gd = document.getElementById(exp.dataset.target);
       if (!gd) return;
-      var format = exp.dataset.export;
+      var name = exp.dataset.filename || gd.dataset.figure;
       var player = players.filter(function (p) { return p.div === gd; })[0];
-      if (player) { player.download(exp.dataset.filename || "kv"); return; }
-      draw(gd).then(function () {
-        return Plotly.downloadImage(gd, {
-          format: format, filename: "sched-sim-" + (exp.dataset.filename || gd.dataset.figure),
-          width: gd.offsetWidth, height: gd.offsetHeight, scale: format === "png" ? 2 : 1,
-        });
-      });
+      if (player) { player.download(name, exportOptions()); return; }
+      draw(gd).then(function () { return exportFigure(gd, exp.dataset.export, name); });
       return;
     }
     var copy = e.target.closest("[data-copy-link]");
@@ -567,6 +638,7 @@
   });
 
   htmx.onLoad(keepChangesHere);
+  htmx.onLoad(showExportChoice);
   htmx.onLoad(drawFigures);
   document.body.addEventListener("htmx:beforeSwap", function (e) {
     if (e.detail.shouldSwap && e.detail.target) release(e.detail.target);
