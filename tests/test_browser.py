@@ -330,6 +330,48 @@ def test_dark_mode_follows_the_system_setting(site):
     assert errors == [], errors
 
 
+def boxes_overlap(a: dict, b: dict) -> bool:
+    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
+            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+
+
+def test_a_390_px_phone_has_no_overlap_or_clipping(page):
+    """Issue 12's phone: latency panels side by side overprinted, KV titles overprinted, the metrics table was
+    clipped. At 390x844 nothing is wider than the screen, the latency panels are stacked, captions stand apart,
+    and a table wider than its card scrolls inside it to its last column."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(page.base + "/?schedulers=fcfs,spf,chunked&hardware=rtx3050&workload=rag&duration=20.0&t=8")
+    wait_drawn(page, "plot-cdf")
+    wait_drawn(page, "plot-kv")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    for card in page.locator(".results > *").all():
+        assert card.evaluate("c => c.scrollWidth <= c.clientWidth"), card.get_attribute("id")
+    # The three latency panels are stacked: full width each, one band each, no band over another.
+    domains = page.locator("#plot-cdf").evaluate("""d => ['', '2', '3'].map(k =>
+        [d._fullLayout['xaxis' + k].domain, d._fullLayout['yaxis' + k].domain])""")
+    assert all(x == [0, 1] for x, _ in domains)
+    bands = sorted(y for _, y in domains)
+    assert all(lower[1] < upper[0] for lower, upper in zip(bands, bands[1:], strict=False)), bands
+    captions = [c.bounding_box() for c in page.locator(".kv-panel figcaption").all()]
+    assert not any(boxes_overlap(a, b) for i, a in enumerate(captions) for b in captions[i + 1:]), captions
+    heads = [h.bounding_box() for h in page.locator(".card-head > div:first-child, .card-head > .tools").all()]
+    assert all(h["x"] + h["width"] <= 390 for h in heads)
+    # The metrics table scrolls inside its card, metric names staying in view, to its last column.
+    wrap = page.locator("#card-metrics .table-wrap").first
+    wrap.scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "24-metrics-390x844.png")
+    wrap.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
+    last, name, box = (page.locator("#card-metrics thead").first.locator("th").last.bounding_box(),
+                       page.locator("#card-metrics tbody th").nth(1).bounding_box(), wrap.bounding_box())
+    assert box["x"] <= last["x"] and last["x"] + last["width"] <= box["x"] + box["width"] + 1
+    assert box["x"] <= name["x"] <= box["x"] + 12  # sticky: still at the left edge
+    page.screenshot(path=SHOTS / "25-metrics-scrolled-390x844.png")
+    page.locator("#card-cdf").screenshot(path=SHOTS / "26-latency-stacked-390x844.png")
+    page.locator("#card-kv").screenshot(path=SHOTS / "27-kv-three-390x844.png")
+    page.locator("#card-gantt-spf").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "28-gantt-head-390x844.png")
+
+
 def test_embed_page(page):
     page.goto(page.base + "/embed/kv?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0")
     wait_drawn(page, "plot-kv")

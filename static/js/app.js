@@ -79,6 +79,30 @@
 
   function lightColors(gd) { return themeColors(gd.layout, LIGHT); }
 
+  // Side-by-side panels (the latency distributions, the goodput curves) are stacked on a narrow screen, where
+  // three of them would each get a hundred pixels and overprint their labels: each x axis spans the width and
+  // each y axis gets its own band; the lines and notes of a panel move with it.
+  var STACK_BELOW_PX = 640;
+  var STACKED_PANEL_PX = 240;
+
+  function stackPanels(layout, width) {
+    var xs = axisKeys(layout).filter(function (k) { return k[0] === "x"; });
+    var sideBySide = xs.some(function (k) { return layout[k].domain && layout[k].domain[0] > 0.01; });
+    if (width >= STACK_BELOW_PX || xs.length < 2 || !sideBySide) return false;
+    var n = xs.length, gap = 0.36 / n, band = (1 - gap * (n - 1)) / n;
+    xs.forEach(function (xk, i) {
+      var top = 1 - i * (band + gap);
+      layout[xk].domain = [0, 1];
+      layout["y" + xk.slice(1)].domain = [Math.max(0, top - band), top];
+    });
+    function panelY(xref) { return "y" + xref.split(" ")[0].slice(1) + " domain"; }
+    (layout.shapes || []).concat(layout.annotations || []).forEach(function (item) {
+      if (item.yref === "paper" && item.xref && /^x\d*( domain)?$/.test(item.xref)) item.yref = panelY(item.xref);
+    });
+    layout.height = n * STACKED_PANEL_PX + (layout.margin ? layout.margin.t + layout.margin.b : 100);
+    return true;
+  }
+
   function drawNow(div) {
     var script = figureScript(div);
     if (!script || !document.body.contains(div)) return null;
@@ -93,6 +117,7 @@
     } else {
       // autosize measures the container on every relayout: pin its height, or a redraw collapses it. An embed's
       // plot instead takes the height its frame leaves it (app.css), and plotly sizes itself to that.
+      if (!EMBED && stackPanels(fig.layout, div.clientWidth)) div.dataset.stacked = "";
       if (EMBED) delete fig.layout.height;
       else if (fig.layout.height) div.style.height = fig.layout.height + "px";
       done = Plotly.newPlot(div, fig.data, fig.layout, figureConfig(div)).then(function () {
