@@ -20,6 +20,7 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402
 import sim_core  # noqa: E402
 from app import service  # noqa: E402
 from app.web import app  # noqa: E402
+from sim_core.metric_catalog import BY_KEY  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
@@ -281,9 +282,10 @@ def test_exports_at_a_fixed_slide_size_and_background(page):
         assert png_size_and_corner(download_export(page, card, '[data-export="png"]')) == (1920, 1080, (255,) * 4)
     # The choice outlives a run: change the scenario, and the next export is still 1920x1080.
     page.locator("#f-duration").fill("10")
-    page.locator("#f-duration").press("Enter")
+    page.locator("#f-duration").press("Tab")  # one change, one run
     page.wait_for_url("**duration=10.0**")
     expect(page.locator(".summary")).to_contain_text("for 10 s")
+    expect(page.locator("#workspace")).not_to_have_class(re.compile("htmx-request"))
     wait_drawn(page, "plot-cdf")
     assert page.locator("[data-export-size]").input_value() == "1920x1080"
     assert png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[:2] == (1920, 1080)
@@ -370,6 +372,32 @@ def test_a_390_px_phone_has_no_overlap_or_clipping(page):
     page.locator("#card-kv").screenshot(path=SHOTS / "27-kv-three-390x844.png")
     page.locator("#card-gantt-spf").scroll_into_view_if_needed()
     page.screenshot(path=SHOTS / "28-gantt-head-390x844.png")
+
+
+def test_a_tap_on_a_metric_name_shows_what_it_measures(site):
+    """The glossary works on touch: a phone has no hover, so the descriptions (the metric catalogue's) must not
+    live only in tooltips."""
+    base, browser = site
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(base + "/")
+    term = page.locator("#card-metrics .term", has_text=re.compile(r"^P99 ITL$"))
+    term.scroll_into_view_if_needed()
+    term.tap()
+    help_text = page.locator("#card-metrics th:has(.term[aria-expanded=true]) .term-help")
+    expect(help_text).to_have_text(BY_KEY["itl_ms.p99"].description)
+    box, screen = help_text.bounding_box(), 390
+    assert box["x"] >= 0 and box["x"] + box["width"] <= screen
+    page.screenshot(path=SHOTS / "29-glossary-tap-390x844.png")
+    term.tap()
+    expect(help_text).to_have_count(0)  # a second tap folds it away
+    expect(page.locator("#card-metrics .term-help:visible")).to_have_count(0)
+    expect(term).to_have_attribute("aria-expanded", "false")
+    context.close()
+    assert errors == [], errors
 
 
 def test_embed_page(page):

@@ -509,6 +509,21 @@
     for (var i = 0; i < plots.length; i++) Plotly.purge(plots[i]);
   }
 
+  // ----- the metric glossary: a tap (or a click, or Enter) on a metric's name shows what it measures -----
+  // The description is the row's title (the metric catalogue's), which only a mouse could hover.
+  function toggleGlossary(term) {
+    var cell = term.closest("th"), help = cell.querySelector(".term-help");
+    if (!help) {
+      help = document.createElement("span");
+      help.className = "term-help";
+      help.textContent = cell.title;
+      help.hidden = true;
+      cell.appendChild(help);
+    }
+    help.hidden = !help.hidden;
+    term.setAttribute("aria-expanded", help.hidden ? "false" : "true");
+  }
+
   // ----- buttons -----
   function copyText(text) {
     if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
@@ -579,6 +594,8 @@
       draw(gd).then(function () { return exportFigure(gd, exp.dataset.export, name); });
       return;
     }
+    var term = e.target.closest(".metrics .term");
+    if (term) { toggleGlossary(term); return; }
     var copy = e.target.closest("[data-copy-link]");
     if (copy) {
       copyText(window.location.href).then(function () { flash(copy, "Link copied ✓"); },
