@@ -263,9 +263,8 @@ def embed(request: Request, figure: str) -> Response:
         shown = WebRequest(req.scenario, (options.scheduler,), req.upload) if options.scheduler else req
         ctx["caption"] = present.scenario_caption(shown) if options.caption == "1" else options.caption
         if figure == "goodput":
-            try:
-                if req.sweep is None:
-                    req = WebRequest(req.scenario, req.schedulers, req.upload, default_sweep(req.scenario))
+            try:  # one scheduler's curves are a sweep of that scheduler alone
+                req = WebRequest(req.scenario, shown.schedulers, req.upload, req.sweep or default_sweep(req.scenario))
                 ctx["g"] = goodput_context(req)
                 ctx["query"] = req.query()
             except ScenarioError as e:

@@ -295,6 +295,7 @@ def test_exports_at_a_fixed_slide_size_and_background(page):
 def test_the_page_downloads_each_schedulers_requests_and_trace(page):
     page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3")
     expect(page.locator("#card-metrics thead").first).to_contain_text("chunked")
+    page.locator("#card-gantt-chunked .card-head").screenshot(path=SHOTS / "30-gantt-downloads-1440x900.png")
     with page.expect_download() as info:
         page.locator("#card-gantt-chunked .tool", has_text="CSV").click()
     assert info.value.suggested_filename == "sched-sim-chunked-requests.csv"

@@ -184,6 +184,8 @@ def test_embed_options_pick_a_panel_caption_and_bare_chrome(client):
     assert [s["name"] for s in kv["data-kv-frames-for:plot-kv"]["schedulers"]] == ["fcfs"]
     assert 'class="embed"' in client.get(f"/embed/cdf?{SMALL}&caption=My+slide").text
     assert ">My slide</p>" in client.get(f"/embed/cdf?{SMALL}&caption=My+slide").text
+    goodput = client.get(f"/embed/goodput?{SMALL}&scheduler=chunked&rate_min=2&rate_max=6&rate_step=2")
+    assert goodput.status_code == 200 and "schedulers=chunked&" in goodput.text
     # Alone, `scheduler` is the one scheduler simulated.
     alone = figure_blobs(client.get("/embed/gantt?scheduler=spf&hardware=rtx3050&workload=chat&num_requests=30").text)
     assert list(alone) == ["data-figure-for:plot-gantt-spf"]
