@@ -322,6 +322,12 @@ def test_dark_mode_follows_the_system_setting(site):
     assert paper == ["#161b22", "#c9d1d9"]
     wait_drawn(page, "plot-kv")
     assert page.locator('.kv-legend [data-state="free"]').evaluate("s => s.style.getPropertyValue('--c')") == "#2d333b"
+    # The system switching back to light recolours what is drawn, and back to dark again.
+    page.emulate_media(color_scheme="light")
+    page.wait_for_function("() => document.getElementById('plot-cdf')._fullLayout.paper_bgcolor === '#ffffff'")
+    expect(page.locator('.kv-legend [data-state="free"]')).not_to_have_attribute("style", re.compile("#2d333b"))
+    page.emulate_media(color_scheme="dark")
+    page.wait_for_function("() => document.getElementById('plot-cdf')._fullLayout.paper_bgcolor === '#161b22'")
     # A download is for a slide: light, whatever the screen shows.
     assert png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[2] == (255,) * 4
     page.locator("#card-kv").scroll_into_view_if_needed()

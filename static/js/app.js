@@ -150,6 +150,18 @@
     });
   }
 
+  // The system switching between light and dark recolours what is already drawn.
+  if (DARK_MODE.addEventListener) {
+    DARK_MODE.addEventListener("change", function () {
+      var theme = DARK_MODE.matches ? DARK : LIGHT;
+      players.forEach(function (p) { p.theme(DARK_MODE.matches); p.show(p.index); });
+      if (!window.Plotly) return;
+      document.querySelectorAll('.js-plotly-plot[data-drawn="1"]').forEach(function (div) {
+        Plotly.relayout(div, themeColors(div.layout, theme));
+      });
+    });
+  }
+
   function drawFigures(root) {
     var scripts = root.querySelectorAll("script[data-figure-for]");
     for (var i = 0; i < scripts.length; i++) {
@@ -176,11 +188,8 @@
     this.states = {};
     var self = this;
     spec.states.forEach(function (st) { self.states[st.key] = st; });
-    if (DARK_MODE.matches) { // a free cell is a faint square on a dark card, not a bright one
-      this.states.free = Object.assign({}, this.states.free, { colors: [DARK.freeCell, DARK.freeCell] });
-      var swatch = document.querySelector('.kv-legend [data-state="free"]');
-      if (swatch) swatch.style.setProperty("--c", DARK.freeCell);
-    }
+    this.lightFree = this.states.free.colors;
+    this.theme(DARK_MODE.matches);
     this.steps = Math.max(1, frames.steps);
     this.index = 0;
     this.timer = null;
@@ -231,6 +240,15 @@
     }
     this.ready = Promise.resolve();
   }
+
+  // In dark mode a free cell is a faint square on the dark card, not a bright one.
+  KvPlayer.prototype.theme = function (dark) {
+    var free = dark ? [DARK.freeCell, DARK.freeCell] : this.lightFree;
+    this.states.free = Object.assign({}, this.states.free, { colors: free });
+    var swatch = document.querySelector('.kv-legend [data-state="free"]');
+    if (swatch) swatch.style.setProperty("--c", free[0]);
+    this.panels && this.panels.forEach(function (p) { p.frame = -1; }); // repainted by the next show()
+  };
 
   KvPlayer.prototype.layout = function () {
     var cols = this.grid.cols, rows = this.grid.rows, full = this.div.clientWidth;
