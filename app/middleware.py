@@ -14,7 +14,9 @@ COMMON_HEADERS = (
 # which is data, not script.
 _CSP = (b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
         b"object-src 'none'; base-uri 'self'; form-action 'self'")
-FRAMEABLE = ((b"content-security-policy", _CSP + b"; frame-ancestors *"),)
+# No frame-ancestors at all for embeds: `*` matches only network schemes, so slides opened from a file (file://)
+# or written into a blank page could not frame them.
+FRAMEABLE = ((b"content-security-policy", _CSP),)
 NOT_FRAMEABLE = ((b"content-security-policy", _CSP + b"; frame-ancestors 'none'"), (b"x-frame-options", b"DENY"))
 
 

@@ -6,6 +6,7 @@ cache), so plots are always drawn fresh.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -14,6 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import escape
 
 from sim_core import ScenarioError, SetupError, TraceError
+from sim_core.quoting import quote
 from sim_core.runner import Cancelled
 
 from . import charts, present, service
@@ -27,10 +29,13 @@ from .http import (
     run_until_disconnect,
 )
 from .inputs import (
+    EMBED_OPTIONS,
     PAGE_DEFAULTS,
     PAGE_SCHEDULERS,
+    EmbedOptions,
     WebRequest,
     default_sweep,
+    parse_embed_options,
     parse_request,
     problems_of,
     query_to_dict,
@@ -46,13 +51,15 @@ VARY = {"Vary": "HX-Request"}
 VIEW_PARAMS = ("t",)
 
 
-def scenario_params(request: Request) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in request.query_params.multi_items() if k not in VIEW_PARAMS]
+def scenario_params(request: Request, view: tuple[str, ...] = VIEW_PARAMS) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in request.query_params.multi_items() if k not in view]
 
 
-def parse_page(request: Request) -> tuple[WebRequest | None, dict[str, Any], dict[str, str]]:
-    """(request or None, form values, errors by field) from a page URL's query."""
-    pairs = scenario_params(request)
+def parse_page(request: Request, view: tuple[str, ...] = VIEW_PARAMS
+               ) -> tuple[WebRequest | None, dict[str, Any], dict[str, str]]:
+    """(request or None, form values, errors by field) from a page URL's query; `view`: the parameters that are
+    not scenario fields."""
+    pairs = scenario_params(request, view)
     given: dict[str, Any] = {}
     for k, v in pairs:
         if k == "schedulers":
@@ -123,10 +130,14 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
     return ctx, status
 
 
-def results_context(req: WebRequest, cancel=None) -> dict:
+def results_context(req: WebRequest, cancel=None, only: str | None = None) -> dict:
+    """What the results show; `only`: one scheduler of the comparison (an embed's panel), still on the comparison's
+    time axis and KV cells."""
     views = service.compare(req, cancel)
     upload = service.get_upload(req.upload) if req.upload else None
     span = charts.time_range(views)
+    if only is not None:
+        views = [v for v in views if v.scheduler == only]
     return {
         "views": views,
         "takeaway": present.takeaway(views),
@@ -141,6 +152,7 @@ def results_context(req: WebRequest, cancel=None) -> dict:
         "goodput": goodput_context(req),
         "query": req.query(),
         "scenario_query": req.query(sweep=False),
+        "downloads": {v.scheduler: req.run_key(v.scheduler) for v in views},  # /download/...?<one scheduler's run>
     }
 
 
@@ -229,25 +241,37 @@ def goodput_job(request: Request, job_id: str) -> Response:
 
 @router.get("/embed/{figure}", response_class=HTMLResponse)
 def embed(request: Request, figure: str) -> Response:
-    """One figure alone, for an iframe (the scenario is the query string, as on the main page)."""
+    """One figure alone, for an iframe (the scenario is the query string, as on the main page), with the options
+    of inputs.EmbedOptions: width, height, scheduler, caption, chrome."""
     if figure not in FIGURES:
-        ctx = {"request": request, "figure": figure, "figures": FIGURES, "errors": {}}
+        ctx = {"request": request, "figure": figure, "figures": FIGURES, "errors": {}, "options": EmbedOptions()}
         return templates.TemplateResponse(request, "embed.html", ctx, status_code=404)
-    req, _, errors = parse_page(request)
-    ctx: dict[str, Any] = {"request": request, "figure": figure, "figures": FIGURES, "errors": errors}
+    options, option_problems = parse_embed_options(request.query_params)
+    # Beside `schedulers`, `scheduler` picks one panel of the comparison; alone, it is the one scheduler simulated.
+    picks_panel = "schedulers" in request.query_params
+    if not picks_panel:
+        options = replace(options, scheduler=None)
+    req, _, errors = parse_page(request, VIEW_PARAMS + EMBED_OPTIONS + (("scheduler",) if picks_panel else ()))
+    errors = {**errors_by_field(option_problems), **errors}
+    if req is not None and options.scheduler is not None and options.scheduler not in req.schedulers:
+        errors["scheduler"] = (f"must be one of the compared schedulers, {', '.join(req.schedulers)} "
+                               f"(got {quote(options.scheduler)})")
+    ctx: dict[str, Any] = {"request": request, "figure": figure, "figures": FIGURES, "errors": errors,
+                           "options": options, "caption": ""}
     status = 422 if errors else 200
-    if req is not None:
+    if req is not None and not errors:
+        shown = WebRequest(req.scenario, (options.scheduler,), req.upload) if options.scheduler else req
+        ctx["caption"] = present.scenario_caption(shown) if options.caption == "1" else options.caption
         if figure == "goodput":
-            try:
-                if req.sweep is None:
-                    req = WebRequest(req.scenario, req.schedulers, req.upload, default_sweep(req.scenario))
+            try:  # one scheduler's curves are a sweep of that scheduler alone
+                req = WebRequest(req.scenario, shown.schedulers, req.upload, req.sweep or default_sweep(req.scenario))
                 ctx["g"] = goodput_context(req)
                 ctx["query"] = req.query()
             except ScenarioError as e:
                 ctx["errors"], status = errors_by_field(e.problems), 422
         else:
             try:
-                ctx["results"] = results_context(req)
+                ctx["results"] = results_context(req, only=options.scheduler)
             except (ScenarioError, SetupError, TraceError) as e:
                 ctx["errors"], status = errors_by_field(problems_of(e)), 422
             except service.BusyError as e:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
+from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, resolve
 from sim_core.fields import field_info, range_text
 from sim_core.metric_catalog import BY_KEY, Metric, table_sections, value_at
 from sim_core.policies import BY_NAME
@@ -332,6 +332,17 @@ def scenario_summary(req, views: list, upload=None) -> list[str]:
         out.append("KV pool " + ", ".join(f"{blocks:,} blocks ({', '.join(names)})" for blocks, names in pools.items())
                    + f" × {st['block_size']} tokens")
     return out
+
+
+def scenario_caption(req) -> str:
+    """One line under an embedded figure saying what it shows: the schedulers, the deployment and the load."""
+    s = req.scenario
+    r = resolve(s)
+    load = f"{s.num_requests:,} requests" if s.num_requests else f"{r.rate:g} req/s for {s.duration:g} s"
+    work = "an uploaded trace" if req.upload else f"{s.workload} workload, {load}"
+    setup = r.setup
+    return (f"{', '.join(req.schedulers)} · {setup.model.key} · {setup.quantization} · {setup.tp}× {setup.gpu.name}"
+            f" · {work}, seed {s.seed}")
 
 
 LIMITS_TEXT = (f"The web runs at most {MAX_REQUESTS:,} requests per scheduler and {MAX_DURATION_S:g} s of "

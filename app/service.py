@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim_core import ScenarioError, resolve
-from sim_core.runner import Cancelled, make_requests, simulate_requests
+from sim_core.runner import Cancelled, Result, make_requests, simulate_requests
 from sim_core.sweep import knee_rate, sweep
 from sim_core.workload import TraceError, read_trace
 
@@ -189,14 +189,7 @@ def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
 
     def requests_for(scenario, resolved):  # the workload is the same for every scheduler: build it once
         if "reqs" not in shared:
-            up = get_upload(req.upload) if req.upload else None
-            if req.upload and up is None:
-                raise TraceError("upload: this uploaded trace is no longer on the server; upload it again")
-            reqs = make_requests(scenario, resolved, up.text if up else None)
-            problems = work_problems(scenario, resolved.token_budget, reqs)
-            if problems:
-                raise ScenarioError(problems)
-            shared["reqs"] = reqs
+            shared["reqs"] = _workload(req, scenario, resolved)
         return shared["reqs"]
 
     def views_at(cell: int) -> list[RunView]:
@@ -211,6 +204,32 @@ def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
     if any(v.kv["k"] != coarsest for v in views):
         views = views_at(coarsest)
     return views
+
+
+def _workload(req: WebRequest, scenario, resolved):
+    """The requests a web run simulates (generated, or the upload's), refused past the web's work limits."""
+    up = get_upload(req.upload) if req.upload else None
+    if req.upload and up is None:
+        raise TraceError("upload: this uploaded trace is no longer on the server; upload it again")
+    reqs = make_requests(scenario, resolved, up.text if up else None)
+    problems = work_problems(scenario, resolved.token_budget, reqs)
+    if problems:
+        raise ScenarioError(problems)
+    return reqs
+
+
+def full_run(req: WebRequest, name: str, cancel: np.ndarray | None = None) -> Result:
+    """One scheduler's whole run, with its event log (what the per-request CSV and the Perfetto trace are made
+    of). Not cached: a Result holds tens of MB, and the simulation is deterministic, so it is simply run again."""
+    scenario = req.for_scheduler(name)
+    resolved = resolve(scenario)
+    if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
+        raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
+    try:
+        return simulate_requests(scenario, resolved, _workload(req, scenario, resolved), record_events=True,
+                                 cancel=cancel)
+    finally:
+        SIM_SLOTS.release()
 
 
 def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | None, kv_cell: int) -> RunView:

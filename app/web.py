@@ -22,7 +22,7 @@ from starlette.middleware.gzip import GZipMiddleware
 
 import sim_core
 
-from . import api, apidocs, kvgrid, pages
+from . import api, apidocs, downloads, kvgrid, pages
 from .middleware import SecurityHeadersAndHead
 from .templating import STATIC_DIR
 
@@ -88,6 +88,7 @@ def create_app() -> FastAPI:
     app.mount("/static", VersionedStaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(pages.router)
     app.include_router(api.router)
+    app.include_router(downloads.router)
     app.include_router(api.health_router)
     app.include_router(apidocs.router)
     return app

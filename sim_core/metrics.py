@@ -73,12 +73,28 @@ def arrival_window_s(arrival_s: np.ndarray, makespan: float) -> float:
     return span * n / (n - 1) if span > 0 else makespan
 
 
+def request_latencies_s(result) -> dict[str, np.ndarray]:
+    """Per request of a run: its client-visible TTFT and E2EL (device latency plus the transport overhead, seed
+    003's "measurement aliasing"), its TPOT (0 with a single output token), whether it finished, and whether it met
+    its class's SLO. Meaningful where `finished`; the summary and the per-request CSV both read them from here."""
+    reqs = result.requests
+    transport_s = result.scenario.transport_overhead_ms / 1e3
+    done = result.status == E.FINISHED
+    ttft = result.first_token_s - reqs.arrival_s + transport_s
+    e2el = result.finish_s - reqs.arrival_s + transport_s
+    multi = done & (reqs.output_tokens > 1)
+    tpot = np.zeros(len(reqs))
+    tpot[multi] = (result.finish_s - result.first_token_s)[multi] / (reqs.output_tokens[multi] - 1)
+    cls = reqs.request_class
+    met = done & (ttft <= result.class_ttft_s[cls] + 1e-12) & (tpot <= result.class_tpot_s[cls] + 1e-12)
+    return {"ttft": ttft, "e2el": e2el, "tpot": tpot, "finished": done, "multi_token": multi, "met_slo": met}
+
+
 def summarize(result) -> dict:
     """The metrics of a finished run (runner.Result)."""
     res = result
     reqs, status, reject_reason, acc = res.requests, res.status, res.reject_reason, res.accumulators
-    first_token_s, finish_s, on_time_tokens, cached_prefix = res.first_token_s, res.finish_s, res.on_time_tokens, \
-        res.cached_prefix
+    on_time_tokens, cached_prefix = res.on_time_tokens, res.cached_prefix
     class_ttft_s, class_tpot_s = res.class_ttft_s, res.class_tpot_s
     transport_s = res.scenario.transport_overhead_ms / 1e3
     num_blocks = res.resolved.num_blocks
@@ -86,16 +102,11 @@ def summarize(result) -> dict:
     peak_bytes_per_s, peak_flops_per_s = cost[PEAK_BW], cost[PEAK_FLOPS]
     arrival_s, prompt_tokens, output_tokens = reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens
     n = len(arrival_s)
-    done = status == E.FINISHED
     rejected = status == E.REJECTED
-    # Client-visible latencies: device latency plus the transport overhead (seed 003, "measurement aliasing").
-    ttft_all = first_token_s - arrival_s + transport_s
-    e2el_all = finish_s - arrival_s + transport_s
-    multi = done & (output_tokens > 1)
-    tpot_all = np.zeros(n)
-    tpot_all[multi] = (finish_s - first_token_s)[multi] / (output_tokens[multi] - 1)
+    latency = request_latencies_s(res)
+    ttft_all, e2el_all, tpot_all = latency["ttft"], latency["e2el"], latency["tpot"]
+    done, multi, met = latency["finished"], latency["multi_token"], latency["met_slo"]
     cls = reqs.request_class
-    met = done & (ttft_all <= class_ttft_s[cls] + 1e-12) & (tpot_all <= class_tpot_s[cls] + 1e-12)
     makespan = float(acc[E.A_END_S] - (arrival_s.min() if n else 0.0))
     per_s = 1.0 / makespan if makespan > 0 else 0.0
     window = arrival_window_s(arrival_s, makespan)

@@ -3,6 +3,7 @@ input, and correct answers under concurrent load."""
 
 from __future__ import annotations
 
+import csv
 import io
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from app import inputs, service
 from app.web import app
-from sim_core import SCHEDULER_NAMES, Scenario
+from sim_core import SCHEDULER_NAMES, Scenario, request_table
 from sim_core.step_time import parse_step_shape, step_time_doc
 
 SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3"
@@ -418,3 +419,40 @@ def test_run_answers_carry_validity_warnings(client):
     entry = r.json()["schedulers"]["chunked"]
     assert "metrics" in entry and any("rtx3050" in w for w in entry["warnings"])
     assert client.get("/api/step-time?hardware=l4&decode_seqs=1").json()["warnings"][0].startswith("hardware l4")
+
+
+def test_per_request_csv_download_has_a_row_per_request(client):
+    r = client.get("/download/requests.csv?scheduler=chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/csv")
+    assert 'filename="sched-sim-chunked-requests.csv"' in r.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert r.text.splitlines()[0] == ",".join(request_table.COLUMNS)
+    metrics = client.get("/api/run?" + SMALL).json()["schedulers"]["chunked"]["metrics"]
+    assert len(rows) == metrics["num_requests"] == 30
+    served = [row for row in rows if row["status"] == "finished"]
+    assert len(served) == metrics["completed"]
+    ttft = sorted(float(row["ttft_ms"]) for row in served)
+    assert sum(ttft) / len(ttft) == pytest.approx(metrics["ttft_ms"]["mean"], rel=1e-6)
+    assert [float(row["arrival_s"]) for row in rows] == sorted(float(row["arrival_s"]) for row in rows)
+
+
+def test_perfetto_trace_download_has_every_request(client):
+    r = client.get("/download/trace.json?scheduler=fcfs&hardware=rtx3050&workload=chat&num_requests=30&seed=3")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    assert r.headers["content-disposition"].endswith('filename="sched-sim-fcfs.trace.json"')
+    trace = r.json()
+    assert trace["metadata"]["requests_total"] == trace["metadata"]["requests_shown"] == 30
+    threads = {e["tid"] for e in trace["traceEvents"] if e.get("pid") == 2 and e["ph"] == "X"}
+    assert len(threads) == 30
+
+
+@pytest.mark.parametrize("query, field", [
+    ("schedulers=fcfs,chunked&workload=chat&num_requests=30", "scheduler"),
+    ("scheduler=nope&num_requests=30", "scheduler"),
+    ("scheduler=fcfs&duration=-5", "duration"),
+])
+def test_downloads_refuse_bad_queries_naming_the_field(client, query, field):
+    for route in ("/download/requests.csv", "/download/trace.json"):
+        assert field in fields_of(client.get(f"{route}?{query}"))

@@ -4,8 +4,11 @@ to test-output/screenshots/ for a person to look at."""
 
 from __future__ import annotations
 
+import json
 import re
+import struct
 import time
+import zlib
 
 import pytest
 
@@ -17,6 +20,7 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402
 import sim_core  # noqa: E402
 from app import service  # noqa: E402
 from app.web import app  # noqa: E402
+from sim_core.metric_catalog import BY_KEY  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
@@ -235,6 +239,174 @@ def test_goodput_curves_and_svg_export(page):
     assert svg.lstrip().startswith("<svg") and "goodput" in svg
 
 
+def png_size_and_corner(path) -> tuple[int, int, tuple[int, ...]]:
+    """(width, height, RGBA of the top-left pixel) of an 8-bit PNG: a filter never changes a first row's first
+    pixel (its left and upper neighbours are zero), so it is the first bytes after the filter byte."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height, depth, color_type = struct.unpack(">IIBB", data[16:26])
+    assert depth == 8 and color_type in (2, 6)
+    idat, at = b"", 8
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        if kind == b"IDAT":
+            idat += data[at + 8:at + 8 + length]
+        at += 12 + length
+    first = zlib.decompressobj().decompress(idat, 8)
+    pixel = tuple(first[1:5]) if color_type == 6 else (*first[1:4], 255)
+    return width, height, pixel
+
+
+def download_export(page, card: str, button: str) -> str:
+    with page.expect_download() as info:
+        page.locator(f"{card} {button}").click()
+    return info.value.path()
+
+
+def test_exports_at_a_fixed_slide_size_and_background(page):
+    page.goto(page.base + "/?t=8")
+    wait_drawn(page, "plot-cdf")
+    wait_drawn(page, "plot-kv")
+    assert png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[:2] == tuple(
+        2 * round(x) for x in page.locator("#plot-cdf").evaluate("d => [d.offsetWidth, d.offsetHeight]"))
+    page.select_option("[data-export-size]", "1600x900")
+    page.select_option("[data-export-background]", "transparent")
+    for card in ("#card-cdf", "#card-kv"):
+        width, height, corner = png_size_and_corner(download_export(page, card, '[data-export="png"]'))
+        assert (width, height) == (1600, 900) and corner[3] == 0, (card, corner)
+    svg = open(download_export(page, "#card-cdf", '[data-export="svg"]'), encoding="utf-8").read()
+    assert re.search(r'<svg[^>]* width="1600" height="900"', svg)
+    page.select_option("[data-export-size]", "1920x1080")
+    page.select_option("[data-export-background]", "white")
+    for card in ("#card-cdf", "#card-kv"):
+        assert png_size_and_corner(download_export(page, card, '[data-export="png"]')) == (1920, 1080, (255,) * 4)
+    # The choice outlives a run: change the scenario, and the next export is still 1920x1080.
+    page.locator("#f-duration").fill("10")
+    page.locator("#f-duration").press("Tab")  # one change, one run
+    page.wait_for_url("**duration=10.0**")
+    expect(page.locator(".summary")).to_contain_text("for 10 s")
+    expect(page.locator("#workspace")).not_to_have_class(re.compile("htmx-request"))
+    wait_drawn(page, "plot-cdf")
+    assert page.locator("[data-export-size]").input_value() == "1920x1080"
+    assert png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[:2] == (1920, 1080)
+    page.locator(".results-head").screenshot(path=SHOTS / "21-export-options.png")
+
+
+def test_the_page_downloads_each_schedulers_requests_and_trace(page):
+    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3")
+    expect(page.locator("#card-metrics thead").first).to_contain_text("chunked")
+    page.locator("#card-gantt-chunked .card-head").screenshot(path=SHOTS / "30-gantt-downloads-1440x900.png")
+    with page.expect_download() as info:
+        page.locator("#card-gantt-chunked .tool", has_text="CSV").click()
+    assert info.value.suggested_filename == "sched-sim-chunked-requests.csv"
+    rows = open(info.value.path(), encoding="utf-8").read().splitlines()
+    assert rows[0].startswith("request,class,arrival_s,prompt_tokens,output_tokens,status,ttft_ms") and len(rows) == 31
+    with page.expect_download() as info:
+        page.locator("#card-gantt-fcfs .tool", has_text="Perfetto").click()
+    assert info.value.suggested_filename == "sched-sim-fcfs.trace.json"
+    assert json.load(open(info.value.path()))["metadata"]["requests_total"] == 30
+
+
+def test_dark_mode_follows_the_system_setting(site):
+    base, browser = site
+    context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme="dark", accept_downloads=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(base + "/?t=8")
+    wait_drawn(page, "plot-cdf")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert max(map(int, re.findall(r"\d+", background)[:3])) < 40, background  # a dark page
+    paper = page.locator("#plot-cdf").evaluate("d => [d._fullLayout.paper_bgcolor, d._fullLayout.font.color]")
+    assert paper == ["#161b22", "#c9d1d9"]
+    wait_drawn(page, "plot-kv")
+    assert page.locator('.kv-legend [data-state="free"]').evaluate("s => s.style.getPropertyValue('--c')") == "#2d333b"
+    # The system switching back to light recolours what is drawn, and back to dark again.
+    page.emulate_media(color_scheme="light")
+    page.wait_for_function("() => document.getElementById('plot-cdf')._fullLayout.paper_bgcolor === '#ffffff'")
+    expect(page.locator('.kv-legend [data-state="free"]')).not_to_have_attribute("style", re.compile("#2d333b"))
+    page.emulate_media(color_scheme="dark")
+    page.wait_for_function("() => document.getElementById('plot-cdf')._fullLayout.paper_bgcolor === '#161b22'")
+    # A download is for a slide: light, whatever the screen shows.
+    assert png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[2] == (255,) * 4
+    page.locator("#card-kv").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "22-dark-1440x900.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.locator("#card-cdf").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "23-dark-390x844.png")
+    context.close()
+    assert errors == [], errors
+
+
+def boxes_overlap(a: dict, b: dict) -> bool:
+    return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
+            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+
+
+def test_a_390_px_phone_has_no_overlap_or_clipping(page):
+    """Issue 12's phone: latency panels side by side overprinted, KV titles overprinted, the metrics table was
+    clipped. At 390x844 nothing is wider than the screen, the latency panels are stacked, captions stand apart,
+    and a table wider than its card scrolls inside it to its last column."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(page.base + "/?schedulers=fcfs,spf,chunked&hardware=rtx3050&workload=rag&duration=20.0&t=8")
+    wait_drawn(page, "plot-cdf")
+    wait_drawn(page, "plot-kv")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    for card in page.locator(".results > *").all():
+        assert card.evaluate("c => c.scrollWidth <= c.clientWidth"), card.get_attribute("id")
+    # The three latency panels are stacked: full width each, one band each, no band over another.
+    domains = page.locator("#plot-cdf").evaluate("""d => ['', '2', '3'].map(k =>
+        [d._fullLayout['xaxis' + k].domain, d._fullLayout['yaxis' + k].domain])""")
+    assert all(x == [0, 1] for x, _ in domains)
+    bands = sorted(y for _, y in domains)
+    assert all(lower[1] < upper[0] for lower, upper in zip(bands, bands[1:], strict=False)), bands
+    captions = [c.bounding_box() for c in page.locator(".kv-panel figcaption").all()]
+    assert not any(boxes_overlap(a, b) for i, a in enumerate(captions) for b in captions[i + 1:]), captions
+    heads = [h.bounding_box() for h in page.locator(".card-head > div:first-child, .card-head > .tools").all()]
+    assert all(h["x"] + h["width"] <= 390 for h in heads)
+    # The metrics table scrolls inside its card, metric names staying in view, to its last column.
+    wrap = page.locator("#card-metrics .table-wrap").first
+    wrap.scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "24-metrics-390x844.png")
+    wrap.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
+    last, name, box = (page.locator("#card-metrics thead").first.locator("th").last.bounding_box(),
+                       page.locator("#card-metrics tbody th").nth(1).bounding_box(), wrap.bounding_box())
+    assert box["x"] <= last["x"] and last["x"] + last["width"] <= box["x"] + box["width"] + 1
+    assert box["x"] <= name["x"] <= box["x"] + 12  # sticky: still at the left edge
+    page.screenshot(path=SHOTS / "25-metrics-scrolled-390x844.png")
+    page.locator("#card-cdf").screenshot(path=SHOTS / "26-latency-stacked-390x844.png")
+    page.locator("#card-kv").screenshot(path=SHOTS / "27-kv-three-390x844.png")
+    page.locator("#card-gantt-spf").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / "28-gantt-head-390x844.png")
+
+
+def test_a_tap_on_a_metric_name_shows_what_it_measures(site):
+    """The glossary works on touch: a phone has no hover, so the descriptions (the metric catalogue's) must not
+    live only in tooltips."""
+    base, browser = site
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(base + "/")
+    term = page.locator("#card-metrics .term", has_text=re.compile(r"^P99 ITL$"))
+    term.scroll_into_view_if_needed()
+    term.tap()
+    help_text = page.locator("#card-metrics th:has(.term[aria-expanded=true]) .term-help")
+    expect(help_text).to_have_text(BY_KEY["itl_ms.p99"].description)
+    box, screen = help_text.bounding_box(), 390
+    assert box["x"] >= 0 and box["x"] + box["width"] <= screen
+    page.screenshot(path=SHOTS / "29-glossary-tap-390x844.png")
+    term.tap()
+    expect(help_text).to_have_count(0)  # a second tap folds it away
+    expect(page.locator("#card-metrics .term-help:visible")).to_have_count(0)
+    expect(term).to_have_attribute("aria-expanded", "false")
+    context.close()
+    assert errors == [], errors
+
+
 def test_embed_page(page):
     page.goto(page.base + "/embed/kv?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0")
     wait_drawn(page, "plot-kv")
@@ -246,6 +418,57 @@ def test_embed_page(page):
     frame = page.frame_locator("iframe")
     expect(frame.locator("#plot-cdf .main-svg").first).to_be_visible()
     page.screenshot(path=SHOTS / "10-embed-cdf-iframe.png")
+
+
+SLIDE_FRAME = (960, 540)
+EMBED_READY = {  # what shows that an embed has drawn its figure
+    "metrics": "() => !!document.querySelector('#card-metrics td.num')",
+    "kv": "() => document.getElementById('plot-kv')?.dataset.drawn === '1'",
+    "gantt": "() => [...document.querySelectorAll('[data-figure=gantt]')].every(d => d.dataset.drawn === '1')",
+    "cdf": "() => document.getElementById('plot-cdf')?.dataset.drawn === '1'",
+    "timeline": "() => document.getElementById('plot-timeline')?.dataset.drawn === '1'",
+    "goodput": "() => document.getElementById('plot-goodput')?.dataset.drawn === '1'",
+}
+
+
+@pytest.mark.parametrize("figure", list(EMBED_READY))
+def test_every_embed_fits_a_960x540_slide_frame(page, figure):
+    """Issue 12: in a 960x540 iframe nothing overflows (no scrollbar, every figure and the caption inside it)."""
+    width, height = SLIDE_FRAME
+    query = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0&caption=1"
+    page.set_content(f'<iframe src="{page.base}/embed/{figure}?{query.replace("&", "&amp;")}" width="{width}" '
+                     f'height="{height}" style="border: 0"></iframe>')
+    frame = page.main_frame.child_frames[0]
+    frame.wait_for_function(EMBED_READY[figure], timeout=90_000)
+    frame.wait_for_timeout(300)  # plotly's responsive resize settles
+    sizes = frame.evaluate("""() => { const d = document.documentElement;
+        return [d.scrollWidth, d.clientWidth, d.scrollHeight, d.clientHeight]; }""")
+    assert sizes[0] <= sizes[1] and sizes[2] <= sizes[3], sizes
+    boxes = frame.evaluate("""() => [...document.querySelectorAll('.plot[data-figure], #embed-caption, .embed-foot')]
+        .map(e => { const r = e.getBoundingClientRect(); return [e.id || e.className, r.left, r.top, r.right, r.bottom]; })""")
+    assert any(b[0] == "embed-caption" for b in boxes)
+    for name, left, top, right, bottom in boxes:
+        assert left >= 0 and top >= 0 and right <= width and bottom <= height, (name, left, top, right, bottom)
+    if figure == "kv":
+        for canvas in frame.locator(".kv-panel canvas").all():
+            box = canvas.bounding_box()
+            assert box["y"] + box["height"] <= height, box
+    page.screenshot(path=SHOTS / f"19-embed-{figure}-960x540.png")
+
+
+def test_a_bare_embed_shows_one_panel_at_the_size_asked(page):
+    page.goto(page.base + "/embed/gantt?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+              "&scheduler=chunked&chrome=0&caption=Chunked+prefill+on+an+RTX+3050&width=800&height=450")
+    wait_drawn(page, "plot-gantt-chunked")
+    assert page.locator("[data-figure=gantt]").count() == 1
+    assert page.locator(".tool").evaluate_all("ts => ts.filter(t => t.offsetParent !== null).length") == 0
+    assert not page.locator(".embed-foot").is_visible()
+    expect(page.locator("#embed-caption")).to_have_text("Chunked prefill on an RTX 3050")
+    main = page.locator(".embed-main").bounding_box()
+    assert (main["width"], main["height"]) == (800, 450)
+    plot = page.locator("#plot-gantt-chunked").bounding_box()
+    assert plot["y"] + plot["height"] <= 450 and plot["width"] <= 800
+    page.locator(".embed-main").screenshot(path=SHOTS / "20-embed-bare-800x450.png")
 
 
 def test_inline_error_for_an_impossible_setup(page):

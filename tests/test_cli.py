@@ -469,3 +469,43 @@ def test_step_time_table_and_errors(capsys):
     code, out, _ = cli_run(capsys, ["step-time", "--help"])
     text = " ".join(out.split())
     assert "--decode-context" in text and ">= 0, <= 4096" in text
+
+
+# Issue 12: "with an empty numba cache, `/` answers 200 within 15 s of server start".
+COLD_START_LIMIT_S = 15.0
+
+
+@pytest.mark.slow
+def test_with_an_empty_numba_cache_the_page_answers_within_15_s(tmp_path):
+    """A fresh clone's first `sched-sim serve`: the kernels compile in the background (about a minute on two
+    cores) while the page answers at once with the form and a card saying so. The server is killed as soon as it
+    has answered, so the compilation costs the suite nothing more."""
+    import socket
+    import time
+    import urllib.request
+
+    cache = tmp_path / "numba-cache"
+    cache.mkdir()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    start = time.monotonic()
+    proc = subprocess.Popen([console_script(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(cache)})
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                    status, page = r.status, r.read().decode()
+                    break
+            except OSError:
+                assert time.monotonic() - start < COLD_START_LIMIT_S and proc.poll() is None, \
+                    f"no answer from / within {COLD_START_LIMIT_S:g} s of start"
+                time.sleep(0.1)
+        elapsed = time.monotonic() - start
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert status == 200 and elapsed < COLD_START_LIMIT_S, elapsed
+    assert 'id="scenario-form"' in page and "Compiling the simulator" in page

@@ -16,7 +16,8 @@ from sim_core.metric_catalog import METRICS, Metric
 
 ARGS = {"schedulers": "fcfs,chunked", "hardware": "rtx3050", "workload": "rag", "num_requests": "40",
         "prefix_cache": "true"}  # two request classes and the prefix cache: every kind of row shows
-DASHBOARD_ROW = re.compile(r'<th scope="row" title="([^"]*)">([^<]*?)(?: <span class="unit">([^<]*)</span>)?</th>')
+DASHBOARD_ROW = re.compile(r'<th scope="row" title="([^"]*)"><button type="button" class="term"[^>]*>([^<]*?)</button>'
+                           r'(?: <span class="unit">([^<]*)</span>)?</th>')
 DOCS_ROW = re.compile(r'<tr id="metric-[^"]*"><td>([^<]*)</td><td>([^<]*)</td><td><code>([^<]*)</code></td>'
                       r'<td>([^<]*)</td><td>([^<]*)</td></tr>')
 

@@ -22,6 +22,7 @@
     requestAnimationFrame(function () { setTimeout(load, 0); }); // after the first paint
   });
   var players = [];
+  var EMBED = document.body.classList.contains("embed"); // one figure alone in a frame: it fits the frame
   var cursorTime = null; // the KV animation's simulated time, shown on every [data-cursor] figure
 
   function figureConfig(div) {
@@ -54,10 +55,59 @@
     return div._drawing;
   }
 
+  // ----- dark mode: the page follows prefers-color-scheme (app.css); plotly figures get dark colours here -----
+  var DARK_MODE = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : { matches: false };
+  var DARK = { paper: "#161b22", ink: "#c9d1d9", grid: "#262c34", minor: "#1d232b", line: "#6e7681", freeCell: "#2d333b" };
+  var LIGHT = { paper: "#ffffff", ink: "#495057", grid: "#e9ecef", minor: "#f3f4f6", line: "#adb5bd" };
+
+  function axisKeys(layout) {
+    return Object.keys(layout).filter(function (k) { return /^[xy]axis\d*$/.test(k); });
+  }
+
+  // The figure's colours for one theme (the server draws figures light; a download is always light).
+  function themeColors(layout, theme) {
+    var out = {
+      paper_bgcolor: theme.paper, plot_bgcolor: theme.paper,
+      font: Object.assign({}, layout.font, { color: theme.ink }),
+    };
+    axisKeys(layout).forEach(function (k) {
+      var ax = layout[k], minor = ax.minor ? { minor: Object.assign({}, ax.minor, { gridcolor: theme.minor }) } : {};
+      out[k] = Object.assign({}, ax, { gridcolor: theme.grid, linecolor: theme.line, tickcolor: theme.line }, minor);
+    });
+    return out;
+  }
+
+  function lightColors(gd) { return themeColors(gd.layout, LIGHT); }
+
+  // Side-by-side panels (the latency distributions, the goodput curves) are stacked on a narrow screen, where
+  // three of them would each get a hundred pixels and overprint their labels: each x axis spans the width and
+  // each y axis gets its own band; the lines and notes of a panel move with it.
+  var STACK_BELOW_PX = 640;
+  var STACKED_PANEL_PX = 240;
+
+  function stackPanels(layout, width) {
+    var xs = axisKeys(layout).filter(function (k) { return k[0] === "x"; });
+    var sideBySide = xs.some(function (k) { return layout[k].domain && layout[k].domain[0] > 0.01; });
+    if (width >= STACK_BELOW_PX || xs.length < 2 || !sideBySide) return false;
+    var n = xs.length, gap = 0.36 / n, band = (1 - gap * (n - 1)) / n;
+    xs.forEach(function (xk, i) {
+      var top = 1 - i * (band + gap);
+      layout[xk].domain = [0, 1];
+      layout["y" + xk.slice(1)].domain = [Math.max(0, top - band), top];
+    });
+    function panelY(xref) { return "y" + xref.split(" ")[0].slice(1) + " domain"; }
+    (layout.shapes || []).concat(layout.annotations || []).forEach(function (item) {
+      if (item.yref === "paper" && item.xref && /^x\d*( domain)?$/.test(item.xref)) item.yref = panelY(item.xref);
+    });
+    layout.height = n * STACKED_PANEL_PX + (layout.margin ? layout.margin.t + layout.margin.b : 100);
+    return true;
+  }
+
   function drawNow(div) {
     var script = figureScript(div);
     if (!script || !document.body.contains(div)) return null;
     var fig = JSON.parse(script.textContent);
+    if (DARK_MODE.matches && fig.layout) Object.assign(fig.layout, themeColors(fig.layout, DARK));
     var frames = document.querySelector('script[data-kv-frames-for="' + div.id + '"]');
     var done;
     if (frames) {
@@ -65,8 +115,11 @@
       players.push(player);
       done = player.ready;
     } else {
-      // autosize measures the container on every relayout: pin its height, or a redraw collapses it.
-      if (fig.layout.height) div.style.height = fig.layout.height + "px";
+      // autosize measures the container on every relayout: pin its height, or a redraw collapses it. An embed's
+      // plot instead takes the height its frame leaves it (app.css), and plotly sizes itself to that.
+      if (!EMBED && stackPanels(fig.layout, div.clientWidth)) div.dataset.stacked = "";
+      if (EMBED) delete fig.layout.height;
+      else if (fig.layout.height) div.style.height = fig.layout.height + "px";
       done = Plotly.newPlot(div, fig.data, fig.layout, figureConfig(div)).then(function () {
         if (div.dataset.figure === "gantt") {
           // hovering a request's row lights up its blocks in the KV view
@@ -97,6 +150,18 @@
     });
   }
 
+  // The system switching between light and dark recolours what is already drawn.
+  if (DARK_MODE.addEventListener) {
+    DARK_MODE.addEventListener("change", function () {
+      var theme = DARK_MODE.matches ? DARK : LIGHT;
+      players.forEach(function (p) { p.theme(DARK_MODE.matches); p.show(p.index); });
+      if (!window.Plotly) return;
+      document.querySelectorAll('.js-plotly-plot[data-drawn="1"]').forEach(function (div) {
+        Plotly.relayout(div, themeColors(div.layout, theme));
+      });
+    });
+  }
+
   function drawFigures(root) {
     var scripts = root.querySelectorAll("script[data-figure-for]");
     for (var i = 0; i < scripts.length; i++) {
@@ -114,6 +179,7 @@
   var MAX_CELL_PX = 14;
   var MIN_SIDE_BY_SIDE_PX = 4;
   var MAX_GRID_PX = 300; // the tallest a grid may get: the landing view keeps it above the fold
+  var KV_CAPTION_PX = 26; // a grid's caption line above it
 
   function KvPlayer(div, spec, frames) {
     this.div = div;
@@ -122,6 +188,8 @@
     this.states = {};
     var self = this;
     spec.states.forEach(function (st) { self.states[st.key] = st; });
+    this.lightFree = this.states.free.colors;
+    this.theme(DARK_MODE.matches);
     this.steps = Math.max(1, frames.steps);
     this.index = 0;
     this.timer = null;
@@ -173,13 +241,24 @@
     this.ready = Promise.resolve();
   }
 
+  // In dark mode a free cell is a faint square on the dark card, not a bright one.
+  KvPlayer.prototype.theme = function (dark) {
+    var free = dark ? [DARK.freeCell, DARK.freeCell] : this.lightFree;
+    this.states.free = Object.assign({}, this.states.free, { colors: free });
+    var swatch = document.querySelector('.kv-legend [data-state="free"]');
+    if (swatch) swatch.style.setProperty("--c", free[0]);
+    this.panels && this.panels.forEach(function (p) { p.frame = -1; }); // repainted by the next show()
+  };
+
   KvPlayer.prototype.layout = function () {
     var cols = this.grid.cols, rows = this.grid.rows, full = this.div.clientWidth;
     // side by side when each grid still gets cells of MIN_SIDE_BY_SIDE_PX; stacked (a phone) otherwise
     var n = this.panels.length;
     while (n > 1 && (full - 16 * (n - 1)) / n / cols < MIN_SIDE_BY_SIDE_PX) n--;
     var width = Math.max(60, (full - 16 * (n - 1)) / n);
-    var cell = Math.max(1, Math.min(MAX_CELL_PX, Math.floor(width / cols), Math.floor(MAX_GRID_PX / rows)));
+    // in an embed, the grids get the height the frame leaves them (less their captions), however small
+    var tallest = EMBED ? Math.max(rows, this.div.clientHeight - KV_CAPTION_PX) : MAX_GRID_PX;
+    var cell = Math.max(1, Math.min(MAX_CELL_PX, Math.floor(width / cols), Math.floor(tallest / rows)));
     var dpr = window.devicePixelRatio || 1;
     this.cell = cell;
     this.gap = cell >= 5 ? 1 : 0; // a gutter between cells where they are big enough to afford one
@@ -317,22 +396,31 @@
     if (this.playButton) { this.playButton.textContent = "▶ Play"; this.playButton.setAttribute("aria-label", "Play the animation"); }
   };
 
-  KvPlayer.prototype.download = function (filename) {
-    // the grids side by side under their captions, at twice the size, like the plotly figures' PNGs
-    var scale = 2, pad = 16, head = 28, w = 0, h = 0;
-    this.panels.forEach(function (p) { w += p.canvas.width + pad; h = Math.max(h, p.canvas.height); });
+  KvPlayer.prototype.download = function (filename, choice) {
+    // The grids side by side under their captions: at twice their on-screen size, or scaled to fit the chosen
+    // slide size (centred, cells kept square and sharp).
+    var pad = 16, head = 28, w = pad, h = 0, dpr = window.devicePixelRatio || 1;
+    this.panels.forEach(function (p) { w += p.canvas.width / dpr + pad; h = Math.max(h, p.canvas.height / dpr); });
+    h += head + pad;
     var out = document.createElement("canvas");
-    out.width = (w + pad) * scale / (window.devicePixelRatio || 1);
-    out.height = (h + head + pad) * scale / (window.devicePixelRatio || 1);
-    var ctx = out.getContext("2d"), x = pad, f = scale / (window.devicePixelRatio || 1);
-    ctx.fillStyle = "#ffffff";
-    ctx.fillRect(0, 0, out.width, out.height);
-    ctx.font = 13 * scale + "px system-ui, sans-serif";
+    var scale = choice.width ? Math.min(choice.width / w, choice.height / h) : 2;
+    out.width = choice.width || Math.round(w * scale);
+    out.height = choice.height || Math.round(h * scale);
+    var ctx = out.getContext("2d");
+    ctx.imageSmoothingEnabled = false;
+    if (!choice.transparent) {
+      ctx.fillStyle = "#ffffff";
+      ctx.fillRect(0, 0, out.width, out.height);
+    }
+    ctx.translate((out.width - w * scale) / 2, (out.height - h * scale) / 2);
+    ctx.scale(scale, scale);
+    ctx.font = "13px system-ui, sans-serif";
+    var x = pad;
     this.panels.forEach(function (p) {
       ctx.fillStyle = p.s.color;
-      ctx.fillText(p.s.name + p.usage.textContent, x * f, 20 * scale);
-      ctx.drawImage(p.canvas, x * f, head * scale, p.canvas.width * f, p.canvas.height * f);
-      x += p.canvas.width + pad;
+      ctx.fillText(p.s.name + p.usage.textContent, x, 20);
+      ctx.drawImage(p.canvas, x, head, p.canvas.width / dpr, p.canvas.height / dpr);
+      x += p.canvas.width / dpr + pad;
     });
     var link = document.createElement("a");
     link.href = out.toDataURL("image/png");
@@ -439,6 +527,21 @@
     for (var i = 0; i < plots.length; i++) Plotly.purge(plots[i]);
   }
 
+  // ----- the metric glossary: a tap (or a click, or Enter) on a metric's name shows what it measures -----
+  // The description is the row's title (the metric catalogue's), which only a mouse could hover.
+  function toggleGlossary(term) {
+    var cell = term.closest("th"), help = cell.querySelector(".term-help");
+    if (!help) {
+      help = document.createElement("span");
+      help.className = "term-help";
+      help.textContent = cell.title;
+      help.hidden = true;
+      cell.appendChild(help);
+    }
+    help.hidden = !help.hidden;
+    term.setAttribute("aria-expanded", help.hidden ? "false" : "true");
+  }
+
   // ----- buttons -----
   function copyText(text) {
     if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
@@ -461,22 +564,56 @@
     setTimeout(function () { button.textContent = old; }, 1600);
   }
 
+  // ----- exports: the size and background chosen above the results (kept across runs), else as on screen -----
+  var exportChoice = { size: "", background: "white" };
+
+  function exportOptions() {
+    var wh = exportChoice.size ? exportChoice.size.split("x") : [];
+    return { width: wh.length ? +wh[0] : 0, height: wh.length ? +wh[1] : 0,
+             transparent: exportChoice.background === "transparent" };
+  }
+
+  function showExportChoice(root) {
+    if (!root.querySelectorAll) return;
+    root.querySelectorAll("[data-export-size]").forEach(function (s) { s.value = exportChoice.size; });
+    root.querySelectorAll("[data-export-background]").forEach(function (s) { s.value = exportChoice.background; });
+  }
+
+  document.addEventListener("change", function (e) {
+    if (e.target.matches("[data-export-size]")) exportChoice.size = e.target.value;
+    if (e.target.matches("[data-export-background]")) exportChoice.background = e.target.value;
+  });
+
+  function exportFigure(gd, format, filename) {
+    var choice = exportOptions();
+    // A figure of its own for the file: a fixed size is the image's size in pixels (scale 1), the on-screen
+    // size is doubled for PNG; the background is white or none, and the colours are the light theme's.
+    var layout = Object.assign({}, gd.layout, lightColors(gd), {
+      paper_bgcolor: choice.transparent ? "rgba(0,0,0,0)" : "#ffffff",
+      plot_bgcolor: choice.transparent ? "rgba(0,0,0,0)" : "#ffffff",
+    });
+    delete layout.width;
+    delete layout.height;
+    return Plotly.downloadImage({ data: gd.data, layout: layout }, {
+      format: format, filename: "sched-sim-" + filename,
+      width: choice.width || gd.offsetWidth, height: choice.height || gd.offsetHeight,
+      scale: format === "png" && !choice.width ? 2 : 1,
+    });
+  }
+
   document.addEventListener("click", function (e) {
     var exp = e.target.closest("[data-export]");
     if (exp) {
       var gd = document.getElementById(exp.dataset.target);
       if (!gd) return;
-      var format = exp.dataset.export;
+      var name = exp.dataset.filename || gd.dataset.figure;
       var player = players.filter(function (p) { return p.div === gd; })[0];
-      if (player) { player.download(exp.dataset.filename || "kv"); return; }
-      draw(gd).then(function () {
-        return Plotly.downloadImage(gd, {
-          format: format, filename: "sched-sim-" + (exp.dataset.filename || gd.dataset.figure),
-          width: gd.offsetWidth, height: gd.offsetHeight, scale: format === "png" ? 2 : 1,
-        });
-      });
+      if (player) { player.download(name, exportOptions()); return; }
+      draw(gd).then(function () { return exportFigure(gd, exp.dataset.export, name); });
       return;
     }
+    var term = e.target.closest(".metrics .term");
+    if (term) { toggleGlossary(term); return; }
     var copy = e.target.closest("[data-copy-link]");
     if (copy) {
       copyText(window.location.href).then(function () { flash(copy, "Link copied ✓"); },
@@ -561,6 +698,7 @@
   });
 
   htmx.onLoad(keepChangesHere);
+  htmx.onLoad(showExportChoice);
   htmx.onLoad(drawFigures);
   document.body.addEventListener("htmx:beforeSwap", function (e) {
     if (e.detail.shouldSwap && e.detail.target) release(e.detail.target);
