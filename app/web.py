@@ -18,12 +18,11 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
-from starlette.middleware.gzip import GZipMiddleware
 
 import sim_core
 
 from . import api, apidocs, downloads, kvgrid, pages
-from .middleware import SecurityHeadersAndHead
+from .middleware import GzipOffLoop, SecurityHeadersAndHead
 from .templating import STATIC_DIR
 
 log = logging.getLogger("sched_sim.web")
@@ -82,8 +81,7 @@ def create_app() -> FastAPI:
                     "Scenario fields are query parameters (GET) or a JSON object (POST).",
         version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
     )
-    # JSON and HTML (with embedded figure data) compress ~10x, plotly.js ~3x (once per browser: it is cached).
-    app.add_middleware(GZipMiddleware, minimum_size=2048, compresslevel=5, exclude_content_types=("text/event-stream",))
+    app.add_middleware(GzipOffLoop)
     app.add_middleware(SecurityHeadersAndHead)
     app.mount("/static", VersionedStaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(pages.router)
