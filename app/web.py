@@ -37,10 +37,10 @@ WARM_UP_WAIT_S = 3.0
 # simulations themselves run without the GIL.
 GIL_SWITCH_INTERVAL_S = 0.001
 # Request threads doing Python work at once (rendering pages, building answers; simulations run without the GIL).
-# More only queue for the GIL: with dozens of runnable threads the event loop waits its turn behind all of them
-# and health checks take 100 ms. Requests beyond this wait for a thread without using the CPU. Sized for the
-# simulations the service runs at once, their waiters the API lets in, and a few pages besides.
-REQUEST_THREADS = 12
+# More only queue for the GIL: with dozens of runnable threads the event loop waits its turn behind all of them.
+# Requests beyond this wait for a thread without using the CPU. bench/load.py, 32 mixed clients on 2 cores:
+# /healthz p50/p99 42/148 ms with 12 threads, 25/126 with 6, 16/105 with 4, for the same pages per second.
+REQUEST_THREADS = 4
 
 
 def _warm_up(app: FastAPI) -> None:
