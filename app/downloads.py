@@ -43,27 +43,24 @@ def _attachment(body: str, media_type: str, filename: str) -> Response:
                     headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
-def _requests_csv(request: Request, cancel) -> Response:
+def _download(request: Request, render, cancel) -> Response:
+    """One scheduler's run rendered as a file by `render(name, result) -> (body, media type, file name)`."""
     try:
         found = _one_scheduler_run(request, cancel)
     except Cancelled:
         return Response(status_code=CLIENT_CLOSED)
     if isinstance(found, Response):
         return found
-    name, result = found
-    return _attachment(requests_csv(result), "text/csv; charset=utf-8", f"sched-sim-{name}-requests.csv")
+    return _attachment(*render(*found))
 
 
-def _trace(request: Request, cancel) -> Response:
-    try:
-        found = _one_scheduler_run(request, cancel)
-    except Cancelled:
-        return Response(status_code=CLIENT_CLOSED)
-    if isinstance(found, Response):
-        return found
-    name, result = found
+def _requests_csv(name: str, result) -> tuple[str, str, str]:
+    return requests_csv(result), "text/csv; charset=utf-8", f"sched-sim-{name}-requests.csv"
+
+
+def _trace(name: str, result) -> tuple[str, str, str]:
     body = json.dumps(chrome_trace(result), separators=(",", ":"), allow_nan=False)
-    return _attachment(body, "application/json", f"sched-sim-{name}.trace.json")
+    return body, "application/json", f"sched-sim-{name}.trace.json"
 
 
 @router.get("/requests.csv")
@@ -71,7 +68,7 @@ async def download_requests_csv(request: Request) -> Response:
     """One row per request of one scheduler's run (sim_core.request_table.COLUMNS)."""
     if not kernels_ready(request):
         return warming_up()
-    return await run_until_disconnect(request, _requests_csv, request, busy=busy)
+    return await run_until_disconnect(request, _download, request, _requests_csv, busy=busy)
 
 
 @router.get("/trace.json")
@@ -79,4 +76,4 @@ async def download_trace(request: Request) -> Response:
     """One scheduler's run as a Chrome trace-event file: open it in ui.perfetto.dev."""
     if not kernels_ready(request):
         return warming_up()
-    return await run_until_disconnect(request, _trace, request, busy=busy)
+    return await run_until_disconnect(request, _download, request, _trace, busy=busy)

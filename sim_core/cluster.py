@@ -78,22 +78,13 @@ def _outstanding(eng):
 
 
 @inline
-def _least_loaded(seen):
-    best = 0
-    for e in range(1, seen.shape[0]):
-        if seen[e] < seen[best]:
-            best = e
-    return best
-
-
-@inline
 def _choose(engines, seen, r, router, choices, block_size, sent):
     """The replica for request r (`seen`: the load the router sees; `sent`: requests routed before it)."""
     n = seen.shape[0]
     if router == ROUTE_ROUND_ROBIN:
         return sent % n
     if router == ROUTE_LEAST_OUTSTANDING:
-        return _least_loaded(seen)
+        return _argmin(seen)
     if router == ROUTE_POWER_OF_TWO:
         a, b = choices[r, 0], choices[r, 1]
         return a if seen[a] <= seen[b] else b
@@ -113,7 +104,7 @@ def _choose(engines, seen, r, router, choices, block_size, sent):
         hits = cached_prefix(eng.kv, eng.req, r, total, block_size)[0]
         if hits > best_hits or (hits == best_hits and seen[e] < seen[best]):
             best, best_hits = e, hits
-    return best if best_hits > 0 else _least_loaded(seen)
+    return best if best_hits > 0 else _argmin(seen)
 
 
 @inline
@@ -344,10 +335,10 @@ def simulate_disaggregated(cfg, prefill_table, decode_table, pools, frames, rout
             n_turns = _collect_turns(decode[d], turns[0], turns[1], n_turns)
             finished, stuck = _refresh(decode[d], d, next_d, done_d)
         else:  # a prefill engine changed: prompts it finished go to the decode pool
-            finals, n_turns, n_out = _hand_over(prefill[p], p, decode, handover, trace, links, turns, n_turns,
-                                                transfers, n_out)
-            finished, stuck = _refresh(prefill[p], p, next_p, done_p)
-            finished = finals
+            # Done for good: requests rejected there, or wanting one token (the prompts it finished go on to decode).
+            finished, n_turns, n_out = _hand_over(prefill[p], p, decode, handover, trace, links, turns, n_turns,
+                                                  transfers, n_out)
+            stuck = _refresh(prefill[p], p, next_p, done_p)[1]
         done += finished
         if stuck:
             break
@@ -390,7 +381,8 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
 def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s: float, seed: int,
                    kv_bytes_per_token: float, link: KvLink):
     """Run a disaggregated deployment; returns (one Outcome for the whole of it, each engine's Outcome (prefill
-    pool first), the requests each engine served, each engine's pool, the KV-transfer figures)."""
+    pool first), the requests each engine served, each engine's pool, the KV-transfer figures, the engine that
+    finished each request)."""
     prefill_replicas, decode_replicas = pools
     n = len(table.arrival_s)
     decode_table = routed_table(table)
@@ -423,7 +415,8 @@ def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s:
         "kv_transfers": int(decoded.sum()),
         "kv_link_busy_s": float((trace.delivered[decoded] - link.latency_s - trace.transfer_start[decoded]).sum()),
     }
-    return Outcome(**merged, **_pooled_logs(outs)), outs, members, engine_pools, transfer
+    finished_on = np.where(decoded, prefill_replicas + trace.to_decode, trace.to_prefill)
+    return Outcome(**merged, **_pooled_logs(outs)), outs, members, engine_pools, transfer, finished_on
 
 
 def _pooled_logs(outs) -> dict:

@@ -68,7 +68,7 @@ def plan(base: Scenario, rate: float, gpus: Sequence[str], tps: Sequence[int], s
         if found.mean is None:
             out.infeasible.append(Infeasible(g, tp, sched, "one replica misses the SLO even at the lowest rate"))
             continue
-        per_replica = min(v for v in found.per_seed) if found.ci95 is None else max(found.ci95[0], 1e-9)
+        per_replica = min(found.per_seed) if found.ci95 is None else max(found.ci95[0], 1e-9)
         replicas = max(1, math.ceil(rate / per_replica))
         verified = _verify(one, replicas, target, max_gpus, out)
         if verified is None:

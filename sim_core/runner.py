@@ -319,15 +319,11 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     if scenario.engines > 1 and (record_events or kv_frames or kv_frame_times is not None):
         raise ValueError("a run of several engines records no per-engine event log or KV frames yet")
     if scenario.disaggregated:
-        out, outs, members, pools, extra = simulate_pools(
+        out, outs, members, pools, extra, replica_of = simulate_pools(
             cfg, table, (scenario.prefill_replicas, scenario.decode_replicas), scenario.router,
             scenario.router_staleness_ms / 1e3, scenario.seed, r.setup.kv_bytes_per_token_per_gpu,
             KV_LINKS[scenario.kv_link])
         engines = (outs, members, pools)
-        served = np.stack(members)  # [engine, request]; the decode pool after the prefill pool
-        p = scenario.prefill_replicas
-        decoded = served[p:].any(axis=0)  # the engine that finished each request
-        replica_of = np.where(decoded, p + served[p:].argmax(axis=0), served[:p].argmax(axis=0))
     elif scenario.replicas > 1:
         out, outs, replica_of = simulate_replicas(cfg, table, scenario.replicas, scenario.router,
                                                   scenario.router_staleness_ms / 1e3, scenario.seed)
