@@ -184,6 +184,8 @@ class Result:
     ref_counts_at_end: np.ndarray
     metrics: dict = field(default_factory=dict)
     replica_of: np.ndarray | None = None  # the replica that served each request (all 0 for one engine)
+    # [request, attribution.AT_*]: seconds of each request's latency per part (queue, prefill, ...), device side
+    attribution: np.ndarray | None = None
 
     @property
     def end_s(self) -> float:
