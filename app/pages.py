@@ -20,6 +20,7 @@ from sim_core.runner import Cancelled
 
 from . import charts, present, service
 from .api import kernels_ready
+from .attribution_chart import attribution_figure
 from .http import (
     CLIENT_CLOSED,
     UploadProblem,
@@ -43,7 +44,7 @@ from .inputs import (
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
-FIGURES = ("metrics", "cdf", "timeline", "kv", "gantt", "goodput")
+FIGURES = ("metrics", "cdf", "attribution", "timeline", "kv", "gantt", "goodput")
 VARY = {"Vary": "HX-Request"}
 
 
@@ -145,6 +146,7 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None) -> di
         "summary": present.scenario_summary(req, views, upload),
         "slo_text": present.slo_text(views[0].metrics),
         "cdf": charts.cdf_figure(views),
+        "attribution": attribution_figure(views),
         "timeline": charts.timeline_figure(views, span),
         "kv": charts.kv_figure(views),
         "kv_frames": charts.kv_frames(views, span),

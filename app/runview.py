@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim_core import timeline
+from sim_core.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
 from sim_core.validity import run_warnings
 
 from .kvgrid import cell_codes
@@ -227,6 +228,7 @@ def gantt_data(res, rows: int) -> tuple[dict | None, str]:
         "itl_max_ms": _r(res.max_itl_s[ids] * 1e3, 1),
         "preemptions": res.preemptions[ids].tolist(),
         "rejected": res.rejected[ids].tolist(),
+        "attribution_ms": attribution_rows(res, ids),
     }
     by_kind: dict[str, dict[str, list]] = {}
     for rid, kind, start, end in segs:
@@ -241,6 +243,17 @@ def gantt_data(res, rows: int) -> tuple[dict | None, str]:
     else:
         note = f"{len(ids)} of {n} requests, evenly spaced by arrival"
     return {"rows": info, "segments": by_kind, "shown": len(ids), "total": n}, note
+
+
+def attribution_rows(res, ids: np.ndarray) -> list[list[float]]:
+    """Each request's own split of its E2EL (sim_core/attribution.py's parts, in order, ms; the client's transport
+    overhead in transport, as metrics.attribution_ms counts it)."""
+    attr = getattr(res, "attribution", None)
+    if attr is None:
+        return [[0.0] * len(ATTRIBUTION_PARTS) for _ in ids]
+    ms = np.asarray(attr, np.float64)[ids] * 1e3
+    ms[:, AT_TRANSPORT] += float(getattr(res.scenario, "transport_overhead_ms", 0.0))
+    return np.round(ms, 1).tolist()
 
 
 def _r(a: np.ndarray, digits: int) -> list:
