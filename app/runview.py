@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim_core import timeline
-from sim_core.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
 from sim_core.validity import run_warnings
 
+from .ganttindex import GanttIndex, gantt_index, row_arrays, rows_for
 from .kvgrid import cell_codes
 
 MAX_CELLS = 4096  # KV grid cells (blocks are aggregated when the pool is larger)
@@ -63,6 +63,7 @@ class RunView:
     gantt_note: str = ""
     requests: int = 0
     warnings: tuple[str, ...] = ()  # sim_core.validity: outside the validation set, saturated
+    gantt_index: GanttIndex | None = None  # every request's timeline when the Gantt shows a sample (zooming in)
 
 
 def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS,
@@ -83,6 +84,7 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
         kv=dict(kv_data(frames, frame_s, kv_cell), first_token_s=first_token_times(res, frames)), gantt=gantt,
         gantt_note=note, requests=len(res.requests), warnings=tuple(run_warnings(res)),
+        gantt_index=gantt_index(res) if gantt is not None and gantt["shown"] < len(res.requests) else None,
     )
 
 
@@ -219,17 +221,7 @@ def gantt_data(res, rows: int) -> tuple[dict | None, str]:
     except ValueError as e:  # a sampled step log (a very long run) has no per-step timeline
         return None, str(e)
     row_of = {int(r): k for k, r in enumerate(ids)}
-    ttft = (res.first_token_s - reqs.arrival_s) * 1e3
-    info = {
-        "id": ids.tolist(),
-        "prompt": reqs.prompt_tokens[ids].tolist(),
-        "output": reqs.output_tokens[ids].tolist(),
-        "ttft_ms": [None if not np.isfinite(v) else round(float(v), 1) for v in ttft[ids]],
-        "itl_max_ms": _r(res.max_itl_s[ids] * 1e3, 1),
-        "preemptions": res.preemptions[ids].tolist(),
-        "rejected": res.rejected[ids].tolist(),
-        "attribution_ms": attribution_rows(res, ids),
-    }
+    info = rows_for(row_arrays(res), ids)
     by_kind: dict[str, dict[str, list]] = {}
     for rid, kind, start, end in segs:
         d = by_kind.setdefault(timeline.SEGMENT_KINDS[kind], {"row": [], "start": [], "end": []})
@@ -243,17 +235,6 @@ def gantt_data(res, rows: int) -> tuple[dict | None, str]:
     else:
         note = f"{len(ids)} of {n} requests, evenly spaced by arrival"
     return {"rows": info, "segments": by_kind, "shown": len(ids), "total": n}, note
-
-
-def attribution_rows(res, ids: np.ndarray) -> list[list[float]]:
-    """Each request's own split of its E2EL (sim_core/attribution.py's parts, in order, ms; the client's transport
-    overhead in transport, as metrics.attribution_ms counts it)."""
-    attr = getattr(res, "attribution", None)
-    if attr is None:
-        return [[0.0] * len(ATTRIBUTION_PARTS) for _ in ids]
-    ms = np.asarray(attr, np.float64)[ids] * 1e3
-    ms[:, AT_TRANSPORT] += float(getattr(res.scenario, "transport_overhead_ms", 0.0))
-    return np.round(ms, 1).tolist()
 
 
 def _r(a: np.ndarray, digits: int) -> list:

@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 import sim_core
 
-from . import api, apidocs, downloads, kvgrid, pages
+from . import api, apidocs, downloads, gantt_window, kvgrid, pages
 from .middleware import GzipOffLoop, SecurityHeadersAndHead
 from .templating import STATIC_DIR
 
@@ -87,6 +87,7 @@ def create_app() -> FastAPI:
     app.include_router(pages.router)
     app.include_router(api.router)
     app.include_router(downloads.router)
+    app.include_router(gantt_window.router)
     app.include_router(api.health_router)
     app.include_router(apidocs.router)
     return app

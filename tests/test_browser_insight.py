@@ -4,6 +4,8 @@ in the window), the KV view's states, and the preset gallery. Screenshots go to 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("playwright")
@@ -87,3 +89,69 @@ def test_gantt_hover_shows_the_requests_own_split(page):
     expect(label).to_contain_text(f"queue {int(split[0] + 0.5):,}")
     expect(label).to_contain_text(f"decode {int(split[3] + 0.5):,}")
     page.locator("#card-gantt-fcfs").screenshot(path=SHOTS / "31-gantt-hover-split.png")
+
+
+LONG = "schedulers=fcfs,chunked&hardware=a100&workload=chat&rate=14&duration=75&seed=2"
+
+
+def _in_flight(query: str, scheduler: str, t0: float, t1: float) -> set[int]:
+    """The requests of the page's run with a segment in [t0, t1], from sim_core directly."""
+    from urllib.parse import parse_qsl
+
+    from app.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
+    from sim_core import timeline
+    from sim_core.runner import run
+
+    req = parse_request(query_to_dict(parse_qsl(query)), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS)
+    res = run(req.for_scheduler(scheduler), record_events=True)
+    return {r for r, _, s, e in timeline.request_segments(res) if s <= t1 and e >= t0}
+
+
+def _zoom_by_drag(page, plot: str, t0: float, t1: float) -> None:
+    """A user's zoom: drag across the plot area from time t0 to t1 (a flat drag zooms the time axis only)."""
+    box = page.locator("#" + plot).evaluate("""(d, t) => { const r = d.getBoundingClientRect(),
+        xa = d._fullLayout.xaxis, ya = d._fullLayout.yaxis;
+        return [r.left + xa._offset + xa.l2p(t[0]), r.left + xa._offset + xa.l2p(t[1]),
+                r.top + ya._offset + ya._length / 2]; }""", [t0, t1])
+    page.mouse.move(box[0], box[2])
+    page.mouse.down()
+    page.mouse.move((box[0] + box[1]) / 2, box[2] + 2, steps=4)
+    page.mouse.move(box[1], box[2] + 2, steps=4)
+    page.mouse.up()
+
+
+@pytest.mark.parametrize("viewport", [(1440, 900), (390, 844)])
+def test_zooming_a_sampled_gantt_draws_every_request_in_the_window(site, viewport):
+    context, page = _page(site, *viewport)
+    try:
+        page.goto(page.base + "/?" + LONG)
+        plot = "plot-gantt-fcfs"
+        wait_drawn(page, plot)
+        gantt = page.locator("#" + plot)
+        total, shown = int(gantt.get_attribute("data-total")), int(gantt.get_attribute("data-rows"))
+        assert total > 1000 and shown < total
+        expect(page.locator("#card-gantt-fcfs [data-window-note]")).to_contain_text("Zoom in")
+        sampled = set(gantt.evaluate("d => [...new Set(d.data.flatMap(t => t.y.filter(y => y !== null)))]"))
+        _zoom_by_drag(page, plot, 30.0, 50.0)
+        expect(gantt).to_have_attribute("data-window", re.compile(r"^\d"))
+        t0, t1 = (float(x) for x in gantt.get_attribute("data-window").split(","))
+        assert 28 < t0 < 32 and 48 < t1 < 52, (t0, t1)
+        drawn = set(gantt.evaluate("d => [...new Set(d.data.flatMap(t => t.y.filter(y => y !== null)))]"))
+        expected = _in_flight(LONG, "fcfs", t0, t1)
+        assert drawn == expected
+        assert len(expected) > 2 * len(sampled & expected)  # far more than the sample showed there
+        assert int(gantt.get_attribute("data-rows")) == len(expected)
+        xr = gantt.evaluate("d => d.layout.xaxis.range")
+        assert xr[0] == pytest.approx(t0, abs=1e-3) and xr[1] == pytest.approx(t1, abs=1e-3)
+        expect(page.locator("#card-gantt-fcfs [data-window-note]")).to_contain_text(f"all {len(expected):,} requests")
+        w, h = viewport
+        page.locator("#card-gantt-fcfs").screenshot(path=SHOTS / f"32-gantt-zoomed-{w}x{h}.png")
+        # A double click zooms back out to the whole run: the sample again.
+        box = gantt.evaluate("""d => { const r = d.getBoundingClientRect(), xa = d._fullLayout.xaxis,
+            ya = d._fullLayout.yaxis; return [r.left + xa._offset + xa._length / 2, r.top + ya._offset + ya._length / 2]; }""")
+        page.mouse.dblclick(*box)
+        expect(gantt).to_have_attribute("data-rows", str(shown))
+        assert gantt.get_attribute("data-window") is None
+        assert page.errors == [], page.errors
+    finally:
+        context.close()
