@@ -226,6 +226,9 @@ KV_STATES = (
     ("free", "free", (FREE_CELL, FREE_CELL)),
     ("prefill", "prefilling (no token yet)", ("#f59f00", "#ffd43b")),
     ("decode", "decoding", ("#3b5bdb", "#91a7ff")),
+    ("shared", "shared prefix (several requests)", ("#2f9e44", "#69db7c")),
+    ("cached", "cached prefix, free to evict", ("#66d9e8", "#66d9e8")),
+    ("swapped", "swapped out to host memory", ("#e03131", "#ff8787")),
 )
 
 

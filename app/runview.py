@@ -16,6 +16,7 @@ from sim_core.validity import run_warnings
 
 from .ganttindex import GanttIndex, gantt_index, row_arrays, rows_for
 from .kvgrid import cell_codes
+from .kvstates import state_runs, swap_frames
 
 MAX_CELLS = 4096  # KV grid cells (blocks are aggregated when the pool is larger)
 MIN_CELLS = 256
@@ -79,10 +80,13 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
         "rate": r.rate, "slo_ttft_ms": r.slo_ttft_ms, "slo_tpot_ms": r.slo_tpot_ms,
     }
     gantt, note = gantt_data(res, gantt_rows)
+    kv = kv_data(frames, frame_s, kv_cell)
+    kv.update(first_token_s=first_token_times(res, frames), states=state_runs(res, kv),
+              swap=swap_frames(res, kv))
     return RunView(
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
-        kv=dict(kv_data(frames, frame_s, kv_cell), first_token_s=first_token_times(res, frames)), gantt=gantt,
+        kv=kv, gantt=gantt,
         gantt_note=note, requests=len(res.requests), warnings=tuple(run_warnings(res)),
         gantt_index=gantt_index(res) if gantt is not None and gantt["shown"] < len(res.requests) else None,
     )

@@ -155,3 +155,84 @@ def test_zooming_a_sampled_gantt_draws_every_request_in_the_window(site, viewpor
         assert page.errors == [], page.errors
     finally:
         context.close()
+
+
+PREFIX = "schedulers=fcfs,cache_aware&hardware=rtx3050&workload=agent&prefix_cache=true&duration=20"
+SWAP = ("schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20&preemption=swap&kv_blocks=700"
+        "&swap_space_gb=0.5")
+# In the page: the frame the KV view painted for `name`, and for one cell of each state present in it, the colour
+# it should have (charts.KV_STATES by app/kvstates.py's cell state and the owner's parity) and the pixel's.
+CELL_COLOURS = """(d, name) => {
+  const spec = JSON.parse(document.querySelector('[data-kv-frames-for]').textContent);
+  const look = JSON.parse(document.querySelector('script[data-figure-for="plot-kv"]').textContent);
+  const colours = Object.fromEntries(look.states.map(s => [s.key, s.colors]));
+  const s = spec.schedulers.find(x => x.name === name), t = +document.getElementById('plot-kv').dataset.time;
+  let f = 0; while (f + 1 < s.frame_s.length && s.frame_s[f + 1] <= t + 1e-9) f++;
+  const K = s.k + 1, owners = [], states = [];
+  s.runs[f].forEach((v, i, a) => { if (i % 2 === 0) for (let n = 0; n < a[i + 1]; n++) owners.push(Math.floor(v / K) - 1); });
+  (s.states[f] || []).forEach((v, i, a) => { if (i % 2 === 0) for (let n = 0; n < a[i + 1]; n++) states.push(v); });
+  const canvas = document.querySelector('.kv-panel[data-scheduler="' + name + '"] canvas');
+  const ctx = canvas.getContext('2d'), scale = canvas.width / s.cols, out = {};
+  const key = (o, st) => st === 2 ? 'cached' : o < 0 ? 'free' : st === 1 ? 'shared'
+      : (s.first_token_s[o] == null || s.frame_s[f] < s.first_token_s[o] ? 'prefill' : 'decode');
+  owners.forEach((o, c) => {
+    const k = key(o, states[c]);
+    if (k in out) return;
+    const px = ctx.getImageData(Math.floor((c % s.cols + 0.4) * scale), Math.floor((Math.floor(c / s.cols) + 0.4) * scale), 1, 1).data;
+    out[k] = [colours[k][o < 0 ? 0 : o & 1], '#' + [px[0], px[1], px[2]].map(v => v.toString(16).padStart(2, '0')).join('')];
+  });
+  return out;
+}"""
+
+
+def _frame_with(views, name: str, want) -> float:
+    """The instant of a frame of scheduler `name` where `want(kv, f)` holds."""
+    v = next(v for v in views if v.scheduler == name)
+    f = next(f for f in range(len(v.kv["frame_s"])) if want(v.kv, f))
+    return v.kv["frame_s"][f]
+
+
+def test_kv_view_colours_shared_and_cached_prefix_blocks(page):
+    from test_kv_states import views as compare_views
+
+    v = compare_views(PREFIX)
+    t = _frame_with(v, "fcfs", lambda kv, f: {1, 2} <= set(kv["states"][f][0::2]))
+    page.goto(page.base + "/?" + PREFIX + f"&t={t}")
+    wait_drawn(page, "plot-kv")
+    legend = page.locator("#card-kv .kv-legend li").all_inner_texts()
+    assert len(legend) == 6 and any("shared prefix" in x for x in legend) and any("swapped out" in x for x in legend)
+    cells = page.locator("#plot-kv").evaluate(CELL_COLOURS, "fcfs")
+    assert {"shared", "cached"} <= set(cells), cells
+    for state, (expected, pixel) in cells.items():
+        assert pixel == expected, (state, expected, pixel)
+    page.locator("#card-kv").screenshot(path=SHOTS / "33-kv-shared-cached-1440x900.png")
+
+
+def test_kv_view_shows_what_is_swapped_out(site):
+
+    for width, height in ((1440, 900), (390, 844)):
+        context, page = _page(site, width, height)
+        try:
+            page.goto(page.base + "/?" + SWAP + "&t=0")
+            wait_drawn(page, "plot-kv")
+            # Scrub to a moment of the player whose frame has requests swapped out.
+            page.locator("[data-scrub]").evaluate("""el => {
+              const spec = JSON.parse(document.querySelector('[data-kv-frames-for]').textContent);
+              const s = spec.schedulers.find(x => x.name === 'fcfs');
+              for (let j = 0; j < spec.steps; j++) {
+                const t = spec.horizon * j / (spec.steps - 1);
+                let f = 0; while (f + 1 < s.frame_s.length && s.frame_s[f + 1] <= t + 1e-9) f++;
+                if (s.swap.frames[f].length) { el.value = String(j); el.dispatchEvent(new Event('input')); return j; }
+              }
+              throw new Error('no moment with requests swapped out');
+            }""")
+            panel = page.locator('.kv-panel[data-scheduler="fcfs"]')
+            expect(panel).to_contain_text("swapped out to host")
+            assert int(panel.get_attribute("data-swapped")) > 0
+            pixel = panel.locator("canvas.kv-swap").evaluate("""c => { const d = c.getContext('2d').getImageData(1, 1, 1, 1).data;
+                return '#' + [d[0], d[1], d[2]].map(v => v.toString(16).padStart(2, '0')).join(''); }""")
+            assert pixel == "#e03131"
+            page.locator("#card-kv").screenshot(path=SHOTS / f"34-kv-swapped-{width}x{height}.png")
+            assert page.errors == [], page.errors
+        finally:
+            context.close()
