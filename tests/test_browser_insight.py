@@ -236,3 +236,32 @@ def test_kv_view_shows_what_is_swapped_out(site):
             assert page.errors == [], page.errors
         finally:
             context.close()
+
+
+def test_the_preset_gallery_opens_each_experiment_in_one_click_and_says_whether_it_held(site):
+    from sim_core.experiments import EXPERIMENTS
+
+    for width, height in ((1440, 900), (390, 844)):
+        context, page = _page(site, width, height)
+        try:
+            page.goto(page.base + "/")
+            links = page.locator("#gallery a[data-experiment]")
+            assert links.count() == len(EXPERIMENTS)
+            for e in EXPERIMENTS:
+                expect(page.locator(f'#gallery a[data-experiment="{e.key}"]')).to_have_text(e.title)
+            gallery = page.locator("#gallery")
+            gallery.scroll_into_view_if_needed()
+            assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+            gallery.screenshot(path=SHOTS / f"35-gallery-{width}x{height}.png")
+            orca = EXPERIMENTS[0]
+            page.locator(f'#gallery a[data-experiment="{orca.key}"]').click()
+            verdict = page.locator("#experiment")
+            expect(verdict).to_have_attribute("data-held", "true", timeout=60_000)
+            expect(verdict).to_contain_text(orca.expect)
+            checked = sorted(page.locator('#scenario-form input[name="schedulers"]:checked').evaluate_all(
+                "els => els.map(e => e.value)"))
+            assert checked == ["fcfs", "static"]
+            page.screenshot(path=SHOTS / f"36-experiment-orca-{width}x{height}.png")
+            assert page.errors == [], page.errors
+        finally:
+            context.close()
