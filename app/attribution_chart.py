@@ -13,9 +13,9 @@ from .runview import RunView
 PART_STYLE = {
     "queue": ("queueing", "#adb5bd"),
     "prefill": ("own prefill", "#f59f00"),
-    "prefill_stall": ("stalled behind prefills", "#e8590c"),
+    "prefill_stall": ("prefill stall", "#e8590c"),
     "decode": ("decode", "#3b5bdb"),
-    "preemption": ("lost to preemption", "#c92a2a"),
+    "preemption": ("preemption", "#c92a2a"),
     "transport": ("transport", "#0c8599"),
 }
 assert tuple(PART_STYLE) == ATTRIBUTION_PARTS
@@ -25,8 +25,8 @@ def attribution_figure(views: list[RunView]) -> dict:
     """One stacked bar per scheduler (top to bottom in comparison order), a trace per part."""
     names = [v.scheduler for v in views]
     parts = [v.metrics.get("attribution_ms") or {} for v in views]
-    height = 110 + 46 * len(views)
-    layout = _layout(height, barmode="stack", margin={"l": 90, "r": 24, "t": 40, "b": 52},
+    height = 150 + 46 * len(views)
+    layout = _layout(height, barmode="stack", margin={"l": 90, "r": 24, "t": 80, "b": 52},
                      xaxis=_axis("mean time per request (ms)", rangemode="tozero"),
                      yaxis=_axis("", autorange="reversed", ticks="", tickfont={"size": 12}),
                      hovermode="closest")
@@ -41,7 +41,9 @@ def attribution_figure(views: list[RunView]) -> dict:
         data.append({"type": "bar", "orientation": "h", "name": label, "y": names, "x": [round(x, 3) for x in xs],
                      "marker": {"color": fill, "line": {"width": 0}}, "customdata": shares,
                      "hovertemplate": "%{y}: " + label + " %{x:,.1f} ms (%{customdata:.0%} of E2EL)<extra></extra>"})
-    layout["legend"]["traceorder"] = "normal"  # plotly lists stacked bars' legend backwards by default
+    # Two parts a row, in order (plotly lists stacked bars' legend backwards by default): three rows fit the top
+    # margin, on a phone too.
+    layout["legend"].update(traceorder="normal", entrywidth=0.5, entrywidthmode="fraction", font={"size": 11})
     layout["yaxis"]["tickvals"] = names
     layout["yaxis"]["ticktext"] = [f"<span style='color:{color(n)}'>{n}</span>" for n in names]
     return {"data": data, "layout": layout}

@@ -84,7 +84,8 @@ _ITL = ("inter-token latency (ITL): every gap between consecutive output tokens 
 _E2EL = "end-to-end latency (E2EL): from a request's arrival to its last output token, as the client sees it"
 _TABLE_STATS = ("mean", "p50", "p90", "p99")
 # Where the time went (sim_core/attribution.py defines each part): the mean per completed request of each part of
-# its E2EL; the six sum to the mean E2EL. Rare parts are shown only when some run has them.
+# its E2EL; the six sum to the mean E2EL. Stalls and transport are shown only when some run has them; preemption
+# always, as the preemption counts are (a row that comes and goes with the schedulers ticked would shift the table).
 _ATTRIBUTION = tuple(
     Metric(f"attribution_ms.{key}", label, "ms", text, "lower", "Where the time went", "ms", shown, served_only=True)
     for key, label, text, shown in (
@@ -97,7 +98,7 @@ _ATTRIBUTION = tuple(
          "plus decode turns the token budget skipped.", "nonzero"),
         ("decode", "Decode", "Mean per request of its decode steps at the cost of the decodes alone.", "always"),
         ("preemption", "Lost to preemption", "Mean per request of the time lost to preemption: waiting to come "
-         "back, recomputing the KV it lost, and swap traffic.", "nonzero"),
+         "back, recomputing the KV it lost, and swap traffic.", "always"),
         ("transport", "Transport", "Mean per request of the KV hand-over from the prefill to the decode pool "
          "(disaggregated serving) plus the client's transport overhead.", "nonzero"),
     ))

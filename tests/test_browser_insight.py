@@ -70,6 +70,11 @@ def test_where_the_time_went_bars_sum_to_the_mean_e2el(page):
         assert total == pytest.approx(out["metrics"]["e2el_ms"]["mean"], rel=0.01)
         assert bars[0]["x"][k] == pytest.approx(out["metrics"]["attribution_ms"]["queue"], abs=0.01)
     page.locator("#card-attribution").screenshot(path=SHOTS / "30-attribution-1440x900.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(300)  # plotly's responsive resize
+    page.locator("#card-attribution").scroll_into_view_if_needed()
+    assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    page.locator("#card-attribution").screenshot(path=SHOTS / "30-attribution-390x844.png")
 
 
 def test_gantt_hover_shows_the_requests_own_split(page):
