@@ -108,3 +108,20 @@ def test_catalogue_and_api_carry_it():
     for name, out in body["schedulers"].items():
         m = out["metrics"]
         assert sum(m["attribution_ms"].values()) == pytest.approx(m["e2el_ms"]["mean"], rel=0.01), name
+
+
+def test_the_per_request_csv_carries_each_requests_split():
+    import csv
+    import io
+
+    from sim_core.request_table import requests_csv
+
+    res = run(Scenario(scheduler="fcfs", preemption="recompute", transport_overhead_ms=5, **TIGHT))
+    rows = list(csv.DictReader(io.StringIO(requests_csv(res))))
+    served = [r for r in rows if r["status"] == "finished"]
+    assert served
+    for row in served:
+        parts = [float(row[f"{p}_ms"]) for p in ATTRIBUTION_PARTS]
+        assert sum(parts) == pytest.approx(float(row["e2el_ms"]), abs=0.01)
+        assert float(row["transport_ms"]) == pytest.approx(5.0)
+    assert all(row["queue_ms"] == "" for row in rows if row["status"] != "finished")
