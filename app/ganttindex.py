@@ -5,6 +5,7 @@ saying how many there are. gantt_window.py serves it; static/js/gantt_window.js 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,12 +75,20 @@ class TooMany(ValueError):
     """More requests in the window than a Gantt draws."""
 
 
-def window(index: GanttIndex, t0: float, t1: float, limit: int = WINDOW_ROWS) -> dict:
-    """runview's gantt dict for every request alive at some moment of [t0, t1] (arrival to its end)."""
-    ids = np.flatnonzero((index.alive_from <= t1) & (index.alive_to >= t0))
+def window(index: GanttIndex, t0: float, t1: float, limit: int = WINDOW_ROWS,
+           requests: tuple[float, float] | None = None) -> dict:
+    """runview's gantt dict for every request alive at some moment of [t0, t1] (arrival to its end); with
+    `requests` (lo, hi), only those whose index lies in it (a box zoom over some rows)."""
+    alive = (index.alive_from <= t1) & (index.alive_to >= t0)
+    if requests is not None:
+        ids = np.arange(index.requests)
+        alive &= (ids >= requests[0]) & (ids <= requests[1])
+    ids = np.flatnonzero(alive)
     if len(ids) > limit:
-        raise TooMany(f"{len(ids):,} requests are in flight between {t0:.2f} s and {t1:.2f} s; zoom in to at most "
-                      f"{limit:,} requests to see each one (the chart shows an even sample meanwhile)")
+        which = f" among requests #{max(0, math.ceil(requests[0]))}-#{math.floor(requests[1])}" if requests else ""
+        raise TooMany(f"{len(ids):,} requests are in flight between {t0:.2f} s and {t1:.2f} s{which}; zoom in (on "
+                      f"time, or drag a box over fewer rows) to at most {limit:,} to see each one; the chart shows "
+                      "an even sample meanwhile")
     row_of = np.full(index.requests, -1, np.int64)
     row_of[ids] = np.arange(len(ids))
     take = np.concatenate([np.arange(index.first_seg[r], index.first_seg[r + 1]) for r in ids]) if len(ids) else \

@@ -270,3 +270,34 @@ def test_the_preset_gallery_opens_each_experiment_in_one_click_and_says_whether_
             assert page.errors == [], page.errors
         finally:
             context.close()
+
+
+def test_a_600_s_run_zoomed_past_the_limit_says_so_and_a_box_zoom_draws_its_rows(page):
+    """18,112 requests, thousands queued at once: a time-only zoom has more requests in flight than a Gantt can
+    show (the note says how many); a box over fewer rows draws every one of them."""
+    query = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=600&rate=30"
+    page.goto(page.base + "/?" + query)
+    plot = "plot-gantt-fcfs"
+    wait_drawn(page, plot)
+    gantt = page.locator("#" + plot)
+    note = page.locator("#card-gantt-fcfs [data-window-note]")
+    _zoom_by_drag(page, plot, 1000.0, 1200.0)  # fcfs drains for over an hour after the last arrival
+    expect(note).to_contain_text("requests are in flight between")
+    expect(note).to_contain_text("to at most 1,000")
+    assert gantt.get_attribute("data-window") is None
+    # A box: 1000-1200 s over a band of 800 rows (request indices).
+    box = gantt.evaluate("""d => { const r = d.getBoundingClientRect(), xa = d._fullLayout.xaxis, ya = d._fullLayout.yaxis;
+        const lo = 9000, hi = 9800;
+        return [r.left + xa._offset + xa.l2p(1000), r.left + xa._offset + xa.l2p(1200),
+                r.top + ya._offset + ya.l2p(lo), r.top + ya._offset + ya.l2p(hi)]; }""")
+    page.mouse.move(box[0], box[2])
+    page.mouse.down()
+    page.mouse.move((box[0] + box[1]) / 2, (box[2] + box[3]) / 2, steps=4)
+    page.mouse.move(box[1], box[3], steps=4)
+    page.mouse.up()
+    expect(gantt).to_have_attribute("data-window", re.compile(r"^[\d.]+,[\d.]+,[\d.]+,[\d.]+$"), timeout=30_000)
+    t0, t1, r0, r1 = (float(x) for x in gantt.get_attribute("data-window").split(","))
+    drawn = set(gantt.evaluate("d => [...new Set(d.data.flatMap(t => t.y.filter(y => y !== null)))]"))
+    expected = {r for r in _in_flight(query, "fcfs", t0, t1) if r0 <= r <= r1}
+    assert drawn == expected and len(drawn) > 100
+    page.locator("#card-gantt-fcfs").screenshot(path=SHOTS / "37-gantt-box-zoom-600s.png")

@@ -40,8 +40,12 @@ def test_a_window_holds_every_request_in_flight_in_it(result):
 
 
 def test_too_many_requests_in_a_window_is_refused_with_a_count(result):
-    with pytest.raises(TooMany, match=r"requests are in flight between .* zoom in to at most 1,000"):
-        window(gantt_index(result), 0.0, result.end_s, limit=WINDOW_ROWS)
+    index = gantt_index(result)
+    with pytest.raises(TooMany, match=r"requests are in flight between .* to at most 1,000"):
+        window(index, 0.0, result.end_s, limit=WINDOW_ROWS)
+    # A box over some rows: only those requests (here a slice of the whole run).
+    g = window(index, 0.0, result.end_s, requests=(100.4, 399.6))
+    assert g["rows"]["id"] == list(range(101, 400))
 
 
 def test_the_endpoint_answers_a_figure_a_message_or_a_422():
@@ -57,8 +61,11 @@ def test_the_endpoint_answers_a_figure_a_message_or_a_422():
         assert fig["layout"]["xaxis"]["range"][0] == 0  # the comparison's span: the page zooms it
         assert "in flight between 30.00 s and 31.50 s" in body["message"]
         many = client.get(f"/gantt/window?{LONG}&gantt=chunked&t0=0&t1=80").json()
-        assert many["figure"] is None and "zoom in to at most" in many["message"]
+        assert many["figure"] is None and "to at most 1,000" in many["message"]
+        box = client.get(f"/gantt/window?{LONG}&gantt=chunked&t0=0&t1=80&r0=200&r1=260").json()
+        assert box["ids"] == list(range(200, 261))
         for bad, field in (("gantt=spf&t0=1&t1=2", "gantt"), ("gantt=fcfs&t0=abc&t1=2", "t0"),
-                           ("gantt=fcfs&t0=3&t1=2", "t1"), ("gantt=fcfs&t0=1", "t1")):
+                           ("gantt=fcfs&t0=3&t1=2", "t1"), ("gantt=fcfs&t0=1", "t1"),
+                           ("gantt=fcfs&t0=1&t1=2&r0=5&r1=4", "r1"), ("gantt=fcfs&t0=1&t1=2&r0=x&r1=4", "r0")):
             r = client.get(f"/gantt/window?{LONG}&{bad}")
             assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == field, (bad, r.text)

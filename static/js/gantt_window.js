@@ -47,14 +47,14 @@
       return redraw(JSON.parse(JSON.stringify(sample.data)), layout, shown);
     }
 
-    function fetchWindow(t0, t1) {
-      var key = t0.toFixed(6) + "," + t1.toFixed(6);
+    function fetchWindow(t0, t1, rows) {
+      var key = t0.toFixed(6) + "," + t1.toFixed(6) + (rows ? "," + rows[0].toFixed(1) + "," + rows[1].toFixed(1) : "");
       if (state.window === key) return;
       var seq = ++state.seq;
       var height = div.layout.height || div.clientHeight;
       note.textContent = "Loading every request between " + t0.toFixed(2) + " s and " + t1.toFixed(2) + " s…";
       var url = "/gantt/window?" + div.dataset.windowQuery + "&gantt=" + encodeURIComponent(div.dataset.scheduler) +
-        "&t0=" + t0 + "&t1=" + t1;
+        "&t0=" + t0 + "&t1=" + t1 + (rows ? "&r0=" + rows[0] + "&r1=" + rows[1] : "");
       fetch(url, { headers: { Accept: "application/json" } })
         .then(function (r) { return r.json(); })
         .then(function (body) {
@@ -88,7 +88,10 @@
       if (r0 === undefined || r1 === undefined) return;
       r0 = +r0; r1 = +r1;
       if (span && r0 <= span[0] + EPS && r1 >= span[1] - EPS) { if (state.window) restore([r0, r1]); return; }
-      fetchWindow(Math.max(r0, span ? span[0] : r0), Math.min(r1, span ? span[1] : r1));
+      // A box zoom also narrows the rows (the y axis is the request index, drawn top to bottom).
+      var y0 = ev["yaxis.range[0]"], y1 = ev["yaxis.range[1]"];
+      var rows = y0 === undefined || y1 === undefined ? null : [Math.min(+y0, +y1), Math.max(+y0, +y1)];
+      fetchWindow(Math.max(r0, span ? span[0] : r0), Math.min(r1, span ? span[1] : r1), rows);
     });
   }
 
