@@ -211,6 +211,10 @@ def test_kv_view_colours_shared_and_cached_prefix_blocks(page):
     for state, (expected, pixel) in cells.items():
         assert pixel == expected, (state, expected, pixel)
     page.locator("#card-kv").screenshot(path=SHOTS / "33-kv-shared-cached-1440x900.png")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(300)
+    page.locator("#card-kv").scroll_into_view_if_needed()
+    page.locator("#card-kv").screenshot(path=SHOTS / "33-kv-shared-cached-390x844.png")
 
 
 def test_kv_view_shows_what_is_swapped_out(site):

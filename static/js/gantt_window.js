@@ -69,7 +69,13 @@
           fig.layout.height = height;
           fig.layout.xaxis.range = [t0, t1];
           lineWidths(fig, height);
+          // the colours the page drew with (dark mode recolours figures after the server built them light)
           ["paper_bgcolor", "plot_bgcolor", "font"].forEach(function (k) { fig.layout[k] = div.layout[k]; });
+          ["xaxis", "yaxis"].forEach(function (ax) {
+            ["gridcolor", "linecolor", "tickcolor"].forEach(function (k) {
+              if (div.layout[ax] && div.layout[ax][k]) fig.layout[ax][k] = div.layout[ax][k];
+            });
+          });
           state.window = key;
           div.dataset.window = key;
           note.textContent = "Showing " + body.message + ". Zoom out fully to return to the sample.";
