@@ -170,6 +170,33 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Executors: where sweeps, capacity searches and plans run their simulations
+# ---------------------------------------------------------------------------------------------------------
+def _add_executor_flags(p: argparse.ArgumentParser) -> None:
+    from sim_core.executor import EXECUTORS
+
+    g = p.add_argument_group("executor", "where the simulations run")
+    g.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="local: this machine's processes (default); ray: a Ray cluster (pip install 'sched-sim[ray]')")
+    g.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="with --executor ray: the cluster to join ('auto' for the one `ray start` made on this node, "
+                        "ray://HOST:10001 for a remote head); default: start a local one")
+    g.add_argument("--workers", type=workers, default=None, metavar="N",
+                   help="worker processes (local), or CPUs of the local Ray cluster (default: one per CPU core)")
+
+
+def _executor(args: argparse.Namespace):
+    from sim_core.executor import ExecutorError, make_executor
+
+    if args.ray_address and args.executor != "ray":
+        raise UsageError("--ray-address: only with --executor ray")
+    try:
+        return make_executor(args.executor, workers=args.workers, address=args.ray_address)
+    except ExecutorError as e:
+        raise UsageError(str(e)) from None
+
+
+# ---------------------------------------------------------------------------------------------------------
 # sweep
 # ---------------------------------------------------------------------------------------------------------
 def _rate_grid(args: argparse.Namespace) -> list[float]:
@@ -208,7 +235,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()  # signal handlers live there only
     previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
     try:
-        points = sweep(base, args.schedulers, rates, workers=args.workers, on_point=progress.update)
+        with _executor(args) as executor:
+            points = sweep(base, args.schedulers, rates, on_point=progress.update, executor=executor)
     except BrokenProcessPool:
         return _error("a sweep worker process died (out of memory?); try fewer --workers or a smaller scenario",
                       EXIT_INTERNAL)
@@ -242,7 +270,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     if base.trace is not None:
         raise UsageError("--trace: capacity searches over the arrival rate, which a trace fixes; use a workload preset")
     _check_setup(base)
-    cap = capacity(base, args.target, args.tolerance)
+    with _executor(args) as executor:
+        cap = capacity(base, args.target, args.tolerance, executor=executor)
     seeds = [base.seed + k for k in range(base.seeds)]
     if args.json:
         report.print_json({"scenario": report.scenario_doc(base, ("rate", "seeds")), "target_attainment": args.target,
@@ -271,7 +300,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------------------
 # plan
 # ---------------------------------------------------------------------------------------------------------
-PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "decode_replicas")
+PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "decode_replicas")  # the search sets them
 
 
 def _names(text: str, known, what: str) -> list[str]:
@@ -288,8 +317,52 @@ def _tp_list(text: str) -> list[int]:
     return [int(v) for v in values]
 
 
+def _budget_list(text: str) -> list[int]:
+    from sim_core.fields import field_info, range_text
+
+    info, values = field_info("token_budget"), []
+    for word in [w.strip() for w in text.split(",") if w.strip()] or [""]:
+        try:
+            v = int(word)
+        except ValueError:
+            v = None
+        if v is None or not info.lo <= v <= info.hi:
+            raise argparse.ArgumentTypeError(f"each must be an integer {range_text('token_budget')} tokens per step "
+                                             f"(got {word!r})")
+        if v in values:
+            raise argparse.ArgumentTypeError(f"{v} given more than once")
+        values.append(v)
+    return values
+
+
+def _topology_list(text: str) -> list[str]:
+    from sim_core.planner import parse_topology
+
+    values = []
+    for word in [w for w in text.split(",") if w.strip()] or [""]:
+        try:
+            t = parse_topology(word)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        if t in values:
+            raise argparse.ArgumentTypeError(f"{t} given more than once")
+        values.append(t)
+    return values
+
+
+def plan_doc(rate: float, target: float, result) -> dict:
+    """`sched-sim plan --json`: plans cheapest first, each with the scenario query string that runs it."""
+    docs = [{"scenario": p.scenario.to_query(), "gpus": p.gpus, "cost_per_hour": p.cost_per_hour,
+             "cost_per_mtok": p.cost_per_mtok, "replica_capacity": p.replica_capacity, "pareto": p.pareto,
+             "topology": p.candidate.topology if p.candidate else "colocated",
+             "attainment_low": p.attainment_low, "metrics": p.metrics} for p in result.plans]
+    return {"rate": rate, "target_attainment": target, "plans": docs,
+            "infeasible": [vars(i) for i in result.infeasible], "simulations": result.simulations,
+            "candidates": result.candidates}
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    from sim_core.planner import plan
+    from sim_core.planner import SearchSpace, no_plan_text, plan
 
     base = build_scenario(args)
     if base.model is None:
@@ -298,18 +371,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError("--trace: a plan searches over arrival rates, which a trace fixes; use a workload preset")
     rate = base.rate or resolve(base).rate
     schedulers = args.schedulers or ["chunked"]
-    progress = report.Progress(len(args.gpus) * len(args.tp) * len(schedulers))
-    result = plan(base, rate, args.gpus, args.tp, schedulers, max_gpus=args.max_gpus,
-                  target=args.attainment, on_candidate=progress.update)
-    docs = [{"scenario": p.scenario.to_query(), "gpus": p.gpus, "cost_per_hour": p.cost_per_hour,
-             "cost_per_mtok": p.cost_per_mtok, "replica_capacity": p.replica_capacity, "pareto": p.pareto,
-             "metrics": p.metrics} for p in result.plans]
-    infeasible = [vars(i) for i in result.infeasible]
+    budgets = args.token_budgets or [None]
+    n = len(args.gpus) * len(args.tp) * len(schedulers) * len(budgets) * len(args.topologies)
+    progress = report.Progress(n * base.seeds * 3)
+    with _executor(args) as executor:
+        space = SearchSpace(args.gpus, args.tp, schedulers, budgets, args.topologies, args.max_gpus)
+        result = plan(base, rate, space, target=args.attainment, executor=executor, on_progress=progress.update)
+    no_plan = None if result.plans else no_plan_text(result, base.model, args.max_gpus, args.attainment)
     if args.json:
-        report.print_json({"rate": rate, "target_attainment": args.attainment, "plans": docs,
-                           "infeasible": infeasible, "simulations": result.simulations})
-        return 0
-    report.print_lines(report.plan_lines(base, rate, args.attainment, result))
+        report.print_json({**plan_doc(rate, args.attainment, result), **({"no_plan": no_plan} if no_plan else {})})
+    else:
+        report.print_lines(report.plan_lines(base, rate, args.attainment, result))
+    if no_plan:
+        raise UsageError(f"no plan: {no_plan}")
     return 0
 
 
@@ -454,8 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="rate increment (default: (max - min) / 8, nine rates)")
     p.add_argument("--slo-target", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
                    help=f"SLO attainment the knee must keep, 0-1 (default: {DEFAULT_SLO_TARGET})")
-    p.add_argument("--workers", type=workers, default=None, metavar="N",
-                   help="worker processes (default: one per CPU core)")
+    _add_executor_flags(p)
     add_scenario_flags(p, exclude=("scheduler", "rate"))
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     p.set_defaults(func=cmd_sweep)
@@ -465,6 +538,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"SLO attainment to keep, 0-1 (default: {DEFAULT_SLO_TARGET})")
     p.add_argument("--tolerance", type=fraction, default=0.03, metavar="FRACTION",
                    help="stop when the rate is known within this fraction (default: 0.03)")
+    _add_executor_flags(p)
     add_scenario_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     p.set_defaults(func=cmd_capacity)
@@ -475,9 +549,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tp", type=_tp_list, default=[1], metavar="1,2,...", help="tensor-parallel degrees (default: 1)")
     p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=None, metavar="A,B",
                    help="schedulers to consider (default: chunked)")
+    p.add_argument("--token-budgets", type=_budget_list, default=None, metavar="N,N",
+                   help="token budgets per step to consider (default: the scenario's, else each scheduler's own)")
+    p.add_argument("--topologies", type=_topology_list, default=["colocated"], metavar="colocated,P:D",
+                   help="colocated engines and/or disaggregated prefill:decode ratios, e.g. colocated,1:1,1:2 "
+                        "(default: colocated)")
     p.add_argument("--max-gpus", type=workers, default=64, metavar="N", help="most GPUs a plan may use (default: 64)")
     p.add_argument("--attainment", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
                    help=f"SLO attainment a plan must reach, 0-1 (default: {DEFAULT_SLO_TARGET})")
+    _add_executor_flags(p)
     add_scenario_flags(p, exclude=PLAN_FIXED)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     p.set_defaults(func=cmd_plan)
