@@ -117,6 +117,7 @@ class Infeasible:
     kind: str = "fit"  # fit | slo | gpus | verify | pruned
     attainment: float | None = None  # the best SLO attainment seen (slo, verify)
     gpus_needed: int | None = None  # the estimate's GPU count (gpus)
+    p99_ttft_ms: float | None = None  # of the nearest miss (slo)
 
 
 @dataclass
@@ -146,8 +147,14 @@ def capacity_task(task: tuple[Scenario, float, float]) -> dict:
         return m["slo_attainment"]
 
     rate, runs = max_rate(scenario, target, tolerance, attainment)
-    best = max(seen.values(), key=lambda v: (v["slo_attainment"], v["rate"]))
+    best = max(seen.values(), key=_closeness)
     return {"rate": rate, "runs": runs, "at_rate": seen.get(rate), "best": best}
+
+
+def _closeness(run_seen: dict) -> tuple[float, float]:
+    """How near a run that missed came: its attainment, then its p99 TTFT (lower is nearer)."""
+    ttft = run_seen["ttft_p99"]
+    return run_seen["slo_attainment"], -(ttft if ttft is not None else math.inf)
 
 
 def metrics_task(scenario: Scenario) -> dict:
@@ -244,11 +251,11 @@ def _estimate(c: Candidate, per_seed: list[dict], rate: float, max_gpus: int, ou
     """The unit's capacity over seeds and the units it takes for `rate`, or None (rejected, with the reason)."""
     cap = summarize([f["rate"] for f in per_seed], 0)
     if cap.mean is None:
-        best = max((f["best"] for f in per_seed), key=lambda b: b["slo_attainment"])
+        best = max((f["best"] for f in per_seed), key=_closeness)
         out.reject(c, f"one {'replica' if not c.ratio else 'P:D group'} misses the SLO even at the lowest rate "
                       f"(best: {best['slo_attainment']:.0%} attainment at {best['rate']:.3g} req/s, p99 TTFT "
                       f"{_ms(best['ttft_p99'])}, p99 TPOT {_ms(best['tpot_p99'])})", "slo",
-                   attainment=best["slo_attainment"])
+                   attainment=best["slo_attainment"], p99_ttft_ms=best["ttft_p99"])
         return None
     low = cap.ci95[0] if cap.ci95 is not None and cap.ci95[0] > 0 else min(cap.per_seed)
     n = max(1, math.ceil(rate / low - 1e-9))
@@ -359,7 +366,7 @@ def _advance(s: _Search, trials: list[Plan], max_gpus: int, out: PlanResult) -> 
         gpus = (grown[0] + grown[1]) * s.cand.tp
         if s.extra > MAX_EXTRA_UNITS or gpus > max_gpus or max(grown) > MAX_REPLICAS:
             why = (f"over --max-gpus {max_gpus}" if gpus > max_gpus else f"{MAX_EXTRA_UNITS} units past the estimate")
-            out.reject(s.cand, f"{_size_text(s.cand, s.size)} reach {s.closest:.0%} SLO attainment; one unit more "
+            out.reject(s.cand, f"with {_size_text(s.cand, s.size)}: {s.closest:.0%} SLO attainment; one unit more "
                                f"is {why}", "verify", attainment=s.closest,
                        gpus_needed=gpus if gpus > max_gpus else None)
             s.done = True
@@ -406,7 +413,8 @@ def no_plan_text(result: PlanResult, model: str, max_gpus: int, target: float) -
         return (f"no deployment within --max-gpus {max_gpus} meets {target:.0%} SLO attainment; closest: "
                 f"{label(near)}: {near.reason} (raise --max-gpus to at least {near.gpus_needed})")
     if by_kind.get("slo"):
-        near = max(by_kind["slo"], key=lambda i: i.attainment or 0.0)
+        near = max(by_kind["slo"], key=lambda i: _closeness({"slo_attainment": i.attainment or 0.0,
+                                                             "ttft_p99": i.p99_ttft_ms}))
         return (f"no candidate meets {target:.0%} SLO attainment at any rate; closest: {label(near)}: "
                 f"{near.reason.removeprefix('one replica ')} (relax --slo-ttft-ms/--slo-tpot-ms or --attainment, "
                 f"or add faster GPUs)")
