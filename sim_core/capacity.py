@@ -33,13 +33,17 @@ def attainment_at(scenario: Scenario, rate: float) -> float:
 
 
 def max_rate(scenario: Scenario, target: float = DEFAULT_TARGET, tolerance: float = DEFAULT_TOLERANCE,
-             attainment: Callable[[Scenario, float], float] = attainment_at) -> tuple[float | None, int]:
-    """(the highest rate meeting `target` SLO attainment for this scenario's seed, simulations run)."""
+             attainment: Callable[[Scenario, float], float] = attainment_at,
+             ceiling: float | None = None) -> tuple[float | None, int]:
+    """(the highest rate meeting `target` SLO attainment for this scenario's seed, simulations run). With a
+    `ceiling`, a rate at or above it that meets the target ends the search (a planner needs no more)."""
     start = scenario.rate or resolve(scenario).rate
     runs = 1
     if attainment(scenario, start) >= target:
         lo, hi = start, None
         for _ in range(MAX_DOUBLINGS):
+            if ceiling is not None and lo >= ceiling:
+                return lo, runs
             runs += 1
             if attainment(scenario, 2 * lo) < target:
                 hi = 2 * lo

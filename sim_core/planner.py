@@ -146,7 +146,8 @@ def capacity_task(task: tuple[Scenario, float, float]) -> dict:
                       "tpot_p99": m["tpot_ms"]["p99"]}
         return m["slo_attainment"]
 
-    rate, runs = max_rate(scenario, target, tolerance, attainment)
+    # Capped at the plan's rate (the unit's scenario rate): a unit that serves all of it alone needs no more search.
+    rate, runs = max_rate(scenario, target, tolerance, attainment, ceiling=scenario.rate)
     best = max(seen.values(), key=_closeness)
     return {"rate": rate, "runs": runs, "at_rate": seen.get(rate), "best": best}
 

@@ -26,6 +26,14 @@ def test_the_search_finds_the_knee_within_its_tolerance_from_any_start(start):
     assert 7.3 / 1.03 <= rate <= 7.3 and runs < 30
 
 
+def test_a_ceiling_ends_the_search_once_a_rate_at_or_above_it_is_met():
+    calls = []
+    rate, runs = max_rate(Scenario(rate=5.0), 0.9, 0.03, knee_at(100.0, calls), ceiling=5.0)
+    assert rate == 5.0 and runs == 1 and calls == [5.0]
+    rate, _ = max_rate(Scenario(rate=5.0), 0.9, 0.03, knee_at(7.3), ceiling=50.0)  # below the ceiling: the knee
+    assert 7.3 / 1.03 <= rate <= 7.3
+
+
 def test_a_deployment_that_never_meets_the_target_has_no_capacity():
     rate, _ = max_rate(Scenario(rate=1.0), 0.9, 0.03, lambda s, r: 0.5)
     assert rate is None

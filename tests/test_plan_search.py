@@ -89,3 +89,18 @@ def test_a_search_space_without_a_plan_says_what_came_closest(capsys, flags, say
     assert main(argv + ["--json"]) == 2
     doc = json.loads(capsys.readouterr().out)
     assert doc["plans"] == [] and says in doc["no_plan"]
+
+
+def test_plan_inputs_parse_lists_and_name_each_bad_one():
+    from sim_core import ScenarioError
+    from sim_core.plan_space import parse_plan_inputs
+
+    inputs = parse_plan_inputs({"gpus": ["l4", "h100"], "tp": "1, 2", "token_budgets": "512,2048",
+                                "topologies": "colocated,1:2", "max_gpus": "8", "attainment": "0.95"})
+    assert inputs.candidates() == 2 * 2 * 1 * 2 * 2 and inputs.space().token_budgets == (512, 2048)
+    assert ("gpus", "l4,h100") in inputs.query_pairs() and ("max_gpus", "8") in inputs.query_pairs()
+    with pytest.raises(ScenarioError) as e:
+        parse_plan_inputs({"gpus": "l4,l4", "tp": "3", "token_budgets": "8", "topologies": "2:0",
+                           "max_gpus": "0", "attainment": "x", "extra": "1"})
+    fields = [f for f, _ in e.value.problems]
+    assert sorted(fields) == sorted(["gpus", "tp", "token_budgets", "topologies", "max_gpus", "attainment", "extra"])

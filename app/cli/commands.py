@@ -303,51 +303,18 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "decode_replicas")  # the search sets them
 
 
-def _names(text: str, known, what: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    bad = [n for n in names if n not in known]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(f"unknown {what} {bad[0]!r}; choose from {', '.join(known)}" if bad
-                                         else f"give at least one {what}")
-    return names
+PLAN_INPUT_FLAGS = {"gpus": "gpus", "tp": "tp", "schedulers": "schedulers", "token_budgets": "token_budgets",
+                    "topologies": "topologies", "max_gpus": "max_gpus", "attainment": "attainment"}
 
 
-def _tp_list(text: str) -> list[int]:
-    values = _names(text, [str(t) for t in (1, 2, 4, 8)], "tensor-parallel degree")
-    return [int(v) for v in values]
+def _plan_inputs(args: argparse.Namespace):
+    """The plan flags through sim_core.plan_space (the dashboard's Plan form and /api/plan parse the same way)."""
+    from sim_core.plan_space import parse_plan_inputs
 
-
-def _budget_list(text: str) -> list[int]:
-    from sim_core.fields import field_info, range_text
-
-    info, values = field_info("token_budget"), []
-    for word in [w.strip() for w in text.split(",") if w.strip()] or [""]:
-        try:
-            v = int(word)
-        except ValueError:
-            v = None
-        if v is None or not info.lo <= v <= info.hi:
-            raise argparse.ArgumentTypeError(f"each must be an integer {range_text('token_budget')} tokens per step "
-                                             f"(got {word!r})")
-        if v in values:
-            raise argparse.ArgumentTypeError(f"{v} given more than once")
-        values.append(v)
-    return values
-
-
-def _topology_list(text: str) -> list[str]:
-    from sim_core.planner import parse_topology
-
-    values = []
-    for word in [w for w in text.split(",") if w.strip()] or [""]:
-        try:
-            t = parse_topology(word)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-        if t in values:
-            raise argparse.ArgumentTypeError(f"{t} given more than once")
-        values.append(t)
-    return values
+    try:
+        return parse_plan_inputs({name: getattr(args, f"plan__{name}") for name in PLAN_INPUT_FLAGS})
+    except ScenarioError as e:
+        raise UsageError("; ".join(f"{flag_name(f)}: {m}" for f, m in e.problems)) from None
 
 
 def plan_doc(rate: float, target: float, result) -> dict:
@@ -362,26 +329,24 @@ def plan_doc(rate: float, target: float, result) -> dict:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from sim_core.planner import SearchSpace, no_plan_text, plan
+    from sim_core.planner import no_plan_text, plan
 
+    inputs = _plan_inputs(args)
     base = build_scenario(args)
     if base.model is None:
         raise UsageError("--model: a plan compares GPUs serving one model; name it (sched-sim list shows them)")
     if base.trace is not None:
         raise UsageError("--trace: a plan searches over arrival rates, which a trace fixes; use a workload preset")
     rate = base.rate or resolve(base).rate
-    schedulers = args.schedulers or ["chunked"]
-    budgets = args.token_budgets or [None]
-    n = len(args.gpus) * len(args.tp) * len(schedulers) * len(budgets) * len(args.topologies)
-    progress = report.Progress(n * base.seeds * 3)
+    progress = report.Progress(inputs.candidates() * base.seeds * 3)
     with _executor(args) as executor:
-        space = SearchSpace(args.gpus, args.tp, schedulers, budgets, args.topologies, args.max_gpus)
-        result = plan(base, rate, space, target=args.attainment, executor=executor, on_progress=progress.update)
-    no_plan = None if result.plans else no_plan_text(result, base.model, args.max_gpus, args.attainment)
+        result = plan(base, rate, inputs.space(), target=inputs.attainment, executor=executor,
+                      on_progress=progress.update)
+    no_plan = None if result.plans else no_plan_text(result, base.model, inputs.max_gpus, inputs.attainment)
     if args.json:
-        report.print_json({**plan_doc(rate, args.attainment, result), **({"no_plan": no_plan} if no_plan else {})})
+        report.print_json({**plan_doc(rate, inputs.attainment, result), **({"no_plan": no_plan} if no_plan else {})})
     else:
-        report.print_lines(report.plan_lines(base, rate, args.attainment, result))
+        report.print_lines(report.plan_lines(base, rate, inputs.attainment, result))
     if no_plan:
         raise UsageError(f"no plan: {no_plan}")
     return 0
@@ -492,6 +457,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------------------
 # Parser and entry point
 # ---------------------------------------------------------------------------------------------------------
+def _add_plan_flags(p: argparse.ArgumentParser) -> None:
+    """The search space's flags, one per sim_core.plan_space.PlanInputs field (its help and bounds come from there)."""
+    from sim_core.plan_space import LIST_INPUTS, PlanInputs
+
+    g = p.add_argument_group("search space", "what a plan may choose from; lists are comma-separated")
+    for name, info in PlanInputs.model_fields.items():
+        default = info.default
+        shown = ",".join(str(v) for v in default) if isinstance(default, tuple) else f"{default:g}"
+        flags = [flag_name(name)] + (["--scheduler"] if name == "schedulers" else [])
+        g.add_argument(*flags, dest=f"plan__{name}", default=None,
+                       metavar="A,B" if name in LIST_INPUTS else name.upper(),
+                       help=f"{info.description} (default: {shown or 'none'})".replace("%", "%%"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, allow_abbrev=False,
                     description="Simulate LLM-serving schedulers: latency, throughput and goodput of a policy on "
@@ -544,19 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_capacity)
 
     p = add("plan", "the cheapest deployments (GPU, TP, scheduler, replicas) that meet the SLOs at a rate")
-    p.add_argument("--gpus", type=lambda t: _names(t, list(GPUS), "GPU"), default=["a100", "h100"], metavar="A,B",
-                   help="GPUs to consider (default: a100,h100)")
-    p.add_argument("--tp", type=_tp_list, default=[1], metavar="1,2,...", help="tensor-parallel degrees (default: 1)")
-    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=None, metavar="A,B",
-                   help="schedulers to consider (default: chunked)")
-    p.add_argument("--token-budgets", type=_budget_list, default=None, metavar="N,N",
-                   help="token budgets per step to consider (default: the scenario's, else each scheduler's own)")
-    p.add_argument("--topologies", type=_topology_list, default=["colocated"], metavar="colocated,P:D",
-                   help="colocated engines and/or disaggregated prefill:decode ratios, e.g. colocated,1:1,1:2 "
-                        "(default: colocated)")
-    p.add_argument("--max-gpus", type=workers, default=64, metavar="N", help="most GPUs a plan may use (default: 64)")
-    p.add_argument("--attainment", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
-                   help=f"SLO attainment a plan must reach, 0-1 (default: {DEFAULT_SLO_TARGET})")
+    _add_plan_flags(p)
     _add_executor_flags(p)
     add_scenario_flags(p, exclude=PLAN_FIXED)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
