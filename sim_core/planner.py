@@ -41,6 +41,8 @@ MAX_EXTRA_UNITS = 3  # verification adds at most this many units to the capacity
 PLAN_ROUTER = "least_outstanding"
 COLOCATED = "colocated"
 MAX_POOL_RATIO = 8  # P and D of a P:D topology are 1..8
+# Scenario fields the search sets for each candidate (a plan's inputs give the candidates instead).
+PLAN_FIXED_FIELDS = ("hardware", "scheduler", "replicas", "prefill_replicas", "decode_replicas")
 
 
 def parse_topology(text: str) -> str:
