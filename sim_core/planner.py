@@ -9,13 +9,15 @@ A candidate is GPU x tensor-parallel degree x scheduler x token budget x topolog
    the estimate is the 95% interval's low end (the lowest seed's capacity when the interval reaches below zero,
    which two widely spread seeds can do), so a noisy knee is not taken at its luckiest.
 2. Units = ceil(rate / unit capacity): `units` replicas, or units*P prefill and units*D decode engines.
-3. Pruning before any cluster run: a candidate is dropped when another's estimate is cheaper even against this
-   one with a unit fewer, and no slower (its unit's p99 TTFT at capacity). Candidates whose estimate needs more
+3. Pruning before any cluster run: a candidate is dropped when another's estimate is cheaper than the least this
+   one could cost (by its luckiest seed's capacity, less a unit for trimming), and no slower (its unit's p99 TTFT
+   at capacity). Candidates whose estimate needs more
    than one unit above --max-gpus are dropped too, with what they would need.
 4. Verification, with cluster runs at the target rate over the same seeds (the attainment's 95% low end with
    several seeds): a deployment that falls short gets one more unit (at most MAX_EXTRA_UNITS); one that meets at
    the estimate is trimmed: one engine fewer (for P/D, one fewer in either pool, whichever still meets with the
-   lower p99 TTFT) until that misses. So every plan is minimal: one engine fewer was run and missed.
+   lower p99 TTFT) until that misses; colocated replicas are trimmed by galloping (1, 2, 4 fewer) then bisecting,
+   so a loose estimate costs a few rounds. So every plan is minimal: one engine fewer was run and missed.
 
 Rule for P/D: the P:D ratio fixes the unit, the unit's capacity fixes the scale, and trimming settles the split
 (e.g. 1:2 -> 3 units = 3P + 6D, trimmed to 3P + 5D if five decode engines suffice). Plans are ranked by cost per
@@ -271,14 +273,16 @@ def _estimate(c: Candidate, per_seed: list[dict], rate: float, max_gpus: int, ou
     ttfts = [f["at_rate"]["ttft_p99"] for f in per_seed if f["at_rate"] and f["at_rate"]["ttft_p99"] is not None]
     unit_cost = deployment_cost_per_hour(c.hardware, c.unit_engines * c.tp)
     return {"capacity": low, "units": min(n, fit), "unit_cost": unit_cost,
+            "units_optimistic": max(1, math.ceil(rate / max(cap.per_seed) - 1e-9)),  # by the luckiest seed
             "ttft_p99": sum(ttfts) / len(ttfts) if ttfts else math.inf}
 
 
 def _prune(estimates: dict, out: PlanResult) -> None:
-    """Drop a candidate when another's estimate costs no more than this one's with a unit fewer (the most trimming
-    can save), and is no slower, strictly better in one of the two."""
-    def cost(e, fewer=0):
-        return None if e["unit_cost"] is None else e["unit_cost"] * max(1, e["units"] - fewer)
+    """Drop a candidate when another's estimate costs no more than the least this one could cost (its luckiest
+    seed's estimate less a unit, for what trimming can save), and is no slower, strictly better in one of them."""
+    def cost(e, least=False):
+        units = max(1, e["units_optimistic"] - 1) if least else e["units"]
+        return None if e["unit_cost"] is None else e["unit_cost"] * units
 
     dropped = []
     for c, e in estimates.items():
@@ -287,8 +291,8 @@ def _prune(estimates: dict, out: PlanResult) -> None:
         for d, f in estimates.items():
             if d is c or cost(f) is None:
                 continue
-            if cost(f) <= cost(e, 1) and f["ttft_p99"] <= e["ttft_p99"] and (
-                    cost(f) < cost(e, 1) or f["ttft_p99"] < e["ttft_p99"]):
+            if cost(f) <= cost(e, True) and f["ttft_p99"] <= e["ttft_p99"] and (
+                    cost(f) < cost(e, True) or f["ttft_p99"] < e["ttft_p99"]):
                 out.reject(c, f"pruned: {d.label()} is estimated at ${cost(f):.2f}/h and p99 TTFT "
                               f"{_ms(f['ttft_p99'])}, against ${cost(e):.2f}/h and {_ms(e['ttft_p99'])}", "pruned")
                 dropped.append(c)
@@ -310,13 +314,15 @@ class _Search:
     best: Plan | None = None
     done: bool = False
     closest: float = 0.0  # best attainment seen while short
+    miss: int = 0  # colocated: the most replicas known to miss
+    step: int = 1  # colocated trimming: how many replicas fewer to try next (doubles while they meet)
 
     def next_sizes(self) -> list[tuple[int, int]]:
         if self.going_up:
             return [self.size]
         p, d = self.size
-        if not self.cand.ratio:
-            return [(p - 1, 0)] if p > 1 else []
+        if not self.cand.ratio:  # galloping down, then bisecting, until one replica fewer is known to miss
+            return [(max(self.miss + 1, p - self.step), 0)] if p - self.miss > 1 else []
         return [s for s in ((p - 1, d), (p, d - 1)) if min(s) >= 1]
 
 
@@ -348,7 +354,7 @@ def _trial_plan(s: _Search, scenario: Scenario, metrics: list[dict], target: flo
         low = ci["slo_attainment"][0]
     else:
         m, low = metrics[0], None
-    p = Plan(scenario, m["gpus"], m["cost_per_hour"], m["cost_per_mtok"], s.capacity, m, candidate=s.cand,
+    p = Plan(scenario, round(m["gpus"]), m["cost_per_hour"], m["cost_per_mtok"], s.capacity, m, candidate=s.cand,
              attainment_low=low)
     p.meets = (low if low is not None else m["slo_attainment"]) >= target
     return p
@@ -360,10 +366,9 @@ def _advance(s: _Search, trials: list[Plan], max_gpus: int, out: PlanResult) -> 
         if p.meets:
             s.best = p
             s.going_up = False
-            # Grown past the estimate: one replica fewer already missed (a P:D grows by a group: trim it still)
-            s.done = not s.cand.ratio and s.size != s.cand.units(s.estimate_units)
             return
         s.closest = max(s.closest, p.metrics["slo_attainment"])
+        s.miss = s.size[0]  # colocated: so a deployment grown past the estimate is already minimal
         s.extra += 1
         grown = (s.size[0] + (s.cand.ratio or (1, 0))[0], s.size[1] + (s.cand.ratio or (0, 0))[1])
         gpus = (grown[0] + grown[1]) * s.cand.tp
@@ -375,13 +380,21 @@ def _advance(s: _Search, trials: list[Plan], max_gpus: int, out: PlanResult) -> 
             s.done = True
         s.size = grown
         return
+    if not s.cand.ratio and trials:
+        p = trials[0]
+        if p.meets:
+            s.best, s.size, s.step = p, (p.scenario.replicas, 0), s.step * 2
+        else:
+            s.miss = p.scenario.replicas
+            s.step = max(1, (s.size[0] - s.miss) // 2)
+        return
     meeting = [p for p in trials if p.meets]
     if not meeting:
         s.done = True
         return
     s.best = min(meeting, key=_ttft_p99)
     sc = s.best.scenario
-    s.size = (sc.prefill_replicas, sc.decode_replicas) if s.cand.ratio else (sc.replicas, 0)
+    s.size = (sc.prefill_replicas, sc.decode_replicas)
 
 
 def _size_text(c: Candidate, size: tuple[int, int]) -> str:

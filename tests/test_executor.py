@@ -15,6 +15,7 @@ from sim_core.executor import LocalExecutor, RayExecutor, kernel_cache_stats, ra
 
 SWEEP = ["sweep", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--workload", "chat", "--duration", "8",
          "--min-rate", "0.5", "--max-rate", "2", "--step", "0.5", "--json"]
+CAPACITY = ["capacity", "--hardware", "rtx3050", "--workload", "chat", "--duration", "5", "--seeds", "2", "--json"]
 PLAN = ["plan", "--model", "llama-3-8b", "--workload", "chat", "--rate", "12", "--duration", "10",
         "--gpus", "l40s,a100", "--tp", "1", "--json"]
 
@@ -31,8 +32,8 @@ def _cli_json(capsys, argv) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_sweep_and_plan_on_ray_give_the_local_executors_json(ray_cluster, capsys):
-    for argv in (SWEEP, PLAN):
+def test_sweep_capacity_and_plan_on_ray_give_the_local_executors_json(ray_cluster, capsys):
+    for argv in (SWEEP, CAPACITY, PLAN):
         local = _cli_json(capsys, argv + ["--executor", "local", "--workers", "2"])
         on_ray = _cli_json(capsys, argv + ["--executor", "ray"])
         assert on_ray == local

@@ -66,13 +66,17 @@ def test_topologies_parse_or_say_what_is_allowed():
 
 def test_a_candidate_is_pruned_only_when_another_is_cheaper_even_against_one_unit_fewer():
     a, b, c = (Candidate(g, 1, "chunked", None) for g in ("a100", "h100", "l40s"))
-    est = {a: {"units": 4, "unit_cost": 3.0, "ttft_p99": 500.0},  # $12/h, $9/h with a unit fewer
-           b: {"units": 2, "unit_cost": 7.0, "ttft_p99": 200.0},  # $14/h: dearer than a, faster: kept
-           c: {"units": 8, "unit_cost": 2.0, "ttft_p99": 900.0}}  # $16/h, $14 with one fewer, slower: pruned
+    est = {a: {"units": 4, "units_optimistic": 4, "unit_cost": 3.0, "ttft_p99": 500.0},  # $12/h, at least $9
+           b: {"units": 2, "units_optimistic": 2, "unit_cost": 7.0, "ttft_p99": 200.0},  # $14/h, faster: kept
+           c: {"units": 8, "units_optimistic": 8, "unit_cost": 2.0, "ttft_p99": 900.0}}  # at least $14: pruned
+    original = dict(est)
     out = PlanResult()
     _prune(est, out)
     assert set(est) == {a, b} and [i.hardware for i in out.infeasible] == ["l40s"]
     assert out.infeasible[0].kind == "pruned" and "a100 tp1 chunked is estimated at $12.00/h" in out.infeasible[0].reason
+    lucky = {**original, c: {**original[c], "units_optimistic": 6}}  # a seed says c might need 6: at least $10, kept
+    _prune(lucky, PlanResult())
+    assert c in lucky
 
 
 @pytest.mark.parametrize("flags, says", [
@@ -104,3 +108,34 @@ def test_plan_inputs_parse_lists_and_name_each_bad_one():
                            "max_gpus": "0", "attainment": "x", "extra": "1"})
     fields = [f for f, _ in e.value.problems]
     assert sorted(fields) == sorted(["gpus", "tp", "token_budgets", "topologies", "max_gpus", "attainment", "extra"])
+
+
+def test_with_several_seeds_the_estimate_is_the_capacity_intervals_low_end():
+    from sim_core.planner import _estimate
+    from sim_core.statistics import mean_ci95
+
+    c = Candidate("h100", 1, "chunked", None)
+    seen = {"rate": 10.0, "slo_attainment": 0.95, "ttft_p99": 300.0, "tpot_p99": 20.0}
+    per_seed = [{"rate": r, "at_rate": seen, "best": seen} for r in (10.0, 11.0, 12.0)]
+    est = _estimate(c, per_seed, 40.0, 64, PlanResult())
+    low = mean_ci95([10.0, 11.0, 12.0])[1]
+    assert est["capacity"] == pytest.approx(low) and est["units"] == -(-40 // low)
+    spread = [{**per_seed[0], "rate": 1.0}, {**per_seed[0], "rate": 30.0}]  # the interval reaches below zero
+    assert _estimate(c, spread, 40.0, 64, PlanResult())["capacity"] == 1.0
+
+
+def test_with_several_seeds_a_deployment_meets_the_target_only_by_the_attainments_low_end():
+    from sim_core.planner import _Search, _trial_plan
+
+    c = Candidate("h100", 1, "chunked", None)
+    search = _Search(c, Scenario(), 10.0, (2, 0), 2)
+
+    def metrics(att):
+        return {"slo_attainment": att, "gpus": 2, "cost_per_hour": 13.76, "cost_per_mtok": 0.5,
+                "ttft_ms": {"p99": 100.0}}
+
+    close = _trial_plan(search, Scenario(), [metrics(a) for a in (0.91, 0.93, 0.89)], 0.9)
+    assert close.metrics["slo_attainment"] > 0.9 and close.attainment_low < 0.9 and not close.meets
+    steady = _trial_plan(search, Scenario(), [metrics(a) for a in (0.95, 0.95, 0.96)], 0.9)
+    assert steady.meets and steady.attainment_low >= 0.9
+    assert _trial_plan(search, Scenario(), [metrics(0.91)], 0.9).meets  # one seed: its attainment
