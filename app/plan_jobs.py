@@ -13,7 +13,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from sim_core import Scenario, SetupError, resolve
@@ -43,7 +43,6 @@ class PlanJob:
     result: PlanResult | None = None
     no_plan: str | None = None
     error: str | None = None
-    started: threading.Event = field(default_factory=threading.Event)
 
     @property
     def running(self) -> bool:
@@ -157,7 +156,6 @@ def _run(job: PlanJob) -> None:
     def progress(done: int, total: int) -> None:
         job.done, job.total = done, total
 
-    job.started.set()
     try:
         result = plan(job.scenario, job.rate, job.inputs.space(), target=job.inputs.attainment,
                       executor=SlotExecutor(), on_progress=progress)

@@ -19,7 +19,7 @@ from sim_core.planner import PLAN_FIXED_FIELDS
 from . import charts, present, service
 from .cli.report import deployment_text
 from .http import errors_by_field
-from .inputs import ALWAYS_IN_QUERY, WebRequest, _with_web_bounds, query_to_dict
+from .inputs import WebRequest, _with_web_bounds, query_to_dict
 from .plan_jobs import PlanJob, get_plan_job, plan_query, plan_work_problems, start_plan
 from .templating import templates
 
@@ -133,7 +133,6 @@ def pareto_figure(job: PlanJob) -> dict:
 
 def scenario_link(s: Scenario) -> str:
     """The plan's scenario on the main page (its URL query carries the page's always-present fields too)."""
-    assert set(ALWAYS_IN_QUERY) <= set(Scenario.model_fields)
     return "/?" + WebRequest(s, (s.scheduler,)).query()
 
 

@@ -61,6 +61,9 @@ def test_plan_tab_searches_with_progress_then_links_each_plan_to_its_scenario(si
     page.wait_for_url("**/plan?**")
     expect(page.locator("#plan-status progress")).to_be_visible()
     page.screenshot(path=SHOTS / "plan-1-progress.png")
+    # The bar moves as the search goes (htmx polls the job): some done, not yet all.
+    page.wait_for_function("() => { const p = document.querySelector('#plan-status progress');"
+                           " return p && p.value > 0 && p.value < p.max; }")
 
     rows = page.locator(".plan-table tbody tr")
     expect(rows.first).to_be_visible(timeout=240_000)
