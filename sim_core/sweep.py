@@ -1,4 +1,4 @@
-"""Many runs of one scenario: each scheduler at each arrival rate, spread over local processes.
+"""Many runs of one scenario: each scheduler at each arrival rate, spread over an executor (local processes or Ray).
 
 `rate_grid` is the one grid of arrival rates every face sweeps over (the CLI's `sweep`, the web's goodput curves,
 the range a sweep form proposes); `sweep` returns, per scheduler, a list of points {rate, metrics}; `knee_rate`
@@ -8,11 +8,10 @@ finds the saturation knee, the highest rate up to which SLO attainment stays at 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 
 from .fields import field_info, number_text, range_text
-from .runner import resolve, run, warm_up
+from .runner import resolve, run
 from .scenario import MIN_RATE, Scenario, ScenarioError
 
 MAX_RATE_POINTS = 1000  # rates per scheduler; the web asks for fewer
@@ -103,29 +102,19 @@ def default_rate_range(rate: float, cap: float | None = None, points: int = 12) 
 
 
 def sweep(scenario: Scenario, schedulers: Sequence[str], rates: Sequence[float], *, workers: int | None = None,
-          on_point: Callable[[int, int], None] | None = None) -> dict[str, list[dict]]:
-    """Run every (scheduler, rate) pair. `on_point(done, total)` is called as points finish (for progress)."""
+          on_point: Callable[[int, int], None] | None = None, executor=None) -> dict[str, list[dict]]:
+    """Run every (scheduler, rate) pair. `on_point(done, total)` is called as points finish (for progress).
+    `executor` (sim_core.executor) runs the points; without one, `workers` local processes do."""
+    from .executor import LocalExecutor
+
     jobs = [scenario.model_copy(update={"scheduler": s, "rate": float(r)}) for s in schedulers for r in rates]
     for s in schedulers:  # fail fast, in this process, on an impossible set-up
         resolve(jobs[list(schedulers).index(s) * len(rates)])
-    workers = workers or os.cpu_count() or 1
-    warm_up()  # compile (or load) the engine once here, so forked workers inherit it
-    results: list[dict | None] = [None] * len(jobs)
-    if workers <= 1 or len(jobs) == 1:
-        for k, job in enumerate(jobs):
-            results[k] = _one(job)
-            if on_point:
-                on_point(k + 1, len(jobs))
+    if executor is None:
+        with LocalExecutor(workers) as local:
+            results = local.map(_one, jobs, on_point)
     else:
-        # Imported here: a process pool (and multiprocessing behind it) is only needed when sweeping in parallel.
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            futures = {pool.submit(_one, job): k for k, job in enumerate(jobs)}
-            for done, fut in enumerate(as_completed(futures), start=1):
-                results[futures[fut]] = fut.result()
-                if on_point:
-                    on_point(done, len(jobs))
+        results = executor.map(_one, jobs, on_point)
     out: dict[str, list[dict]] = {}
     for k, job in enumerate(jobs):
         out.setdefault(job.scheduler, []).append({"rate": job.rate, "metrics": results[k]})

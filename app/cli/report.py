@@ -569,7 +569,7 @@ def plan_lines(base: Scenario, rate: float, target: float, result) -> list[str]:
     rows = []
     for p in result.plans:
         s, m = p.scenario, p.metrics
-        rows.append(["*" if p.pareto else "", f"{s.replicas} x {s.hardware} tp{s.tp} {s.scheduler}", str(p.gpus),
+        rows.append(["*" if p.pareto else "", deployment_text(s), str(p.gpus),
                      fmt(p.cost_per_hour), fmt(p.cost_per_mtok), fmt(m["ttft_ms"]["p99"]), fmt(m["tpot_ms"]["p99"]),
                      pct(m["slo_attainment"]), fmt(p.replica_capacity)])
     out = [f"Plans for {base.model} on {base.workload} at {g(rate)} req/s, >= {pct(target)}% SLO attainment "
@@ -577,5 +577,14 @@ def plan_lines(base: Scenario, rate: float, target: float, result) -> list[str]:
     out += _columns(head + [""], [r + [""] for r in rows], right=set(range(2, len(head)))) if rows else [
         "  no deployment meets the SLO within the limits"]
     for i in result.infeasible:
-        out.append(f"  not {i.hardware} tp{i.tp} {i.scheduler}: {i.reason}")
+        budget = f" budget {i.token_budget}" if i.token_budget else ""
+        topo = f" P:D {i.topology}" if i.topology != "colocated" else ""
+        out.append(f"  not {i.hardware} tp{i.tp} {i.scheduler}{budget}{topo}: {i.reason}")
     return out
+
+
+def deployment_text(s: Scenario) -> str:
+    """'3 x h100 tp1 chunked', or '2P + 4D x h100 tp1 chunked' for disaggregated pools; the budget if set."""
+    engines = f"{s.prefill_replicas}P + {s.decode_replicas}D" if s.disaggregated else str(s.replicas)
+    budget = f" budget {s.token_budget}" if s.token_budget is not None else ""
+    return f"{engines} x {s.hardware} tp{s.tp} {s.scheduler}{budget}"
