@@ -214,7 +214,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import threading
     from concurrent.futures.process import BrokenProcessPool
 
-    from sim_core.sweep import knee_rate, sweep
+    from sim_core.sweep import knee_interval, knee_rate, sweep
 
     args.schedulers = _chosen_schedulers(args)
     rates = _rate_grid(args)
@@ -224,7 +224,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for s in args.schedulers:
         for rate in (rates[0], rates[-1]):
             _check_setup(base.model_copy(update={"scheduler": s, "rate": rate}))
-    progress = report.Progress(len(args.schedulers) * len(rates))
+    progress = report.Progress(len(args.schedulers) * len(rates) * base.seeds)
     main_pid = os.getpid()
 
     def on_sigint(signum, frame):
@@ -244,18 +244,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if in_main_thread:
             signal.signal(signal.SIGINT, previous)
     knees = {s: knee_rate(pts, args.slo_target) for s, pts in points.items()}
+    bands = {s: knee_interval(pts, args.slo_target) for s, pts in points.items()}
     if args.json:
         report.print_json({
             "scenario": report.scenario_doc(base, ("scheduler", "rate")),
             "rates": rates,
             "slo_target": args.slo_target,
-            "schedulers": {s: {"points": pts, "knee_rate": knees[s]} for s, pts in points.items()},
+            "schedulers": {s: {"points": pts, "knee_rate": knees[s]}
+                           | ({"knee_interval": list(bands[s])} if bands[s] else {}) for s, pts in points.items()},
         })
         return 0
     resolved = {s: resolve(base.model_copy(update={"scheduler": s, "rate": rates[0]})) for s in args.schedulers}
     rate_text = f"{report.g(rates[0])} to {report.g(rates[-1])} req/s ({len(rates)} rates)"
     lines = report.setup_lines(base, resolved, None, rate_text)
-    lines += report.sweep_lines(points, knees, rates, args.slo_target)
+    lines += report.sweep_lines(points, knees, rates, args.slo_target, bands)
     report.print_lines(lines)
     return 0
 
