@@ -81,11 +81,13 @@ def plan_form(values: dict[str, Any], errors: dict[str, str]) -> dict:
     chosen = {k: _chosen(values.get(k)) for k in ("gpus", "tp", "schedulers")}
     info = PlanInputs.model_fields
     text_inputs = []
-    for name, placeholder in (("token_budgets", "each scheduler's own"), ("topologies", "colocated"),
-                              ("max_gpus", f"{info['max_gpus'].default}"), ("attainment", "0.9")):
+    for name, label, placeholder in (("token_budgets", "Token budgets", "each scheduler's own"),
+                                     ("topologies", "Topologies", "colocated"),
+                                     ("max_gpus", "Max GPUs", f"{info['max_gpus'].default}"),
+                                     ("attainment", "SLO attainment", f"{info['attainment'].default:g}")):
         raw = values.get(name)
         text_inputs.append(present.FormField(
-            name, name.replace("_", " ").capitalize(), "", "text", "" if raw is None else ",".join(_chosen(raw)),
+            name, label, "", "text", "" if raw is None else ",".join(_chosen(raw)),
             placeholder=placeholder, help=info[name].description, error=errors.get(name, ""),
             inputmode="decimal" if name in ("max_gpus", "attainment") else "text"))
     known = set(SCENARIO_FIELDS) | set(PlanInputs.model_fields)

@@ -147,7 +147,7 @@ def capacity_task(task: tuple[Scenario, float, float]) -> dict:
     def attainment(s: Scenario, rate: float) -> float:
         m = run(s.model_copy(update={"rate": rate, "seeds": 1})).metrics
         seen[rate] = {"rate": rate, "slo_attainment": m["slo_attainment"], "ttft_p99": m["ttft_ms"]["p99"],
-                      "tpot_p99": m["tpot_ms"]["p99"]}
+                      "tpot_p99": m["tpot_ms"]["p99"], "slo": m["slo"]}
         return m["slo_attainment"]
 
     # Capped at the plan's rate (the unit's scenario rate): a unit that serves all of it alone needs no more search.
@@ -257,9 +257,11 @@ def _estimate(c: Candidate, per_seed: list[dict], rate: float, max_gpus: int, ou
     cap = summarize([f["rate"] for f in per_seed], 0)
     if cap.mean is None:
         best = max((f["best"] for f in per_seed), key=_closeness)
-        out.reject(c, f"one {'replica' if not c.ratio else 'P:D group'} misses the SLO even at the lowest rate "
-                      f"(best: {best['slo_attainment']:.0%} attainment at {best['rate']:.3g} req/s, p99 TTFT "
-                      f"{_ms(best['ttft_p99'])}, p99 TPOT {_ms(best['tpot_p99'])})", "slo",
+        slo = best["slo"]
+        out.reject(c, f"one {'replica' if not c.ratio else 'P:D group'} misses the SLO at every rate tried "
+                      f"(nearest: {best['slo_attainment']:.0%} attainment at {best['rate']:.3g} req/s, p99 TTFT "
+                      f"{_ms(best['ttft_p99'])} against {_ms(slo['ttft_ms'])}, p99 TPOT {_ms(best['tpot_p99'])} "
+                      f"against {_ms(slo['tpot_ms'])})", "slo",
                    attainment=best["slo_attainment"], p99_ttft_ms=best["ttft_p99"])
         return None
     low = cap.ci95[0] if cap.ci95 is not None and cap.ci95[0] > 0 else min(cap.per_seed)

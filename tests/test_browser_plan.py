@@ -74,6 +74,7 @@ def test_plan_tab_searches_with_progress_then_links_each_plan_to_its_scenario(si
     assert costs == sorted(costs)
     page.screenshot(path=SHOTS / "plan-2-results.png", full_page=True)
 
+    plan_url = page.url
     first = rows.first.locator("a.plan-link")
     href = first.get_attribute("href")
     assert href.startswith("/?schedulers=chunked&hardware=") and "rate=30" in href
@@ -83,3 +84,14 @@ def test_plan_tab_searches_with_progress_then_links_each_plan_to_its_scenario(si
     expect(page.locator("#f-hardware")).to_have_value(hardware)
     context.close()
     assert errors == [], errors
+
+    # A phone: the finished plan (kept by the server) fits the screen; the table scrolls inside its card.
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = phone.new_page()
+    page.goto(plan_url)
+    page.wait_for_function(DRAWN, arg="plot-pareto")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    card = page.locator("#card-plans").bounding_box()
+    assert card["x"] >= 0 and card["x"] + card["width"] <= 390
+    page.screenshot(path=SHOTS / "plan-3-phone.png", full_page=True)
+    phone.close()

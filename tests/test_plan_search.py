@@ -9,7 +9,7 @@ import json
 import pytest
 
 from app.cli import main
-from sim_core import Scenario
+from sim_core import Scenario, run
 from sim_core.planner import Candidate, PlanResult, SearchSpace, _prune, parse_topology, plan
 
 # Issue 11's plan, at a shorter duration than the default 60 s so that the suite can afford it (same logic).
@@ -44,7 +44,7 @@ def test_the_first_plan_meets_the_slo_and_one_replica_fewer_does_not(capsys):
 def test_token_budgets_and_pd_topologies_are_candidates():
     base = Scenario(model="llama-3-8b", workload="chat", duration=15)
     space = SearchSpace(["h100"], [1], ["chunked"], [512, 2048], ["colocated", "1:2"], max_gpus=16)
-    result = plan(base, 30.0, space)
+    result = plan(base, 80.0, space)  # enough that a P/D plan needs more than one engine in a pool
     seen = [(p.candidate.token_budget, p.candidate.topology) for p in result.plans]
     seen += [(i.token_budget, i.topology) for i in result.infeasible]
     assert sorted(seen) == sorted([(b, t) for b in (512, 2048) for t in ("colocated", "1:2")])
@@ -53,6 +53,11 @@ def test_token_budgets_and_pd_topologies_are_candidates():
         assert s.token_budget == p.candidate.token_budget and p.metrics["slo_attainment"] >= 0.9
         if p.candidate.topology == "1:2":
             assert s.disaggregated and p.gpus == s.prefill_replicas + s.decode_replicas
+            assert s.prefill_replicas + s.decode_replicas > 2  # not the 1:2 unit as it was: scaled, then trimmed
+            for pool in ("prefill_replicas", "decode_replicas"):  # minimal: one engine fewer in either pool misses
+                if getattr(s, pool) > 1:
+                    fewer = s.model_copy(update={pool: getattr(s, pool) - 1})
+                    assert run(fewer).metrics["slo_attainment"] < 0.9, (pool, s.to_query())
         else:
             assert not s.disaggregated and p.gpus == s.replicas
 
