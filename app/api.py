@@ -18,7 +18,6 @@ from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioE
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
-from sim_core.statistics import aggregate
 from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
 
 from . import inputs, service
@@ -109,12 +108,12 @@ def run_payload(req: WebRequest, cancel=None) -> dict:
     `metrics` are the means, with `ci95` ([low, high] under the same keys) and `seeds` beside them, as in the
     CLI's JSON."""
     s = req.scenario
-    runs = [service.compare(one, cancel) for one in service.per_seed(req)]
+    compared = service.compare_seeds(req, cancel)
     schedulers = {}
-    for i, v in enumerate(runs[0]):
-        entry = {"metrics": v.metrics, "resolved": v.setup, "warnings": list(v.warnings)}
+    for v, means, ci in zip(compared.views, compared.means, compared.ci95, strict=True):
+        entry = {"metrics": means, "resolved": v.setup, "warnings": list(v.warnings)}
         if s.seeds > 1:
-            entry["metrics"], entry["ci95"] = aggregate([views[i].metrics for views in runs])
+            entry["ci95"] = ci
             entry["seeds"] = [s.seed + k for k in range(s.seeds)]
         schedulers[v.scheduler] = entry
     return clean({"scenario": scenario_json(req), "query": req.query(sweep=False), "upload": req.upload,
@@ -220,18 +219,20 @@ async def api_run_post(request: Request) -> JSONResponse:
             openapi_extra={"parameters": _query_parameters(SWEEP_PARAMETERS)})
 def api_sweep(request: Request) -> JSONResponse:
     """Runs every scheduler at every rate of the range (the scenario's `rate` is replaced); `knee_rate` is the
-    highest rate up to which SLO attainment stays at or above `target_attainment`."""
+    highest rate up to which SLO attainment stays at or above `target_attainment`. With `seeds` = N > 1 each
+    point's `metrics` are means over seeds with `ci95` beside them, and `knee_interval` is the knee read off the
+    attainment's 95% band (its lower edge's knee, its upper edge's)."""
     if not kernels_ready(request):
         return warming_up()
     try:
         data = query_to_dict(request.query_params.multi_items())
         if not any(data.get(k) not in (None, "") for k in inputs.SWEEP_KEYS):  # no range: propose one
-            base = parse_request(data, uploads=service.upload_info)
+            base = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
             data.update(default_sweep(base.scenario).query_pairs())
-        req = parse_request(data, uploads=service.upload_info)
+        req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
         if req.sweep is None:  # some range fields given, all of them empty
             req = parse_request({**data, **dict(default_sweep(req.scenario).query_pairs())},
-                                uploads=service.upload_info)
+                                uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
         job = service.start_sweep(req)
     except ScenarioError as e:
         return unprocessable(e.problems, "query")

@@ -352,6 +352,7 @@ def goodput_figure(sweep: dict) -> dict:
     for i, (name, s) in enumerate(sweep["schedulers"].items()):
         c = color(name)
         x = [p["rate"] for p in s["points"]]
+        data += _ci_bands(name, c, s["points"])
         data.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": [p["goodput"] for p in s["points"]],
                      "name": name, "legendgroup": name, "line": {"color": c, "width": 2}, "marker": {"size": 6},
                      "hovertemplate": f"{name}: %{{y:.2f}} req/s good at %{{x:g}} req/s offered<extra></extra>"})
@@ -359,13 +360,42 @@ def goodput_figure(sweep: dict) -> dict:
                      "y": [round(p["slo_attainment"] * 100, 2) for p in s["points"]], "name": name,
                      "xaxis": "x2", "yaxis": "y2", "line": {"color": c, "width": 2}, "marker": {"size": 6},
                      "hovertemplate": f"{name}: %{{y:.1f}}% on time at %{{x:g}} req/s<extra></extra>"})
+        band = s.get("knee_interval")
+        if band and band[0] is not None and band[1] is not None and band[1] > band[0]:
+            for xref, yref in (("x", "y domain"), ("x2", "y2 domain")):
+                shapes.append({"type": "rect", "xref": xref, "yref": yref, "x0": band[0], "x1": band[1], "y0": 0,
+                               "y1": 1, "fillcolor": c, "opacity": 0.08, "line": {"width": 0}, "layer": "below"})
         knee = s["knee_rate"]
         if knee is not None:
             for xref in ("x", "x2"):
                 shapes.append({"type": "line", "xref": xref, "yref": "paper", "x0": knee, "x1": knee, "y0": 0,
                                "y1": 1, "line": {"color": c, "dash": "dot", "width": 1.5}})
+            interval = (f" ({_knee_text(band[0])}–{_knee_text(band[1])})"
+                        if band and band[0] != band[1] else "")
             notes.append({"xref": "x", "yref": "paper", "x": knee, "y": 1 - 0.07 * i, "yanchor": "top",
-                          "xanchor": "left", "showarrow": False, "text": f" {name} knee {knee:g} req/s",
+                          "xanchor": "left", "showarrow": False, "text": f" {name} knee {knee:g} req/s{interval}",
                           "font": {"size": 10, "color": c}})
     layout.update(shapes=shapes, annotations=notes)
     return {"data": data, "layout": layout}
+
+
+def _knee_text(knee: float | None) -> str:
+    return "none" if knee is None else f"{knee:g}"
+
+
+def _ci_bands(name: str, c: str, points: list[dict]) -> list[dict]:
+    """Over seeds: the 95% band of goodput and of SLO attainment, shaded around each mean line (nothing for one
+    seed). A band is its upper edge, then its lower edge filled up to it."""
+    if not points or any("ci95" not in p for p in points):
+        return []
+    x = [p["rate"] for p in points]
+    out = []
+    for key, axes, scale in (("goodput", {}, 1.0), ("slo_attainment", {"xaxis": "x2", "yaxis": "y2"}, 100.0)):
+        low = [p["ci95"].get(key, [p[key]] * 2)[0] * scale for p in points]
+        high = [p["ci95"].get(key, [p[key]] * 2)[1] * scale for p in points]
+        edge = {"type": "scatter", "mode": "lines", "x": x, "line": {"width": 0, "color": c}, "showlegend": False,
+                "legendgroup": name, "hoverinfo": "skip", **axes}
+        out.append({**edge, "y": high, "name": f"{name} 95% band"})
+        out.append({**edge, "y": low, "name": f"{name} 95% band", "fill": "tonexty", "fillcolor": c,
+                    "opacity": 0.2})
+    return out

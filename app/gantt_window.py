@@ -51,7 +51,7 @@ def _window_answer(request: Request, cancel) -> Response:
             rows = (_bound(request, "r0"), _bound(request, "r1"))
             if rows[1] < rows[0]:
                 raise ScenarioError([("r1", f"must be at least r0 ({rows[0]:g})")])
-        views = service.compare(req, cancel)
+        views = service.compare_seeds(req, cancel).views  # the page's Gantts: the first seed's
     except (ScenarioError, SetupError, TraceError) as e:
         return unprocessable(problems_of(e), "query")
     except service.BusyError as e:

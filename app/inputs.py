@@ -42,7 +42,11 @@ MAX_DURATION_S = 600.0  # seconds of arrivals
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 MAX_UPLOAD_ROWS = 100_000
 MAX_SWEEP_POINTS = 16  # rates per scheduler
-MAX_SWEEP_REQUESTS = 200_000  # summed over every (scheduler, rate) point
+MAX_SWEEP_REQUESTS = 200_000  # summed over every (scheduler, rate, seed) point
+# Seeds one request may average over (each is a full run of every scheduler): the dashboard's figures show the
+# first seed and its table the means with 95% intervals; the JSON API reports the same means and intervals.
+MAX_PAGE_SEEDS = 5
+MAX_API_SEEDS = 10
 # The engine sizes a block table of max_seqs x (blocks of the longest request); keep it under ~256 MB.
 MAX_BLOCK_TABLE_ENTRIES = 32 * 1024 * 1024
 
@@ -205,7 +209,8 @@ def query_to_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
 
 def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None = None,
                   default_schedulers: tuple[str, ...] | None = None,
-                  uploads: Callable[[str], TraceInfo | None] | None = None, max_seeds: int = 1) -> WebRequest:
+                  uploads: Callable[[str], TraceInfo | None] | None = None,
+                  max_seeds: int = MAX_PAGE_SEEDS) -> WebRequest:
     """Validate web input (query values or a JSON object) into a WebRequest, or raise ScenarioError listing
     every problem. `defaults` fill scenario fields the input leaves out (the pages' defaults);
     `default_schedulers` apply when neither `schedulers` nor `scheduler` is given (else the model's scheduler).
@@ -334,13 +339,13 @@ def expected_requests(s: Scenario, trace: TraceInfo | None = None) -> tuple[floa
 
 
 def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | None,
-                   sweep: RateRange | None, max_seeds: int = 1) -> list[tuple[str, str]]:
+                   sweep: RateRange | None, max_seeds: int = MAX_PAGE_SEEDS) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    if s.seeds > max_seeds:  # not silently ignored: the dashboard does not average over seeds yet
-        where = (f"at most {max_seeds} in the JSON API (each seed is a full run)" if max_seeds > 1 else
-                 "1 on the dashboard (`/api/run` and `sched-sim run/compare --seeds N` report means with 95% "
-                 "confidence intervals)")
-        out.append(("seeds", f"must be {where} (got {s.seeds})"))
+    if s.seeds > max_seeds:
+        where = ("in the JSON API" if max_seeds == MAX_API_SEEDS else "on the dashboard (the JSON API takes up to "
+                 f"{MAX_API_SEEDS}, the CLI more)")
+        out.append(("seeds", f"must be at most {max_seeds} {where}: each seed is a full run of every scheduler "
+                             f"(got {s.seeds})"))
     elif s.seeds > 1 and (trace is not None or s.trace is not None):
         out.append(("seeds", f"must be 1 for a trace replay (got {s.seeds}): a trace's arrivals and lengths are "
                               "fixed, so every seed would give the same run"))
@@ -390,16 +395,15 @@ def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | 
         return [("rate_max", f"at {max(rates):g} req/s the sweep's largest point has about {max(per_point):,.0f} "
                              f"requests; {limit} — with duration {s.duration:g} s, rate_max must be at most "
                              f"{cap:.4g} req/s")]
-    total = sum(per_point) * len(schedulers)
+    total = sum(per_point) * len(schedulers) * s.seeds
     if total > MAX_SWEEP_REQUESTS:
+        seeds = f" x {s.seeds} seeds" if s.seeds > 1 else ""
         return [("rate_max", f"the sweep would simulate about {total:,.0f} requests in all ({len(rates)} rates x "
-                             f"{len(schedulers)} schedulers); the web sweeps at most {MAX_SWEEP_REQUESTS:,} — "
+                             f"{len(schedulers)} schedulers{seeds}); the web sweeps at most {MAX_SWEEP_REQUESTS:,} — "
                              "lower rate_max, raise rate_step, shorten duration or compare fewer schedulers")]
     return []
 
 
-# Seeds one JSON API request may average over (each is a full run of every scheduler).
-MAX_API_SEEDS = 10
 
 # The work one web simulation may do, in engine steps. A step computes at most token_budget tokens, so a run needs
 # at least (prompt + output tokens) / token_budget steps; at ~1-5 us a step this keeps a run to seconds.
@@ -445,10 +449,11 @@ def sweep_work_problems(req: WebRequest, workload_at: Callable[[Scenario], Any],
         if problems:
             field, message = problems[0]
             return [("rate_max", f"the sweep's point at {top.rate:g} req/s is too large ({field}: {message})")]
-        total_steps += least_engine_steps(reqs, budget) * sum(rates) / top.rate
+        total_steps += least_engine_steps(reqs, budget) * sum(rates) / top.rate * top.seeds
     if total_steps > MAX_SWEEP_STEPS:
+        seeds = f" x {top.seeds} seeds" if top.seeds > 1 else ""
         return [("rate_max", f"the sweep is about {total_steps:,.0f} engine steps in all ({len(rates)} rates x "
-                             f"{len(req.schedulers)} schedulers); the web sweeps at most {MAX_SWEEP_STEPS:,} — lower "
+                             f"{len(req.schedulers)} schedulers{seeds}); the web sweeps at most {MAX_SWEEP_STEPS:,} — lower "
                              "rate_max, raise rate_step, shorten duration, raise token_budget or compare fewer "
                              "schedulers (the CLI has no such limit)")]
     return []

@@ -137,19 +137,24 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
 def results_context(req: WebRequest, cancel=None, only: str | None = None) -> dict:
     """What the results show; `only`: one scheduler of the comparison (an embed's panel), still on the comparison's
     time axis and KV cells."""
-    views = service.compare(req, cancel)
+    compared = service.compare_seeds(req, cancel)
+    views = compared.views
     upload = service.get_upload(req.upload) if req.upload else None
     span = charts.time_range(views)
+    means = [replace(v, metrics=m) for v, m in zip(views, compared.means, strict=True)]
+    ci95 = compared.ci95
     if only is not None:
-        views = [v for v in views if v.scheduler == only]
+        keep = [k for k, v in enumerate(views) if v.scheduler == only]
+        views, means, ci95 = [views[k] for k in keep], [means[k] for k in keep], [ci95[k] for k in keep]
     return {
         "views": views,
-        "takeaway": present.takeaway(views),
-        "table": present.metrics_table(views),
+        "takeaway": present.takeaway(means),
+        "table": present.metrics_table(means, ci95 if req.scenario.seeds > 1 else None),
+        "seeds_note": present.seeds_note(req.scenario),
         "summary": present.scenario_summary(req, views, upload),
         "slo_text": present.slo_text(views[0].metrics),
         "cdf": charts.cdf_figure(views),
-        "attribution": attribution_figure(views),
+        "attribution": attribution_figure(means),  # over seeds, as the table
         "timeline": charts.timeline_figure(views, span),
         "kv": charts.kv_figure(views),
         "kv_frames": charts.kv_frames(views, span),
@@ -185,7 +190,7 @@ def experiment_verdict(req: WebRequest, views, cancel=None) -> dict | None:
             return {v.scheduler: v.metrics for v in views}
         other = parse_request(query_to_dict(parse_qsl(query)), defaults=PAGE_DEFAULTS,
                               default_schedulers=PAGE_SCHEDULERS)
-        return {v.scheduler: v.metrics for v in service.compare(other, cancel)}
+        return {v.scheduler: v.metrics for v in service.compare_seeds(other, cancel).views}
 
     claims = e.claims(run_query)
     return {"title": e.title, "source": e.source, "expect": e.expect, "claims": claims,

@@ -18,7 +18,7 @@ from .inputs import MAX_DURATION_S, MAX_REQUESTS, web_range_text
 # Form layout: (group title, fields). Scenario fields not named here (bar `scheduler`, `trace`) go to "advanced".
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Deployment", ("hardware", "model", "quantization", "tp")),
-    ("Workload", ("workload", "rate", "duration", "burstiness", "num_requests", "seed")),
+    ("Workload", ("workload", "rate", "duration", "burstiness", "num_requests", "seed", "seeds")),
     ("Service-level objectives", ("slo_ttft_ms", "slo_tpot_ms")),
 )
 ADVANCED_FIRST = ("token_budget", "max_seqs", "block_size", "gpu_memory_utilization", "preemption", "kv_blocks",
@@ -28,7 +28,7 @@ LABELS = {
     "hardware": ("GPU", ""), "model": ("Model", ""), "quantization": ("Weights", ""),
     "tp": ("Tensor parallel", "GPUs"), "workload": ("Workload preset", ""), "rate": ("Arrival rate", "req/s"),
     "duration": ("Duration", "s"), "burstiness": ("Burstiness (CV)", ""), "num_requests": ("Requests", ""),
-    "seed": ("Seed", ""), "slo_ttft_ms": ("TTFT target", "ms"), "slo_tpot_ms": ("TPOT target", "ms"),
+    "seed": ("Seed", ""), "seeds": ("Seeds", ""), "slo_ttft_ms": ("TTFT target", "ms"), "slo_tpot_ms": ("TPOT target", "ms"),
     "token_budget": ("Token budget", "tokens/step"), "max_seqs": ("Max sequences", "per step"),
     "block_size": ("Block size", "tokens"), "gpu_memory_utilization": ("Memory utilisation", "fraction"),
     "preemption": ("Preemption", ""), "kv_blocks": ("KV blocks", "blocks"),
@@ -206,11 +206,12 @@ def _unfair_win(x: Any, values: list, served_all: list[bool], better: str) -> bo
     return _is_number(x) and bool(rivals) and pick(rivals + [x]) == x
 
 
-def metrics_table(views: list) -> list[list[dict]]:
+def metrics_table(views: list, ci95: list[dict] | None = None) -> list[list[dict]]:
     """The catalogue's table rows for these runs, as two columns of row groups (balanced by rows); each row
     has one cell per scheduler and marks the best value when schedulers differ. A latency counts only the
     requests a run served, so on those rows only runs that served every request can win; a run that left some
-    unserved and would have won gets its unserved share flagged beside the value instead."""
+    unserved and would have won gets its unserved share flagged beside the value instead. With `ci95` (means
+    over seeds), each value is followed by its 95% interval's half-width."""
     unserved = [unserved_share(v.metrics) for v in views]
     served_all = [u == 0 for u in unserved]
     groups = []
@@ -222,7 +223,8 @@ def metrics_table(views: list) -> list[list[dict]]:
             fair = m.served_only and not all(served_all)
             best = _best(row.values, texts, m, served_all if fair else None)
             cells = []
-            for x, t, u in zip(row.values, texts, unserved, strict=True):
+            shown = [t + _half_width(ci, m.key, m.kind) for t, ci in zip(texts, ci95 or [{}] * len(texts), strict=True)]
+            for x, t, u in zip(row.values, shown, unserved, strict=True):
                 flag = fair and u > 0 and m.better is not None and _unfair_win(x, row.values, served_all, m.better)
                 cells.append({"text": t, "best": best is not None and x == best and (not fair or u == 0),
                               "flag": f"{u:.0%} not served" if flag else ""})
@@ -236,6 +238,21 @@ def metrics_table(views: list) -> list[list[dict]]:
         left.append(g)
         count += len(g["rows"]) + 1
     return [left, groups[len(left):]]
+
+
+def _half_width(ci95: dict, key: str, kind: str) -> str:
+    interval = value_at(ci95, key)
+    if not (isinstance(interval, list) and len(interval) == 2 and all(_is_number(v) for v in interval)):
+        return ""
+    return f" ± {fmt_value((interval[1] - interval[0]) / 2, kind)}"
+
+
+def seeds_note(scenario) -> str:
+    """Over several seeds: what the table and the figures show."""
+    if scenario.seeds <= 1:
+        return ""
+    return (f"Table: means over {scenario.seeds} seeds ({scenario.seed} to {scenario.seed + scenario.seeds - 1}), "
+            f"± the half-width of their 95% confidence interval. Figures: seed {scenario.seed}.")
 
 
 # The metrics a takeaway may be about: the tails people tune schedulers for, and goodput.

@@ -19,7 +19,8 @@ import numpy as np
 
 from sim_core import ScenarioError, resolve
 from sim_core.runner import Cancelled, Result, make_requests, simulate_requests
-from sim_core.sweep import knee_rate, sweep
+from sim_core.statistics import aggregate
+from sim_core.sweep import knee_interval, knee_rate, sweep
 from sim_core.workload import TraceError, read_trace
 
 from .inputs import (
@@ -206,6 +207,24 @@ def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
     return views
 
 
+@dataclass
+class SeedViews:
+    """A comparison over the request's seeds: the first seed's views (what the figures draw) and, per scheduler,
+    its metrics averaged over every seed with their 95% intervals (empty with one seed)."""
+
+    views: list[RunView]
+    means: list[dict]
+    ci95: list[dict]
+
+
+def compare_seeds(req: WebRequest, cancel: np.ndarray | None = None) -> SeedViews:
+    runs = [compare(one, cancel) for one in per_seed(req)]
+    if len(runs) == 1:
+        return SeedViews(runs[0], [v.metrics for v in runs[0]], [{} for _ in runs[0]])
+    pairs = [aggregate([views[i].metrics for views in runs]) for i in range(len(runs[0]))]
+    return SeedViews(runs[0], [means for means, _ in pairs], [ci for _, ci in pairs])
+
+
 def _workload(req: WebRequest, scenario, resolved):
     """The requests a web run simulates (generated, or the upload's), refused past the web's work limits."""
     up = get_upload(req.upload) if req.upload else None
@@ -287,7 +306,7 @@ def start_sweep(req: WebRequest) -> SweepJob:
             return job
         if sum(j.running for j in _jobs.values()) >= MAX_QUEUED_SWEEPS:
             raise BusyError(f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; try again in a moment")
-        job = SweepJob(job_id, req, total=len(req.schedulers) * len(req.sweep.rates()))
+        job = SweepJob(job_id, req, total=len(req.schedulers) * len(req.sweep.rates()) * req.scenario.seeds)
         _jobs[job_id] = job
         while len(_jobs) > 32:
             oldest = next((k for k, j in _jobs.items() if not j.running), None)
@@ -318,15 +337,22 @@ def _run_sweep(job: SweepJob) -> dict:
 
 
 def sweep_summary(req: WebRequest, points: dict[str, list[dict]]) -> dict:
+    """Per scheduler, its points (goodput and attainment up front for the plot) and knee. Over several seeds,
+    the means, with `ci95` beside each point's metrics and `knee_interval` (sweep.knee_interval) beside the knee."""
     first = next(iter(points.values()))[0]["metrics"]
     out = {"rates": req.sweep.rates(), "target_attainment": KNEE_TARGET, "slo": first["slo"], "schedulers": {}}
+    if req.scenario.seeds > 1:
+        out["seeds"] = [req.scenario.seed + k for k in range(req.scenario.seeds)]
     for name in req.schedulers:
         pts = points.get(name, [])
-        out["schedulers"][name] = {
-            "knee_rate": knee_rate(pts, KNEE_TARGET),
-            "points": [{"rate": p["rate"], "goodput": p["metrics"]["goodput"],
-                        "slo_attainment": p["metrics"]["slo_attainment"], "metrics": p["metrics"]} for p in pts],
-        }
+        entry = {"knee_rate": knee_rate(pts, KNEE_TARGET),
+                 "points": [{"rate": p["rate"], "goodput": p["metrics"]["goodput"],
+                             "slo_attainment": p["metrics"]["slo_attainment"], "metrics": p["metrics"]}
+                            | ({"ci95": p["ci95"]} if "ci95" in p else {}) for p in pts]}
+        band = knee_interval(pts, KNEE_TARGET)
+        if band is not None:
+            entry["knee_interval"] = list(band)
+        out["schedulers"][name] = entry
     return out
 
 

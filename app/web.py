@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 import sim_core
 
-from . import api, apidocs, downloads, gantt_window, kvgrid, pages
+from . import api, apidocs, downloads, gantt_window, kvgrid, pages, plan_page
 from .middleware import GzipOffLoop, SecurityHeadersAndHead
 from .templating import STATIC_DIR
 
@@ -85,6 +85,8 @@ def create_app() -> FastAPI:
     app.add_middleware(SecurityHeadersAndHead)
     app.mount("/static", VersionedStaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(pages.router)
+    app.include_router(plan_page.router)
+    app.include_router(plan_page.api_router)
     app.include_router(api.router)
     app.include_router(downloads.router)
     app.include_router(gantt_window.router)

@@ -21,8 +21,8 @@ if ! .venv/bin/python -c 'import sys' >/dev/null 2>&1; then
     python3 -m venv .venv
 fi
 
-echo "==> pip install -e '.[test]'"
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+echo "==> pip install -e '.[test,ray]'"
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,ray]'
 
 echo "==> ruff check"
 .venv/bin/ruff check .

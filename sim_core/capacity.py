@@ -33,13 +33,17 @@ def attainment_at(scenario: Scenario, rate: float) -> float:
 
 
 def max_rate(scenario: Scenario, target: float = DEFAULT_TARGET, tolerance: float = DEFAULT_TOLERANCE,
-             attainment: Callable[[Scenario, float], float] = attainment_at) -> tuple[float | None, int]:
-    """(the highest rate meeting `target` SLO attainment for this scenario's seed, simulations run)."""
+             attainment: Callable[[Scenario, float], float] = attainment_at,
+             ceiling: float | None = None) -> tuple[float | None, int]:
+    """(the highest rate meeting `target` SLO attainment for this scenario's seed, simulations run). With a
+    `ceiling`, a rate at or above it that meets the target ends the search (a planner needs no more)."""
     start = scenario.rate or resolve(scenario).rate
     runs = 1
     if attainment(scenario, start) >= target:
         lo, hi = start, None
         for _ in range(MAX_DOUBLINGS):
+            if ceiling is not None and lo >= ceiling:
+                return lo, runs
             runs += 1
             if attainment(scenario, 2 * lo) < target:
                 hi = 2 * lo
@@ -69,15 +73,24 @@ def max_rate(scenario: Scenario, target: float = DEFAULT_TARGET, tolerance: floa
     return lo, runs
 
 
+def _seed_search(task: tuple) -> tuple[float | None, int]:
+    scenario, target, tolerance, attainment = task
+    return max_rate(scenario, target, tolerance, attainment)
+
+
 def capacity(scenario: Scenario, target: float = DEFAULT_TARGET, tolerance: float = DEFAULT_TOLERANCE,
-             attainment: Callable[[Scenario, float], float] = attainment_at) -> Capacity:
-    """max_rate for each of the scenario's seeds (seed .. seed + seeds - 1), and their mean with a 95% interval."""
-    found, runs = [], 0
-    for k in range(scenario.seeds):
-        rate, n = max_rate(scenario.model_copy(update={"seed": scenario.seed + k, "seeds": 1}), target, tolerance,
-                           attainment)
-        found.append(rate)
-        runs += n
+             attainment: Callable[[Scenario, float], float] = attainment_at, executor=None) -> Capacity:
+    """max_rate for each of the scenario's seeds (seed .. seed + seeds - 1), and their mean with a 95% interval.
+    The seeds' searches are independent: `executor` (sim_core.executor) runs them side by side; without one they
+    run here, one after the other."""
+    tasks = [(scenario.model_copy(update={"seed": scenario.seed + k, "seeds": 1}), target, tolerance, attainment)
+             for k in range(scenario.seeds)]
+    searched = executor.map(_seed_search, tasks) if executor is not None else [_seed_search(t) for t in tasks]
+    return summarize([rate for rate, _ in searched], sum(n for _, n in searched))
+
+
+def summarize(found: list[float | None], runs: int) -> Capacity:
+    """The seeds' capacities as a Capacity: their mean and 95% interval (none when a seed found no rate)."""
     if any(r is None for r in found):
         return Capacity(found, None, None, runs)
     mean, low, high = mean_ci95(found)

@@ -1,19 +1,20 @@
-"""Many runs of one scenario: each scheduler at each arrival rate, spread over local processes.
+"""Many runs of one scenario: each scheduler at each arrival rate, spread over an executor (local processes or Ray).
 
 `rate_grid` is the one grid of arrival rates every face sweeps over (the CLI's `sweep`, the web's goodput curves,
-the range a sweep form proposes); `sweep` returns, per scheduler, a list of points {rate, metrics}; `knee_rate`
-finds the saturation knee, the highest rate up to which SLO attainment stays at or above a target.
+the range a sweep form proposes); `sweep` returns, per scheduler, a list of points {rate, metrics} (over several
+seeds also `ci95`); `knee_rate` finds the saturation knee, the highest rate up to which SLO attainment stays at
+or above a target, and `knee_interval` reads it off the attainment's confidence band.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 
 from .fields import field_info, number_text, range_text
-from .runner import resolve, run, warm_up
+from .runner import resolve, run
 from .scenario import MIN_RATE, Scenario, ScenarioError
+from .statistics import aggregate
 
 MAX_RATE_POINTS = 1000  # rates per scheduler; the web asks for fewer
 # The lowest rate a sweep takes, about one request in 12 days: the grid rounds rates to 10 decimals,
@@ -103,42 +104,56 @@ def default_rate_range(rate: float, cap: float | None = None, points: int = 12) 
 
 
 def sweep(scenario: Scenario, schedulers: Sequence[str], rates: Sequence[float], *, workers: int | None = None,
-          on_point: Callable[[int, int], None] | None = None) -> dict[str, list[dict]]:
-    """Run every (scheduler, rate) pair. `on_point(done, total)` is called as points finish (for progress)."""
-    jobs = [scenario.model_copy(update={"scheduler": s, "rate": float(r)}) for s in schedulers for r in rates]
-    for s in schedulers:  # fail fast, in this process, on an impossible set-up
-        resolve(jobs[list(schedulers).index(s) * len(rates)])
-    workers = workers or os.cpu_count() or 1
-    warm_up()  # compile (or load) the engine once here, so forked workers inherit it
-    results: list[dict | None] = [None] * len(jobs)
-    if workers <= 1 or len(jobs) == 1:
-        for k, job in enumerate(jobs):
-            results[k] = _one(job)
-            if on_point:
-                on_point(k + 1, len(jobs))
-    else:
-        # Imported here: a process pool (and multiprocessing behind it) is only needed when sweeping in parallel.
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+          on_point: Callable[[int, int], None] | None = None, executor=None) -> dict[str, list[dict]]:
+    """Run every (scheduler, rate) pair. `on_point(done, total)` is called as runs finish (for progress).
+    `executor` (sim_core.executor) runs them; without one, `workers` local processes do. With `scenario.seeds`
+    = N > 1 each point runs seeds seed .. seed + N - 1: its `metrics` are the means, with `ci95` ([low, high]
+    under the same keys) and `seeds` beside them, as a run's are."""
+    from .executor import LocalExecutor
 
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-            futures = {pool.submit(_one, job): k for k, job in enumerate(jobs)}
-            for done, fut in enumerate(as_completed(futures), start=1):
-                results[futures[fut]] = fut.result()
-                if on_point:
-                    on_point(done, len(jobs))
+    seeds = [scenario.seed + k for k in range(scenario.seeds)]
+    jobs = [scenario.model_copy(update={"scheduler": s, "rate": float(r), "seed": seed, "seeds": 1})
+            for s in schedulers for r in rates for seed in seeds]
+    for s in schedulers:  # fail fast, in this process, on an impossible set-up
+        resolve(scenario.model_copy(update={"scheduler": s, "rate": float(rates[0])}))
+    if executor is None:
+        with LocalExecutor(workers) as local:
+            results = local.map(_one, jobs, on_point)
+    else:
+        results = executor.map(_one, jobs, on_point)
     out: dict[str, list[dict]] = {}
-    for k, job in enumerate(jobs):
-        out.setdefault(job.scheduler, []).append({"rate": job.rate, "metrics": results[k]})
+    for k in range(0, len(jobs), len(seeds)):
+        point: dict = {"rate": jobs[k].rate}
+        if len(seeds) > 1:
+            point["metrics"], point["ci95"] = aggregate(results[k:k + len(seeds)])
+            point["seeds"] = seeds
+        else:
+            point["metrics"] = results[k]
+        out.setdefault(jobs[k].scheduler, []).append(point)
     return out
 
 
-def knee_rate(points: Sequence[dict], target: float = 0.9) -> float | None:
-    """Highest rate such that SLO attainment is >= target at it and at every lower swept rate; None if even the
-    lowest rate misses the target."""
+def _knee(points: Sequence[dict], attainment: Callable[[dict], float], target: float) -> float | None:
     knee = None
     for p in sorted(points, key=lambda p: p["rate"]):
-        if p["metrics"]["slo_attainment"] >= target:
+        if attainment(p) >= target:
             knee = p["rate"]
         else:
             break
     return knee
+
+
+def knee_rate(points: Sequence[dict], target: float = 0.9) -> float | None:
+    """Highest rate such that SLO attainment is >= target at it and at every lower swept rate; None if even the
+    lowest rate misses the target. Over seeds, read off the mean attainment."""
+    return _knee(points, lambda p: p["metrics"]["slo_attainment"], target)
+
+
+def knee_interval(points: Sequence[dict], target: float = 0.9) -> tuple[float | None, float | None] | None:
+    """The knee read off the 95% band of SLO attainment over seeds: (the knee of the band's lower edge, the knee
+    of its upper edge). Below the first the target is met on the evidence of every seed; past the second not
+    even the band's optimistic edge meets it. None for single-seed points, which have no band."""
+    if not points or any("ci95" not in p or "slo_attainment" not in p["ci95"] for p in points):
+        return None
+    return (_knee(points, lambda p: p["ci95"]["slo_attainment"][0], target),
+            _knee(points, lambda p: p["ci95"]["slo_attainment"][1], target))

@@ -282,8 +282,9 @@ def test_the_api_averages_over_seeds_like_the_cli(client):
 
 def test_seeds_beyond_the_web_limits_are_refused_not_ignored(client):
     assert "seeds" in fields_of(client.get("/api/run?" + SMALL + f"&seeds={inputs.MAX_API_SEEDS + 1}"))
-    page = client.get("/?" + SMALL + "&seeds=3")  # the dashboard shows one seed
-    assert page.status_code == 422 and "seeds" in page.text
+    assert "seeds" in fields_of(client.get("/api/sweep?" + SMALL + f"&seeds={inputs.MAX_API_SEEDS + 1}"))
+    page = client.get("/?" + SMALL + f"&seeds={inputs.MAX_PAGE_SEEDS + 1}")
+    assert page.status_code == 422 and f"must be at most {inputs.MAX_PAGE_SEEDS} on the dashboard" in page.text
 
 
 def test_a_full_server_answers_busy_at_once_and_health_stays_quick(client, monkeypatch):

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sim_core.capacity
+import sim_core.executor
 import sim_core.planner
 import sim_core.sweep
 from app.cli import commands, main
@@ -73,6 +74,8 @@ def bounded_cli(monkeypatch, tmp_path):
     monkeypatch.setattr(sim_core.sweep, "sweep", lambda sc, names, rates, **kw: real_sweep(
         _small(sc), names, list(rates)[:3], **{**kw, "workers": 1}))
     monkeypatch.setattr(commands, "NOTE_REQUESTS", float("inf"))  # the note generates the whole workload
+    # Any --executor runs here, in this process: the fuzzing is about the flags (tests/test_executor.py runs Ray).
+    monkeypatch.setattr(sim_core.executor, "make_executor", lambda kind, **kw: sim_core.executor.LocalExecutor(1))
     monkeypatch.chdir(tmp_path)
 
 

@@ -170,6 +170,33 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Executors: where sweeps, capacity searches and plans run their simulations
+# ---------------------------------------------------------------------------------------------------------
+def _add_executor_flags(p: argparse.ArgumentParser) -> None:
+    from sim_core.executor import EXECUTORS
+
+    g = p.add_argument_group("executor", "where the simulations run")
+    g.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="local: this machine's processes (default); ray: a Ray cluster (pip install 'sched-sim[ray]')")
+    g.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="with --executor ray: the cluster to join ('auto' for the one `ray start` made on this node, "
+                        "ray://HOST:10001 for a remote head); default: start a local one")
+    g.add_argument("--workers", type=workers, default=None, metavar="N",
+                   help="worker processes (local), or CPUs of the local Ray cluster (default: one per CPU core)")
+
+
+def _executor(args: argparse.Namespace):
+    from sim_core.executor import ExecutorError, make_executor
+
+    if args.ray_address and args.executor != "ray":
+        raise UsageError("--ray-address: only with --executor ray")
+    try:
+        return make_executor(args.executor, workers=args.workers, address=args.ray_address)
+    except ExecutorError as e:
+        raise UsageError(str(e)) from None
+
+
+# ---------------------------------------------------------------------------------------------------------
 # sweep
 # ---------------------------------------------------------------------------------------------------------
 def _rate_grid(args: argparse.Namespace) -> list[float]:
@@ -187,7 +214,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     import threading
     from concurrent.futures.process import BrokenProcessPool
 
-    from sim_core.sweep import knee_rate, sweep
+    from sim_core.sweep import knee_interval, knee_rate, sweep
 
     args.schedulers = _chosen_schedulers(args)
     rates = _rate_grid(args)
@@ -197,7 +224,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for s in args.schedulers:
         for rate in (rates[0], rates[-1]):
             _check_setup(base.model_copy(update={"scheduler": s, "rate": rate}))
-    progress = report.Progress(len(args.schedulers) * len(rates))
+    progress = report.Progress(len(args.schedulers) * len(rates) * base.seeds)
     main_pid = os.getpid()
 
     def on_sigint(signum, frame):
@@ -208,7 +235,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()  # signal handlers live there only
     previous = signal.signal(signal.SIGINT, on_sigint) if in_main_thread else None
     try:
-        points = sweep(base, args.schedulers, rates, workers=args.workers, on_point=progress.update)
+        with _executor(args) as executor:
+            points = sweep(base, args.schedulers, rates, on_point=progress.update, executor=executor)
     except BrokenProcessPool:
         return _error("a sweep worker process died (out of memory?); try fewer --workers or a smaller scenario",
                       EXIT_INTERNAL)
@@ -216,18 +244,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if in_main_thread:
             signal.signal(signal.SIGINT, previous)
     knees = {s: knee_rate(pts, args.slo_target) for s, pts in points.items()}
+    bands = {s: knee_interval(pts, args.slo_target) for s, pts in points.items()}
     if args.json:
         report.print_json({
             "scenario": report.scenario_doc(base, ("scheduler", "rate")),
             "rates": rates,
             "slo_target": args.slo_target,
-            "schedulers": {s: {"points": pts, "knee_rate": knees[s]} for s, pts in points.items()},
+            "schedulers": {s: {"points": pts, "knee_rate": knees[s]}
+                           | ({"knee_interval": list(bands[s])} if bands[s] else {}) for s, pts in points.items()},
         })
         return 0
     resolved = {s: resolve(base.model_copy(update={"scheduler": s, "rate": rates[0]})) for s in args.schedulers}
     rate_text = f"{report.g(rates[0])} to {report.g(rates[-1])} req/s ({len(rates)} rates)"
     lines = report.setup_lines(base, resolved, None, rate_text)
-    lines += report.sweep_lines(points, knees, rates, args.slo_target)
+    lines += report.sweep_lines(points, knees, rates, args.slo_target, bands)
     report.print_lines(lines)
     return 0
 
@@ -242,7 +272,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     if base.trace is not None:
         raise UsageError("--trace: capacity searches over the arrival rate, which a trace fixes; use a workload preset")
     _check_setup(base)
-    cap = capacity(base, args.target, args.tolerance)
+    with _executor(args) as executor:
+        cap = capacity(base, args.target, args.tolerance, executor=executor)
     seeds = [base.seed + k for k in range(base.seeds)]
     if args.json:
         report.print_json({"scenario": report.scenario_doc(base, ("rate", "seeds")), "target_attainment": args.target,
@@ -271,45 +302,55 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------------------
 # plan
 # ---------------------------------------------------------------------------------------------------------
-PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "decode_replicas")
+PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "decode_replicas")  # the search sets them
 
 
-def _names(text: str, known, what: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    bad = [n for n in names if n not in known]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(f"unknown {what} {bad[0]!r}; choose from {', '.join(known)}" if bad
-                                         else f"give at least one {what}")
-    return names
+PLAN_INPUT_FLAGS = {"gpus": "gpus", "tp": "tp", "schedulers": "schedulers", "token_budgets": "token_budgets",
+                    "topologies": "topologies", "max_gpus": "max_gpus", "attainment": "attainment"}
 
 
-def _tp_list(text: str) -> list[int]:
-    values = _names(text, [str(t) for t in (1, 2, 4, 8)], "tensor-parallel degree")
-    return [int(v) for v in values]
+def _plan_inputs(args: argparse.Namespace):
+    """The plan flags through sim_core.plan_space (the dashboard's Plan form and /api/plan parse the same way)."""
+    from sim_core.plan_space import parse_plan_inputs
+
+    try:
+        return parse_plan_inputs({name: getattr(args, f"plan__{name}") for name in PLAN_INPUT_FLAGS})
+    except ScenarioError as e:
+        raise UsageError("; ".join(f"{flag_name(f)}: {m}" for f, m in e.problems)) from None
+
+
+def plan_doc(rate: float, target: float, result) -> dict:
+    """`sched-sim plan --json`: plans cheapest first, each with the scenario query string that runs it."""
+    docs = [{"scenario": p.scenario.to_query(), "gpus": p.gpus, "cost_per_hour": p.cost_per_hour,
+             "cost_per_mtok": p.cost_per_mtok, "replica_capacity": p.replica_capacity, "pareto": p.pareto,
+             "topology": p.candidate.topology if p.candidate else "colocated",
+             "attainment_low": p.attainment_low, "metrics": p.metrics} for p in result.plans]
+    return {"rate": rate, "target_attainment": target, "plans": docs,
+            "infeasible": [vars(i) for i in result.infeasible], "simulations": result.simulations,
+            "candidates": result.candidates}
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from sim_core.planner import plan
+    from sim_core.planner import no_plan_text, plan
 
+    inputs = _plan_inputs(args)
     base = build_scenario(args)
     if base.model is None:
         raise UsageError("--model: a plan compares GPUs serving one model; name it (sched-sim list shows them)")
     if base.trace is not None:
         raise UsageError("--trace: a plan searches over arrival rates, which a trace fixes; use a workload preset")
     rate = base.rate or resolve(base).rate
-    schedulers = args.schedulers or ["chunked"]
-    progress = report.Progress(len(args.gpus) * len(args.tp) * len(schedulers))
-    result = plan(base, rate, args.gpus, args.tp, schedulers, max_gpus=args.max_gpus,
-                  target=args.attainment, on_candidate=progress.update)
-    docs = [{"scenario": p.scenario.to_query(), "gpus": p.gpus, "cost_per_hour": p.cost_per_hour,
-             "cost_per_mtok": p.cost_per_mtok, "replica_capacity": p.replica_capacity, "pareto": p.pareto,
-             "metrics": p.metrics} for p in result.plans]
-    infeasible = [vars(i) for i in result.infeasible]
+    progress = report.Progress(inputs.candidates() * base.seeds * 3)
+    with _executor(args) as executor:
+        result = plan(base, rate, inputs.space(), target=inputs.attainment, executor=executor,
+                      on_progress=progress.update)
+    no_plan = None if result.plans else no_plan_text(result, base.model, inputs.max_gpus, inputs.attainment)
     if args.json:
-        report.print_json({"rate": rate, "target_attainment": args.attainment, "plans": docs,
-                           "infeasible": infeasible, "simulations": result.simulations})
-        return 0
-    report.print_lines(report.plan_lines(base, rate, args.attainment, result))
+        report.print_json({**plan_doc(rate, inputs.attainment, result), **({"no_plan": no_plan} if no_plan else {})})
+    else:
+        report.print_lines(report.plan_lines(base, rate, inputs.attainment, result))
+    if no_plan:
+        raise UsageError(f"no plan: {no_plan}")
     return 0
 
 
@@ -418,6 +459,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------------------
 # Parser and entry point
 # ---------------------------------------------------------------------------------------------------------
+def _add_plan_flags(p: argparse.ArgumentParser) -> None:
+    """The search space's flags, one per sim_core.plan_space.PlanInputs field (its help and bounds come from there)."""
+    from sim_core.plan_space import LIST_INPUTS, PlanInputs
+
+    g = p.add_argument_group("search space", "what a plan may choose from; lists are comma-separated")
+    for name, info in PlanInputs.model_fields.items():
+        default = info.default
+        shown = ",".join(str(v) for v in default) if isinstance(default, tuple) else f"{default:g}"
+        flags = [flag_name(name)] + (["--scheduler"] if name == "schedulers" else [])
+        g.add_argument(*flags, dest=f"plan__{name}", default=None,
+                       metavar="A,B" if name in LIST_INPUTS else name.upper(),
+                       help=f"{info.description} (default: {shown or 'none'})".replace("%", "%%"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, allow_abbrev=False,
                     description="Simulate LLM-serving schedulers: latency, throughput and goodput of a policy on "
@@ -454,8 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="rate increment (default: (max - min) / 8, nine rates)")
     p.add_argument("--slo-target", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
                    help=f"SLO attainment the knee must keep, 0-1 (default: {DEFAULT_SLO_TARGET})")
-    p.add_argument("--workers", type=workers, default=None, metavar="N",
-                   help="worker processes (default: one per CPU core)")
+    _add_executor_flags(p)
     add_scenario_flags(p, exclude=("scheduler", "rate"))
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     p.set_defaults(func=cmd_sweep)
@@ -465,19 +519,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"SLO attainment to keep, 0-1 (default: {DEFAULT_SLO_TARGET})")
     p.add_argument("--tolerance", type=fraction, default=0.03, metavar="FRACTION",
                    help="stop when the rate is known within this fraction (default: 0.03)")
+    _add_executor_flags(p)
     add_scenario_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     p.set_defaults(func=cmd_capacity)
 
     p = add("plan", "the cheapest deployments (GPU, TP, scheduler, replicas) that meet the SLOs at a rate")
-    p.add_argument("--gpus", type=lambda t: _names(t, list(GPUS), "GPU"), default=["a100", "h100"], metavar="A,B",
-                   help="GPUs to consider (default: a100,h100)")
-    p.add_argument("--tp", type=_tp_list, default=[1], metavar="1,2,...", help="tensor-parallel degrees (default: 1)")
-    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=None, metavar="A,B",
-                   help="schedulers to consider (default: chunked)")
-    p.add_argument("--max-gpus", type=workers, default=64, metavar="N", help="most GPUs a plan may use (default: 64)")
-    p.add_argument("--attainment", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
-                   help=f"SLO attainment a plan must reach, 0-1 (default: {DEFAULT_SLO_TARGET})")
+    _add_plan_flags(p)
+    _add_executor_flags(p)
     add_scenario_flags(p, exclude=PLAN_FIXED)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     p.set_defaults(func=cmd_plan)

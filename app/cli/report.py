@@ -313,20 +313,23 @@ def _sweep_body(rows: list[tuple[str, list[str]]], columns: list[str]) -> list[s
 
 
 def sweep_lines(points: dict[str, list[dict]], knees: dict[str, float | None], rates: list[float],
-                slo_target: float) -> list[str]:
-    """Per scheduler, a row per swept rate and its knee; then the knees explained."""
+                slo_target: float, bands: dict[str, tuple | None] | None = None) -> list[str]:
+    """Per scheduler, a row per swept rate and its knee; then the knees explained. With several seeds (`bands`,
+    sweep.knee_interval), each value is a mean with its 95% half-width and each knee comes with its interval."""
     columns = [BY_KEY[k] for k in SWEEP_COLUMNS]
+    bands = bands or {}
     lines = []
     for s, pts in points.items():
-        rows = [(g(p["rate"]), [cell(value_at(p["metrics"], m.key), m.kind) for m in columns]) for p in pts]
-        knee = knees[s]
-        knee_text = "none" if knee is None else (f">= {g(knee)}" if knee == rates[-1] else g(knee)) + " req/s"
+        rows = [(g(p["rate"]), [_mean_cell(value_at(p["metrics"], m.key), value_at(p.get("ci95", {}), m.key), m.kind)
+                                for m in columns]) for p in pts]
         body = _sweep_body(rows, [label(m) for m in columns])
         lines.append("")
-        lines.append(f" {s} (knee: {knee_text}) ".center(len(body[0]), "="))
+        lines.append(f" {s} (knee: {_knee_text(knees[s], rates)}) ".center(len(body[0]), "="))
         lines += body
     lines.append("")
-    lines.append(f"Saturation knee: the highest swept rate up to which SLO attainment stays >= {slo_target * 100:g}%")
+    lines.append(f"Saturation knee: the highest swept rate up to which SLO attainment stays >= {slo_target * 100:g}%"
+                 + (" (mean over seeds; in brackets, read off the 95% band: its lower edge, then its upper edge)"
+                    if any(bands.values()) else ""))
     for s, knee in knees.items():
         if knee is None:
             text = f"none (even {g(rates[0])} req/s misses the target)"
@@ -334,8 +337,15 @@ def sweep_lines(points: dict[str, list[dict]], knees: dict[str, float | None], r
             text = f">= {g(knee)} req/s (every swept rate meets the target; raise --max-rate)"
         else:
             text = f"{g(knee)} req/s"
+        band = bands.get(s)
+        if band:
+            text += f"  [{_knee_text(band[0], rates)} .. {_knee_text(band[1], rates)}]"
         lines.append(f"  {s:<10} {text}")
     return lines
+
+
+def _knee_text(knee: float | None, rates: list[float]) -> str:
+    return "none" if knee is None else (f">= {g(knee)}" if knee == rates[-1] else g(knee)) + " req/s"
 
 
 class Progress:
@@ -569,7 +579,7 @@ def plan_lines(base: Scenario, rate: float, target: float, result) -> list[str]:
     rows = []
     for p in result.plans:
         s, m = p.scenario, p.metrics
-        rows.append(["*" if p.pareto else "", f"{s.replicas} x {s.hardware} tp{s.tp} {s.scheduler}", str(p.gpus),
+        rows.append(["*" if p.pareto else "", deployment_text(s), str(p.gpus),
                      fmt(p.cost_per_hour), fmt(p.cost_per_mtok), fmt(m["ttft_ms"]["p99"]), fmt(m["tpot_ms"]["p99"]),
                      pct(m["slo_attainment"]), fmt(p.replica_capacity)])
     out = [f"Plans for {base.model} on {base.workload} at {g(rate)} req/s, >= {pct(target)}% SLO attainment "
@@ -577,5 +587,14 @@ def plan_lines(base: Scenario, rate: float, target: float, result) -> list[str]:
     out += _columns(head + [""], [r + [""] for r in rows], right=set(range(2, len(head)))) if rows else [
         "  no deployment meets the SLO within the limits"]
     for i in result.infeasible:
-        out.append(f"  not {i.hardware} tp{i.tp} {i.scheduler}: {i.reason}")
+        budget = f" budget {i.token_budget}" if i.token_budget else ""
+        topo = f" P:D {i.topology}" if i.topology != "colocated" else ""
+        out.append(f"  not {i.hardware} tp{i.tp} {i.scheduler}{budget}{topo}: {i.reason}")
     return out
+
+
+def deployment_text(s: Scenario) -> str:
+    """'3 x h100 tp1 chunked', or '2P + 4D x h100 tp1 chunked' for disaggregated pools; the budget if set."""
+    engines = f"{s.prefill_replicas}P + {s.decode_replicas}D" if s.disaggregated else str(s.replicas)
+    budget = f" budget {s.token_budget}" if s.token_budget is not None else ""
+    return f"{engines} x {s.hardware} tp{s.tp} {s.scheduler}{budget}"

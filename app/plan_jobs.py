@@ -1,0 +1,167 @@
+"""Capacity plans for the web: the dashboard's Plan tab and /api/plan. A plan is many simulations, so it runs as a
+background job (one at a time, a few queued) whose progress pages poll; each of its simulations takes one of the
+server's simulation slots (service.SIM_SLOTS), so a plan shares the CPU with page runs instead of crowding them.
+
+The web bounds a plan's work before it starts (plan_work_problems): at most MAX_PLAN_CANDIDATES candidates and
+MAX_PLAN_SEEDS seeds, each run within the web's per-run limits, and about MAX_PLAN_REQUESTS requests simulated in
+all (a capacity search is about RUNS_PER_CANDIDATE runs at or below the plan's rate).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from sim_core import Scenario, SetupError, resolve
+from sim_core.plan_space import PlanInputs
+from sim_core.planner import PlanResult, no_plan_text, plan
+from sim_core.runner import make_requests
+
+from . import service
+from .inputs import MAX_REQUESTS, expected_requests, scenario_query_pairs, work_problems
+
+MAX_PLAN_CANDIDATES = 16
+MAX_PLAN_SEEDS = 3
+RUNS_PER_CANDIDATE = 16  # a capacity search's bracket and bisection, and the verification's runs, per seed
+MAX_PLAN_REQUESTS = 2_000_000  # requests simulated in all, estimated: about a minute or two of one core
+MAX_QUEUED_PLANS = 2
+KEEP_PLANS = 16  # finished plans kept for their pages
+
+
+@dataclass
+class PlanJob:
+    id: str
+    scenario: Scenario
+    inputs: PlanInputs
+    rate: float
+    total: int = 1
+    done: int = 0
+    result: PlanResult | None = None
+    no_plan: str | None = None
+    error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.result is None and self.error is None
+
+    def query(self) -> str:
+        return plan_query(self.scenario, self.inputs)
+
+
+def plan_query(scenario: Scenario, inputs: PlanInputs) -> str:
+    """The Plan tab's canonical query: the scenario's fields (the page's always-present ones too), then the
+    search space's inputs that differ from their defaults."""
+    return urlencode(scenario_query_pairs(scenario) + inputs.query_pairs(), safe=",:")
+
+
+def plan_work_problems(scenario: Scenario, inputs: PlanInputs) -> list[tuple[str, str]]:
+    """What makes this plan more work than the web does, each problem naming the input to change."""
+    n = inputs.candidates()
+    if n > MAX_PLAN_CANDIDATES:
+        return [("gpus", f"{n} candidates (GPUs x TP degrees x schedulers x token budgets x topologies); the web "
+                         f"plans over at most {MAX_PLAN_CANDIDATES} — choose fewer (the CLI has no such limit)")]
+    if scenario.seeds > MAX_PLAN_SEEDS:
+        return [("seeds", f"must be at most {MAX_PLAN_SEEDS} for a plan on the web (got {scenario.seeds}); "
+                          f"the CLI has no such limit")]
+    per_run, _ = expected_requests(scenario)
+    if per_run > MAX_REQUESTS:
+        return [("duration", f"rate x duration is about {per_run:,.0f} requests per run; the web runs at most "
+                             f"{MAX_REQUESTS:,} — shorten duration to at most {MAX_REQUESTS / scenario.rate:.4g} s")]
+    total = per_run * n * scenario.seeds * RUNS_PER_CANDIDATE
+    if total > MAX_PLAN_REQUESTS:
+        return [("duration", f"the search would simulate about {total:,.0f} requests ({n} candidates x "
+                             f"{scenario.seeds} seed(s) x ~{RUNS_PER_CANDIDATE} runs of {per_run:,.0f}); the web "
+                             f"plans at most {MAX_PLAN_REQUESTS:,} — shorten duration or choose fewer candidates")]
+    return _step_problems(scenario, inputs)
+
+
+def _step_problems(scenario: Scenario, inputs: PlanInputs) -> list[tuple[str, str]]:
+    """One run at the plan's rate must be within the web's engine-step budget at the smallest token budget."""
+    for gpu in inputs.gpus:  # the workload's lengths depend on the deployment only through max_model_len
+        try:
+            resolved = resolve(scenario.model_copy(update={"hardware": gpu}))
+            break
+        except SetupError:
+            continue
+    else:
+        return []  # the model fits no candidate GPU: the plan says so at once, without simulating
+    budgets = list(inputs.token_budgets)
+    for sched in ([] if budgets else inputs.schedulers):
+        try:
+            budgets.append(resolve(scenario.model_copy(update={"hardware": gpu, "scheduler": sched})).token_budget)
+        except SetupError:
+            continue
+    if not budgets:
+        return []
+    return work_problems(scenario, min(budgets), make_requests(scenario, resolved))
+
+
+class SlotExecutor:
+    """Runs a plan's tasks one after another in the job's thread, each holding one of the server's simulation
+    slots while it runs."""
+
+    name = "web"
+    workers = 1
+
+    def map(self, fn, tasks, on_done=None) -> list:
+        out = []
+        for k, task in enumerate(tasks):
+            with service.SIM_SLOTS:
+                out.append(fn(task))
+            if on_done:
+                on_done(k + 1, len(tasks))
+        return out
+
+
+_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
+_jobs: OrderedDict[str, PlanJob] = OrderedDict()
+_lock = threading.Lock()
+
+
+def start_plan(scenario: Scenario, inputs: PlanInputs) -> PlanJob:
+    """The job for this plan: one already running or done, or a new one queued. Raises service.BusyError when
+    MAX_QUEUED_PLANS are running or queued (the caller has checked the work with plan_work_problems)."""
+    query = plan_query(scenario, inputs)
+    job_id = hashlib.sha256(query.encode()).hexdigest()[:16]
+    with _lock:
+        job = _jobs.get(job_id)
+        if job is not None and job.error is None:
+            _jobs.move_to_end(job_id)
+            return job
+        if sum(j.running for j in _jobs.values()) >= MAX_QUEUED_PLANS:
+            raise service.BusyError(f"{MAX_QUEUED_PLANS} plans are already running or queued; try again in a "
+                                    f"minute")
+        rate = scenario.rate
+        job = PlanJob(job_id, scenario, inputs, rate, total=inputs.candidates() * scenario.seeds * 3)
+        _jobs[job_id] = job
+        while len(_jobs) > KEEP_PLANS:
+            oldest = next((k for k, j in _jobs.items() if not j.running), None)
+            if oldest is None:
+                break
+            del _jobs[oldest]
+        _pool.submit(_run, job)
+    return job
+
+
+def get_plan_job(job_id: str) -> PlanJob | None:
+    with _lock:
+        return _jobs.get(job_id)
+
+
+def _run(job: PlanJob) -> None:
+    def progress(done: int, total: int) -> None:
+        job.done, job.total = done, total
+
+    try:
+        result = plan(job.scenario, job.rate, job.inputs.space(), target=job.inputs.attainment,
+                      executor=SlotExecutor(), on_progress=progress)
+        if not result.plans:
+            job.no_plan = no_plan_text(result, job.scenario.model, job.inputs.max_gpus, job.inputs.attainment)
+        job.done = job.total
+        job.result = result
+    except Exception as e:  # shown on the page; asking for the same plan again retries it
+        job.error = f"{type(e).__name__}: {e}"

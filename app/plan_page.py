@@ -1,0 +1,235 @@
+"""The dashboard's Plan tab (/plan) and its JSON API (/api/plan): the cheapest deployments that meet an SLO at a
+rate, as `sched-sim plan` finds them. The scenario's inputs are the scenario form's own fields (present.build_form,
+sim_core.fields); the search space's are sim_core.plan_space.PlanInputs. A valid /plan?... URL starts (or finds)
+the plan's background job (plan_jobs.py); the page polls its progress, then shows the plans cheapest first, each
+a link to its scenario on the main page, and the Pareto plot of cost per hour against p99 TTFT.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from sim_core import GPUS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
+from sim_core.plan_space import LIST_INPUTS, TP_DEGREES, PlanInputs, parse_plan_inputs
+from sim_core.planner import PLAN_FIXED_FIELDS
+
+from . import charts, present, service
+from .cli.report import deployment_text
+from .http import errors_by_field
+from .inputs import WebRequest, _with_web_bounds, query_to_dict
+from .plan_jobs import PlanJob, get_plan_job, plan_query, plan_work_problems, start_plan
+from .templating import templates
+
+router = APIRouter(include_in_schema=False)
+api_router = APIRouter()
+
+# What the Plan tab shows with no query: issue 11's example (chat at 40 req/s on four GPU types, TP 1 and 2).
+PLAN_PAGE_DEFAULTS: dict[str, str] = {"model": "llama-3-8b", "workload": "chat", "rate": "40",
+                                      "slo_ttft_ms": "1000", "slo_tpot_ms": "100", "duration": "30"}
+PLAN_INPUT_DEFAULTS: dict[str, str] = {"gpus": "l4,l40s,a100,h100", "tp": "1,2"}
+SCENARIO_FIELDS = ("model", "workload", "rate", "slo_ttft_ms", "slo_tpot_ms", "duration", "seeds")
+NOT_FOR_PLANS = {"trace": "a plan needs a workload preset: it varies the arrival rate, which a trace fixes",
+                 "upload": "a plan needs a workload preset: it varies the arrival rate, which a trace fixes",
+                 "schedulers": "give the schedulers to consider as schedulers=a,b (a plan input)"}
+
+
+def parse_plan_request(pairs: list[tuple[str, str]], *, page: bool) -> tuple[Scenario, PlanInputs]:
+    """(the scenario at the plan's rate, the search space) from query pairs (or a JSON object's items), or
+    ScenarioError naming every bad input. `page`: the Plan tab's defaults fill what is left out."""
+    problems: list[tuple[str, str]] = []
+    plan_raw: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in LIST_INPUTS:  # checkboxes repeat a list input
+            plan_raw.setdefault(k, []).append(v)
+    data = query_to_dict((k, v) for k, v in pairs if k not in LIST_INPUTS)  # any other key at most once
+    plan_raw.update({k: data.pop(k) for k in list(data) if k in PlanInputs.model_fields})
+    for k in list(data):
+        if k in PLAN_FIXED_FIELDS or k in NOT_FOR_PLANS:
+            problems.append((k, NOT_FOR_PLANS.get(k, "is chosen by the plan's search; give the candidates instead "
+                                                      "(gpus, tp, schedulers, token_budgets, topologies)")))
+            data.pop(k)
+    defaults = PLAN_PAGE_DEFAULTS if page else {"model": "llama-3-8b"}
+    fields = {**{k: v for k, v in defaults.items() if k not in data}, **{k: v for k, v in data.items() if v != ""}}
+    scenario = inputs = None
+    try:
+        scenario = parse_scenario(fields)
+    except ScenarioError as e:
+        problems += _with_web_bounds(e.problems, fields)
+    input_defaults = PLAN_INPUT_DEFAULTS if page else {}
+    try:
+        inputs = parse_plan_inputs({**{k: v for k, v in input_defaults.items() if not plan_raw.get(k)}, **plan_raw})
+    except ScenarioError as e:
+        problems += e.problems
+    if scenario is not None and inputs is not None and not problems:
+        scenario = scenario.model_copy(update={"rate": scenario.rate or PRESETS[scenario.workload].rate})
+        problems += plan_work_problems(scenario, inputs)
+    if problems:
+        raise ScenarioError(problems)
+    return scenario, inputs
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What the page shows
+# ---------------------------------------------------------------------------------------------------------
+def plan_form(values: dict[str, Any], errors: dict[str, str]) -> dict:
+    """The Plan form: the scenario form's own fields for the traffic and SLO, the search space's inputs."""
+    form = present.build_form(values, errors, page_defaults=PLAN_PAGE_DEFAULTS)
+    by_name = {f.name: f for _, fs in form.groups for f in fs} | {f.name: f for f in form.advanced}
+    chosen = {k: _chosen(values.get(k)) for k in ("gpus", "tp", "schedulers")}
+    info = PlanInputs.model_fields
+    text_inputs = []
+    for name, label, placeholder in (("token_budgets", "Token budgets", "each scheduler's own"),
+                                     ("topologies", "Topologies", "colocated"),
+                                     ("max_gpus", "Max GPUs", f"{info['max_gpus'].default}"),
+                                     ("attainment", "SLO attainment", f"{info['attainment'].default:g}")):
+        raw = values.get(name)
+        text_inputs.append(present.FormField(
+            name, label, "", "text", "" if raw is None else ",".join(_chosen(raw)),
+            placeholder=placeholder, help=info[name].description, error=errors.get(name, ""),
+            inputmode="decimal" if name in ("max_gpus", "attainment") else "text"))
+    known = set(SCENARIO_FIELDS) | set(PlanInputs.model_fields)
+    return {
+        "scenario_fields": [by_name[n] for n in SCENARIO_FIELDS if n in by_name],
+        "chips": [("gpus", "GPUs", [(k, f"{k} · {g.mem_gib:g} GB") for k, g in GPUS.items()]),
+                  ("tp", "Tensor parallel", [(str(t), f"TP {t}") for t in TP_DEGREES]),
+                  ("schedulers", "Schedulers", [(s, s) for s in SCHEDULER_NAMES])],
+        "chosen": chosen,
+        "text_inputs": text_inputs,
+        "errors": errors,
+        "other_errors": [(k, v) for k, v in errors.items() if k not in known],
+    }
+
+
+def _chosen(raw: Any) -> list[str]:
+    items = raw if isinstance(raw, list | tuple) else [] if raw is None else [raw]
+    return [w.strip() for v in items for w in str(v).split(",") if w.strip()]
+
+
+def pareto_figure(job: PlanJob) -> dict:
+    """Cost per hour against p99 TTFT, every plan a point, the Pareto front joined by a line."""
+    plans = job.result.plans
+    layout = charts._layout(360, margin={"l": 64, "r": 24, "t": 40, "b": 56}, showlegend=True)
+    layout["xaxis"] = charts._axis("cost ($/hour, on-demand)", rangemode="tozero")
+    layout["yaxis"] = charts._axis("p99 TTFT (ms)", rangemode="tozero")
+    points = [(p.cost_per_hour, p.metrics["ttft_ms"]["p99"], deployment_text(p.scenario), p.pareto, i + 1)
+              for i, p in enumerate(plans) if p.cost_per_hour is not None]
+    front = sorted((x, y) for x, y, _, on, _ in points if on)
+    data = [{"type": "scatter", "mode": "lines", "x": [x for x, _ in front], "y": [y for _, y in front],
+             "name": "Pareto front", "line": {"color": "#1971c2", "width": 1.5, "shape": "hv"}, "hoverinfo": "skip"}]
+    for on, name, c in ((True, "on the front", "#1971c2"), (False, "dominated", "#adb5bd")):
+        pts = [p for p in points if p[3] == on]
+        data.append({"type": "scatter", "mode": "markers+text", "name": name,
+                     "x": [p[0] for p in pts], "y": [p[1] for p in pts], "text": [f"#{p[4]}" for p in pts],
+                     "textposition": "top right", "customdata": [p[2] for p in pts],
+                     "marker": {"color": c, "size": 10},
+                     "hovertemplate": "%{customdata}: $%{x:.2f}/h, p99 TTFT %{y:.0f} ms<extra></extra>"})
+    target = job.result.plans[0].metrics["slo"]["ttft_ms"] if plans else None
+    if target:
+        layout["shapes"] = [{"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": target,
+                             "y1": target, "line": {"color": "#868e96", "dash": "dash", "width": 1}}]
+    return {"data": data, "layout": layout}
+
+
+def scenario_link(s: Scenario) -> str:
+    """The plan's scenario on the main page (its URL query carries the page's always-present fields too)."""
+    return "/?" + WebRequest(s, (s.scheduler,)).query()
+
+
+def job_context(job: PlanJob) -> dict:
+    out: dict[str, Any] = {"job": job, "rows": [], "figure": None}
+    if job.result is not None:
+        out["rows"] = [{"n": i + 1, "plan": p, "what": deployment_text(p.scenario), "link": scenario_link(p.scenario),
+                        "cli": f"sched-sim run --scenario '{p.scenario.to_query()}'"}
+                       for i, p in enumerate(job.result.plans)]
+        out["figure"] = pareto_figure(job) if job.result.plans else None
+    return out
+
+
+def _render(request: Request, name: str, ctx: dict, status: int = 200, headers: dict | None = None) -> Response:
+    return templates.TemplateResponse(request, name, {"request": request, **ctx}, status_code=status,
+                                      headers={"Vary": "HX-Request", **(headers or {})})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Routes
+# ---------------------------------------------------------------------------------------------------------
+@router.get("/plan", response_class=HTMLResponse)
+def plan_page(request: Request) -> Response:
+    """The Plan tab. With a query, the plan's job is started (or found) and its progress shown."""
+    pairs = list(request.query_params.multi_items())
+    given: dict[str, Any] = {}
+    for k, v in pairs:
+        given.setdefault(k, []).append(v) if k in LIST_INPUTS else given.setdefault(k, v)
+    values = {**PLAN_PAGE_DEFAULTS, **PLAN_INPUT_DEFAULTS, **given}
+    ctx: dict[str, Any] = {"job": None, "busy": None, "query": ""}
+    status, errors = 200, {}
+    if pairs:
+        try:
+            scenario, inputs = parse_plan_request(pairs, page=True)
+            ctx["query"] = plan_query(scenario, inputs)
+            ctx.update(job_context(start_plan(scenario, inputs)))
+        except ScenarioError as e:
+            errors, status = errors_by_field(e.problems), 422
+        except service.BusyError as e:
+            ctx["busy"], status = str(e), 503
+    ctx["form"] = plan_form(values, errors)
+    headers = {"Retry-After": "10"} if status == 503 else None
+    return _render(request, "plan.html", ctx, status, headers)
+
+
+@router.get("/plan/job/{job_id}", response_class=HTMLResponse)
+def plan_job_fragment(request: Request, job_id: str) -> Response:
+    job = get_plan_job(job_id)
+    if job is None:
+        return _render(request, "_plan_status.html", {"job": None, "gone": True}, 404)
+    return _render(request, "_plan_status.html", job_context(job))
+
+
+def plan_doc(job: PlanJob) -> dict:
+    """/api/plan's answer: the job's state and, once done, what `sched-sim plan --json` prints."""
+    from .cli.commands import plan_doc as cli_plan_doc
+
+    doc: dict[str, Any] = {"id": job.id, "query": job.query(), "status": "running" if job.running else
+                           ("error" if job.error else "done"), "done": job.done, "total": job.total,
+                           "poll": f"/api/plan/{job.id}"}
+    if job.error:
+        doc["error"] = job.error
+    if job.result is not None:
+        doc.update(cli_plan_doc(job.rate, job.inputs.attainment, job.result))
+        for d, p in zip(doc["plans"], job.result.plans, strict=True):
+            d["link"] = scenario_link(p.scenario)
+        if job.no_plan:
+            doc["no_plan"] = job.no_plan
+    return doc
+
+
+@api_router.get("/api/plan", include_in_schema=False)  # starts background work: kept out of the schema fuzz
+def api_plan(request: Request) -> JSONResponse:
+    """Start a capacity plan (or find the same one already started): the scenario's fields and the search space
+    (gpus, tp, schedulers, token_budgets, topologies, max_gpus, attainment) as query parameters. Answers 202 with
+    the job's progress while it runs, 200 with the plans once done; poll `poll`."""
+    from .api import busy, kernels_ready, unprocessable, warming_up
+
+    if not kernels_ready(request):
+        return warming_up()
+    try:
+        scenario, inputs = parse_plan_request(list(request.query_params.multi_items()), page=False)
+        job = start_plan(scenario, inputs)
+    except ScenarioError as e:
+        return unprocessable(e.problems, "query")
+    except service.BusyError as e:
+        return busy(str(e))
+    return JSONResponse(plan_doc(job), 202 if job.running else 200)
+
+
+@api_router.get("/api/plan/{job_id}", include_in_schema=False)
+def api_plan_job(job_id: str) -> JSONResponse:
+    """A plan's progress (202) or its plans (200); 404 when the server no longer has it."""
+    job = get_plan_job(job_id)
+    if job is None:
+        return JSONResponse({"detail": "no such plan on this server (finished plans are kept a while); start it "
+                                       "again with /api/plan"}, 404)
+    return JSONResponse(plan_doc(job), 202 if job.running else 200)
