@@ -125,3 +125,12 @@ def test_the_per_request_csv_carries_each_requests_split():
         assert sum(parts) == pytest.approx(float(row["e2el_ms"]), abs=0.01)
         assert float(row["transport_ms"]) == pytest.approx(5.0)
     assert all(row["queue_ms"] == "" for row in rows if row["status"] != "finished")
+
+
+def test_over_seeds_the_mean_parts_sum_to_the_mean_e2el():
+    from sim_core.runner import run_seeds
+
+    runs = run_seeds(Scenario(scheduler="chunked", workload="chat", hardware="rtx3050", num_requests=40, seeds=3))
+    parts = runs.metrics["attribution_ms"]
+    assert sum(parts.values()) == pytest.approx(runs.metrics["e2el_ms"]["mean"], rel=1e-9)
+    assert set(runs.ci95["attribution_ms"]) == set(ATTRIBUTION_PARTS)  # each with its 95% interval
