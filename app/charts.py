@@ -299,7 +299,7 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
                      "<br>TTFT %{customdata[3]:,.0f} ms · max ITL %{customdata[4]:,.0f} ms"
                      " · preemptions %{customdata[5]}"
                      "<br>where its time went (ms): queue %{customdata[8]:,.0f} · prefill %{customdata[9]:,.0f}"
-                     " · stalled %{customdata[10]:,.0f} · decode %{customdata[11]:,.0f}"
+                     "<br>stalled %{customdata[10]:,.0f} · decode %{customdata[11]:,.0f}"
                      " · preemption %{customdata[12]:,.0f} · transport %{customdata[13]:,.0f}<extra></extra>")
         else:
             hover = "#%{customdata[0]} " + label + " %{customdata[1]:.2f}–%{customdata[2]:.2f} s<extra></extra>"
