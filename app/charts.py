@@ -226,6 +226,9 @@ KV_STATES = (
     ("free", "free", (FREE_CELL, FREE_CELL)),
     ("prefill", "prefilling (no token yet)", ("#f59f00", "#ffd43b")),
     ("decode", "decoding", ("#3b5bdb", "#91a7ff")),
+    ("shared", "shared prefix (several requests)", ("#2f9e44", "#69db7c")),
+    ("cached", "cached prefix, free to evict", ("#66d9e8", "#66d9e8")),
+    ("swapped", "swapped out to host memory", ("#e03131", "#ff8787")),
 )
 
 
@@ -294,13 +297,17 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
             hover = ("<b>request #%{customdata[0]}</b> · " + label + " %{customdata[6]:.2f}–%{customdata[7]:.2f} s"
                      "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
                      "<br>TTFT %{customdata[3]:,.0f} ms · max ITL %{customdata[4]:,.0f} ms"
-                     " · preemptions %{customdata[5]}<extra></extra>")
+                     " · preemptions %{customdata[5]}"
+                     "<br>where its time went (ms): queue %{customdata[8]:,.0f} · prefill %{customdata[9]:,.0f}"
+                     "<br>stalled %{customdata[10]:,.0f} · decode %{customdata[11]:,.0f}"
+                     " · preemption %{customdata[12]:,.0f} · transport %{customdata[13]:,.0f}<extra></extra>")
         else:
             hover = "#%{customdata[0]} " + label + " %{customdata[1]:.2f}–%{customdata[2]:.2f} s<extra></extra>"
         xs, ys, custom = [], [], []
         for r, start, end in zip(seg["row"], seg["start"], seg["end"], strict=True):
             info = ([rows["id"][r], rows["prompt"][r], rows["output"][r], rows["ttft_ms"][r], rows["itl_max_ms"][r],
-                     rows["preemptions"][r], start, end] if detailed else [rows["id"][r], start, end])
+                     rows["preemptions"][r], start, end, *rows["attribution_ms"][r]] if detailed
+                    else [rows["id"][r], start, end])
             rid = rows["id"][r]
             if kind == "rejected":
                 xs.append(start)

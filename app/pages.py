@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -15,11 +16,14 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import escape
 
 from sim_core import ScenarioError, SetupError, TraceError
+from sim_core.experiments import BY_KEY as EXPERIMENTS_BY_KEY
+from sim_core.experiments import EXPERIMENTS
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
 
 from . import charts, present, service
 from .api import kernels_ready
+from .attribution_chart import attribution_figure
 from .http import (
     CLIENT_CLOSED,
     UploadProblem,
@@ -43,7 +47,7 @@ from .inputs import (
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
-FIGURES = ("metrics", "cdf", "timeline", "kv", "gantt", "goodput")
+FIGURES = ("metrics", "cdf", "attribution", "timeline", "kv", "gantt", "goodput")
 VARY = {"Vary": "HX-Request"}
 
 
@@ -150,6 +154,7 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None) -> di
         "summary": present.scenario_summary(req, views, upload),
         "slo_text": present.slo_text(views[0].metrics),
         "cdf": charts.cdf_figure(views),
+        "attribution": attribution_figure(means),  # over seeds, as the table
         "timeline": charts.timeline_figure(views, span),
         "kv": charts.kv_figure(views),
         "kv_frames": charts.kv_frames(views, span),
@@ -158,7 +163,38 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None) -> di
         "query": req.query(),
         "scenario_query": req.query(sweep=False),
         "downloads": {v.scheduler: req.run_key(v.scheduler) for v in views},  # /download/...?<one scheduler's run>
+        "experiment": experiment_verdict(req, views, cancel) if only is None else None,
     }
+
+
+def _canonical(query: str) -> str | None:
+    try:
+        return parse_request(query_to_dict(parse_qsl(query)), defaults=PAGE_DEFAULTS,
+                             default_schedulers=PAGE_SCHEDULERS).query(sweep=False)
+    except ScenarioError:
+        return None
+
+
+EXPERIMENT_QUERIES = {e.key: _canonical(e.query) for e in EXPERIMENTS}
+
+
+def experiment_verdict(req: WebRequest, views, cancel=None) -> dict | None:
+    """When the page shows one of the gallery's experiments: what it should show and whether it did here."""
+    key = next((k for k, q in EXPERIMENT_QUERIES.items() if q == req.query(sweep=False)), None)
+    if key is None:
+        return None
+    e = EXPERIMENTS_BY_KEY[key]
+
+    def run_query(query: str) -> dict[str, dict]:
+        if query == e.query:
+            return {v.scheduler: v.metrics for v in views}
+        other = parse_request(query_to_dict(parse_qsl(query)), defaults=PAGE_DEFAULTS,
+                              default_schedulers=PAGE_SCHEDULERS)
+        return {v.scheduler: v.metrics for v in service.compare_seeds(other, cancel).views}
+
+    claims = e.claims(run_query)
+    return {"title": e.title, "source": e.source, "expect": e.expect, "claims": claims,
+            "held": all(ok for _, ok in claims)}
 
 
 def goodput_context(req: WebRequest) -> dict:

@@ -14,7 +14,9 @@ import numpy as np
 from sim_core import timeline
 from sim_core.validity import run_warnings
 
+from .ganttindex import GanttIndex, gantt_index, row_arrays, rows_for
 from .kvgrid import cell_codes
+from .kvstates import state_runs, swap_frames
 
 MAX_CELLS = 4096  # KV grid cells (blocks are aggregated when the pool is larger)
 MIN_CELLS = 256
@@ -62,6 +64,7 @@ class RunView:
     gantt_note: str = ""
     requests: int = 0
     warnings: tuple[str, ...] = ()  # sim_core.validity: outside the validation set, saturated
+    gantt_index: GanttIndex | None = None  # every request's timeline when the Gantt shows a sample (zooming in)
 
 
 def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS,
@@ -77,11 +80,15 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
         "rate": r.rate, "slo_ttft_ms": r.slo_ttft_ms, "slo_tpot_ms": r.slo_tpot_ms,
     }
     gantt, note = gantt_data(res, gantt_rows)
+    kv = kv_data(frames, frame_s, kv_cell)
+    kv.update(first_token_s=first_token_times(res, frames), states=state_runs(res, kv),
+              swap=swap_frames(res, kv))
     return RunView(
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
-        kv=dict(kv_data(frames, frame_s, kv_cell), first_token_s=first_token_times(res, frames)), gantt=gantt,
+        kv=kv, gantt=gantt,
         gantt_note=note, requests=len(res.requests), warnings=tuple(run_warnings(res)),
+        gantt_index=gantt_index(res) if gantt is not None and gantt["shown"] < len(res.requests) else None,
     )
 
 
@@ -218,16 +225,7 @@ def gantt_data(res, rows: int) -> tuple[dict | None, str]:
     except ValueError as e:  # a sampled step log (a very long run) has no per-step timeline
         return None, str(e)
     row_of = {int(r): k for k, r in enumerate(ids)}
-    ttft = (res.first_token_s - reqs.arrival_s) * 1e3
-    info = {
-        "id": ids.tolist(),
-        "prompt": reqs.prompt_tokens[ids].tolist(),
-        "output": reqs.output_tokens[ids].tolist(),
-        "ttft_ms": [None if not np.isfinite(v) else round(float(v), 1) for v in ttft[ids]],
-        "itl_max_ms": _r(res.max_itl_s[ids] * 1e3, 1),
-        "preemptions": res.preemptions[ids].tolist(),
-        "rejected": res.rejected[ids].tolist(),
-    }
+    info = rows_for(row_arrays(res), ids)
     by_kind: dict[str, dict[str, list]] = {}
     for rid, kind, start, end in segs:
         d = by_kind.setdefault(timeline.SEGMENT_KINDS[kind], {"row": [], "start": [], "end": []})

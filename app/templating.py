@@ -8,6 +8,8 @@ from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 
+from sim_core.experiments import EXPERIMENTS
+
 from . import charts
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +30,7 @@ def asset_version() -> str:
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))  # autoescapes .html
     templates.env.policies["json.dumps_kwargs"] = {"separators": (",", ":")}
-    templates.env.globals.update(color=charts.color, asset_version=asset_version())
+    templates.env.globals.update(color=charts.color, asset_version=asset_version(), experiments=EXPERIMENTS)
     return templates
 
 

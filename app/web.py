@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 import sim_core
 
-from . import api, apidocs, downloads, kvgrid, pages, plan_page
+from . import api, apidocs, downloads, gantt_window, kvgrid, pages, plan_page
 from .middleware import GzipOffLoop, SecurityHeadersAndHead
 from .templating import STATIC_DIR
 
@@ -89,6 +89,7 @@ def create_app() -> FastAPI:
     app.include_router(plan_page.api_router)
     app.include_router(api.router)
     app.include_router(downloads.router)
+    app.include_router(gantt_window.router)
     app.include_router(api.health_router)
     app.include_router(apidocs.router)
     return app

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attribution import N_ATTR
 from .cost_model import step_cost
 from .jit import kernel
 from .kv_pool import PL_REF, blocks_for, new_kv_cache
@@ -64,7 +65,7 @@ def engine_over(config, req, st, frames):
     eng.batch = new_batch(cfg.max_num_seqs)
     eng.logs = new_logs(frames.at_s, frames.capacity, frames.first_spacing_s, cfg.num_blocks, n_tenants,
                         cfg.record_events, cfg.max_events)
-    eng.clock = np.zeros(3)
+    eng.clock = np.zeros(4)
     eng.loop = np.zeros(7, np.int64)
     eng.loop[BUDGET_NOW] = initial_budget(cfg)
     # The step-time estimate slack keys start from: a first chunk at the full budget, from the cost model.
@@ -106,6 +107,8 @@ def new_request_state(n):
     st.first_scheduled_s, st.first_token_s = np.full(n, np.nan), np.full(n, np.nan)
     st.finish_s, st.last_token_s, st.max_itl_s = np.full(n, np.nan), np.full(n, np.nan), np.zeros(n)
     st.preemptions, st.cached_prefix = np.zeros(n, np.int64), np.full(n, -1, np.int64)
+    st.attribution, st.attr_mark = np.zeros((n, N_ATTR)), np.full(n, np.nan)
+    st.attr_wait, st.attr_lost = np.zeros(n, np.int8), np.zeros(n, np.int64)
     return st
 
 
@@ -127,4 +130,5 @@ def outcome(eng):
         st.finish_s, st.max_itl_s, st.preemptions, st.degraded, st.on_time_tokens, st.cached_prefix,
         logs.steps[:n_logged].copy(), logs.service[:n_logged].copy(), logs.n[L_LOG_STRIDE],
         logs.events[:n_events].copy(), logs.n[L_EVENTS_FULL] == 0, logs.acc, logs.itl_fine, logs.itl_coarse, logs.frames, logs.frame_state,
-        logs.frame_s, kv.free[KV_BLOCKS], kv.free[KV_SWAP], kv.links[PL_REF, : eng.cfg.num_blocks].copy())
+        logs.frame_s, kv.free[KV_BLOCKS], kv.free[KV_SWAP], kv.links[PL_REF, : eng.cfg.num_blocks].copy(),
+        st.attribution)

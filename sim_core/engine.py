@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attribution import attribute_step, note_arrival, note_handed_over
 from .build import new_engine, outcome
 from .cost_model import step_cost
 from .jit import entry_nogil, inline, kernel
@@ -98,6 +99,7 @@ from .state import (
     STALLED,
     STEP,
     STEP_EST,
+    STEP_START,
     WAITING,
 )
 
@@ -148,6 +150,7 @@ def step(eng):
         note_empty_step(eng)
         return
     run_batch(eng)
+    attribute_step(eng)
     land_tokens(eng)
     if eng.cfg.static_batching:
         end_static_batch(eng)
@@ -228,12 +231,14 @@ def route_in_prefilled(eng, r, at_s, arrival_s, first_token_s):
     st.generated[r] = 1
     st.first_token_s[r] = first_token_s
     st.last_token_s[r] = first_token_s
+    note_handed_over(st, r, at_s)
     _arrive(eng, r)
 
 
 @inline
 def _arrive(eng, r):
     """r joins the waiting queue, or is rejected at once if it can never run here."""
+    note_arrival(eng.st, r, eng.req.arrival_s[r])
     reason = _never_fits(eng, r)
     if reason != REJECT_NONE:
         reject(eng, r, reason, eng.req.arrival_s[r])
@@ -292,6 +297,7 @@ def run_batch(eng):
         row[S_TOKEN_BUDGET], row[S_SHED] = eng.loop[BUDGET_NOW], n[B_SHED]
         for t in range(eng.q.vtc.shape[0]):
             eng.logs.service[k, t] = eng.q.vtc[t]
+    clock[STEP_START] = clock[NOW]
     clock[NOW] += seconds
     eng.loop[STEP] += 1
     if n[B_PREFILL_TOKENS] > 0:

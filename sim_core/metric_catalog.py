@@ -83,6 +83,25 @@ _ITL = ("inter-token latency (ITL): every gap between consecutive output tokens 
         "streaming client sees")
 _E2EL = "end-to-end latency (E2EL): from a request's arrival to its last output token, as the client sees it"
 _TABLE_STATS = ("mean", "p50", "p90", "p99")
+# Where the time went (sim_core/attribution.py defines each part): the mean per completed request of each part of
+# its E2EL; the six sum to the mean E2EL. Stalls and transport are shown only when some run has them; preemption
+# always, as the preemption counts are (a row that comes and goes with the schedulers ticked would shift the table).
+_ATTRIBUTION = tuple(
+    Metric(f"attribution_ms.{key}", label, "ms", text, "lower", "Where the time went", "ms", shown, served_only=True)
+    for key, label, text, shown in (
+        ("queue", "Queueing", "Mean per request of the time spent waiting to be scheduled: before its first step, "
+         "and while its prompt waited for room in the token budget.", "always"),
+        ("prefill", "Own prefill", "Mean per request of the time of the steps that computed its own prompt (a "
+         "step that runs a chunk of its prompt counts whole).", "always"),
+        ("prefill_stall", "Stalled behind prefills", "Mean per request of the time its decode steps lost to other "
+         "requests' prefill chunks: each such step's time minus what its decodes alone would cost (cost model), "
+         "plus decode turns the token budget skipped.", "nonzero"),
+        ("decode", "Decode", "Mean per request of its decode steps at the cost of the decodes alone.", "always"),
+        ("preemption", "Lost to preemption", "Mean per request of the time lost to preemption: waiting to come "
+         "back, recomputing the KV it lost, and swap traffic.", "always"),
+        ("transport", "Transport", "Mean per request of the KV hand-over from the prefill to the decode pool "
+         "(disaggregated serving) plus the client's transport overhead.", "nonzero"),
+    ))
 
 METRICS: tuple[Metric, ...] = (
     # ----- requests -----
@@ -129,6 +148,7 @@ METRICS: tuple[Metric, ...] = (
     *_distribution("tpot_ms", "TPOT", _TPOT, "Time per output token", _TABLE_STATS),
     *_distribution("itl_ms", "ITL", _ITL, "Inter-token latency", (*_TABLE_STATS, "max")),
     *_distribution("e2el_ms", "E2EL", _E2EL, "End-to-end latency", _TABLE_STATS),
+    *_ATTRIBUTION,
     # ----- GPU -----
     Metric("mbu", "MBU", "%", "Model bandwidth utilisation: bytes the steps read and wrote (weights, KV cache, "
            "activations) per busy second, over the GPUs' peak memory bandwidth.", None, "GPU", "fraction"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import state as E
+from .attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
 from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 from .prices import deployment_cost_per_hour
 
@@ -90,6 +91,16 @@ def request_latencies_s(result) -> dict[str, np.ndarray]:
     return {"ttft": ttft, "e2el": e2el, "tpot": tpot, "finished": done, "multi_token": multi, "met_slo": met}
 
 
+def attribution_ms(result, done: np.ndarray) -> dict[str, float | None]:
+    """Where the time went (attribution.py), the mean per completed request of each part in ms; they sum to the
+    mean E2EL: the client's transport overhead, which E2EL counts, is part of `transport`."""
+    if not done.any() or result.attribution is None:
+        return {name: None for name in ATTRIBUTION_PARTS}
+    means = result.attribution[done].mean(axis=0) * 1e3
+    means[AT_TRANSPORT] += result.scenario.transport_overhead_ms
+    return {name: float(means[k]) for k, name in enumerate(ATTRIBUTION_PARTS)}
+
+
 def summarize(result) -> dict:
     """The metrics of a finished run (runner.Result)."""
     res = result
@@ -146,6 +157,7 @@ def summarize(result) -> dict:
         "itl_ms": itl_distribution_ms(res.itl_fine, res.itl_coarse, float(acc[E.A_ITL_SUM]), int(acc[E.A_ITL_COUNT]),
                                       float(res.max_itl_s.max()) if n else 0.0),
         "e2el_ms": distribution_ms(e2el_all[done]),
+        "attribution_ms": attribution_ms(res, done),
         # The targets goodput used; where classes differ, the tightest, and each class's own under per_class.
         "slo": {"ttft_ms": float(class_ttft_s.min() * 1e3), "tpot_ms": float(class_tpot_s.min() * 1e3),
                 "by_class": bool(np.ptp(class_ttft_s) > 0 or np.ptp(class_tpot_s) > 0),

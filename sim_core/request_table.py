@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from . import state as E
+from .attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
 from .metrics import request_latencies_s
 
 # Column -> what it holds (the header row is the keys, in this order).
@@ -29,6 +30,8 @@ COLUMNS = {
     "cached_prompt_tokens": "prompt tokens found in the prefix cache when first admitted",
     "met_slo": "1 if it met its class's TTFT and TPOT targets",
     "reject_reason": "why it was never served (empty if it was)",
+    **{f"{part}_ms": f"where its E2EL went: {part.replace('_', ' ')} (attribution.py; the six sum to e2el_ms)"
+       for part in ATTRIBUTION_PARTS},
 }
 STATUS_NAMES = {E.FINISHED: "finished", E.REJECTED: "rejected"}
 
@@ -42,6 +45,9 @@ def requests_csv(result) -> str:
     reqs = result.requests
     latency = request_latencies_s(result)
     cached = np.asarray(result.cached_prefix)
+    split_s = np.zeros((len(reqs), len(ATTRIBUTION_PARTS))) if result.attribution is None else \
+        np.array(result.attribution, np.float64)
+    split_s[:, AT_TRANSPORT] += result.scenario.transport_overhead_ms / 1e3  # E2EL counts it, as metrics do
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(COLUMNS)
@@ -57,5 +63,6 @@ def requests_csv(result) -> str:
             _ms(result.max_itl_s[r]) if served else "",
             int(result.preemptions[r]), max(0, int(cached[r])), int(latency["met_slo"][r]),
             E.REJECT_REASONS[int(result.reject_reason[r])],
+            *(_ms(v) if served else "" for v in split_s[r]),
         ])
     return out.getvalue()

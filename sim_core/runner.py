@@ -184,6 +184,8 @@ class Result:
     ref_counts_at_end: np.ndarray
     metrics: dict = field(default_factory=dict)
     replica_of: np.ndarray | None = None  # the replica that served each request (all 0 for one engine)
+    # [request, attribution.AT_*]: seconds of each request's latency per part (queue, prefill, ...), device side
+    attribution: np.ndarray | None = None
 
     @property
     def end_s(self) -> float:
@@ -298,8 +300,10 @@ def frame_spec(reqs: Requests, kv_frame_times=None, kv_frames: int = 0) -> Frame
         return FrameSpec(np.ascontiguousarray(kv_frame_times, np.float64), 0, 0.0)
     if kv_frames <= 0:
         return FrameSpec(np.zeros(0), 0, 0.0)
-    # The run lasts at least the arrival window: spread the first 2 x kv_frames snapshots over it.
-    window = float(reqs.arrival_s.max()) if len(reqs) else 0.0
+    # The run lasts at least the arrival window: spread the first 2 x kv_frames snapshots over it. A session's
+    # follow-up turns arrive when their parents end (inf until then): the window is the open arrivals'.
+    finite = reqs.arrival_s[np.isfinite(reqs.arrival_s)]
+    window = float(finite.max()) if len(finite) else 0.0
     return FrameSpec(np.zeros(0), 2 * kv_frames, max(window, 1e-3) / (2 * kv_frames))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .attribution import note_preempted
 from .batch import add_to_batch
 from .cost_model import swap_seconds
 from .jit import inline, kernel
@@ -138,6 +139,7 @@ def preempt(eng, victim):
     step); otherwise (or in recompute mode) its KV is dropped and it waits to be prefilled again, generated
     tokens included."""
     cfg, st, kv, q = eng.cfg, eng.st, eng.kv, eng.q
+    note_preempted(eng, victim)
     key = waiting_key(eng, victim)
     remove_running(q, victim)
     st.preemptions[victim] += 1

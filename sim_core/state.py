@@ -7,7 +7,8 @@ An `Engine` is one serving instance (one vLLM-like engine core). Its records:
   kv      KVCache       the block pool, the prefix-cache hash table, block tables (see kv_pool.py)
   q       Queues        running list, per-tenant waiting heaps, swapped heap, follow-up turns (see queues.py)
   batch   Batch         the step being scheduled: who runs, how many tokens, the batch shape
-  clock   float64[3]    NOW, STEP_EST (recent prefill step time), KEYED_STEP_EST (the one slack keys used)
+  clock   float64[4]    NOW, STEP_EST (recent prefill step time), KEYED_STEP_EST (the one slack keys used),
+                        STEP_START (when the step being run began)
   loop    int64[7]      STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED
   logs    Logs          step log, event log, accumulators, ITL histogram, KV frames
 Records are numba StructRefs: mutable, passed by reference (one pointer, one reference count per call however
@@ -46,7 +47,7 @@ REJECT_REASONS = (
 PREEMPT_NONE, PREEMPT_RECOMPUTE, PREEMPT_SWAP = 0, 1, 2
 
 # clock[] and loop[] slots.
-NOW, STEP_EST, KEYED_STEP_EST = range(3)
+NOW, STEP_EST, KEYED_STEP_EST, STEP_START = range(4)
 STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED = range(7)
 # Batch.n[] slots: the step's schedule and its shape for the cost model.
 (B_SCHEDULED, B_BUDGET_LEFT, B_PREEMPTIONS, B_SHED, B_PRIORITY_PREEMPTED, B_PREFILL_TOKENS, B_PREFILL_PAIRS,
@@ -168,6 +169,8 @@ class Outcome(NamedTuple):
     free_blocks_at_end: int
     swap_free_at_end: int
     ref_counts_at_end: np.ndarray
+    attribution: np.ndarray  # [request, attribution.AT_*] seconds of its latency in each part
+
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -204,6 +207,9 @@ REQUEST_STATE = RecordType([
     ("first_scheduled_s", F64), ("first_token_s", F64), ("finish_s", F64), ("last_token_s", F64),
     ("max_itl_s", F64), ("preemptions", I64),
     ("cached_prefix", I64),  # prompt tokens found in the prefix cache at first admission (-1: never admitted)
+    # Where its time went (attribution.py): seconds per part, settled up to attr_mark; attr_wait: what it does
+    # since (W_*); attr_lost: the most KV tokens it lost to a recompute preemption.
+    ("attribution", F64_2D), ("attr_mark", F64), ("attr_wait", I8), ("attr_lost", I64),
 ])
 KV_CACHE = RecordType([
     ("links", I64_2D),  # [PL_NEXT/PL_PREV/PL_REF/PL_HASH, block]; column num_blocks is the free queue's sentinel
@@ -249,7 +255,7 @@ LOGS = RecordType([
 ENGINE = RecordType([
     ("cfg", CONFIG), ("req", REQUEST_TABLE), ("st", REQUEST_STATE), ("kv", KV_CACHE), ("q", QUEUES),
     ("batch", BATCH), ("logs", LOGS),
-    ("clock", F64),  # NOW, STEP_EST, KEYED_STEP_EST
+    ("clock", F64),  # NOW, STEP_EST, KEYED_STEP_EST, STEP_START
     ("loop", I64),  # STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED
 ])
 

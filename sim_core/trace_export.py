@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import state as E
+from .attribution import ATTRIBUTION_PARTS
 from .timeline import DECODE, PREEMPTED, PREFILL, QUEUED, REJECTED, SEGMENT_KINDS, request_segments
 
 GPU_PID, REQUESTS_PID = 1, 2
@@ -140,6 +141,9 @@ def _request_events(result, ids: np.ndarray) -> list[dict]:
             cached = getattr(result, "cached_prefix", None)  # engines with a prefix cache
             if cached is not None and cached[r] > 0:
                 common[r]["cached_prefix_tokens"] = int(cached[r])
+            split = getattr(result, "attribution", None)  # where its E2EL went (device side), finished ones
+            if split is not None and result.status[r] == E.FINISHED:
+                common[r]["time_ms"] = {p: round(float(split[r, k]) * 1e3, 3) for k, p in enumerate(ATTRIBUTION_PARTS)}
         args = dict(common[r])
         ts = _us(start)
         if kind == REJECTED:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from sim_core import PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core import state as E
+from sim_core.attribution import AT_PREEMPTION
 from sim_core.runner import resolve, run, simulate_requests
 from sim_core.workload import Requests
 
@@ -322,6 +323,14 @@ def check_invariants(res) -> None:
         lam_w = fin.sum() / end * (ff - a).mean()
         slack = (fin.sum() * dur.max() + (res.finish_s - admit)[shed].sum()) / end
         assert -slack - 1e-9 <= lam_w - L <= slack + 1e-9
+
+    # ---- where the time went (sim_core/attribution.py): parts of each finished request's latency ----
+    split = res.attribution[fin]
+    assert (split >= -1e-9).all(), "a negative part of a request's latency"
+    assert np.allclose(split.sum(axis=1), (res.finish_s - ARR)[fin], rtol=1e-9, atol=1e-9)
+    # Preemption time only for requests preempted, or in steps that carried another's swap traffic.
+    if s.preemption != "swap":
+        assert (split[res.preemptions[fin] == 0, AT_PREEMPTION] == 0).all()
 
 
 # -------------------------------------------------------------------------------------------------------------

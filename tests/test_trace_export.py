@@ -158,6 +158,12 @@ def test_trace_is_valid_and_consistent(rag_run):
             if e["name"] == "prefill":
                 per_step[e["ts"]] += e["args"]["tokens"]
     assert all(step_ts[ts] == tokens for ts, tokens in per_step.items())
+    # Each finished request's slices say where its latency went: parts summing to its device-side E2EL.
+    for r, sl in slices.items():
+        if rag_run.status[r] == E.FINISHED:
+            split = sl[0]["args"]["time_ms"]
+            e2el_ms = (rag_run.finish_s[r] - rag_run.requests.arrival_s[r]) * 1e3
+            assert sum(split.values()) == pytest.approx(e2el_ms, abs=0.01)
 
 
 def test_preempted_requests_show_preempted_slices(preempting_run):

@@ -214,7 +214,13 @@
       panel.appendChild(canvas);
       div.appendChild(panel);
       var p = { s: s, panel: panel, canvas: canvas, usage: usage, frame: -1, firstToken: s.first_token_s || {},
-                highlight: null };
+                highlight: null, cellStates: {} };
+      if (frames.schedulers.some(function (x) { return x.swap; })) { // host swap space: a strip under the grid
+        p.swapCanvas = document.createElement("canvas");
+        p.swapCanvas.className = "kv-swap";
+        p.swapCanvas.setAttribute("aria-label", "host swap space");
+        panel.appendChild(p.swapCanvas);
+      }
       canvas.addEventListener("mousemove", function (e) { self.hover(p, e); });
       canvas.addEventListener("mouseleave", function () { self.tip.hidden = true; highlightRow(s.name, null); });
       return p;
@@ -269,6 +275,15 @@
       p.canvas.height = Math.round(rows * cell * dpr);
       p.ctx = p.canvas.getContext("2d");
       p.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      if (p.swapCanvas) {
+        var high = Math.max(4, cell);
+        p.swapCanvas.style.width = cols * cell + "px";
+        p.swapCanvas.style.height = high + "px";
+        p.swapCanvas.width = Math.round(cols * cell * dpr);
+        p.swapCanvas.height = Math.round(high * dpr);
+        p.swapCtx = p.swapCanvas.getContext("2d");
+        p.swapCtx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      }
       p.frame = -1; // repaint on the next show()
     });
   };
@@ -294,23 +309,53 @@
     return lo;
   };
 
-  KvPlayer.prototype.stateOf = function (p, owner, t) {
+  // Each cell's CELL_* state in frame f (app/kvstates.py: 0 plain, 1 shared prefix, 2 cached and evictable).
+  KvPlayer.prototype.cellStates = function (p, f) {
+    if (p.cellStates[f]) return p.cellStates[f];
+    var out = new Int8Array(p.s.cells), runs = (p.s.states || [])[f] || [];
+    for (var i = 0, c = 0; i < runs.length; i += 2) out.fill(runs[i], c, (c += runs[i + 1]));
+    return (p.cellStates[f] = out);
+  };
+
+  KvPlayer.prototype.stateOf = function (p, owner, t, cellState) {
+    if (cellState === 2) return this.states.cached;
     if (owner < 0) return this.states.free;
+    if (cellState === 1) return this.states.shared;
     var first = p.firstToken[owner];
     return first === null || first === undefined || t < first ? this.states.prefill : this.states.decode;
   };
 
   KvPlayer.prototype.paint = function (p, f) {
     var s = p.s, ctx = p.ctx, cell = this.cell, side = cell - this.gap, cols = this.grid.cols, K = s.k + 1;
-    var t = s.frame_s[f], runs = s.runs[f] || [], c = 0;
+    var t = s.frame_s[f], runs = s.runs[f] || [], c = 0, cs = this.cellStates(p, f);
     ctx.clearRect(0, 0, cols * cell, this.grid.rows * cell);
     for (var i = 0; i < runs.length; i += 2) {
       var owner = Math.floor(runs[i] / K) - 1, len = runs[i + 1];
-      ctx.fillStyle = this.stateOf(p, owner, t).colors[owner < 0 ? 0 : owner & 1];
       ctx.globalAlpha = p.highlight === null || owner === p.highlight ? 1 : 0.2; // a hovered Gantt row's blocks stand out
-      for (var n = 0; n < len; n++, c++) ctx.fillRect((c % cols) * cell, Math.floor(c / cols) * cell, side, side);
+      for (var n = 0; n < len; n++, c++) {
+        ctx.fillStyle = this.stateOf(p, owner, t, cs[c]).colors[owner < 0 ? 0 : owner & 1];
+        ctx.fillRect((c % cols) * cell, Math.floor(c / cols) * cell, side, side);
+      }
     }
     ctx.globalAlpha = 1;
+    this.paintSwap(p, f);
+  };
+
+  // Host swap space under the grid: its share in use, in the swapped-out colour (one row of cells).
+  KvPlayer.prototype.paintSwap = function (p, f) {
+    if (!p.swapCtx) return;
+    var cols = this.grid.cols, cell = this.cell, side = cell - this.gap, high = Math.max(4, cell) - this.gap;
+    var row = (p.s.swap && p.s.swap.frames[f]) || [], used = 0, requests = row.length / 2;
+    for (var i = 1; i < row.length; i += 2) used += row[i];
+    var capacity = (p.s.swap && p.s.swap.capacity) || 1, filled = used ? Math.max(1, Math.ceil(used / capacity * cols)) : 0;
+    p.swapCtx.clearRect(0, 0, cols * cell, high + this.gap);
+    for (var c = 0; c < cols; c++) {
+      p.swapCtx.fillStyle = c < filled ? this.states.swapped.colors[0] : this.states.free.colors[0];
+      p.swapCtx.fillRect(c * cell, 0, side, high);
+    }
+    p.panel.dataset.swapped = String(used);
+    p.swapText = used ? " · " + used.toLocaleString("en-US") + " blocks of " + requests + " request" +
+      (requests === 1 ? "" : "s") + " swapped out to host" : " · host swap space empty";
   };
 
   // Light up one request's blocks in a scheduler's grid (null: all of them again).
@@ -333,7 +378,7 @@
         p.frame = f;
       }
       var pct = p.s.usage.length ? (100 * p.s.usage[f]).toFixed(0) : "0";
-      p.usage.textContent = " " + pct + "% of " + p.s.blocks.toLocaleString("en-US") + " blocks in use";
+      p.usage.textContent = " " + pct + "% of " + p.s.blocks.toLocaleString("en-US") + " blocks in use" + (p.swapText || "");
     });
     if (this.scrub) this.scrub.value = String(j);
     if (this.label) this.label.textContent = "t = " + t.toFixed(2) + " s";
@@ -357,12 +402,13 @@
     for (var i = 0, at = 0; i < runs.length; at += runs[i + 1], i += 2) {
       if (c < at + runs[i + 1]) { code = runs[i]; break; }
     }
-    var k = p.s.k, owner = Math.floor(code / (k + 1)) - 1, used = code % (k + 1);
+    var k = p.s.k, owner = Math.floor(code / (k + 1)) - 1, used = code % (k + 1), st = this.cellStates(p, p.frame)[c];
     var first = c * k, last = Math.min(p.s.blocks, first + k) - 1;
     var where = k > 1 ? "blocks " + first + "–" + last : "block " + first;
     highlightRow(p.s.name, owner < 0 ? null : owner);
-    this.tip.textContent = owner < 0 ? where + ": free" : where + ": request #" + owner + ", "
-      + this.stateOf(p, owner, p.s.frame_s[p.frame]).label + (k > 1 ? " (" + used + "/" + (last - first + 1) + " in use)" : "");
+    var label = this.stateOf(p, owner, p.s.frame_s[p.frame], st).label;
+    this.tip.textContent = owner < 0 ? where + ": " + label : where + ": request #" + owner + ", "
+      + label + (k > 1 ? " (" + used + "/" + (last - first + 1) + " in use)" : "");
     var box = this.div.getBoundingClientRect();
     this.tip.style.left = (e.clientX - box.left + 12) + "px";
     this.tip.style.top = (e.clientY - box.top + 12) + "px";

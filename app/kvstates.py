@@ -1,0 +1,96 @@
+"""What the KV view colours beyond who holds a block: each grid cell's state from the engine's block states
+(sim_core.kv_pool.snapshot: shared by several requests, or free but still holding a cached prefix that a later
+request may reuse until it is evicted), and what is swapped out to host memory at each frame (from the event log:
+a request's KV leaves the GPU at its swap-out and comes back at its swap-in).
+
+The grid's cells (runview.kv_data) already say who holds them; `state_runs` adds, per frame, the run-length code
+[state, length, ...] of each cell's CELL_* state, and `swap_frames` per frame [owner, blocks, ...] of the requests
+swapped out then. static/js/app.js paints them with charts.KV_STATES' colours.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sim_core import state as E
+
+# A cell's state beside its owner: CELL_PLAIN (free, or held: prefilling or decoding by its request's first-token
+# time), CELL_SHARED (held, and at least half its held blocks are shared prefix blocks), CELL_CACHED (nobody holds
+# it, and at least half its blocks keep a cached prefix, evictable).
+CELL_PLAIN, CELL_SHARED, CELL_CACHED = 0, 1, 2
+
+
+def frame_rows(res, frame_s) -> np.ndarray:
+    """The recorded frames (indices into res.kv_frame_s) that the view kept at the instants `frame_s`."""
+    times = np.asarray(res.kv_frame_s, np.float64)
+    want = np.asarray(frame_s, np.float64)  # rounded (runview._r): take the nearest recorded instant
+    hi = np.clip(np.searchsorted(times, want), 0, len(times) - 1)
+    lo = np.clip(hi - 1, 0, len(times) - 1)
+    return np.where(np.abs(times[lo] - want) <= np.abs(times[hi] - want), lo, hi)
+
+
+def cell_states(block_states: np.ndarray, k: int) -> np.ndarray:
+    """[frame, block] BLOCK_* -> [frame, cell] CELL_* for cells of k blocks."""
+    n_frames, n_blocks = block_states.shape
+    cells = math.ceil(n_blocks / k) if n_blocks else 0
+    pad = np.full((n_frames, cells * k), E.BLOCK_FREE, np.int8)
+    pad[:, :n_blocks] = block_states
+    s = pad.reshape(n_frames, cells, k)
+    shared = (s == E.BLOCK_SHARED).sum(axis=2)
+    held = shared + (s == E.BLOCK_USED).sum(axis=2)
+    cached = (s == E.BLOCK_CACHED).sum(axis=2)
+    out = np.full((n_frames, cells), CELL_PLAIN, np.int8)
+    out[(held > 0) & (2 * shared >= held)] = CELL_SHARED
+    out[(held == 0) & (2 * cached >= k)] = CELL_CACHED
+    if n_blocks % k and cells:  # the last cell is shorter: compare against its own size
+        last = n_blocks - (cells - 1) * k
+        tail = (held[:, -1] == 0) & (2 * cached[:, -1] >= last)
+        out[:, -1] = np.where(tail, CELL_CACHED, out[:, -1])
+    return out
+
+
+def state_runs(res, kv: dict) -> list[list[int]]:
+    """Per kept frame of the view's KV data `kv` (runview.kv_data), [state, length, ...] over its cells; empty
+    when the run recorded no block states."""
+    from .runview import run_lengths  # runview imports this module
+
+    states = np.asarray(getattr(res, "kv_frame_state", np.zeros((0, 0))))
+    if states.ndim != 2 or states.shape[0] == 0 or not kv["frame_s"]:
+        return []
+    picked = states[frame_rows(res, kv["frame_s"])]
+    return run_lengths(cell_states(picked, kv["k"]))
+
+
+def swap_frames(res, kv: dict) -> dict | None:
+    """At each frame of the view's KV data `kv`, the requests whose KV is swapped out to host memory and how many blocks each:
+    {"capacity": swap blocks, "frames": [[owner, blocks, ...] per frame]}. None when nothing was swapped out (or
+    the run's timeline is not recorded)."""
+    ev = np.asarray(getattr(res, "events", np.zeros((0, 4))))
+    if len(ev) == 0 or res.step_stride != 1:
+        return None
+    swap = ev[(ev[:, E.E_KIND] == E.EV_SWAP_OUT) | (ev[:, E.E_KIND] == E.EV_SWAP_IN)]
+    if not (swap[:, E.E_KIND] == E.EV_SWAP_OUT).any():
+        return None
+    start = res.steps[:, E.S_START]
+    block = int(res.scenario.block_size)
+    out_at: dict[int, tuple[float, int]] = {}
+    spans = []  # (owner, blocks, out_s, in_s)
+    for r, s, kind, tokens in swap[np.argsort(swap[:, E.E_STEP], kind="stable")].tolist():
+        t = float(start[s]) if s < len(start) else math.inf
+        if kind == E.EV_SWAP_OUT:
+            out_at[r] = (t, -(-tokens // block))
+        elif r in out_at:
+            t_out, blocks = out_at.pop(r)
+            spans.append((r, blocks, t_out, t))
+    spans += [(r, blocks, t_out, math.inf) for r, (t_out, blocks) in out_at.items()]
+    frames = []
+    # The recorded instants (kv["frame_s"] is rounded), each a step's start, snapshotted before that step ran.
+    for t in np.asarray(res.kv_frame_s, np.float64)[frame_rows(res, kv["frame_s"])].tolist():
+        row: list[int] = []
+        for r, blocks, t_out, t_in in spans:
+            if t_out < t <= t_in:  # a frame at a step's start is taken before that step swaps
+                row += [int(r), int(blocks)]
+        frames.append(row)
+    return {"capacity": int(res.resolved.swap_blocks), "frames": frames}

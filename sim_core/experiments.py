@@ -1,0 +1,158 @@
+"""Classic experiments, one scenario each: what the paper showed, as a dashboard query string, the outcome it
+should reproduce in words, and the check of that outcome against the simulated metrics (each claim compares
+schedulers of the same run, or the run with one setting changed: no figure is written down here).
+
+The dashboard lists them as a gallery (one click each) and says beside the results whether the stated outcome
+held; tests/test_experiments.py runs every one. `run_query(query) -> {scheduler: metrics}` is the caller's: the
+web passes its cached runs, tests sim_core's `run`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode
+
+from .scenario import Scenario
+
+Metrics = dict[str, dict]  # scheduler -> its metrics
+RunQuery = Callable[[str], Metrics]
+Claim = tuple[str, bool]  # a sentence, and whether it held
+
+
+@dataclass(frozen=True)
+class Experiment:
+    key: str
+    title: str
+    source: str  # the paper (or system) the experiment comes from
+    query: str  # a dashboard query: schedulers=...&hardware=...&workload=...&duration=... (always these three)
+    expect: str  # the outcome it should show, in words
+    check: Callable[[RunQuery, str], list[Claim]]  # (run_query, query) -> each claim and whether it held
+
+    def claims(self, run_query: RunQuery) -> list[Claim]:
+        return self.check(run_query, self.query)
+
+    def holds(self, run_query: RunQuery) -> bool:
+        return all(ok for _, ok in self.claims(run_query))
+
+
+def _v(m: dict, key: str) -> float:
+    value: object = m
+    for part in key.split("."):
+        value = value[part]  # type: ignore[index]
+    return float(value)  # type: ignore[arg-type]
+
+
+def _with(query: str, **fields: object) -> str:
+    """The query with some fields set (or replaced)."""
+    pairs = [(k, v) for k, v in parse_qsl(query) if k not in fields]
+    return urlencode(pairs + [(k, str(v)) for k, v in fields.items()], safe=",")
+
+
+def _orca(run: RunQuery, q: str) -> list[Claim]:
+    m = run(q)
+    s, c = m["static"], m["fcfs"]
+    return [("continuous batching's mean E2EL is lower", _v(c, "e2el_ms.mean") < _v(s, "e2el_ms.mean")),
+            ("its goodput is higher", _v(c, "goodput") > _v(s, "goodput")),
+            ("its output throughput is higher", _v(c, "output_throughput") > _v(s, "output_throughput"))]
+
+
+def _sarathi(run: RunQuery, q: str) -> list[Claim]:
+    m = run(q)
+    f, c = m["fcfs"], m["chunked"]
+    return [("chunked prefill's P99 ITL is lower", _v(c, "itl_ms.p99") < _v(f, "itl_ms.p99")),
+            ("its decodes spend less time stalled behind prefills",
+             _v(c, "attribution_ms.prefill_stall") < _v(f, "attribution_ms.prefill_stall"))]
+
+
+def _spf(run: RunQuery, q: str) -> list[Claim]:
+    m = run(q)
+    f, s = m["fcfs"], m["spf"]
+    return [("SPF's median TTFT is lower than FCFS's", _v(s, "ttft_ms.p50") < _v(f, "ttft_ms.p50")),
+            ("its worst TTFT is higher than FCFS's (long prompts starve)", _v(s, "ttft_ms.max") > _v(f, "ttft_ms.max"))]
+
+
+def _aging(run: RunQuery, q: str) -> list[Claim]:
+    aged, plain = run(q), run(_with(q, aging_rate=0))
+    return [("with aging, SPF's worst TTFT is lower than without",
+             _v(aged["spf"], "ttft_ms.max") < _v(plain["spf"], "ttft_ms.max")),
+            ("its median TTFT stays below FCFS's", _v(aged["spf"], "ttft_ms.p50") < _v(aged["fcfs"], "ttft_ms.p50"))]
+
+
+def _slo(run: RunQuery, q: str) -> list[Claim]:
+    m = run(q)
+    f, s = m["fcfs"], m["slo"]
+    return [("past the knee, FCFS serves fewer than half the requests within their SLOs",
+             _v(f, "slo_attainment") < 0.5),
+            ("SLO admission sheds requests it can no longer serve in time", _v(s, "shed") > 0),
+            ("and its goodput is higher than FCFS's", _v(s, "goodput") > _v(f, "goodput"))]
+
+
+def _vtc(run: RunQuery, q: str) -> list[Claim]:
+    m = run(q)
+    f, v = m["fcfs"]["per_class"], m["fair"]["per_class"]
+    return [("under fair sharing the light tenant's P99 TTFT is lower than under FCFS",
+             _v(v["light"], "ttft_ms.p99") < _v(f["light"], "ttft_ms.p99")),
+            ("and lower than the heavy tenant's", _v(v["light"], "ttft_ms.p99") < _v(v["heavy"], "ttft_ms.p99"))]
+
+
+def _cache(run: RunQuery, q: str) -> list[Claim]:
+    m = run(q)
+    a, c = m["chunked"], m["cache_aware"]
+    return [("cache-aware ordering's prefix-cache hit rate is higher",
+             _v(c, "prefix_cache_hit_rate") > _v(a, "prefix_cache_hit_rate")),
+            ("it saves more prefill tokens", _v(c, "prefill_tokens_saved") > _v(a, "prefill_tokens_saved")),
+            ("and its goodput is higher", _v(c, "goodput") > _v(a, "goodput"))]
+
+
+_BASE = "hardware=rtx3050&duration=20.0"
+EXPERIMENTS: tuple[Experiment, ...] = (
+    Experiment("orca", "Static vs continuous batching", "Orca (Yu et al., OSDI '22)",
+               f"schedulers=static,fcfs&{_BASE}&workload=chat",
+               "Static batching runs a batch until its longest request finishes while new requests wait; continuous "
+               "batching lets requests join and leave every step: lower latency and more goodput at the same load.",
+               _orca),
+    Experiment("sarathi", "Prefill stalls vs chunked prefill", "Sarathi-Serve (Agrawal et al., OSDI '24)",
+               f"schedulers=fcfs,chunked&{_BASE}&workload=rag",
+               "Prefilling a 3-4k-token retrieval prompt whole stalls every decode in that step; chunking prompts "
+               "into a per-step token budget cuts the P99 inter-token latency and the time decodes stall.",
+               _sarathi),
+    Experiment("spf", "Shortest prompt first starves long prompts", "SJF scheduling (e.g. Fu et al., 2024)",
+               f"schedulers=fcfs,spf&{_BASE}&workload=chat&rate=14.0",
+               "Past saturation, serving the shortest prompt first lowers the median TTFT, but long prompts keep "
+               "being passed over: SPF's worst TTFT is far above FCFS's.", _spf),
+    Experiment("aging", "SPF with aging", "priority aging (classic OS scheduling)",
+               f"schedulers=fcfs,spf&{_BASE}&workload=chat&rate=14.0&aging_rate=1000.0",
+               "Aging raises a request's priority the longer it waits (1,000 prompt tokens' worth per second): "
+               "SPF's worst TTFT falls below what it is without aging while its median stays below FCFS's.", _aging),
+    Experiment("slo", "SLO admission vs FCFS past the knee", "goodput under SLOs (DistServe, OSDI '24)",
+               f"schedulers=fcfs,slo&{_BASE}&workload=chat&rate=10.0",
+               "Past the knee FCFS admits everything and most requests miss their TTFT target; shedding the "
+               "requests that can no longer make it serves more of the rest in time: higher goodput.", _slo),
+    Experiment("vtc", "Fairness across tenants", "VTC (Sheng et al., OSDI '24)",
+               f"schedulers=fcfs,fair&{_BASE}&workload=multitenant",
+               "A heavy tenant sends four times the light one's traffic. In one FCFS queue the light tenant waits "
+               "behind the heavy one's backlog; fair sharing serves the tenant with the least service first, so "
+               "the light tenant's P99 TTFT drops, below FCFS's and below the heavy tenant's.", _vtc),
+    Experiment("cache", "Prefix-cache-aware ordering", "SGLang's longest-prefix-match (Zheng et al., 2024)",
+               f"schedulers=chunked,cache_aware&{_BASE}&workload=rag&rate=12.0&prefix_cache=true&kv_blocks=1500",
+               "With a KV pool too small to keep every retrieved document cached, admitting the request with the "
+               "longest cached prefix first reuses more of the cache than arrival order: a higher hit rate, more "
+               "prefill tokens saved and more goodput.", _cache),
+)
+BY_KEY = {e.key: e for e in EXPERIMENTS}
+
+
+def split_query(query: str) -> tuple[list[str], str]:
+    """(schedulers, the rest of the query: one scenario without its scheduler)."""
+    pairs = parse_qsl(query)
+    schedulers = [s for k, v in pairs if k == "schedulers" for s in v.split(",")]
+    return schedulers, urlencode([(k, v) for k, v in pairs if k != "schedulers"])
+
+
+def run_query(query: str) -> Metrics:
+    """Each scheduler of a dashboard query simulated with sim_core's runner."""
+    from .runner import run
+
+    schedulers, rest = split_query(query)
+    return {name: run(Scenario.from_query(f"{rest}&scheduler={name}")).metrics for name in schedulers}
