@@ -7,10 +7,11 @@ replica's outstanding requests (waiting + running + swapped) as of its last look
 `staleness_s` of simulated time (0: always current), since real routers poll metrics endpoints.
 
 Routers (ROUTERS): round_robin; least_outstanding (join the shortest queue); power_of_two (the less loaded of two
-random replicas); prefix_affinity (the replica holding the longest cached prefix of the prompt, among replicas
-whose load is within a bound of the mean, so one hot prefix cannot overload a replica, as SGLang's cache-aware
-router does); session (a conversation's id hashed to a replica, so all its turns go to one). A follow-up turn
-is routed like any request when it arrives (its think time after the previous turn ended).
+random replicas); prefix_affinity (cache-aware: the replica where the request costs least, counting the prompt
+tokens it would have to compute there, i.e. the prompt less the longest prefix that replica has cached, plus the
+KV tokens of the requests that replica already has outstanding; see _prefix_cost); session (a conversation's id
+hashed to a replica, so all its turns go to one). A follow-up turn is routed like any request when it arrives
+(its think time after the previous turn ended).
 
 Disaggregated serving (simulate_disaggregated): the router sends requests to a prefill pool; a finished prompt's
 KV queues on its prefill engine's link and goes to the decode engine with the least work, which admits it when
@@ -62,14 +63,16 @@ ROUTERS = {  # name -> (code, what it does)
     "round_robin": (ROUTE_ROUND_ROBIN, "each request to the next replica in turn"),
     "least_outstanding": (ROUTE_LEAST_OUTSTANDING, "the replica with the fewest outstanding requests"),
     "power_of_two": (ROUTE_POWER_OF_TWO, "the less loaded of two replicas drawn at random"),
-    "prefix_affinity": (ROUTE_PREFIX_AFFINITY, "the replica caching the longest prefix of the prompt, unless its "
-                                               "load is past the bound (then the least loaded)"),
+    "prefix_affinity": (ROUTE_PREFIX_AFFINITY, "cache-aware: the replica where the prompt's uncached tokens plus "
+                                               "the KV tokens it already has outstanding are fewest"),
     "session": (ROUTE_SESSION, "a conversation's id hashed to a replica (sticky sessions)"),
 }
 ROUTER_NAMES = tuple(ROUTERS)
-# prefix_affinity's load bound: a replica qualifies while its outstanding requests are at most this many times
-# the mean plus one (consistent hashing with bounded loads, Mirrokni et al. 2018, uses 1 + epsilon of the mean).
-PREFIX_LOAD_BOUND = 1.25
+# prefix_affinity's default cache weight: what one prompt token to compute weighs against one KV token a replica
+# already has outstanding. 1, as Dynamo's KV router defaults its overlap-score weight (new prefill blocks against
+# active blocks); higher keeps sessions on their cache longer, lower balances load sooner (Scenario field
+# router_cache_weight).
+DEFAULT_CACHE_WEIGHT = 1.0
 
 
 @inline
@@ -78,9 +81,66 @@ def _outstanding(eng):
 
 
 @inline
-def _choose(engines, seen, r, router, choices, block_size, sent):
+def _held_tokens(eng, r):
+    """The KV tokens request r holds, or will once its prompt is in: its prompt and what it generated so far."""
+    return eng.req.prompt_tokens[r] + eng.st.generated[r]
+
+
+@inline
+def _outstanding_tokens(eng):
+    """The KV tokens of every request outstanding on the engine (running, waiting, swapped out): the load a
+    cache-aware router balances (Dynamo's KV router counts a worker's active blocks the same way)."""
+    q = eng.q
+    total = 0
+    for i in range(q.size[N_RUNNING]):
+        total += _held_tokens(eng, q.running[i])
+    for t in range(q.q_size.shape[0]):
+        for i in range(q.q_off[t], q.q_off[t] + q.q_size[t]):
+            total += _held_tokens(eng, q.wait_ids[i])
+    for i in range(q.size[N_SWAPPED]):
+        total += _held_tokens(eng, q.swap_ids[i])
+    return total
+
+
+@inline
+def _load(eng, router):
+    """The load the router reads off a replica when it looks: KV tokens for prefix_affinity, requests for the
+    others."""
+    return _outstanding_tokens(eng) if router == ROUTE_PREFIX_AFFINITY else _outstanding(eng)
+
+
+@inline
+def _sent_load(eng, r, router):
+    """What sending request r adds to its replica's load as the router counts it until it looks again."""
+    return eng.req.prompt_tokens[r] if router == ROUTE_PREFIX_AFFINITY else 1
+
+
+@inline
+def _prefix_cost(engines, seen, r, block_size, cache_weight):
+    """prefix_affinity: the replica where request r costs least. A replica's cost is the prompt tokens r would
+    compute there (the prompt less the longest prefix that replica has cached) plus the KV tokens it already
+    has outstanding (`seen`), both in tokens, as Dynamo's KV router weighs new prefill blocks against active
+    blocks (overlap weight 1). So a request follows its cached prefix unless the replica holding it is loaded
+    by more than the prefill the prefix saves: a bound on load that scales with what the cache is worth,
+    where SGLang's cache-aware router switches to the shortest queue past fixed imbalance thresholds. A prefix
+    every replica caches (a shared system prompt) weighs the same everywhere and load decides. Ties go to the
+    less loaded replica."""
+    best, best_cost = 0, np.inf
+    for e in range(seen.shape[0]):
+        eng = engines[e]
+        total = eng.req.prompt_tokens[r] + 1  # leaves the whole prompt to look up (one token is always computed)
+        hits = cached_prefix(eng.kv, eng.req, r, total, block_size)[0]
+        cost = cache_weight * (eng.req.prompt_tokens[r] - hits * block_size) + seen[e]
+        if cost < best_cost or (cost == best_cost and seen[e] < seen[best]):
+            best, best_cost = e, cost
+    return best
+
+
+@inline
+def _choose(engines, seen, r, routing, block_size, sent):
     """The replica for request r (`seen`: the load the router sees; `sent`: requests routed before it)."""
     n = seen.shape[0]
+    router, choices = routing.router, routing.choices
     if router == ROUTE_ROUND_ROBIN:
         return sent % n
     if router == ROUTE_LEAST_OUTSTANDING:
@@ -90,21 +150,7 @@ def _choose(engines, seen, r, router, choices, block_size, sent):
         return a if seen[a] <= seen[b] else b
     if router == ROUTE_SESSION:
         return choices[r, 0]  # its conversation's hash
-    # prefix affinity, with bounded load
-    mean = 0.0
-    for e in range(n):
-        mean += seen[e]
-    bound = PREFIX_LOAD_BOUND * mean / n + 1.0
-    best, best_hits = -1, -1
-    for e in range(n):
-        if seen[e] > bound:
-            continue
-        eng = engines[e]
-        total = eng.req.prompt_tokens[r] + 1  # leaves the whole prompt to look up (one token is always computed)
-        hits = cached_prefix(eng.kv, eng.req, r, total, block_size)[0]
-        if hits > best_hits or (hits == best_hits and seen[e] < seen[best]):
-            best, best_hits = e, hits
-    return best if best_hits > 0 else _argmin(seen)
+    return _prefix_cost(engines, seen, r, block_size, routing.cache_weight)
 
 
 @inline
@@ -127,6 +173,7 @@ class Routing(NamedTuple):
     router: int  # ROUTE_*
     staleness_s: float
     choices: np.ndarray  # the draws the random routers use (row r: request r's; session: its conversation's hash)
+    cache_weight: float  # prefix_affinity: what a prompt token to compute weighs against an outstanding KV token
 
 
 @inline
@@ -192,11 +239,11 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
                 n_turns = heap_pop(turn_keys, turn_ids, n_turns)
             if t_arr >= next_look:  # the router looks at the replicas' load again
                 for e in range(n_rep):
-                    seen[e] = _outstanding(engines[e])
+                    seen[e] = _load(engines[e], routing.router)
                 next_look = t_arr + routing.staleness_s
-            e = _choose(engines, seen, r, routing.router, routing.choices, cfg.block_size, sent)
+            e = _choose(engines, seen, r, routing, cfg.block_size, sent)
             route_in(engines[e], r, t_arr)
-            seen[e] += 1  # the router counts what it sent since it last looked
+            seen[e] += _sent_load(engines[e], r, routing.router)  # the router counts what it sent since it looked
             routed_to[r] = e
             sent += 1
         elif t_eng < np.inf:
@@ -312,12 +359,12 @@ def simulate_disaggregated(cfg, prefill_table, decode_table, pools, frames, rout
                 n_turns = heap_pop(turns[0], turns[1], n_turns)
             if t_arr >= next_look:
                 for e in range(n_p):
-                    seen[e] = _outstanding(prefill[e])
+                    seen[e] = _load(prefill[e], routing.router)
                 next_look = t_arr + routing.staleness_s
-            p = _choose(prefill, seen, r, routing.router, routing.choices, cfg.block_size, sent)
+            p = _choose(prefill, seen, r, routing, cfg.block_size, sent)
             trace.arrived[r], trace.to_prefill[r] = t_arr, p
             route_in(prefill[p], r, t_arr)
-            seen[p] += 1
+            seen[p] += _sent_load(prefill[p], r, routing.router)
             sent += 1
             d = -1
         elif t_eng < np.inf:
@@ -365,12 +412,13 @@ PER_REQUEST = ("arrival_s", "status", "reject_reason", "generated", "first_sched
 PEAK_ACCUMULATORS = (A_KV_PEAK, A_WAITING_PEAK, A_END_S)
 
 
-def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float, seed: int):
+def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float, seed: int,
+                      cache_weight: float = DEFAULT_CACHE_WEIGHT):
     """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, the replica each
     request was sent to). The merged Outcome carries no step log, event log or KV frames (those are per
     engine)."""
     choices = _router_draws(table.child, replicas, router, seed)
-    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices)
+    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices, float(cache_weight))
     outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, NO_FRAMES, routing)
     outs = list(outs)
     merged = {f: getattr(outs[0], f) for f in PER_REQUEST}  # the engines shared one per-request state
@@ -379,7 +427,7 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
 
 
 def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s: float, seed: int,
-                   kv_bytes_per_token: float, link: KvLink):
+                   kv_bytes_per_token: float, link: KvLink, cache_weight: float = DEFAULT_CACHE_WEIGHT):
     """Run a disaggregated deployment; returns (one Outcome for the whole of it, each engine's Outcome (prefill
     pool first), the requests each engine served, each engine's pool, the KV-transfer figures, the engine that
     finished each request)."""
@@ -392,7 +440,7 @@ def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s:
                                           output_tokens=np.ones(n, np.int64), child=np.arange(n),
                                           think_s=np.zeros(n))
     routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s,
-                      _router_draws(table.child, prefill_replicas, router, seed))
+                      _router_draws(table.child, prefill_replicas, router, seed), float(cache_weight))
     handover = Handover(table.output_tokens, table.child, table.think_s, float(kv_bytes_per_token),
                         link.bytes_per_s, link.latency_s)
     trace = PoolTrace(np.full(n, np.nan), np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.nan),
@@ -501,5 +549,5 @@ def routed_table(table):
                                              table.arrival_s), open_ids=np.zeros(0, np.int64))
 
 
-__all__ = ["ROUTERS", "ROUTER_NAMES", "replica_metrics", "routed_table", "simulate_cluster", "simulate_pools",
+__all__ = ["DEFAULT_CACHE_WEIGHT", "ROUTERS", "ROUTER_NAMES", "replica_metrics", "routed_table", "simulate_cluster", "simulate_pools",
            "simulate_replicas"]

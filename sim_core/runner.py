@@ -322,11 +322,12 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
         out, outs, members, pools, extra, replica_of = simulate_pools(
             cfg, table, (scenario.prefill_replicas, scenario.decode_replicas), scenario.router,
             scenario.router_staleness_ms / 1e3, scenario.seed, r.setup.kv_bytes_per_token_per_gpu,
-            KV_LINKS[scenario.kv_link])
+            KV_LINKS[scenario.kv_link], scenario.router_cache_weight)
         engines = (outs, members, pools)
     elif scenario.replicas > 1:
         out, outs, replica_of = simulate_replicas(cfg, table, scenario.replicas, scenario.router,
-                                                  scenario.router_staleness_ms / 1e3, scenario.seed)
+                                                  scenario.router_staleness_ms / 1e3, scenario.seed,
+                                                  scenario.router_cache_weight)
         engines = (outs, [replica_of == e for e in range(scenario.replicas)], ["replicas"] * scenario.replicas)
     else:
         out = engine.simulate(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))

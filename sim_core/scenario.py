@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
-from .cluster import ROUTERS
+from .cluster import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .hardware_profile import canonical, mismatch, parse_compact
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
@@ -56,6 +56,11 @@ class Scenario(BaseModel):
     router_staleness_ms: float = Field(0.0, ge=0, le=600_000,
                                        description="how old the replica load the router sees is (it polls "
                                                    "metrics); 0: always current")
+    router_cache_weight: float = Field(DEFAULT_CACHE_WEIGHT, ge=0, le=1000,
+                                       description="prefix_affinity: what a prompt token the replica would have to "
+                                                   "compute (not cached there) weighs against a KV token it already "
+                                                   "has outstanding; higher keeps sessions on their cache, lower "
+                                                   "balances load (1: Dynamo's KV router default)")
     prefill_replicas: int = Field(0, ge=0, le=MAX_REPLICAS,
                                   description="disaggregated serving: engines that only prefill (0: each engine "
                                               "prefills and decodes its own requests)")

@@ -143,21 +143,57 @@ def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys):
         assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "replicas"
 
 
-def test_cache_aware_routing_keeps_agent_sessions_on_their_kv_and_cuts_ttft():
-    """Each agent turn re-sends the whole conversation: routed to the replica that holds it, the prefix is a
-    cache hit; scattered round robin, it is mostly recomputed."""
-    runs = {}
-    for router in ("round_robin", "prefix_affinity"):
+def agent_runs(router, weights=(1.0,)):
+    out = {}
+    for w in weights:
         s = Scenario(hardware="rtx3050", workload="agent", num_requests=300, rate=3, replicas=3, router=router,
-                     seed=2, prefix_cache=True)
+                     seed=2, prefix_cache=True, router_cache_weight=w)
         res = run(s)
         parents = res.requests.parents()
         turn = parents >= 0
-        runs[router] = (res.metrics, (res.replica_of[turn] == res.replica_of[parents[turn]]).mean())
-    (rr, rr_kept), (pa, pa_kept) = runs["round_robin"], runs["prefix_affinity"]
-    assert pa_kept > 0.9 and rr_kept < 0.5
-    assert pa["prefix_cache_hit_rate"] > rr["prefix_cache_hit_rate"] + 0.1
-    assert pa["ttft_ms"]["p50"] < 0.7 * rr["ttft_ms"]["p50"]
+        out[w] = (res.metrics, (res.replica_of[turn] == res.replica_of[parents[turn]]).mean())
+    return out
+
+
+def test_cache_aware_routing_keeps_agent_sessions_on_their_kv_and_cuts_ttft():
+    """Each agent turn re-sends the whole conversation: routed to the replica that holds it, the prefix is a
+    cache hit; scattered round robin, it is mostly recomputed. The heavier the cache weighs against load, the more
+    turns stay with their KV."""
+    rr, rr_kept = agent_runs("round_robin")[1.0]
+    pa = agent_runs("prefix_affinity", (0.0, 1.0, 8.0))
+    assert rr_kept < 0.4
+    kept = [pa[w][1] for w in (0.0, 1.0, 8.0)]
+    hits = [pa[w][0]["prefix_cache_hit_rate"] for w in (0.0, 1.0, 8.0)]
+    assert kept[0] < kept[1] < kept[2] and kept[2] > 0.8 and hits[0] < hits[1] < hits[2]
+    for w in (1.0, 8.0):
+        m = pa[w][0]
+        assert m["prefix_cache_hit_rate"] > rr["prefix_cache_hit_rate"] + 0.05
+        assert m["ttft_ms"]["mean"] < 0.95 * rr["ttft_ms"]["mean"] and m["load_imbalance"] < 1.3
+    assert pa[8.0][0]["ttft_ms"]["p50"] < 0.7 * rr["ttft_ms"]["p50"]
+
+
+def test_prefix_affinity_weighs_the_prefill_a_cache_saves_against_the_replica_load():
+    """A document cached on a replica still busy decoding a long answer: the follow-up question goes there if the
+    2,048 prompt tokens it saves outweigh the replica's outstanding KV (~2,100 tokens), which takes a cache
+    weight above 1; at weight 1 the idle replica, which must recompute the document, costs less."""
+    rows = [{"timestamp": 0, "input_length": 2100, "output_length": 2000, "hash_ids": [1, 2, 3, 4, 100]},
+            {"timestamp": 1000, "input_length": 2100, "output_length": 4, "hash_ids": [1, 2, 3, 4, 101]}]
+    for weight, to, cached in ((1.0, 1, 0), (8.0, 0, 2048)):
+        s = Scenario(hardware="a100", replicas=2, router="prefix_affinity", prefix_cache=True,
+                     router_cache_weight=weight)
+        res = run(s, trace_text=mooncake(rows))
+        assert list(res.replica_of) == [0, to] and res.cached_prefix[1] == cached
+
+
+def test_a_prefix_every_session_shares_does_not_pin_the_load_to_the_replicas_that_cached_it():
+    """Agent sessions all start with the same 1,500-token tool prompt. A router that only follows the longest
+    cached prefix sends every new session to the replicas that already hold it and leaves the others idle; here
+    each replica gets a fair share of the sessions."""
+    s = Scenario(hardware="a100", model="llama-3-8b", workload="agent", prefix_cache=True, seed=1, duration=120,
+                 rate=0.7, replicas=4, router="prefix_affinity")
+    m = run(s).metrics
+    shares = np.array([r["requests"] for r in m["replicas"]]) / m["completed"]
+    assert shares.min() > 0.15 and m["load_imbalance"] < 1.3
 
 
 # ----- disaggregated prefill and decode pools -----

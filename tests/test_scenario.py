@@ -39,6 +39,7 @@ STRATEGIES = {
     "replicas": st.integers(1, 64),
     "router": st.sampled_from(ROUTER_NAMES),
     "router_staleness_ms": _floats(0.0, 600_000.0),
+    "router_cache_weight": _floats(0.0, 1000.0),
     "prefill_replicas": st.integers(0, 64),
     "decode_replicas": st.integers(0, 64),
     "kv_link": st.sampled_from(sorted(KV_LINKS)),
