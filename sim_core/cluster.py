@@ -38,8 +38,10 @@ from .metrics import distribution_ms
 from .queues import followup_pop, heap_pop, heap_push
 from .state import (
     A_BUSY_S,
+    A_BYTES,
     A_DECODE_TOKENS,
     A_END_S,
+    A_FLOPS,
     A_KV_BLOCK_S,
     A_KV_PEAK,
     A_PREEMPTIONS,
@@ -318,13 +320,15 @@ def _hand_over(eng, e, decode, handover, trace, links, turns, n_turns, transfers
 
 
 @entry_nogil
-def simulate_disaggregated(cfg, prefill_table, decode_table, pools, frames, routing, handover, trace):
+def simulate_disaggregated(cfgs, prefill_table, decode_table, pools, frames, routing, handover, trace):
     """Disaggregated serving: requests prefill on one pool (each prefill table asks for one token: the first),
     their prompt KV then crosses the prefill engine's link to a decode engine, which admits it when it has the
     blocks and decodes the rest. A prefill engine's link carries one transfer at a time (a queue, not parallel
-    bandwidth). Fills `trace` (PoolTrace); returns (prefill Outcomes, decode Outcomes)."""
+    bandwidth). `cfgs`: each pool's Config (its GPUs' cost model and KV pool). Fills `trace` (PoolTrace); returns
+    (prefill Outcomes, decode Outcomes)."""
+    cfg = cfgs[0]
     prefill = _engines(cfg, prefill_table, pools[0], frames, None)
-    decode = _engines(cfg, decode_table, pools[1], frames, prefill[0])  # a request's state follows it across
+    decode = _engines(cfgs[1], decode_table, pools[1], frames, prefill[0])  # a request's state follows it across
     n_p, n_d = len(prefill), len(decode)
     total = routing.arrival_s.shape[0]
     turns, n_turns = (np.zeros(total), np.zeros(total, np.int64)), 0  # released follow-up turns, by arrival
@@ -426,9 +430,9 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
     return Outcome(**merged), outs, routed_to
 
 
-def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s: float, seed: int,
+def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s: float, seed: int,
                    kv_bytes_per_token: float, link: KvLink, cache_weight: float = DEFAULT_CACHE_WEIGHT):
-    """Run a disaggregated deployment; returns (one Outcome for the whole of it, each engine's Outcome (prefill
+    """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's); returns (one Outcome for the whole of it, each engine's Outcome (prefill
     pool first), the requests each engine served, each engine's pool, the KV-transfer figures, the engine that
     finished each request)."""
     prefill_replicas, decode_replicas = pools
@@ -445,7 +449,7 @@ def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s:
                         link.bytes_per_s, link.latency_s)
     trace = PoolTrace(np.full(n, np.nan), np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.nan),
                       np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan))
-    p_outs, d_outs = simulate_disaggregated(cfg, prefill_table, decode_table, pools, NO_FRAMES, routing, handover,
+    p_outs, d_outs = simulate_disaggregated(cfgs, prefill_table, decode_table, pools, NO_FRAMES, routing, handover,
                                             trace)
     outs = list(p_outs) + list(d_outs)
     # One per-request state followed each request from its prefill engine to its decode engine: it holds the
@@ -484,9 +488,11 @@ def _pooled_logs(outs) -> dict:
         ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]))
 
 
-def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_s: float, num_blocks: int) -> dict:
+def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_s: float,
+                    num_blocks: list[int]) -> dict:
     """Each engine's share of the work (`replicas`, a list; `members[e]`: the requests engine e served, `pools[e]`
-    its pool) and how evenly it was spread: the most tokens one engine served over its pool's mean."""
+    its pool, `num_blocks[e]` its KV pool) and how evenly it was spread: the most tokens one engine served over its
+    pool's mean."""
     rows = []
     for e, o in enumerate(outs):
         acc = o.accumulators
@@ -500,7 +506,7 @@ def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_
             "rejected": int((mine & (o.status == REJECTED)).sum()),
             "served_tokens": int(acc[A_PREFILL_TOKENS] + acc[A_DECODE_TOKENS]),
             "gpu_busy_fraction": busy / makespan_s if makespan_s > 0 else 0.0,
-            "kv_cache_usage_mean": float(acc[A_KV_BLOCK_S]) / busy / num_blocks if busy > 0 else 0.0,
+            "kv_cache_usage_mean": float(acc[A_KV_BLOCK_S]) / busy / num_blocks[e] if busy > 0 else 0.0,
             "waiting_peak": int(acc[A_WAITING_PEAK]),
             "preemptions": int(acc[A_PREEMPTIONS]),
             "steps": int(acc[A_STEPS]),
@@ -511,6 +517,21 @@ def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_
         if served.mean() > 0:
             imbalance = max(imbalance, float(served.max() / served.mean()))
     return {"replicas": rows, "load_imbalance": imbalance}
+
+
+def pooled_efficiency(outs, peaks: list[tuple[float, float]], num_blocks: list[int]) -> dict:
+    """Pools on different GPUs: the cluster's MBU, MFU and KV-cache usage over each engine's own peaks and KV pool
+    (`peaks[e]`: engine e's (bytes/s, FLOP/s)), replacing the merged figures, which divide by one GPU's."""
+    busy = np.array([o.accumulators[A_BUSY_S] for o in outs])
+    bw = sum(b * p[0] for b, p in zip(busy, peaks, strict=True))
+    flops = sum(b * p[1] for b, p in zip(busy, peaks, strict=True))
+    block_s = sum(b * n for b, n in zip(busy, num_blocks, strict=True))
+    acc = np.sum([o.accumulators for o in outs], axis=0)
+    return {"mbu": float(acc[A_BYTES]) / bw if bw > 0 else 0.0,
+            "mfu": float(acc[A_FLOPS]) / flops if flops > 0 else 0.0,
+            "kv_cache_usage": {"mean": float(acc[A_KV_BLOCK_S]) / block_s if block_s > 0 else 0.0,
+                               "peak": max(o.accumulators[A_KV_PEAK] / n for o, n in zip(outs, num_blocks,
+                                                                                         strict=True))}}
 
 
 def _router_draws(child: np.ndarray, replicas: int, router: str, seed: int) -> np.ndarray:
@@ -549,5 +570,6 @@ def routed_table(table):
                                              table.arrival_s), open_ids=np.zeros(0, np.int64))
 
 
-__all__ = ["DEFAULT_CACHE_WEIGHT", "ROUTERS", "ROUTER_NAMES", "replica_metrics", "routed_table", "simulate_cluster", "simulate_pools",
+__all__ = ["DEFAULT_CACHE_WEIGHT", "ROUTERS", "ROUTER_NAMES", "pooled_efficiency", "replica_metrics", "routed_table",
+           "simulate_cluster", "simulate_pools",
            "simulate_replicas"]

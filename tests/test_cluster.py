@@ -257,6 +257,71 @@ def test_a_decode_pool_spares_decodes_the_prefill_chunks_at_the_price_of_ttft():
     assert apart["ttft_ms"]["p50"] > 2 * colocated["ttft_ms"]["p50"]
 
 
+def test_heterogeneous_pools_prefill_and_decode_each_on_their_own_gpus():
+    """Prefill on one H100, decode on A100s at tp=2: the first token is the H100's, each decode step the A100
+    pair's, the KV crosses at the larger shard's size (the H100 sends all of it over its one link), and the
+    GPU count and price add up per pool."""
+    from sim_core.prices import GPU_PRICES
+
+    reqs = requests([0.0], [2000], [50])
+    het = pd(prefill_hardware="h100", decode_hardware="a100", decode_tp=2)
+    apart = simulate_requests(het, resolve(het), reqs)
+    h100 = Scenario(hardware="h100", model="llama-3-8b")
+    a100x2 = Scenario(hardware="a100", model="llama-3-8b", tp=2)
+    on_h100 = simulate_requests(h100, resolve(h100), reqs)
+    on_a100 = simulate_requests(a100x2, resolve(a100x2), reqs)
+    assert apart.first_token_s[0] == on_h100.first_token_s[0]
+    transfer_s = apart.metrics["kv_transfer_ms"]["mean"] / 1e3
+    kv = resolve(h100).setup.kv_bytes_per_token_per_gpu
+    assert transfer_s == pytest.approx(2000 * kv / KV_LINKS["ib400"].bytes_per_s + KV_LINKS["ib400"].latency_s)
+    decode_apart = apart.finish_s[0] - apart.first_token_s[0] - transfer_s
+    # (within 0.1%: the decode engine starts from a transferred request, not a step it ran itself)
+    assert decode_apart == pytest.approx(on_a100.finish_s[0] - on_a100.first_token_s[0], rel=1e-3)
+    assert decode_apart != pytest.approx(on_h100.finish_s[0] - on_h100.first_token_s[0], rel=0.02)  # ~5% off
+    m = apart.metrics
+    assert m["gpus"] == 3
+    assert m["cost_per_hour"] == pytest.approx(GPU_PRICES["h100"].usd_per_gpu_hour
+                                               + 2 * GPU_PRICES["a100"].usd_per_gpu_hour)
+    r = resolve(het)
+    assert [p.setup.gpu.key for p in r.pools] == ["h100", "a100"] and r.pools[0].num_blocks != r.pools[1].num_blocks
+    assert apart.free_blocks_at_end == r.pools[0].num_blocks + r.pools[1].num_blocks
+
+
+def test_heterogeneous_pools_serve_a_workload_and_return_every_block():
+    s = pd(workload="chat", num_requests=150, rate=20, seed=3, prefill_hardware="a100", decode_tp=2)
+    s = s.model_copy(update={"prefill_replicas": 2})
+    res = run(s)
+    r = res.resolved
+    assert (res.finished ^ res.rejected).all() and res.metrics["completed"] == 150
+    assert res.free_blocks_at_end == 2 * r.pools[0].num_blocks + r.pools[1].num_blocks
+    assert (res.ref_counts_at_end == 0).all() and res.metrics["gpus"] == 2 * 1 + 1 * 2
+    for key in ("mbu", "mfu"):
+        assert 0 < res.metrics[key] < 1
+    assert 0 < res.metrics["kv_cache_usage"]["mean"] <= res.metrics["kv_cache_usage"]["peak"] <= 1
+
+
+def test_naming_the_default_deployment_for_a_pool_changes_nothing():
+    s = pd(workload="chat", num_requests=60, rate=10, seed=1)
+    same = s.model_copy(update={"prefill_hardware": "h100", "decode_tp": 1})
+    assert not same.heterogeneous and run(s).metrics == run(same).metrics
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"prefill_hardware": "h100"}, "prefill_hardware"),  # no pools
+    ({"prefill_replicas": 1, "decode_replicas": 1, "decode_tp": 3, "model": "llama-3-8b"}, "decode_tp"),
+    ({"prefill_replicas": 1, "decode_replicas": 1, "prefill_hardware": "rtx3050", "model": "llama-3-70b",
+      "hardware": "h100", "tp": 4}, "prefill_hardware"),
+    ({"prefill_replicas": 1, "decode_replicas": 1, "decode_tp": 9}, "decode_tp"),
+])
+def test_a_pool_that_cannot_run_names_its_field(fields, named):
+    from sim_core import ScenarioError, SetupError, parse_scenario
+
+    with pytest.raises((ScenarioError, SetupError)) as e:
+        resolve(parse_scenario(fields))
+    where = e.value.field if isinstance(e.value, SetupError) else e.value.problems[0][0]
+    assert where == named, str(e.value)
+
+
 @pytest.mark.parametrize("fields, named", [({"prefill_replicas": 2}, "decode_replicas"),
                                            ({"decode_replicas": 2}, "prefill_replicas"),
                                            ({"prefill_replicas": 1, "decode_replicas": 1, "replicas": 2}, "replicas")])
