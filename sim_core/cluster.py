@@ -432,9 +432,9 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
 
 def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s: float, seed: int,
                    kv_bytes_per_token: float, link: KvLink, cache_weight: float = DEFAULT_CACHE_WEIGHT):
-    """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's); returns (one Outcome for the whole of it, each engine's Outcome (prefill
-    pool first), the requests each engine served, each engine's pool, the KV-transfer figures, the engine that
-    finished each request)."""
+    """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's); returns (one Outcome
+    for the whole of it, each engine's Outcome (prefill pool first), the requests each engine served, each
+    engine's pool, the KV-transfer figures, the engine that finished each request, the PoolTrace)."""
     prefill_replicas, decode_replicas = pools
     n = len(table.arrival_s)
     decode_table = routed_table(table)
@@ -468,7 +468,7 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s
         "kv_link_busy_s": float((trace.delivered[decoded] - link.latency_s - trace.transfer_start[decoded]).sum()),
     }
     finished_on = np.where(decoded, prefill_replicas + trace.to_decode, trace.to_prefill)
-    return Outcome(**merged, **_pooled_logs(outs)), outs, members, engine_pools, transfer, finished_on
+    return Outcome(**merged, **_pooled_logs(outs)), outs, members, engine_pools, transfer, finished_on, trace
 
 
 def _pooled_logs(outs) -> dict:
@@ -570,6 +570,6 @@ def routed_table(table):
                                              table.arrival_s), open_ids=np.zeros(0, np.int64))
 
 
-__all__ = ["DEFAULT_CACHE_WEIGHT", "ROUTERS", "ROUTER_NAMES", "pooled_efficiency", "replica_metrics", "routed_table",
+__all__ = ["DEFAULT_CACHE_WEIGHT", "PoolTrace", "ROUTERS", "ROUTER_NAMES", "pooled_efficiency", "replica_metrics", "routed_table",
            "simulate_cluster", "simulate_pools",
            "simulate_replicas"]

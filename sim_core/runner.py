@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from . import engine
 from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
-from .cluster import pooled_efficiency, replica_metrics, simulate_pools, simulate_replicas
+from .cluster import PoolTrace, pooled_efficiency, replica_metrics, simulate_pools, simulate_replicas
 from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 from .hardware_profile import profile_constants
 from .links import KV_LINKS
@@ -175,6 +176,16 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
 PREEMPTION_MODES = {"none": PREEMPT_NONE, "recompute": PREEMPT_RECOMPUTE, "swap": PREEMPT_SWAP}
 
 
+class EngineLog(NamedTuple):
+    """One engine of a cluster as the trace shows it."""
+
+    name: str  # "replica 2", "prefill 0", "decode 1"
+    pool: str  # "replicas", "prefill", "decode"
+    steps: np.ndarray  # its step log (columns state.S_*), every step_stride-th step
+    step_stride: int
+    num_blocks: int  # its KV pool
+
+
 @dataclass
 class Result:
     """One run: the scenario, its resolved defaults and requests, what happened to each request, the logs."""
@@ -214,6 +225,10 @@ class Result:
     ref_counts_at_end: np.ndarray
     metrics: dict = field(default_factory=dict)
     replica_of: np.ndarray | None = None  # the replica that served each request (all 0 for one engine)
+    # Several engines: each one's name, pool and step log (the merged step log above is empty); disaggregated
+    # serving: each request's hand-over (cluster.PoolTrace: prefill engine, decode engine, KV transfer times).
+    engine_logs: list[EngineLog] | None = None
+    handover: PoolTrace | None = None
 
     @property
     def end_s(self) -> float:
@@ -349,6 +364,7 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     if scenario.engines > 1 and (record_events or kv_frames or kv_frame_times is not None):
         raise ValueError("a run of several engines records no per-engine event log or KV frames yet")
     engine_blocks = [r.num_blocks] * scenario.engines
+    handover = None
     if scenario.disaggregated:
         pool_cfgs = tuple(engine_config(scenario, dataclasses.replace(r, setup=p.setup, num_blocks=p.num_blocks,
                                                                       swap_blocks=p.swap_blocks), class_slo,
@@ -358,7 +374,7 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
         # Each GPU's link carries its shard of the prompt's KV; with different TP the larger shard (the pool with
         # fewer ranks) sets the bytes per link.
         link_bytes = max(p.setup.kv_bytes_per_token_per_gpu for p in r.pools)
-        out, outs, members, pools, extra, replica_of = simulate_pools(
+        out, outs, members, pools, extra, replica_of, handover = simulate_pools(
             pool_cfgs, table, (scenario.prefill_replicas, scenario.decode_replicas), scenario.router,
             scenario.router_staleness_ms / 1e3, scenario.seed, link_bytes,
             KV_LINKS[scenario.kv_link], scenario.router_cache_weight)
@@ -384,6 +400,14 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     result.metrics = summarize(result)
     if engines is not None:
         result.metrics.update(replica_metrics(*engines, result.metrics["duration_s"], engine_blocks))
+    if engines is not None:
+        counts: dict[str, int] = {}
+        result.engine_logs = []
+        for o, pool, blocks in zip(engines[0], engines[2], engine_blocks, strict=True):
+            k = counts[pool] = counts.get(pool, -1) + 1
+            result.engine_logs.append(EngineLog(f"{'replica' if pool == 'replicas' else pool} {k}", pool, o.steps,
+                                                int(o.step_stride), int(blocks)))
+        result.handover = handover
     if scenario.heterogeneous:
         peaks = [(c.cost[PEAK_BW], c.cost[PEAK_FLOPS]) for c, n in zip(
             pool_cfgs, (scenario.prefill_replicas, scenario.decode_replicas), strict=True) for _ in range(n)]

@@ -119,7 +119,7 @@ def test_one_replica_is_the_plain_engine():
     assert "replicas" not in run(s).metrics
 
 
-def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys):
+def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys, tmp_path):
     from fastapi.testclient import TestClient
 
     from app.cli import main
@@ -135,8 +135,11 @@ def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys):
     text = capsys.readouterr().out
     assert "2 x the GPUs above (2 GPUs), round_robin router, load seen up to 100 ms late" in text
     assert "chunked: 2 engines, load imbalance (max / mean served tokens within a pool)" in text
-    assert main(["run", "--replicas", "2", "--trace-out", "t.json"]) == 2
-    assert "--trace-out" in capsys.readouterr().err
+    trace = tmp_path / "t.json"
+    assert main(["run", "--hardware", "rtx3050", "--num-requests", "30", "--replicas", "2", "--trace-out",
+                 str(trace)]) == 0
+    names = {e["args"]["name"] for e in json.loads(trace.read_text())["traceEvents"] if e["name"] == "process_name"}
+    assert {"replica 0", "replica 1"} <= names
     with TestClient(app) as client:
         client.app.state.kernels_ready.wait(600)
         r = client.get("/api/run?hardware=rtx3050&replicas=2")
@@ -355,3 +358,44 @@ def test_cluster_invariants(router, pools, replicas, scheduler, preemption, work
         decoded = done & (res.requests.output_tokens > 1)
         latency = KV_LINKS[s.kv_link].latency_s
         assert (res.finish_s[decoded] - res.first_token_s[decoded] > latency).all()
+
+
+# ----- the Perfetto trace of a cluster -----
+def test_a_disaggregated_trace_has_a_process_per_engine_and_an_arrow_per_kv_transfer():
+    from sim_core.trace_export import chrome_trace
+
+    s = pd(workload="chat", num_requests=40, rate=8, seed=2).model_copy(update={"prefill_replicas": 2,
+                                                                                "decode_replicas": 2})
+    res = run(s)
+    trace = json.loads(json.dumps(chrome_trace(res), allow_nan=False))  # what a file holds parses back
+    events = trace["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert set(names.values()) >= {"prefill 0", "prefill 1", "decode 0", "decode 1"}
+    for engine in ("prefill 0", "prefill 1", "decode 0", "decode 1"):
+        pid = next(p for p, n in names.items() if n == engine)
+        assert any(e["ph"] == "X" and e["pid"] == pid and e.get("cat") == "step" for e in events), engine
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert len(starts) == len(ends) == res.metrics["kv_transfers"] > 0 and set(starts) == set(ends)
+    slices = [e for e in events if e["ph"] == "X"]
+    for r, f in ends.items():
+        start = starts[r]
+        assert names[start["pid"]].startswith("prefill") and names[f["pid"]].startswith("decode")
+        assert names[start["pid"]] == f"prefill {res.handover.to_prefill[r]}"
+        assert names[f["pid"]] == f"decode {res.handover.to_decode[r]}"
+        assert f["ts"] >= start["ts"]
+        for ev in (start, f):  # each end of the arrow sits on a slice of its own thread
+            assert any(x["pid"] == ev["pid"] and x["tid"] == ev["tid"] and x["ts"] <= ev["ts"] <= x["ts"] + x["dur"]
+                       for x in slices)
+
+
+def test_a_replicas_trace_has_a_process_per_replica_and_no_arrows():
+    from sim_core.trace_export import chrome_trace
+
+    res = run(Scenario(hardware="rtx3050", workload="chat", num_requests=60, rate=10, replicas=3, seed=1))
+    events = chrome_trace(res)["traceEvents"]
+    names = [e["args"]["name"] for e in events if e["name"] == "process_name"]
+    assert [n for n in names if n.startswith("replica")] == ["replica 0", "replica 1", "replica 2"]
+    assert "GPU" not in names and not any(e["ph"] in ("s", "f") for e in events)
+    tids = {(e["pid"], e["tid"]) for e in events if "tid" in e}
+    assert len({t for _, t in tids}) == len(tids)  # a tid names one thread across processes
