@@ -399,3 +399,38 @@ def test_a_replicas_trace_has_a_process_per_replica_and_no_arrows():
     assert "GPU" not in names and not any(e["ph"] in ("s", "f") for e in events)
     tids = {(e["pid"], e["tid"]) for e in events if "tid" in e}
     assert len({t for _, t in tids}) == len(tids)  # a tid names one thread across processes
+
+
+# ----- back-pressure: a prefill engine holds KV until its decode engine pulls it -----
+def _pools_with_blocks(s: Scenario, prefill_blocks: int, decode_blocks: int):
+    import dataclasses
+
+    r = resolve(s)
+    p, d = r.pools
+    return dataclasses.replace(r, num_blocks=prefill_blocks, pools=(dataclasses.replace(p, num_blocks=prefill_blocks),
+                                                                     dataclasses.replace(d, num_blocks=decode_blocks)))
+
+
+def test_a_tiny_decode_pool_throttles_prefill_instead_of_queueing_on_the_decode_side():
+    """20 prompts of 1,000 tokens arrive at once. The decode engine has blocks for two requests at a time, the
+    prefill engine for about four held prompts: it prefills until its memory is held by prompts waiting to be
+    pulled, then waits for transfers, so later first tokens come as decode frees memory, and the decode engine
+    never queues more than it can hold."""
+    reqs = requests(np.zeros(20), np.full(20, 1000), np.full(20, 200))
+    s = pd()
+    need = -(-1200 // 16)  # one request's blocks on the decode engine
+    runs = {}
+    for name, decode_blocks in (("tiny", 2 * need + 8), ("ample", 40 * need)):
+        r = _pools_with_blocks(s, 300, decode_blocks)
+        res = simulate_requests(s, r, reqs)
+        assert (res.finished).all()
+        assert res.free_blocks_at_end == 300 + decode_blocks and (res.ref_counts_at_end == 0).all()
+        runs[name] = res
+    tiny, ample = runs["tiny"], runs["ample"]
+    assert tiny.metrics["replicas"][1]["waiting_peak"] <= 1
+    assert tiny.metrics["kv_wait_ms"]["max"] > 1000 > ample.metrics["kv_wait_ms"]["max"]
+    # Prefill is throttled: the last first token waits for decode memory, not only for the prompts before it.
+    assert tiny.first_token_s.max() > 3 * ample.first_token_s.max()
+    # The KV of every request crossed before its decode began, and nothing decoded faster than one request alone.
+    h = tiny.handover
+    assert (h.transfer_start >= h.prefill_end).all() and (h.delivered > h.transfer_start).all()
