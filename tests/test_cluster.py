@@ -339,18 +339,22 @@ def test_pools_are_set_together(fields, named):
 @given(router=st.sampled_from(ROUTER_NAMES), pools=st.sampled_from([(0, 0), (1, 1), (2, 1), (1, 2)]),
        replicas=st.integers(1, 3), scheduler=st.sampled_from(["fcfs", "chunked", "spf", "slo", "fair"]),
        preemption=st.sampled_from(["recompute", "swap", "none"]), workload=st.sampled_from(["agent", "chat", "rag"]),
-       kv_blocks=st.integers(200, 1500), prefix_cache=st.booleans(), staleness=st.sampled_from([0.0, 50.0]))
+       kv_blocks=st.integers(200, 1500), prefix_cache=st.booleans(), staleness=st.sampled_from([0.0, 50.0]),
+       decode_tp=st.sampled_from([None, 2]))
 def test_cluster_invariants(router, pools, replicas, scheduler, preemption, workload, kv_blocks, prefix_cache,
-                            staleness):
+                            staleness, decode_tp):
     """Every request finishes or is rejected once, no engine leaks a block, and a disaggregated request decodes
     only after its KV crossed the link."""
     p, d = pools
     s = Scenario(hardware="rtx3050", workload=workload, num_requests=40, rate=6, seed=3, router=router,
                  replicas=1 if p else replicas, prefill_replicas=p, decode_replicas=d, scheduler=scheduler,
-                 preemption=preemption, kv_blocks=kv_blocks, prefix_cache=prefix_cache, router_staleness_ms=staleness)
+                 preemption=preemption, kv_blocks=kv_blocks, prefix_cache=prefix_cache, router_staleness_ms=staleness,
+                 decode_tp=decode_tp if p else None)
     res = run(s)
     assert (res.finished ^ res.rejected).all()
-    assert res.free_blocks_at_end == s.engines * res.resolved.num_blocks and (res.ref_counts_at_end == 0).all()
+    r = res.resolved
+    blocks = p * r.pools[0].num_blocks + d * r.pools[1].num_blocks if p else s.engines * r.num_blocks
+    assert res.free_blocks_at_end == blocks and (res.ref_counts_at_end == 0).all()
     done = res.finished
     assert (res.generated[done] == res.requests.output_tokens[done]).all()
     assert (res.first_token_s[done] <= res.finish_s[done]).all()
@@ -358,6 +362,11 @@ def test_cluster_invariants(router, pools, replicas, scheduler, preemption, work
         decoded = done & (res.requests.output_tokens > 1)
         latency = KV_LINKS[s.kv_link].latency_s
         assert (res.finish_s[decoded] - res.first_token_s[decoded] > latency).all()
+        h = res.handover
+        moved = h.to_decode >= 0
+        assert (h.transfer_start[moved] >= h.prefill_end[moved]).all()
+        served = moved & res.finished
+        assert (h.delivered[served] < res.finish_s[served]).all()  # the KV is there before the decode's tokens
 
 
 # ----- the Perfetto trace of a cluster -----
