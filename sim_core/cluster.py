@@ -379,18 +379,19 @@ def _hand_over(eng, e, decode, handover, trace, pulls, turns, n_turns):
 @inline
 def _pull(eng, d, now, handover, trace, pulls, transfers, n_out):
     """Decode engine `d` pulls the prompts waiting for it, in order, while it has blocks for them beyond those
-    promised to prompts on their way; each crosses its prefill engine's link (one transfer at a time, in pull
-    order). Returns the transfers heap's size."""
+    promised to prompts on their way (idle, it pulls the next whatever it needs); each crosses its prefill
+    engine's link (one transfer at a time, in pull order). Returns the transfers heap's size."""
     cfg = eng.cfg
     while pulls.ready_head[d] >= 0:
         r = pulls.ready_head[d]
         need = blocks_for(eng.req.prompt_tokens[r] + 1, cfg.block_size)
         room = eng.kv.free[KV_BLOCKS] - pulls.reserved[d]
         idle = _outstanding(eng) == 0 and pulls.reserved[d] == 0
-        if need > room and not idle:
+        never_fits = blocks_for(eng.req.prompt_tokens[r] + eng.req.output_tokens[r], cfg.block_size) > cfg.num_blocks
+        if need > room and not idle and not never_fits:  # (one that never fits goes now, to be refused there)
             break
         pulls.ready_head[d] = pulls.ready_next[r]
-        pulls.reserved_of[r] = min(need, cfg.num_blocks)
+        pulls.reserved_of[r] = 0 if never_fits else need
         pulls.reserved[d] += pulls.reserved_of[r]
         p = trace.to_prefill[r]
         trace.transfer_start[r] = max(now, trace.prefill_end[r], pulls.link_free[p])

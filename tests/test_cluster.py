@@ -443,3 +443,15 @@ def test_a_tiny_decode_pool_throttles_prefill_instead_of_queueing_on_the_decode_
     # The KV of every request crossed before its decode began, and nothing decoded faster than one request alone.
     h = tiny.handover
     assert (h.transfer_start >= h.prefill_end).all() and (h.delivered > h.transfer_start).all()
+
+
+def test_a_prompt_the_decode_pool_can_never_hold_does_not_block_the_ones_behind_it():
+    """Request 1 needs more blocks than the decode engine has (prompt + output): it is pulled at once, to be
+    refused there, instead of waiting at the head of the line until the engine is idle; request 2 behind it
+    fits beside request 0 and is pulled while request 0 still decodes."""
+    reqs = requests([0.0, 0.01, 0.02], [900, 1000, 500], [400, 1000, 100])
+    s = pd()
+    res = simulate_requests(s, _pools_with_blocks(s, 2000, 100), reqs)
+    assert res.finished[0] and res.finished[2] and res.rejected[1]
+    assert res.handover.transfer_start[2] < res.finish_s[0]
+    assert res.free_blocks_at_end == 2100 and (res.ref_counts_at_end == 0).all()
