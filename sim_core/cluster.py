@@ -178,6 +178,7 @@ class Routing(NamedTuple):
     staleness_s: float
     choices: np.ndarray  # the draws the random routers use (row r: request r's; session: its conversation's hash)
     cache_weight: float  # prefix_affinity: what a prompt token to compute weighs against an outstanding KV token
+    independent: bool  # no follow-up turns: engines interact only at arrivals (simulate_cluster may batch steps)
 
 
 @inline
@@ -185,10 +186,15 @@ def _engines(cfg, table, count, frames, share_with):
     """`count` engines over one request table, all sharing one per-request state (a request is on one engine at a
     time, so its state needs no copy per engine: memory and cache footprint stay those of one engine's)."""
     first = new_engine(cfg, table, frames)
-    st = first.st if share_with is None else share_with.st
+    root = first if share_with is None else share_with
     # The table's arrival times are written as requests arrive: one copy for all.
-    return [first if e == 0 and share_with is None else engine_over(cfg, first.req, st, frames)
-            for e in range(count)]
+    engines = [first if e == 0 and share_with is None else engine_over(cfg, first.req, root.st, frames)
+               for e in range(count)]
+    # One inter-token-latency histogram for the cluster (the merged result's; per engine nobody reads it): 16 MB
+    # an engine otherwise, and each engine's hot bins would compete for the cache as the loop switches engines.
+    for eng in engines:
+        eng.logs.itl_fine, eng.logs.itl_coarse = root.logs.itl_fine, root.logs.itl_coarse
+    return engines
 
 
 @inline
@@ -252,6 +258,12 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
             sent += 1
         elif t_eng < np.inf:
             e = first
+            if routing.independent:  # nothing links the engines before the next arrival: run this one up to it
+                finished, stuck, steps = _advance(engines[e], e, t_arr, next_t, done_e, steps)
+                done += finished
+                if stuck or cfg.cancel[0] != 0:
+                    break
+                continue
             step(engines[e])
             steps += 1
             if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
@@ -264,6 +276,23 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
         if stuck:
             break
     return _outcomes(engines), routed_to
+
+
+@inline
+def _advance(eng, e, until, next_t, done_e, steps):
+    """Step engine e while its next event comes before `until` (the next arrival): without follow-up turns the
+    engines meet only at arrivals, where the router reads them, so each may run ahead alone up to the next one
+    (the same outcome as stepping them in time order, with each engine's data staying in cache). Returns
+    (requests it finished, whether it is stuck, steps so far)."""
+    finished = 0
+    while next_t[e] < until:
+        step(eng)
+        steps += 1
+        f, stuck = _refresh(eng, e, next_t, done_e)
+        finished += f
+        if stuck or (steps % CANCEL_CHECK_STEPS == 0 and eng.cfg.cancel[0] != 0):
+            return finished, True, steps
+    return finished, False, steps
 
 
 class Handover(NamedTuple):
@@ -524,6 +553,9 @@ def _outcomes(engines):
 # ---------------------------------------------------------------------------------------------------------
 # Python side: the replicas' tables in, one merged Outcome (and each replica's figures) out
 # ---------------------------------------------------------------------------------------------------------
+# Replicas with no follow-up turns step each engine up to the next arrival at a time (simulate_cluster, _advance);
+# False steps them one at a time in time order (the tests check both give the same outcome).
+BATCH_INDEPENDENT_STEPS = True
 NO_FRAMES = FrameSpec(np.zeros(0), 0, 0.0)  # several engines record no KV frames (yet)
 # Outcome fields that hold one value per request (merged from the replica that served each request).
 PER_REQUEST = ("arrival_s", "status", "reject_reason", "generated", "first_scheduled_s", "first_token_s",
@@ -538,7 +570,8 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
     request was sent to). The merged Outcome carries no step log, event log or KV frames (those are per
     engine)."""
     choices = _router_draws(table.child, replicas, router, seed)
-    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices, float(cache_weight))
+    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices, float(cache_weight),
+                      BATCH_INDEPENDENT_STEPS and not bool((table.child >= 0).any()))
     outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, NO_FRAMES, routing)
     outs = list(outs)
     merged = {f: getattr(outs[0], f) for f in PER_REQUEST}  # the engines shared one per-request state
@@ -560,7 +593,7 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s
                                           output_tokens=np.ones(n, np.int64), child=np.arange(n),
                                           think_s=np.zeros(n))
     routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s,
-                      _router_draws(table.child, prefill_replicas, router, seed), float(cache_weight))
+                      _router_draws(table.child, prefill_replicas, router, seed), float(cache_weight), False)
     handover = Handover(table.output_tokens, table.child, table.think_s, float(kv_bytes_per_token),
                         link.bytes_per_s, link.latency_s)
     trace = PoolTrace(np.full(n, np.nan), np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.nan),
@@ -603,8 +636,8 @@ def _pooled_logs(outs) -> dict:
     first = outs[0]
     return dict(
         steps=first.steps[:0], tenant_service=first.tenant_service[:0], step_stride=1, events=first.events[:0],
-        events_complete=True, accumulators=acc, itl_fine=np.sum([o.itl_fine for o in outs], axis=0),
-        itl_coarse=np.sum([o.itl_coarse for o in outs], axis=0), kv_frames=first.kv_frames[:0],
+        events_complete=True, accumulators=acc, itl_fine=first.itl_fine,  # the engines shared one histogram
+        itl_coarse=first.itl_coarse, kv_frames=first.kv_frames[:0],
         kv_frame_state=first.kv_frame_state[:0], kv_frame_s=first.kv_frame_s[:0],
         free_blocks_at_end=sum(o.free_blocks_at_end for o in outs),
         swap_free_at_end=sum(o.swap_free_at_end for o in outs),
