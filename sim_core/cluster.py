@@ -7,10 +7,11 @@ replica's outstanding requests (waiting + running + swapped) as of its last look
 `staleness_s` of simulated time (0: always current), since real routers poll metrics endpoints.
 
 Routers (ROUTERS): round_robin; least_outstanding (join the shortest queue); power_of_two (the less loaded of two
-random replicas); prefix_affinity (the replica holding the longest cached prefix of the prompt, among replicas
-whose load is within a bound of the mean, so one hot prefix cannot overload a replica, as SGLang's cache-aware
-router does); session (a conversation's id hashed to a replica, so all its turns go to one). A follow-up turn
-is routed like any request when it arrives (its think time after the previous turn ended).
+random replicas); prefix_affinity (cache-aware: the replica where the request costs least, counting the prompt
+tokens it would have to compute there, i.e. the prompt less the longest prefix that replica has cached, plus the
+KV tokens of the requests that replica already has outstanding; see _prefix_cost); session (a conversation's id
+hashed to a replica, so all its turns go to one). A follow-up turn is routed like any request when it arrives
+(its think time after the previous turn ended).
 
 Disaggregated serving (simulate_disaggregated): the router sends requests to a prefill pool; a finished prompt's
 KV queues on its prefill engine's link and goes to the decode engine with the least work, which admits it when
@@ -30,15 +31,17 @@ import numpy as np
 from .build import engine_over, new_engine, outcome
 from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, route_in_prefilled, step
 from .jit import entry_nogil, inline
-from .kv_pool import cached_prefix
+from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for, cached_prefix
 from .links import KvLink
 from .logs import take_frames
 from .metrics import distribution_ms
 from .queues import followup_pop, heap_pop, heap_push
 from .state import (
     A_BUSY_S,
+    A_BYTES,
     A_DECODE_TOKENS,
     A_END_S,
+    A_FLOPS,
     A_KV_BLOCK_S,
     A_KV_PEAK,
     A_PREEMPTIONS,
@@ -47,10 +50,12 @@ from .state import (
     A_WAITING_PEAK,
     DONE,
     FINISHED,
+    KV_BLOCKS,
     N_FOLLOWUPS,
     N_RUNNING,
     N_SWAPPED,
     N_WAITING,
+    NOW,
     REJECTED,
     STALLED,
     FrameSpec,
@@ -62,14 +67,16 @@ ROUTERS = {  # name -> (code, what it does)
     "round_robin": (ROUTE_ROUND_ROBIN, "each request to the next replica in turn"),
     "least_outstanding": (ROUTE_LEAST_OUTSTANDING, "the replica with the fewest outstanding requests"),
     "power_of_two": (ROUTE_POWER_OF_TWO, "the less loaded of two replicas drawn at random"),
-    "prefix_affinity": (ROUTE_PREFIX_AFFINITY, "the replica caching the longest prefix of the prompt, unless its "
-                                               "load is past the bound (then the least loaded)"),
+    "prefix_affinity": (ROUTE_PREFIX_AFFINITY, "cache-aware: the replica where the prompt's uncached tokens plus "
+                                               "the KV tokens it already has outstanding are fewest"),
     "session": (ROUTE_SESSION, "a conversation's id hashed to a replica (sticky sessions)"),
 }
 ROUTER_NAMES = tuple(ROUTERS)
-# prefix_affinity's load bound: a replica qualifies while its outstanding requests are at most this many times
-# the mean plus one (consistent hashing with bounded loads, Mirrokni et al. 2018, uses 1 + epsilon of the mean).
-PREFIX_LOAD_BOUND = 1.25
+# prefix_affinity's default cache weight: what one prompt token to compute weighs against one KV token a replica
+# already has outstanding. 1, as Dynamo's KV router defaults its overlap-score weight (new prefill blocks against
+# active blocks); higher keeps sessions on their cache longer, lower balances load sooner (Scenario field
+# router_cache_weight).
+DEFAULT_CACHE_WEIGHT = 1.0
 
 
 @inline
@@ -78,9 +85,66 @@ def _outstanding(eng):
 
 
 @inline
-def _choose(engines, seen, r, router, choices, block_size, sent):
+def _held_tokens(eng, r):
+    """The KV tokens request r holds, or will once its prompt is in: its prompt and what it generated so far."""
+    return eng.req.prompt_tokens[r] + eng.st.generated[r]
+
+
+@inline
+def _outstanding_tokens(eng):
+    """The KV tokens of every request outstanding on the engine (running, waiting, swapped out): the load a
+    cache-aware router balances (Dynamo's KV router counts a worker's active blocks the same way)."""
+    q = eng.q
+    total = 0
+    for i in range(q.size[N_RUNNING]):
+        total += _held_tokens(eng, q.running[i])
+    for t in range(q.q_size.shape[0]):
+        for i in range(q.q_off[t], q.q_off[t] + q.q_size[t]):
+            total += _held_tokens(eng, q.wait_ids[i])
+    for i in range(q.size[N_SWAPPED]):
+        total += _held_tokens(eng, q.swap_ids[i])
+    return total
+
+
+@inline
+def _load(eng, router):
+    """The load the router reads off a replica when it looks: KV tokens for prefix_affinity, requests for the
+    others."""
+    return _outstanding_tokens(eng) if router == ROUTE_PREFIX_AFFINITY else _outstanding(eng)
+
+
+@inline
+def _sent_load(eng, r, router):
+    """What sending request r adds to its replica's load as the router counts it until it looks again."""
+    return eng.req.prompt_tokens[r] if router == ROUTE_PREFIX_AFFINITY else 1
+
+
+@inline
+def _prefix_cost(engines, seen, r, block_size, cache_weight):
+    """prefix_affinity: the replica where request r costs least. A replica's cost is the prompt tokens r would
+    compute there (the prompt less the longest prefix that replica has cached) plus the KV tokens it already
+    has outstanding (`seen`), both in tokens, as Dynamo's KV router weighs new prefill blocks against active
+    blocks (overlap weight 1). So a request follows its cached prefix unless the replica holding it is loaded
+    by more than the prefill the prefix saves: a bound on load that scales with what the cache is worth,
+    where SGLang's cache-aware router switches to the shortest queue past fixed imbalance thresholds. A prefix
+    every replica caches (a shared system prompt) weighs the same everywhere and load decides. Ties go to the
+    less loaded replica."""
+    best, best_cost = 0, np.inf
+    for e in range(seen.shape[0]):
+        eng = engines[e]
+        total = eng.req.prompt_tokens[r] + 1  # leaves the whole prompt to look up (one token is always computed)
+        hits = cached_prefix(eng.kv, eng.req, r, total, block_size)[0]
+        cost = cache_weight * (eng.req.prompt_tokens[r] - hits * block_size) + seen[e]
+        if cost < best_cost or (cost == best_cost and seen[e] < seen[best]):
+            best, best_cost = e, cost
+    return best
+
+
+@inline
+def _choose(engines, seen, r, routing, block_size, sent):
     """The replica for request r (`seen`: the load the router sees; `sent`: requests routed before it)."""
     n = seen.shape[0]
+    router, choices = routing.router, routing.choices
     if router == ROUTE_ROUND_ROBIN:
         return sent % n
     if router == ROUTE_LEAST_OUTSTANDING:
@@ -90,21 +154,7 @@ def _choose(engines, seen, r, router, choices, block_size, sent):
         return a if seen[a] <= seen[b] else b
     if router == ROUTE_SESSION:
         return choices[r, 0]  # its conversation's hash
-    # prefix affinity, with bounded load
-    mean = 0.0
-    for e in range(n):
-        mean += seen[e]
-    bound = PREFIX_LOAD_BOUND * mean / n + 1.0
-    best, best_hits = -1, -1
-    for e in range(n):
-        if seen[e] > bound:
-            continue
-        eng = engines[e]
-        total = eng.req.prompt_tokens[r] + 1  # leaves the whole prompt to look up (one token is always computed)
-        hits = cached_prefix(eng.kv, eng.req, r, total, block_size)[0]
-        if hits > best_hits or (hits == best_hits and seen[e] < seen[best]):
-            best, best_hits = e, hits
-    return best if best_hits > 0 else _argmin(seen)
+    return _prefix_cost(engines, seen, r, block_size, routing.cache_weight)
 
 
 @inline
@@ -127,6 +177,8 @@ class Routing(NamedTuple):
     router: int  # ROUTE_*
     staleness_s: float
     choices: np.ndarray  # the draws the random routers use (row r: request r's; session: its conversation's hash)
+    cache_weight: float  # prefix_affinity: what a prompt token to compute weighs against an outstanding KV token
+    independent: bool  # no follow-up turns: engines interact only at arrivals (simulate_cluster may batch steps)
 
 
 @inline
@@ -134,10 +186,15 @@ def _engines(cfg, table, count, frames, share_with):
     """`count` engines over one request table, all sharing one per-request state (a request is on one engine at a
     time, so its state needs no copy per engine: memory and cache footprint stay those of one engine's)."""
     first = new_engine(cfg, table, frames)
-    st = first.st if share_with is None else share_with.st
+    root = first if share_with is None else share_with
     # The table's arrival times are written as requests arrive: one copy for all.
-    return [first if e == 0 and share_with is None else engine_over(cfg, first.req, st, frames)
-            for e in range(count)]
+    engines = [first if e == 0 and share_with is None else engine_over(cfg, first.req, root.st, frames)
+               for e in range(count)]
+    # One inter-token-latency histogram for the cluster (the merged result's; per engine nobody reads it): 16 MB
+    # an engine otherwise, and each engine's hot bins would compete for the cache as the loop switches engines.
+    for eng in engines:
+        eng.logs.itl_fine, eng.logs.itl_coarse = root.logs.itl_fine, root.logs.itl_coarse
+    return engines
 
 
 @inline
@@ -192,15 +249,21 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
                 n_turns = heap_pop(turn_keys, turn_ids, n_turns)
             if t_arr >= next_look:  # the router looks at the replicas' load again
                 for e in range(n_rep):
-                    seen[e] = _outstanding(engines[e])
+                    seen[e] = _load(engines[e], routing.router)
                 next_look = t_arr + routing.staleness_s
-            e = _choose(engines, seen, r, routing.router, routing.choices, cfg.block_size, sent)
+            e = _choose(engines, seen, r, routing, cfg.block_size, sent)
             route_in(engines[e], r, t_arr)
-            seen[e] += 1  # the router counts what it sent since it last looked
+            seen[e] += _sent_load(engines[e], r, routing.router)  # the router counts what it sent since it looked
             routed_to[r] = e
             sent += 1
         elif t_eng < np.inf:
             e = first
+            if routing.independent:  # nothing links the engines before the next arrival: run this one up to it
+                finished, stuck, steps = _advance(engines[e], e, t_arr, next_t, done_e, steps)
+                done += finished
+                if stuck or cfg.cancel[0] != 0:
+                    break
+                continue
             step(engines[e])
             steps += 1
             if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
@@ -213,6 +276,23 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
         if stuck:
             break
     return _outcomes(engines), routed_to
+
+
+@inline
+def _advance(eng, e, until, next_t, done_e, steps):
+    """Step engine e while its next event comes before `until` (the next arrival): without follow-up turns the
+    engines meet only at arrivals, where the router reads them, so each may run ahead alone up to the next one
+    (the same outcome as stepping them in time order, with each engine's data staying in cache). Returns
+    (requests it finished, whether it is stuck, steps so far)."""
+    finished = 0
+    while next_t[e] < until:
+        step(eng)
+        steps += 1
+        f, stuck = _refresh(eng, e, next_t, done_e)
+        finished += f
+        if stuck or (steps % CANCEL_CHECK_STEPS == 0 and eng.cfg.cancel[0] != 0):
+            return finished, True, steps
+    return finished, False, steps
 
 
 class Handover(NamedTuple):
@@ -234,18 +314,67 @@ class PoolTrace(NamedTuple):
     to_decode: np.ndarray  # the decode engine, or -1 (rejected before, or one token was all it wanted)
     first_token: np.ndarray
     prefill_end: np.ndarray
-    transfer_start: np.ndarray
+    transfer_start: np.ndarray  # when the decode engine pulled it (it had the blocks) and the link was free
     delivered: np.ndarray  # when its KV reached the decode engine
 
 
+class Pulls(NamedTuple):
+    """Back-pressure between the pools. A prefill engine holds a finished prompt's KV blocks until its decode
+    engine has pulled it across; a decode engine pulls the prompts waiting for it, in order, when it has the
+    blocks for them (or, idle, the next one whatever it needs: it can free nothing more). Arrays built in
+    Python (simulate_pools), changed in place."""
+
+    ready_next: np.ndarray  # per request: the next one waiting for the same decode engine, or -1
+    ready_head: np.ndarray  # per decode engine: the first prompt waiting to be pulled, or -1
+    ready_tail: np.ndarray
+    reserved: np.ndarray  # per decode engine: blocks promised to prompts on their way
+    reserved_of: np.ndarray  # per request: the blocks its decode engine promised it
+    held: np.ndarray  # per request: the blocks its prefill engine holds for it
+    held_ids: np.ndarray  # [prefill engine, k]: the blocks it holds (a stack)
+    n_held: np.ndarray  # per prefill engine
+    parked: np.ndarray  # per prefill engine: stalled with its memory held, waiting for a transfer to end
+    link_free: np.ndarray  # per prefill engine: when its link is free
+    heading: np.ndarray  # per decode engine: prompts chosen for it and not yet arrived
+
+
 @inline
-def _hand_over(eng, e, decode, handover, trace, links, turns, n_turns, transfers, n_out):
+def _hold(kv, count, stack, n):
+    """Keep `count` blocks of the prompt a prefill engine just finished: the blocks it freed last sit at the
+    tail of the free queue (its own, unless shared), and leave it with their content. Returns the stack size."""
+    links = kv.links
+    sentinel = links.shape[1] - 1
+    for _ in range(min(count, kv.free[KV_BLOCKS])):
+        b = links[PL_PREV, sentinel]
+        _queue_remove(links, b)
+        kv.free[KV_BLOCKS] -= 1
+        links[PL_REF, b] += 1
+        stack[n] = b
+        n += 1
+    return n
+
+
+@inline
+def _unhold(kv, count, stack, n):
+    """The decode engine has the KV: `count` held blocks go back (cached content kept until evicted)."""
+    links = kv.links
+    for _ in range(count):
+        n -= 1
+        b = stack[n]
+        links[PL_REF, b] -= 1
+        if links[PL_REF, b] == 0:
+            _queue_append(links, b)
+            kv.free[KV_BLOCKS] += 1
+    return n
+
+
+@inline
+def _hand_over(eng, e, decode, handover, trace, pulls, turns, n_turns):
     """Prompts prefill engine `e` just finished (its table lists each request as its own follow-up, so they come
-    out of its follow-up queue at their end time) go to the decode engine with the least work, queued on e's
-    link; rejected ones and one-token requests are done. Returns (requests done, turns size, transfers size)."""
+    out of its follow-up queue at their end time) wait, their KV held, for the decode engine with the least
+    work to pull them; rejected ones and one-token requests are done. Returns (requests done, turns size, the
+    decode engines that got work: a bit each, up to 62, else all)."""
     q, st = eng.q, eng.st
-    link_free, heading = links
-    finals = 0
+    finals, woken = 0, 0
     while q.size[N_FOLLOWUPS] > 0:
         r, t_end = q.followup_ids[0], q.followup_keys[0]
         followup_pop(q)
@@ -258,31 +387,94 @@ def _hand_over(eng, e, decode, handover, trace, links, turns, n_turns, transfers
         trace.first_token[r], trace.prefill_end[r] = st.first_token_s[r], t_end
         d = 0
         for j in range(1, len(decode)):  # the fewest requests running, waiting or on their way
-            if _outstanding(decode[j]) + heading[j] < _outstanding(decode[d]) + heading[d]:
+            if _outstanding(decode[j]) + pulls.heading[j] < _outstanding(decode[d]) + pulls.heading[d]:
                 d = j
         trace.to_decode[r] = d
-        heading[d] += 1
-        trace.transfer_start[r] = max(t_end, link_free[e])
-        link_free[e] = trace.transfer_start[r] + eng.req.prompt_tokens[r] * handover.kv_bytes_per_token \
+        pulls.heading[d] += 1
+        n = pulls.n_held[e]
+        pulls.n_held[e] = _hold(eng.kv, blocks_for(eng.req.prompt_tokens[r], eng.cfg.block_size),
+                                pulls.held_ids[e], n)
+        pulls.held[r] = pulls.n_held[e] - n
+        pulls.ready_next[r] = -1
+        if pulls.ready_head[d] < 0:
+            pulls.ready_head[d] = r
+        else:
+            pulls.ready_next[pulls.ready_tail[d]] = r
+        pulls.ready_tail[d] = r
+        woken |= (1 << d) if d < 62 else -1
+    return finals, n_turns, woken
+
+
+@inline
+def _pull(eng, d, now, handover, trace, pulls, transfers, n_out):
+    """Decode engine `d` pulls the prompts waiting for it, in order, while it has blocks for them beyond those
+    promised to prompts on their way (idle, it pulls the next whatever it needs); each crosses its prefill
+    engine's link (one transfer at a time, in pull order). Returns the transfers heap's size."""
+    cfg = eng.cfg
+    while pulls.ready_head[d] >= 0:
+        r = pulls.ready_head[d]
+        need = blocks_for(eng.req.prompt_tokens[r] + 1, cfg.block_size)
+        room = eng.kv.free[KV_BLOCKS] - pulls.reserved[d]
+        idle = _outstanding(eng) == 0 and pulls.reserved[d] == 0
+        never_fits = blocks_for(eng.req.prompt_tokens[r] + eng.req.output_tokens[r], cfg.block_size) > cfg.num_blocks
+        if need > room and not idle and not never_fits:  # (one that never fits goes now, to be refused there)
+            break
+        pulls.ready_head[d] = pulls.ready_next[r]
+        pulls.reserved_of[r] = 0 if never_fits else need
+        pulls.reserved[d] += pulls.reserved_of[r]
+        p = trace.to_prefill[r]
+        trace.transfer_start[r] = max(now, trace.prefill_end[r], pulls.link_free[p])
+        pulls.link_free[p] = trace.transfer_start[r] + eng.req.prompt_tokens[r] * handover.kv_bytes_per_token \
             / handover.link_bytes_per_s
-        trace.delivered[r] = link_free[e] + handover.link_latency_s
+        trace.delivered[r] = pulls.link_free[p] + handover.link_latency_s
         n_out = heap_push(transfers[0], transfers[1], n_out, trace.delivered[r], r)
-    return finals, n_turns, n_out
+    return n_out
+
+
+@inline
+def _deliver(prefill, decode, r, t_out, trace, pulls, next_p):
+    """Request r's KV reached its decode engine: its prefill engine lets the blocks go (and, if it had stalled
+    for want of them, steps again), the decode engine queues it. Returns the decode engine."""
+    d, p = trace.to_decode[r], trace.to_prefill[r]
+    pulls.heading[d] -= 1
+    pulls.reserved[d] -= pulls.reserved_of[r]
+    pulls.n_held[p] = _unhold(prefill[p].kv, pulls.held[r], pulls.held_ids[p], pulls.n_held[p])
+    if pulls.parked[p]:
+        pulls.parked[p] = False
+        prefill[p].clock[NOW] = max(prefill[p].clock[NOW], t_out)
+        next_p[p] = next_event_s(prefill[p])
+    route_in_prefilled(decode[d], r, t_out, trace.arrived[r], trace.first_token[r])
+    return d
+
+
+@inline
+def _after_prefill_step(eng, p, next_p, done_p, pulls):
+    """A prefill engine changed. One that could schedule nothing because its memory is held for transfers waits
+    (parked) until one ends; any other stall is a bug. Returns whether it is stuck."""
+    stuck = _refresh(eng, p, next_p, done_p)[1]
+    if stuck and pulls.n_held[p] > 0:
+        eng.loop[STALLED] = 0
+        pulls.parked[p] = True
+        stuck = False
+    if pulls.parked[p]:
+        next_p[p] = np.inf
+    return stuck
 
 
 @entry_nogil
-def simulate_disaggregated(cfg, prefill_table, decode_table, pools, frames, routing, handover, trace):
+def simulate_disaggregated(cfgs, prefill_table, decode_table, pools, frames, routing, handover, trace, pulls):
     """Disaggregated serving: requests prefill on one pool (each prefill table asks for one token: the first),
-    their prompt KV then crosses the prefill engine's link to a decode engine, which admits it when it has the
-    blocks and decodes the rest. A prefill engine's link carries one transfer at a time (a queue, not parallel
-    bandwidth). Fills `trace` (PoolTrace); returns (prefill Outcomes, decode Outcomes)."""
+    their prompt KV then crosses the prefill engine's link to a decode engine, which pulls it when it has the
+    blocks and decodes the rest; the prefill engine holds the KV until then (Pulls). A prefill engine's link
+    carries one transfer at a time (a queue, not parallel bandwidth). `cfgs`: each pool's Config (its GPUs' cost
+    model and KV pool). Fills `trace` (PoolTrace); returns (prefill Outcomes, decode Outcomes)."""
+    cfg = cfgs[0]
     prefill = _engines(cfg, prefill_table, pools[0], frames, None)
-    decode = _engines(cfg, decode_table, pools[1], frames, prefill[0])  # a request's state follows it across
+    decode = _engines(cfgs[1], decode_table, pools[1], frames, prefill[0])  # a request's state follows it across
     n_p, n_d = len(prefill), len(decode)
     total = routing.arrival_s.shape[0]
     turns, n_turns = (np.zeros(total), np.zeros(total, np.int64)), 0  # released follow-up turns, by arrival
     transfers, n_out = (np.zeros(total), np.zeros(total, np.int64)), 0  # KV in flight, by delivery
-    links = (np.zeros(n_p), np.zeros(n_d, np.int64))  # each prefill link free at; transfers heading to each decode
     seen = np.zeros(n_p, np.int64)
     next_look = -np.inf
     # Each engine's next event (prefill pool, decode pool), recomputed for the engine that just changed.
@@ -300,9 +492,7 @@ def simulate_disaggregated(cfg, prefill_table, decode_table, pools, frames, rout
         if t_out <= t_eng and t_out <= t_arr and t_out < np.inf:  # a request's KV reaches its decode engine
             r = transfers[1][0]
             n_out = heap_pop(transfers[0], transfers[1], n_out)
-            d = trace.to_decode[r]
-            links[1][d] -= 1
-            route_in_prefilled(decode[d], r, t_out, trace.arrived[r], trace.first_token[r])
+            d = _deliver(prefill, decode, r, t_out, trace, pulls, next_p)
         elif t_arr <= t_eng and t_arr < np.inf:  # a request arrives: the router picks a prefill engine
             if t_open <= t_turn:
                 r = routing.open_ids[k]
@@ -312,12 +502,15 @@ def simulate_disaggregated(cfg, prefill_table, decode_table, pools, frames, rout
                 n_turns = heap_pop(turns[0], turns[1], n_turns)
             if t_arr >= next_look:
                 for e in range(n_p):
-                    seen[e] = _outstanding(prefill[e])
+                    seen[e] = _load(prefill[e], routing.router)
                 next_look = t_arr + routing.staleness_s
-            p = _choose(prefill, seen, r, routing.router, routing.choices, cfg.block_size, sent)
+            p = _choose(prefill, seen, r, routing, cfg.block_size, sent)
             trace.arrived[r], trace.to_prefill[r] = t_arr, p
+            if pulls.parked[p]:  # it may fit: the engine looks again from now
+                pulls.parked[p] = False
+                prefill[p].clock[NOW] = max(prefill[p].clock[NOW], t_arr)
             route_in(prefill[p], r, t_arr)
-            seen[p] += 1
+            seen[p] += _sent_load(prefill[p], r, routing.router)
             sent += 1
             d = -1
         elif t_eng < np.inf:
@@ -331,14 +524,17 @@ def simulate_disaggregated(cfg, prefill_table, decode_table, pools, frames, rout
                 d = -1
         else:
             break  # nothing left to happen, yet not everything finished: the runner reports it
-        if d >= 0:  # a decode engine changed: a request it ended may release the conversation's next turn
+        if d >= 0:  # a decode engine changed: it may pull more, and a request it ended may release a next turn
+            n_out = _pull(decode[d], d, decode[d].clock[NOW], handover, trace, pulls, transfers, n_out)
             n_turns = _collect_turns(decode[d], turns[0], turns[1], n_turns)
             finished, stuck = _refresh(decode[d], d, next_d, done_d)
-        else:  # a prefill engine changed: prompts it finished go to the decode pool
+        else:  # a prefill engine changed: prompts it finished wait for their decode engines
             # Done for good: requests rejected there, or wanting one token (the prompts it finished go on to decode).
-            finished, n_turns, n_out = _hand_over(prefill[p], p, decode, handover, trace, links, turns, n_turns,
-                                                  transfers, n_out)
-            stuck = _refresh(prefill[p], p, next_p, done_p)[1]
+            finished, n_turns, woken = _hand_over(prefill[p], p, decode, handover, trace, pulls, turns, n_turns)
+            for j in range(n_d):
+                if woken == -1 or (j < 62 and (woken >> j) & 1):
+                    n_out = _pull(decode[j], j, prefill[p].clock[NOW], handover, trace, pulls, transfers, n_out)
+            stuck = _after_prefill_step(prefill[p], p, next_p, done_p, pulls)
         done += finished
         if stuck:
             break
@@ -357,6 +553,9 @@ def _outcomes(engines):
 # ---------------------------------------------------------------------------------------------------------
 # Python side: the replicas' tables in, one merged Outcome (and each replica's figures) out
 # ---------------------------------------------------------------------------------------------------------
+# Replicas with no follow-up turns step each engine up to the next arrival at a time (simulate_cluster, _advance);
+# False steps them one at a time in time order (the tests check both give the same outcome).
+BATCH_INDEPENDENT_STEPS = True
 NO_FRAMES = FrameSpec(np.zeros(0), 0, 0.0)  # several engines record no KV frames (yet)
 # Outcome fields that hold one value per request (merged from the replica that served each request).
 PER_REQUEST = ("arrival_s", "status", "reject_reason", "generated", "first_scheduled_s", "first_token_s",
@@ -366,12 +565,14 @@ PER_REQUEST = ("arrival_s", "status", "reject_reason", "generated", "first_sched
 PEAK_ACCUMULATORS = (A_KV_PEAK, A_WAITING_PEAK, A_END_S)
 
 
-def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float, seed: int):
+def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float, seed: int,
+                      cache_weight: float = DEFAULT_CACHE_WEIGHT):
     """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, the replica each
     request was sent to). The merged Outcome carries no step log, event log or KV frames (those are per
     engine)."""
     choices = _router_draws(table.child, replicas, router, seed)
-    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices)
+    routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices, float(cache_weight),
+                      BATCH_INDEPENDENT_STEPS and not bool((table.child >= 0).any()))
     outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, NO_FRAMES, routing)
     outs = list(outs)
     merged = {f: getattr(outs[0], f) for f in PER_REQUEST}  # the engines shared one per-request state
@@ -379,11 +580,11 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
     return Outcome(**merged), outs, routed_to
 
 
-def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s: float, seed: int,
-                   kv_bytes_per_token: float, link: KvLink):
-    """Run a disaggregated deployment; returns (one Outcome for the whole of it, each engine's Outcome (prefill
-    pool first), the requests each engine served, each engine's pool, the KV-transfer figures, the engine that
-    finished each request)."""
+def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s: float, seed: int,
+                   kv_bytes_per_token: float, link: KvLink, cache_weight: float = DEFAULT_CACHE_WEIGHT):
+    """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's); returns (one Outcome
+    for the whole of it, each engine's Outcome (prefill pool first), the requests each engine served, each
+    engine's pool, the KV-transfer figures, the engine that finished each request, the PoolTrace)."""
     prefill_replicas, decode_replicas = pools
     n = len(table.arrival_s)
     decode_table = routed_table(table)
@@ -393,13 +594,18 @@ def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s:
                                           output_tokens=np.ones(n, np.int64), child=np.arange(n),
                                           think_s=np.zeros(n))
     routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s,
-                      _router_draws(table.child, prefill_replicas, router, seed))
+                      _router_draws(table.child, prefill_replicas, router, seed), float(cache_weight), False)
     handover = Handover(table.output_tokens, table.child, table.think_s, float(kv_bytes_per_token),
                         link.bytes_per_s, link.latency_s)
     trace = PoolTrace(np.full(n, np.nan), np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.nan),
                       np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan))
-    p_outs, d_outs = simulate_disaggregated(cfg, prefill_table, decode_table, pools, NO_FRAMES, routing, handover,
-                                            trace)
+    pulls = Pulls(np.full(n, -1, np.int64), np.full(decode_replicas, -1, np.int64),
+                  np.full(decode_replicas, -1, np.int64), np.zeros(decode_replicas, np.int64), np.zeros(n, np.int64),
+                  np.zeros(n, np.int64), np.zeros((prefill_replicas, cfgs[0].num_blocks), np.int64),
+                  np.zeros(prefill_replicas, np.int64), np.zeros(prefill_replicas, np.bool_),
+                  np.zeros(prefill_replicas), np.zeros(decode_replicas, np.int64))
+    p_outs, d_outs = simulate_disaggregated(cfgs, prefill_table, decode_table, pools, NO_FRAMES, routing, handover,
+                                            trace, pulls)
     outs = list(p_outs) + list(d_outs)
     # One per-request state followed each request from its prefill engine to its decode engine: it holds the
     # whole story (first token from the prefill side, the rest from the decode side, preemptions on both).
@@ -409,15 +615,17 @@ def simulate_pools(cfg, table, pools: tuple[int, int], router: str, staleness_s:
     members = ([trace.to_prefill == e for e in range(prefill_replicas)]
                + [trace.to_decode == e for e in range(decode_replicas)])
     engine_pools = ["prefill"] * prefill_replicas + ["decode"] * decode_replicas
-    # The wait for a busy link counts in the transfer time: prefill end -> KV delivered.
+    # The wait for a busy link, or for the decode engine to have blocks, counts in the transfer time: prefill end
+    # -> KV delivered; kv_wait_ms is that wait alone (prefill end -> transfer start).
     transfer = {
         "kv_transfer_ms": distribution_ms(trace.delivered[decoded] - trace.prefill_end[decoded]),
+        "kv_wait_ms": distribution_ms(trace.transfer_start[decoded] - trace.prefill_end[decoded]),
         "kv_transfer_bytes": float(table.prompt_tokens[decoded].sum() * kv_bytes_per_token),
         "kv_transfers": int(decoded.sum()),
         "kv_link_busy_s": float((trace.delivered[decoded] - link.latency_s - trace.transfer_start[decoded]).sum()),
     }
     finished_on = np.where(decoded, prefill_replicas + trace.to_decode, trace.to_prefill)
-    return Outcome(**merged, **_pooled_logs(outs)), outs, members, engine_pools, transfer, finished_on
+    return Outcome(**merged, **_pooled_logs(outs)), outs, members, engine_pools, transfer, finished_on, trace
 
 
 def _pooled_logs(outs) -> dict:
@@ -429,17 +637,19 @@ def _pooled_logs(outs) -> dict:
     first = outs[0]
     return dict(
         steps=first.steps[:0], tenant_service=first.tenant_service[:0], step_stride=1, events=first.events[:0],
-        events_complete=True, accumulators=acc, itl_fine=np.sum([o.itl_fine for o in outs], axis=0),
-        itl_coarse=np.sum([o.itl_coarse for o in outs], axis=0), kv_frames=first.kv_frames[:0],
+        events_complete=True, accumulators=acc, itl_fine=first.itl_fine,  # the engines shared one histogram
+        itl_coarse=first.itl_coarse, kv_frames=first.kv_frames[:0],
         kv_frame_state=first.kv_frame_state[:0], kv_frame_s=first.kv_frame_s[:0],
         free_blocks_at_end=sum(o.free_blocks_at_end for o in outs),
         swap_free_at_end=sum(o.swap_free_at_end for o in outs),
         ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]))
 
 
-def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_s: float, num_blocks: int) -> dict:
+def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_s: float,
+                    num_blocks: list[int]) -> dict:
     """Each engine's share of the work (`replicas`, a list; `members[e]`: the requests engine e served, `pools[e]`
-    its pool) and how evenly it was spread: the most tokens one engine served over its pool's mean."""
+    its pool, `num_blocks[e]` its KV pool) and how evenly it was spread: the most tokens one engine served over its
+    pool's mean."""
     rows = []
     for e, o in enumerate(outs):
         acc = o.accumulators
@@ -453,7 +663,7 @@ def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_
             "rejected": int((mine & (o.status == REJECTED)).sum()),
             "served_tokens": int(acc[A_PREFILL_TOKENS] + acc[A_DECODE_TOKENS]),
             "gpu_busy_fraction": busy / makespan_s if makespan_s > 0 else 0.0,
-            "kv_cache_usage_mean": float(acc[A_KV_BLOCK_S]) / busy / num_blocks if busy > 0 else 0.0,
+            "kv_cache_usage_mean": float(acc[A_KV_BLOCK_S]) / busy / num_blocks[e] if busy > 0 else 0.0,
             "waiting_peak": int(acc[A_WAITING_PEAK]),
             "preemptions": int(acc[A_PREEMPTIONS]),
             "steps": int(acc[A_STEPS]),
@@ -464,6 +674,21 @@ def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_
         if served.mean() > 0:
             imbalance = max(imbalance, float(served.max() / served.mean()))
     return {"replicas": rows, "load_imbalance": imbalance}
+
+
+def pooled_efficiency(outs, peaks: list[tuple[float, float]], num_blocks: list[int]) -> dict:
+    """Pools on different GPUs: the cluster's MBU, MFU and KV-cache usage over each engine's own peaks and KV pool
+    (`peaks[e]`: engine e's (bytes/s, FLOP/s)), replacing the merged figures, which divide by one GPU's."""
+    busy = np.array([o.accumulators[A_BUSY_S] for o in outs])
+    bw = sum(b * p[0] for b, p in zip(busy, peaks, strict=True))
+    flops = sum(b * p[1] for b, p in zip(busy, peaks, strict=True))
+    block_s = sum(b * n for b, n in zip(busy, num_blocks, strict=True))
+    acc = np.sum([o.accumulators for o in outs], axis=0)
+    return {"mbu": float(acc[A_BYTES]) / bw if bw > 0 else 0.0,
+            "mfu": float(acc[A_FLOPS]) / flops if flops > 0 else 0.0,
+            "kv_cache_usage": {"mean": float(acc[A_KV_BLOCK_S]) / block_s if block_s > 0 else 0.0,
+                               "peak": max(o.accumulators[A_KV_PEAK] / n for o, n in zip(outs, num_blocks,
+                                                                                         strict=True))}}
 
 
 def _router_draws(child: np.ndarray, replicas: int, router: str, seed: int) -> np.ndarray:
@@ -502,5 +727,6 @@ def routed_table(table):
                                              table.arrival_s), open_ids=np.zeros(0, np.int64))
 
 
-__all__ = ["ROUTERS", "ROUTER_NAMES", "replica_metrics", "routed_table", "simulate_cluster", "simulate_pools",
+__all__ = ["DEFAULT_CACHE_WEIGHT", "PoolTrace", "ROUTERS", "ROUTER_NAMES", "pooled_efficiency", "replica_metrics", "routed_table",
+           "simulate_cluster", "simulate_pools",
            "simulate_replicas"]

@@ -28,6 +28,9 @@ class KvLink:
 # few microseconds over NVLink or PCIe peer-to-peer; a KV transfer adds a completion notification to the decode
 # side and a descriptor per block. 20 us is an estimate for that whole exchange, not a measurement.
 TRANSFER_SETUP_S = 20e-6
+# Over TCP the fixed cost is a datacenter round trip and the kernel's socket path: ~50-100 us; 100 us is an
+# estimate, not a measurement.
+TCP_SETUP_S = 100e-6
 
 KV_LINKS: dict[str, KvLink] = {
     "nvlink4": KvLink("NVLink 4 (H100/H200 in one node)", 450.0, 0.85, TRANSFER_SETUP_S,
@@ -43,5 +46,8 @@ KV_LINKS: dict[str, KvLink] = {
                     "IBTA HDR 200 Gb/s = 25 GB/s; ib_write_bw reaches ~23.5-24 GB/s"),
     "ib400": KvLink("InfiniBand NDR / RoCE 400 Gb/s per GPU", 50.0, 0.95, TRANSFER_SETUP_S,
                     "IBTA NDR 400 Gb/s = 50 GB/s; ib_write_bw reaches ~47-48 GB/s (ConnectX-7)"),
+    # A cloud node without RDMA: the KV goes over the host's TCP stack. A slow link, for comparison.
+    "eth25": KvLink("Ethernet 25 Gb/s, TCP (no RDMA)", 3.125, 0.9, TCP_SETUP_S,
+                    "IEEE 802.3by 25GBASE-R = 3.125 GB/s; iperf3 single-host transfers reach ~22-23.5 Gb/s"),
 }
 KV_LINK_NAMES = tuple(KV_LINKS)

@@ -176,7 +176,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("kv_transfer_bytes", "KV transferred", "count", "Disaggregated serving: bytes of prompt KV sent per GPU "
            "link (each tensor-parallel rank sends its shard).", None, "Deployment", "count", "docs"),
     *_distribution("kv_transfer_ms", "KV transfer", "KV transfer time: from a prompt's prefill end to its KV "
-                   "reaching the decode engine, waiting for a busy link included", "Deployment", ("mean", "p99")),
+                   "reaching the decode engine, waiting for a busy link or for the decode engine to have blocks "
+                   "for it included", "Deployment", ("mean", "p99")),
+    *_distribution("kv_wait_ms", "KV wait", "the wait before a prompt's KV starts across: from its prefill end "
+                   "until its decode engine has blocks for it (the prefill engine holds its KV meanwhile) and the "
+                   "link is free", "Deployment", ("p99",)),
     Metric("kv_link_utilization", "KV link busy", "%", "Disaggregated serving: the share of the benchmark "
            "duration the prefill engines' links spent sending KV.", None, "Deployment", "fraction"),
     Metric("replicas", "Replicas", "count", "With several replicas: a list, one entry per replica, with its "

@@ -101,6 +101,20 @@ def attribution_ms(result, done: np.ndarray) -> dict[str, float | None]:
     return {name: float(means[k]) for k, name in enumerate(ATTRIBUTION_PARTS)}
 
 
+def deployment(scenario, resolved) -> tuple[int, float | None]:
+    """(GPUs, dollars per hour at list on-demand prices; None if a GPU has no price) of the whole deployment: each
+    pool of a disaggregated one at its own GPU type and tensor-parallel degree."""
+    if resolved.pools is None:
+        gpus = scenario.engines * resolved.setup.tp
+        return gpus, deployment_cost_per_hour(resolved.setup.gpu.key, gpus)
+    gpus, cost = 0, 0.0
+    for pool, engines in zip(resolved.pools, (scenario.prefill_replicas, scenario.decode_replicas), strict=True):
+        gpus += engines * pool.setup.tp
+        price = deployment_cost_per_hour(pool.setup.gpu.key, engines * pool.setup.tp)
+        cost = None if price is None or cost is None else cost + price
+    return gpus, cost
+
+
 def summarize(result) -> dict:
     """The metrics of a finished run (runner.Result)."""
     res = result
@@ -126,8 +140,7 @@ def summarize(result) -> dict:
     reasons = {E.REJECT_REASONS[k]: int((reject_reason[rejected] == k).sum())
                for k in range(1, len(E.REJECT_REASONS)) if (reject_reason[rejected] == k).any()}
     out_done = output_tokens[done]
-    gpus = res.scenario.engines * res.resolved.setup.tp
-    cost_per_hour = deployment_cost_per_hour(res.resolved.setup.gpu.key, gpus)
+    gpus, cost_per_hour = deployment(res.scenario, res.resolved)
     output_tokens_per_hour = float(out_done.sum()) * per_s * 3600.0
     per_class = {}
     for k, name in enumerate(reqs.class_names):

@@ -27,14 +27,16 @@ def new_queues(tenant, n_tenants, max_num_seqs):
     for t in range(n_tenants):
         q.q_off[t + 1] += q.q_off[t]
     q.running = np.zeros(max_num_seqs, np.int64)
-    q.wait_keys = np.zeros(n)
-    q.wait_ids = np.zeros(n, np.int64)
+    # The heaps are read only below their sizes: left unwritten (np.empty), the memory of the part never used is
+    # never touched (each holds every request in the worst case; a cluster has one set per engine).
+    q.wait_keys = np.empty(n)
+    q.wait_ids = np.empty(n, np.int64)
     q.q_size = np.zeros(n_tenants, np.int64)
     q.vtc = np.zeros(n_tenants)
-    q.swap_keys = np.zeros(n)
-    q.swap_ids = np.zeros(n, np.int64)
-    q.followup_keys = np.zeros(n)
-    q.followup_ids = np.zeros(n, np.int64)
+    q.swap_keys = np.empty(n)
+    q.swap_ids = np.empty(n, np.int64)
+    q.followup_keys = np.empty(n)
+    q.followup_ids = np.empty(n, np.int64)
     q.size = np.zeros(4, np.int64)
     return q
 

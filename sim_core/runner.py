@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from . import engine
 from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
-from .cluster import replica_metrics, simulate_pools, simulate_replicas
-from .cost_model import cost_params
+from .cluster import PoolTrace, pooled_efficiency, replica_metrics, simulate_pools, simulate_replicas
+from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 from .hardware_profile import profile_constants
 from .links import KV_LINKS
 from .metrics import summarize
@@ -71,6 +72,36 @@ class Resolved:
     slo_tpot_ms: float
     admission: str
     prefix_cache: bool
+    # Disaggregated serving: each pool's (prefill, decode) deployment; setup/num_blocks above are the prefill
+    # pool's. None for colocated engines.
+    pools: tuple[PoolSetup, PoolSetup] | None = None
+
+
+@dataclass(frozen=True)
+class PoolSetup:
+    """One pool of a disaggregated deployment: its GPUs, and the KV pool and swap space each engine has."""
+
+    setup: Setup
+    num_blocks: int
+    swap_blocks: int
+
+
+def _pool_setup(s: Scenario, hardware: str, tp: int, model: str, token_budget: int, hw_field: str,
+                tp_field: str) -> PoolSetup:
+    """One deployment's setup and KV pool (SetupError names the field that sets it)."""
+    try:
+        setup = resolve_setup(hardware, model, s.quantization, tp, s.gpu_memory_utilization, s.block_size,
+                              token_budget, s.max_seqs)
+    except SetupError as e:
+        if e.field in ("tp", "model") and (hw_field, tp_field) != ("hardware", "tp"):
+            raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", tp_field if e.field == "tp"
+                             else hw_field) from None
+        raise
+    capacity = setup.num_kv_blocks
+    if s.kv_blocks is not None and s.kv_blocks > capacity:
+        raise SetupError(f"kv_blocks must be at most {capacity}, what {model} on {hardware} (tp={tp}) leaves for "
+                         f"the KV cache (got {s.kv_blocks})", "kv_blocks")
+    return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
 
 
 def resolve(s: Scenario) -> Resolved:
@@ -83,13 +114,14 @@ def resolve(s: Scenario) -> Resolved:
         raise SetupError(f"max_model_len must be at most {model.max_context} for {model.key} (got {max_model_len})",
                          "max_model_len")
     token_budget = s.token_budget or sched.default_token_budget or max_model_len
-    setup = resolve_setup(s.hardware, model.key, s.quantization, s.tp, s.gpu_memory_utilization, s.block_size,
-                          token_budget, s.max_seqs)
-    capacity = setup.num_kv_blocks
-    if s.kv_blocks is not None and s.kv_blocks > capacity:
-        raise SetupError(f"kv_blocks must be at most {capacity}, what {model.key} on {s.hardware} leaves for the KV "
-                         f"cache (got {s.kv_blocks})", "kv_blocks")
-    num_blocks = s.kv_blocks or capacity
+    pools = None
+    if s.disaggregated:
+        pools = tuple(_pool_setup(s, *s.pool_deployment(p), model.key, token_budget, f"{p}_hardware", f"{p}_tp")
+                      for p in ("prefill", "decode"))
+        setup, num_blocks, swap_blocks = pools[0].setup, pools[0].num_blocks, pools[0].swap_blocks
+    else:
+        main = _pool_setup(s, s.hardware, s.tp, model.key, token_budget, "hardware", "tp")
+        setup, num_blocks, swap_blocks = main.setup, main.num_blocks, main.swap_blocks
     if s.adaptive_budget and not sched.chunked_prefill:
         # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.
         chunking = ", ".join(x.name for x in SCHEDULERS if x.chunked_prefill)
@@ -99,12 +131,11 @@ def resolve(s: Scenario) -> Resolved:
     if s.trace is None and s.num_requests is None and rate * s.duration > MAX_REQUESTS:
         raise ScenarioError([("duration", f"rate x duration must stay under {MAX_REQUESTS:,} requests (got "
                                           f"{rate:g}/s x {s.duration:g} s); shorten it or set num_requests")])
-    swap_blocks = int(s.swap_space_gb * GIB // setup.kv_bytes_per_block)
     return Resolved(sched, preset, setup, num_blocks, swap_blocks, max_model_len, token_budget,
                     rate, s.burstiness or preset.burstiness,
                     s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms,
                     s.admission or sched.default_admission,
-                    (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching)
+                    (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching, pools)
 
 
 def class_slos(s: Scenario, r: Resolved, reqs: Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -143,6 +174,16 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
 
 
 PREEMPTION_MODES = {"none": PREEMPT_NONE, "recompute": PREEMPT_RECOMPUTE, "swap": PREEMPT_SWAP}
+
+
+class EngineLog(NamedTuple):
+    """One engine of a cluster as the trace shows it."""
+
+    name: str  # "replica 2", "prefill 0", "decode 1"
+    pool: str  # "replicas", "prefill", "decode"
+    steps: np.ndarray  # its step log (columns state.S_*), every step_stride-th step
+    step_stride: int
+    num_blocks: int  # its KV pool
 
 
 @dataclass
@@ -186,6 +227,10 @@ class Result:
     replica_of: np.ndarray | None = None  # the replica that served each request (all 0 for one engine)
     # [request, attribution.AT_*]: seconds of each request's latency per part (queue, prefill, ...), device side
     attribution: np.ndarray | None = None
+    # Several engines: each one's name, pool and step log (the merged step log above is empty); disaggregated
+    # serving: each request's hand-over (cluster.PoolTrace: prefill engine, decode engine, KV transfer times).
+    engine_logs: list[EngineLog] | None = None
+    handover: PoolTrace | None = None
 
     @property
     def end_s(self) -> float:
@@ -322,15 +367,28 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     extra: dict = {}
     if scenario.engines > 1 and (record_events or kv_frames or kv_frame_times is not None):
         raise ValueError("a run of several engines records no per-engine event log or KV frames yet")
+    engine_blocks = [r.num_blocks] * scenario.engines
+    handover = None
     if scenario.disaggregated:
-        out, outs, members, pools, extra, replica_of = simulate_pools(
-            cfg, table, (scenario.prefill_replicas, scenario.decode_replicas), scenario.router,
-            scenario.router_staleness_ms / 1e3, scenario.seed, r.setup.kv_bytes_per_token_per_gpu,
-            KV_LINKS[scenario.kv_link])
+        pool_cfgs = tuple(engine_config(scenario, dataclasses.replace(r, setup=p.setup, num_blocks=p.num_blocks,
+                                                                      swap_blocks=p.swap_blocks), class_slo,
+                                        record_events=record_events, max_step_records=max_step_records,
+                                        max_events=max_events, debug_checks=debug_checks, cancel=cfg.cancel)
+                          for p in r.pools)
+        # Each GPU's link carries its shard of the prompt's KV; with different TP the larger shard (the pool with
+        # fewer ranks) sets the bytes per link.
+        link_bytes = max(p.setup.kv_bytes_per_token_per_gpu for p in r.pools)
+        out, outs, members, pools, extra, replica_of, handover = simulate_pools(
+            pool_cfgs, table, (scenario.prefill_replicas, scenario.decode_replicas), scenario.router,
+            scenario.router_staleness_ms / 1e3, scenario.seed, link_bytes,
+            KV_LINKS[scenario.kv_link], scenario.router_cache_weight)
         engines = (outs, members, pools)
+        engine_blocks = [p.num_blocks for p, n in zip(r.pools, (scenario.prefill_replicas, scenario.decode_replicas),
+                                                       strict=True) for _ in range(n)]
     elif scenario.replicas > 1:
         out, outs, replica_of = simulate_replicas(cfg, table, scenario.replicas, scenario.router,
-                                                  scenario.router_staleness_ms / 1e3, scenario.seed)
+                                                  scenario.router_staleness_ms / 1e3, scenario.seed,
+                                                  scenario.router_cache_weight)
         engines = (outs, [replica_of == e for e in range(scenario.replicas)], ["replicas"] * scenario.replicas)
     else:
         out = engine.simulate(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
@@ -345,7 +403,19 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
         raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
     result.metrics = summarize(result)
     if engines is not None:
-        result.metrics.update(replica_metrics(*engines, result.metrics["duration_s"], r.num_blocks))
+        result.metrics.update(replica_metrics(*engines, result.metrics["duration_s"], engine_blocks))
+    if engines is not None:
+        counts: dict[str, int] = {}
+        result.engine_logs = []
+        for o, pool, blocks in zip(engines[0], engines[2], engine_blocks, strict=True):
+            k = counts[pool] = counts.get(pool, -1) + 1
+            result.engine_logs.append(EngineLog(f"{'replica' if pool == 'replicas' else pool} {k}", pool, o.steps,
+                                                int(o.step_stride), int(blocks)))
+        result.handover = handover
+    if scenario.heterogeneous:
+        peaks = [(c.cost[PEAK_BW], c.cost[PEAK_FLOPS]) for c, n in zip(
+            pool_cfgs, (scenario.prefill_replicas, scenario.decode_replicas), strict=True) for _ in range(n)]
+        result.metrics.update(pooled_efficiency(engines[0], peaks, engine_blocks))
     if extra:
         makespan = result.metrics["duration_s"]
         link_busy = extra.pop("kv_link_busy_s")

@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
-from .cluster import ROUTERS
+from .cluster import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .hardware_profile import canonical, mismatch, parse_compact
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
@@ -33,6 +33,8 @@ BLOCK_SIZES = (8, 16, 32, 64, 128)
 MIN_RATE = 1e-6
 MAX_SEEDS = 50
 MAX_REPLICAS = 64
+# A disaggregated deployment's per-pool settings (None: the scenario's hardware or tp).
+POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
 
 
 class Scenario(BaseModel):
@@ -56,12 +58,25 @@ class Scenario(BaseModel):
     router_staleness_ms: float = Field(0.0, ge=0, le=600_000,
                                        description="how old the replica load the router sees is (it polls "
                                                    "metrics); 0: always current")
+    router_cache_weight: float = Field(DEFAULT_CACHE_WEIGHT, ge=0, le=1000,
+                                       description="prefix_affinity: what a prompt token the replica would have to "
+                                                   "compute (not cached there) weighs against a KV token it already "
+                                                   "has outstanding; higher keeps sessions on their cache, lower "
+                                                   "balances load (1: Dynamo's KV router default)")
     prefill_replicas: int = Field(0, ge=0, le=MAX_REPLICAS,
                                   description="disaggregated serving: engines that only prefill (0: each engine "
                                               "prefills and decodes its own requests)")
     decode_replicas: int = Field(0, ge=0, le=MAX_REPLICAS,
                                  description="disaggregated serving: engines that decode what the prefill pool "
                                              "computed, after its KV crosses kv_link")
+    prefill_hardware: HardwareName | None = Field(None, description="disaggregated serving: the prefill pool's GPU "
+                                                                    "type; default: hardware")
+    decode_hardware: HardwareName | None = Field(None, description="disaggregated serving: the decode pool's GPU "
+                                                                  "type; default: hardware")
+    prefill_tp: int | None = Field(None, ge=1, le=8, description="disaggregated serving: the prefill pool's "
+                                                                 "tensor-parallel degree; default: tp")
+    decode_tp: int | None = Field(None, ge=1, le=8, description="disaggregated serving: the decode pool's "
+                                                                "tensor-parallel degree; default: tp")
     kv_link: KvLinkName = Field("ib400", description="disaggregated serving: the link a prompt's KV crosses from "
                                                      "a prefill GPU to a decode GPU: "
                                                      + "; ".join(f"{k}: {v.name}" for k, v in KV_LINKS.items()))
@@ -126,7 +141,22 @@ class Scenario(BaseModel):
         if self.prefill_replicas > 0 and self.replicas > 1:
             raise ValueError("replicas: with prefill_replicas and decode_replicas the pools set the engine count; "
                              "leave replicas at 1")
+        for name in POOL_FIELDS:
+            if getattr(self, name) is not None and not self.disaggregated:
+                raise ValueError(f"{name}: sets one pool of a disaggregated deployment; needs prefill_replicas and "
+                                 f"decode_replicas (leave it unset otherwise)")
         return self
+
+    def pool_deployment(self, pool: str) -> tuple[str, int]:
+        """(GPU type, tensor-parallel degree) of the "prefill" or "decode" pool; the scenario's own hardware and tp
+        unless the pool sets its own."""
+        hw, tp = getattr(self, f"{pool}_hardware"), getattr(self, f"{pool}_tp")
+        return hw or self.hardware, tp or self.tp
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Disaggregated pools on different GPUs or tensor-parallel degrees."""
+        return self.disaggregated and self.pool_deployment("prefill") != self.pool_deployment("decode")
 
     @property
     def disaggregated(self) -> bool:
@@ -154,6 +184,10 @@ class Scenario(BaseModel):
         why = profile_mismatch(self)
         if why:
             raise ValueError(f"hardware_profile: {why}")
+        if self.hardware_profile is not None and self.disaggregated and any(
+                self.pool_deployment(p) != (self.hardware, self.tp) for p in ("prefill", "decode")):
+            raise ValueError("hardware_profile: fitted on one deployment (hardware, tp); a pool on other GPUs or "
+                             "another tp cannot use it (unset prefill_hardware/decode_hardware/prefill_tp/decode_tp)")
         return self
 
     # ----- canonical query string -----

@@ -9,6 +9,10 @@ Layout (times in integer microseconds of simulated time):
                       (waiting / running / swapped requests)
   process "requests"  one thread per request ("req 17 (prompt 3500, output 200)", tid 1000017) with a slice per phase
                       (queued, prefill, decode, preempted) and an instant "rejected" mark for refused requests
+A cluster (replicas, or disaggregated pools) has one process per engine instead of "GPU" (named "replica 2",
+"prefill 0", "decode 1", each with its steps and counters); each prefill engine's "KV link" thread has a slice per
+KV transfer and a flow arrow to the "KV arrivals" thread of the decode engine it reached. A cluster records no
+event log, so it has no per-request tracks.
 Per-request tracks need `run(..., record_events=True)` and an unsampled step log (`result.step_stride == 1`).
 Without them the steps and counters are still exported, and `metadata["notes"]` says what is missing.
 
@@ -75,8 +79,10 @@ def _meta(pid: int, tid: int | None, name: str, args: dict) -> dict:
     return ev
 
 
-def _step_events(result, rows: np.ndarray, step_numbers: np.ndarray, gaps_are_idle: bool) -> list[dict]:
-    num_blocks = int(result.resolved.num_blocks)
+def _step_events(result, rows: np.ndarray, step_numbers: np.ndarray, gaps_are_idle: bool, pid: int = GPU_PID,
+                 num_blocks: int | None = None) -> list[dict]:
+    """Process `pid`'s step slices and its KV and queue counters (`num_blocks`: its KV pool; default the run's)."""
+    num_blocks = int(result.resolved.num_blocks if num_blocks is None else num_blocks)
     kv_name = f"KV blocks in use (of {num_blocks})"
     # Columns only some engine versions log (the adaptive token budget, requests shed by admission control).
     optional_cols = [(name, getattr(E, col)) for name, col in (("token_budget", "S_TOKEN_BUDGET"), ("shed", "S_SHED"))
@@ -96,16 +102,16 @@ def _step_events(result, rows: np.ndarray, step_numbers: np.ndarray, gaps_are_id
                 "preemptions": int(row[E.S_PREEMPTIONS]), "duration_ms": float(row[E.S_DURATION]) * 1e3}
         for name, col in optional_cols:
             args[name] = int(row[col])
-        out.append({"ph": "X", "pid": GPU_PID, "tid": STEPS_TID, "ts": ts, "dur": end_us - ts, "cat": "step",
+        out.append({"ph": "X", "pid": pid, "tid": STEPS_TID, "ts": ts, "dur": end_us - ts, "cat": "step",
                     "name": step_name(p_tokens, d_seqs), "args": args})
-        out.append({"ph": "C", "pid": GPU_PID, "ts": ts, "name": kv_name, "args": {"blocks": kv}})
-        out.append({"ph": "C", "pid": GPU_PID, "ts": ts, "name": "queue",
+        out.append({"ph": "C", "pid": pid, "ts": ts, "name": kv_name, "args": {"blocks": kv}})
+        out.append({"ph": "C", "pid": pid, "ts": ts, "name": "queue",
                     "args": {"waiting": waiting, "running": running, "swapped": swapped}})
         # The engine idles only when nothing is running, waiting or swapped: every block is free then.
         next_start = _us(float(rows[k + 1][E.S_START])) if k + 1 < n else None
         if gaps_are_idle and (next_start is None or next_start > end_us):
-            out.append({"ph": "C", "pid": GPU_PID, "ts": end_us, "name": kv_name, "args": {"blocks": 0}})
-            out.append({"ph": "C", "pid": GPU_PID, "ts": end_us, "name": "queue",
+            out.append({"ph": "C", "pid": pid, "ts": end_us, "name": kv_name, "args": {"blocks": 0}})
+            out.append({"ph": "C", "pid": pid, "ts": end_us, "name": "queue",
                         "args": {"waiting": 0, "running": 0, "swapped": 0}})
     return out
 
@@ -168,6 +174,64 @@ def _request_events(result, ids: np.ndarray) -> list[dict]:
     return out
 
 
+# A cluster's engines: engine e is process ENGINE_PID_BASE + e, its steps thread ENGINE_TID_BASE + e (tids are
+# unique across processes, as Perfetto's importer needs); a prefill engine's KV link is thread LINK_TID_BASE + e and
+# a decode engine's arrivals thread ARRIVAL_TID_BASE + e.
+ENGINE_PID_BASE = 10
+ENGINE_TID_BASE, LINK_TID_BASE, ARRIVAL_TID_BASE = 100, 10_000, 20_000
+
+
+def cluster_events(result, max_steps: int, max_requests: int, notes: list[str]) -> list[dict]:
+    """One process per engine ("replica 2", "prefill 0", "decode 1") with its steps and counters; in disaggregated
+    serving each prefill engine's link carries a slice per KV transfer, with a flow arrow to the decode engine
+    it reached."""
+    out: list[dict] = []
+    logs = result.engine_logs
+    for e, log in enumerate(logs):
+        pid = ENGINE_PID_BASE + e
+        out += [_meta(pid, None, "process_name", {"name": log.name}),
+                _meta(pid, None, "process_sort_index", {"sort_index": 2 + e}),
+                _meta(pid, ENGINE_TID_BASE + e, "thread_name", {"name": "steps"})]
+        rows = log.steps
+        numbers = np.arange(len(rows), dtype=np.int64) * log.step_stride
+        if len(rows) > max_steps:
+            keep = np.unique(np.linspace(0, len(rows) - 1, max_steps).round().astype(np.int64))
+            rows, numbers = rows[keep], numbers[keep]
+        if log.step_stride != 1:
+            notes.append(f"{log.name}: its step log was sampled (every {log.step_stride}th step kept)")
+        for ev in _step_events(result, rows, numbers, log.step_stride == 1, pid, log.num_blocks):
+            if ev.get("tid") == STEPS_TID:
+                ev["tid"] = ENGINE_TID_BASE + e
+            out.append(ev)
+    h = result.handover
+    if h is None:
+        return out
+    moved = np.flatnonzero(h.to_decode >= 0)
+    if len(moved) > max_requests:
+        notes.append(f"{len(moved)} KV transfers; the trace shows an evenly spaced sample of {max_requests}")
+        moved = moved[np.unique(np.linspace(0, len(moved) - 1, max_requests).round().astype(np.int64))]
+    n_prefill = sum(log.pool == "prefill" for log in logs)
+    for e in range(len(logs)):
+        tid, name = (LINK_TID_BASE + e, "KV link") if e < n_prefill else (ARRIVAL_TID_BASE + e, "KV arrivals")
+        out.append(_meta(ENGINE_PID_BASE + e, tid, "thread_name", {"name": name}))
+    for r in moved:
+        r = int(r)
+        p, d = int(h.to_prefill[r]), n_prefill + int(h.to_decode[r])
+        start, end = _us(float(h.transfer_start[r])), _us(float(h.delivered[r]))
+        args = {"request": r, "prompt_tokens": int(result.requests.prompt_tokens[r]),
+                "waited_for_link_ms": (float(h.transfer_start[r]) - float(h.prefill_end[r])) * 1e3,
+                "transfer_ms": (float(h.delivered[r]) - float(h.transfer_start[r])) * 1e3}
+        out.append({"ph": "X", "pid": ENGINE_PID_BASE + p, "tid": LINK_TID_BASE + p, "ts": start,
+                    "dur": max(1, end - start), "cat": "kv", "name": f"KV req {r}", "args": args})
+        out.append({"ph": "X", "pid": ENGINE_PID_BASE + d, "tid": ARRIVAL_TID_BASE + d, "ts": end, "dur": 1,
+                    "cat": "kv", "name": f"KV in req {r}", "args": {"request": r}})
+        out.append({"ph": "s", "pid": ENGINE_PID_BASE + p, "tid": LINK_TID_BASE + p, "ts": start, "id": r,
+                    "cat": "kv", "name": "KV transfer"})
+        out.append({"ph": "f", "bp": "e", "pid": ENGINE_PID_BASE + d, "tid": ARRIVAL_TID_BASE + d, "ts": end,
+                    "id": r, "cat": "kv", "name": "KV transfer"})
+    return out
+
+
 def _events_were_recorded(result) -> bool:
     if len(result.events):
         return True
@@ -210,13 +274,17 @@ def chrome_trace(result, max_requests: int = DEFAULT_MAX_REQUESTS, max_steps: in
             shown = np.arange(n_req, dtype=np.int64)
 
     events: list[dict] = [
-        _meta(GPU_PID, None, "process_name", {"name": "GPU"}),
-        _meta(GPU_PID, None, "process_sort_index", {"sort_index": 0}),
-        _meta(GPU_PID, STEPS_TID, "thread_name", {"name": "steps"}),
         _meta(REQUESTS_PID, None, "process_name", {"name": "requests"}),
         _meta(REQUESTS_PID, None, "process_sort_index", {"sort_index": 1}),
     ]
-    events += _step_events(result, rows, step_numbers, gaps_are_idle=stride == 1 and len(rows) == len(result.steps))
+    if result.engine_logs:  # a cluster: one process per engine, and the KV hand-overs between pools
+        events += cluster_events(result, max_steps, max_requests, notes)
+    else:
+        events += [_meta(GPU_PID, None, "process_name", {"name": "GPU"}),
+                   _meta(GPU_PID, None, "process_sort_index", {"sort_index": 0}),
+                   _meta(GPU_PID, STEPS_TID, "thread_name", {"name": "steps"})]
+        events += _step_events(result, rows, step_numbers,
+                               gaps_are_idle=stride == 1 and len(rows) == len(result.steps))
     if len(shown):
         events += _request_events(result, shown)
 

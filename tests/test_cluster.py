@@ -119,7 +119,7 @@ def test_one_replica_is_the_plain_engine():
     assert "replicas" not in run(s).metrics
 
 
-def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys):
+def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys, tmp_path):
     from fastapi.testclient import TestClient
 
     from app.cli import main
@@ -135,29 +135,68 @@ def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys):
     text = capsys.readouterr().out
     assert "2 x the GPUs above (2 GPUs), round_robin router, load seen up to 100 ms late" in text
     assert "chunked: 2 engines, load imbalance (max / mean served tokens within a pool)" in text
-    assert main(["run", "--replicas", "2", "--trace-out", "t.json"]) == 2
-    assert "--trace-out" in capsys.readouterr().err
+    trace = tmp_path / "t.json"
+    assert main(["run", "--hardware", "rtx3050", "--num-requests", "30", "--replicas", "2", "--trace-out",
+                 str(trace)]) == 0
+    names = {e["args"]["name"] for e in json.loads(trace.read_text())["traceEvents"] if e["name"] == "process_name"}
+    assert {"replica 0", "replica 1"} <= names
     with TestClient(app) as client:
         client.app.state.kernels_ready.wait(600)
         r = client.get("/api/run?hardware=rtx3050&replicas=2")
         assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "replicas"
 
 
-def test_cache_aware_routing_keeps_agent_sessions_on_their_kv_and_cuts_ttft():
-    """Each agent turn re-sends the whole conversation: routed to the replica that holds it, the prefix is a
-    cache hit; scattered round robin, it is mostly recomputed."""
-    runs = {}
-    for router in ("round_robin", "prefix_affinity"):
+def agent_runs(router, weights=(1.0,)):
+    out = {}
+    for w in weights:
         s = Scenario(hardware="rtx3050", workload="agent", num_requests=300, rate=3, replicas=3, router=router,
-                     seed=2, prefix_cache=True)
+                     seed=2, prefix_cache=True, router_cache_weight=w)
         res = run(s)
         parents = res.requests.parents()
         turn = parents >= 0
-        runs[router] = (res.metrics, (res.replica_of[turn] == res.replica_of[parents[turn]]).mean())
-    (rr, rr_kept), (pa, pa_kept) = runs["round_robin"], runs["prefix_affinity"]
-    assert pa_kept > 0.9 and rr_kept < 0.5
-    assert pa["prefix_cache_hit_rate"] > rr["prefix_cache_hit_rate"] + 0.1
-    assert pa["ttft_ms"]["p50"] < 0.7 * rr["ttft_ms"]["p50"]
+        out[w] = (res.metrics, (res.replica_of[turn] == res.replica_of[parents[turn]]).mean())
+    return out
+
+
+def test_cache_aware_routing_keeps_agent_sessions_on_their_kv_and_cuts_ttft():
+    """Each agent turn re-sends the whole conversation: routed to the replica that holds it, the prefix is a
+    cache hit; scattered round robin, it is mostly recomputed. The heavier the cache weighs against load, the more
+    turns stay with their KV."""
+    rr, rr_kept = agent_runs("round_robin")[1.0]
+    pa = agent_runs("prefix_affinity", (0.0, 1.0, 8.0))
+    assert rr_kept < 0.4
+    kept = [pa[w][1] for w in (0.0, 1.0, 8.0)]
+    hits = [pa[w][0]["prefix_cache_hit_rate"] for w in (0.0, 1.0, 8.0)]
+    assert kept[0] < kept[1] < kept[2] and kept[2] > 0.8 and hits[0] < hits[1] < hits[2]
+    for w in (1.0, 8.0):
+        m = pa[w][0]
+        assert m["prefix_cache_hit_rate"] > rr["prefix_cache_hit_rate"] + 0.05
+        assert m["ttft_ms"]["mean"] < 0.95 * rr["ttft_ms"]["mean"] and m["load_imbalance"] < 1.3
+    assert pa[8.0][0]["ttft_ms"]["p50"] < 0.7 * rr["ttft_ms"]["p50"]
+
+
+def test_prefix_affinity_weighs_the_prefill_a_cache_saves_against_the_replica_load():
+    """A document cached on a replica still busy decoding a long answer: the follow-up question goes there if the
+    2,048 prompt tokens it saves outweigh the replica's outstanding KV (~2,100 tokens), which takes a cache
+    weight above 1; at weight 1 the idle replica, which must recompute the document, costs less."""
+    rows = [{"timestamp": 0, "input_length": 2100, "output_length": 2000, "hash_ids": [1, 2, 3, 4, 100]},
+            {"timestamp": 1000, "input_length": 2100, "output_length": 4, "hash_ids": [1, 2, 3, 4, 101]}]
+    for weight, to, cached in ((1.0, 1, 0), (8.0, 0, 2048)):
+        s = Scenario(hardware="a100", replicas=2, router="prefix_affinity", prefix_cache=True,
+                     router_cache_weight=weight)
+        res = run(s, trace_text=mooncake(rows))
+        assert list(res.replica_of) == [0, to] and res.cached_prefix[1] == cached
+
+
+def test_a_prefix_every_session_shares_does_not_pin_the_load_to_the_replicas_that_cached_it():
+    """Agent sessions all start with the same 1,500-token tool prompt. A router that only follows the longest
+    cached prefix sends every new session to the replicas that already hold it and leaves the others idle; here
+    each replica gets a fair share of the sessions."""
+    s = Scenario(hardware="a100", model="llama-3-8b", workload="agent", prefix_cache=True, seed=1, duration=120,
+                 rate=0.7, replicas=4, router="prefix_affinity")
+    m = run(s).metrics
+    shares = np.array([r["requests"] for r in m["replicas"]]) / m["completed"]
+    assert shares.min() > 0.15 and m["load_imbalance"] < 1.3
 
 
 # ----- disaggregated prefill and decode pools -----
@@ -221,6 +260,71 @@ def test_a_decode_pool_spares_decodes_the_prefill_chunks_at_the_price_of_ttft():
     assert apart["ttft_ms"]["p50"] > 2 * colocated["ttft_ms"]["p50"]
 
 
+def test_heterogeneous_pools_prefill_and_decode_each_on_their_own_gpus():
+    """Prefill on one H100, decode on A100s at tp=2: the first token is the H100's, each decode step the A100
+    pair's, the KV crosses at the larger shard's size (the H100 sends all of it over its one link), and the
+    GPU count and price add up per pool."""
+    from sim_core.prices import GPU_PRICES
+
+    reqs = requests([0.0], [2000], [50])
+    het = pd(prefill_hardware="h100", decode_hardware="a100", decode_tp=2)
+    apart = simulate_requests(het, resolve(het), reqs)
+    h100 = Scenario(hardware="h100", model="llama-3-8b")
+    a100x2 = Scenario(hardware="a100", model="llama-3-8b", tp=2)
+    on_h100 = simulate_requests(h100, resolve(h100), reqs)
+    on_a100 = simulate_requests(a100x2, resolve(a100x2), reqs)
+    assert apart.first_token_s[0] == on_h100.first_token_s[0]
+    transfer_s = apart.metrics["kv_transfer_ms"]["mean"] / 1e3
+    kv = resolve(h100).setup.kv_bytes_per_token_per_gpu
+    assert transfer_s == pytest.approx(2000 * kv / KV_LINKS["ib400"].bytes_per_s + KV_LINKS["ib400"].latency_s)
+    decode_apart = apart.finish_s[0] - apart.first_token_s[0] - transfer_s
+    # (within 0.1%: the decode engine starts from a transferred request, not a step it ran itself)
+    assert decode_apart == pytest.approx(on_a100.finish_s[0] - on_a100.first_token_s[0], rel=1e-3)
+    assert decode_apart != pytest.approx(on_h100.finish_s[0] - on_h100.first_token_s[0], rel=0.02)  # ~5% off
+    m = apart.metrics
+    assert m["gpus"] == 3
+    assert m["cost_per_hour"] == pytest.approx(GPU_PRICES["h100"].usd_per_gpu_hour
+                                               + 2 * GPU_PRICES["a100"].usd_per_gpu_hour)
+    r = resolve(het)
+    assert [p.setup.gpu.key for p in r.pools] == ["h100", "a100"] and r.pools[0].num_blocks != r.pools[1].num_blocks
+    assert apart.free_blocks_at_end == r.pools[0].num_blocks + r.pools[1].num_blocks
+
+
+def test_heterogeneous_pools_serve_a_workload_and_return_every_block():
+    s = pd(workload="chat", num_requests=150, rate=20, seed=3, prefill_hardware="a100", decode_tp=2)
+    s = s.model_copy(update={"prefill_replicas": 2})
+    res = run(s)
+    r = res.resolved
+    assert (res.finished ^ res.rejected).all() and res.metrics["completed"] == 150
+    assert res.free_blocks_at_end == 2 * r.pools[0].num_blocks + r.pools[1].num_blocks
+    assert (res.ref_counts_at_end == 0).all() and res.metrics["gpus"] == 2 * 1 + 1 * 2
+    for key in ("mbu", "mfu"):
+        assert 0 < res.metrics[key] < 1
+    assert 0 < res.metrics["kv_cache_usage"]["mean"] <= res.metrics["kv_cache_usage"]["peak"] <= 1
+
+
+def test_naming_the_default_deployment_for_a_pool_changes_nothing():
+    s = pd(workload="chat", num_requests=60, rate=10, seed=1)
+    same = s.model_copy(update={"prefill_hardware": "h100", "decode_tp": 1})
+    assert not same.heterogeneous and run(s).metrics == run(same).metrics
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"prefill_hardware": "h100"}, "prefill_hardware"),  # no pools
+    ({"prefill_replicas": 1, "decode_replicas": 1, "decode_tp": 3, "model": "llama-3-8b"}, "decode_tp"),
+    ({"prefill_replicas": 1, "decode_replicas": 1, "prefill_hardware": "rtx3050", "model": "llama-3-70b",
+      "hardware": "h100", "tp": 4}, "prefill_hardware"),
+    ({"prefill_replicas": 1, "decode_replicas": 1, "decode_tp": 9}, "decode_tp"),
+])
+def test_a_pool_that_cannot_run_names_its_field(fields, named):
+    from sim_core import ScenarioError, SetupError, parse_scenario
+
+    with pytest.raises((ScenarioError, SetupError)) as e:
+        resolve(parse_scenario(fields))
+    where = e.value.field if isinstance(e.value, SetupError) else e.value.problems[0][0]
+    assert where == named, str(e.value)
+
+
 @pytest.mark.parametrize("fields, named", [({"prefill_replicas": 2}, "decode_replicas"),
                                            ({"decode_replicas": 2}, "prefill_replicas"),
                                            ({"prefill_replicas": 1, "decode_replicas": 1, "replicas": 2}, "replicas")])
@@ -235,18 +339,22 @@ def test_pools_are_set_together(fields, named):
 @given(router=st.sampled_from(ROUTER_NAMES), pools=st.sampled_from([(0, 0), (1, 1), (2, 1), (1, 2)]),
        replicas=st.integers(1, 3), scheduler=st.sampled_from(["fcfs", "chunked", "spf", "slo", "fair"]),
        preemption=st.sampled_from(["recompute", "swap", "none"]), workload=st.sampled_from(["agent", "chat", "rag"]),
-       kv_blocks=st.integers(200, 1500), prefix_cache=st.booleans(), staleness=st.sampled_from([0.0, 50.0]))
+       kv_blocks=st.integers(200, 1500), prefix_cache=st.booleans(), staleness=st.sampled_from([0.0, 50.0]),
+       decode_tp=st.sampled_from([None, 2]))
 def test_cluster_invariants(router, pools, replicas, scheduler, preemption, workload, kv_blocks, prefix_cache,
-                            staleness):
+                            staleness, decode_tp):
     """Every request finishes or is rejected once, no engine leaks a block, and a disaggregated request decodes
     only after its KV crossed the link."""
     p, d = pools
     s = Scenario(hardware="rtx3050", workload=workload, num_requests=40, rate=6, seed=3, router=router,
                  replicas=1 if p else replicas, prefill_replicas=p, decode_replicas=d, scheduler=scheduler,
-                 preemption=preemption, kv_blocks=kv_blocks, prefix_cache=prefix_cache, router_staleness_ms=staleness)
+                 preemption=preemption, kv_blocks=kv_blocks, prefix_cache=prefix_cache, router_staleness_ms=staleness,
+                 decode_tp=decode_tp if p else None)
     res = run(s)
     assert (res.finished ^ res.rejected).all()
-    assert res.free_blocks_at_end == s.engines * res.resolved.num_blocks and (res.ref_counts_at_end == 0).all()
+    r = res.resolved
+    blocks = p * r.pools[0].num_blocks + d * r.pools[1].num_blocks if p else s.engines * r.num_blocks
+    assert res.free_blocks_at_end == blocks and (res.ref_counts_at_end == 0).all()
     done = res.finished
     assert (res.generated[done] == res.requests.output_tokens[done]).all()
     assert (res.first_token_s[done] <= res.finish_s[done]).all()
@@ -254,3 +362,115 @@ def test_cluster_invariants(router, pools, replicas, scheduler, preemption, work
         decoded = done & (res.requests.output_tokens > 1)
         latency = KV_LINKS[s.kv_link].latency_s
         assert (res.finish_s[decoded] - res.first_token_s[decoded] > latency).all()
+        h = res.handover
+        moved = h.to_decode >= 0
+        assert (h.transfer_start[moved] >= h.prefill_end[moved]).all()
+        served = moved & res.finished
+        assert (h.delivered[served] < res.finish_s[served]).all()  # the KV is there before the decode's tokens
+
+
+# ----- the Perfetto trace of a cluster -----
+def test_a_disaggregated_trace_has_a_process_per_engine_and_an_arrow_per_kv_transfer():
+    from sim_core.trace_export import chrome_trace
+
+    s = pd(workload="chat", num_requests=40, rate=8, seed=2).model_copy(update={"prefill_replicas": 2,
+                                                                                "decode_replicas": 2})
+    res = run(s)
+    trace = json.loads(json.dumps(chrome_trace(res), allow_nan=False))  # what a file holds parses back
+    events = trace["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert set(names.values()) >= {"prefill 0", "prefill 1", "decode 0", "decode 1"}
+    for engine in ("prefill 0", "prefill 1", "decode 0", "decode 1"):
+        pid = next(p for p, n in names.items() if n == engine)
+        assert any(e["ph"] == "X" and e["pid"] == pid and e.get("cat") == "step" for e in events), engine
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert len(starts) == len(ends) == res.metrics["kv_transfers"] > 0 and set(starts) == set(ends)
+    slices = [e for e in events if e["ph"] == "X"]
+    for r, f in ends.items():
+        start = starts[r]
+        assert names[start["pid"]].startswith("prefill") and names[f["pid"]].startswith("decode")
+        assert names[start["pid"]] == f"prefill {res.handover.to_prefill[r]}"
+        assert names[f["pid"]] == f"decode {res.handover.to_decode[r]}"
+        assert f["ts"] >= start["ts"]
+        for ev in (start, f):  # each end of the arrow sits on a slice of its own thread
+            assert any(x["pid"] == ev["pid"] and x["tid"] == ev["tid"] and x["ts"] <= ev["ts"] <= x["ts"] + x["dur"]
+                       for x in slices)
+
+
+def test_a_replicas_trace_has_a_process_per_replica_and_no_arrows():
+    from sim_core.trace_export import chrome_trace
+
+    res = run(Scenario(hardware="rtx3050", workload="chat", num_requests=60, rate=10, replicas=3, seed=1))
+    events = chrome_trace(res)["traceEvents"]
+    names = [e["args"]["name"] for e in events if e["name"] == "process_name"]
+    assert [n for n in names if n.startswith("replica")] == ["replica 0", "replica 1", "replica 2"]
+    assert "GPU" not in names and not any(e["ph"] in ("s", "f") for e in events)
+    tids = {(e["pid"], e["tid"]) for e in events if "tid" in e}
+    assert len({t for _, t in tids}) == len(tids)  # a tid names one thread across processes
+
+
+# ----- back-pressure: a prefill engine holds KV until its decode engine pulls it -----
+def _pools_with_blocks(s: Scenario, prefill_blocks: int, decode_blocks: int):
+    import dataclasses
+
+    r = resolve(s)
+    p, d = r.pools
+    return dataclasses.replace(r, num_blocks=prefill_blocks, pools=(dataclasses.replace(p, num_blocks=prefill_blocks),
+                                                                     dataclasses.replace(d, num_blocks=decode_blocks)))
+
+
+def test_a_tiny_decode_pool_throttles_prefill_instead_of_queueing_on_the_decode_side():
+    """20 prompts of 1,000 tokens arrive at once. The decode engine has blocks for two requests at a time, the
+    prefill engine for about four held prompts: it prefills until its memory is held by prompts waiting to be
+    pulled, then waits for transfers, so later first tokens come as decode frees memory, and the decode engine
+    never queues more than it can hold."""
+    reqs = requests(np.zeros(20), np.full(20, 1000), np.full(20, 200))
+    s = pd()
+    need = -(-1200 // 16)  # one request's blocks on the decode engine
+    runs = {}
+    for name, decode_blocks in (("tiny", 2 * need + 8), ("ample", 40 * need)):
+        r = _pools_with_blocks(s, 300, decode_blocks)
+        res = simulate_requests(s, r, reqs)
+        assert (res.finished).all()
+        assert res.free_blocks_at_end == 300 + decode_blocks and (res.ref_counts_at_end == 0).all()
+        runs[name] = res
+    tiny, ample = runs["tiny"], runs["ample"]
+    assert tiny.metrics["replicas"][1]["waiting_peak"] <= 1
+    assert tiny.metrics["kv_wait_ms"]["max"] > 1000 > ample.metrics["kv_wait_ms"]["max"]
+    # Prefill is throttled: the last first token waits for decode memory, not only for the prompts before it.
+    assert tiny.first_token_s.max() > 3 * ample.first_token_s.max()
+    # The KV of every request crossed before its decode began, and nothing decoded faster than one request alone.
+    h = tiny.handover
+    assert (h.transfer_start >= h.prefill_end).all() and (h.delivered > h.transfer_start).all()
+
+
+def test_a_prompt_the_decode_pool_can_never_hold_does_not_block_the_ones_behind_it():
+    """Request 1 needs more blocks than the decode engine has (prompt + output): it is pulled at once, to be
+    refused there, instead of waiting at the head of the line until the engine is idle; request 2 behind it
+    fits beside request 0 and is pulled while request 0 still decodes."""
+    reqs = requests([0.0, 0.01, 0.02], [900, 1000, 500], [400, 1000, 100])
+    s = pd()
+    res = simulate_requests(s, _pools_with_blocks(s, 2000, 100), reqs)
+    assert res.finished[0] and res.finished[2] and res.rejected[1]
+    assert res.handover.transfer_start[2] < res.finish_s[0]
+    assert res.free_blocks_at_end == 2100 and (res.ref_counts_at_end == 0).all()
+
+
+@pytest.mark.parametrize("router", ROUTER_NAMES)
+@pytest.mark.parametrize("workload, staleness", [("chat", 0.0), ("rag", 50.0), ("code", 0.0)])
+def test_stepping_each_replica_up_to_the_next_arrival_changes_nothing(monkeypatch, router, workload, staleness):
+    """Without follow-up turns the engines meet only at arrivals, so the loop runs each up to the next arrival at a
+    time (its data stays in cache); every request's outcome and every metric are those of strict time order."""
+    import sim_core.cluster as cluster
+
+    s = Scenario(hardware="rtx3050", workload=workload, num_requests=300, rate=12, replicas=3, router=router,
+                 router_staleness_ms=staleness, seed=4, prefix_cache=True, kv_blocks=600)
+    runs = {}
+    for batched in (False, True):
+        monkeypatch.setattr(cluster, "BATCH_INDEPENDENT_STEPS", batched)
+        runs[batched] = run(s)
+    a, b = runs[False], runs[True]
+    assert a.metrics == b.metrics and np.array_equal(a.replica_of, b.replica_of)
+    for name in ("first_token_s", "finish_s", "generated", "preemptions", "cached_prefix"):
+        assert np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True), name

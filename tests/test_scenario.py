@@ -39,9 +39,14 @@ STRATEGIES = {
     "replicas": st.integers(1, 64),
     "router": st.sampled_from(ROUTER_NAMES),
     "router_staleness_ms": _floats(0.0, 600_000.0),
+    "router_cache_weight": _floats(0.0, 1000.0),
     "prefill_replicas": st.integers(0, 64),
     "decode_replicas": st.integers(0, 64),
     "kv_link": st.sampled_from(sorted(KV_LINKS)),
+    "prefill_hardware": _maybe(st.sampled_from(sorted(GPUS))),
+    "decode_hardware": _maybe(st.sampled_from(sorted(GPUS))),
+    "prefill_tp": _maybe(st.integers(1, 8)),
+    "decode_tp": _maybe(st.integers(1, 8)),
     "watermark": _floats(0.0, 0.5),
     # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
     "trace": _maybe(st.text(min_size=1, max_size=40)),
@@ -91,7 +96,13 @@ def scenarios(draw) -> Scenario:
         fields["prefill_replicas"] = fields["decode_replicas"] = max(pools)
     if max(pools) > 0:
         fields.pop("replicas", None)
+    else:  # per-pool settings only with pools
+        for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp"):
+            fields.pop(name, None)
     if fields.get("hardware_profile") is not None:
+        for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp"):  # a profile fits one
+            fields.pop(name, None)
+
         hardware = fields.get("hardware", FIELDS["hardware"].default)
         fields["hardware_profile"] = Profile(
             hardware, fields.get("model") or GPUS[hardware].default_model,

@@ -151,8 +151,13 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         rows.insert(2, ("Profile", f"fitted by sched-sim calibrate: {constants}"))
     if scenario.disaggregated:
         link = KV_LINKS[scenario.kv_link]
+        gpus = sum(n * scenario.pool_deployment(p)[1] for n, p in ((scenario.prefill_replicas, "prefill"),
+                                                                    (scenario.decode_replicas, "decode")))
+        on = "".join(f", {p} on {hw} x{tp}" for p, (hw, tp) in ((p, scenario.pool_deployment(p))
+                                                                  for p in ("prefill", "decode"))) \
+            if scenario.heterogeneous else ""
         rows.insert(1, ("Pools", f"{scenario.prefill_replicas} prefill + {scenario.decode_replicas} decode engines "
-                                 f"({scenario.engines * su.tp} GPUs), {scenario.router} router; KV over {link.name}"))
+                                 f"({gpus} GPUs{on}), {scenario.router} router; KV over {link.name}"))
     elif scenario.replicas > 1:
         stale = f", load seen up to {g(scenario.router_staleness_ms)} ms late" if scenario.router_staleness_ms else ""
         rows.insert(1, ("Replicas", f"{scenario.replicas} x the GPUs above ({scenario.replicas * su.tp} GPUs), "
