@@ -27,7 +27,10 @@ ENGINE_COLORS = ("#1971c2", "#e8590c", "#2f9e44", "#9c36b5", "#0c8599", "#c2255c
 QUEUE_COLORS = {"waiting": "#e8590c", "running": "#1971c2"}
 KV_FILL = "#91a7ff"
 TRANSFER_WAIT = "#ced4da"
-ENGINE_POINTS = 400  # time buckets of one engine's queue/KV row
+# Time buckets of one engine's queue/KV row: every logged step (an engine logs CLUSTER_STEP_RECORDS rows at most)
+# while the cluster's rows stay within ENGINE_POINTS_TOTAL points; fewer each for a large cluster.
+ENGINE_POINTS = 1024
+ENGINE_POINTS_TOTAL = 16_384
 MAX_ROUTE_POINTS = 4000  # arrivals drawn in the router row (evenly spaced by arrival past that)
 MAX_TRANSFERS = 2000  # KV transfers drawn (evenly spaced past that)
 ROUTER_ROW_PX = 22  # per engine the router can pick
@@ -57,8 +60,9 @@ def cluster_data(res, rows: int = GANTT_ROWS) -> dict:
     logs = res.engine_logs
     shares = res.metrics.get("replicas") or [{} for _ in logs]
     engines = []
+    points = max(100, min(ENGINE_POINTS, ENGINE_POINTS_TOTAL // max(1, len(logs))))
     for e, (log, share) in enumerate(zip(logs, shares, strict=True)):
-        engines.append(dict(_engine_rows(log.steps, log.num_blocks), name=log.name, pool=log.pool,
+        engines.append(dict(_engine_rows(log.steps, log.num_blocks, points), name=log.name, pool=log.pool,
                             num_blocks=int(log.num_blocks), step_stride=int(log.step_stride),
                             color=engine_color(e), share=share))
     pd = res.handover is not None
@@ -79,7 +83,7 @@ def _engine_rows(steps: np.ndarray, num_blocks: int, points: int = ENGINE_POINTS
     t = steps[:, S_START]
     cols = {"waiting": steps[:, S_WAITING], "running": steps[:, S_RUNNING],
             "kv_pct": steps[:, S_KV_BLOCKS] * 100.0 / max(1, num_blocks)}
-    if len(t) > points * 1.5:
+    if len(t) > points:
         edges = np.linspace(t[0], t[-1], points + 1)
         bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, points - 1)
         starts = np.flatnonzero(np.diff(bucket, prepend=-1))
