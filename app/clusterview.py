@@ -24,7 +24,7 @@ from .runview import GANTT_ROWS, RunView, build_view, sample_ids
 # Engines get these colours in order (the router row, the per-request bars and the KV transfers agree).
 ENGINE_COLORS = ("#1971c2", "#e8590c", "#2f9e44", "#9c36b5", "#0c8599", "#c2255c", "#f08c00", "#5c7cfa",
                  "#66a80f", "#862e9c", "#1098ad", "#d9480f", "#364fc7", "#a61e4d", "#5f3dc4", "#087f5b")
-QUEUE_COLORS = {"waiting": "#e8590c", "running": "#1971c2"}
+QUEUE_COLORS = {"waiting": "#e03131", "running": "#343a40"}  # neutral: the row names the engine
 KV_FILL = "#91a7ff"
 TRANSFER_WAIT = "#ced4da"
 # Time buckets of one engine's queue/KV row: every logged step (an engine logs CLUSTER_STEP_RECORDS rows at most)
@@ -203,8 +203,8 @@ def _engine_panel(data, layout, k, domain, eng, *, first: bool, extra_axis: int)
     y, y_kv = f"yaxis{k + 1}", f"yaxis{extra_axis}"
     layout[y] = _axis(eng["name"], domain=domain, anchor=_ref("x", k), rangemode="tozero", nticks=4)
     layout[y]["title"]["font"]["color"] = eng["color"]
-    layout[y_kv] = _axis("", overlaying=_ref("y", k), side="right", range=[0, 100], showgrid=False, nticks=3,
-                         ticksuffix="%", anchor=_ref("x", k))
+    layout[y_kv] = _axis("", overlaying=_ref("y", k), side="right", range=[0, 100], showgrid=False,
+                         tickmode="array", tickvals=[0, 50, 100], ticksuffix="%", anchor=_ref("x", k))
     data.append({"type": "scatter", "mode": "lines", "x": eng["t"], "y": eng["kv_pct"], "name": "KV in use (% of pool)",
                  "legendgroup": "kv", "showlegend": first, "fill": "tozeroy", "fillcolor": _alpha(KV_FILL, 0.35),
                  "line": {"color": KV_FILL, "width": 1, "shape": "hv"}, "xaxis": _ref("x", k),
@@ -245,8 +245,10 @@ def _transfer_panel(data, layout, k, domain, engines, tr) -> None:
     n_prefill = links
     for d, (xs, ys, info) in sorted(segs.items()):
         eng = engines[n_prefill + d]
-        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "customdata": info,
+        # Marks at both ends: a transfer over a fast link lasts milliseconds, too short for its line to show.
+        data.append({"type": "scatter", "mode": "lines+markers", "x": xs, "y": ys, "customdata": info,
                      "name": f"KV → {eng['name']}", "line": {"color": eng["color"], "width": width},
+                     "marker": {"symbol": "line-ns-open", "size": 12, "color": eng["color"], "line": {"width": 1.5}},
                      "xaxis": _ref("x", k), "yaxis": _ref("y", k),
                      "hovertemplate": f"KV → {eng['name']}: %{{customdata:,.1f}} ms from prefill end"
                                       "<extra></extra>"})
@@ -293,7 +295,7 @@ def requests_figure(view: RunView, span: list[float] | None = None) -> dict:
             name, colour = styles[kind]
         else:
             eng = engines[e]
-            name = f"{eng['name']} {kind}"
+            name = f"{eng['name']}: {kind}"
             colour = _mix(eng["color"], "#000000", 0.4) if kind == "prefill" else eng["color"]
         data.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "name": name,
                      "legendgroup": name, "line": {"color": colour, "width": width},
@@ -304,7 +306,8 @@ def requests_figure(view: RunView, span: list[float] | None = None) -> dict:
                      "hovertemplate": "#%{y} rejected at %{x:.3f} s<extra></extra>"})
     ids = q["id"] or [0]
     half = (ids[-1] - ids[0]) / max(1, shown - 1) / 2 if shown > 1 else 0.5
-    layout = _layout(height, margin=MARGIN, hovermode="closest",
+    # No legend (one entry per engine and phase would crowd a phone): the colours are the engine table's.
+    layout = _layout(height, margin=MARGIN, hovermode="closest", showlegend=False,
                      xaxis=_axis("simulated time (s)", **({"range": span} if span else {"rangemode": "tozero"})),
                      yaxis=_axis("request (by arrival)", range=[ids[-1] + half, ids[0] - half], tickprefix="#",
                                  showgrid=False, nticks=14))

@@ -154,7 +154,7 @@ def test_request_bars_are_coloured_by_the_engine_that_served_each(client):
     fig = blobs(r.text)["plot-cluster-requests-fcfs"]
     res = run(Scenario(scheduler="fcfs", replicas=2, **BASE))
     for e in range(2):
-        trace = next(t for t in fig["data"] if t["name"] == f"replica {e} decode")
+        trace = next(t for t in fig["data"] if t["name"] == f"replica {e}: decode")
         rows = {y for y in trace["y"] if y is not None}
         assert rows == set(np.flatnonzero((res.replica_of == e) & res.finished).tolist())
 
