@@ -311,6 +311,9 @@ def scenario_summary(req, views: list, upload=None) -> list[str]:
     v = views[0]
     st = v.setup
     out = [f"{st['model']} · {st['quantization']} · {st['tp']}× {st['gpu']}"]
+    if s.engines > 1:  # the line above is one engine's deployment
+        out.append(f"{s.prefill_replicas} prefill + {s.decode_replicas} decode engines, KV over {s.kv_link}, "
+                   f"{s.router} router" if s.disaggregated else f"{s.replicas} replicas, {s.router} router")
     n = v.requests
     if upload is not None:
         out.append(f"trace {upload.filename}: {n:,} requests over {upload.info.span_s:,.0f} s")

@@ -103,6 +103,7 @@ def test_replicas_page_shows_the_cluster_in_place_of_the_kv_view(client):
     assert "plot-kv" not in figs and "plot-timeline" not in figs  # no frames, no merged step log
     assert r.text.count('data-figure="cluster"') == 2
     assert 'data-engines="2"' in r.text
+    assert "<li>2 replicas, round_robin router</li>" in r.text
     for name in ("fcfs", "chunked"):
         res = run(Scenario(scheduler=name, replicas=2, **BASE))
         fig = figs[f"plot-cluster-{name}"]
@@ -139,6 +140,7 @@ def test_disaggregated_page_shows_pools_and_kv_transfers(client):
         assert len(starts) == len(mine) > 0
         assert sorted(starts) == sorted(rounded(h.transfer_start[mine], 5))
         assert sorted(ends) == sorted(rounded(h.delivered[mine], 5))
+    assert "<li>1 prefill + 2 decode engines, KV over ib400, round_robin router</li>" in r.text
     metrics = r.text[r.text.index('id="card-metrics"'):]
     for label in ("KV transfer", "KV transfers", "Load imbalance"):
         assert label in metrics
