@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim_core.runner import CLUSTER_STEP_RECORDS
 from sim_core.state import FINISHED, REJECTED, S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
 
 from .charts import _axis, _layout, _mix, _ref, color
@@ -341,15 +342,20 @@ def cluster_context(views: list[RunView], span: list[float] | None = None) -> li
         rows = [{"name": e["name"], "pool": e["pool"], "color": e["color"],
                  "cells": [fmt_value(e["share"].get(key), kind) for key, _, kind in SHARE_COLUMNS]}
                 for e in c["engines"]]
-        logged = [e["steps_logged"] * e["step_stride"] for e in c["engines"]]
-        sampled = max(e["step_stride"] for e in c["engines"]) > 1
+        notes = []
+        if max(e["step_stride"] for e in c["engines"]) > 1:
+            steps = sum(int(e["share"].get("steps") or 0) for e in c["engines"])
+            notes.append(f"an engine's step log keeps {CLUSTER_STEP_RECORDS:,} evenly spaced steps at most "
+                         f"({steps:,} steps in all)")
+        if any(len(e["t"]) < e["steps_logged"] for e in c["engines"]):
+            notes.append("each point is the most over its stretch of time")
         out.append({"name": v.scheduler, "color": color(v.scheduler), "engines": len(c["engines"]),
                     "figure": cluster_figure(v, span), "requests": requests_figure(v, span),
                     "request_note": _shown(len(c["requests"]["id"]), c["requests"]["total"]),
                     "route_note": _shown(c["routes"]["shown"], c["routes"]["total"]),
                     "transfer_note": (_shown(c["transfers"]["shown"], c["transfers"]["total"])
                                       if c["transfers"] else ""),
-                    "sampled": sampled, "steps": sum(logged), "table": rows,
+                    "row_note": "; ".join(notes), "table": rows,
                     "headers": [h for _, h, _ in SHARE_COLUMNS], "summary": _summary(v)})
     return out
 
