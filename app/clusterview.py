@@ -38,6 +38,7 @@ ROUTER_ROW_PX = 22  # per engine the router can pick
 ENGINE_ROW_PX = 92
 TRANSFER_ROW_PX = 22  # per prefill engine's link
 ROW_GAP_PX = 14
+MANY_ENGINES = 16  # past this many, rows get thinner (down to 48 px an engine, 8 px a router or link row)
 MARGIN = {"l": 84, "r": 56, "t": 36, "b": 50}
 GANTT_NOTE = ("a cluster run records no per-step events, so no step-by-step timeline; the cluster view draws "
               "each request from its arrival, first token and finish, coloured by engine")
@@ -154,10 +155,12 @@ def cluster_figure(view: RunView, span: list[float] | None = None) -> dict:
     (grey: waiting for the link; coloured by the decode engine receiving it)."""
     c = view.cluster
     engines, routes = c["engines"], c["routes"]
-    panels = [("router", ROUTER_ROW_PX * max(3, len(routes["targets"])))]
-    panels += [("engine", ENGINE_ROW_PX)] * len(engines)
+    # A large cluster gets thinner rows, so that its figure stays a few screens tall.
+    shrink = min(1.0, MANY_ENGINES / max(1, len(engines)))
+    panels = [("router", round(max(8, ROUTER_ROW_PX * shrink) * max(3, len(routes["targets"]))))]
+    panels += [("engine", round(max(48, ENGINE_ROW_PX * shrink)))] * len(engines)
     if c["transfers"] is not None:
-        panels.append(("transfers", TRANSFER_ROW_PX * max(3, c["transfers"]["links"])))
+        panels.append(("transfers", round(max(8, TRANSFER_ROW_PX * shrink) * max(3, c["transfers"]["links"]))))
     plot_px = sum(px for _, px in panels) + ROW_GAP_PX * (len(panels) - 1)
     layout = _layout(plot_px + MARGIN["t"] + MARGIN["b"], margin=MARGIN, hovermode="closest", showlegend=True)
     data: list[dict] = []
