@@ -104,3 +104,31 @@ def test_a_click_on_the_cluster_time_axis_places_the_cursor(site):
     assert float(page.locator("#" + plot).get_attribute("data-cursor-time")) > 0
     context.close()
     assert page.errors == [], page.errors
+
+
+@pytest.mark.parametrize("kind", sorted(PAGES))
+def test_the_cluster_embed_fits_a_960x540_slide_frame(site, kind):
+    """/embed/kv of a cluster shows each scheduler's cluster figure alone, every one inside the frame."""
+    context, page = open_page(site, 1200, 700)
+    query = PAGES[kind][0].removeprefix("/?") + "&caption=1"
+    page.set_content(f'<iframe src="{page.base}/embed/kv?{query.replace("&", "&amp;")}" width="960" height="540" '
+                     'style="border: 0"></iframe>')
+    frame = page.main_frame.child_frames[0]
+    frame.wait_for_function("() => [...document.querySelectorAll('[data-figure=cluster]')]"
+                            ".every(d => d.dataset.drawn === '1')", timeout=90_000)
+    frame.wait_for_timeout(300)
+    sizes = frame.evaluate("""() => { const d = document.documentElement;
+        return [d.scrollWidth, d.clientWidth, d.scrollHeight, d.clientHeight]; }""")
+    assert sizes[0] <= sizes[1] and sizes[2] <= sizes[3], sizes
+    boxes = frame.evaluate("""() => [...document.querySelectorAll('.plot[data-figure], #embed-caption')]
+        .map(e => { const r = e.getBoundingClientRect(); return [e.id, r.left, r.top, r.right, r.bottom]; })""")
+    assert [b[0] for b in boxes if b[0].startswith("plot-")] == [
+        f"plot-cluster-{s}" for s in ("fcfs", "chunked")[:2 if kind == "replicas" else 1]]
+    for name, left, top, right, bottom in boxes:
+        assert left >= 0 and top >= 0 and right <= 960 and bottom <= 540, (name, left, top, right, bottom)
+    assert [r["name"] for r in frame.locator("#plot-cluster-fcfs").evaluate(ENGINE_ROWS)] == PAGES[kind][1]
+    shape = "2 replicas, least_outstanding router" if kind == "replicas" else "1 prefill + 1 decode engines"
+    assert shape in frame.locator("#embed-caption").inner_text()
+    page.screenshot(path=SHOTS / f"42-embed-cluster-{kind}-960x540.png")
+    context.close()
+    assert page.errors == [], page.errors
