@@ -209,3 +209,30 @@ def test_every_engines_block_table_counts_against_the_web_limit(client):
     assert field == "max_seqs" and 64 * allowed * blocks <= MAX_BLOCK_TABLE_ENTRIES < 64 * (allowed + 1) * blocks
     r = client.get("/api/run?hardware=rtx3050&workload=rag&num_requests=20&seed=1&max_seqs=4096&replicas=64")
     assert fields_of(r) == ["max_seqs"]
+
+
+def metric_cell(html: str, label: str) -> str:
+    """The first value cell of the metrics table's row whose name is `label`."""
+    table = html[html.index('id="card-metrics"'):]
+    m = re.search(r'class="term"[^>]*>' + re.escape(label) + r'</button>.*?<td class="num[^"]*">([^<]*)<', table,
+                  re.S)
+    assert m, label
+    return m.group(1).strip()
+
+
+def test_metrics_table_shows_the_cluster_metrics_as_the_core_reports_them(client):
+    from app.present import fmt_value
+
+    query = "schedulers=chunked&hardware=a100&workload=rag&num_requests=30&seed=2&prefill_replicas=1&decode_replicas=2"
+    r = client.get("/?" + query)
+    assert r.status_code == 200
+    m = run(Scenario(scheduler="chunked", hardware="a100", workload="rag", num_requests=30, seed=2,
+                     prefill_replicas=1, decode_replicas=2)).metrics
+    assert m["cost_per_mtok"] is not None and m["kv_transfers"] == 30
+    for label, value, kind in (("Cost per 1M output tokens", m["cost_per_mtok"], "usd"),
+                               ("Load imbalance", m["load_imbalance"], "average"),
+                               ("Mean KV transfer", m["kv_transfer_ms"]["mean"], "ms"),
+                               ("P99 KV transfer", m["kv_transfer_ms"]["p99"], "ms"),
+                               ("KV transfers", m["kv_transfers"], "count"),
+                               ("GPUs", m["gpus"], "count")):
+        assert metric_cell(r.text, label) == fmt_value(value, kind), label
