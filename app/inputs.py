@@ -245,11 +245,6 @@ def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None
         problems += _with_web_bounds(e.problems, fields)
     sweep = _parse_sweep(sweep_raw, problems) if sweep_raw else None
 
-    if scenario is not None and scenario.engines > 1:
-        field = "prefill_replicas" if scenario.disaggregated else "replicas"
-        problems.append((field, "the dashboard and the web API simulate one engine so far; run several with the "
-                                "CLI: sched-sim run --replicas N --router R, or --prefill-replicas P "
-                                "--decode-replicas D"))
     if scenario is not None and schedulers:
         if not problems:
             problems += _setup_problems(scenario, schedulers)
@@ -363,10 +358,8 @@ def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | 
                                   f"{MAX_DURATION_S:g} s of arrivals — set num_requests to replay fewer"))
         else:
             blocks = -(-trace.longest_tokens // s.block_size)
-            if s.max_seqs * blocks > MAX_BLOCK_TABLE_ENTRIES:
-                out.append(("max_seqs", f"the trace's longest request needs {blocks:,} KV blocks; with max_seqs "
-                                        f"{s.max_seqs} the block tables would be too large for the web — "
-                                        f"max_seqs must be at most {MAX_BLOCK_TABLE_ENTRIES // blocks:,}"))
+            if s.engines * s.max_seqs * blocks > MAX_BLOCK_TABLE_ENTRIES:  # each engine has its own table
+                out.append(_block_table_problem(s, blocks, "the trace's longest request"))
     elif s.num_requests is not None:
         rate = s.rate or PRESETS[s.workload].rate
         if n > MAX_REQUESTS:
@@ -412,15 +405,32 @@ MAX_WEB_STEPS = 5_000_000
 MAX_SWEEP_STEPS = 4 * MAX_WEB_STEPS
 
 
+def _block_table_problem(s: Scenario, blocks: int, what: str) -> tuple[str, str]:
+    """max_seqs too large for the block tables of every engine (one table per engine of a cluster)."""
+    per_engine = "" if s.engines == 1 else f" on each of the {s.engines} engines"
+    return ("max_seqs", f"{what} needs {blocks:,} KV blocks; with max_seqs {s.max_seqs}{per_engine} the block "
+                        f"tables would be too large for the web — max_seqs must be at most "
+                        f"{max(1, MAX_BLOCK_TABLE_ENTRIES // (blocks * s.engines)):,}")
+
+
 def work_problems(s: Scenario, token_budget: int, reqs) -> list[tuple[str, str]]:
     """Checks on the workload as generated, before it is simulated: the request count (agent sessions count every
     turn, which the arrival rate alone does not show) and the work, which the request count alone does not bound
-    (a few long prompts at a tiny token budget take millions of steps)."""
+    (a few long prompts at a tiny token budget take millions of steps).
+
+    A cluster's limits are the whole cluster's: its requests are all the engines' requests, and the step bound
+    holds for the engines' steps summed (whichever engine computes a token, a step computes at most token_budget
+    of them; a disaggregated request's prompt is computed on one pool and its output on the other, once each).
+    Each engine sizes its own block table, so a cluster's tables are checked together."""
     n = len(reqs)
     if n > MAX_REQUESTS:
         field = "num_requests" if s.num_requests is not None else ("rate" if s.rate is not None else "duration")
         return [(field, f"this workload makes {n:,} requests (agent sessions count every turn); the web runs at "
                         f"most {MAX_REQUESTS:,} per scheduler — lower it (the CLI has no such limit)")]
+    if s.engines > 1 and n:
+        blocks = -(-int((reqs.prompt_tokens + reqs.output_tokens).max()) // s.block_size)
+        if s.engines * s.max_seqs * blocks > MAX_BLOCK_TABLE_ENTRIES:
+            return [_block_table_problem(s, blocks, "this workload's longest request")]
     steps = least_engine_steps(reqs, token_budget)
     if steps > MAX_WEB_STEPS:
         tokens = int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum())

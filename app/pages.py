@@ -21,7 +21,7 @@ from sim_core.experiments import EXPERIMENTS
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
 
-from . import charts, present, service
+from . import charts, clusterview, present, service
 from .api import kernels_ready
 from .attribution_chart import attribution_figure
 from .http import (
@@ -158,6 +158,7 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None) -> di
         "timeline": charts.timeline_figure(views, span),
         "kv": charts.kv_figure(views),
         "kv_frames": charts.kv_frames(views, span),
+        "cluster": clusterview.cluster_context(views, span),  # several engines: shown in place of the KV view
         "gantts": [(v.scheduler, charts.gantt_figure(v, span), v.gantt_note) for v in views],
         "goodput": goodput_context(req),
         "query": req.query(),

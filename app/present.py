@@ -328,6 +328,8 @@ def scenario_summary(req, views: list, upload=None) -> list[str]:
     v = views[0]
     st = v.setup
     out = [f"{st['model']} · {st['quantization']} · {st['tp']}× {st['gpu']}"]
+    if s.engines > 1:  # the line above is one engine's deployment
+        out.append(cluster_phrase(s))
     n = v.requests
     if upload is not None:
         out.append(f"trace {upload.filename}: {n:,} requests over {upload.info.span_s:,.0f} s")
@@ -351,6 +353,16 @@ def scenario_summary(req, views: list, upload=None) -> list[str]:
     return out
 
 
+def cluster_phrase(s) -> str:
+    """What a scenario of several engines deploys, beyond one engine's GPUs ("" for one engine)."""
+    if s.engines == 1:
+        return ""
+    if s.disaggregated:
+        return (f"{s.prefill_replicas} prefill + {s.decode_replicas} decode engines, KV over {s.kv_link}, "
+                f"{s.router} router")
+    return f"{s.replicas} replicas, {s.router} router"
+
+
 def scenario_caption(req) -> str:
     """One line under an embedded figure saying what it shows: the schedulers, the deployment and the load."""
     s = req.scenario
@@ -358,8 +370,9 @@ def scenario_caption(req) -> str:
     load = f"{s.num_requests:,} requests" if s.num_requests else f"{r.rate:g} req/s for {s.duration:g} s"
     work = "an uploaded trace" if req.upload else f"{s.workload} workload, {load}"
     setup = r.setup
+    cluster = f" · {cluster_phrase(s)}" if s.engines > 1 else ""
     return (f"{', '.join(req.schedulers)} · {setup.model.key} · {setup.quantization} · {setup.tp}× {setup.gpu.name}"
-            f" · {work}, seed {s.seed}")
+            f"{cluster} · {work}, seed {s.seed}")
 
 
 LIMITS_TEXT = (f"The web runs at most {MAX_REQUESTS:,} requests per scheduler and {MAX_DURATION_S:g} s of "

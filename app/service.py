@@ -23,6 +23,7 @@ from sim_core.statistics import aggregate
 from sim_core.sweep import knee_interval, knee_rate, sweep
 from sim_core.workload import TraceError, read_trace
 
+from .clusterview import cluster_view
 from .inputs import (
     MAX_UPLOAD_BYTES,
     MAX_UPLOAD_ROWS,
@@ -245,8 +246,8 @@ def full_run(req: WebRequest, name: str, cancel: np.ndarray | None = None) -> Re
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
         raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
     try:
-        return simulate_requests(scenario, resolved, _workload(req, scenario, resolved), record_events=True,
-                                 cancel=cancel)
+        return simulate_requests(scenario, resolved, _workload(req, scenario, resolved),
+                                 record_events=scenario.engines == 1, cancel=cancel)
     finally:
         SIM_SLOTS.release()
 
@@ -258,6 +259,8 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
         raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
     try:
         reqs = requests_for(scenario, resolved)
+        if scenario.engines > 1:  # no event log or KV frames from a cluster: each engine's step log instead
+            return cluster_view(simulate_requests(scenario, resolved, reqs, cancel=cancel), kv_cell)
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
                                 kv_frames=recorded_frames(resolved.num_blocks), cancel=cancel)
         return build_view(res, *pick_frames(res), kv_cell=kv_cell)

@@ -119,7 +119,7 @@ def test_one_replica_is_the_plain_engine():
     assert "replicas" not in run(s).metrics
 
 
-def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys, tmp_path):
+def test_the_cli_runs_replicas_and_the_web_runs_them_too(capsys, tmp_path):
     from fastapi.testclient import TestClient
 
     from app.cli import main
@@ -142,8 +142,9 @@ def test_the_cli_runs_replicas_and_the_web_says_it_does_not_yet(capsys, tmp_path
     assert {"replica 0", "replica 1"} <= names
     with TestClient(app) as client:
         client.app.state.kernels_ready.wait(600)
-        r = client.get("/api/run?hardware=rtx3050&replicas=2")
-        assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "replicas"
+        r = client.get("/api/run?hardware=rtx3050&workload=chat&num_requests=60&replicas=2&router=least_outstanding"
+                       "&scheduler=chunked")
+        assert r.status_code == 200 and r.json()["schedulers"]["chunked"]["metrics"]["replicas"] == metrics["replicas"]
 
 
 def agent_runs(router, weights=(1.0,)):

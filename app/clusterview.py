@@ -1,0 +1,383 @@
+"""Cluster runs on the dashboard: replicas behind a router, or disaggregated prefill/decode pools.
+
+A run of several engines records no event log or KV frames (sim_core.runner), so the page's single-engine
+figures (the KV animation, the engine timeline, the step-by-step Gantt) have nothing to draw. What it has instead,
+per engine: its name and pool, its step log (sim_core.runner.EngineLog, CLUSTER_STEP_RECORDS rows at most, then
+every step_stride-th step), its share of the work (metrics["replicas"]), which requests the router sent it
+(Result.replica_of, or the hand-over trace's prefill engine), and in disaggregated runs each request's KV
+transfer (Result.handover: prefill end, transfer start, delivery, decode engine).
+
+`cluster_view` turns such a Result into a RunView carrying `cluster` (compact lists, cached with the view);
+`cluster_figure` and `requests_figure` draw them as plotly figures (one small-multiple row per engine on a shared
+time axis; per-request bars coloured by engine), and `cluster_context` is what the page's cluster cards show.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim_core.runner import CLUSTER_STEP_RECORDS
+from sim_core.state import FINISHED, REJECTED, S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
+
+from .charts import _axis, _layout, _mix, _ref, color
+from .runview import GANTT_ROWS, RunView, build_view, sample_ids
+
+# Engines get these colours in order (the router row, the per-request bars and the KV transfers agree).
+ENGINE_COLORS = ("#1971c2", "#e8590c", "#2f9e44", "#9c36b5", "#0c8599", "#c2255c", "#f08c00", "#5c7cfa",
+                 "#66a80f", "#862e9c", "#1098ad", "#d9480f", "#364fc7", "#a61e4d", "#5f3dc4", "#087f5b")
+QUEUE_COLORS = {"waiting": "#e03131", "running": "#343a40"}  # neutral: the row names the engine
+KV_FILL = "#91a7ff"
+TRANSFER_WAIT = "#ced4da"
+# Time buckets of one engine's queue/KV row: every logged step (an engine logs CLUSTER_STEP_RECORDS rows at most)
+# while the cluster's rows stay within ENGINE_POINTS_TOTAL points; fewer each for a large cluster.
+ENGINE_POINTS = 1024
+ENGINE_POINTS_TOTAL = 16_384
+MAX_ROUTE_POINTS = 4000  # arrivals drawn in the router row (evenly spaced by arrival past that)
+MAX_TRANSFERS = 2000  # KV transfers drawn (evenly spaced past that)
+ROUTER_ROW_PX = 22  # per engine the router can pick
+ENGINE_ROW_PX = 92
+TRANSFER_ROW_PX = 22  # per prefill engine's link
+ROW_GAP_PX = 14
+MANY_ENGINES = 16  # past this many, rows get thinner (down to 48 px an engine, 8 px a router or link row)
+MARGIN = {"l": 84, "r": 56, "t": 36, "b": 50}
+GANTT_NOTE = ("a cluster run records no per-step events, so no step-by-step timeline; the cluster view draws "
+              "each request from its arrival, first token and finish, coloured by engine")
+
+
+def engine_color(e: int) -> str:
+    return ENGINE_COLORS[e % len(ENGINE_COLORS)]
+
+
+def cluster_view(res, kv_cell: int = 1) -> RunView:
+    """A RunView of a run of several engines: the single-engine parts that still apply (metrics, latency CDFs)
+    plus `cluster` (cluster_data); no KV frames and no step-by-step Gantt (gantt None, with a note saying why)."""
+    view = build_view(res, np.zeros((0, 0), np.int32), np.zeros(0), kv_cell=kv_cell)
+    view.gantt, view.gantt_note = None, GANTT_NOTE
+    view.cluster = cluster_data(res)
+    return view
+
+
+def cluster_data(res, rows: int = GANTT_ROWS) -> dict:
+    """What the cluster cards draw, from a Result with engine_logs (several engines)."""
+    logs = res.engine_logs
+    shares = res.metrics.get("replicas") or [{} for _ in logs]
+    engines = []
+    points = max(100, min(ENGINE_POINTS, ENGINE_POINTS_TOTAL // max(1, len(logs))))
+    for e, (log, share) in enumerate(zip(logs, shares, strict=True)):
+        engines.append(dict(_engine_rows(log.steps, log.num_blocks, points), name=log.name, pool=log.pool,
+                            num_blocks=int(log.num_blocks), step_stride=int(log.step_stride),
+                            color=engine_color(e), share=share))
+    pd = res.handover is not None
+    reqs = res.requests
+    if pd:
+        h = res.handover
+        routed, arrived, targets = h.to_prefill, h.arrived, [e for e, log in enumerate(logs) if log.pool == "prefill"]
+    else:
+        routed, arrived, targets = res.replica_of, reqs.arrival_s, list(range(len(logs)))
+    return {"engines": engines, "disaggregated": pd, "routes": _routes(routed, arrived, targets),
+            "transfers": _transfers(res.handover, len(targets)) if pd else None,
+            "requests": _request_bars(res, rows), "end_s": round(float(res.end_s), 4)}
+
+
+def _engine_rows(steps: np.ndarray, num_blocks: int, points: int = ENGINE_POINTS) -> dict:
+    """One engine's step log -> its queue (waiting, running) and KV use (% of its pool) over time, bucketed into
+    at most `points` equal time buckets, each keeping its maximum (peaks survive downsampling)."""
+    t = steps[:, S_START]
+    cols = {"waiting": steps[:, S_WAITING], "running": steps[:, S_RUNNING],
+            "kv_pct": steps[:, S_KV_BLOCKS] * 100.0 / max(1, num_blocks)}
+    if len(t) > points:
+        edges = np.linspace(t[0], t[-1], points + 1)
+        bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, points - 1)
+        starts = np.flatnonzero(np.diff(bucket, prepend=-1))
+        t = t[starts]
+        cols = {k: np.maximum.reduceat(v, starts) for k, v in cols.items()}
+    return {"t": _r(t, 4), "waiting": _r(cols["waiting"], 0), "running": _r(cols["running"], 0),
+            "kv_pct": _r(cols["kv_pct"], 2), "steps_logged": int(len(steps))}
+
+
+def _routes(routed: np.ndarray, arrived: np.ndarray, targets: list[int]) -> dict:
+    """The router's choices: per engine it can pick, how many requests it sent there, and a sample of arrivals
+    (time, engine) for the router row."""
+    routed = np.asarray(routed, np.int64)
+    sent = routed >= 0
+    order = np.flatnonzero(sent)[np.argsort(np.asarray(arrived)[sent], kind="stable")]
+    pick = order[sample_ids(len(order), MAX_ROUTE_POINTS)]
+    return {"targets": targets, "counts": [int((routed == k).sum()) for k in range(len(targets))],
+            "t": _r(np.asarray(arrived)[pick], 4), "engine": routed[pick].tolist(), "shown": int(len(pick)),
+            "total": int(len(order))}
+
+
+def _transfers(h, n_prefill: int) -> dict:
+    """Disaggregated serving: each KV transfer (a sample past MAX_TRANSFERS, evenly spaced by prefill end):
+    its prefill engine, decode engine, prefill end, transfer start (after waiting for the link) and delivery."""
+    done = np.flatnonzero(h.to_decode >= 0)
+    done = done[np.argsort(h.prefill_end[done], kind="stable")]
+    pick = done[sample_ids(len(done), MAX_TRANSFERS)]
+    return {"prefill": h.to_prefill[pick].tolist(), "decode": h.to_decode[pick].tolist(),
+            "ready": _r(h.prefill_end[pick], 5), "start": _r(h.transfer_start[pick], 5),
+            "delivered": _r(h.delivered[pick], 5), "shown": int(len(pick)), "total": int(len(done)),
+            "links": n_prefill}
+
+
+def _request_bars(res, rows: int) -> dict:
+    """A sample of requests (evenly spaced by arrival) with the times every run records: arrival, first scheduled,
+    first token, finish, and the engine(s) that served it (disaggregated: the prefill engine, then the decode
+    engine after the KV transfer)."""
+    reqs = res.requests
+    ids = sample_ids(len(reqs), rows)
+    out = {"id": ids.tolist(), "arrival": _r(reqs.arrival_s[ids], 5),
+           "scheduled": _r(res.first_scheduled_s[ids], 5), "first_token": _r(res.first_token_s[ids], 5),
+           "finish": _r(res.finish_s[ids], 5), "rejected": (res.status[ids] == REJECTED).tolist(),
+           "finished": (res.status[ids] == FINISHED).tolist(), "prompt": reqs.prompt_tokens[ids].tolist(),
+           "output": reqs.output_tokens[ids].tolist(), "total": int(len(reqs))}
+    if res.handover is not None:
+        h = res.handover
+        n_prefill = int(sum(log.pool == "prefill" for log in res.engine_logs))
+        out["engine"] = h.to_prefill[ids].tolist()
+        out["decode_engine"] = [int(d) + n_prefill if d >= 0 else -1 for d in h.to_decode[ids]]
+        out["delivered"] = _r(h.delivered[ids], 5)
+    else:
+        out["engine"] = res.replica_of[ids].tolist()
+    return out
+
+
+def _r(a, digits: int) -> list:
+    """Rounded floats as a list, NaN (never happened) as None."""
+    v = np.round(np.asarray(a, np.float64), digits)
+    return [None if not np.isfinite(x) else (int(x) if digits == 0 else float(x)) for x in v]
+
+
+# ----- figures -----
+def cluster_figure(view: RunView, span: list[float] | None = None) -> dict:
+    """One scheduler's cluster on one time axis, top to bottom: the router's choices (each arrival a mark in
+    the row of the engine it was sent to), one row per engine (its waiting and running requests, and KV use in %
+    of its pool on the right axis), and for disaggregated runs the KV transfers on each prefill engine's link
+    (grey: waiting for the link; coloured by the decode engine receiving it)."""
+    c = view.cluster
+    engines, routes = c["engines"], c["routes"]
+    # A large cluster gets thinner rows, so that its figure stays a few screens tall.
+    shrink = min(1.0, MANY_ENGINES / max(1, len(engines)))
+    panels = [("router", round(max(8, ROUTER_ROW_PX * shrink) * max(3, len(routes["targets"]))))]
+    panels += [("engine", round(max(48, ENGINE_ROW_PX * shrink)))] * len(engines)
+    if c["transfers"] is not None:
+        panels.append(("transfers", round(max(8, TRANSFER_ROW_PX * shrink) * max(3, c["transfers"]["links"]))))
+    plot_px = sum(px for _, px in panels) + ROW_GAP_PX * (len(panels) - 1)
+    layout = _layout(plot_px + MARGIN["t"] + MARGIN["b"], margin=MARGIN, hovermode="closest", showlegend=True)
+    data: list[dict] = []
+    top = 1.0
+    n = len(panels)
+    for k, (kind, px) in enumerate(panels):
+        domain = [round(max(0.0, top - px / plot_px), 5), round(top, 5)]
+        top = domain[0] - ROW_GAP_PX / plot_px
+        bottom = k == n - 1
+        layout[f"xaxis{k + 1 if k else ''}"] = _axis("simulated time (s)" if bottom else "", anchor=_ref("y", k),
+                                                      showticklabels=bottom, **({"range": span} if k == 0 and span
+                                                                                 else {}),
+                                                      **({} if k == 0 else {"matches": "x"}))
+        if kind == "router":
+            _router_panel(data, layout, k, domain, engines, routes)
+        elif kind == "engine":
+            _engine_panel(data, layout, k, domain, engines[k - 1], first=k == 1, extra_axis=n + k)
+        else:
+            _transfer_panel(data, layout, k, domain, engines, c["transfers"])
+    return {"data": data, "layout": layout}
+
+
+def _router_panel(data, layout, k, domain, engines, routes) -> None:
+    targets = routes["targets"]
+    layout[f"yaxis{k + 1 if k else ''}"] = _axis(
+        "routed to", domain=domain, anchor=_ref("x", k), range=[len(targets) - 0.5, -0.5], tickmode="array",
+        tickvals=list(range(len(targets))), ticktext=[engines[e]["name"] for e in targets], showgrid=False)
+    by_engine: dict[int, list[float]] = {}
+    for t, e in zip(routes["t"], routes["engine"], strict=True):
+        by_engine.setdefault(e, []).append(t)
+    for row, e in enumerate(targets):
+        ts = by_engine.get(row, [])
+        eng = engines[e]
+        data.append({"type": "scattergl" if len(ts) > 2000 else "scatter", "mode": "markers", "x": ts,
+                     "y": [row] * len(ts), "name": eng["name"], "showlegend": False,
+                     "marker": {"symbol": "line-ns-open", "size": 10, "color": eng["color"], "line": {"width": 1.5}},
+                     "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                     "hovertemplate": f"arrival at %{{x:.3f}} s → {eng['name']} "
+                                      f"({routes['counts'][row]:,} requests in all)<extra></extra>"})
+
+
+def _engine_panel(data, layout, k, domain, eng, *, first: bool, extra_axis: int) -> None:
+    """One engine's row: waiting and running requests (left axis), KV in use % of its pool (right axis)."""
+    y, y_kv = f"yaxis{k + 1}", f"yaxis{extra_axis}"
+    layout[y] = _axis(eng["name"], domain=domain, anchor=_ref("x", k), rangemode="tozero", nticks=4)
+    layout[y]["title"]["font"]["color"] = eng["color"]
+    layout[y_kv] = _axis("", overlaying=_ref("y", k), side="right", range=[0, 100], showgrid=False,
+                         tickmode="array", tickvals=[0, 50, 100], ticksuffix="%", anchor=_ref("x", k))
+    data.append({"type": "scatter", "mode": "lines", "x": eng["t"], "y": eng["kv_pct"], "name": "KV in use (% of pool)",
+                 "legendgroup": "kv", "showlegend": first, "fill": "tozeroy", "fillcolor": _alpha(KV_FILL, 0.35),
+                 "line": {"color": KV_FILL, "width": 1, "shape": "hv"}, "xaxis": _ref("x", k),
+                 "yaxis": _ref("y", extra_axis - 1),
+                 "hovertemplate": f"{eng['name']}: KV %{{y:.1f}}% of {eng['num_blocks']:,} blocks<extra></extra>"})
+    for key, label in (("waiting", "waiting requests"), ("running", "running requests")):
+        data.append({"type": "scatter", "mode": "lines", "x": eng["t"], "y": eng[key], "name": label,
+                     "legendgroup": key, "showlegend": first,
+                     "line": {"color": QUEUE_COLORS[key], "width": 1.4, "shape": "hv"},
+                     "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                     "hovertemplate": f"{eng['name']}: %{{y:,}} {label}<extra></extra>"})
+
+
+def _transfer_panel(data, layout, k, domain, engines, tr) -> None:
+    """Each prefill engine's link: a transfer waits (grey) from its prefill's end to the link being free, then
+    crosses (coloured by the decode engine it goes to)."""
+    links = tr["links"]
+    layout[f"yaxis{k + 1}"] = _axis("KV link", domain=domain, anchor=_ref("x", k), range=[links - 0.5, -0.5],
+                                    tickmode="array", tickvals=list(range(links)),
+                                    ticktext=[engines[p]["name"] for p in range(links)], showgrid=False)
+    width = max(3, min(12, TRANSFER_ROW_PX * 0.6))
+    segs: dict[int, tuple[list, list, list]] = {}
+    wait: tuple[list, list, list] = ([], [], [])
+    for p, d, ready, start, end in zip(tr["prefill"], tr["decode"], tr["ready"], tr["start"], tr["delivered"],
+                                       strict=True):
+        if start > ready:
+            wait[0].extend([ready, start, None])
+            wait[1].extend([p, p, None])
+        xs, ys, info = segs.setdefault(d, ([], [], []))
+        xs.extend([start, end, None])
+        ys.extend([p, p, None])
+        ms = round((end - ready) * 1e3, 2)
+        info.extend([ms, ms, None])
+    if wait[0]:
+        data.append({"type": "scatter", "mode": "lines", "x": wait[0], "y": wait[1], "name": "waiting for the link",
+                     "line": {"color": TRANSFER_WAIT, "width": width}, "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                     "hovertemplate": "KV waiting for a busy link<extra></extra>"})
+    n_prefill = links
+    for d, (xs, ys, info) in sorted(segs.items()):
+        eng = engines[n_prefill + d]
+        # Marks at both ends: a transfer over a fast link lasts milliseconds, too short for its line to show.
+        data.append({"type": "scatter", "mode": "lines+markers", "x": xs, "y": ys, "customdata": info,
+                     "name": f"KV → {eng['name']}", "line": {"color": eng["color"], "width": width},
+                     "marker": {"symbol": "line-ns-open", "size": 12, "color": eng["color"], "line": {"width": 1.5}},
+                     "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                     "hovertemplate": f"KV → {eng['name']}: %{{customdata:,.1f}} ms from prefill end"
+                                      "<extra></extra>"})
+
+
+def requests_figure(view: RunView, span: list[float] | None = None) -> dict:
+    """One row per sampled request from the times every run records: queued (grey) from arrival to its first
+    schedule, then prefill (dark) to its first token and decode to its finish in the colour of the engine that
+    served it; disaggregated, the KV transfer (light grey) from the first token to its delivery, then decode in
+    the decode engine's colour. A rejected request is an x at its arrival."""
+    c = view.cluster
+    q, engines = c["requests"], c["engines"]
+    shown = len(q["id"])
+    height = int(min(760, max(260, 90 + shown * 3.6)))
+    row_px = (height - MARGIN["t"] - MARGIN["b"]) / max(1, shown)
+    width = round(max(1.0, row_px * 0.8), 2)
+    lines: dict[tuple[str, int], tuple[list, list]] = {}
+
+    def add(kind: str, e: int, rid: int, start, end) -> None:
+        if start is None or end is None or end < start:
+            return
+        xs, ys = lines.setdefault((kind, e), ([], []))
+        xs.extend([start, end, None])
+        ys.extend([rid, rid, None])
+
+    rejected: tuple[list, list] = ([], [])
+    for i, rid in enumerate(q["id"]):
+        if q["rejected"][i]:
+            rejected[0].append(q["arrival"][i])
+            rejected[1].append(rid)
+            continue
+        e = q["engine"][i]
+        add("queued", -1, rid, q["arrival"][i], q["scheduled"][i])
+        add("prefill", e, rid, q["scheduled"][i], q["first_token"][i])
+        if "decode_engine" in q and q["decode_engine"][i] >= 0:
+            add("transfer", -1, rid, q["first_token"][i], q["delivered"][i])
+            add("decode", q["decode_engine"][i], rid, q["delivered"][i], q["finish"][i])
+        else:
+            add("decode", e, rid, q["first_token"][i], q["finish"][i])
+    data = []
+    styles = {"queued": ("queued", TRANSFER_WAIT), "transfer": ("KV transfer", "#868e96")}
+    for (kind, e), (xs, ys) in sorted(lines.items(), key=lambda item: (item[0][1], item[0][0])):
+        if e < 0:
+            name, colour = styles[kind]
+        else:
+            eng = engines[e]
+            name = f"{eng['name']}: {kind}"
+            colour = _mix(eng["color"], "#000000", 0.4) if kind == "prefill" else eng["color"]
+        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "name": name,
+                     "legendgroup": name, "line": {"color": colour, "width": width},
+                     "hovertemplate": f"#%{{y}} {name} %{{x:.3f}} s<extra></extra>"})
+    if rejected[0]:
+        data.append({"type": "scatter", "mode": "markers", "x": rejected[0], "y": rejected[1], "name": "rejected",
+                     "marker": {"symbol": "x-thin", "size": 7, "line": {"width": 2, "color": "#212529"}},
+                     "hovertemplate": "#%{y} rejected at %{x:.3f} s<extra></extra>"})
+    ids = q["id"] or [0]
+    half = (ids[-1] - ids[0]) / max(1, shown - 1) / 2 if shown > 1 else 0.5
+    # No legend (one entry per engine and phase would crowd a phone): the colours are the engine table's.
+    layout = _layout(height, margin=MARGIN, hovermode="closest", showlegend=False,
+                     xaxis=_axis("simulated time (s)", **({"range": span} if span else {"rangemode": "tozero"})),
+                     yaxis=_axis("request (by arrival)", range=[ids[-1] + half, ids[0] - half], tickprefix="#",
+                                 showgrid=False, nticks=14))
+    return {"data": data, "layout": layout}
+
+
+def _alpha(hex_color: str, a: float) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{a})"
+
+
+# ----- the page -----
+SHARE_COLUMNS = (  # the engine table's columns: (key in metrics["replicas"], header, kind for present.fmt_value)
+    ("requests", "requests", "count"), ("completed", "completed", "count"), ("rejected", "rejected", "count"),
+    ("served_tokens", "tokens served", "count"), ("gpu_busy_fraction", "GPU busy", "fraction"),
+    ("kv_cache_usage_mean", "KV use, mean", "fraction"), ("waiting_peak", "waiting, peak", "count"),
+    ("preemptions", "preemptions", "count"),
+)
+
+
+def cluster_context(views: list[RunView], span: list[float] | None = None) -> list[dict] | None:
+    """Per scheduler of a cluster comparison: its cluster figure, per-request figure, engine table and a line
+    saying what the cluster is; None when the runs are single engines (the page shows its KV animation)."""
+    from .present import fmt_value  # present imports inputs, which the service imports: keep this one lazy
+
+    if not views or getattr(views[0], "cluster", None) is None:
+        return None
+    out = []
+    for v in views:
+        c = v.cluster
+        rows = [{"name": e["name"], "pool": e["pool"], "color": e["color"],
+                 "cells": [fmt_value(e["share"].get(key), kind) for key, _, kind in SHARE_COLUMNS]}
+                for e in c["engines"]]
+        notes = []
+        if max(e["step_stride"] for e in c["engines"]) > 1:
+            steps = sum(int(e["share"].get("steps") or 0) for e in c["engines"])
+            notes.append(f"an engine's step log keeps {CLUSTER_STEP_RECORDS:,} evenly spaced steps at most "
+                         f"({steps:,} steps in all)")
+        if any(len(e["t"]) < e["steps_logged"] for e in c["engines"]):
+            notes.append("each point is the most over its stretch of time")
+        out.append({"name": v.scheduler, "color": color(v.scheduler), "engines": len(c["engines"]),
+                    "figure": cluster_figure(v, span), "requests": requests_figure(v, span),
+                    "request_note": _shown(len(c["requests"]["id"]), c["requests"]["total"]),
+                    "route_note": _shown(c["routes"]["shown"], c["routes"]["total"]),
+                    "transfer_note": (_shown(c["transfers"]["shown"], c["transfers"]["total"])
+                                      if c["transfers"] else ""),
+                    "row_note": "; ".join(notes), "table": rows,
+                    "headers": [h for _, h, _ in SHARE_COLUMNS], "summary": _summary(v)})
+    return out
+
+
+def _shown(shown: int, total: int) -> str:
+    return f"all {total:,}" if shown == total else f"{shown:,} of {total:,}, evenly spaced"
+
+
+def _summary(view: RunView) -> str:
+    c = view.cluster
+    m = view.metrics
+    pools: dict[str, int] = {}
+    for e in c["engines"]:
+        pools[e["pool"]] = pools.get(e["pool"], 0) + 1
+    shape = (f"{pools.get('prefill', 0)} prefill + {pools.get('decode', 0)} decode engines" if c["disaggregated"]
+             else f"{len(c['engines'])} replicas")
+    parts = [shape]
+    if m.get("gpus"):
+        parts.append(f"{m['gpus']} GPUs")
+    if isinstance(m.get("load_imbalance"), int | float):
+        parts.append(f"load imbalance {m['load_imbalance']:.2f}")
+    return " · ".join(parts)
