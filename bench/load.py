@@ -3,7 +3,7 @@
   1. mixed load: 32 clients for 60 s, each looping over a page, a cached result, a fresh simulation and an embed;
   2. a burst of 60 slow simulations at once (the excess must be answered 503 + Retry-After quickly);
   3. the largest scenarios the web accepts, one request each, for the server's peak memory.
-Throughout, a probe asks /healthz every 50 ms. Prints answers by status, latencies, /healthz p50/p99 and the
+Throughout, a probe in its own process asks /healthz every 50 ms. Prints answers by status, latencies, /healthz p50/p99 and the
 server's RSS (now and peak, from /proc). Asserts nothing.
 
     NUMBA_CACHE_DIR=.numba_cache .venv/bin/python bench/load.py [--clients 32] [--seconds 60] [--burst 60]
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import multiprocessing
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -55,26 +55,51 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, max(0, round(q / 100 * (len(v) - 1))))] if v else float("nan")
 
 
-class HealthProbe(threading.Thread):
+def _probe_loop(base: str, stop, reset, out) -> None:
+    """A health checker of its own (as a load balancer's or kubelet's is): /healthz every 50 ms; on `reset` it
+    sends the times so far to `out` and starts again; on `stop` it sends them and ends."""
+    times, failures = [], 0
+    with httpx.Client(base_url=base, timeout=30) as c:
+        while True:
+            if reset.is_set() or stop.is_set():
+                out.put((times, failures))
+                times, failures = [], 0
+                reset.clear()
+                if stop.is_set():
+                    return
+            t = time.perf_counter()
+            ok = c.get("/healthz").status_code == 200
+            times.append(time.perf_counter() - t)
+            failures += not ok
+            time.sleep(0.05)
+
+
+class HealthProbe:
+    """/healthz latency measured from a separate process. A probe thread inside this process would also time
+    its own wait for this process's GIL behind the 32 client threads (which parse every page they get), and
+    report the load generator's contention as the server's."""
+
     def __init__(self, base: str):
-        super().__init__(daemon=True)
-        self.base, self.times, self.failures, self.stop = base, [], 0, threading.Event()
+        ctx = multiprocessing.get_context("spawn")
+        self.stop_event, self.reset_event, self.out = ctx.Event(), ctx.Event(), ctx.Queue()
+        self.process = ctx.Process(target=_probe_loop, args=(base, self.stop_event, self.reset_event, self.out),
+                                   daemon=True)
 
-    def run(self):
-        with httpx.Client(base_url=self.base, timeout=30) as c:
-            while not self.stop.is_set():
-                t = time.perf_counter()
-                ok = c.get("/healthz").status_code == 200
-                self.times.append(time.perf_counter() - t)
-                self.failures += not ok
-                time.sleep(0.05)
+    def start(self) -> None:
+        self.process.start()
 
-    def report(self) -> str:
-        return (f"/healthz p50 {pct(self.times, 50) * 1e3:.1f} ms, p99 {pct(self.times, 99) * 1e3:.1f} ms, "
-                f"max {max(self.times) * 1e3:.1f} ms (n={len(self.times)}, failed {self.failures})")
+    def _take(self, event) -> tuple[list[float], int]:
+        event.set()
+        return self.out.get(timeout=60)
 
-    def reset(self):
-        self.times, self.failures = [], 0
+    def report_and_reset(self) -> str:
+        times, failures = self._take(self.reset_event)
+        return (f"/healthz p50 {pct(times, 50) * 1e3:.1f} ms, p99 {pct(times, 99) * 1e3:.1f} ms, "
+                f"max {max(times, default=float('nan')) * 1e3:.1f} ms (n={len(times)}, failed {failures})")
+
+    def close(self) -> None:
+        self._take(self.stop_event)
+        self.process.join(10)
 
 
 def mixed_load(base: str, clients: int, seconds: float) -> None:
@@ -168,19 +193,17 @@ def main() -> None:
         print(f"1. mixed load, {args.clients} clients for {args.seconds:g} s:")
         mixed_load(base, args.clients, args.seconds)
         now, peak = rss_mb(server.pid)
-        print(f"  {probe.report()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
+        print(f"  {probe.report_and_reset()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
 
-        probe.reset()
         print(f"2. {args.burst} slow simulations at once ({SLOW}):")
         burst(base, args.burst)
         now, peak = rss_mb(server.pid)
-        print(f"  {probe.report()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
+        print(f"  {probe.report_and_reset()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
 
-        probe.reset()
         print("3. the largest accepted scenarios, one at a time:")
         largest(base, server.pid)
-        print(f"  {probe.report()}")
-        probe.stop.set()
+        print(f"  {probe.report_and_reset()}")
+        probe.close()
     finally:
         server.terminate()
         try:
