@@ -28,7 +28,6 @@ from .cost_model import step_cost
 from .jit import entry_nogil, inline, kernel
 from .kv_pool import (
     blocks_for,
-    register_full_blocks,
     release,
 )
 from .logs import itl_bin, make_log_room, step_log_row, take_due_frames, take_frames
@@ -312,10 +311,7 @@ def land_tokens(eng):
     transport_s = cfg.pol[P_TRANSPORT_S]
     for k in range(eng.batch.n[B_SCHEDULED]):
         r = eng.batch.req[k]
-        computed[r] += eng.batch.tokens[k]
-        # A block just filled up (compared by multiplication: an integer division per token is measurable).
-        if cfg.prefix_caching and computed[r] >= (eng.kv.n_hashed[r] + 1) * cfg.block_size:
-            register_full_blocks(eng.kv, req, r, computed[r], cfg.block_size, eng.kv.n_hashed[r], False)
+        computed[r] += eng.batch.tokens[k]  # (blocks it filled were registered when scheduled: scheduler.py)
         if computed[r] != prompt[r] + generated[r]:
             continue  # mid-prefill
         generated[r] += 1
