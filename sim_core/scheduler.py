@@ -63,6 +63,7 @@ from .state import (
     EV_PREFILL,
     EV_SWAP_IN,
     EV_SWAP_OUT,
+    FINISHED,
     KV_BLOCKS,
     KV_SWAP,
     N_RUNNING,
@@ -167,12 +168,16 @@ def schedule_running(eng):
     # Per-request loops work on local names and call no helper that takes an array or a record: numba counts a
     # reference for every array or record a call (even an inlined one) passes, and per request that adds up.
     prompt, generated, computed, n_blocks = eng.req.prompt_tokens, eng.st.generated, eng.st.computed, eng.kv.n_blocks
+    status = eng.st.status
     running, size, free, n, n_hashed = eng.q.running, eng.q.size, eng.kv.free, eng.batch.n, eng.kv.n_hashed
     scheduled, tokens, admitted = eng.batch.req, eng.batch.tokens, eng.batch.admitted
     block_size, caching = eng.cfg.block_size, eng.cfg.prefix_caching
     k = 0
     while k < size[N_RUNNING] and n[B_BUDGET_LEFT] > 0:
         r = running[k]
+        if status[r] == FINISHED:  # its last token is still in flight (async_scheduling): nothing to schedule
+            k += 1
+            continue
         need = min(prompt[r] + generated[r] - computed[r], n[B_BUDGET_LEFT])
         new_blocks = 0  # most decode steps fit in the last block: skip the division then
         if computed[r] + need > n_blocks[r] * block_size:

@@ -421,3 +421,20 @@ def test_the_watermark_keeps_a_share_of_the_pool_from_new_requests_while_others_
         starts[watermark] = res.first_scheduled_s.tolist()
     assert starts[0.0] == [0.0, 0.0]
     assert starts[0.01][0] == 0.0 and starts[0.01][1] > 0.0
+
+
+def test_async_scheduling_frees_a_finished_requests_blocks_one_step_later():
+    """vLLM's asynchronous scheduling plans step n+1 while step n runs, so the scheduler sees a request finish only
+    after planning the next step: its blocks (and batch slot) are free one step later. A prompt waiting for those
+    blocks starts one step later, while another request's decode fills the step between."""
+    reqs = requests([0.0, 0.0, 0.0], [800, 16, 800], [4, 40, 4])  # 0 and 2 need 51 blocks each; 1 keeps decoding
+    runs = {mode: simulate(reqs, scheduler="chunked", kv_blocks=60, token_budget=2048, async_scheduling=mode)
+            for mode in (False, True)}
+    sync, late = runs[False], runs[True]
+    assert sync.first_scheduled_s[2] == sync.finish_s[0]  # admitted in the step right after 0 finished
+    assert late.finish_s[0] == sync.finish_s[0]
+    assert late.first_scheduled_s[2] > late.finish_s[0]  # one step (1's decode alone) later
+    assert late.first_scheduled_s[2] == late.step_column("start_s")[
+        np.searchsorted(late.step_column("start_s"), late.finish_s[0]) + 1]
+    for res in runs.values():
+        assert res.finished.all() and res.free_blocks_at_end == 60 and not res.ref_counts_at_end.any()

@@ -122,6 +122,12 @@ CASES = {
     "documents_tight": ({"enable_chunked_prefill": True, "max_num_batched_tokens": 256, "num_blocks": 80,
                          "enable_prefix_caching": True},
                         _documents(22, 18, [160, 192, 224], (10, 80), (20, 100))),
+    "async_chunked_tight": ({"enable_chunked_prefill": True, "max_num_batched_tokens": 256, "num_blocks": 100,
+                             "enable_prefix_caching": False, "async_scheduling": True},
+                            _plain_requests(14, 12, (40, 500), (30, 150))),
+    "async_system_prompt_tight": ({"enable_chunked_prefill": True, "max_num_batched_tokens": 256, "num_blocks": 120,
+                                   "enable_prefix_caching": True, "async_scheduling": True},
+                                  _plain_requests(16, 14, (10, 200), (20, 120), system=200)),
     "multiturn_roomy": ({"enable_chunked_prefill": True, "max_num_batched_tokens": 512, "num_blocks": 1000,
                          "enable_prefix_caching": True},
                         _sessions(17, 4, 3, (10, 120), (10, 60), system=100)),
@@ -181,18 +187,24 @@ def make_request(r: dict, cfg: dict):
                    pooling_params=None, arrival_time=0.0, block_hasher=hasher)
 
 
-def fake_output(out, sched, answers):
-    """What the model returns: one token for each request whose scheduled tokens reach its end (the next token
-    of its own answer), none for a prompt chunk that stops short."""
+def snapshot(sched) -> dict:
+    """Each request's state before a schedule(): status, computed tokens, known tokens, tokens sampled, and tokens
+    still being sampled by steps in flight (asynchronous scheduling's placeholders)."""
+    return {rid: (q.status.name, q.num_computed_tokens, q.num_tokens, len(q.output_token_ids),
+                  q.num_output_placeholders) for rid, q in sched.requests.items()}
+
+
+def fake_output(out, sched, before, answers):
+    """What the model returns for a step: one token for each request whose scheduled tokens reach the end of its
+    tokens (the next token of its own answer), none for a prompt chunk that stops short."""
     from vllm.v1.outputs import ModelRunnerOutput
 
     ids = list(out.num_scheduled_tokens)
     sampled = []
     for rid in ids:
-        req = sched.requests[rid]
-        reached = req.num_computed_tokens >= req.num_tokens + getattr(req, "num_output_placeholders", 0)
-        n_out = len(req.output_token_ids) + getattr(req, "num_output_placeholders", 0)
-        sampled.append([answers[rid][n_out]] if reached else [])
+        _, _, num_tokens, n_out, in_flight = before[rid]
+        reached = sched.requests[rid].num_computed_tokens >= num_tokens + in_flight  # (prefix-cache hits included)
+        sampled.append([answers[rid][n_out + in_flight]] if reached else [])
     return ModelRunnerOutput(req_ids=ids, req_id_to_index={r: k for k, r in enumerate(ids)},
                              sampled_token_ids=sampled)
 
@@ -202,7 +214,7 @@ def record_step(out, sched, before):
     prefill, hits = {}, {}
     decodes = 0
     for rid, n in out.num_scheduled_tokens.items():
-        status, computed, num_tokens, n_out = before.get(rid, ("WAITING", 0, None, 0))
+        status, computed, num_tokens, n_out, in_flight = before[rid]
         req = sched.requests[rid]
         fresh = status != "RUNNING"
         if fresh:
@@ -211,7 +223,7 @@ def record_step(out, sched, before):
             if got > 0:
                 hits[rid] = got
         # a decode: one token after the last one sampled (a prompt's last token alone is a prefill chunk)
-        if not fresh and n_out > 0 and n == 1 and computed == num_tokens - 1:
+        if not fresh and n_out + in_flight > 0 and n == 1 and computed == num_tokens + in_flight - 1:
             decodes += 1
         else:
             prefill[rid] = n
@@ -219,33 +231,49 @@ def record_step(out, sched, before):
     return {"prefill": prefill, "decode": decodes, "preempted": preempted, "cache_hits": hits}
 
 
+def _finished(engine_out, done, children, sched, cfg):
+    for outputs in engine_out.values():
+        for o in outputs.outputs:
+            if o.finish_reason is not None:
+                done.add(int(o.request_id))
+                child = children.get(int(o.request_id))
+                if child is not None:
+                    sched.add_request(make_request(child, cfg))
+
+
+def drive(name, sched, cfg, reqs, answers) -> list[dict]:
+    """Steps until every request has finished, as vLLM's engine core runs them: one schedule() then its
+    update_from_output() (step); with asynchronous scheduling, a queue of two batches, so step n+1 is scheduled
+    before step n's output is processed (step_with_batch_queue)."""
+    children = {r["parent"]: r for r in reqs if r["parent"] >= 0}
+    steps, done, queue = [], set(), []
+    depth = 2 if cfg["async_scheduling"] else 1
+    while len(done) < len(reqs):
+        if sched.has_requests():
+            before = snapshot(sched)
+            out = sched.schedule()
+            if out.total_num_scheduled_tokens > 0:
+                steps.append(record_step(out, sched, before))
+            queue.append((out, fake_output(out, sched, before, answers)))
+            if len(queue) < depth:
+                continue
+        if not queue:
+            raise RuntimeError(f"{name}: nothing to run with {len(reqs) - len(done)} requests left")
+        out, model_out = queue.pop(0)
+        _finished(sched.update_from_output(out, model_out), done, children, sched, cfg)
+        if len(steps) > 20_000:
+            raise RuntimeError(f"{name}: no end after 20,000 steps")
+    return steps
+
+
 def run_case(name: str, overrides: dict, reqs: list[dict]) -> dict:
     cfg = {**BASE, **overrides}
     sched, vllm_cfg = make_scheduler(cfg)
     answers = {str(r["id"]): tokens_of(r["output"]) for r in reqs}
-    children = {r["parent"]: r for r in reqs if r["parent"] >= 0}
     for r in reqs:
         if r["parent"] < 0:
             sched.add_request(make_request(r, cfg))
-    steps = []
-    done = set()
-    while len(done) < len(reqs):
-        before = {rid: (q.status.name, q.num_computed_tokens, q.num_tokens, len(q.output_token_ids))
-                  for rid, q in sched.requests.items()}
-        out = sched.schedule()
-        if out.total_num_scheduled_tokens == 0:
-            raise RuntimeError(f"{name}: vLLM scheduled nothing with {len(reqs) - len(done)} requests left")
-        steps.append(record_step(out, sched, before))
-        engine_out = sched.update_from_output(out, fake_output(out, sched, answers))
-        for outputs in engine_out.values():
-            for o in outputs.outputs:
-                if o.finish_reason is not None:
-                    done.add(int(o.request_id))
-                    child = children.get(int(o.request_id))
-                    if child is not None:
-                        sched.add_request(make_request(child, cfg))
-        if len(steps) > 20_000:
-            raise RuntimeError(f"{name}: no end after 20,000 steps")
+    steps = drive(name, sched, cfg, reqs, answers)
     import vllm
 
     resolved = {"async_scheduling": bool(vllm_cfg.scheduler_config.async_scheduling),
