@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .build import engine_over, new_engine, outcome
-from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, route_in_prefilled, step
+from .engine import CANCEL_CHECK_STEPS, next_event_s, release_finished, route_in, route_in_prefilled, step
 from .jit import entry_nogil, inline
 from .kv_pool import cached_prefix
 from .links import KvLink
@@ -350,6 +350,7 @@ def _outcomes(engines):
     outs = []
     for e in range(len(engines)):
         take_frames(engines[e], True)
+        release_finished(engines[e])  # what async_scheduling still held for the next step
         outs.append(outcome(engines[e]))
     return outs
 

@@ -126,6 +126,9 @@ class Scenario(BaseModel):
             missing = "decode_replicas" if self.prefill_replicas > 0 else "prefill_replicas"
             raise ValueError(f"{missing}: disaggregated serving needs both pools, at least 1 engine each "
                              f"(or both 0 for engines that prefill and decode)")
+        if self.prefill_replicas > 0 and self.async_scheduling:
+            raise ValueError("async_scheduling: not modelled for disaggregated serving yet (prefill_replicas and "
+                             "decode_replicas); leave it off there")
         if self.prefill_replicas > 0 and self.replicas > 1:
             raise ValueError("replicas: with prefill_replicas and decode_replicas the pools set the engine count; "
                              "leave replicas at 1")

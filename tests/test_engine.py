@@ -19,6 +19,7 @@ from sim_core import state as E
 from sim_core.logs import itl_bin
 from sim_core.metrics import histogram_percentile_s
 from sim_core.runner import Result, resolve, simulate_requests
+from sim_core.scenario import ScenarioError, parse_scenario
 from sim_core.workload import Requests
 
 FIELDS = set(Scenario.model_fields)
@@ -438,3 +439,17 @@ def test_async_scheduling_frees_a_finished_requests_blocks_one_step_later():
         np.searchsorted(late.step_column("start_s"), late.finish_s[0]) + 1]
     for res in runs.values():
         assert res.finished.all() and res.free_blocks_at_end == 60 and not res.ref_counts_at_end.any()
+
+
+def test_async_scheduling_leaves_no_block_held_at_the_end_of_a_run_or_a_cluster_run():
+    for extra in ({}, {"replicas": 2}):
+        s = Scenario(hardware="rtx3050", num_requests=30, seed=3, async_scheduling=True, kv_blocks=200, **extra)
+        res = run(s)
+        assert res.finished.all()
+        assert res.free_blocks_at_end == 200 * s.engines and not res.ref_counts_at_end.any(), extra
+
+
+def test_async_scheduling_is_refused_for_disaggregated_serving_naming_the_field():
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario({"prefill_replicas": 1, "decode_replicas": 1, "async_scheduling": "true"})
+    assert err.value.problems[0][0] == "async_scheduling"
