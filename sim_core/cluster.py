@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .build import engine_over, new_engine, outcome
-from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, route_in_prefilled, step
+from .engine import CANCEL_CHECK_STEPS, next_event_s, release_finished, route_in, route_in_prefilled, step
 from .jit import entry_nogil, inline
 from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for, cached_prefix
 from .links import KvLink
@@ -546,6 +546,7 @@ def _outcomes(engines):
     outs = []
     for e in range(len(engines)):
         take_frames(engines[e], True)
+        release_finished(engines[e])  # what async_scheduling still held for the next step
         outs.append(outcome(engines[e]))
     return outs
 

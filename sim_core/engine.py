@@ -29,12 +29,11 @@ from .cost_model import step_cost
 from .jit import entry_nogil, inline, kernel
 from .kv_pool import (
     blocks_for,
-    register_full_blocks,
     release,
 )
 from .logs import itl_bin, make_log_room, step_log_row, take_due_frames, take_frames
 from .policies.adaptive_budget import adapt_budget
-from .policies.options import P_TRANSPORT_S
+from .policies.options import P_ASYNC, P_TRANSPORT_S
 from .policies.ordering import rekey_waiting, waiting_key
 from .policies.static_batching import end_static_batch, members_in_system
 from .queues import (
@@ -116,6 +115,7 @@ def simulate(config, requests, frames):
         step(eng)
         if eng.loop[STEP] % CANCEL_CHECK_STEPS == 0 and eng.cfg.cancel[0] != 0:
             break  # the caller gave up: the runner reports the run as cancelled
+    release_finished(eng)
     take_frames(eng, True)
     return outcome(eng)
 
@@ -146,8 +146,10 @@ def step(eng):
         return
     rekey_waiting(eng)
     schedule(eng)
+    released = release_finished(eng) if eng.cfg.pol[P_ASYNC] != 0 else 0
     if eng.batch.n[B_SCHEDULED] == 0:
-        note_empty_step(eng)
+        if released == 0:
+            note_empty_step(eng)
         return
     run_batch(eng)
     attribute_step(eng)
@@ -318,10 +320,7 @@ def land_tokens(eng):
     transport_s = cfg.pol[P_TRANSPORT_S]
     for k in range(eng.batch.n[B_SCHEDULED]):
         r = eng.batch.req[k]
-        computed[r] += eng.batch.tokens[k]
-        # A block just filled up (compared by multiplication: an integer division per token is measurable).
-        if cfg.prefix_caching and computed[r] >= (eng.kv.n_hashed[r] + 1) * cfg.block_size:
-            register_full_blocks(eng.kv, req, r, computed[r], cfg.block_size, eng.kv.n_hashed[r], False)
+        computed[r] += eng.batch.tokens[k]  # (blocks it filled were registered when scheduled: scheduler.py)
         if computed[r] != prompt[r] + generated[r]:
             continue  # mid-prefill
         generated[r] += 1
@@ -347,10 +346,31 @@ def land_tokens(eng):
 
 @kernel
 def _finish(eng, r, now):
+    """r's last token is out. Its blocks and slot are freed now, or, with asynchronous scheduling (vLLM's
+    async_scheduling: step n+1 is scheduled while step n runs, so the scheduler learns of the finish only after
+    planning the next step), once the next step is scheduled (release_finished)."""
     eng.st.status[r] = FINISHED
     eng.st.finish_s[r] = now
     eng.loop[DONE] += 1
     release_follow_up(eng, r, now)
-    if not eng.cfg.static_batching:
+    if not eng.cfg.static_batching and eng.cfg.pol[P_ASYNC] == 0:
         remove_running(eng.q, r)
         release(eng.kv, r)
+
+
+@kernel
+def release_finished(eng):
+    """Free the blocks and slots of finished requests still in the running list (async_scheduling); how many."""
+    q, status = eng.q, eng.st.status
+    released = 0
+    if eng.cfg.static_batching:
+        return released
+    k = q.size[N_RUNNING] - 1
+    while k >= 0:
+        r = q.running[k]
+        if status[r] == FINISHED:
+            remove_running(q, r)
+            release(eng.kv, r)
+            released += 1
+        k -= 1
+    return released

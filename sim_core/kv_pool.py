@@ -1,10 +1,13 @@
 """The KV block pool, as in vLLM v1's block pool and KV cache manager.
 
-Blocks carry a reference count; the free ones sit in a doubly linked queue, least recently freed at the head. With
-prefix caching a full block also carries the chained hash of its content and stays findable in a hash table while
-free; it is evicted only when the head of the queue is handed out for something else. A request's blocks are freed
-last block first, so a prefix's leaves are evicted before its root. Each running request owns one row of the block
-table (a "slot"). Everything here works on one KV_CACHE record (state.py).
+Blocks carry a reference count; the free ones sit in a doubly linked queue and are handed out from its head. With
+prefix caching a full block also carries the chained hash of its content, set as soon as the block is scheduled to
+be filled (so a request admitted later in the same step already finds it), and stays findable in a hash table
+while free; it is evicted only when the head of the queue is handed out for something else. Several blocks may
+hold the same content (two requests computing one prefix side by side): each is findable until evicted. A request's
+blocks are freed last block first: those without a hash go to the head of the queue (reused first), hashed ones to
+its tail (evicted last, least recently freed first), so a prefix's leaves are evicted before its root. Each running
+request owns one row of the block table (a "slot"). Everything here works on one KV_CACHE record (state.py).
 """
 
 from __future__ import annotations
@@ -72,6 +75,15 @@ def _queue_remove(links, b):
 
 
 @inline
+def _queue_insert_after(links, a, b):
+    nxt = links[PL_NEXT, a]
+    links[PL_NEXT, a] = b
+    links[PL_PREV, b] = a
+    links[PL_NEXT, b] = nxt
+    links[PL_PREV, nxt] = b
+
+
+@inline
 def _queue_append(links, b):
     sentinel = links.shape[1] - 1
     last = links[PL_PREV, sentinel]
@@ -81,7 +93,8 @@ def _queue_append(links, b):
     links[PL_PREV, sentinel] = b
 
 
-# ----- content hash -> block id: open addressing, linear probing, backward-shift deletion -----
+# ----- content hash -> block ids: open addressing, linear probing, backward-shift deletion. A hash may have several
+# entries (copies of the same content in different blocks); a lookup finds the one inserted first. -----
 @kernel
 def _table_find(table, h):
     mask = table.shape[1] - 1
@@ -89,6 +102,18 @@ def _table_find(table, h):
     while table[0, i] != NO_HASH:
         if table[0, i] == h:
             return table[1, i]
+        i = (i + 1) & mask
+    return -1
+
+
+@kernel
+def _table_slot(table, h, b):
+    """Where block b's entry under hash h is, or -1."""
+    mask = table.shape[1] - 1
+    i = h & mask
+    while table[0, i] != NO_HASH:
+        if table[0, i] == h and table[1, i] == b:
+            return i
         i = (i + 1) & mask
     return -1
 
@@ -104,11 +129,12 @@ def _table_insert(table, h, b):
 
 
 @kernel
-def _table_delete(table, h):
+def _table_delete(table, h, b):
+    """Remove block b's entry under hash h, if there is one (True if there was)."""
+    i = _table_slot(table, h, b)
+    if i < 0:
+        return False
     mask = table.shape[1] - 1
-    i = h & mask
-    while table[0, i] != h:
-        i = (i + 1) & mask
     j = i
     while True:
         j = (j + 1) & mask
@@ -121,6 +147,7 @@ def _table_delete(table, h):
             table[1, i] = table[1, j]
             i = j
     table[0, i] = NO_HASH
+    return True
 
 
 # ----- requests' blocks -----
@@ -142,9 +169,9 @@ def allocate(kv, r, count, acc):
         _queue_remove(links, b)
         kv.free[KV_BLOCKS] -= 1
         if links[PL_HASH, b] != NO_HASH:
-            _table_delete(kv.table, links[PL_HASH, b])
+            if _table_delete(kv.table, links[PL_HASH, b], b):
+                acc[A_EVICTIONS] += 1
             links[PL_HASH, b] = NO_HASH
-            acc[A_EVICTIONS] += 1
         links[PL_REF, b] = 1
         kv.block_table[slot, kv.n_blocks[r]] = b
         kv.n_blocks[r] += 1
@@ -186,36 +213,46 @@ def take_cached_prefix(kv, r, hits):
 
 
 @kernel
-def register_full_blocks(kv, req, r, computed_tokens, block_size, first, include_private):
-    """Make r's filled blocks from index `first` on findable by content. If identical content is already cached
-    in another block, this copy stays uncached. Blocks only r contains (PRIVATE_BIT) are skipped unless
-    include_private: only r itself could find them, after a recompute preemption."""
+def register_full_blocks(kv, req, r, tokens, block_size, first, include_private):
+    """Give r's blocks from index `first` that its first `tokens` tokens fill their content hash, making them
+    findable (vLLM v1 does this when the tokens are scheduled, not once computed). A copy of content already cached
+    elsewhere is findable too. Content only r contains (PRIVATE_BIT) is hashed but kept out of the table unless
+    include_private: only r itself could find it, after a recompute preemption."""
     lo = req.hash_off[r]
-    full = min(computed_tokens // block_size, req.hash_off[r + 1] - lo)
+    full = min(tokens // block_size, req.hash_off[r + 1] - lo)
     slot = kv.slot_of[r]
     for j in range(first, full):
         b = kv.block_table[slot, j]
         h = req.hashes[lo + j]
-        if h >= PRIVATE_BIT and not include_private:
-            break  # every later block of r is private too
-        if kv.links[PL_HASH, b] == NO_HASH and _table_find(kv.table, h) < 0:
-            _table_insert(kv.table, h, b)
+        fresh = kv.links[PL_HASH, b] == NO_HASH
+        if fresh:
             kv.links[PL_HASH, b] = h
+        if h < PRIVATE_BIT:
+            if fresh:
+                _table_insert(kv.table, h, b)
+        elif include_private and _table_slot(kv.table, h, b) < 0:
+            _table_insert(kv.table, h, b)
     if full > kv.n_hashed[r]:
         kv.n_hashed[r] = full
 
 
 @kernel
 def release(kv, r):
-    """Drop r's references, last block first; blocks nobody else holds join the free queue's tail (keeping their
-    cached content until evicted). Gives back its slot."""
+    """Drop r's references, last block first. Blocks nobody else holds are free again: those without a hash go to
+    the head of the free queue in that order (reused first), hashed ones to its tail (their content stays cached
+    until evicted), as vLLM v1's free_blocks. Gives back its slot."""
     links = kv.links
     slot = kv.slot_of[r]
+    head = links.shape[1] - 1  # the sentinel: the next block without a hash goes after it
     for j in range(kv.n_blocks[r] - 1, -1, -1):
         b = kv.block_table[slot, j]
         links[PL_REF, b] -= 1
         if links[PL_REF, b] == 0:
-            _queue_append(links, b)
+            if links[PL_HASH, b] == NO_HASH:
+                _queue_insert_after(links, head, b)
+                head = b
+            else:
+                _queue_append(links, b)
             kv.free[KV_BLOCKS] += 1
     kv.n_blocks[r] = 0
     kv.n_hashed[r] = 0
@@ -289,7 +326,11 @@ def check_pool(kv, req, running, n_running):
             if links[PL_HASH, kv.table[1, i]] != kv.table[0, i]:
                 raise AssertionError("hash table entry points at a block with other content")
     for b in range(num_blocks):
-        if links[PL_HASH, b] != NO_HASH:
-            entries -= 1
+        h = links[PL_HASH, b]
+        if h != NO_HASH:
+            if h < PRIVATE_BIT and _table_slot(kv.table, h, b) < 0:
+                raise AssertionError("a block with shared content is missing from the hash table")
+            if _table_slot(kv.table, h, b) >= 0:
+                entries -= 1
     if entries != 0:
-        raise AssertionError("hashed blocks and hash-table entries differ")
+        raise AssertionError("hash-table entries that no block holds (or one block entered twice)")

@@ -104,6 +104,9 @@ class Scenario(BaseModel):
     watermark: float = Field(0.0, ge=0, le=0.5,
                              description="fraction of the KV pool a new request may not take while others run "
                                          "(vLLM v1: 0, v0: 0.01)")
+    async_scheduling: bool = Field(False, description="vLLM's asynchronous scheduling: each step is scheduled "
+                                                      "while the one before runs, so a request's last token is "
+                                                      "seen, and its KV blocks and batch slot freed, one step later")
     max_model_len: int | None = Field(None, ge=64, le=1 << 21,
                                       description="max prompt + output tokens; default: min(model context, 8192)")
     prefix_cache: bool = Field(False, description="reuse cached KV blocks of shared prompt prefixes "
@@ -138,6 +141,9 @@ class Scenario(BaseModel):
             missing = "decode_replicas" if self.prefill_replicas > 0 else "prefill_replicas"
             raise ValueError(f"{missing}: disaggregated serving needs both pools, at least 1 engine each "
                              f"(or both 0 for engines that prefill and decode)")
+        if self.prefill_replicas > 0 and self.async_scheduling:
+            raise ValueError("async_scheduling: not modelled for disaggregated serving yet (prefill_replicas and "
+                             "decode_replicas); leave it off there")
         if self.prefill_replicas > 0 and self.replicas > 1:
             raise ValueError("replicas: with prefill_replicas and decode_replicas the pools set the engine count; "
                              "leave replicas at 1")

@@ -59,10 +59,12 @@ from .state import (
     B_SHED,
     BUDGET_NOW,
     DONE,
+    EV_CACHE_HIT,
     EV_PREEMPT_RECOMPUTE,
     EV_PREFILL,
     EV_SWAP_IN,
     EV_SWAP_OUT,
+    FINISHED,
     KV_BLOCKS,
     KV_SWAP,
     N_RUNNING,
@@ -168,12 +170,16 @@ def schedule_running(eng):
     # Per-request loops work on local names and call no helper that takes an array or a record: numba counts a
     # reference for every array or record a call (even an inlined one) passes, and per request that adds up.
     prompt, generated, computed, n_blocks = eng.req.prompt_tokens, eng.st.generated, eng.st.computed, eng.kv.n_blocks
-    running, size, free, n = eng.q.running, eng.q.size, eng.kv.free, eng.batch.n
+    status = eng.st.status
+    running, size, free, n, n_hashed = eng.q.running, eng.q.size, eng.kv.free, eng.batch.n, eng.kv.n_hashed
     scheduled, tokens, admitted = eng.batch.req, eng.batch.tokens, eng.batch.admitted
-    block_size = eng.cfg.block_size
+    block_size, caching = eng.cfg.block_size, eng.cfg.prefix_caching
     k = 0
     while k < size[N_RUNNING] and n[B_BUDGET_LEFT] > 0:
         r = running[k]
+        if status[r] == FINISHED:  # its last token is still in flight (async_scheduling): nothing to schedule
+            k += 1
+            continue
         need = min(prompt[r] + generated[r] - computed[r], n[B_BUDGET_LEFT])
         new_blocks = 0  # most decode steps fit in the last block: skip the division then
         if computed[r] + need > n_blocks[r] * block_size:
@@ -189,6 +195,9 @@ def schedule_running(eng):
             continue  # running[k] is now the next request
         if new_blocks > 0:
             allocate(eng.kv, r, new_blocks, eng.logs.acc)
+        # A block this step fills is findable from now on (compared by multiplication: a division per token costs).
+        if caching and computed[r] + need >= (n_hashed[r] + 1) * block_size:
+            register_full_blocks(eng.kv, eng.req, r, computed[r] + need, block_size, n_hashed[r], False)
         j = n[B_SCHEDULED]  # add_to_batch, spelled out (see above)
         scheduled[j], tokens[j], admitted[j] = r, need, False
         n[B_SCHEDULED] = j + 1
@@ -211,6 +220,7 @@ def resume_swapped(eng):
         kv.host_blocks[r] = 0
         take_slot(kv, r)
         allocate(kv, r, total_blocks, eng.logs.acc)
+        register_scheduled(eng, r, st.computed[r] + need)
         batch.swap_s[0] += swap_seconds(cfg.cost, st.computed[r])
         st.status[r] = RUNNING
         add_running(q, r)
@@ -275,15 +285,25 @@ def _admit(eng, r, t):
         take_cached_prefix(kv, r, hits)
         st.computed[r] = cached
         eng.logs.acc[A_CACHED_TOKENS] += cached
+        log_event(eng, r, EV_CACHE_HIT, cached)
     if st.cached_prefix[r] < 0 and transferred == 0:
         st.cached_prefix[r] = cached
     allocate(kv, r, new_blocks, eng.logs.acc)
+    register_scheduled(eng, r, cached + need)
     st.status[r] = RUNNING
     if np.isnan(st.first_scheduled_s[r]):
         st.first_scheduled_s[r] = eng.clock[NOW]
     add_running(eng.q, r)
     add_to_batch(eng.batch, r, need, True)
     return True
+
+
+@inline
+def register_scheduled(eng, r, tokens):
+    """With prefix caching, r's blocks that its first `tokens` tokens fill become findable as soon as they are
+    scheduled, as in vLLM v1 (allocate_slots caches them): a request admitted later in the same step shares them."""
+    if eng.cfg.prefix_caching:
+        register_full_blocks(eng.kv, eng.req, r, tokens, eng.cfg.block_size, eng.kv.n_hashed[r], False)
 
 
 @kernel

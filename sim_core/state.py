@@ -54,8 +54,9 @@ STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED = range(7)
  B_PREFILL_CTX, B_PREFILL_SEQS, B_DECODE_SEQS, B_DECODE_CTX, B_SAMPLES) = range(12)
 N_BATCH = 12
 
-# Event kinds in the event log, and its columns.
-EV_PREFILL, EV_PREEMPT_RECOMPUTE, EV_SWAP_OUT, EV_SWAP_IN = 0, 1, 2, 3
+# Event kinds in the event log, and its columns. EV_CACHE_HIT: a request admitted with tokens found in the prefix
+# cache (E_TOKENS: how many), logged at each admission, a readmission after preemption included.
+EV_PREFILL, EV_PREEMPT_RECOMPUTE, EV_SWAP_OUT, EV_SWAP_IN, EV_CACHE_HIT = 0, 1, 2, 3, 4
 E_REQUEST, E_STEP, E_KIND, E_TOKENS = range(4)
 N_EVENT_COLS = 4
 # Columns of the step log.

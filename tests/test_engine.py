@@ -19,6 +19,7 @@ from sim_core import state as E
 from sim_core.logs import itl_bin
 from sim_core.metrics import histogram_percentile_s
 from sim_core.runner import Result, resolve, simulate_requests
+from sim_core.scenario import ScenarioError, parse_scenario
 from sim_core.workload import Requests
 
 FIELDS = set(Scenario.model_fields)
@@ -421,3 +422,34 @@ def test_the_watermark_keeps_a_share_of_the_pool_from_new_requests_while_others_
         starts[watermark] = res.first_scheduled_s.tolist()
     assert starts[0.0] == [0.0, 0.0]
     assert starts[0.01][0] == 0.0 and starts[0.01][1] > 0.0
+
+
+def test_async_scheduling_frees_a_finished_requests_blocks_one_step_later():
+    """vLLM's asynchronous scheduling plans step n+1 while step n runs, so the scheduler sees a request finish only
+    after planning the next step: its blocks (and batch slot) are free one step later. A prompt waiting for those
+    blocks starts one step later, while another request's decode fills the step between."""
+    reqs = requests([0.0, 0.0, 0.0], [800, 16, 800], [4, 40, 4])  # 0 and 2 need 51 blocks each; 1 keeps decoding
+    runs = {mode: simulate(reqs, scheduler="chunked", kv_blocks=60, token_budget=2048, async_scheduling=mode)
+            for mode in (False, True)}
+    sync, late = runs[False], runs[True]
+    assert sync.first_scheduled_s[2] == sync.finish_s[0]  # admitted in the step right after 0 finished
+    assert late.finish_s[0] == sync.finish_s[0]
+    assert late.first_scheduled_s[2] > late.finish_s[0]  # one step (1's decode alone) later
+    assert late.first_scheduled_s[2] == late.step_column("start_s")[
+        np.searchsorted(late.step_column("start_s"), late.finish_s[0]) + 1]
+    for res in runs.values():
+        assert res.finished.all() and res.free_blocks_at_end == 60 and not res.ref_counts_at_end.any()
+
+
+def test_async_scheduling_leaves_no_block_held_at_the_end_of_a_run_or_a_cluster_run():
+    for extra in ({}, {"replicas": 2}):
+        s = Scenario(hardware="rtx3050", num_requests=30, seed=3, async_scheduling=True, kv_blocks=200, **extra)
+        res = run(s)
+        assert res.finished.all()
+        assert res.free_blocks_at_end == 200 * s.engines and not res.ref_counts_at_end.any(), extra
+
+
+def test_async_scheduling_is_refused_for_disaggregated_serving_naming_the_field():
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario({"prefill_replicas": 1, "decode_replicas": 1, "async_scheduling": "true"})
+    assert err.value.problems[0][0] == "async_scheduling"

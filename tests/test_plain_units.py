@@ -55,6 +55,70 @@ def test_cached_prefix_finds_registered_blocks_and_leaves_a_token_to_compute():
     assert kv_pool.cached_prefix(kv, req, 0, 48, 16) == (2, 0)  # a full-prompt hit still computes 1 token
 
 
+def _free_queue(kv):
+    links, sentinel = kv.links, kv.links.shape[1] - 1
+    order, b = [], links[kv_pool.PL_NEXT, sentinel]
+    while b != sentinel:
+        order.append(int(b))
+        b = links[kv_pool.PL_NEXT, b]
+    return order
+
+
+def test_freed_blocks_without_a_hash_are_reused_first_and_hashed_ones_evicted_last():
+    """vLLM v1's free_blocks: a request's blocks are freed last first; those without a hash go to the head of the
+    free queue in that order, hashed ones to its tail."""
+    kv = kv_pool.new_kv_cache(6, 1, 6, 0, True, 1)
+    req = _request_table(1)
+    req.hashes, req.hash_off = np.array([21, 22, 23], np.int64), np.array([0, 3], np.int64)
+    acc = np.zeros(state.N_ACC)
+    kv_pool.take_slot(kv, 0)
+    kv_pool.allocate(kv, 0, 5, acc)  # blocks 0-4; block 5 stays free
+    kv_pool.register_full_blocks(kv, req, 0, 40, 16, 0, False)  # 40 tokens fill blocks 0 and 1
+    kv_pool.release(kv, 0)
+    assert _free_queue(kv) == [4, 3, 2, 5, 1, 0]
+    kv_pool.check_pool(kv, req, np.zeros(1, np.int64), 0)
+
+
+def test_copies_of_the_same_content_stay_findable_until_each_is_evicted():
+    """Two blocks holding one prefix (two requests computed it side by side): evicting the copy a lookup finds
+    leaves the other one to find, as vLLM's BlockHashToBlockMap keeps every copy."""
+    kv = kv_pool.new_kv_cache(4, 3, 4, 0, True, 3)
+    req = _request_table(3)
+    req.hashes, req.hash_off = np.array([31, 31, 31], np.int64), np.array([0, 1, 2, 3], np.int64)
+    acc = np.zeros(state.N_ACC)
+    for r in (0, 1):
+        kv_pool.take_slot(kv, r)
+        kv_pool.allocate(kv, r, 1, acc)
+        kv_pool.register_full_blocks(kv, req, r, 16, 16, 0, False)
+    kv_pool.check_pool(kv, req, np.array([0, 1], np.int64), 2)
+    assert kv_pool.cached_prefix(kv, req, 2, 17, 16) == (1, 0) and kv.found[0] == 0  # the first copy
+    kv_pool.release(kv, 0)
+    kv_pool.release(kv, 1)
+    assert _free_queue(kv) == [2, 3, 0, 1]
+    kv_pool.take_slot(kv, 2)
+    kv_pool.allocate(kv, 2, 3, acc)  # takes 2, 3 and evicts copy 0
+    assert acc[state.A_EVICTIONS] == 1
+    assert kv_pool.cached_prefix(kv, req, 2, 17, 16) == (1, 1) and kv.found[0] == 1  # copy 1 is still there
+    kv_pool.check_pool(kv, req, np.array([2], np.int64), 1)
+
+
+def test_private_content_is_hashed_but_findable_only_after_its_request_is_preempted():
+    kv = kv_pool.new_kv_cache(4, 2, 2, 0, True, 2)
+    req = _request_table(2)
+    private = kv_pool.PRIVATE_BIT | 41
+    req.hashes, req.hash_off = np.array([private, private], np.int64), np.array([0, 1, 2], np.int64)
+    acc = np.zeros(state.N_ACC)
+    kv_pool.take_slot(kv, 0)
+    kv_pool.allocate(kv, 0, 2, acc)
+    kv_pool.register_full_blocks(kv, req, 0, 16, 16, 0, False)
+    assert kv.links[kv_pool.PL_HASH, 0] == private and kv_pool.cached_prefix(kv, req, 1, 17, 16)[0] == 0
+    kv_pool.register_full_blocks(kv, req, 0, 16, 16, 0, True)  # a recompute preemption keeps it for its return
+    assert kv_pool.cached_prefix(kv, req, 1, 17, 16)[0] == 1
+    kv_pool.check_pool(kv, req, np.zeros(1, np.int64), 1)
+    kv_pool.release(kv, 0)
+    assert _free_queue(kv) == [1, 2, 3, 0]  # hashed: evicted last, like any cached block
+
+
 def test_heaps_pop_in_key_order_with_ties_to_the_smaller_id():
     keys, ids = np.zeros(8), np.zeros(8, np.int64)
     size = 0

@@ -9,8 +9,8 @@ import numpy as np
 
 (P_AGING, P_ADMISSION, P_DEGRADE_FACTOR, P_TRANSPORT_S, P_ADAPTIVE, P_HEADROOM, P_ITL_TARGET_S, P_BUDGET_MIN,
  P_BUDGET_MAX, P_BUDGET_INCREASE, P_FAIR_INPUT_COST, P_FAIR_OUTPUT_COST, P_MLFQ_QUANTUM, P_MLFQ_LEVELS,
- P_WATERMARK_BLOCKS) = range(15)
-N_POLICY_PARAMS = 15
+ P_WATERMARK_BLOCKS, P_ASYNC) = range(16)
+N_POLICY_PARAMS = 16
 # Admission control for a request whose TTFT target is already out of reach when it could start.
 ADMIT, SHED, DEGRADE = 0, 1, 2
 ADMISSION_CODES = {"admit": ADMIT, "reject": SHED, "degrade": DEGRADE}
@@ -37,5 +37,6 @@ def policy_params(scenario, resolved, class_tpot_s: np.ndarray) -> np.ndarray:
     p[P_FAIR_OUTPUT_COST] = 2.0
     p[P_MLFQ_QUANTUM] = s.mlfq_quantum
     p[P_MLFQ_LEVELS] = s.mlfq_levels
-    p[P_WATERMARK_BLOCKS] = int(s.watermark * r.num_blocks)  # as vLLM v0 counts its watermark blocks
+    p[P_WATERMARK_BLOCKS] = int(s.watermark * r.num_blocks)
+    p[P_ASYNC] = 1.0 if s.async_scheduling else 0.0  # as vLLM v0 counts its watermark blocks
     return p

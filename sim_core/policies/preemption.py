@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..jit import inline, kernel
 from ..kv_pool import blocks_for
 from ..queues import wait_top
-from ..state import KV_BLOCKS, N_RUNNING, N_WAITING, PREEMPT_NONE
+from ..state import FINISHED, KV_BLOCKS, N_RUNNING, N_WAITING, PREEMPT_NONE
 from .fair import next_tenant
 from .ordering import ORDER_MLFQ, waiting_key
 
@@ -14,10 +14,12 @@ from .ordering import ORDER_MLFQ, waiting_key
 def memory_victim(eng, k):
     """Out of blocks while serving running[k]: evict the not-yet-served running request (running[k] itself
     included) with the least progress; ties go to the later arrival."""
-    q, generated = eng.q, eng.st.generated
+    q, generated, status = eng.q, eng.st.generated, eng.st.status
     victim = q.running[k]
     for j in range(k + 1, q.size[N_RUNNING]):
         c = q.running[j]
+        if status[c] == FINISHED:
+            continue  # finished, its blocks freed after this pass (async_scheduling)
         if generated[c] < generated[victim] or (generated[c] == generated[victim] and c > victim):
             victim = c
     return victim
@@ -48,7 +50,7 @@ def _worse_running_request(eng):
     victim = -1
     for k in range(q.size[N_RUNNING]):
         r = q.running[k]
-        if waiting_key(eng, r) > head_key:
+        if st.status[r] != FINISHED and waiting_key(eng, r) > head_key:
             if victim < 0 or st.generated[r] < st.generated[victim] or (
                     st.generated[r] == st.generated[victim] and r > victim):
                 victim = r
