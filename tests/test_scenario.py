@@ -97,6 +97,7 @@ def scenarios(draw) -> Scenario:
         fields["prefill_replicas"] = fields["decode_replicas"] = max(pools)
     if max(pools) > 0:
         fields.pop("replicas", None)
+        fields.pop("async_scheduling", None)  # not modelled for pools (refused with a message naming it)
     else:  # per-pool settings only with pools
         for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp"):
             fields.pop(name, None)
