@@ -9,10 +9,6 @@ all (a capacity search is about RUNS_PER_CANDIDATE runs at or below the plan's r
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -23,6 +19,7 @@ from sim_core.runner import make_requests
 
 from . import service
 from .inputs import MAX_REQUESTS, expected_requests, scenario_query_pairs, work_problems
+from .jobs import JobBoard, job_id
 
 MAX_PLAN_CANDIDATES = 16
 MAX_PLAN_SEEDS = 3
@@ -117,39 +114,20 @@ class SlotExecutor:
         return out
 
 
-_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan")
-_jobs: OrderedDict[str, PlanJob] = OrderedDict()
-_lock = threading.Lock()
+_plans = JobBoard("plan", MAX_QUEUED_PLANS, KEEP_PLANS, busy=lambda: service.BusyError(
+    f"{MAX_QUEUED_PLANS} plans are already running or queued; try again in a minute"))
 
 
 def start_plan(scenario: Scenario, inputs: PlanInputs) -> PlanJob:
     """The job for this plan: one already running or done, or a new one queued. Raises service.BusyError when
     MAX_QUEUED_PLANS are running or queued (the caller has checked the work with plan_work_problems)."""
-    query = plan_query(scenario, inputs)
-    job_id = hashlib.sha256(query.encode()).hexdigest()[:16]
-    with _lock:
-        job = _jobs.get(job_id)
-        if job is not None and job.error is None:
-            _jobs.move_to_end(job_id)
-            return job
-        if sum(j.running for j in _jobs.values()) >= MAX_QUEUED_PLANS:
-            raise service.BusyError(f"{MAX_QUEUED_PLANS} plans are already running or queued; try again in a "
-                                    f"minute")
-        rate = scenario.rate
-        job = PlanJob(job_id, scenario, inputs, rate, total=inputs.candidates() * scenario.seeds * 3)
-        _jobs[job_id] = job
-        while len(_jobs) > KEEP_PLANS:
-            oldest = next((k for k, j in _jobs.items() if not j.running), None)
-            if oldest is None:
-                break
-            del _jobs[oldest]
-        _pool.submit(_run, job)
-    return job
+    job = PlanJob(job_id(plan_query(scenario, inputs)), scenario, inputs, scenario.rate,
+                  total=inputs.candidates() * scenario.seeds * 3)
+    return _plans.start(job, _run)[0]
 
 
-def get_plan_job(job_id: str) -> PlanJob | None:
-    with _lock:
-        return _jobs.get(job_id)
+def get_plan_job(key: str) -> PlanJob | None:
+    return _plans.get(key)
 
 
 def _run(job: PlanJob) -> None:

@@ -12,7 +12,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,7 @@ from .inputs import (
     sweep_work_problems,
     work_problems,
 )
+from .jobs import JobBoard, job_id
 from .runview import RunView, build_view, cell_blocks, pick_frames, recorded_frames
 
 MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
@@ -285,44 +286,30 @@ class SweepJob:
 
 
 MAX_QUEUED_SWEEPS = 4
-_sweep_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep")
-_jobs: OrderedDict[str, SweepJob] = OrderedDict()
-_jobs_lock = threading.Lock()
+_sweeps = JobBoard("sweep", MAX_QUEUED_SWEEPS, keep=32, busy=lambda: BusyError(
+    f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; try again in a moment"))
 
 
 def start_sweep(req: WebRequest) -> SweepJob:
     """The sweep job for this request: an existing one (running or done) or a new one in the background.
     Raises ScenarioError when the sweep is more work than the web does (before anything is queued)."""
     assert req.sweep is not None
-    job_id = hashlib.sha256(req.query().encode()).hexdigest()[:16]
-    with _jobs_lock:
-        job = _jobs.get(job_id)
-        if job is not None and job.error is None:
-            _jobs.move_to_end(job_id)
-            return job
+    key = job_id(req.query())
+    job = _sweeps.find(key)
+    if job is not None:
+        return job
     problems = sweep_work_problems(req, lambda s: make_requests(s, resolve(s)), lambda s: resolve(s).token_budget)
     if problems:
         raise ScenarioError(problems)
-    with _jobs_lock:
-        job = _jobs.get(job_id)  # started by another request while this one was checking
-        if job is not None and job.error is None:
-            return job
-        if sum(j.running for j in _jobs.values()) >= MAX_QUEUED_SWEEPS:
-            raise BusyError(f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; try again in a moment")
-        job = SweepJob(job_id, req, total=len(req.schedulers) * len(req.sweep.rates()) * req.scenario.seeds)
-        _jobs[job_id] = job
-        while len(_jobs) > 32:
-            oldest = next((k for k, j in _jobs.items() if not j.running), None)
-            if oldest is None:
-                break
-            del _jobs[oldest]
-        job.future = _sweep_pool.submit(_run_sweep, job)
+    job, future = _sweeps.start(
+        SweepJob(key, req, total=len(req.schedulers) * len(req.sweep.rates()) * req.scenario.seeds), _run_sweep)
+    if future is not None:
+        job.future = future
     return job
 
 
-def get_job(job_id: str) -> SweepJob | None:
-    with _jobs_lock:
-        return _jobs.get(job_id)
+def get_job(key: str) -> SweepJob | None:
+    return _sweeps.get(key)
 
 
 def _run_sweep(job: SweepJob) -> dict:
