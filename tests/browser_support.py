@@ -114,3 +114,24 @@ def screenshot_dir() -> Path:
     path = REPO_ROOT / "test-output" / "screenshots"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+# A Plotly figure container the dashboard's script has finished drawing (it sets data-drawn="1").
+DRAWN = "id => { const d = document.getElementById(id); return !!d && d.dataset.drawn === '1'; }"
+
+
+@contextlib.contextmanager
+def browser_site(app: Any) -> Iterator[tuple[str, Any]]:
+    """(base URL, chromium) for a module's browser tests: the app served live once the kernels are loaded (which
+    may take a while to compile on a fresh numba cache; the server then starts at once)."""
+    from playwright.sync_api import sync_playwright
+
+    import sim_core
+
+    sim_core.warm_up()
+    with live_server(app, startup_timeout=120) as base, sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        try:
+            yield base, browser
+        finally:
+            browser.close()

@@ -32,3 +32,14 @@ def rag_results():
                for s in ("fcfs", "chunked")}
         for seed in (0, 1, 2)
     }
+
+
+@pytest.fixture(scope="module")
+def site():
+    """The browser tests' live server and chromium, one per test module (browser_support.browser_site)."""
+    from browser_support import browser_site
+
+    from app.web import app
+
+    with browser_site(app) as pair:
+        yield pair

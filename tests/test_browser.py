@@ -14,26 +14,15 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import launch_chromium, live_server, screenshot_dir  # noqa: E402
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from browser_support import DRAWN, screenshot_dir  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
-import sim_core  # noqa: E402
 from app import service  # noqa: E402
-from app.web import app  # noqa: E402
 from sim_core.metric_catalog import BY_KEY  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-DRAWN = "id => { const d = document.getElementById(id); return !!d && d.dataset.drawn === '1'; }"
 
-
-@pytest.fixture(scope="module")
-def site():
-    sim_core.warm_up()  # may compile for a while on a fresh numba cache; the server then starts at once
-    with live_server(app, startup_timeout=120) as base, sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        yield base, browser
-        browser.close()
 
 
 @pytest.fixture

@@ -9,15 +9,10 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import launch_chromium, live_server, screenshot_dir  # noqa: E402
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-import sim_core  # noqa: E402
-from app.web import app  # noqa: E402
+from browser_support import DRAWN, screenshot_dir  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-DRAWN = "id => { const d = document.getElementById(id); return !!d && d.dataset.drawn === '1'; }"
 SMALL = "hardware=rtx3050&workload=rag&num_requests=40&seed=3"
 PAGES = {
     "replicas": ("/?schedulers=fcfs,chunked&" + SMALL + "&replicas=2&router=least_outstanding",
@@ -29,14 +24,6 @@ ENGINE_ROWS = """d => Object.keys(d._fullLayout).filter(k => /^yaxis\\d*$/.test(
     .map(k => d._fullLayout[k]).filter(ax => !ax.overlaying && ax.title && /^(replica|prefill|decode) \\d+$/.test(ax.title.text))
     .map(ax => ({name: ax.title.text, top: ax._offset, height: ax._length}))"""
 
-
-@pytest.fixture(scope="module")
-def site():
-    sim_core.warm_up()
-    with live_server(app, startup_timeout=120) as base, sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        yield base, browser
-        browser.close()
 
 
 def open_page(site, width: int, height: int):

@@ -10,26 +10,15 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import launch_chromium, live_server, screenshot_dir  # noqa: E402
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from browser_support import DRAWN, screenshot_dir  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
-import sim_core  # noqa: E402
-from app.web import app  # noqa: E402
 from sim_core.attribution import ATTRIBUTION_PARTS  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-DRAWN = "id => { const d = document.getElementById(id); return !!d && d.dataset.drawn === '1'; }"
 SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
 
-
-@pytest.fixture(scope="module")
-def site():
-    sim_core.warm_up()
-    with live_server(app, startup_timeout=120) as base, sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        yield base, browser
-        browser.close()
 
 
 def _page(site, width=1440, height=900, **options):

@@ -10,25 +10,15 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import launch_chromium, live_server, screenshot_dir  # noqa: E402
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from browser_support import DRAWN, screenshot_dir  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 import sim_core  # noqa: E402
 import sim_core.planner  # noqa: E402
-from app.web import app  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-DRAWN = "id => { const d = document.getElementById(id); return !!d && d.dataset.drawn === '1'; }"
 
-
-@pytest.fixture(scope="module")
-def site():
-    sim_core.warm_up()
-    with live_server(app, startup_timeout=120) as base, sync_playwright() as pw:
-        browser = launch_chromium(pw)
-        yield base, browser
-        browser.close()
 
 
 def test_plan_tab_searches_with_progress_then_links_each_plan_to_its_scenario(site, monkeypatch):
