@@ -91,7 +91,7 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: str, token_budget: i
     """One deployment's setup and KV pool (SetupError names the field that sets it)."""
     try:
         setup = resolve_setup(hardware, model, s.quantization, tp, s.gpu_memory_utilization, s.block_size,
-                              token_budget, s.max_seqs)
+                              token_budget, s.max_seqs, s.kv_cache_dtype)
     except SetupError as e:
         if e.field in ("tp", "model") and (hw_field, tp_field) != ("hardware", "tp"):
             raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", tp_field if e.field == "tp"
