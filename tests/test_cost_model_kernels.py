@@ -1,6 +1,8 @@
 """The kernel terms added to the step model: the engine's one-kernel NVLink all-reduce, elementwise kernels at
 their own kind's bandwidth, and the FP8 KV cache."""
 
+import json
+
 import pytest
 
 from sim_core import Scenario, resolve, run
@@ -110,3 +112,19 @@ def test_kv_cache_dtype_is_a_scenario_field_and_more_fits_in_fp8():
     assert run(Scenario(kv_cache_dtype="fp8", **base)).metrics["completed"] > 0
     with pytest.raises(ValueError, match="kv_cache_dtype"):
         Scenario(kv_cache_dtype="int3")
+
+
+def test_step_time_command_and_api_take_the_kv_cache_format(capsys):
+    from app.cli import main
+
+    args = ["step-time", "--hardware", "h100", "--model", "llama-3-8b", "--decode-seqs", "64",
+            "--decode-context", "4096", "--json"]
+    assert main(args) == 0
+    auto = json.loads(capsys.readouterr().out)
+    assert main(args + ["--kv-cache-dtype", "fp8"]) == 0
+    fp8 = json.loads(capsys.readouterr().out)
+    assert (auto["kv_cache_dtype"], fp8["kv_cache_dtype"]) == ("auto", "fp8")
+    assert fp8["components_ms"]["attention"] < 0.55 * auto["components_ms"]["attention"]
+    assert fp8["components_ms"]["linear"] == auto["components_ms"]["linear"]
+    assert main(args[:-1] + ["--kv-cache-dtype", "fp8"]) == 0
+    assert "fp8 KV cache" in capsys.readouterr().out

@@ -479,7 +479,8 @@ def step_time_lines(doc: dict) -> list[str]:
         batch.append(f"a {doc['prefill_tokens']:,}-token prefill chunk after {doc['context_tokens']:,} cached")
     if doc["decode_seqs"]:
         batch.append(f"{doc['decode_seqs']:,} decoding sequences of {doc['decode_context']:,} tokens of context")
-    lines = [f"{doc['model']} ({doc['quantization']}) on {doc['hardware']}, tp={doc['tp']}: " + " + ".join(batch),
+    formats = doc["quantization"] + (", fp8 KV cache" if doc.get("kv_cache_dtype") == "fp8" else "")
+    lines = [f"{doc['model']} ({formats}) on {doc['hardware']}, tp={doc['tp']}: " + " + ".join(batch),
              f"step time {fmt(doc['step_ms'])} ms, {doc['bound']}-bound (MBU {pct(doc['mbu'])}%, "
              f"MFU {pct(doc['mfu'])}%)", ""]
     total = doc["step_ms"]
