@@ -128,3 +128,12 @@ def test_step_time_command_and_api_take_the_kv_cache_format(capsys):
     assert fp8["components_ms"]["linear"] == auto["components_ms"]["linear"]
     assert main(args[:-1] + ["--kv-cache-dtype", "fp8"]) == 0
     assert "fp8 KV cache" in capsys.readouterr().out
+
+
+def test_dashboard_form_offers_the_kv_cache_format():
+    from app.present import build_form
+
+    form = build_form({}, {}, page_defaults={})
+    fields = {f.name: f for _, group in form.groups for f in group} | {f.name: f for f in form.advanced}
+    f = fields["kv_cache_dtype"]
+    assert f.label == "KV cache format" and [v for v, _ in f.options] == ["auto", "fp8"]
