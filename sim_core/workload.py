@@ -8,6 +8,7 @@ from DistServe's evaluation settings.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -616,3 +617,26 @@ def read_trace(text: str, max_rows: int) -> Requests:
     if all(c in [h.strip() for h in first_line.split(",")] for c in AZURE_COLUMNS):
         return read_azure_trace(text, max_rows)
     return read_csv_trace(text, max_rows)
+
+
+def own_rate(reqs: Requests) -> float | None:
+    """A trace's own mean arrival rate, requests/s: the arrivals after the first over the time they span. None
+    when it has none (one request, or every request at one instant)."""
+    open_loop = reqs.arrival_s[reqs.parents() < 0]
+    span = float(open_loop[-1] - open_loop[0]) if len(open_loop) else 0.0
+    return (len(open_loop) - 1) / span if span > 0 else None
+
+
+def at_rate(reqs: Requests, rate: float) -> Requests:
+    """The trace replayed at `rate` requests/s: every gap between arrivals scaled by one factor, so its bursts and
+    lulls keep their shape (as Vidur's and BLIS's trace time-scaling do); the first arrival stays where it is.
+    A planner or a sweep asks "what if this traffic came faster?" of a recorded trace this way."""
+    own = own_rate(reqs)
+    if own is None:
+        raise TraceError("the trace's requests all arrive at one instant, so it has no arrival rate to scale: "
+                         "leave rate unset to replay it as recorded")
+    open_loop = reqs.parents() < 0
+    start = float(reqs.arrival_s[open_loop][0])
+    arrival = reqs.arrival_s.copy()  # follow-up turns (inf until their parent ends) keep their think times
+    arrival[open_loop] = start + (arrival[open_loop] - start) * (own / rate)
+    return dataclasses.replace(reqs, arrival_s=arrival)
