@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from .jit import entry
+from .jit import entry_nogil
 from .quoting import quote
 
 
@@ -223,7 +223,7 @@ def content_hashes(seg_ids, seg_lens, seg_off, block_size) -> tuple[np.ndarray, 
     return block_hashes(seg_ids, seg_lens, seg_off, counts[inverse] == 1, block_size)
 
 
-@entry
+@entry_nogil  # a run's whole workload: long enough that the web's event loop should not wait on it
 def block_hashes(seg_ids, seg_lens, seg_off, seg_private, block_size):
     """Chained content hashes of every full block of every request: H_j = hash(H_{j-1}, content of block j), as
     vLLM and SGLang key their prefix caches. Deterministic (no Python hash() randomisation) and never 0. Blocks
