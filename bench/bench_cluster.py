@@ -3,7 +3,9 @@ Prints figures; asserts nothing.
 
     .venv/bin/python bench/bench_cluster.py [--quick]
 
-1. prefix_affinity vs round_robin: agent sessions with the prefix cache, 4 x A100 + Llama-3-8B near 70% load.
+1. prefix_affinity vs round_robin with the prefix cache, 4 x A100 + Llama-3-8B near 70% load: multi-turn chat
+   conversations (what a turn reuses is its own conversation's history), and agent sessions (which all share one
+   1,500-token tool prompt, so any router hits it).
 2. Routers under bursty arrivals (burstiness 4), same load: TTFT p99 per router.
 3. Disaggregated vs colocated at equal GPU count with a strict TPOT SLO, on rag and on short prompts, P:D swept
    1:3 .. 3:1, over a fast link (InfiniBand 400) and a slow one (25 Gb/s Ethernet, TCP): capacity under SLOs,
@@ -69,11 +71,48 @@ def ideal_hit_rate(res, replica_of=None) -> float:
     return hit / int(reqs.prompt_tokens.sum())
 
 
+def saturation_rate(base: dict, ttft_ms: float = 1000.0) -> float:
+    """The arrival rate one engine of this set-up can sustain: the highest at which its mean TTFT stays under
+    `ttft_ms` (past it the queue grows without bound and TTFT jumps by orders of magnitude, so the threshold
+    matters little). For closed-loop sessions, whose long think times stretch the run far past the arrival window
+    and leave busy fractions that do not measure load."""
+    lo, hi = 0.05, 200.0
+    for _ in range(14):
+        mid = (lo * hi) ** 0.5
+        m = run(Scenario(**{**base, "rate": mid, "replicas": 1})).metrics
+        lo, hi = (mid, hi) if m["ttft_ms"]["mean"] < ttft_ms else (lo, mid)
+    return lo
+
+
+PREFIX_KEYS = ("prefix_cache_hit_rate", "ttft_ms.mean", "ttft_ms.p99", "load_imbalance", "gpu_busy_fraction")
+
+
+def routers_multiturn(quick: bool) -> None:
+    base = dict(hardware="a100", model="llama-3-8b", workload="multiturn", prefix_cache=True, seed=1,
+                duration=120 if quick else 600)
+    saturation = saturation_rate(base)
+    rate = 0.7 * 4 * saturation
+    print(f"1a. multi-turn chat, prefix cache, 4 x A100 + Llama-3-8B at {rate:.3g} conversations/s (70% of 4 x "
+          f"{saturation:.3g}, one engine's saturation rate):")
+    rr = run(Scenario(**base, rate=rate, replicas=4, router="round_robin"))
+    print(row("round_robin", rr.metrics, *PREFIX_KEYS))
+    print(f"  {'':34s} never-evicting caches: one for the cluster {ideal_hit_rate(rr):.4f}, one per replica "
+          f"under round robin's routing {ideal_hit_rate(rr, rr.replica_of):.4f}")
+    for weight in (1.0, 2.0, 4.0, 8.0):
+        m = run(Scenario(**base, rate=rate, replicas=4, router="prefix_affinity", router_cache_weight=weight)).metrics
+        ratio = m["prefix_cache_hit_rate"] / max(rr.metrics["prefix_cache_hit_rate"], 1e-12)
+        print(row(f"prefix_affinity, cache weight {weight:g}", {**m, "hit_ratio_vs_rr": ratio}, *PREFIX_KEYS,
+                  "hit_ratio_vs_rr"))
+    for router in ("session", "least_outstanding"):
+        print(row(router, run(Scenario(**base, rate=rate, replicas=4, router=router)).metrics, *PREFIX_KEYS))
+
+
 def routers_prefix(quick: bool) -> None:
+    routers_multiturn(quick)
     base = dict(hardware="a100", model="llama-3-8b", workload="agent", prefix_cache=True, seed=1,
                 duration=120 if quick else 600)
     rate = capacity_rate(base, 4)
-    print(f"1. agent sessions, prefix cache, 4 x A100 + Llama-3-8B at {rate:.3g} sessions/s (~70% busy each):")
+    print(f"1b. agent sessions, prefix cache, 4 x A100 + Llama-3-8B at {rate:.3g} sessions/s (~70% busy each):")
     rr = run(Scenario(**base, rate=rate, replicas=4, router="round_robin"))
     print(row("round_robin", rr.metrics, "prefix_cache_hit_rate", "ttft_ms.mean", "ttft_ms.p99", "load_imbalance",
               "gpu_busy_fraction"))
