@@ -9,7 +9,8 @@ Prints figures; asserts nothing.
 2. Routers under bursty arrivals (burstiness 4), same load: TTFT p99 per router.
 3. Disaggregated vs colocated at equal GPU count with a strict TPOT SLO, on rag and on short prompts, P:D swept
    1:3 .. 3:1, over a fast link (InfiniBand 400) and a slow one (25 Gb/s Ethernet, TCP): capacity under SLOs,
-   goodput, ITL p99 against a pure decode step.
+   goodput, ITL p99 against a pure decode step. 3b: goodput by arrival rate for each split and link, on A100 and
+   H100 (where a slow link binds) and on short prompts.
 4. Speed: simulated tokens/s of 8 replicas against one engine; peak memory of a 1M-request, 16-replica run.
 """
 
@@ -204,6 +205,38 @@ def disaggregation(quick: bool) -> None:
                       "decode_step_ms", "kv_transfer_ms.p99"))
 
 
+PD_RATE_CASES = (  # hardware, workload, arrival rates (req/s over the 4 GPUs), what it shows
+    ("a100", "rag", (10, 20, 30), "an A100 prefills ~10 rag req/s, less than 25 GbE carries (~19 req/s of rag KV "
+                                  "per link): the slow link never binds; P/D wins at 20 req/s on either link"),
+    ("h100", "rag", (25, 35, 45, 55), "an H100 prefills ~3x faster: 25 GbE binds (link utilisation -> 1) and P/D "
+                                      "over it loses to colocated from ~35 req/s, while over IB400 it keeps up"),
+    ("h100", "multitenant", (40, 80, 120), "short prompts: prefill engines idle while decode engines are short; "
+                                           "P:D 3:1 loses from 40 req/s, 2:2 from 80, 1:3 at 120"),
+)
+
+
+def disaggregation_rates(quick: bool) -> None:
+    """Goodput against the arrival rate, P/D (each split, each link) against colocated at 4 GPUs, Llama-3-8B,
+    TPOT target 20 ms: where P/D wins, and where it loses (a slow link, short prompts)."""
+    print("3b. goodput (req/s within TTFT and mean-TPOT targets) by arrival rate, 4 GPUs + Llama-3-8B, TPOT target "
+          "20 ms; [link utilisation] for P/D:")
+    for hardware, workload, rates, what in PD_RATE_CASES:
+        base = dict(hardware=hardware, model="llama-3-8b", workload=workload, slo_tpot_ms=20.0, seed=1,
+                    duration=60 if quick else 300, router="least_outstanding")
+        print(f"  {hardware} {workload}: {what}")
+        print(f"    {'':24s}" + "".join(f"{r:>16g}" for r in rates))
+        configs = [(f"colocated 4 x {sched}", dict(replicas=4, scheduler=sched)) for sched in ("fcfs", "chunked")]
+        configs += [(f"P:D {p}:{d} {link}", dict(prefill_replicas=p, decode_replicas=d, kv_link=link))
+                    for link in ("ib400", "eth25") for p, d in ((1, 3), (2, 2), (3, 1))]
+        for name, fields in configs:
+            cells = []
+            for rate in rates:
+                m = run(Scenario(**base, **fields, rate=float(rate))).metrics
+                link = f" [{m['kv_link_utilization']:.2f}]" if "kv_link_utilization" in m else ""
+                cells.append(f"{m['goodput']:.3g}{link}")
+            print(f"    {name:24s}" + "".join(f"{c:>16s}" for c in cells))
+
+
 def speed(quick: bool) -> None:
     n = 20_000 if quick else 100_000
     print(f"4. simulation speed, {n:,} chat requests on H100 + Llama-3-8B at ~the same load per engine:")
@@ -240,13 +273,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="shorter runs")
     ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--only", choices=("prefix", "bursty", "pd", "speed"))
+    ap.add_argument("--only", choices=("prefix", "bursty", "pd", "pd-rates", "speed"))
     a = ap.parse_args()
     if a.memory_child:
         memory_child()
         return
     warm_up()
-    steps = {"prefix": routers_prefix, "bursty": routers_bursty, "pd": disaggregation, "speed": speed}
+    steps = {"prefix": routers_prefix, "bursty": routers_bursty, "pd": disaggregation, "pd-rates": disaggregation_rates,
+             "speed": speed}
     for name, fn in steps.items():
         if a.only in (None, name):
             fn(a.quick)
