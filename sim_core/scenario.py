@@ -88,7 +88,8 @@ class Scenario(BaseModel):
     trace: str | None = Field(None, min_length=1, max_length=4096,
                               description="CSV trace file arrival_s,prompt_tokens,output_tokens (replaces the preset)")
     rate: float | None = Field(None, ge=MIN_RATE, le=10_000,
-                               description="arrival rate, requests/s; default: the preset's")
+                               description="arrival rate, requests/s; default: the preset's (a trace: its recorded "
+                                           "timing; with rate set, its gaps scaled to this mean rate)")
     burstiness: float | None = Field(None, ge=0.05, le=20,
                                      description="coefficient of variation of inter-arrival gaps (1 = Poisson)")
     duration: float = Field(60.0, gt=0, le=MAX_DURATION_S, description="seconds of arrivals")

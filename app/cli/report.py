@@ -588,7 +588,8 @@ def plan_lines(base: Scenario, rate: float, target: float, result) -> list[str]:
         rows.append(["*" if p.pareto else "", deployment_text(s), str(p.gpus),
                      fmt(p.cost_per_hour), fmt(p.cost_per_mtok), fmt(m["ttft_ms"]["p99"]), fmt(m["tpot_ms"]["p99"]),
                      pct(m["slo_attainment"]), fmt(p.replica_capacity)])
-    out = [f"Plans for {base.model} on {base.workload} at {g(rate)} req/s, >= {pct(target)}% SLO attainment "
+    traffic = f"trace {base.trace} (its gaps scaled)" if base.trace else base.workload
+    out = [f"Plans for {base.model} on {traffic} at {g(rate)} req/s, >= {pct(target)}% SLO attainment "
            f"({len(result.plans)} found, {result.simulations} simulations; * = Pareto front of cost and P99 TTFT)"]
     out += _columns(head + [""], [r + [""] for r in rows], right=set(range(2, len(head)))) if rows else [
         "  no deployment meets the SLO within the limits"]
