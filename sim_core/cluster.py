@@ -3,11 +3,17 @@
 The loop always does whatever happens next in simulated time: a request arriving (the router picks a replica for
 it from the load it can see) or a step of the engine whose next event is earliest. A replica busy with a step
 when a request reaches it queues the request for its next step, as a real server does. The router sees each
-replica's outstanding requests (waiting + running + swapped) as of its last look, refreshed every
-`staleness_s` of simulated time (0: always current), since real routers poll metrics endpoints.
+replica's load as of its last look, refreshed every `staleness_s` of simulated time (0: always current), since
+real routers poll metrics endpoints. least_outstanding and power_of_two count the load in tokens, not requests:
+the tokens a replica has still to prefill, which is the queue a new prompt's first token waits behind. One
+4,000-token prompt delays it as much as dozens of short ones, and requests already decoding hardly do (continuous
+batching runs a prefill chunk beside them). A count of outstanding requests tells none of this apart: on chat at
+~70% load with bursty arrivals it routed no better than round robin; adding the KV tokens in use (Dynamo's
+active blocks) also made mean TTFT worse than round robin's (bench/bench_cluster.py, section 2). prefix_affinity
+weighs what a replica's cache saves against the KV tokens its requests hold (see _prefix_cost).
 
-Routers (ROUTERS): round_robin; least_outstanding (join the shortest queue); power_of_two (the less loaded of two
-random replicas); prefix_affinity (cache-aware: the replica where the request costs least, counting the prompt
+Routers (ROUTERS): round_robin; least_outstanding (join the shortest queue, in tokens; ties, as when every
+replica is idle, go round robin); power_of_two (the less loaded of two random replicas); prefix_affinity (cache-aware: the replica where the request costs least, counting the prompt
 tokens it would have to compute there, i.e. the prompt less the longest prefix that replica has cached, plus the
 KV tokens of the requests that replica already has outstanding; see _prefix_cost); session (a conversation's id
 hashed to a replica, so all its turns go to one). A follow-up turn is routed like any request when it arrives
@@ -64,6 +70,7 @@ from .state import (
     N_RUNNING,
     N_SWAPPED,
     N_WAITING,
+    N_WAITING_TOKENS,
     NOW,
     REJECTED,
     STALLED,
@@ -74,8 +81,10 @@ from .state import (
 ROUTE_ROUND_ROBIN, ROUTE_LEAST_OUTSTANDING, ROUTE_POWER_OF_TWO, ROUTE_PREFIX_AFFINITY, ROUTE_SESSION = range(5)
 ROUTERS = {  # name -> (code, what it does)
     "round_robin": (ROUTE_ROUND_ROBIN, "each request to the next replica in turn"),
-    "least_outstanding": (ROUTE_LEAST_OUTSTANDING, "the replica with the fewest outstanding requests"),
-    "power_of_two": (ROUTE_POWER_OF_TWO, "the less loaded of two replicas drawn at random"),
+    "least_outstanding": (ROUTE_LEAST_OUTSTANDING, "the replica with the fewest tokens still to prefill (the "
+                                                   "shortest prefill queue); ties in turn"),
+    "power_of_two": (ROUTE_POWER_OF_TWO, "of two replicas drawn at random, the one with fewer tokens still to "
+                                         "prefill"),
     "prefix_affinity": (ROUTE_PREFIX_AFFINITY, "cache-aware: the replica where the prompt's uncached tokens plus "
                                                "the KV tokens it already has outstanding are fewest"),
     "session": (ROUTE_SESSION, "a conversation's id hashed to a replica (sticky sessions)"),
@@ -116,16 +125,34 @@ def _outstanding_tokens(eng):
 
 
 @inline
+def _prefill_queue(eng):
+    """The tokens the engine has still to prefill: its waiting requests' (a counter, not a scan of the heaps,
+    which past saturation hold thousands of requests; this is read after every step) and the rest of the running
+    prompts part-way through. What a new prompt's first token waits behind."""
+    q, prompt, computed = eng.q, eng.req.prompt_tokens, eng.st.computed
+    tokens = q.size[N_WAITING_TOKENS]
+    for i in range(q.size[N_RUNNING]):
+        tokens += max(0, prompt[q.running[i]] - computed[q.running[i]])
+    return tokens
+
+
+@inline
 def _load(eng, router):
-    """The load the router reads off a replica when it looks: KV tokens for prefix_affinity, requests for the
-    others."""
-    return _outstanding_tokens(eng) if router == ROUTE_PREFIX_AFFINITY else _outstanding(eng)
+    """The load the router reads off a replica when it looks: KV tokens held for prefix_affinity (its cost adds
+    the prompt tokens to compute there), tokens still to prefill for least_outstanding and power_of_two,
+    nothing for the routers that do not look."""
+    if router == ROUTE_PREFIX_AFFINITY:
+        return _outstanding_tokens(eng)
+    if router == ROUTE_LEAST_OUTSTANDING or router == ROUTE_POWER_OF_TWO:
+        return _prefill_queue(eng)
+    return 0
 
 
 @inline
 def _sent_load(eng, r, router):
-    """What sending request r adds to its replica's load as the router counts it until it looks again."""
-    return eng.req.prompt_tokens[r] if router == ROUTE_PREFIX_AFFINITY else 1
+    """What sending request r adds to its replica's load as the router counts it until it looks again: its
+    prompt (to prefill there; for prefix_affinity, to hold)."""
+    return eng.req.prompt_tokens[r]
 
 
 @inline
@@ -157,7 +184,7 @@ def _choose(engines, seen, r, routing, block_size, sent):
     if router == ROUTE_ROUND_ROBIN:
         return sent % n
     if router == ROUTE_LEAST_OUTSTANDING:
-        return _argmin(seen)
+        return _argmin_from(seen, sent % n)
     if router == ROUTE_POWER_OF_TWO:
         a, b = choices[r, 0], choices[r, 1]
         return a if seen[a] <= seen[b] else b
@@ -211,6 +238,18 @@ def _engines(cfg, table, count, frames, share_with):
 def _argmin(values):
     best = 0
     for i in range(1, values.shape[0]):
+        if values[i] < values[best]:
+            best = i
+    return best
+
+
+@inline
+def _argmin_from(values, start):
+    """The index of the least value, ties to the first from `start` on (wrapping): ties rotate, not pile up on 0."""
+    n = values.shape[0]
+    best = start
+    for k in range(1, n):
+        i = (start + k) % n
         if values[i] < values[best]:
             best = i
     return best

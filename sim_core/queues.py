@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import inline, kernel
-from .state import N_FOLLOWUPS, N_RUNNING, N_SWAPPED, N_WAITING, QUEUES, new_record
+from .state import N_FOLLOWUPS, N_RUNNING, N_SWAPPED, N_WAITING, N_WAITING_TOKENS, QUEUES, new_record
 
 
 @kernel
@@ -37,7 +37,7 @@ def new_queues(tenant, n_tenants, max_num_seqs):
     q.swap_ids = np.empty(n, np.int64)
     q.followup_keys = np.empty(n)
     q.followup_ids = np.empty(n, np.int64)
-    q.size = np.zeros(4, np.int64)
+    q.size = np.zeros(5, np.int64)
     return q
 
 
@@ -100,17 +100,28 @@ def heapify(keys, ids, size):
 
 # ----- waiting -----
 @inline
-def wait_push(q, t, key, r):
-    lo, hi = q.q_off[t], q.q_off[t + 1]
-    q.q_size[t] = heap_push(q.wait_keys[lo:hi], q.wait_ids[lo:hi], q.q_size[t], key, r)
-    q.size[N_WAITING] += 1
+def to_compute(eng, r):
+    """The tokens waiting request r has to compute once admitted (its prompt, plus what it generated when it is
+    back for recompute; less KV that came in from a prefill engine). Constant while it waits, so wait_push and
+    wait_pop add and take back the same amount."""
+    return eng.req.prompt_tokens[r] + eng.st.generated[r] - eng.st.computed[r]
 
 
 @inline
-def wait_pop(q, t):
+def wait_push(q, t, key, r, tokens):
+    """r joins tenant t's heap; `tokens`: what it has to compute (wait_pop takes the same back)."""
+    lo, hi = q.q_off[t], q.q_off[t + 1]
+    q.q_size[t] = heap_push(q.wait_keys[lo:hi], q.wait_ids[lo:hi], q.q_size[t], key, r)
+    q.size[N_WAITING] += 1
+    q.size[N_WAITING_TOKENS] += tokens
+
+
+@inline
+def wait_pop(q, t, tokens):
     lo, hi = q.q_off[t], q.q_off[t + 1]
     q.q_size[t] = heap_pop(q.wait_keys[lo:hi], q.wait_ids[lo:hi], q.q_size[t])
     q.size[N_WAITING] -= 1
+    q.size[N_WAITING_TOKENS] -= tokens
 
 
 @inline

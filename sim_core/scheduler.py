@@ -36,6 +36,7 @@ from .queues import (
     remove_running,
     swap_pop,
     swap_push,
+    to_compute,
     wait_pop,
     wait_push,
     wait_top,
@@ -102,7 +103,7 @@ def release_follow_up(eng, r, end_s):
 def enqueue(eng, r, key):
     t = eng.req.tenant[r]
     lift_returning_tenant(eng.q, t)
-    wait_push(eng.q, t, key, r)
+    wait_push(eng.q, t, key, r, to_compute(eng, r))
 
 
 @kernel
@@ -238,13 +239,13 @@ def admit_waiting(eng):
         r = wait_top(q, t)
         verdict = admission_verdict(eng, r)
         if verdict == SHED:
-            wait_pop(q, t)
+            wait_pop(q, t, to_compute(eng, r))
             reject(eng, r, REJECT_SHED, eng.clock[NOW])
             n[B_SHED] += 1
         elif verdict == DEGRADE:  # admit later with a relaxed target: requeue it under its new key
             eng.st.degraded[r] = 1
             eng.logs.acc[A_DEGRADED] += 1
-            wait_pop(q, t)
+            wait_pop(q, t, to_compute(eng, r))
             enqueue(eng, r, waiting_key(eng, r))
         elif not _admit(eng, r, t):
             return  # head-of-line: later requests wait behind it, as in vLLM
@@ -279,7 +280,7 @@ def _admit(eng, r, t):
     headroom = kv.free[KV_BLOCKS] - (int(cfg.pol[P_WATERMARK_BLOCKS]) if eng.q.size[N_RUNNING] > 0 else 0)
     if max(new_blocks, whole) + free_hits > headroom:
         return False
-    wait_pop(eng.q, t)
+    wait_pop(eng.q, t, to_compute(eng, r))
     take_slot(kv, r)
     if hits > 0:
         take_cached_prefix(kv, r, hits)

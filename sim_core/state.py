@@ -77,8 +77,9 @@ STEP_LOG_COLUMNS = {
 N_ACC = 19
 # KVCache.free[] slots.
 KV_BLOCKS, KV_SLOTS, KV_SWAP = range(3)
-# Queues.size[] slots (N_WAITING counts every tenant's heap together).
-N_RUNNING, N_WAITING, N_SWAPPED, N_FOLLOWUPS = range(4)
+# Queues.size[] slots (N_WAITING counts every tenant's heap together; N_WAITING_TOKENS sums the tokens the waiting
+# requests have to compute, kept as they come and go so that a router reads it without scanning the heaps).
+N_RUNNING, N_WAITING, N_SWAPPED, N_FOLLOWUPS, N_WAITING_TOKENS = range(5)
 # Logs.n[] and Logs.frame_clock[] slots.
 # L_EVENTS_FULL: 1 once the event log reached cfg.max_events (it stopped at a step boundary: complete up to there).
 L_STEPS_LOGGED, L_LOG_STRIDE, L_EVENTS, L_NEXT_FRAME, L_EVENTS_FULL = range(5)
@@ -231,7 +232,7 @@ QUEUES = RecordType([
     ("vtc", F64),  # weighted service received per tenant (fair sharing); all zero otherwise
     ("swap_keys", F64), ("swap_ids", I64),  # swapped-out requests, a heap on their policy key
     ("followup_keys", F64), ("followup_ids", I64),  # session turns waiting out their think time, on arrival time
-    ("size", I64),  # N_RUNNING, N_WAITING, N_SWAPPED, N_FOLLOWUPS
+    ("size", I64),  # N_RUNNING, N_WAITING, N_SWAPPED, N_FOLLOWUPS, N_WAITING_TOKENS
 ])
 BATCH = RecordType([
     ("req", I64),  # the step's scheduled requests

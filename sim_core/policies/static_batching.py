@@ -8,7 +8,7 @@ from ..batch import add_to_batch
 from ..jit import inline, kernel
 from ..kv_pool import allocate, blocks_for, release, take_slot
 from ..logs import log_event
-from ..queues import add_running, wait_pop, wait_top
+from ..queues import add_running, to_compute, wait_pop, wait_top
 from ..state import (
     B_DECODE_CTX,
     B_DECODE_SEQS,
@@ -66,7 +66,7 @@ def _form_batch(eng):
         need = blocks_for(req.prompt_tokens[r] + req.output_tokens[r], cfg.block_size)
         if need > kv.free[KV_BLOCKS]:
             break
-        wait_pop(q, t)
+        wait_pop(q, t, to_compute(eng, r))
         take_slot(kv, r)
         allocate(kv, r, need, eng.logs.acc)
         st.status[r] = RUNNING
