@@ -19,7 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from numba import config, njit
+from numba import config, njit, types
+from numba.core.caching import FunctionCache
+from numba.core.registry import CPUDispatcher
+from numba.core.runtime import rtsys
 
 
 def _writable(path: Path) -> bool:
@@ -74,8 +77,46 @@ CACHE_DIR = _cache_dir()
 if CACHE_DIR is not None:
     config.CACHE_DIR = CACHE_DIR  # read when each function below is decorated; numba writes nowhere else
 
+
+class OneSignature(CPUDispatcher):
+    """A kernel compiled once per argument types, however its callers spell their constants. numba types a
+    constant argument passed from jitted code as a literal (`f(eng, 0)` as Literal[int](0), `f(eng, n)` as int64)
+    and compiles a version per literal value: `step_cost` was compiled four times, `_admit` and five others twice.
+    Widening literals to their plain types before the overload is looked up compiles (and caches) one; results
+    are the same, the literal versions only folded a constant."""
+
+    def get_call_template(self, args, kws):
+        return super().get_call_template(tuple(types.unliteral(a) for a in args),
+                                         {k: types.unliteral(v) for k, v in kws.items()})
+
+
+class LoadWithoutRefresh(FunctionCache):
+    """numba refreshes its typing and target contexts (imports and registers every builtin and numpy typing and
+    lowering implementation: ~0.2 s of a CLI run's ~1 s) before it loads a cached kernel. Loading compiled code
+    needs only numba's runtime (NRT: allocation, reference counts), and a compile refreshes both contexts itself
+    (numba.core.compiler's CompilerBase), so a cache hit starts the runtime and skips the rest."""
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)  # what refresh() does first; idempotent
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+
+def _one_signature(**options):
+    jit = njit(**options)
+
+    def decorate(func):
+        disp = jit(func)
+        if isinstance(disp, CPUDispatcher):  # not under NUMBA_DISABLE_JIT, where njit hands back func itself
+            disp.__class__ = OneSignature
+            if isinstance(disp._cache, FunctionCache):
+                disp._cache = LoadWithoutRefresh(func)
+        return disp
+    return decorate
+
+
 _CACHE = CACHE_DIR is not None
-kernel = njit(cache=_CACHE)
+kernel = _one_signature(cache=_CACHE)
 entry = kernel
-entry_nogil = njit(cache=_CACHE, nogil=True)  # releases the GIL: several web requests simulate in parallel threads
+entry_nogil = _one_signature(cache=_CACHE, nogil=True)  # releases the GIL: several web requests simulate in threads
 inline = njit(cache=_CACHE, inline="always")
