@@ -1,0 +1,52 @@
+"""How kernels compile: one signature each, and a cold warm-up split over two processes that compile disjoint
+subtrees of the engine with the very signatures the engine calls them with."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import config as numba_config
+
+import sim_core
+from sim_core import jit, warm
+
+pytestmark = pytest.mark.skipif(numba_config.DISABLE_JIT, reason="about numba's compiled kernels")
+
+
+@jit.kernel
+def _twice(x, n):
+    return x * n
+
+
+@jit.entry
+def _calls_with_literals_and_variables(x, n):
+    return _twice(x, 0) + _twice(x, 1) + _twice(x, n) + _twice(x, True)
+
+
+def test_a_kernel_called_with_literal_constants_compiles_one_signature():
+    assert _calls_with_literals_and_variables(3.0, 5) == 3.0 * 0 + 3.0 * 1 + 3.0 * 5 + 3.0 * 1
+    # numba alone compiles one version per literal (0, 1, True) and one for int64: four.
+    assert len(_twice.signatures) == 2  # (float64, int64) and (float64, bool): the literals widened
+    assert all("Literal" not in str(sig) for sig in _twice.signatures)
+
+
+def test_the_two_halves_of_the_warm_up_are_disjoint_kernels_of_the_engine():
+    names = warm.HELPER + warm.HERE
+    assert len(set(names)) == len(names)
+    for module, name in names:
+        assert isinstance(warm._kernel(module, name), jit.OneSignature), (module, name)
+
+
+def test_the_warm_up_compiles_what_the_engine_calls_and_nothing_else():
+    """After a warm-up (cold or warm), each kernel the helper or this process compiled ahead holds exactly one
+    signature in the cache: the engine called it with the types warm.py compiled, not others (a mismatch
+    would compile a second version and waste the helper's work)."""
+    sim_core.warm_up()
+    for module, name in warm.HELPER + warm.HERE:
+        assert warm.cached_signatures(module, name) == [warm._signature(module, name)], (module, name)
+    assert warm.start_helper() is None  # warm now: no helper process
+
+
+def test_new_engine_inputs_match_a_real_run():
+    cfg, table, frames = warm._engine_inputs()
+    assert cfg.cost.dtype == np.float64 and table.arrival_s.dtype == np.float64 and frames.capacity == 0
