@@ -7,7 +7,8 @@ with a warm cache. Prints figures; asserts nothing.
 
 Each figure is measured in fresh processes: wall-clock seconds and CPU seconds (user + system, the compile's
 helper process included). On a machine other work shares, wall time moves with the load; CPU time and the
-number of compilations much less, so all are printed, and A/B runs alternate between the checkouts.
+number of compilations much less, so all are printed, and A/B runs alternate between the checkouts. The count
+is the main process's: what warm.py's helper process compiles meanwhile shows in its CPU seconds.
 """
 
 from __future__ import annotations

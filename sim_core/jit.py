@@ -3,7 +3,10 @@ plain Python under NUMBA_DISABLE_JIT=1. Two flavours, because compile time is mo
 function (~0.25 s each on a laptop core), and a call costs an atomic reference-count update for every array or
 record it passes (numba counts references to arguments, even for an inlined call):
 
-  kernel  a function compiled on its own (`entry`, `entry_nogil`: the ones Python calls)
+  kernel  a function compiled on its own, that other kernels call: numba links its code into each caller's, so
+          only its callers' code runs; it skips the module-level LLVM passes, which its entry runs once over
+          everything linked in (_LinkedInto below)
+  entry   a kernel Python calls (`entry_nogil`: one that releases the GIL); fully optimized
   inline  a few lines: numba inlines it into each caller, so it is not compiled on its own and not called at run
           time. Loops that run per request per step call neither kind with array or record arguments.
 No fastmath, no globals that change, random numbers drawn outside the kernels: results are bit-identical across
@@ -91,6 +94,23 @@ class OneSignature(CPUDispatcher):
         return super().get_call_template(tuple(types.unliteral(a) for a in args),
                                          {k: types.unliteral(v) for k, v in kws.items()})
 
+    @property
+    def _cache(self):
+        """numba's on-disk cache of this kernel, opened on first use: opening one checks that its directory is
+        writable by creating a temporary file there, for each of ~130 kernels at import, while a warm run loads
+        one or two."""
+        cache = self.__dict__["_cache"]
+        if cache is _OPEN_ON_USE:
+            cache = self.__dict__["_cache"] = LoadWithoutRefresh(self.py_func)
+        return cache
+
+    @_cache.setter
+    def _cache(self, value):
+        self.__dict__["_cache"] = value
+
+
+_OPEN_ON_USE = object()
+
 
 class LoadWithoutRefresh(FunctionCache):
     """numba refreshes its typing and target contexts (imports and registers every builtin and numpy typing and
@@ -104,15 +124,15 @@ class LoadWithoutRefresh(FunctionCache):
             return self._load_overload(sig, target_context)
 
 
-def _one_signature(**options):
+def _one_signature(cache: bool, **options):
     jit = njit(**options)
 
     def decorate(func):
         disp = jit(func)
         if isinstance(disp, CPUDispatcher):  # not under NUMBA_DISABLE_JIT, where njit hands back func itself
             disp.__class__ = OneSignature
-            if isinstance(disp._cache, FunctionCache):
-                disp._cache = LoadWithoutRefresh(func)
+            if cache:
+                disp._cache = _OPEN_ON_USE
         return disp
     return decorate
 
@@ -142,6 +162,6 @@ class _KernelCompiler(Compiler):
 
 _CACHE = CACHE_DIR is not None
 kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler)
-entry = kernel
+entry = _one_signature(cache=_CACHE)
 entry_nogil = _one_signature(cache=_CACHE, nogil=True)  # releases the GIL: several web requests simulate in threads
-inline = njit(cache=_CACHE, inline="always")
+inline = _one_signature(cache=_CACHE, inline="always")  # its cache: only if Python calls it directly
