@@ -50,3 +50,21 @@ def test_the_warm_up_compiles_what_the_engine_calls_and_nothing_else():
 def test_new_engine_inputs_match_a_real_run():
     cfg, table, frames = warm._engine_inputs()
     assert cfg.cost.dtype == np.float64 and table.arrival_s.dtype == np.float64 and frames.capacity == 0
+
+
+def test_kernels_leave_module_optimization_to_the_entry_that_links_them():
+    # Uncached, so this process compiles both (a cache hit rebuilds a plain library).
+    kernel = jit._one_signature(cache=False, pipeline_class=jit._KernelCompiler)
+    entry = jit._one_signature(cache=False)
+
+    @kernel
+    def halve(x):
+        return x / 2.0
+
+    @entry
+    def quarter(x):
+        return halve(halve(x))
+
+    assert quarter(10.0) == 2.5 and halve(3.0) == 1.5
+    assert type(halve.overloads[halve.signatures[0]].library) is jit._LinkedInto
+    assert type(quarter.overloads[quarter.signatures[0]].library) is not jit._LinkedInto
