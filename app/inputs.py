@@ -326,7 +326,7 @@ def expected_requests(s: Scenario, trace: TraceInfo | None = None) -> tuple[floa
     """(requests, seconds of arrivals) a scenario will simulate, estimated before running it."""
     if trace is not None:
         n = min(trace.rows, s.num_requests or trace.rows)
-        return n, trace.span_s * n / max(1, trace.rows)
+        return n, (n / s.rate if s.rate else trace.span_s * n / max(1, trace.rows))  # rate: its gaps scaled
     rate = s.rate or PRESETS[s.workload].rate
     if s.num_requests is not None:
         return s.num_requests, s.num_requests / rate

@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the web calls it from request threads: let the event loop run
 def _majority(values, k):
     """Most frequent non-negative value among values[:k] (-1 if none); ties go to the smaller value."""
     best, best_count = -1, 0
@@ -37,7 +37,7 @@ def _majority(values, k):
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the web calls it from request threads: let the event loop run
 def cell_codes(frames, k):
     """frames[f, block] (owner or -1) -> codes[f, cell] as described above."""
     n_frames, n_blocks = frames.shape

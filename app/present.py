@@ -36,6 +36,7 @@ LABELS = {
     "transport_overhead_ms": ("Transport overhead", "ms"), "controller_headroom": ("Controller headroom", ""),
     "aging_rate": ("Aging rate", ""), "degrade_factor": ("Degrade factor", "x"), "admission": ("Admission", ""),
     "adaptive_budget": ("Adaptive budget", ""),
+    "kv_cache_dtype": ("KV cache format", ""),
 }
 
 

@@ -201,7 +201,9 @@ def kv_data(frames: np.ndarray, frame_s: np.ndarray, min_cell: int = 1) -> dict:
 def first_token_times(res, frames: np.ndarray) -> dict[str, float | None]:
     """For each request holding blocks in some frame (by id), when its first token came out (ms precision; None
     if never): the KV view colours a request's blocks as prefilling before it and decoding after."""
-    owners = np.unique(frames[frames >= 0]) if frames.size else np.zeros(0, np.int64)
+    held = np.zeros(len(res.first_token_s), bool)  # a mark per request, not np.unique's sort of every cell
+    held[frames[frames >= 0]] = True
+    owners = np.flatnonzero(held)
     t = np.round(np.asarray(res.first_token_s, np.float64)[owners], 3)
     return {str(o): (x if math.isfinite(x) else None) for o, x in zip(owners.tolist(), t.tolist(), strict=True)}
 

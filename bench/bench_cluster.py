@@ -3,11 +3,14 @@ Prints figures; asserts nothing.
 
     .venv/bin/python bench/bench_cluster.py [--quick]
 
-1. prefix_affinity vs round_robin: agent sessions with the prefix cache, 4 x A100 + Llama-3-8B near 70% load.
+1. prefix_affinity vs round_robin with the prefix cache, 4 x A100 + Llama-3-8B near 70% load: multi-turn chat
+   conversations (what a turn reuses is its own conversation's history), and agent sessions (which all share one
+   1,500-token tool prompt, so any router hits it).
 2. Routers under bursty arrivals (burstiness 4), same load: TTFT p99 per router.
 3. Disaggregated vs colocated at equal GPU count with a strict TPOT SLO, on rag and on short prompts, P:D swept
    1:3 .. 3:1, over a fast link (InfiniBand 400) and a slow one (25 Gb/s Ethernet, TCP): capacity under SLOs,
-   goodput, ITL p99 against a pure decode step.
+   goodput, ITL p99 against a pure decode step. 3b: goodput by arrival rate for each split and link, on A100 and
+   H100 (where a slow link binds) and on short prompts.
 4. Speed: simulated tokens/s of 8 replicas against one engine; peak memory of a 1M-request, 16-replica run.
 """
 
@@ -69,11 +72,48 @@ def ideal_hit_rate(res, replica_of=None) -> float:
     return hit / int(reqs.prompt_tokens.sum())
 
 
+def saturation_rate(base: dict, ttft_ms: float = 1000.0) -> float:
+    """The arrival rate one engine of this set-up can sustain: the highest at which its mean TTFT stays under
+    `ttft_ms` (past it the queue grows without bound and TTFT jumps by orders of magnitude, so the threshold
+    matters little). For closed-loop sessions, whose long think times stretch the run far past the arrival window
+    and leave busy fractions that do not measure load."""
+    lo, hi = 0.05, 200.0
+    for _ in range(14):
+        mid = (lo * hi) ** 0.5
+        m = run(Scenario(**{**base, "rate": mid, "replicas": 1})).metrics
+        lo, hi = (mid, hi) if m["ttft_ms"]["mean"] < ttft_ms else (lo, mid)
+    return lo
+
+
+PREFIX_KEYS = ("prefix_cache_hit_rate", "ttft_ms.mean", "ttft_ms.p99", "load_imbalance", "gpu_busy_fraction")
+
+
+def routers_multiturn(quick: bool) -> None:
+    base = dict(hardware="a100", model="llama-3-8b", workload="multiturn", prefix_cache=True, seed=1,
+                duration=120 if quick else 600)
+    saturation = saturation_rate(base)
+    rate = 0.7 * 4 * saturation
+    print(f"1a. multi-turn chat, prefix cache, 4 x A100 + Llama-3-8B at {rate:.3g} conversations/s (70% of 4 x "
+          f"{saturation:.3g}, one engine's saturation rate):")
+    rr = run(Scenario(**base, rate=rate, replicas=4, router="round_robin"))
+    print(row("round_robin", rr.metrics, *PREFIX_KEYS))
+    print(f"  {'':34s} never-evicting caches: one for the cluster {ideal_hit_rate(rr):.4f}, one per replica "
+          f"under round robin's routing {ideal_hit_rate(rr, rr.replica_of):.4f}")
+    for weight in (1.0, 2.0, 4.0, 8.0):
+        m = run(Scenario(**base, rate=rate, replicas=4, router="prefix_affinity", router_cache_weight=weight)).metrics
+        ratio = m["prefix_cache_hit_rate"] / max(rr.metrics["prefix_cache_hit_rate"], 1e-12)
+        print(row(f"prefix_affinity, cache weight {weight:g}", {**m, "hit_ratio_vs_rr": ratio}, *PREFIX_KEYS,
+                  "hit_ratio_vs_rr"))
+    for router in ("session", "least_outstanding"):
+        print(row(router, run(Scenario(**base, rate=rate, replicas=4, router=router)).metrics, *PREFIX_KEYS))
+
+
 def routers_prefix(quick: bool) -> None:
+    routers_multiturn(quick)
     base = dict(hardware="a100", model="llama-3-8b", workload="agent", prefix_cache=True, seed=1,
                 duration=120 if quick else 600)
     rate = capacity_rate(base, 4)
-    print(f"1. agent sessions, prefix cache, 4 x A100 + Llama-3-8B at {rate:.3g} sessions/s (~70% busy each):")
+    print(f"1b. agent sessions, prefix cache, 4 x A100 + Llama-3-8B at {rate:.3g} sessions/s (~70% busy each):")
     rr = run(Scenario(**base, rate=rate, replicas=4, router="round_robin"))
     print(row("round_robin", rr.metrics, "prefix_cache_hit_rate", "ttft_ms.mean", "ttft_ms.p99", "load_imbalance",
               "gpu_busy_fraction"))
@@ -165,23 +205,68 @@ def disaggregation(quick: bool) -> None:
                       "decode_step_ms", "kv_transfer_ms.p99"))
 
 
+PD_RATE_CASES = (  # hardware, workload, arrival rates (req/s over the 4 GPUs), what it shows
+    ("a100", "rag", (10, 20, 30), "an A100 prefills ~10 rag req/s, less than 25 GbE carries (~19 req/s of rag KV "
+                                  "per link): the slow link never binds; P/D wins at 20 req/s on either link"),
+    ("h100", "rag", (25, 35, 45, 55), "an H100 prefills ~3x faster: 25 GbE binds (link utilisation -> 1) and P/D "
+                                      "over it loses to colocated from ~35 req/s, while over IB400 it keeps up"),
+    ("h100", "multitenant", (40, 80, 120), "short prompts: prefill engines idle while decode engines are short; "
+                                           "P:D 3:1 loses from 40 req/s, 2:2 from 80, 1:3 at 120"),
+)
+
+
+def disaggregation_rates(quick: bool) -> None:
+    """Goodput against the arrival rate, P/D (each split, each link) against colocated at 4 GPUs, Llama-3-8B,
+    TPOT target 20 ms: where P/D wins, and where it loses (a slow link, short prompts)."""
+    print("3b. goodput (req/s within TTFT and mean-TPOT targets) by arrival rate, 4 GPUs + Llama-3-8B, TPOT target "
+          "20 ms; [link utilisation] for P/D:")
+    for hardware, workload, rates, what in PD_RATE_CASES:
+        base = dict(hardware=hardware, model="llama-3-8b", workload=workload, slo_tpot_ms=20.0, seed=1,
+                    duration=60 if quick else 300, router="least_outstanding")
+        print(f"  {hardware} {workload}: {what}")
+        print(f"    {'':24s}" + "".join(f"{r:>16g}" for r in rates))
+        configs = [(f"colocated 4 x {sched}", dict(replicas=4, scheduler=sched)) for sched in ("fcfs", "chunked")]
+        configs += [(f"P:D {p}:{d} {link}", dict(prefill_replicas=p, decode_replicas=d, kv_link=link))
+                    for link in ("ib400", "eth25") for p, d in ((1, 3), (2, 2), (3, 1))]
+        for name, fields in configs:
+            cells = []
+            for rate in rates:
+                m = run(Scenario(**base, **fields, rate=float(rate))).metrics
+                link = f" [{m['kv_link_utilization']:.2f}]" if "kv_link_utilization" in m else ""
+                cells.append(f"{m['goodput']:.3g}{link}")
+            print(f"    {name:24s}" + "".join(f"{c:>16s}" for c in cells))
+
+
 def speed(quick: bool) -> None:
+    """Simulated tokens/s per core of 8 replicas against one engine. Each run's CPU time (time.thread_time: the
+    simulation runs on one thread) as well as its wall time, the two set-ups interleaved and the best of several
+    kept, so that other processes sharing the machine slow both alike (wall time on a shared machine counts the
+    time the thread waited for a core)."""
     n = 20_000 if quick else 100_000
-    print(f"4. simulation speed, {n:,} chat requests on H100 + Llama-3-8B at ~the same load per engine:")
+    print(f"4. simulation speed, {n:,} chat requests on H100 + Llama-3-8B at the same arrival rate per engine (30 "
+          f"req/s), best of 3 interleaved:")
+    cases = {}
     for replicas in (1, 8):
         s = Scenario(hardware="h100", workload="chat", num_requests=n, rate=30.0 * replicas, seed=7,
                      replicas=replicas, router="least_outstanding")
         r = resolve(s)
-        reqs = make_requests(s, r)
-        best = float("inf")
-        for _ in range(2):
-            t = time.perf_counter()
-            res = simulate_requests(s, r, reqs)
-            best = min(best, time.perf_counter() - t)
-        served = res.finished
+        cases[replicas] = (s, r, make_requests(s, r))
+    cpu, wall, out = {k: float("inf") for k in cases}, {k: float("inf") for k in cases}, {}
+    for _ in range(3):
+        for replicas, (s, r, reqs) in cases.items():
+            c, w = time.thread_time(), time.perf_counter()
+            out[replicas] = simulate_requests(s, r, reqs)
+            cpu[replicas] = min(cpu[replicas], time.thread_time() - c)
+            wall[replicas] = min(wall[replicas], time.perf_counter() - w)
+    per_core = {}
+    for replicas, (_, _, reqs) in cases.items():
+        served = out[replicas].finished
         tokens = int(reqs.prompt_tokens[served].sum() + reqs.output_tokens[served].sum())
-        print(f"  {replicas} engine(s): {best:.2f} s, {tokens / best:,.0f} simulated tokens/s, "
-              f"{res.metrics['steps']:,} steps")
+        per_core[replicas] = tokens / cpu[replicas]
+        print(f"  {replicas} engine(s): {cpu[replicas]:.2f} s CPU ({wall[replicas]:.2f} s wall), "
+              f"{per_core[replicas]:,.0f} simulated tokens/s per core, {out[replicas].metrics['steps']:,} steps")
+    print(f"  8 replicas / 1 engine, tokens/s per core: {per_core[8] / per_core[1]:.3f} (CPU time), "
+          f"{wall[1] / wall[8] * per_core[8] * cpu[8] / (per_core[1] * cpu[1]):.3f} (wall time)")
     if not quick:
         out = subprocess.run([sys.executable, __file__, "--memory-child"], capture_output=True, text=True, check=True)
         print("  " + out.stdout.strip())
@@ -201,13 +286,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="shorter runs")
     ap.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--only", choices=("prefix", "bursty", "pd", "speed"))
+    ap.add_argument("--only", choices=("prefix", "bursty", "pd", "pd-rates", "speed"))
     a = ap.parse_args()
     if a.memory_child:
         memory_child()
         return
     warm_up()
-    steps = {"prefix": routers_prefix, "bursty": routers_bursty, "pd": disaggregation, "speed": speed}
+    steps = {"prefix": routers_prefix, "bursty": routers_bursty, "pd": disaggregation, "pd-rates": disaggregation_rates,
+             "speed": speed}
     for name, fn in steps.items():
         if a.only in (None, name):
             fn(a.quick)

@@ -39,13 +39,14 @@ from .state import (
 def new_engine(config, requests, frames):
     """An engine at time 0 with every request pending. `frames` (FrameSpec): when to snapshot the KV pool."""
     req = request_record(requests)
-    return engine_over(config, req, new_request_state(req.arrival_s.shape[0]), frames)
+    return engine_over(config, req, new_request_state(req.arrival_s.shape[0]), frames, True)
 
 
 @kernel
-def engine_over(config, req, st, frames):
+def engine_over(config, req, st, frames, own_itl):
     """An engine over a request table and per-request state it may share with others (the engines of a cluster:
-    a request is on one of them at a time)."""
+    a request is on one of them at a time). `own_itl` False: no inter-token-latency histograms of its own (the
+    caller hands it the cluster's)."""
     cfg = config_record(config)
     n = req.arrival_s.shape[0]
     max_blocks_per_seq = 1  # block-table width: the longest request that can be admitted at all
@@ -64,7 +65,7 @@ def engine_over(config, req, st, frames):
     eng.q = new_queues(req.tenant, n_tenants, cfg.max_num_seqs)
     eng.batch = new_batch(cfg.max_num_seqs)
     eng.logs = new_logs(frames.at_s, frames.capacity, frames.first_spacing_s, cfg.num_blocks, n_tenants,
-                        cfg.record_events, cfg.max_events)
+                        cfg.record_events, cfg.max_events, own_itl)
     eng.clock = np.zeros(4)
     eng.loop = np.zeros(7, np.int64)
     eng.loop[BUDGET_NOW] = initial_budget(cfg)

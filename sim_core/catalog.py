@@ -36,8 +36,12 @@ DEFAULT_RUNTIME_RESERVE_GIB = 1.0
 # All-reduce latency per call: Vidur's NCCL profiles (2 KB fp16 all-reduce, kernel time inside a CUDA graph)
 # measure 7-10 us between 2 GPUs and 37-62 us among 4 or 8 on DGX H100 / DGX A100 (NVSwitch). Over PCIe we have
 # no measurement; 25 us is an estimate (no NVLink, traffic through the host bridge).
+# The floor among 4 or 8 GPUs differs by NVLink generation: Vidur's messages of 2 KB-1 MB take 34-41 us on DGX H100
+# (NVLink 4, mean 38) and 61-64 us on DGX A100 (NVLink 3, mean 62); parts without a profile take 50.
 NVLINK_ALLREDUCE_LATENCY_US_2_GPUS = 8.5
 NVLINK_ALLREDUCE_LATENCY_US = 50.0
+A100_NVLINK_ALLREDUCE_LATENCY_US = 62.0
+H100_NVLINK_ALLREDUCE_LATENCY_US = 38.0
 PCIE_ALLREDUCE_LATENCY_US = 25.0
 # Fraction of the per-direction GPU link bandwidth a ring all-reduce reaches as bus bandwidth,
 # 2(n-1)/n x bytes / time. Vidur's NCCL profiles at 64 MB: 160-190 GB/s of 300 on DGX A100 (TP2-8; 0.53-0.64),
@@ -67,12 +71,13 @@ class GPU:
     step_overhead_ms: float = DEFAULT_STEP_OVERHEAD_MS
     runtime_reserve_gib: float = DEFAULT_RUNTIME_RESERVE_GIB
     allreduce_busbw_efficiency: float = DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY
+    nvlink_allreduce_latency_us: float = NVLINK_ALLREDUCE_LATENCY_US  # NCCL among more than 2 GPUs
     note: str = ""
 
     def allreduce_latency_us(self, tp: int) -> float:
         if not self.tp_link_is_nvlink:
             return PCIE_ALLREDUCE_LATENCY_US
-        return NVLINK_ALLREDUCE_LATENCY_US_2_GPUS if tp <= 2 else NVLINK_ALLREDUCE_LATENCY_US
+        return NVLINK_ALLREDUCE_LATENCY_US_2_GPUS if tp <= 2 else self.nvlink_allreduce_latency_us
 
 
 GPUS: dict[str, GPU] = {
@@ -98,16 +103,20 @@ GPUS: dict[str, GPU] = {
             note="no public datasheet; 70 TFLOPS dense per gpus.json"),
         GPU("l40s", "NVIDIA L40S", 48, 864, 362.05, 733, 32, 32, False, "llama-3-8b"),
         GPU("a100-40gb", "NVIDIA A100 40GB SXM", 40, 1555, 312, None, 32, 300, True, "llama-3-8b",
-            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=A100_ALLREDUCE_BUSBW_EFFICIENCY),
+            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=A100_ALLREDUCE_BUSBW_EFFICIENCY,
+            nvlink_allreduce_latency_us=A100_NVLINK_ALLREDUCE_LATENCY_US),
         GPU("a100", "NVIDIA A100 80GB SXM", 80, 2039, 312, None, 32, 300, True, "llama-3-8b",
-            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=A100_ALLREDUCE_BUSBW_EFFICIENCY),
+            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=A100_ALLREDUCE_BUSBW_EFFICIENCY,
+            nvlink_allreduce_latency_us=A100_NVLINK_ALLREDUCE_LATENCY_US),
         GPU("h100", "NVIDIA H100 SXM", 80, 3350, 989.4, 1978.9, 64, 450, True, "llama-3-8b",
-            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=H100_ALLREDUCE_BUSBW_EFFICIENCY),
+            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=H100_ALLREDUCE_BUSBW_EFFICIENCY,
+            nvlink_allreduce_latency_us=H100_NVLINK_ALLREDUCE_LATENCY_US),
         GPU("h100-pcie", "NVIDIA H100 PCIe", 80, 2000, 756, 1513, 64, 64, False, "llama-3-8b",
             compute_efficiency=0.7),
         GPU("h200", "NVIDIA H200 SXM", 141, 4800, 989.4, 1978.9, 64, 450, True, "llama-3-8b",
             # The H100's die and clocks with faster memory: its measured GEMM efficiency.
-            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=H100_ALLREDUCE_BUSBW_EFFICIENCY),
+            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=H100_ALLREDUCE_BUSBW_EFFICIENCY,
+            nvlink_allreduce_latency_us=H100_NVLINK_ALLREDUCE_LATENCY_US),
         GPU("b200", "NVIDIA B200 (HGX, 1000 W)", 180, 8000, 2250, 4500, 64, 900, True, "llama-3-70b",
             # Early public B200 GEMM measurements land around 60-65% of the dense peak.
             compute_efficiency=0.62),
@@ -239,6 +248,10 @@ MODELS: dict[str, Model] = {
 # FP16 (weight-only: int8/int4 as in GPTQ/AWQ/Marlin kernels; fp8 on a GPU without FP8 tensor cores).
 # int4 includes group-128 scales and zeros (~4.25-4.5 effective bits).
 QUANTIZATIONS: dict[str, float] = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5625}
+# KV-cache formats, bytes per element: "auto" keeps the model's 16-bit activations (vLLM's --kv-cache-dtype auto);
+# "fp8" stores K and V in 8 bits (vLLM's --kv-cache-dtype fp8, TensorRT-LLM's FP8 KV cache), halving the cache's
+# footprint and the bytes attention reads; attention still computes in 16 bits.
+KV_CACHE_DTYPES: dict[str, float] = {"auto": 2.0, "fp8": 1.0}
 
 
 @dataclass(frozen=True)
@@ -253,6 +266,7 @@ class Setup:
     block_size: int
     token_budget: int
     max_num_seqs: int
+    kv_cache_dtype: str = "auto"
     weight_bytes_per_gpu: float = field(init=False)
     activation_bytes_per_gpu: float = field(init=False)
     kv_bytes_per_token_per_gpu: float = field(init=False)
@@ -273,7 +287,8 @@ class Setup:
         object.__setattr__(self, "activation_bytes_per_gpu", act)
         kv_heads_per_gpu = max(1, m.kv_heads // tp)  # vLLM replicates KV heads when TP exceeds them
         object.__setattr__(
-            self, "kv_bytes_per_token_per_gpu", 2.0 * m.layers * kv_heads_per_gpu * m.head_dim * 2.0
+            self, "kv_bytes_per_token_per_gpu",
+            2.0 * m.layers * kv_heads_per_gpu * m.head_dim * KV_CACHE_DTYPES[self.kv_cache_dtype]
         )
 
     @property
@@ -324,6 +339,7 @@ def resolve_setup(
     block_size: int,
     token_budget: int,
     max_num_seqs: int,
+    kv_cache_dtype: str = "auto",
 ) -> Setup:
     gpu = GPUS[hardware]
     m = MODELS[model or gpu.default_model]
@@ -331,7 +347,8 @@ def resolve_setup(
         divisors = ", ".join(str(d) for d in range(1, 9) if m.heads % d == 0)
         raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick one of {divisors}",
                          "tp")
-    setup = Setup(gpu, m, quantization, tp, gpu_memory_utilization, block_size, token_budget, max_num_seqs)
+    setup = Setup(gpu, m, quantization, tp, gpu_memory_utilization, block_size, token_budget, max_num_seqs,
+                  kv_cache_dtype)
     usable = setup.usable_bytes
     if setup.weight_bytes_per_gpu + setup.reserve_bytes >= usable:
         total_weights = setup.weight_bytes_per_gpu * tp

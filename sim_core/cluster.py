@@ -28,8 +28,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .build import engine_over, new_engine, outcome
-from .engine import CANCEL_CHECK_STEPS, next_event_s, release_finished, route_in, route_in_prefilled, step
+from .build import engine_over, new_engine, outcome, request_record
+from .engine import (
+    CANCEL_CHECK_STEPS,
+    idle,
+    next_arrival_s,
+    next_event_s,
+    release_finished,
+    route_in,
+    route_in_prefilled,
+    step,
+)
 from .jit import entry_nogil, inline
 from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for, cached_prefix
 from .links import KvLink
@@ -185,11 +194,12 @@ class Routing(NamedTuple):
 def _engines(cfg, table, count, frames, share_with):
     """`count` engines over one request table, all sharing one per-request state (a request is on one engine at a
     time, so its state needs no copy per engine: memory and cache footprint stay those of one engine's)."""
-    first = new_engine(cfg, table, frames)
+    # The first engine of the first pool owns the per-request state and the histograms; a later pool's shares them.
+    first = new_engine(cfg, table, frames) if share_with is None else \
+        engine_over(cfg, request_record(table), share_with.st, frames, False)
     root = first if share_with is None else share_with
     # The table's arrival times are written as requests arrive: one copy for all.
-    engines = [first if e == 0 and share_with is None else engine_over(cfg, first.req, root.st, frames)
-               for e in range(count)]
+    engines = [first if e == 0 else engine_over(cfg, first.req, root.st, frames, False) for e in range(count)]
     # One inter-token-latency histogram for the cluster (the merged result's; per engine nobody reads it): 16 MB
     # an engine otherwise, and each engine's hot bins would compete for the cache as the loop switches engines.
     for eng in engines:
@@ -210,7 +220,7 @@ def _argmin(values):
 def _refresh(eng, e, next_t, done_e):
     """Engine e just changed (it stepped, or took a request): its next event goes into next_t. Returns (requests
     it finished since it last changed, whether it is stuck: a bug, which the runner reports)."""
-    next_t[e] = next_event_s(eng)
+    next_t[e] = next_arrival_s(eng) if idle(eng) else eng.clock[NOW]  # next_event_s, inlined: it runs every step
     finished = eng.loop[DONE] - done_e[e]
     done_e[e] = eng.loop[DONE]
     return finished, eng.loop[STALLED] != 0
@@ -227,9 +237,10 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
     turn_keys, turn_ids, n_turns = np.zeros(total), np.zeros(total, np.int64), 0  # released follow-up turns
     seen = np.zeros(n_rep, np.int64)
     next_look = -np.inf
-    # Each engine's next event and finished count, recomputed only for the engine that just changed: the others'
-    # do not move (scanning every engine per step would cost more than the step at a dozen replicas).
-    next_t, done_e = np.full(n_rep, np.inf), np.zeros(n_rep, np.int64)
+    # Each engine's next event, finished count and load (what the router would read off it now), recomputed only
+    # for the engine that just changed: the others' do not move (scanning every engine per step or per arrival
+    # would cost more than the step at a dozen replicas, and prefix_affinity's load is a scan of the queues).
+    next_t, done_e, load = np.full(n_rep, np.inf), np.zeros(n_rep, np.int64), np.zeros(n_rep, np.int64)
     k = 0  # open arrivals routed so far
     sent = 0
     steps = 0
@@ -248,8 +259,7 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
                 r = turn_ids[0]
                 n_turns = heap_pop(turn_keys, turn_ids, n_turns)
             if t_arr >= next_look:  # the router looks at the replicas' load again
-                for e in range(n_rep):
-                    seen[e] = _load(engines[e], routing.router)
+                seen[:] = load
                 next_look = t_arr + routing.staleness_s
             e = _choose(engines, seen, r, routing, cfg.block_size, sent)
             route_in(engines[e], r, t_arr)
@@ -261,6 +271,7 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
             if routing.independent:  # nothing links the engines before the next arrival: run this one up to it
                 finished, stuck, steps = _advance(engines[e], e, t_arr, next_t, done_e, steps)
                 done += finished
+                load[e] = _load(engines[e], routing.router)
                 if stuck or cfg.cancel[0] != 0:
                     break
                 continue
@@ -272,6 +283,7 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
             break  # nothing left to happen, yet not everything finished: the runner reports it
         n_turns = _collect_turns(engines[e], turn_keys, turn_ids, n_turns)  # a request that ended releases its turn
         finished, stuck = _refresh(engines[e], e, next_t, done_e)
+        load[e] = _load(engines[e], routing.router)
         done += finished
         if stuck:
             break

@@ -43,10 +43,16 @@ from .jit import entry, inline
 # elementwise kernels on one token take 2-5 us (RMSNorm 4-5, rotary/activation/add 2).
 GEMM_LAUNCH_FLOOR_S = 4e-6
 ELEMENTWISE_LAUNCH_FLOOR_S = 3e-6
-# Fraction of peak DRAM bandwidth the unfused elementwise kernels reach: Vidur's A100 Meta-Llama-3-8B profile at
-# 4096 tokens moves ~670 MB through RMSNorm x2, rotary, SiLU-and-mul and the residual add in 0.71 ms per layer
-# (0.94 TB/s of 2.04, 46%; RMSNorm alone reaches 31%, the add 88%).
-ELEMENTWISE_BW_EFFICIENCY = 0.46
+# Fraction of peak DRAM bandwidth each elementwise kernel reaches, per kind of kernel: Vidur's A100 profile of
+# Meta-Llama-3-8B (microsoft/vidur data/profiling/compute/a100/meta-llama/Meta-Llama-3-8B/mlp.csv, median kernel
+# times at num_tokens=4096, less the launch floor below): RMSNorm 0.107 ms for 67 MB (32%; a reduction per row),
+# rotary embedding 0.099 ms for 84 MB (43%), SiLU-and-mul 0.343 ms for 352 MB (51%), residual add 0.056 ms for
+# 101 MB (93%: a plain stream). One efficiency for all of them (their 46% aggregate) put the add 2.2x and the norm
+# 0.7x off on H100; per kind, the H100 rows of validation/kernels.csv are an independent check of these numbers.
+NORM_BW_EFFICIENCY = 0.32
+ROPE_BW_EFFICIENCY = 0.43
+ACTIVATION_BW_EFFICIENCY = 0.51
+STREAM_COPY_BW_EFFICIENCY = 0.93
 # Elementwise kernels per layer: two fused residual-add + RMSNorm, rotary embedding, SiLU-and-mul, KV-cache write.
 ELEMENTWISE_KERNELS_PER_LAYER = 5
 # Fraction of dense tensor peak FlashAttention's forward pass reaches: FlashAttention-2 (Dao, 2023) reports
@@ -56,6 +62,18 @@ FLASH_ATTENTION_EFFICIENCY = 0.5
 # Paged attention reads KV blocks through a block table: the vLLM paper (Kwon et al., SOSP 2023, sec. 7.1)
 # measures its decode attention kernel 20-26% slower than FasterTransformer's contiguous one.
 PAGED_ATTENTION_SLOWDOWN = 1.2
+# Serving engines do not all-reduce small activations with NCCL: vLLM's custom all-reduce (vLLM PR #2192) and
+# TensorRT-LLM's one-shot/two-shot AllReduce plugin read the peers' buffers over NVLink P2P in one kernel. vLLM
+# takes messages up to its default buffer of 8 MiB (CustomAllreduce max_size=8192*1024) among 2, 4, 6 or 8
+# NVLink-connected GPUs (docs.vllm.ai, vllm.distributed.device_communicators.custom_all_reduce). Its latency:
+# sgl-project/sglang PR #2904 measured vLLM's kernel on H100 (TP 2/4/8, host-timed without CUDA graphs) at
+# 8.5-10 us for messages up to 32K elements (TensorRT-LLM's one-shot kernel at 3.7-5.9 us); we take vLLM's, 9 us.
+# Beyond that the bytes cross the same links as NCCL's ring, at the same bus bandwidth. NCCL's own small-message
+# latency (Vidur: 35-65 us among 4-8 GPUs) is what the kernel rows of the validation set measure, not what a
+# serving step pays.
+CUSTOM_ALLREDUCE_LATENCY_S = 9e-6
+CUSTOM_ALLREDUCE_MAX_BYTES = 8.0 * 1024 * 1024
+CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's CustomAllreduce._SUPPORTED_WORLD_SIZES
 # FP8 (W8A8) GEMMs on FP8 tensor cores against FP16 ones on the same part (whose FP8 peak is twice the FP16
 # peak): TensorRT-LLM's tuning guide measures a 2048-token prefill of Llama-3.3-70B (TP4, H100) 1.53x faster with
 # FP8 weights (147.6 -> 96.2 ms, validation/tp_fp8.csv); with attention, norms and all-reduces unchanged that
@@ -101,7 +119,8 @@ ACTIVATION_BYTES = 2.0
  ALLREDUCE_BYTES_PER_TOKEN, ALLREDUCE_LATENCY_S, ALLREDUCE_BUS_BW,
  STEP_OVERHEAD_S, STEP_OVERHEAD_PER_SEQ,
  HOST_LINK_BW,  # effective, for KV swap
- N_COST_PARAMS) = range(31)
+ CUSTOM_AR_MAX_BYTES,  # largest all-reduce the engine's one-kernel NVLink all-reduce takes (0: none, NCCL only)
+ N_COST_PARAMS) = range(32)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
@@ -183,16 +202,24 @@ def cost_params(setup: Setup, constants: Constants | None = None) -> np.ndarray:
     p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.layers * q_out / tp * ACTIVATION_BYTES
     p[KV_BYTES_PER_TOKEN] = setup.kv_bytes_per_token_per_gpu
     p[ATTENTION_RATE] = g.fp16_tflops * 1e12 * c.attention_efficiency
-    # Per token per layer: two residual-add + RMSNorms (read x and residual, write both, on the full hidden
-    # state), rotary embedding in place on q and k, SiLU-and-mul (read gate and up, write one), KV-cache write
-    # (read k and v, write them into the cache).
-    kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers
-    rope = 2.0 * (m.heads + m.kv_heads) / tp * m.head_dim
-    elementwise = 2 * 4.0 * m.hidden + rope + 3.0 * mlp_width / tp
-    p[ELEMENTWISE_BYTES_PER_TOKEN] = m.layers * (elementwise * ACTIVATION_BYTES + 2.0 * kv_per_layer)
+    # Per token per layer, each at its kind's fraction of the DRAM bandwidth: two residual adds and RMSNorms on
+    # the full hidden state (vLLM fuses each pair into one kernel; we charge what the two unfused kernels take in
+    # Vidur's profile, an upper bound: an RMSNorm reads and writes the state, an add reads two and writes one),
+    # rotary embedding in place on q and k, SiLU-and-mul (read gate and up, write one), KV-cache write (read k
+    # and v, write them into the cache).
+    kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers  # in the cache's format
+    kv_in = 2.0 * max(1, m.kv_heads // tp) * m.head_dim * ACTIVATION_BYTES  # k and v as the QKV GEMM wrote them
+    kernels = ((2 * 2.0 * m.hidden * ACTIVATION_BYTES, NORM_BW_EFFICIENCY),
+               (2 * 3.0 * m.hidden * ACTIVATION_BYTES, STREAM_COPY_BW_EFFICIENCY),
+               (2.0 * (m.heads + m.kv_heads) / tp * m.head_dim * ACTIVATION_BYTES, ROPE_BW_EFFICIENCY),
+               (3.0 * mlp_width / tp * ACTIVATION_BYTES, ACTIVATION_BW_EFFICIENCY),
+               (kv_in + kv_per_layer, STREAM_COPY_BW_EFFICIENCY))
+    elementwise_bytes = sum(b for b, _ in kernels)
+    p[ELEMENTWISE_BYTES_PER_TOKEN] = m.layers * elementwise_bytes
     p[PEAK_BW] = g.mem_bw_gbs * 1e9
     p[STREAM_BW] = p[PEAK_BW] * c.bandwidth_efficiency
-    p[ELEMENTWISE_BW] = p[PEAK_BW] * ELEMENTWISE_BW_EFFICIENCY
+    # The bandwidth the mix reaches: bytes over the sum of each kernel's time at its own efficiency.
+    p[ELEMENTWISE_BW] = p[PEAK_BW] * elementwise_bytes / sum(b / e for b, e in kernels)
     p[ELEMENTWISE_KERNELS] = ELEMENTWISE_KERNELS_PER_LAYER * m.layers
     p[PEAK_FLOPS] = setup.peak_tflops * 1e12
     p[LAYERS] = m.layers
@@ -203,6 +230,8 @@ def cost_params(setup: Setup, constants: Constants | None = None) -> np.ndarray:
     p[STEP_OVERHEAD_S] = c.step_overhead_ms * 1e-3
     p[STEP_OVERHEAD_PER_SEQ] = c.overhead_per_seq_us / 1e6
     p[HOST_LINK_BW] = g.host_link_gbs * 1e9 * HOST_LINK_EFFICIENCY
+    custom_ar = g.tp_link_is_nvlink and tp in CUSTOM_ALLREDUCE_WORLD_SIZES
+    p[CUSTOM_AR_MAX_BYTES] = CUSTOM_ALLREDUCE_MAX_BYTES if custom_ar else 0.0
     return p
 
 
@@ -220,6 +249,18 @@ def allreduce_s(p, rows, bytes_per_row):
     bytes over the bus bandwidth."""
     tp = p[TP]
     return p[ALLREDUCE_LATENCY_S] + 2.0 * (tp - 1.0) / tp * rows * bytes_per_row / p[ALLREDUCE_BUS_BW]
+
+
+@inline
+def engine_allreduce_s(p, rows, bytes_per_row):
+    """One all-reduce as a serving engine runs it: its one-kernel NVLink all-reduce for messages up to its buffer
+    (the same bytes over the same links, without NCCL's multi-step latency), NCCL's ring beyond."""
+    nccl = allreduce_s(p, rows, bytes_per_row)
+    if rows * bytes_per_row > p[CUSTOM_AR_MAX_BYTES]:
+        return nccl
+    tp = p[TP]
+    custom = CUSTOM_ALLREDUCE_LATENCY_S + 2.0 * (tp - 1.0) / tp * rows * bytes_per_row / p[ALLREDUCE_BUS_BW]
+    return min(custom, nccl)
 
 
 @inline
@@ -270,7 +311,7 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     # Tensor parallelism: two ring all-reduces of the hidden states per layer (after attention, after the MLP).
     communication = 0.0
     if p[TP] > 1.0:
-        communication = 2.0 * layers * allreduce_s(p, tokens, p[ALLREDUCE_BYTES_PER_TOKEN])
+        communication = 2.0 * layers * engine_allreduce_s(p, tokens, p[ALLREDUCE_BYTES_PER_TOKEN])
     overhead = p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ] * (prefill_seqs + decode_seqs)
     moved = linear_bytes + prefill_attn_bytes + decode_attn_bytes + elementwise_bytes + lm_bytes
     flops = linear_flops + prefill_attn_flops + decode_attn_flops + lm_flops

@@ -42,17 +42,19 @@ INITIAL_ROWS = 1024
 
 
 @kernel
-def new_logs(frame_at, frame_capacity, frame_dt, num_blocks, n_tenants, record_events, max_events):
+def new_logs(frame_at, frame_capacity, frame_dt, num_blocks, n_tenants, record_events, max_events, own_itl):
     """`frame_at`: instants to snapshot the KV pool at; or, when empty, up to `frame_capacity` snapshots every
-    `frame_dt` seconds from 0, the spacing doubling whenever they would not fit (so they span the whole run)."""
+    `frame_dt` seconds from 0, the spacing doubling whenever they would not fit (so they span the whole run).
+    `own_itl`: False leaves the inter-token-latency histograms empty, for an engine of a cluster that is handed
+    the cluster's (16 MB an engine, zeroed for nothing otherwise)."""
     n_frames = frame_at.shape[0] if frame_at.shape[0] > 0 else frame_capacity
     logs = new_record(LOGS)
     logs.steps = np.zeros((INITIAL_ROWS, N_STEP_COLS))
     logs.service = np.zeros((INITIAL_ROWS, n_tenants))
     logs.events = np.zeros((min(INITIAL_ROWS, max_events) if record_events else 1, N_EVENT_COLS), np.int64)
     logs.acc = np.zeros(N_ACC)
-    logs.itl_fine = np.zeros(ITL_FINE_BINS, np.int64)
-    logs.itl_coarse = np.zeros(ITL_COARSE_BINS, np.int64)
+    logs.itl_fine = np.zeros(ITL_FINE_BINS if own_itl else 0, np.int64)
+    logs.itl_coarse = np.zeros(ITL_COARSE_BINS if own_itl else 0, np.int64)
     logs.frame_at = frame_at
     logs.frame_clock = np.array([0.0, frame_dt])
     logs.frames = np.full((n_frames, num_blocks), -1, np.int32)

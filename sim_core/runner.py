@@ -33,7 +33,7 @@ from .state import (
     RequestTable,
 )
 from .statistics import aggregate
-from .workload import PRESETS, Preset, Requests, TraceError, read_trace, synthesize
+from .workload import PRESETS, Preset, Requests, TraceError, at_rate, read_trace, synthesize
 
 DEFAULT_MAX_MODEL_LEN = 8192
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).
@@ -91,7 +91,7 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: str, token_budget: i
     """One deployment's setup and KV pool (SetupError names the field that sets it)."""
     try:
         setup = resolve_setup(hardware, model, s.quantization, tp, s.gpu_memory_utilization, s.block_size,
-                              token_budget, s.max_seqs)
+                              token_budget, s.max_seqs, s.kv_cache_dtype)
     except SetupError as e:
         if e.field in ("tp", "model") and (hw_field, tp_field) != ("hardware", "tp"):
             raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", tp_field if e.field == "tp"
@@ -168,7 +168,8 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
         trace_text = path.read_text(encoding="utf-8", errors="replace")
     if trace_text is not None:
         reqs = read_trace(trace_text, MAX_TRACE_ROWS)
-        return reqs if s.num_requests is None else reqs.take(s.num_requests)
+        reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
+        return reqs if s.rate is None else at_rate(reqs, s.rate)  # rate set: the recorded gaps, scaled to it
     reqs = synthesize(r.preset, r.rate, r.burstiness, s.num_requests, s.duration, s.seed, s.system_prompt_tokens)
     return reqs if s.num_requests is None else reqs.take(s.num_requests)
 

@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .catalog import GPUS, MODELS, QUANTIZATIONS
+from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
 from .cluster import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .hardware_profile import canonical, mismatch, parse_compact
 from .links import KV_LINKS
@@ -20,6 +20,7 @@ SchedulerName = Literal[SCHEDULER_NAMES]  # type: ignore[valid-type]
 HardwareName = Literal[tuple(GPUS)]  # type: ignore[valid-type]
 ModelName = Literal[tuple(MODELS)]  # type: ignore[valid-type]
 Quantization = Literal[tuple(QUANTIZATIONS)]  # type: ignore[valid-type]
+KvCacheDtype = Literal[tuple(KV_CACHE_DTYPES)]  # type: ignore[valid-type]
 WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 RouterName = Literal[tuple(ROUTERS)]  # type: ignore[valid-type]
 KvLinkName = Literal[tuple(KV_LINKS)]  # type: ignore[valid-type]
@@ -46,6 +47,9 @@ class Scenario(BaseModel):
     hardware: HardwareName = Field("a100", description="GPU type (one per tensor-parallel rank)")
     model: ModelName | None = Field(None, description="model; default: the GPU's default model")
     quantization: Quantization = Field("fp16", description="weight format")
+    kv_cache_dtype: KvCacheDtype = Field("auto", description="KV-cache format: auto keeps K and V in 16 bits; fp8 "
+                                         "stores them in 8 bits (vLLM's --kv-cache-dtype fp8): twice the tokens "
+                                         "per GB and half the bytes attention reads")
     tp: int = Field(1, ge=1, le=8, description="tensor-parallel degree (GPUs)")
     hardware_profile: str | None = Field(
         None, min_length=1, max_length=512,
@@ -84,7 +88,8 @@ class Scenario(BaseModel):
     trace: str | None = Field(None, min_length=1, max_length=4096,
                               description="CSV trace file arrival_s,prompt_tokens,output_tokens (replaces the preset)")
     rate: float | None = Field(None, ge=MIN_RATE, le=10_000,
-                               description="arrival rate, requests/s; default: the preset's")
+                               description="arrival rate, requests/s; default: the preset's (a trace: its recorded "
+                                           "timing; with rate set, its gaps scaled to this mean rate)")
     burstiness: float | None = Field(None, ge=0.05, le=20,
                                      description="coefficient of variation of inter-arrival gaps (1 = Poisson)")
     duration: float = Field(60.0, gt=0, le=MAX_DURATION_S, description="seconds of arrivals")

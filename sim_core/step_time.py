@@ -16,6 +16,7 @@ from .hardware_profile import canonical, profile_constants
 from .quoting import quote
 from .scenario import (
     HardwareName,
+    KvCacheDtype,
     ModelName,
     Quantization,
     Scenario,
@@ -39,6 +40,7 @@ class StepShape(BaseModel):
     model: ModelName | None = Scenario.model_fields["model"]
     quantization: Quantization = Scenario.model_fields["quantization"]
     tp: int = Scenario.model_fields["tp"]
+    kv_cache_dtype: KvCacheDtype = Scenario.model_fields["kv_cache_dtype"]
     hardware_profile: str | None = Scenario.model_fields["hardware_profile"]
     prefill_tokens: int = Field(0, ge=0, le=1 << 20, description="prompt tokens of the prefill chunk")
     context_tokens: int = Field(0, ge=0, le=MAX_CONTEXT_TOKENS,
@@ -84,11 +86,12 @@ def step_time_doc(shape: StepShape) -> dict:
     defaults = Scenario()
     setup = resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp,
                           defaults.gpu_memory_utilization, defaults.block_size, max(512, shape.prefill_tokens),
-                          max(defaults.max_seqs, shape.decode_seqs))
+                          max(defaults.max_seqs, shape.decode_seqs), shape.kv_cache_dtype)
     st = step_time(setup, shape.prefill_tokens, shape.context_tokens, shape.decode_seqs, shape.decode_context,
                    profile_constants(shape.hardware_profile))
     return {
         "hardware": setup.gpu.key, "model": setup.model.key, "quantization": shape.quantization, "tp": shape.tp,
+        "kv_cache_dtype": shape.kv_cache_dtype,
         "hardware_profile": shape.hardware_profile,
         "prefill_tokens": shape.prefill_tokens, "context_tokens": shape.context_tokens,
         "decode_seqs": shape.decode_seqs, "decode_context": shape.decode_context,

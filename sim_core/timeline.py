@@ -40,44 +40,47 @@ def request_segments(result, request_ids=None) -> list[tuple[int, int, float, fl
     wanted = np.zeros(len(reqs), bool)
     wanted[ids] = True
     ev = ev[wanted[ev[:, E.E_REQUEST]]] if len(ev) else ev
-    order = np.lexsort((np.arange(len(ev)), ev[:, E.E_STEP], ev[:, E.E_REQUEST])) if len(ev) else []
-    by_request: dict[int, list] = {}
-    for row in (ev[k] for k in order):
-        by_request.setdefault(int(row[E.E_REQUEST]), []).append(row)
+    if len(ev):  # by request, then step, then log order: each request's events are one contiguous run
+        ev = ev[np.lexsort((np.arange(len(ev)), ev[:, E.E_STEP], ev[:, E.E_REQUEST]))]
+    ev_request = ev[:, E.E_REQUEST] if len(ev) else np.zeros(0, np.int64)
+    lo, hi = np.searchsorted(ev_request, ids, "left"), np.searchsorted(ev_request, ids, "right")
+    # Python lists from here on: this loop runs over every event of a run (on the web, holding the GIL), and
+    # list items are several times cheaper to read than numpy scalars. Values are the same doubles.
+    kinds, steps = ev[:, E.E_KIND].tolist(), ev[:, E.E_STEP].tolist()
+    starts, ends = step_start.tolist(), step_end.tolist()
+    arrival, status = reqs.arrival_s.tolist(), result.status.tolist()
+    first_sched, first_token = result.first_scheduled_s.tolist(), result.first_token_s.tolist()
+    finish_s = result.finish_s.tolist()
 
     out: list[tuple[int, int, float, float]] = []
-    for r in ids:
-        r = int(r)
-        arrival = float(reqs.arrival_s[r])
-        if result.status[r] == E.REJECTED:
-            out.append((r, REJECTED, arrival, arrival))
+    for r, r_lo, r_hi in zip(ids.tolist(), lo.tolist(), hi.tolist(), strict=True):
+        if status[r] == E.REJECTED:
+            out.append((r, REJECTED, arrival[r], arrival[r]))
             continue
-        first = float(result.first_scheduled_s[r])
-        if first > arrival:
-            out.append((r, QUEUED, arrival, first))
+        if first_sched[r] > arrival[r]:
+            out.append((r, QUEUED, arrival[r], first_sched[r]))
         decode_from = None  # set while the request is decoding
         preempted_at = None
-        for row in by_request.get(r, []):
-            kind, s = int(row[E.E_KIND]), int(row[E.E_STEP])
+        for k in range(r_lo, r_hi):
+            kind, s = kinds[k], steps[k]
             if kind == E.EV_PREFILL:
                 if preempted_at is not None:
-                    out.append((r, PREEMPTED, preempted_at, float(step_start[s])))
+                    out.append((r, PREEMPTED, preempted_at, starts[s]))
                     preempted_at = None
-                out.append((r, PREFILL, float(step_start[s]), float(step_end[s])))
-                decode_from = float(step_end[s])
+                out.append((r, PREFILL, starts[s], ends[s]))
+                decode_from = ends[s]
             elif kind in (E.EV_PREEMPT_RECOMPUTE, E.EV_SWAP_OUT):
-                t = float(step_start[s])
+                t = starts[s]
                 # Decoding only once its first token is out (a mid-prompt eviction has no decode before it).
-                if decode_from is not None and t > decode_from >= result.first_token_s[r]:
+                if decode_from is not None and t > decode_from >= first_token[r]:
                     out.append((r, DECODE, decode_from, t))
                 decode_from = None
                 preempted_at = t
             elif kind == E.EV_SWAP_IN:
                 if preempted_at is not None:
-                    out.append((r, PREEMPTED, preempted_at, float(step_start[s])))
+                    out.append((r, PREEMPTED, preempted_at, starts[s]))
                     preempted_at = None
-                decode_from = float(step_start[s])
-        finish = float(result.finish_s[r])
-        if decode_from is not None and finish > decode_from:
-            out.append((r, DECODE, decode_from, finish))
+                decode_from = starts[s]
+        if decode_from is not None and finish_s[r] > decode_from:
+            out.append((r, DECODE, decode_from, finish_s[r]))
     return out

@@ -20,11 +20,16 @@ import numpy as np
 
 from .catalog import GPUS, MODELS, resolve_setup
 from .cost_model import (
-    ELEMENTWISE_BW,
+    ACTIVATION_BW_EFFICIENCY,
+    CUSTOM_AR_MAX_BYTES,
     ELEMENTWISE_LAUNCH_FLOOR_S,
     GEMM_LAUNCH_FLOOR_S,
     LINEAR_RATE,
+    NORM_BW_EFFICIENCY,
+    PEAK_BW,
+    ROPE_BW_EFFICIENCY,
     STREAM_BW,
+    STREAM_COPY_BW_EFFICIENCY,
     allreduce_s,
     cost_params,
     prefill_pairs,
@@ -87,15 +92,27 @@ def quantization_of(dtype: str) -> str:
     return "fp8" if "fp8" in d else "bf16" if "bf16" in d else "fp16"
 
 
-def kv_note(dtype: str) -> str:
-    fp8_kv = "+kv" in dtype.lower().replace(" ", "")
-    return "FP8 KV cache not modelled (KV stays 16-bit)" if fp8_kv else ""
+def kv_cache_dtype_of(dtype: str) -> str:
+    """'fp8 (weights+KV)', 'fp8 weights+KV' -> 'fp8' (an FP8 KV cache); anything else keeps the 16-bit cache."""
+    return "fp8" if "+kv" in dtype.lower().replace(" ", "") else "auto"
+
+
+# Sources whose engines all-reduce with NCCL at every size: TensorRT-LLM v0.5/v0.6's build scripts made the
+# one-kernel all-reduce opt-in (examples/llama/build.py: "--use_custom_all_reduce ... Activates latency-optimized
+# algorithm for all-reduce instead of NCCL", store_true) and the performance page's build commands do not pass it
+# (docs/source/performance.md, commit 138f96d4). The cost model's default is vLLM's custom all-reduce.
+NCCL_ONLY_SOURCES = {"trtllm_perf_v061"}
+NCCL_NOTE = "engine all-reduces with NCCL (custom all-reduce not enabled in its build)"
 
 
 @cache
-def params(hardware: str, model: str, quantization: str, tp: int) -> np.ndarray:
-    setup = resolve_setup(hardware, model, quantization, tp, 0.9, 16, 8192, 256)
-    return cost_params(setup)
+def params(hardware: str, model: str, quantization: str, tp: int, kv_cache_dtype: str = "auto",
+           nccl_only: bool = False) -> np.ndarray:
+    setup = resolve_setup(hardware, model, quantization, tp, 0.9, 16, 8192, 256, kv_cache_dtype)
+    p = cost_params(setup)
+    if nccl_only:
+        p[CUSTOM_AR_MAX_BYTES] = 0.0
+    return p
 
 
 def int_of(text: str) -> int:
@@ -125,13 +142,15 @@ def static_batch_s(p, batch: int, prompt: int, output: int) -> float:
     return prefill_s(p, batch, prompt) + sum(decode_s(p, batch, prompt + j) for j in range(1, output))
 
 
-def offline_output_rate(hardware: str, model: str, quantization: str, tp: int, prompt: int, output: int) -> float:
+def offline_output_rate(hardware: str, model: str, quantization: str, tp: int, prompt: int, output: int,
+                        kv_cache_dtype: str = "auto") -> float:
     """Output tokens/s of a simulated offline run: OFFLINE_REQUESTS identical requests queued at t=0."""
     from .runner import run  # imported here: the simulator is only needed for these rows
     from .scenario import Scenario
 
     text = "arrival_s,prompt_tokens,output_tokens\n" + f"0,{prompt},{output}\n" * OFFLINE_REQUESTS
     s = Scenario(scheduler="chunked", hardware=hardware, model=model, quantization=quantization, tp=tp,
+                 kv_cache_dtype=kv_cache_dtype,
                  token_budget=TRTLLM_MAX_NUM_TOKENS, max_seqs=TRTLLM_MAX_BATCH_SIZE,
                  max_model_len=max(prompt + output, 1024))
     return run(s, trace_text=text).metrics["output_throughput"]
@@ -142,12 +161,13 @@ def offline_output_rate(hardware: str, model: str, quantization: str, tp: int, p
 # ---------------------------------------------------------------------------------------------------------
 GEMM_SHAPE = re.compile(r"M=(\d+) N=(\d+) K=(\d+)")
 # Elementwise ops Vidur profiles, bytes per token read and written (16-bit): RMSNorm reads and writes the hidden
-# state, rotary rewrites q and k, SiLU-and-mul reads gate and up and writes one, the residual add reads two.
+# state, rotary rewrites q and k, SiLU-and-mul reads gate and up and writes one, the residual add reads two; each
+# with the fraction of peak bandwidth its kind of kernel reaches (cost_model).
 ELEMENTWISE_OPS = {
-    "input_layernorm": lambda m: 2 * m.hidden * 2,
-    "attn_rope": lambda m: 2 * (m.heads + m.kv_heads) * m.head_dim * 2,
-    "mlp_act": lambda m: 3 * m.ffn * 2,
-    "add": lambda m: 3 * m.hidden * 2,
+    "input_layernorm": (lambda m: 2 * m.hidden * 2, NORM_BW_EFFICIENCY),
+    "attn_rope": (lambda m: 2 * (m.heads + m.kv_heads) * m.head_dim * 2, ROPE_BW_EFFICIENCY),
+    "mlp_act": (lambda m: 3 * m.ffn * 2, ACTIVATION_BW_EFFICIENCY),
+    "add": (lambda m: 3 * m.hidden * 2, STREAM_COPY_BW_EFFICIENCY),
 }
 
 
@@ -172,8 +192,9 @@ def kernel_check(row: dict) -> Check:
     if kernel in ELEMENTWISE_OPS:
         model = MODELS[model_key(model_name)]
         tokens = int(re.search(r"tokens=(\d+)", row["shape"]).group(1))
-        moved = tokens * ELEMENTWISE_OPS[kernel](model)
-        return Check(predicted=(ELEMENTWISE_LAUNCH_FLOOR_S + moved / p[ELEMENTWISE_BW]) * 1e3, **base)
+        bytes_per_token, efficiency = ELEMENTWISE_OPS[kernel]
+        moved = tokens * bytes_per_token(model)
+        return Check(predicted=(ELEMENTWISE_LAUNCH_FLOOR_S + moved / (p[PEAK_BW] * efficiency)) * 1e3, **base)
     return Check(predicted=None, note="kernel not modelled on its own", **base)
 
 
@@ -186,12 +207,13 @@ def step_check(group: str, row: dict, hw: str | None, model: str | None, tp: int
         return Check(predicted=None, note="hardware or model not in the catalog", **base)
     q = quantization_of(dtype)
     try:
-        p = params(hw, model, q, tp)
+        nccl = row["source_id"] in NCCL_ONLY_SOURCES and tp > 1
+        p = params(hw, model, q, tp, kv_cache_dtype_of(dtype), nccl)
     except ValueError as e:
         return Check(predicted=None, note=str(e), **base)
-    notes = [n for n in (kv_note(dtype),
-                         "client-side: includes HTTP and detokenisation" if "client-side" in what_text else "")
-             if n]
+    notes = ["client-side: includes HTTP and detokenisation"] if "client-side" in what_text else []
+    if nccl:
+        notes.append(NCCL_NOTE)
     low = what_text.lower()
     workload = row.get("workload", "")
     io = re.search(r"(\d+) (?:in|input)[^\d]+(\d+) (?:out|output)", low + " " + workload.lower())
@@ -241,10 +263,12 @@ def serving_check(group: str, row: dict, simulate: bool) -> Check:
         prompt, output = int(_isl(workload)), int(re.search(r"OSL\s*=?\s*(\d+)", workload).group(1))
     gpus = int(row.get("gpus") or tp)
     per_gpu = "per gpu" in row["measured_what"].lower() or "/gpu" in row["unit"].lower()
-    notes = [kv_note(dtype)]
+    nccl = row["source_id"] in NCCL_ONLY_SOURCES and tp > 1
+    notes = [NCCL_NOTE] if nccl else []
     m = re.search(r"static batch of (\d+)", row["measured_what"])
+    kv_dtype = kv_cache_dtype_of(dtype)
     try:
-        p = params(hw, model, quantization_of(dtype), tp)
+        p = params(hw, model, quantization_of(dtype), tp, kv_dtype, nccl)
         if m:
             batch = int(m.group(1))
             rate = batch * output / static_batch_s(p, batch, prompt, output)
@@ -257,7 +281,7 @@ def serving_check(group: str, row: dict, simulate: bool) -> Check:
         elif "offline" in row["measured_what"].lower() or "infinite rate" in row["measured_what"].lower():
             if not simulate:
                 return Check(predicted=None, note="offline simulation skipped (--quick)", **base)
-            rate = offline_output_rate(hw, model, quantization_of(dtype), tp, prompt, output)
+            rate = offline_output_rate(hw, model, quantization_of(dtype), tp, prompt, output, kv_dtype)
             notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, budget {TRTLLM_MAX_NUM_TOKENS}")
         else:
             return Check(predicted=None, note="measurement not recognised", **base)

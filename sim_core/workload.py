@@ -8,6 +8,7 @@ from DistServe's evaluation settings.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -16,7 +17,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from .jit import entry
+from .jit import entry_nogil
 from .quoting import quote
 
 
@@ -67,6 +68,7 @@ class Preset:
     #   "rag":   system prompt + user text (chat class), or system prompt + a document from a Zipf-popular pool
     #            + a question (retrieval class)
     #   "agent": multi-turn sessions; each turn resends the previous prompt and answer plus a new message
+    #   "multiturn": the same for a chat user: no shared prompt, a human's reading and typing time between turns
     structure: str = "plain"
     system_prompt_tokens: int = 0
 
@@ -94,6 +96,20 @@ AGENT_TOOL_RESULT = LengthDist(400, 0.9, 16, 3000)
 AGENT_TURNS = 4.0
 AGENT_THINK_S = 2.0
 AGENT_MAX_PROMPT = 6000
+# Multi-turn chat conversations: what each follow-up reuses is its own conversation's history, not a prompt every
+# request shares. First message and every answer: ShareGPT first turns (FIRST_TURN). A later message: LMSYS-Chat-1M
+# averages 69.5 prompt tokens per user turn (lognormal median 50, sigma 0.8: mean 69). Turns per conversation:
+# LMSYS-Chat-1M averages 2.0 (1 + geometric, mean CHAT_TURNS). A conversation ends before its prompt would pass
+# CHAT_MAX_PROMPT (Llama-3's 8,192-token context; the Azure conversation lengths' clip). Between turns the user
+# reads the answer and types the next message, exponential with mean CHAT_THINK_S: silent reading of non-fiction
+# averages 238 words/min (Brysbaert, J. Memory and Language 2019, a meta-analysis of 190 studies), typing 52
+# words/min (Dhakal et al., CHI 2018, 168k typists), at 0.75 words per token (OpenAI's rule of thumb for English):
+# 5.3 and 1.16 tokens/s, so ~45 s to read a median 240-token answer and ~43 s to type a median 50-token message.
+# (Per turn from its own lengths would have a 2,000-token pasted message take half an hour to "type".)
+CHAT_FOLLOW_UP = LengthDist(50, 0.8, 2, 2000)
+CHAT_TURNS = 2.0
+CHAT_MAX_PROMPT = 8000
+CHAT_THINK_S = FIRST_TURN.output.median / (238 / 60 / 0.75) + CHAT_FOLLOW_UP.median / (52 / 60 / 0.75)
 # Azure code trace 2023: prompt median 1469 / mean 2048, output median 13 / mean 28.
 CODE = RequestClass("code", 1.0, LengthDist(1469, 0.8, 16, 8000), LengthDist(13, 1.2, 1, 512))
 # arXiv summarisation (Vidur's processed trace): prompt median 2730, output median 167.
@@ -116,6 +132,9 @@ PRESETS: dict[str, Preset] = {
                (RAG_CHAT, RETRIEVAL), 6.0, 1.0, 1000, 100, structure="rag", system_prompt_tokens=200),
         Preset("agent", "multi-turn agent sessions: shared tool prompt, each turn resends the history (rate: "
                "sessions/s)", (AGENT,), 1.0, 1.0, 1000, 100, structure="agent", system_prompt_tokens=1500),
+        Preset("multiturn", "multi-turn chat conversations: each turn resends the conversation so far, after the "
+               "user read the answer and typed (rate: conversations/s)", (FIRST_TURN,), 1.0, 1.0, 400, 100,
+               structure="multiturn"),
         Preset("code", "code completion with Azure-2023 code-trace lengths, bursty arrivals",
                (CODE,), 4.0, 2.0, 125, 200),
         Preset("mixed", "chat, code completion and summarisation sharing one server",
@@ -222,7 +241,7 @@ def content_hashes(seg_ids, seg_lens, seg_off, block_size) -> tuple[np.ndarray, 
     return block_hashes(seg_ids, seg_lens, seg_off, counts[inverse] == 1, block_size)
 
 
-@entry
+@entry_nogil  # a run's whole workload: long enough that the web's event loop should not wait on it
 def block_hashes(seg_ids, seg_lens, seg_off, seg_private, block_size):
     """Chained content hashes of every full block of every request: H_j = hash(H_{j-1}, content of block j), as
     vLLM and SGLang key their prefix caches. Deterministic (no Python hash() randomisation) and never 0. Blocks
@@ -299,7 +318,7 @@ def synthesize(preset: Preset, rate: float, burstiness: float, n: int | None, du
                system_prompt_tokens: int | None = None) -> Requests:
     rng = np.random.default_rng(seed)
     sys_len = preset.system_prompt_tokens if system_prompt_tokens is None else system_prompt_tokens
-    if preset.structure == "agent":
+    if preset.structure in ("agent", "multiturn"):
         return _agent_sessions(preset, rng, rate, burstiness, n, duration_s, sys_len)
     arrivals = arrival_times(rng, rate, burstiness, n, duration_s)
     count = len(arrivals)
@@ -332,8 +351,12 @@ def synthesize(preset: Preset, rate: float, burstiness: float, n: int | None, du
 
 def _agent_sessions(preset: Preset, rng: np.random.Generator, rate: float, burstiness: float, n: int | None,
                     duration_s: float, sys_len: int) -> Requests:
-    """Closed-loop sessions: turn k+1 arrives a think time after turn k ends and carries all of it as prefix."""
+    """Closed-loop sessions: turn k+1 arrives a think time after turn k ends and carries all of it as prefix. Agent:
+    tool results between turns, tools' think times; multiturn: a user's messages, reading and typing time."""
     cls = preset.classes[0]
+    chat = preset.structure == "multiturn"
+    later, mean_turns, max_prompt, think_s = (CHAT_FOLLOW_UP, CHAT_TURNS, CHAT_MAX_PROMPT, CHAT_THINK_S) if chat \
+        else (AGENT_TOOL_RESULT, AGENT_TURNS, AGENT_MAX_PROMPT, AGENT_THINK_S)
     starts = arrival_times(rng, rate, burstiness, n, duration_s)  # with n, at most n sessions are needed
     arrival, prompt, output, parent, think = [], [], [], [], []
     seg_ids: list[int] = []
@@ -344,26 +367,26 @@ def _agent_sessions(preset: Preset, rng: np.random.Generator, rate: float, burst
         content = [(SYSTEM_PROMPT_SEGMENT, sys_len)] if sys_len else []
         content.append((uid, int(cls.prompt.draw(rng, 1)[0])))
         uid += 1
-        turns = int(rng.geometric(1.0 / AGENT_TURNS))  # mean AGENT_TURNS, at least 1
+        turns = int(rng.geometric(1.0 / mean_turns))  # mean mean_turns, at least 1
         prev = -1
         for _ in range(turns):
             p_len = sum(length for _, length in content)
             o_len = int(cls.output.draw(rng, 1)[0])
-            if prev >= 0 and p_len + o_len > AGENT_MAX_PROMPT:
+            if prev >= 0 and p_len + o_len > max_prompt:
                 break
             idx = len(arrival)
             arrival.append(float(start) if prev < 0 else np.inf)
             prompt.append(p_len)
             output.append(o_len)
             parent.append(prev)
-            think.append(0.0 if prev < 0 else float(rng.exponential(AGENT_THINK_S)))
+            think.append(0.0 if prev < 0 else float(rng.exponential(think_s)))
             answer = (uid, o_len)
             uid += 1
             for sid, length in [*content, answer]:
                 seg_ids.append(sid)
                 seg_lens.append(length)
             seg_off.append(len(seg_ids))
-            tool = (uid, int(AGENT_TOOL_RESULT.draw(rng, 1)[0]))
+            tool = (uid, int(later.draw(rng, 1)[0]))
             uid += 1
             content = [*content, answer, tool]
             prev = idx
@@ -616,3 +639,26 @@ def read_trace(text: str, max_rows: int) -> Requests:
     if all(c in [h.strip() for h in first_line.split(",")] for c in AZURE_COLUMNS):
         return read_azure_trace(text, max_rows)
     return read_csv_trace(text, max_rows)
+
+
+def own_rate(reqs: Requests) -> float | None:
+    """A trace's own mean arrival rate, requests/s: the arrivals after the first over the time they span. None
+    when it has none (one request, or every request at one instant)."""
+    open_loop = reqs.arrival_s[reqs.parents() < 0]
+    span = float(open_loop[-1] - open_loop[0]) if len(open_loop) else 0.0
+    return (len(open_loop) - 1) / span if span > 0 else None
+
+
+def at_rate(reqs: Requests, rate: float) -> Requests:
+    """The trace replayed at `rate` requests/s: every gap between arrivals scaled by one factor, so its bursts and
+    lulls keep their shape (as Vidur's and BLIS's trace time-scaling do); the first arrival stays where it is.
+    A planner or a sweep asks "what if this traffic came faster?" of a recorded trace this way."""
+    own = own_rate(reqs)
+    if own is None:
+        raise TraceError("the trace's requests all arrive at one instant, so it has no arrival rate to scale: "
+                         "leave rate unset to replay it as recorded")
+    open_loop = reqs.parents() < 0
+    start = float(reqs.arrival_s[open_loop][0])
+    arrival = reqs.arrival_s.copy()  # follow-up turns (inf until their parent ends) keep their think times
+    arrival[open_loop] = start + (arrival[open_loop] - start) * (own / rate)
+    return dataclasses.replace(reqs, arrival_s=arrival)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
-from sim_core.catalog import QUANTIZATIONS
+from sim_core.catalog import KV_CACHE_DTYPES, QUANTIZATIONS
 from sim_core.cluster import ROUTER_NAMES
 from sim_core.cost_model import CONSTANT_BOUNDS, Constants
 from sim_core.hardware_profile import Profile
@@ -34,6 +34,7 @@ STRATEGIES = {
     "hardware": st.sampled_from(sorted(GPUS)),
     "model": _maybe(st.sampled_from(sorted(MODELS))),
     "quantization": st.sampled_from(sorted(QUANTIZATIONS)),
+    "kv_cache_dtype": st.sampled_from(sorted(KV_CACHE_DTYPES)),
     "tp": st.integers(1, 8),
     "workload": st.sampled_from(sorted(PRESETS)),
     "replicas": st.integers(1, 64),

@@ -457,3 +457,17 @@ def test_takeaway_sentence_is_computed_from_the_results(client):
     assert f"slo leaves {unserved_share(m['slo']):.0%} of requests unserved (rejected or shed)" in three
     one = client.get("/?schedulers=fcfs&hardware=rtx3050&workload=chat&num_requests=30").text
     assert "fcfs serves 30 of 30 requests" in one and "tick another scheduler" in one
+
+
+def test_jitted_code_the_web_runs_from_request_threads_releases_the_gil():
+    """A jitted call holds the GIL for its whole length unless compiled nogil, and then the event loop (every
+    /healthz, every cached page) waits for it: the KV grid over a long run takes tens of ms."""
+    from numba import config
+
+    from app import kvgrid
+    from sim_core import engine, workload
+
+    if config.DISABLE_JIT:
+        pytest.skip("plain Python: nothing is compiled")
+    for fn in (kvgrid.cell_codes, kvgrid._majority, workload.block_hashes, engine.simulate):
+        assert fn.targetoptions.get("nogil"), fn.__name__

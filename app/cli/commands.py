@@ -86,10 +86,25 @@ def _check_setup(scenario: Scenario) -> None:
 def _note_ignored_with_trace(scenario: Scenario) -> None:
     if scenario.trace is None:
         return
-    ignored = [flag_name(f) for f in ("rate", "burstiness", "duration", "seed") if f in scenario.model_fields_set]
+    ignored = [flag_name(f) for f in ("burstiness", "duration", "seed") if f in scenario.model_fields_set]
     if ignored:
         print(f"note: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect with --trace "
-              f"(the trace sets the arrivals and lengths)", file=sys.stderr)
+              f"(the trace sets the arrivals and lengths; --rate scales its gaps)", file=sys.stderr)
+
+
+def _trace_rate(scenario: Scenario, searched: str) -> Scenario:
+    """A search over arrival rates replays a trace at each rate tried, its recorded gaps scaled (--rate: where it
+    starts; default: the trace's own mean rate, made explicit so the plans' scenario strings reproduce it)."""
+    from sim_core.workload import own_rate
+
+    if scenario.trace is None:
+        return scenario
+    _check_setup(scenario)
+    rate = own_rate(make_requests(scenario.model_copy(update={"rate": None}), resolve(scenario)))
+    if rate is None:
+        raise UsageError(f"--trace: {searched} replays the trace at other arrival rates, by scaling the gaps "
+                         "between its arrivals; this trace's requests all arrive at one instant")
+    return scenario if scenario.rate is not None else scenario.model_copy(update={"rate": rate})
 
 
 def _note_large_run(scenarios: dict[str, Scenario]) -> None:
@@ -217,9 +232,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     args.schedulers = _chosen_schedulers(args)
     rates = _rate_grid(args)
-    base = build_scenario(args)
-    if base.trace is not None:
-        raise UsageError("--trace: a sweep varies the arrival rate, which a trace fixes; sweep a workload preset")
+    base = _trace_rate(build_scenario(args), "a sweep")
     for s in args.schedulers:
         for rate in (rates[0], rates[-1]):
             _check_setup(base.model_copy(update={"scheduler": s, "rate": rate}))
@@ -267,9 +280,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_capacity(args: argparse.Namespace) -> int:
     from sim_core.capacity import capacity
 
-    base = build_scenario(args)
-    if base.trace is not None:
-        raise UsageError("--trace: capacity searches over the arrival rate, which a trace fixes; use a workload preset")
+    base = _trace_rate(build_scenario(args), "a capacity search")
     _check_setup(base)
     with _executor(args) as executor:
         cap = capacity(base, args.target, args.tolerance, executor=executor)
@@ -336,8 +347,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     base = build_scenario(args)
     if base.model is None:
         raise UsageError("--model: a plan compares GPUs serving one model; name it (sched-sim list shows them)")
-    if base.trace is not None:
-        raise UsageError("--trace: a plan searches over arrival rates, which a trace fixes; use a workload preset")
+    base = _trace_rate(base, "a plan")
     rate = base.rate or resolve(base).rate
     progress = report.Progress(inputs.candidates() * base.seeds * 3)
     with _executor(args) as executor:

@@ -479,7 +479,8 @@ def step_time_lines(doc: dict) -> list[str]:
         batch.append(f"a {doc['prefill_tokens']:,}-token prefill chunk after {doc['context_tokens']:,} cached")
     if doc["decode_seqs"]:
         batch.append(f"{doc['decode_seqs']:,} decoding sequences of {doc['decode_context']:,} tokens of context")
-    lines = [f"{doc['model']} ({doc['quantization']}) on {doc['hardware']}, tp={doc['tp']}: " + " + ".join(batch),
+    formats = doc["quantization"] + (", fp8 KV cache" if doc.get("kv_cache_dtype") == "fp8" else "")
+    lines = [f"{doc['model']} ({formats}) on {doc['hardware']}, tp={doc['tp']}: " + " + ".join(batch),
              f"step time {fmt(doc['step_ms'])} ms, {doc['bound']}-bound (MBU {pct(doc['mbu'])}%, "
              f"MFU {pct(doc['mfu'])}%)", ""]
     total = doc["step_ms"]
@@ -587,7 +588,8 @@ def plan_lines(base: Scenario, rate: float, target: float, result) -> list[str]:
         rows.append(["*" if p.pareto else "", deployment_text(s), str(p.gpus),
                      fmt(p.cost_per_hour), fmt(p.cost_per_mtok), fmt(m["ttft_ms"]["p99"]), fmt(m["tpot_ms"]["p99"]),
                      pct(m["slo_attainment"]), fmt(p.replica_capacity)])
-    out = [f"Plans for {base.model} on {base.workload} at {g(rate)} req/s, >= {pct(target)}% SLO attainment "
+    traffic = f"trace {base.trace} (its gaps scaled)" if base.trace else base.workload
+    out = [f"Plans for {base.model} on {traffic} at {g(rate)} req/s, >= {pct(target)}% SLO attainment "
            f"({len(result.plans)} found, {result.simulations} simulations; * = Pareto front of cost and P99 TTFT)"]
     out += _columns(head + [""], [r + [""] for r in rows], right=set(range(2, len(head)))) if rows else [
         "  no deployment meets the SLO within the limits"]
