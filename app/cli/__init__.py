@@ -14,7 +14,11 @@ exit with status 2 and one line on stderr naming the flag; an interrupt exits wi
 """
 
 import gc
+import os
 
+# numpy starts one BLAS thread per core at import, which spin a while: ~0.1 CPU-s of a command that multiplies
+# no large matrices (the engine uses none). Single-threaded unless the user set it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # A command is a short process, most of it importing numpy, numba, pydantic and sim_core: hundreds of thousands
 # of objects that live until exit. The cyclic garbage collector would walk them again and again while they are
 # built, and once more at exit; collection is off while importing, and what the imports built is frozen (left
