@@ -68,3 +68,34 @@ def test_kernels_leave_module_optimization_to_the_entry_that_links_them():
     assert quarter(10.0) == 2.5 and halve(3.0) == 1.5
     assert type(halve.overloads[halve.signatures[0]].library) is jit._LinkedInto
     assert type(quarter.overloads[quarter.signatures[0]].library) is not jit._LinkedInto
+
+
+WARM_RUN = """
+import io, sys
+from app.cli import main
+from sim_core import jit
+sys.stdout = io.StringIO()
+code = main(["run", "--hardware", "rtx3050", "--num-requests", "20", "--json"])
+sys.stdout = sys.__stdout__
+kernels = [v for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("sim_core")
+           for v in vars(m).values() if isinstance(v, jit.OneSignature)]
+opened = sum(1 for k in kernels if k.__dict__.get("_cache") is not jit._OPEN_ON_USE)
+print(code, len(kernels), opened, "numba.np.polynomial.polynomial_functions" in sys.modules)
+"""
+
+
+def test_a_warm_cli_run_loads_its_kernel_without_numbas_registries_or_every_cache():
+    """With a warm cache, a run opens the cache of the kernels it calls (not ~130) and loads compiled code
+    without refreshing numba's typing/target registries (which import every numpy implementation module)."""
+    import os
+    import subprocess
+    import sys
+
+    sim_core.warm_up()  # the cache this test session uses is warm now
+    out = subprocess.run([sys.executable, "-c", WARM_RUN], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR))
+    assert out.returncode == 0, out.stderr
+    code, kernels, opened, refreshed = out.stdout.split()
+    assert code == "0" and int(kernels) > 100
+    assert 0 < int(opened) <= 3
+    assert refreshed == "False"
