@@ -3,7 +3,10 @@ plain Python under NUMBA_DISABLE_JIT=1. Two flavours, because compile time is mo
 function (~0.25 s each on a laptop core), and a call costs an atomic reference-count update for every array or
 record it passes (numba counts references to arguments, even for an inlined call):
 
-  kernel  a function compiled on its own (`entry`, `entry_nogil`: the ones Python calls)
+  kernel  a function compiled on its own, that other kernels call: numba links its code into each caller's, so
+          only its callers' code runs; it skips the module-level LLVM passes, which its entry runs once over
+          everything linked in (_LinkedInto below)
+  entry   a kernel Python calls (`entry_nogil`: one that releases the GIL); fully optimized
   inline  a few lines: numba inlines it into each caller, so it is not compiled on its own and not called at run
           time. Loops that run per request per step call neither kind with array or record arguments.
 No fastmath, no globals that change, random numbers drawn outside the kernels: results are bit-identical across
@@ -19,7 +22,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from numba import config, njit
+from numba import config, njit, types
+from numba.core.caching import FunctionCache
+from numba.core.codegen import JITCodeLibrary
+from numba.core.compiler import Compiler
+from numba.core.registry import CPUDispatcher
+from numba.core.runtime import rtsys
 
 
 def _writable(path: Path) -> bool:
@@ -74,8 +82,86 @@ CACHE_DIR = _cache_dir()
 if CACHE_DIR is not None:
     config.CACHE_DIR = CACHE_DIR  # read when each function below is decorated; numba writes nowhere else
 
+
+class OneSignature(CPUDispatcher):
+    """A kernel compiled once per argument types, however its callers spell their constants. numba types a
+    constant argument passed from jitted code as a literal (`f(eng, 0)` as Literal[int](0), `f(eng, n)` as int64)
+    and compiles a version per literal value: `step_cost` was compiled four times, `_admit` and five others twice.
+    Widening literals to their plain types before the overload is looked up compiles (and caches) one; results
+    are the same, the literal versions only folded a constant."""
+
+    def get_call_template(self, args, kws):
+        return super().get_call_template(tuple(types.unliteral(a) for a in args),
+                                         {k: types.unliteral(v) for k, v in kws.items()})
+
+    @property
+    def _cache(self):
+        """numba's on-disk cache of this kernel, opened on first use: opening one checks that its directory is
+        writable by creating a temporary file there, for each of ~130 kernels at import, while a warm run loads
+        one or two."""
+        cache = self.__dict__["_cache"]
+        if cache is _OPEN_ON_USE:
+            cache = self.__dict__["_cache"] = LoadWithoutRefresh(self.py_func)
+        return cache
+
+    @_cache.setter
+    def _cache(self, value):
+        self.__dict__["_cache"] = value
+
+
+_OPEN_ON_USE = object()
+
+
+class LoadWithoutRefresh(FunctionCache):
+    """numba refreshes its typing and target contexts (imports and registers every builtin and numpy typing and
+    lowering implementation: ~0.2 s of a CLI run's ~1 s) before it loads a cached kernel. Loading compiled code
+    needs only numba's runtime (NRT: allocation, reference counts), and a compile refreshes both contexts itself
+    (numba.core.compiler's CompilerBase), so a cache hit starts the runtime and skips the rest."""
+
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)  # what refresh() does first; idempotent
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+
+def _one_signature(cache: bool, **options):
+    jit = njit(**options)
+
+    def decorate(func):
+        disp = jit(func)
+        if isinstance(disp, CPUDispatcher):  # not under NUMBA_DISABLE_JIT, where njit hands back func itself
+            disp.__class__ = OneSignature
+            if cache:
+                disp._cache = _OPEN_ON_USE
+        return disp
+    return decorate
+
+
+class _LinkedInto(JITCodeLibrary):
+    """The compiled code of a kernel that entries call. numba links a callee's LLVM module into each caller's
+    and optimizes the whole at every level, so a helper three calls below `simulate` was optimized three times
+    over, with everything below it: 7.7 of a cold warm-up's 36 CPU-seconds went to such module-level passes.
+    Only entries run them now, once, over everything they link in (1.8 CPU-s); a kernel keeps numba's
+    per-function optimization. Its own machine code (run only if Python calls it directly) is less inlined;
+    results are the same. (Machine-code emission still repeats at each level: numba needs it to cache.)"""
+
+    def _optimize_final_module(self):
+        pass
+
+
+class _KernelCompiler(Compiler):
+    def compile_extra(self, func):
+        if self.state.library is None:  # what numba's lowering would create, of the class above
+            library = self.state.targetctx.codegen().create_library(func.__qualname__)
+            if type(library) is JITCodeLibrary:
+                library.__class__ = _LinkedInto
+            library.enable_object_caching()
+            self.state.library = library
+        return super().compile_extra(func)
+
+
 _CACHE = CACHE_DIR is not None
-kernel = njit(cache=_CACHE)
-entry = kernel
-entry_nogil = njit(cache=_CACHE, nogil=True)  # releases the GIL: several web requests simulate in parallel threads
-inline = njit(cache=_CACHE, inline="always")
+kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler)
+entry = _one_signature(cache=_CACHE)
+entry_nogil = _one_signature(cache=_CACHE, nogil=True)  # releases the GIL: several web requests simulate in threads
+inline = _one_signature(cache=_CACHE, inline="always")  # its cache: only if Python calls it directly

@@ -426,8 +426,11 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
 
 
 def warm_up() -> None:
-    """Compile (or load from numba's on-disk cache) every engine code path with tiny runs."""
+    """Compile (or load from numba's on-disk cache) every engine code path with tiny runs (a cold cache: on two
+    cores, warm.py)."""
     from .policies import SCHEDULER_NAMES
+    from .warm import compile_in_two
 
+    compile_in_two()
     for name in SCHEDULER_NAMES:
         run(Scenario(scheduler=name, hardware="rtx3050", num_requests=4, seed=1), record_events=True)

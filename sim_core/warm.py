@@ -1,0 +1,121 @@
+"""A cold warm-up on two cores: the engine's kernels compile in two processes that share numba's on-disk cache.
+
+`simulate` calls everything else, so one process compiles the whole tree bottom-up, one kernel after another.
+But a subtree whose argument types are known before any run (the engine record, state.ENGINE; the inputs
+Python hands `new_engine`) can be compiled on its own with an explicit signature: a helper process compiles the
+scheduler's subtree (`schedule`: the largest, ~40% of the compile) and the prefix-cache hasher while this one
+compiles engine construction and the step's other phases; then this one compiles `step` and `simulate`, loading
+what the helper wrote from the cache instead of compiling it. Nothing changes when the cache is already warm
+(the helper is not started), under NUMBA_DISABLE_JIT, without a writable cache, or on one core.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from numba import config as numba_config
+
+from . import jit
+
+# What the helper process compiles, and what this one compiles meanwhile (module, kernel) — each a subtree of
+# `simulate` whose argument types do not depend on a run. Split by measured compile time (bench/bench_startup.py).
+HELPER = (("scheduler", "schedule"),)
+HERE = (("workload", "block_hashes"), ("build", "new_engine"), ("engine", "admit_arrivals"), ("engine", "run_batch"), ("engine", "land_tokens"),
+        ("attribution", "attribute_step"), ("policies.ordering", "_rekey_by_cached_prefix"),
+        ("policies.ordering", "_rekey_on_step_time_drift"), ("logs", "take_frames"), ("build", "outcome"),
+        ("engine", "release_finished"), ("policies.static_batching", "end_static_batch"))
+
+
+def _kernel(module: str, name: str):
+    import importlib
+
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
+
+def _signature(module: str, name: str) -> tuple:
+    """The argument types the engine calls this kernel with."""
+    from numba import typeof, types
+
+    from .state import ENGINE
+
+    if (module, name) == ("build", "new_engine"):
+        return tuple(typeof(a) for a in _engine_inputs())
+    if (module, name) == ("workload", "block_hashes"):
+        return (types.int64[::1], types.int64[::1], types.int64[::1], types.boolean[::1], types.int64)
+    if (module, name) == ("logs", "take_frames"):
+        return (ENGINE, types.boolean)
+    return (ENGINE,)
+
+
+def _engine_inputs() -> tuple:
+    """(Config, RequestTable, FrameSpec) of a tiny run, as runner.simulate_requests builds them."""
+    from .runner import (
+        DEFAULT_MAX_STEP_RECORDS,
+        class_slos,
+        engine_config,
+        frame_spec,
+        make_requests,
+        request_table,
+        resolve,
+    )
+    from .scenario import Scenario
+
+    s = Scenario(scheduler="fcfs", hardware="rtx3050", num_requests=4, seed=1)
+    r = resolve(s)
+    reqs = make_requests(s, r)
+    cfg = engine_config(s, r, class_slos(s, r, reqs), record_events=True, max_step_records=DEFAULT_MAX_STEP_RECORDS,
+                        debug_checks=False)
+    return cfg, request_table(reqs, cfg), frame_spec(reqs)
+
+
+def compile_part(part) -> None:
+    for module, name in part:
+        _kernel(module, name).compile(_signature(module, name))
+
+
+def cached_signatures(module: str, name: str) -> list:
+    """The signatures numba's cache holds for this kernel (none if its source changed since)."""
+    cache_file = getattr(getattr(_kernel(module, name), "_cache", None), "_cache_file", None)
+    return [key[0] for key in cache_file._load_index()] if cache_file is not None else []
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def start_helper() -> subprocess.Popen | None:
+    """Start the helper process if it would help: a cold cache that can be shared, and a second core."""
+    if numba_config.DISABLE_JIT or jit.CACHE_DIR is None or _cores() < 2:
+        return None
+    if all(cached_signatures(m, n) for m, n in HELPER + HERE):
+        return None
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR,
+               PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    try:
+        return subprocess.Popen([sys.executable, "-c", f"from {__package__}.warm import HELPER, compile_part; "
+                                                       "compile_part(HELPER)"],
+                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def compile_in_two() -> None:
+    """Compile the engine's subtrees on two cores (a no-op when the cache is warm); the caller then runs the
+    engine, which compiles `step` and `simulate` over what is cached. If the helper fails, the engine compiles
+    what it left undone itself."""
+    helper = start_helper()
+    if helper is None:
+        return
+    try:
+        compile_part(HERE)
+    finally:
+        try:
+            helper.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            helper.kill()
+            helper.wait()

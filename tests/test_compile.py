@@ -1,0 +1,101 @@
+"""How kernels compile: one signature each, and a cold warm-up split over two processes that compile disjoint
+subtrees of the engine with the very signatures the engine calls them with."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import config as numba_config
+
+import sim_core
+from sim_core import jit, warm
+
+pytestmark = pytest.mark.skipif(numba_config.DISABLE_JIT, reason="about numba's compiled kernels")
+
+
+@jit.kernel
+def _twice(x, n):
+    return x * n
+
+
+@jit.entry
+def _calls_with_literals_and_variables(x, n):
+    return _twice(x, 0) + _twice(x, 1) + _twice(x, n) + _twice(x, True)
+
+
+def test_a_kernel_called_with_literal_constants_compiles_one_signature():
+    assert _calls_with_literals_and_variables(3.0, 5) == 3.0 * 0 + 3.0 * 1 + 3.0 * 5 + 3.0 * 1
+    # numba alone compiles one version per literal (0, 1, True) and one for int64: four.
+    assert len(_twice.signatures) == 2  # (float64, int64) and (float64, bool): the literals widened
+    assert all("Literal" not in str(sig) for sig in _twice.signatures)
+
+
+def test_the_two_halves_of_the_warm_up_are_disjoint_kernels_of_the_engine():
+    names = warm.HELPER + warm.HERE
+    assert len(set(names)) == len(names)
+    for module, name in names:
+        assert isinstance(warm._kernel(module, name), jit.OneSignature), (module, name)
+
+
+def test_the_warm_up_compiles_what_the_engine_calls_and_nothing_else():
+    """After a warm-up (cold or warm), each kernel the helper or this process compiled ahead holds exactly one
+    signature in the cache: the engine called it with the types warm.py compiled, not others (a mismatch
+    would compile a second version and waste the helper's work)."""
+    sim_core.warm_up()
+    for module, name in warm.HELPER + warm.HERE:
+        assert warm.cached_signatures(module, name) == [warm._signature(module, name)], (module, name)
+    assert warm.start_helper() is None  # warm now: no helper process
+
+
+def test_new_engine_inputs_match_a_real_run():
+    cfg, table, frames = warm._engine_inputs()
+    assert cfg.cost.dtype == np.float64 and table.arrival_s.dtype == np.float64 and frames.capacity == 0
+
+
+def test_kernels_leave_module_optimization_to_the_entry_that_links_them():
+    # Uncached, so this process compiles both (a cache hit rebuilds a plain library).
+    kernel = jit._one_signature(cache=False, pipeline_class=jit._KernelCompiler)
+    entry = jit._one_signature(cache=False)
+
+    @kernel
+    def halve(x):
+        return x / 2.0
+
+    @entry
+    def quarter(x):
+        return halve(halve(x))
+
+    assert quarter(10.0) == 2.5 and halve(3.0) == 1.5
+    assert type(halve.overloads[halve.signatures[0]].library) is jit._LinkedInto
+    assert type(quarter.overloads[quarter.signatures[0]].library) is not jit._LinkedInto
+
+
+WARM_RUN = """
+import io, sys
+from app.cli import main
+from sim_core import jit
+sys.stdout = io.StringIO()
+code = main(["run", "--hardware", "rtx3050", "--num-requests", "20", "--json"])
+sys.stdout = sys.__stdout__
+kernels = [v for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("sim_core")
+           for v in vars(m).values() if isinstance(v, jit.OneSignature)]
+opened = sum(1 for k in kernels if k.__dict__.get("_cache") is not jit._OPEN_ON_USE)
+print(code, len(kernels), opened, "numba.np.polynomial.polynomial_functions" in sys.modules)
+"""
+
+
+def test_a_warm_cli_run_loads_its_kernel_without_numbas_registries_or_every_cache():
+    """With a warm cache, a run opens the cache of the kernels it calls (not ~130) and loads compiled code
+    without refreshing numba's typing/target registries (which import every numpy implementation module)."""
+    import os
+    import subprocess
+    import sys
+
+    sim_core.warm_up()  # the cache this test session uses is warm now
+    out = subprocess.run([sys.executable, "-c", WARM_RUN], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR))
+    assert out.returncode == 0, out.stderr
+    code, kernels, opened, refreshed = out.stdout.split()
+    assert code == "0" and int(kernels) > 100
+    assert 0 < int(opened) <= 3
+    assert refreshed == "False"
