@@ -39,6 +39,15 @@ class LengthDist:
             x = np.rint(rng.lognormal(math.log(self.median), self.sigma, size=n))
         return np.clip(x, self.low, self.high).astype(np.int64)
 
+    def draw_one(self, rng: np.random.Generator) -> int:
+        """int(draw(rng, 1)[0]), from the same random stream, without building arrays: session workloads draw
+        turn by turn in a Python loop, which on the web holds the GIL (numpy's per-call overhead was most of it)."""
+        if self.uniform:
+            x = int(rng.integers(self.low, self.high + 1))
+        else:
+            x = round(rng.lognormal(math.log(self.median), self.sigma))  # half to even, as np.rint
+        return min(max(x, self.low), self.high)
+
 
 @dataclass(frozen=True)
 class RequestClass:
@@ -365,13 +374,13 @@ def _agent_sessions(preset: Preset, rng: np.random.Generator, rate: float, burst
     uid = UNIQUE
     for start in starts:
         content = [(SYSTEM_PROMPT_SEGMENT, sys_len)] if sys_len else []
-        content.append((uid, int(cls.prompt.draw(rng, 1)[0])))
+        content.append((uid, cls.prompt.draw_one(rng)))
         uid += 1
         turns = int(rng.geometric(1.0 / mean_turns))  # mean mean_turns, at least 1
         prev = -1
         for _ in range(turns):
             p_len = sum(length for _, length in content)
-            o_len = int(cls.output.draw(rng, 1)[0])
+            o_len = cls.output.draw_one(rng)
             if prev >= 0 and p_len + o_len > max_prompt:
                 break
             idx = len(arrival)
@@ -386,7 +395,7 @@ def _agent_sessions(preset: Preset, rng: np.random.Generator, rate: float, burst
                 seg_ids.append(sid)
                 seg_lens.append(length)
             seg_off.append(len(seg_ids))
-            tool = (uid, int(later.draw(rng, 1)[0]))
+            tool = (uid, later.draw_one(rng))
             uid += 1
             content = [*content, answer, tool]
             prev = idx

@@ -11,7 +11,7 @@ import pytest
 
 from sim_core import PRESETS, TraceError
 from sim_core import workload as W
-from sim_core.workload import arrival_times, read_csv_trace, synthesize
+from sim_core.workload import LengthDist, arrival_times, read_csv_trace, synthesize
 
 
 def _arrays(reqs) -> dict:
@@ -243,3 +243,11 @@ def test_azure_trace_times_do_not_depend_on_the_local_time_zone(monkeypatch):
     monkeypatch.undo()
     time.tzset()
     assert gaps["UTC"] == gaps["America/New_York"] == 62 * 60
+
+
+@pytest.mark.parametrize("dist", [LengthDist(300, 1.2, 1, 2000), LengthDist(2.5, 0.3, 1, 10),
+                                  LengthDist(low=3, high=9, uniform=True)])
+def test_draw_one_is_draw_of_one_from_the_same_stream(dist):
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    assert [int(dist.draw(a, 1)[0]) for _ in range(5000)] == [dist.draw_one(b) for _ in range(5000)]
+    assert a.random() == b.random()  # and each consumed the same random numbers
