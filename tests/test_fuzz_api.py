@@ -26,7 +26,8 @@ def kernels_ready():
         c.app.state.kernels_ready.wait(600)
         yield
     if os.environ.get("FUZZ_CASES_PER_OPERATION"):
-        print(f"\nAPI fuzz: {sum(CALLS.values())} cases, {dict(CALLS)}")
+        busy = CALLS.pop("503 busy, Retry-After", 0)
+        print(f"\nAPI fuzz: {sum(CALLS.values())} cases ({busy} answered 503 busy with Retry-After), {dict(CALLS)}")
 
 
 @schema.parametrize()
@@ -34,4 +35,9 @@ def kernels_ready():
 def test_no_input_makes_the_api_fail_with_a_server_error(case):
     response = case.call()
     CALLS[f"{case.method} {case.path}"] += 1
+    if response.status_code == 503 and response.headers.get("retry-after"):
+        # The answer issue 13 asks for past the server's limits, not a failure: valid sweeps the fuzz started
+        # keep running in the background, and past MAX_QUEUED_SWEEPS of them the next is told to retry.
+        CALLS["503 busy, Retry-After"] += 1
+        return
     assert response.status_code < 500, (response.status_code, case.path, case.query, response.text[:500])
