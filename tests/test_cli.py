@@ -509,3 +509,20 @@ def test_with_an_empty_numba_cache_the_page_answers_within_15_s(tmp_path):
         proc.wait(timeout=10)
     assert status == 200 and elapsed < COLD_START_LIMIT_S, elapsed
     assert 'id="scenario-form"' in page and "Compiling the simulator" in page
+
+
+def test_a_run_parses_its_flags_without_importing_the_planner_step_time_or_calibration_models():
+    """Start-up (issue 8): only the named command's parser reads those modules' pydantic fields."""
+    code = ("import contextlib, io, sys\nfrom app.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['run', '--num-requests', '5']) == 0\n"
+            "print(sorted(m for m in ('sim_core.planner', 'sim_core.step_time', 'sim_core.calibration') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_version_prints_on_stdout(capsys):
+    assert main(["--version"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("sched-sim ") and not err

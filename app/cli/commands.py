@@ -482,12 +482,26 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
                        help=f"{info.description} (default: {shown or 'none'})".replace("%", "%%"))
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _VersionAction(argparse.Action):
+    """--version, reading the installed version only when asked (importlib.metadata parses package metadata)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {_version()}")  # on stdout, as argparse's own version action prints it
+        parser.exit()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; with `only` (the command a command line names), the flags of the commands that
+    read a model's fields off modules the run does not otherwise import (plan, step-time, calibrate) only for that
+    command: a `run` need not import the planner, the step-time model and the calibrator to parse its flags."""
     parser = Parser(prog=PROG, allow_abbrev=False,
                     description="Simulate LLM-serving schedulers: latency, throughput and goodput of a policy on "
                                 "a GPU, model and workload. 'sched-sim list' shows the valid names and what each "
                                 "metric measures.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -523,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     p.set_defaults(func=cmd_sweep)
 
+    def wanted(name: str) -> bool:
+        return only is None or only == name
+
     p = add("capacity", "the highest arrival rate a deployment serves within its SLOs, over seeds")
     p.add_argument("--target", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
                    help=f"SLO attainment to keep, 0-1 (default: {DEFAULT_SLO_TARGET})")
@@ -534,10 +551,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_capacity)
 
     p = add("plan", "the cheapest deployments (GPU, TP, scheduler, replicas) that meet the SLOs at a rate")
-    _add_plan_flags(p)
-    _add_executor_flags(p)
-    add_scenario_flags(p, exclude=PLAN_FIXED)
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    if wanted("plan"):
+        _add_plan_flags(p)
+        _add_executor_flags(p)
+        add_scenario_flags(p, exclude=PLAN_FIXED)
+        p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     p.set_defaults(func=cmd_plan)
 
     p = add("serve", "start the web dashboard")
@@ -547,25 +565,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("step-time", "predict one engine step's time and where it goes (GEMMs, attention, elementwise, lm "
                          "head, communication, CPU overhead)")
-    from sim_core.step_time import StepShape  # a small module: pydantic model and the cost model's entry
+    if wanted("step-time"):
+        from sim_core.step_time import StepShape  # a small module: pydantic model and the cost model's entry
 
-    add_model_flags(p, StepShape, "step", "the deployment and the step's batch: one prefill chunk plus decoding "
-                                          "sequences")
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+        add_model_flags(p, StepShape, "step", "the deployment and the step's batch: one prefill chunk plus "
+                                              "decoding sequences")
+        p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     p.set_defaults(func=cmd_step_time)
 
     p = add("calibrate", "fit the cost model's efficiency and overhead constants to your own hardware from measured "
                          "steps or a vllm bench serve result, and write a profile for --hardware-profile")
-    from sim_core.calibration import CalibrationTarget  # the engine loads only on use
+    if wanted("calibrate"):
+        from sim_core.calibration import CalibrationTarget  # the engine loads only on use
 
-    p.add_argument("--from", dest="from_file", required=True, metavar="FILE",
-                   help="a CSV of measured steps (prefill_tokens,context_tokens,decode_seqs,decode_context,step_ms) "
-                        "or a `vllm bench serve --save-result --save-detailed` JSON")
-    p.add_argument("--out", required=True, metavar="FILE", help="where to write the profile (JSON)")
-    add_model_flags(p, CalibrationTarget, "deployment", "what the measurements were taken on; for a benchmark replay, "
-                                                        "--token-budget and --max-seqs are the server's "
-                                                        "--max-num-batched-tokens and --max-num-seqs")
-    p.add_argument("--json", action="store_true", help="print the profile document instead of tables")
+        p.add_argument("--from", dest="from_file", required=True, metavar="FILE",
+                       help="a CSV of measured steps (prefill_tokens,context_tokens,decode_seqs,decode_context,"
+                            "step_ms) or a `vllm bench serve --save-result --save-detailed` JSON")
+        p.add_argument("--out", required=True, metavar="FILE", help="where to write the profile (JSON)")
+        add_model_flags(p, CalibrationTarget, "deployment", "what the measurements were taken on; for a benchmark "
+                                                            "replay, --token-budget and --max-seqs are the server's "
+                                                            "--max-num-batched-tokens and --max-num-seqs")
+        p.add_argument("--json", action="store_true", help="print the profile document instead of tables")
     p.set_defaults(func=cmd_calibrate)
 
     p = add("validate", "predict every row of the validation set (public kernel, step and serving measurements) "
@@ -604,7 +624,8 @@ def _error(message: str, code: int = EXIT_USAGE) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = None
     try:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else [str(a) for a in argv]
+        args = build_parser(only=next((w for w in words if not w.startswith("-")), None)).parse_args(argv)
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows up here, inside the handlers below, not at exit
         return code
