@@ -526,3 +526,27 @@ def test_version_prints_on_stdout(capsys):
     assert main(["--version"]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("sched-sim ") and not err
+
+
+def test_console_script_exits_at_once_only_with_everything_written(tmp_path):
+    """entry() skips the interpreter's teardown: the file a command writes and its output must be whole."""
+    path = tmp_path / "t.json"
+    proc = run_script(["run", "--num-requests", "40", "--trace-out", str(path), "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["schedulers"] and json.loads(path.read_text())["traceEvents"]
+
+
+def test_a_command_that_left_a_thread_running_exits_the_normal_way():
+    import threading
+
+    from app.cli import _nothing_left_running
+
+    assert _nothing_left_running() == (threading.active_count() == 1 and "ray" not in sys.modules)
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert not _nothing_left_running()
+    finally:
+        stop.set()
+        t.join()

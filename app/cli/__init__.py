@@ -34,4 +34,34 @@ finally:
     if _collecting:
         gc.enable()
 
-__all__ = ["build_parser", "flag_name", "main", "trace_path_for"]
+
+
+def entry() -> None:
+    """The `sched-sim` console script: main(), then the output flushed and, when the command left nothing running
+    (no thread, no child process, no Ray), an immediate exit. Tearing the interpreter down frees every module and
+    numba's compiled libraries one by one, ~40 ms of a 0.6 s run, and nothing in it matters once the output is out
+    (files the commands write are closed by then). With anything still running, the normal exit waits for it."""
+    import sys
+
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):  # a reader that went away (main already said so), a closed stream
+        sys.exit(code)
+    if _nothing_left_running():
+        os._exit(code)
+    sys.exit(code)
+
+
+def _nothing_left_running() -> bool:
+    import sys
+    import threading
+
+    if threading.active_count() > 1 or "ray" in sys.modules:
+        return False
+    mp = sys.modules.get("multiprocessing")
+    return mp is None or not mp.active_children()
+
+
+__all__ = ["build_parser", "entry", "flag_name", "main", "trace_path_for"]
