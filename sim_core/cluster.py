@@ -149,7 +149,7 @@ def _load(eng, router):
 
 
 @inline
-def _sent_load(eng, r, router):
+def _sent_load(eng, r):
     """What sending request r adds to its replica's load as the router counts it until it looks again: its
     prompt (to prefill there; for prefix_affinity, to hold)."""
     return eng.req.prompt_tokens[r]
@@ -302,7 +302,7 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
                 next_look = t_arr + routing.staleness_s
             e = _choose(engines, seen, r, routing, cfg.block_size, sent)
             route_in(engines[e], r, t_arr)
-            seen[e] += _sent_load(engines[e], r, routing.router)  # the router counts what it sent since it looked
+            seen[e] += _sent_load(engines[e], r)  # the router counts what it sent since it looked
             routed_to[r] = e
             sent += 1
         elif t_eng < np.inf:
@@ -561,7 +561,7 @@ def simulate_disaggregated(cfgs, prefill_table, decode_table, pools, frames, rou
                 pulls.parked[p] = False
                 prefill[p].clock[NOW] = max(prefill[p].clock[NOW], t_arr)
             route_in(prefill[p], r, t_arr)
-            seen[p] += _sent_load(prefill[p], r, routing.router)
+            seen[p] += _sent_load(prefill[p], r)
             sent += 1
             d = -1
         elif t_eng < np.inf:
