@@ -135,3 +135,25 @@ def browser_site(app: Any) -> Iterator[tuple[str, Any]]:
             yield base, browser
         finally:
             browser.close()
+
+
+def open_page(site: tuple[str, Any], width: int = 1440, height: int = 900, *, timeout_ms: int | None = None,
+              expected_422: bool = False, **options: Any) -> tuple[Any, Any]:
+    """(context, page): a new browser context on the live site of `browser_site`, its page collecting uncaught
+    errors and console errors in `page.errors`, with `page.base` the site's address. With `expected_422`, the
+    console line chromium logs for a 422 answer (an inline form error the test provokes) is not an error.
+    `options` go to the context (color_scheme, is_mobile, accept_downloads, ...). The caller closes it."""
+    base, browser = site
+    context = browser.new_context(viewport={"width": width, "height": height}, **options)
+    page = context.new_page()
+    if timeout_ms is not None:
+        page.set_default_timeout(timeout_ms)
+    page.base, page.errors = base, []
+
+    def on_console(message) -> None:
+        if message.type == "error" and not (expected_422 and "status of 422" in message.text):
+            page.errors.append(message.text)
+
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", on_console)
+    return context, page

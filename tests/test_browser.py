@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, screenshot_dir  # noqa: E402
+from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 from app import service  # noqa: E402
@@ -27,16 +27,9 @@ SHOTS = screenshot_dir()
 
 @pytest.fixture
 def page(site):
-    base, browser = site
-    context = browser.new_context(viewport={"width": 1440, "height": 900}, accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
     # A 422 answer (an inline error) is expected; chromium still logs it as a failed resource.
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "status of 422" not in m.text
-            else None)
-    page.base = base
+    context, page = open_page(site, timeout_ms=30_000, expected_422=True, accept_downloads=True)
+    errors = page.errors
     yield page
     context.close()
     assert errors == [], errors
@@ -297,13 +290,9 @@ def test_the_page_downloads_each_schedulers_requests_and_trace(page):
 
 
 def test_dark_mode_follows_the_system_setting(site):
-    base, browser = site
-    context = browser.new_context(viewport={"width": 1440, "height": 900}, color_scheme="dark", accept_downloads=True)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(base + "/?t=8")
+    context, page = open_page(site, color_scheme="dark", accept_downloads=True)
+    errors = page.errors
+    page.goto(page.base + "/?t=8")
     wait_drawn(page, "plot-cdf")
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert max(map(int, re.findall(r"\d+", background)[:3])) < 40, background  # a dark page
@@ -373,13 +362,9 @@ def test_a_390_px_phone_has_no_overlap_or_clipping(page):
 def test_a_tap_on_a_metric_name_shows_what_it_measures(site):
     """The glossary works on touch: a phone has no hover, so the descriptions (the metric catalogue's) must not
     live only in tooltips."""
-    base, browser = site
-    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(base + "/")
+    context, page = open_page(site, 390, 844, has_touch=True, is_mobile=True)
+    errors = page.errors
+    page.goto(page.base + "/")
     term = page.locator("#card-metrics .term", has_text=re.compile(r"^P99 ITL$"))
     term.scroll_into_view_if_needed()
     term.tap()

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, screenshot_dir  # noqa: E402
+from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
@@ -26,16 +26,8 @@ ENGINE_ROWS = """d => Object.keys(d._fullLayout).filter(k => /^yaxis\\d*$/.test(
 
 
 
-def open_page(site, width: int, height: int):
-    base, browser = site
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.base, page.errors = base, errors
-    return context, page
+def cluster_page(site, width: int, height: int):
+    return open_page(site, width, height, timeout_ms=60_000)
 
 
 def engine_rows(page, plot: str) -> list[dict]:
@@ -47,7 +39,7 @@ def engine_rows(page, plot: str) -> list[dict]:
 @pytest.mark.parametrize("kind", sorted(PAGES))
 @pytest.mark.parametrize("width, height", [(1440, 900), (390, 844)])
 def test_cluster_figure_has_one_row_per_engine(site, kind, width, height):
-    context, page = open_page(site, width, height)
+    context, page = cluster_page(site, width, height)
     url, names = PAGES[kind]
     response = page.goto(page.base + url)
     assert response.status == 200
@@ -80,7 +72,7 @@ def test_cluster_figure_has_one_row_per_engine(site, kind, width, height):
 
 
 def test_a_click_on_the_cluster_time_axis_places_the_cursor(site):
-    context, page = open_page(site, 1440, 900)
+    context, page = cluster_page(site, 1440, 900)
     page.goto(page.base + PAGES["pd"][0])
     plot = "plot-cluster-fcfs"
     engine_rows(page, plot)

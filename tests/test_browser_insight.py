@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, screenshot_dir  # noqa: E402
+from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 from sim_core.attribution import ATTRIBUTION_PARTS  # noqa: E402
@@ -22,15 +22,7 @@ SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
 
 
 def _page(site, width=1440, height=900, **options):
-    base, browser = site
-    context = browser.new_context(viewport={"width": width, "height": height}, **options)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    page.errors = []
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-    page.base = base
-    return context, page
+    return open_page(site, width, height, timeout_ms=30_000, **options)
 
 
 @pytest.fixture

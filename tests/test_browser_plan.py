@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, screenshot_dir  # noqa: E402
+from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 import sim_core  # noqa: E402
@@ -30,13 +30,8 @@ def test_plan_tab_searches_with_progress_then_links_each_plan_to_its_scenario(si
 
     monkeypatch.setattr(sim_core.planner, "run", paced_run)
     base, browser = site
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "status of 422" not in m.text
-            else None)
+    context, page = open_page(site, timeout_ms=60_000, expected_422=True)
+    errors = page.errors
 
     page.goto(base + "/")
     page.locator(".topnav a", has_text="Plan").click()
