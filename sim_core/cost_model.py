@@ -120,7 +120,8 @@ ACTIVATION_BYTES = 2.0
  STEP_OVERHEAD_S, STEP_OVERHEAD_PER_SEQ,
  HOST_LINK_BW,  # effective, for KV swap
  CUSTOM_AR_MAX_BYTES,  # largest all-reduce the engine's one-kernel NVLink all-reduce takes (0: none, NCCL only)
- N_COST_PARAMS) = range(32)
+ CPU_OVERLAP,  # 1: the engine prepares the next step on the CPU while the GPU runs this one (0: one after the other)
+ N_COST_PARAMS) = range(33)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
@@ -173,8 +174,9 @@ def default_constants(setup: Setup) -> Constants:
                      STEP_OVERHEAD_PER_SEQ_S * 1e6)
 
 
-def cost_params(setup: Setup, constants: Constants | None = None) -> np.ndarray:
-    """The cost-parameter vector of a deployment, with the catalog's constants or a hardware profile's."""
+def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: bool = False) -> np.ndarray:
+    """The cost-parameter vector of a deployment, with the catalog's constants or a hardware profile's;
+    `cpu_overlap`: the engine schedules asynchronously (its CPU work hides under the GPU's)."""
     m, g, tp = setup.model, setup.gpu, setup.tp
     c = constants or default_constants(setup)
     bpp = QUANTIZATIONS[setup.quantization]
@@ -232,6 +234,7 @@ def cost_params(setup: Setup, constants: Constants | None = None) -> np.ndarray:
     p[HOST_LINK_BW] = g.host_link_gbs * 1e9 * HOST_LINK_EFFICIENCY
     custom_ar = g.tp_link_is_nvlink and tp in CUSTOM_ALLREDUCE_WORLD_SIZES
     p[CUSTOM_AR_MAX_BYTES] = CUSTOM_ALLREDUCE_MAX_BYTES if custom_ar else 0.0
+    p[CPU_OVERLAP] = 1.0 if cpu_overlap else 0.0
     return p
 
 
@@ -313,6 +316,11 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     if p[TP] > 1.0:
         communication = 2.0 * layers * engine_allreduce_s(p, tokens, p[ALLREDUCE_BYTES_PER_TOKEN])
     overhead = p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ] * (prefill_seqs + decode_seqs)
+    if p[CPU_OVERLAP] > 0.0:
+        # Asynchronous (overlap) scheduling: the CPU work of the next step runs while the GPU computes this one, so
+        # a step takes the longer of the two; only CPU time beyond the GPU's shows (vLLM's async_scheduling,
+        # TensorRT-LLM's overlap scheduler, SGLang's zero-overhead scheduler).
+        overhead = max(0.0, overhead - (linear + attention + elementwise + lm_head + communication))
     moved = linear_bytes + prefill_attn_bytes + decode_attn_bytes + elementwise_bytes + lm_bytes
     flops = linear_flops + prefill_attn_flops + decode_attn_flops + lm_flops
     return linear, attention, elementwise, lm_head, communication, overhead, moved, flops
@@ -373,11 +381,11 @@ class StepTime:
 
 
 def step_time(setup: Setup, prefill_tokens: int, context_tokens: int, decode_seqs: int,
-              decode_context: int, constants: Constants | None = None) -> StepTime:
+              decode_context: int, constants: Constants | None = None, cpu_overlap: bool = False) -> StepTime:
     """A step with one prefill chunk of `prefill_tokens` after `context_tokens` already cached, plus `decode_seqs`
     sequences decoding with `decode_context` tokens of context each (the chunk samples a token, as a last chunk
-    does). `constants`: a hardware profile's, else the catalog's."""
-    p = cost_params(setup, constants)
+    does). `constants`: a hardware profile's, else the catalog's; `cpu_overlap`: asynchronous scheduling."""
+    p = cost_params(setup, constants, cpu_overlap)
     parts = step_breakdown(p, *step_aggregates(prefill_tokens, context_tokens, decode_seqs, decode_context))
     components = dict(zip(COMPONENTS, [float(x) for x in parts[:len(COMPONENTS)]], strict=True))
     seconds = sum(components.values())

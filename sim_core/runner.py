@@ -312,7 +312,8 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
         num_blocks=int(r.num_blocks), swap_blocks=int(r.swap_blocks), max_model_len=int(r.max_model_len),
         prefix_caching=bool(r.prefix_cache), record_events=bool(record_events), max_events=int(max_events),
         max_step_records=int(max_step_records), debug_checks=bool(debug_checks),
-        cost=np.ascontiguousarray(cost_params(r.setup, profile_constants(scenario.hardware_profile))),
+        cost=np.ascontiguousarray(cost_params(r.setup, profile_constants(scenario.hardware_profile),
+                                               cpu_overlap=scenario.async_scheduling)),
         pol=policy_params(scenario, r, class_tpot_s), class_ttft_s=class_ttft_s, class_tpot_s=class_tpot_s,
         class_weight=class_weight, cancel=np.zeros(1, np.int64) if cancel is None else cancel)
 

@@ -110,8 +110,9 @@ class Scenario(BaseModel):
                              description="fraction of the KV pool a new request may not take while others run "
                                          "(vLLM v1: 0, v0: 0.01)")
     async_scheduling: bool = Field(False, description="vLLM's asynchronous scheduling: each step is scheduled "
-                                                      "while the one before runs, so a request's last token is "
-                                                      "seen, and its KV blocks and batch slot freed, one step later")
+                                                      "while the one before runs, so the engine's CPU time hides "
+                                                      "under the GPU's, and a request's last token is seen, and "
+                                                      "its KV blocks and batch slot freed, one step later")
     max_model_len: int | None = Field(None, ge=64, le=1 << 21,
                                       description="max prompt + output tokens; default: min(model context, 8192)")
     prefix_cache: bool = Field(False, description="reuse cached KV blocks of shared prompt prefixes "

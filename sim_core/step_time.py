@@ -42,6 +42,7 @@ class StepShape(BaseModel):
     tp: int = Scenario.model_fields["tp"]
     kv_cache_dtype: KvCacheDtype = Scenario.model_fields["kv_cache_dtype"]
     hardware_profile: str | None = Scenario.model_fields["hardware_profile"]
+    async_scheduling: bool = Scenario.model_fields["async_scheduling"]
     prefill_tokens: int = Field(0, ge=0, le=1 << 20, description="prompt tokens of the prefill chunk")
     context_tokens: int = Field(0, ge=0, le=MAX_CONTEXT_TOKENS,
                                 description="tokens the chunk's request already has cached before the chunk")
@@ -88,11 +89,11 @@ def step_time_doc(shape: StepShape) -> dict:
                           defaults.gpu_memory_utilization, defaults.block_size, max(512, shape.prefill_tokens),
                           max(defaults.max_seqs, shape.decode_seqs), shape.kv_cache_dtype)
     st = step_time(setup, shape.prefill_tokens, shape.context_tokens, shape.decode_seqs, shape.decode_context,
-                   profile_constants(shape.hardware_profile))
+                   profile_constants(shape.hardware_profile), cpu_overlap=shape.async_scheduling)
     return {
         "hardware": setup.gpu.key, "model": setup.model.key, "quantization": shape.quantization, "tp": shape.tp,
         "kv_cache_dtype": shape.kv_cache_dtype,
-        "hardware_profile": shape.hardware_profile,
+        "hardware_profile": shape.hardware_profile, "async_scheduling": shape.async_scheduling,
         "prefill_tokens": shape.prefill_tokens, "context_tokens": shape.context_tokens,
         "decode_seqs": shape.decode_seqs, "decode_context": shape.decode_context,
         "step_ms": st.seconds * 1e3,

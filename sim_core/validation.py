@@ -45,6 +45,20 @@ OFFLINE_REQUESTS = 1000
 # TensorRT-LLM's defaults for the offline benchmarks (trtllm-bench): max_num_tokens 8192, max_batch_size 2048.
 TRTLLM_MAX_NUM_TOKENS = 8192
 TRTLLM_MAX_BATCH_SIZE = 2048
+# How an offline benchmark's engine admits requests, as sched-sim's `preemption` field: TensorRT-LLM's
+# GUARANTEED_NO_EVICT reserves a request's whole KV (prompt + output) when it starts and never evicts it, as
+# preemption "none" does; MAX_UTILIZATION admits while the current tokens fit and pauses requests when the pool
+# runs out, as vLLM does (recompute).
+CAPACITY_POLICIES = {"guaranteed_no_evict": "none", "max_utilization": "recompute"}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The scheduler settings an offline benchmark row's engine ran with (validation/engines.csv cites them)."""
+    max_batch_size: int = TRTLLM_MAX_BATCH_SIZE
+    max_num_tokens: int = TRTLLM_MAX_NUM_TOKENS
+    preemption: str = "recompute"
+    async_scheduling: bool = False  # TensorRT-LLM's overlap scheduler, vLLM's async scheduling
 
 
 @dataclass(frozen=True)
@@ -143,17 +157,27 @@ def static_batch_s(p, batch: int, prompt: int, output: int) -> float:
 
 
 def offline_output_rate(hardware: str, model: str, quantization: str, tp: int, prompt: int, output: int,
-                        kv_cache_dtype: str = "auto") -> float:
+                        kv_cache_dtype: str = "auto", engine: EngineSettings = EngineSettings()) -> float:
     """Output tokens/s of a simulated offline run: OFFLINE_REQUESTS identical requests queued at t=0."""
     from .runner import run  # imported here: the simulator is only needed for these rows
     from .scenario import Scenario
 
     text = "arrival_s,prompt_tokens,output_tokens\n" + f"0,{prompt},{output}\n" * OFFLINE_REQUESTS
     s = Scenario(scheduler="chunked", hardware=hardware, model=model, quantization=quantization, tp=tp,
-                 kv_cache_dtype=kv_cache_dtype,
-                 token_budget=TRTLLM_MAX_NUM_TOKENS, max_seqs=TRTLLM_MAX_BATCH_SIZE,
+                 kv_cache_dtype=kv_cache_dtype, token_budget=engine.max_num_tokens, max_seqs=engine.max_batch_size,
+                 preemption=engine.preemption, async_scheduling=engine.async_scheduling,
                  max_model_len=max(prompt + output, 1024))
     return run(s, trace_text=text).metrics["output_throughput"]
+
+
+def engine_settings(row: dict, directory: Path = VALIDATION_DIR) -> EngineSettings:
+    """The settings validation/engines.csv records for this row's engine (by source and measurement, or for
+    every row of the source: measured_what "*"); TensorRT-LLM's defaults with vLLM-style admission if none."""
+    for e in read_rows(directory / "engines.csv") if (directory / "engines.csv").is_file() else []:
+        if e["source_id"] == row["source_id"] and e["measured_what"] in (row["measured_what"], "*"):
+            return EngineSettings(int(e["max_batch_size"]), int(e["max_num_tokens"]),
+                                  CAPACITY_POLICIES[e["capacity_scheduler_policy"]], e["overlap_scheduler"] == "yes")
+    return EngineSettings()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -281,8 +305,11 @@ def serving_check(group: str, row: dict, simulate: bool) -> Check:
         elif "offline" in row["measured_what"].lower() or "infinite rate" in row["measured_what"].lower():
             if not simulate:
                 return Check(predicted=None, note="offline simulation skipped (--quick)", **base)
-            rate = offline_output_rate(hw, model, quantization_of(dtype), tp, prompt, output, kv_dtype)
-            notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, budget {TRTLLM_MAX_NUM_TOKENS}")
+            engine = engine_settings(row)
+            rate = offline_output_rate(hw, model, quantization_of(dtype), tp, prompt, output, kv_dtype, engine)
+            notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, max batch {engine.max_batch_size}, "
+                         f"budget {engine.max_num_tokens}, preemption {engine.preemption}"
+                         + (", async scheduling" if engine.async_scheduling else ""))
         else:
             return Check(predicted=None, note="measurement not recognised", **base)
     except ValueError as e:

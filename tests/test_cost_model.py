@@ -223,3 +223,23 @@ def test_step_cost_is_zero_for_an_empty_batch():
     assert step_cost(p, 0, 0, 0, 0, 0, 0, 0) == (0.0, 0.0, 0.0)
     assert np.isfinite(prefill(cost_params(setup("rtx3050", None)), 8000)[0])
     assert p[TP] == 1 and p[LAYERS] == 32
+
+
+def test_overlapped_cpu_time_shows_only_beyond_the_gpu_time():
+    """With asynchronous scheduling (cost_params cpu_overlap) a step takes max(GPU, CPU): the overhead component is
+    the CPU time the GPU's does not cover, the components still sum to the step, and the GPU components are the
+    synchronous step's."""
+    plain, overlap = cost_params(setup()), cost_params(setup(), cpu_overlap=True)
+    for shape in [(0, 0, 1, 100), (512, 0, 0, 0), (0, 0, 256, 2000), (64, 0, 8, 300)]:
+        sync, over = parts(plain, *shape), parts(overlap, *shape)
+        gpu = sum(sync[:OVERHEAD])
+        assert over[:OVERHEAD] == sync[:OVERHEAD]
+        assert over[OVERHEAD] == pytest.approx(max(0.0, sync[OVERHEAD] - gpu), abs=1e-15)
+        chunk = 1 if shape[0] else 0
+        seconds = step_cost(overlap, shape[0], chunk, prefill_pairs(shape[0], 0) if chunk else 0, 0, shape[2],
+                            shape[2] * shape[3], shape[2] + chunk)[0]
+        assert seconds == pytest.approx(max(gpu, sync[OVERHEAD]), rel=1e-12)
+    # A CPU-bound engine (a slow host: 1 s per step) takes the CPU's time, not the sum and not the GPU's.
+    slow_host = overlap.copy()
+    slow_host[STEP_OVERHEAD_S] = 1.0
+    assert decode(slow_host, 4, 100)[0] == pytest.approx(1.0 + 4 * slow_host[STEP_OVERHEAD_PER_SEQ], rel=1e-12)

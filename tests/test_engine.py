@@ -433,7 +433,9 @@ def test_async_scheduling_frees_a_finished_requests_blocks_one_step_later():
             for mode in (False, True)}
     sync, late = runs[False], runs[True]
     assert sync.first_scheduled_s[2] == sync.finish_s[0]  # admitted in the step right after 0 finished
-    assert late.finish_s[0] == sync.finish_s[0]
+    # 0 finishes in the same step either way (earlier in seconds with async: its CPU time hides under the GPU's).
+    finish_step = {mode: np.searchsorted(res.step_column("start_s"), res.finish_s[0]) for mode, res in runs.items()}
+    assert finish_step[True] == finish_step[False] and late.finish_s[0] < sync.finish_s[0]
     assert late.first_scheduled_s[2] > late.finish_s[0]  # one step (1's decode alone) later
     assert late.first_scheduled_s[2] == late.step_column("start_s")[
         np.searchsorted(late.step_column("start_s"), late.finish_s[0]) + 1]
@@ -453,3 +455,22 @@ def test_async_scheduling_is_refused_for_disaggregated_serving_naming_the_field(
     with pytest.raises(ScenarioError) as err:
         parse_scenario({"prefill_replicas": 1, "decode_replicas": 1, "async_scheduling": "true"})
     assert err.value.problems[0][0] == "async_scheduling"
+
+
+def test_async_scheduling_hides_the_engines_cpu_time_under_the_gpus():
+    """With asynchronous scheduling the CPU prepares step n+1 while the GPU runs step n: a step takes the longer of
+    the two, not their sum. One decoding request: each gap between tokens shrinks by exactly the CPU overhead the
+    cost model charges a step (its GPU time is longer), and nothing else about the run changes."""
+    from sim_core.cost_model import STEP_OVERHEAD_PER_SEQ, STEP_OVERHEAD_S, cost_params, step_breakdown
+
+    reqs = requests([0.0], [100], [20])
+    sync, late = (simulate(reqs, scheduler="chunked", async_scheduling=mode) for mode in (False, True))
+    s = Scenario(hardware="rtx3050", num_requests=1, seed=1)
+    p = cost_params(resolve(s).setup)
+    cpu_s = p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ]
+    gpu_s = sum(step_breakdown(p, 0, 0, 0, 0, 1, 150, 1)[:5])
+    assert gpu_s > cpu_s  # so the whole CPU time hides
+    gaps = {mode: np.diff(res.step_column("start_s")) for mode, res in ((False, sync), (True, late))}
+    assert len(gaps[False]) == len(gaps[True])
+    np.testing.assert_allclose(gaps[False][2:] - gaps[True][2:], cpu_s, rtol=1e-9)
+    assert late.generated[0] == sync.generated[0] == 20

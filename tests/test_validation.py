@@ -71,3 +71,21 @@ def test_coverage_names_the_measured_gpus_models_and_formats():
     assert {"a100", "h100", "l40s"} <= cov["hardware"]
     assert {"llama-2-7b", "llama-3-8b", "llama-3-70b"} <= cov["model"]
     assert {"fp16", "fp8"} <= cov["quantization"]
+
+
+def test_engine_settings_match_their_rows_and_are_used_by_the_offline_simulation():
+    """Every validation/engines.csv entry names rows that exist (a typo would silently fall back to defaults),
+    with a known capacity policy, and the offline rows of those sources run with them."""
+    ws = {name: validation.read_rows(validation.VALIDATION_DIR / name) for name in ("serving.csv", "tp_fp8.csv")}
+    data = [r for rows in ws.values() for r in rows]
+    for e in validation.read_rows(validation.VALIDATION_DIR / "engines.csv"):
+        assert e["capacity_scheduler_policy"] in validation.CAPACITY_POLICIES
+        assert e["overlap_scheduler"] in ("yes", "no") and e["citation"]
+        matched = [r for r in data if r["source_id"] == e["source_id"]
+                   and e["measured_what"] in (r["measured_what"], "*")]
+        assert matched, e
+    tuned = next(r for r in ws["tp_fp8.csv"] if r["measured_what"].endswith("(tuned FP8 engine)"))
+    assert validation.engine_settings(tuned) == validation.EngineSettings(512, 16384, "none", False)
+    overview = next(r for r in ws["serving.csv"] if r["source_id"] == "trtllm_perf_overview_v1")
+    assert validation.engine_settings(overview).async_scheduling
+    assert validation.engine_settings({"source_id": "elsewhere", "measured_what": "x"}) == validation.EngineSettings()
