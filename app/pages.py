@@ -44,10 +44,11 @@ from .inputs import (
     problems_of,
     query_to_dict,
 )
+from .steptime_chart import steptime_context
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
-FIGURES = ("metrics", "cdf", "attribution", "timeline", "kv", "gantt", "goodput")
+FIGURES = ("metrics", "cdf", "attribution", "step-time", "timeline", "kv", "gantt", "goodput")
 VARY = {"Vary": "HX-Request"}
 
 
@@ -155,6 +156,7 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None) -> di
         "slo_text": present.slo_text(views[0].metrics),
         "cdf": charts.cdf_figure(views),
         "attribution": attribution_figure(means),  # over seeds, as the table
+        "steptime": steptime_context(req.scenario, views[0]),  # the deployment's, whichever schedulers
         "timeline": charts.timeline_figure(views, span),
         "kv": charts.kv_figure(views),
         "kv_frames": charts.kv_frames(views, span),

@@ -7,10 +7,21 @@ cached, and `decode_seqs` sequences decoding one token each with `decode_context
 
 from __future__ import annotations
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import resolve_setup
-from .cost_model import step_time
+from .cost_model import (
+    COMPONENTS,
+    DENSE_WEIGHT_BYTES,
+    LINEAR_FLOPS_PER_TOKEN,
+    LINEAR_RATE,
+    STREAM_BW,
+    cost_params,
+    step_aggregates,
+    step_breakdown,
+    step_time,
+)
 from .fields import range_text
 from .hardware_profile import canonical, profile_constants
 from .quoting import quote
@@ -81,13 +92,17 @@ def parse_step_shape(data: dict) -> StepShape:
         raise ScenarioError(problems) from None
 
 
+def _setup(shape: StepShape, prefill_tokens: int, decode_seqs: int):
+    defaults = Scenario()
+    return resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp,
+                         defaults.gpu_memory_utilization, defaults.block_size, max(512, prefill_tokens),
+                         max(defaults.max_seqs, decode_seqs), shape.kv_cache_dtype)
+
+
 def step_time_doc(shape: StepShape) -> dict:
     """The step's time, its components (they sum to step_ms), MBU, MFU and which resource bounds it.
     SetupError if the deployment cannot run (the model does not fit, tp does not divide the heads)."""
-    defaults = Scenario()
-    setup = resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp,
-                          defaults.gpu_memory_utilization, defaults.block_size, max(512, shape.prefill_tokens),
-                          max(defaults.max_seqs, shape.decode_seqs), shape.kv_cache_dtype)
+    setup = _setup(shape, shape.prefill_tokens, shape.decode_seqs)
     st = step_time(setup, shape.prefill_tokens, shape.context_tokens, shape.decode_seqs, shape.decode_context,
                    profile_constants(shape.hardware_profile), cpu_overlap=shape.async_scheduling)
     return {
@@ -117,3 +132,36 @@ def _batch_warnings(setup, shape: StepShape) -> list[str]:
         out.append(f"a sequence of {longest:,} tokens exceeds {setup.model.key}'s context of "
                    f"{setup.model.max_context:,}")
     return out
+
+
+# The kinds of step the curves draw, by what fills a batch of N tokens.
+CURVE_KINDS = {
+    "prefill": "one prefill chunk of N tokens",
+    "decode": "N sequences decoding one token each",
+    "mixed": "a chunked-prefill step: N/2 decoding sequences and a prefill chunk of the other N/2 tokens",
+}
+
+
+def step_time_curves(shape: StepShape, max_tokens: int, points: int = 40) -> dict:
+    """Step time against the tokens a step batches, for each kind of step (CURVE_KINDS) on `shape`'s deployment;
+    decoding sequences hold `shape.decode_context` tokens of context. Batch sizes run geometrically from 1 to
+    `max_tokens`; a batch whose decoding sequences' KV would not fit the deployment's pool has no value (None).
+    Also the GEMMs' ridge point: the batch at which reading the weights takes as long as the arithmetic (fewer
+    tokens: memory-bound; more: compute-bound)."""
+    setup = _setup(shape, 0, 0)  # the default budget and batch: what is reserved for them sizes the KV pool
+    max_decode_seqs = setup.num_kv_blocks * setup.block_size // (shape.decode_context + 1)
+    p = cost_params(setup, profile_constants(shape.hardware_profile), shape.async_scheduling)
+    tokens = sorted({int(round(x)) for x in np.geomspace(1, max(1, max_tokens), points)})
+    ctx = shape.decode_context
+    batches = {"prefill": lambda n: (n, 0, 0, ctx), "decode": lambda n: (0, 0, n, ctx),
+               "mixed": lambda n: (n - n // 2, 0, n // 2, ctx)}
+    kinds = {}
+    for kind, batch in batches.items():
+        parts = [step_breakdown(p, *step_aggregates(*batch(n)))[:len(COMPONENTS)]
+                 if batch(n)[2] <= max_decode_seqs else None for n in tokens]
+        kinds[kind] = {"step_ms": [float(sum(x)) * 1e3 if x else None for x in parts],
+                       "components_ms": {c: [float(x[k]) * 1e3 if x else None for x in parts]
+                                         for k, c in enumerate(COMPONENTS)}}
+    ridge = float(p[DENSE_WEIGHT_BYTES] * p[LINEAR_RATE] / (p[STREAM_BW] * p[LINEAR_FLOPS_PER_TOKEN]))
+    return {"tokens": tokens, "decode_context": ctx, "kinds": kinds, "ridge_tokens": ridge,
+            "max_decode_seqs": max_decode_seqs}

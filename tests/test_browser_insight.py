@@ -286,3 +286,38 @@ def test_a_600_s_run_zoomed_past_the_limit_says_so_and_a_box_zoom_draws_its_rows
     expected = {r for r in _in_flight(query, "fcfs", t0, t1) if r0 <= r <= r1}
     assert drawn == expected and len(drawn) > 100
     page.locator("#card-gantt-fcfs").screenshot(path=SHOTS / "37-gantt-box-zoom-600s.png")
+
+
+def test_step_time_panel_stacks_the_kernel_groups_to_the_apis_step_time(page):
+    """The Step time card draws three panels (prefill, decode, mixed) of stacked kernel groups whose top at each
+    batch size is what /api/step-time says that batch costs; the ridge is marked; a phone stacks the panels."""
+    page.goto(page.base + "/?" + SMALL)
+    wait_drawn(page, "plot-step-time")
+    plot = page.locator('[data-figure="step-time"]')
+    traces = plot.evaluate("d => d.data.map(t => ({x: t.x, y: t.y, stack: t.stackgroup, name: t.name}))")
+    assert len(traces) == 18 and len({t["stack"] for t in traces}) == 3
+    # The prefill panel's steps hold no decoding sequence, so its top at any batch is the API's step time for
+    # that prompt chunk alone (the other panels depend on the run's typical context).
+    prefill = [t for t in traces if t["stack"] == "s0"]
+    for k in (0, -1):
+        n = prefill[0]["x"][k]
+        api = page.request.get(page.base + f"/api/step-time?hardware=rtx3050&prefill_tokens={n}").json()
+        assert sum(t["y"][k] for t in prefill) == pytest.approx(api["step_ms"], rel=1e-3)
+    assert "ridge" in plot.inner_text()
+    page.locator("#card-step-time").screenshot(path=SHOTS / "31-steptime-1440x900.png")
+
+
+def test_step_time_panels_stack_on_a_phone(site):
+    context, phone = _page(site, 390, 844)
+    try:
+        phone.goto(phone.base + "/?" + SMALL)
+        wait_drawn(phone, "plot-step-time")
+        plot = phone.locator('[data-figure="step-time"]')
+        assert plot.get_attribute("data-stacked") is not None
+        domains = plot.evaluate("d => [1, 2, 3].map(i => d._fullLayout['xaxis' + (i > 1 ? i : '')].domain)")
+        assert all(d == [0, 1] for d in domains)
+        assert phone.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+        phone.locator("#card-step-time").screenshot(path=SHOTS / "31-steptime-390x844.png")
+        assert phone.errors == [], phone.errors
+    finally:
+        context.close()

@@ -1,0 +1,92 @@
+"""The "Step time" figure: the cost model's step time against the tokens a step batches, for a prefill-only, a
+decode-only and a mixed (chunked-prefill) step on the run's deployment, each a stack of the step's components
+(sim_core.step_time.step_time_curves), with the GEMMs' ridge point marked. Built as plotly JSON like every figure
+in charts.py; it depends on the deployment only, not on the schedulers compared."""
+
+from __future__ import annotations
+
+import math
+
+from sim_core.catalog import SetupError
+from sim_core.cost_model import COMPONENTS
+from sim_core.step_time import CURVE_KINDS, StepShape, step_time_curves
+
+from .charts import _ax, _axis, _columns, _layout, _ref
+
+# component -> (label, colour): GPU work in blues and greens, the CPU's time grey.
+COMPONENT_STYLE = {
+    "linear": ("GEMMs", "#1971c2"),
+    "attention": ("attention", "#f08c00"),
+    "elementwise": ("norms, rotary, activation", "#66a80f"),
+    "lm_head": ("lm head + sampler", "#9c36b5"),
+    "communication": ("TP all-reduce", "#0c8599"),
+    "overhead": ("CPU overhead", "#adb5bd"),
+}
+assert tuple(COMPONENT_STYLE) == COMPONENTS
+PANEL_TITLES = {"prefill": "prefill only", "decode": "decode only", "mixed": "mixed (chunked prefill)"}
+assert tuple(PANEL_TITLES) == tuple(CURVE_KINDS)
+
+
+def typical_decode_context(metrics: dict) -> int:
+    """A decoding sequence's context in this run: the mean prompt plus half the mean output."""
+    n = metrics.get("num_requests") or 0
+    if not n:
+        return 1
+    prompt = ((metrics.get("prefill_tokens") or 0) + (metrics.get("prefill_tokens_saved") or 0)) / n
+    return max(1, round(prompt + (metrics.get("decode_tokens") or 0) / n / 2))
+
+
+def steptime_context(scenario, view) -> dict | None:
+    """The figure and its caption for a run's deployment (`view`: the first scheduler's RunView, for the token
+    budget and the typical context); None for a deployment the step model cannot set up on its own (the run's
+    larger budget or batch left less room than the panel's defaults would: nothing to draw then)."""
+    ctx = typical_decode_context(view.metrics)
+    shape = StepShape(hardware=scenario.hardware, model=scenario.model, quantization=scenario.quantization,
+                      tp=scenario.tp, kv_cache_dtype=scenario.kv_cache_dtype,
+                      hardware_profile=scenario.hardware_profile, async_scheduling=scenario.async_scheduling,
+                      decode_seqs=1, decode_context=ctx)
+    try:
+        curves = step_time_curves(shape, max(64, int(view.setup["token_budget"])))
+    except SetupError:
+        return None
+    return {"figure": steptime_figure(curves), "decode_context": ctx, "ridge_tokens": curves["ridge_tokens"]}
+
+
+def steptime_figure(curves: dict) -> dict:
+    """Three panels side by side (prefill, decode, mixed) sharing a log axis of batch tokens; in each, the
+    components stacked (their top is the step time) and a dashed line at the ridge point."""
+    layout = _layout(360, hovermode="x unified", margin={"l": 60, "r": 20, "t": 64, "b": 56})
+    tokens = curves["tokens"]
+    data, shapes, notes = [], [], []
+    for k, (domain, kind) in enumerate(zip(_columns(3, 0.07), CURVE_KINDS, strict=True)):
+        layout[_ax("x", k)] = _axis(f"batch tokens: {PANEL_TITLES[kind]}", domain=domain, anchor=_ref("y", k),
+                                    type="log", range=[0, _log10(max(tokens))])
+        layout[_ax("y", k)] = _axis("step time (ms)" if k == 0 else "", anchor=_ref("x", k), rangemode="tozero")
+        parts = curves["kinds"][kind]["components_ms"]
+        # Batches whose KV would not fit are left out (a stack would drop to zero at a gap), and the edge named.
+        drawn = [i for i, y in enumerate(curves["kinds"][kind]["step_ms"]) if y is not None]
+        if drawn and len(drawn) < len(tokens):
+            notes.append({"xref": _ref("x", k), "yref": f"{_ref('y', k)} domain", "x": _log10(tokens[drawn[-1]]),
+                          "y": 0.5, "xanchor": "left", "showarrow": False, "textangle": -90,
+                          "text": "KV pool full beyond", "font": {"size": 10, "color": "#868e96"}})
+        for name, (label, fill) in COMPONENT_STYLE.items():
+            data.append({"type": "scatter", "mode": "lines", "stackgroup": f"s{k}", "x": [tokens[i] for i in drawn],
+                         "y": [round(parts[name][i], 4) for i in drawn],
+                         "name": label, "legendgroup": name, "showlegend": k == 0,
+                         "line": {"color": fill, "width": 0.5}, "fillcolor": fill,
+                         "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                         "hovertemplate": f"{label}: %{{y:.2f}} ms<extra></extra>"})
+        ridge = curves["ridge_tokens"]
+        if 1 <= ridge <= max(tokens):
+            shapes.append({"type": "line", "xref": _ref("x", k), "yref": f"{_ref('y', k)} domain", "x0": ridge,
+                           "x1": ridge, "y0": 0, "y1": 1, "line": {"color": "#495057", "width": 1, "dash": "dash"}})
+            notes.append({"xref": _ref("x", k), "yref": f"{_ref('y', k)} domain", "x": _log10(ridge), "y": 1,
+                          "xanchor": "right", "yanchor": "top", "showarrow": False,
+                          "text": f"ridge ≈ {ridge:,.0f}", "font": {"size": 10, "color": "#495057"}})
+    layout["legend"].update(font={"size": 11})
+    layout.update(shapes=shapes, annotations=notes)
+    return {"data": data, "layout": layout}
+
+
+def _log10(x: float) -> float:
+    return math.log10(x) if x > 0 else 0.0
