@@ -40,13 +40,16 @@ def cost_model_cases() -> dict:
     from sim_core.cost_model import cost_params, prefill_pairs, step_breakdown, step_cost, swap_seconds
 
     out = {}
-    for hw, model, quant, tp in (("a100", "llama-3-8b", "fp16", 1), ("h100", "llama-3-70b", "fp8", 4),
-                                 ("rtx3050", "llama-3.2-1b", "int4", 1), ("h100", "mixtral-8x7b", "fp8", 2)):
-        p = cost_params(resolve_setup(hw, model, quant, tp, 0.9, 16, 2048, 256))
+    for hw, model, quant, tp, overlap in (("a100", "llama-3-8b", "fp16", 1, False),
+                                          ("h100", "llama-3-70b", "fp8", 4, False),
+                                          ("rtx3050", "llama-3.2-1b", "int4", 1, False),
+                                          ("h100", "mixtral-8x7b", "fp8", 2, False),
+                                          ("h100", "llama-3-8b", "fp8", 1, True)):  # async: CPU under the GPU
+        p = cost_params(resolve_setup(hw, model, quant, tp, 0.9, 16, 2048, 256), cpu_overlap=overlap)
         for shape in ((0, 0, 1, 512), (512, 0, 0, 0), (300, 2000, 40, 900), (2048, 4096, 256, 3000)):
             n, ctx, d, length = shape
             args = (n, 1 if n else 0, prefill_pairs(n, ctx) if n else 0, ctx if n else 0, d, d * length, d + (n > 0))
-            out[f"{hw}-{model}-{quant}-tp{tp}-{shape}"] = [[float(x) for x in step_breakdown(p, *args)],
+            out[f"{hw}-{model}-{quant}-tp{tp}{'-async' * overlap}-{shape}"] = [[float(x) for x in step_breakdown(p, *args)],
                                                            [float(x) for x in step_cost(p, *args)],
                                                            float(swap_seconds(p, 1000))]
     return out
@@ -60,6 +63,10 @@ def run_all() -> dict[str, dict]:
                 s = Scenario(scheduler=sched, preemption=mode, kv_blocks=14, block_size=16, max_seqs=4,
                              swap_space_gb=0.002, hardware="rtx3050", admission="admit")
                 out[f"tight-{sched}-{mode}-{seed}"] = record_requests(s, tight_workload(seed))
+    for sched in ("chunked", "fcfs"):  # asynchronous scheduling: blocks freed a step late, CPU under the GPU
+        s = Scenario(scheduler=sched, kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050",
+                     async_scheduling=True)
+        out[f"tight-{sched}-async"] = record_requests(s, tight_workload(2))
     golden = golden_cases()
     for name in GOLDEN_SUBSET:
         out[name] = record(*golden[name])
