@@ -48,13 +48,17 @@
     }
 
     function fetchWindow(t0, t1, rows) {
-      var key = t0.toFixed(6) + "," + t1.toFixed(6) + (rows ? "," + rows[0].toFixed(1) + "," + rows[1].toFixed(1) : "");
+      // The window as the key shows it (times to the microsecond, rows to a tenth) is the window asked for:
+      // data-window says exactly which requests the server was asked to draw.
+      var t0Text = t0.toFixed(6), t1Text = t1.toFixed(6);
+      var rowText = rows ? [rows[0].toFixed(1), rows[1].toFixed(1)] : null;
+      var key = t0Text + "," + t1Text + (rowText ? "," + rowText[0] + "," + rowText[1] : "");
       if (state.window === key) return;
       var seq = ++state.seq;
       var height = div.layout.height || div.clientHeight;
       note.textContent = "Loading every request between " + t0.toFixed(2) + " s and " + t1.toFixed(2) + " s…";
       var url = "/gantt/window?" + div.dataset.windowQuery + "&gantt=" + encodeURIComponent(div.dataset.scheduler) +
-        "&t0=" + t0 + "&t1=" + t1 + (rows ? "&r0=" + rows[0] + "&r1=" + rows[1] : "");
+        "&t0=" + t0Text + "&t1=" + t1Text + (rowText ? "&r0=" + rowText[0] + "&r1=" + rowText[1] : "");
       fetch(url, { headers: { Accept: "application/json" } })
         .then(function (r) { return r.json(); })
         .then(function (body) {
