@@ -311,8 +311,8 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
         else:
             c = step_check("tp/fp8", r, hardware_key(r["hardware"]), model_key(r["model"]), int(r["tp"]),
                            r["dtype"])
-        kind = ("throughput" if "throughput" in what else "TTFT" if "ttft" in what else
-                "inter-token latency" if "inter-token" in what else "end-to-end latency")
+        kind = ("throughput" if "throughput" in what else f"TTFT, {_isl(r['workload'])}-token prompt" if "ttft" in what
+                else "inter-token latency" if "inter-token" in what else "end-to-end latency")
         variant = f"tp={r['tp']}" if r["comparison_group"].lower().startswith("tp_") else r["dtype"]
         out.append(replace(c, series=f"{r['model']} on {r['hardware']}: {kind}", variant=variant))
     return out
