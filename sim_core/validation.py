@@ -338,21 +338,24 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
         else:
             c = step_check("tp/fp8", r, hardware_key(r["hardware"]), model_key(r["model"]), int(r["tp"]),
                            r["dtype"])
-        kind = ("throughput" if "throughput" in what else "TTFT" if "ttft" in what else
-                "inter-token latency" if "inter-token" in what else "end-to-end latency")
+        kind = ("throughput" if "throughput" in what else f"TTFT, {_isl(r['workload'])}-token prompt" if "ttft" in what
+                else "inter-token latency" if "inter-token" in what else "end-to-end latency")
         variant = f"tp={r['tp']}" if r["comparison_group"].lower().startswith("tp_") else r["dtype"]
         out.append(replace(c, series=f"{r['model']} on {r['hardware']}: {kind}", variant=variant))
     return out
 
 
 def speedups(rows: list[Check]) -> list[dict]:
-    """The tp/fp8 rows as speed-ups over their series' baseline (tp=1; the fastest bf16 row), measured and
-    predicted: the ratios TP scaling and FP8 gains are judged by."""
+    """The tp/fp8 rows as speed-ups over their series' baseline (the smallest TP measured, tp=1 where there is
+    one: a 70B model needs at least two 80 GB GPUs; the fastest bf16 row), measured and predicted: the ratios TP
+    scaling and FP8 gains are judged by."""
     out = []
     for series in dict.fromkeys(c.series for c in rows if c.series):
         members = [c for c in rows if c.series == series and c.predicted is not None]
         is_rate = any("tok/s" in c.unit for c in members)
-        base_pool = [c for c in members if c.variant == "tp=1"] or [c for c in members if c.variant == "bf16"]
+        tps = [int(c.variant[3:]) for c in members if c.variant.startswith("tp=")]
+        base_pool = ([c for c in members if c.variant == f"tp={min(tps)}"] if tps
+                     else [c for c in members if c.variant == "bf16"])
         if not base_pool:
             continue
         base = (max if is_rate else min)(base_pool, key=lambda c: c.reference)
