@@ -331,6 +331,12 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
         out.append(step_check("step", r, hardware_key(r["hardware"]), model_key(r["model"]),
                               int_of(r["gpus(tp)"]), r["dtype"]))
     out += [serving_check("serving", r, simulate) for r in read_rows(directory / "serving.csv")]
+    return out + comparison_checks(directory, simulate)
+
+
+def comparison_checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Check]:
+    """The tp_fp8.csv rows (group "tp/fp8"), each with the series and variant its speed-up is judged in."""
+    out = []
     for r in read_rows(directory / "tp_fp8.csv"):
         what = r["measured_what"].lower()
         if "throughput" in what:
