@@ -161,7 +161,8 @@ class _KernelCompiler(Compiler):
 
 
 _CACHE = CACHE_DIR is not None
-kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler)
-entry = _one_signature(cache=_CACHE)
-entry_nogil = _one_signature(cache=_CACHE, nogil=True)  # releases the GIL: several web requests simulate in threads
-inline = _one_signature(cache=_CACHE, inline="always")  # its cache: only if Python calls it directly
+# No C-callable wrapper (numba makes one per function for cfunc-style use, which nothing here makes).
+kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler, no_cfunc_wrapper=True)
+entry = _one_signature(cache=_CACHE, no_cfunc_wrapper=True)
+entry_nogil = _one_signature(cache=_CACHE, nogil=True, no_cfunc_wrapper=True)  # releases the GIL: web runs in threads
+inline = _one_signature(cache=_CACHE, inline="always", no_cfunc_wrapper=True)  # cached only if Python calls it
