@@ -22,7 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+import llvmlite.binding as ll
 from numba import config, njit, types
+from numba.core import environment
 from numba.core.caching import FunctionCache
 from numba.core.codegen import JITCodeLibrary
 from numba.core.compiler import Compiler
@@ -116,12 +118,71 @@ class LoadWithoutRefresh(FunctionCache):
     """numba refreshes its typing and target contexts (imports and registers every builtin and numpy typing and
     lowering implementation: ~0.2 s of a CLI run's ~1 s) before it loads a cached kernel. Loading compiled code
     needs only numba's runtime (NRT: allocation, reference counts), and a compile refreshes both contexts itself
-    (numba.core.compiler's CompilerBase), so a cache hit starts the runtime and skips the rest."""
+    (numba.core.compiler's CompilerBase), so a cache hit starts the runtime and skips the rest. Two more costs of
+    a load are put off until something needs them (_LoadedLibrary, _environment_of)."""
 
     def load_overload(self, sig, target_context):
         rtsys.initialize(target_context)  # what refresh() does first; idempotent
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
+        codegen = target_context.codegen()
+        # Under numba's compiler lock (held around every load and compile): no other thread sees these swaps.
+        codegen._library_class, rebuild_env = _LoadedLibrary, environment._rebuild_env
+        environment._rebuild_env = _environment_of
+        try:
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+        finally:
+            del codegen._library_class  # back to the class's own, JITCodeLibrary
+            environment._rebuild_env = rebuild_env
+
+
+class _LoadedLibrary(JITCodeLibrary):
+    """Compiled code loaded from the cache. numba also parses the LLVM bitcode stored beside the machine code
+    (what a caller compiled later links in) and lists every symbol it defines: ~35 ms of a warm CLI run, for a
+    simulate whose code nothing links. Here the bitcode is parsed when a caller first links it, and the one
+    symbol looked up at load (the Python wrapper's address) is checked against the machine code's own symbols."""
+
+    @classmethod
+    def _unserialize(cls, codegen, state):
+        name, kind, data = state
+        if kind != "object":
+            return super()._unserialize(codegen, state)
+        self = codegen.create_library(name)
+        object_code, self._shared_bitcode = data
+        self._object_code = object_code  # numba lets go of its own copy once the engine has loaded it
+        self.enable_object_caching()
+        self._set_compiled_object(object_code)
+        self._finalize_final_module()
+        return self
+
+    def _get_module_for_linking(self):
+        if self._shared_module is None and getattr(self, "_shared_bitcode", None) is not None:
+            self._shared_module = ll.parse_bitcode(self._shared_bitcode)
+            self._codegen._engine._load_defined_symbols(self._shared_module)
+            self._shared_bitcode = None
+        return super()._get_module_for_linking()
+
+    def get_pointer_to_function(self, name):
+        engine = self._codegen._engine
+        if not engine.is_symbol_defined(name):
+            if name.encode() in getattr(self, "_object_code", b""):  # in the object's symbol table
+                engine._defined_symbols.add(name)
+            else:
+                self._get_module_for_linking()  # numba's way: every symbol the bitcode defines
+        return super().get_pointer_to_function(name)
+
+
+def _environment_of(modname, consts, env_name):
+    """numba.core.environment._rebuild_env without importing `modname`: a cached function's environment holds its
+    module's globals, which only object-mode code reads (none here), and the modules of numba's own array
+    helpers in simulate (numba.np.arrayobj, arraymath with linalg and numpy.ma, ...) cost ~35 ms to import."""
+    env = environment.lookup_environment(env_name)
+    if env is None:
+        module = sys.modules.get(modname)
+        env = environment.Environment(module.__dict__ if module is not None else {"__name__": modname})
+        env.consts[:] = consts
+        env.env_name = env_name
+        environment.Environment._memo[env_name] = env
+    return env
 
 
 def _one_signature(cache: bool, **options):
