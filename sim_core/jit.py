@@ -22,14 +22,42 @@ import sys
 import tempfile
 from pathlib import Path
 
-import llvmlite.binding as ll
-from numba import config, njit, types
-from numba.core import environment
-from numba.core.caching import FunctionCache
-from numba.core.codegen import JITCodeLibrary
-from numba.core.compiler import Compiler
-from numba.core.registry import CPUDispatcher
-from numba.core.runtime import rtsys
+
+def _import_numba_without_yaml() -> None:
+    """numba's config imports PyYAML at import (~13 ms of a ~0.55 s CLI run) to read a .numba_config.yaml in the
+    working directory, which is rarely there. Without one, numba is imported with PyYAML hidden, then handed a
+    stand-in that imports it if such a file appears later (numba rereads its config before each compile)."""
+    if "numba" in sys.modules or "yaml" in sys.modules or os.path.isfile(".numba_config.yaml"):
+        return
+    import importlib.util
+
+    installed = importlib.util.find_spec("yaml") is not None
+    sys.modules["yaml"] = None  # `import yaml` fails at once
+    try:
+        from numba.core import config as numba_config
+    finally:
+        del sys.modules["yaml"]
+    if installed:
+        numba_config.yaml, numba_config._HAVE_YAML = _YamlOnUse(), True
+
+
+class _YamlOnUse:
+    def __getattr__(self, name):
+        import yaml
+
+        return getattr(yaml, name)
+
+
+_import_numba_without_yaml()
+
+import llvmlite.binding as ll  # noqa: E402
+from numba import config, njit, types  # noqa: E402
+from numba.core import environment  # noqa: E402
+from numba.core.caching import FunctionCache  # noqa: E402
+from numba.core.codegen import JITCodeLibrary  # noqa: E402
+from numba.core.compiler import Compiler  # noqa: E402
+from numba.core.registry import CPUDispatcher  # noqa: E402
+from numba.core.runtime import rtsys  # noqa: E402
 
 
 def _writable(path: Path) -> bool:
