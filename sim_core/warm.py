@@ -98,6 +98,7 @@ def start_helper() -> subprocess.Popen | None:
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR,
                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's BLAS threads would spin on the cores both processes use
     try:
         return subprocess.Popen([sys.executable, "-c", f"from {__package__}.warm import HELPER, compile_part; "
                                                        "compile_part(HELPER); import os; os._exit(0)"],
