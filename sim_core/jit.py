@@ -8,7 +8,9 @@ record it passes (numba counts references to arguments, even for an inlined call
           everything linked in (_LinkedInto below)
   entry   a kernel Python calls (`entry_nogil`: one that releases the GIL); fully optimized
   inline  a few lines: numba inlines it into each caller, so it is not compiled on its own and not called at run
-          time. Loops that run per request per step call neither kind with array or record arguments.
+          time. Loops that run per request per step call neither kind with array or record arguments. An entry
+          may inline a kernel's body rather than call it (engine.simulate and step): a kernel's compile emits
+          code for everything linked into it, and its entry emits all of it again.
 No fastmath, no globals that change, random numbers drawn outside the kernels: results are bit-identical across
 runs and processes.
 """
@@ -231,34 +233,14 @@ class _LinkedInto(JITCodeLibrary):
     and optimizes the whole at every level, so a helper three calls below `simulate` was optimized three times
     over, with everything below it: 7.7 of a cold warm-up's 36 CPU-seconds went to such module-level passes.
     Only entries run them now, once, over everything they link in (1.8 CPU-s); a kernel keeps numba's
-    per-function optimization. Its own machine code (run only if Python calls it directly) is less inlined;
-    results are the same. Machine code is still emitted at each level (numba caches it, and Python may call
-    any kernel), but without LLVM's optimizing code generator (instruction selection, register allocation:
-    ~18% of a cold compile's CPU went to emitting machine code, most of it for kernels' code, which entries
-    emit again): a kernel called from Python runs slower code with the same results. Entries keep numba's."""
+    per-function optimization. Its own machine code is less inlined, with the same results; it runs when Python
+    calls the kernel, and in the process that compiled it, where an entry's calls that LLVM did not inline may
+    bind to it (loaded first, under the same symbol). Machine-code emission still repeats at each level (numba
+    caches it), at full optimization: generated unoptimized (opt=0), it saved 0.4 s of a cold compile and made
+    simulate 1.45x slower in the compiling process."""
 
     def _optimize_final_module(self):
         pass
-
-    def _finalize_final_module(self):
-        if not self._object_caching_enabled:
-            return super()._finalize_final_module()
-        code = _quick_code_generator(self._codegen).emit_object(self._final_module)
-        self._set_compiled_object(code)  # numba's execution engine takes this instead of generating its own
-        super()._finalize_final_module()
-        self._set_compiled_object(code)  # (the engine let go of it; the on-disk cache saves it)
-
-
-def _quick_code_generator(codegen):
-    """A target machine like numba's (this CPU, its features, relocation and code model) that generates code
-    without optimizing it (opt=0)."""
-    machine = getattr(codegen, "_sched_sim_quick_tm", None)
-    if machine is None:
-        options = {"opt": 0}
-        codegen._customize_tm_options(options)
-        machine = ll.Target.from_triple(ll.get_process_triple()).create_target_machine(**options)
-        codegen._sched_sim_quick_tm = machine
-    return machine
 
 
 class _KernelCompiler(Compiler):

@@ -3,8 +3,8 @@
 `simulate` calls everything else, so one process compiles the whole tree bottom-up, one kernel after another.
 But a subtree whose argument types are known before any run (the engine record, state.ENGINE; the inputs
 Python hands `new_engine`) can be compiled on its own with an explicit signature: a helper process compiles the
-scheduler's subtree (`schedule`: the largest, ~40% of the compile) and the prefix-cache hasher while this one
-compiles engine construction and the step's other phases; then this one compiles `step` and `simulate`, loading
+scheduler's subtree (`schedule`: the largest, ~40% of the compile) while this one compiles the prefix-cache hasher,
+engine construction and the step's other phases; then this one compiles `simulate` (the step inlined), loading
 what the helper wrote from the cache instead of compiling it. Nothing changes when the cache is already warm
 (the helper is not started), under NUMBA_DISABLE_JIT, without a writable cache, or on one core.
 """
@@ -110,7 +110,7 @@ def start_helper() -> subprocess.Popen | None:
 
 def compile_in_two() -> None:
     """Compile the engine's subtrees on two cores (a no-op when the cache is warm); the caller then runs the
-    engine, which compiles `step` and `simulate` over what is cached. If the helper fails, the engine compiles
+    engine, which compiles `simulate` over what is cached. If the helper fails, the engine compiles
     what it left undone itself."""
     helper = start_helper()
     if helper is None:
