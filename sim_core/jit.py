@@ -243,49 +243,20 @@ class _LinkedInto(JITCodeLibrary):
         pass
 
 
-class _OwnCopies(JITCodeLibrary):
-    """The compiled code of an entry. The kernels' code it links in arrives as linkonce_odr functions, which the
-    execution engine binds to the first definition loaded under each name: in the process that compiled them,
-    the kernels' own (less optimized) machine code, so simulate ran ~18% slower there than loaded from the cache.
-    Made internal to the entry's module before its optimization, they are the entry's own copies (and those LLVM
-    inlines everywhere are dropped). They are renamed too: the engine's symbol table also lists internal
-    symbols, and an entry's copy (whose arguments LLVM may rearrange) must not stand in for the kernel."""
-
-    def _optimize_final_module(self):
-        module = self._final_module
-        linked = [fn for fn in module.functions
-                  if not fn.is_declaration and fn.linkage == ll.Linkage.linkonce_odr]
-        if linked:
-            own = sorted(fn.name for fn in module.functions
-                         if not fn.is_declaration and fn.linkage == ll.Linkage.external)
-            suffix = ".own." + hashlib.sha1("\n".join(own).encode()).hexdigest()[:12]
-            for fn in linked:
-                fn.linkage = ll.Linkage.internal
-                fn.name = fn.name + suffix
-        super()._optimize_final_module()
-
-
-def _library_pipeline(library_class):
-    class Pipeline(Compiler):
-        def compile_extra(self, func):
-            if self.state.library is None:  # what numba's lowering would create, of the class above
-                library = self.state.targetctx.codegen().create_library(func.__qualname__)
-                if type(library) is JITCodeLibrary:
-                    library.__class__ = library_class
-                library.enable_object_caching()
-                self.state.library = library
-            return super().compile_extra(func)
-    return Pipeline
-
-
-_KernelCompiler = _library_pipeline(_LinkedInto)
-_EntryCompiler = _library_pipeline(_OwnCopies)
+class _KernelCompiler(Compiler):
+    def compile_extra(self, func):
+        if self.state.library is None:  # what numba's lowering would create, of the class above
+            library = self.state.targetctx.codegen().create_library(func.__qualname__)
+            if type(library) is JITCodeLibrary:
+                library.__class__ = _LinkedInto
+            library.enable_object_caching()
+            self.state.library = library
+        return super().compile_extra(func)
 
 
 _CACHE = CACHE_DIR is not None
 # No C-callable wrapper (numba makes one per function for cfunc-style use, which nothing here makes).
 kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler, no_cfunc_wrapper=True)
-entry = _one_signature(cache=_CACHE, pipeline_class=_EntryCompiler, no_cfunc_wrapper=True)
-entry_nogil = _one_signature(cache=_CACHE, pipeline_class=_EntryCompiler, nogil=True,
-                             no_cfunc_wrapper=True)  # releases the GIL: web runs in threads
+entry = _one_signature(cache=_CACHE, no_cfunc_wrapper=True)
+entry_nogil = _one_signature(cache=_CACHE, nogil=True, no_cfunc_wrapper=True)  # releases the GIL: web runs in threads
 inline = _one_signature(cache=_CACHE, inline="always", no_cfunc_wrapper=True)  # cached only if Python calls it
