@@ -5,9 +5,8 @@ record it passes (numba counts references to arguments, even for an inlined call
 
   kernel  a function compiled on its own, that other kernels call: numba links its code into each caller's, so
           only its callers' code runs; it skips the module-level LLVM passes, which its entry runs once over
-          everything linked in, and its own machine code is generated unoptimized (_LinkedInto below)
-  entry   a kernel Python calls (`entry_nogil`: one that releases the GIL); fully optimized, over its own copies
-          of the kernels' code (_OwnCopies)
+          everything linked in (_LinkedInto below)
+  entry   a kernel Python calls (`entry_nogil`: one that releases the GIL); fully optimized
   inline  a few lines: numba inlines it into each caller, so it is not compiled on its own and not called at run
           time. Loops that run per request per step call neither kind with array or record arguments. An entry
           may inline a kernel's body rather than call it (engine.simulate and step): a kernel's compile emits
@@ -234,76 +233,30 @@ class _LinkedInto(JITCodeLibrary):
     and optimizes the whole at every level, so a helper three calls below `simulate` was optimized three times
     over, with everything below it: 7.7 of a cold warm-up's 36 CPU-seconds went to such module-level passes.
     Only entries run them now, once, over everything they link in (1.8 CPU-s); a kernel keeps numba's
-    per-function optimization. Machine code is still emitted at each level (numba caches it, and Python may call
-    any kernel), but without LLVM's optimizing code generator (opt=0: instruction selection and register
-    allocation were ~18% of a cold compile's CPU, most of it kernels' code that entries emit again). A kernel
-    Python calls directly runs that slower code, with the same results; entries do not (_OwnCopies)."""
+    per-function optimization. Its own machine code is less inlined, with the same results; it runs when Python
+    calls the kernel, and in the process that compiled it, where an entry's calls that LLVM did not inline may
+    bind to it (loaded first, under the same symbol). Machine-code emission still repeats at each level (numba
+    caches it), at full optimization: generated unoptimized (opt=0), it saved 0.4 s of a cold compile and made
+    simulate 1.45x slower in the compiling process."""
 
     def _optimize_final_module(self):
         pass
 
-    def _finalize_final_module(self):
-        if not self._object_caching_enabled:
-            return super()._finalize_final_module()
-        # From a copy: code generation rewrites the module it is given, and callers link this one.
-        code = _quick_code_generator(self._codegen).emit_object(self._final_module.clone())
-        self._set_compiled_object(code)  # numba's execution engine takes this instead of generating its own
-        super()._finalize_final_module()
-        self._set_compiled_object(code)  # (the engine let go of it; the on-disk cache saves it)
 
-
-def _quick_code_generator(codegen):
-    """A target machine like numba's (this CPU, its features, relocation and code model) that generates code
-    without optimizing it (opt=0)."""
-    machine = getattr(codegen, "_sched_sim_quick_tm", None)
-    if machine is None:
-        options = {"opt": 0}
-        codegen._customize_tm_options(options)
-        machine = ll.Target.from_triple(ll.get_process_triple()).create_target_machine(**options)
-        codegen._sched_sim_quick_tm = machine
-    return machine
-
-
-class _OwnCopies(JITCodeLibrary):
-    """The compiled code of an entry. The kernels' code it links in arrives as linkonce_odr functions, which the
-    execution engine binds to the first definition loaded under each name: in the process that compiled them,
-    the kernels' own machine code (generated unoptimized, _LinkedInto). Renamed for this entry before its
-    optimization (the linkage kept, so LLVM optimizes them as numba would), they are the entry's own copies."""
-
-    def _optimize_final_module(self):
-        module = self._final_module
-        linked = [fn for fn in module.functions
-                  if not fn.is_declaration and fn.linkage == ll.Linkage.linkonce_odr]
-        if linked:
-            own = sorted(fn.name for fn in module.functions
-                         if not fn.is_declaration and fn.linkage == ll.Linkage.external)
-            suffix = ".own." + hashlib.sha1("\n".join(own).encode()).hexdigest()[:12]
-            for fn in linked:
-                fn.name = fn.name + suffix
-        super()._optimize_final_module()
-
-
-def _library_pipeline(library_class):
-    class Pipeline(Compiler):
-        def compile_extra(self, func):
-            if self.state.library is None:  # what numba's lowering would create, of the class above
-                library = self.state.targetctx.codegen().create_library(func.__qualname__)
-                if type(library) is JITCodeLibrary:
-                    library.__class__ = library_class
-                library.enable_object_caching()
-                self.state.library = library
-            return super().compile_extra(func)
-    return Pipeline
-
-
-_KernelCompiler = _library_pipeline(_LinkedInto)
-_EntryCompiler = _library_pipeline(_OwnCopies)
+class _KernelCompiler(Compiler):
+    def compile_extra(self, func):
+        if self.state.library is None:  # what numba's lowering would create, of the class above
+            library = self.state.targetctx.codegen().create_library(func.__qualname__)
+            if type(library) is JITCodeLibrary:
+                library.__class__ = _LinkedInto
+            library.enable_object_caching()
+            self.state.library = library
+        return super().compile_extra(func)
 
 
 _CACHE = CACHE_DIR is not None
 # No C-callable wrapper (numba makes one per function for cfunc-style use, which nothing here makes).
 kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler, no_cfunc_wrapper=True)
-entry = _one_signature(cache=_CACHE, pipeline_class=_EntryCompiler, no_cfunc_wrapper=True)
-entry_nogil = _one_signature(cache=_CACHE, pipeline_class=_EntryCompiler, nogil=True,
-                             no_cfunc_wrapper=True)  # releases the GIL: web runs in threads
+entry = _one_signature(cache=_CACHE, no_cfunc_wrapper=True)
+entry_nogil = _one_signature(cache=_CACHE, nogil=True, no_cfunc_wrapper=True)  # releases the GIL: web runs in threads
 inline = _one_signature(cache=_CACHE, inline="always", no_cfunc_wrapper=True)  # cached only if Python calls it
