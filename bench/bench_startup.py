@@ -98,6 +98,8 @@ def main() -> None:
             r = cold_compile(root)
             print(json.dumps({"checkout": str(root), "cold_compile": {k: round(v, 2) for k, v in r.items()}}),
                   flush=True)
+    if a.runs <= 0:
+        return
 
     work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
     try:

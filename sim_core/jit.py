@@ -8,7 +8,9 @@ record it passes (numba counts references to arguments, even for an inlined call
           everything linked in (_LinkedInto below)
   entry   a kernel Python calls (`entry_nogil`: one that releases the GIL); fully optimized
   inline  a few lines: numba inlines it into each caller, so it is not compiled on its own and not called at run
-          time. Loops that run per request per step call neither kind with array or record arguments.
+          time. Loops that run per request per step call neither kind with array or record arguments. An entry
+          may inline a kernel's body rather than call it (engine.simulate and step): a kernel's compile emits
+          code for everything linked into it, and its entry emits all of it again.
 No fastmath, no globals that change, random numbers drawn outside the kernels: results are bit-identical across
 runs and processes.
 """
@@ -22,12 +24,42 @@ import sys
 import tempfile
 from pathlib import Path
 
-from numba import config, njit, types
-from numba.core.caching import FunctionCache
-from numba.core.codegen import JITCodeLibrary
-from numba.core.compiler import Compiler
-from numba.core.registry import CPUDispatcher
-from numba.core.runtime import rtsys
+
+def _import_numba_without_yaml() -> None:
+    """numba's config imports PyYAML at import (~13 ms of a ~0.55 s CLI run) to read a .numba_config.yaml in the
+    working directory, which is rarely there. Without one, numba is imported with PyYAML hidden, then handed a
+    stand-in that imports it if such a file appears later (numba rereads its config before each compile)."""
+    if "numba" in sys.modules or "yaml" in sys.modules or os.path.isfile(".numba_config.yaml"):
+        return
+    import importlib.util
+
+    installed = importlib.util.find_spec("yaml") is not None
+    sys.modules["yaml"] = None  # `import yaml` fails at once
+    try:
+        from numba.core import config as numba_config
+    finally:
+        del sys.modules["yaml"]
+    if installed:
+        numba_config.yaml, numba_config._HAVE_YAML = _YamlOnUse(), True
+
+
+class _YamlOnUse:
+    def __getattr__(self, name):
+        import yaml
+
+        return getattr(yaml, name)
+
+
+_import_numba_without_yaml()
+
+import llvmlite.binding as ll  # noqa: E402
+from numba import config, njit, types  # noqa: E402
+from numba.core import environment  # noqa: E402
+from numba.core.caching import FunctionCache  # noqa: E402
+from numba.core.codegen import JITCodeLibrary  # noqa: E402
+from numba.core.compiler import Compiler  # noqa: E402
+from numba.core.registry import CPUDispatcher  # noqa: E402
+from numba.core.runtime import rtsys  # noqa: E402
 
 
 def _writable(path: Path) -> bool:
@@ -116,12 +148,71 @@ class LoadWithoutRefresh(FunctionCache):
     """numba refreshes its typing and target contexts (imports and registers every builtin and numpy typing and
     lowering implementation: ~0.2 s of a CLI run's ~1 s) before it loads a cached kernel. Loading compiled code
     needs only numba's runtime (NRT: allocation, reference counts), and a compile refreshes both contexts itself
-    (numba.core.compiler's CompilerBase), so a cache hit starts the runtime and skips the rest."""
+    (numba.core.compiler's CompilerBase), so a cache hit starts the runtime and skips the rest. Two more costs of
+    a load are put off until something needs them (_LoadedLibrary, _environment_of)."""
 
     def load_overload(self, sig, target_context):
         rtsys.initialize(target_context)  # what refresh() does first; idempotent
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
+        codegen = target_context.codegen()
+        # Under numba's compiler lock (held around every load and compile): no other thread sees these swaps.
+        codegen._library_class, rebuild_env = _LoadedLibrary, environment._rebuild_env
+        environment._rebuild_env = _environment_of
+        try:
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+        finally:
+            del codegen._library_class  # back to the class's own, JITCodeLibrary
+            environment._rebuild_env = rebuild_env
+
+
+class _LoadedLibrary(JITCodeLibrary):
+    """Compiled code loaded from the cache. numba also parses the LLVM bitcode stored beside the machine code
+    (what a caller compiled later links in) and lists every symbol it defines: ~35 ms of a warm CLI run, for a
+    simulate whose code nothing links. Here the bitcode is parsed when a caller first links it, and the one
+    symbol looked up at load (the Python wrapper's address) is checked against the machine code's own symbols."""
+
+    @classmethod
+    def _unserialize(cls, codegen, state):
+        name, kind, data = state
+        if kind != "object":
+            return super()._unserialize(codegen, state)
+        self = codegen.create_library(name)
+        object_code, self._shared_bitcode = data
+        self._object_code = object_code  # numba lets go of its own copy once the engine has loaded it
+        self.enable_object_caching()
+        self._set_compiled_object(object_code)
+        self._finalize_final_module()
+        return self
+
+    def _get_module_for_linking(self):
+        if self._shared_module is None and getattr(self, "_shared_bitcode", None) is not None:
+            self._shared_module = ll.parse_bitcode(self._shared_bitcode)
+            self._codegen._engine._load_defined_symbols(self._shared_module)
+            self._shared_bitcode = None
+        return super()._get_module_for_linking()
+
+    def get_pointer_to_function(self, name):
+        engine = self._codegen._engine
+        if not engine.is_symbol_defined(name):
+            if name.encode() in getattr(self, "_object_code", b""):  # in the object's symbol table
+                engine._defined_symbols.add(name)
+            else:
+                self._get_module_for_linking()  # numba's way: every symbol the bitcode defines
+        return super().get_pointer_to_function(name)
+
+
+def _environment_of(modname, consts, env_name):
+    """numba.core.environment._rebuild_env without importing `modname`: a cached function's environment holds its
+    module's globals, which only object-mode code reads (none here), and the modules of numba's own array
+    helpers in simulate (numba.np.arrayobj, arraymath with linalg and numpy.ma, ...) cost ~35 ms to import."""
+    env = environment.lookup_environment(env_name)
+    if env is None:
+        module = sys.modules.get(modname)
+        env = environment.Environment(module.__dict__ if module is not None else {"__name__": modname})
+        env.consts[:] = consts
+        env.env_name = env_name
+        environment.Environment._memo[env_name] = env
+    return env
 
 
 def _one_signature(cache: bool, **options):
@@ -142,8 +233,11 @@ class _LinkedInto(JITCodeLibrary):
     and optimizes the whole at every level, so a helper three calls below `simulate` was optimized three times
     over, with everything below it: 7.7 of a cold warm-up's 36 CPU-seconds went to such module-level passes.
     Only entries run them now, once, over everything they link in (1.8 CPU-s); a kernel keeps numba's
-    per-function optimization. Its own machine code (run only if Python calls it directly) is less inlined;
-    results are the same. (Machine-code emission still repeats at each level: numba needs it to cache.)"""
+    per-function optimization. Its own machine code is less inlined, with the same results; it runs when Python
+    calls the kernel, and in the process that compiled it, where an entry's calls that LLVM did not inline may
+    bind to it (loaded first, under the same symbol). Machine-code emission still repeats at each level (numba
+    caches it), at full optimization: generated unoptimized (opt=0), it saved 0.4 s of a cold compile and made
+    simulate 1.45x slower in the compiling process."""
 
     def _optimize_final_module(self):
         pass
@@ -161,7 +255,8 @@ class _KernelCompiler(Compiler):
 
 
 _CACHE = CACHE_DIR is not None
-kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler)
-entry = _one_signature(cache=_CACHE)
-entry_nogil = _one_signature(cache=_CACHE, nogil=True)  # releases the GIL: several web requests simulate in threads
-inline = _one_signature(cache=_CACHE, inline="always")  # its cache: only if Python calls it directly
+# No C-callable wrapper (numba makes one per function for cfunc-style use, which nothing here makes).
+kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler, no_cfunc_wrapper=True)
+entry = _one_signature(cache=_CACHE, no_cfunc_wrapper=True)
+entry_nogil = _one_signature(cache=_CACHE, nogil=True, no_cfunc_wrapper=True)  # releases the GIL: web runs in threads
+inline = _one_signature(cache=_CACHE, inline="always", no_cfunc_wrapper=True)  # cached only if Python calls it

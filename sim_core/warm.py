@@ -3,8 +3,8 @@
 `simulate` calls everything else, so one process compiles the whole tree bottom-up, one kernel after another.
 But a subtree whose argument types are known before any run (the engine record, state.ENGINE; the inputs
 Python hands `new_engine`) can be compiled on its own with an explicit signature: a helper process compiles the
-scheduler's subtree (`schedule`: the largest, ~40% of the compile) and the prefix-cache hasher while this one
-compiles engine construction and the step's other phases; then this one compiles `step` and `simulate`, loading
+scheduler's subtree (`schedule`: the largest, ~40% of the compile) while this one compiles the prefix-cache hasher,
+engine construction and the step's other phases; then this one compiles `simulate` (the step inlined), loading
 what the helper wrote from the cache instead of compiling it. Nothing changes when the cache is already warm
 (the helper is not started), under NUMBA_DISABLE_JIT, without a writable cache, or on one core.
 """
@@ -26,7 +26,7 @@ HELPER = (("scheduler", "schedule"),)
 HERE = (("workload", "block_hashes"), ("build", "new_engine"), ("engine", "admit_arrivals"), ("engine", "run_batch"), ("engine", "land_tokens"),
         ("attribution", "attribute_step"), ("policies.ordering", "_rekey_by_cached_prefix"),
         ("policies.ordering", "_rekey_on_step_time_drift"), ("logs", "take_frames"), ("build", "outcome"),
-        ("engine", "release_finished"), ("policies.static_batching", "end_static_batch"))
+        ("engine", "release_finished"), ("policies.static_batching", "end_static_batch"), ("logs", "_grown"))
 
 
 def _kernel(module: str, name: str):
@@ -35,19 +35,21 @@ def _kernel(module: str, name: str):
     return getattr(importlib.import_module(f"{__package__}.{module}"), name)
 
 
-def _signature(module: str, name: str) -> tuple:
+def signatures(module: str, name: str) -> list[tuple]:
     """The argument types the engine calls this kernel with."""
     from numba import typeof, types
 
     from .state import ENGINE
 
     if (module, name) == ("build", "new_engine"):
-        return tuple(typeof(a) for a in _engine_inputs())
+        return [tuple(typeof(a) for a in _engine_inputs())]
     if (module, name) == ("workload", "block_hashes"):
-        return (types.int64[::1], types.int64[::1], types.int64[::1], types.boolean[::1], types.int64)
+        return [(types.int64[::1], types.int64[::1], types.int64[::1], types.boolean[::1], types.int64)]
     if (module, name) == ("logs", "take_frames"):
-        return (ENGINE, types.boolean)
-    return (ENGINE,)
+        return [(ENGINE, types.boolean)]
+    if (module, name) == ("logs", "_grown"):  # the step and service logs, the event log
+        return [(types.float64[:, ::1], types.int64), (types.int64[:, ::1], types.int64)]
+    return [(ENGINE,)]
 
 
 def _engine_inputs() -> tuple:
@@ -73,7 +75,8 @@ def _engine_inputs() -> tuple:
 
 def compile_part(part) -> None:
     for module, name in part:
-        _kernel(module, name).compile(_signature(module, name))
+        for sig in signatures(module, name):
+            _kernel(module, name).compile(sig)
 
 
 def cached_signatures(module: str, name: str) -> list:
@@ -95,9 +98,10 @@ def start_helper() -> subprocess.Popen | None:
     root = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR,
                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's BLAS threads would spin on the cores both processes use
     try:
         return subprocess.Popen([sys.executable, "-c", f"from {__package__}.warm import HELPER, compile_part; "
-                                                       "compile_part(HELPER)"],
+                                                       "compile_part(HELPER); import os; os._exit(0)"],
                                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
     except OSError:
@@ -106,7 +110,7 @@ def start_helper() -> subprocess.Popen | None:
 
 def compile_in_two() -> None:
     """Compile the engine's subtrees on two cores (a no-op when the cache is warm); the caller then runs the
-    engine, which compiles `step` and `simulate` over what is cached. If the helper fails, the engine compiles
+    engine, which compiles `simulate` over what is cached. If the helper fails, the engine compiles
     what it left undone itself."""
     helper = start_helper()
     if helper is None:

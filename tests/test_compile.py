@@ -3,6 +3,8 @@ subtrees of the engine with the very signatures the engine calls them with."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from numba import config as numba_config
@@ -40,12 +42,13 @@ def test_the_two_halves_of_the_warm_up_are_disjoint_kernels_of_the_engine():
 
 
 def test_the_warm_up_compiles_what_the_engine_calls_and_nothing_else():
-    """After a warm-up (cold or warm), each kernel the helper or this process compiled ahead holds exactly one
-    signature in the cache: the engine called it with the types warm.py compiled, not others (a mismatch
+    """After a warm-up (cold or warm), each kernel the helper or this process compiled ahead holds exactly the
+    signatures in the cache: the engine called it with the types warm.py compiled, not others (a mismatch
     would compile a second version and waste the helper's work)."""
     sim_core.warm_up()
     for module, name in warm.HELPER + warm.HERE:
-        assert warm.cached_signatures(module, name) == [warm._signature(module, name)], (module, name)
+        assert sorted(map(str, warm.cached_signatures(module, name))) == sorted(
+            map(str, warm.signatures(module, name))), (module, name)
     assert warm.start_helper() is None  # warm now: no helper process
 
 
@@ -82,7 +85,8 @@ sys.stdout = sys.__stdout__
 kernels = [v for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("sim_core")
            for v in vars(m).values() if isinstance(v, jit.OneSignature)]
 opened = sum(1 for k in kernels if k.__dict__.get("_cache") is not jit._OPEN_ON_USE)
-print(code, len(kernels), opened, "numba.np.polynomial.polynomial_functions" in sys.modules)
+print(code, len(kernels), opened, "numba.np.polynomial.polynomial_functions" in sys.modules,
+      "numba.np.arrayobj" in sys.modules)
 """
 
 
@@ -97,7 +101,63 @@ def test_a_warm_cli_run_loads_its_kernel_without_numbas_registries_or_every_cach
     out = subprocess.run([sys.executable, "-c", WARM_RUN], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR))
     assert out.returncode == 0, out.stderr
-    code, kernels, opened, refreshed = out.stdout.split()
+    code, kernels, opened, refreshed, array_helpers_imported = out.stdout.split()
     assert code == "0" and int(kernels) > 100
     assert 0 < int(opened) <= 3
     assert refreshed == "False"
+    assert array_helpers_imported == "False"  # environments of numba's array helpers built without their modules
+
+
+LINK_MODULE = '''
+from sim_core.jit import entry, kernel
+
+@kernel
+def triple(x):
+    return 3 * x
+
+@entry
+def triple_plus_one(x):
+    return triple(x) + 1
+'''
+
+LINK_CHILD = """
+import sys, json
+sys.path.insert(0, sys.argv[1])
+import linkmod
+from numba import njit
+from sim_core import jit
+if sys.argv[2] == "fill":
+    print(json.dumps([linkmod.triple_plus_one(4), linkmod.triple(5)]))
+else:
+    assert linkmod.triple_plus_one(4) == 13          # an entry loaded from the cache
+    lib = linkmod.triple_plus_one.overloads[linkmod.triple_plus_one.signatures[0]].library
+    parsed_at_load = lib._shared_module is not None
+    @njit
+    def caller(x):                                   # compiled now: links the kernel loaded from the cache
+        return linkmod.triple(x) * 2
+    import numba.np.arrayobj                         # noqa: F401  (imported only for the check below)
+    print(json.dumps([caller(7), linkmod.triple(5), type(lib).__name__, parsed_at_load,
+                      linkmod.triple._cache_hits and sum(linkmod.triple._cache_hits.values())]))
+"""
+
+
+def test_code_loaded_from_the_cache_runs_from_python_and_links_into_new_callers(tmp_path):
+    """Loaded libraries parse their link-time bitcode only when a caller links them (jit._LoadedLibrary): a kernel
+    loaded from the cache is still linked into a function compiled afterwards, and both loaded functions run."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "linkmod.py").write_text(LINK_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    fill = subprocess.run([sys.executable, "-c", LINK_CHILD, str(tmp_path), "fill"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert fill.returncode == 0, fill.stderr
+    assert fill.stdout.split() == ["[13,", "15]"]
+    out = subprocess.run([sys.executable, "-c", LINK_CHILD, str(tmp_path), "load"], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    caller, direct, library, parsed_at_load, kernel_hits = json.loads(out.stdout)
+    assert (caller, direct) == (42, 15)
+    assert library == "_LoadedLibrary" and parsed_at_load is False
+    assert kernel_hits >= 1  # the kernel came from the cache, not a fresh compile

@@ -90,3 +90,31 @@ def test_a_warm_read_only_cache_is_used_not_recompiled_and_not_written(tmp_path)
                             env=env, capture_output=True, text=True, timeout=300)
     assert server.returncode == 0 and server.stdout.split() == ["200", "20"], server.stderr
     assert _files(warm) == before and _files(fallback) == before
+
+
+YAML_CHILD = """
+import os, sys
+import sim_core  # imports numba through sim_core.jit
+from numba.core import config
+hidden = "yaml" not in sys.modules
+if sys.argv[1] == "later":
+    with open(".numba_config.yaml", "w") as f:
+        f.write("full_tracebacks: 1\\n")
+    config.reload_config()  # what numba does before each compile
+print(hidden, config.FULL_TRACEBACKS)
+"""
+
+
+def test_numba_reads_a_config_file_whether_it_is_there_at_import_or_appears_later(tmp_path):
+    """sim_core imports numba without PyYAML when no .numba_config.yaml is in the working directory (~13 ms of a
+    CLI run), yet numba still reads one that is there or that appears later."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_FULL_TRACEBACKS", "NUMBA_DEVELOPER_MODE")}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(sim_core.__file__).resolve().parent.parent), env.get("PYTHONPATH", "")])
+    later = subprocess.run([sys.executable, "-c", YAML_CHILD, "later"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert later.returncode == 0, later.stderr
+    assert later.stdout.split() == ["True", "1"]
+    there = subprocess.run([sys.executable, "-c", YAML_CHILD, "there"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert there.returncode == 0, there.stderr
+    assert there.stdout.split() == ["False", "1"]
