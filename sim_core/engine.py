@@ -35,7 +35,7 @@ from .logs import itl_bin, make_log_room, step_log_row, take_due_frames, take_fr
 from .policies.adaptive_budget import adapt_budget
 from .policies.options import P_ASYNC, P_TRANSPORT_S
 from .policies.ordering import rekey_waiting, waiting_key
-from .policies.static_batching import end_static_batch, members_in_system
+from .policies.static_batching import end_static_batch
 from .queues import (
     followup_pop,
     remove_running,
@@ -290,7 +290,7 @@ def run_batch(eng):
     acc[A_KV_PEAK] = max(acc[A_KV_PEAK], used_blocks)
     acc[A_WAITING_S] += waiting * seconds
     acc[A_WAITING_PEAK] = max(acc[A_WAITING_PEAK], waiting)
-    active = members_in_system(eng) if cfg.static_batching else running
+    active = n[B_SCHEDULED] if cfg.static_batching else running  # a static batch schedules its unfinished members
     acc[A_IN_SYSTEM_S] += (waiting + active + swapped) * seconds
     acc[A_PREEMPTIONS] += n[B_PREEMPTIONS]
     acc[A_SHED] += n[B_SHED]

@@ -5,7 +5,7 @@ is measured against (Orca, Yu et al., OSDI '22)."""
 from __future__ import annotations
 
 from ..batch import add_to_batch
-from ..jit import inline, kernel
+from ..jit import kernel
 from ..kv_pool import allocate, blocks_for, release, take_slot
 from ..logs import log_event
 from ..queues import add_running, to_compute, wait_pop, wait_top
@@ -73,17 +73,6 @@ def _form_batch(eng):
         st.first_scheduled_s[r] = eng.clock[NOW]
         add_running(q, r)
         loop[STATIC_PAD] = max(loop[STATIC_PAD], req.prompt_tokens[r])
-
-
-@inline
-def members_in_system(eng):
-    """Finished members keep their rows until the batch ends, but are out of the system."""
-    st, q = eng.st, eng.q
-    active = q.size[N_RUNNING]
-    for k in range(q.size[N_RUNNING]):
-        if st.status[q.running[k]] == FINISHED:
-            active -= 1
-    return active
 
 
 @kernel
