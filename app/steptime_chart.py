@@ -5,13 +5,11 @@ in charts.py; it depends on the deployment only, not on the schedulers compared.
 
 from __future__ import annotations
 
-import math
-
 from sim_core.catalog import SetupError
 from sim_core.cost_model import COMPONENTS
 from sim_core.step_time import CURVE_KINDS, StepShape, step_time_curves
 
-from .charts import _ax, _axis, _columns, _layout, _ref
+from .charts import _ax, _axis, _columns, _layout, _log10, _ref
 
 # component -> (label, colour): GPU work in blues and greens, the CPU's time grey.
 COMPONENT_STYLE = {
@@ -86,7 +84,3 @@ def steptime_figure(curves: dict) -> dict:
     layout["legend"].update(font={"size": 11})
     layout.update(shapes=shapes, annotations=notes)
     return {"data": data, "layout": layout}
-
-
-def _log10(x: float) -> float:
-    return math.log10(x) if x > 0 else 0.0
