@@ -268,7 +268,7 @@ def _decode_range(workload: str) -> str:
     return f"{isl}..{isl + osl}"
 
 
-def serving_check(group: str, row: dict, simulate: bool) -> Check:
+def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALIDATION_DIR) -> Check:
     hw, model = hardware_key(row["hardware"]), model_key(row["model"])
     dtype = row["dtype"]
     tp_text = row.get("tp") or row.get("gpus(tp)") or "1"
@@ -305,7 +305,7 @@ def serving_check(group: str, row: dict, simulate: bool) -> Check:
         elif "offline" in row["measured_what"].lower() or "infinite rate" in row["measured_what"].lower():
             if not simulate:
                 return Check(predicted=None, note="offline simulation skipped (--quick)", **base)
-            engine = engine_settings(row)
+            engine = engine_settings(row, directory)
             rate = offline_output_rate(hw, model, quantization_of(dtype), tp, prompt, output, kv_dtype, engine)
             notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, max batch {engine.max_batch_size}, "
                          f"budget {engine.max_num_tokens}, preemption {engine.preemption}"
@@ -330,7 +330,7 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
     for r in read_rows(directory / "steps.csv"):
         out.append(step_check("step", r, hardware_key(r["hardware"]), model_key(r["model"]),
                               int_of(r["gpus(tp)"]), r["dtype"]))
-    out += [serving_check("serving", r, simulate) for r in read_rows(directory / "serving.csv")]
+    out += [serving_check("serving", r, simulate, directory) for r in read_rows(directory / "serving.csv")]
     return out + comparison_checks(directory, simulate)
 
 
@@ -340,7 +340,7 @@ def comparison_checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -
     for r in read_rows(directory / "tp_fp8.csv"):
         what = r["measured_what"].lower()
         if "throughput" in what:
-            c = serving_check("tp/fp8", r, simulate)
+            c = serving_check("tp/fp8", r, simulate, directory)
         else:
             c = step_check("tp/fp8", r, hardware_key(r["hardware"]), model_key(r["model"]), int(r["tp"]),
                            r["dtype"])
