@@ -57,6 +57,7 @@ def attribute_step(eng):
     if n[B_PREFILL_TOKENS] > 0 and n[B_DECODE_SEQS] > 0:
         decode_alone = min(body, step_cost(eng.cfg.cost, 0, 0, 0, 0, n[B_DECODE_SEQS], n[B_DECODE_CTX],
                                            n[B_DECODE_SEQS])[0])
+    stall = body - decode_alone
     attr, mark, wait, lost = st.attribution, st.attr_mark, st.attr_wait, st.attr_lost
     computed, generated, prompt = st.computed, st.generated, eng.req.prompt_tokens
     for k in range(n[B_SCHEDULED]):
@@ -70,10 +71,13 @@ def attribute_step(eng):
             attr[r, part] += gap
         wait[r] = W_RUNNING
         mark[r] = end
-        attr[r, AT_PREEMPTION] += swap
+        # (Parts that get nothing are not written: most steps swap nothing, and most decode with no prefill.)
+        if swap > 0:
+            attr[r, AT_PREEMPTION] += swap
         if t == 1 and generated[r] > 0 and c == prompt[r] + generated[r] - 1:  # the KV of its latest token
             attr[r, AT_DECODE] += decode_alone
-            attr[r, AT_PREFILL_STALL] += body - decode_alone
+            if stall > 0:
+                attr[r, AT_PREFILL_STALL] += stall
         else:
             redo = body * min(max(lost[r] - c, 0), t) / t
             attr[r, AT_PREEMPTION] += redo

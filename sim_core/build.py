@@ -8,7 +8,7 @@ import numpy as np
 
 from .attribution import N_ATTR
 from .cost_model import step_cost
-from .jit import kernel
+from .jit import allocating_kernel
 from .kv_pool import PL_REF, blocks_for, new_kv_cache
 from .logs import new_logs
 from .policies.adaptive_budget import initial_budget
@@ -35,14 +35,14 @@ from .state import (
 )
 
 
-@kernel
+@allocating_kernel
 def new_engine(config, requests, frames):
     """An engine at time 0 with every request pending. `frames` (FrameSpec): when to snapshot the KV pool."""
     req = request_record(requests)
     return engine_over(config, req, new_request_state(req.arrival_s.shape[0]), frames, True)
 
 
-@kernel
+@allocating_kernel
 def engine_over(config, req, st, frames, own_itl):
     """An engine over a request table and per-request state it may share with others (the engines of a cluster:
     a request is on one of them at a time). `own_itl` False: no inter-token-latency histograms of its own (the
@@ -76,7 +76,7 @@ def engine_over(config, req, st, frames, own_itl):
     return eng
 
 
-@kernel
+@allocating_kernel
 def config_record(c):
     cfg = new_record(CONFIG)
     cfg.order, cfg.chunked_prefill, cfg.static_batching = c.order, c.chunked_prefill, c.static_batching
@@ -90,7 +90,7 @@ def config_record(c):
     return cfg
 
 
-@kernel
+@allocating_kernel
 def request_record(t):
     req = new_record(REQUEST_TABLE)
     req.arrival_s = t.arrival_s.copy()  # follow-up turns' arrivals are filled in as their parents end
@@ -100,7 +100,7 @@ def request_record(t):
     return req
 
 
-@kernel
+@allocating_kernel
 def new_request_state(n):
     st = new_record(REQUEST_STATE)
     st.status, st.reject_reason, st.degraded = np.zeros(n, np.int8), np.zeros(n, np.int8), np.zeros(n, np.int8)
@@ -113,7 +113,7 @@ def new_request_state(n):
     return st
 
 
-@kernel
+@allocating_kernel
 def new_batch(max_num_seqs):
     batch = new_record(BATCH)
     batch.req, batch.tokens = np.zeros(max_num_seqs, np.int64), np.zeros(max_num_seqs, np.int64)
@@ -122,7 +122,7 @@ def new_batch(max_num_seqs):
     return batch
 
 
-@kernel
+@allocating_kernel
 def outcome(eng):
     st, logs, kv = eng.st, eng.logs, eng.kv
     n_logged, n_events = logs.n[L_STEPS_LOGGED], logs.n[L_EVENTS]

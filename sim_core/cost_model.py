@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .catalog import HOST_LINK_EFFICIENCY, QUANTIZATIONS, Setup
-from .jit import entry, inline
+from .jit import entry, inline, numeric_entry
 
 # ---------------------------------------------------------------------------------------------------------
 # Measured constants (the per-GPU ones, bandwidth and GEMM efficiency, live in catalog.GPU).
@@ -326,7 +326,7 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     return linear, attention, elementwise, lm_head, communication, overhead, moved, flops
 
 
-@entry
+@numeric_entry
 def step_cost(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx,
               samples):
     """Return (seconds, bytes moved, FLOPs) of one forward pass over the batch described by the aggregates."""

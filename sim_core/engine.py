@@ -111,13 +111,19 @@ def simulate(config, requests, frames):
     """Run one engine until every request has finished or been rejected (Config, RequestTable, FrameSpec ->
     Outcome)."""
     eng = new_engine(config, requests, frames)
+    run_to_end(eng)
+    return outcome(eng)
+
+
+@kernel
+def run_to_end(eng):
+    """Step until every request has finished or been rejected, or the caller cancels the run."""
     while not finished(eng):
         _step(eng)
         if eng.loop[STEP] % CANCEL_CHECK_STEPS == 0 and eng.cfg.cancel[0] != 0:
             break  # the caller gave up: the runner reports the run as cancelled
     release_finished(eng)
     take_frames(eng, True)
-    return outcome(eng)
 
 
 # How often a run looks at its cancel flag: a step takes ~5 us, so a cancelled run stops within a few ms.
@@ -141,8 +147,8 @@ def step(eng):
 
 @inline
 def _step(eng):
-    """`step`'s body. `simulate` inlines it rather than call `step`: a kernel's compile emits machine code for
-    everything linked into it, and `simulate` would emit all of it again (~1.7 s of a cold compile)."""
+    """`step`'s body. `run_to_end` inlines it rather than call `step`: a kernel's compile emits machine code for
+    everything linked into it, and `run_to_end` would emit all of it again (~1.7 s of a cold compile)."""
     make_log_room(eng)
     admit_arrivals(eng)
     take_due_frames(eng)

@@ -1,16 +1,24 @@
 """How sim_core compiles. Every kernel is numba-compiled in nopython mode and cached on disk; each also runs as
-plain Python under NUMBA_DISABLE_JIT=1. Two flavours, because compile time is mostly a fixed cost per compiled
-function (~0.25 s each on a laptop core), and a call costs an atomic reference-count update for every array or
-record it passes (numba counts references to arguments, even for an inlined call):
+plain Python under NUMBA_DISABLE_JIT=1. Several flavours, because compile time is mostly a fixed cost per compiled
+function (~0.25 s each on a laptop core), and because numba's reference counting (NRT) is costly in the step
+loop: with it, every array a function reads out of a record, or is passed, costs two calls to an atomic
+reference-count update (~150 arrays a step, more time than the step's own work on a small batch):
 
-  kernel  a function compiled on its own, that other kernels call: numba links its code into each caller's, so
-          only its callers' code runs; it skips the module-level LLVM passes, which its entry runs once over
-          everything linked in (_LinkedInto below)
-  entry   a kernel Python calls (`entry_nogil`: one that releases the GIL); fully optimized
-  inline  a few lines: numba inlines it into each caller, so it is not compiled on its own and not called at run
-          time. Loops that run per request per step call neither kind with array or record arguments. An entry
-          may inline a kernel's body rather than call it (engine.simulate and step): a kernel's compile emits
-          code for everything linked into it, and its entry emits all of it again.
+  kernel             a function compiled on its own, that other kernels call: numba links its code into each
+                     caller's, so only its callers' code runs; it skips the module-level LLVM passes, which its
+                     entry runs once over everything linked in (_LinkedInto below). Compiled without NRT: it
+                     allocates nothing and borrows what it reads from the records that own it (record_type.py),
+                     which live as long as the engine
+  allocating_kernel  a kernel that builds arrays or records, or replaces a record's field (growing a log): NRT on
+  entry              a kernel Python calls (`entry_nogil`: one that releases the GIL); fully optimized; NRT on
+  numeric_entry      an entry that takes arrays and numbers and returns numbers (the cost model, which the step
+                     calls): NRT off
+  inline             a few lines: numba inlines it into each caller, so it is not compiled on its own and not
+                     called at run time. Loops that run per request per step call no other kind. A kernel may
+                     inline another's body rather than call it (engine.run_to_end inlines the step): a kernel's
+                     compile emits code for everything linked into it, and its caller emits all of it again.
+numba's flavours inherit NRT from the function whose compile typed them unless they set it, so every flavour
+sets it. A kernel that calls an allocating one must not hold a field it may replace across the call.
 No fastmath, no globals that change, random numbers drawn outside the kernels: results are bit-identical across
 runs and processes.
 """
@@ -256,7 +264,9 @@ class _KernelCompiler(Compiler):
 
 _CACHE = CACHE_DIR is not None
 # No C-callable wrapper (numba makes one per function for cfunc-style use, which nothing here makes).
-kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler, no_cfunc_wrapper=True)
-entry = _one_signature(cache=_CACHE, no_cfunc_wrapper=True)
-entry_nogil = _one_signature(cache=_CACHE, nogil=True, no_cfunc_wrapper=True)  # releases the GIL: web runs in threads
+kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler, no_cfunc_wrapper=True, _nrt=False)
+allocating_kernel = _one_signature(cache=_CACHE, pipeline_class=_KernelCompiler, no_cfunc_wrapper=True, _nrt=True)
+entry = _one_signature(cache=_CACHE, no_cfunc_wrapper=True, _nrt=True)
+entry_nogil = _one_signature(cache=_CACHE, nogil=True, no_cfunc_wrapper=True, _nrt=True)  # releases the GIL: web runs in threads
+numeric_entry = _one_signature(cache=_CACHE, no_cfunc_wrapper=True, _nrt=False)
 inline = _one_signature(cache=_CACHE, inline="always", no_cfunc_wrapper=True)  # cached only if Python calls it

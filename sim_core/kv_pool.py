@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import inline, kernel
+from .jit import allocating_kernel, inline, kernel
 from .state import (
     A_EVICTIONS,
     BLOCK_CACHED,
@@ -34,7 +34,7 @@ NO_HASH = 0  # block hashes are never 0 (see workload.block_hashes)
 PRIVATE_BIT = 1 << 62  # workload.PRIVATE_BIT: content only one request holds
 
 
-@kernel
+@allocating_kernel
 def new_kv_cache(num_blocks, max_num_seqs, max_blocks_per_seq, swap_blocks, prefix_caching, n_requests):
     """An empty pool whose free queue hands out blocks in id order."""
     links = np.zeros((N_POOL_ROWS, num_blocks + 1), np.int64)
@@ -299,7 +299,7 @@ def _check_free_queue(kv):
         raise AssertionError("free-queue length differs from the free-block count")
 
 
-@kernel
+@allocating_kernel
 def check_pool(kv, req, running, n_running):
     """Every invariant of the block pool, checked from scratch (tests turn this on; O(pool) per step)."""
     _check_free_queue(kv)

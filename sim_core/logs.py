@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import inline, kernel
+from .jit import allocating_kernel, inline, kernel
 from .kv_pool import snapshot
 from .state import (
     A_END_S,
@@ -41,7 +41,7 @@ from .state import (
 INITIAL_ROWS = 1024
 
 
-@kernel
+@allocating_kernel
 def new_logs(frame_at, frame_capacity, frame_dt, num_blocks, n_tenants, record_events, max_events, own_itl):
     """`frame_at`: instants to snapshot the KV pool at; or, when empty, up to `frame_capacity` snapshots every
     `frame_dt` seconds from 0, the spacing doubling whenever they would not fit (so they span the whole run).
@@ -64,7 +64,7 @@ def new_logs(frame_at, frame_capacity, frame_dt, num_blocks, n_tenants, record_e
     return logs
 
 
-@kernel
+@allocating_kernel
 def _grown(log, rows):
     bigger = np.zeros((rows, log.shape[1]), dtype=log.dtype)
     for i in range(min(log.shape[0], rows)):  # element by element: a slice assignment compiles numba's broadcasting checks
@@ -81,7 +81,18 @@ def copy_row(a, src, dst):
 
 @inline
 def make_log_room(eng):
-    """Room in the logs for one more step (growing them in place when needed)."""
+    """Room in the logs for one more step: checked here, so most steps make no call; grown by _grow_logs."""
+    cfg, logs = eng.cfg, eng.logs
+    steps_full = logs.n[L_STEPS_LOGGED] == logs.steps.shape[0] and logs.steps.shape[0] < cfg.max_step_records
+    events_short = cfg.record_events and logs.n[L_EVENTS_FULL] == 0 and \
+        logs.n[L_EVENTS] + 3 * cfg.max_num_seqs > logs.events.shape[0]
+    if steps_full or events_short:
+        _grow_logs(eng)
+
+
+@allocating_kernel
+def _grow_logs(eng):
+    """Grow the logs in place (new arrays in the record), or mark the event log full if it may not grow."""
     cfg, logs = eng.cfg, eng.logs
     if logs.n[L_STEPS_LOGGED] == logs.steps.shape[0] and logs.steps.shape[0] < cfg.max_step_records:
         logs.steps = _grown(logs.steps, 2 * logs.steps.shape[0])

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import inline, kernel
+from .jit import allocating_kernel, inline, kernel
 from .state import N_FOLLOWUPS, N_RUNNING, N_SWAPPED, N_WAITING, N_WAITING_TOKENS, QUEUES, new_record
 
 
-@kernel
+@allocating_kernel
 def new_queues(tenant, n_tenants, max_num_seqs):
     n = tenant.shape[0]
     q = new_record(QUEUES)

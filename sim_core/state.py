@@ -11,9 +11,9 @@ An `Engine` is one serving instance (one vLLM-like engine core). Its records:
                         STEP_START (when the step being run began)
   loop    int64[7]      STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED
   logs    Logs          step log, event log, accumulators, ITL histogram, KV frames
-Records are numba StructRefs: mutable, passed by reference (one pointer, one reference count per call however
-many arrays they hold: a tuple of arrays costs an atomic reference-count update per array per call), and their
-functions cache (a jitclass's cannot). Under NUMBA_DISABLE_JIT they are plain namespaces, so the same functions
+Records are numba StructRefs: mutable, passed by reference (one pointer, however many arrays they hold), and
+their functions cache (a jitclass's cannot); kernels read their fields without reference counting
+(record_type.py). Under NUMBA_DISABLE_JIT they are plain namespaces, so the same functions
 run as Python. Records are built inside jitted code (`new_record`); what comes from Python arrives as the
 NamedTuples `Config` and `RequestTable`. Several engines can live side by side: nothing is global.
 """
@@ -27,6 +27,8 @@ import numpy as np
 from numba import config as numba_config
 from numba import types
 from numba.experimental import structref
+
+from .record_type import register_record_type
 
 # Request status.
 PENDING, WAITING, RUNNING, SWAPPED, FINISHED, REJECTED = 0, 1, 2, 3, 4, 5
@@ -178,10 +180,12 @@ class Outcome(NamedTuple):
 # ---------------------------------------------------------------------------------------------------------
 # The engine's records (field name -> numba type; the comments say what each holds)
 # ---------------------------------------------------------------------------------------------------------
-@structref.register
 class RecordType(types.StructRef):
     def preprocess_fields(self, fields):
         return tuple((name, types.unliteral(t)) for name, t in fields)
+
+
+register_record_type(RecordType)
 
 
 I64, I32, I8, F64, BOOL = types.int64[::1], types.int32[::1], types.int8[::1], types.float64[::1], types.boolean[::1]
