@@ -58,6 +58,9 @@ def attribute_step(eng):
         decode_alone = min(body, step_cost(eng.cfg.cost, 0, 0, 0, 0, n[B_DECODE_SEQS], n[B_DECODE_CTX],
                                            n[B_DECODE_SEQS])[0])
     stall = body - decode_alone
+    if n[B_PREFILL_TOKENS] == 0 and swap == 0:
+        _attribute_decode_step(eng, start, end, body)
+        return
     attr, mark, wait, lost = st.attribution, st.attr_mark, st.attr_wait, st.attr_lost
     computed, generated, prompt = st.computed, st.generated, eng.req.prompt_tokens
     for k in range(n[B_SCHEDULED]):
@@ -82,6 +85,24 @@ def attribute_step(eng):
             redo = body * min(max(lost[r] - c, 0), t) / t
             attr[r, AT_PREEMPTION] += redo
             attr[r, AT_PREFILL] += body - redo
+
+
+@inline
+def _attribute_decode_step(eng, start, end, body):
+    """attribute_step for a step that only decodes and swaps nothing (most steps): each request's token takes
+    the whole step as decode time."""
+    st, batch = eng.st, eng.batch
+    attr, mark, wait = st.attribution, st.attr_mark, st.attr_wait
+    for k in range(batch.n[B_SCHEDULED]):
+        r = batch.req[k]
+        gap = start - mark[r]
+        if gap > 0:
+            w = wait[r]
+            part = AT_QUEUE if w == W_QUEUE else (AT_PREEMPTION if w == W_PREEMPTED else AT_PREFILL_STALL)
+            attr[r, part] += gap
+        wait[r] = W_RUNNING
+        mark[r] = end
+        attr[r, AT_DECODE] += body
 
 
 @inline
