@@ -4,12 +4,15 @@ group. A row the model cannot predict honestly is kept with the reason it is ski
 
 Groups: "kernel" (single CUDA kernels: GEMMs, elementwise ops, NCCL all-reduces), "step" (one engine step or
 a few: TTFT, inter-token latency, short whole requests, static-batch decode throughput), "serving" (throughput
-of a benchmark run), "tp/fp8" (the TP-scaling and FP8-vs-BF16 comparison rows).
+of a benchmark run), "tp/fp8" (the TP-scaling and FP8-vs-BF16 comparison rows), "kernel, measured here" (GEMMs
+in 16-bit and FP8 and prefill attention that validation/measure_gpu.py timed on a GPU lent to the project; raw
+figures in validation/*_kernels.json, kept apart from the published rows).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import re
 import statistics
 from dataclasses import dataclass, replace
@@ -21,6 +24,7 @@ import numpy as np
 from .catalog import GPUS, MODELS, resolve_setup
 from .cost_model import (
     ACTIVATION_BW_EFFICIENCY,
+    ATTENTION_RATE,
     CUSTOM_AR_MAX_BYTES,
     ELEMENTWISE_LAUNCH_FLOOR_S,
     GEMM_LAUNCH_FLOOR_S,
@@ -38,7 +42,7 @@ from .cost_model import (
 )
 
 VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
-GROUPS = ("kernel", "step", "serving", "tp/fp8")
+GROUPS = ("kernel", "step", "serving", "tp/fp8", "kernel, measured here")
 # Requests per simulated offline benchmark: the published runs used 1,000-30,000; 1,000 reaches the same steady
 # state (every request is queued at t=0) in a fraction of the time.
 OFFLINE_REQUESTS = 1000
@@ -85,7 +89,7 @@ class Check:
 # ---------------------------------------------------------------------------------------------------------
 def hardware_key(text: str) -> str | None:
     t = text.lower()
-    for key in ("h100", "a100", "l40s"):
+    for key in ("h100", "h200", "a100", "l40s"):
         if key in t:
             return key
     return None
@@ -331,7 +335,52 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
         out.append(step_check("step", r, hardware_key(r["hardware"]), model_key(r["model"]),
                               int_of(r["gpus(tp)"]), r["dtype"]))
     out += [serving_check("serving", r, simulate, directory) for r in read_rows(directory / "serving.csv")]
-    return out + comparison_checks(directory, simulate)
+    return out + comparison_checks(directory, simulate) + measured_kernel_checks(directory)
+
+
+def measured_kernel_checks(directory: Path = VALIDATION_DIR) -> list[Check]:
+    """The kernels validation/measure_gpu.py timed, one JSON file per GPU (group "kernel, measured here")."""
+    out = []
+    for path in sorted(directory.glob("*_kernels.json")):
+        run = json.loads(path.read_text())
+        hw = hardware_key(run["meta"]["gpu"])
+        source = f"{path.name} ({run['meta']['gpu']}, torch {run['meta']['torch']}, CUDA {run['meta']['cuda']})"
+        out += [measured_kernel_check(row, hw, source) for row in run["rows"] if row["ms"] is not None]
+    return out
+
+
+# What each measured kernel reads and computes, per its kind (measure_gpu.py): bytes per GEMM operand element.
+GEMM_OPERAND_BYTES = {"gemm_bf16": 2.0, "gemm_fp8": 1.0}
+
+
+def measured_kernel_check(row: dict, hw: str | None, source: str) -> Check:
+    kind = row["kind"]
+    shape = " ".join(f"{k}={row[k]}" for k in ("M", "N", "K", "heads", "kv_heads", "tokens", "seqs", "context")
+                     if k in row)
+    what = f"{kind} {row.get('model', '')}:{row.get('op', kind)} {shape} on {hw}"
+    base = dict(group="kernel, measured here", source=source, what=what, reference=row["ms"], unit="ms")
+    if hw is None:
+        return Check(predicted=None, note="GPU not in the catalog", **base)
+    if kind in GEMM_OPERAND_BYTES:
+        # Weights and input in the GEMM's format, a 16-bit output; the rate of that format's tensor cores.
+        p = params(hw, "llama-3-8b", "fp8" if kind == "gemm_fp8" else "bf16", 1)
+        m, n, k = row["M"], row["N"], row["K"]
+        moved = GEMM_OPERAND_BYTES[kind] * (n * k + m * k) + 2.0 * m * n
+        seconds = GEMM_LAUNCH_FLOOR_S + roofline_s(moved, 2.0 * m * n * k, p[STREAM_BW], p[LINEAR_RATE])
+        return Check(predicted=seconds * 1e3, **base)
+    if kind == "prefill_attention":
+        # One causal prompt of `tokens` tokens: the cost model's prefill attention for one layer.
+        p = params(hw, "llama-3-8b", "bf16", 1)
+        t, d = row["tokens"], row["head_dim"]
+        flops = 4.0 * row["heads"] * d * prefill_pairs(t, 0)
+        moved = 2.0 * t * d * (2 * row["heads"] + 2 * row["kv_heads"])
+        seconds = GEMM_LAUNCH_FLOOR_S + roofline_s(moved, flops, p[STREAM_BW], p[ATTENTION_RATE])
+        return Check(predicted=seconds * 1e3, **base)
+    if kind == "decode_attention":
+        # torch's attention at one query token per sequence runs few thread blocks (no split over the context, as
+        # serving engines' paged decode kernels do), so it times something no engine runs.
+        return Check(predicted=None, note="not a serving engine's decode kernel (no split over the context)", **base)
+    return Check(predicted=None, note="a memory-bandwidth probe, not a kernel the model charges", **base)
 
 
 def comparison_checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Check]:
@@ -396,4 +445,6 @@ def coverage(directory: Path = VALIDATION_DIR) -> dict[str, set[str]]:
             hw.add(hardware_key(r["hardware"]))
             models.add(model_key(r.get("model") or r.get("model_or_op", "")))
             quants.add(quantization_of(r["dtype"]))
+    for path in directory.glob("*_kernels.json"):  # the GEMMs and attention measured here (measure_gpu.py)
+        hw.add(hardware_key(json.loads(path.read_text())["meta"]["gpu"]))
     return {"hardware": hw & set(GPUS), "model": models & set(MODELS), "quantization": quants}

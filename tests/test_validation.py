@@ -44,6 +44,36 @@ def test_gemm_rows_stay_within_25_percent(rows):
     assert max(abs(c.error) for c in gemms) <= 0.25
 
 
+def _per_layer_gemm_ms(rows) -> dict:
+    """(model, M, kind) -> [measured, predicted] ms of one layer's four GEMMs, from the kernels measured here."""
+    out: dict = {}
+    for c in rows:
+        if c.group == "kernel, measured here" and c.what.startswith("gemm_"):
+            kind, rest = c.what.split(" ", 1)
+            key = (rest.split(":")[0], int(rest.split(" M=")[1].split()[0]), kind)
+            out.setdefault(key, [0.0, 0.0])
+            out[key][0] += c.reference
+            out[key][1] += c.predicted
+    return out
+
+
+def test_kernels_measured_here_check_the_gemm_model_on_a_gpu_it_was_not_built_from(rows):
+    """validation/h200_kernels.json (validation/measure_gpu.py on an H200; no constant was set from it): a layer's
+    GEMM time in 16-bit and in FP8 within 25% at every row count from 1 to 8192, and the FP8 speed-up of a
+    layer's GEMMs (measured 1.61-1.89x) within 10%: the independent check FP8_GEMM_GAIN lacked."""
+    layers = _per_layer_gemm_ms(rows)
+    assert len(layers) == 2 * 2 * 10  # two models' shapes, two formats, ten row counts
+    for key, (measured, predicted) in layers.items():
+        assert abs(predicted / measured - 1) <= 0.25, (key, measured, predicted)
+    for (model, m, kind), (measured, predicted) in layers.items():
+        if kind == "gemm_bf16":
+            fp8 = layers[(model, m, "gemm_fp8")]
+            measured_gain, predicted_gain = measured / fp8[0], predicted / fp8[1]
+            assert abs(predicted_gain / measured_gain - 1) <= 0.10, (model, m, measured_gain, predicted_gain)
+    skipped = [c for c in rows if c.group == "kernel, measured here" and c.predicted is None]
+    assert skipped and all("decode" in c.what or "copy" in c.what for c in skipped)
+
+
 def test_validate_command_prints_tables_json_and_markdown(capsys):
     assert main(["validate", "--quick", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -61,14 +91,14 @@ def test_readme_table_is_the_generated_one(rows):
     doc = cli_report.validate_doc(rows, validation.summary(rows), validation.speedups(rows))
     table = cli_report.validate_markdown(doc)
     text = README.read_text()
-    for group in ("kernel", "step"):
+    for group in ("kernel", "step", "kernel, measured here"):
         line = next(x for x in table if x.startswith(f"| {group} |"))
         assert line in text, f"README's validation table is stale ({group}): run sched-sim validate --markdown"
 
 
 def test_coverage_names_the_measured_gpus_models_and_formats():
     cov = validation.coverage()
-    assert {"a100", "h100", "l40s"} <= cov["hardware"]
+    assert {"a100", "h100", "h200", "l40s"} <= cov["hardware"]
     assert {"llama-2-7b", "llama-3-8b", "llama-3-70b"} <= cov["model"]
     assert {"fp16", "fp8"} <= cov["quantization"]
 
