@@ -244,15 +244,17 @@ def step_check(group: str, row: dict, hw: str | None, model: str | None, tp: int
         notes.append(NCCL_NOTE)
     low = what_text.lower()
     workload = row.get("workload", "")
-    io = re.search(r"(\d+) (?:in|input)[^\d]+(\d+) (?:out|output)", low + " " + workload.lower())
+    shape = end_to_end_shape(row)
     if "tok/s" in row["unit"]:
         m = re.search(r"static batch (\d+), prompt (\d+) / output (\d+)", low)
         batch, prompt, output = (int(x) for x in m.groups())
         predicted = batch * output / static_batch_s(p, batch, prompt, output)
-    elif "end-to-end" in low and io:
-        batch = int_of(row.get("decode_seqs") or "1") if row.get("decode_seqs") else 1
-        prompt, output = int(io.group(1)), int(io.group(2))
-        predicted = static_batch_s(p, batch, prompt, output) * 1e3
+    elif "speed-up" in low and row["unit"] == "x" and shape:
+        # A published ratio (no absolute times): the 16-bit engine's whole static batch over this row's.
+        p16 = params(hw, model, "fp16", tp, "auto", nccl)
+        predicted = static_batch_s(p16, *shape) / static_batch_s(p, *shape)
+    elif "end-to-end" in low and shape:
+        predicted = static_batch_s(p, *shape) * 1e3
     elif "ttft" in low or "first token" in low:
         predicted = prefill_s(p, 1, int_of(row.get("prefill_tokens") or _isl(workload))) * 1e3
     elif "inter-token" in low or "per-token" in low or "itl" in low:
@@ -261,6 +263,18 @@ def step_check(group: str, row: dict, hw: str | None, model: str | None, tp: int
     else:
         return Check(predicted=None, note="measurement not recognised", **base)
     return Check(predicted=predicted, note="; ".join(notes), **base)
+
+
+def end_to_end_shape(row: dict) -> tuple[int, int, int] | None:
+    """(batch, prompt, output) of a whole-request row: 'N in / M out' or 'N input tokens, M output tokens' in its
+    measurement or workload; the batch from 'static batch of B' in the measurement, else decode_seqs, else 1."""
+    text = (row["measured_what"] + " " + row.get("workload", "")).lower()
+    io = re.search(r"(\d+) (?:in|input)[^\d]+(\d+) (?:out|output)", text)
+    if not io:
+        return None
+    m = re.search(r"static batch of (\d+)", row["measured_what"].lower())
+    batch = int(m.group(1)) if m else int_of(row["decode_seqs"]) if row.get("decode_seqs") else 1
+    return batch, int(io.group(1)), int(io.group(2))
 
 
 def _isl(workload: str) -> str:
@@ -394,23 +408,30 @@ def comparison_checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -
             c = step_check("tp/fp8", r, hardware_key(r["hardware"]), model_key(r["model"]), int(r["tp"]),
                            r["dtype"])
         kind = ("throughput" if "throughput" in what else f"TTFT, {_isl(r['workload'])}-token prompt" if "ttft" in what
-                else "inter-token latency" if "inter-token" in what else "end-to-end latency")
+                else "inter-token latency" if "inter-token" in what else _end_to_end_kind(r))
         variant = f"tp={r['tp']}" if r["comparison_group"].lower().startswith("tp_") else r["dtype"]
         out.append(replace(c, series=f"{r['model']} on {r['hardware']}: {kind}", variant=variant))
     return out
 
 
+def _end_to_end_kind(row: dict) -> str:
+    """'end-to-end latency, 2048 in / 2048 out, batch 64': one series per request shape."""
+    shape = end_to_end_shape(row)
+    return "end-to-end latency" + (f", {shape[1]} in / {shape[2]} out, batch {shape[0]}" if shape else "")
+
+
 def speedups(rows: list[Check]) -> list[dict]:
     """The tp/fp8 rows as speed-ups over their series' baseline (the smallest TP measured, tp=1 where there is
     one: a 70B model needs at least two 80 GB GPUs; the fastest bf16 row), measured and predicted: the ratios TP
-    scaling and FP8 gains are judged by."""
+    scaling and FP8 gains are judged by. Rows published as ratios (unit "x": "speed-up of FP8 over FP16") are
+    their own speed-ups, after the others."""
     out = []
-    for series in dict.fromkeys(c.series for c in rows if c.series):
+    for series in dict.fromkeys(c.series for c in rows if c.series and c.unit != "x"):
         members = [c for c in rows if c.series == series and c.predicted is not None]
         is_rate = any("tok/s" in c.unit for c in members)
         tps = [int(c.variant[3:]) for c in members if c.variant.startswith("tp=")]
         base_pool = ([c for c in members if c.variant == f"tp={min(tps)}"] if tps
-                     else [c for c in members if c.variant == "bf16"])
+                     else [c for c in members if c.variant in ("bf16", "fp16")])
         if not base_pool:
             continue
         base = (max if is_rate else min)(base_pool, key=lambda c: c.reference)
@@ -420,7 +441,9 @@ def speedups(rows: list[Check]) -> list[dict]:
             ratio = (lambda a, b: a / b) if is_rate else (lambda a, b: b / a)
             out.append({"series": series, "variant": c.variant, "baseline": base.variant,
                         "measured": ratio(c.reference, base.reference), "predicted": ratio(c.predicted, base.predicted)})
-    return out
+    return out + [{"series": c.series, "variant": c.variant, "baseline": re.search(r"over (\w+)", c.what).group(1).lower(),
+                   "measured": c.reference, "predicted": c.predicted}
+                  for c in rows if c.series and c.unit == "x" and c.predicted is not None]
 
 
 def summary(rows: list[Check]) -> dict[str, dict]:

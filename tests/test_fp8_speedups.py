@@ -46,3 +46,39 @@ def test_fp8_gains_lie_within_10_percent_of_the_measured_range(gains, kind):
             lo, hi = min(measured), max(measured)
             assert lo * (1 - TOLERANCE) <= s["predicted"] <= hi * (1 + TOLERANCE), (kind, variant, s, lo, hi)
             assert s["predicted"] > 1.0  # FP8 is faster, whatever the margin
+
+
+# Two more FP8 sources (validation/SOURCES.md `argonne_llm_inference_bench`, `trtllm_quant_blog`): whole static batches
+# (one prefill of every prompt, then the decode steps), so they weigh decode more than TTFT. Argonne's vLLM (~0.5.3)
+# runs of Llama-3-8B on one H100, FP16 vs FP8 weights + FP8 KV, at batch 1 and 64 and 128/128 and 2048/2048 tokens;
+# TensorRT-LLM's quantization blog, Llama-2-7B on one H100 at 1024/128, batch 1 and 8, published as ratios. Each
+# predicted gain within 10% of the measured one; the misses are strict xfails carrying their numbers.
+ARGONNE = "Meta-Llama-3-8B on H100 80GB HBM3 (SXM; ALCF JLSE node): end-to-end latency, {n} in / {n} out, batch {b}"
+BLOG = "Llama-2-7B on H100 80GB: end-to-end latency, 1024 in / 128 out, batch {b}"
+# At batch 64 the measured gain shrinks (2048/2048: 1.12x) where the model's grows (1.63x): the model halves the
+# bytes of every KV read with an FP8 cache, and vLLM 0.5's FP8 cache did not speed its decode attention up (the
+# same table: FP16 weights with an FP8 cache, 2048/2048 batch 64, 65.5 s against 51.0 s with the FP16 cache).
+MISSES = {
+    ARGONNE.format(n=128, b=64): "vLLM H100 Llama-3-8B 128/128 batch 64: measured 1.25x, predicted 1.40x (+12%)",
+    ARGONNE.format(n=2048, b=64): "vLLM H100 Llama-3-8B 2048/2048 batch 64: measured 1.12x, predicted 1.63x (+46%)",
+}
+SECOND_SOURCES = {ARGONNE.format(n=n, b=b): "fp8 weights+KV" for b in (1, 64) for n in (128, 2048)} | {
+    BLOG.format(b=b): "fp8 (vs fp16)" for b in (1, 8)}
+
+
+@pytest.fixture(scope="module")
+def quick_gains():
+    return {(s["series"], s["variant"]): s for s in validation.speedups(validation.checks(simulate=False))}
+
+
+def _second_source_cases():
+    for series, variant in SECOND_SOURCES.items():
+        marks = [pytest.mark.xfail(strict=True, reason=MISSES[series])] if series in MISSES else []
+        yield pytest.param(series, variant, marks=marks, id=series.split(": ")[-1].replace(" ", ""))
+
+
+@pytest.mark.parametrize("series,variant", list(_second_source_cases()))
+def test_second_source_fp8_gain_is_within_10_percent_of_the_measured_one(quick_gains, series, variant):
+    s = quick_gains[(series, variant)]
+    assert s["baseline"] == "fp16" and s["measured"] > 1.0 and s["predicted"] > 1.0
+    assert abs(s["predicted"] / s["measured"] - 1.0) <= TOLERANCE, s

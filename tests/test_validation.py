@@ -119,3 +119,30 @@ def test_engine_settings_match_their_rows_and_are_used_by_the_offline_simulation
     overview = next(r for r in ws["serving.csv"] if r["source_id"] == "trtllm_perf_overview_v1")
     assert validation.engine_settings(overview).async_scheduling
     assert validation.engine_settings({"source_id": "elsewhere", "measured_what": "x"}) == validation.EngineSettings()
+
+
+def test_end_to_end_shape_reads_batch_and_lengths_from_the_row():
+    row = {"measured_what": "end-to-end latency of a static batch of 64 (2048 in / 2048 out each)", "workload": ""}
+    assert validation.end_to_end_shape(row) == (64, 2048, 2048)
+    row = {"measured_what": "average end-to-end request latency", "workload": "batch 1, 128 input tokens, 20 output tokens"}
+    assert validation.end_to_end_shape(row) == (1, 128, 20)
+    assert validation.end_to_end_shape({**row, "decode_seqs": "8"}) == (8, 128, 20)
+    assert validation.end_to_end_shape({"measured_what": "TTFT", "workload": "ISL=2048"}) is None
+
+
+def test_published_ratios_are_their_own_speedups_and_fp16_rows_are_baselines():
+    def check(series, variant, reference, predicted, unit="ms", what="x"):
+        return validation.Check(group="tp/fp8", source="x", what=what, reference=reference, unit=unit,
+                                predicted=predicted, series=series, variant=variant)
+
+    rows = [check("a", "fp16", 10.0, 12.0), check("a", "fp8 weights+KV", 8.0, 6.0),
+            check("b", "fp8", 1.5, 1.4, "x", "L fp8 tp=1 on H: speed-up of FP8 over FP16: end-to-end latency")]
+    got = {(s["series"], s["variant"]): (s["baseline"], s["measured"], s["predicted"]) for s in validation.speedups(rows)}
+    assert got == {("a", "fp8 weights+KV"): ("fp16", 1.25, 2.0), ("b", "fp8"): ("fp16", 1.5, 1.4)}
+
+
+def test_a_published_fp8_ratio_is_predicted_as_the_ratio_of_two_static_batches():
+    c = next(c for c in validation.comparison_checks(simulate=False) if c.source == "trtllm_quant_blog")
+    p16, p8 = (validation.params("h100", "llama-2-7b", q, 1) for q in ("fp16", "fp8"))
+    assert c.unit == "x" and c.predicted == pytest.approx(
+        validation.static_batch_s(p16, 1, 1024, 128) / validation.static_batch_s(p8, 1, 1024, 128))
