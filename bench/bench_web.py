@@ -1,5 +1,5 @@
-"""Dashboard latency: the default scenario's results fragment, a cold page load in chromium, and the server under
-16 concurrent simulating clients. Prints figures; asserts nothing.
+"""Dashboard latency: the default scenario's results fragment, a cold page load in chromium, the KV view's playback
+rate, and the server under 16 concurrent simulating clients. Prints figures; asserts nothing.
 
     NUMBA_CACHE_DIR=.numba_cache .venv/bin/python bench/bench_web.py
 """
@@ -18,7 +18,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from browser_support import launch_chromium, live_server  # noqa: E402
+from browser_support import DRAWN, launch_chromium, live_server  # noqa: E402
 
 import sim_core  # noqa: E402
 from app import kvgrid, service  # noqa: E402
@@ -147,6 +147,42 @@ def bench_concurrency(base: str, clients: int = 16) -> None:
     print(f"  page fragment meanwhile (cached): median {statistics.median(probes) * 1e3:.1f} ms  "
           f"p99 {pct(probes, 99) * 1e3:.1f} ms  max {max(probes) * 1e3:.1f} ms  (n={len(probes)})")
 
+def playback_fps(page) -> float:
+    """Frames per second the KV view paints while playing from the start, counted from its data-time changes."""
+    page.locator("[data-scrub]").fill("0")
+    page.evaluate("""() => { const d = document.getElementById('plot-kv'); window.kvTimes = [];
+      new MutationObserver(() => window.kvTimes.push(performance.now()))
+        .observe(d, {attributes: true, attributeFilter: ['data-time']}); }""")
+    page.locator("[data-play]").click()
+    page.wait_for_timeout(1500)
+    stamps = page.evaluate("window.kvTimes")
+    return (len(stamps) - 1) / ((stamps[-1] - stamps[0]) / 1000)
+
+
+def bench_kv_playback(base: str, runs: int = 3) -> None:
+    """KV playback rate (issue 12's measure: data-time changes per second while playing): the default page
+    (two schedulers) and a 600 s / 18k-request run."""
+    from playwright.sync_api import sync_playwright
+
+    pages = {"default scenario (2 schedulers)": "/",
+             "600 s rag run on rtx3050, 2 schedulers": "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag"
+                                                       "&duration=600&rate=30"}
+    print(f"KV playback in chromium (frames/s, n={runs}):")
+    with sync_playwright() as pw:
+        browser = launch_chromium(pw)
+        for name, path in pages.items():
+            fps = []
+            for _ in range(runs):
+                page = browser.new_page(viewport={"width": 1440, "height": 900})
+                page.goto(base + path)
+                page.locator("#plot-kv").scroll_into_view_if_needed()
+                page.wait_for_function(DRAWN, arg="plot-kv", timeout=300_000)
+                frames = int(page.locator("[data-scrub]").get_attribute("max"))
+                fps.append(playback_fps(page))
+                page.close()
+            print(f"  {name:40s} median {statistics.median(fps):5.1f}  min {min(fps):5.1f}  ({frames + 1} frames)")
+        browser.close()
+
 
 def main() -> None:
     t = time.perf_counter()
@@ -156,6 +192,7 @@ def main() -> None:
     with live_server(app, startup_timeout=300) as base:
         bench_fragment(base)
         bench_page_load(base)
+        bench_kv_playback(base)
         bench_concurrency(base)
 
 
