@@ -30,7 +30,7 @@ from .http import (
     read_multipart,
     run_until_disconnect,
 )
-from .inputs import WebRequest, default_sweep, parse_request, problems_of, query_to_dict
+from .inputs import WebRequest, parse_request, problems_of, query_to_dict
 
 router = APIRouter(prefix="/api", tags=["simulation"])
 MAX_JSON_BODY_BYTES = 1024 * 1024  # a scenario object is well under 2 KB
@@ -228,10 +228,10 @@ def api_sweep(request: Request) -> JSONResponse:
         data = query_to_dict(request.query_params.multi_items())
         if not any(data.get(k) not in (None, "") for k in inputs.SWEEP_KEYS):  # no range: propose one
             base = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
-            data.update(default_sweep(base.scenario).query_pairs())
+            data.update(service.proposed_sweep(base).query_pairs())
         req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
         if req.sweep is None:  # some range fields given, all of them empty
-            req = parse_request({**data, **dict(default_sweep(req.scenario).query_pairs())},
+            req = parse_request({**data, **dict(service.proposed_sweep(req).query_pairs())},
                                 uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
         job = service.start_sweep(req)
     except ScenarioError as e:

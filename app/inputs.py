@@ -8,6 +8,7 @@ Nothing here runs a simulation; `resolve()` checks that each deployment is possi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -131,6 +132,7 @@ class TraceInfo:
     rows: int
     span_s: float  # last arrival - first arrival
     longest_tokens: int  # max prompt + output of one request
+    own_rate: float | None = None  # its recorded mean arrival rate (workload.own_rate); None: all at one instant
 
 
 @dataclass(frozen=True)
@@ -379,9 +381,9 @@ def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | 
     if out or sweep is None:
         return out
 
-    if trace is not None:
-        return [("upload", "a rate sweep needs a workload preset; an uploaded trace fixes its own arrival times")]
     rates = sweep.rates()
+    if trace is not None:
+        return _trace_sweep_problems(s, schedulers, trace, rates, limit)
     per_point = [s.num_requests or r * s.duration for r in rates]
     if max(per_point) > MAX_REQUESTS:
         cap = MAX_REQUESTS / s.duration
@@ -459,7 +461,9 @@ def sweep_work_problems(req: WebRequest, workload_at: Callable[[Scenario], Any],
         if problems:
             field, message = problems[0]
             return [("rate_max", f"the sweep's point at {top.rate:g} req/s is too large ({field}: {message})")]
-        total_steps += least_engine_steps(reqs, budget) * sum(rates) / top.rate * top.seeds
+        # A preset's points hold requests in proportion to their rate; a trace's each hold all of its requests.
+        points = len(rates) if req.upload else sum(rates) / top.rate
+        total_steps += least_engine_steps(reqs, budget) * points * top.seeds
     if total_steps > MAX_SWEEP_STEPS:
         seeds = f" x {top.seeds} seeds" if top.seeds > 1 else ""
         return [("rate_max", f"the sweep is about {total_steps:,.0f} engine steps in all ({len(rates)} rates x "
@@ -478,8 +482,41 @@ def _dedupe(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
-def default_sweep(s: Scenario) -> RateRange:
-    """A rate range around the scenario's rate that a sweep form proposes (clipped to the web's limits)."""
+def _trace_sweep_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo, rates: list[float],
+                          limit: str) -> list[tuple[str, str]]:
+    """A sweep over an uploaded trace replays all of it at each rate, its gaps scaled (workload.at_rate): every
+    point has the trace's requests, and the slower the rate, the longer its arrivals span."""
+    if trace.own_rate is None:
+        return [("upload", "this trace's requests all arrive at one instant, so it has no arrival rate to sweep: "
+                           "a sweep replays a trace at other rates by scaling the gaps between its arrivals")]
+    n, _ = expected_requests(s, trace)
+    slowest = (n - 1) / min(rates)  # arrivals' span at the lowest rate (n - 1 gaps, at least the open-loop ones)
+    if slowest > MAX_DURATION_S:
+        return [("rate_min", f"at {min(rates):g} req/s the trace's {n:,} requests would arrive over {slowest:,.0f} s; "
+                             f"the web simulates at most {MAX_DURATION_S:g} s of arrivals — rate_min must be at "
+                             f"least {(n - 1) / MAX_DURATION_S:.4g} req/s, or set num_requests to replay fewer")]
+    total = n * len(rates) * len(schedulers)
+    if total > MAX_SWEEP_REQUESTS:
+        return [("rate_step", f"the sweep would replay the trace's {n:,} requests {len(rates)} times x "
+                              f"{len(schedulers)} schedulers, about {total:,} in all; the web sweeps at most "
+                              f"{MAX_SWEEP_REQUESTS:,} — raise rate_step, compare fewer schedulers or set "
+                              f"num_requests to replay fewer ({limit})")]
+    return []
+
+
+def default_sweep(s: Scenario, trace: TraceInfo | None = None) -> RateRange:
+    """A rate range around the scenario's rate (an uploaded trace's: its recorded one) that a sweep form proposes,
+    clipped to the web's limits. Raises ScenarioError when there is no rate to sweep around."""
+    if trace is not None:
+        rate = s.rate or trace.own_rate
+        if rate is None:
+            raise ScenarioError([("upload", "this trace's requests all arrive at one instant, so it has no "
+                                            "arrival rate to sweep around")])
+        step, top, _ = default_rate_range(rate)
+        n, _ = expected_requests(s, trace)
+        slowest = (n - 1) / MAX_DURATION_S  # the lowest rate whose arrivals the web still simulates
+        low = max(step, math.ceil(slowest / step - 1e-9) * step)
+        return RateRange(low, max(top, low), step)
     rate = s.rate or PRESETS[s.workload].rate
     cap = MAX_REQUESTS / s.duration if s.num_requests is None else None
     return RateRange(*default_rate_range(rate, cap))

@@ -38,7 +38,6 @@ from .inputs import (
     PAGE_SCHEDULERS,
     EmbedOptions,
     WebRequest,
-    default_sweep,
     parse_embed_options,
     parse_request,
     problems_of,
@@ -201,11 +200,8 @@ def experiment_verdict(req: WebRequest, views, cancel=None) -> dict | None:
 
 
 def goodput_context(req: WebRequest) -> dict:
-    if req.upload:
-        return {"disabled": "Goodput-vs-rate curves need a workload preset: an uploaded trace fixes its own "
-                            "arrival times."}
     try:
-        rates = req.sweep or default_sweep(req.scenario)
+        rates = req.sweep or service.proposed_sweep(req)
     except ScenarioError as e:  # no sensible range around this scenario's rate; the run itself is fine
         return {"disabled": f"Goodput-vs-rate curves: {e.problems[0][1]}."}
     ctx: dict[str, Any] = {"range": rates, "job": None, "error": None, "query": req.query(sweep=False)}
@@ -308,7 +304,7 @@ def embed(request: Request, figure: str) -> Response:
         ctx["caption"] = present.scenario_caption(shown) if options.caption == "1" else options.caption
         if figure == "goodput":
             try:  # one scheduler's curves are a sweep of that scheduler alone
-                req = WebRequest(req.scenario, shown.schedulers, req.upload, req.sweep or default_sweep(req.scenario))
+                req = WebRequest(req.scenario, shown.schedulers, req.upload, req.sweep or service.proposed_sweep(req))
                 ctx["g"] = goodput_context(req)
                 ctx["query"] = req.query()
             except ScenarioError as e:

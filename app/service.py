@@ -21,14 +21,16 @@ from sim_core import ScenarioError, resolve
 from sim_core.runner import Cancelled, Result, make_requests, simulate_requests
 from sim_core.statistics import aggregate
 from sim_core.sweep import knee_interval, knee_rate, sweep
-from sim_core.workload import TraceError, read_trace
+from sim_core.workload import TraceError, own_rate, read_trace
 
 from .clusterview import cluster_view
 from .inputs import (
     MAX_UPLOAD_BYTES,
     MAX_UPLOAD_ROWS,
+    RateRange,
     TraceInfo,
     WebRequest,
+    default_sweep,
     sweep_work_problems,
     work_problems,
 )
@@ -135,7 +137,7 @@ def add_upload(data: bytes, filename: str) -> Upload:
         reqs = read_trace(text, MAX_UPLOAD_ROWS)
     except TraceError as e:
         raise UploadError(str(e)) from None
-    info = TraceInfo(rows=len(reqs), span_s=float(reqs.arrival_s[-1] - reqs.arrival_s[0]),
+    info = TraceInfo(rows=len(reqs), span_s=float(reqs.arrival_s[-1] - reqs.arrival_s[0]), own_rate=own_rate(reqs),
                      longest_tokens=int((reqs.prompt_tokens + reqs.output_tokens).max()))
     name = (filename or "trace.csv")[:120]
     uid = hashlib.sha256(data + b"\0" + name.encode("utf-8", "replace")).hexdigest()[:16]
@@ -279,6 +281,7 @@ class SweepJob:
     result: dict | None = None
     error: str | None = None
     future: Future | None = None
+    trace_text: str | None = None  # the uploaded trace it replays at each rate (kept: uploads may be evicted)
 
     @property
     def running(self) -> bool:
@@ -298,14 +301,25 @@ def start_sweep(req: WebRequest) -> SweepJob:
     job = _sweeps.find(key)
     if job is not None:
         return job
-    problems = sweep_work_problems(req, lambda s: make_requests(s, resolve(s)), lambda s: resolve(s).token_budget)
+    up = get_upload(req.upload) if req.upload else None
+    if req.upload and up is None:
+        raise ScenarioError([("upload", "this uploaded trace is no longer on the server; upload it again")])
+    text = up.text if up else None
+    problems = sweep_work_problems(req, lambda s: make_requests(s, resolve(s), text),
+                                   lambda s: resolve(s).token_budget)
     if problems:
         raise ScenarioError(problems)
     job, future = _sweeps.start(
-        SweepJob(key, req, total=len(req.schedulers) * len(req.sweep.rates()) * req.scenario.seeds), _run_sweep)
+        SweepJob(key, req, total=len(req.schedulers) * len(req.sweep.rates()) * req.scenario.seeds, trace_text=text),
+        _run_sweep)
     if future is not None:
         job.future = future
     return job
+
+
+def proposed_sweep(req: WebRequest) -> RateRange:
+    """The rate range a sweep form proposes for this request: around its rate, or its uploaded trace's own."""
+    return default_sweep(req.scenario, upload_info(req.upload) if req.upload else None)
 
 
 def get_job(key: str) -> SweepJob | None:
@@ -319,7 +333,8 @@ def _run_sweep(job: SweepJob) -> dict:
         job.done = done
 
     try:
-        points = sweep(req.scenario, req.schedulers, req.sweep.rates(), workers=1, on_point=progress)
+        points = sweep(req.scenario, req.schedulers, req.sweep.rates(), workers=1, on_point=progress,
+                       trace_text=job.trace_text)
         job.result = sweep_summary(req, points)
     except Exception as e:  # reported on the page; asking for the same sweep again retries it
         job.error = f"{type(e).__name__}: {e}"

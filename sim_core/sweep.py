@@ -8,6 +8,7 @@ or above a target, and `knee_interval` reads it off the attainment's confidence 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -23,8 +24,8 @@ MIN_SWEEP_RATE = MIN_RATE  # a sweep's rates are scenario rates
 DEFAULT_POINTS = 9  # rates in a grid given no step
 
 
-def _one(scenario: Scenario) -> dict:
-    return run(scenario).metrics
+def _one(scenario: Scenario, trace_text: str | None = None) -> dict:
+    return run(scenario, trace_text=trace_text).metrics
 
 
 def rate_grid(rate_min: float, rate_max: float, rate_step: float | None = None, *,
@@ -104,11 +105,13 @@ def default_rate_range(rate: float, cap: float | None = None, points: int = 12) 
 
 
 def sweep(scenario: Scenario, schedulers: Sequence[str], rates: Sequence[float], *, workers: int | None = None,
-          on_point: Callable[[int, int], None] | None = None, executor=None) -> dict[str, list[dict]]:
+          on_point: Callable[[int, int], None] | None = None, executor=None,
+          trace_text: str | None = None) -> dict[str, list[dict]]:
     """Run every (scheduler, rate) pair. `on_point(done, total)` is called as runs finish (for progress).
     `executor` (sim_core.executor) runs them; without one, `workers` local processes do. With `scenario.seeds`
     = N > 1 each point runs seeds seed .. seed + N - 1: its `metrics` are the means, with `ci95` ([low, high]
-    under the same keys) and `seeds` beside them, as a run's are."""
+    under the same keys) and `seeds` beside them, as a run's are. `trace_text`: a trace's text (an upload), which
+    every point replays at its rate, as a scenario's `trace` file would be."""
     from .executor import LocalExecutor
 
     seeds = [scenario.seed + k for k in range(scenario.seeds)]
@@ -116,11 +119,12 @@ def sweep(scenario: Scenario, schedulers: Sequence[str], rates: Sequence[float],
             for s in schedulers for r in rates for seed in seeds]
     for s in schedulers:  # fail fast, in this process, on an impossible set-up
         resolve(scenario.model_copy(update={"scheduler": s, "rate": float(rates[0])}))
+    one = _one if trace_text is None else functools.partial(_one, trace_text=trace_text)
     if executor is None:
         with LocalExecutor(workers) as local:
-            results = local.map(_one, jobs, on_point)
+            results = local.map(one, jobs, on_point)
     else:
-        results = executor.map(_one, jobs, on_point)
+        results = executor.map(one, jobs, on_point)
     out: dict[str, list[dict]] = {}
     for k in range(0, len(jobs), len(seeds)):
         point: dict = {"rate": jobs[k].rate}

@@ -223,6 +223,41 @@ def test_sweep(client):
         assert run["knee_rate"] is None or run["knee_rate"] in body["rates"]
 
 
+def test_a_sweep_replays_an_uploaded_trace_at_each_rate(client):
+    """Every point replays all of the trace, its gaps scaled to the point's rate (workload.at_rate): the same
+    requests each time, arriving faster, so TTFT does not fall as the rate rises. Without a range, the proposed
+    one surrounds the trace's own rate (4 req/s: 40 arrivals 0.25 s apart)."""
+    upload = client.post("/api/run", files={"trace": ("t.csv", csv_trace(40), "text/csv")},
+                         data={"schedulers": "fcfs", "hardware": "rtx3050"}).json()["upload"]
+    r = client.get(f"/api/sweep?schedulers=fcfs,chunked&hardware=rtx3050&upload={upload}"
+                   "&rate_min=2&rate_max=20&rate_step=6")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["rates"] == [2.0, 8.0, 14.0, 20.0]
+    for run in body["schedulers"].values():
+        assert [p["metrics"]["num_requests"] for p in run["points"]] == [40] * 4
+        spans = [p["metrics"]["num_requests"] / p["rate"] for p in run["points"]]
+        assert spans == sorted(spans, reverse=True)
+        ttft = [p["metrics"]["ttft_ms"]["p99"] for p in run["points"]]
+        assert ttft[-1] >= ttft[0]
+    proposed = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&upload={upload}").json()
+    assert proposed["rates"][0] < 4.0 < proposed["rates"][-1] <= 8.0
+
+
+def test_a_trace_sweep_is_refused_where_it_cannot_be_replayed(client):
+    at_once = "arrival_s,prompt_tokens,output_tokens\n" + "0,100,20\n" * 10
+    flat = client.post("/api/run", files={"trace": ("t.csv", at_once, "text/csv")},
+                       data={"schedulers": "fcfs", "hardware": "rtx3050"}).json()["upload"]
+    r = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&upload={flat}")
+    assert fields_of(r) == ["upload"] and "one instant" in r.text
+    upload = client.post("/api/run", files={"trace": ("t.csv", csv_trace(40), "text/csv")},
+                         data={"schedulers": "fcfs", "hardware": "rtx3050"}).json()["upload"]
+    # 40 arrivals at 0.05 req/s span 780 s, past the web's 600 s of arrivals.
+    r = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&upload={upload}&rate_min=0.05&rate_max=1"
+                   "&rate_step=0.25")
+    assert fields_of(r) == ["rate_min"] and "at least 0.065 req/s" in r.text
+
+
 def test_sweep_limits(client):
     assert fields_of(client.get("/api/sweep?rate_min=1&rate_max=100&rate_step=0.1")) == ["rate_step"]
     assert fields_of(client.get("/api/sweep?rate_min=5&rate_max=1&rate_step=1")) == ["rate_max"]

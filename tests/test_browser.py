@@ -444,6 +444,16 @@ def test_trace_upload_replays_it(page, tmp_path):
     expect(page.locator(".trace-info")).to_contain_text("my-trace.csv: 40 requests")
     page.wait_for_url("**upload=*")
     expect(page.locator(".summary")).to_contain_text("trace my-trace.csv: 40 requests")
+    # Goodput-vs-rate curves replay the trace at each rate, from a range proposed around its own 4 req/s.
+    card = page.locator("#card-goodput")
+    card.scroll_into_view_if_needed()
+    assert float(card.locator("input[name=rate_min]").input_value()) < 4 < \
+        float(card.locator("input[name=rate_max]").input_value())
+    card.locator("button[type=submit]").click()
+    page.wait_for_url("**rate_step=*")
+    assert "upload=" in page.url
+    wait_drawn(page, "plot-goodput")
+    assert {"fcfs", "chunked"} <= set(page.locator("#plot-goodput").evaluate("d => d.data.map(t => t.name)"))
     page.locator("[data-clear-trace]").click()
     expect(page.locator(".summary")).to_contain_text("chat workload")
     assert "upload=" not in page.url
