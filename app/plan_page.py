@@ -31,8 +31,10 @@ PLAN_PAGE_DEFAULTS: dict[str, str] = {"model": "llama-3-8b", "workload": "chat",
                                       "slo_ttft_ms": "1000", "slo_tpot_ms": "100", "duration": "30"}
 PLAN_INPUT_DEFAULTS: dict[str, str] = {"gpus": "l4,l40s,a100,h100", "tp": "1,2"}
 SCENARIO_FIELDS = ("model", "workload", "rate", "slo_ttft_ms", "slo_tpot_ms", "duration", "seeds")
-NOT_FOR_PLANS = {"trace": "a plan needs a workload preset: it varies the arrival rate, which a trace fixes",
-                 "upload": "a plan needs a workload preset: it varies the arrival rate, which a trace fixes",
+NOT_FOR_PLANS = {"trace": "the Plan tab plans for a workload preset; to plan for a trace (replayed at the plan's "
+                          "rate), run sched-sim plan --trace FILE",
+                 "upload": "the Plan tab plans for a workload preset; to plan for a trace (replayed at the plan's "
+                           "rate), run sched-sim plan --trace FILE",
                  "schedulers": "give the schedulers to consider as schedulers=a,b (a plan input)"}
 
 

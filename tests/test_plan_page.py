@@ -62,6 +62,12 @@ def test_bad_plan_inputs_name_each_field(client):
     assert page.status_code == 422 and "unknown GPU" in page.text and "token budget" in page.text.lower()
 
 
+def test_a_plan_for_a_trace_points_to_the_cli(client):
+    r = client.get("/api/plan?model=llama-3-8b&gpus=h100&upload=0123456789abcdef")
+    assert r.status_code == 422 and "sched-sim plan --trace FILE" in r.text
+    assert [p["loc"][-1] for p in r.json()["detail"]] == ["upload"]
+
+
 def test_the_web_bounds_a_plans_work_before_it_starts(client):
     many = "model=llama-3-8b&gpus=l4,l40s,a100,h100,h200&tp=1,2,4,8"  # 20 candidates
     r = client.get("/api/plan?" + many)
