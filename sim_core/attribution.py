@@ -67,13 +67,7 @@ def attribute_step(eng):
         r = batch.req[k]
         t = batch.tokens[k]
         c = computed[r]
-        gap = start - mark[r]
-        if gap > 0:
-            w = wait[r]
-            part = AT_QUEUE if w == W_QUEUE else (AT_PREEMPTION if w == W_PREEMPTED else _running_wait(c, prompt[r]))
-            attr[r, part] += gap
-        wait[r] = W_RUNNING
-        mark[r] = end
+        _settle(attr, mark, wait, r, start, end, _running_wait(c, prompt[r]))
         # (Parts that get nothing are not written: most steps swap nothing, and most decode with no prefill.)
         if swap > 0:
             attr[r, AT_PREEMPTION] += swap
@@ -95,14 +89,20 @@ def _attribute_decode_step(eng, start, end, body):
     attr, mark, wait = st.attribution, st.attr_mark, st.attr_wait
     for k in range(batch.n[B_SCHEDULED]):
         r = batch.req[k]
-        gap = start - mark[r]
-        if gap > 0:
-            w = wait[r]
-            part = AT_QUEUE if w == W_QUEUE else (AT_PREEMPTION if w == W_PREEMPTED else AT_PREFILL_STALL)
-            attr[r, part] += gap
-        wait[r] = W_RUNNING
-        mark[r] = end
+        _settle(attr, mark, wait, r, start, end, AT_PREFILL_STALL)  # (a decoding request the budget skipped)
         attr[r, AT_DECODE] += body
+
+
+@inline
+def _settle(attr, mark, wait, r, start, end, running_part):
+    """Settle r's time since its mark up to `start` in the part its wait was (`running_part` if it waited while
+    running), then mark it as running in the step that ends at `end`."""
+    gap = start - mark[r]
+    if gap > 0:
+        w = wait[r]
+        attr[r, AT_QUEUE if w == W_QUEUE else (AT_PREEMPTION if w == W_PREEMPTED else running_part)] += gap
+    wait[r] = W_RUNNING
+    mark[r] = end
 
 
 @inline

@@ -87,17 +87,18 @@ def make_log_room(eng):
     events_short = cfg.record_events and logs.n[L_EVENTS_FULL] == 0 and \
         logs.n[L_EVENTS] + 3 * cfg.max_num_seqs > logs.events.shape[0]
     if steps_full or events_short:
-        _grow_logs(eng)
+        _grow_logs(eng, steps_full, events_short)
 
 
 @allocating_kernel
-def _grow_logs(eng):
-    """Grow the logs in place (new arrays in the record), or mark the event log full if it may not grow."""
+def _grow_logs(eng, steps_full, events_short):
+    """Grow the logs make_log_room found short in place (new arrays in the record), or mark the event log full if
+    it may not grow."""
     cfg, logs = eng.cfg, eng.logs
-    if logs.n[L_STEPS_LOGGED] == logs.steps.shape[0] and logs.steps.shape[0] < cfg.max_step_records:
+    if steps_full:
         logs.steps = _grown(logs.steps, 2 * logs.steps.shape[0])
         logs.service = _grown(logs.service, 2 * logs.service.shape[0])
-    if cfg.record_events and logs.n[L_EVENTS_FULL] == 0:
+    if events_short:
         need = logs.n[L_EVENTS] + 3 * cfg.max_num_seqs
         if need > cfg.max_events:
             logs.n[L_EVENTS_FULL] = 1  # stop here, between steps, so what was logged is whole up to this step
@@ -105,9 +106,8 @@ def _grow_logs(eng):
         rows = logs.events.shape[0]
         while rows < need:
             rows *= 2
-        rows = min(rows, cfg.max_events)  # >= need, and >= the current size (which started at most max_events)
-        if rows != logs.events.shape[0]:
-            logs.events = _grown(logs.events, rows)
+        # > the current size (short of need), and still >= need (the current size started at most max_events)
+        logs.events = _grown(logs.events, min(rows, cfg.max_events))
 
 
 @inline

@@ -199,6 +199,13 @@ ELEMENTWISE_OPS = {
 }
 
 
+def gemm_s(p, m: int, n: int, k: int, operand_bytes: float = 2.0) -> float:
+    """One M x K by K x N GEMM as the cost model charges it: the weights and the input in the GEMM's format
+    (`operand_bytes` per element), a 16-bit output, at `p`'s bandwidth and tensor rate, plus the launch floor."""
+    moved = operand_bytes * (n * k + m * k) + 2.0 * m * n
+    return GEMM_LAUNCH_FLOOR_S + roofline_s(moved, 2.0 * m * n * k, p[STREAM_BW], p[LINEAR_RATE])
+
+
 def kernel_check(row: dict) -> Check:
     hw, tp = hardware_key(row["hardware"]), int(row["tp"])
     what = f"{row['model_or_op']} {row['shape']} tp={tp} on {hw}"
@@ -213,10 +220,7 @@ def kernel_check(row: dict) -> Check:
     p = params(hw, "llama-3-8b", "fp16", 1)  # GPU rates only: the shape comes from the row
     shape = GEMM_SHAPE.search(row["shape"])
     if shape:
-        m, n, k = (int(x) for x in shape.groups())
-        moved, flops = 2.0 * (n * k + m * (n + k)), 2.0 * m * n * k
-        return Check(predicted=(GEMM_LAUNCH_FLOOR_S + roofline_s(moved, flops, p[STREAM_BW], p[LINEAR_RATE])) * 1e3,
-                     **base)
+        return Check(predicted=gemm_s(p, *(int(x) for x in shape.groups())) * 1e3, **base)
     if kernel in ELEMENTWISE_OPS:
         model = MODELS[model_key(model_name)]
         tokens = int(re.search(r"tokens=(\d+)", row["shape"]).group(1))
@@ -376,12 +380,8 @@ def measured_kernel_check(row: dict, hw: str | None, source: str) -> Check:
     if hw is None:
         return Check(predicted=None, note="GPU not in the catalog", **base)
     if kind in GEMM_OPERAND_BYTES:
-        # Weights and input in the GEMM's format, a 16-bit output; the rate of that format's tensor cores.
-        p = params(hw, "llama-3-8b", "fp8" if kind == "gemm_fp8" else "bf16", 1)
-        m, n, k = row["M"], row["N"], row["K"]
-        moved = GEMM_OPERAND_BYTES[kind] * (n * k + m * k) + 2.0 * m * n
-        seconds = GEMM_LAUNCH_FLOOR_S + roofline_s(moved, 2.0 * m * n * k, p[STREAM_BW], p[LINEAR_RATE])
-        return Check(predicted=seconds * 1e3, **base)
+        p = params(hw, "llama-3-8b", "fp8" if kind == "gemm_fp8" else "bf16", 1)  # that format's tensor rate
+        return Check(predicted=gemm_s(p, row["M"], row["N"], row["K"], GEMM_OPERAND_BYTES[kind]) * 1e3, **base)
     if kind == "prefill_attention":
         # One causal prompt of `tokens` tokens: the cost model's prefill attention for one layer.
         p = params(hw, "llama-3-8b", "bf16", 1)

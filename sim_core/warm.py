@@ -26,7 +26,7 @@ HELPER = (("scheduler", "schedule"),)
 HERE = (("workload", "block_hashes"), ("build", "new_engine"), ("engine", "admit_arrivals"), ("engine", "run_batch"), ("engine", "land_tokens"),
         ("attribution", "attribute_step"), ("policies.ordering", "_rekey_by_cached_prefix"),
         ("policies.ordering", "_rekey_on_step_time_drift"), ("logs", "take_frames"), ("build", "outcome"),
-        ("engine", "release_finished"), ("policies.static_batching", "end_static_batch"), ("logs", "_grown"))
+        ("engine", "release_finished"), ("policies.static_batching", "end_static_batch"), ("logs", "_grow_logs"))
 
 
 def _kernel(module: str, name: str):
@@ -47,8 +47,8 @@ def signatures(module: str, name: str) -> list[tuple]:
         return [(types.int64[::1], types.int64[::1], types.int64[::1], types.boolean[::1], types.int64)]
     if (module, name) == ("logs", "take_frames"):
         return [(ENGINE, types.boolean)]
-    if (module, name) == ("logs", "_grown"):  # the step and service logs, the event log
-        return [(types.float64[:, ::1], types.int64), (types.int64[:, ::1], types.int64)]
+    if (module, name) == ("logs", "_grow_logs"):
+        return [(ENGINE, types.boolean, types.boolean)]
     return [(ENGINE,)]
 
 
