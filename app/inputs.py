@@ -487,14 +487,13 @@ def _trace_sweep_problems(s: Scenario, schedulers: tuple[str, ...], trace: Trace
     """A sweep over an uploaded trace replays all of it at each rate, its gaps scaled (workload.at_rate): every
     point has the trace's requests, and the slower the rate, the longer its arrivals span."""
     if trace.own_rate is None:
-        return [("upload", "this trace's requests all arrive at one instant, so it has no arrival rate to sweep: "
-                           "a sweep replays a trace at other rates by scaling the gaps between its arrivals")]
+        return [("upload", NO_TRACE_RATE)]
     n, _ = expected_requests(s, trace)
-    slowest = (n - 1) / min(rates)  # arrivals' span at the lowest rate (n - 1 gaps, at least the open-loop ones)
-    if slowest > MAX_DURATION_S:
-        return [("rate_min", f"at {min(rates):g} req/s the trace's {n:,} requests would arrive over {slowest:,.0f} s; "
-                             f"the web simulates at most {MAX_DURATION_S:g} s of arrivals — rate_min must be at "
-                             f"least {(n - 1) / MAX_DURATION_S:.4g} req/s, or set num_requests to replay fewer")]
+    if min(rates) < _least_trace_rate(s, trace):
+        return [("rate_min", f"at {min(rates):g} req/s the trace's {n:,} requests would arrive over "
+                             f"{(n - 1) / min(rates):,.0f} s; the web simulates at most {MAX_DURATION_S:g} s of "
+                             f"arrivals — rate_min must be at least {_least_trace_rate(s, trace):.4g} req/s, or set "
+                             "num_requests to replay fewer")]
     total = n * len(rates) * len(schedulers)
     if total > MAX_SWEEP_REQUESTS:
         return [("rate_step", f"the sweep would replay the trace's {n:,} requests {len(rates)} times x "
@@ -504,18 +503,26 @@ def _trace_sweep_problems(s: Scenario, schedulers: tuple[str, ...], trace: Trace
     return []
 
 
+NO_TRACE_RATE = ("this trace's requests all arrive at one instant, so it has no arrival rate to sweep: a sweep "
+                 "replays a trace at other rates by scaling the gaps between its arrivals")
+
+
+def _least_trace_rate(s: Scenario, trace: TraceInfo) -> float:
+    """The lowest rate whose replay of the trace the web still simulates: its n - 1 gaps (at least the open-loop
+    arrivals') within MAX_DURATION_S."""
+    n, _ = expected_requests(s, trace)
+    return (n - 1) / MAX_DURATION_S
+
+
 def default_sweep(s: Scenario, trace: TraceInfo | None = None) -> RateRange:
     """A rate range around the scenario's rate (an uploaded trace's: its recorded one) that a sweep form proposes,
     clipped to the web's limits. Raises ScenarioError when there is no rate to sweep around."""
     if trace is not None:
         rate = s.rate or trace.own_rate
         if rate is None:
-            raise ScenarioError([("upload", "this trace's requests all arrive at one instant, so it has no "
-                                            "arrival rate to sweep around")])
+            raise ScenarioError([("upload", NO_TRACE_RATE)])
         step, top, _ = default_rate_range(rate)
-        n, _ = expected_requests(s, trace)
-        slowest = (n - 1) / MAX_DURATION_S  # the lowest rate whose arrivals the web still simulates
-        low = max(step, math.ceil(slowest / step - 1e-9) * step)
+        low = max(step, math.ceil(_least_trace_rate(s, trace) / step - 1e-9) * step)
         return RateRange(low, max(top, low), step)
     rate = s.rate or PRESETS[s.workload].rate
     cap = MAX_REQUESTS / s.duration if s.num_requests is None else None

@@ -153,6 +153,17 @@ def upload_info(uid: str) -> TraceInfo | None:
     return up.info if up else None
 
 
+def upload_text(req: WebRequest) -> str | None:
+    """The text of the trace `req` replays (None: a preset), or ScenarioError if it has left the server's memory
+    since the request was checked."""
+    if not req.upload:
+        return None
+    up = get_upload(req.upload)
+    if up is None:
+        raise ScenarioError([("upload", "this uploaded trace is no longer on the server; upload it again")])
+    return up.text
+
+
 # ----- runs -----
 _views = SingleFlightLRU(maxsize=48)
 
@@ -231,10 +242,7 @@ def compare_seeds(req: WebRequest, cancel: np.ndarray | None = None) -> SeedView
 
 def _workload(req: WebRequest, scenario, resolved):
     """The requests a web run simulates (generated, or the upload's), refused past the web's work limits."""
-    up = get_upload(req.upload) if req.upload else None
-    if req.upload and up is None:
-        raise TraceError("upload: this uploaded trace is no longer on the server; upload it again")
-    reqs = make_requests(scenario, resolved, up.text if up else None)
+    reqs = make_requests(scenario, resolved, upload_text(req))
     problems = work_problems(scenario, resolved.token_budget, reqs)
     if problems:
         raise ScenarioError(problems)
@@ -301,10 +309,7 @@ def start_sweep(req: WebRequest) -> SweepJob:
     job = _sweeps.find(key)
     if job is not None:
         return job
-    up = get_upload(req.upload) if req.upload else None
-    if req.upload and up is None:
-        raise ScenarioError([("upload", "this uploaded trace is no longer on the server; upload it again")])
-    text = up.text if up else None
+    text = upload_text(req)
     problems = sweep_work_problems(req, lambda s: make_requests(s, resolve(s), text),
                                    lambda s: resolve(s).token_budget)
     if problems:
