@@ -15,15 +15,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim_core import Scenario  # noqa: E402
+from sim_core import SCHEDULER_NAMES, Scenario  # noqa: E402
 from sim_core.runner import make_requests, resolve, simulate_requests  # noqa: E402
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 # A small trace replay: bursts of long and short prompts (CSV arrival_s,prompt_tokens,output_tokens).
 TRACE_CSV = "arrival_s,prompt_tokens,output_tokens\n" + "\n".join(
     f"{0.05 * i:.2f},{(37 * i) % 1900 + 20},{(53 * i) % 300 + 1}" for i in range(150))
-# Schedulers whose behaviour is pinned (policies added later get their own cases; never drop one from here).
-SCHEDULERS = ("static", "fcfs", "spf", "chunked", "slo", "fair", "cache_aware")
+# Every registered scheduler is pinned: a policy added to the registry gets its six cases by itself (generate its
+# files deliberately with --write --new), and one dropped from it fails test_every_golden_file_has_a_case.
+SCHEDULERS = SCHEDULER_NAMES
+# Several engines: replicas behind each router, and prefill/decode pools. They record no event log or KV frames
+# (a run of several engines refused both when these were written), so their record has each engine's step log.
+CLUSTER_BASE = dict(workload="multiturn", hardware="rtx3050", rate=40.0, num_requests=200, kv_blocks=900, seed=6)
 
 
 def cases() -> dict[str, tuple[Scenario, str | None]]:
@@ -51,6 +55,18 @@ def cases() -> dict[str, tuple[Scenario, str | None]]:
                                         num_requests=100, token_budget=2048, adaptive_budget=True), None)
     out["code-tp2-bursty"] = (Scenario(scheduler="chunked", workload="code", hardware="a100", tp=2,
                                        model="llama-3-70b", rate=4.0, burstiness=3.0, num_requests=150), None)
+    for router in ("round_robin", "least_outstanding", "power_of_two", "prefix_affinity", "session"):
+        out[f"replicas4-{router}"] = (Scenario(scheduler="chunked", replicas=4, router=router, prefix_cache=True,
+                                               router_staleness_ms=20.0, **CLUSTER_BASE), None)
+    out["replicas3-rag-fcfs-swap"] = (Scenario(scheduler="fcfs", workload="rag", hardware="rtx3050", replicas=3,
+                                               router="least_outstanding", preemption="swap", swap_space_gb=0.05,
+                                               kv_blocks=700, rate=14.0, num_requests=150, seed=3), None)
+    out["pd-1p3d-rag"] = (Scenario(scheduler="chunked", workload="rag", hardware="a100", prefill_replicas=1,
+                                   decode_replicas=3, kv_link="ib400", rate=10.0, num_requests=150, seed=2), None)
+    out["pd-2p2d-hetero-multiturn"] = (Scenario(scheduler="chunked", workload="multiturn", hardware="a100",
+                                                prefill_replicas=2, decode_replicas=2, prefill_hardware="h100",
+                                                router="prefix_affinity", prefix_cache=True, rate=6.0,
+                                                num_requests=120, seed=4), None)
     return out
 
 
@@ -64,16 +80,37 @@ def record(scenario: Scenario, trace_text: str | None) -> dict:
     return record_requests(scenario, make_requests(scenario, resolve(scenario), trace_text))
 
 
+PER_REQUEST = ("status", "reject_reason", "generated", "first_scheduled_s", "first_token_s", "finish_s",
+               "max_itl_s", "preemptions", "degraded", "on_time_tokens", "cached_prefix")
+
+
 def record_requests(scenario: Scenario, reqs) -> dict:
     r = resolve(scenario)
+    if scenario.engines > 1:
+        return _record_cluster(scenario, r, reqs)
     end_guess = float(reqs.arrival_s[reqs.parents() < 0].max()) * 3 + 10
     res = simulate_requests(scenario, r, reqs, kv_frame_times=np.linspace(0.0, end_guess, 7), record_events=True)
-    arrays = {name: getattr(res, name) for name in (
-        "status", "reject_reason", "generated", "first_scheduled_s", "first_token_s", "finish_s", "max_itl_s",
-        "preemptions", "degraded", "on_time_tokens", "cached_prefix", "steps", "tenant_service", "events",
-        "itl_fine", "itl_coarse", "kv_frames", "kv_frame_state", "kv_frame_s")}
+    arrays = {name: getattr(res, name) for name in PER_REQUEST + (
+        "steps", "tenant_service", "events", "itl_fine", "itl_coarse", "kv_frames", "kv_frame_state", "kv_frame_s")}
     arrays["arrival_s"] = res.requests.arrival_s
     return {"scenario": scenario.to_query(), "metrics": res.metrics, "step_stride": int(res.step_stride),
+            "digests": {k: _digest(v) for k, v in arrays.items()}}
+
+
+def _record_cluster(scenario: Scenario, r, reqs) -> dict:
+    """Several engines: the merged per-request arrays, the engine each request ended on, each engine's step log
+    (every step: the runs are short) and the prefill-to-decode hand-over."""
+    res = simulate_requests(scenario, r, reqs)
+    arrays = {name: getattr(res, name) for name in PER_REQUEST + ("itl_fine", "itl_coarse")}
+    arrays["arrival_s"] = res.requests.arrival_s
+    arrays["replica_of"] = res.replica_of
+    for log in res.engine_logs:
+        arrays[f"steps[{log.name}]"] = log.steps
+    for name, a in (res.handover._asdict().items() if res.handover is not None else ()):
+        arrays[f"handover.{name}"] = a
+    engines = [{"name": log.name, "pool": log.pool, "step_stride": log.step_stride, "num_blocks": log.num_blocks}
+               for log in res.engine_logs]
+    return {"scenario": scenario.to_query(), "metrics": res.metrics, "engines": engines,
             "digests": {k: _digest(v) for k, v in arrays.items()}}
 
 
@@ -83,10 +120,14 @@ def dumps(doc: dict) -> str:
 
 def main() -> None:
     if "--write" not in sys.argv:
-        sys.exit("usage: tests/golden_cases.py --write   (regenerates every golden file)")
+        sys.exit("usage: tests/golden_cases.py --write [--new]   (regenerates every golden file; --new: only the "
+                 "cases that have none yet)")
     GOLDEN_DIR.mkdir(exist_ok=True)
     for name, (scenario, trace) in cases().items():
-        (GOLDEN_DIR / f"{name}.json").write_text(dumps(record(scenario, trace)))
+        path = GOLDEN_DIR / f"{name}.json"
+        if "--new" in sys.argv and path.exists():
+            continue
+        path.write_text(dumps(record(scenario, trace)))
         print("wrote", name)
 
 
