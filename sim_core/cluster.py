@@ -1,23 +1,8 @@
-"""Replicas behind a router: N engines, each with its own KV cache and queues, in one compiled loop.
+"""Several engines in one compiled loop: replicas behind a router, or prefill and decode pools.
 
 The loop always does whatever happens next in simulated time: a request arriving (the router picks a replica for
-it from the load it can see) or a step of the engine whose next event is earliest. A replica busy with a step
-when a request reaches it queues the request for its next step, as a real server does. The router sees each
-replica's load as of its last look, refreshed every `staleness_s` of simulated time (0: always current), since
-real routers poll metrics endpoints. least_outstanding and power_of_two count the load in tokens, not requests:
-the tokens a replica has still to prefill, which is the queue a new prompt's first token waits behind. One
-4,000-token prompt delays it as much as dozens of short ones, and requests already decoding hardly do (continuous
-batching runs a prefill chunk beside them). A count of outstanding requests tells none of this apart: on chat at
-~70% load with bursty arrivals it routed no better than round robin; adding the KV tokens in use (Dynamo's
-active blocks) also made mean TTFT worse than round robin's (bench/bench_cluster.py, section 2). prefix_affinity
-weighs what a replica's cache saves against the KV tokens its requests hold (see _prefix_cost).
-
-Routers (ROUTERS): round_robin; least_outstanding (join the shortest queue, in tokens; ties, as when every
-replica is idle, go round robin); power_of_two (the less loaded of two random replicas); prefix_affinity (cache-aware: the replica where the request costs least, counting the prompt
-tokens it would have to compute there, i.e. the prompt less the longest prefix that replica has cached, plus the
-KV tokens of the requests that replica already has outstanding; see _prefix_cost); session (a conversation's id
-hashed to a replica, so all its turns go to one). A follow-up turn is routed like any request when it arrives
-(its think time after the previous turn ended).
+it from the load it can see; policies/routing.py) or a step of the engine whose next event is earliest. A replica
+busy with a step when a request reaches it queues the request for its next step, as a real server does.
 
 Disaggregated serving (simulate_disaggregated): the router sends requests to a prefill pool; a finished prompt's
 KV queues on its prefill engine's link and goes to the decode engine with the least work, which admits it when
@@ -46,10 +31,20 @@ from .engine import (
     step,
 )
 from .jit import entry_nogil, inline
-from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for, cached_prefix
+from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for
 from .links import KvLink
 from .logs import take_frames
 from .metrics import distribution_ms
+from .policies.routing import (
+    DEFAULT_CACHE_WEIGHT,
+    ROUTER_NAMES,
+    ROUTERS,
+    Routing,
+    choose,
+    router_draws,
+    router_load,
+    sent_load,
+)
 from .queues import followup_pop, heap_pop, heap_push
 from .state import (
     A_BUSY_S,
@@ -70,7 +65,6 @@ from .state import (
     N_RUNNING,
     N_SWAPPED,
     N_WAITING,
-    N_WAITING_TOKENS,
     NOW,
     REJECTED,
     STALLED,
@@ -78,119 +72,10 @@ from .state import (
     Outcome,
 )
 
-ROUTE_ROUND_ROBIN, ROUTE_LEAST_OUTSTANDING, ROUTE_POWER_OF_TWO, ROUTE_PREFIX_AFFINITY, ROUTE_SESSION = range(5)
-ROUTERS = {  # name -> (code, what it does)
-    "round_robin": (ROUTE_ROUND_ROBIN, "each request to the next replica in turn"),
-    "least_outstanding": (ROUTE_LEAST_OUTSTANDING, "the replica with the fewest tokens still to prefill (the "
-                                                   "shortest prefill queue); ties in turn"),
-    "power_of_two": (ROUTE_POWER_OF_TWO, "of two replicas drawn at random, the one with fewer tokens still to "
-                                         "prefill"),
-    "prefix_affinity": (ROUTE_PREFIX_AFFINITY, "cache-aware: the replica where the prompt's uncached tokens plus "
-                                               "the KV tokens it already has outstanding are fewest"),
-    "session": (ROUTE_SESSION, "a conversation's id hashed to a replica (sticky sessions)"),
-}
-ROUTER_NAMES = tuple(ROUTERS)
-# prefix_affinity's default cache weight: what one prompt token to compute weighs against one KV token a replica
-# already has outstanding. 1, as Dynamo's KV router defaults its overlap-score weight (new prefill blocks against
-# active blocks); higher keeps sessions on their cache longer, lower balances load sooner (Scenario field
-# router_cache_weight).
-DEFAULT_CACHE_WEIGHT = 1.0
-
 
 @inline
 def _outstanding(eng):
     return eng.q.size[N_WAITING] + eng.q.size[N_RUNNING] + eng.q.size[N_SWAPPED]
-
-
-@inline
-def _held_tokens(eng, r):
-    """The KV tokens request r holds, or will once its prompt is in: its prompt and what it generated so far."""
-    return eng.req.prompt_tokens[r] + eng.st.generated[r]
-
-
-@inline
-def _outstanding_tokens(eng):
-    """The KV tokens of every request outstanding on the engine (running, waiting, swapped out): the load a
-    cache-aware router balances (Dynamo's KV router counts a worker's active blocks the same way)."""
-    q = eng.q
-    total = 0
-    for i in range(q.size[N_RUNNING]):
-        total += _held_tokens(eng, q.running[i])
-    for t in range(q.q_size.shape[0]):
-        for i in range(q.q_off[t], q.q_off[t] + q.q_size[t]):
-            total += _held_tokens(eng, q.wait_ids[i])
-    for i in range(q.size[N_SWAPPED]):
-        total += _held_tokens(eng, q.swap_ids[i])
-    return total
-
-
-@inline
-def _prefill_queue(eng):
-    """The tokens the engine has still to prefill: its waiting requests' (a counter, not a scan of the heaps,
-    which past saturation hold thousands of requests; this is read after every step) and the rest of the running
-    prompts part-way through. What a new prompt's first token waits behind."""
-    q, prompt, computed = eng.q, eng.req.prompt_tokens, eng.st.computed
-    tokens = q.size[N_WAITING_TOKENS]
-    for i in range(q.size[N_RUNNING]):
-        tokens += max(0, prompt[q.running[i]] - computed[q.running[i]])
-    return tokens
-
-
-@inline
-def _load(eng, router):
-    """The load the router reads off a replica when it looks: KV tokens held for prefix_affinity (its cost adds
-    the prompt tokens to compute there), tokens still to prefill for least_outstanding and power_of_two,
-    nothing for the routers that do not look."""
-    if router == ROUTE_PREFIX_AFFINITY:
-        return _outstanding_tokens(eng)
-    if router == ROUTE_LEAST_OUTSTANDING or router == ROUTE_POWER_OF_TWO:
-        return _prefill_queue(eng)
-    return 0
-
-
-@inline
-def _sent_load(eng, r):
-    """What sending request r adds to its replica's load as the router counts it until it looks again: its
-    prompt (to prefill there; for prefix_affinity, to hold)."""
-    return eng.req.prompt_tokens[r]
-
-
-@inline
-def _prefix_cost(engines, seen, r, block_size, cache_weight):
-    """prefix_affinity: the replica where request r costs least. A replica's cost is the prompt tokens r would
-    compute there (the prompt less the longest prefix that replica has cached) plus the KV tokens it already
-    has outstanding (`seen`), both in tokens, as Dynamo's KV router weighs new prefill blocks against active
-    blocks (overlap weight 1). So a request follows its cached prefix unless the replica holding it is loaded
-    by more than the prefill the prefix saves: a bound on load that scales with what the cache is worth,
-    where SGLang's cache-aware router switches to the shortest queue past fixed imbalance thresholds. A prefix
-    every replica caches (a shared system prompt) weighs the same everywhere and load decides. Ties go to the
-    less loaded replica."""
-    best, best_cost = 0, np.inf
-    for e in range(seen.shape[0]):
-        eng = engines[e]
-        total = eng.req.prompt_tokens[r] + 1  # leaves the whole prompt to look up (one token is always computed)
-        hits = cached_prefix(eng.kv, eng.req, r, total, block_size)[0]
-        cost = cache_weight * (eng.req.prompt_tokens[r] - hits * block_size) + seen[e]
-        if cost < best_cost or (cost == best_cost and seen[e] < seen[best]):
-            best, best_cost = e, cost
-    return best
-
-
-@inline
-def _choose(engines, seen, r, routing, block_size, sent):
-    """The replica for request r (`seen`: the load the router sees; `sent`: requests routed before it)."""
-    n = seen.shape[0]
-    router, choices = routing.router, routing.choices
-    if router == ROUTE_ROUND_ROBIN:
-        return sent % n
-    if router == ROUTE_LEAST_OUTSTANDING:
-        return _argmin_from(seen, sent % n)
-    if router == ROUTE_POWER_OF_TWO:
-        a, b = choices[r, 0], choices[r, 1]
-        return a if seen[a] <= seen[b] else b
-    if router == ROUTE_SESSION:
-        return choices[r, 0]  # its conversation's hash
-    return _prefix_cost(engines, seen, r, block_size, routing.cache_weight)
 
 
 @inline
@@ -202,19 +87,6 @@ def _collect_turns(eng, keys, ids, size):
         size = heap_push(keys, ids, size, q.followup_keys[0], q.followup_ids[0])
         followup_pop(q)
     return size
-
-
-class Routing(NamedTuple):
-    """How requests reach the engines: the open-loop arrivals (follow-up turns come when their parent ends) and
-    the router."""
-
-    arrival_s: np.ndarray
-    open_ids: np.ndarray  # open-loop arrivals, in order
-    router: int  # ROUTE_*
-    staleness_s: float
-    choices: np.ndarray  # the draws the random routers use (row r: request r's; session: its conversation's hash)
-    cache_weight: float  # prefix_affinity: what a prompt token to compute weighs against an outstanding KV token
-    independent: bool  # no follow-up turns: engines interact only at arrivals (simulate_cluster may batch steps)
 
 
 @inline
@@ -238,18 +110,6 @@ def _engines(cfg, table, count, frames, share_with):
 def _argmin(values):
     best = 0
     for i in range(1, values.shape[0]):
-        if values[i] < values[best]:
-            best = i
-    return best
-
-
-@inline
-def _argmin_from(values, start):
-    """The index of the least value, ties to the first from `start` on (wrapping): ties rotate, not pile up on 0."""
-    n = values.shape[0]
-    best = start
-    for k in range(1, n):
-        i = (start + k) % n
         if values[i] < values[best]:
             best = i
     return best
@@ -300,9 +160,9 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
             if t_arr >= next_look:  # the router looks at the replicas' load again
                 seen[:] = load
                 next_look = t_arr + routing.staleness_s
-            e = _choose(engines, seen, r, routing, cfg.block_size, sent)
+            e = choose(engines, seen, r, routing, cfg.block_size, sent)
             route_in(engines[e], r, t_arr)
-            seen[e] += _sent_load(engines[e], r)  # the router counts what it sent since it looked
+            seen[e] += sent_load(engines[e], r)  # the router counts what it sent since it looked
             routed_to[r] = e
             sent += 1
         elif t_eng < np.inf:
@@ -310,7 +170,7 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
             if routing.independent:  # nothing links the engines before the next arrival: run this one up to it
                 finished, stuck, steps = _advance(engines[e], e, t_arr, next_t, done_e, steps)
                 done += finished
-                load[e] = _load(engines[e], routing.router)
+                load[e] = router_load(engines[e], routing.router)
                 if stuck or cfg.cancel[0] != 0:
                     break
                 continue
@@ -322,7 +182,7 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
             break  # nothing left to happen, yet not everything finished: the runner reports it
         n_turns = _collect_turns(engines[e], turn_keys, turn_ids, n_turns)  # a request that ended releases its turn
         finished, stuck = _refresh(engines[e], e, next_t, done_e)
-        load[e] = _load(engines[e], routing.router)
+        load[e] = router_load(engines[e], routing.router)
         done += finished
         if stuck:
             break
@@ -553,15 +413,15 @@ def simulate_disaggregated(cfgs, prefill_table, decode_table, pools, frames, rou
                 n_turns = heap_pop(turns[0], turns[1], n_turns)
             if t_arr >= next_look:
                 for e in range(n_p):
-                    seen[e] = _load(prefill[e], routing.router)
+                    seen[e] = router_load(prefill[e], routing.router)
                 next_look = t_arr + routing.staleness_s
-            p = _choose(prefill, seen, r, routing, cfg.block_size, sent)
+            p = choose(prefill, seen, r, routing, cfg.block_size, sent)
             trace.arrived[r], trace.to_prefill[r] = t_arr, p
             if pulls.parked[p]:  # it may fit: the engine looks again from now
                 pulls.parked[p] = False
                 prefill[p].clock[NOW] = max(prefill[p].clock[NOW], t_arr)
             route_in(prefill[p], r, t_arr)
-            seen[p] += _sent_load(prefill[p], r)
+            seen[p] += sent_load(prefill[p], r)
             sent += 1
             d = -1
         elif t_eng < np.inf:
@@ -622,7 +482,7 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
     """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, the replica each
     request was sent to). The merged Outcome carries no step log, event log or KV frames (those are per
     engine)."""
-    choices = _router_draws(table.child, replicas, router, seed)
+    choices = router_draws(table.child, replicas, router, seed)
     routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices, float(cache_weight),
                       BATCH_INDEPENDENT_STEPS and not bool((table.child >= 0).any()))
     outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, NO_FRAMES, routing)
@@ -646,7 +506,7 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s
                                           output_tokens=np.ones(n, np.int64), child=np.arange(n),
                                           think_s=np.zeros(n))
     routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s,
-                      _router_draws(table.child, prefill_replicas, router, seed), float(cache_weight), False)
+                      router_draws(table.child, prefill_replicas, router, seed), float(cache_weight), False)
     handover = Handover(table.output_tokens, table.child, table.think_s, float(kv_bytes_per_token),
                         link.bytes_per_s, link.latency_s)
     trace = PoolTrace(np.full(n, np.nan), np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.nan),
@@ -741,35 +601,6 @@ def pooled_efficiency(outs, peaks: list[tuple[float, float]], num_blocks: list[i
             "kv_cache_usage": {"mean": float(acc[A_KV_BLOCK_S]) / block_s if block_s > 0 else 0.0,
                                "peak": max(o.accumulators[A_KV_PEAK] / n for o, n in zip(outs, num_blocks,
                                                                                          strict=True))}}
-
-
-def _router_draws(child: np.ndarray, replicas: int, router: str, seed: int) -> np.ndarray:
-    """Per request, the replicas a random router may pick (drawn here: the kernels draw nothing); for session,
-    its conversation's hash."""
-    k = len(child)
-    if router == "session":  # a conversation's id (its first turn's) hashed: splitmix64's finaliser mixes well
-        x = _conversation(child).astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        hashed = (x ^ (x >> np.uint64(31))) % np.uint64(replicas)
-        return np.ascontiguousarray(np.stack([hashed, hashed], axis=1), np.int64)
-    if router == "power_of_two":
-        rng = np.random.default_rng([seed, 0x9E3779B9])
-        first = rng.integers(0, replicas, k)
-        second = (first + rng.integers(1, replicas, k)) % replicas if replicas > 1 else first
-        return np.ascontiguousarray(np.stack([first, second], axis=1), np.int64)
-    return np.zeros((k, 2), np.int64)
-
-
-def _conversation(child: np.ndarray) -> np.ndarray:
-    """Each request's conversation: the id of its first turn (turns chain parent -> child)."""
-    root = np.arange(len(child))
-    has_child = np.flatnonzero(child >= 0)
-    parent = np.full(len(child), -1)
-    parent[child[has_child]] = has_child
-    while (parent[root] >= 0).any():
-        root = np.where(parent[root] >= 0, parent[root], root)
-    return root
 
 
 def routed_table(table):

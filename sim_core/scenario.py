@@ -9,10 +9,10 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
-from .cluster import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .hardware_profile import canonical, mismatch, parse_compact
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
+from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .quoting import quote
 from .workload import PRESETS
 

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core import Scenario, run
-from sim_core.cluster import ROUTER_NAMES
 from sim_core.links import KV_LINKS
+from sim_core.policies.routing import ROUTER_NAMES
 from sim_core.runner import resolve, simulate_requests
 from sim_core.workload import Requests
 
