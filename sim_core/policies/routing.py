@@ -25,7 +25,7 @@ from ..jit import inline
 from ..kv_pool import cached_prefix
 from ..state import N_RUNNING, N_SWAPPED, N_WAITING_TOKENS
 
-ROUTE_ROUND_ROBIN, ROUTE_LEAST_OUTSTANDING, ROUTE_POWER_OF_TWO, ROUTE_PREFIX_AFFINITY, ROUTE_SESSION = range(5)
+ROUTE_ROUND_ROBIN, ROUTE_LEAST_OUTSTANDING, ROUTE_POWER_OF_TWO, ROUTE_PREFIX_AFFINITY, ROUTE_SESSION, ROUTE_RANDOM = range(6)
 ROUTERS = {  # name -> (code, what it does)
     "round_robin": (ROUTE_ROUND_ROBIN, "each request to the next replica in turn"),
     "least_outstanding": (ROUTE_LEAST_OUTSTANDING, "the replica with the fewest tokens still to prefill (the "
@@ -35,6 +35,8 @@ ROUTERS = {  # name -> (code, what it does)
     "prefix_affinity": (ROUTE_PREFIX_AFFINITY, "cache-aware: the replica where the prompt's uncached tokens plus "
                                                "the KV tokens it already has outstanding are fewest"),
     "session": (ROUTE_SESSION, "a conversation's id hashed to a replica (sticky sessions)"),
+    "random": (ROUTE_RANDOM, "a replica drawn uniformly at random for each request: the baseline that knows "
+                             "nothing, which a router that looks at load or caches should beat"),
 }
 ROUTER_NAMES = tuple(ROUTERS)
 # prefix_affinity's default cache weight: what one prompt token to compute weighs against one KV token a replica
@@ -145,6 +147,8 @@ def choose(engines, seen, r, routing, block_size, sent):
     if router == ROUTE_POWER_OF_TWO:
         a, b = choices[r, 0], choices[r, 1]
         return a if seen[a] <= seen[b] else b
+    if router == ROUTE_RANDOM:
+        return choices[r, 0]
     if router == ROUTE_SESSION:
         return choices[r, 0]  # its conversation's hash
     return _prefix_cost(engines, seen, r, block_size, routing.cache_weight)
@@ -173,6 +177,9 @@ def router_draws(child: np.ndarray, replicas: int, router: str, seed: int) -> np
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         hashed = (x ^ (x >> np.uint64(31))) % np.uint64(replicas)
         return np.ascontiguousarray(np.stack([hashed, hashed], axis=1), np.int64)
+    if router == "random":
+        drawn = np.random.default_rng([seed, 0x52414E44]).integers(0, replicas, k)
+        return np.ascontiguousarray(np.stack([drawn, drawn], axis=1), np.int64)
     if router == "power_of_two":
         rng = np.random.default_rng([seed, 0x9E3779B9])
         first = rng.integers(0, replicas, k)
