@@ -1,18 +1,26 @@
 """The cost model against the validation set (validation/*.csv): the thresholds that hold, checked on every run,
-and the README's table generated from the same code."""
+and docs/VALIDATION.md generated from the same code."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from app.cli import main
-from app.cli import report as cli_report
 from sim_core import validation
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _gen_validation_md():
+    """scripts/gen_validation_md.py, the generator of docs/VALIDATION.md (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("gen_validation_md", ROOT / "scripts" / "gen_validation_md.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +93,29 @@ def test_validate_command_prints_tables_json_and_markdown(capsys):
     assert main(["validate", "--dir", "/nonexistent-dir"]) == 2
 
 
-def test_readme_table_is_the_generated_one(rows):
-    """The README's summary rows for the kernel and step groups (which need no simulation) are what
-    `sched-sim validate --markdown` prints now: regenerate the README's table when the model moves."""
-    doc = cli_report.validate_doc(rows, validation.summary(rows), validation.speedups(rows))
-    table = cli_report.validate_markdown(doc)
-    text = README.read_text()
-    for group in ("kernel", "step", "kernel, measured here"):
-        line = next(x for x in table if x.startswith(f"| {group} |"))
-        assert line in text, f"README's validation table is stale ({group}): run sched-sim validate --markdown"
+def test_validation_page_is_the_generated_one():
+    """docs/VALIDATION.md is exactly what scripts/gen_validation_md.py writes now (its header, then the tables
+    `sched-sim validate --markdown` prints, serving rows simulated): when the model or validation/ moves, the
+    page must be regenerated."""
+    gen = _gen_validation_md()
+    assert gen.PATH == ROOT / "docs" / "VALIDATION.md"
+    expected = gen.document()
+    current = gen.PATH.read_text(encoding="utf-8")
+    if current != expected:
+        pairs = zip(current.splitlines(), expected.splitlines(), strict=False)
+        diff = next(((i + 1, a, b) for i, (a, b) in enumerate(pairs) if a != b), "the page's length differs")
+        raise AssertionError(f"docs/VALIDATION.md is stale (first difference, line/page/now: {diff}): "
+                             f"run python scripts/gen_validation_md.py")
+
+
+def test_validation_page_is_its_header_and_what_validate_markdown_prints(rows, capsys):
+    """The generator adds its header to exactly what `sched-sim validate --markdown` prints, and nothing else
+    (checked on the rows that need no simulation, which `--quick` prints)."""
+    gen = _gen_validation_md()
+    assert main(["validate", "--quick", "--markdown"]) == 0
+    printed = capsys.readouterr().out
+    assert gen.document(rows) == gen.HEADER + printed
+    assert "sched-sim validate --markdown" in gen.HEADER and "SOURCES.md" in gen.HEADER
 
 
 def test_coverage_names_the_measured_gpus_models_and_formats():
