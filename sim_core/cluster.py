@@ -59,6 +59,7 @@ from .state import (
     A_STEPS,
     A_WAITING_PEAK,
     DONE,
+    E_STEP,
     FINISHED,
     KV_BLOCKS,
     N_FOLLOWUPS,
@@ -468,7 +469,7 @@ def _outcomes(engines):
 # Replicas with no follow-up turns step each engine up to the next arrival at a time (simulate_cluster, _advance);
 # False steps them one at a time in time order (the tests check both give the same outcome).
 BATCH_INDEPENDENT_STEPS = True
-NO_FRAMES = FrameSpec(np.zeros(0), 0, 0.0)  # several engines record no KV frames (yet)
+NO_FRAMES = FrameSpec(np.zeros(0), 0, 0.0)
 # Outcome fields that hold one value per request (merged from the replica that served each request).
 PER_REQUEST = ("arrival_s", "status", "reject_reason", "generated", "first_scheduled_s", "first_token_s",
                "finish_s", "max_itl_s", "preemptions", "degraded", "on_time_tokens", "cached_prefix",
@@ -478,14 +479,14 @@ PEAK_ACCUMULATORS = (A_KV_PEAK, A_WAITING_PEAK, A_END_S)
 
 
 def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float, seed: int,
-                      cache_weight: float = DEFAULT_CACHE_WEIGHT):
+                      cache_weight: float = DEFAULT_CACHE_WEIGHT, frames: FrameSpec = NO_FRAMES):
     """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, the replica each
-    request was sent to). The merged Outcome carries no step log, event log or KV frames (those are per
-    engine)."""
+    request was sent to). Each engine snapshots its own KV pool per `frames`; the merged Outcome carries no step
+    log or KV frames (those are per engine) and the engines' event logs in one (see _pooled_logs)."""
     choices = router_draws(table.child, replicas, router, seed)
     routing = Routing(table.arrival_s, table.open_ids, ROUTERS[router][0], staleness_s, choices, float(cache_weight),
                       BATCH_INDEPENDENT_STEPS and not bool((table.child >= 0).any()))
-    outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, NO_FRAMES, routing)
+    outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, frames, routing)
     outs = list(outs)
     merged = {f: getattr(outs[0], f) for f in PER_REQUEST}  # the engines shared one per-request state
     merged.update(_pooled_logs(outs))
@@ -493,7 +494,8 @@ def simulate_replicas(cfg, table, replicas: int, router: str, staleness_s: float
 
 
 def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s: float, seed: int,
-                   kv_bytes_per_token: float, link: KvLink, cache_weight: float = DEFAULT_CACHE_WEIGHT):
+                   kv_bytes_per_token: float, link: KvLink, cache_weight: float = DEFAULT_CACHE_WEIGHT,
+                   frames: FrameSpec = NO_FRAMES):
     """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's); returns (one Outcome
     for the whole of it, each engine's Outcome (prefill pool first), the requests each engine served, each
     engine's pool, the KV-transfer figures, the engine that finished each request, the PoolTrace)."""
@@ -516,7 +518,7 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s
                   np.zeros(n, np.int64), np.zeros((prefill_replicas, cfgs[0].num_blocks), np.int64),
                   np.zeros(prefill_replicas, np.int64), np.zeros(prefill_replicas, np.bool_),
                   np.zeros(prefill_replicas), np.zeros(decode_replicas, np.int64))
-    p_outs, d_outs = simulate_disaggregated(cfgs, prefill_table, decode_table, pools, NO_FRAMES, routing, handover,
+    p_outs, d_outs = simulate_disaggregated(cfgs, prefill_table, decode_table, pools, frames, routing, handover,
                                             trace, pulls)
     outs = list(p_outs) + list(d_outs)
     # One per-request state followed each request from its prefill engine to its decode engine: it holds the
@@ -541,20 +543,36 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s
 
 
 def _pooled_logs(outs) -> dict:
-    """The cluster's accumulators and histograms: totals summed over engines, peaks and the end the largest. No
-    step log, event log or KV frames (those are per engine)."""
+    """The cluster's accumulators and histograms: totals summed over engines, peaks and the end the largest; and
+    one event log for the whole cluster. No step log or KV frames: those are per engine (runner.EngineLog).
+
+    The merged event log numbers steps across the cluster: engine e's step k is step first_steps(outs)[e] + k,
+    so an event still names exactly one step, whose times are in engine e's log (timeline.step_bounds joins the
+    engines' logs in this order). Engines are listed prefill pool first, so a request's events sort by time
+    when sorted by step."""
     acc = np.sum([o.accumulators for o in outs], axis=0)
     for a in PEAK_ACCUMULATORS:
         acc[a] = max(o.accumulators[a] for o in outs)
     first = outs[0]
+    events = [o.events.copy() for o in outs]
+    for ev, offset in zip(events, first_steps(outs), strict=True):
+        ev[:, E_STEP] += offset
     return dict(
-        steps=first.steps[:0], tenant_service=first.tenant_service[:0], step_stride=1, events=first.events[:0],
-        events_complete=True, accumulators=acc, itl_fine=first.itl_fine,  # the engines shared one histogram
-        itl_coarse=first.itl_coarse, kv_frames=first.kv_frames[:0],
-        kv_frame_state=first.kv_frame_state[:0], kv_frame_s=first.kv_frame_s[:0],
+        steps=first.steps[:0], tenant_service=first.tenant_service[:0],
+        # Timelines need every engine's log unsampled: the merged stride is the coarsest engine's.
+        step_stride=max(int(o.step_stride) for o in outs), events=np.concatenate(events),
+        events_complete=all(bool(o.events_complete) for o in outs), accumulators=acc,
+        itl_fine=first.itl_fine, itl_coarse=first.itl_coarse,  # the engines shared one histogram
+        kv_frames=first.kv_frames[:0], kv_frame_state=first.kv_frame_state[:0], kv_frame_s=first.kv_frame_s[:0],
         free_blocks_at_end=sum(o.free_blocks_at_end for o in outs),
         swap_free_at_end=sum(o.swap_free_at_end for o in outs),
         ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]))
+
+
+def first_steps(outs) -> np.ndarray:
+    """Where each engine's steps start in the cluster's step numbering: the rows of the engines' logs before it
+    (one row a step where no log was sampled; a sampled log makes timelines refuse anyway)."""
+    return np.concatenate([[0], np.cumsum([len(o.steps) for o in outs])[:-1]]).astype(np.int64)
 
 
 def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_s: float,

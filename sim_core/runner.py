@@ -11,7 +11,14 @@ import numpy as np
 
 from . import engine
 from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
-from .cluster import PoolTrace, pooled_efficiency, replica_metrics, simulate_pools, simulate_replicas
+from .cluster import (
+    PoolTrace,
+    first_steps,
+    pooled_efficiency,
+    replica_metrics,
+    simulate_pools,
+    simulate_replicas,
+)
 from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 from .hardware_profile import profile_constants
 from .links import KV_LINKS
@@ -41,8 +48,8 @@ DEFAULT_MAX_STEP_RECORDS = 1 << 20
 # The event log's bound: 4M events of 32 bytes (128 MB). Past it the log stops (Result.events_complete is False)
 # and the per-request timeline is not drawn; a run that long has more requests than a Gantt can show anyway.
 DEFAULT_MAX_EVENTS = 1 << 22
-# Each engine of a cluster keeps a step log this long at most: the merged result has none (per-engine timelines
-# are not drawn yet), and a full-length log per replica would cost ~100 MB each on a long run.
+# Each engine of a cluster keeps at least this many step records; past it, the engines share the single engine's
+# bound (max_step_records / engines each), so a long run of many replicas costs what one engine's log would.
 CLUSTER_STEP_RECORDS = 1024
 MAX_TRACE_ROWS = 10_000_000
 
@@ -178,13 +185,18 @@ PREEMPTION_MODES = {"none": PREEMPT_NONE, "recompute": PREEMPT_RECOMPUTE, "swap"
 
 
 class EngineLog(NamedTuple):
-    """One engine of a cluster as the trace shows it."""
+    """One engine of a cluster: its step log and KV snapshots. Its events are in Result.events, which numbers the
+    cluster's steps one after another: this engine's step k is step first_step + k there."""
 
     name: str  # "replica 2", "prefill 0", "decode 1"
     pool: str  # "replicas", "prefill", "decode"
     steps: np.ndarray  # its step log (columns state.S_*), every step_stride-th step
     step_stride: int
     num_blocks: int  # its KV pool
+    first_step: int = 0
+    kv_frames: np.ndarray | None = None  # [frame, block] -> a request holding it, or -1 (as Result.kv_frames)
+    kv_frame_state: np.ndarray | None = None
+    kv_frame_s: np.ndarray | None = None
 
 
 @dataclass
@@ -360,15 +372,15 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     """Run the engine on given requests (as plain Python under NUMBA_DISABLE_JIT=1). `debug_checks` verifies every block-pool invariant after each step's scheduling (slow; for tests);
     `cancel`, an int64 array of one element: set it to 1 from another thread to stop the run (raises Cancelled)."""
     class_slo = class_slos(scenario, r, reqs)
-    if scenario.engines > 1:  # no step log survives the merge of several engines (yet): keep a token one each
-        max_step_records = min(max_step_records, CLUSTER_STEP_RECORDS)
+    if scenario.engines > 1:  # each engine logs its own steps and events: they share one engine's bounds
+        max_step_records = max(CLUSTER_STEP_RECORDS, max_step_records // scenario.engines)
+        max_events = max(CLUSTER_STEP_RECORDS, max_events // scenario.engines)
     cfg = engine_config(scenario, r, class_slo, record_events=record_events, max_step_records=max_step_records,
                         max_events=max_events, debug_checks=debug_checks, cancel=cancel)
     table = request_table(reqs, cfg)
+    frames = frame_spec(reqs, kv_frame_times, kv_frames)
     engines = None  # several engines: (each one's Outcome, the requests each served, each one's pool)
     extra: dict = {}
-    if scenario.engines > 1 and (record_events or kv_frames or kv_frame_times is not None):
-        raise ValueError("a run of several engines records no per-engine event log or KV frames yet")
     engine_blocks = [r.num_blocks] * scenario.engines
     handover = None
     if scenario.disaggregated:
@@ -383,17 +395,17 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
         out, outs, members, pools, extra, replica_of, handover = simulate_pools(
             pool_cfgs, table, (scenario.prefill_replicas, scenario.decode_replicas), scenario.router,
             scenario.router_staleness_ms / 1e3, scenario.seed, link_bytes,
-            KV_LINKS[scenario.kv_link], scenario.router_cache_weight)
+            KV_LINKS[scenario.kv_link], scenario.router_cache_weight, frames)
         engines = (outs, members, pools)
         engine_blocks = [p.num_blocks for p, n in zip(r.pools, (scenario.prefill_replicas, scenario.decode_replicas),
                                                        strict=True) for _ in range(n)]
     elif scenario.replicas > 1:
         out, outs, replica_of = simulate_replicas(cfg, table, scenario.replicas, scenario.router,
                                                   scenario.router_staleness_ms / 1e3, scenario.seed,
-                                                  scenario.router_cache_weight)
+                                                  scenario.router_cache_weight, frames)
         engines = (outs, [replica_of == e for e in range(scenario.replicas)], ["replicas"] * scenario.replicas)
     else:
-        out = engine.simulate(cfg, table, frame_spec(reqs, kv_frame_times, kv_frames))
+        out = engine.simulate(cfg, table, frames)
         replica_of = np.zeros(len(reqs), np.int64)
     result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),
                     class_ttft_s=class_slo[0], class_tpot_s=class_slo[1],
@@ -409,10 +421,12 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     if engines is not None:
         counts: dict[str, int] = {}
         result.engine_logs = []
-        for o, pool, blocks in zip(engines[0], engines[2], engine_blocks, strict=True):
+        for o, pool, blocks, first in zip(engines[0], engines[2], engine_blocks, first_steps(engines[0]),
+                                          strict=True):
             k = counts[pool] = counts.get(pool, -1) + 1
             result.engine_logs.append(EngineLog(f"{'replica' if pool == 'replicas' else pool} {k}", pool, o.steps,
-                                                int(o.step_stride), int(blocks)))
+                                                int(o.step_stride), int(blocks), int(first), o.kv_frames,
+                                                o.kv_frame_state, o.kv_frame_s))
         result.handover = handover
     if scenario.heterogeneous:
         peaks = [(c.cost[PEAK_BW], c.cost[PEAK_FLOPS]) for c, n in zip(

@@ -21,14 +21,16 @@ QUEUED, PREFILL, DECODE, PREEMPTED, REJECTED = range(5)
 
 
 def step_bounds(result) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end time of every step, indexed by step number."""
+    """Start and end time of every step, indexed by step number. Several engines: their logs one after another,
+    as the run's event log numbers their steps (EngineLog.first_step)."""
     if result.step_stride != 1:
         raise ValueError("the step log of this run was sampled; run with fewer steps for a timeline")
     if not result.events_complete:
         raise ValueError(f"the event log of this run stopped at its bound of {len(result.events):,} events; "
                          "run with fewer requests for a timeline")
-    start = result.steps[:, E.S_START]
-    return start, start + result.steps[:, E.S_DURATION]
+    steps = np.concatenate([log.steps for log in result.engine_logs]) if result.engine_logs else result.steps
+    start = steps[:, E.S_START]
+    return start, start + steps[:, E.S_DURATION]
 
 
 def request_segments(result, request_ids=None) -> list[tuple[int, int, float, float]]:

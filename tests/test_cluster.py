@@ -519,3 +519,44 @@ def test_random_router_is_a_seeded_uniform_baseline_that_load_aware_routing_beat
     assert not np.array_equal(a.replica_of[:100], other.replica_of[:100])  # the seed drives the draws
     least = run(Scenario(**base, router="least_outstanding")).metrics
     assert least["ttft_ms"]["p99"] < 0.95 * a.metrics["ttft_ms"]["p99"], (least["ttft_ms"], a.metrics["ttft_ms"])
+
+
+@pytest.mark.parametrize("deployment", [dict(replicas=4, router="least_outstanding"),
+                                        dict(prefill_replicas=1, decode_replicas=3)])
+def test_every_engine_of_a_cluster_logs_its_events_and_kv_frames(deployment):
+    """Several engines record what one does: each engine's KV snapshots, and one event log numbering the cluster's
+    steps engine after engine, so each event names a step of the engine that served the request, and the
+    timeline and the Perfetto trace (a process per engine, a track per request) read clusters like one engine."""
+    from sim_core import timeline
+    from sim_core.trace_export import ENGINE_PID_BASE, REQUESTS_PID, chrome_trace
+
+    s = Scenario(hardware="a100", workload="rag", num_requests=120, rate=12, seed=2, **deployment)
+    res = run(s, record_events=True, kv_frames=10)
+    logs = res.engine_logs
+    assert res.events_complete and res.step_stride == 1 and len(res.events) > 0
+    bounds = [(log.first_step, log.first_step + len(log.steps)) for log in logs]
+    assert [b[0] for b in bounds] == [0] + [b[1] for b in bounds[:-1]]  # engine after engine, no gap
+    engine_of_step = np.concatenate([np.full(len(log.steps), e) for e, log in enumerate(logs)])
+    ev_engine = engine_of_step[res.events[:, 1]]  # E_STEP
+    ev_request = res.events[:, 0]
+    if res.handover is None:  # replicas: every event is on the replica the router sent its request to
+        assert np.array_equal(ev_engine, res.replica_of[ev_request])
+    else:  # P/D: a request's events never leave its prefill engine and the decode engine it moved to
+        d = res.handover.to_decode[ev_request]
+        assert np.all((ev_engine == res.handover.to_prefill[ev_request]) | (ev_engine == 1 + d))
+    for e, log in enumerate(logs):  # each engine's KV frames: its own pool, holding only its own requests
+        assert log.kv_frames.shape[1] == log.num_blocks and 10 <= len(log.kv_frame_s) <= 20
+        held = np.unique(log.kv_frames[log.kv_frames >= 0])
+        if res.handover is None:
+            assert np.all(res.replica_of[held] == e)
+    segs = timeline.request_segments(res)
+    ends = {}
+    for r, _kind, a, b in segs:
+        assert b >= a
+        ends[r] = max(ends.get(r, -np.inf), b)
+    assert set(ends) == set(range(120))
+    assert np.allclose([ends[r] for r in range(120)], res.finish_s)  # every timeline runs to its finish
+    trace = chrome_trace(res)
+    pids = {ev["pid"] for ev in trace["traceEvents"]}
+    assert {ENGINE_PID_BASE + e for e in range(len(logs))} | {REQUESTS_PID} <= pids
+    assert trace["metadata"]["requests_shown"] == 120 and not trace["metadata"]["notes"]
