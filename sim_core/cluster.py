@@ -497,8 +497,8 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s
                    kv_bytes_per_token: float, link: KvLink, cache_weight: float = DEFAULT_CACHE_WEIGHT,
                    frames: FrameSpec = NO_FRAMES):
     """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's); returns (one Outcome
-    for the whole of it, each engine's Outcome (prefill pool first), the requests each engine served, each
-    engine's pool, the KV-transfer figures, the engine that finished each request, the PoolTrace)."""
+    for the whole of it, each engine's Outcome (prefill pool first), the KV-transfer figures, the engine that
+    finished each request, the PoolTrace)."""
     prefill_replicas, decode_replicas = pools
     n = len(table.arrival_s)
     decode_table = routed_table(table)
@@ -526,9 +526,6 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s
     merged = {f: getattr(outs[0], f) for f in PER_REQUEST}
     merged["arrival_s"] = trace.arrived
     decoded = trace.to_decode >= 0
-    members = ([trace.to_prefill == e for e in range(prefill_replicas)]
-               + [trace.to_decode == e for e in range(decode_replicas)])
-    engine_pools = ["prefill"] * prefill_replicas + ["decode"] * decode_replicas
     # The wait for a busy link, or for the decode engine to have blocks, counts in the transfer time: prefill end
     # -> KV delivered; kv_wait_ms is that wait alone (prefill end -> transfer start).
     transfer = {
@@ -539,7 +536,7 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: str, staleness_s
         "kv_link_busy_s": float((trace.delivered[decoded] - link.latency_s - trace.transfer_start[decoded]).sum()),
     }
     finished_on = np.where(decoded, prefill_replicas + trace.to_decode, trace.to_prefill)
-    return Outcome(**merged, **_pooled_logs(outs)), outs, members, engine_pools, transfer, finished_on, trace
+    return Outcome(**merged, **_pooled_logs(outs)), outs, transfer, finished_on, trace
 
 
 def _pooled_logs(outs) -> dict:
@@ -628,6 +625,5 @@ def routed_table(table):
                                              table.arrival_s), open_ids=np.zeros(0, np.int64))
 
 
-__all__ = ["DEFAULT_CACHE_WEIGHT", "PoolTrace", "ROUTERS", "ROUTER_NAMES", "pooled_efficiency", "replica_metrics", "routed_table",
-           "simulate_cluster", "simulate_pools",
-           "simulate_replicas"]
+__all__ = ["DEFAULT_CACHE_WEIGHT", "PoolTrace", "ROUTERS", "ROUTER_NAMES", "first_steps", "pooled_efficiency",
+           "replica_metrics", "routed_table", "simulate_cluster", "simulate_pools", "simulate_replicas"]

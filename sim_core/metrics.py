@@ -103,14 +103,11 @@ def attribution_ms(result, done: np.ndarray) -> dict[str, float | None]:
 
 def deployment(scenario, resolved) -> tuple[int, float | None]:
     """(GPUs, dollars per hour at list on-demand prices; None if a GPU has no price) of the whole deployment: each
-    pool of a disaggregated one at its own GPU type and tensor-parallel degree."""
-    if resolved.pools is None:
-        gpus = scenario.engines * resolved.setup.tp
-        return gpus, deployment_cost_per_hour(resolved.setup.gpu.key, gpus)
+    pool at its own GPU type and tensor-parallel degree."""
     gpus, cost = 0, 0.0
-    for pool, engines in zip(resolved.pools, (scenario.prefill_replicas, scenario.decode_replicas), strict=True):
-        gpus += engines * pool.setup.tp
-        price = deployment_cost_per_hour(pool.setup.gpu.key, engines * pool.setup.tp)
+    for pool in resolved.deployment:
+        gpus += pool.engines * pool.setup.tp
+        price = deployment_cost_per_hour(pool.setup.gpu.key, pool.engines * pool.setup.tp)
         cost = None if price is None or cost is None else cost + price
     return gpus, cost
 

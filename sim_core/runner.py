@@ -68,9 +68,6 @@ class Resolved:
 
     scheduler: Scheduler
     preset: Preset
-    setup: Setup
-    num_blocks: int
-    swap_blocks: int
     max_model_len: int
     token_budget: int
     rate: float
@@ -79,18 +76,49 @@ class Resolved:
     slo_tpot_ms: float
     admission: str
     prefix_cache: bool
-    # Disaggregated serving: each pool's (prefill, decode) deployment; setup/num_blocks above are the prefill
-    # pool's. None for colocated engines.
-    pools: tuple[PoolSetup, PoolSetup] | None = None
+    # The deployment as a list of pools, whatever its shape: one engine is a pool of one, replicas one pool of
+    # N, disaggregated serving a prefill pool then a decode pool.
+    deployment: tuple[PoolSetup, ...] = ()
+
+    @property
+    def setup(self) -> Setup:
+        """The first pool's GPUs and model (the prefill pool's in disaggregated serving)."""
+        return self.deployment[0].setup
+
+    @property
+    def num_blocks(self) -> int:
+        """KV blocks of each engine of the first pool."""
+        return self.deployment[0].num_blocks
+
+    @property
+    def swap_blocks(self) -> int:
+        return self.deployment[0].swap_blocks
+
+    def on_pool(self, k: int) -> Resolved:
+        """The same settings with pool k first: what its engines' Config is built from."""
+        return dataclasses.replace(self, deployment=(self.deployment[k],))
+
+    @property
+    def pools(self) -> tuple[PoolSetup, PoolSetup] | None:
+        """Disaggregated serving: the (prefill, decode) pools; None for colocated engines."""
+        return self.deployment if len(self.deployment) == 2 else None
 
 
 @dataclass(frozen=True)
 class PoolSetup:
-    """One pool of a disaggregated deployment: its GPUs, and the KV pool and swap space each engine has."""
+    """A pool of alike engines: its GPUs, the KV pool and swap space each engine has, its role and its size."""
 
     setup: Setup
     num_blocks: int
     swap_blocks: int
+    role: str = "replicas"  # "replicas" (each engine serves its requests whole), "prefill" or "decode"
+    engines: int = 1
+
+    @property
+    def engine_names(self) -> list[str]:
+        """What faces call its engines: "replica 2", "prefill 0", "decode 1"."""
+        word = "replica" if self.role == "replicas" else self.role
+        return [f"{word} {k}" for k in range(self.engines)]
 
 
 def _pool_setup(s: Scenario, hardware: str, tp: int, model: str, token_budget: int, hw_field: str,
@@ -121,14 +149,13 @@ def resolve(s: Scenario) -> Resolved:
         raise SetupError(f"max_model_len must be at most {model.max_context} for {model.key} (got {max_model_len})",
                          "max_model_len")
     token_budget = s.token_budget or sched.default_token_budget or max_model_len
-    pools = None
     if s.disaggregated:
-        pools = tuple(_pool_setup(s, *s.pool_deployment(p), model.key, token_budget, f"{p}_hardware", f"{p}_tp")
-                      for p in ("prefill", "decode"))
-        setup, num_blocks, swap_blocks = pools[0].setup, pools[0].num_blocks, pools[0].swap_blocks
+        deployment = tuple(dataclasses.replace(
+            _pool_setup(s, *s.pool_deployment(p), model.key, token_budget, f"{p}_hardware", f"{p}_tp"), role=p,
+            engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
     else:
-        main = _pool_setup(s, s.hardware, s.tp, model.key, token_budget, "hardware", "tp")
-        setup, num_blocks, swap_blocks = main.setup, main.num_blocks, main.swap_blocks
+        deployment = (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model.key, token_budget, "hardware",
+                                                      "tp"), engines=s.replicas),)
     if s.adaptive_budget and not sched.chunked_prefill:
         # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.
         chunking = ", ".join(x.name for x in SCHEDULERS if x.chunked_prefill)
@@ -138,11 +165,11 @@ def resolve(s: Scenario) -> Resolved:
     if s.trace is None and s.num_requests is None and rate * s.duration > MAX_REQUESTS:
         raise ScenarioError([("duration", f"rate x duration must stay under {MAX_REQUESTS:,} requests (got "
                                           f"{rate:g}/s x {s.duration:g} s); shorten it or set num_requests")])
-    return Resolved(sched, preset, setup, num_blocks, swap_blocks, max_model_len, token_budget,
+    return Resolved(sched, preset, max_model_len, token_budget,
                     rate, s.burstiness or preset.burstiness,
                     s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms,
                     s.admission or sched.default_admission,
-                    (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching, pools)
+                    (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching, deployment)
 
 
 def class_slos(s: Scenario, r: Resolved, reqs: Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -366,78 +393,96 @@ def frame_spec(reqs: Requests, kv_frame_times=None, kv_frames: int = 0) -> Frame
     return FrameSpec(np.zeros(0), 2 * kv_frames, max(window, 1e-3) / (2 * kv_frames))
 
 
+class PoolsRun(NamedTuple):
+    """What a deployment's engines did: one merged Outcome, each engine's (pool by pool, as Resolved.deployment
+    lists them), the engine each request finished on, and for disaggregated serving the hand-overs."""
+
+    merged: Outcome
+    outs: list
+    served_by: np.ndarray
+    handover: PoolTrace | None = None
+    transfer: dict | None = None  # the KV link's figures (simulate_pools)
+
+
+def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: RequestTable,
+              frames: FrameSpec) -> PoolsRun:
+    """Run every engine of the deployment: one engine, replicas behind the router, or a prefill pool feeding a
+    decode pool (`cfgs`: each pool's Config)."""
+    pools = r.deployment
+    staleness_s = scenario.router_staleness_ms / 1e3
+    if len(pools) == 2:  # prefill pool -> decode pool
+        # Each GPU's link carries its shard of the prompt's KV; with different TP the larger shard (the pool with
+        # fewer ranks) sets the bytes per link.
+        link_bytes = max(p.setup.kv_bytes_per_token_per_gpu for p in pools)
+        merged, outs, transfer, served_by, handover = simulate_pools(
+            tuple(cfgs), table, (pools[0].engines, pools[1].engines), scenario.router, staleness_s, scenario.seed,
+            link_bytes, KV_LINKS[scenario.kv_link], scenario.router_cache_weight, frames)
+        return PoolsRun(merged, outs, served_by, handover, transfer)
+    if pools[0].engines > 1:
+        merged, outs, served_by = simulate_replicas(cfgs[0], table, pools[0].engines, scenario.router, staleness_s,
+                                                    scenario.seed, scenario.router_cache_weight, frames)
+        return PoolsRun(merged, list(outs), served_by)
+    out = engine.simulate(cfgs[0], table, frames)
+    return PoolsRun(out, [out], np.zeros(len(table.arrival_s), np.int64))
+
+
 def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None, kv_frames=0,
                       record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, max_events=DEFAULT_MAX_EVENTS,
                       debug_checks=False, cancel: np.ndarray | None = None) -> Result:
-    """Run the engine on given requests (as plain Python under NUMBA_DISABLE_JIT=1). `debug_checks` verifies every block-pool invariant after each step's scheduling (slow; for tests);
-    `cancel`, an int64 array of one element: set it to 1 from another thread to stop the run (raises Cancelled)."""
+    """Run the deployment on given requests (as plain Python under NUMBA_DISABLE_JIT=1). `debug_checks` verifies
+    every block-pool invariant after each step's scheduling (slow; for tests); `cancel`, an int64 array of one
+    element: set it to 1 from another thread to stop the run (raises Cancelled)."""
     class_slo = class_slos(scenario, r, reqs)
     if scenario.engines > 1:  # each engine logs its own steps and events: they share one engine's bounds
         max_step_records = max(CLUSTER_STEP_RECORDS, max_step_records // scenario.engines)
         max_events = max(CLUSTER_STEP_RECORDS, max_events // scenario.engines)
-    cfg = engine_config(scenario, r, class_slo, record_events=record_events, max_step_records=max_step_records,
-                        max_events=max_events, debug_checks=debug_checks, cancel=cancel)
-    table = request_table(reqs, cfg)
-    frames = frame_spec(reqs, kv_frame_times, kv_frames)
-    engines = None  # several engines: (each one's Outcome, the requests each served, each one's pool)
-    extra: dict = {}
-    engine_blocks = [r.num_blocks] * scenario.engines
-    handover = None
-    if scenario.disaggregated:
-        pool_cfgs = tuple(engine_config(scenario, dataclasses.replace(r, setup=p.setup, num_blocks=p.num_blocks,
-                                                                      swap_blocks=p.swap_blocks), class_slo,
-                                        record_events=record_events, max_step_records=max_step_records,
-                                        max_events=max_events, debug_checks=debug_checks, cancel=cfg.cancel)
-                          for p in r.pools)
-        # Each GPU's link carries its shard of the prompt's KV; with different TP the larger shard (the pool with
-        # fewer ranks) sets the bytes per link.
-        link_bytes = max(p.setup.kv_bytes_per_token_per_gpu for p in r.pools)
-        out, outs, members, pools, extra, replica_of, handover = simulate_pools(
-            pool_cfgs, table, (scenario.prefill_replicas, scenario.decode_replicas), scenario.router,
-            scenario.router_staleness_ms / 1e3, scenario.seed, link_bytes,
-            KV_LINKS[scenario.kv_link], scenario.router_cache_weight, frames)
-        engines = (outs, members, pools)
-        engine_blocks = [p.num_blocks for p, n in zip(r.pools, (scenario.prefill_replicas, scenario.decode_replicas),
-                                                       strict=True) for _ in range(n)]
-    elif scenario.replicas > 1:
-        out, outs, replica_of = simulate_replicas(cfg, table, scenario.replicas, scenario.router,
-                                                  scenario.router_staleness_ms / 1e3, scenario.seed,
-                                                  scenario.router_cache_weight, frames)
-        engines = (outs, [replica_of == e for e in range(scenario.replicas)], ["replicas"] * scenario.replicas)
-    else:
-        out = engine.simulate(cfg, table, frames)
-        replica_of = np.zeros(len(reqs), np.int64)
+    cancel = np.zeros(1, np.int64) if cancel is None else cancel
+    cfgs = [engine_config(scenario, r.on_pool(k), class_slo, record_events=record_events,
+                          max_step_records=max_step_records, max_events=max_events, debug_checks=debug_checks,
+                          cancel=cancel) for k in range(len(r.deployment))]
+    table = request_table(reqs, cfgs[0])
+    ran = run_pools(scenario, r, cfgs, table, frame_spec(reqs, kv_frame_times, kv_frames))
+    out = ran.merged
     result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),
                     class_ttft_s=class_slo[0], class_tpot_s=class_slo[1],
-                    replica_of=replica_of, **{f: getattr(out, f) for f in Outcome._fields if f != "arrival_s"})
+                    replica_of=ran.served_by, **{f: getattr(out, f) for f in Outcome._fields if f != "arrival_s"})
     unfinished = int((~result.finished & ~result.rejected).sum())
-    if unfinished and cfg.cancel[0] != 0:
+    if unfinished and cancel[0] != 0:
         raise Cancelled(f"cancelled with {unfinished} requests still in flight")
     if unfinished:
         raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
     result.metrics = summarize(result)
-    if engines is not None:
-        result.metrics.update(replica_metrics(*engines, result.metrics["duration_s"], engine_blocks))
-    if engines is not None:
-        counts: dict[str, int] = {}
-        result.engine_logs = []
-        for o, pool, blocks, first in zip(engines[0], engines[2], engine_blocks, first_steps(engines[0]),
-                                          strict=True):
-            k = counts[pool] = counts.get(pool, -1) + 1
-            result.engine_logs.append(EngineLog(f"{'replica' if pool == 'replicas' else pool} {k}", pool, o.steps,
-                                                int(o.step_stride), int(blocks), int(first), o.kv_frames,
-                                                o.kv_frame_state, o.kv_frame_s))
-        result.handover = handover
+    if len(ran.outs) > 1:
+        _add_engines(result, ran, cfgs)
+    return result
+
+
+def _add_engines(result: Result, ran: PoolsRun, cfgs: list[Config]) -> None:
+    """Several engines: each one's log (Result.engine_logs) and share of the work, and the cluster's figures that
+    one engine's metrics cannot say (pooled MBU/MFU over different GPUs, the KV link's use)."""
+    scenario, pools = result.scenario, result.resolved.deployment
+    each = [(pool, name, cfg) for pool, cfg in zip(pools, cfgs, strict=True) for name in pool.engine_names]
+    blocks = [pool.num_blocks for pool, _, _ in each]
+    if ran.handover is None:
+        members = [ran.served_by == e for e in range(len(ran.outs))]
+    else:
+        members = ([ran.handover.to_prefill == e for e in range(pools[0].engines)]
+                   + [ran.handover.to_decode == e for e in range(pools[1].engines)])
+    result.metrics.update(replica_metrics(ran.outs, members, [pool.role for pool, _, _ in each],
+                                          result.metrics["duration_s"], blocks))
+    result.engine_logs = [EngineLog(name, pool.role, o.steps, int(o.step_stride), int(pool.num_blocks), int(first),
+                                    o.kv_frames, o.kv_frame_state, o.kv_frame_s)
+                          for (pool, name, _), o, first in zip(each, ran.outs, first_steps(ran.outs), strict=True)]
+    result.handover = ran.handover
     if scenario.heterogeneous:
-        peaks = [(c.cost[PEAK_BW], c.cost[PEAK_FLOPS]) for c, n in zip(
-            pool_cfgs, (scenario.prefill_replicas, scenario.decode_replicas), strict=True) for _ in range(n)]
-        result.metrics.update(pooled_efficiency(engines[0], peaks, engine_blocks))
-    if extra:
+        peaks = [(cfg.cost[PEAK_BW], cfg.cost[PEAK_FLOPS]) for _, _, cfg in each]
+        result.metrics.update(pooled_efficiency(ran.outs, peaks, blocks))
+    if ran.transfer:
+        extra = dict(ran.transfer)
         makespan = result.metrics["duration_s"]
         link_busy = extra.pop("kv_link_busy_s")
-        extra["kv_link_utilization"] = link_busy / (makespan * scenario.prefill_replicas) if makespan > 0 else 0.0
+        extra["kv_link_utilization"] = link_busy / (makespan * pools[0].engines) if makespan > 0 else 0.0
         result.metrics.update(extra)
-    return result
 
 
 def warm_up() -> None:

@@ -430,8 +430,8 @@ def _pools_with_blocks(s: Scenario, prefill_blocks: int, decode_blocks: int):
 
     r = resolve(s)
     p, d = r.pools
-    return dataclasses.replace(r, num_blocks=prefill_blocks, pools=(dataclasses.replace(p, num_blocks=prefill_blocks),
-                                                                     dataclasses.replace(d, num_blocks=decode_blocks)))
+    return dataclasses.replace(r, deployment=(
+        dataclasses.replace(p, num_blocks=prefill_blocks), dataclasses.replace(d, num_blocks=decode_blocks)))
 
 
 def test_a_tiny_decode_pool_throttles_prefill_instead_of_queueing_on_the_decode_side():
