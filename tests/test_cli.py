@@ -13,7 +13,8 @@ import pytest
 
 import sim_core
 from app import cli
-from app.cli import commands, main, report, trace_path_for
+from app.cli import main, report, simulate, trace_path_for
+from app.cli.commands import serve
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.fields import bounds_text
 
@@ -230,7 +231,7 @@ def test_interrupt_exits_130(capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(commands, "run", interrupted)
+    monkeypatch.setattr(simulate, "run", interrupted)
     code, out, err = cli_run(capsys, ["run", "--num-requests", "5"])
     assert code == 130 and err == "interrupted\n" and "Traceback" not in err
 
@@ -324,7 +325,7 @@ def test_compare_trace_out_writes_one_file_per_scheduler(capsys, tmp_path):
 
 
 def test_sampled_step_log_warns_and_still_writes(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(commands, "run", lambda sc, **kw: sim_core.run(sc, max_step_records=32, **kw))
+    monkeypatch.setattr(simulate, "run", lambda sc, **kw: sim_core.run(sc, max_step_records=32, **kw))
     path = tmp_path / "big.json"
     code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "30", "--trace-out", path])
     assert code == 0 and "sampled" in err and err.startswith("note: ")
@@ -342,7 +343,7 @@ def test_serve_runs_uvicorn_on_the_web_app(capsys, monkeypatch):
 
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
-    monkeypatch.setattr(commands, "_web_available", lambda: True)
+    monkeypatch.setattr(serve, "_web_available", lambda: True)
     assert cli_run(capsys, ["serve", "--host", "0.0.0.0", "--port", "8123"])[0] == 0
     assert calls == [("app.web:app", {"host": "0.0.0.0", "port": 8123})]
 
@@ -428,8 +429,8 @@ def test_a_large_run_is_announced_with_its_step_estimate(capsys, monkeypatch):
             "--num-requests", "40", "--token-budget", "64"]
     code, _, err = cli_run(capsys, argv)
     assert code == 0 and "note:" not in err
-    monkeypatch.setattr(commands, "NOTE_REQUESTS", 10)
-    monkeypatch.setattr(commands, "NOTE_STEPS", 100)
+    monkeypatch.setattr(simulate, "NOTE_REQUESTS", 10)
+    monkeypatch.setattr(simulate, "NOTE_STEPS", 100)
     code, _, err = cli_run(capsys, argv)
     s = Scenario(hardware="rtx3050", workload="chat", num_requests=40, token_budget=64)
     reqs = sim_core.runner.make_requests(s, sim_core.resolve(s))
@@ -550,3 +551,4 @@ def test_a_command_that_left_a_thread_running_exits_the_normal_way():
     finally:
         stop.set()
         t.join()
+
