@@ -14,7 +14,7 @@ import pytest
 import sim_core
 from app import cli
 from app.cli import main, report, simulate, trace_path_for
-from app.cli.commands import serve
+from app.cli.commands import COMMANDS, serve
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.fields import bounds_text
 
@@ -552,3 +552,72 @@ def test_a_command_that_left_a_thread_running_exits_the_normal_way():
         stop.set()
         t.join()
 
+
+# ----- one module per subcommand -----
+def test_every_command_module_is_registered_in_order():
+    """app/cli/commands/ holds one module per subcommand and COMMANDS lists them: a module left out of the list
+    (or a name without its module) fails here, and the parser offers exactly the listed commands, in that order."""
+    import argparse
+    import pkgutil
+
+    from app.cli import commands, dispatch
+
+    on_disk = {m.name for m in pkgutil.iter_modules(commands.__path__)}
+    assert on_disk == set(commands.COMMANDS) and len(commands.COMMANDS) == len(on_disk)
+    modules = commands.load()
+    for name, module in zip(commands.COMMANDS, modules, strict=True):
+        assert module.NAME == name.replace("_", "-"), module.__name__
+        assert module.HELP and callable(module.add_arguments) and callable(module.handle), module.__name__
+    sub = next(a for a in dispatch.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == [m.NAME for m in modules]
+
+
+@pytest.mark.parametrize("name", [n.replace("_", "-") for n in COMMANDS])
+def test_each_command_has_its_help(capsys, name):
+    import re
+
+    from app.cli import commands
+
+    module = next(m for m in commands.load() if m.NAME == name)
+    code, out, err = cli_run(capsys, [name, "--help"])
+    assert code == 0 and not err
+    assert out.startswith(f"usage: sched-sim {name} ") and " ".join(module.HELP.split()) in " ".join(out.split())
+    code, out, _ = cli_run(capsys, ["--help"])
+    assert code == 0 and re.search(rf"^    {re.escape(name)}(\s|$)", out, re.M), out
+
+
+def test_the_old_path_of_the_validate_tables_still_imports():
+    """Scripts import validate_markdown from app.cli.report, its home before the commands had modules."""
+    from app.cli import report as old_home
+    from app.cli.commands import validate
+
+    assert old_home.validate_markdown is validate.validate_markdown
+    assert old_home.validate_doc is validate.validate_doc
+    with pytest.raises(AttributeError):
+        old_home.no_such_name  # noqa: B018
+
+
+def test_nothing_outside_the_cli_imports_it():
+    """The web and shared modules do not reach into app.cli (what both faces need lives in app/, e.g.
+    app/plan_report.py); only the console script (pyproject.toml) and the tests import it."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for path in sorted((root / "app").rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[:2] == ("app", "cli"):
+            continue
+        package = list(rel.with_suffix("").parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                names = [".".join(base + ([node.module] if node.module else []))]
+                if names == ["app"]:  # `from . import cli`
+                    names = [f"app.{a.name}" for a in node.names]
+            else:
+                continue
+            offenders += [f"{rel}: {n}" for n in names if n == "app.cli" or n.startswith("app.cli.")]
+    assert not offenders, offenders
