@@ -13,7 +13,8 @@ import pytest
 
 import sim_core
 from app import cli
-from app.cli import commands, main, report, trace_path_for
+from app.cli import main, report, simulate, trace_path_for
+from app.cli.commands import COMMANDS, serve
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.fields import bounds_text
 
@@ -230,7 +231,7 @@ def test_interrupt_exits_130(capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(commands, "run", interrupted)
+    monkeypatch.setattr(simulate, "run", interrupted)
     code, out, err = cli_run(capsys, ["run", "--num-requests", "5"])
     assert code == 130 and err == "interrupted\n" and "Traceback" not in err
 
@@ -324,7 +325,7 @@ def test_compare_trace_out_writes_one_file_per_scheduler(capsys, tmp_path):
 
 
 def test_sampled_step_log_warns_and_still_writes(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(commands, "run", lambda sc, **kw: sim_core.run(sc, max_step_records=32, **kw))
+    monkeypatch.setattr(simulate, "run", lambda sc, **kw: sim_core.run(sc, max_step_records=32, **kw))
     path = tmp_path / "big.json"
     code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "30", "--trace-out", path])
     assert code == 0 and "sampled" in err and err.startswith("note: ")
@@ -342,7 +343,7 @@ def test_serve_runs_uvicorn_on_the_web_app(capsys, monkeypatch):
 
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
-    monkeypatch.setattr(commands, "_web_available", lambda: True)
+    monkeypatch.setattr(serve, "_web_available", lambda: True)
     assert cli_run(capsys, ["serve", "--host", "0.0.0.0", "--port", "8123"])[0] == 0
     assert calls == [("app.web:app", {"host": "0.0.0.0", "port": 8123})]
 
@@ -428,8 +429,8 @@ def test_a_large_run_is_announced_with_its_step_estimate(capsys, monkeypatch):
             "--num-requests", "40", "--token-budget", "64"]
     code, _, err = cli_run(capsys, argv)
     assert code == 0 and "note:" not in err
-    monkeypatch.setattr(commands, "NOTE_REQUESTS", 10)
-    monkeypatch.setattr(commands, "NOTE_STEPS", 100)
+    monkeypatch.setattr(simulate, "NOTE_REQUESTS", 10)
+    monkeypatch.setattr(simulate, "NOTE_STEPS", 100)
     code, _, err = cli_run(capsys, argv)
     s = Scenario(hardware="rtx3050", workload="chat", num_requests=40, token_budget=64)
     reqs = sim_core.runner.make_requests(s, sim_core.resolve(s))
@@ -550,3 +551,73 @@ def test_a_command_that_left_a_thread_running_exits_the_normal_way():
     finally:
         stop.set()
         t.join()
+
+
+# ----- one module per subcommand -----
+def test_every_command_module_is_registered_in_order():
+    """app/cli/commands/ holds one module per subcommand and COMMANDS lists them: a module left out of the list
+    (or a name without its module) fails here, and the parser offers exactly the listed commands, in that order."""
+    import argparse
+    import pkgutil
+
+    from app.cli import commands, dispatch
+
+    on_disk = {m.name for m in pkgutil.iter_modules(commands.__path__)}
+    assert on_disk == set(commands.COMMANDS) and len(commands.COMMANDS) == len(on_disk)
+    modules = commands.load()
+    for name, module in zip(commands.COMMANDS, modules, strict=True):
+        assert module.NAME == name.replace("_", "-"), module.__name__
+        assert module.HELP and callable(module.add_arguments) and callable(module.handle), module.__name__
+    sub = next(a for a in dispatch.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == [m.NAME for m in modules]
+
+
+@pytest.mark.parametrize("name", [n.replace("_", "-") for n in COMMANDS])
+def test_each_command_has_its_help(capsys, name):
+    import re
+
+    from app.cli import commands
+
+    module = next(m for m in commands.load() if m.NAME == name)
+    code, out, err = cli_run(capsys, [name, "--help"])
+    assert code == 0 and not err
+    assert out.startswith(f"usage: sched-sim {name} ") and " ".join(module.HELP.split()) in " ".join(out.split())
+    code, out, _ = cli_run(capsys, ["--help"])
+    assert code == 0 and re.search(rf"^    {re.escape(name)}(\s|$)", out, re.M), out
+
+
+def test_the_old_path_of_the_validate_tables_still_imports():
+    """Scripts import validate_markdown from app.cli.report, its home before the commands had modules."""
+    from app.cli import report as old_home
+    from app.cli.commands import validate
+
+    assert old_home.validate_markdown is validate.validate_markdown
+    assert old_home.validate_doc is validate.validate_doc
+    with pytest.raises(AttributeError):
+        old_home.no_such_name  # noqa: B018
+
+
+def test_nothing_outside_the_cli_imports_it():
+    """The web and shared modules do not reach into app.cli (what both faces need lives in app/, e.g.
+    app/plan_report.py); only the console script (pyproject.toml) and the tests import it."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for path in sorted((root / "app").rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[:2] == ("app", "cli"):
+            continue
+        package = list(rel.with_suffix("").parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                names = [".".join(base + ([node.module] if node.module else []))]
+                if names == ["app"]:  # `from . import cli`
+                    names = [f"app.{a.name}" for a in node.names]
+            else:
+                continue
+            offenders += [f"{rel}: {n}" for n in names if n == "app.cli" or n.startswith("app.cli.")]
+    assert not offenders, offenders

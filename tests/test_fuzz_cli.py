@@ -22,14 +22,14 @@ import sim_core.capacity
 import sim_core.executor
 import sim_core.planner
 import sim_core.sweep
-from app.cli import commands, main
+from app.cli import dispatch, main, simulate
 
 EXAMPLES = int(os.environ.get("FUZZ_CLI_EXAMPLES", "150"))
 COMMANDS = ("run", "compare", "sweep", "capacity", "plan", "list")  # `serve` starts a server; tests/test_cli.py covers its flags
 
 
 def _flags_of(command: str) -> list[str]:
-    parser = commands.build_parser()
+    parser = dispatch.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return [s for a in sub.choices[command]._actions for s in a.option_strings if s.startswith("--")]
 
@@ -66,14 +66,14 @@ def _small(scenario):
 
 @pytest.fixture
 def bounded_cli(monkeypatch, tmp_path):
-    real_run, real_run_seeds, real_sweep = commands.run, commands.run_seeds, sim_core.sweep.sweep
-    monkeypatch.setattr(commands, "run", lambda sc, **kw: real_run(_small(sc), **kw))
-    monkeypatch.setattr(commands, "run_seeds", lambda sc, **kw: real_run_seeds(_small(sc), **kw))
+    real_run, real_run_seeds, real_sweep = simulate.run, simulate.run_seeds, sim_core.sweep.sweep
+    monkeypatch.setattr(simulate, "run", lambda sc, **kw: real_run(_small(sc), **kw))
+    monkeypatch.setattr(simulate, "run_seeds", lambda sc, **kw: real_run_seeds(_small(sc), **kw))
     monkeypatch.setattr(sim_core.capacity, "run", lambda sc, **kw: real_run(_small(sc), **kw))
     monkeypatch.setattr(sim_core.planner, "run", lambda sc, **kw: real_run(_small(sc), **kw))
     monkeypatch.setattr(sim_core.sweep, "sweep", lambda sc, names, rates, **kw: real_sweep(
         _small(sc), names, list(rates)[:3], **{**kw, "workers": 1}))
-    monkeypatch.setattr(commands, "NOTE_REQUESTS", float("inf"))  # the note generates the whole workload
+    monkeypatch.setattr(simulate, "NOTE_REQUESTS", float("inf"))  # the note generates the whole workload
     # Any --executor runs here, in this process: the fuzzing is about the flags (tests/test_executor.py runs Ray).
     monkeypatch.setattr(sim_core.executor, "make_executor", lambda kind, **kw: sim_core.executor.LocalExecutor(1))
     monkeypatch.chdir(tmp_path)

@@ -6,11 +6,13 @@
     sched-sim serve [--host 127.0.0.1] [--port 8000]
     sched-sim list [--json]
 
-`flags` generates the scenario flags from `sim_core.Scenario`'s fields (`token_budget` -> `--token-budget`, help
-from the field's description and bounds), parsed as strings and validated by `sim_core.parse_scenario`, so the
-command line, the dashboard's URLs and the JSON API accept exactly the same things. `report` prints tables and
-JSON (the metrics tables from `sim_core.metric_catalog`); `commands` holds the commands and `main`. User errors
-exit with status 2 and one line on stderr naming the flag; an interrupt exits with 130.
+`commands/` holds one module per subcommand (its flags, its handler, what only it prints); `dispatch` builds the
+parser from them and holds `main`. `flags` generates the scenario flags from `sim_core.Scenario`'s fields
+(`token_budget` -> `--token-budget`, help from the field's description and bounds), parsed as strings and
+validated by `sim_core.parse_scenario`, so the command line, the dashboard's URLs and the JSON API accept exactly
+the same things. `report` prints what several commands print (JSON, tables, the set-up); `results` run's and
+compare's metrics tables; `simulate` runs them. User errors exit with status 2 and one line on stderr naming the
+flag; an interrupt exits with 130.
 """
 
 import gc
@@ -26,14 +28,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 _collecting = gc.isenabled()
 gc.disable()
 try:
-    from .commands import build_parser, main
+    from .dispatch import build_parser, main
     from .flags import flag_name
-    from .report import trace_path_for
+    from .results import trace_path_for
 finally:
     gc.freeze()
     if _collecting:
         gc.enable()
-
 
 
 def entry() -> None:

@@ -1,5 +1,6 @@
 """Command-line flags: the scenario flags generated from `sim_core.Scenario`'s fields, the parsers of the other
-flags, and the one-line texts of user errors, each naming the flag it is about.
+flags, the flags several commands share (schedulers, executor), and the one-line texts of user errors, each
+naming the flag it is about. A command's own flags are in its module (app/cli/commands/).
 
 A scenario flag is parsed as a string and validated by `sim_core.parse_scenario`, so the command line, the
 dashboard's URLs and the JSON API accept exactly the same things; its help, and the bounds in its error messages,
@@ -203,6 +204,56 @@ def scheduler_list(text: str) -> list[str]:
     if dup:
         raise argparse.ArgumentTypeError(f"{', '.join(dup)} given more than once")
     return names
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Flags several commands share: the schedulers (compare, sweep), where simulations run (sweep, capacity, plan)
+# ---------------------------------------------------------------------------------------------------------
+DEFAULT_SLO_TARGET = 0.9  # the SLO attainment a sweep's knee and a capacity search keep
+
+
+def add_schedulers_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--schedulers", "--scheduler", type=scheduler_list, default=None,
+                   metavar="A,B,...", help=f"comma-separated schedulers (default: those --scenario names, else all: {','.join(SCHEDULER_NAMES)})")
+
+
+def chosen_schedulers(args: argparse.Namespace) -> list[str]:
+    """--schedulers, else the ones --scenario names (its schedulers, or its scheduler), else every scheduler."""
+    if args.schedulers:
+        return args.schedulers
+    if getattr(args, "scenario_query", None):
+        fields, schedulers = query_scenario(args.scenario_query)
+        if schedulers or "scheduler" in fields:
+            try:
+                return scheduler_list(",".join(schedulers or [fields["scheduler"]]))
+            except argparse.ArgumentTypeError as e:
+                raise UsageError(f"--scenario: schedulers {e}") from None
+    return list(SCHEDULER_NAMES)
+
+
+def add_executor_flags(p: argparse.ArgumentParser) -> None:
+    from sim_core.executor import EXECUTORS
+
+    g = p.add_argument_group("executor", "where the simulations run")
+    g.add_argument("--executor", choices=EXECUTORS, default="local",
+                   help="local: this machine's processes (default); ray: a Ray cluster (pip install 'sched-sim[ray]')")
+    g.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="with --executor ray: the cluster to join ('auto' for the one `ray start` made on this node, "
+                        "ray://HOST:10001 for a remote head); default: start a local one")
+    g.add_argument("--workers", type=workers, default=None, metavar="N",
+                   help="worker processes (local), or CPUs of the local Ray cluster (default: one per CPU core)")
+
+
+def executor(args: argparse.Namespace):
+    """The executor the executor flags name (sim_core.executor), as a context manager."""
+    from sim_core.executor import ExecutorError, make_executor
+
+    if args.ray_address and args.executor != "ray":
+        raise UsageError("--ray-address: only with --executor ray")
+    try:
+        return make_executor(args.executor, workers=args.workers, address=args.ray_address)
+    except ExecutorError as e:
+        raise UsageError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,67 @@
+"""`sched-sim capacity`: the highest arrival rate a deployment serves within its SLOs, per seed and over seeds."""
+
+from __future__ import annotations
+
+import argparse
+
+from sim_core import Scenario, resolve
+from sim_core.scenario import MIN_RATE
+
+from ..flags import (
+    DEFAULT_SLO_TARGET,
+    add_executor_flags,
+    add_scenario_flags,
+    build_scenario,
+    executor,
+    fraction,
+)
+from ..report import g, pct, print_json, print_lines, scenario_doc, setup_lines
+from ..simulate import check_setup, trace_rate
+
+NAME = "capacity"
+HELP = "the highest arrival rate a deployment serves within its SLOs, over seeds"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
+                   help=f"SLO attainment to keep, 0-1 (default: {DEFAULT_SLO_TARGET})")
+    p.add_argument("--tolerance", type=fraction, default=0.03, metavar="FRACTION",
+                   help="stop when the rate is known within this fraction (default: 0.03)")
+    add_executor_flags(p)
+    add_scenario_flags(p)
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from sim_core.capacity import capacity
+
+    base = trace_rate(build_scenario(args), "a capacity search")
+    check_setup(base)
+    with executor(args) as ex:
+        cap = capacity(base, args.target, args.tolerance, executor=ex)
+    seeds = [base.seed + k for k in range(base.seeds)]
+    if args.json:
+        print_json({"scenario": scenario_doc(base, ("rate", "seeds")), "target_attainment": args.target,
+                    "max_rate": {"mean": cap.mean, "ci95": list(cap.ci95) if cap.ci95 else None,
+                                 "per_seed": cap.per_seed, "seeds": seeds}, "simulations": cap.runs})
+    else:
+        print_lines(capacity_lines(base, cap, seeds, args.target, args.tolerance))
+    return 0
+
+
+def capacity_lines(base: Scenario, cap, seeds: list[int], target: float, tolerance: float) -> list[str]:
+    """The set-up, then the capacity (mean, interval, per seed) or the seeds that meet the target at no rate."""
+    r = resolve(base)
+    lines = setup_lines(base, {base.scheduler: r}, None, "searched")
+    lines.append("")
+    if cap.mean is None:
+        lines.append(f"No rate down to {MIN_RATE:g} req/s meets {pct(target)}% SLO attainment "
+                     f"(TTFT <= {g(r.slo_ttft_ms)} ms, TPOT <= {g(r.slo_tpot_ms)} ms) with seed(s) "
+                     f"{', '.join(str(s) for s, v in zip(seeds, cap.per_seed, strict=True) if v is None)}.")
+    else:
+        interval = f" (95% CI {g(cap.ci95[0])} - {g(cap.ci95[1])})" if cap.ci95 else ""
+        lines.append(f"Capacity: {g(cap.mean)} req/s{interval} at >= {pct(target)}% SLO "
+                     f"attainment (TTFT <= {g(r.slo_ttft_ms)} ms, TPOT <= {g(r.slo_tpot_ms)} ms)")
+        lines.append("  per seed: " + ", ".join(f"seed {s}: {g(v)}" for s, v in zip(seeds, cap.per_seed, strict=True)))
+    lines.append(f"  {cap.runs} simulations, rates bracketed then bisected to within {pct(tolerance)}%")
+    return lines

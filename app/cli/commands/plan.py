@@ -1,0 +1,101 @@
+"""`sched-sim plan`: the cheapest deployments (GPU, TP, scheduler, replicas) that meet the SLOs at a rate, one row
+each, cheapest first. Its JSON document and deployment names are the dashboard's Plan tab's too
+(app/plan_report.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from sim_core import Scenario, ScenarioError, resolve
+
+from ...plan_report import deployment_text, plan_doc
+from ..flags import UsageError, add_executor_flags, add_scenario_flags, build_scenario, executor, flag_name
+from ..report import Progress, columns, fmt, g, pct, print_json, print_lines
+from ..simulate import trace_rate
+
+NAME = "plan"
+HELP = "the cheapest deployments (GPU, TP, scheduler, replicas) that meet the SLOs at a rate"
+
+PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "decode_replicas")  # the search sets them
+
+
+PLAN_INPUT_FLAGS = {"gpus": "gpus", "tp": "tp", "schedulers": "schedulers", "token_budgets": "token_budgets",
+                    "topologies": "topologies", "max_gpus": "max_gpus", "attainment": "attainment"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    _add_plan_flags(p)
+    add_executor_flags(p)
+    add_scenario_flags(p, exclude=PLAN_FIXED)
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+
+
+def _add_plan_flags(p: argparse.ArgumentParser) -> None:
+    """The search space's flags, one per sim_core.plan_space.PlanInputs field (its help and bounds come from there)."""
+    from sim_core.plan_space import LIST_INPUTS, PlanInputs
+
+    group = p.add_argument_group("search space", "what a plan may choose from; lists are comma-separated")
+    for name, info in PlanInputs.model_fields.items():
+        default = info.default
+        shown = ",".join(str(v) for v in default) if isinstance(default, tuple) else f"{default:g}"
+        flags = [flag_name(name)] + (["--scheduler"] if name == "schedulers" else [])
+        group.add_argument(*flags, dest=f"plan__{name}", default=None,
+                           metavar="A,B" if name in LIST_INPUTS else name.upper(),
+                           help=f"{info.description} (default: {shown or 'none'})".replace("%", "%%"))
+
+
+def _plan_inputs(args: argparse.Namespace):
+    """The plan flags through sim_core.plan_space (the dashboard's Plan form and /api/plan parse the same way)."""
+    from sim_core.plan_space import parse_plan_inputs
+
+    try:
+        return parse_plan_inputs({name: getattr(args, f"plan__{name}") for name in PLAN_INPUT_FLAGS})
+    except ScenarioError as e:
+        raise UsageError("; ".join(f"{flag_name(f)}: {m}" for f, m in e.problems)) from None
+
+
+def handle(args: argparse.Namespace) -> int:
+    from sim_core.planner import no_plan_text, plan
+
+    inputs = _plan_inputs(args)
+    base = build_scenario(args)
+    if base.model is None:
+        raise UsageError("--model: a plan compares GPUs serving one model; name it (sched-sim list shows them)")
+    base = trace_rate(base, "a plan")
+    rate = base.rate or resolve(base).rate
+    progress = Progress(inputs.candidates() * base.seeds * 3)
+    with executor(args) as ex:
+        result = plan(base, rate, inputs.space(), target=inputs.attainment, executor=ex,
+                      on_progress=progress.update)
+    no_plan = None if result.plans else no_plan_text(result, base.model, inputs.max_gpus, inputs.attainment)
+    if args.json:
+        print_json({**plan_doc(rate, inputs.attainment, result), **({"no_plan": no_plan} if no_plan else {})})
+    else:
+        print_lines(plan_lines(base, rate, inputs.attainment, result))
+    if no_plan:
+        raise UsageError(f"no plan: {no_plan}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The plan's text: one row per deployment, cheapest first, then the candidates ruled out
+# ---------------------------------------------------------------------------------------------------------
+def plan_lines(base: Scenario, rate: float, target: float, result) -> list[str]:
+    head = ["", "deployment", "GPUs", "$/h", "$/M out tok", "P99 TTFT ms", "P99 TPOT ms", "SLO att. %",
+            "per replica req/s"]
+    rows = []
+    for p in result.plans:
+        s, m = p.scenario, p.metrics
+        rows.append(["*" if p.pareto else "", deployment_text(s), str(p.gpus),
+                     fmt(p.cost_per_hour), fmt(p.cost_per_mtok), fmt(m["ttft_ms"]["p99"]), fmt(m["tpot_ms"]["p99"]),
+                     pct(m["slo_attainment"]), fmt(p.replica_capacity)])
+    traffic = f"trace {base.trace} (its gaps scaled)" if base.trace else base.workload
+    out = [f"Plans for {base.model} on {traffic} at {g(rate)} req/s, >= {pct(target)}% SLO attainment "
+           f"({len(result.plans)} found, {result.simulations} simulations; * = Pareto front of cost and P99 TTFT)"]
+    out += columns(head + [""], [r + [""] for r in rows], right=set(range(2, len(head)))) if rows else [
+        "  no deployment meets the SLO within the limits"]
+    for i in result.infeasible:
+        budget = f" budget {i.token_budget}" if i.token_budget else ""
+        topo = f" P:D {i.topology}" if i.topology != "colocated" else ""
+        out.append(f"  not {i.hardware} tp{i.tp} {i.scheduler}{budget}{topo}: {i.reason}")
+    return out

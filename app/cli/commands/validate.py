@@ -1,0 +1,96 @@
+"""`sched-sim validate`: predict every row of the validation set (public kernel, step and serving measurements)
+and print the errors per group and per row, as tables, JSON, or the README's Markdown (`--markdown`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sim_core.quoting import quote
+
+from ..flags import UsageError
+from ..report import columns, print_json, print_lines
+
+NAME = "validate"
+HELP = ("predict every row of the validation set (public kernel, step and serving measurements) and print the "
+        "errors, per row and per group")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dir", metavar="DIR", help="directory of kernels.csv, steps.csv, serving.csv, tp_fp8.csv "
+                                                "(default: the repository's validation/)")
+    p.add_argument("--quick", action="store_true", help="skip the rows that need a simulated benchmark run")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    out.add_argument("--markdown", action="store_true", help="print Markdown tables (the README's)")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from sim_core import validation
+
+    directory = Path(args.dir) if args.dir else validation.VALIDATION_DIR
+    if not directory.is_dir():
+        raise UsageError(f"--dir: no such directory {quote(str(directory))}")
+    rows = validation.checks(directory, simulate=not args.quick)
+    doc = validate_doc(rows, validation.summary(rows), validation.speedups(rows))
+    if args.json:
+        print_json(doc)
+    elif args.markdown:
+        print_lines(validate_markdown(doc))
+    else:
+        print_lines(validate_lines(doc))
+    return 0
+
+
+def _err(value) -> str:
+    return "skipped" if value is None else f"{value * 100:+.1f}%"
+
+
+def _abs_pct(value) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def validate_doc(rows, summary: dict, speedups: list[dict]) -> dict:
+    return {"summary": summary, "speedups": speedups,
+            "rows": [{"group": c.group, "source": c.source, "what": c.what, "reference": c.reference,
+                      "predicted": c.predicted, "unit": c.unit, "error": c.error, "note": c.note} for c in rows]}
+
+
+def validate_lines(doc: dict) -> list[str]:
+    lines = ["Cost model against validation/*.csv (validation/SOURCES.md says what each row measured)", ""]
+    lines += ["  " + x for x in columns(
+        ["group", "rows", "skipped", "median |error|", "worst |error|"],
+        [[g, str(s["rows"]), str(s["skipped"]), _abs_pct(s["median_abs_error"]), _abs_pct(s["worst_abs_error"])]
+         for g, s in doc["summary"].items()], right={1, 2, 3, 4})]
+    lines += ["", "Speed-ups (tp/fp8 rows over their baseline)"]
+    lines += ["  " + x for x in columns(
+        ["variant", "vs", "measured", "predicted", "series"],
+        [[s["variant"], s["baseline"], f"{s['measured']:.2f}x", f"{s['predicted']:.2f}x", s["series"]]
+         for s in doc["speedups"]], right={2, 3})]
+    lines += ["", "Rows"]
+    lines += ["  " + x for x in columns(
+        ["group", "reference", "predicted", "unit", "error", "row (note)"],
+        [[r["group"], f"{r['reference']:.4g}", "-" if r["predicted"] is None else f"{r['predicted']:.4g}",
+          r["unit"], _err(r["error"]), r["what"] + (f" ({r['note']})" if r["note"] else "")]
+         for r in doc["rows"]], right={1, 2, 4}, wrap_last=100)]
+    return lines
+
+
+def validate_markdown(doc: dict) -> list[str]:
+    """The same tables in Markdown, for the README."""
+    def md(s: str) -> str:
+        return s.replace("|", "\\|")
+
+    lines = ["| group | rows | skipped | median abs. error | worst abs. error |", "|---|--:|--:|--:|--:|"]
+    lines += [f"| {g} | {s['rows']} | {s['skipped']} | {_abs_pct(s['median_abs_error'])} | "
+              f"{_abs_pct(s['worst_abs_error'])} |" for g, s in doc["summary"].items()]
+    lines += ["", "| series | variant | vs | measured | predicted |", "|---|---|---|--:|--:|"]
+    lines += [f"| {md(s['series'])} | {md(s['variant'])} | {md(s['baseline'])} | {s['measured']:.2f}x | "
+              f"{s['predicted']:.2f}x |" for s in doc["speedups"]]
+    lines += ["", "<details><summary>Every row</summary>", "",
+              "| group | row | reference | predicted | unit | error | note |", "|---|---|--:|--:|---|--:|---|"]
+    lines += [f"| {r['group']} | {md(r['what'])} | {r['reference']:.4g} | "
+              f"{'-' if r['predicted'] is None else format(r['predicted'], '.4g')} | {md(r['unit'])} | "
+              f"{_err(r['error'])} | {md(r['note'])} |" for r in doc["rows"]]
+    lines += ["", "</details>"]
+    return lines

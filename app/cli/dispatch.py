@@ -1,0 +1,92 @@
+"""The `sched-sim` parser and `main`: one subparser per module app.cli.commands lists (its NAME, HELP,
+add_arguments, handle), and the mapping of what a command raises to one line on stderr and an exit status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from sim_core import ScenarioError, SetupError, SimulationError, TraceError
+
+from . import commands
+from .flags import Parser, UsageError, scenario_error_text, setup_error_text, trace_error_text
+from .report import EXIT_INTERNAL, EXIT_INTERRUPTED, error
+
+PROG = "sched-sim"
+# Imported with the package (app/cli/__init__.py freezes what the imports built out of garbage collection).
+COMMAND_MODULES = commands.load()
+
+
+class _VersionAction(argparse.Action):
+    """--version, reading the installed version only when asked (importlib.metadata parses package metadata)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {_version()}")  # on stdout, as argparse's own version action prints it
+        parser.exit()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; with `only` (the command a command line names), the flags of that command only:
+    some read a model's fields off modules the run does not otherwise import (plan, step-time, calibrate), and a
+    `run` need not import the planner, the step-time model and the calibrator to parse its flags. (argparse reads
+    only the named command's subparser, so the others' flags are never consulted.)"""
+    parser = Parser(prog=PROG, allow_abbrev=False,
+                    description="Simulate LLM-serving schedulers: latency, throughput and goodput of a policy on "
+                                "a GPU, model and workload. 'sched-sim list' shows the valid names and what each "
+                                "metric measures.")
+    parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMAND_MODULES:
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP, allow_abbrev=False)
+        if only is None or only == module.NAME:
+            module.add_arguments(p)
+        p.set_defaults(func=module.handle)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("sched-sim")
+    except Exception:  # not installed (running from a source tree)
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = None
+    try:
+        words = sys.argv[1:] if argv is None else [str(a) for a in argv]
+        args = build_parser(only=next((w for w in words if not w.startswith("-")), None)).parse_args(argv)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the handlers below, not at exit
+        return code
+    except UsageError as e:
+        return error(str(e))
+    except ScenarioError as e:
+        return error(scenario_error_text(e))
+    except SetupError as e:
+        return error(setup_error_text(e))
+    except TraceError as e:
+        path = getattr(args, "scenario__trace", None) if args is not None else None
+        return error(trace_error_text(e, path))
+    except BrokenPipeError:  # e.g. `sched-sim list | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_INTERNAL
+    except OSError as e:  # a file the scenario names could not be read
+        trace = getattr(args, "scenario__trace", None) if args is not None else None
+        if trace is not None and e.filename is not None and str(e.filename) == str(trace):
+            return error(f"--trace {trace}: cannot read it: {e.strerror}")
+        return error(f"{e.filename or ''}: {e.strerror or e}", EXIT_INTERNAL)
+    except SimulationError as e:
+        return error(f"internal error in the simulator (please report it with the command line): {e}", EXIT_INTERNAL)
+    except SystemExit as e:  # --help / --version
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else error(str(e.code)))
+    except KeyboardInterrupt:
+        print(("\n" if sys.stderr.isatty() else "") + "interrupted", file=sys.stderr)  # after a progress bar
+        return EXIT_INTERRUPTED

@@ -1,0 +1,175 @@
+"""What `run` and `compare` print: one JSON document, or the set-up and the metrics side by side (a column per
+scheduler), each cluster run's per-replica table, and the Perfetto trace files `--trace-out` writes.
+
+The metrics tables render from `sim_core.metric_catalog` (names, units, which rows), the same catalogue the
+dashboard's table and `/docs` render; this module only formats the values.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sim_core import Scenario
+from sim_core.metric_catalog import table_sections
+from sim_core.validity import run_warnings
+
+from .flags import UsageError
+from .report import (
+    columns,
+    fmt,
+    g,
+    label,
+    mean_cell,
+    pct,
+    print_json,
+    print_lines,
+    scenario_doc,
+    setup_lines,
+)
+
+
+def resolved_doc(resolved) -> dict:
+    s = resolved.setup
+    return {"gpu": s.gpu.key, "model": s.model.key, "quantization": s.quantization, "tp": s.tp,
+            "kv_blocks": resolved.num_blocks, "block_size": s.block_size, "token_budget": resolved.token_budget,
+            "max_seqs": s.max_num_seqs, "max_model_len": resolved.max_model_len, "rate": resolved.rate,
+            "burstiness": resolved.burstiness, "slo_ttft_ms": resolved.slo_ttft_ms,
+            "slo_tpot_ms": resolved.slo_tpot_ms, "admission": getattr(resolved, "admission", None),
+            "prefix_cache": getattr(resolved, "prefix_cache", None)}
+
+
+def _slo_note(slo: dict) -> str:
+    return f"TTFT<={g(slo['ttft_ms'])}ms & TPOT<={g(slo['tpot_ms'])}ms"
+
+
+def _label_notes(runs: list[dict]) -> dict[str, str]:
+    """What the labels add for a text reader: the SLOs goodput (and each class's attainment) counted against."""
+    slo = runs[0]["slo"]
+    goodput = _slo_note(slo)
+    if slo.get("by_class"):
+        goodput = "each class's SLOs, tightest " + goodput
+    if slo.get("transport_overhead_ms"):
+        goodput += f", incl. {g(slo['transport_overhead_ms'])}ms transport"
+    notes = {"goodput": goodput}
+    if slo.get("by_class"):
+        for name, c in (runs[0].get("per_class") or {}).items():
+            notes[f"per_class.{name}.slo_attainment"] = _slo_note(c["slo"])
+    return notes
+
+
+def metric_rows(metrics: dict[str, dict], ci95: dict[str, dict] | None = None) -> list[tuple[str, list[str]] | str]:
+    """The catalogue's table for these runs: (label, one cell per scheduler) rows under section headings (plain
+    strings). With `ci95` (runs over several seeds), each mean is followed by its 95% interval's half-width."""
+    runs = list(metrics.values())
+    intervals = list((ci95 or {}).values()) or [{} for _ in runs]
+    notes = _label_notes(runs)
+    rows: list[tuple[str, list[str]] | str] = []
+    for section in table_sections(runs):
+        rows.append(section.title)
+        rows += [(label(r.metric, notes.get(r.metric.key)),
+                  [mean_cell(v, _dig(ci, r.metric.key), r.metric.kind) for v, ci in zip(r.values, intervals, strict=True)])
+                 for r in section.rows]
+    return rows
+
+
+def _dig(doc: dict, dotted: str):
+    for part in dotted.split("."):
+        if not isinstance(doc, dict) or part not in doc:
+            return None
+        doc = doc[part]
+    return doc
+
+
+def table(title: str, names: list[str], rows: list, label_width: int | None = None) -> list[str]:
+    """Label rows with a column per name, under section headings (the plain strings in `rows`)."""
+    label_w = label_width or max(len(r[0]) for r in rows if isinstance(r, tuple))
+    widths = [max(len(c), *(len(r[1][k]) for r in rows if isinstance(r, tuple))) for k, c in enumerate(names)]
+    total = label_w + sum(w + 2 for w in widths)
+    out = [f" {title} ".center(total, "="), " " * label_w + "".join(f"  {c:>{w}}" for c, w in zip(names, widths, strict=True))]
+    for r in rows:
+        if isinstance(r, str):
+            out.append(f" {r} ".center(total, "-"))
+        else:
+            out.append(f"{r[0]:<{label_w}}" + "".join(f"  {v:>{w}}" for v, w in zip(r[1], widths, strict=True)))
+    out.append("=" * total)
+    return out
+
+
+def print_results(args, base: Scenario, results: dict, drop: tuple[str, ...]) -> None:
+    """`run` and `compare`: one JSON document, or the set-up and the metrics side by side."""
+    if args.json:
+        print_json({"scenario": scenario_doc(base, drop),
+                    "schedulers": {s: _scheduler_doc(r) for s, r in results.items()}})
+        return
+    first = next(iter(results.values()))
+    lines = setup_lines(base, {s: r.resolved for s, r in results.items()}, len(first.requests))
+    lines.append("")
+    seeds = getattr(first, "seeds", None)
+    title = "Serving Benchmark Result" + (f", mean ± 95% CI over {len(seeds)} seeds" if seeds else "")
+    cis = {s: r.ci95 for s, r in results.items()} if seeds else None
+    lines += table(title, list(results), metric_rows({s: r.metrics for s, r in results.items()}, cis))
+    for s, r in results.items():
+        if "replicas" in r.metrics:
+            lines += ["", *replica_lines(s, r.metrics)]
+    warned = {s: run_warnings(r) for s, r in results.items()}
+    for w in dict.fromkeys(w for ws in warned.values() for w in ws):
+        who = [s for s, ws in warned.items() if w in ws]
+        lines.append(f"warning: {w}" + (f" [{', '.join(who)}]" if len(results) > 1 and len(who) < len(results) else ""))
+    print_lines(lines)
+
+
+REPLICA_COLUMNS = (("requests", "requests"), ("completed", "completed"), ("served tokens", "served_tokens"),
+                   ("GPU busy %", "gpu_busy_fraction"), ("KV used % (mean)", "kv_cache_usage_mean"),
+                   ("waiting peak", "waiting_peak"), ("preemptions", "preemptions"))
+
+
+def replica_lines(scheduler: str, metrics: dict) -> list[str]:
+    """Each replica's share of a cluster run (one row per replica)."""
+    rows = [[f'{row["replica"]} {row["pool"]}' if row["pool"] != "replicas" else str(row["replica"])] + [pct(row[k]) if k in ("gpu_busy_fraction", "kv_cache_usage_mean")
+                                      else f"{row[k]:,}" for _, k in REPLICA_COLUMNS] for row in metrics["replicas"]]
+    head = ["replica"] + [h for h, _ in REPLICA_COLUMNS]
+    out = [f"{scheduler}: {len(rows)} engines, load imbalance (max / mean served tokens within a pool) "
+           f"{metrics['load_imbalance']:.2f}"]
+    if "kv_transfer_ms" in metrics:
+        t = metrics["kv_transfer_ms"]
+        out.append(f"KV transfers: {metrics['kv_transfers']:,}, "
+                   f"{metrics['kv_transfer_bytes'] / 1e9:,.2f} GB, mean {fmt(t['mean'])} ms, p99 {fmt(t['p99'])} ms, "
+                   f"link busy {pct(metrics['kv_link_utilization'])}%")
+    return out + columns(head + [""], [r + [""] for r in rows], right=set(range(1, len(head))))
+
+
+def _scheduler_doc(r) -> dict:
+    """`metrics` (means over seeds, with --seeds) and, with --seeds, `ci95` beside them and the seeds run."""
+    doc = {"resolved": resolved_doc(r.resolved), "metrics": r.metrics}
+    if getattr(r, "seeds", None):
+        doc["ci95"] = r.ci95
+        doc["seeds"] = r.seeds
+    doc["warnings"] = run_warnings(r)
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Trace files (--trace-out)
+# ---------------------------------------------------------------------------------------------------------
+def trace_path_for(path: str, scheduler: str) -> str:
+    """`trace.json` -> `trace-fcfs.json` (`run.trace.json` -> `run-fcfs.trace.json`)."""
+    p = Path(path)
+    name = p.name
+    suffix = ".trace.json" if name.endswith(".trace.json") and name != ".trace.json" else p.suffix
+    stem = name[: len(name) - len(suffix)] if suffix else name
+    return str(p.with_name(f"{stem}-{scheduler}{suffix}"))
+
+
+def write_trace(result, path: str, out) -> None:
+    from sim_core.trace_export import write_chrome_trace
+
+    try:
+        meta = write_chrome_trace(result, path)
+    except OSError as e:
+        raise UsageError(f"--trace-out: cannot write {path!r}: {e.strerror or e}") from None
+    size = Path(path).stat().st_size
+    print(f"wrote {path} ({meta['events']:,} events, {size / 1e6:.1f} MB) - open it at https://ui.perfetto.dev",
+          file=out)
+    for note in meta["notes"]:
+        print(f"note: {path}: {note}", file=sys.stderr)

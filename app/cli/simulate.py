@@ -1,0 +1,103 @@
+"""Running the simulations `run` and `compare` ask for, and the checks every simulating command makes first:
+impossible deployments, missing traces, runs too large to hold in memory; notes on flags a trace ignores and on
+runs that will take a while; a trace's replay rate for the commands that search over rates (sweep, capacity,
+plan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from sim_core import Scenario, SeedRuns, TraceError, resolve, run, run_seeds
+from sim_core.quoting import quote
+from sim_core.runner import least_engine_steps, make_requests
+from sim_core.scenario import MAX_REQUESTS
+
+from .flags import UsageError, build_scenario, flag_name
+from .report import g
+
+# Runs of at least NOTE_STEPS engine steps get a note with the estimate first; workloads under NOTE_REQUESTS
+# requests (or traces under NOTE_TRACE_BYTES) are not generated an extra time to check.
+NOTE_STEPS = 5_000_000
+NOTE_REQUESTS = 2_000
+NOTE_TRACE_BYTES = 1 << 20
+
+
+def check_setup(scenario: Scenario) -> None:
+    """Fail before simulating: impossible deployments, missing traces, runs too large to hold in memory."""
+    resolved = resolve(scenario)
+    if scenario.trace is not None:
+        path = Path(scenario.trace)
+        if not path.exists():
+            raise TraceError(f"no such file {quote(scenario.trace)}")
+        if not path.is_file():
+            raise TraceError(f"{quote(scenario.trace)} is not a regular file (a trace is a CSV or JSONL file)")
+    elif scenario.num_requests is None:
+        expected = resolved.rate * scenario.duration
+        if expected > MAX_REQUESTS:
+            raise UsageError(
+                f"--duration: {g(scenario.duration)} s at {g(resolved.rate)} req/s is about "
+                f"{expected:,.0f} requests; at most {MAX_REQUESTS:,} (shorten --duration or lower --rate)")
+
+
+def _note_ignored_with_trace(scenario: Scenario) -> None:
+    if scenario.trace is None:
+        return
+    ignored = [flag_name(f) for f in ("burstiness", "duration", "seed") if f in scenario.model_fields_set]
+    if ignored:
+        print(f"note: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect with --trace "
+              f"(the trace sets the arrivals and lengths; --rate scales its gaps)", file=sys.stderr)
+
+
+def trace_rate(scenario: Scenario, searched: str) -> Scenario:
+    """A search over arrival rates replays a trace at each rate tried, its recorded gaps scaled (--rate: where it
+    starts; default: the trace's own mean rate, made explicit so the plans' scenario strings reproduce it)."""
+    from sim_core.workload import own_rate
+
+    if scenario.trace is None:
+        return scenario
+    check_setup(scenario)
+    rate = own_rate(make_requests(scenario.model_copy(update={"rate": None}), resolve(scenario)))
+    if rate is None:
+        raise UsageError(f"--trace: {searched} replays the trace at other arrival rates, by scaling the gaps "
+                         "between its arrivals; this trace's requests all arrive at one instant")
+    return scenario if scenario.rate is not None else scenario.model_copy(update={"rate": rate})
+
+
+def _note_large_run(scenarios: dict[str, Scenario]) -> None:
+    """The CLI runs anything (a user's own machine), but says beforehand when a run will take a while."""
+    first = next(iter(scenarios.values()))
+    expected = first.num_requests or resolve(first).rate * first.duration  # sessions: agent turns are not seen
+    if first.trace is None and expected < NOTE_REQUESTS:
+        return  # small enough to skip generating the workload twice
+    if first.trace is not None and Path(first.trace).stat().st_size < NOTE_TRACE_BYTES:
+        return
+    reqs = make_requests(first, resolve(first))
+    steps = sum(least_engine_steps(reqs, resolve(sc).token_budget) for sc in scenarios.values()) * first.seeds
+    if steps >= NOTE_STEPS:
+        runs = len(scenarios) * first.seeds
+        print(f"note: {len(reqs):,} requests, at least {steps:,} engine steps over {runs} run{'s' * (runs > 1)} "
+              f"(prompt + output tokens / token budget); at a few microseconds a step this takes a while",
+              file=sys.stderr)
+
+
+def run_schedulers(args: argparse.Namespace, schedulers: list[str], record_events: bool) -> tuple[Scenario, dict]:
+    """The scenario the flags give, run once per scheduler (over its seeds with --seeds): (scenario, results)."""
+    base = build_scenario(args)
+    _note_ignored_with_trace(base)
+    scenarios = {s: build_scenario(args, scheduler=s) for s in schedulers}
+    record_events = record_events and base.engines == 1  # a cluster's trace shows its engines' steps, no events
+    for sc in scenarios.values():
+        check_setup(sc)
+    _note_large_run(scenarios)
+    if base.seeds > 1:
+        return base, {s: run_seeds(sc, record_events=record_events) for s, sc in scenarios.items()}
+    results = {s: run(sc, record_events=record_events) for s, sc in scenarios.items()}
+    return base, results
+
+
+def first_seed(result):
+    """A trace shows one run: with --seeds, the first seed's."""
+    return result.results[0] if isinstance(result, SeedRuns) else result
