@@ -560,3 +560,33 @@ def test_every_engine_of_a_cluster_logs_its_events_and_kv_frames(deployment):
     pids = {ev["pid"] for ev in trace["traceEvents"]}
     assert {ENGINE_PID_BASE + e for e in range(len(logs))} | {REQUESTS_PID} <= pids
     assert trace["metadata"]["requests_shown"] == 120 and not trace["metadata"]["notes"]
+
+
+def _single_engine_cases():
+    from golden_cases import cases
+
+    return {name: case for name, case in cases().items() if case[0].engines == 1}
+
+
+@pytest.mark.parametrize("name", sorted(_single_engine_cases()))
+def test_a_cluster_of_one_is_the_single_engine_bit_for_bit(name):
+    """The cluster loop over one engine (the router handing it each arrival) gives exactly what the engine's own
+    loop gives: every field of the Outcome, logs, events and KV frames included, on every single-engine golden
+    case (every scheduler, preemption mode and prefix-cache setting, traces, multi-turn, adaptive budget)."""
+    from sim_core import engine
+    from sim_core.cluster import simulate_replicas
+    from sim_core.runner import class_slos, engine_config, frame_spec, make_requests, request_table, resolve
+
+    scenario, trace = _single_engine_cases()[name]
+    r = resolve(scenario)
+    reqs = make_requests(scenario, r, trace)
+    cfg = engine_config(scenario, r, class_slos(scenario, r, reqs), record_events=True, max_step_records=1 << 20,
+                        debug_checks=False)
+    table = request_table(reqs, cfg)
+    frames = frame_spec(reqs, np.linspace(0.0, 60.0, 7))
+    alone = engine.simulate(cfg, table, frames)
+    merged, (one,), routed_to = simulate_replicas(cfg, table, 1, "round_robin", 0.0, scenario.seed, frames=frames)
+    assert np.array_equal(merged.arrival_s, alone.arrival_s, equal_nan=True)
+    for f in alone._fields:
+        if f != "arrival_s":
+            assert np.array_equal(np.asarray(getattr(one, f)), np.asarray(getattr(alone, f)), equal_nan=True), f
