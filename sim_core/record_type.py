@@ -5,8 +5,9 @@ Why: a function compiled with NRT counts a reference to every array it reads out
 at the read and another when the function returns. The engine's step reads ~150 arrays across its phases,
 which cost more than the step's own work on a small batch. Kernels compile without NRT (jit.py): they borrow
 what they read from the records that own it, which outlive every step. Only the kernels that allocate (build a
-record, grow a log) keep NRT, and only they may replace a record's field: writing a field counts references
-(the old value is released, the new one kept), so without NRT numba refuses to compile it.
+record, grow a log) keep NRT, and only they may replace a record's array or record field: writing one counts
+references (the old value is released, the new one kept), so without NRT numba refuses to compile it. A number
+field holds no reference, so any kernel may write it (`eng.clock_now += dt`): no count is taken or dropped.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ def register_record_type(record_type) -> None:
         typ, value_type = sig.args
         record, value = args
         payload = _payload(context, builder, typ, record)
-        new = context.cast(builder, value, value_type, typ.field_dict[attr])
-        context.nrt.incref(builder, value_type, new)  # raises (no NRT) unless an allocating kernel
-        context.nrt.decref(builder, value_type, getattr(payload, attr))
+        field_type = typ.field_dict[attr]
+        new = context.cast(builder, value, value_type, field_type)
+        if context.data_model_manager[field_type].contains_nrt_meminfo():  # an array or record: count it
+            context.nrt.incref(builder, field_type, new)  # raises (no NRT) unless an allocating kernel
+            context.nrt.decref(builder, field_type, getattr(payload, attr))
         setattr(payload, attr, new)
 
 
