@@ -1,6 +1,16 @@
 """GPUs and models: public specs (from ../shared/reference/*.json and the models' public configs) plus the
 calibration constants the cost model needs, each with the measurement it stands on.
 
+The entries are data: sim_core/data/gpus.json and models.json, one object per GPU or model, each keeping the
+text that justifies its numbers ("source", "note"); this module reads them into GPU and Model (GPUS, MODELS) and
+refuses an entry with a missing or unknown key, naming file, entry and key (sim_core/data/__init__.py). To add a
+GPU or a model, add an entry there (and a GPU's price row to prices.json).
+
+The calibration constants below are model parameters shared across GPUs and stay here. A GPU entry leaves a field
+out to take its default, or names a constant in place of a number ("compute_efficiency":
+"MEASURED_GEMM_EFFICIENCY"; GPU_CONSTANTS lists the names), so each number is defined once, here, beside the
+measurement it stands on, and the data file says which measurement an entry uses.
+
 Units: memory in GiB (GPU memory sizes are binary: an "80 GB" A100 has 80 GiB), bandwidth in GB/s (10^9 B/s),
 tensor throughput in dense (non-sparse) TFLOPS.
 """
@@ -9,6 +19,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+
+from . import data
+from .data import CatalogDataError
 
 GIB = 1024**3
 
@@ -78,54 +91,6 @@ class GPU:
         if not self.tp_link_is_nvlink:
             return PCIE_ALLREDUCE_LATENCY_US
         return NVLINK_ALLREDUCE_LATENCY_US_2_GPUS if tp <= 2 else self.nvlink_allreduce_latency_us
-
-
-GPUS: dict[str, GPU] = {
-    g.key: g
-    for g in [
-        GPU(
-            "rtx3050", "NVIDIA RTX 3050 8GB", 8, 224, 36.4, None, 16, 16, False, "llama-3.2-1b",
-            # GeForce Ampere tensor cores: 20 SM x 512 FP16 FMA/clk x 2 x 1.777 GHz = 36.4 TFLOPS with FP16
-            # accumulation, half (18.2) with FP32 accumulation (derived in gpus.json). Inference stacks aimed at
-            # GeForce cards (llama.cpp's cuBLAS path, TensorRT-LLM) run FP16-accumulate GEMMs, so we use that
-            # rate; small consumer dies sustain ~60% of it on serving-sized GEMMs (GDDR6-starved tiles).
-            compute_efficiency=0.6,
-            runtime_reserve_gib=0.75,
-            note="FP16-accumulate tensor rate; PCIe 4.0 x8; no NVLink",
-        ),
-        GPU("rtx4090", "NVIDIA RTX 4090", 24, 1008, 330.3, 330.3, 25, 25, False, "llama-3-8b",
-            # Same convention as the RTX 3050: FP16-accumulate rate (330.3 dense; 165.2 with FP32 accumulate).
-            compute_efficiency=0.6,
-            note="FP16-accumulate tensor rate; PCIe 4.0 x16, P2P disabled by the driver"),
-        GPU("l4", "NVIDIA L4", 24, 300, 121, 242.5, 32, 32, False, "llama-3-8b",
-            note="datasheet rates are with sparsity; dense = half"),
-        GPU("a10g", "NVIDIA A10G (AWS g5)", 24, 600, 70, None, 32, 32, False, "llama-3-8b",
-            note="no public datasheet; 70 TFLOPS dense per gpus.json"),
-        GPU("l40s", "NVIDIA L40S", 48, 864, 362.05, 733, 32, 32, False, "llama-3-8b"),
-        GPU("a100-40gb", "NVIDIA A100 40GB SXM", 40, 1555, 312, None, 32, 300, True, "llama-3-8b",
-            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=A100_ALLREDUCE_BUSBW_EFFICIENCY,
-            nvlink_allreduce_latency_us=A100_NVLINK_ALLREDUCE_LATENCY_US),
-        GPU("a100", "NVIDIA A100 80GB SXM", 80, 2039, 312, None, 32, 300, True, "llama-3-8b",
-            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=A100_ALLREDUCE_BUSBW_EFFICIENCY,
-            nvlink_allreduce_latency_us=A100_NVLINK_ALLREDUCE_LATENCY_US),
-        GPU("h100", "NVIDIA H100 SXM", 80, 3350, 989.4, 1978.9, 64, 450, True, "llama-3-8b",
-            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=H100_ALLREDUCE_BUSBW_EFFICIENCY,
-            nvlink_allreduce_latency_us=H100_NVLINK_ALLREDUCE_LATENCY_US),
-        GPU("h100-pcie", "NVIDIA H100 PCIe", 80, 2000, 756, 1513, 64, 64, False, "llama-3-8b",
-            compute_efficiency=0.7),
-        GPU("h200", "NVIDIA H200 SXM", 141, 4800, 989.4, 1978.9, 64, 450, True, "llama-3-8b",
-            # The H100's die and clocks with faster memory: its measured GEMM efficiency.
-            compute_efficiency=MEASURED_GEMM_EFFICIENCY, allreduce_busbw_efficiency=H100_ALLREDUCE_BUSBW_EFFICIENCY,
-            nvlink_allreduce_latency_us=H100_NVLINK_ALLREDUCE_LATENCY_US),
-        GPU("b200", "NVIDIA B200 (HGX, 1000 W)", 180, 8000, 2250, 4500, 64, 900, True, "llama-3-70b",
-            # Early public B200 GEMM measurements land around 60-65% of the dense peak.
-            compute_efficiency=0.62),
-        GPU("mi300x", "AMD Instinct MI300X", 192, 5300, 1307.4, 2614.9, 64, 448, True, "llama-3-70b",
-            # Independent MI300X GEMM benchmarks (SemiAnalysis, Dec 2024) measured roughly half of the BF16
-            # dense peak; 7 Infinity Fabric links x 64 GB/s per direction feed the all-reduce.
-            compute_efficiency=0.5),
-    ]
-}
 
 
 @dataclass(frozen=True)
@@ -210,39 +175,42 @@ class Model:
         return 2 * self.layers * self.kv_heads * self.head_dim * bytes_per_elem
 
 
-MODELS: dict[str, Model] = {
-    m.key: m
-    for m in [
-        Model("llama-3.2-1b", "meta-llama/Llama-3.2-1B", 16, 2048, 32, 8, 64, 8192, 128256, True, False,
-              131072, published_params_b=1.24),
-        Model("qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B", 24, 896, 14, 2, 64, 4864, 151936, True, True,
-              32768, published_params_b=0.49),
-        Model("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B", 28, 1536, 12, 2, 128, 8960, 151936, True, True,
-              32768, published_params_b=1.54),
-        Model("phi-3-mini", "microsoft/Phi-3-mini-4k-instruct", 32, 3072, 32, 32, 96, 8192, 32064, False, False,
-              4096, published_params_b=3.82),
-        Model("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 32, 32, 128, 11008, 32000, False, False,
-              4096, published_params_b=6.74),
-        Model("llama-2-13b", "meta-llama/Llama-2-13b-hf", 40, 5120, 40, 40, 128, 13824, 32000, False, False,
-              4096, published_params_b=13.02),
-        Model("llama-3-8b", "meta-llama/Meta-Llama-3-8B", 32, 4096, 32, 8, 128, 14336, 128256, False, False,
-              8192, published_params_b=8.03),
-        Model("mistral-7b", "mistralai/Mistral-7B-v0.1", 32, 4096, 32, 8, 128, 14336, 32000, False, False,
-              32768, published_params_b=7.24),
-        Model("qwen2.5-7b", "Qwen/Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, False, True,
-              131072, published_params_b=7.61),
-        Model("llama-2-70b", "meta-llama/Llama-2-70b-hf", 80, 8192, 64, 8, 128, 28672, 32000, False, False,
-              4096, published_params_b=68.98),
-        Model("llama-3-70b", "meta-llama/Meta-Llama-3-70B", 80, 8192, 64, 8, 128, 28672, 128256, False, False,
-              8192, published_params_b=70.6),
-        Model("qwen2.5-72b", "Qwen/Qwen2.5-72B", 80, 8192, 64, 8, 128, 29568, 152064, False, True,
-              131072, published_params_b=72.7),
-        Model("mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1", 32, 4096, 32, 8, 128, 14336, 32000, False, False,
-              32768, experts=8, experts_per_token=2, published_params_b=46.7),
-        Model("llama-3.1-405b", "meta-llama/Llama-3.1-405B", 126, 16384, 128, 8, 128, 53248, 128256, False,
-              False, 131072, published_params_b=405.9),
-    ]
+# The calibration constants a gpus.json entry may name in place of a number: the per-GPU values above, each defined
+# once with its measurement (the A100 and A100-40GB, H100 and H200 share theirs).
+GPU_CONSTANTS: dict[str, float] = {
+    "DEFAULT_BW_EFFICIENCY": DEFAULT_BW_EFFICIENCY,
+    "DEFAULT_COMPUTE_EFFICIENCY": DEFAULT_COMPUTE_EFFICIENCY,
+    "MEASURED_GEMM_EFFICIENCY": MEASURED_GEMM_EFFICIENCY,
+    "DEFAULT_STEP_OVERHEAD_MS": DEFAULT_STEP_OVERHEAD_MS,
+    "DEFAULT_RUNTIME_RESERVE_GIB": DEFAULT_RUNTIME_RESERVE_GIB,
+    "NVLINK_ALLREDUCE_LATENCY_US": NVLINK_ALLREDUCE_LATENCY_US,
+    "A100_NVLINK_ALLREDUCE_LATENCY_US": A100_NVLINK_ALLREDUCE_LATENCY_US,
+    "H100_NVLINK_ALLREDUCE_LATENCY_US": H100_NVLINK_ALLREDUCE_LATENCY_US,
+    "DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY": DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY,
+    "A100_ALLREDUCE_BUSBW_EFFICIENCY": A100_ALLREDUCE_BUSBW_EFFICIENCY,
+    "H100_ALLREDUCE_BUSBW_EFFICIENCY": H100_ALLREDUCE_BUSBW_EFFICIENCY,
 }
+MODELS_FILE = "models.json"
+GPUS_FILE = "gpus.json"
+
+
+def models_from(doc) -> dict[str, Model]:
+    """The models of a models.json document, by key, in the file's order."""
+    return data.load(doc, MODELS_FILE, Model)
+
+
+def gpus_from(doc, models: dict[str, Model]) -> dict[str, GPU]:
+    """The GPUs of a gpus.json document, by key, in the file's order; each one's default_model must be a model."""
+    gpus = data.load(doc, GPUS_FILE, GPU, GPU_CONSTANTS)
+    for key, gpu in gpus.items():
+        if gpu.default_model not in models:
+            raise CatalogDataError(f"{data.where(GPUS_FILE)}: entry {key!r}: key 'default_model': "
+                                   f"{gpu.default_model!r} is not in {MODELS_FILE} ({', '.join(models)})")
+    return gpus
+
+
+MODELS: dict[str, Model] = models_from(data.read(MODELS_FILE))
+GPUS: dict[str, GPU] = gpus_from(data.read(GPUS_FILE), MODELS)
 
 # Weight formats: bytes per parameter, and whether the matmuls run on FP8 tensor cores (W8A8) or dequantise to
 # FP16 (weight-only: int8/int4 as in GPTQ/AWQ/Marlin kernels; fp8 on a GPU without FP8 tensor cores).

@@ -4,11 +4,19 @@ Each link: its line rate per direction per GPU, the fraction of it a large one-s
 cost per transfer (posting the RDMA writes of a request's blocks and signalling completion). Line rates are the
 published ones; the efficiencies are what bandwidth tests measure on them. With tensor parallelism each rank
 sends its own shard over its own link, in parallel.
+
+The links are data: sim_core/data/kv_links.json, one object per link with its source (and a note where one says
+more), read here into KvLink (KV_LINKS); an entry with a missing or unknown key is refused with the file, the
+entry and the key named. The fixed costs per transfer are estimates shared across links and stay here, each with
+its reasoning: an entry names one ("latency_s": "TRANSFER_SETUP_S"; LINK_CONSTANTS lists them), so each number
+is defined once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from . import data
 
 
 @dataclass(frozen=True)
@@ -32,22 +40,15 @@ TRANSFER_SETUP_S = 20e-6
 # estimate, not a measurement.
 TCP_SETUP_S = 100e-6
 
-KV_LINKS: dict[str, KvLink] = {
-    "nvlink4": KvLink("NVLink 4 (H100/H200 in one node)", 450.0, 0.85, TRANSFER_SETUP_S,
-                      "NVIDIA H100 datasheet: 900 GB/s bidirectional per GPU; nccl-tests p2p reach ~370-390 GB/s "
-                      "per direction"),
-    "nvlink3": KvLink("NVLink 3 (A100 in one node)", 300.0, 0.85, TRANSFER_SETUP_S,
-                      "NVIDIA A100 datasheet: 600 GB/s bidirectional per GPU"),
-    "pcie4": KvLink("PCIe Gen4 x16", 31.5, 0.8, TRANSFER_SETUP_S,
-                    "PCI-SIG: 16 GT/s x 16 lanes, 128b/130b = 31.5 GB/s per direction; pinned copies reach ~25 GB/s"),
-    "pcie5": KvLink("PCIe Gen5 x16", 63.0, 0.8, TRANSFER_SETUP_S,
-                    "PCI-SIG: 32 GT/s x 16 lanes = 63 GB/s per direction; pinned copies reach ~50 GB/s"),
-    "ib200": KvLink("InfiniBand HDR / RoCE 200 Gb/s per GPU", 25.0, 0.95, TRANSFER_SETUP_S,
-                    "IBTA HDR 200 Gb/s = 25 GB/s; ib_write_bw reaches ~23.5-24 GB/s"),
-    "ib400": KvLink("InfiniBand NDR / RoCE 400 Gb/s per GPU", 50.0, 0.95, TRANSFER_SETUP_S,
-                    "IBTA NDR 400 Gb/s = 50 GB/s; ib_write_bw reaches ~47-48 GB/s (ConnectX-7)"),
-    # A cloud node without RDMA: the KV goes over the host's TCP stack. A slow link, for comparison.
-    "eth25": KvLink("Ethernet 25 Gb/s, TCP (no RDMA)", 3.125, 0.9, TCP_SETUP_S,
-                    "IEEE 802.3by 25GBASE-R = 3.125 GB/s; iperf3 single-host transfers reach ~22-23.5 Gb/s"),
-}
+# The constants a kv_links.json entry may name in place of a number (its latency_s).
+LINK_CONSTANTS: dict[str, float] = {"TRANSFER_SETUP_S": TRANSFER_SETUP_S, "TCP_SETUP_S": TCP_SETUP_S}
+KV_LINKS_FILE = "kv_links.json"
+
+
+def kv_links_from(doc) -> dict[str, KvLink]:
+    """The links of a kv_links.json document by key, in the file's order."""
+    return data.load(doc, KV_LINKS_FILE, KvLink, LINK_CONSTANTS)
+
+
+KV_LINKS: dict[str, KvLink] = kv_links_from(data.read(KV_LINKS_FILE))
 KV_LINK_NAMES = tuple(KV_LINKS)

@@ -1,0 +1,149 @@
+"""The catalogue's entries are data (sim_core/data/*.json): every entry loads into the same dataclasses with the
+same values the Python catalogue had, and a bad entry is refused with the file, the entry and the key named."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import fnmatch
+import json
+from pathlib import Path
+
+import pytest
+
+from sim_core import catalog, links, prices
+from sim_core.data import CatalogDataError, read
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "sim_core" / "data"
+# Every GPU, model, price and KV link's dataclass fields as main's Python catalogue defined them (f3637f1), taken
+# before the entries moved to JSON: the loaded catalogue must reproduce it byte for byte.
+SNAPSHOT = Path(__file__).resolve().parent / "fixtures" / "catalog_snapshot.json"
+
+
+def fields_of(obj):
+    return None if obj is None else {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+def test_the_loaded_catalogue_equals_the_python_catalogue_it_replaced():
+    now = {
+        "gpus": [[k, fields_of(v)] for k, v in catalog.GPUS.items()],
+        "models": [[k, fields_of(v)] for k, v in catalog.MODELS.items()],
+        "prices": [[k, fields_of(v)] for k, v in prices.GPU_PRICES.items()],
+        "kv_links": [[k, fields_of(v)] for k, v in links.KV_LINKS.items()],
+        "kv_link_names": list(links.KV_LINK_NAMES),
+    }
+    # As text: an int that became a float (8 -> 8.0) or a float off in its last digit shows.
+    assert json.dumps(now, indent=1) + "\n" == SNAPSHOT.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("filename, loaded, key", [
+    ("gpus.json", catalog.GPUS, "key"), ("models.json", catalog.MODELS, "key"),
+    ("prices.json", prices.GPU_PRICES, "gpu"), ("kv_links.json", links.KV_LINKS, "key"),
+])
+def test_every_entry_loads_in_the_files_order(filename, loaded, key):
+    assert [e[key] for e in read(filename)["entries"]] == list(loaded)
+
+
+def test_named_constants_resolve_to_the_constants_in_code():
+    numeric = {f.name for f in dataclasses.fields(catalog.GPU) if f.type == "float"}
+    named = [(e["key"], k, v) for e in read("gpus.json")["entries"] for k, v in e.items()
+             if k in numeric and isinstance(v, str)]
+    assert named  # the A100s', H100's and H200's shared measured values
+    for gpu, k, name in named:
+        assert name in catalog.GPU_CONSTANTS
+        assert getattr(catalog.GPUS[gpu], k) == getattr(catalog, name), (gpu, k)
+    for e in read("kv_links.json")["entries"]:
+        assert links.KV_LINKS[e["key"]].latency_s == getattr(links, e["latency_s"]), e["key"]
+
+
+def test_the_data_files_are_package_data():
+    """A non-editable install has the JSON only if pyproject.toml declares it (checked by building a wheel when
+    the declaration was added: without it the wheel has no sim_core/data/*.json)."""
+    tomllib = pytest.importorskip("tomllib")
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    files = sorted(p.name for p in DATA.iterdir() if p.suffix == ".json")
+    assert files == ["gpus.json", "kv_links.json", "models.json", "prices.json"]
+    assert all(any(fnmatch.fnmatch(f, g) for g in globs["sim_core.data"]) for f in files)
+
+
+def entry(doc: dict, name: str, key: str = "key") -> dict:
+    return next(e for e in doc["entries"] if e[key] == name)
+
+
+def gpus(edit):
+    doc = copy.deepcopy(read("gpus.json"))
+    edit(doc)
+    return catalog.gpus_from(doc, catalog.MODELS)
+
+
+def models(edit):
+    doc = copy.deepcopy(read("models.json"))
+    edit(doc)
+    return catalog.models_from(doc)
+
+
+def price_rows(edit):
+    doc = copy.deepcopy(read("prices.json"))
+    edit(doc)
+    return prices.prices_from(doc, catalog.GPUS)
+
+
+def kv_links(edit):
+    doc = copy.deepcopy(read("kv_links.json"))
+    edit(doc)
+    return links.kv_links_from(doc)
+
+
+BAD = [
+    # (loader, edit, what the message must name: file, entry, key)
+    (gpus, lambda d: entry(d, "h100").pop("mem_gib"), ["gpus.json", "'h100'", "missing key 'mem_gib'"]),
+    (gpus, lambda d: entry(d, "h100").update(mem_gb=80), ["gpus.json", "'h100'", "unknown key 'mem_gb'"]),
+    (gpus, lambda d: entry(d, "l4").update(mem_gib=True), ["gpus.json", "'l4'", "'mem_gib'", "expected float"]),
+    (gpus, lambda d: entry(d, "l4").update(tp_link_is_nvlink=0), ["gpus.json", "'l4'", "'tp_link_is_nvlink'"]),
+    (gpus, lambda d: entry(d, "l4").update(name=None), ["gpus.json", "'l4'", "'name'", "expected str"]),
+    (gpus, lambda d: entry(d, "a100").update(compute_efficiency="MEASURED_GEMM_EFFICENCY"),
+     ["gpus.json", "'a100'", "'compute_efficiency'", "'MEASURED_GEMM_EFFICENCY'"]),
+    (gpus, lambda d: entry(d, "b200").update(default_model="llama-4"),
+     ["gpus.json", "'b200'", "'default_model'", "'llama-4'"]),
+    (gpus, lambda d: entry(d, "h200").update(source=""), ["gpus.json", "'h200'", "'source'"]),
+    (gpus, lambda d: d["entries"].append(dict(entry(d, "h100"))), ["gpus.json", "'h100'", "appears twice"]),
+    (gpus, lambda d: entry(d, "h100").pop("key"), ["gpus.json", "entry #8", "missing key 'key'"]),
+    (gpus, lambda d: d["entries"].append("h300"), ["gpus.json", "entry #13", "expected an object"]),
+    (gpus, lambda d: d.pop("entries"), ["gpus.json", "missing key 'entries'"]),
+    (gpus, lambda d: d.update(gpus=[]), ["gpus.json", "unknown key 'gpus'"]),
+    (models, lambda d: entry(d, "llama-3-8b").pop("layers"), ["models.json", "'llama-3-8b'", "missing key 'layers'"]),
+    (models, lambda d: entry(d, "mixtral-8x7b").update(experts=8.0),
+     ["models.json", "'mixtral-8x7b'", "'experts'", "expected int"]),
+    (models, lambda d: entry(d, "mixtral-8x7b").update(moe=True), ["models.json", "'mixtral-8x7b'", "'moe'"]),
+    (price_rows, lambda d: entry(d, "h100", "gpu").pop("source"), ["prices.json", "'h100'", "missing key 'source'"]),
+    (price_rows, lambda d: entry(d, "h100", "gpu").update(usd_per_gpu_hour="6.88"),
+     ["prices.json", "'h100'", "'usd_per_gpu_hour'", "expected float"]),
+    (price_rows, lambda d: entry(d, "h100", "gpu").update(gpu="h300"), ["prices.json", "'h300'", "'gpu'"]),
+    (price_rows, lambda d: d["entries"].remove(entry(d, "l4", "gpu")), ["prices.json", "'l4'"]),
+    (price_rows, lambda d: entry(d, "rtx3050", "gpu").pop("note"), ["prices.json", "'rtx3050'", "'note'"]),
+    (price_rows, lambda d: entry(d, "rtx3050", "gpu").update(provider="eBay"),
+     ["prices.json", "'rtx3050'", "unknown key 'provider'"]),
+    (kv_links, lambda d: entry(d, "ib400").update(latency_s="RDMA_SETUP_S"),
+     ["kv_links.json", "'ib400'", "'latency_s'", "'RDMA_SETUP_S'"]),
+    (kv_links, lambda d: entry(d, "ib400").pop("efficiency"),
+     ["kv_links.json", "'ib400'", "missing key 'efficiency'"]),
+]
+
+
+@pytest.mark.parametrize("load, edit, named", BAD, ids=lambda x: "" if callable(x) else "/".join(x))
+def test_a_bad_entry_is_refused_naming_file_entry_and_key(load, edit, named):
+    with pytest.raises(CatalogDataError) as e:
+        load(edit)
+    message = str(e.value)
+    assert message.startswith("sim_core/data/"), message
+    for part in named:
+        assert part in message, message
+
+
+def test_the_unedited_documents_load():
+    """The loaders the bad cases call accept the real files: each failure above is the edit's."""
+    assert list(gpus(lambda d: None)) == list(catalog.GPUS)
+    assert list(models(lambda d: None)) == list(catalog.MODELS)
+    assert price_rows(lambda d: None) == prices.GPU_PRICES
+    assert kv_links(lambda d: None) == links.KV_LINKS
