@@ -164,7 +164,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpus", "GPUs", "count", "GPUs the deployment uses: replicas x tensor-parallel degree.", None, "Deployment",
            "count"),
     Metric("cost_per_hour", "Cost per hour", "$/h", "The deployment's GPUs at their on-demand list price "
-           "(sim_core/prices.py names each price's provider, source and date); none where no price is known.",
+           "(sim_core/data/prices.json names each price's provider, source and date); none where no price is known.",
            "lower", "Deployment", "usd"),
     Metric("cost_per_mtok", "Cost per 1M output tokens", "$", "Cost per hour over output tokens served per hour at "
            "this arrival rate: an idle deployment's tokens are dear, a saturated one's cheapest.", "lower",

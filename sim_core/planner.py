@@ -21,7 +21,7 @@ A candidate is GPU x tensor-parallel degree x scheduler x token budget x topolog
 
 Rule for P/D: the P:D ratio fixes the unit, the unit's capacity fixes the scale, and trimming settles the split
 (e.g. 1:2 -> 3 units = 3P + 6D, trimmed to 3P + 5D if five decode engines suffice). Plans are ranked by cost per
-hour (on-demand prices, prices.py); the Pareto front of cost against p99 TTFT is marked. With no plan,
+hour (on-demand prices, sim_core/data/prices.json); the Pareto front of cost against p99 TTFT is marked. With no plan,
 `no_plan_text` says what came closest.
 """
 
