@@ -86,18 +86,15 @@ def check_engines_against_core(fig: dict, res) -> None:
 def test_a_large_clusters_rows_keep_each_buckets_peak():
     """Many engines share a point budget: a row is bucketed in time, each point the most of its bucket."""
     rng = np.random.default_rng(0)
-    steps = np.zeros((1000, S_RUNNING + 2))
-    steps[:, S_START] = np.cumsum(rng.uniform(0.001, 0.02, 1000))
-    steps[:, S_WAITING] = rng.integers(0, 50, 1000)
-    steps[:, S_RUNNING] = rng.integers(0, 9, 1000)
-    steps[:, S_KV_BLOCKS] = rng.integers(0, 100, 1000)
+    steps = {"start_s": np.cumsum(rng.uniform(0.001, 0.02, 1000)), "waiting": rng.integers(0, 50, 1000),
+             "running": rng.integers(0, 9, 1000), "kv_blocks": rng.integers(0, 100, 1000)}
     rows = clusterview._engine_rows(steps, 100, points=100)
     assert 50 <= len(rows["t"]) <= 100 and rows["steps_logged"] == 1000
-    assert max(rows["waiting"]) == steps[:, S_WAITING].max() and max(rows["kv_pct"]) == steps[:, S_KV_BLOCKS].max()
+    assert max(rows["waiting"]) == steps["waiting"].max() and max(rows["kv_pct"]) == steps["kv_blocks"].max()
     # Each point: the first step of its bucket, and the most of the steps up to the next point.
-    idx = np.searchsorted(steps[:, S_START].round(4), rows["t"])
+    idx = np.searchsorted(steps["start_s"].round(4), rows["t"])
     for k, (a, b) in enumerate(zip(idx, list(idx[1:]) + [1000], strict=True)):
-        assert rows["running"][k] == steps[a:b, S_RUNNING].max()
+        assert rows["running"][k] == steps["running"][a:b].max()
 
 
 def test_replicas_page_shows_the_cluster_in_place_of_the_kv_view(client):
