@@ -17,7 +17,7 @@ pytest.importorskip("playwright")
 from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
-from app import service  # noqa: E402
+from app.web import service  # noqa: E402
 from sim_core.metric_catalog import BY_KEY  # noqa: E402
 
 pytestmark = pytest.mark.browser

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app import clusterview
-from app.inputs import MAX_BLOCK_TABLE_ENTRIES, work_problems
-from app.web import app
+from app.web import app, clusterview
+from app.web.inputs import MAX_BLOCK_TABLE_ENTRIES, work_problems
 from sim_core import Scenario, resolve, run
 from sim_core.runner import make_requests
 from sim_core.state import S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
@@ -223,7 +222,7 @@ def metric_cell(html: str, label: str) -> str:
 
 
 def test_metrics_table_shows_the_cluster_metrics_as_the_core_reports_them(client):
-    from app.present import fmt_value
+    from app.web.present import fmt_value
 
     query = "schedulers=chunked&hardware=a100&workload=rag&num_requests=30&seed=2&prefill_replicas=1&decode_replicas=2"
     r = client.get("/?" + query)

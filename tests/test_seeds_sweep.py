@@ -9,9 +9,8 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from app import charts, inputs, service
 from app.cli import main as cli_main
-from app.web import app
+from app.web import app, charts, inputs, service
 from sim_core import Scenario, run
 from sim_core.statistics import aggregate
 from sim_core.sweep import knee_interval, knee_rate, sweep

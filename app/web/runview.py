@@ -62,7 +62,7 @@ class RunView:
     kv: dict
     gantt: dict | None
     gantt_note: str = ""
-    cluster: dict | None = None  # several engines: app/clusterview.cluster_data (None for one engine)
+    cluster: dict | None = None  # several engines: clusterview.cluster_data (None for one engine)
     requests: int = 0
     warnings: tuple[str, ...] = ()  # sim_core.validity: outside the validation set, saturated
     gantt_index: GanttIndex | None = None  # every request's timeline when the Gantt shows a sample (zooming in)
