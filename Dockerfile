@@ -9,15 +9,15 @@ WORKDIR /srv/sched-sim
 COPY . /srv/sched-sim
 
 # Editable install: sim_core/ and app/ stay here beside templates/ and static/, which the app finds relative to
-# the repository root (app/templating.py). numba's cache keys on these same source paths at run time.
+# the repository root (app/web/templating.py). numba's cache keys on these same source paths at run time.
 RUN pip install --no-cache-dir -e . \
     && useradd --system --uid 10001 --no-create-home sched \
     && mkdir -p "$NUMBA_CACHE_DIR"
 
 # Compile every numba kernel (the engine and the dashboard's KV-grid aggregation) at build time, into a cache
 # the unprivileged server user can read and extend, so the first request is not slow.
-RUN python -c "import sim_core, app.kvgrid; sim_core.warm_up(); app.kvgrid.warm_up()" \
-    && python -c "import app.web" \
+RUN python -c "import sim_core, app.web.kvgrid; sim_core.warm_up(); app.web.kvgrid.warm_up()" \
+    && python -c "from app.web import app" \
     && chmod -R a+rwX "$NUMBA_CACHE_DIR"
 
 USER sched

@@ -21,8 +21,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from browser_support import DRAWN, launch_chromium, live_server  # noqa: E402
 
 import sim_core  # noqa: E402
-from app import kvgrid, service  # noqa: E402
-from app.web import app  # noqa: E402
+from app.web import app, kvgrid, service  # noqa: E402
 
 HX = {"HX-Request": "true"}
 

@@ -11,8 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fastapi.testclient import TestClient
 
-from app import inputs, service
-from app.web import app
+from app.web import app, inputs, service
 from sim_core import SCHEDULER_NAMES, Scenario, request_table
 from sim_core.step_time import parse_step_shape, step_time_doc
 
@@ -325,7 +324,7 @@ def test_seeds_beyond_the_web_limits_are_refused_not_ignored(client):
 def test_a_full_server_answers_busy_at_once_and_health_stays_quick(client, monkeypatch):
     import time
 
-    from app import service
+    from app.web import service
 
     monkeypatch.setattr(service, "SIM_WAIT_S", 0.05)
     service.clear_caches()
@@ -355,7 +354,7 @@ def test_agent_turns_count_toward_the_request_limit(client):
 def test_work_is_bounded_by_engine_steps_not_only_by_request_count():
     import numpy as np
 
-    from app.inputs import MAX_WEB_STEPS, work_problems
+    from app.web.inputs import MAX_WEB_STEPS, work_problems
     from sim_core.workload import Requests
 
     n = 1500  # few requests, long prompts: 90M tokens at 16 a step would be 5.6M steps
@@ -398,7 +397,7 @@ def test_a_sweep_over_the_work_budget_is_refused_before_it_runs(client):
 
 
 def test_past_the_in_flight_limit_the_api_answers_503_at_once_without_a_thread(client, monkeypatch):
-    from app import http
+    from app.web import http
 
     monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT)
     started = time.monotonic()

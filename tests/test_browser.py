@@ -17,7 +17,7 @@ pytest.importorskip("playwright")
 from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
-from app import service  # noqa: E402
+from app.web import figures, service  # noqa: E402
 from sim_core.metric_catalog import BY_KEY  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -364,17 +364,13 @@ def test_embed_page(page):
 
 
 SLIDE_FRAME = (960, 540)
-EMBED_READY = {  # what shows that an embed has drawn its figure
-    "metrics": "() => !!document.querySelector('#card-metrics td.num')",
-    "kv": "() => document.getElementById('plot-kv')?.dataset.drawn === '1'",
-    "gantt": "() => [...document.querySelectorAll('[data-figure=gantt]')].every(d => d.dataset.drawn === '1')",
-    "cdf": "() => document.getElementById('plot-cdf')?.dataset.drawn === '1'",
-    "timeline": "() => document.getElementById('plot-timeline')?.dataset.drawn === '1'",
-    "goodput": "() => document.getElementById('plot-goodput')?.dataset.drawn === '1'",
-}
+# What shows that an embed has drawn its figure: every plot in it drawn (plotly's and the KV player's set
+# data-drawn), or, with no plot, the metrics table filled in.
+EMBED_READY = """() => { const plots = [...document.querySelectorAll('.plot[data-figure]')];
+    return plots.length ? plots.every(d => d.dataset.drawn === '1') : !!document.querySelector('#card-metrics td.num'); }"""
 
 
-@pytest.mark.parametrize("figure", list(EMBED_READY))
+@pytest.mark.parametrize("figure", figures.embeddable())
 def test_every_embed_fits_a_960x540_slide_frame(page, figure):
     """Issue 12: in a 960x540 iframe nothing overflows (no scrollbar, every figure and the caption inside it)."""
     width, height = SLIDE_FRAME
@@ -382,7 +378,7 @@ def test_every_embed_fits_a_960x540_slide_frame(page, figure):
     page.set_content(f'<iframe src="{page.base}/embed/{figure}?{query.replace("&", "&amp;")}" width="{width}" '
                      f'height="{height}" style="border: 0"></iframe>')
     frame = page.main_frame.child_frames[0]
-    frame.wait_for_function(EMBED_READY[figure], timeout=90_000)
+    frame.wait_for_function(EMBED_READY, timeout=90_000)
     frame.wait_for_timeout(300)  # plotly's responsive resize settles
     sizes = frame.evaluate("""() => { const d = document.documentElement;
         return [d.scrollWidth, d.clientWidth, d.scrollHeight, d.clientHeight]; }""")

@@ -84,7 +84,7 @@ def _in_flight(query: str, scheduler: str, t0: float, t1: float) -> set[int]:
     """The requests of the page's run with a segment in [t0, t1], from sim_core directly."""
     from urllib.parse import parse_qsl
 
-    from app.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
+    from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
     from sim_core import timeline
     from sim_core.runner import run
 
@@ -147,7 +147,7 @@ PREFIX = "schedulers=fcfs,cache_aware&hardware=rtx3050&workload=agent&prefix_cac
 SWAP = ("schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20&preemption=swap&kv_blocks=700"
         "&swap_space_gb=0.5")
 # In the page: the frame the KV view painted for `name`, and for one cell of each state present in it, the colour
-# it should have (charts.KV_STATES by app/kvstates.py's cell state and the owner's parity) and the pixel's.
+# it should have (figures/kv.py's KV_STATES by app/web/kvstates.py's cell state and the owner's parity) and the pixel's.
 CELL_COLOURS = """(d, name) => {
   const spec = JSON.parse(document.querySelector('[data-kv-frames-for]').textContent);
   const look = JSON.parse(document.querySelector('script[data-figure-for="plot-kv"]').textContent);

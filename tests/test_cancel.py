@@ -37,7 +37,7 @@ def test_an_unset_flag_changes_nothing():
 def test_a_client_that_goes_away_cancels_its_simulation_within_a_second():
     import asyncio
 
-    from app.http import CLIENT_CLOSED, run_until_disconnect
+    from app.web.http import CLIENT_CLOSED, run_until_disconnect
 
     seen = {}
 
@@ -60,8 +60,8 @@ def test_a_client_that_goes_away_cancels_its_simulation_within_a_second():
 
 
 def test_a_cancelled_web_run_is_not_cached_and_the_next_request_computes_it():
-    from app import service
-    from app.inputs import parse_request
+    from app.web import service
+    from app.web.inputs import parse_request
 
     req = parse_request({"hardware": "rtx3050", "num_requests": "200", "seed": "17", "schedulers": "fcfs"})
     service.clear_caches()

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app import clusterview
-from app.inputs import MAX_BLOCK_TABLE_ENTRIES, work_problems
-from app.web import app
+from app.web import app, clusterview
+from app.web.inputs import MAX_BLOCK_TABLE_ENTRIES, work_problems
 from sim_core import Scenario, resolve, run
 from sim_core.runner import make_requests
 from sim_core.state import S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
@@ -86,18 +85,15 @@ def check_engines_against_core(fig: dict, res) -> None:
 def test_a_large_clusters_rows_keep_each_buckets_peak():
     """Many engines share a point budget: a row is bucketed in time, each point the most of its bucket."""
     rng = np.random.default_rng(0)
-    steps = np.zeros((1000, S_RUNNING + 2))
-    steps[:, S_START] = np.cumsum(rng.uniform(0.001, 0.02, 1000))
-    steps[:, S_WAITING] = rng.integers(0, 50, 1000)
-    steps[:, S_RUNNING] = rng.integers(0, 9, 1000)
-    steps[:, S_KV_BLOCKS] = rng.integers(0, 100, 1000)
+    steps = {"start_s": np.cumsum(rng.uniform(0.001, 0.02, 1000)), "waiting": rng.integers(0, 50, 1000),
+             "running": rng.integers(0, 9, 1000), "kv_blocks": rng.integers(0, 100, 1000)}
     rows = clusterview._engine_rows(steps, 100, points=100)
     assert 50 <= len(rows["t"]) <= 100 and rows["steps_logged"] == 1000
-    assert max(rows["waiting"]) == steps[:, S_WAITING].max() and max(rows["kv_pct"]) == steps[:, S_KV_BLOCKS].max()
+    assert max(rows["waiting"]) == steps["waiting"].max() and max(rows["kv_pct"]) == steps["kv_blocks"].max()
     # Each point: the first step of its bucket, and the most of the steps up to the next point.
-    idx = np.searchsorted(steps[:, S_START].round(4), rows["t"])
+    idx = np.searchsorted(steps["start_s"].round(4), rows["t"])
     for k, (a, b) in enumerate(zip(idx, list(idx[1:]) + [1000], strict=True)):
-        assert rows["running"][k] == steps[a:b, S_RUNNING].max()
+        assert rows["running"][k] == steps["running"][a:b].max()
 
 
 def test_replicas_page_shows_the_cluster_in_place_of_the_kv_view(client):
@@ -226,7 +222,7 @@ def metric_cell(html: str, label: str) -> str:
 
 
 def test_metrics_table_shows_the_cluster_metrics_as_the_core_reports_them(client):
-    from app.present import fmt_value
+    from app.web.present import fmt_value
 
     query = "schedulers=chunked&hardware=a100&workload=rag&num_requests=30&seed=2&prefill_replicas=1&decode_replicas=2"
     r = client.get("/?" + query)

@@ -131,7 +131,7 @@ def test_step_time_command_and_api_take_the_kv_cache_format(capsys):
 
 
 def test_dashboard_form_offers_the_kv_cache_format():
-    from app.present import build_form
+    from app.web.present import build_form
 
     form = build_form({}, {}, page_defaults={})
     fields = {f.name: f for _, group in form.groups for f in group} | {f.name: f for f in form.advanced}

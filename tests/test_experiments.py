@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
+from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
 from sim_core.experiments import BY_KEY, EXPERIMENTS, run_query, split_query
 
 CLASSICS = {"orca", "sarathi", "spf", "aging", "slo", "vtc", "cache"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.inputs import web_range_text
-from app.present import build_form
+from app.web.inputs import web_range_text
+from app.web.present import build_form
 from sim_core import Scenario, ScenarioError, parse_scenario
 from sim_core.fields import bounds_text, field_info, number_text, range_text
 

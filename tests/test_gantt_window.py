@@ -1,4 +1,4 @@
-"""The Gantt at scale (app/ganttindex.py, app/gantt_window.py): a long run's Gantt shows a sample; a time window
+"""The Gantt at scale (app/web/ganttindex.py, app/web/gantt_window.py): a long run's Gantt shows a sample; a time window
 asked of the server comes back with every request in flight in it, or a clear message when there are too many."""
 
 from __future__ import annotations
@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app import service
-from app.ganttindex import WINDOW_ROWS, TooMany, gantt_index, window
-from app.web import app
+from app.web import app, service
+from app.web.ganttindex import WINDOW_ROWS, TooMany, gantt_index, window
 from sim_core import Scenario, timeline
 from sim_core.runner import run
 

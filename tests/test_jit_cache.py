@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import sim_core
-from app import kvgrid
+from app.web import kvgrid
 from sim_core import jit
 
 

@@ -1,4 +1,4 @@
-"""The KV view's states beyond who holds a block (app/kvstates.py): shared prefix blocks, cached blocks free to
+"""The KV view's states beyond who holds a block (app/web/kvstates.py): shared prefix blocks, cached blocks free to
 evict, and what is swapped out to host memory, per frame of the dashboard's KV player."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from urllib.parse import parse_qsl
 
 import numpy as np
 
-from app import service
-from app.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
-from app.kvstates import CELL_CACHED, CELL_PLAIN, CELL_SHARED, cell_states
+from app.web import service
+from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
+from app.web.kvstates import CELL_CACHED, CELL_PLAIN, CELL_SHARED, cell_states
 from sim_core import Scenario
 from sim_core import state as E
 from sim_core.runner import run

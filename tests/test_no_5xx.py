@@ -7,12 +7,12 @@ import pytest
 from fastapi.testclient import TestClient
 from test_web import figure_blobs
 
-from app.web import app
+from app.web import app, figures
 
 EMPTY_RUNS = ("hardware=rtx3050&workload=rag&rate=0.01&duration=10",  # the first arrival is ~100 s away
               "hardware=rtx3050&workload=rag&duration=0.1",
               "hardware=rtx3050&workload=rag&duration=0.001")
-FIGURES_OF_A_RUN = ("cdf", "gantt", "timeline", "kv", "metrics")
+FIGURES_OF_A_RUN = [f.name for f in figures.all_figures() if f.simulates and f.embeds]  # every one drawn from runs
 
 
 @pytest.fixture(scope="module")

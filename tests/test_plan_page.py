@@ -12,9 +12,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app import plan_jobs, plan_page, service
 from app.cli import main
-from app.web import app
+from app.web import app, plan_jobs, plan_page, service
 from sim_core import ScenarioError
 
 SMALL = "model=llama-3-8b&workload=chat&rate=12&duration=10&gpus=a100,l40s&tp=1"

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from app.inputs import RateRange, default_sweep, parse_request
+from app.web.inputs import RateRange, default_sweep, parse_request
 from sim_core import Scenario, ScenarioError
 from sim_core.sweep import MAX_RATE_POINTS, MIN_SWEEP_RATE, default_rate_range, nice_step, rate_grid
 

@@ -9,9 +9,9 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from app import charts, inputs, service
 from app.cli import main as cli_main
-from app.web import app
+from app.web import app, inputs, service
+from app.web.figures.goodput import goodput_figure
 from sim_core import Scenario, run
 from sim_core.statistics import aggregate
 from sim_core.sweep import knee_interval, knee_rate, sweep
@@ -110,7 +110,7 @@ def test_the_dashboard_shows_means_with_intervals_over_seeds(client):
     assert client.get(f"/goodput?{sweep_query}", headers={"HX-Request": "true"}).status_code == 200
     req = inputs.parse_request(inputs.query_to_dict(tuple(kv.split("=")) for kv in sweep_query.split("&")))
     job = service.start_sweep(req)  # the page's job, found again
-    figure = charts.goodput_figure(job.future.result())
+    figure = goodput_figure(job.future.result())
     bands = [t for t in figure["data"] if t.get("name", "").endswith("95% band")]
     assert len(bands) == 2 * 2 * 2  # 2 schedulers x (goodput, attainment) x (upper edge, filled lower edge)
     assert sum(1 for t in bands if t.get("fill") == "tonexty") == 4

@@ -1,11 +1,11 @@
 """The dashboard's Step time panel: the cost model's step time against batch tokens for a prefill-only, a
-decode-only and a mixed step (sim_core.step_time.step_time_curves), and its figure (app/steptime_chart.py)."""
+decode-only and a mixed step (sim_core.step_time.step_time_curves), and its figure (app/web/figures/step_time.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.steptime_chart import COMPONENT_STYLE, steptime_figure, typical_decode_context
+from app.web.figures.step_time import COMPONENT_STYLE, steptime_figure, typical_decode_context
 from sim_core.cost_model import COMPONENTS
 from sim_core.step_time import CURVE_KINDS, StepShape, step_time_curves, step_time_doc
 

@@ -11,8 +11,8 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from app.present import unserved_share
 from app.web import app
+from app.web.present import unserved_share
 
 HX = {"HX-Request": "true"}
 SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=5"
@@ -258,7 +258,7 @@ def test_kv_cells_code_the_majority_owner_and_stay_bounded():
     is coarsened instead of growing the page without bound."""
     import numpy as np
 
-    from app import runview
+    from app.web import runview
 
     rng = np.random.default_rng(0)
     frames = rng.integers(-1, 5, size=(6, 50)).astype(np.int32)
@@ -269,7 +269,7 @@ def test_kv_cells_code_the_majority_owner_and_stay_bounded():
         assert len(codes) == kv["cells"] == 50
         owners, used = codes // (k + 1) - 1, codes % (k + 1)
         assert (owners == frames[f]).all() and (used == (frames[f] >= 0)).all()
-    from app.kvgrid import cell_codes
+    from app.web.kvgrid import cell_codes
 
     codes = cell_codes(np.array([[3, 3, 1, -1, 2, 1, 2, 1, -1, -1, -1, -1]], np.int32), 4)[0]
     assert [(c // 5 - 1, c % 5) for c in codes] == [(3, 3), (1, 4), (-1, 0)]  # (majority owner, blocks in use)
@@ -304,7 +304,7 @@ def test_security_headers_and_only_embeds_are_frameable(client):
 def test_static_files_are_compressed_and_cached_by_version(client):
     page = client.get("/healthz")
     assert page.status_code == 200
-    from app.templating import asset_version
+    from app.web.templating import asset_version
 
     versioned = client.get(f"/static/vendor/plotly.min.js?v={asset_version()}", headers={"Accept-Encoding": "gzip"})
     assert versioned.status_code == 200
@@ -467,7 +467,7 @@ def test_jitted_code_the_web_runs_from_request_threads_releases_the_gil():
     /healthz, every cached page) waits for it: the KV grid over a long run takes tens of ms."""
     from numba import config
 
-    from app import kvgrid
+    from app.web import kvgrid
     from sim_core import engine, workload
 
     if config.DISABLE_JIT:

@@ -1,11 +1,11 @@
 """What the KV view colours beyond who holds a block: each grid cell's state from the engine's block states
-(sim_core.kv_pool.snapshot: shared by several requests, or free but still holding a cached prefix that a later
+(sim_core.views.BlockState: shared by several requests, or free but still holding a cached prefix that a later
 request may reuse until it is evicted), and what is swapped out to host memory at each frame (from the event log:
 a request's KV leaves the GPU at its swap-out and comes back at its swap-in).
 
 The grid's cells (runview.kv_data) already say who holds them; `state_runs` adds, per frame, the run-length code
 [state, length, ...] of each cell's CELL_* state, and `swap_frames` per frame [owner, blocks, ...] of the requests
-swapped out then. static/js/app.js paints them with charts.KV_STATES' colours.
+swapped out then. static/js/app.js paints them with figures/kv.py's KV_STATES colours.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from sim_core import state as E
+from sim_core.views import BlockState, EventKind, event_columns, step_columns
 
 # A cell's state beside its owner: CELL_PLAIN (free, or held: prefilling or decoding by its request's first-token
 # time), CELL_SHARED (held, and at least half its held blocks are shared prefix blocks), CELL_CACHED (nobody holds
@@ -32,15 +32,15 @@ def frame_rows(res, frame_s) -> np.ndarray:
 
 
 def cell_states(block_states: np.ndarray, k: int) -> np.ndarray:
-    """[frame, block] BLOCK_* -> [frame, cell] CELL_* for cells of k blocks."""
+    """[frame, block] BlockState -> [frame, cell] CELL_* for cells of k blocks."""
     n_frames, n_blocks = block_states.shape
     cells = math.ceil(n_blocks / k) if n_blocks else 0
-    pad = np.full((n_frames, cells * k), E.BLOCK_FREE, np.int8)
+    pad = np.full((n_frames, cells * k), BlockState.FREE, np.int8)
     pad[:, :n_blocks] = block_states
     s = pad.reshape(n_frames, cells, k)
-    shared = (s == E.BLOCK_SHARED).sum(axis=2)
-    held = shared + (s == E.BLOCK_USED).sum(axis=2)
-    cached = (s == E.BLOCK_CACHED).sum(axis=2)
+    shared = (s == BlockState.SHARED).sum(axis=2)
+    held = shared + (s == BlockState.USED).sum(axis=2)
+    cached = (s == BlockState.CACHED).sum(axis=2)
     out = np.full((n_frames, cells), CELL_PLAIN, np.int8)
     out[(held > 0) & (2 * shared >= held)] = CELL_SHARED
     out[(held == 0) & (2 * cached >= k)] = CELL_CACHED
@@ -67,19 +67,21 @@ def swap_frames(res, kv: dict) -> dict | None:
     """At each frame of the view's KV data `kv`, the requests whose KV is swapped out to host memory and how many blocks each:
     {"capacity": swap blocks, "frames": [[owner, blocks, ...] per frame]}. None when nothing was swapped out (or
     the run's timeline is not recorded)."""
-    ev = np.asarray(getattr(res, "events", np.zeros((0, 4))))
-    if len(ev) == 0 or res.step_stride != 1:
+    if res.step_stride != 1:  # the events name steps: their start times need every step logged
         return None
-    swap = ev[(ev[:, E.E_KIND] == E.EV_SWAP_OUT) | (ev[:, E.E_KIND] == E.EV_SWAP_IN)]
-    if not (swap[:, E.E_KIND] == E.EV_SWAP_OUT).any():
+    ev = event_columns(res)
+    kind = ev["kind"]
+    swap = np.flatnonzero((kind == EventKind.SWAP_OUT) | (kind == EventKind.SWAP_IN))
+    if not (kind[swap] == EventKind.SWAP_OUT).any():
         return None
-    start = res.steps[:, E.S_START]
+    start = step_columns(res)["start_s"]
     block = int(res.scenario.block_size)
     out_at: dict[int, tuple[float, int]] = {}
     spans = []  # (owner, blocks, out_s, in_s)
-    for r, s, kind, tokens in swap[np.argsort(swap[:, E.E_STEP], kind="stable")].tolist():
+    swap = swap[np.argsort(ev["step"][swap], kind="stable")]
+    for r, s, k, tokens in zip(*(ev[c][swap].tolist() for c in ("request", "step", "kind", "tokens")), strict=True):
         t = float(start[s]) if s < len(start) else math.inf
-        if kind == E.EV_SWAP_OUT:
+        if k == EventKind.SWAP_OUT:
             out_at[r] = (t, -(-tokens // block))
         elif r in out_at:
             t_out, blocks = out_at.pop(r)

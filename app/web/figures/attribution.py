@@ -1,13 +1,14 @@
 """The "Where did the time go" figure: per scheduler, one horizontal bar of the mean E2EL split into its parts
 (sim_core/attribution.py defines them; metrics.attribution_ms carries the means). Built as plotly JSON like every
-figure in charts.py."""
+figure (see figures/__init__.py)."""
 
 from __future__ import annotations
 
 from sim_core.attribution import ATTRIBUTION_PARTS
 
-from .charts import _axis, _empty_note, _layout, color
-from .runview import RunView
+from ..charts import _axis, _empty_note, _layout, color
+from ..runview import RunView
+from . import Figure
 
 # part -> (label, colour). Waiting greys, compute in the KV view's prefill/decode colours, losses warm.
 PART_STYLE = {
@@ -47,3 +48,13 @@ def attribution_figure(views: list[RunView]) -> dict:
     layout["yaxis"]["tickvals"] = names
     layout["yaxis"]["ticktext"] = [f"<span style='color:{color(n)}'>{n}</span>" for n in names]
     return {"data": data, "layout": layout}
+
+
+FIGURE = Figure(
+    name="attribution", title="Where the time went", order=30,
+    build=lambda r: attribution_figure(r.means),  # over seeds, as the metrics table
+    explain="Each scheduler's mean end-to-end latency per request, split: queueing before it runs, its own prefill "
+            "steps, its decode steps stalled behind other requests' prefills (the step time beyond what its decodes "
+            "alone cost), decode, time lost to preemption (waiting to come back, recomputing, swapping) and "
+            "transport. Hover a Gantt row for one request's split.",
+)

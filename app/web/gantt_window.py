@@ -14,6 +14,7 @@ from sim_core.runner import Cancelled
 
 from . import charts, service
 from .api import busy, kernels_ready, unprocessable, warming_up
+from .figures.gantt import gantt_figure
 from .ganttindex import TooMany, window
 from .http import CLIENT_CLOSED, run_until_disconnect
 from .inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, problems_of, query_to_dict
@@ -64,7 +65,7 @@ def _window_answer(request: Request, cancel) -> Response:
         g = window(view.gantt_index, t0, t1, requests=rows)
     except TooMany as e:
         return JSONResponse({"figure": None, "message": str(e)})
-    fig = charts.gantt_figure(replace(view, gantt=g), charts.time_range(views))
+    fig = gantt_figure(replace(view, gantt=g), charts.time_range(views))
     among = f" among #{max(0, math.ceil(rows[0]))}-#{math.floor(rows[1])}" if rows else ""
     note = f"all {g['shown']:,} requests{among} in flight between {t0:.2f} s and {t1:.2f} s (of {g['total']:,})"
     return JSONResponse({"figure": fig, "shown": g["shown"], "ids": g["rows"]["id"], "message": note})

@@ -1,9 +1,9 @@
 """The dashboard's FastAPI application: `app.web:app` (what `sched-sim serve` runs under uvicorn).
 
-Pages and htmx fragments live in pages.py, the JSON API in api.py, figures in charts.py. Simulation routes are
-plain `def`s, so they run in the threadpool and the event loop keeps answering. numba's kernels are compiled
-(or loaded from the cache) once, in the background: the server answers from the start, and until the kernels are
-ready pages say so and poll while the JSON API answers 503 with Retry-After.
+Pages and htmx fragments live in pages.py, the JSON API in api.py, the figures in figures/ (one module each).
+Simulation routes are plain `def`s, so they run in the threadpool and the event loop keeps answering. numba's
+kernels are compiled (or loaded from the cache) once, in the background: the server answers from the start, and
+until the kernels are ready pages say so and poll while the JSON API answers 503 with Retry-After.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from sim_core.statistics import aggregate
 from sim_core.sweep import knee_interval, knee_rate, sweep
 from sim_core.workload import TraceError, own_rate, read_trace
 
+from . import figures
 from .clusterview import cluster_view
 from .inputs import (
     MAX_UPLOAD_BYTES,
@@ -271,12 +272,16 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
     try:
         reqs = requests_for(scenario, resolved)
         if scenario.engines > 1:  # no event log or KV frames from a cluster: each engine's step log instead
-            return cluster_view(simulate_requests(scenario, resolved, reqs, cancel=cancel), kv_cell)
-        res = simulate_requests(scenario, resolved, reqs, record_events=True,
-                                kv_frames=recorded_frames(resolved.num_blocks), cancel=cancel)
-        return build_view(res, *pick_frames(res), kv_cell=kv_cell)
+            res = simulate_requests(scenario, resolved, reqs, cancel=cancel)
+            view = cluster_view(res, kv_cell)
+        else:
+            res = simulate_requests(scenario, resolved, reqs, record_events=True,
+                                    kv_frames=recorded_frames(resolved.num_blocks), cancel=cancel)
+            view = build_view(res, *pick_frames(res), kv_cell=kv_cell)
     finally:
         SIM_SLOTS.release()
+    view.kept = figures.keep(res)  # what figures draw beyond the view (the Result is not kept)
+    return view
 
 
 # ----- rate sweeps -----

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim_core.runner import CLUSTER_STEP_RECORDS
-from sim_core.state import FINISHED, REJECTED, S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
+from sim_core.views import RequestState, engine_logs
 
 from .charts import _axis, _layout, _mix, _ref, color
 from .runview import GANTT_ROWS, RunView, build_view, sample_ids
@@ -59,7 +59,7 @@ def cluster_view(res, kv_cell: int = 1) -> RunView:
 
 def cluster_data(res, rows: int = GANTT_ROWS) -> dict:
     """What the cluster cards draw, from a Result with engine_logs (several engines)."""
-    logs = res.engine_logs
+    logs = engine_logs(res)
     shares = res.metrics.get("replicas") or [{} for _ in logs]
     engines = []
     points = max(100, min(ENGINE_POINTS, ENGINE_POINTS_TOTAL // max(1, len(logs))))
@@ -79,12 +79,13 @@ def cluster_data(res, rows: int = GANTT_ROWS) -> dict:
             "requests": _request_bars(res, rows), "end_s": round(float(res.end_s), 4)}
 
 
-def _engine_rows(steps: np.ndarray, num_blocks: int, points: int = ENGINE_POINTS) -> dict:
-    """One engine's step log -> its queue (waiting, running) and KV use (% of its pool) over time, bucketed into
-    at most `points` equal time buckets, each keeping its maximum (peaks survive downsampling)."""
-    t = steps[:, S_START]
-    cols = {"waiting": steps[:, S_WAITING], "running": steps[:, S_RUNNING],
-            "kv_pct": steps[:, S_KV_BLOCKS] * 100.0 / max(1, num_blocks)}
+def _engine_rows(steps: dict[str, np.ndarray], num_blocks: int, points: int = ENGINE_POINTS) -> dict:
+    """One engine's step log (sim_core.views columns by name) -> its queue (waiting, running) and KV use (% of its
+    pool) over time, bucketed into at most `points` equal time buckets, each keeping its maximum (peaks survive
+    downsampling)."""
+    t = steps["start_s"]
+    cols = {"waiting": steps["waiting"], "running": steps["running"],
+            "kv_pct": steps["kv_blocks"] * 100.0 / max(1, num_blocks)}
     if len(t) > points:
         edges = np.linspace(t[0], t[-1], points + 1)
         bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, points - 1)
@@ -92,7 +93,7 @@ def _engine_rows(steps: np.ndarray, num_blocks: int, points: int = ENGINE_POINTS
         t = t[starts]
         cols = {k: np.maximum.reduceat(v, starts) for k, v in cols.items()}
     return {"t": _r(t, 4), "waiting": _r(cols["waiting"], 0), "running": _r(cols["running"], 0),
-            "kv_pct": _r(cols["kv_pct"], 2), "steps_logged": int(len(steps))}
+            "kv_pct": _r(cols["kv_pct"], 2), "steps_logged": int(len(steps["start_s"]))}
 
 
 def _routes(routed: np.ndarray, arrived: np.ndarray, targets: list[int]) -> dict:
@@ -127,8 +128,8 @@ def _request_bars(res, rows: int) -> dict:
     ids = sample_ids(len(reqs), rows)
     out = {"id": ids.tolist(), "arrival": _r(reqs.arrival_s[ids], 5),
            "scheduled": _r(res.first_scheduled_s[ids], 5), "first_token": _r(res.first_token_s[ids], 5),
-           "finish": _r(res.finish_s[ids], 5), "rejected": (res.status[ids] == REJECTED).tolist(),
-           "finished": (res.status[ids] == FINISHED).tolist(), "prompt": reqs.prompt_tokens[ids].tolist(),
+           "finish": _r(res.finish_s[ids], 5), "rejected": (res.status[ids] == RequestState.REJECTED).tolist(),
+           "finished": (res.status[ids] == RequestState.FINISHED).tolist(), "prompt": reqs.prompt_tokens[ids].tolist(),
            "output": reqs.output_tokens[ids].tolist(), "total": int(len(reqs))}
     if res.handover is not None:
         h = res.handover

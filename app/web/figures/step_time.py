@@ -1,7 +1,7 @@
 """The "Step time" figure: the cost model's step time against the tokens a step batches, for a prefill-only, a
 decode-only and a mixed (chunked-prefill) step on the run's deployment, each a stack of the step's components
-(sim_core.step_time.step_time_curves), with the GEMMs' ridge point marked. Built as plotly JSON like every figure
-in charts.py; it depends on the deployment only, not on the schedulers compared."""
+(sim_core.step_time.step_time_curves), with the GEMMs' ridge point marked. Built as plotly JSON like every figure; it
+depends on the deployment only, not on the schedulers compared."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from sim_core.catalog import SetupError
 from sim_core.cost_model import COMPONENTS
 from sim_core.step_time import CURVE_KINDS, StepShape, step_time_curves
 
-from .charts import _ax, _axis, _columns, _layout, _log10, _ref
+from ..charts import _ax, _axis, _columns, _layout, _log10, _ref
+from . import Figure, Results
 
 # component -> (label, colour): GPU work in blues and greens, the CPU's time grey.
 COMPONENT_STYLE = {
@@ -84,3 +85,23 @@ def steptime_figure(curves: dict) -> dict:
     layout["legend"].update(font={"size": 11})
     layout.update(shapes=shapes, annotations=notes)
     return {"data": data, "layout": layout}
+
+
+def _build(results: Results) -> dict | None:
+    """The deployment's figure, whichever schedulers (the first one's run gives the token budget and the typical
+    context); None where the step model cannot set the deployment up."""
+    ctx = steptime_context(results.req.scenario, results.views[0]) if results.views else None
+    return ctx["figure"] if ctx else None
+
+
+def _explain(results: Results, figure: dict) -> str:
+    context = typical_decode_context(results.views[0].metrics) if results.views else 1
+    return ("What the cost model charges one engine step on this deployment, against the tokens it batches: a "
+            f"prefill chunk alone, decoding sequences alone (each with {context:,} tokens of context, this run's "
+            "mean prompt plus half its mean output), and a chunked-prefill step of both, half and half. Each band "
+            "is a kernel group; their top is the step time. Left of the dashed ridge point the GEMMs wait on "
+            "reading the weights, right of it on arithmetic. Decode batches whose KV would not fit the pool are "
+            "not drawn.")
+
+
+FIGURE = Figure(name="step-time", title="Step time", order=60, build=_build, explain=_explain)

@@ -21,9 +21,9 @@ from sim_core.experiments import EXPERIMENTS
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
 
-from . import charts, clusterview, present, service
+from . import charts, figures, present, service
 from .api import kernels_ready
-from .attribution_chart import attribution_figure
+from .figures.goodput import goodput_context, sweep_status
 from .http import (
     CLIENT_CLOSED,
     UploadProblem,
@@ -43,11 +43,9 @@ from .inputs import (
     problems_of,
     query_to_dict,
 )
-from .steptime_chart import steptime_context
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
-FIGURES = ("metrics", "cdf", "attribution", "step-time", "timeline", "kv", "gantt", "goodput")
 VARY = {"Vary": "HX-Request"}
 
 
@@ -134,9 +132,11 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
     return ctx, status
 
 
-def results_context(req: WebRequest, cancel=None, only: str | None = None) -> dict:
-    """What the results show; `only`: one scheduler of the comparison (an embed's panel), still on the comparison's
-    time axis and KV cells."""
+def results_context(req: WebRequest, cancel=None, only: str | None = None,
+                    figure: figures.Figure | None = None) -> dict:
+    """What the results show: every registered figure's card (figures.cards), or with `figure` that one's alone
+    (an embed: `card`); `only`: one scheduler of the comparison (an embed's panel), still on the comparison's time
+    axis and KV cells."""
     compared = service.compare_seeds(req, cancel)
     views = compared.views
     upload = service.get_upload(req.upload) if req.upload else None
@@ -146,27 +146,21 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None) -> di
     if only is not None:
         keep = [k for k, v in enumerate(views) if v.scheduler == only]
         views, means, ci95 = [views[k] for k in keep], [means[k] for k in keep], [ci95[k] for k in keep]
-    return {
+    runs = figures.Results(req, views, means, ci95, span)
+    out = {
         "views": views,
         "takeaway": present.takeaway(means),
-        "table": present.metrics_table(means, ci95 if req.scenario.seeds > 1 else None),
         "seeds_note": present.seeds_note(req.scenario),
         "summary": present.scenario_summary(req, views, upload),
-        "slo_text": present.slo_text(views[0].metrics),
-        "cdf": charts.cdf_figure(views),
-        "attribution": attribution_figure(means),  # over seeds, as the table
-        "steptime": steptime_context(req.scenario, views[0]),  # the deployment's, whichever schedulers
-        "timeline": charts.timeline_figure(views, span),
-        "kv": charts.kv_figure(views),
-        "kv_frames": charts.kv_frames(views, span),
-        "cluster": clusterview.cluster_context(views, span),  # several engines: shown in place of the KV view
-        "gantts": [(v.scheduler, charts.gantt_figure(v, span), v.gantt_note) for v in views],
-        "goodput": goodput_context(req),
         "query": req.query(),
         "scenario_query": req.query(sweep=False),
-        "downloads": {v.scheduler: req.run_key(v.scheduler) for v in views},  # /download/...?<one scheduler's run>
-        "experiment": experiment_verdict(req, views, cancel) if only is None else None,
     }
+    if figure is not None:
+        out["card"] = figure.card(runs)
+        return out
+    out["cards"] = figures.cards(runs)
+    out["experiment"] = experiment_verdict(req, views, cancel) if only is None else None
+    return out
 
 
 def _canonical(query: str) -> str | None:
@@ -197,33 +191,6 @@ def experiment_verdict(req: WebRequest, views, cancel=None) -> dict | None:
     claims = e.claims(run_query)
     return {"title": e.title, "source": e.source, "expect": e.expect, "claims": claims,
             "held": all(ok for _, ok in claims)}
-
-
-def goodput_context(req: WebRequest) -> dict:
-    try:
-        rates = req.sweep or service.proposed_sweep(req)
-    except ScenarioError as e:  # no sensible range around this scenario's rate; the run itself is fine
-        return {"disabled": f"Goodput-vs-rate curves: {e.problems[0][1]}."}
-    ctx: dict[str, Any] = {"range": rates, "job": None, "error": None, "query": req.query(sweep=False)}
-    if req.sweep is not None:
-        try:
-            ctx["job"] = job = service.start_sweep(req)
-        except ScenarioError as e:  # more work than the web sweeps
-            return {"disabled": f"Goodput-vs-rate curves: {e.problems[0][1]}."}
-        except service.BusyError as e:
-            ctx["error"] = str(e)
-            return ctx
-        ctx.update(sweep_status(job))
-    return ctx
-
-
-def sweep_status(job: service.SweepJob) -> dict:
-    out: dict[str, Any] = {"job": job, "error": job.error, "figure": None}
-    if job.result is not None:
-        out["figure"] = charts.goodput_figure(job.result)
-        out["knees"] = [(name, s["knee_rate"]) for name, s in job.result["schedulers"].items()]
-        out["embed_query"] = job.request.query()
-    return out
 
 
 def _render(name: str, ctx: dict, status: int = 200, headers: dict | None = None) -> HTMLResponse:
@@ -281,10 +248,12 @@ def goodput_job(request: Request, job_id: str) -> Response:
 
 @router.get("/embed/{figure}", response_class=HTMLResponse)
 def embed(request: Request, figure: str) -> Response:
-    """One figure alone, for an iframe (the scenario is the query string, as on the main page), with the options
-    of inputs.EmbedOptions: width, height, scheduler, caption, chrome."""
-    if figure not in FIGURES:
-        ctx = {"request": request, "figure": figure, "figures": FIGURES, "errors": {}, "options": EmbedOptions()}
+    """One registered figure alone (app/web/figures/), for an iframe (the scenario is the query string, as on the
+    main page), with the options of inputs.EmbedOptions: width, height, scheduler, caption, chrome."""
+    fig = figures.get(figure)
+    names = figures.embeddable()
+    if fig is None or not fig.embeds:
+        ctx = {"request": request, "figure": figure, "figures": names, "errors": {}, "options": EmbedOptions()}
         return templates.TemplateResponse(request, "embed.html", ctx, status_code=404)
     options, option_problems = parse_embed_options(request.query_params)
     # Beside `schedulers`, `scheduler` picks one panel of the comparison; alone, it is the one scheduler simulated.
@@ -296,26 +265,24 @@ def embed(request: Request, figure: str) -> Response:
     if req is not None and options.scheduler is not None and options.scheduler not in req.schedulers:
         errors["scheduler"] = (f"must be one of the compared schedulers, {', '.join(req.schedulers)} "
                                f"(got {quote(options.scheduler)})")
-    ctx: dict[str, Any] = {"request": request, "figure": figure, "figures": FIGURES, "errors": errors,
-                           "options": options, "caption": ""}
+    ctx: dict[str, Any] = {"request": request, "figure": figure, "figures": names, "errors": errors,
+                           "options": options, "caption": "", "embed": True}
     status = 422 if errors else 200
     if req is not None and not errors:
-        shown = WebRequest(req.scenario, (options.scheduler,), req.upload) if options.scheduler else req
+        shown = WebRequest(req.scenario, (options.scheduler,), req.upload, req.sweep) if options.scheduler else req
         ctx["caption"] = present.scenario_caption(shown) if options.caption == "1" else options.caption
-        if figure == "goodput":
-            try:  # one scheduler's curves are a sweep of that scheduler alone
-                req = WebRequest(req.scenario, shown.schedulers, req.upload, req.sweep or service.proposed_sweep(req))
-                ctx["g"] = goodput_context(req)
-                ctx["query"] = req.query()
-            except ScenarioError as e:
-                ctx["errors"], status = errors_by_field(e.problems), 422
-        else:
-            try:
-                ctx["results"] = results_context(req, only=options.scheduler)
-            except (ScenarioError, SetupError, TraceError) as e:
-                ctx["errors"], status = errors_by_field(problems_of(e)), 422
-            except service.BusyError as e:
-                ctx["errors"], status = {"server": str(e)}, 503
+        try:
+            if fig.simulates:
+                ctx["results"] = results_context(req, only=options.scheduler, figure=fig)
+                ctx["card"] = ctx["results"]["card"]
+            else:  # drawn from the request alone (one scheduler's: that scheduler's alone)
+                drawn = fig.embed_request(shown) if fig.embed_request else shown
+                ctx["card"] = fig.card(figures.Results(drawn))
+                ctx["query"] = drawn.query()
+        except (ScenarioError, SetupError, TraceError) as e:
+            ctx["errors"], status = errors_by_field(problems_of(e)), 422
+        except service.BusyError as e:
+            ctx["errors"], status = {"server": str(e)}, 503
     headers = {"Retry-After": "5"} if status == 503 else None
     return templates.TemplateResponse(request, "embed.html", ctx, status_code=status, headers=headers)
 

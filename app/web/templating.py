@@ -12,7 +12,7 @@ from sim_core.experiments import EXPERIMENTS
 
 from . import charts
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # app/web/templating.py -> the repository
 TEMPLATES_DIR = REPO_ROOT / "templates"
 STATIC_DIR = REPO_ROOT / "static"
 

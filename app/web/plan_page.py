@@ -16,11 +16,11 @@ from sim_core import GPUS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, pa
 from sim_core.plan_space import LIST_INPUTS, TP_DEGREES, PlanInputs, parse_plan_inputs
 from sim_core.planner import PLAN_FIXED_FIELDS
 
+from ..plan_report import deployment_text
 from . import charts, present, service
 from .http import errors_by_field
 from .inputs import WebRequest, _with_web_bounds, query_to_dict
 from .plan_jobs import PlanJob, get_plan_job, plan_query, plan_work_problems, start_plan
-from .plan_report import deployment_text
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -192,7 +192,7 @@ def plan_job_fragment(request: Request, job_id: str) -> Response:
 
 def plan_doc(job: PlanJob) -> dict:
     """/api/plan's answer: the job's state and, once done, what `sched-sim plan --json` prints."""
-    from .plan_report import plan_doc as cli_plan_doc
+    from ..plan_report import plan_doc as cli_plan_doc
 
     doc: dict[str, Any] = {"id": job.id, "query": job.query(), "status": "running" if job.running else
                            ("error" if job.error else "done"), "done": job.done, "total": job.total,

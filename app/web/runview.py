@@ -7,7 +7,7 @@ hundred KB, so views, not results, are what the server caches.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -62,10 +62,11 @@ class RunView:
     kv: dict
     gantt: dict | None
     gantt_note: str = ""
-    cluster: dict | None = None  # several engines: app/clusterview.cluster_data (None for one engine)
+    cluster: dict | None = None  # several engines: clusterview.cluster_data (None for one engine)
     requests: int = 0
     warnings: tuple[str, ...] = ()  # sim_core.validity: outside the validation set, saturated
     gantt_index: GanttIndex | None = None  # every request's timeline when the Gantt shows a sample (zooming in)
+    kept: dict = field(default_factory=dict)  # figure name -> what that figure kept of the run (figures.keep)
 
 
 def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS,

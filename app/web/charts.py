@@ -1,0 +1,96 @@
+"""What every figure of the dashboard shares: its colours (a scheduler has the same colour in every figure), axes,
+layout and the comparison's time range. The figures themselves, one module each, are in figures/; they are built
+server-side as plotly JSON (plain dicts: {"data": [...], "layout": {...}}) and drawn in the browser by the
+vendored plotly.js (the KV view paints canvases itself: figures/kv.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+from sim_core import SCHEDULER_NAMES
+
+from .runview import RunView
+
+PALETTE = {
+    "static": "#868e96", "fcfs": "#e8590c", "spf": "#9c36b5", "chunked": "#1971c2", "slo": "#2f9e44",
+    "fair": "#c2255c",
+}
+SPARE = ("#0c8599", "#f08c00", "#5c7cfa", "#66a80f", "#e64980", "#495057")
+FREE_CELL = "#eceff3"
+GRID = "#e9ecef"
+AXIS = "#495057"
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+
+
+def color(name: str) -> str:
+    if name in PALETTE:
+        return PALETTE[name]
+    k = SCHEDULER_NAMES.index(name) if name in SCHEDULER_NAMES else abs(hash(name))
+    return SPARE[k % len(SPARE)]
+
+
+def _mix(hex_color: str, other: str, t: float) -> str:
+    a = [int(hex_color[i:i + 2], 16) for i in (1, 3, 5)]
+    b = [int(other[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b, strict=True))
+
+
+def _axis(title: str, **extra) -> dict:
+    ax = {"title": {"text": title, "font": {"size": 12}}, "gridcolor": GRID, "zeroline": False,
+          "linecolor": "#adb5bd", "ticks": "outside", "tickcolor": "#adb5bd", "automargin": True}
+    ax.update(extra)
+    return ax
+
+
+def _layout(height: int, **extra) -> dict:
+    layout = {
+        "height": height, "autosize": True, "font": {"family": FONT, "size": 12, "color": AXIS},
+        "paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff",
+        "margin": {"l": 64, "r": 24, "t": 40, "b": 52},
+        "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "font": {"size": 12}},
+        "hoverlabel": {"font": {"family": FONT}},
+    }
+    layout.update(extra)
+    return layout
+
+
+def _columns(n: int, gap: float = 0.06) -> list[list[float]]:
+    width = (1 - gap * (n - 1)) / n
+    return [[round(k * (width + gap), 4), round(k * (width + gap) + width, 4)] for k in range(n)]
+
+
+def _rows(n: int, gap: float = 0.05) -> list[list[float]]:
+    """Vertical domains, top row first."""
+    height = (1 - gap * (n - 1)) / n
+    return [[round(1 - k * (height + gap) - height, 4), round(1 - k * (height + gap), 4)] for k in range(n)]
+
+
+def _empty_note(text: str) -> dict:
+    """A note across the middle of a figure that has nothing to draw (a run in which no request arrived, or none
+    finished): an empty plot alone would look like a drawing error."""
+    return {"xref": "paper", "yref": "paper", "x": 0.5, "y": 0.5, "showarrow": False, "text": text,
+            "font": {"size": 13, "color": AXIS}}
+
+
+def _ax(kind: str, k: int) -> str:
+    """Layout key of the k-th (0-based) x or y axis."""
+    return f"{kind}axis" if k == 0 else f"{kind}axis{k + 1}"
+
+
+def _ref(kind: str, k: int) -> str:
+    return kind if k == 0 else f"{kind}{k + 1}"
+
+
+def time_range(views: list[RunView]) -> list[float] | None:
+    """[0, end] of the whole comparison: every per-scheduler time figure (Gantt, engine timeline, KV player) spans
+    it, so one moment sits at one place in all of them. None when nothing happened (plotly picks a range)."""
+    end = max((v.end_s for v in views), default=0.0)
+    for v in views:  # a request rejected on arrival after the last step is drawn too
+        for seg in (v.gantt or {}).get("segments", {}).values():
+            end = max(end, max(seg["end"], default=0.0))
+    return [0.0, round(end, 4)] if end > 0 else None
+
+
+def _log10(x: float) -> float:
+    return math.log10(x) if x > 0 else 0.0

@@ -1,0 +1,100 @@
+"""Latency distributions: the cumulative distributions of TTFT, inter-token latency and end-to-end latency, one
+panel each on a log time axis, a line per scheduler, with the SLO's targets marked."""
+
+from __future__ import annotations
+
+import math
+
+from ..charts import _ax, _axis, _columns, _empty_note, _layout, _log10, _ref, color
+from ..runview import RunView
+from . import Figure
+
+CDF_PANELS = (("ttft", "TTFT (ms)", "fraction of requests"), ("itl", "inter-token latency (ms)",
+              "fraction of token gaps"), ("e2el", "end-to-end latency, E2EL (ms)", "fraction of requests"))
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values for a log axis over [lo, hi] > 0: 1-2-5 per decade, every decade's 1 when that is too many,
+    1-9 when too few (plotly's own log ticks label one or two values on a narrow range)."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+
+    def within(mantissas):
+        return [m * 10.0 ** e for e in range(first, last + 1) for m in mantissas if lo <= m * 10.0 ** e <= hi]
+
+    ticks = within((1, 2, 5))
+    if len(ticks) > 9:
+        ticks = within((1,))
+    elif len(ticks) < 4:
+        ticks = within(range(1, 10))
+    return [float(f"{t:.6g}") for t in ticks]
+
+
+def _ms_text(v: float) -> str:
+    return f"{v:,.0f}" if v >= 1 else f"{v:g}"
+
+
+def cdf_axis_range(xs: list[float], target: float | None) -> tuple[list[float], bool] | None:
+    """The log10 range of a latency panel: its data, padded; a target (SLO) within a decade of the data widens it
+    to show the target's line. (range, target shown); None for a panel with no data."""
+    xs = [x for x in xs if x > 0]
+    if not xs:
+        return None
+    lo, hi = min(xs), max(xs)
+    shown = isinstance(target, int | float) and target > 0 and lo / 10 <= target <= hi * 10
+    if shown:
+        lo, hi = min(lo, target), max(hi, target)
+    pad = max(0.04, 0.03 * (math.log10(hi) - math.log10(lo)))
+    return [round(math.log10(lo) - pad, 4), round(math.log10(hi) + pad, 4)], shown
+
+
+def cdf_figure(views: list[RunView]) -> dict:
+    data, layout = [], _layout(340, margin={"l": 60, "r": 20, "t": 40, "b": 56})
+    slo = views[0].metrics.get("slo", {}) if views else {}
+    targets = {} if slo.get("by_class") else {"ttft": slo.get("ttft_ms"), "itl": slo.get("tpot_ms")}
+    shown_targets = {}
+    for k, (domain, (key, xtitle, ytitle)) in enumerate(zip(_columns(3, 0.07), CDF_PANELS, strict=True)):
+        # Explicit ranges and ticks: autorange would stretch a panel to fit an SLO note's text.
+        fitted = cdf_axis_range([x for v in views for x in v.cdf[key]["x"]], targets.get(key))
+        ticks = {}
+        if fitted:
+            span, shown_targets[key] = fitted
+            values = log_ticks(10 ** span[0], 10 ** span[1])
+            ticks = {"range": span, "tickmode": "array", "tickvals": values, "ticktext": [_ms_text(v) for v in values]}
+        layout[_ax("x", k)] = _axis(xtitle, domain=domain, anchor=_ref("y", k), type="log", **ticks,
+                                    minor={"showgrid": True, "gridcolor": "#f3f4f6", "dtick": "D1"})
+        layout[_ax("y", k)] = _axis(ytitle if k != 1 else "fraction of token gaps", anchor=_ref("x", k),
+                                    range=[0, 1.02], tickformat=".0%")
+        for v in views:
+            c = v.cdf[key]
+            data.append({"type": "scatter", "mode": "lines",
+                         "x": c["x"], "y": c["y"], "name": v.scheduler, "legendgroup": v.scheduler,
+                         "showlegend": k == 0, "line": {"color": color(v.scheduler), "width": 2, "shape": "hv"},
+                         "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                         "hovertemplate": f"{v.scheduler}: %{{y:.1%}} under %{{x:.1f}} ms<extra></extra>"})
+    shapes, notes = [], []
+    for k, (key, label) in enumerate((("ttft", "TTFT SLO"), ("itl", "TPOT SLO"))):
+        target = targets.get(key)
+        if not isinstance(target, int | float) or key not in shown_targets:
+            continue
+        note = {"yref": "paper", "y": 0.02, "showarrow": False, "font": {"size": 10, "color": "#868e96"}}
+        if shown_targets[key]:
+            shapes.append({"type": "line", "xref": _ref("x", k), "yref": "paper", "x0": target, "x1": target,
+                           "y0": 0, "y1": 1, "line": {"color": "#868e96", "width": 1, "dash": "dash"}})
+            notes.append({**note, "xref": _ref("x", k), "x": _log10(target), "text": f"{label} {target:g} ms",
+                          "xanchor": "left"})
+        else:  # far outside the data: named at the edge it lies beyond, without stretching the axis to it
+            above = target > 10 ** layout[_ax("x", k)]["range"][1]
+            notes.append({**note, "xref": f"{_ref('x', k)} domain", "x": 1 if above else 0,
+                          "xanchor": "right" if above else "left",
+                          "text": f"{label} {target:g} ms →" if above else f"← {label} {target:g} ms"})
+    if not any(v.cdf[key]["x"] for v in views for key, _, _ in CDF_PANELS):
+        notes.append(_empty_note("No request finished in this run: there are no latencies to plot."))
+    layout.update(shapes=shapes, annotations=notes)
+    return {"data": data, "layout": layout}
+
+
+FIGURE = Figure(
+    name="cdf", title="Latency distributions", order=20, build=lambda r: cdf_figure(r.views),
+    explain="Cumulative distributions (log time axis). TTFT and E2EL count requests; ITL counts every gap between "
+            "consecutive tokens, so a prefill stall shows as a long right tail.",
+)

@@ -1,0 +1,70 @@
+"""KV-cache blocks over time: each scheduler's block pool as a grid of cells, coloured by what the request holding
+them is doing, played as an animation (static/js/app.js paints the frames on canvases; it is no plotly figure).
+A run of several engines records no KV frames: in its place this card shows the cluster view (clusterview.py:
+the router's choices, each engine's queue and KV use, the KV transfers between pools, requests by engine)."""
+
+from __future__ import annotations
+
+import math
+
+from .. import clusterview
+from ..charts import FREE_CELL, color
+from ..runview import RunView
+from . import Figure, Results
+
+# What a cell's majority owner is doing, with two shades each so that neighbouring requests stay apart.
+# static/js/app.js draws the grids on canvases with these colours; the card's legend lists them.
+KV_STATES = (
+    ("free", "free", (FREE_CELL, FREE_CELL)),
+    ("prefill", "prefilling (no token yet)", ("#f59f00", "#ffd43b")),
+    ("decode", "decoding", ("#3b5bdb", "#91a7ff")),
+    ("shared", "shared prefix (several requests)", ("#2f9e44", "#69db7c")),
+    ("cached", "cached prefix, free to evict", ("#66d9e8", "#66d9e8")),
+    ("swapped", "swapped out to host memory", ("#e03131", "#ff8787")),
+)
+
+
+def kv_grid(views: list[RunView]) -> tuple[int, int]:
+    """(columns, rows) of the grid every scheduler's pool is drawn on. Cells are the same size for all (as is
+    the number of blocks in one, see service.compare): a larger pool is a longer grid, not smaller cells."""
+    cells = max((v.kv["cells"] for v in views), default=1)
+    cols = max(1, math.ceil(math.sqrt(cells)))
+    return cols, max(1, math.ceil(cells / cols))
+
+
+def kv_figure(views: list[RunView]) -> dict:
+    """The KV view's drawing spec (not a plotly figure: app.js paints canvases): the shared grid and the colours
+    of each state. The frames travel beside it (kv_frames)."""
+    cols, rows = kv_grid(views)
+    return {"grid": {"cols": cols, "rows": rows},
+            "states": [{"key": key, "label": label, "colors": list(colors)} for key, label, colors in KV_STATES]}
+
+
+def kv_frames(views: list[RunView], span: list[float] | None = None) -> dict:
+    """What the KV player needs: per scheduler the cell grid and its run-length coded frames, played over
+    `span` (the comparison's time_range)."""
+    horizon = span[1] if span else 0.0
+    grid_cols, _ = kv_grid(views)
+    steps = max((len(v.kv["frame_s"]) for v in views), default=1)
+    # Open at the busiest moment (the highest KV use of any scheduler): a still frame worth looking at.
+    peaks = [(max(v.kv["usage"]), v.kv["frame_s"][v.kv["usage"].index(max(v.kv["usage"]))])
+             for v in views if v.kv["usage"]]
+    start = round(max(peaks)[1] / horizon * (steps - 1)) if peaks and horizon > 0 else 0
+    return {"horizon": round(horizon, 4), "steps": steps, "start": int(start),
+            "schedulers": [dict(v.kv, name=v.scheduler, color=color(v.scheduler), cols=grid_cols,
+                                rows=math.ceil(v.kv["cells"] / grid_cols)) for v in views]}
+
+
+def build(results: Results) -> dict:
+    views = results.views
+    if results.cluster:
+        return {"cluster": clusterview.cluster_context(views, results.span)}
+    return {"cluster": None, "kv": kv_figure(views), "frames": kv_frames(views, results.span),
+            "k": views[0].kv["k"] if views else 1}
+
+
+FIGURE = Figure(
+    name="kv", title="KV-cache blocks over time", order=10, build=build, template="_figure_kv.html",
+    explain="Each scheduler's pool, coloured by state: what the request holding a block is doing, prefix blocks "
+            "several requests share, cached prefixes free to evict; for several engines, the cluster view.",
+)
