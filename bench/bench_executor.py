@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sim_core import Scenario  # noqa: E402
-from sim_core.executor import LocalExecutor, RayExecutor, kernel_cache_stats  # noqa: E402
-from sim_core.sweep import sweep  # noqa: E402
+from sim_core.studies.executor import LocalExecutor, RayExecutor, kernel_cache_stats  # noqa: E402
+from sim_core.studies.sweep import sweep  # noqa: E402
 
 BASE = Scenario(model="llama-3-8b", hardware="a100", workload="chat", duration=20)
 

@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sim_core import Scenario, run  # noqa: E402
-from sim_core import state as S  # noqa: E402
+from sim_core.kernel import state as S  # noqa: E402
 
 MEAN_PROMPT, PROMPT_SIGMA = 700, 1.0
 MEAN_OUTPUT, OUTPUT_SIGMA = 180, 0.8

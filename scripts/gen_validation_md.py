@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout, the package installed or not
 
 from app.cli import report  # noqa: E402
-from sim_core import validation  # noqa: E402
+from sim_core.studies import validation  # noqa: E402
 
 PATH = ROOT / "docs" / "VALIDATION.md"
 

@@ -10,6 +10,6 @@ if ! .venv/bin/python -c 'import sys' >/dev/null 2>&1; then
 fi
 .venv/bin/pip install -q --disable-pip-version-check -e .
 
-# Compiled kernels are cached under ~/.cache/sched-sim/numba/<hash of sim_core's sources> (sim_core/jit.py),
+# Compiled kernels are cached under ~/.cache/sched-sim/numba/<hash of sim_core's sources> (sim_core/kernel/jit.py),
 # or NUMBA_CACHE_DIR if set.
 exec .venv/bin/sched-sim serve --host 127.0.0.1 --port "${PORT:-8000}"

@@ -7,7 +7,7 @@
 Faces read a Result's logs through `views` (named columns, enums), never the engine's own column numbers.
 """
 
-# .views after .runner: numba is first imported through sim_core.jit (which keeps PyYAML out of a CLI run), not
+# .views after .runner: numba is first imported through sim_core.kernel.jit (which keeps PyYAML out of a CLI run), not
 # through views' import of state. Importing it sets `sim_core.views` too.
 from .catalog import GPUS, MODELS, SetupError
 from .policies import SCHEDULER_NAMES

@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
-from .cost_model import CONSTANT_BOUNDS, Constants
+from .kernel.cost_model import CONSTANT_BOUNDS, Constants
 
 # Marks a JSON document as a profile (and its format version), so any other JSON is refused by name.
 FORMAT_KEY = "sched_sim_hardware_profile"

@@ -83,7 +83,7 @@ _ITL = ("inter-token latency (ITL): every gap between consecutive output tokens 
         "streaming client sees")
 _E2EL = "end-to-end latency (E2EL): from a request's arrival to its last output token, as the client sees it"
 _TABLE_STATS = ("mean", "p50", "p90", "p99")
-# Where the time went (sim_core/attribution.py defines each part): the mean per completed request of each part of
+# Where the time went (sim_core/kernel/attribution.py defines each part): the mean per completed request of each part of
 # its E2EL; the six sum to the mean E2EL. Stalls and transport are shown only when some run has them; preemption
 # always, as the preemption counts are (a row that comes and goes with the schedulers ticked would shift the table).
 _ATTRIBUTION = tuple(

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import state as E
-from .attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
-from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
+from .kernel import state as E
+from .kernel.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
+from .kernel.cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 from .prices import deployment_cost_per_hour
 
 PERCENTILES = (50, 90, 99)

@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from . import state as E
-from .attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
+from .kernel import state as E
+from .kernel.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
 from .metrics import request_latencies_s
 
 # Column -> what it holds (the header row is the keys, in this order).

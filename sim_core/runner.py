@@ -9,9 +9,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import engine
 from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
-from .cluster import (
+from .hardware_profile import profile_constants
+from .kernel import engine
+from .kernel.cluster import (
     PoolTrace,
     first_steps,
     pooled_efficiency,
@@ -19,14 +20,8 @@ from .cluster import (
     simulate_pools,
     simulate_replicas,
 )
-from .cost_model import PEAK_BW, PEAK_FLOPS, cost_params
-from .hardware_profile import profile_constants
-from .links import KV_LINKS
-from .metrics import summarize
-from .policies import BY_NAME, SCHEDULERS, Scheduler, policy_params
-from .policies.ordering import ORDER_TENANT_SHARE
-from .scenario import MAX_REQUESTS, Scenario, ScenarioError
-from .state import (
+from .kernel.cost_model import PEAK_BW, PEAK_FLOPS, cost_params
+from .kernel.state import (
     A_END_S,
     FINISHED,
     PREEMPT_NONE,
@@ -39,6 +34,11 @@ from .state import (
     Outcome,
     RequestTable,
 )
+from .links import KV_LINKS
+from .metrics import summarize
+from .policies import BY_NAME, SCHEDULERS, Scheduler, policy_params
+from .policies.ordering import ORDER_TENANT_SHARE
+from .scenario import MAX_REQUESTS, Scenario, ScenarioError
 from .statistics import aggregate
 from .workload import PRESETS, Preset, Requests, TraceError, at_rate, read_trace, synthesize
 
@@ -488,8 +488,8 @@ def _add_engines(result: Result, ran: PoolsRun, cfgs: list[Config]) -> None:
 def warm_up() -> None:
     """Compile (or load from numba's on-disk cache) every engine code path with tiny runs (a cold cache: on two
     cores, warm.py)."""
+    from .kernel.warm import compile_in_two
     from .policies import SCHEDULER_NAMES
-    from .warm import compile_in_two
 
     compile_in_two()
     for name in SCHEDULER_NAMES:

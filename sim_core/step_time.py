@@ -11,7 +11,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import resolve_setup
-from .cost_model import (
+from .fields import range_text
+from .hardware_profile import canonical, profile_constants
+from .kernel.cost_model import (
     COMPONENTS,
     DENSE_WEIGHT_BYTES,
     LINEAR_FLOPS_PER_TOKEN,
@@ -22,8 +24,6 @@ from .cost_model import (
     step_breakdown,
     step_time,
 )
-from .fields import range_text
-from .hardware_profile import canonical, profile_constants
 from .quoting import quote
 from .scenario import (
     HardwareName,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import state as E
+from .kernel import state as E
 
 SEGMENT_KINDS = ("queued", "prefill", "decode", "preempted", "rejected")
 QUEUED, PREFILL, DECODE, PREEMPTED, REJECTED = range(5)

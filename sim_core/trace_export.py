@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import state as E
-from .attribution import ATTRIBUTION_PARTS
+from .kernel import state as E
+from .kernel.attribution import ATTRIBUTION_PARTS
 from .timeline import DECODE, PREEMPTED, PREFILL, QUEUED, REJECTED, SEGMENT_KINDS, request_segments
 
 GPU_PID, REQUESTS_PID = 1, 2

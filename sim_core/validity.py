@@ -8,8 +8,8 @@ from functools import cache
 
 import numpy as np
 
-from .state import S_START, S_WAITING
-from .validation import VALIDATION_DIR, coverage
+from .kernel.state import S_START, S_WAITING
+from .studies.validation import VALIDATION_DIR, coverage
 
 # A run is saturated when, as arrivals end, more than this share of its requests (and at least
 # SATURATED_MIN_WAITING) are still waiting, more than at mid-run.

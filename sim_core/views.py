@@ -1,7 +1,7 @@
 """Named views of a run's `Result`, for the faces (the dashboard, reports, notebooks).
 
 A Result keeps the engine's logs as it wrote them: numeric arrays whose columns, and the codes stored in them,
-are the engine's own (sim_core.state: S_* step-log columns, E_* event columns, request status, event kind and KV
+are the engine's own (sim_core.kernel.state: S_* step-log columns, E_* event columns, request status, event kind and KV
 block state codes). Faces read them through this module instead, by name, so that the engine may renumber its
 columns or codes without a face noticing:
 
@@ -23,7 +23,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import state as _state
+from .kernel import state as _state
+from .kernel.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
+from .kernel.cost_model import COMPONENTS as COST_COMPONENTS
+
+# Where a request's latency went (Result.attribution's columns, metrics.attribution_ms's keys), in column order;
+# TRANSPORT_PART: the column of the time its KV spent crossing between pools.
+ATTRIBUTION_PARTS = ATTRIBUTION_PARTS
+TRANSPORT_PART = AT_TRANSPORT
+# The kernel groups the cost model charges a step for (step_time's breakdowns), in order.
+COST_COMPONENTS = COST_COMPONENTS
 
 
 class RequestState(IntEnum):
@@ -97,6 +106,10 @@ class EngineView(NamedTuple):
     step_stride: int
     num_blocks: int  # its KV pool
     served: np.ndarray  # bool per request: the requests it took (a pool's engine: its part of their work)
+    first_step: int  # its step k is step first_step + k of the run's event log (event_columns(result)["step"])
+    kv_frames: np.ndarray  # [frame, block] -> the request holding it, or -1; empty unless frames were asked for
+    kv_frame_state: np.ndarray  # [frame, block] -> BlockState
+    kv_frame_s: np.ndarray  # each frame's time
 
 
 def engine_logs(result) -> list[EngineView]:
@@ -114,5 +127,6 @@ def engine_logs(result) -> list[EngineView]:
         else:  # the hand-over trace names each request's prefill and decode engine, numbered within its pool
             served = np.asarray(h.to_prefill if log.pool == "prefill" else h.to_decode) == k
         out.append(EngineView(log.name, log.pool, columns_of_steps(log.steps), int(log.step_stride),
-                              int(log.num_blocks), served))
+                              int(log.num_blocks), served, int(log.first_step), log.kv_frames, log.kv_frame_state,
+                              log.kv_frame_s))
     return out

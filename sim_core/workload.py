@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from .jit import entry_nogil
+from .kernel.jit import entry_nogil
 from .quoting import quote
 
 

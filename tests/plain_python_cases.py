@@ -37,7 +37,7 @@ def tight_workload(seed: int, n: int = 10) -> Requests:
 def cost_model_cases() -> dict:
     """Every component of the step model on a few batch shapes and deployments (TP, FP8, int4, MoE)."""
     from sim_core.catalog import resolve_setup
-    from sim_core.cost_model import cost_params, prefill_pairs, step_breakdown, step_cost, swap_seconds
+    from sim_core.kernel.cost_model import cost_params, prefill_pairs, step_breakdown, step_cost, swap_seconds
 
     out = {}
     for hw, model, quant, tp, overlap in (("a100", "llama-3-8b", "fp16", 1, False),

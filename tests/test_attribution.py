@@ -1,4 +1,4 @@
-"""Where did the time go (sim_core/attribution.py): every request's E2EL split into queue, prefill, prefill_stall,
+"""Where did the time go (sim_core/kernel/attribution.py): every request's E2EL split into queue, prefill, prefill_stall,
 decode, preemption and transport. The parts must sum to the latency for every scheduler, preemption mode, prefix
 cache setting and cluster shape, and each part must show up exactly where the mechanism it names is at work."""
 
@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.web import app
 from sim_core import SCHEDULER_NAMES, Scenario
-from sim_core.attribution import (
+from sim_core.kernel.attribution import (
     AT_DECODE,
     AT_PREEMPTION,
     AT_PREFILL,

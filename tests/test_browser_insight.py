@@ -13,7 +13,7 @@ pytest.importorskip("playwright")
 from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
-from sim_core.attribution import ATTRIBUTION_PARTS  # noqa: E402
+from sim_core.kernel.attribution import ATTRIBUTION_PARTS  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
@@ -229,7 +229,7 @@ def test_kv_view_shows_what_is_swapped_out(site):
 
 
 def test_the_preset_gallery_opens_each_experiment_in_one_click_and_says_whether_it_held(site):
-    from sim_core.experiments import EXPERIMENTS
+    from sim_core.studies.experiments import EXPERIMENTS
 
     for width, height in ((1440, 900), (390, 844)):
         context, page = _page(site, width, height)

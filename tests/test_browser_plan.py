@@ -14,7 +14,7 @@ from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 import sim_core  # noqa: E402
-import sim_core.planner  # noqa: E402
+import sim_core.studies.planner  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
@@ -22,13 +22,13 @@ SHOTS = screenshot_dir()
 
 
 def test_plan_tab_searches_with_progress_then_links_each_plan_to_its_scenario(site, monkeypatch):
-    real_run = sim_core.planner.run
+    real_run = sim_core.studies.planner.run
 
     def paced_run(scenario, **kw):  # a few tenths of a second per simulation, so that the progress bar is seen
         time.sleep(0.3)
         return real_run(scenario, **kw)
 
-    monkeypatch.setattr(sim_core.planner, "run", paced_run)
+    monkeypatch.setattr(sim_core.studies.planner, "run", paced_run)
     base, browser = site
     context, page = open_page(site, timeout_ms=60_000, expected_422=True)
     errors = page.errors

@@ -13,7 +13,10 @@ import pytest
 
 from app.cli import main
 from sim_core import Scenario, ScenarioError, parse_scenario, run
-from sim_core.calibration import (
+from sim_core.hardware_profile import Profile, ProfileError, parse_compact
+from sim_core.kernel.cost_model import CONSTANT_BOUNDS, default_constants
+from sim_core.step_time import parse_step_shape, step_time_doc
+from sim_core.studies.calibration import (
     CalibrationError,
     CalibrationTarget,
     Steps,
@@ -26,9 +29,6 @@ from sim_core.calibration import (
     read_vllm_bench,
     target_setup,
 )
-from sim_core.cost_model import CONSTANT_BOUNDS, default_constants
-from sim_core.hardware_profile import Profile, ProfileError, parse_compact
-from sim_core.step_time import parse_step_shape, step_time_doc
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_bench_h100_llama3_8b.json"
 HEADER = "prefill_tokens,context_tokens,decode_seqs,decode_context,step_ms"

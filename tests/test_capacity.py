@@ -1,4 +1,4 @@
-"""sched-sim capacity (sim_core/capacity.py) and running any dashboard URL's scenario from the CLI (--scenario)."""
+"""sched-sim capacity (sim_core/studies/capacity.py) and running any dashboard URL's scenario from the CLI (--scenario)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from app.cli import main
 from sim_core import Scenario, run
-from sim_core.capacity import capacity, max_rate
+from sim_core.studies.capacity import capacity, max_rate
 
 
 def knee_at(knee: float, calls: list | None = None):
@@ -79,7 +79,7 @@ def test_a_dashboard_url_runs_from_the_command_line(capsys):
 # ----- sched-sim plan -----
 @pytest.fixture(scope="module")
 def chat_plan():
-    from sim_core.planner import SearchSpace, plan
+    from sim_core.studies.planner import SearchSpace, plan
 
     base = Scenario(model="llama-3-8b", workload="chat", duration=30)
     return plan(base, 12.0, SearchSpace(["rtx3050", "l40s", "a100"], [1, 2], ["chunked"], max_gpus=6))

@@ -516,7 +516,7 @@ def test_a_run_parses_its_flags_without_importing_the_planner_step_time_or_calib
     """Start-up (issue 8): only the named command's parser reads those modules' pydantic fields."""
     code = ("import contextlib, io, sys\nfrom app.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['run', '--num-requests', '5']) == 0\n"
-            "print(sorted(m for m in ('sim_core.planner', 'sim_core.step_time', 'sim_core.calibration') "
+            "print(sorted(m for m in ('sim_core.studies.planner', 'sim_core.step_time', 'sim_core.studies.calibration') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

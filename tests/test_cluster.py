@@ -1,4 +1,4 @@
-"""Replicas behind a router (sim_core/cluster.py): one compiled loop over several engines. Each replica behaves
+"""Replicas behind a router (sim_core/kernel/cluster.py): one compiled loop over several engines. Each replica behaves
 exactly as an engine alone on the requests it was sent; every request is served once; the routers route as
 they say."""
 
@@ -476,7 +476,7 @@ def test_a_prompt_the_decode_pool_can_never_hold_does_not_block_the_ones_behind_
 def test_stepping_each_replica_up_to_the_next_arrival_changes_nothing(monkeypatch, router, workload, staleness):
     """Without follow-up turns the engines meet only at arrivals, so the loop runs each up to the next arrival at a
     time (its data stays in cache); every request's outcome and every metric are those of strict time order."""
-    import sim_core.cluster as cluster
+    import sim_core.kernel.cluster as cluster
 
     s = Scenario(hardware="rtx3050", workload=workload, num_requests=300, rate=12, replicas=3, router=router,
                  router_staleness_ms=staleness, seed=4, prefix_cache=True, kv_blocks=600)
@@ -573,8 +573,8 @@ def test_a_cluster_of_one_is_the_single_engine_bit_for_bit(name):
     """The cluster loop over one engine (the router handing it each arrival) gives exactly what the engine's own
     loop gives: every field of the Outcome, logs, events and KV frames included, on every single-engine golden
     case (every scheduler, preemption mode and prefix-cache setting, traces, multi-turn, adaptive budget)."""
-    from sim_core import engine
-    from sim_core.cluster import simulate_replicas
+    from sim_core.kernel import engine
+    from sim_core.kernel.cluster import simulate_replicas
     from sim_core.runner import class_slos, engine_config, frame_spec, make_requests, request_table, resolve
 
     scenario, trace = _single_engine_cases()[name]

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from app.web import app, clusterview
 from app.web.inputs import MAX_BLOCK_TABLE_ENTRIES, work_problems
 from sim_core import Scenario, resolve, run
+from sim_core.kernel.state import S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
 from sim_core.runner import make_requests
-from sim_core.state import S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
 
 FIGURE_JSON = re.compile(r'<script type="application/json" (data-[a-z-]+)="([^"]+)">(.*?)</script>', re.S)
 BASE = dict(hardware="rtx3050", workload="chat", num_requests=60, seed=5)

@@ -10,7 +10,7 @@ import pytest
 from numba import config as numba_config
 
 import sim_core
-from sim_core import jit, warm
+from sim_core.kernel import jit, warm
 
 pytestmark = pytest.mark.skipif(numba_config.DISABLE_JIT, reason="about numba's compiled kernels")
 
@@ -78,7 +78,7 @@ def test_kernels_leave_module_optimization_to_the_entry_that_links_them():
 WARM_RUN = """
 import io, sys
 from app.cli import main
-from sim_core import jit
+from sim_core.kernel import jit
 sys.stdout = io.StringIO()
 code = main(["run", "--hardware", "rtx3050", "--num-requests", "20", "--json"])
 sys.stdout = sys.__stdout__
@@ -109,7 +109,7 @@ def test_a_warm_cli_run_loads_its_kernel_without_numbas_registries_or_every_cach
 
 
 LINK_MODULE = '''
-from sim_core.jit import entry, kernel
+from sim_core.kernel.jit import entry, kernel
 
 @kernel
 def triple(x):
@@ -125,7 +125,7 @@ import sys, json
 sys.path.insert(0, sys.argv[1])
 import linkmod
 from numba import njit
-from sim_core import jit
+from sim_core.kernel import jit
 if sys.argv[2] == "fill":
     print(json.dumps([linkmod.triple_plus_one(4), linkmod.triple(5)]))
 else:

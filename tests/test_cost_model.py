@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sim_core.catalog import GPUS, MODELS, SetupError, resolve_setup
-from sim_core.cost_model import (
+from sim_core.kernel.cost_model import (
     ALLREDUCE_BUS_BW,
     ALLREDUCE_LATENCY_S,
     COMPONENTS,

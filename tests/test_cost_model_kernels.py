@@ -7,7 +7,7 @@ import pytest
 
 from sim_core import Scenario, resolve, run
 from sim_core.catalog import resolve_setup
-from sim_core.cost_model import (
+from sim_core.kernel.cost_model import (
     ACTIVATION_BW_EFFICIENCY,
     ALLREDUCE_BUS_BW,
     ALLREDUCE_BYTES_PER_TOKEN,
@@ -28,7 +28,7 @@ from sim_core.cost_model import (
     step_breakdown,
     step_time,
 )
-from sim_core.validation import checks
+from sim_core.studies.validation import checks
 
 ATTENTION, ELEMENTWISE, COMMUNICATION = 1, 2, 4
 

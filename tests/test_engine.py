@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from sim_core import Scenario, run, timeline
-from sim_core import state as E
-from sim_core.logs import itl_bin
+from sim_core.kernel import state as E
+from sim_core.kernel.logs import itl_bin
 from sim_core.metrics import histogram_percentile_s
 from sim_core.runner import Result, resolve, simulate_requests
 from sim_core.scenario import ScenarioError, parse_scenario
@@ -461,7 +461,7 @@ def test_async_scheduling_hides_the_engines_cpu_time_under_the_gpus():
     """With asynchronous scheduling the CPU prepares step n+1 while the GPU runs step n: a step takes the longer of
     the two, not their sum. One decoding request: each gap between tokens shrinks by exactly the CPU overhead the
     cost model charges a step (its GPU time is longer), and nothing else about the run changes."""
-    from sim_core.cost_model import STEP_OVERHEAD_PER_SEQ, STEP_OVERHEAD_S, cost_params, step_breakdown
+    from sim_core.kernel.cost_model import STEP_OVERHEAD_PER_SEQ, STEP_OVERHEAD_S, cost_params, step_breakdown
 
     reqs = requests([0.0], [100], [20])
     sync, late = (simulate(reqs, scheduler="chunked", async_scheduling=mode) for mode in (False, True))

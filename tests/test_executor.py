@@ -1,4 +1,4 @@
-"""Executors (sim_core/executor.py): sweeps, capacity searches and plans give the same JSON on local processes
+"""Executors (sim_core/studies/executor.py): sweeps, capacity searches and plans give the same JSON on local processes
 and on a Ray cluster (a local one the test starts, 2 CPUs), and Ray workers load the compiled kernels from the
 numba cache instead of compiling them."""
 
@@ -10,8 +10,8 @@ import pytest
 import ray  # the test command installs the `ray` extra, so these tests always run there
 
 from app.cli import main
-from sim_core import jit
-from sim_core.executor import LocalExecutor, RayExecutor, kernel_cache_stats, ray_init_options
+from sim_core.kernel import jit
+from sim_core.studies.executor import LocalExecutor, RayExecutor, kernel_cache_stats, ray_init_options
 
 SWEEP = ["sweep", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--workload", "chat", "--duration", "8",
          "--min-rate", "0.5", "--max-rate", "2", "--step", "0.5", "--json"]

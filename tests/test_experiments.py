@@ -1,4 +1,4 @@
-"""The preset gallery's classic experiments (sim_core/experiments.py): each one's stated outcome holds in its own
+"""The preset gallery's classic experiments (sim_core/studies/experiments.py): each one's stated outcome holds in its own
 simulated metrics, and each is a valid dashboard scenario."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
-from sim_core.experiments import BY_KEY, EXPERIMENTS, run_query, split_query
+from sim_core.studies.experiments import BY_KEY, EXPERIMENTS, run_query, split_query
 
 CLASSICS = {"orca", "sarathi", "spf", "aging", "slo", "vtc", "cache"}
 

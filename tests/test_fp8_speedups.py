@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim_core import validation
+from sim_core.studies import validation
 
 TOLERANCE = 0.10
 SERIES = "Llama-3.3-70B-Instruct on H100-SXM-80GB (4x NVLink): {}"

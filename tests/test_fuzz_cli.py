@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sim_core.capacity
-import sim_core.executor
-import sim_core.planner
-import sim_core.sweep
+import sim_core.studies.capacity
+import sim_core.studies.executor
+import sim_core.studies.planner
+import sim_core.studies.sweep
 from app.cli import dispatch, main, simulate
 
 EXAMPLES = int(os.environ.get("FUZZ_CLI_EXAMPLES", "150"))
@@ -66,16 +66,16 @@ def _small(scenario):
 
 @pytest.fixture
 def bounded_cli(monkeypatch, tmp_path):
-    real_run, real_run_seeds, real_sweep = simulate.run, simulate.run_seeds, sim_core.sweep.sweep
+    real_run, real_run_seeds, real_sweep = simulate.run, simulate.run_seeds, sim_core.studies.sweep.sweep
     monkeypatch.setattr(simulate, "run", lambda sc, **kw: real_run(_small(sc), **kw))
     monkeypatch.setattr(simulate, "run_seeds", lambda sc, **kw: real_run_seeds(_small(sc), **kw))
-    monkeypatch.setattr(sim_core.capacity, "run", lambda sc, **kw: real_run(_small(sc), **kw))
-    monkeypatch.setattr(sim_core.planner, "run", lambda sc, **kw: real_run(_small(sc), **kw))
-    monkeypatch.setattr(sim_core.sweep, "sweep", lambda sc, names, rates, **kw: real_sweep(
+    monkeypatch.setattr(sim_core.studies.capacity, "run", lambda sc, **kw: real_run(_small(sc), **kw))
+    monkeypatch.setattr(sim_core.studies.planner, "run", lambda sc, **kw: real_run(_small(sc), **kw))
+    monkeypatch.setattr(sim_core.studies.sweep, "sweep", lambda sc, names, rates, **kw: real_sweep(
         _small(sc), names, list(rates)[:3], **{**kw, "workers": 1}))
     monkeypatch.setattr(simulate, "NOTE_REQUESTS", float("inf"))  # the note generates the whole workload
     # Any --executor runs here, in this process: the fuzzing is about the flags (tests/test_executor.py runs Ray).
-    monkeypatch.setattr(sim_core.executor, "make_executor", lambda kind, **kw: sim_core.executor.LocalExecutor(1))
+    monkeypatch.setattr(sim_core.studies.executor, "make_executor", lambda kind, **kw: sim_core.studies.executor.LocalExecutor(1))
     monkeypatch.chdir(tmp_path)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import sim_core
 from app.web import kvgrid
-from sim_core import jit
+from sim_core.kernel import jit
 
 
 def test_the_default_cache_is_keyed_on_every_source_file(monkeypatch, tmp_path):
@@ -40,7 +40,7 @@ def test_no_writable_place_at_all_means_no_caching_not_a_crash(monkeypatch, caps
 
 
 # A child process in which the cache directory is read-only: as root (CI) a chmod does not stop writes, so the
-# child's os.access also answers "not writable" for it, which is what sim_core.jit asks.
+# child's os.access also answers "not writable" for it, which is what sim_core.kernel.jit asks.
 READ_ONLY_CHILD = """
 import os, sys
 read_only, real_access = os.environ["READ_ONLY_DIR"], os.access
@@ -94,7 +94,7 @@ def test_a_warm_read_only_cache_is_used_not_recompiled_and_not_written(tmp_path)
 
 YAML_CHILD = """
 import os, sys
-import sim_core  # imports numba through sim_core.jit
+import sim_core  # imports numba through sim_core.kernel.jit
 from numba.core import config
 hidden = "yaml" not in sys.modules
 if sys.argv[1] == "later":

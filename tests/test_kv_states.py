@@ -11,7 +11,7 @@ from app.web import service
 from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
 from app.web.kvstates import CELL_CACHED, CELL_PLAIN, CELL_SHARED, cell_states
 from sim_core import Scenario
-from sim_core import state as E
+from sim_core.kernel import state as E
 from sim_core.runner import run
 
 PREFIX = "schedulers=fcfs,cache_aware&hardware=rtx3050&workload=agent&prefix_cache=true&duration=20"

@@ -1,4 +1,4 @@
-"""The faces' layers hold: nothing in app/ reads the engine's internals (sim_core.state's column numbers and codes,
+"""The faces' layers hold: nothing in app/ reads the engine's internals (sim_core.kernel.state's column numbers and codes,
 the engine's modules), only sim_core's public surface and sim_core.views; the web (app/web/) does not import the
 CLI (what both faces show lives in app/ outside both, as app/plan_report.py); and every figure in the registry
 (app/web/figures/) is served alone at /embed/<name>."""
@@ -15,9 +15,8 @@ from app.web import app, figures
 from app.web.templating import TEMPLATES_DIR
 
 APP = Path(__file__).resolve().parent.parent / "app"
-# sim_core's engine and its records: faces read a Result through sim_core.views instead.
-ENGINE_INTERNALS = ("state", "engine", "cluster", "kv_pool", "logs", "build", "batch", "queues", "scheduler", "jit",
-                    "record_type")
+# sim_core's engine and its records (sim_core/kernel/): faces read a Result through sim_core.views instead.
+KERNEL = "sim_core.kernel"
 SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3"
 
 
@@ -39,7 +38,7 @@ def imported_modules(path: Path, root: Path = APP) -> list[str]:
 
 def engine_internals(path: Path, root: Path = APP) -> list[str]:
     return [m for m in imported_modules(path, root)
-            if m.split(".")[0] == "sim_core" and len(m.split(".")) > 1 and m.split(".")[1] in ENGINE_INTERNALS]
+            if m == KERNEL or m.startswith(KERNEL + ".")]
 
 
 def cli_imports(path: Path, root: Path = APP) -> list[str]:
@@ -64,9 +63,9 @@ def test_the_checks_would_catch_a_violation(tmp_path):
     root = tmp_path / "app"
     (root / "web" / "figures").mkdir(parents=True)
     bad = root / "web" / "figures" / "bad.py"
-    bad.write_text("from sim_core import state as E\nimport sim_core.kv_pool\nfrom sim_core.views import step_columns\n"
-                   "from ...cli import commands\nfrom app.cli import main\n")
-    assert engine_internals(bad, root) == ["sim_core.state", "sim_core.kv_pool"]
+    bad.write_text("from sim_core.kernel import state as E\nimport sim_core.kernel.kv_pool\n"
+                   "from sim_core.views import step_columns\nfrom ...cli import commands\nfrom app.cli import main\n")
+    assert engine_internals(bad, root) == ["sim_core.kernel", "sim_core.kernel.state", "sim_core.kernel.kv_pool"]
     assert cli_imports(bad, root) == ["app.cli", "app.cli.commands", "app.cli", "app.cli.main"]
     # the shared module is no import of the CLI
     page = root / "web" / "plan_page.py"

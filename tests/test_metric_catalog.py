@@ -103,7 +103,7 @@ def test_value_at_follows_dotted_keys(runs):
 
 
 def test_catalogue_imports_no_web_or_plotting_library():
-    code = ("import sys, sim_core.metric_catalog, sim_core.fields, sim_core.sweep; "
+    code = ("import sys, sim_core.metric_catalog, sim_core.fields, sim_core.studies.sweep; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'fastapi', 'starlette', 'jinja2', 'plotly', 'uvicorn', 'app'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

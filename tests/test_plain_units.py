@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from numba import config
 
-from sim_core import kv_pool, queues, state
-from sim_core.logs import itl_bin
+from sim_core.kernel import kv_pool, queues, state
+from sim_core.kernel.logs import itl_bin
 
 pytestmark = pytest.mark.skipif(not config.DISABLE_JIT, reason="run by test_plain_python.py with NUMBA_DISABLE_JIT=1")
 

@@ -1,4 +1,4 @@
-"""The planner's search (sim_core/planner.py): issue 11's acceptance plan and its minimality, token budgets and
+"""The planner's search (sim_core/studies/planner.py): issue 11's acceptance plan and its minimality, token budgets and
 prefill:decode topologies as candidates, pruning, and search spaces with no answer ending in a message that says
 what came closest."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from app.cli import main
 from sim_core import Scenario, run
-from sim_core.planner import Candidate, PlanResult, SearchSpace, _prune, parse_topology, plan
+from sim_core.studies.planner import Candidate, PlanResult, SearchSpace, _prune, parse_topology, plan
 
 # Issue 11's plan, at a shorter duration than the default 60 s so that the suite can afford it (same logic).
 ACCEPTANCE = ["plan", "--model", "llama-3-8b", "--workload", "chat", "--rate", "40", "--slo-ttft-ms", "1000",
@@ -102,7 +102,7 @@ def test_a_search_space_without_a_plan_says_what_came_closest(capsys, flags, say
 
 def test_plan_inputs_parse_lists_and_name_each_bad_one():
     from sim_core import ScenarioError
-    from sim_core.plan_space import parse_plan_inputs
+    from sim_core.studies.plan_space import parse_plan_inputs
 
     inputs = parse_plan_inputs({"gpus": ["l4", "h100"], "tp": "1, 2", "token_budgets": "512,2048",
                                 "topologies": "colocated,1:2", "max_gpus": "8", "attainment": "0.95"})
@@ -116,8 +116,8 @@ def test_plan_inputs_parse_lists_and_name_each_bad_one():
 
 
 def test_with_several_seeds_the_estimate_is_the_capacity_intervals_low_end():
-    from sim_core.planner import _estimate
     from sim_core.statistics import mean_ci95
+    from sim_core.studies.planner import _estimate
 
     c = Candidate("h100", 1, "chunked", None)
     seen = {"rate": 10.0, "slo_attainment": 0.95, "ttft_p99": 300.0, "tpot_p99": 20.0}
@@ -130,7 +130,7 @@ def test_with_several_seeds_the_estimate_is_the_capacity_intervals_low_end():
 
 
 def test_with_several_seeds_a_deployment_meets_the_target_only_by_the_attainments_low_end():
-    from sim_core.planner import _Search, _trial_plan
+    from sim_core.studies.planner import _Search, _trial_plan
 
     c = Candidate("h100", 1, "chunked", None)
     search = _Search(c, Scenario(), 10.0, (2, 0), 2)

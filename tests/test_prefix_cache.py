@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core import SCHEDULER_NAMES, Scenario, run
-from sim_core import state as E
 from sim_core.catalog import resolve_setup
-from sim_core.cost_model import cost_params, prefill_pairs, step_cost
+from sim_core.kernel import state as E
+from sim_core.kernel.cost_model import cost_params, prefill_pairs, step_cost
 from sim_core.workload import PRIVATE_BIT, TraceError, content_hashes, read_trace
 
 

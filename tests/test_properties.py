@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core import PRESETS, SCHEDULER_NAMES, Scenario
-from sim_core import state as E
-from sim_core.attribution import AT_PREEMPTION
+from sim_core.kernel import state as E
+from sim_core.kernel.attribution import AT_PREEMPTION
 from sim_core.runner import resolve, run, simulate_requests
 from sim_core.workload import Requests
 
@@ -324,7 +324,7 @@ def check_invariants(res) -> None:
         slack = (fin.sum() * dur.max() + (res.finish_s - admit)[shed].sum()) / end
         assert -slack - 1e-9 <= lam_w - L <= slack + 1e-9
 
-    # ---- where the time went (sim_core/attribution.py): parts of each finished request's latency ----
+    # ---- where the time went (sim_core/kernel/attribution.py): parts of each finished request's latency ----
     split = res.attribution[fin]
     assert (split >= -1e-9).all(), "a negative part of a request's latency"
     assert np.allclose(split.sum(axis=1), (res.finish_s - ARR)[fin], rtol=1e-9, atol=1e-9)

@@ -1,4 +1,4 @@
-"""sim_core.sweep.rate_grid: the one grid of arrival rates the CLI sweep, the web sweep and the proposed default
+"""sim_core.studies.sweep.rate_grid: the one grid of arrival rates the CLI sweep, the web sweep and the proposed default
 range all use, and its input checks (which must fail before any list is built)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from app.web.inputs import RateRange, default_sweep, parse_request
 from sim_core import Scenario, ScenarioError
-from sim_core.sweep import MAX_RATE_POINTS, MIN_SWEEP_RATE, default_rate_range, nice_step, rate_grid
+from sim_core.studies.sweep import MAX_RATE_POINTS, MIN_SWEEP_RATE, default_rate_range, nice_step, rate_grid
 
 
 def problems(**kwargs) -> list[tuple[str, str]]:

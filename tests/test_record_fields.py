@@ -1,4 +1,4 @@
-"""Records' fields in kernels (sim_core/record_type.py): any kernel reads any field and writes number fields;
+"""Records' fields in kernels (sim_core/kernel/record_type.py): any kernel reads any field and writes number fields;
 only a kernel with reference counting (allocating_kernel) may replace an array field."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from numba import config as numba_config
 from numba import njit, types
 from numba.core.errors import NumbaError
 
-from sim_core.state import RecordType, new_record
+from sim_core.kernel.state import RecordType, new_record
 
 CLOCK = RecordType([("now", types.float64), ("steps", types.int64), ("busy", types.float64[::1])])
 

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
 from sim_core.catalog import KV_CACHE_DTYPES, QUANTIZATIONS
-from sim_core.cost_model import CONSTANT_BOUNDS, Constants
 from sim_core.hardware_profile import Profile
+from sim_core.kernel.cost_model import CONSTANT_BOUNDS, Constants
 from sim_core.links import KV_LINKS
 from sim_core.policies.routing import ROUTER_NAMES
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from sim_core import Scenario, run
-from sim_core import state as E
+from sim_core.kernel import state as E
 from sim_core.runner import resolve, simulate_requests
 from sim_core.workload import Requests
 

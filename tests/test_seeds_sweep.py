@@ -14,7 +14,7 @@ from app.web import app, inputs, service
 from app.web.figures.goodput import goodput_figure
 from sim_core import Scenario, run
 from sim_core.statistics import aggregate
-from sim_core.sweep import knee_interval, knee_rate, sweep
+from sim_core.studies.sweep import knee_interval, knee_rate, sweep
 
 BASE = Scenario(hardware="rtx3050", workload="chat", duration=10, seed=5, seeds=3)
 RATES = [1.0, 4.0, 8.0]

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from sim_core import Scenario, run
-from sim_core import state as E
-from sim_core.sweep import knee_rate, rate_grid, sweep
+from sim_core.kernel import state as E
+from sim_core.studies.sweep import knee_rate, rate_grid, sweep
 
 
 @pytest.fixture(scope="module")

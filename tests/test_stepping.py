@@ -8,12 +8,12 @@ import pytest
 from numba import njit
 
 from sim_core import Scenario
-from sim_core.build import new_engine, outcome
-from sim_core.engine import finished, load, next_event_s, simulate, step
-from sim_core.logs import take_frames
-from sim_core.queues import to_compute
+from sim_core.kernel.build import new_engine, outcome
+from sim_core.kernel.engine import finished, load, next_event_s, simulate, step
+from sim_core.kernel.logs import take_frames
+from sim_core.kernel.queues import to_compute
+from sim_core.kernel.state import N_WAITING_TOKENS
 from sim_core.runner import class_slos, engine_config, frame_spec, make_requests, request_table, resolve
-from sim_core.state import N_WAITING_TOKENS
 
 
 @njit

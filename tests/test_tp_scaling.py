@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim_core import validation
-from sim_core.validation import Check
+from sim_core.studies import validation
+from sim_core.studies.validation import Check
 
 TOLERANCE = 0.10
 H100 = "Llama-2-70B on H100-SXM-80GB (DGX-H100): TTFT, {}-token prompt"

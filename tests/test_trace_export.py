@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sim_core import SCHEDULER_NAMES, Scenario, run
-from sim_core import state as E
+from sim_core.kernel import state as E
 from sim_core.trace_export import (
     GPU_PID,
     REQUEST_TID_BASE,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from sim_core import validation
+from sim_core.studies import validation
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -468,7 +468,8 @@ def test_jitted_code_the_web_runs_from_request_threads_releases_the_gil():
     from numba import config
 
     from app.web import kvgrid
-    from sim_core import engine, workload
+    from sim_core import workload
+    from sim_core.kernel import engine
 
     if config.DISABLE_JIT:
         pytest.skip("plain Python: nothing is compiled")

@@ -58,7 +58,7 @@ def requests_for(fixture: dict):
 
 def simulated_steps(fixture: dict) -> list[dict]:
     """sched-sim's decisions for the fixture's requests, in the fixture's per-step format."""
-    from sim_core import state as E
+    from sim_core.kernel import state as E
     from sim_core.runner import resolve, simulate_requests
 
     s = scenario_for(fixture)

@@ -232,7 +232,7 @@ def chosen_schedulers(args: argparse.Namespace) -> list[str]:
 
 
 def add_executor_flags(p: argparse.ArgumentParser) -> None:
-    from sim_core.executor import EXECUTORS
+    from sim_core.studies.executor import EXECUTORS
 
     g = p.add_argument_group("executor", "where the simulations run")
     g.add_argument("--executor", choices=EXECUTORS, default="local",
@@ -245,8 +245,8 @@ def add_executor_flags(p: argparse.ArgumentParser) -> None:
 
 
 def executor(args: argparse.Namespace):
-    """The executor the executor flags name (sim_core.executor), as a context manager."""
-    from sim_core.executor import ExecutorError, make_executor
+    """The executor the executor flags name (sim_core.studies.executor), as a context manager."""
+    from sim_core.studies.executor import ExecutorError, make_executor
 
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address: only with --executor ray")

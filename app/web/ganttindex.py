@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim_core import timeline
-from sim_core.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
+from sim_core.views import ATTRIBUTION_PARTS
+from sim_core.views import TRANSPORT_PART as AT_TRANSPORT
 
 WINDOW_ROWS = 1000  # requests one zoomed Gantt draws at most (the page's sample starts above this many)
 INDEX_SEGMENTS = 400_000  # segments kept per run (~8 MB): a longer run's Gantt stays a sample

@@ -28,7 +28,7 @@ from sim_core.fields import field_info, number_text
 from sim_core.quoting import quote
 from sim_core.runner import least_engine_steps
 from sim_core.scenario import query_value
-from sim_core.sweep import default_rate_range, rate_grid
+from sim_core.studies.sweep import default_rate_range, rate_grid
 
 # What a page shows with no query: seed 004's experiment, FCFS's inter-token stalls against chunked prefill.
 PAGE_DEFAULTS: dict[str, str] = {"hardware": "rtx3050", "workload": "rag", "duration": "20"}

@@ -16,10 +16,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import escape
 
 from sim_core import ScenarioError, SetupError, TraceError
-from sim_core.experiments import BY_KEY as EXPERIMENTS_BY_KEY
-from sim_core.experiments import EXPERIMENTS
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
+from sim_core.studies.experiments import BY_KEY as EXPERIMENTS_BY_KEY
+from sim_core.studies.experiments import EXPERIMENTS
 
 from . import charts, figures, present, service
 from .api import kernels_ready

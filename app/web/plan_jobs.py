@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from sim_core import Scenario, SetupError, resolve
-from sim_core.plan_space import PlanInputs
-from sim_core.planner import PlanResult, no_plan_text, plan
 from sim_core.runner import make_requests
+from sim_core.studies.plan_space import PlanInputs
+from sim_core.studies.planner import PlanResult, no_plan_text, plan
 
 from . import service
 from .inputs import MAX_REQUESTS, expected_requests, scenario_query_pairs, work_problems

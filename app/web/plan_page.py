@@ -1,6 +1,6 @@
 """The dashboard's Plan tab (/plan) and its JSON API (/api/plan): the cheapest deployments that meet an SLO at a
 rate, as `sched-sim plan` finds them. The scenario's inputs are the scenario form's own fields (present.build_form,
-sim_core.fields); the search space's are sim_core.plan_space.PlanInputs. A valid /plan?... URL starts (or finds)
+sim_core.fields); the search space's are sim_core.studies.plan_space.PlanInputs. A valid /plan?... URL starts (or finds)
 the plan's background job (plan_jobs.py); the page polls its progress, then shows the plans cheapest first, each
 a link to its scenario on the main page, and the Pareto plot of cost per hour against p99 TTFT.
 """
@@ -13,8 +13,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from sim_core import GPUS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
-from sim_core.plan_space import LIST_INPUTS, TP_DEGREES, PlanInputs, parse_plan_inputs
-from sim_core.planner import PLAN_FIXED_FIELDS
+from sim_core.studies.plan_space import LIST_INPUTS, TP_DEGREES, PlanInputs, parse_plan_inputs
+from sim_core.studies.planner import PLAN_FIXED_FIELDS
 
 from ..plan_report import deployment_text
 from . import charts, present, service

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 
-from sim_core.experiments import EXPERIMENTS
+from sim_core.studies.experiments import EXPERIMENTS
 
 from . import charts
 

@@ -3,8 +3,8 @@ step under a fraction of the tightest ITL target."""
 
 from __future__ import annotations
 
-from ..jit import inline
-from ..state import B_BUDGET_LEFT, BUDGET_NOW
+from ..kernel.jit import inline
+from ..kernel.state import B_BUDGET_LEFT, BUDGET_NOW
 from .options import P_ADAPTIVE, P_BUDGET_INCREASE, P_BUDGET_MAX, P_BUDGET_MIN, P_HEADROOM, P_ITL_TARGET_S
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost_model import step_cost
-from ..jit import inline, kernel
-from ..kv_pool import cached_prefix
-from ..state import BUDGET_NOW, NOW, STEP_EST
+from ..kernel.cost_model import step_cost
+from ..kernel.jit import inline, kernel
+from ..kernel.kv_pool import cached_prefix
+from ..kernel.state import BUDGET_NOW, NOW, STEP_EST
 from .deadline import deadline_s
 from .options import ADMIT, DEGRADE, P_ADMISSION, SHED
 

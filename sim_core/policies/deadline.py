@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..jit import inline, kernel
-from ..state import BUDGET_NOW, STEP_EST
+from ..kernel.jit import inline, kernel
+from ..kernel.state import BUDGET_NOW, STEP_EST
 from .options import P_DEGRADE_FACTOR, P_TRANSPORT_S
 
 

@@ -6,7 +6,7 @@ next. Every scheduler charges service (so the step log shows it), but only `fair
 
 from __future__ import annotations
 
-from ..jit import inline, kernel
+from ..kernel.jit import inline, kernel
 
 
 @inline

@@ -6,8 +6,8 @@ one level each time it has used up its level's quantum of generated tokens. With
 
 from __future__ import annotations
 
-from ..cost_model import step_cost
-from ..jit import kernel
+from ..kernel.cost_model import step_cost
+from ..kernel.jit import kernel
 from .options import P_MLFQ_LEVELS, P_MLFQ_QUANTUM
 
 

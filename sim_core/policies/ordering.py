@@ -3,10 +3,10 @@ re-keying some orders need while requests wait."""
 
 from __future__ import annotations
 
-from ..jit import inline, kernel
-from ..kv_pool import cached_prefix
-from ..queues import heapify
-from ..state import KEYED_STEP_EST, LPM_KEYED, N_WAITING, STEP_EST
+from ..kernel.jit import inline, kernel
+from ..kernel.kv_pool import cached_prefix
+from ..kernel.queues import heapify
+from ..kernel.state import KEYED_STEP_EST, LPM_KEYED, N_WAITING, STEP_EST
 from .deadline import deadline_s, slack_key
 from .mlfq import mlfq_level
 from .options import P_AGING

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..jit import inline, kernel
-from ..kv_pool import blocks_for
-from ..queues import wait_top
-from ..state import FINISHED, KV_BLOCKS, N_RUNNING, N_WAITING, PREEMPT_NONE
+from ..kernel.jit import inline, kernel
+from ..kernel.kv_pool import blocks_for
+from ..kernel.queues import wait_top
+from ..kernel.state import FINISHED, KV_BLOCKS, N_RUNNING, N_WAITING, PREEMPT_NONE
 from .fair import next_tenant
 from .ordering import ORDER_MLFQ, waiting_key
 

@@ -21,9 +21,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..jit import inline
-from ..kv_pool import cached_prefix
-from ..state import N_RUNNING, N_SWAPPED, N_WAITING_TOKENS
+from ..kernel.jit import inline
+from ..kernel.kv_pool import cached_prefix
+from ..kernel.state import N_RUNNING, N_SWAPPED, N_WAITING_TOKENS
 
 ROUTE_ROUND_ROBIN, ROUTE_LEAST_OUTSTANDING, ROUTE_POWER_OF_TWO, ROUTE_PREFIX_AFFINITY, ROUTE_SESSION, ROUTE_RANDOM = range(6)
 ROUTERS = {  # name -> (code, what it does)

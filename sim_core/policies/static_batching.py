@@ -4,12 +4,12 @@ is measured against (Orca, Yu et al., OSDI '22)."""
 
 from __future__ import annotations
 
-from ..batch import add_to_batch
-from ..jit import kernel
-from ..kv_pool import allocate, blocks_for, release, take_slot
-from ..logs import log_event
-from ..queues import add_running, to_compute, wait_pop, wait_top
-from ..state import (
+from ..kernel.batch import add_to_batch
+from ..kernel.jit import kernel
+from ..kernel.kv_pool import allocate, blocks_for, release, take_slot
+from ..kernel.logs import log_event
+from ..kernel.queues import add_running, to_compute, wait_pop, wait_top
+from ..kernel.state import (
     B_DECODE_CTX,
     B_DECODE_SEQS,
     B_PREFILL_PAIRS,

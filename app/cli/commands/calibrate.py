@@ -18,7 +18,7 @@ HELP = ("fit the cost model's efficiency and overhead constants to your own hard
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from sim_core.calibration import CalibrationTarget  # the engine loads only on use
+    from sim_core.studies.calibration import CalibrationTarget  # the engine loads only on use
 
     p.add_argument("--from", dest="from_file", required=True, metavar="FILE",
                    help="a CSV of measured steps (prefill_tokens,context_tokens,decode_seqs,decode_context,"
@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     import json
 
-    from sim_core.calibration import CalibrationError, CalibrationTarget, calibrate, parse_target
+    from sim_core.studies.calibration import CalibrationError, CalibrationTarget, calibrate, parse_target
 
     try:
         target = parse_target(scenario_input(args, CalibrationTarget))

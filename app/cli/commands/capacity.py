@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from sim_core.capacity import capacity
+    from sim_core.studies.capacity import capacity
 
     base = trace_rate(build_scenario(args), "a capacity search")
     check_setup(base)

@@ -31,8 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_plan_flags(p: argparse.ArgumentParser) -> None:
-    """The search space's flags, one per sim_core.plan_space.PlanInputs field (its help and bounds come from there)."""
-    from sim_core.plan_space import LIST_INPUTS, PlanInputs
+    """The search space's flags, one per sim_core.studies.plan_space.PlanInputs field (its help and bounds come from there)."""
+    from sim_core.studies.plan_space import LIST_INPUTS, PlanInputs
 
     group = p.add_argument_group("search space", "what a plan may choose from; lists are comma-separated")
     for name, info in PlanInputs.model_fields.items():
@@ -45,8 +45,8 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _plan_inputs(args: argparse.Namespace):
-    """The plan flags through sim_core.plan_space (the dashboard's Plan form and /api/plan parse the same way)."""
-    from sim_core.plan_space import parse_plan_inputs
+    """The plan flags through sim_core.studies.plan_space (the dashboard's Plan form and /api/plan parse the same way)."""
+    from sim_core.studies.plan_space import parse_plan_inputs
 
     try:
         return parse_plan_inputs({name: getattr(args, f"plan__{name}") for name in PLAN_INPUT_FLAGS})
@@ -55,7 +55,7 @@ def _plan_inputs(args: argparse.Namespace):
 
 
 def handle(args: argparse.Namespace) -> int:
-    from sim_core.planner import no_plan_text, plan
+    from sim_core.studies.planner import no_plan_text, plan
 
     inputs = _plan_inputs(args)
     base = build_scenario(args)

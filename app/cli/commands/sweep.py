@@ -40,7 +40,7 @@ from ..simulate import check_setup, trace_rate
 NAME = "sweep"
 HELP = "simulate schedulers over a grid of arrival rates and find each one's saturation knee"
 
-# The rate grid's inputs (as sim_core.sweep.rate_grid names them) and the flags that give them.
+# The rate grid's inputs (as sim_core.studies.sweep.rate_grid names them) and the flags that give them.
 RATE_GRID_FLAGS = {"rate_min": "--min-rate", "rate_max": "--max-rate", "rate_step": "--step"}
 SWEEP_COLUMNS = ("goodput", "slo_attainment", "ttft_ms.p99", "tpot_ms.p99", "itl_ms.p99", "completed", "rejected",
                  "preemptions")
@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _rate_grid(args: argparse.Namespace) -> list[float]:
-    from sim_core.sweep import rate_grid
+    from sim_core.studies.sweep import rate_grid
 
     try:
         return rate_grid(args.min_rate, args.max_rate, args.step)
@@ -73,7 +73,7 @@ def handle(args: argparse.Namespace) -> int:
     # Imported here: only a sweep needs the process pool (and multiprocessing behind it).
     from concurrent.futures.process import BrokenProcessPool
 
-    from sim_core.sweep import knee_interval, knee_rate
+    from sim_core.studies.sweep import knee_interval, knee_rate
 
     args.schedulers = chosen_schedulers(args)
     rates = _rate_grid(args)
@@ -111,7 +111,7 @@ def _simulate(args: argparse.Namespace, base, rates: list[float]) -> dict[str, l
     import signal
     import threading
 
-    from sim_core.sweep import sweep
+    from sim_core.studies.sweep import sweep
 
     progress = Progress(len(args.schedulers) * len(rates) * base.seeds)
     main_pid = os.getpid()

@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from sim_core import validation
+    from sim_core.studies import validation
 
     directory = Path(args.dir) if args.dir else validation.VALIDATION_DIR
     if not directory.is_dir():

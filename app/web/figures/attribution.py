@@ -1,10 +1,10 @@
 """The "Where did the time go" figure: per scheduler, one horizontal bar of the mean E2EL split into its parts
-(sim_core/attribution.py defines them; metrics.attribution_ms carries the means). Built as plotly JSON like every
+(sim_core/kernel/attribution.py defines them; metrics.attribution_ms carries the means). Built as plotly JSON like every
 figure (see figures/__init__.py)."""
 
 from __future__ import annotations
 
-from sim_core.attribution import ATTRIBUTION_PARTS
+from sim_core.views import ATTRIBUTION_PARTS
 
 from ..charts import _axis, _empty_note, _layout, color
 from ..runview import RunView

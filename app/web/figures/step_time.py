@@ -6,8 +6,8 @@ depends on the deployment only, not on the schedulers compared."""
 from __future__ import annotations
 
 from sim_core.catalog import SetupError
-from sim_core.cost_model import COMPONENTS
 from sim_core.step_time import CURVE_KINDS, StepShape, step_time_curves
+from sim_core.views import COST_COMPONENTS as COMPONENTS
 
 from ..charts import _ax, _axis, _columns, _layout, _log10, _ref
 from . import Figure, Results

@@ -32,12 +32,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..catalog import GPUS, SetupError
+from ..prices import deployment_cost_per_hour
+from ..runner import resolve, run
+from ..scenario import MAX_REPLICAS, Scenario
+from ..statistics import aggregate
 from .capacity import DEFAULT_TARGET, DEFAULT_TOLERANCE, max_rate, summarize
-from .catalog import GPUS, SetupError
-from .prices import deployment_cost_per_hour
-from .runner import resolve, run
-from .scenario import MAX_REPLICAS, Scenario
-from .statistics import aggregate
 
 MAX_EXTRA_UNITS = 3  # verification adds at most this many units to the capacity estimate
 PLAN_ROUTER = "least_outstanding"
@@ -213,7 +213,7 @@ class SearchSpace:
 def plan(base: Scenario, rate: float, space: SearchSpace, *, target: float = DEFAULT_TARGET, executor=None,
          on_progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Every candidate's cheapest engine count for `rate`, ranked by cost per hour. `executor`
-    (sim_core.executor) runs the independent simulations; without one they run here in turn."""
+    (sim_core.studies.executor) runs the independent simulations; without one they run here in turn."""
     out = PlanResult()
     pmap = executor.map if executor is not None else _serial_map
     candidates = space.candidates()

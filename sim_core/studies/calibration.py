@@ -36,12 +36,19 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .catalog import Setup, resolve_setup
-from .cost_model import CONSTANT_BOUNDS, Constants, cost_params, default_constants, step_aggregates, step_cost
-from .hardware_profile import CONSTANT_NAMES, Profile, profile_document
-from .quoting import quote
-from .scenario import HardwareName, ModelName, Quantization, Scenario, ScenarioError, describe_error
-from .workload import Requests
+from ..catalog import Setup, resolve_setup
+from ..hardware_profile import CONSTANT_NAMES, Profile, profile_document
+from ..kernel.cost_model import (
+    CONSTANT_BOUNDS,
+    Constants,
+    cost_params,
+    default_constants,
+    step_aggregates,
+    step_cost,
+)
+from ..quoting import quote
+from ..scenario import HardwareName, ModelName, Quantization, Scenario, ScenarioError, describe_error
+from ..workload import Requests
 
 STEP_COLUMNS = ("prefill_tokens", "context_tokens", "decode_seqs", "decode_context", "step_ms")
 # What the replay of a benchmark fits (see the module docstring for why not all five).
@@ -388,7 +395,7 @@ class Replay:
     """Runs a benchmark's requests through the simulator with given constants."""
 
     def __init__(self, target: CalibrationTarget, bench: Bench):
-        from .runner import resolve  # the engine: only a benchmark replay needs it
+        from ..runner import resolve  # the engine: only a benchmark replay needs it
 
         setup = target_setup(target)
         longest = int((bench.input_lens + bench.output_lens).max())
@@ -407,7 +414,7 @@ class Replay:
                                  np.zeros(n, np.int64), ("benchmark",))
 
     def statistics(self, constants: Constants, with_ttft: bool) -> dict[str, float]:
-        from .runner import simulate_requests
+        from ..runner import simulate_requests
 
         profile = Profile(self.setup.gpu.key, self.setup.model.key, self.scenario.quantization, self.scenario.tp,
                           constants)

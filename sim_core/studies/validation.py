@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .catalog import GPUS, MODELS, resolve_setup
-from .cost_model import (
+from ..catalog import GPUS, MODELS, resolve_setup
+from ..kernel.cost_model import (
     ACTIVATION_BW_EFFICIENCY,
     ATTENTION_RATE,
     CUSTOM_AR_MAX_BYTES,
@@ -41,7 +41,7 @@ from .cost_model import (
     step_cost,
 )
 
-VALIDATION_DIR = Path(__file__).resolve().parent.parent / "validation"
+VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
 GROUPS = ("kernel", "step", "serving", "tp/fp8", "kernel, measured here")
 # Requests per simulated offline benchmark: the published runs used 1,000-30,000; 1,000 reaches the same steady
 # state (every request is queued at t=0) in a fraction of the time.
@@ -163,8 +163,8 @@ def static_batch_s(p, batch: int, prompt: int, output: int) -> float:
 def offline_output_rate(hardware: str, model: str, quantization: str, tp: int, prompt: int, output: int,
                         kv_cache_dtype: str = "auto", engine: EngineSettings = EngineSettings()) -> float:
     """Output tokens/s of a simulated offline run: OFFLINE_REQUESTS identical requests queued at t=0."""
-    from .runner import run  # imported here: the simulator is only needed for these rows
-    from .scenario import Scenario
+    from ..runner import run  # imported here: the simulator is only needed for these rows
+    from ..scenario import Scenario
 
     text = "arrival_s,prompt_tokens,output_tokens\n" + f"0,{prompt},{output}\n" * OFFLINE_REQUESTS
     s = Scenario(scheduler="chunked", hardware=hardware, model=model, quantization=quantization, tp=tp,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..policies.adaptive_budget import initial_budget
+from ..policies.ordering import ORDER_TENANT_SHARE
 from .attribution import N_ATTR
 from .cost_model import step_cost
 from .jit import allocating_kernel
 from .kv_pool import PL_REF, blocks_for, new_kv_cache
 from .logs import new_logs
-from .policies.adaptive_budget import initial_budget
-from .policies.ordering import ORDER_TENANT_SHARE
 from .queues import new_queues
 from .state import (
     BATCH,

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .runner import resolve, run
-from .scenario import MIN_RATE, Scenario
-from .statistics import mean_ci95
+from ..runner import resolve, run
+from ..scenario import MIN_RATE, Scenario
+from ..statistics import mean_ci95
 
 DEFAULT_TARGET = 0.9
 DEFAULT_TOLERANCE = 0.03  # the bracket's width relative to its low end
@@ -81,7 +81,7 @@ def _seed_search(task: tuple) -> tuple[float | None, int]:
 def capacity(scenario: Scenario, target: float = DEFAULT_TARGET, tolerance: float = DEFAULT_TOLERANCE,
              attainment: Callable[[Scenario, float], float] = attainment_at, executor=None) -> Capacity:
     """max_rate for each of the scenario's seeds (seed .. seed + seeds - 1), and their mean with a 95% interval.
-    The seeds' searches are independent: `executor` (sim_core.executor) runs them side by side; without one they
+    The seeds' searches are independent: `executor` (sim_core.studies.executor) runs them side by side; without one they
     run here, one after the other."""
     tasks = [(scenario.model_copy(update={"seed": scenario.seed + k, "seeds": 1}), target, tolerance, attainment)
              for k in range(scenario.seeds)]

@@ -64,7 +64,7 @@ class LocalExecutor:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            from .runner import warm_up
+            from ..runner import warm_up
 
             warm_up()  # compile (or load) the engine once here, so forked workers inherit it
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
@@ -86,8 +86,8 @@ class LocalExecutor:
 
 def ray_init_options(address: str | None = None, num_cpus: int | None = None) -> dict:
     """ray.init's arguments: the workers are told where this process caches compiled kernels (NUMBA_CACHE_DIR, the
-    directory sim_core.jit chose), so that they load them instead of compiling."""
-    from . import jit
+    directory sim_core.kernel.jit chose), so that they load them instead of compiling."""
+    from ..kernel import jit
 
     env = {"NUMBA_CACHE_DIR": jit.CACHE_DIR} if jit.CACHE_DIR else {}
     return {"address": address, "num_cpus": num_cpus if address is None else None,
@@ -151,7 +151,7 @@ def kernel_cache_stats(_task=None) -> dict:
 
     from numba.core.registry import CPUDispatcher
 
-    from .runner import warm_up
+    from ..runner import warm_up
 
     warm_up()
     hits = misses = 0

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .catalog import HOST_LINK_EFFICIENCY, QUANTIZATIONS, Setup
+from ..catalog import HOST_LINK_EFFICIENCY, QUANTIZATIONS, Setup
 from .jit import entry, inline, numeric_entry
 
 # ---------------------------------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def _cache_dir() -> str | None:
     to one module the kernels of another that inline or call it would be stale: by default the directory is
     named after a hash of all of sim_core's sources. NUMBA_CACHE_DIR, if set and writable, wins. If neither is
     writable (a read-only deployment), a per-user temporary directory; if not even that, None: no caching."""
-    sources = sorted(Path(__file__).resolve().parent.rglob("*.py"))
+    sources = sorted(Path(__file__).resolve().parent.parent.rglob("*.py"))  # all of sim_core
     digest = hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     home_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sched-sim" / "numba" / digest
     wanted = Path(os.environ["NUMBA_CACHE_DIR"]) if os.environ.get("NUMBA_CACHE_DIR") else home_cache

@@ -32,7 +32,9 @@ HERE = (("workload", "block_hashes"), ("build", "new_engine"), ("engine", "admit
 def _kernel(module: str, name: str):
     import importlib
 
-    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    # Kernels live in sim_core.kernel, but for the workload's block hashing and two policies' kernels.
+    package = "sim_core" if module == "workload" or module.startswith("policies.") else __package__
+    return getattr(importlib.import_module(f"{package}.{module}"), name)
 
 
 def signatures(module: str, name: str) -> list[tuple]:
@@ -54,7 +56,7 @@ def signatures(module: str, name: str) -> list[tuple]:
 
 def _engine_inputs() -> tuple:
     """(Config, RequestTable, FrameSpec) of a tiny run, as runner.simulate_requests builds them."""
-    from .runner import (
+    from ..runner import (
         DEFAULT_MAX_STEP_RECORDS,
         class_slos,
         engine_config,
@@ -63,7 +65,7 @@ def _engine_inputs() -> tuple:
         request_table,
         resolve,
     )
-    from .scenario import Scenario
+    from ..scenario import Scenario
 
     s = Scenario(scheduler="fcfs", hardware="rtx3050", num_requests=4, seed=1)
     r = resolve(s)
@@ -95,7 +97,7 @@ def start_helper() -> subprocess.Popen | None:
         return None
     if all(cached_signatures(m, n) for m, n in HELPER + HERE):
         return None
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR,
                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     env.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's BLAS threads would spin on the cores both processes use

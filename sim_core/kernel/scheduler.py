@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..policies.admission import admission_verdict
+from ..policies.fair import lift_returning_tenant, next_tenant, service_cost
+from ..policies.options import DEGRADE, P_FAIR_INPUT_COST, P_FAIR_OUTPUT_COST, P_WATERMARK_BLOCKS, SHED
+from ..policies.ordering import waiting_key
+from ..policies.preemption import memory_victim, priority_victim
+from ..policies.static_batching import schedule_static_batch
 from .attribution import note_preempted
 from .batch import add_to_batch
 from .cost_model import swap_seconds
@@ -24,12 +30,6 @@ from .kv_pool import (
     take_slot,
 )
 from .logs import log_event
-from .policies.admission import admission_verdict
-from .policies.fair import lift_returning_tenant, next_tenant, service_cost
-from .policies.options import DEGRADE, P_FAIR_INPUT_COST, P_FAIR_OUTPUT_COST, P_WATERMARK_BLOCKS, SHED
-from .policies.ordering import waiting_key
-from .policies.preemption import memory_victim, priority_victim
-from .policies.static_batching import schedule_static_batch
 from .queues import (
     add_running,
     followup_push,

@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..policies.adaptive_budget import adapt_budget
+from ..policies.options import P_ASYNC, P_TRANSPORT_S
+from ..policies.ordering import rekey_waiting, waiting_key
+from ..policies.static_batching import end_static_batch
 from .attribution import attribute_step, note_arrival, note_handed_over
 from .build import new_engine, outcome
 from .cost_model import step_cost
@@ -32,10 +36,6 @@ from .kv_pool import (
     release,
 )
 from .logs import itl_bin, make_log_room, step_log_row, take_due_frames, take_frames
-from .policies.adaptive_budget import adapt_budget
-from .policies.options import P_ASYNC, P_TRANSPORT_S
-from .policies.ordering import rekey_waiting, waiting_key
-from .policies.static_batching import end_static_batch
 from .queues import (
     followup_pop,
     remove_running,

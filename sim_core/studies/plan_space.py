@@ -12,11 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .catalog import GPUS
+from ..catalog import GPUS
+from ..policies import SCHEDULER_NAMES
+from ..quoting import quote
+from ..scenario import ScenarioError, describe_error
 from .planner import COLOCATED, SearchSpace, parse_topology
-from .policies import SCHEDULER_NAMES
-from .quoting import quote
-from .scenario import ScenarioError, describe_error
 
 TP_DEGREES = (1, 2, 4, 8)
 LIST_INPUTS = ("gpus", "tp", "schedulers", "token_budgets", "topologies")
@@ -74,7 +74,7 @@ def _one(name: str, word: str) -> Any:
         return word
     if name == "topologies":
         return parse_topology(word)
-    from .fields import field_info, range_text  # reads the Scenario model: imported on use
+    from ..fields import field_info, range_text  # reads the Scenario model: imported on use
 
     try:
         value = int(word)

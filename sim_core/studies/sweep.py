@@ -12,10 +12,10 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 
-from .fields import field_info, number_text, range_text
-from .runner import resolve, run
-from .scenario import MIN_RATE, Scenario, ScenarioError
-from .statistics import aggregate
+from ..fields import field_info, number_text, range_text
+from ..runner import resolve, run
+from ..scenario import MIN_RATE, Scenario, ScenarioError
+from ..statistics import aggregate
 
 MAX_RATE_POINTS = 1000  # rates per scheduler; the web asks for fewer
 # The lowest rate a sweep takes, about one request in 12 days: the grid rounds rates to 10 decimals,
@@ -108,7 +108,7 @@ def sweep(scenario: Scenario, schedulers: Sequence[str], rates: Sequence[float],
           on_point: Callable[[int, int], None] | None = None, executor=None,
           trace_text: str | None = None) -> dict[str, list[dict]]:
     """Run every (scheduler, rate) pair. `on_point(done, total)` is called as runs finish (for progress).
-    `executor` (sim_core.executor) runs them; without one, `workers` local processes do. With `scenario.seeds`
+    `executor` (sim_core.studies.executor) runs them; without one, `workers` local processes do. With `scenario.seeds`
     = N > 1 each point runs seeds seed .. seed + N - 1: its `metrics` are the means, with `ci95` ([low, high]
     under the same keys) and `seeds` beside them, as a run's are. `trace_text`: a trace's text (an upload), which
     every point replays at its rate, as a scenario's `trace` file would be."""

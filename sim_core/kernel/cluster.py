@@ -19,6 +19,18 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..links import KvLink
+from ..metrics import distribution_ms
+from ..policies.routing import (
+    DEFAULT_CACHE_WEIGHT,
+    ROUTER_NAMES,
+    ROUTERS,
+    Routing,
+    choose,
+    router_draws,
+    router_load,
+    sent_load,
+)
 from .build import engine_over, new_engine, outcome, request_record
 from .engine import (
     CANCEL_CHECK_STEPS,
@@ -32,19 +44,7 @@ from .engine import (
 )
 from .jit import entry_nogil, inline
 from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for
-from .links import KvLink
 from .logs import take_frames
-from .metrics import distribution_ms
-from .policies.routing import (
-    DEFAULT_CACHE_WEIGHT,
-    ROUTER_NAMES,
-    ROUTERS,
-    Routing,
-    choose,
-    router_draws,
-    router_load,
-    sent_load,
-)
 from .queues import followup_pop, heap_pop, heap_push
 from .state import (
     A_BUSY_S,
