@@ -7,7 +7,7 @@
 #   bash scripts/check_numba.sh                        # the newest release of the next minor after the pin
 #   NUMBA_VERSION=0.69.0rc1 bash scripts/check_numba.sh  # a release of your choice
 #   bash scripts/check_numba.sh tests/test_compile.py tests/test_jit_cache.py   # more test files (the cache's
-#                                                                                # internals) on top of the two
+#                                     internals) on top of the two; the project's test extras are installed for them
 # PYTHON picks the interpreter the venv is made from (default python3). Exit status 0 only on PASS.
 set -euo pipefail
 
@@ -53,7 +53,7 @@ else
         exit 2
     fi
 fi
-PLAN="$(AVAILABLE="$AVAILABLE" "$VENV/bin/python" - "$SRC/pyproject.toml" <<'EOF'
+PLAN="$(AVAILABLE="$AVAILABLE" "$VENV/bin/python" - "$SRC/pyproject.toml" "$WORK/test-extras.txt" <<'EOF'
 import os
 import sys
 
@@ -65,7 +65,8 @@ from pip._vendor.packaging.requirements import Requirement
 from pip._vendor.packaging.version import Version
 
 with open(sys.argv[1], "rb") as f:
-    deps = [Requirement(d) for d in tomllib.load(f)["project"]["dependencies"]]
+    project = tomllib.load(f)["project"]
+deps = [Requirement(d) for d in project["dependencies"]]
 pin = next((d for d in deps if d.name == "numba"), None)
 if pin is None:
     sys.exit("check_numba: pyproject.toml's dependencies name no numba")
@@ -95,13 +96,19 @@ if not chosen:
               f"testing the newest {series} patch, {chosen}", file=sys.stderr)
 print(chosen)
 print("\n".join(others))
+with open(sys.argv[2], "w") as f:  # what the test files beyond the two may need (httpx for TestClient, ...)
+    f.write("\n".join(project.get("optional-dependencies", {}).get("test", [])) + "\n")
 EOF
 )"
 VERSION="$(head -n1 <<<"$PLAN")"
 mapfile -t OTHERS < <(tail -n +2 <<<"$PLAN")
+EXTRAS=()
+if [ "$#" -gt 0 ]; then
+    EXTRAS=(-r "$WORK/test-extras.txt")
+fi
 
 echo "==> installing the project's other dependencies, numba==$VERSION and pytest, then the project (--no-deps)"
-"${PIP[@]}" install -q "${OTHERS[@]}" "numba==$VERSION" pytest
+"${PIP[@]}" install -q "${OTHERS[@]}" "numba==$VERSION" pytest "${EXTRAS[@]}"
 # Last and without its dependencies, so pip neither resolves the pin nor reports overriding it as a conflict.
 "${PIP[@]}" install -q --no-deps "$SRC"
 "$VENV/bin/python" -c 'import llvmlite, numba, numpy; print(f"numba {numba.__version__}, llvmlite {llvmlite.__version__}, numpy {numpy.__version__}")'
