@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does sim_core still work with the numba release after the one pyproject.toml pins? sim_core subclasses numba's
-# classes and uses its internals (sim_core/RULES.md lists them), so a new minor release may break it quietly.
+# classes and uses its internals (sim_core/kernel/RULES.md lists them), so a new minor release may break it quietly.
 # In a throwaway venv (never the project's .venv) this installs the project with the pin overridden, runs the
 # goldens and the refcount test against it with a cache directory of its own, and prints a one-line verdict.
 #

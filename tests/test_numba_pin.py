@@ -1,5 +1,5 @@
 """numba is pinned to the minor release that is installed and tested (pyproject.toml): sim_core subclasses numba's
-classes and uses its internals, which any minor release may change. sim_core/RULES.md lists those internals; here
+classes and uses its internals, which any minor release may change. sim_core/kernel/RULES.md lists those internals; here
 the pin must admit the installed numba's minor and no other, every listed name must exist in the installed numba,
 and every numba.core import in sim_core and every private attribute jit.py, record_type.py and warm.py touch must
 be listed, so the list cannot go stale either way. (scripts/check_numba.sh runs the goldens against another
@@ -25,7 +25,7 @@ except ImportError:  # Python 3.10, where pytest depends on tomli
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "sim_core"
-RULES = CORE / "RULES.md"
+RULES = CORE / "kernel" / "RULES.md"
 SECTION = "## numba internals we rely on"
 ENTRY = re.compile(r"`(numba(?:\.\w+)*):(\w+(?:\.\w+)*)`")
 # The files whose private attribute accesses must all be listed (those that reach into numba).
@@ -77,7 +77,7 @@ def test_the_pin_check_would_catch_a_loose_or_wrong_pin():
 
 def _listed(text: str) -> list[tuple[str, str]]:
     """(module, attribute path) of every name in the first column of RULES.md's internals table."""
-    assert SECTION in text, f"sim_core/RULES.md has no section {SECTION!r}"
+    assert SECTION in text, f"sim_core/kernel/RULES.md has no section {SECTION!r}"
     names = []
     for line in text.split(SECTION, 1)[1].splitlines():
         if line.startswith("| `"):
@@ -177,7 +177,7 @@ def test_every_numba_internal_sim_core_touches_is_listed():
     for f in sorted(CORE.rglob("*.py")):
         unlisted_imports |= {f"{f.relative_to(CORE)}: {i}" for i in _numba_imports(ast.parse(f.read_text()))
                              if not _covered(i)}
-    assert not unlisted_imports, f"numba imports missing from sim_core/RULES.md's table: {sorted(unlisted_imports)}"
+    assert not unlisted_imports, f"numba imports missing from sim_core/kernel/RULES.md's table: {sorted(unlisted_imports)}"
 
     listed_attributes = {p.split(".")[-1] for _, p in LISTED}
     own_module_names = set()  # sim_core's own functions, classes and constants, e.g. the kernels warm.py names
@@ -188,11 +188,11 @@ def test_every_numba_internal_sim_core_touches_is_listed():
                              if isinstance(t, ast.Name)}
     private = {}
     for name in INTERNAL_USERS:
-        for attr in _private_names(ast.parse((CORE / name).read_text())):
+        for attr in _private_names(ast.parse((CORE / "kernel" / name).read_text())):
             private.setdefault(attr, name)
     unlisted = {f"{private[a]}: {a}" for a in private
                 if a not in listed_attributes | OWN_ATTRIBUTES | own_module_names}
-    assert not unlisted, f"private numba attributes missing from sim_core/RULES.md's table: {sorted(unlisted)}"
+    assert not unlisted, f"private numba attributes missing from sim_core/kernel/RULES.md's table: {sorted(unlisted)}"
 
 
 def test_the_attributes_kept_as_sim_cores_own_are_not_numbas():
