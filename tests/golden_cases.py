@@ -16,6 +16,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sim_core import SCHEDULER_NAMES, Scenario  # noqa: E402
+from sim_core.policies.routing import ROUTER_NAMES  # noqa: E402
 from sim_core.runner import make_requests, resolve, simulate_requests  # noqa: E402
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
@@ -55,7 +56,7 @@ def cases() -> dict[str, tuple[Scenario, str | None]]:
                                         num_requests=100, token_budget=2048, adaptive_budget=True), None)
     out["code-tp2-bursty"] = (Scenario(scheduler="chunked", workload="code", hardware="a100", tp=2,
                                        model="llama-3-70b", rate=4.0, burstiness=3.0, num_requests=150), None)
-    for router in ("round_robin", "least_outstanding", "power_of_two", "prefix_affinity", "session"):
+    for router in ROUTER_NAMES:  # every registered router is pinned too
         out[f"replicas4-{router}"] = (Scenario(scheduler="chunked", replicas=4, router=router, prefix_cache=True,
                                                router_staleness_ms=20.0, **CLUSTER_BASE), None)
     out["replicas3-rag-fcfs-swap"] = (Scenario(scheduler="fcfs", workload="rag", hardware="rtx3050", replicas=3,
