@@ -13,14 +13,13 @@ from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
 from .hardware_profile import profile_constants
 from .kernel import engine
 from .kernel.cluster import (
-    PoolTrace,
     first_steps,
     pooled_efficiency,
     replica_metrics,
-    simulate_pools,
     simulate_replicas,
 )
 from .kernel.cost_model import PEAK_BW, PEAK_FLOPS, cost_params
+from .kernel.disaggregated import PoolTrace, simulate_pools
 from .kernel.state import (
     A_END_S,
     FINISHED,
@@ -38,6 +37,7 @@ from .links import KV_LINKS
 from .metrics import summarize
 from .policies import BY_NAME, SCHEDULERS, Scheduler, policy_params
 from .policies.ordering import ORDER_TENANT_SHARE
+from .policies.routing import RouterSettings
 from .scenario import MAX_REQUESTS, Scenario, ScenarioError
 from .statistics import aggregate
 from .workload import PRESETS, Preset, Requests, TraceError, at_rate, read_trace, synthesize
@@ -270,7 +270,7 @@ class Result:
     # [request, attribution.AT_*]: seconds of each request's latency per part (queue, prefill, ...), device side
     attribution: np.ndarray | None = None
     # Several engines: each one's name, pool and step log (the merged step log above is empty); disaggregated
-    # serving: each request's hand-over (cluster.PoolTrace: prefill engine, decode engine, KV transfer times).
+    # serving: each request's hand-over (disaggregated.PoolTrace: prefill engine, decode engine, KV transfer times).
     engine_logs: list[EngineLog] | None = None
     handover: PoolTrace | None = None
 
@@ -411,18 +411,18 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
     """Run every engine of the deployment: one engine, replicas behind the router, or a prefill pool feeding a
     decode pool (`cfgs`: each pool's Config)."""
     pools = r.deployment
-    staleness_s = scenario.router_staleness_ms / 1e3
+    router = RouterSettings(scenario.router, scenario.router_staleness_ms / 1e3, scenario.seed,
+                            scenario.router_cache_weight)
     if len(pools) == 2:  # prefill pool -> decode pool
         # Each GPU's link carries its shard of the prompt's KV; with different TP the larger shard (the pool with
         # fewer ranks) sets the bytes per link.
         link_bytes = max(p.setup.kv_bytes_per_token_per_gpu for p in pools)
         merged, outs, transfer, served_by, handover = simulate_pools(
-            tuple(cfgs), table, (pools[0].engines, pools[1].engines), scenario.router, staleness_s, scenario.seed,
-            link_bytes, KV_LINKS[scenario.kv_link], scenario.router_cache_weight, frames)
+            tuple(cfgs), table, (pools[0].engines, pools[1].engines), router, link_bytes, KV_LINKS[scenario.kv_link],
+            frames)
         return PoolsRun(merged, outs, served_by, handover, transfer)
     if pools[0].engines > 1:
-        merged, outs, served_by = simulate_replicas(cfgs[0], table, pools[0].engines, scenario.router, staleness_s,
-                                                    scenario.seed, scenario.router_cache_weight, frames)
+        merged, outs, served_by = simulate_replicas(cfgs[0], table, pools[0].engines, router, frames)
         return PoolsRun(merged, list(outs), served_by)
     out = engine.simulate(cfgs[0], table, frames)
     return PoolsRun(out, [out], np.zeros(len(table.arrival_s), np.int64))

@@ -575,6 +575,7 @@ def test_a_cluster_of_one_is_the_single_engine_bit_for_bit(name):
     case (every scheduler, preemption mode and prefix-cache setting, traces, multi-turn, adaptive budget)."""
     from sim_core.kernel import engine
     from sim_core.kernel.cluster import simulate_replicas
+    from sim_core.policies.routing import RouterSettings
     from sim_core.runner import class_slos, engine_config, frame_spec, make_requests, request_table, resolve
 
     scenario, trace = _single_engine_cases()[name]
@@ -585,7 +586,7 @@ def test_a_cluster_of_one_is_the_single_engine_bit_for_bit(name):
     table = request_table(reqs, cfg)
     frames = frame_spec(reqs, np.linspace(0.0, 60.0, 7))
     alone = engine.simulate(cfg, table, frames)
-    merged, (one,), routed_to = simulate_replicas(cfg, table, 1, "round_robin", 0.0, scenario.seed, frames=frames)
+    merged, (one,), _ = simulate_replicas(cfg, table, 1, RouterSettings("round_robin", 0.0, scenario.seed), frames)
     assert np.array_equal(merged.arrival_s, alone.arrival_s, equal_nan=True)
     for f in alone._fields:
         if f != "arrival_s":

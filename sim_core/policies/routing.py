@@ -60,6 +60,21 @@ class Routing(NamedTuple):
     independent: bool  # no follow-up turns: engines interact only at arrivals (simulate_cluster may batch steps)
 
 
+class RouterSettings(NamedTuple):
+    """The router a scenario asks for, as Python holds it; `routing` builds the loops' Routing record from it."""
+
+    name: str  # a ROUTERS key
+    staleness_s: float
+    seed: int  # the random routers' draws
+    cache_weight: float = DEFAULT_CACHE_WEIGHT
+
+    def routing(self, table, replicas: int, independent: bool) -> Routing:
+        """The Routing record for `replicas` engines over `table` (a RequestTable)."""
+        return Routing(table.arrival_s, table.open_ids, ROUTERS[self.name][0], self.staleness_s,
+                       router_draws(table.child, replicas, self.name, self.seed), float(self.cache_weight),
+                       independent)
+
+
 
 @inline
 def _held_tokens(eng, r):
