@@ -1,9 +1,10 @@
 """Disaggregated serving: a prefill pool hands each prompt's KV over a link to a decode pool, in one compiled loop.
 
 The router sends requests to the prefill pool (policies/routing.py); a prefill engine computes the prompt and
-samples the first token, and the prompt's KV queues on that engine's link (one transfer at a time) for the decode
-engine with the least work, which pulls it when it has the blocks (back-pressure: the prefill engine holds the KV
-until then, and stalls when all its memory is held) and decodes the rest. The loop does whatever happens next in
+samples the first token, and the prompt's KV queues on that engine's link for the decode
+engine with the least work, which pulls it when it has the blocks (back-pressure, Pulls: the prefill engine holds
+the KV until then, and stalls when all its memory is held) and decodes the rest. A prefill engine's link carries
+one transfer at a time (a queue, not parallel bandwidth). The loop does whatever happens next in
 simulated time: a KV transfer landing, a request arriving, or the step of the engine whose next event is earliest.
 The pools' engines share one request state (cluster.new_engines), so a request's story follows it across.
 """
@@ -191,6 +192,27 @@ def _deliver(prefill, decode, r, t_out, trace, pulls, next_p):
 
 
 @inline
+def _send_to_prefill(eng, p, r, t_arr, trace, pulls):
+    """The router sent request r to prefill engine p at t_arr. An engine parked for want of memory looks again
+    from now: the new prompt may fit."""
+    trace.arrived[r], trace.to_prefill[r] = t_arr, p
+    if pulls.parked[p]:
+        pulls.parked[p] = False
+        eng.clock[NOW] = max(eng.clock[NOW], t_arr)
+    route_in(eng, r, t_arr)
+
+
+@inline
+def _wake(decode, woken, now, link, transfers, n_out):
+    """The decode engines that just got prompts to pull (`woken`: _hand_over's bits, -1 for all) pull what they
+    can. Returns the transfers heap's size."""
+    for j in range(len(decode)):
+        if woken == -1 or (j < 62 and (woken >> j) & 1):
+            n_out = _pull(decode[j], j, now, link.handover, link.trace, link.pulls, transfers, n_out)
+    return n_out
+
+
+@inline
 def _after_prefill_step(eng, p, next_p, done_p, pulls):
     """A prefill engine changed. One that could schedule nothing because its memory is held for transfers waits
     (parked) until one ends; any other stall is a bug. Returns whether it is stuck."""
@@ -214,12 +236,9 @@ class PoolLink(NamedTuple):
 
 @entry_nogil
 def simulate_disaggregated(cfgs, tables, pools, frames, routing, link):
-    """Disaggregated serving: requests prefill on one pool (each prefill table asks for one token: the first),
-    their prompt KV then crosses the prefill engine's link to a decode engine, which pulls it when it has the
-    blocks and decodes the rest; the prefill engine holds the KV until then (Pulls). A prefill engine's link
-    carries one transfer at a time (a queue, not parallel bandwidth). `cfgs`: each pool's Config (its GPUs' cost
-    model and KV pool), `tables`: the prefill pool's request table and the decode pool's. Fills `link.trace`
-    (PoolTrace); returns (prefill Outcomes, decode Outcomes)."""
+    """The loop (module docstring). `cfgs`, `tables`: the prefill pool's Config and request table (each request
+    asks it for one token: the first) and the decode pool's. Fills `link.trace`; returns (prefill Outcomes,
+    decode Outcomes)."""
     cfg, handover, trace, pulls = cfgs[0], link.handover, link.trace, link.pulls
     prefill = new_engines(cfg, tables[0], pools[0], frames, None)
     decode = new_engines(cfgs[1], tables[1], pools[1], frames, prefill[0])  # a request's state follows it across
@@ -227,13 +246,11 @@ def simulate_disaggregated(cfgs, tables, pools, frames, routing, link):
     total = routing.arrival_s.shape[0]
     turns, n_turns = (np.zeros(total), np.zeros(total, np.int64)), 0  # released follow-up turns, by arrival
     transfers, n_out = (np.zeros(total), np.zeros(total, np.int64)), 0  # KV in flight, by delivery
-    seen = np.zeros(n_p, np.int64)
-    next_look = -np.inf
+    seen, next_look = np.zeros(n_p, np.int64), -np.inf  # the load the router saw when it last looked, and when
     # Each engine's next event (prefill pool, decode pool), recomputed for the engine that just changed.
     next_p, next_d = np.full(n_p, np.inf), np.full(n_d, np.inf)
     done_p, done_d = np.zeros(n_p, np.int64), np.zeros(n_d, np.int64)
-    done = 0  # requests done for good: on the prefill side (rejected there, or one token wanted) or decoded
-    k, sent, steps = 0, 0, 0
+    done, k, sent, steps = 0, 0, 0, 0  # done: for good (rejected or one token wanted at prefill; or decoded)
     while done < total:
         p, d = argmin(next_p), argmin(next_d)
         t_eng = min(next_p[p], next_d[d])
@@ -245,16 +262,12 @@ def simulate_disaggregated(cfgs, tables, pools, frames, routing, link):
             d = _deliver(prefill, decode, r, t_out, trace, pulls, next_p)
         elif t_arr <= t_eng and t_arr < np.inf:  # a request arrives: the router picks a prefill engine
             r, k, n_turns = take_arrival(routing, k, turns, n_turns)
-            if t_arr >= next_look:
+            if t_arr >= next_look:  # the router looks at the prefill engines' load again
                 for e in range(n_p):
                     seen[e] = router_load(prefill[e], routing.router)
                 next_look = t_arr + routing.staleness_s
             p = choose(prefill, seen, r, routing, cfg.block_size, sent)
-            trace.arrived[r], trace.to_prefill[r] = t_arr, p
-            if pulls.parked[p]:  # it may fit: the engine looks again from now
-                pulls.parked[p] = False
-                prefill[p].clock[NOW] = max(prefill[p].clock[NOW], t_arr)
-            route_in(prefill[p], r, t_arr)
+            _send_to_prefill(prefill[p], p, r, t_arr, trace, pulls)
             seen[p] += sent_load(prefill[p], r)
             sent += 1
             d = -1
@@ -276,9 +289,7 @@ def simulate_disaggregated(cfgs, tables, pools, frames, routing, link):
         else:  # a prefill engine changed: prompts it finished wait for their decode engines
             # Done for good: requests rejected there, or wanting one token (the prompts it finished go on to decode).
             finished, n_turns, woken = _hand_over(prefill[p], p, decode, handover, trace, pulls, turns, n_turns)
-            for j in range(n_d):
-                if woken == -1 or (j < 62 and (woken >> j) & 1):
-                    n_out = _pull(decode[j], j, prefill[p].clock[NOW], handover, trace, pulls, transfers, n_out)
+            n_out = _wake(decode, woken, prefill[p].clock[NOW], link, transfers, n_out)
             stuck = _after_prefill_step(prefill[p], p, next_p, done_p, pulls)
         done += finished
         if stuck:
