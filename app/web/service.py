@@ -36,7 +36,7 @@ from .inputs import (
     work_problems,
 )
 from .jobs import JobBoard, job_id
-from .runview import RunView, build_view, cell_blocks, pick_frames, recorded_frames
+from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
 
 MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
 SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
@@ -207,8 +207,13 @@ def engine_blocks(resolved) -> list[int]:
 
 def recorded_frames_for(resolved) -> int:
     """How many KV frames each engine records (runview.recorded_frames): a cluster's engines share what one
-    engine may record, by their blocks together, so that frames x blocks stay within runview.FRAME_BUDGET."""
-    return recorded_frames(sum(engine_blocks(resolved)))
+    engine may record, by their blocks together, so that frames x blocks stay within runview.FRAME_BUDGET. Past
+    the fewest frames a single engine gets (8) a very large cluster records fewer, none where even one pair of
+    frames per engine would not fit."""
+    blocks = engine_blocks(resolved)
+    if len(blocks) == 1:
+        return recorded_frames(blocks[0])
+    return min(recorded_frames(sum(blocks)), FRAME_BUDGET // (2 * sum(blocks)))
 
 
 def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:

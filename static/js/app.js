@@ -391,10 +391,11 @@
 
   KvPlayer.prototype.paint = function (p, f) {
     var s = p.s, ctx = p.ctx, cell = this.cell, side = cell - this.gap, cols = this.grid.cols, K = s.k + 1;
-    var t = s.frame_s[f], runs = s.runs[f] || [], c = 0, cs = this.cellStates(p, f);
+    var t = s.frame_s[f], runs = s.runs[f] || [], c = 0, cs = this.cellStates(p, f), used = 0;
     ctx.clearRect(0, 0, cols * cell, this.grid.rows * cell);
     for (var i = 0; i < runs.length; i += 2) {
       var owner = Math.floor(runs[i] / K) - 1, len = runs[i + 1];
+      used += (runs[i] % K) * len;
       ctx.globalAlpha = p.highlight === null || owner === p.highlight ? 1 : 0.2; // a hovered Gantt row's blocks stand out
       for (var n = 0; n < len; n++, c++) {
         ctx.fillStyle = this.stateOf(p, owner, t, cs[c]).colors[owner < 0 ? 0 : owner & 1];
@@ -402,6 +403,9 @@
       }
     }
     ctx.globalAlpha = 1;
+    // What the grid shows, for whoever reads the page: the frame's instant and the blocks requests hold in it.
+    p.panel.dataset.frameTime = String(t);
+    p.panel.dataset.used = String(used);
     this.paintSwap(p, f);
   };
 
