@@ -220,7 +220,7 @@
       });
       if (wanted && listed && wanted !== this.engine.dataset.default) {
         this.engine.value = wanted;
-        this.ready = this.pickEngine(wanted, false);
+        this.ready = this.pickEngine(wanted, false, isFinite(shared) ? shared : null);
         return;
       }
     }
@@ -279,10 +279,11 @@
     this.layout();
   };
 
-  // Show engine `name`'s pool (a cluster), fetched from the server's cached run, at the moment shown now;
-  // `remember`: write the choice into the URL (engine=), as a person's pick, not a shared link's.
-  KvPlayer.prototype.pickEngine = function (name, remember) {
-    var self = this, t = this.timeAt(this.index), seq = ++this.engineSeq, select = this.engine;
+  // Show engine `name`'s pool (a cluster), fetched from the server's cached run, at the moment shown now (or at
+  // `at`, seconds: a shared link's); `remember`: write the choice into the URL (engine=), as a person's pick.
+  KvPlayer.prototype.pickEngine = function (name, remember, at) {
+    var self = this, seq = ++this.engineSeq, select = this.engine;
+    var t = typeof at === "number" ? at : this.timeAt(this.index);
     this.stop();
     this.div.dataset.engineLoading = name;
     var url = "/kv/engine?" + select.dataset.kvQuery + "&engine=" + encodeURIComponent(name);
