@@ -130,3 +130,28 @@ def engine_logs(result) -> list[EngineView]:
                               int(log.num_blocks), served, int(log.first_step), log.kv_frames, log.kv_frame_state,
                               log.kv_frame_s))
     return out
+
+
+def request_engines(result) -> np.ndarray | None:
+    """Per request, the engine(s) of a run of several that served it, by name (EngineView.name): its replica
+    ("replica 2"), or disaggregated, its prefill engine and the decode engine its KV went to ("prefill 0 → decode 1";
+    the prefill engine alone when it never reached a decode engine); "" for a request no engine took. None for a
+    single engine."""
+    logs = result.engine_logs or []
+    if not logs:
+        return None
+    names = [[log.name for log in logs if log.pool == pool] for pool in ("replicas", "prefill", "decode")]
+    n = len(result.requests)
+    if result.handover is None:
+        first, second = np.asarray(result.replica_of), np.full(n, -1)
+        first_names, second_names = names[0], []
+    else:
+        first, second = np.asarray(result.handover.to_prefill), np.asarray(result.handover.to_decode)
+        first_names, second_names = names[1], names[2]
+    out = []
+    for a, b in zip(first.tolist(), second.tolist(), strict=True):
+        text = first_names[a] if 0 <= a < len(first_names) else ""
+        if 0 <= b < len(second_names):
+            text = f"{text} → {second_names[b]}" if text else second_names[b]
+        out.append(text)
+    return np.array(out, dtype=str) if out else np.zeros(0, dtype=str)

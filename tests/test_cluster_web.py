@@ -1,5 +1,7 @@
-"""Clusters on the dashboard and the web API (issue 10 item 4): a replicas=N or prefill/decode scenario renders
-200 with the cluster view in place of the KV animation, its per-engine data equal to what sim_core's own run of
+"""Clusters on the dashboard and the web API (issue 10 item 4, issue 21): a replicas=N or prefill/decode scenario
+renders 200 with the KV view of one engine (picked in a list, the busiest first; /kv/engine answers another's) and
+the cluster view under it, the Gantt of every request (each one's engines in its hover, every request of a zoomed
+window) and a Perfetto trace with a process per engine and request tracks, all equal to what sim_core's own run of
 the same scenario reports; bad cluster inputs are a 422 naming the field; the web's limits count every engine."""
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from fastapi.testclient import TestClient
 
 from app.web import app, clusterview
 from app.web.inputs import MAX_BLOCK_TABLE_ENTRIES, work_problems
-from sim_core import Scenario, resolve, run
+from app.web.kvstates import CELL_HELD
+from sim_core import BlockState, Scenario, resolve, run
 from sim_core.kernel.state import S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
 from sim_core.runner import make_requests
 
@@ -96,12 +99,13 @@ def test_a_large_clusters_rows_keep_each_buckets_peak():
         assert rows["running"][k] == steps["running"][a:b].max()
 
 
-def test_replicas_page_shows_the_cluster_in_place_of_the_kv_view(client):
+def test_replicas_page_shows_an_engines_kv_view_and_the_cluster(client):
     r = client.get("/?" + REPLICAS)
     assert r.status_code == 200, r.text[-2000:]
     figs = blobs(r.text)
     assert {"plot-cluster-fcfs", "plot-cluster-chunked", "plot-cluster-requests-fcfs"} <= set(figs)
-    assert "plot-kv" not in figs and "plot-timeline" not in figs  # no frames, no merged step log
+    assert "plot-kv" in figs and "plot-timeline" not in figs  # one engine's frames; no merged step log
+    assert r.text.index('id="card-kv"') < r.text.index('id="card-cluster-fcfs"')  # the cluster view under it
     assert r.text.count('data-figure="cluster"') == 2
     assert 'data-engines="2"' in r.text
     assert "<li>2 replicas, round_robin router</li>" in r.text
@@ -165,13 +169,36 @@ def test_request_bars_are_coloured_by_the_engine_that_served_each(client):
 def test_cluster_embed_and_downloads(client):
     embed = client.get("/embed/kv?" + POOLS)
     assert embed.status_code == 200 and 'data-figure="cluster"' in embed.text
+    assert 'id="plot-kv"' not in embed.text  # the embed of a cluster's card: the cluster view alone
     one = POOLS.replace("schedulers=fcfs", "scheduler=fcfs")
     trace = client.get("/download/trace.json?" + one)
     assert trace.status_code == 200
-    names = {e["args"]["name"] for e in trace.json()["traceEvents"] if e.get("name") == "process_name"}
-    assert {"prefill 0", "decode 0", "decode 1"} <= names
+    check_trace(trace.json(), run(Scenario(scheduler="fcfs", hardware="rtx3050", workload="rag", num_requests=40,
+                                           seed=3, prefill_replicas=1, decode_replicas=2), record_events=True))
     csv = client.get("/download/requests.csv?" + one)
     assert csv.status_code == 200 and len(csv.text.strip().splitlines()) == 41
+
+
+def check_trace(trace: dict, res) -> None:
+    """A cluster's Perfetto trace: a process per engine (named as sim_core names it) with its steps, and a track per
+    request whose slices are sim_core's timeline of that request."""
+    from sim_core import timeline
+    from sim_core.trace_export import ENGINE_PID_BASE, REQUEST_TID_BASE, REQUESTS_PID
+
+    events = trace["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    names = [log.name for log in res.engine_logs]
+    assert processes == {REQUESTS_PID: "requests"} | {ENGINE_PID_BASE + e: n for e, n in enumerate(names)}
+    for e, log in enumerate(res.engine_logs):  # every step of each engine, in its own process
+        steps = [x for x in events if x["pid"] == ENGINE_PID_BASE + e and x.get("cat") == "step"]
+        assert len(steps) == len(log.steps)
+    tracks = {e["tid"] - REQUEST_TID_BASE for e in events if e.get("name") == "thread_name"
+              and e["pid"] == REQUESTS_PID}
+    assert tracks == set(range(len(res.requests)))
+    slices = sorted((x["tid"] - REQUEST_TID_BASE, x["name"]) for x in events
+                    if x["pid"] == REQUESTS_PID and x.get("cat") == "request" and x["ph"] == "X")
+    assert slices == sorted((r, timeline.SEGMENT_KINDS[k]) for r, k, _, _ in timeline.request_segments(res))
+    assert trace["metadata"]["requests_shown"] == len(res.requests) and not trace["metadata"]["notes"]
 
 
 def test_single_engine_page_keeps_its_kv_view(client):
@@ -179,6 +206,161 @@ def test_single_engine_page_keeps_its_kv_view(client):
     figs = blobs(r.text)
     assert "plot-kv" in figs and "plot-timeline" in figs
     assert 'data-figure="cluster"' not in r.text
+    assert "data-kv-engine" not in r.text and "served by" not in r.text  # no engine to pick or name
+
+
+# ----- issue 21: the KV view, the Gantt and the Perfetto trace of a cluster -----
+CLUSTERS = {
+    "replicas": "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&num_requests=60&seed=3&replicas=4",
+    "pools": "schedulers=fcfs&hardware=rtx3050&workload=rag&num_requests=60&seed=3&prefill_replicas=1"
+             "&decode_replicas=3",
+}
+CLUSTER_ENGINES = {"replicas": [f"replica {e}" for e in range(4)],
+                   "pools": ["prefill 0", "decode 0", "decode 1", "decode 2"]}
+
+
+def core_run(query: str, scheduler: str):
+    """sim_core's own run of a page's scenario, recording what the web records (events, each engine's frames)."""
+    from urllib.parse import parse_qsl
+
+    from app.web import service
+    from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
+
+    req = parse_request(query_to_dict(parse_qsl(query)), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS)
+    s = req.for_scheduler(scheduler)
+    return run(s, record_events=True, kv_frames=service.recorded_frames_for(resolve(s)))
+
+
+def used_blocks(runs: list[int], k: int) -> int:
+    """Blocks held by requests in one frame's run-length coded cells (kvgrid: code = (owner + 1) * (k + 1) + used)."""
+    return sum((code % (k + 1)) * length for code, length in zip(runs[0::2], runs[1::2], strict=True))
+
+
+def page_select(html: str) -> tuple[list[str], str]:
+    select = re.search(r"<select data-kv-engine[^>]*>(.*?)</select>", html, re.S).group(1)
+    options = re.findall(r"<option( selected)?>([^<]+)</option>", select)
+    return [name for _, name in options], next(name for chosen, name in options if chosen)
+
+
+@pytest.mark.parametrize("kind", sorted(CLUSTERS))
+def test_the_kv_view_of_a_cluster_is_each_engines_pool_as_sim_core_recorded_it(client, kind):
+    query = CLUSTERS[kind]
+    r = client.get("/?" + query)
+    assert r.status_code == 200
+    names, picked = page_select(r.text)
+    assert names == CLUSTER_ENGINES[kind]
+    schedulers = re.search(r"schedulers=([\w,]+)", query).group(1).split(",")
+    runs = {name: core_run(query, name) for name in schedulers}
+    served = np.sum([[row["served_tokens"] for row in res.metrics["replicas"]] for res in runs.values()], axis=0)
+    assert picked == names[int(np.argmax(served))]  # the busiest engine, by tokens served
+    embedded = json.loads(re.search(r'data-kv-frames-for="plot-kv">(.*?)</script>', r.text, re.S).group(1))
+    checked = 0
+    for e, name in enumerate(names):
+        answer = client.get("/kv/engine?" + query + "&engine=" + name)
+        assert answer.status_code == 200 and answer.json()["engine"] == name
+        frames = answer.json()["frames"]
+        if name == picked:
+            assert frames == embedded  # the page opens on the busiest engine's frames
+        for panel in frames["schedulers"]:
+            log = runs[panel["name"]].engine_logs[e]
+            assert panel["engine"] == name and panel["blocks"] == log.num_blocks
+            k = panel["k"]
+            for f, t in enumerate(panel["frame_s"]):
+                row = int(np.argmin(np.abs(log.kv_frame_s - t)))  # the instant sim_core recorded it at
+                assert abs(log.kv_frame_s[row] - t) < 1e-4
+                assert used_blocks(panel["runs"][f], k) == int((log.kv_frames[row] >= 0).sum()), (name, f)
+                states = log.kv_frame_state[row]
+                in_use = int(np.isin(states, [BlockState.USED, BlockState.SHARED]).sum())
+                assert panel["usage"][f] == round(in_use / log.num_blocks, 4)
+                checked += in_use > 0
+    assert checked > 0
+    if kind == "pools":  # a prefill engine holds prefilled KV for the decode engines, owned by no running request
+        assert '"key":"held"' in re.search(r'data-figure-for="plot-kv">(.*?)</script>', r.text, re.S).group(1)
+        prefill = client.get("/kv/engine?" + query + "&engine=prefill 0").json()["frames"]["schedulers"][0]
+        log = runs["fcfs"].engine_logs[0]
+        held = 0
+        for f, t in enumerate(prefill["frame_s"]):
+            row = int(np.argmin(np.abs(log.kv_frame_s - t)))
+            unowned = int((np.isin(log.kv_frame_state[row], [BlockState.USED, BlockState.SHARED])
+                           & (log.kv_frames[row] < 0)).sum())
+            cells = sum(n for st, n in zip(prefill["states"][f][0::2], prefill["states"][f][1::2], strict=True)
+                        if st == CELL_HELD)
+            assert (cells > 0) == (unowned > 0) and cells * prefill["k"] >= unowned / 2, (f, cells, unowned)
+            held += cells
+        assert held > 0
+
+
+def test_a_clusters_frames_share_what_one_engine_may_record():
+    from app.web import runview, service
+
+    for deployment in (dict(replicas=4), dict(prefill_replicas=1, decode_replicas=3), dict(replicas=64)):
+        s = Scenario(hardware="a100", workload="chat", **deployment)
+        r = resolve(s)
+        blocks = service.engine_blocks(r)
+        assert len(blocks) == s.engines
+        n = service.recorded_frames_for(r)
+        # An engine keeps up to twice the frames asked for: all of them together within one engine's budget.
+        assert 2 * n * sum(blocks) <= runview.FRAME_BUDGET
+        assert 0 < n <= runview.recorded_frames(sum(blocks)) <= runview.recorded_frames(blocks[0])
+    assert service.recorded_frames_for(resolve(Scenario(hardware="a100", replicas=64))) < runview.recorded_frames(
+        resolve(Scenario(hardware="a100")).num_blocks)  # many engines: fewer frames each
+    res = core_run(CLUSTERS["replicas"], "fcfs")
+    assert sum(log.kv_frames.size for log in res.engine_logs) <= runview.FRAME_BUDGET
+
+
+def test_kv_engine_refuses_what_it_cannot_show_naming_the_field(client):
+    assert fields_of(client.get("/kv/engine?" + CLUSTERS["replicas"] + "&engine=replica 9")) == ["engine"]
+    assert fields_of(client.get("/kv/engine?" + CLUSTERS["replicas"])) == ["engine"]
+    assert fields_of(client.get("/kv/engine?hardware=rtx3050&num_requests=10&engine=replica 0")) == ["engine"]
+    assert fields_of(client.get("/kv/engine?" + CLUSTERS["replicas"] + "&engine=replica 0&replicas=x")) == [
+        "replicas"]
+    # The page's view parameters are no scenario fields: a shared link with engine= and t= opens.
+    assert client.get("/?" + CLUSTERS["replicas"] + "&engine=replica%201&t=2.5").status_code == 200
+
+
+@pytest.mark.parametrize("kind", sorted(CLUSTERS))
+def test_a_clusters_gantt_names_the_engines_that_served_each_request(client, kind):
+    from sim_core.views import request_engines
+
+    query = CLUSTERS[kind]
+    r = client.get("/?" + query)
+    fig = blobs(r.text)["plot-gantt-fcfs"]
+    res = core_run(query, "fcfs")
+    named = request_engines(res)
+    decode = next(t for t in fig["data"] if t["name"] == "decode")
+    assert "served by %{customdata[14]}" in decode["hovertemplate"]
+    rows = {c[0]: c[14] for c in decode["customdata"] if c}
+    assert len(rows) == int(res.finished.sum()) == 60
+    assert rows == {rid: named[rid] for rid in rows}
+    assert set(rows.values()) <= {*CLUSTER_ENGINES[kind]} | {f"prefill 0 → decode {d}" for d in range(3)}
+    if kind == "pools":
+        assert all(" → decode " in v for v in rows.values())
+    # Every request's segments: sim_core's timeline of the cluster's run, kind by kind.
+    from sim_core import timeline
+
+    drawn = {t["name"]: sum(y is not None for y in t["y"]) // (1 if t["mode"] == "markers" else 2)
+             for t in fig["data"]}
+    segments = timeline.request_segments(res)
+    assert drawn == {name: sum(k == kind_ for _, k, _, _ in segments)
+                     for kind_, name in enumerate(timeline.SEGMENT_KINDS) if any(k == kind_ for _, k, _, _ in segments)}
+
+
+ZOOMED = "schedulers=fcfs&hardware=a100&workload=chat&rate=30&duration=30&seed=2&replicas=4"
+
+
+def test_a_zoomed_cluster_gantt_draws_every_request_in_flight(client):
+    from sim_core import timeline
+
+    r = client.get("/?" + ZOOMED)
+    total, shown = (int(x) for x in re.search(r'data-rows="(\d+)" data-total="(\d+)"', r.text).groups()[::-1])
+    assert shown < total  # the page shows a sample
+    answer = client.get("/gantt/window?" + ZOOMED + "&gantt=fcfs&t0=10&t1=14").json()
+    res = core_run(ZOOMED, "fcfs")
+    expected = {rid for rid, _, a, b in timeline.request_segments(res) if a <= 14 and b >= 10}
+    assert set(answer["ids"]) == expected and answer["shown"] == len(expected) > shown / 2
+    decode = next(t for t in answer["figure"]["data"] if t["name"] == "decode")
+    assert "served by" in decode["hovertemplate"]
+    assert {c[14] for c in decode["customdata"] if c} <= {f"replica {e}" for e in range(4)}
 
 
 @pytest.mark.parametrize("query, field", [

@@ -59,6 +59,19 @@ def test_engine_logs_name_each_engine_and_the_requests_it_served(cluster):
         assert np.array_equal(e.steps["waiting"], log.steps[:, views.STEP_COLUMNS.index("waiting")])
     if "replicas" in cluster:  # each request went to exactly one replica
         assert (np.sum([e.served for e in engines], axis=0) == 1).all()
+    # Each request's engines by name: the ones whose `served` holds it, prefill engine first.
+    named = views.request_engines(res)
+    assert len(named) == len(res.requests)
+    for r in range(len(res.requests)):
+        mine = [e.name for e in engines if e.served[r]]
+        assert named[r] == " → ".join(mine), (r, named[r], mine)
+    assert all(named)  # every request of these runs reached an engine
+    if "replicas" not in cluster:
+        assert any("prefill 0 → decode" in text for text in named)
+
+
+def test_a_single_engine_serves_every_request_itself(single):
+    assert views.request_engines(single) is None
 
 
 def test_a_log_of_the_wrong_shape_is_refused_naming_its_columns():

@@ -1,26 +1,41 @@
 """Cluster runs on the dashboard: replicas behind a router, or disaggregated prefill/decode pools.
 
-A run of several engines records no event log or KV frames (sim_core.runner), so the page's single-engine
-figures (the KV animation, the engine timeline, the step-by-step Gantt) have nothing to draw. What it has instead,
-per engine: its name and pool, its step log (sim_core.runner.EngineLog, CLUSTER_STEP_RECORDS rows at most, then
-every step_stride-th step), its share of the work (metrics["replicas"]), which requests the router sent it
-(Result.replica_of, or the hand-over trace's prefill engine), and in disaggregated runs each request's KV
-transfer (Result.handover: prefill end, transfer start, delivery, decode engine).
+A run of several engines records, per engine, its name and pool, its step log (sim_core.runner.EngineLog,
+CLUSTER_STEP_RECORDS rows at most, then every step_stride-th step) and its KV frames, and one event log for the
+whole cluster (sim_core.views.engine_logs: EngineView.first_step says where each engine's steps start in it); its
+share of the work (metrics["replicas"]), which requests the router sent it (Result.replica_of, or the hand-over
+trace's prefill engine), and in disaggregated runs each request's KV transfer (Result.handover: prefill end,
+transfer start, delivery, decode engine).
 
-`cluster_view` turns such a Result into a RunView carrying `cluster` (compact lists, cached with the view);
-`cluster_figure` and `requests_figure` draw them as plotly figures (one small-multiple row per engine on a shared
-time axis; per-request bars coloured by engine), and `cluster_context` is what the page's cluster cards show.
+`cluster_view` turns such a Result into a RunView: the single-engine parts (metrics, latency CDFs, the
+step-by-step Gantt from the cluster's event log), each engine's KV data (`engine_kv`, the busiest one's as `kv`:
+the KV view shows one engine at a time) and `cluster` (compact lists, cached with the view); `cluster_figure` and
+`requests_figure` draw the latter as plotly figures (one small-multiple row per engine on a shared time axis;
+per-request bars coloured by engine), and `cluster_context` is what the page's cluster cards show.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from sim_core.runner import CLUSTER_STEP_RECORDS
-from sim_core.views import RequestState, engine_logs
+from sim_core.views import BlockState, EngineView, RequestState, engine_logs, event_columns
 
 from .charts import _axis, _layout, _mix, _ref, color
-from .runview import GANTT_ROWS, RunView, build_view, sample_ids
+from .kvstates import frame_rows, pool_state_runs, pool_swap_frames
+from .runview import (
+    GANTT_ROWS,
+    RUN_BUDGET,
+    RunView,
+    build_view,
+    first_token_times,
+    frame_count,
+    kv_data,
+    pick_pool_frames,
+    sample_ids,
+)
 
 # Engines get these colours in order (the router row, the per-request bars and the KV transfers agree).
 ENGINE_COLORS = ("#1971c2", "#e8590c", "#2f9e44", "#9c36b5", "#0c8599", "#c2255c", "#f08c00", "#5c7cfa",
@@ -32,6 +47,11 @@ TRANSFER_WAIT = "#ced4da"
 # while the cluster's rows stay within ENGINE_POINTS_TOTAL points; fewer each for a large cluster.
 ENGINE_POINTS = 1024
 ENGINE_POINTS_TOTAL = 16_384
+# Numbers in one engine's run-length coded KV frames (runview.kv_data's budget): every engine's are cached with
+# the view (the page sends one engine's), so a cluster shares CLUSTER_RUN_BUDGET, one engine never more than a
+# single engine's RUN_BUDGET nor less than ENGINE_MIN_RUNS (a coarse grid, but one to look at).
+CLUSTER_RUN_BUDGET = 2 * RUN_BUDGET
+ENGINE_MIN_RUNS = RUN_BUDGET // 32
 MAX_ROUTE_POINTS = 4000  # arrivals drawn in the router row (evenly spaced by arrival past that)
 MAX_TRANSFERS = 2000  # KV transfers drawn (evenly spaced past that)
 ROUTER_ROW_PX = 22  # per engine the router can pick
@@ -40,7 +60,7 @@ TRANSFER_ROW_PX = 22  # per prefill engine's link
 ROW_GAP_PX = 14
 MANY_ENGINES = 16  # past this many, rows get thinner (down to 48 px an engine, 8 px a router or link row)
 MARGIN = {"l": 84, "r": 56, "t": 36, "b": 50}
-GANTT_NOTE = ("a cluster run records no per-step events, so no step-by-step timeline; the cluster view draws "
+GANTT_NOTE = ("this cluster run recorded no per-step events, so no step-by-step timeline; the cluster view draws "
               "each request from its arrival, first token and finish, coloured by engine")
 
 
@@ -49,12 +69,101 @@ def engine_color(e: int) -> str:
 
 
 def cluster_view(res, kv_cell: int = 1) -> RunView:
-    """A RunView of a run of several engines: the single-engine parts that still apply (metrics, latency CDFs)
-    plus `cluster` (cluster_data); no KV frames and no step-by-step Gantt (gantt None, with a note saying why)."""
-    view = build_view(res, np.zeros((0, 0), np.int32), np.zeros(0), kv_cell=kv_cell)
-    view.gantt, view.gantt_note = None, GANTT_NOTE
+    """A RunView of a run of several engines (recorded with record_events and KV frames, as the web runs them):
+    the single-engine parts (metrics, latency CDFs, the Gantt), every engine's KV data (`engine_kv`; `kv` the
+    busiest engine's) and `cluster` (cluster_data). A run without events has no Gantt (None, a note says why)."""
+    kvs = engine_kv(res, kv_cell)
+    view = build_view(res, np.zeros((0, 0), np.int32), np.zeros(0), kv_cell=kv_cell,
+                      kv=kvs[busiest_engine([res.metrics])] if kvs else None)
+    if not _events_recorded(res):
+        view.gantt, view.gantt_note, view.gantt_index = None, GANTT_NOTE, None
+    view.engine_kv = kvs
     view.cluster = cluster_data(res)
     return view
+
+
+def _events_recorded(res) -> bool:
+    """Whether the run logged its events: every request that ran was prefilled at least once, which the event
+    log records when it is on."""
+    return len(res.events) > 0 or not bool((res.status == RequestState.FINISHED).any())
+
+
+def busiest_engine(metrics: list[dict]) -> int:
+    """The engine that served the most tokens (metrics["replicas"]' served_tokens), summed over the runs whose
+    metrics are given (a comparison's schedulers, one deployment); the first on a tie."""
+    rows = [m.get("replicas") or [] for m in metrics]
+    n = max((len(r) for r in rows), default=0)
+    served = [sum(int(r[e].get("served_tokens") or 0) for r in rows if e < len(r)) for e in range(n)]
+    return int(np.argmax(served)) if served else 0
+
+
+def engine_kv(res, kv_cell: int = 1) -> list[dict]:
+    """Each engine's KV data as runview.kv_data makes it for one engine (its frames' cells, the first-token
+    times of the requests in them, block states, swapped-out requests), plus its name (`engine`) and `pool`. Every
+    engine's cells are the same size (the largest any needed), so that switching engines keeps cells comparable.
+    Frames: frame_count of the whole cluster's blocks, each engine's share (what the run recorded, see
+    service.recorded_frames_for)."""
+    engines = engine_logs(res)
+    if not engines:
+        return []
+    want = frame_count(sum(e.num_blocks for e in engines))
+    budget = max(ENGINE_MIN_RUNS, min(RUN_BUDGET, CLUSTER_RUN_BUDGET // len(engines)))
+    pools = [p for p in res.resolved.deployment for _ in range(p.engines)]
+    events = event_columns(res)
+    recorded = [_recorded(e) for e in engines]
+    picked = [pick_pool_frames(r.frames, r.times, res.end_s, want) for r in recorded]
+    out = [_engine_kv(res, e, pool, events, r, *pick, kv_cell, budget)
+           for e, pool, r, pick in zip(engines, pools, recorded, picked, strict=True)]
+    k = max(kv["k"] for kv in out)
+    return [kv if kv["k"] == k else _engine_kv(res, e, pool, events, r, *pick, k, budget)
+            for kv, e, pool, r, pick in zip(out, engines, pools, recorded, picked, strict=True)]
+
+
+class _Recorded(NamedTuple):
+    """The KV snapshots an engine took: owners [frame, block], BlockStates [frame, block], instants."""
+
+    frames: np.ndarray
+    states: np.ndarray
+    times: np.ndarray
+
+
+def _recorded(e: EngineView) -> _Recorded:
+    """The engine's snapshots, without the rows it never filled: an engine snapshots at its own steps' starts, and
+    one that seldom steps (a prefill engine, an idle replica) leaves rows of the room the run made for them
+    unwritten, at instant 0 after its last one."""
+    if e.kv_frames is None or e.kv_frame_s is None or len(e.kv_frame_s) == 0:
+        return _Recorded(np.zeros((0, e.num_blocks), np.int32), np.zeros((0, e.num_blocks), np.int8), np.zeros(0))
+    times = np.asarray(e.kv_frame_s, np.float64)
+    later = np.flatnonzero(times > 0)
+    n = int(later[-1]) + 1 if len(later) else 1  # instants only grow: the rows after the last positive are unwritten
+    return _Recorded(np.asarray(e.kv_frames)[:n], np.asarray(e.kv_frame_state)[:n], times[:n])
+
+
+def _engine_kv(res, e: EngineView, pool, events: dict, rec: _Recorded, frames: np.ndarray, frame_s: np.ndarray,
+               kv_cell: int, budget: int) -> dict:
+    kv = kv_data(frames, frame_s, kv_cell, budget)
+    kept = frame_rows(rec.times, kv["frame_s"]) if kv["frame_s"] else np.zeros(0, np.int64)
+    kv.update(first_token_s=first_token_times(res, frames) if frames.size else {},
+              states=pool_state_runs(rec.states, rec.times, kv, owners=rec.frames),
+              swap=_engine_swap(res, e, pool, events, rec, kv), engine=e.name, pool=e.pool)
+    if len(kept) and e.num_blocks:
+        # In use: every block a request holds, running or not (a prefill engine holds a request's KV after its
+        # prefill until the decode engine has pulled it; no running request owns those blocks then).
+        in_use = ((rec.states[kept] == BlockState.USED) | (rec.states[kept] == BlockState.SHARED)).sum(axis=1)
+        kv["usage"] = np.round(in_use / e.num_blocks, 4).tolist()
+    return kv
+
+
+def _engine_swap(res, e: EngineView, pool, events: dict, rec: _Recorded, kv: dict) -> dict | None:
+    """What of the engine's KV was swapped out to host memory at each of its frames (kvstates.pool_swap_frames),
+    from the cluster's event log cut to the engine's own steps."""
+    start = e.steps["start_s"]
+    if e.step_stride != 1 or not kv["frame_s"]:  # the events name steps: their start times need every step
+        return None
+    mine = (events["step"] >= e.first_step) & (events["step"] < e.first_step + len(start))
+    ev = {name: col[mine] for name, col in events.items()}
+    ev["step"] = ev["step"] - e.first_step
+    return pool_swap_frames(ev, start, rec.times, kv, int(res.scenario.block_size), int(pool.swap_blocks))
 
 
 def cluster_data(res, rows: int = GANTT_ROWS) -> dict:

@@ -20,7 +20,7 @@ from .http import CLIENT_CLOSED, run_until_disconnect
 from .inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, problems_of, query_to_dict
 
 # Query parameters of /gantt/window that are not scenario fields.
-WINDOW_PARAMS = ("gantt", "t0", "t1", "r0", "r1", "t")
+WINDOW_PARAMS = ("gantt", "t0", "t1", "r0", "r1", "t", "engine")
 router = APIRouter(include_in_schema=False)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim_core import timeline
-from sim_core.views import ATTRIBUTION_PARTS
+from sim_core.views import ATTRIBUTION_PARTS, request_engines
 from sim_core.views import TRANSPORT_PART as AT_TRANSPORT
 
 WINDOW_ROWS = 1000  # requests one zoomed Gantt draws at most (the page's sample starts above this many)
@@ -37,15 +37,20 @@ class GanttIndex:
 
 
 def row_arrays(res) -> dict[str, np.ndarray]:
-    """What a Gantt row says about each request (its hover), as arrays over all requests."""
+    """What a Gantt row says about each request (its hover), as arrays over all requests; a run of several
+    engines adds `engine`, the engine(s) that served it by name (sim_core.views.request_engines)."""
     reqs = res.requests
     attr = getattr(res, "attribution", None)
     split = np.zeros((len(reqs), len(ATTRIBUTION_PARTS))) if attr is None else np.asarray(attr, np.float64) * 1e3
     split[:, AT_TRANSPORT] += float(getattr(res.scenario, "transport_overhead_ms", 0.0))  # as metrics count it
-    return {"id": np.arange(len(reqs)), "prompt": reqs.prompt_tokens, "output": reqs.output_tokens,
-            "ttft_ms": np.round((res.first_token_s - reqs.arrival_s) * 1e3, 1),
-            "itl_max_ms": np.round(res.max_itl_s * 1e3, 1), "preemptions": res.preemptions,
-            "rejected": res.rejected, "attribution_ms": np.round(split, 1)}
+    out = {"id": np.arange(len(reqs)), "prompt": reqs.prompt_tokens, "output": reqs.output_tokens,
+           "ttft_ms": np.round((res.first_token_s - reqs.arrival_s) * 1e3, 1),
+           "itl_max_ms": np.round(res.max_itl_s * 1e3, 1), "preemptions": res.preemptions,
+           "rejected": res.rejected, "attribution_ms": np.round(split, 1)}
+    engines = request_engines(res)
+    if engines is not None:
+        out["engine"] = engines
+    return out
 
 
 def rows_for(arrays: dict[str, np.ndarray], ids: np.ndarray) -> dict[str, list]:

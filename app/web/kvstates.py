@@ -18,13 +18,15 @@ from sim_core.views import BlockState, EventKind, event_columns, step_columns
 
 # A cell's state beside its owner: CELL_PLAIN (free, or held: prefilling or decoding by its request's first-token
 # time), CELL_SHARED (held, and at least half its held blocks are shared prefix blocks), CELL_CACHED (nobody holds
-# it, and at least half its blocks keep a cached prefix, evictable).
-CELL_PLAIN, CELL_SHARED, CELL_CACHED = 0, 1, 2
+# it, and at least half its blocks keep a cached prefix, evictable), CELL_HELD (no running request owns it, but at
+# least half its blocks are in use: on a prefill engine, a request's KV waiting to be pulled by a decode engine).
+CELL_PLAIN, CELL_SHARED, CELL_CACHED, CELL_HELD = 0, 1, 2, 3
 
 
-def frame_rows(res, frame_s) -> np.ndarray:
-    """The recorded frames (indices into res.kv_frame_s) that the view kept at the instants `frame_s`."""
-    times = np.asarray(res.kv_frame_s, np.float64)
+def frame_rows(recorded_s, frame_s) -> np.ndarray:
+    """The recorded frames (indices into `recorded_s`, a run's kv_frame_s) that the view kept at the instants
+    `frame_s`."""
+    times = np.asarray(recorded_s, np.float64)
     want = np.asarray(frame_s, np.float64)  # rounded (runview._r): take the nearest recorded instant
     hi = np.clip(np.searchsorted(times, want), 0, len(times) - 1)
     lo = np.clip(hi - 1, 0, len(times) - 1)
@@ -54,13 +56,40 @@ def cell_states(block_states: np.ndarray, k: int) -> np.ndarray:
 def state_runs(res, kv: dict) -> list[list[int]]:
     """Per kept frame of the view's KV data `kv` (runview.kv_data), [state, length, ...] over its cells; empty
     when the run recorded no block states."""
+    return pool_state_runs(getattr(res, "kv_frame_state", np.zeros((0, 0))), res.kv_frame_s, kv)
+
+
+def pool_state_runs(frame_state, recorded_s, kv: dict, owners=None) -> list[list[int]]:
+    """state_runs of one KV pool: its recorded block states [frame, block] and their instants `recorded_s` (a
+    single engine's run, or one engine of a cluster). With `owners` (the recorded frames [frame, block]: the
+    request holding each block, or -1), cells in use that no request owns are CELL_HELD."""
     from .runview import run_lengths  # runview imports this module
 
-    states = np.asarray(getattr(res, "kv_frame_state", np.zeros((0, 0))))
+    states = np.asarray(frame_state if frame_state is not None else np.zeros((0, 0)))
     if states.ndim != 2 or states.shape[0] == 0 or not kv["frame_s"]:
         return []
-    picked = states[frame_rows(res, kv["frame_s"])]
-    return run_lengths(cell_states(picked, kv["k"]))
+    rows = frame_rows(recorded_s, kv["frame_s"])
+    cells = cell_states(states[rows], kv["k"])
+    if owners is not None:
+        cells[held_cells(states[rows], np.asarray(owners)[rows], kv["k"])] = CELL_HELD
+    return run_lengths(cells)
+
+
+def held_cells(block_states: np.ndarray, owners: np.ndarray, k: int) -> np.ndarray:
+    """[frame, cell] True where no block of the cell has an owner and at least half its blocks are in use (USED
+    or SHARED) all the same, for cells of k blocks."""
+    n_frames, n_blocks = block_states.shape
+    cells = math.ceil(n_blocks / k) if n_blocks else 0
+    unowned = np.zeros((n_frames, cells * k), np.int64)
+    owned = np.zeros((n_frames, cells * k), np.int64)
+    in_use = (block_states == BlockState.USED) | (block_states == BlockState.SHARED)
+    unowned[:, :n_blocks] = in_use & (owners < 0)
+    owned[:, :n_blocks] = owners >= 0
+    size = np.full(cells, k)
+    if n_blocks % k and cells:  # the last cell is shorter
+        size[-1] = n_blocks - (cells - 1) * k
+    return ((owned.reshape(n_frames, cells, k).sum(axis=2) == 0)
+            & (2 * unowned.reshape(n_frames, cells, k).sum(axis=2) >= size))
 
 
 def swap_frames(res, kv: dict) -> dict | None:
@@ -69,13 +98,17 @@ def swap_frames(res, kv: dict) -> dict | None:
     the run's timeline is not recorded)."""
     if res.step_stride != 1:  # the events name steps: their start times need every step logged
         return None
-    ev = event_columns(res)
+    return pool_swap_frames(event_columns(res), step_columns(res)["start_s"], res.kv_frame_s, kv,
+                            int(res.scenario.block_size), int(res.resolved.swap_blocks))
+
+
+def pool_swap_frames(ev: dict, start: np.ndarray, recorded_s, kv: dict, block: int, capacity: int) -> dict | None:
+    """swap_frames of one KV pool: its events (event_columns, `step` numbering its own steps), its steps' start
+    times, its recorded frames' instants, the block size and its host swap space in blocks."""
     kind = ev["kind"]
     swap = np.flatnonzero((kind == EventKind.SWAP_OUT) | (kind == EventKind.SWAP_IN))
     if not (kind[swap] == EventKind.SWAP_OUT).any():
         return None
-    start = step_columns(res)["start_s"]
-    block = int(res.scenario.block_size)
     out_at: dict[int, tuple[float, int]] = {}
     spans = []  # (owner, blocks, out_s, in_s)
     swap = swap[np.argsort(ev["step"][swap], kind="stable")]
@@ -89,10 +122,10 @@ def swap_frames(res, kv: dict) -> dict | None:
     spans += [(r, blocks, t_out, math.inf) for r, (t_out, blocks) in out_at.items()]
     frames = []
     # The recorded instants (kv["frame_s"] is rounded), each a step's start, snapshotted before that step ran.
-    for t in np.asarray(res.kv_frame_s, np.float64)[frame_rows(res, kv["frame_s"])].tolist():
+    for t in np.asarray(recorded_s, np.float64)[frame_rows(recorded_s, kv["frame_s"])].tolist():
         row: list[int] = []
         for r, blocks, t_out, t_in in spans:
             if t_out < t <= t_in:  # a frame at a step's start is taken before that step swaps
                 row += [int(r), int(blocks)]
         frames.append(row)
-    return {"capacity": int(res.resolved.swap_blocks), "frames": frames}
+    return {"capacity": capacity, "frames": frames}

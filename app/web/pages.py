@@ -49,8 +49,9 @@ router = APIRouter(include_in_schema=False)
 VARY = {"Vary": "HX-Request"}
 
 
-# Query parameters that say how to view the results, not what to simulate: t, the KV view's playback time.
-VIEW_PARAMS = ("t",)
+# Query parameters that say how to view the results, not what to simulate: t, the KV view's playback time, and
+# engine, the cluster engine whose KV pool it shows.
+VIEW_PARAMS = ("t", "engine")
 
 
 def scenario_params(request: Request, view: tuple[str, ...] = VIEW_PARAMS) -> list[tuple[str, str]]:

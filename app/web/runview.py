@@ -43,12 +43,17 @@ def recorded_frames(num_blocks: int) -> int:
 
 def pick_frames(res) -> tuple[np.ndarray, np.ndarray]:
     """frame_count() of the recorded frames, the nearest to evenly spaced instants over [0, end]."""
-    times = np.asarray(res.kv_frame_s)
+    return pick_pool_frames(res.kv_frames, res.kv_frame_s, res.end_s, frame_count(res.kv_frames.shape[1]))
+
+
+def pick_pool_frames(frames: np.ndarray, frame_s, end_s: float, want: int) -> tuple[np.ndarray, np.ndarray]:
+    """`want` of one pool's recorded frames [frame, block] (at the instants `frame_s`), the nearest to evenly
+    spaced instants over [0, end_s]."""
+    times = np.asarray(frame_s)
     if len(times) == 0:
-        return res.kv_frames, times
-    want = frame_count(res.kv_frames.shape[1])
-    pick = np.unique(np.clip(np.searchsorted(times, np.linspace(0.0, res.end_s, want)), 0, len(times) - 1))
-    return res.kv_frames[pick], times[pick]
+        return frames, times
+    pick = np.unique(np.clip(np.searchsorted(times, np.linspace(0.0, end_s, want)), 0, len(times) - 1))
+    return frames[pick], times[pick]
 
 
 @dataclass
@@ -66,13 +71,17 @@ class RunView:
     requests: int = 0
     warnings: tuple[str, ...] = ()  # sim_core.validity: outside the validation set, saturated
     gantt_index: GanttIndex | None = None  # every request's timeline when the Gantt shows a sample (zooming in)
+    # Several engines: each one's KV data (as `kv`, plus its name, `engine`, and pool), in engine order; `kv` is
+    # the busiest's (clusterview.engine_kv).
+    engine_kv: list[dict] | None = None
     kept: dict = field(default_factory=dict)  # figure name -> what that figure kept of the run (figures.keep)
 
 
 def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int = GANTT_ROWS,
-               kv_cell: int = 1) -> RunView:
+               kv_cell: int = 1, kv: dict | None = None) -> RunView:
     """`res`: a run with record_events=True; `frames`, `frame_s`: its KV pool [frame, block] and their instants;
-    `kv_cell`: the fewest blocks per KV grid cell (a comparison draws every pool with one cell size)."""
+    `kv_cell`: the fewest blocks per KV grid cell (a comparison draws every pool with one cell size). `kv`: the
+    KV data already made (a cluster's: one engine's pool, clusterview.engine_kv) in place of the frames'."""
     r = res.resolved
     transport_s = float(getattr(res.scenario, "transport_overhead_ms", 0.0)) / 1e3
     setup = {
@@ -82,9 +91,10 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
         "rate": r.rate, "slo_ttft_ms": r.slo_ttft_ms, "slo_tpot_ms": r.slo_tpot_ms,
     }
     gantt, note = gantt_data(res, gantt_rows)
-    kv = kv_data(frames, frame_s, kv_cell)
-    kv.update(first_token_s=first_token_times(res, frames), states=state_runs(res, kv),
-              swap=swap_frames(res, kv))
+    if kv is None:
+        kv = kv_data(frames, frame_s, kv_cell)
+        kv.update(first_token_s=first_token_times(res, frames), states=state_runs(res, kv),
+                  swap=swap_frames(res, kv))
     return RunView(
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
@@ -175,22 +185,22 @@ def cell_blocks(num_blocks: int) -> int:
     return max(1, math.ceil(num_blocks / MAX_CELLS))
 
 
-def kv_data(frames: np.ndarray, frame_s: np.ndarray, min_cell: int = 1) -> dict:
+def kv_data(frames: np.ndarray, frame_s: np.ndarray, min_cell: int = 1, budget: int = RUN_BUDGET) -> dict:
     """Frames [frame, block] (owner or -1) -> per frame the run-length code of its cells (kvgrid.cell_codes):
     [code, length, code, length, ...]. A cell is at least `min_cell` blocks. A fragmented pool (every cell
-    different from its neighbour) codes to long runs; past RUN_BUDGET numbers the cells grow 4x, then frames are
+    different from its neighbour) codes to long runs; past `budget` numbers the cells grow 4x, then frames are
     dropped, to bound the page's size."""
     n_frames, n_blocks = frames.shape if frames.ndim == 2 else (0, 0)
     k = max(min_cell, cell_blocks(n_blocks))
     runs: list[list[int]] = []
     if n_frames and n_blocks:
         runs = run_lengths(cell_codes(frames, k))
-        while sum(map(len, runs)) > RUN_BUDGET and math.ceil(n_blocks / k) >= 4 * MIN_CELLS:
+        while sum(map(len, runs)) > budget and math.ceil(n_blocks / k) >= 4 * MIN_CELLS:
             k *= 4
             runs = run_lengths(cell_codes(frames, k))
         size = sum(map(len, runs))
-        if size > RUN_BUDGET:
-            keep = sample_ids(n_frames, max(MIN_FRAMES, int(n_frames * RUN_BUDGET / size)))
+        if size > budget:
+            keep = sample_ids(n_frames, max(MIN_FRAMES, int(n_frames * budget / size)))
             frames, frame_s, runs = frames[keep], np.asarray(frame_s)[keep], [runs[i] for i in keep]
     n_cells = math.ceil(n_blocks / k) if n_blocks else 0
     cols = max(1, math.ceil(math.sqrt(n_cells)))

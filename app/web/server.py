@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 import sim_core
 
-from . import api, apidocs, downloads, gantt_window, kvgrid, pages, plan_page
+from . import api, apidocs, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page
 from .middleware import GzipOffLoop, SecurityHeadersAndHead
 from .templating import STATIC_DIR
 
@@ -90,6 +90,7 @@ def create_app() -> FastAPI:
     app.include_router(api.router)
     app.include_router(downloads.router)
     app.include_router(gantt_window.router)
+    app.include_router(kv_engine.router)
     app.include_router(api.health_router)
     app.include_router(apidocs.router)
     return app

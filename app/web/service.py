@@ -36,7 +36,7 @@ from .inputs import (
     work_problems,
 )
 from .jobs import JobBoard, job_id
-from .runview import RunView, build_view, cell_blocks, pick_frames, recorded_frames
+from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
 
 MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
 SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
@@ -195,8 +195,25 @@ def _view_key(req: WebRequest, name: str, cell: int) -> str:
 
 def first_cell(req: WebRequest) -> int:
     """The KV cell size every scheduler's grid is drawn with first: the largest pool's (the token budget changes
-    the pool, so schedulers' pools differ)."""
-    return max(cell_blocks(resolve(req.for_scheduler(name)).num_blocks) for name in req.schedulers)
+    the pool, so schedulers' pools differ; a cluster's pools are its engines', which may differ too)."""
+    return max(cell_blocks(pool.num_blocks) for name in req.schedulers
+               for pool in resolve(req.for_scheduler(name)).deployment)
+
+
+def engine_blocks(resolved) -> list[int]:
+    """Each engine's KV pool in blocks (one engine: its pool)."""
+    return [pool.num_blocks for pool in resolved.deployment for _ in range(pool.engines)]
+
+
+def recorded_frames_for(resolved) -> int:
+    """How many KV frames each engine records (runview.recorded_frames): a cluster's engines share what one
+    engine may record, by their blocks together, so that frames x blocks stay within runview.FRAME_BUDGET. Past
+    the fewest frames a single engine gets (8) a very large cluster records fewer, none where even one pair of
+    frames per engine would not fit."""
+    blocks = engine_blocks(resolved)
+    if len(blocks) == 1:
+        return recorded_frames(blocks[0])
+    return min(recorded_frames(sum(blocks)), FRAME_BUDGET // (2 * sum(blocks)))
 
 
 def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
@@ -252,14 +269,15 @@ def _workload(req: WebRequest, scenario, resolved):
 
 def full_run(req: WebRequest, name: str, cancel: np.ndarray | None = None) -> Result:
     """One scheduler's whole run, with its event log (what the per-request CSV and the Perfetto trace are made
-    of). Not cached: a Result holds tens of MB, and the simulation is deterministic, so it is simply run again."""
+    of; a cluster's engines log into one). Not cached: a Result holds tens of MB, and the simulation is
+    deterministic, so it is simply run again."""
     scenario = req.for_scheduler(name)
     resolved = resolve(scenario)
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
         raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
     try:
         return simulate_requests(scenario, resolved, _workload(req, scenario, resolved),
-                                 record_events=scenario.engines == 1, cancel=cancel)
+                                 record_events=True, cancel=cancel)
     finally:
         SIM_SLOTS.release()
 
@@ -271,12 +289,11 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
         raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
     try:
         reqs = requests_for(scenario, resolved)
-        if scenario.engines > 1:  # no event log or KV frames from a cluster: each engine's step log instead
-            res = simulate_requests(scenario, resolved, reqs, cancel=cancel)
+        res = simulate_requests(scenario, resolved, reqs, record_events=True,
+                                kv_frames=recorded_frames_for(resolved), cancel=cancel)
+        if scenario.engines > 1:  # each engine's KV frames and step log, one event log for the cluster
             view = cluster_view(res, kv_cell)
         else:
-            res = simulate_requests(scenario, resolved, reqs, record_events=True,
-                                    kv_frames=recorded_frames(resolved.num_blocks), cancel=cancel)
             view = build_view(res, *pick_frames(res), kv_cell=kv_cell)
     finally:
         SIM_SLOTS.release()

@@ -183,21 +183,62 @@
 
   function KvPlayer(div, spec, frames) {
     this.div = div;
-    this.spec = frames;
-    this.grid = spec.grid;
     this.states = {};
     var self = this;
     spec.states.forEach(function (st) { self.states[st.key] = st; });
     this.lightFree = this.states.free.colors;
     this.theme(DARK_MODE.matches);
-    this.steps = Math.max(1, frames.steps);
     this.index = 0;
     this.timer = null;
     var controls = document.querySelector('[data-kv-controls="' + div.id + '"]');
     this.playButton = controls && controls.querySelector("[data-play]");
     this.scrub = controls && controls.querySelector("[data-scrub]");
     this.label = controls && controls.querySelector("[data-clock]");
-    div.textContent = "";
+    // A cluster's KV view shows one engine's pool, picked in this list (absent for one engine).
+    this.engine = controls && controls.querySelector("[data-kv-engine]");
+    this.engineSeq = 0;
+    this.tip = document.createElement("div");
+    this.tip.className = "kv-tip";
+    this.tip.hidden = true;
+    this.build(spec, frames);
+    if (this.playButton) this.playButton.addEventListener("click", function () { self.toggle(); });
+    if (this.scrub) {
+      this.scrub.addEventListener("input", function () { self.stop(); self.show(+self.scrub.value); });
+      this.scrub.addEventListener("change", function () { rememberTime(self.timeAt(self.index)); });
+    }
+    var params = new URLSearchParams(window.location.search);
+    var shared = parseFloat(params.get("t"));
+    var busiest = Math.min(this.steps - 1, frames.start || 0);
+    this.show(isFinite(shared) ? this.indexAt(shared) : busiest);
+    this.ready = Promise.resolve();
+    if (this.engine) {
+      div.dataset.engine = this.engine.dataset.default;
+      this.engine.addEventListener("change", function () { self.pickEngine(self.engine.value, true); });
+      // A shared link's engine (engine=) opens that engine's pool, at the link's moment.
+      var wanted = params.get("engine"), listed = Array.prototype.some.call(this.engine.options, function (o) {
+        return o.value === wanted;
+      });
+      if (wanted && listed && wanted !== this.engine.dataset.default) {
+        this.engine.value = wanted;
+        this.ready = this.pickEngine(wanted, false, isFinite(shared) ? shared : null);
+        return;
+      }
+    }
+    // Without a shared moment, it plays by itself from the start up to the busiest moment and rests there.
+    var still = window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+    if (!isFinite(shared) && !still && busiest > 0) {
+      this.show(0);
+      this.play(busiest, false);
+    }
+  }
+
+  // A canvas (and caption) per scheduler's pool in `frames` on the grid of `spec`.
+  KvPlayer.prototype.build = function (spec, frames) {
+    var self = this;
+    this.spec = frames;
+    this.grid = spec.grid;
+    this.steps = Math.max(1, frames.steps);
+    this.div.textContent = "";
     this.panels = frames.schedulers.map(function (s) {
       var panel = document.createElement("figure");
       panel.className = "kv-panel";
@@ -208,11 +249,18 @@
       name.style.color = s.color;
       var usage = document.createElement("span");
       caption.appendChild(name);
+      if (s.engine) { // a cluster: which engine's pool this is
+        var engine = document.createElement("span");
+        engine.className = "kv-engine-name";
+        engine.textContent = " · " + s.engine;
+        caption.appendChild(engine);
+        panel.dataset.engine = s.engine;
+      }
       caption.appendChild(usage);
       var canvas = document.createElement("canvas");
       panel.appendChild(caption);
       panel.appendChild(canvas);
-      div.appendChild(panel);
+      self.div.appendChild(panel);
       var p = { s: s, panel: panel, canvas: canvas, usage: usage, frame: -1, firstToken: s.first_token_s || {},
                 highlight: null, cellStates: {} };
       if (frames.schedulers.some(function (x) { return x.swap; })) { // host swap space: a strip under the grid
@@ -225,27 +273,42 @@
       canvas.addEventListener("mouseleave", function () { self.tip.hidden = true; highlightRow(s.name, null); });
       return p;
     });
-    this.tip = document.createElement("div");
-    this.tip.className = "kv-tip";
     this.tip.hidden = true;
-    div.appendChild(this.tip);
+    this.div.appendChild(this.tip);
+    if (this.scrub) this.scrub.max = String(this.steps - 1);
     this.layout();
-    if (this.playButton) this.playButton.addEventListener("click", function () { self.toggle(); });
-    if (this.scrub) {
-      this.scrub.addEventListener("input", function () { self.stop(); self.show(+self.scrub.value); });
-      this.scrub.addEventListener("change", function () { rememberTime(self.timeAt(self.index)); });
-    }
-    var shared = parseFloat(new URLSearchParams(window.location.search).get("t"));
-    var busiest = Math.min(this.steps - 1, frames.start || 0);
-    this.show(isFinite(shared) ? this.indexAt(shared) : busiest);
-    // Without a shared moment, it plays by itself from the start up to the busiest moment and rests there.
-    var still = window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches;
-    if (!isFinite(shared) && !still && busiest > 0) {
-      this.show(0);
-      this.play(busiest, false);
-    }
-    this.ready = Promise.resolve();
-  }
+  };
+
+  // Show engine `name`'s pool (a cluster), fetched from the server's cached run, at the moment shown now (or at
+  // `at`, seconds: a shared link's); `remember`: write the choice into the URL (engine=), as a person's pick.
+  KvPlayer.prototype.pickEngine = function (name, remember, at) {
+    var self = this, seq = ++this.engineSeq, select = this.engine;
+    var t = typeof at === "number" ? at : this.timeAt(this.index);
+    this.stop();
+    this.div.dataset.engineLoading = name;
+    var url = "/kv/engine?" + select.dataset.kvQuery + "&engine=" + encodeURIComponent(name);
+    return fetch(url, { headers: { Accept: "application/json" } })
+      .then(function (r) {
+        return r.json().then(function (body) {
+          if (!r.ok) throw new Error((body.detail && body.detail[0] && body.detail[0].msg) || body.detail || r.status);
+          return body;
+        });
+      })
+      .then(function (body) {
+        if (seq !== self.engineSeq) return; // a later pick superseded this one
+        self.build(body.kv, body.frames);
+        self.div.dataset.engine = name;
+        delete self.div.dataset.engineLoading;
+        self.show(self.indexAt(t));
+        if (remember) rememberParam("engine", encodeURIComponent(name));
+      })
+      .catch(function (err) {
+        if (seq !== self.engineSeq) return;
+        delete self.div.dataset.engineLoading;
+        select.value = self.div.dataset.engine;
+        if (self.label) self.label.textContent = "could not load " + name + ": " + err.message;
+      });
+  };
 
   // In dark mode a free cell is a faint square on the dark card, not a bright one.
   KvPlayer.prototype.theme = function (dark) {
@@ -309,7 +372,8 @@
     return lo;
   };
 
-  // Each cell's CELL_* state in frame f (app/kvstates.py: 0 plain, 1 shared prefix, 2 cached and evictable).
+  // Each cell's CELL_* state in frame f (app/kvstates.py: 0 plain, 1 shared prefix, 2 cached and evictable, 3 held
+  // by no running request: a prefill engine's KV waiting for its transfer).
   KvPlayer.prototype.cellStates = function (p, f) {
     if (p.cellStates[f]) return p.cellStates[f];
     var out = new Int8Array(p.s.cells), runs = (p.s.states || [])[f] || [];
@@ -319,6 +383,7 @@
 
   KvPlayer.prototype.stateOf = function (p, owner, t, cellState) {
     if (cellState === 2) return this.states.cached;
+    if (cellState === 3 && this.states.held) return this.states.held;
     if (owner < 0) return this.states.free;
     if (cellState === 1) return this.states.shared;
     var first = p.firstToken[owner];
@@ -327,10 +392,11 @@
 
   KvPlayer.prototype.paint = function (p, f) {
     var s = p.s, ctx = p.ctx, cell = this.cell, side = cell - this.gap, cols = this.grid.cols, K = s.k + 1;
-    var t = s.frame_s[f], runs = s.runs[f] || [], c = 0, cs = this.cellStates(p, f);
+    var t = s.frame_s[f], runs = s.runs[f] || [], c = 0, cs = this.cellStates(p, f), used = 0;
     ctx.clearRect(0, 0, cols * cell, this.grid.rows * cell);
     for (var i = 0; i < runs.length; i += 2) {
       var owner = Math.floor(runs[i] / K) - 1, len = runs[i + 1];
+      used += (runs[i] % K) * len;
       ctx.globalAlpha = p.highlight === null || owner === p.highlight ? 1 : 0.2; // a hovered Gantt row's blocks stand out
       for (var n = 0; n < len; n++, c++) {
         ctx.fillStyle = this.stateOf(p, owner, t, cs[c]).colors[owner < 0 ? 0 : owner & 1];
@@ -338,6 +404,9 @@
       }
     }
     ctx.globalAlpha = 1;
+    // What the grid shows, for whoever reads the page: the frame's instant and the blocks requests hold in it.
+    p.panel.dataset.frameTime = String(t);
+    p.panel.dataset.used = String(used);
     this.paintSwap(p, f);
   };
 
@@ -464,7 +533,7 @@
     var x = pad;
     this.panels.forEach(function (p) {
       ctx.fillStyle = p.s.color;
-      ctx.fillText(p.s.name + p.usage.textContent, x, 20);
+      ctx.fillText(p.s.name + (p.s.engine ? " · " + p.s.engine : "") + p.usage.textContent, x, 20);
       ctx.drawImage(p.canvas, x, head, p.canvas.width / dpr, p.canvas.height / dpr);
       x += p.canvas.width / dpr + pad;
     });
@@ -478,11 +547,14 @@
 
   // The playback time is part of the page's URL (t=, seconds), so a shared link opens on the same frame. The
   // rest of the query stays as the server wrote it.
-  function rememberTime(t) {
+  function rememberTime(t) { rememberParam("t", t.toFixed(2)); }
+
+  // A view parameter (t, engine: already URL-encoded) written into the page's URL in place of its old value.
+  function rememberParam(key, value) {
     var kept = window.location.search.replace(/^\?/, "").split("&").filter(function (p) {
-      return p && p.split("=")[0] !== "t";
+      return p && p.split("=")[0] !== key;
     });
-    kept.push("t=" + t.toFixed(2));
+    kept.push(key + "=" + value);
     history.replaceState(history.state, "", window.location.pathname + "?" + kept.join("&"));
   }
 

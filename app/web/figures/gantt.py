@@ -1,6 +1,7 @@
 """Requests under each scheduler: one card per scheduler, one row per request (a sample of a long run, evenly
 spaced by arrival; zooming in fetches every request of the window from gantt_window.py): queued, prefill chunks,
-decode, preempted, with each request's lengths, TTFT and where its time went on hover."""
+decode, preempted, with each request's lengths, TTFT and where its time went on hover (and, in a run of several
+engines, the engine or engines that served it)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
     height = int(min(760, max(260, 90 + shown * 3.6)))
     row_px = (height - GANTT_MARGIN["t"] - GANTT_MARGIN["b"]) / max(1, shown)
     base = color(view.scheduler)
+    # A run of several engines: the hover names the engine(s) that served the request (customdata[14]).
+    engines = rows.get("engine")
+    served = "<br>served by %{customdata[14]}" if engines is not None else ""
     data = []
     for kind, (label, style) in SEGMENT_STYLE.items():
         seg = g["segments"].get(kind)
@@ -44,7 +48,8 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
         if kind == "rejected":  # never served: no first token, so no TTFT to show
             hover = ("<b>request #%{customdata[0]}</b> · rejected at %{customdata[6]:.2f} s"
                      "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
-                     "<br>never served: no first token<extra></extra>")
+                     "<br>never served: no first token" + (served.replace("served by", "sent to") if served else "")
+                     + "<extra></extra>")
         elif detailed:  # the request's story, once per row
             hover = ("<b>request #%{customdata[0]}</b> · " + label + " %{customdata[6]:.2f}–%{customdata[7]:.2f} s"
                      "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
@@ -52,7 +57,8 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
                      " · preemptions %{customdata[5]}"
                      "<br>where its time went (ms): queue %{customdata[8]:,.0f} · prefill %{customdata[9]:,.0f}"
                      "<br>stalled %{customdata[10]:,.0f} · decode %{customdata[11]:,.0f}"
-                     " · preemption %{customdata[12]:,.0f} · transport %{customdata[13]:,.0f}<extra></extra>")
+                     " · preemption %{customdata[12]:,.0f} · transport %{customdata[13]:,.0f}" + served
+                     + "<extra></extra>")
         else:
             hover = "#%{customdata[0]} " + label + " %{customdata[1]:.2f}–%{customdata[2]:.2f} s<extra></extra>"
         xs, ys, custom = [], [], []
@@ -60,6 +66,8 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
             info = ([rows["id"][r], rows["prompt"][r], rows["output"][r], rows["ttft_ms"][r], rows["itl_max_ms"][r],
                      rows["preemptions"][r], start, end, *rows["attribution_ms"][r]] if detailed
                     else [rows["id"][r], start, end])
+            if detailed and engines is not None:
+                info.append(engines[r])
             rid = rows["id"][r]
             if kind == "rejected":
                 xs.append(start)

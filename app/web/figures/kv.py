@@ -1,11 +1,14 @@
 """KV-cache blocks over time: each scheduler's block pool as a grid of cells, coloured by what the request holding
 them is doing, played as an animation (static/js/app.js paints the frames on canvases; it is no plotly figure).
-A run of several engines records no KV frames: in its place this card shows the cluster view (clusterview.py:
-the router's choices, each engine's queue and KV use, the KV transfers between pools, requests by engine)."""
+A run of several engines has a pool per engine: the card shows one engine's, picked from a list (the busiest by
+default; kv_engine.py serves another's frames, and the URL's `engine=` keeps the choice), and under it the cluster
+view (clusterview.py: the router's choices, each engine's queue and KV use, the KV transfers between pools,
+requests by engine). An embed of a cluster's card shows the cluster view alone."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .. import clusterview
 from ..charts import FREE_CELL, color
@@ -22,6 +25,9 @@ KV_STATES = (
     ("cached", "cached prefix, free to evict", ("#66d9e8", "#66d9e8")),
     ("swapped", "swapped out to host memory", ("#e03131", "#ff8787")),
 )
+# Disaggregated serving adds one: a prefill engine's blocks of a request whose prefill is done, held (no running
+# request owns them) until a decode engine has pulled its KV (kvstates.CELL_HELD).
+HELD_STATE = ("held", "prefilled, held for its KV transfer", ("#9c36b5", "#da77f2"))
 
 
 def kv_grid(views: list[RunView]) -> tuple[int, int]:
@@ -36,8 +42,9 @@ def kv_figure(views: list[RunView]) -> dict:
     """The KV view's drawing spec (not a plotly figure: app.js paints canvases): the shared grid and the colours
     of each state. The frames travel beside it (kv_frames)."""
     cols, rows = kv_grid(views)
+    states = KV_STATES + ((HELD_STATE,) if views and views[0].cluster and views[0].cluster["disaggregated"] else ())
     return {"grid": {"cols": cols, "rows": rows},
-            "states": [{"key": key, "label": label, "colors": list(colors)} for key, label, colors in KV_STATES]}
+            "states": [{"key": key, "label": label, "colors": list(colors)} for key, label, colors in states]}
 
 
 def kv_frames(views: list[RunView], span: list[float] | None = None) -> dict:
@@ -55,10 +62,29 @@ def kv_frames(views: list[RunView], span: list[float] | None = None) -> dict:
                                 rows=math.ceil(v.kv["cells"] / grid_cols)) for v in views]}
 
 
+def engine_names(views: list[RunView]) -> list[str]:
+    """The engines of a cluster comparison, in order (every scheduler runs the same deployment)."""
+    return [kv["engine"] for kv in (views[0].engine_kv or [])] if views else []
+
+
+def on_engine(views: list[RunView], name: str) -> list[RunView]:
+    """The views with engine `name`'s KV data as their `kv` (what the KV view draws for a cluster)."""
+    return [replace(v, kv=next(kv for kv in v.engine_kv if kv["engine"] == name)) for v in views]
+
+
+def engine_kv(views: list[RunView], span: list[float] | None, name: str) -> dict:
+    """The KV view's spec and frames for one engine of a cluster, every scheduler's."""
+    shown = on_engine(views, name)
+    return {"kv": kv_figure(shown), "frames": kv_frames(shown, span)}
+
+
 def build(results: Results) -> dict:
     views = results.views
     if results.cluster:
-        return {"cluster": clusterview.cluster_context(views, results.span)}
+        names = engine_names(views)
+        picked = names[clusterview.busiest_engine([v.metrics for v in views])]
+        return {"cluster": clusterview.cluster_context(views, results.span), "engines": names, "engine": picked,
+                **engine_kv(views, results.span, picked), "k": views[0].kv["k"]}
     return {"cluster": None, "kv": kv_figure(views), "frames": kv_frames(views, results.span),
             "k": views[0].kv["k"] if views else 1}
 
@@ -66,5 +92,6 @@ def build(results: Results) -> dict:
 FIGURE = Figure(
     name="kv", title="KV-cache blocks over time", order=10, build=build, template="_figure_kv.html",
     explain="Each scheduler's pool, coloured by state: what the request holding a block is doing, prefix blocks "
-            "several requests share, cached prefixes free to evict; for several engines, the cluster view.",
+            "several requests share, cached prefixes free to evict; for several engines, the pool of the engine "
+            "picked, and the cluster view.",
 )
