@@ -148,8 +148,10 @@ def test_the_cli_runs_replicas_and_the_web_runs_them_too(capsys, tmp_path):
     trace = tmp_path / "t.json"
     assert main(["run", "--hardware", "rtx3050", "--num-requests", "30", "--replicas", "2", "--trace-out",
                  str(trace)]) == 0
-    names = {e["args"]["name"] for e in json.loads(trace.read_text())["traceEvents"] if e["name"] == "process_name"}
-    assert {"replica 0", "replica 1"} <= names
+    doc = json.loads(trace.read_text())
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    assert {"replica 0", "replica 1", "requests"} <= names
+    assert doc["metadata"]["requests_shown"] == 30  # the CLI records a cluster's events: every request's track
     with TestClient(app) as client:
         client.app.state.kernels_ready.wait(600)
         r = client.get("/api/run?hardware=rtx3050&workload=chat&num_requests=60&replicas=2&router=least_outstanding"

@@ -88,7 +88,6 @@ def run_schedulers(args: argparse.Namespace, schedulers: list[str], record_event
     base = build_scenario(args)
     _note_ignored_with_trace(base)
     scenarios = {s: build_scenario(args, scheduler=s) for s in schedulers}
-    record_events = record_events and base.engines == 1  # a cluster's trace shows its engines' steps, no events
     for sc in scenarios.values():
         check_setup(sc)
     _note_large_run(scenarios)
