@@ -110,7 +110,7 @@ def test_replicas_page_shows_an_engines_kv_view_and_the_cluster(client):
     assert 'data-engines="2"' in r.text
     assert "<li>2 replicas, round_robin router</li>" in r.text
     for name in ("fcfs", "chunked"):
-        res = run(Scenario(scheduler=name, replicas=2, **BASE))
+        res = run(Scenario(scheduler=name, replicas=2, **BASE), record_events=True)  # as the page runs it
         fig = figs[f"plot-cluster-{name}"]
         check_engines_against_core(fig, res)
         # The router's row: each engine's arrivals are the requests sim_core sent it, at their arrival times.

@@ -112,10 +112,10 @@ def engine_kv(res, kv_cell: int = 1) -> list[dict]:
     events = event_columns(res)
     recorded = [_recorded(e) for e in engines]
     picked = [pick_pool_frames(r.frames, r.times, res.end_s, want) for r in recorded]
-    out = [_engine_kv(res, e, pool, events, r, *pick, kv_cell, budget)
+    out = [_engine_kv(res, e, pool, events, r, pick, kv_cell, budget)
            for e, pool, r, pick in zip(engines, pools, recorded, picked, strict=True)]
     k = max(kv["k"] for kv in out)
-    return [kv if kv["k"] == k else _engine_kv(res, e, pool, events, r, *pick, k, budget)
+    return [kv if kv["k"] == k else _engine_kv(res, e, pool, events, r, pick, k, budget)
             for kv, e, pool, r, pick in zip(out, engines, pools, recorded, picked, strict=True)]
 
 
@@ -139,8 +139,11 @@ def _recorded(e: EngineView) -> _Recorded:
     return _Recorded(np.asarray(e.kv_frames)[:n], np.asarray(e.kv_frame_state)[:n], times[:n])
 
 
-def _engine_kv(res, e: EngineView, pool, events: dict, rec: _Recorded, frames: np.ndarray, frame_s: np.ndarray,
+def _engine_kv(res, e: EngineView, pool, events: dict, rec: _Recorded, pick: tuple[np.ndarray, np.ndarray],
                kv_cell: int, budget: int) -> dict:
+    """Engine e's KV data (runview.kv_data) from the frames picked for the page (`pick`: [frame, block] owners and
+    their instants) out of those it recorded (`rec`)."""
+    frames, frame_s = pick
     kv = kv_data(frames, frame_s, kv_cell, budget)
     kept = frame_rows(rec.times, kv["frame_s"]) if kv["frame_s"] else np.zeros(0, np.int64)
     kv.update(first_token_s=first_token_times(res, frames) if frames.size else {},

@@ -53,58 +53,6 @@ MAX_BLOCK_TABLE_ENTRIES = 32 * 1024 * 1024
 
 SWEEP_KEYS = ("rate_min", "rate_max", "rate_step")
 
-# An embedded figure's size in CSS pixels (`/embed/{figure}?width=&height=`): from a thumbnail to a 4K slide.
-EMBED_WIDTH_PX = (240, 3840)
-EMBED_HEIGHT_PX = (160, 2160)
-EMBED_CAPTION_MAX_CHARS = 200
-# Query parameters of an embed that say how to show the figure, not what to simulate.
-EMBED_OPTIONS = ("width", "height", "caption", "chrome")
-
-
-@dataclass(frozen=True)
-class EmbedOptions:
-    """How an embed shows its figure: its size (None: the frame's), one scheduler's panel only, a caption under
-    the figure ("1": the scenario's; other text as given), and whether its buttons and links show."""
-
-    width: int | None = None
-    height: int | None = None
-    scheduler: str | None = None
-    caption: str = ""
-    chrome: bool = True
-
-
-def parse_embed_options(params: Mapping[str, str]) -> tuple[EmbedOptions, list[tuple[str, str]]]:
-    """EmbedOptions from an embed's query (the scheduler is checked against the comparison by the caller), and
-    the problems, each naming its field and what is allowed."""
-    problems: list[tuple[str, str]] = []
-    sizes: dict[str, int | None] = {}
-    for name, (lo, hi) in (("width", EMBED_WIDTH_PX), ("height", EMBED_HEIGHT_PX)):
-        raw = params.get(name)
-        sizes[name] = None
-        if raw in (None, ""):
-            continue
-        try:
-            value = int(raw)
-        except ValueError:
-            problems.append((name, f"must be a whole number of pixels between {lo} and {hi} (got {quote(raw)})"))
-            continue
-        if not lo <= value <= hi:
-            problems.append((name, f"must be between {lo} and {hi} pixels (got {value})"))
-            continue
-        sizes[name] = value
-    chrome = params.get("chrome", "1")
-    if chrome not in ("0", "1"):
-        problems.append(("chrome", f"must be 0 (the figure alone, no buttons) or 1 (got {quote(chrome)})"))
-    caption = params.get("caption", "")
-    if len(caption) > EMBED_CAPTION_MAX_CHARS:
-        problems.append(("caption", f"must be at most {EMBED_CAPTION_MAX_CHARS} characters, or 1 for the "
-                                    f"scenario's own caption (got {len(caption)})"))
-        caption = ""
-    options = EmbedOptions(sizes["width"], sizes["height"], params.get("scheduler") or None,
-                           "" if caption == "0" else caption, chrome != "0")
-    return options, problems
-
-
 def web_range_text(name: str) -> str | None:
     """The bounds of a field whose web limit is tighter than the model's, as a phrase after "must be"; None for
     the other fields (their bounds are the model's, sim_core.fields.range_text)."""
@@ -337,51 +285,66 @@ def expected_requests(s: Scenario, trace: TraceInfo | None = None) -> tuple[floa
 
 def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | None,
                    sweep: RateRange | None, max_seeds: int = MAX_PAGE_SEEDS) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    if s.seeds > max_seeds:
-        where = ("in the JSON API" if max_seeds == MAX_API_SEEDS else "on the dashboard (the JSON API takes up to "
-                 f"{MAX_API_SEEDS}, the CLI more)")
-        out.append(("seeds", f"must be at most {max_seeds} {where}: each seed is a full run of every scheduler "
-                             f"(got {s.seeds})"))
-    elif s.seeds > 1 and (trace is not None or s.trace is not None):
-        out.append(("seeds", f"must be 1 for a trace replay (got {s.seeds}): a trace's arrivals and lengths are "
-                              "fixed, so every seed would give the same run"))
+    """Whether the request fits the web's limits: seeds, then the requests one run simulates, then a sweep's."""
+    out = _seeds_problems(s, trace, max_seeds)
     limit = f"the web runs at most {MAX_REQUESTS:,} requests per scheduler (the CLI has no such limit)"
     if trace is None and s.num_requests is None and s.duration > MAX_DURATION_S:
         return [("duration", f"must be at most {MAX_DURATION_S:g} s on the web (got {s.duration:g}); "
                              "the CLI has no such limit")]
+    out += _run_size_problems(s, trace, limit)
+    if out or sweep is None:
+        return out
+    return _sweep_size_problems(s, schedulers, trace, sweep.rates(), limit)
+
+
+def _seeds_problems(s: Scenario, trace: TraceInfo | None, max_seeds: int) -> list[tuple[str, str]]:
+    if s.seeds > max_seeds:
+        where = ("in the JSON API" if max_seeds == MAX_API_SEEDS else "on the dashboard (the JSON API takes up to "
+                 f"{MAX_API_SEEDS}, the CLI more)")
+        return [("seeds", f"must be at most {max_seeds} {where}: each seed is a full run of every scheduler "
+                          f"(got {s.seeds})")]
+    if s.seeds > 1 and (trace is not None or s.trace is not None):
+        return [("seeds", f"must be 1 for a trace replay (got {s.seeds}): a trace's arrivals and lengths are "
+                          "fixed, so every seed would give the same run")]
+    return []
+
+
+def _run_size_problems(s: Scenario, trace: TraceInfo | None, limit: str) -> list[tuple[str, str]]:
+    """One run's requests and span of arrivals (and, for a trace, its block tables) within the web's limits."""
     n, span = expected_requests(s, trace)
     if trace is not None:
         if n > MAX_REQUESTS:
-            out.append(("num_requests", f"the uploaded trace has {trace.rows:,} requests; {limit} — set "
-                                        f"num_requests to at most {MAX_REQUESTS:,} to replay its first ones"))
-        elif span > MAX_DURATION_S:
-            out.append(("upload", f"the trace's arrivals span {span:,.0f} s; the web simulates at most "
-                                  f"{MAX_DURATION_S:g} s of arrivals — set num_requests to replay fewer"))
-        else:
-            blocks = -(-trace.longest_tokens // s.block_size)
-            if s.engines * s.max_seqs * blocks > MAX_BLOCK_TABLE_ENTRIES:  # each engine has its own table
-                out.append(_block_table_problem(s, blocks, "the trace's longest request"))
-    elif s.num_requests is not None:
+            return [("num_requests", f"the uploaded trace has {trace.rows:,} requests; {limit} — set "
+                                     f"num_requests to at most {MAX_REQUESTS:,} to replay its first ones")]
+        if span > MAX_DURATION_S:
+            return [("upload", f"the trace's arrivals span {span:,.0f} s; the web simulates at most "
+                               f"{MAX_DURATION_S:g} s of arrivals — set num_requests to replay fewer")]
+        blocks = -(-trace.longest_tokens // s.block_size)
+        if s.engines * s.max_seqs * blocks > MAX_BLOCK_TABLE_ENTRIES:  # each engine has its own table
+            return [_block_table_problem(s, blocks, "the trace's longest request")]
+        return []
+    if s.num_requests is not None:
         rate = s.rate or PRESETS[s.workload].rate
         if n > MAX_REQUESTS:
-            out.append(("num_requests", f"must be at most {MAX_REQUESTS:,} on the web (got {n:,})"))
-        elif span > MAX_DURATION_S:
-            out.append(("num_requests", f"at {rate:g} req/s, {n:,} requests arrive over {span:,.0f} s; the web "
-                                        f"simulates at most {MAX_DURATION_S:g} s of arrivals — at most "
-                                        f"{int(rate * MAX_DURATION_S):,} requests at this rate"))
-    elif n > MAX_REQUESTS:
-        if s.rate is not None:
-            out.append(("rate", f"rate x duration would make about {n:,.0f} requests; {limit} — with duration "
-                                f"{s.duration:g} s, rate must be at most {MAX_REQUESTS / s.duration:.4g} req/s"))
-        else:
-            rate = PRESETS[s.workload].rate
-            out.append(("duration", f"at the {s.workload} preset's {rate:g} req/s this makes about {n:,.0f} "
-                                    f"requests; {limit} — duration must be at most {MAX_REQUESTS / rate:.4g} s"))
-    if out or sweep is None:
-        return out
+            return [("num_requests", f"must be at most {MAX_REQUESTS:,} on the web (got {n:,})")]
+        if span > MAX_DURATION_S:
+            return [("num_requests", f"at {rate:g} req/s, {n:,} requests arrive over {span:,.0f} s; the web "
+                                     f"simulates at most {MAX_DURATION_S:g} s of arrivals — at most "
+                                     f"{int(rate * MAX_DURATION_S):,} requests at this rate")]
+        return []
+    if n <= MAX_REQUESTS:
+        return []
+    if s.rate is not None:
+        return [("rate", f"rate x duration would make about {n:,.0f} requests; {limit} — with duration "
+                         f"{s.duration:g} s, rate must be at most {MAX_REQUESTS / s.duration:.4g} req/s")]
+    rate = PRESETS[s.workload].rate
+    return [("duration", f"at the {s.workload} preset's {rate:g} req/s this makes about {n:,.0f} "
+                         f"requests; {limit} — duration must be at most {MAX_REQUESTS / rate:.4g} s")]
 
-    rates = sweep.rates()
+
+def _sweep_size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | None, rates: list[float],
+                         limit: str) -> list[tuple[str, str]]:
+    """A sweep's largest point and all its points together within the web's limits."""
     if trace is not None:
         return _trace_sweep_problems(s, schedulers, trace, rates, limit)
     per_point = [s.num_requests or r * s.duration for r in rates]
@@ -399,9 +362,6 @@ def _size_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo | 
     return []
 
 
-
-# The work one web simulation may do, in engine steps. A step computes at most token_budget tokens, so a run needs
-# at least (prompt + output tokens) / token_budget steps; at ~1-5 us a step this keeps a run to seconds.
 MAX_WEB_STEPS = 5_000_000
 # A sweep runs in the background, one point after another: its work summed over every (scheduler, rate) point.
 MAX_SWEEP_STEPS = 4 * MAX_WEB_STEPS

@@ -23,6 +23,7 @@ from sim_core.studies.experiments import EXPERIMENTS
 
 from . import charts, figures, present, service
 from .api import kernels_ready
+from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
 from .figures.goodput import goodput_context, sweep_status
 from .http import (
     CLIENT_CLOSED,
@@ -32,17 +33,7 @@ from .http import (
     read_multipart,
     run_until_disconnect,
 )
-from .inputs import (
-    EMBED_OPTIONS,
-    PAGE_DEFAULTS,
-    PAGE_SCHEDULERS,
-    EmbedOptions,
-    WebRequest,
-    parse_embed_options,
-    parse_request,
-    problems_of,
-    query_to_dict,
-)
+from .inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, WebRequest, parse_request, problems_of, query_to_dict
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -250,7 +241,7 @@ def goodput_job(request: Request, job_id: str) -> Response:
 @router.get("/embed/{figure}", response_class=HTMLResponse)
 def embed(request: Request, figure: str) -> Response:
     """One registered figure alone (app/web/figures/), for an iframe (the scenario is the query string, as on the
-    main page), with the options of inputs.EmbedOptions: width, height, scheduler, caption, chrome."""
+    main page), with the options of embed_options.EmbedOptions: width, height, scheduler, caption, chrome."""
     fig = figures.get(figure)
     names = figures.embeddable()
     if fig is None or not fig.embeds:

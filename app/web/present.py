@@ -74,57 +74,10 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
     """The scenario form showing `values` (raw strings as the user gave them; blank = default)."""
     workload = str(values.get("workload") or page_defaults.get("workload") or "chat")
     preset = PRESETS.get(workload) or PRESETS["chat"]
-    hardware = str(values.get("hardware") or page_defaults.get("hardware") or "a100")
-    gpu = GPUS.get(hardware)
     selected = _selected_schedulers(values)
-    placeholders = {
-        "model": f"GPU default ({gpu.default_model})" if gpu else "GPU default",
-        "rate": f"{preset.rate:g} ({preset.name} default)",
-        "burstiness": f"{preset.burstiness:g} ({preset.name} default)",
-        "slo_ttft_ms": f"{preset.slo_ttft_ms:g} ({preset.name} default)",
-        "slo_tpot_ms": f"{preset.slo_tpot_ms:g} ({preset.name} default)",
-        "num_requests": "rate × duration",
-        "token_budget": " · ".join(f"{s}: {BY_NAME[s].default_token_budget or 'max model length'}"
-                                   for s in selected if s in BY_NAME) or "per scheduler",
-        "kv_blocks": "all that fit in memory",
-        "max_model_len": "min(model context, 8192)",
-        "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",
-        "duration": f"at most {MAX_DURATION_S:g} on the web",
-    }
-    fields: dict[str, FormField] = {}
-    for name in Scenario.model_fields:
-        if name in NOT_IN_FORM:
-            continue
-        info = field_info(name)
-        label, unit = LABELS.get(name, (name.replace("_", " ").capitalize(), ""))
-        raw = values.get(name)
-        value = "" if raw is None else str(raw)
-        choices = [str(c) for c in info.choices] if info.choices else (["false", "true"] if info.is_bool else [])
-        f = FormField(name, label, unit, "text", value, help=_field_help(name), error=errors.get(name, ""))
-        default = page_defaults.get(name, info.default)
-        if name == "hardware":
-            f.kind, f.options = "select", [(k, f"{g.name} · {g.mem_gib:g} GB") for k, g in GPUS.items()]
-        elif name == "model":
-            f.kind = "select"
-            f.options = [("", placeholders["model"])] + [
-                (k, f"{k} ({m.published_params_b:g}B)" if m.published_params_b else k) for k, m in MODELS.items()]
-        elif name == "workload":
-            f.kind, f.options = "select", [(k, k) for k in PRESETS]
-            f.help = preset.summary
-        elif choices:
-            f.kind = "select"
-            f.options = [(c, c) for c in choices]
-            if info.optional:
-                f.options.insert(0, ("", "default"))
-        else:
-            # Bounded fields are numbers; the others (the hardware profile's string) take any text.
-            numeric = info.lo is not None or info.hi is not None
-            f.inputmode = "numeric" if info.is_int else ("decimal" if numeric else "text")
-            f.placeholder = placeholders.get(name, "" if default is None else _fmt(default))
-        if f.kind == "select" and not f.value and default is not None:
-            f.value = _fmt(default)
-        fields[name] = f
-
+    placeholders = _placeholders(values, page_defaults, preset, selected)
+    fields = {name: _form_field(name, values, errors, page_defaults, preset, placeholders)
+              for name in Scenario.model_fields if name not in NOT_IN_FORM}
     groups = [(title, [fields[n] for n in names if n in fields]) for title, names in GROUPS]
     placed = {n for _, names in GROUPS for n in names}
     advanced = [fields[n] for n in ADVANCED_FIRST if n in fields]
@@ -138,6 +91,60 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
         errors=errors,
         other_errors=[(k, v) for k, v in errors.items() if k not in form_names],
     )
+
+
+def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset, selected: list[str]) -> dict:
+    """What an empty field shows: the default it stands for (the preset's, the GPU's, the scheduler's)."""
+    hardware = str(values.get("hardware") or page_defaults.get("hardware") or "a100")
+    gpu = GPUS.get(hardware)
+    return {
+        "model": f"GPU default ({gpu.default_model})" if gpu else "GPU default",
+        "rate": f"{preset.rate:g} ({preset.name} default)",
+        "burstiness": f"{preset.burstiness:g} ({preset.name} default)",
+        "slo_ttft_ms": f"{preset.slo_ttft_ms:g} ({preset.name} default)",
+        "slo_tpot_ms": f"{preset.slo_tpot_ms:g} ({preset.name} default)",
+        "num_requests": "rate × duration",
+        "token_budget": " · ".join(f"{s}: {BY_NAME[s].default_token_budget or 'max model length'}"
+                                   for s in selected if s in BY_NAME) or "per scheduler",
+        "kv_blocks": "all that fit in memory",
+        "max_model_len": "min(model context, 8192)",
+        "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",
+        "duration": f"at most {MAX_DURATION_S:g} on the web",
+    }
+
+
+def _form_field(name: str, values: dict[str, Any], errors: dict[str, str], page_defaults: dict[str, str], preset,
+                placeholders: dict) -> FormField:
+    """One scenario field's input: a select for the catalogue and the choices, else a text box."""
+    info = field_info(name)
+    label, unit = LABELS.get(name, (name.replace("_", " ").capitalize(), ""))
+    raw = values.get(name)
+    value = "" if raw is None else str(raw)
+    choices = [str(c) for c in info.choices] if info.choices else (["false", "true"] if info.is_bool else [])
+    f = FormField(name, label, unit, "text", value, help=_field_help(name), error=errors.get(name, ""))
+    default = page_defaults.get(name, info.default)
+    if name == "hardware":
+        f.kind, f.options = "select", [(k, f"{g.name} · {g.mem_gib:g} GB") for k, g in GPUS.items()]
+    elif name == "model":
+        f.kind = "select"
+        f.options = [("", placeholders["model"])] + [
+            (k, f"{k} ({m.published_params_b:g}B)" if m.published_params_b else k) for k, m in MODELS.items()]
+    elif name == "workload":
+        f.kind, f.options = "select", [(k, k) for k in PRESETS]
+        f.help = preset.summary
+    elif choices:
+        f.kind = "select"
+        f.options = [(c, c) for c in choices]
+        if info.optional:
+            f.options.insert(0, ("", "default"))
+    else:
+        # Bounded fields are numbers; the others (the hardware profile's string) take any text.
+        numeric = info.lo is not None or info.hi is not None
+        f.inputmode = "numeric" if info.is_int else ("decimal" if numeric else "text")
+        f.placeholder = placeholders.get(name, "" if default is None else _fmt(default))
+    if f.kind == "select" and not f.value and default is not None:
+        f.value = _fmt(default)
+    return f
 
 
 def _selected_schedulers(values: dict[str, Any]) -> list[str]:

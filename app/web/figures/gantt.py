@@ -35,49 +35,16 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
     height = int(min(760, max(260, 90 + shown * 3.6)))
     row_px = (height - GANTT_MARGIN["t"] - GANTT_MARGIN["b"]) / max(1, shown)
     base = color(view.scheduler)
-    # A run of several engines: the hover names the engine(s) that served the request (customdata[14]).
-    engines = rows.get("engine")
-    served = "<br>served by %{customdata[14]}" if engines is not None else ""
+    engines = rows.get("engine")  # a run of several engines: the hover names the engine(s) that served it
     data = []
     for kind, (label, style) in SEGMENT_STYLE.items():
         seg = g["segments"].get(kind)
         if not seg:
             continue
         fill = base if style is None else _mix(base, "#000000", 0.45) if style == "dark" else style
-        detailed = kind in ("decode", "rejected")
-        if kind == "rejected":  # never served: no first token, so no TTFT to show
-            hover = ("<b>request #%{customdata[0]}</b> · rejected at %{customdata[6]:.2f} s"
-                     "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
-                     "<br>never served: no first token" + (served.replace("served by", "sent to") if served else "")
-                     + "<extra></extra>")
-        elif detailed:  # the request's story, once per row
-            hover = ("<b>request #%{customdata[0]}</b> · " + label + " %{customdata[6]:.2f}–%{customdata[7]:.2f} s"
-                     "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
-                     "<br>TTFT %{customdata[3]:,.0f} ms · max ITL %{customdata[4]:,.0f} ms"
-                     " · preemptions %{customdata[5]}"
-                     "<br>where its time went (ms): queue %{customdata[8]:,.0f} · prefill %{customdata[9]:,.0f}"
-                     "<br>stalled %{customdata[10]:,.0f} · decode %{customdata[11]:,.0f}"
-                     " · preemption %{customdata[12]:,.0f} · transport %{customdata[13]:,.0f}" + served
-                     + "<extra></extra>")
-        else:
-            hover = "#%{customdata[0]} " + label + " %{customdata[1]:.2f}–%{customdata[2]:.2f} s<extra></extra>"
-        xs, ys, custom = [], [], []
-        for r, start, end in zip(seg["row"], seg["start"], seg["end"], strict=True):
-            info = ([rows["id"][r], rows["prompt"][r], rows["output"][r], rows["ttft_ms"][r], rows["itl_max_ms"][r],
-                     rows["preemptions"][r], start, end, *rows["attribution_ms"][r]] if detailed
-                    else [rows["id"][r], start, end])
-            if detailed and engines is not None:
-                info.append(engines[r])
-            rid = rows["id"][r]
-            if kind == "rejected":
-                xs.append(start)
-                ys.append(rid)
-                custom.append(info)
-            else:
-                xs += [start, end, None]
-                ys += [rid, rid, None]
-                custom += [info, info, None]
-        trace = {"type": "scatter", "x": xs, "y": ys, "name": label, "customdata": custom, "hovertemplate": hover}
+        xs, ys, custom = _segment_points(kind, seg, rows, engines)
+        trace = {"type": "scatter", "x": xs, "y": ys, "name": label, "customdata": custom,
+                 "hovertemplate": _hover(kind, label, engines is not None)}
         if kind == "rejected":
             trace.update(mode="markers", marker={"symbol": "x-thin", "size": 7, "line": {"width": 2, "color": fill}})
         else:
@@ -90,6 +57,49 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
                      yaxis=_axis("request (by arrival)", range=[ids[-1] + half, ids[0] - half], tickprefix="#",
                                  showgrid=False, nticks=14))
     return {"data": data, "layout": layout}
+
+
+def _hover(kind: str, label: str, several_engines: bool) -> str:
+    """A segment's hover: the request's whole story on its decode (or rejected) segment, once per row; a short
+    line on the others. Several engines: which served it (customdata[14])."""
+    served = "<br>served by %{customdata[14]}" if several_engines else ""
+    if kind == "rejected":  # never served: no first token, so no TTFT to show
+        return ("<b>request #%{customdata[0]}</b> · rejected at %{customdata[6]:.2f} s"
+                "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
+                "<br>never served: no first token" + served.replace("served by", "sent to") + "<extra></extra>")
+    if kind == "decode":
+        return ("<b>request #%{customdata[0]}</b> · " + label + " %{customdata[6]:.2f}–%{customdata[7]:.2f} s"
+                "<br>prompt %{customdata[1]} tokens, output %{customdata[2]} tokens"
+                "<br>TTFT %{customdata[3]:,.0f} ms · max ITL %{customdata[4]:,.0f} ms"
+                " · preemptions %{customdata[5]}"
+                "<br>where its time went (ms): queue %{customdata[8]:,.0f} · prefill %{customdata[9]:,.0f}"
+                "<br>stalled %{customdata[10]:,.0f} · decode %{customdata[11]:,.0f}"
+                " · preemption %{customdata[12]:,.0f} · transport %{customdata[13]:,.0f}" + served
+                + "<extra></extra>")
+    return "#%{customdata[0]} " + label + " %{customdata[1]:.2f}–%{customdata[2]:.2f} s<extra></extra>"
+
+
+def _segment_points(kind: str, seg: dict, rows: dict, engines) -> tuple[list, list, list]:
+    """One kind's segments as line pieces (x, y and hover data; None breaks the line between pieces), or as
+    points for rejections."""
+    detailed = kind in ("decode", "rejected")
+    xs, ys, custom = [], [], []
+    for r, start, end in zip(seg["row"], seg["start"], seg["end"], strict=True):
+        info = ([rows["id"][r], rows["prompt"][r], rows["output"][r], rows["ttft_ms"][r], rows["itl_max_ms"][r],
+                 rows["preemptions"][r], start, end, *rows["attribution_ms"][r]] if detailed
+                else [rows["id"][r], start, end])
+        if detailed and engines is not None:
+            info.append(engines[r])
+        rid = rows["id"][r]
+        if kind == "rejected":
+            xs.append(start)
+            ys.append(rid)
+            custom.append(info)
+        else:
+            xs += [start, end, None]
+            ys += [rid, rid, None]
+            custom += [info, info, None]
+    return xs, ys, custom
 
 
 def panels(results: Results) -> list[dict]:
