@@ -40,7 +40,8 @@ from .policies import BY_NAME, SCHEDULERS, Scheduler, policy_params
 from .policies.ordering import ORDER_TENANT_SHARE
 from .scenario import MAX_REQUESTS, Scenario, ScenarioError
 from .statistics import aggregate
-from .workload import PRESETS, Preset, Requests, TraceError, at_rate, read_trace, synthesize
+from .traces import TraceError, at_rate, read_trace
+from .workload import PRESETS, Preset, Requests, synthesize
 
 DEFAULT_MAX_MODEL_LEN = 8192
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).

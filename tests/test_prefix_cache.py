@@ -11,7 +11,8 @@ from sim_core import SCHEDULER_NAMES, Scenario, run
 from sim_core.catalog import resolve_setup
 from sim_core.kernel import state as E
 from sim_core.kernel.cost_model import cost_params, prefill_pairs, step_cost
-from sim_core.workload import PRIVATE_BIT, TraceError, content_hashes, read_trace
+from sim_core.traces import TraceError, read_trace
+from sim_core.workload import PRIVATE_BIT, content_hashes
 
 
 def tokens_of(seg_ids, seg_lens):
