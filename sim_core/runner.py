@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
+from .catalog import GIB, GPUS, MODELS, ServingSettings, Setup, SetupError, resolve_setup
 from .hardware_profile import profile_constants
 from .kernel import engine
 from .kernel.cluster import (
@@ -128,8 +128,8 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: str, token_budget: i
                 tp_field: str) -> PoolSetup:
     """One deployment's setup and KV pool (SetupError names the field that sets it)."""
     try:
-        setup = resolve_setup(hardware, model, s.quantization, tp, s.gpu_memory_utilization, s.block_size,
-                              token_budget, s.max_seqs, s.kv_cache_dtype)
+        serving = ServingSettings(s.gpu_memory_utilization, s.block_size, token_budget, s.max_seqs)
+        setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype)
     except SetupError as e:
         if e.field in ("tp", "model") and (hw_field, tp_field) != ("hardware", "tp"):
             raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", tp_field if e.field == "tp"

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..catalog import Setup, resolve_setup
+from ..catalog import ServingSettings, Setup, resolve_setup
 from ..hardware_profile import CONSTANT_NAMES, Profile, profile_document
 from ..kernel.cost_model import (
     CONSTANT_BOUNDS,
@@ -93,8 +93,8 @@ def parse_target(data: dict) -> CalibrationTarget:
 def target_setup(t: CalibrationTarget) -> Setup:
     """The deployment (SetupError if it cannot run)."""
     d = Scenario()
-    return resolve_setup(t.hardware, t.model, t.quantization, t.tp, d.gpu_memory_utilization, d.block_size,
-                         t.token_budget or 2048, t.max_seqs)
+    serving = ServingSettings(d.gpu_memory_utilization, d.block_size, t.token_budget or 2048, t.max_seqs)
+    return resolve_setup(t.hardware, t.model, t.quantization, t.tp, serving)
 
 
 # ---------------------------------------------------------------------------------------------------------
