@@ -13,8 +13,9 @@ from .catalog import GPUS, MODELS, SetupError
 from .policies import SCHEDULER_NAMES
 from .runner import Result, SeedRuns, SimulationError, resolve, run, run_seeds, warm_up
 from .scenario import Scenario, ScenarioError, parse_scenario
+from .traces import TraceError
 from .views import BlockState, EventKind, RequestState
-from .workload import PRESETS, TraceError
+from .workload import PRESETS
 
 __all__ = [
     "GPUS", "MODELS", "PRESETS", "SCHEDULER_NAMES", "BlockState", "EventKind", "RequestState", "Result", "Scenario",

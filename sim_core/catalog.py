@@ -298,25 +298,29 @@ def fmt_gb(nbytes: float) -> str:
     return f"{nbytes / GIB:.1f} GB"
 
 
-def resolve_setup(
-    hardware: str,
-    model: str | None,
-    quantization: str,
-    tp: int,
-    gpu_memory_utilization: float,
-    block_size: int,
-    token_budget: int,
-    max_num_seqs: int,
-    kv_cache_dtype: str = "auto",
-) -> Setup:
+@dataclass(frozen=True)
+class ServingSettings:
+    """The serving engine's memory and batching settings a deployment's memory budget depends on (vLLM's engine
+    arguments of these names; token_budget is its max_num_batched_tokens)."""
+
+    gpu_memory_utilization: float  # fraction of the GPU's memory the engine may use
+    block_size: int  # tokens per KV-cache block
+    token_budget: int  # most tokens one step computes: sizes the activations reserved
+    max_num_seqs: int  # most sequences one step runs: sizes the logits reserved
+
+
+def resolve_setup(hardware: str, model: str | None, quantization: str, tp: int, serving: ServingSettings,
+                  kv_cache_dtype: str = "auto") -> Setup:
+    """The deployment of `model` (None: the GPU's default) on `tp` GPUs of kind `hardware`, with its memory budget;
+    SetupError, naming the field to change, if it cannot run."""
     gpu = GPUS[hardware]
     m = MODELS[model or gpu.default_model]
     if m.heads % tp != 0:
         divisors = ", ".join(str(d) for d in range(1, 9) if m.heads % d == 0)
         raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick one of {divisors}",
                          "tp")
-    setup = Setup(gpu, m, quantization, tp, gpu_memory_utilization, block_size, token_budget, max_num_seqs,
-                  kv_cache_dtype)
+    setup = Setup(gpu, m, quantization, tp, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
+                  serving.max_num_seqs, kv_cache_dtype)
     usable = setup.usable_bytes
     if setup.weight_bytes_per_gpu + setup.reserve_bytes >= usable:
         total_weights = setup.weight_bytes_per_gpu * tp
@@ -326,7 +330,7 @@ def resolve_setup(
             f"{m.key} needs {fmt_gb(total_weights)} of weights in {quantization}"
             + (f" ({fmt_gb(setup.weight_bytes_per_gpu)} per GPU at tp={tp})" if tp > 1 else "")
             + f" plus {fmt_gb(setup.reserve_bytes)} runtime reserve; {gpu.key} has {gpu.mem_gib:g} GB"
-            + f" ({fmt_gb(usable)} at gpu_memory_utilization={gpu_memory_utilization:g})"
+            + f" ({fmt_gb(usable)} at gpu_memory_utilization={serving.gpu_memory_utilization:g})"
             + f" — pick {smaller}a higher tp, or another GPU",
             "model",
         )

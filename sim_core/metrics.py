@@ -12,6 +12,8 @@ per second, so a late request still scores the tokens it delivered in time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .kernel import state as E
@@ -113,93 +115,162 @@ def deployment(scenario, resolved) -> tuple[int, float | None]:
 
 
 def summarize(result) -> dict:
-    """The metrics of a finished run (runner.Result)."""
-    res = result
-    reqs, status, reject_reason, acc = res.requests, res.status, res.reject_reason, res.accumulators
-    on_time_tokens, cached_prefix = res.on_time_tokens, res.cached_prefix
-    class_ttft_s, class_tpot_s = res.class_ttft_s, res.class_tpot_s
-    transport_s = res.scenario.transport_overhead_ms / 1e3
-    num_blocks = res.resolved.num_blocks
-    cost = cost_params(res.resolved.setup)
-    peak_bytes_per_s, peak_flops_per_s = cost[PEAK_BW], cost[PEAK_FLOPS]
-    arrival_s, prompt_tokens, output_tokens = reqs.arrival_s, reqs.prompt_tokens, reqs.output_tokens
-    n = len(arrival_s)
-    rejected = status == E.REJECTED
-    latency = request_latencies_s(res)
-    ttft_all, e2el_all, tpot_all = latency["ttft"], latency["e2el"], latency["tpot"]
-    done, multi, met = latency["finished"], latency["multi_token"], latency["met_slo"]
-    cls = reqs.request_class
-    makespan = float(acc[E.A_END_S] - (arrival_s.min() if n else 0.0))
-    per_s = 1.0 / makespan if makespan > 0 else 0.0
-    window = arrival_window_s(arrival_s, makespan)
-    per_window_s = 1.0 / window if window > 0 else 0.0
-    busy = float(acc[E.A_BUSY_S])
+    """The metrics of a finished run (runner.Result), in the order the summary lists them."""
+    latency = request_latencies_s(result)
+    span = _Span.of(result)
+    acc = result.accumulators
+    return {
+        **_request_counts(result, latency),
+        "duration_s": span.makespan,
+        **_throughputs(result, latency, span),
+        **_latency_distributions(result, latency),
+        **_slo_and_goodput(result, latency, span),
+        **_utilisation(result, span),
+        **_prefix_cache_and_preemptions(result),
+        "steps": int(acc[E.A_STEPS]),
+        **_cost(result, latency, span),
+        "prefill_tokens": int(acc[E.A_PREFILL_TOKENS]),
+        "decode_tokens": int(acc[E.A_DECODE_TOKENS]),
+    }
+
+
+@dataclass(frozen=True)
+class _Span:
+    """The times a run's rates divide by."""
+
+    makespan: float  # first arrival -> the end of the last step
+    per_s: float  # 1 / makespan; 0 for a run that took no time
+    window: float  # the arrivals' window (arrival_window_s)
+    per_window_s: float  # 1 / window; 0 likewise
+    busy: float  # seconds the engine had a batch to run
+
+    @classmethod
+    def of(cls, result) -> _Span:
+        arrival_s, acc = result.requests.arrival_s, result.accumulators
+        makespan = float(acc[E.A_END_S] - (arrival_s.min() if len(arrival_s) else 0.0))
+        window = arrival_window_s(arrival_s, makespan)
+        return cls(makespan, 1.0 / makespan if makespan > 0 else 0.0, window, 1.0 / window if window > 0 else 0.0,
+                   float(acc[E.A_BUSY_S]))
+
+
+def _request_counts(result, latency) -> dict:
+    """How many requests arrived, completed, were rejected (and why), shed or degraded."""
+    acc, reject_reason = result.accumulators, result.reject_reason
+    rejected = result.status == E.REJECTED
     reasons = {E.REJECT_REASONS[k]: int((reject_reason[rejected] == k).sum())
                for k in range(1, len(E.REJECT_REASONS)) if (reject_reason[rejected] == k).any()}
-    out_done = output_tokens[done]
-    gpus, cost_per_hour = deployment(res.scenario, res.resolved)
-    output_tokens_per_hour = float(out_done.sum()) * per_s * 3600.0
-    per_class = {}
-    for k, name in enumerate(reqs.class_names):
-        mine = cls == k
-        per_class[name] = {
-            "requests": int(mine.sum()),
-            "completed": int((done & mine).sum()),
-            "rejected": int((rejected & mine).sum()),
-            "slo": {"ttft_ms": float(class_ttft_s[k] * 1e3), "tpot_ms": float(class_tpot_s[k] * 1e3)},
-            "slo_attainment": float((met & mine).sum()) / max(1, int(mine.sum())),
-            "ttft_ms": distribution_ms(ttft_all[done & mine]),
-            "e2el_ms": distribution_ms(e2el_all[done & mine]),
-        }
     return {
-        "num_requests": n,
-        "completed": int(done.sum()),
+        "num_requests": len(result.requests),
+        "completed": int(latency["finished"].sum()),
         "rejected": int(rejected.sum()),
         "rejected_reasons": reasons,
         "shed": int(acc[E.A_SHED]),
         "degraded": int(acc[E.A_DEGRADED]),
-        "duration_s": makespan,
-        "request_throughput": float(done.sum()) * per_s,
-        "output_throughput": float(out_done.sum()) * per_s,
-        "total_token_throughput": float(out_done.sum() + prompt_tokens[done].sum()) * per_s,
-        "ttft_ms": distribution_ms(ttft_all[done]),
-        "tpot_ms": distribution_ms(tpot_all[multi]),
-        "itl_ms": itl_distribution_ms(res.itl_fine, res.itl_coarse, float(acc[E.A_ITL_SUM]), int(acc[E.A_ITL_COUNT]),
-                                      float(res.max_itl_s.max()) if n else 0.0),
-        "e2el_ms": distribution_ms(e2el_all[done]),
-        "attribution_ms": attribution_ms(res, done),
+    }
+
+
+def _throughputs(result, latency, span: _Span) -> dict:
+    """Completed requests, their output tokens, and their prompt plus output tokens, per second of the run."""
+    reqs, done = result.requests, latency["finished"]
+    out_done = reqs.output_tokens[done]
+    return {
+        "request_throughput": float(done.sum()) * span.per_s,
+        "output_throughput": float(out_done.sum()) * span.per_s,
+        "total_token_throughput": float(out_done.sum() + reqs.prompt_tokens[done].sum()) * span.per_s,
+    }
+
+
+def _latency_distributions(result, latency) -> dict:
+    """TTFT, TPOT, ITL and E2EL of the completed requests, and where their time went."""
+    done, acc = latency["finished"], result.accumulators
+    itl = itl_distribution_ms(result.itl_fine, result.itl_coarse, float(acc[E.A_ITL_SUM]), int(acc[E.A_ITL_COUNT]),
+                              float(result.max_itl_s.max()) if len(result.requests) else 0.0)
+    return {
+        "ttft_ms": distribution_ms(latency["ttft"][done]),
+        "tpot_ms": distribution_ms(latency["tpot"][latency["multi_token"]]),
+        "itl_ms": itl,
+        "e2el_ms": distribution_ms(latency["e2el"][done]),
+        "attribution_ms": attribution_ms(result, done),
+    }
+
+
+def _slo_and_goodput(result, latency, span: _Span) -> dict:
+    """The SLO targets, the requests and tokens that met them, and the same for each request class."""
+    class_ttft_s, class_tpot_s = result.class_ttft_s, result.class_tpot_s
+    met, n = latency["met_slo"], len(result.requests)
+    transport_s = result.scenario.transport_overhead_ms / 1e3
+    return {
         # The targets goodput used; where classes differ, the tightest, and each class's own under per_class.
         "slo": {"ttft_ms": float(class_ttft_s.min() * 1e3), "tpot_ms": float(class_tpot_s.min() * 1e3),
                 "by_class": bool(np.ptp(class_ttft_s) > 0 or np.ptp(class_tpot_s) > 0),
                 "transport_overhead_ms": transport_s * 1e3},
-        "goodput": float(met.sum()) * per_window_s,
-        "goodput_over_run": float(met.sum()) * per_s,
-        "arrival_window_s": window,
-        "arrival_rate": n * per_window_s,
+        "goodput": float(met.sum()) * span.per_window_s,
+        "goodput_over_run": float(met.sum()) * span.per_s,
+        "arrival_window_s": span.window,
+        "arrival_rate": n * span.per_window_s,
         "slo_attainment": float(met.sum()) / n if n else 0.0,
-        "token_goodput": float(on_time_tokens.sum()) * per_s,
-        "per_class": per_class,
-        "mbu": float(acc[E.A_BYTES]) / (busy * peak_bytes_per_s) if busy > 0 else 0.0,
-        "mfu": float(acc[E.A_FLOPS]) / (busy * peak_flops_per_s) if busy > 0 else 0.0,
-        "gpu_busy_fraction": busy / (makespan * res.scenario.engines) if makespan > 0 else 0.0,
+        "token_goodput": float(result.on_time_tokens.sum()) * span.per_s,
+        "per_class": _per_class(result, latency),
+    }
+
+
+def _per_class(result, latency) -> dict:
+    """Each request class's counts, SLO targets, attainment and latencies."""
+    reqs, done, met = result.requests, latency["finished"], latency["met_slo"]
+    rejected = result.status == E.REJECTED
+    per_class = {}
+    for k, name in enumerate(reqs.class_names):
+        mine = reqs.request_class == k
+        per_class[name] = {
+            "requests": int(mine.sum()),
+            "completed": int((done & mine).sum()),
+            "rejected": int((rejected & mine).sum()),
+            "slo": {"ttft_ms": float(result.class_ttft_s[k] * 1e3), "tpot_ms": float(result.class_tpot_s[k] * 1e3)},
+            "slo_attainment": float((met & mine).sum()) / max(1, int(mine.sum())),
+            "ttft_ms": distribution_ms(latency["ttft"][done & mine]),
+            "e2el_ms": distribution_ms(latency["e2el"][done & mine]),
+        }
+    return per_class
+
+
+def _utilisation(result, span: _Span) -> dict:
+    """How much of the GPUs' bandwidth, compute, time and KV cache the run used, and how long the queue grew."""
+    acc, busy, num_blocks = result.accumulators, span.busy, result.resolved.num_blocks
+    cost = cost_params(result.resolved.setup)
+    return {
+        "mbu": float(acc[E.A_BYTES]) / (busy * cost[PEAK_BW]) if busy > 0 else 0.0,
+        "mfu": float(acc[E.A_FLOPS]) / (busy * cost[PEAK_FLOPS]) if busy > 0 else 0.0,
+        "gpu_busy_fraction": busy / (span.makespan * result.scenario.engines) if span.makespan > 0 else 0.0,
         "kv_cache_usage": {"mean": float(acc[E.A_KV_BLOCK_S]) / busy / num_blocks if busy > 0 else 0.0,
                            "peak": float(acc[E.A_KV_PEAK]) / num_blocks},
         "waiting": {"mean": float(acc[E.A_WAITING_S]) / busy if busy > 0 else 0.0,
                     "peak": int(acc[E.A_WAITING_PEAK])},
+    }
+
+
+def _prefix_cache_and_preemptions(result) -> dict:
+    """What the prefix cache saved and evicted, and how often requests were preempted."""
+    acc, cached_prefix, prompt_tokens = result.accumulators, result.cached_prefix, result.requests.prompt_tokens
+    return {
         # Prefix cache: prompt tokens found cached at each request's first admission over all admitted prompt
         # tokens; prefill tokens saved also counts hits when preempted requests come back.
-        "prefix_cache": res.resolved.prefix_cache,
+        "prefix_cache": result.resolved.prefix_cache,
         "prefix_cache_hit_rate": float(cached_prefix[cached_prefix >= 0].sum())
         / max(1, int(prompt_tokens[cached_prefix >= 0].sum())),
         "prefill_tokens_saved": int(acc[E.A_CACHED_TOKENS]),
         "cache_evictions": int(acc[E.A_EVICTIONS]),
         "preemptions": int(acc[E.A_PREEMPTIONS]),
-        "preempted_requests": int((res.preemptions > 0).sum()),
-        "steps": int(acc[E.A_STEPS]),
+        "preempted_requests": int((result.preemptions > 0).sum()),
+    }
+
+
+def _cost(result, latency, span: _Span) -> dict:
+    """The deployment's GPUs, its price per hour, and its price per million output tokens at this run's pace."""
+    gpus, cost_per_hour = deployment(result.scenario, result.resolved)
+    output_tokens_per_hour = float(result.requests.output_tokens[latency["finished"]].sum()) * span.per_s * 3600.0
+    return {
         "gpus": gpus,
         "cost_per_hour": cost_per_hour,
         "cost_per_mtok": (cost_per_hour / output_tokens_per_hour * 1e6
                           if cost_per_hour is not None and output_tokens_per_hour > 0 else None),
-        "prefill_tokens": int(acc[E.A_PREFILL_TOKENS]),
-        "decode_tokens": int(acc[E.A_DECODE_TOKENS]),
     }

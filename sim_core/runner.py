@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .catalog import GIB, GPUS, MODELS, Setup, SetupError, resolve_setup
+from .catalog import GIB, GPUS, MODELS, ServingSettings, Setup, SetupError, resolve_setup
 from .hardware_profile import profile_constants
 from .kernel import engine
 from .kernel.cluster import (
@@ -40,7 +40,8 @@ from .policies.ordering import ORDER_TENANT_SHARE
 from .policies.routing import RouterSettings
 from .scenario import MAX_REQUESTS, Scenario, ScenarioError
 from .statistics import aggregate
-from .workload import PRESETS, Preset, Requests, TraceError, at_rate, read_trace, synthesize
+from .traces import TraceError, at_rate, read_trace
+from .workload import PRESETS, Preset, Requests, synthesize
 
 DEFAULT_MAX_MODEL_LEN = 8192
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).
@@ -127,8 +128,8 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: str, token_budget: i
                 tp_field: str) -> PoolSetup:
     """One deployment's setup and KV pool (SetupError names the field that sets it)."""
     try:
-        setup = resolve_setup(hardware, model, s.quantization, tp, s.gpu_memory_utilization, s.block_size,
-                              token_budget, s.max_seqs, s.kv_cache_dtype)
+        serving = ServingSettings(s.gpu_memory_utilization, s.block_size, token_budget, s.max_seqs)
+        setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype)
     except SetupError as e:
         if e.field in ("tp", "model") and (hw_field, tp_field) != ("hardware", "tp"):
             raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", tp_field if e.field == "tp"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .catalog import resolve_setup
+from .catalog import ServingSettings, resolve_setup
 from .fields import range_text
 from .hardware_profile import canonical, profile_constants
 from .kernel.cost_model import (
@@ -94,9 +94,9 @@ def parse_step_shape(data: dict) -> StepShape:
 
 def _setup(shape: StepShape, prefill_tokens: int, decode_seqs: int):
     defaults = Scenario()
-    return resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp,
-                         defaults.gpu_memory_utilization, defaults.block_size, max(512, prefill_tokens),
-                         max(defaults.max_seqs, decode_seqs), shape.kv_cache_dtype)
+    serving = ServingSettings(defaults.gpu_memory_utilization, defaults.block_size, max(512, prefill_tokens),
+                              max(defaults.max_seqs, decode_seqs))
+    return resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp, serving, shape.kv_cache_dtype)
 
 
 def step_time_doc(shape: StepShape) -> dict:

@@ -243,36 +243,9 @@ def chrome_trace(result, max_requests: int = DEFAULT_MAX_REQUESTS, max_steps: in
     """The run as a Chrome trace-event document ({"traceEvents", "displayTimeUnit", "metadata"})."""
     if max_requests < 0 or max_steps < 1:
         raise ValueError("need max_requests >= 0 and max_steps >= 1")
-    r = result.resolved
-    s = result.scenario
-    notes: list[str] = []
-    n_req = len(result.requests)
-    stride = int(result.step_stride)
-
-    rows = result.steps
-    step_numbers = np.arange(len(rows), dtype=np.int64) * stride
-    if len(rows) > max_steps:
-        keep = np.unique(np.linspace(0, len(rows) - 1, max_steps).round().astype(np.int64))
-        rows, step_numbers = rows[keep], step_numbers[keep]
-        notes.append(f"{len(result.steps)} steps logged; the trace shows an evenly spaced sample of {len(rows)}")
-    if stride != 1:
-        notes.append(f"the step log was sampled (every {stride}th step kept, the run was too long to log every "
-                     f"step): step slices and counters are a sample, and per-request tracks are left out; "
-                     f"run a shorter scenario for a full timeline")
-
-    shown = np.zeros(0, np.int64)
-    if stride == 1 and max_requests > 0 and n_req:
-        if not _events_were_recorded(result):
-            notes.append("per-request tracks are left out: the run was made without record_events=True")
-        elif not result.events_complete:
-            notes.append(f"per-request tracks are left out: the event log stopped at its bound of "
-                         f"{len(result.events):,} events; run fewer requests for a full timeline")
-        elif n_req > max_requests:
-            shown = np.unique(np.linspace(0, n_req - 1, max_requests).round().astype(np.int64))
-            notes.append(f"{n_req} requests; request tracks show an evenly spaced sample of {len(shown)}")
-        else:
-            shown = np.arange(n_req, dtype=np.int64)
-
+    notes: list[str] = []  # what the trace leaves out, and why
+    rows, step_numbers = _steps_shown(result, max_steps, notes)
+    shown = _requests_shown(result, max_requests, notes)
     events: list[dict] = [
         _meta(REQUESTS_PID, None, "process_name", {"name": "requests"}),
         _meta(REQUESTS_PID, None, "process_sort_index", {"sort_index": 1}),
@@ -284,12 +257,55 @@ def chrome_trace(result, max_requests: int = DEFAULT_MAX_REQUESTS, max_steps: in
                    _meta(GPU_PID, None, "process_sort_index", {"sort_index": 0}),
                    _meta(GPU_PID, STEPS_TID, "thread_name", {"name": "steps"})]
         events += _step_events(result, rows, step_numbers,
-                               gaps_are_idle=stride == 1 and len(rows) == len(result.steps))
+                               gaps_are_idle=result.step_stride == 1 and len(rows) == len(result.steps))
     if len(shown):
         events += _request_events(result, shown)
+    return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": _clean(_metadata(result, shown, notes))}
 
-    setup = r.setup
-    metadata = {
+
+def _steps_shown(result, max_steps: int, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, step numbers) of the logged steps the trace shows: all of them, or an evenly spaced sample of
+    max_steps; `notes` says when the log or the trace is a sample."""
+    stride = int(result.step_stride)
+    rows = result.steps
+    step_numbers = np.arange(len(rows), dtype=np.int64) * stride
+    if len(rows) > max_steps:
+        keep = np.unique(np.linspace(0, len(rows) - 1, max_steps).round().astype(np.int64))
+        rows, step_numbers = rows[keep], step_numbers[keep]
+        notes.append(f"{len(result.steps)} steps logged; the trace shows an evenly spaced sample of {len(rows)}")
+    if stride != 1:
+        notes.append(f"the step log was sampled (every {stride}th step kept, the run was too long to log every "
+                     f"step): step slices and counters are a sample, and per-request tracks are left out; "
+                     f"run a shorter scenario for a full timeline")
+    return rows, step_numbers
+
+
+def _requests_shown(result, max_requests: int, notes: list[str]) -> np.ndarray:
+    """The requests that get a track: all of them or an evenly spaced sample of max_requests; none without an
+    unsampled step log (the step log's note says so) or a complete event log (`notes` says why)."""
+    n_req = len(result.requests)
+    none = np.zeros(0, np.int64)
+    if int(result.step_stride) != 1 or max_requests == 0 or n_req == 0:
+        return none
+    if not _events_were_recorded(result):
+        notes.append("per-request tracks are left out: the run was made without record_events=True")
+        return none
+    if not result.events_complete:
+        notes.append(f"per-request tracks are left out: the event log stopped at its bound of "
+                     f"{len(result.events):,} events; run fewer requests for a full timeline")
+        return none
+    if n_req <= max_requests:
+        return np.arange(n_req, dtype=np.int64)
+    shown = np.unique(np.linspace(0, n_req - 1, max_requests).round().astype(np.int64))
+    notes.append(f"{n_req} requests; request tracks show an evenly spaced sample of {len(shown)}")
+    return shown
+
+
+def _metadata(result, shown: np.ndarray, notes: list[str]) -> dict:
+    """What the trace is of (scenario, setup, workload), how much of the run it shows, and the run's metrics."""
+    r, s, setup = result.resolved, result.scenario, result.resolved.setup
+    stride = int(result.step_stride)
+    return {
         "generator": "sched-sim",
         "scenario": s.to_query(),
         "scheduler": s.scheduler,
@@ -305,7 +321,7 @@ def chrome_trace(result, max_requests: int = DEFAULT_MAX_REQUESTS, max_steps: in
         "rate": r.rate,
         "slo_ttft_ms": r.slo_ttft_ms,
         "slo_tpot_ms": r.slo_tpot_ms,
-        "requests_total": n_req,
+        "requests_total": len(result.requests),
         "requests_shown": int(len(shown)),
         "steps_total": int(result.metrics.get("steps", len(result.steps) * stride)),
         "step_stride": stride,
@@ -313,7 +329,6 @@ def chrome_trace(result, max_requests: int = DEFAULT_MAX_REQUESTS, max_steps: in
         "notes": notes,
         "metrics": result.metrics,
     }
-    return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": _clean(metadata)}
 
 
 def write_chrome_trace(result, path, max_requests: int = DEFAULT_MAX_REQUESTS,

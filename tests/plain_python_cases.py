@@ -36,7 +36,7 @@ def tight_workload(seed: int, n: int = 10) -> Requests:
 
 def cost_model_cases() -> dict:
     """Every component of the step model on a few batch shapes and deployments (TP, FP8, int4, MoE)."""
-    from sim_core.catalog import resolve_setup
+    from sim_core.catalog import ServingSettings, resolve_setup
     from sim_core.kernel.cost_model import cost_params, prefill_pairs, step_breakdown, step_cost, swap_seconds
 
     out = {}
@@ -45,7 +45,7 @@ def cost_model_cases() -> dict:
                                           ("rtx3050", "llama-3.2-1b", "int4", 1, False),
                                           ("h100", "mixtral-8x7b", "fp8", 2, False),
                                           ("h100", "llama-3-8b", "fp8", 1, True)):  # async: CPU under the GPU
-        p = cost_params(resolve_setup(hw, model, quant, tp, 0.9, 16, 2048, 256), cpu_overlap=overlap)
+        p = cost_params(resolve_setup(hw, model, quant, tp, ServingSettings(0.9, 16, 2048, 256)), cpu_overlap=overlap)
         for shape in ((0, 0, 1, 512), (512, 0, 0, 0), (300, 2000, 40, 900), (2048, 4096, 256, 3000)):
             n, ctx, d, length = shape
             args = (n, 1 if n else 0, prefill_pairs(n, ctx) if n else 0, ctx if n else 0, d, d * length, d + (n > 0))

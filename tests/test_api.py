@@ -223,7 +223,7 @@ def test_sweep(client):
 
 
 def test_a_sweep_replays_an_uploaded_trace_at_each_rate(client):
-    """Every point replays all of the trace, its gaps scaled to the point's rate (workload.at_rate): the same
+    """Every point replays all of the trace, its gaps scaled to the point's rate (traces.at_rate): the same
     requests each time, arriving faster, so TTFT does not fall as the rate rises. Without a range, the proposed
     one surrounds the trace's own rate (4 req/s: 40 arrivals 0.25 s apart)."""
     upload = client.post("/api/run", files={"trace": ("t.csv", csv_trace(40), "text/csv")},

@@ -17,18 +17,15 @@ from sim_core.hardware_profile import Profile, ProfileError, parse_compact
 from sim_core.kernel.cost_model import CONSTANT_BOUNDS, default_constants
 from sim_core.step_time import parse_step_shape, step_time_doc
 from sim_core.studies.calibration import (
-    CalibrationError,
     CalibrationTarget,
-    Steps,
     abs_pct_errors,
     bench_arrivals,
     fit_bench,
     fit_steps,
     predict_steps,
-    read_steps_csv,
-    read_vllm_bench,
     target_setup,
 )
+from sim_core.studies.measurements import CalibrationError, Steps, read_steps_csv, read_vllm_bench
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm_bench_h100_llama3_8b.json"
 HEADER = "prefill_tokens,context_tokens,decode_seqs,decode_context,step_ms"

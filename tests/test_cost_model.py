@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from sim_core.catalog import GPUS, MODELS, SetupError, resolve_setup
+from sim_core.catalog import GPUS, MODELS, ServingSettings, SetupError, resolve_setup
 from sim_core.kernel.cost_model import (
     ALLREDUCE_BUS_BW,
     ALLREDUCE_LATENCY_S,
@@ -33,7 +33,7 @@ LINEAR, ATTENTION, ELEMENTWISE, LM_HEAD, COMMUNICATION, OVERHEAD = range(6)
 
 
 def setup(hw="a100", model="llama-3-8b", quant="fp16", tp=1, budget=512):
-    return resolve_setup(hw, model, quant, tp, 0.9, 16, budget, 256)
+    return resolve_setup(hw, model, quant, tp, ServingSettings(0.9, 16, budget, 256))
 
 
 def decode(p, batch, ctx):
@@ -198,7 +198,7 @@ def test_parameter_counts_match_published_totals():
 
 def test_every_gpu_default_model_fits():
     for g in GPUS.values():
-        s = resolve_setup(g.key, None, "fp16", 1, 0.9, 16, 512, 256)
+        s = resolve_setup(g.key, None, "fp16", 1, ServingSettings(0.9, 16, 512, 256))
         assert s.num_kv_blocks * 16 >= 8192, g.key  # room for at least one long sequence
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from sim_core import Scenario, resolve, run
-from sim_core.catalog import resolve_setup
+from sim_core.catalog import ServingSettings, resolve_setup
 from sim_core.kernel.cost_model import (
     ACTIVATION_BW_EFFICIENCY,
     ALLREDUCE_BUS_BW,
@@ -34,7 +34,7 @@ ATTENTION, ELEMENTWISE, COMMUNICATION = 1, 2, 4
 
 
 def setup(hw="h100", model="llama-3-70b", quant="fp16", tp=4, kv="auto"):
-    return resolve_setup(hw, model, quant, tp, 0.9, 16, 8192, 256, kv)
+    return resolve_setup(hw, model, quant, tp, ServingSettings(0.9, 16, 8192, 256), kv)
 
 
 def decode_parts(p, seqs, ctx):
@@ -55,7 +55,7 @@ def test_small_all_reduces_take_the_engines_nvlink_kernel_not_nccls_ring():
     assert rows * row > CUSTOM_ALLREDUCE_MAX_BYTES
     assert engine_allreduce_s(p, rows, row) == allreduce_s(p, rows, row)
     # No NVLink (PCIe parts): NCCL only.
-    pcie = cost_params(resolve_setup("h100-pcie", "llama-3-8b", "fp16", 2, 0.9, 16, 8192, 256))
+    pcie = cost_params(resolve_setup("h100-pcie", "llama-3-8b", "fp16", 2, ServingSettings(0.9, 16, 8192, 256)))
     assert engine_allreduce_s(pcie, 1, 8192.0) == allreduce_s(pcie, 1, 8192.0)
 
 

@@ -8,10 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core import SCHEDULER_NAMES, Scenario, run
-from sim_core.catalog import resolve_setup
+from sim_core.catalog import ServingSettings, resolve_setup
 from sim_core.kernel import state as E
 from sim_core.kernel.cost_model import cost_params, prefill_pairs, step_cost
-from sim_core.workload import PRIVATE_BIT, TraceError, content_hashes, read_trace
+from sim_core.traces import TraceError, read_trace
+from sim_core.workload import PRIVATE_BIT, content_hashes
 
 
 def tokens_of(seg_ids, seg_lens):
@@ -63,7 +64,7 @@ def two_identical_prompts(model, quant="fp16"):
 
 def test_a_fully_cached_prompt_goes_straight_to_decoding():
     ttft = two_identical_prompts("llama-3-8b")
-    p = cost_params(resolve_setup("a100", "llama-3-8b", "fp16", 1, 0.9, 16, 2048, 256))
+    p = cost_params(resolve_setup("a100", "llama-3-8b", "fp16", 1, ServingSettings(0.9, 16, 2048, 256)))
     decode_1 = step_cost(p, 0, 0, 0, 0, 1, 1024, 1)[0]
     full_prefill = step_cost(p, 1024, 1, prefill_pairs(1024, 0), 0, 0, 0, 1)[0]
     # 1,008 of 1,024 tokens come from the cache; the last block is recomputed to produce the first token.

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core.quoting import QUOTE_CHARS
-from sim_core.workload import (
+from sim_core.traces import (
     AZURE_COLUMNS,
     TRACE_COLUMNS,
     TraceError,

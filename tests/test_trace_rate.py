@@ -10,7 +10,7 @@ import pytest
 
 from app.cli import main
 from sim_core import Scenario
-from sim_core.workload import TraceError, at_rate, own_rate, read_trace
+from sim_core.traces import TraceError, at_rate, own_rate, read_trace
 
 
 def _trace_text(n: int = 300, rate: float = 6.0, seed: int = 3) -> str:

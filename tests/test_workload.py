@@ -11,7 +11,8 @@ import pytest
 
 from sim_core import PRESETS, TraceError
 from sim_core import workload as W
-from sim_core.workload import LengthDist, arrival_times, read_csv_trace, synthesize
+from sim_core.traces import read_csv_trace, read_trace
+from sim_core.workload import LengthDist, arrival_times, synthesize
 
 
 def _arrays(reqs) -> dict:
@@ -181,16 +182,12 @@ def test_csv_trace_with_a_byte_order_mark_is_read():
 
 
 # -------------------------------------------------------------------------------------------------------------
-# Other trace formats (when this version reads them)
+# Other trace formats
 # -------------------------------------------------------------------------------------------------------------
-needs_read_trace = pytest.mark.skipif(not hasattr(W, "read_trace"), reason="no multi-format reader")
-
-
-@needs_read_trace
 def test_mooncake_jsonl_trace():
     lines = [{"timestamp": 2000, "input_length": 700, "output_length": 10, "hash_ids": [1, 2]},
              {"timestamp": 500, "input_length": 600, "output_length": 5, "hash_ids": [1, 3]}]
-    reqs = W.read_trace("\n".join(json.dumps(x) for x in lines) + "\n", 100)
+    reqs = read_trace("\n".join(json.dumps(x) for x in lines) + "\n", 100)
     assert list(reqs.arrival_s) == [0.0, 1.5]  # ms -> s, sorted, shifted
     assert list(reqs.prompt_tokens) == [600, 700] and list(reqs.output_tokens) == [5, 10]
     # Both prompts start with the same 512-token block (hash id 1): their first block hashes match.
@@ -199,7 +196,6 @@ def test_mooncake_jsonl_trace():
     assert not np.array_equal(hashes[off[0] + 32:off[0] + 37], hashes[off[1] + 32:off[1] + 37])
 
 
-@needs_read_trace
 @pytest.mark.parametrize("line, words", [
     ('{"timestamp": 1, "input_length": 5}', ["line 1", "output_length"]),
     ('{"timestamp": -1, "input_length": 5, "output_length": 5}', ["line 1", "timestamp"]),
@@ -209,7 +205,7 @@ def test_mooncake_jsonl_trace():
 ])
 def test_mooncake_trace_errors_name_line_and_field(line, words):
     with pytest.raises(TraceError) as err:
-        W.read_trace(line, 100)
+        read_trace(line, 100)
     for w in words:
         assert w in str(err.value)
 
@@ -219,18 +215,16 @@ AZURE = ("TIMESTAMP,ContextTokens,GeneratedTokens\n"
          "2023-11-16 18:15:46.5000000,100,10\n")
 
 
-@needs_read_trace
 def test_azure_trace():
-    reqs = W.read_trace(AZURE, 100)
+    reqs = read_trace(AZURE, 100)
     assert list(reqs.arrival_s) == pytest.approx([0.0, 0.5])
     assert list(reqs.prompt_tokens) == [100, 300] and list(reqs.output_tokens) == [10, 20]
     with pytest.raises(TraceError, match="line 2"):
-        W.read_trace(AZURE.replace("2023-11-16 18:15:47.0000000", "yesterday"), 100)
+        read_trace(AZURE.replace("2023-11-16 18:15:47.0000000", "yesterday"), 100)
     with pytest.raises(TraceError, match="line 3.*ContextTokens"):
-        W.read_trace(AZURE.replace(",100,", ",0,"), 100)
+        read_trace(AZURE.replace(",100,", ",0,"), 100)
 
 
-@needs_read_trace
 def test_azure_trace_times_do_not_depend_on_the_local_time_zone(monkeypatch):
     """Regression: naive TIMESTAMPs were read as local time, so gaps across a daylight-saving change depended on
     the machine's time zone."""
@@ -239,7 +233,7 @@ def test_azure_trace_times_do_not_depend_on_the_local_time_zone(monkeypatch):
     for tz in ("UTC", "America/New_York"):
         monkeypatch.setenv("TZ", tz)
         time.tzset()
-        gaps[tz] = float(W.read_trace(text, 10).arrival_s[1])
+        gaps[tz] = float(read_trace(text, 10).arrival_s[1])
     monkeypatch.undo()
     time.tzset()
     assert gaps["UTC"] == gaps["America/New_York"] == 62 * 60

@@ -54,7 +54,7 @@ def _note_ignored_with_trace(scenario: Scenario) -> None:
 def trace_rate(scenario: Scenario, searched: str) -> Scenario:
     """A search over arrival rates replays a trace at each rate tried, its recorded gaps scaled (--rate: where it
     starts; default: the trace's own mean rate, made explicit so the plans' scenario strings reproduce it)."""
-    from sim_core.workload import own_rate
+    from sim_core.traces import own_rate
 
     if scenario.trace is None:
         return scenario

@@ -21,7 +21,7 @@ from sim_core import ScenarioError, resolve
 from sim_core.runner import Cancelled, Result, make_requests, simulate_requests
 from sim_core.statistics import aggregate
 from sim_core.studies.sweep import knee_interval, knee_rate, sweep
-from sim_core.workload import TraceError, own_rate, read_trace
+from sim_core.traces import TraceError, own_rate, read_trace
 
 from . import figures
 from .clusterview import cluster_view

@@ -187,14 +187,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[EXPERTS] = m.experts
     p[EXPERTS_PER_TOKEN] = m.experts_per_token
     p[LINEAR_FLOPS_PER_TOKEN] = 2.0 * m.active_matmul_params / tp
-    # Column-parallel QKV and gate/up read the full hidden state and write their shard; row-parallel O and down
-    # read a shard and write the full hidden state (before the all-reduce).
-    q_out = m.heads * m.head_dim
-    qkv_out = (m.heads + 2 * m.kv_heads) * m.head_dim
-    mlp_width = m.ffn * (m.experts_per_token if m.experts > 1 else 1)
-    per_layer = (m.hidden + qkv_out / tp) + (q_out / tp + m.hidden) + (m.hidden + 2 * mlp_width / tp) \
-        + (mlp_width / tp + m.hidden)
-    p[LINEAR_ACT_BYTES_PER_TOKEN] = m.layers * per_layer * ACTIVATION_BYTES
+    p[LINEAR_ACT_BYTES_PER_TOKEN] = _linear_activation_bytes_per_token(setup)
     p[GEMMS] = 4 * m.layers
     p[LINEAR_RATE] = linear_rate(setup, c.compute_efficiency)
     p[LM_HEAD_BYTES] = m.lm_head_params * 2.0 / tp  # the lm head stays 16-bit in quantized checkpoints
@@ -202,21 +195,10 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[LOGITS_BYTES_PER_SAMPLE] = m.vocab / tp * 4.0 * LOGITS_PASSES
     p[LM_HEAD_RATE] = fp16_gemm_rate(setup, c.compute_efficiency)
     p[ATTN_FLOPS_PER_PAIR] = 4.0 * m.layers * m.heads * m.head_dim / tp
-    p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.layers * q_out / tp * ACTIVATION_BYTES
+    p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.layers * (m.heads * m.head_dim) / tp * ACTIVATION_BYTES
     p[KV_BYTES_PER_TOKEN] = setup.kv_bytes_per_token_per_gpu
     p[ATTENTION_RATE] = g.fp16_tflops * 1e12 * c.attention_efficiency
-    # Per token per layer, each at its kind's fraction of the DRAM bandwidth: two residual adds and RMSNorms on
-    # the full hidden state (vLLM fuses each pair into one kernel; we charge what the two unfused kernels take in
-    # Vidur's profile, an upper bound: an RMSNorm reads and writes the state, an add reads two and writes one),
-    # rotary embedding in place on q and k, SiLU-and-mul (read gate and up, write one), KV-cache write (read k
-    # and v, write them into the cache).
-    kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers  # in the cache's format
-    kv_in = 2.0 * max(1, m.kv_heads // tp) * m.head_dim * ACTIVATION_BYTES  # k and v as the QKV GEMM wrote them
-    kernels = ((2 * 2.0 * m.hidden * ACTIVATION_BYTES, NORM_BW_EFFICIENCY),
-               (2 * 3.0 * m.hidden * ACTIVATION_BYTES, STREAM_COPY_BW_EFFICIENCY),
-               (2.0 * (m.heads + m.kv_heads) / tp * m.head_dim * ACTIVATION_BYTES, ROPE_BW_EFFICIENCY),
-               (3.0 * mlp_width / tp * ACTIVATION_BYTES, ACTIVATION_BW_EFFICIENCY),
-               (kv_in + kv_per_layer, STREAM_COPY_BW_EFFICIENCY))
+    kernels = _elementwise_kernels(setup)
     elementwise_bytes = sum(b for b, _ in kernels)
     p[ELEMENTWISE_BYTES_PER_TOKEN] = m.layers * elementwise_bytes
     p[PEAK_BW] = g.mem_bw_gbs * 1e9
@@ -237,6 +219,42 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[CUSTOM_AR_MAX_BYTES] = CUSTOM_ALLREDUCE_MAX_BYTES if custom_ar else 0.0
     p[CPU_OVERLAP] = 1.0 if cpu_overlap else 0.0
     return p
+
+
+def _mlp_width(setup: Setup) -> int:
+    """The MLP width one token goes through: its routed experts' together in a mixture of experts."""
+    m = setup.model
+    return m.ffn * (m.experts_per_token if m.experts > 1 else 1)
+
+
+def _linear_activation_bytes_per_token(setup: Setup) -> float:
+    """Bytes of activations the GEMMs read and write for one token, all layers, per GPU."""
+    m, tp = setup.model, setup.tp
+    # Column-parallel QKV and gate/up read the full hidden state and write their shard; row-parallel O and down
+    # read a shard and write the full hidden state (before the all-reduce).
+    q_out = m.heads * m.head_dim
+    qkv_out = (m.heads + 2 * m.kv_heads) * m.head_dim
+    mlp_width = _mlp_width(setup)
+    per_layer = (m.hidden + qkv_out / tp) + (q_out / tp + m.hidden) + (m.hidden + 2 * mlp_width / tp) \
+        + (mlp_width / tp + m.hidden)
+    return m.layers * per_layer * ACTIVATION_BYTES
+
+
+def _elementwise_kernels(setup: Setup) -> tuple[tuple[float, float], ...]:
+    """(bytes per token per layer per GPU, fraction of the DRAM bandwidth it reaches) of each elementwise kernel."""
+    m, tp = setup.model, setup.tp
+    # Per token per layer, each at its kind's fraction of the DRAM bandwidth: two residual adds and RMSNorms on
+    # the full hidden state (vLLM fuses each pair into one kernel; we charge what the two unfused kernels take in
+    # Vidur's profile, an upper bound: an RMSNorm reads and writes the state, an add reads two and writes one),
+    # rotary embedding in place on q and k, SiLU-and-mul (read gate and up, write one), KV-cache write (read k
+    # and v, write them into the cache).
+    kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers  # in the cache's format
+    kv_in = 2.0 * max(1, m.kv_heads // tp) * m.head_dim * ACTIVATION_BYTES  # k and v as the QKV GEMM wrote them
+    return ((2 * 2.0 * m.hidden * ACTIVATION_BYTES, NORM_BW_EFFICIENCY),
+            (2 * 3.0 * m.hidden * ACTIVATION_BYTES, STREAM_COPY_BW_EFFICIENCY),
+            (2.0 * (m.heads + m.kv_heads) / tp * m.head_dim * ACTIVATION_BYTES, ROPE_BW_EFFICIENCY),
+            (3.0 * _mlp_width(setup) / tp * ACTIVATION_BYTES, ACTIVATION_BW_EFFICIENCY),
+            (kv_in + kv_per_layer, STREAM_COPY_BW_EFFICIENCY))
 
 
 @inline

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..catalog import GPUS, MODELS, resolve_setup
+from ..catalog import GPUS, MODELS, ServingSettings, resolve_setup
 from ..kernel.cost_model import (
     ACTIVATION_BW_EFFICIENCY,
     ATTENTION_RATE,
@@ -126,7 +126,7 @@ NCCL_NOTE = "engine all-reduces with NCCL (custom all-reduce not enabled in its 
 @cache
 def params(hardware: str, model: str, quantization: str, tp: int, kv_cache_dtype: str = "auto",
            nccl_only: bool = False) -> np.ndarray:
-    setup = resolve_setup(hardware, model, quantization, tp, 0.9, 16, 8192, 256, kv_cache_dtype)
+    setup = resolve_setup(hardware, model, quantization, tp, ServingSettings(0.9, 16, 8192, 256), kv_cache_dtype)
     p = cost_params(setup)
     if nccl_only:
         p[CUSTOM_AR_MAX_BYTES] = 0.0

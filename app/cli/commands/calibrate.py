@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     import json
 
-    from sim_core.studies.calibration import CalibrationError, CalibrationTarget, calibrate, parse_target
+    from sim_core.studies.calibration import CalibrationTarget, calibrate, parse_target
+    from sim_core.studies.measurements import CalibrationError
 
     try:
         target = parse_target(scenario_input(args, CalibrationTarget))

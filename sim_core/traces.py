@@ -1,0 +1,283 @@
+"""Trace replay: reading a recorded trace (Mooncake JSONL, Azure LLM inference CSV, or our own CSV) into
+`Requests`, and replaying it at another arrival rate.
+
+Bad input is a TraceError naming the line and the field, quoting what it found; nothing else escapes a reader.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+from datetime import datetime, timezone
+
+import numpy as np
+
+from .quoting import quote
+from .workload import TRACE_BLOCK_SEGMENT, UNIQUE, Requests
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read; the message names the line and the field, quoting what it found."""
+
+
+TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+MAX_TRACE_TOKENS = 10_000_000  # per request, prompt or output: far beyond any model context
+MAX_TRACE_SECONDS = 1e10  # an arrival time (~300 years); beyond it float64 loses the microseconds
+# A number written with more characters than this is out of every field's range (and int() refuses 4,300+ digits).
+MAX_NUMBER_CHARS = 100
+
+
+def _csv_rows(text: str):
+    """(line number, row) of each row of a CSV text with something in it: blank lines are skipped."""
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # Excel's "CSV UTF-8" starts with a BOM
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:  # a NUL, an overlong field, ...
+            raise TraceError(f"line {reader.line_num}: not readable as CSV ({e})") from None
+        if any(c.strip() for c in row):
+            yield reader.line_num, row
+
+
+def _csv_header(rows, columns: tuple[str, ...]) -> tuple[int, list[int]]:
+    """(width, the index of each of `columns`) of the header, the first row with something in it."""
+    expected = ",".join(columns)
+    try:
+        line_no, names = next(rows)
+    except StopIteration:
+        raise TraceError(f"trace is empty; expected a header {expected}") from None
+    names = [h.strip() for h in names]
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise TraceError(f"line {line_no}: the trace header lacks column(s) {', '.join(missing)}; expected "
+                         f"{expected} (got {quote(','.join(names))})")
+    return len(names), [names.index(c) for c in columns]
+
+
+def _data_rows(rows, width: int, max_rows: int):
+    """The rows after the header, refusing short rows and more than max_rows."""
+    for count, (line_no, row) in enumerate(rows, start=1):
+        if count > max_rows:
+            raise TraceError(f"trace has more than {max_rows} requests (the limit)")
+        if len(row) < width:
+            raise TraceError(f"line {line_no}: expected {width} columns, got {len(row)}")
+        yield line_no, row
+
+
+def _cell_number(cell: str, kind: type[int] | type[float]) -> int | float | None:
+    """A CSV cell read as `kind`; None if it is no such number, inf if it is too long to be in any range."""
+    text = cell.strip()
+    if len(text) > MAX_NUMBER_CHARS:
+        return math.inf
+    try:
+        return kind(text)
+    except ValueError:
+        return None
+
+
+def _seconds(line_no: int, field: str, value: object, written: str | None = None, *, scale: float = 1.0,
+             unit: str = "seconds") -> float:
+    """A finite time in [0, MAX_TRACE_SECONDS] (given in units of `scale` seconds), as seconds. `written`: the
+    CSV cell the value was read from, which the error quotes."""
+    limit = MAX_TRACE_SECONDS / scale
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= limit:  # NaN too
+        raise TraceError(f"line {line_no}: {field} must be a number of {unit} from 0 to {limit:g}, "
+                         f"got {quote(value if written is None else written)}")
+    return float(value) * scale
+
+
+def _token_count(line_no: int, field: str, value: object, written: str | None = None) -> int:
+    """A whole number of tokens in [1, MAX_TRACE_TOKENS]. `written`: the CSV cell it was read from."""
+    number = int(value) if isinstance(value, float) and value.is_integer() else value  # JSON may write 512.0
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= MAX_TRACE_TOKENS:
+        raise TraceError(f"line {line_no}: {field} must be between 1 and {MAX_TRACE_TOKENS} (whole tokens), "
+                         f"got {quote(value if written is None else written)}")
+    return number
+
+
+def read_csv_trace(text: str, max_rows: int) -> Requests:
+    """Parse a CSV trace with header `arrival_s,prompt_tokens,output_tokens` (extra columns are ignored).
+    Rows are sorted by arrival (stable); times are shifted so the first arrival is at 0."""
+    rows = _csv_rows(text)
+    width, idx = _csv_header(rows, TRACE_COLUMNS)
+    arrivals, prompts, outputs = [], [], []
+    for line_no, row in _data_rows(rows, width, max_rows):
+        cells = [row[k] for k in idx]
+        arrivals.append(_seconds(line_no, "arrival_s", _cell_number(cells[0], float), cells[0]))
+        prompts.append(_token_count(line_no, "prompt_tokens", _cell_number(cells[1], int), cells[1]))
+        outputs.append(_token_count(line_no, "output_tokens", _cell_number(cells[2], int), cells[2]))
+    if not arrivals:
+        raise TraceError("trace has a header but no requests")
+    return _sorted_trace(arrivals, prompts, outputs)
+
+
+def _sorted_trace(arrivals, prompts, outputs, seg=None) -> Requests:
+    a = np.asarray(arrivals, np.float64)
+    order = np.argsort(a, kind="stable")
+    reqs = Requests(a - a[order[0]], np.asarray(prompts, np.int64), np.asarray(outputs, np.int64),
+                    np.zeros(len(a), np.int64), ("trace",), None, None, *(seg or (None, None, None)))
+    return reqs.subset(order)
+
+
+MOONCAKE_BLOCK_TOKENS = 512
+# A block's segment id, TRACE_BLOCK_SEGMENT + hash id, must stay below the ids of requests' own text.
+MAX_HASH_ID = UNIQUE - TRACE_BLOCK_SEGMENT - 1
+
+
+class _Unreadable:
+    """A JSON number no field accepts (NaN, Infinity, one too large for a float or too long to read), kept as
+    its text so that the field's check can quote it."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _json_float(text: str) -> float | _Unreadable:
+    value = float(text)
+    return value if math.isfinite(value) else _Unreadable(text)
+
+
+def _json_int(text: str) -> int | _Unreadable:
+    return int(text) if len(text) <= MAX_NUMBER_CHARS else _Unreadable(text)
+
+
+_MOONCAKE_JSON = json.JSONDecoder(parse_constant=_Unreadable, parse_float=_json_float, parse_int=_json_int)
+
+
+def _mooncake_row(line_no: int, line: str) -> dict:
+    try:
+        row = _MOONCAKE_JSON.decode(line)
+    except json.JSONDecodeError as e:
+        raise TraceError(f"line {line_no}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise TraceError(f"line {line_no}: JSON nested too deeply for a Mooncake row") from None
+    if not isinstance(row, dict):
+        raise TraceError(f"line {line_no}: expected a JSON object, got {quote(row)}")
+    for field in ("timestamp", "input_length", "output_length"):
+        if field not in row:
+            raise TraceError(f"line {line_no}: missing field {field}")
+    return row
+
+
+def _hash_ids(line_no: int, value: object) -> list[int]:
+    allowed = f"hash_ids must be a list of integers from 0 to {MAX_HASH_ID}"
+    if not isinstance(value, list):
+        raise TraceError(f"line {line_no}: {allowed}, got {quote(value)}")
+    for k, h in enumerate(value):
+        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
+            raise TraceError(f"line {line_no}: {allowed}; item {k} is {quote(h)}")
+    return value
+
+
+def read_mooncake_trace(text: str, max_rows: int) -> Requests:
+    """Mooncake's JSONL traces: one object per line with timestamp (ms), input_length, output_length and
+    hash_ids, the ids of the prompt's 512-token blocks (equal ids = shared content)."""
+    arrivals, prompts, outputs = [], [], []
+    seg_ids: list[int] = []
+    seg_lens: list[int] = []
+    seg_off = [0]
+    for line_no, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+        if not line.strip():
+            continue
+        if len(arrivals) >= max_rows:
+            raise TraceError(f"trace has more than {max_rows} requests (the limit)")
+        row = _mooncake_row(line_no, line)
+        ts = _seconds(line_no, "timestamp", row["timestamp"], scale=1e-3, unit="ms")
+        p_len = _token_count(line_no, "input_length", row["input_length"])
+        o_len = _token_count(line_no, "output_length", row["output_length"])
+        left = p_len
+        for h in _hash_ids(line_no, row.get("hash_ids", [])):
+            if left <= 0:
+                break
+            seg_ids.append(TRACE_BLOCK_SEGMENT + h)
+            seg_lens.append(min(MOONCAKE_BLOCK_TOKENS, left))
+            left -= MOONCAKE_BLOCK_TOKENS
+        if left > 0:  # prompt text beyond the listed blocks is this request's own
+            seg_ids.append(UNIQUE + 2 * len(arrivals))
+            seg_lens.append(left)
+        seg_ids.append(UNIQUE + 2 * len(arrivals) + 1)
+        seg_lens.append(o_len)
+        seg_off.append(len(seg_ids))
+        arrivals.append(ts)
+        prompts.append(p_len)
+        outputs.append(o_len)
+    if not arrivals:
+        raise TraceError("trace has no requests")
+    seg = (np.array(seg_ids, np.int64), np.array(seg_lens, np.int64), np.array(seg_off, np.int64))
+    return _sorted_trace(arrivals, prompts, outputs, seg)
+
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+
+
+def _azure_time(value: str, line_no: int) -> float:
+    # "2023-11-16 18:15:46.6805900": up to 7 fractional digits; datetime takes at most 6.
+    text = value.strip()
+    if "." in text:
+        head, frac = text.split(".", 1)
+        text = f"{head}.{frac[:6]}"
+    try:
+        moment = datetime.fromisoformat(text)
+        # The trace's times carry no zone: read them as UTC, so no machine's daylight-saving rules apply.
+        return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    except ValueError:
+        raise TraceError(f"line {line_no}: TIMESTAMP must be a date-time like 2023-11-16 18:15:46.68, "
+                         f"got {quote(value)}") from None
+
+
+def read_azure_trace(text: str, max_rows: int) -> Requests:
+    """Azure LLM inference trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens); no prefix sharing information."""
+    rows = _csv_rows(text)
+    width, idx = _csv_header(rows, AZURE_COLUMNS)
+    arrivals, prompts, outputs = [], [], []
+    for line_no, row in _data_rows(rows, width, max_rows):
+        arrivals.append(_azure_time(row[idx[0]], line_no))
+        for column, k, out in ((AZURE_COLUMNS[1], idx[1], prompts), (AZURE_COLUMNS[2], idx[2], outputs)):
+            out.append(_token_count(line_no, column, _cell_number(row[k], int), row[k]))
+    if not arrivals:
+        raise TraceError("trace has a header but no requests")
+    return _sorted_trace(arrivals, prompts, outputs)
+
+
+def read_trace(text: str, max_rows: int) -> Requests:
+    """Any supported trace, by its shape: Mooncake JSONL, Azure LLM inference CSV, or our CSV
+    (arrival_s,prompt_tokens,output_tokens)."""
+    text = text.removeprefix("\ufeff")
+    head = text.lstrip()[:1]
+    if head == "{":
+        return read_mooncake_trace(text, max_rows)
+    first_line = text.lstrip().split("\n", 1)[0]
+    if all(c in [h.strip() for h in first_line.split(",")] for c in AZURE_COLUMNS):
+        return read_azure_trace(text, max_rows)
+    return read_csv_trace(text, max_rows)
+
+
+def own_rate(reqs: Requests) -> float | None:
+    """A trace's own mean arrival rate, requests/s: the arrivals after the first over the time they span. None
+    when it has none (one request, or every request at one instant)."""
+    open_loop = reqs.arrival_s[reqs.parents() < 0]
+    span = float(open_loop[-1] - open_loop[0]) if len(open_loop) else 0.0
+    return (len(open_loop) - 1) / span if span > 0 else None
+
+
+def at_rate(reqs: Requests, rate: float) -> Requests:
+    """The trace replayed at `rate` requests/s: every gap between arrivals scaled by one factor, so its bursts and
+    lulls keep their shape (as Vidur's and BLIS's trace time-scaling do); the first arrival stays where it is.
+    A planner or a sweep asks "what if this traffic came faster?" of a recorded trace this way."""
+    own = own_rate(reqs)
+    if own is None:
+        raise TraceError("the trace's requests all arrive at one instant, so it has no arrival rate to scale: "
+                         "leave rate unset to replay it as recorded")
+    open_loop = reqs.parents() < 0
+    start = float(reqs.arrival_s[open_loop][0])
+    arrival = reqs.arrival_s.copy()  # follow-up turns (inf until their parent ends) keep their think times
+    arrival[open_loop] = start + (arrival[open_loop] - start) * (own / rate)
+    return dataclasses.replace(reqs, arrival_s=arrival)
