@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .catalog import GIB, GPUS, MODELS, ServingSettings, Setup, SetupError, resolve_setup
+from .deployment import Resolved, resolve
 from .hardware_profile import profile_constants
 from .kernel import engine
 from .kernel.cluster import (
@@ -35,15 +35,14 @@ from .kernel.state import (
 )
 from .links import KV_LINKS
 from .metrics import summarize
-from .policies import BY_NAME, SCHEDULERS, Scheduler, policy_params
+from .policies import policy_params
 from .policies.ordering import ORDER_TENANT_SHARE
 from .policies.routing import RouterSettings
-from .scenario import MAX_REQUESTS, Scenario, ScenarioError
+from .scenario import Scenario, ScenarioError
 from .statistics import aggregate
 from .traces import TraceError, at_rate, read_trace
-from .workload import PRESETS, Preset, Requests, synthesize
+from .workload import Requests, synthesize
 
-DEFAULT_MAX_MODEL_LEN = 8192
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).
 DEFAULT_MAX_STEP_RECORDS = 1 << 20
 # The event log's bound: 4M events of 32 bytes (128 MB). Past it the log stops (Result.events_complete is False)
@@ -63,116 +62,6 @@ class SimulationError(RuntimeError):
 
 class Cancelled(RuntimeError):
     """The caller set the run's cancel flag (a web client that went away) and the engine stopped early."""
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """The scenario with every default filled in."""
-
-    scheduler: Scheduler
-    preset: Preset
-    max_model_len: int
-    token_budget: int
-    rate: float
-    burstiness: float
-    slo_ttft_ms: float  # the preset's (or the scenario's) default target
-    slo_tpot_ms: float
-    admission: str
-    prefix_cache: bool
-    # The deployment as a list of pools, whatever its shape: one engine is a pool of one, replicas one pool of
-    # N, disaggregated serving a prefill pool then a decode pool.
-    deployment: tuple[PoolSetup, ...] = ()
-
-    @property
-    def setup(self) -> Setup:
-        """The first pool's GPUs and model (the prefill pool's in disaggregated serving)."""
-        return self.deployment[0].setup
-
-    @property
-    def num_blocks(self) -> int:
-        """KV blocks of each engine of the first pool."""
-        return self.deployment[0].num_blocks
-
-    @property
-    def swap_blocks(self) -> int:
-        return self.deployment[0].swap_blocks
-
-    def on_pool(self, k: int) -> Resolved:
-        """The same settings with pool k first: what its engines' Config is built from."""
-        return dataclasses.replace(self, deployment=(self.deployment[k],))
-
-    @property
-    def pools(self) -> tuple[PoolSetup, PoolSetup] | None:
-        """Disaggregated serving: the (prefill, decode) pools; None for colocated engines."""
-        return self.deployment if len(self.deployment) == 2 else None
-
-
-@dataclass(frozen=True)
-class PoolSetup:
-    """A pool of alike engines: its GPUs, the KV pool and swap space each engine has, its role and its size."""
-
-    setup: Setup
-    num_blocks: int
-    swap_blocks: int
-    role: str = "replicas"  # "replicas" (each engine serves its requests whole), "prefill" or "decode"
-    engines: int = 1
-
-    @property
-    def engine_names(self) -> list[str]:
-        """What faces call its engines: "replica 2", "prefill 0", "decode 1"."""
-        word = "replica" if self.role == "replicas" else self.role
-        return [f"{word} {k}" for k in range(self.engines)]
-
-
-def _pool_setup(s: Scenario, hardware: str, tp: int, model: str, token_budget: int, hw_field: str,
-                tp_field: str) -> PoolSetup:
-    """One deployment's setup and KV pool (SetupError names the field that sets it)."""
-    try:
-        serving = ServingSettings(s.gpu_memory_utilization, s.block_size, token_budget, s.max_seqs)
-        setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype)
-    except SetupError as e:
-        if e.field in ("tp", "model") and (hw_field, tp_field) != ("hardware", "tp"):
-            raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", tp_field if e.field == "tp"
-                             else hw_field) from None
-        raise
-    capacity = setup.num_kv_blocks
-    if s.kv_blocks is not None and s.kv_blocks > capacity:
-        raise SetupError(f"kv_blocks must be at most {capacity}, what {model} on {hardware} (tp={tp}) leaves for "
-                         f"the KV cache (got {s.kv_blocks})", "kv_blocks")
-    return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
-
-
-def resolve(s: Scenario) -> Resolved:
-    """Fill defaults and check the deployment is possible (raises SetupError with a message saying why not)."""
-    sched = BY_NAME[s.scheduler]
-    preset = PRESETS[s.workload]
-    model = MODELS[s.model or GPUS[s.hardware].default_model]
-    max_model_len = s.max_model_len or min(model.max_context, DEFAULT_MAX_MODEL_LEN)
-    if max_model_len > model.max_context:
-        raise SetupError(f"max_model_len must be at most {model.max_context} for {model.key} (got {max_model_len})",
-                         "max_model_len")
-    token_budget = s.token_budget or sched.default_token_budget or max_model_len
-    if s.disaggregated:
-        deployment = tuple(dataclasses.replace(
-            _pool_setup(s, *s.pool_deployment(p), model.key, token_budget, f"{p}_hardware", f"{p}_tp"), role=p,
-            engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
-    else:
-        deployment = (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model.key, token_budget, "hardware",
-                                                      "tp"), engines=s.replicas),)
-    if s.adaptive_budget and not sched.chunked_prefill:
-        # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.
-        chunking = ", ".join(x.name for x in SCHEDULERS if x.chunked_prefill)
-        raise ScenarioError([("adaptive_budget", f"needs a chunked-prefill scheduler ({chunking}); "
-                                                 f"{s.scheduler} prefills each prompt whole")])
-    rate = s.rate or preset.rate
-    if s.trace is None and s.num_requests is None and rate * s.duration > MAX_REQUESTS:
-        raise ScenarioError([("duration", f"rate x duration must stay under {MAX_REQUESTS:,} requests (got "
-                                          f"{rate:g}/s x {s.duration:g} s); shorten it or set num_requests")])
-    return Resolved(sched, preset, max_model_len, token_budget,
-                    rate, s.burstiness or preset.burstiness,
-                    s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms,
-                    s.admission or sched.default_admission,
-                    (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching, deployment)
 
 
 def class_slos(s: Scenario, r: Resolved, reqs: Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -80,7 +80,7 @@ class TraceInfo:
     rows: int
     span_s: float  # last arrival - first arrival
     longest_tokens: int  # max prompt + output of one request
-    own_rate: float | None = None  # its recorded mean arrival rate (workload.own_rate); None: all at one instant
+    own_rate: float | None = None  # its recorded mean arrival rate (traces.own_rate); None: all at one instant
 
 
 @dataclass(frozen=True)
@@ -444,7 +444,7 @@ def _dedupe(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def _trace_sweep_problems(s: Scenario, schedulers: tuple[str, ...], trace: TraceInfo, rates: list[float],
                           limit: str) -> list[tuple[str, str]]:
-    """A sweep over an uploaded trace replays all of it at each rate, its gaps scaled (workload.at_rate): every
+    """A sweep over an uploaded trace replays all of it at each rate, its gaps scaled (traces.at_rate): every
     point has the trace's requests, and the slower the rate, the longer its arrivals span."""
     if trace.own_rate is None:
         return [("upload", NO_TRACE_RATE)]

@@ -17,7 +17,7 @@ ADMISSION_CODES = {"admit": ADMIT, "reject": SHED, "degrade": DEGRADE}
 
 
 def policy_params(scenario, resolved, class_tpot_s: np.ndarray) -> np.ndarray:
-    """The vector for a scenario and its resolved defaults (runner.Resolved)."""
+    """The vector for a scenario and its resolved defaults (deployment.Resolved)."""
     s, r = scenario, resolved
     p = np.zeros(N_POLICY_PARAMS)
     p[P_AGING] = s.aging_rate
