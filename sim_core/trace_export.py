@@ -11,8 +11,9 @@ Layout (times in integer microseconds of simulated time):
                       (queued, prefill, decode, preempted) and an instant "rejected" mark for refused requests
 A cluster (replicas, or disaggregated pools) has one process per engine instead of "GPU" (named "replica 2",
 "prefill 0", "decode 1", each with its steps and counters); each prefill engine's "KV link" thread has a slice per
-KV transfer and a flow arrow to the "KV arrivals" thread of the decode engine it reached. A cluster records no
-event log, so it has no per-request tracks.
+KV transfer and a flow arrow to the "KV arrivals" thread of the decode engine it reached. Its engines share the
+step slices one engine's trace may have (max_steps in all), and its requests' tracks are drawn as one engine's
+are, each request's slices on the engines that served it.
 Per-request tracks need `run(..., record_events=True)` and an unsampled step log (`result.step_stride == 1`).
 Without them the steps and counters are still exported, and `metadata["notes"]` says what is missing.
 
@@ -187,6 +188,7 @@ def cluster_events(result, max_steps: int, max_requests: int, notes: list[str]) 
     it reached."""
     out: list[dict] = []
     logs = result.engine_logs
+    per_engine = max(1, max_steps // len(logs))  # the engines share one engine's slices: a trace a viewer opens
     for e, log in enumerate(logs):
         pid = ENGINE_PID_BASE + e
         out += [_meta(pid, None, "process_name", {"name": log.name}),
@@ -194,8 +196,10 @@ def cluster_events(result, max_steps: int, max_requests: int, notes: list[str]) 
                 _meta(pid, ENGINE_TID_BASE + e, "thread_name", {"name": "steps"})]
         rows = log.steps
         numbers = np.arange(len(rows), dtype=np.int64) * log.step_stride
-        if len(rows) > max_steps:
-            keep = np.unique(np.linspace(0, len(rows) - 1, max_steps).round().astype(np.int64))
+        if len(rows) > per_engine:
+            keep = np.unique(np.linspace(0, len(rows) - 1, per_engine).round().astype(np.int64))
+            notes.append(f"{log.name}: {len(rows)} steps logged; the trace shows an evenly spaced sample of "
+                         f"{len(keep)} (the engines share {max_steps:,} step slices)")
             rows, numbers = rows[keep], numbers[keep]
         if log.step_stride != 1:
             notes.append(f"{log.name}: its step log was sampled (every {log.step_stride}th step kept)")

@@ -283,3 +283,19 @@ def test_write_chrome_trace(tmp_path, rag_run):
     trace = json.loads(path.read_text())
     assert meta["events"] == len(trace["traceEvents"]) > len(rag_run.steps)
     check_trace(rag_run, trace)
+
+
+def test_a_clusters_engines_share_one_traces_step_slices():
+    """Four replicas' traces hold at most max_steps step slices in all (each engine an even sample of its own
+    log, said in the notes), as one engine's would; every request keeps its track."""
+    res = run(Scenario(hardware="rtx3050", workload="chat", num_requests=60, rate=20, replicas=4, seed=3),
+              record_events=True)
+    trace = chrome_trace(res, max_steps=100)
+    steps = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "step"]
+    per_engine = {}
+    for e in steps:
+        per_engine[e["pid"]] = per_engine.get(e["pid"], 0) + 1
+    assert len(per_engine) == 4 and all(n <= 25 for n in per_engine.values()) and len(steps) <= 100
+    assert sum(len(log.steps) for log in res.engine_logs) > 100  # the cap did something
+    assert any("the engines share 100 step slices" in n for n in trace["metadata"]["notes"])
+    assert trace["metadata"]["requests_shown"] == 60
