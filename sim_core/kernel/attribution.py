@@ -28,7 +28,7 @@ import numpy as np
 
 from .cost_model import step_cost
 from .jit import inline, kernel
-from .state import B_DECODE_CTX, B_DECODE_SEQS, B_PREFILL_TOKENS, B_SCHEDULED, NOW, STEP_START
+from .state import B_DECODE_CTX, B_DECODE_SEQS, B_PREFILL_TOKENS, B_SCHEDULED
 
 AT_QUEUE, AT_PREFILL, AT_PREFILL_STALL, AT_DECODE, AT_PREEMPTION, AT_TRANSPORT = range(6)
 N_ATTR = 6
@@ -47,10 +47,10 @@ def _running_wait(computed, prompt):
 
 @kernel
 def attribute_step(eng):
-    """After the step is costed (clock[STEP_START] -> clock[NOW]) and before its tokens land: settle each of its
+    """After the step is costed (eng.step_start -> eng.now) and before its tokens land: settle each of its
     requests up to the step's start, then share the step's time out among the parts."""
     st, batch, n = eng.st, eng.batch, eng.batch.n
-    start, end = eng.clock[STEP_START], eng.clock[NOW]
+    start, end = eng.step_start, eng.now
     swap = batch.swap_s[0]
     body = end - start - swap
     decode_alone = body
@@ -118,7 +118,7 @@ def note_preempted(eng, r):
     """r is preempted now: settle its wait so far as a running request's, then it waits as preempted; KV it
     loses (recompute) is recomputed at its return as preemption time."""
     st = eng.st
-    now = eng.clock[NOW]
+    now = eng.now
     if now > st.attr_mark[r]:
         st.attribution[r, _running_wait(st.computed[r], eng.req.prompt_tokens[r])] += now - st.attr_mark[r]
         st.attr_mark[r] = now

@@ -19,7 +19,6 @@ from .state import (
     BUDGET_NOW,
     CONFIG,
     ENGINE,
-    KEYED_STEP_EST,
     KV_BLOCKS,
     KV_SWAP,
     L_EVENTS,
@@ -29,7 +28,6 @@ from .state import (
     N_BATCH,
     REQUEST_STATE,
     REQUEST_TABLE,
-    STEP_EST,
     Outcome,
     new_record,
 )
@@ -66,13 +64,13 @@ def engine_over(config, req, st, frames, own_itl):
     eng.batch = new_batch(cfg.max_num_seqs)
     eng.logs = new_logs(frames.at_s, frames.capacity, frames.first_spacing_s, cfg.num_blocks, n_tenants,
                         cfg.record_events, cfg.max_events, own_itl)
-    eng.clock = np.zeros(4)
+    eng.now, eng.step_start = 0.0, 0.0
     eng.loop = np.zeros(7, np.int64)
     eng.loop[BUDGET_NOW] = initial_budget(cfg)
     # The step-time estimate slack keys start from: a first chunk at the full budget, from the cost model.
     first_chunk = min(cfg.token_budget, cfg.max_model_len)
-    eng.clock[STEP_EST] = step_cost(cfg.cost, first_chunk, 1, first_chunk * (first_chunk + 1) // 2, 0, 0, 0, 1)[0]
-    eng.clock[KEYED_STEP_EST] = eng.clock[STEP_EST]
+    eng.step_est = step_cost(cfg.cost, first_chunk, 1, first_chunk * (first_chunk + 1) // 2, 0, 0, 0, 1)[0]
+    eng.keyed_step_est = eng.step_est
     return eng
 
 

@@ -46,7 +46,6 @@ from .state import (
     N_RUNNING,
     N_SWAPPED,
     N_WAITING,
-    NOW,
     REJECTED,
     STALLED,
     FrameSpec,
@@ -118,7 +117,7 @@ def argmin(values):
 def refresh(eng, e, next_t, done_e):
     """Engine e just changed (it stepped, or took a request): its next event goes into next_t. Returns (requests
     it finished since it last changed, whether it is stuck: a bug, which the runner reports)."""
-    next_t[e] = next_arrival_s(eng) if idle(eng) else eng.clock[NOW]  # next_event_s, inlined: it runs every step
+    next_t[e] = next_arrival_s(eng) if idle(eng) else eng.now  # next_event_s, inlined: it runs every step
     finished = eng.loop[DONE] - done_e[e]
     done_e[e] = eng.loop[DONE]
     return finished, eng.loop[STALLED] != 0

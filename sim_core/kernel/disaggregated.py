@@ -36,7 +36,7 @@ from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, route_in_prefill
 from .jit import entry_nogil, inline
 from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for
 from .queues import followup_pop, heap_pop, heap_push
-from .state import KV_BLOCKS, N_FOLLOWUPS, NOW, REJECTED, STALLED, FrameSpec, Outcome
+from .state import KV_BLOCKS, N_FOLLOWUPS, REJECTED, STALLED, FrameSpec, Outcome
 
 
 class Handover(NamedTuple):
@@ -185,7 +185,7 @@ def _deliver(prefill, decode, r, t_out, trace, pulls, next_p):
     pulls.n_held[p] = _unhold(prefill[p].kv, pulls.held[r], pulls.held_ids[p], pulls.n_held[p])
     if pulls.parked[p]:
         pulls.parked[p] = False
-        prefill[p].clock[NOW] = max(prefill[p].clock[NOW], t_out)
+        prefill[p].now = max(prefill[p].now, t_out)
         next_p[p] = next_event_s(prefill[p])
     route_in_prefilled(decode[d], r, t_out, trace.arrived[r], trace.first_token[r])
     return d
@@ -198,7 +198,7 @@ def _send_to_prefill(eng, p, r, t_arr, trace, pulls):
     trace.arrived[r], trace.to_prefill[r] = t_arr, p
     if pulls.parked[p]:
         pulls.parked[p] = False
-        eng.clock[NOW] = max(eng.clock[NOW], t_arr)
+        eng.now = max(eng.now, t_arr)
     route_in(eng, r, t_arr)
 
 
@@ -283,13 +283,13 @@ def simulate_disaggregated(cfgs, tables, pools, frames, routing, link):
         else:
             break  # nothing left to happen, yet not everything finished: the runner reports it
         if d >= 0:  # a decode engine changed: it may pull more, and a request it ended may release a next turn
-            n_out = _pull(decode[d], d, decode[d].clock[NOW], handover, trace, pulls, transfers, n_out)
+            n_out = _pull(decode[d], d, decode[d].now, handover, trace, pulls, transfers, n_out)
             n_turns = collect_turns(decode[d], turns[0], turns[1], n_turns)
             finished, stuck = refresh(decode[d], d, next_d, done_d)
         else:  # a prefill engine changed: prompts it finished wait for their decode engines
             # Done for good: requests rejected there, or wanting one token (the prompts it finished go on to decode).
             finished, n_turns, woken = _hand_over(prefill[p], p, decode, handover, trace, pulls, turns, n_turns)
-            n_out = _wake(decode, woken, prefill[p].clock[NOW], link, transfers, n_out)
+            n_out = _wake(decode, woken, prefill[p].now, link, transfers, n_out)
             stuck = _after_prefill_step(prefill[p], p, next_p, done_p, pulls)
         done += finished
         if stuck:

@@ -1,7 +1,7 @@
 """The iteration loop: continuous (iteration-level) batching over a paged KV cache, as in vLLM v1.
 
 `simulate(config, requests, frames)` runs one engine to the end; `new_engine` and `step(eng)` let an outer loop
-interleave several engines, reading `eng.clock[NOW]`, `next_event_s(eng)` and `load(eng)` between steps. A step:
+interleave several engines, reading `eng.now`, `next_event_s(eng)` and `load(eng)` between steps. A step:
   1. admit arrivals into the waiting queue (or reject those that can never run, with a reason);
   2. priority preemption: the best waiting request may evict running ones (policies/preemption.py);
   3. schedule running requests first: one token for each decode, the next chunk of a partial prompt; a request
@@ -76,7 +76,6 @@ from .state import (
     N_SWAPPED,
     N_WAITING,
     NEXT_OPEN,
-    NOW,
     REJECT_LARGER_THAN_KV_POOL,
     REJECT_LONGER_THAN_BUDGET,
     REJECT_LONGER_THAN_MODEL,
@@ -97,8 +96,6 @@ from .state import (
     S_WAITING,
     STALLED,
     STEP,
-    STEP_EST,
-    STEP_START,
     WAITING,
 )
 
@@ -155,7 +152,7 @@ def _step(eng):
     if eng.loop[DONE] == eng.req.arrival_s.shape[0]:
         return
     if idle(eng):
-        eng.clock[NOW] = next_arrival_s(eng)
+        eng.now = next_arrival_s(eng)
         return
     rekey_waiting(eng)
     schedule(eng)
@@ -198,7 +195,7 @@ def next_arrival_s(eng):
 @kernel
 def next_event_s(eng):
     """When this engine next does something: now while it has work, else its next arrival."""
-    return next_arrival_s(eng) if idle(eng) else eng.clock[NOW]
+    return next_arrival_s(eng) if idle(eng) else eng.now
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -208,7 +205,7 @@ def next_event_s(eng):
 def admit_arrivals(eng):
     """Open-loop arrivals due by now (in order), and follow-up turns whose think time has passed."""
     req, q, loop = eng.req, eng.q, eng.loop
-    now = eng.clock[NOW]
+    now = eng.now
     while True:
         nxt = loop[NEXT_OPEN]
         if nxt < req.open_ids.shape[0] and req.arrival_s[req.open_ids[nxt]] <= now and (
@@ -227,8 +224,8 @@ def admit_arrivals(eng):
 def route_in(eng, r, at_s):
     """Request r arrives at `at_s`, sent here by a router (cluster.py) rather than read from the engine's own
     arrivals. An idle engine's clock moves up to the arrival; a busy one queues it for its next step."""
-    if idle(eng) and eng.clock[NOW] < at_s:
-        eng.clock[NOW] = at_s
+    if idle(eng) and eng.now < at_s:
+        eng.now = at_s
     eng.req.arrival_s[r] = at_s
     _arrive(eng, r)
 
@@ -238,8 +235,8 @@ def route_in_prefilled(eng, r, at_s, arrival_s, first_token_s):
     """Request r's prompt KV arrives at `at_s` from a prefill engine (disaggregated serving, cluster.py): it
     joins the waiting queue with its prompt computed and its first token out (at `first_token_s`), so once
     admitted it only decodes. `arrival_s`: when the client sent it (its SLO deadlines count from there)."""
-    if idle(eng) and eng.clock[NOW] < at_s:
-        eng.clock[NOW] = at_s
+    if idle(eng) and eng.now < at_s:
+        eng.now = at_s
     st = eng.st
     eng.req.arrival_s[r] = arrival_s
     st.computed[r] = eng.req.prompt_tokens[r]
@@ -282,7 +279,7 @@ def _never_fits(eng, r):
 @kernel
 def run_batch(eng):
     """Cost the step, account for it, log it and advance the clock."""
-    cfg, n, acc, clock, size = eng.cfg, eng.batch.n, eng.logs.acc, eng.clock, eng.q.size
+    cfg, n, acc, size = eng.cfg, eng.batch.n, eng.logs.acc, eng.q.size
     seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS], n[B_PREFILL_SEQS], n[B_PREFILL_PAIRS],
                                       n[B_PREFILL_CTX], n[B_DECODE_SEQS], n[B_DECODE_CTX], n[B_SAMPLES])
     seconds += eng.batch.swap_s[0]
@@ -305,18 +302,18 @@ def run_batch(eng):
     k = step_log_row(eng)
     if k >= 0:
         row = eng.logs.steps[k]
-        row[S_START], row[S_DURATION], row[S_PREFILL_TOKENS] = clock[NOW], seconds, n[B_PREFILL_TOKENS]
+        row[S_START], row[S_DURATION], row[S_PREFILL_TOKENS] = eng.now, seconds, n[B_PREFILL_TOKENS]
         row[S_PREFILL_SEQS], row[S_DECODE_SEQS], row[S_KV_BLOCKS] = n[B_PREFILL_SEQS], n[B_DECODE_SEQS], used_blocks
         row[S_WAITING], row[S_RUNNING], row[S_SWAPPED] = waiting, running, swapped
         row[S_BYTES], row[S_FLOPS], row[S_PREEMPTIONS] = moved, flops, n[B_PREEMPTIONS]
         row[S_TOKEN_BUDGET], row[S_SHED] = eng.loop[BUDGET_NOW], n[B_SHED]
         for t in range(eng.q.vtc.shape[0]):
             eng.logs.service[k, t] = eng.q.vtc[t]
-    clock[STEP_START] = clock[NOW]
-    clock[NOW] += seconds
+    eng.step_start = eng.now
+    eng.now += seconds
     eng.loop[STEP] += 1
     if n[B_PREFILL_TOKENS] > 0:
-        clock[STEP_EST] = 0.8 * clock[STEP_EST] + 0.2 * seconds  # slack estimates use recent prefill steps
+        eng.step_est = 0.8 * eng.step_est + 0.2 * seconds  # slack estimates use recent prefill steps
     adapt_budget(eng, seconds)
 
 
@@ -325,7 +322,7 @@ def land_tokens(eng):
     """Tokens land at the end of the step: a request whose KV now covers all its tokens samples one; the first
     ends its prompt phase, the last finishes it. (Per-token work stays in this loop, on local names.)"""
     cfg, st, req = eng.cfg, eng.st, eng.req
-    now = eng.clock[NOW]
+    now = eng.now
     computed, generated, prompt, output = st.computed, st.generated, req.prompt_tokens, req.output_tokens
     on_time, first_token_s, last_token_s, max_itl_s = st.on_time_tokens, st.first_token_s, st.last_token_s, st.max_itl_s
     arrival_s, request_class, class_ttft_s, class_tpot_s = req.arrival_s, req.request_class, cfg.class_ttft_s, cfg.class_tpot_s

@@ -33,7 +33,6 @@ from .state import (
     N_EVENT_COLS,
     N_RUNNING,
     N_STEP_COLS,
-    NOW,
     STEP,
     new_record,
 )
@@ -164,9 +163,9 @@ def take_due_frames(eng):
     logs = eng.logs
     k = logs.n[L_NEXT_FRAME]
     if logs.frame_at.shape[0] > 0:
-        if k < logs.frame_at.shape[0] and logs.frame_at[k] <= eng.clock[NOW]:
+        if k < logs.frame_at.shape[0] and logs.frame_at[k] <= eng.now:
             take_frames(eng, False)
-    elif logs.frames.shape[0] > 0 and logs.frame_clock[FRAME_NEXT_S] <= eng.clock[NOW]:
+    elif logs.frames.shape[0] > 0 and logs.frame_clock[FRAME_NEXT_S] <= eng.now:
         take_spaced_frame(eng)
 
 
@@ -184,7 +183,7 @@ def take_spaced_frame(eng):
         k = (k + 1) // 2
         logs.frame_clock[FRAME_DT] *= 2.0
     snapshot(eng.kv, eng.q.running, eng.q.size[N_RUNNING], logs.frames[k], logs.frame_state[k])
-    logs.frame_s[k] = eng.clock[NOW]
+    logs.frame_s[k] = eng.now
     logs.n[L_NEXT_FRAME] = k + 1
     logs.frame_clock[FRAME_NEXT_S] = (k + 1) * logs.frame_clock[FRAME_DT]
 
@@ -197,9 +196,9 @@ def take_frames(eng, final):
     if final and logs.frame_at.shape[0] == 0:
         if logs.frames.shape[0] > 0:
             take_spaced_frame(eng)
-        logs.acc[A_END_S] = eng.clock[NOW]
+        logs.acc[A_END_S] = eng.now
         return
-    now = eng.clock[NOW]
+    now = eng.now
     k = logs.n[L_NEXT_FRAME]
     while k < logs.frame_at.shape[0] and (final or logs.frame_at[k] <= now):
         snapshot(kv, q.running, q.size[N_RUNNING], logs.frames[k], logs.frame_state[k])

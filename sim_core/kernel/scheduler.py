@@ -71,7 +71,6 @@ from .state import (
     N_RUNNING,
     N_SWAPPED,
     N_WAITING,
-    NOW,
     PREEMPT_NONE,
     PREEMPT_SWAP,
     REJECT_SHED,
@@ -240,7 +239,7 @@ def admit_waiting(eng):
         verdict = admission_verdict(eng, r)
         if verdict == SHED:
             wait_pop(q, t, to_compute(eng, r))
-            reject(eng, r, REJECT_SHED, eng.clock[NOW])
+            reject(eng, r, REJECT_SHED, eng.now)
             n[B_SHED] += 1
         elif verdict == DEGRADE:  # admit later with a relaxed target: requeue it under its new key
             eng.st.degraded[r] = 1
@@ -293,7 +292,7 @@ def _admit(eng, r, t):
     register_scheduled(eng, r, cached + need)
     st.status[r] = RUNNING
     if np.isnan(st.first_scheduled_s[r]):
-        st.first_scheduled_s[r] = eng.clock[NOW]
+        st.first_scheduled_s[r] = eng.now
     add_running(eng.q, r)
     add_to_batch(eng.batch, r, need, True)
     return True

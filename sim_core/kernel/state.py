@@ -7,8 +7,8 @@ An `Engine` is one serving instance (one vLLM-like engine core). Its records:
   kv      KVCache       the block pool, the prefix-cache hash table, block tables (see kv_pool.py)
   q       Queues        running list, per-tenant waiting heaps, swapped heap, follow-up turns (see queues.py)
   batch   Batch         the step being scheduled: who runs, how many tokens, the batch shape
-  clock   float64[4]    NOW, STEP_EST (recent prefill step time), KEYED_STEP_EST (the one slack keys used),
-                        STEP_START (when the step being run began)
+  now, step_est, keyed_step_est, step_start   numbers: simulated time, a recent prefill step's time, the
+                        estimate the slack keys used, when the step being run began
   loop    int64[7]      STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED
   logs    Logs          step log, event log, accumulators, ITL histogram, KV frames
 Records are numba StructRefs: mutable, passed by reference (one pointer, however many arrays they hold), and
@@ -48,8 +48,7 @@ REJECT_REASONS = (
 # Preemption modes.
 PREEMPT_NONE, PREEMPT_RECOMPUTE, PREEMPT_SWAP = 0, 1, 2
 
-# clock[] and loop[] slots.
-NOW, STEP_EST, KEYED_STEP_EST, STEP_START = range(4)
+# loop[] slots.
 STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED = range(7)
 # Batch.n[] slots: the step's schedule and its shape for the cost model.
 (B_SCHEDULED, B_BUDGET_LEFT, B_PREEMPTIONS, B_SHED, B_PRIORITY_PREEMPTED, B_PREFILL_TOKENS, B_PREFILL_PAIRS,
@@ -261,7 +260,10 @@ LOGS = RecordType([
 ENGINE = RecordType([
     ("cfg", CONFIG), ("req", REQUEST_TABLE), ("st", REQUEST_STATE), ("kv", KV_CACHE), ("q", QUEUES),
     ("batch", BATCH), ("logs", LOGS),
-    ("clock", F64),  # NOW, STEP_EST, KEYED_STEP_EST, STEP_START
+    ("now", types.float64),  # simulated time, s
+    ("step_est", types.float64),  # a recent prefill step's time (slack estimates), s
+    ("keyed_step_est", types.float64),  # the step_est the waiting queue's slack keys were computed with
+    ("step_start", types.float64),  # when the step being accounted for began
     ("loop", I64),  # STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED
 ])
 

@@ -8,7 +8,7 @@ import numpy as np
 from ..kernel.cost_model import step_cost
 from ..kernel.jit import inline, kernel
 from ..kernel.kv_pool import cached_prefix
-from ..kernel.state import BUDGET_NOW, NOW, STEP_EST
+from ..kernel.state import BUDGET_NOW
 from .deadline import deadline_s
 from .options import ADMIT, DEGRADE, P_ADMISSION, SHED
 
@@ -25,15 +25,15 @@ def admission_verdict(eng, r):
 
 @kernel
 def _judge_first_admission(eng, r):
-    cfg, req, st, kv, clock, loop = eng.cfg, eng.req, eng.st, eng.kv, eng.clock, eng.loop
+    cfg, req, st, kv, loop = eng.cfg, eng.req, eng.st, eng.kv, eng.loop
     total = req.prompt_tokens[r] + st.generated[r]
     if cfg.prefix_caching:
         total -= cfg.block_size * cached_prefix(kv, req, r, total, cfg.block_size)[0]
-    now = clock[NOW]
+    now = eng.now
     if cfg.chunked_prefill:
         budget = loop[BUDGET_NOW]
         steps_needed = (total + budget - 1) // budget
-        earliest = now + steps_needed * clock[STEP_EST]
+        earliest = now + steps_needed * eng.step_est
     else:
         earliest = now + step_cost(cfg.cost, total, 1, total * (total + 1) // 2, 0, 0, 0, 1)[0]
     if earliest <= deadline_s(eng, r):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..kernel.jit import inline, kernel
-from ..kernel.state import BUDGET_NOW, STEP_EST
+from ..kernel.state import BUDGET_NOW
 from .options import P_DEGRADE_FACTOR, P_TRANSPORT_S
 
 
@@ -23,4 +23,4 @@ def slack_key(eng, r):
     remaining = eng.req.prompt_tokens[r] + eng.st.generated[r]
     chunk = eng.loop[BUDGET_NOW]
     steps_needed = (remaining + chunk - 1) // chunk
-    return deadline_s(eng, r) - steps_needed * eng.clock[STEP_EST]
+    return deadline_s(eng, r) - steps_needed * eng.step_est

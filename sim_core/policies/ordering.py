@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..kernel.jit import inline, kernel
 from ..kernel.kv_pool import cached_prefix
 from ..kernel.queues import heapify
-from ..kernel.state import KEYED_STEP_EST, LPM_KEYED, N_WAITING, STEP_EST
+from ..kernel.state import LPM_KEYED, N_WAITING
 from .deadline import deadline_s, slack_key
 from .mlfq import mlfq_level
 from .options import P_AGING
@@ -57,10 +57,10 @@ def rekey_waiting(eng):
 @kernel
 def _rekey_on_step_time_drift(eng):
     """Slack keys depend on the measured step time: re-key the queues when it has drifted by over 10%."""
-    clock, q = eng.clock, eng.q
-    if abs(clock[STEP_EST] - clock[KEYED_STEP_EST]) <= 0.1 * clock[KEYED_STEP_EST]:
+    q = eng.q
+    if abs(eng.step_est - eng.keyed_step_est) <= 0.1 * eng.keyed_step_est:
         return
-    clock[KEYED_STEP_EST] = clock[STEP_EST]
+    eng.keyed_step_est = eng.step_est
     for t in range(q.q_size.shape[0]):
         lo, hi = q.q_off[t], q.q_off[t + 1]
         for j in range(lo, lo + q.q_size[t]):

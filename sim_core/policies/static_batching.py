@@ -22,7 +22,6 @@ from ..kernel.state import (
     KV_BLOCKS,
     N_RUNNING,
     N_WAITING,
-    NOW,
     RUNNING,
     STATIC_PAD,
 )
@@ -70,7 +69,7 @@ def _form_batch(eng):
         take_slot(kv, r)
         allocate(kv, r, need, eng.logs.acc)
         st.status[r] = RUNNING
-        st.first_scheduled_s[r] = eng.clock[NOW]
+        st.first_scheduled_s[r] = eng.now
         add_running(q, r)
         loop[STATIC_PAD] = max(loop[STATIC_PAD], req.prompt_tokens[r])
 
