@@ -7,7 +7,7 @@ which cost more than the step's own work on a small batch. Kernels compile witho
 what they read from the records that own it, which outlive every step. Only the kernels that allocate (build a
 record, grow a log) keep NRT, and only they may replace a record's array or record field: writing one counts
 references (the old value is released, the new one kept), so without NRT numba refuses to compile it. A number
-field holds no reference, so any kernel may write it (`eng.clock_now += dt`): no count is taken or dropped.
+field holds no reference, so any kernel may write it (`eng.now += dt`): no count is taken or dropped.
 """
 
 from __future__ import annotations
