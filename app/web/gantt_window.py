@@ -17,7 +17,7 @@ from .api import busy, kernels_ready, unprocessable, warming_up
 from .figures.gantt import gantt_figure
 from .ganttindex import TooMany, window
 from .http import CLIENT_CLOSED, run_until_disconnect
-from .inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, problems_of, query_to_dict
+from .inputs import problems_of
 
 # Query parameters of /gantt/window that are not scenario fields.
 WINDOW_PARAMS = ("gantt", "t0", "t1", "r0", "r1", "t", "engine")
@@ -38,9 +38,7 @@ def _bound(request: Request, name: str) -> float:
 
 def _window_answer(request: Request, cancel) -> Response:
     try:
-        pairs = [(k, v) for k, v in request.query_params.multi_items() if k not in WINDOW_PARAMS]
-        req = parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
-                            uploads=service.upload_info)
+        req = service.page_request([(k, v) for k, v in request.query_params.multi_items() if k not in WINDOW_PARAMS])
         name = request.query_params.get("gantt", "")
         if name not in req.schedulers:
             raise ScenarioError([("gantt", f"one of this comparison's schedulers: {', '.join(req.schedulers)}")])

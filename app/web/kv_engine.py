@@ -15,7 +15,7 @@ from . import charts, service
 from .api import busy, kernels_ready, unprocessable, warming_up
 from .figures.kv import engine_kv, engine_names
 from .http import CLIENT_CLOSED, run_until_disconnect
-from .inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, problems_of, query_to_dict
+from .inputs import problems_of
 
 # Query parameters of /kv/engine that are not scenario fields: the engine, and the page's playback time.
 ENGINE_PARAMS = ("engine", "t")
@@ -24,9 +24,7 @@ router = APIRouter(include_in_schema=False)
 
 def _engine_answer(request: Request, cancel) -> Response:
     try:
-        pairs = [(k, v) for k, v in request.query_params.multi_items() if k not in ENGINE_PARAMS]
-        req = parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
-                            uploads=service.upload_info)
+        req = service.page_request([(k, v) for k, v in request.query_params.multi_items() if k not in ENGINE_PARAMS])
         name = request.query_params.get("engine", "")
         if req.scenario.engines == 1:
             raise ScenarioError([("engine", "this scenario runs one engine; engine= picks one engine of a cluster "

@@ -63,8 +63,7 @@ def parse_page(request: Request, view: tuple[str, ...] = VIEW_PARAMS
     values: dict[str, Any] = {**PAGE_DEFAULTS, **given}
     values["schedulers"] = values.get("schedulers") or list(PAGE_SCHEDULERS)
     try:
-        req = parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
-                            uploads=service.upload_info)
+        req = service.page_request(pairs)
     except ScenarioError as e:
         return None, values, errors_by_field(e.problems)
     return req, form_values(req), {}
@@ -77,8 +76,7 @@ def fallback_request(request: Request, errors: dict[str, str]) -> WebRequest | N
     for _ in range(3):  # leaving a field out can move a cross-field problem onto another one
         pairs = [(k, v) for k, v in scenario_params(request) if k not in bad]
         try:
-            return parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
-                                 uploads=service.upload_info)
+            return service.page_request(pairs)
         except ScenarioError as e:
             more = {name for name, _ in e.problems} - bad
             if not more:

@@ -28,10 +28,14 @@ from .clusterview import cluster_view
 from .inputs import (
     MAX_UPLOAD_BYTES,
     MAX_UPLOAD_ROWS,
+    PAGE_DEFAULTS,
+    PAGE_SCHEDULERS,
     RateRange,
     TraceInfo,
     WebRequest,
     default_sweep,
+    parse_request,
+    query_to_dict,
     sweep_work_problems,
     work_problems,
 )
@@ -152,6 +156,13 @@ def get_upload(uid: str) -> Upload | None:
 def upload_info(uid: str) -> TraceInfo | None:
     up = get_upload(uid)
     return up.info if up else None
+
+
+def page_request(pairs: list[tuple[str, str]]) -> WebRequest:
+    """A page's comparison from its query's scenario parameters (the page's defaults; uploads from this server's
+    store). Raises ScenarioError with every problem."""
+    return parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
+                         uploads=upload_info)
 
 
 def upload_text(req: WebRequest) -> str | None:
