@@ -23,17 +23,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .kernel import attribution as _attribution
+from .kernel import cost_model as _cost_model
 from .kernel import state as _state
-from .kernel.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
-from .kernel.cost_model import COMPONENTS as COST_COMPONENTS
 
 # Where a request's latency went (Result.attribution's columns, metrics.attribution_ms's keys), in column order;
 # TRANSPORT_PART: the column of the time its KV spent crossing between pools.
-ATTRIBUTION_PARTS = ATTRIBUTION_PARTS
-TRANSPORT_PART = AT_TRANSPORT
+ATTRIBUTION_PARTS = _attribution.ATTRIBUTION_PARTS
+TRANSPORT_PART = _attribution.AT_TRANSPORT
 # The kernel groups the cost model charges a step for (step_time's breakdowns), in order.
-COST_COMPONENTS = COST_COMPONENTS
-
+COST_COMPONENTS = _cost_model.COMPONENTS
 
 class RequestState(IntEnum):
     """A request's status (Result.status holds these codes; after a run, FINISHED or REJECTED)."""
