@@ -32,6 +32,8 @@ class Resolved:
     # The deployment as a list of pools, whatever its shape: one engine is a pool of one, replicas one pool of
     # N, disaggregated serving a prefill pool then a decode pool.
     deployment: tuple[PoolSetup, ...] = ()
+    # Every step takes this many times the model's time: 1, except in sim_core.studies.model_error's ensemble.
+    step_time_scale: float = 1.0
 
     @property
     def setup(self) -> Setup:

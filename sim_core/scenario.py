@@ -98,6 +98,9 @@ class Scenario(BaseModel):
     seed: int = Field(0, ge=0, le=2**32 - 1, description="random seed")
     seeds: int = Field(1, ge=1, le=MAX_SEEDS, description="run seeds seed .. seed + seeds - 1 and report each "
                                                           "metric's mean and 95% confidence interval")
+    model_uncertainty: bool = Field(False, description="also replay the run under an ensemble of 16 step-time "
+                                                       "models spread as the cost model's validation errors are, "
+                                                       "and report each metric's 90% model interval (model_ci)")
     token_budget: int | None = Field(None, ge=16, le=1 << 20,
                                      description="max tokens per step; default: 512 for chunked, max_model_len otherwise")
     max_seqs: int = Field(256, ge=1, le=4096, description="max sequences per step")

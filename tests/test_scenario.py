@@ -50,6 +50,7 @@ STRATEGIES = {
     "decode_tp": _maybe(st.integers(1, 8)),
     "watermark": _floats(0.0, 0.5),
     "async_scheduling": st.booleans(),
+    "model_uncertainty": st.booleans(),
     # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
     "trace": _maybe(st.text(min_size=1, max_size=40)),
     "rate": _maybe(_floats(1e-6, 10_000.0)),

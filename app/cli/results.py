@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from sim_core import Scenario
-from sim_core.metric_catalog import table_sections
+from sim_core.metric_catalog import BY_KEY, table_sections, value_at
+from sim_core.studies import model_error
 from sim_core.validity import run_warnings
 
 from .flags import UsageError
@@ -27,6 +28,7 @@ from .report import (
     scenario_doc,
     setup_lines,
 )
+from .simulate import model_ensembles
 
 
 def resolved_doc(resolved) -> dict:
@@ -98,9 +100,11 @@ def table(title: str, names: list[str], rows: list, label_width: int | None = No
 
 def print_results(args, base: Scenario, results: dict, drop: tuple[str, ...]) -> None:
     """`run` and `compare`: one JSON document, or the set-up and the metrics side by side."""
+    ensembles = model_ensembles(results)
+    flips = model_error.order_flips(ensembles) if len(ensembles) > 1 else []
     if args.json:
         print_json({"scenario": scenario_doc(base, drop),
-                    "schedulers": {s: _scheduler_doc(r) for s, r in results.items()}})
+                    "schedulers": {s: _scheduler_doc(r, ensembles.get(s), flips) for s, r in results.items()}})
         return
     first = next(iter(results.values()))
     lines = setup_lines(base, {s: r.resolved for s, r in results.items()}, len(first.requests))
@@ -109,10 +113,12 @@ def print_results(args, base: Scenario, results: dict, drop: tuple[str, ...]) ->
     title = "Serving Benchmark Result" + (f", mean ± 95% CI over {len(seeds)} seeds" if seeds else "")
     cis = {s: r.ci95 for s, r in results.items()} if seeds else None
     lines += table(title, list(results), metric_rows({s: r.metrics for s, r in results.items()}, cis))
+    if ensembles:
+        lines += ["", *model_interval_lines(ensembles)]
     for s, r in results.items():
         if "replicas" in r.metrics:
             lines += ["", *replica_lines(s, r.metrics)]
-    warned = {s: run_warnings(r) for s, r in results.items()}
+    warned = {s: run_warnings(r) + model_error.flips_about(flips, s) for s, r in results.items()}
     for w in dict.fromkeys(w for ws in warned.values() for w in ws):
         who = [s for s, ws in warned.items() if w in ws]
         lines.append(f"warning: {w}" + (f" [{', '.join(who)}]" if len(results) > 1 and len(who) < len(results) else ""))
@@ -139,14 +145,40 @@ def replica_lines(scheduler: str, metrics: dict) -> list[str]:
     return out + columns(head + [""], [r + [""] for r in rows], right=set(range(1, len(head))))
 
 
-def _scheduler_doc(r) -> dict:
-    """`metrics` (means over seeds, with --seeds) and, with --seeds, `ci95` beside them and the seeds run."""
+def _scheduler_doc(r, ensemble=None, flips: list[str] = ()) -> dict:
+    """`metrics` (means over seeds, with --seeds) and, with --seeds, `ci95` beside them and the seeds run; with
+    --model-uncertainty, `model_ci` (the same keys as `ci95`) and the ensemble's step-time factors."""
     doc = {"resolved": resolved_doc(r.resolved), "metrics": r.metrics}
     if getattr(r, "seeds", None):
         doc["ci95"] = r.ci95
         doc["seeds"] = r.seeds
-    doc["warnings"] = run_warnings(r)
+    if ensemble is not None:
+        doc["model_ci"] = ensemble.interval
+        doc["model_ensemble"] = {"level": ensemble.level, "step_time_factors": [float(f) for f in ensemble.factors]}
+    name = r.scenario.scheduler if hasattr(r, "scenario") else r.results[0].scenario.scheduler
+    doc["warnings"] = run_warnings(r) + model_error.flips_about(flips, name)
     return doc
+
+
+def model_interval_lines(ensembles: dict) -> list[str]:
+    """The ranked metrics' model intervals, one row per metric, one column per scheduler."""
+    first = next(iter(ensembles.values()))
+    factors = first.factors
+    head = (f"Model interval ({first.level:.0%} of {len(factors)} step-time models, "
+            f"{factors[0]:.2f}x to {factors[-1]:.2f}x the model's step time, spread as its validation errors)")
+    rows = []
+    for key in model_error.RANKED_METRICS:
+        metric = BY_KEY.get(key)
+        cells = [value_at(e.interval, key) for e in ensembles.values()]
+        if metric is None or any(c is None for c in cells):
+            continue
+        rows.append([f"{metric.label} ({metric.unit})"]
+                    + [f"{_shown(c[0], metric)} - {_shown(c[1], metric)}" for c in cells])
+    return [head, *columns(["", *ensembles], rows, right=set(range(1, len(ensembles) + 1)))]
+
+
+def _shown(value: float, metric) -> str:
+    return pct(value) if metric.unit == "%" else fmt(value)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -97,6 +97,17 @@ def run_schedulers(args: argparse.Namespace, schedulers: list[str], record_event
     return base, results
 
 
+def model_ensembles(results: dict) -> dict:
+    """With --model-uncertainty: each scheduler's model-error ensemble (its first seed's requests replayed under
+    every member's step-time factor); else {}."""
+    from sim_core.studies import model_error
+
+    first = {s: first_seed(r) for s, r in results.items()}
+    if not any(r.scenario.model_uncertainty for r in first.values()):
+        return {}
+    return {s: model_error.ensemble(r.scenario) for s, r in first.items()}
+
+
 def first_seed(result):
     """A trace shows one run: with --seeds, the first seed's."""
     return result.results[0] if isinstance(result, SeedRuns) else result

@@ -31,6 +31,7 @@ from .http import (
     run_until_disconnect,
 )
 from .inputs import WebRequest, parse_request, problems_of, query_to_dict
+from .model_interval import model_intervals
 
 router = APIRouter(prefix="/api", tags=["simulation"])
 MAX_JSON_BODY_BYTES = 1024 * 1024  # a scenario object is well under 2 KB
@@ -106,15 +107,21 @@ def scenario_json(req: WebRequest) -> dict:
 def run_payload(req: WebRequest, cancel=None) -> dict:
     """The answer to /api/run. With `seeds` = N > 1, every scheduler runs seeds seed .. seed + N - 1 and its
     `metrics` are the means, with `ci95` ([low, high] under the same keys) and `seeds` beside them, as in the
-    CLI's JSON."""
+    CLI's JSON. With `model_uncertainty`, `model_ci` (the same keys as `ci95`: the 90% interval over an ensemble
+    of step-time models spread as the cost model's validation errors) and the ensemble's factors."""
     s = req.scenario
     compared = service.compare_seeds(req, cancel)
+    model = model_intervals(req, cancel) if s.model_uncertainty else None
     schedulers = {}
     for v, means, ci in zip(compared.views, compared.means, compared.ci95, strict=True):
         entry = {"metrics": means, "resolved": v.setup, "warnings": list(v.warnings)}
         if s.seeds > 1:
             entry["ci95"] = ci
             entry["seeds"] = [s.seed + k for k in range(s.seeds)]
+        if model is not None:
+            entry["model_ci"] = model.intervals[v.scheduler]
+            entry["model_ensemble"] = {"level": model.level, "step_time_factors": model.factors}
+            entry["warnings"] += model.warnings_for(v.scheduler)
         schedulers[v.scheduler] = entry
     return clean({"scenario": scenario_json(req), "query": req.query(sweep=False), "upload": req.upload,
                   "schedulers": schedulers})

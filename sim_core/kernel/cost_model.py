@@ -122,7 +122,8 @@ ACTIVATION_BYTES = 2.0
  HOST_LINK_BW,  # effective, for KV swap
  CUSTOM_AR_MAX_BYTES,  # largest all-reduce the engine's one-kernel NVLink all-reduce takes (0: none, NCCL only)
  CPU_OVERLAP,  # 1: the engine prepares the next step on the CPU while the GPU runs this one (0: one after the other)
- N_COST_PARAMS) = range(33)
+ STEP_TIME_SCALE,  # every step's time is multiplied by it: 1, except in a model-error ensemble's members
+ N_COST_PARAMS) = range(34)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
@@ -175,9 +176,11 @@ def default_constants(setup: Setup) -> Constants:
                      STEP_OVERHEAD_PER_SEQ_S * 1e6)
 
 
-def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: bool = False) -> np.ndarray:
+def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: bool = False,
+                time_scale: float = 1.0) -> np.ndarray:
     """The cost-parameter vector of a deployment, with the catalog's constants or a hardware profile's;
-    `cpu_overlap`: the engine schedules asynchronously (its CPU work hides under the GPU's)."""
+    `cpu_overlap`: the engine schedules asynchronously (its CPU work hides under the GPU's); `time_scale`: every
+    step takes that many times the model's time (sim_core.studies.model_error's ensemble members)."""
     m, g, tp = setup.model, setup.gpu, setup.tp
     c = constants or default_constants(setup)
     bpp = QUANTIZATIONS[setup.quantization]
@@ -218,6 +221,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     custom_ar = g.tp_link_is_nvlink and tp in CUSTOM_ALLREDUCE_WORLD_SIZES
     p[CUSTOM_AR_MAX_BYTES] = CUSTOM_ALLREDUCE_MAX_BYTES if custom_ar else 0.0
     p[CPU_OVERLAP] = 1.0 if cpu_overlap else 0.0
+    p[STEP_TIME_SCALE] = time_scale
     return p
 
 
@@ -351,7 +355,9 @@ def step_cost(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_r
     """Return (seconds, bytes moved, FLOPs) of one forward pass over the batch described by the aggregates."""
     linear, attention, elementwise, lm_head, communication, overhead, moved, flops = step_components(
         p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx, samples)
-    return linear + attention + elementwise + lm_head + communication + overhead, moved, flops
+    # x 1.0 is exact: without a model-error ensemble, the times are the model's to the last bit.
+    seconds = (linear + attention + elementwise + lm_head + communication + overhead) * p[STEP_TIME_SCALE]
+    return seconds, moved, flops
 
 
 @entry
