@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from .catalog import GIB, GPUS, MODELS, ServingSettings, Setup, SetupError, resolve_setup
 from .policies import BY_NAME, SCHEDULERS, Scheduler
+from .rate_schedule import RateSchedule
+from .rate_schedule import parse as parse_schedule
 from .scenario import MAX_REQUESTS, Scenario, ScenarioError
 from .workload import PRESETS, Preset
 
@@ -34,6 +36,9 @@ class Resolved:
     deployment: tuple[PoolSetup, ...] = ()
     # Every step takes this many times the model's time: 1, except in sim_core.studies.model_error's ensemble.
     step_time_scale: float = 1.0
+    # The arrival rate over time (scenario.rate_schedule), None for a constant rate; `rate` is then its mean over
+    # the scenario's duration.
+    schedule: RateSchedule | None = None
 
     @property
     def setup(self) -> Setup:
@@ -116,7 +121,8 @@ def resolve(s: Scenario) -> Resolved:
         chunking = ", ".join(x.name for x in SCHEDULERS if x.chunked_prefill)
         raise ScenarioError([("adaptive_budget", f"needs a chunked-prefill scheduler ({chunking}); "
                                                  f"{s.scheduler} prefills each prompt whole")])
-    rate = s.rate or preset.rate
+    schedule = parse_schedule(s.rate_schedule) if s.rate_schedule is not None else None
+    rate = schedule.mean_rate(s.duration) if schedule is not None else s.rate or preset.rate
     if s.trace is None and s.num_requests is None and rate * s.duration > MAX_REQUESTS:
         raise ScenarioError([("duration", f"rate x duration must stay under {MAX_REQUESTS:,} requests (got "
                                           f"{rate:g}/s x {s.duration:g} s); shorten it or set num_requests")])
@@ -124,4 +130,5 @@ def resolve(s: Scenario) -> Resolved:
                     rate, s.burstiness or preset.burstiness,
                     s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms,
                     s.admission or sched.default_admission,
-                    (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching, deployment)
+                    (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching, deployment,
+                    schedule=schedule)

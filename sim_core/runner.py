@@ -96,7 +96,8 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
         reqs = read_trace(trace_text, MAX_TRACE_ROWS)
         reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
         return reqs if s.rate is None else at_rate(reqs, s.rate)  # rate set: the recorded gaps, scaled to it
-    reqs = synthesize(r.preset, r.rate, r.burstiness, s.num_requests, s.duration, s.seed, s.system_prompt_tokens)
+    reqs = synthesize(r.preset, r.schedule or r.rate, r.burstiness, s.num_requests, s.duration, s.seed,
+                      s.system_prompt_tokens)
     return reqs if s.num_requests is None else reqs.take(s.num_requests)
 
 

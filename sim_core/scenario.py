@@ -14,6 +14,8 @@ from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
 from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .quoting import quote
+from .rate_schedule import ScheduleError
+from .rate_schedule import parse as parse_schedule
 from .workload import PRESETS
 
 SchedulerName = Literal[SCHEDULER_NAMES]  # type: ignore[valid-type]
@@ -90,6 +92,11 @@ class Scenario(BaseModel):
     rate: float | None = Field(None, ge=MIN_RATE, le=10_000,
                                description="arrival rate, requests/s; default: the preset's (a trace: its recorded "
                                            "timing; with rate set, its gaps scaled to this mean rate)")
+    rate_schedule: str | None = Field(None, description="an arrival rate that changes over time, instead of rate: "
+                                                        "piecewise '0:5,600:20' (from 0 s 5 req/s, from 600 s 20) "
+                                                        "or diurnal:period=S,min=R,max=R[,peak=S], "
+                                                        "ramp:from=R,to=R,over=S, "
+                                                        "burst:base=R,peak=R,at=S,width=S[,every=S]")
     burstiness: float | None = Field(None, ge=0.05, le=20,
                                      description="coefficient of variation of inter-arrival gaps (1 = Poisson)")
     duration: float = Field(60.0, gt=0, le=MAX_DURATION_S, description="seconds of arrivals")
@@ -177,6 +184,19 @@ class Scenario(BaseModel):
     def disaggregated(self) -> bool:
         return self.prefill_replicas > 0
 
+    def offered_rate(self) -> float:
+        """The mean arrival rate of a preset workload, requests/s: `rate`, the mean of `rate_schedule` over the
+        duration, or the preset's default (what estimates of a run's size read)."""
+        if self.rate_schedule is not None:
+            return parse_schedule(self.rate_schedule).mean_rate(self.duration)
+        return self.rate or PRESETS[self.workload].rate
+
+    def require_constant_rate(self, study: str) -> None:
+        """Studies that search over arrival rates (sweep, capacity, plan) vary `rate`: a schedule is refused."""
+        if self.rate_schedule is not None:
+            raise ScenarioError([("rate_schedule", f"{study} searches over constant arrival rates; unset "
+                                                   "rate_schedule (or run the schedule itself with run/compare)")])
+
     @property
     def engines(self) -> int:
         """Engines the scenario runs (each on tp GPUs)."""
@@ -188,6 +208,25 @@ class Scenario(BaseModel):
         if v not in BLOCK_SIZES:
             raise ValueError(f"must be one of {', '.join(map(str, BLOCK_SIZES))} (got {v})")
         return v
+
+    @field_validator("rate_schedule")
+    @classmethod
+    def _schedule_parses(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        try:
+            return parse_schedule(v).text()  # canonical, so the query string round-trips
+        except ScheduleError as e:
+            raise ValueError(str(e)) from None
+
+    @model_validator(mode="after")
+    def _schedule_alone(self) -> Scenario:
+        if self.rate_schedule is not None and self.rate is not None:
+            raise ValueError("rate_schedule: sets the arrival rate over time; leave rate unset with it")
+        if self.rate_schedule is not None and self.trace is not None:
+            raise ValueError("rate_schedule: a trace replays its own arrival times; leave rate_schedule unset "
+                             "with a trace")
+        return self
 
     @field_validator("hardware_profile")
     @classmethod

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernel.jit import entry_nogil
+from .rate_schedule import RateSchedule
+from .rate_schedule import arrivals as scheduled_arrivals
 
 
 @dataclass(frozen=True)
@@ -285,10 +287,13 @@ def block_hashes(seg_ids, seg_lens, seg_off, seg_private, block_size):
     return hashes, hash_off
 
 
-def arrival_times(rng: np.random.Generator, rate: float, burstiness: float, n: int | None,
+def arrival_times(rng: np.random.Generator, rate: float | RateSchedule, burstiness: float, n: int | None,
                   duration_s: float) -> np.ndarray:
     """Arrival instants of a renewal process with mean rate `rate` and gap CV `burstiness` (gamma gaps; CV 1 is
-    Poisson). With `n`, exactly n arrivals; otherwise every arrival in [0, duration_s)."""
+    Poisson). With `n`, exactly n arrivals; otherwise every arrival in [0, duration_s). A RateSchedule as the rate:
+    the same process, time-rescaled to follow it (sim_core.rate_schedule)."""
+    if isinstance(rate, RateSchedule):
+        return scheduled_arrivals(rate, rng, burstiness, n, duration_s)
     shape = 1.0 / (burstiness * burstiness)
     scale = 1.0 / (rate * shape)
     if n is not None:
@@ -318,8 +323,10 @@ def _segments(parts: list[tuple[np.ndarray, np.ndarray]], n: int) -> tuple[np.nd
     return ids[present], lens[present], np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
-def synthesize(preset: Preset, rate: float, burstiness: float, n: int | None, duration_s: float, seed: int,
-               system_prompt_tokens: int | None = None) -> Requests:
+def synthesize(preset: Preset, rate: float | RateSchedule, burstiness: float, n: int | None, duration_s: float,
+               seed: int, system_prompt_tokens: int | None = None) -> Requests:
+    """The preset's requests arriving at `rate` (requests/s, or a RateSchedule: a rate that changes over time;
+    agent and multi-turn presets: sessions/s)."""
     rng = np.random.default_rng(seed)
     sys_len = preset.system_prompt_tokens if system_prompt_tokens is None else system_prompt_tokens
     if preset.structure in ("agent", "multiturn"):
@@ -353,8 +360,8 @@ def synthesize(preset: Preset, rate: float, burstiness: float, n: int | None, du
                     tuple(c.name for c in preset.classes), None, None, *seg)
 
 
-def _agent_sessions(preset: Preset, rng: np.random.Generator, rate: float, burstiness: float, n: int | None,
-                    duration_s: float, sys_len: int) -> Requests:
+def _agent_sessions(preset: Preset, rng: np.random.Generator, rate: float | RateSchedule, burstiness: float,
+                    n: int | None, duration_s: float, sys_len: int) -> Requests:
     """Closed-loop sessions: turn k+1 arrives a think time after turn k ends and carries all of it as prefix. Agent:
     tool results between turns, tools' think times; multiturn: a user's messages, reading and typing time."""
     cls = preset.classes[0]

@@ -50,6 +50,7 @@ STRATEGIES = {
     "decode_tp": _maybe(st.integers(1, 8)),
     "watermark": _floats(0.0, 0.5),
     "async_scheduling": st.booleans(),
+    "rate_schedule": st.one_of(st.none(), st.sampled_from(["0:5", "0:2,30:9", "ramp:from=1,to=9,over=20"])),
     "model_uncertainty": st.booleans(),
     # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
     "trace": _maybe(st.text(min_size=1, max_size=40)),
@@ -103,6 +104,9 @@ def scenarios(draw) -> Scenario:
     else:  # per-pool settings only with pools
         for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp"):
             fields.pop(name, None)
+    if fields.get("rate_schedule") is not None:  # a schedule replaces rate and a trace's timing
+        fields.pop("rate", None)
+        fields.pop("trace", None)
     if fields.get("hardware_profile") is not None:
         for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp"):  # a profile fits one
             fields.pop(name, None)

@@ -129,6 +129,8 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         else:
             span = f"{g(scenario.duration)} s of arrivals" + (f" ({count})" if count else "")
         rate = rate_text or f"{g(first.rate)} req/s"
+        if scenario.rate_schedule is not None:
+            rate = f"a rate following {scenario.rate_schedule} (mean {g(first.rate)} req/s)"
         workload = [f"{first.preset.name}: {arrivals} arrivals at {rate}, {span}, seed {scenario.seed}",
                     first.preset.summary]
     rows = [
@@ -174,7 +176,7 @@ def _policy_settings(scenario: Scenario, resolved: dict) -> dict[str, str]:
     shown = {"scheduler", "hardware", "model", "quantization", "tp", "workload", "trace", "rate", "burstiness",
              "duration", "num_requests", "seed", "token_budget", "max_seqs", "block_size", "gpu_memory_utilization",
              "kv_blocks", "max_model_len", "preemption", "slo_ttft_ms", "slo_tpot_ms", "admission", "prefix_cache",
-             "hardware_profile"}
+             "hardware_profile", "rate_schedule", "model_uncertainty"}
     for name in scenario.model_fields_set - shown:
         value = getattr(scenario, name)
         if value != Scenario.model_fields[name].default:

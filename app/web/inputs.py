@@ -277,7 +277,7 @@ def expected_requests(s: Scenario, trace: TraceInfo | None = None) -> tuple[floa
     if trace is not None:
         n = min(trace.rows, s.num_requests or trace.rows)
         return n, (n / s.rate if s.rate else trace.span_s * n / max(1, trace.rows))  # rate: its gaps scaled
-    rate = s.rate or PRESETS[s.workload].rate
+    rate = s.offered_rate()
     if s.num_requests is not None:
         return s.num_requests, s.num_requests / rate
     return rate * s.duration, s.duration
@@ -324,7 +324,7 @@ def _run_size_problems(s: Scenario, trace: TraceInfo | None, limit: str) -> list
             return [_block_table_problem(s, blocks, "the trace's longest request")]
         return []
     if s.num_requests is not None:
-        rate = s.rate or PRESETS[s.workload].rate
+        rate = s.offered_rate()
         if n > MAX_REQUESTS:
             return [("num_requests", f"must be at most {MAX_REQUESTS:,} on the web (got {n:,})")]
         if span > MAX_DURATION_S:
@@ -337,6 +337,9 @@ def _run_size_problems(s: Scenario, trace: TraceInfo | None, limit: str) -> list
     if s.rate is not None:
         return [("rate", f"rate x duration would make about {n:,.0f} requests; {limit} — with duration "
                          f"{s.duration:g} s, rate must be at most {MAX_REQUESTS / s.duration:.4g} req/s")]
+    if s.rate_schedule is not None:
+        return [("rate_schedule", f"the schedule's mean rate of {s.offered_rate():.4g} req/s over {s.duration:g} s "
+                                  f"makes about {n:,.0f} requests; {limit} — lower its rates or the duration")]
     rate = PRESETS[s.workload].rate
     return [("duration", f"at the {s.workload} preset's {rate:g} req/s this makes about {n:,.0f} "
                          f"requests; {limit} — duration must be at most {MAX_REQUESTS / rate:.4g} s")]
@@ -484,6 +487,6 @@ def default_sweep(s: Scenario, trace: TraceInfo | None = None) -> RateRange:
         step, top, _ = default_rate_range(rate)
         low = max(step, math.ceil(_least_trace_rate(s, trace) / step - 1e-9) * step)
         return RateRange(low, max(top, low), step)
-    rate = s.rate or PRESETS[s.workload].rate
+    rate = s.offered_rate()
     cap = MAX_REQUESTS / s.duration if s.num_requests is None else None
     return RateRange(*default_rate_range(rate, cap))

@@ -37,6 +37,7 @@ def max_rate(scenario: Scenario, target: float = DEFAULT_TARGET, tolerance: floa
              ceiling: float | None = None) -> tuple[float | None, int]:
     """(the highest rate meeting `target` SLO attainment for this scenario's seed, simulations run). With a
     `ceiling`, a rate at or above it that meets the target ends the search (a planner needs no more)."""
+    scenario.require_constant_rate("capacity")
     start = scenario.rate or resolve(scenario).rate
     runs = 1
     if attainment(scenario, start) >= target:

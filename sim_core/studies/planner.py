@@ -214,6 +214,7 @@ def plan(base: Scenario, rate: float, space: SearchSpace, *, target: float = DEF
          on_progress: Callable[[int, int], None] | None = None) -> PlanResult:
     """Every candidate's cheapest engine count for `rate`, ranked by cost per hour. `executor`
     (sim_core.studies.executor) runs the independent simulations; without one they run here in turn."""
+    base.require_constant_rate("the planner")
     out = PlanResult()
     pmap = executor.map if executor is not None else _serial_map
     candidates = space.candidates()

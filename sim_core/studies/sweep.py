@@ -114,6 +114,7 @@ def sweep(scenario: Scenario, schedulers: Sequence[str], rates: Sequence[float],
     every point replays at its rate, as a scenario's `trace` file would be."""
     from .executor import LocalExecutor
 
+    scenario.require_constant_rate("a sweep")
     seeds = [scenario.seed + k for k in range(scenario.seeds)]
     jobs = [scenario.model_copy(update={"scheduler": s, "rate": float(r), "seed": seed, "seeds": 1})
             for s in schedulers for r in rates for seed in seeds]
