@@ -6,6 +6,7 @@ vendored plotly.js (the KV view paints canvases itself: figures/kv.py).
 
 from __future__ import annotations
 
+import functools
 import math
 
 from sim_core import SCHEDULER_NAMES
@@ -28,6 +29,53 @@ def color(name: str) -> str:
         return PALETTE[name]
     k = SCHEDULER_NAMES.index(name) if name in SCHEDULER_NAMES else abs(hash(name))
     return SPARE[k % len(SPARE)]
+
+
+# Text drawn in a scheduler's colour (its name over its Gantt, its knee, its ticked chip) must read at WCAG AA,
+# 4.5:1, which the plot colours above do not all reach (fcfs on white: 3.6:1). Its text shade is the plot colour
+# darkened (light theme) or lightened (dark theme) just enough, against every background such text sits on: the
+# card and the page, and a ticked chip's tint of the colour itself (app.css: 8% of it over the field).
+TEXT_CONTRAST = 4.5
+LIGHT_TEXT_BACKGROUNDS = ("#ffffff", "#f4f5f7")  # app.css --card, --bg
+DARK_TEXT_BACKGROUNDS = ("#161b22", "#0d1117")  # app.css dark --card, --bg (= --field)
+CHIP_TINT = 0.08
+
+
+def luminance(hex_color: str) -> float:
+    """WCAG relative luminance of #rrggbb."""
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (lin(int(hex_color[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio of two #rrggbb colours (1 to 21)."""
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _readable(c: str, backgrounds: tuple[str, ...], toward: str) -> str:
+    grounds = [*backgrounds, *(_mix(bg, c, CHIP_TINT) for bg in backgrounds)]
+    for step in range(101):  # mixed toward black (or white) in 1% steps: the least change that reads
+        shade = _mix(c, toward, step / 100)
+        if all(contrast(shade, bg) >= TEXT_CONTRAST for bg in grounds):
+            return shade
+    return toward
+
+
+@functools.cache
+def text_colors(name: str) -> tuple[str, str]:
+    """(light theme, dark theme) text shade of a scheduler's colour; the plot lines keep `color(name)`."""
+    c = color(name)
+    return _readable(c, LIGHT_TEXT_BACKGROUNDS, "#000000"), _readable(c, DARK_TEXT_BACKGROUNDS, "#ffffff")
+
+
+def text_style(name: str) -> str:
+    """The inline CSS custom properties of an element whose text is in a scheduler's colour (app.css .sched-text,
+    .chip): --c the plot colour (swatches, borders), --c-text and --c-text-dark its text shades."""
+    light, dark = text_colors(name)
+    return f"--c: {color(name)}; --c-text: {light}; --c-text-dark: {dark}"
 
 
 def _mix(hex_color: str, other: str, t: float) -> str:

@@ -18,12 +18,13 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 
 import sim_core
 
 from . import api, apidocs, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page
 from .middleware import GzipOffLoop, SecurityHeadersAndHead
-from .templating import STATIC_DIR
+from .templating import STATIC_DIR, TEST_ONLY_STATIC
 
 log = logging.getLogger("sched_sim.web")
 
@@ -67,6 +68,8 @@ class VersionedStaticFiles(StaticFiles):
     it, they revalidate (ETag) on every use."""
 
     async def get_response(self, path, scope):
+        if (STATIC_DIR / path).resolve().is_relative_to(TEST_ONLY_STATIC):
+            raise HTTPException(status_code=404)  # a test tool, not part of the product
         response = await super().get_response(path, scope)
         versioned = b"v=" in scope.get("query_string", b"")
         response.headers["cache-control"] = "public, max-age=31536000, immutable" if versioned else "no-cache"

@@ -9,6 +9,9 @@
     responsive: true,
     displaylogo: false,
     modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"],
+    // plotly's "Share chart..." uploads to a Plotly Cloud server this app has none of: a button that did nothing.
+    // A figure is shared by its card's Embed link (and the page's Copy link).
+    showSendToCloud: false,
   };
   var PLOTLY_SRC = document.currentScript.dataset.plotly;
   var plotlyReady = window.Plotly ? Promise.resolve() : new Promise(function (resolve, reject) {
@@ -121,6 +124,8 @@
       if (EMBED) delete fig.layout.height;
       else if (fig.layout.height) div.style.height = fig.layout.height + "px";
       done = Plotly.newPlot(div, fig.data, fig.layout, figureConfig(div)).then(function () {
+        untabModeBar(div);
+        div.on("plotly_afterplot", function () { untabModeBar(div); });
         if (div.dataset.figure === "gantt") {
           // hovering a request's row lights up its blocks in the KV view
           div.on("plotly_hover", function (e) {
@@ -137,6 +142,13 @@
       });
     }
     return done.then(function () { div.dataset.drawn = "1"; });
+  }
+
+  // Plotly's mode-bar buttons (zoom, pan, download...) are mouse tools: out of the Tab order, or each figure would
+  // add half a dozen stops before the next card; its card's PNG/SVG/Embed buttons are the keyboard's. Plotly
+  // rebuilds the mode bar on some redraws, so this runs after each.
+  function untabModeBar(div) {
+    div.querySelectorAll(".modebar-btn").forEach(function (b) { b.setAttribute("tabindex", "-1"); });
   }
 
   function drawWhenIdle() {
@@ -246,7 +258,9 @@
       var caption = document.createElement("figcaption");
       var name = document.createElement("b");
       name.textContent = s.name;
-      name.style.color = s.color;
+      // its name in the scheduler's text shade (charts.text_style: 4.5:1 where the plot colour is not)
+      name.className = "sched-text";
+      name.style.cssText = s.text_style || "color: " + s.color;
       var usage = document.createElement("span");
       caption.appendChild(name);
       if (s.engine) { // a cluster: which engine's pool this is
@@ -258,6 +272,9 @@
       }
       caption.appendChild(usage);
       var canvas = document.createElement("canvas");
+      // The caption names the pool and says its use at this moment; the grid itself is a picture of it.
+      canvas.setAttribute("role", "img");
+      canvas.setAttribute("aria-label", "KV cache blocks of " + s.name + (s.engine ? " on " + s.engine : "") + ", coloured by state");
       panel.appendChild(caption);
       panel.appendChild(canvas);
       self.div.appendChild(panel);

@@ -11,7 +11,7 @@ import math
 from dataclasses import replace
 
 from .. import clusterview
-from ..charts import FREE_CELL, color
+from ..charts import FREE_CELL, color, text_style
 from ..runview import RunView
 from . import Figure, Results
 
@@ -59,7 +59,7 @@ def kv_frames(views: list[RunView], span: list[float] | None = None) -> dict:
     start = round(max(peaks)[1] / horizon * (steps - 1)) if peaks and horizon > 0 else 0
     return {"horizon": round(horizon, 4), "steps": steps, "start": int(start),
             "schedulers": [dict(v.kv, name=v.scheduler, color=color(v.scheduler), cols=grid_cols,
-                                rows=math.ceil(v.kv["cells"] / grid_cols)) for v in views]}
+                                text_style=text_style(v.scheduler), rows=math.ceil(v.kv["cells"] / grid_cols)) for v in views]}
 
 
 def engine_names(views: list[RunView]) -> list[str]:

@@ -1,0 +1,137 @@
+"""Accessibility of the dashboard in a real browser (issue 26, point 6): axe-core (vendored under
+static/vendor/axe-core/, injected by the test, never served to the pages) finds no serious or critical WCAG 2 A/AA
+violation on the main page, the Plan page with a finished plan, and an embed, on a laptop and on a phone; each
+plot is a named figure with a text summary; plotly's mode-bar buttons are not Tab stops (and its dead "Share
+chart..." button is gone) while each figure's own PNG/SVG/Embed buttons are; "Skip to results" is the first Tab
+stop. One page load per page and viewport. Run with -s to read axe's summary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("playwright")
+
+from browser_support import REPO_ROOT, open_page  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+AXE = REPO_ROOT / "static" / "vendor" / "axe-core" / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa"]
+BLOCKING = ("serious", "critical")
+SCENARIO = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+PAGES = {
+    "index": ("/", ["#results"]),
+    # a small plan (one GPU, one TP degree, one scheduler): its table and Pareto plot, not only the form
+    "plan": ("/plan?model=llama-3-8b&workload=chat&rate=12&duration=10&gpus=a100&tp=1&schedulers=chunked",
+             ["#plot-pareto"]),
+    "embed": ("/embed/goodput?" + SCENARIO, ["#plot-goodput"]),
+}
+VIEWPORTS = {"laptop": (1440, 900), "phone": (390, 844)}
+
+# Every figure on the page drawn (the page draws them lazily, when idle; htmx swaps in a sweep's or a plan's).
+ALL_DRAWN = """sels => sels.every(s => document.querySelector(s))
+  && [...document.querySelectorAll('.plot[data-figure]')].every(d => d.dataset.drawn === '1')"""
+
+# Each plot container: its role, name and the text of its summary (aria-describedby).
+FIGURES = """() => [...document.querySelectorAll('.plot[data-figure]')].map(d => {
+  const ids = (d.getAttribute('aria-describedby') || '').split(' ').filter(Boolean);
+  return {id: d.id, figure: d.dataset.figure, role: d.getAttribute('role'), label: d.getAttribute('aria-label'),
+          summary: ids.map(i => (document.getElementById(i) || {}).textContent || '').join(' ').trim(),
+          names: d.data ? [...new Set(d.data.filter(t => t.hoverinfo !== 'skip').map(t => t.name).filter(Boolean))] : []};
+})"""
+
+MODE_BAR = """() => [...document.querySelectorAll('.modebar-btn')].map(b => ({
+  title: b.getAttribute('data-title'), tabbable: b.tabIndex >= 0 }))"""
+
+# What has focus: enough to say where it is.
+FOCUSED = """() => { const e = document.activeElement;
+  return {tag: e.tagName, id: e.id, text: (e.textContent || '').trim().slice(0, 40),
+          inModeBar: !!e.closest('.modebar'), inResults: !!e.closest('.results'),
+          export: e.dataset.export ? e.dataset.export + ':' + e.dataset.target : null,
+          embed: e.matches('a.tool') ? e.getAttribute('href').split('?')[0] : null,
+          top: e.getBoundingClientRect().top, skip: e.classList.contains('skip-link')}; }"""
+
+
+def run_axe(page) -> dict:
+    page.add_script_tag(path=str(AXE))
+    return page.evaluate("tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})", AXE_TAGS)
+
+
+def axe_summary(label: str, result: dict) -> str:
+    counts: dict[str, int] = {}
+    for v in result["violations"]:
+        counts[v["impact"]] = counts.get(v["impact"], 0) + 1
+    lines = [f"axe-core {result['testEngine']['version']} ({', '.join(AXE_TAGS)}) on {label}: "
+             f"{len(result['violations'])} violations {json.dumps(counts, sort_keys=True)}, "
+             f"{len(result['passes'])} rules passed, {len(result['incomplete'])} to review by hand, "
+             f"{len(result['inapplicable'])} not applicable"]
+    for v in result["violations"]:
+        lines.append(f"  [{v['impact']}] {v['id']}: {v['help']} ({len(v['nodes'])} nodes): "
+                     + "; ".join(" ".join(n["target"]) for n in v["nodes"][:5]))
+    return "\n".join(lines)
+
+
+def tab_through(page, limit: int = 400) -> list[dict]:
+    """Every Tab stop from the top of the page, in order, until focus wraps round."""
+    page.evaluate("() => { document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); }")
+    stops = []
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        stop = page.evaluate(FOCUSED)
+        if stops and (stop["skip"] or stop["tag"] == "BODY"):
+            break
+        stops.append(stop)
+    return stops
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+@pytest.mark.parametrize("name", PAGES)
+def test_axe_finds_no_serious_violation_and_figures_are_named_summarised_and_out_of_the_tab_order(
+        site, name, viewport):
+    path, ready = PAGES[name]
+    width, height = VIEWPORTS[viewport]
+    # bypass_csp: the page's CSP (script-src 'self') would refuse the injected axe-core, which it never loads
+    context, page = open_page(site, width, height, timeout_ms=180_000, bypass_csp=True)
+    page.goto(page.base + path)
+    page.wait_for_function(ALL_DRAWN, arg=ready, polling=200)
+
+    figures = page.evaluate(FIGURES)
+    assert figures, "no figure on the page"
+    for f in figures:
+        assert f["role"] == "figure" and f["label"], f
+        if f["figure"] != "kv":  # the KV view's captions carry its numbers (each pool's use, as it plays)
+            assert f["summary"], f
+            for trace_name in f["names"][:3]:  # the summary reads the series the figure draws
+                assert trace_name in f["summary"], (trace_name, f)
+
+    buttons = page.evaluate(MODE_BAR)
+    assert buttons, "plotly drew no mode bar"
+    assert not [b for b in buttons if b["tabbable"]], buttons
+    assert not [b for b in buttons if (b["title"] or "").startswith("Share")], buttons
+
+    if name != "embed":  # the skip link: the first Tab stop, on screen when focused; it moves focus to the results
+        page.keyboard.press("Tab")
+        first = page.evaluate(FOCUSED)
+        assert first["skip"] and first["text"] == "Skip to results" and 0 <= first["top"] < height, first
+        page.keyboard.press("Enter")
+        assert page.evaluate("() => document.activeElement.classList.contains('results')")
+        page.keyboard.press("Tab")
+        assert page.evaluate(FOCUSED)["inResults"]
+
+    if viewport == "laptop" and name != "plan":  # keyboard reaches each figure's own tools, never plotly's
+        stops = tab_through(page)
+        assert not [s for s in stops if s["inModeBar"]]
+        png = {s["export"] for s in stops if s["export"] and s["export"].startswith("png:")}
+        drawn = {"png:" + f["id"] for f in figures if f["figure"] != "kv"}
+        assert drawn <= png, (drawn - png, stops)
+        if name == "embed":
+            assert "/embed/goodput" in {s["embed"] for s in stops}
+
+    result = run_axe(page)
+    print("\n" + axe_summary(f"{path} at {width}x{height}", result))
+    blocking = [v for v in result["violations"] if v["impact"] in BLOCKING]
+    assert not blocking, axe_summary(path, result)
+    assert page.errors == [], page.errors
+    context.close()
