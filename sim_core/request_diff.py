@@ -193,3 +193,20 @@ def request_diff(a, b) -> RequestDiff:
         requests=len(reqs), only_a=int((served_a & ~served_b).sum()), only_b=int((served_b & ~served_a).sum()),
         run_change_ms=run_change)
 
+
+
+def request_timelines(result, ids) -> dict[int, list[tuple[str, float, float]]] | None:
+    """What each of the requests `ids` was doing when in one run (sim_core.timeline's segments: kind, start_s,
+    end_s), or None where the run cannot say (it recorded no events, or its logs were bounded)."""
+    from . import timeline
+
+    if not len(result.events) and len(ids):
+        return None
+    try:
+        segs = timeline.request_segments(result, np.asarray(ids, np.int64))
+    except ValueError:
+        return None
+    out: dict[int, list[tuple[str, float, float]]] = {int(r): [] for r in ids}
+    for r, kind, start, end in segs:
+        out[int(r)].append((timeline.SEGMENT_KINDS[kind], float(start), float(end)))
+    return out
