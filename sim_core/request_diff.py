@@ -210,3 +210,24 @@ def request_timelines(result, ids) -> dict[int, list[tuple[str, float, float]]] 
     for r, kind, start, end in segs:
         out[int(r)].append((timeline.SEGMENT_KINDS[kind], float(start), float(end)))
     return out
+
+
+def diff_document(a, b, *, top: int = 10, by: str = "e2el_ms", with_requests: bool = True
+                  ) -> tuple[dict, RequestDiff]:
+    """The A/B as one JSON document (what `sched-sim diff --json` and /api/diff answer, less the two runs'
+    scenarios), with the RequestDiff: to_json's keys, plus `ranked_by`, the `top` most hurt and most helped
+    requests by `by` (ids), and both runs' timelines of those requests (`timelines`: id -> {"a": [[kind,
+    start_s, end_s], ...], "b": ...}; null where a run recorded none). Without `with_requests`, no `requests` list
+    (d.request_json(i) makes each entry when wanted)."""
+    if by not in METRICS:
+        raise ValueError(f"by: must be one of {', '.join(METRICS)} (got {by!r})")
+    d = request_diff(a, b)
+    hurt, helped = d.most_hurt(top, by), d.most_helped(top, by)
+    listed = [int(d.ids[i]) for i in (*hurt, *helped)]
+    ta, tb = request_timelines(a, listed), request_timelines(b, listed)
+    doc = {**d.summary_json(), "ranked_by": by,
+           "most_hurt": [int(d.ids[i]) for i in hurt], "most_helped": [int(d.ids[i]) for i in helped],
+           "timelines": {str(r): {"a": ta and ta[r], "b": tb and tb[r]} for r in listed}}
+    if with_requests:
+        doc["requests"] = [d.request_json(i) for i in range(len(d))]
+    return doc, d

@@ -21,7 +21,7 @@ from fastapi.staticfiles import StaticFiles
 
 import sim_core
 
-from . import api, apidocs, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page
+from . import api, apidocs, diff_page, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page
 from .middleware import GzipOffLoop, SecurityHeadersAndHead
 from .templating import STATIC_DIR
 
@@ -88,6 +88,8 @@ def create_app() -> FastAPI:
     app.include_router(plan_page.router)
     app.include_router(plan_page.api_router)
     app.include_router(api.router)
+    app.include_router(diff_page.router)
+    app.include_router(diff_page.api_router)
     app.include_router(downloads.router)
     app.include_router(gantt_window.router)
     app.include_router(kv_engine.router)

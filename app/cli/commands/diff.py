@@ -76,20 +76,12 @@ def _query(scenario) -> str:
 
 
 def ab_document(sa, sb, ra, rb, top: int, by: str) -> tuple[dict, object]:
-    """The A/B's JSON document and the RequestDiff it came from."""
-    from sim_core.request_diff import request_diff, request_timelines
+    """The A/B's JSON document (sim_core.request_diff.diff_document, with each run's scenario) and its RequestDiff."""
+    from sim_core.request_diff import diff_document
 
-    d = request_diff(ra, rb)
-    hurt, helped = d.most_hurt(top, by), d.most_helped(top, by)
-    listed = [int(d.ids[i]) for i in (*hurt, *helped)]
-    ta, tb = request_timelines(ra, listed), request_timelines(rb, listed)
-    doc = {"a": {"scheduler": sa.scheduler, "query": _query(sa), "scenario": scenario_doc(sa)},
-           "b": {"scheduler": sb.scheduler, "query": _query(sb), "scenario": scenario_doc(sb)},
-           **d.summary_json(), "ranked_by": by,
-           "most_hurt": [int(d.ids[i]) for i in hurt], "most_helped": [int(d.ids[i]) for i in helped],
-           "timelines": {str(r): {"a": ta and ta[r], "b": tb and tb[r]} for r in listed},
-           "requests": [d.request_json(i) for i in range(len(d))]}
-    return doc, d
+    doc, d = diff_document(ra, rb, top=top, by=by)
+    return {"a": {"scheduler": sa.scheduler, "query": _query(sa), "scenario": scenario_doc(sa)},
+            "b": {"scheduler": sb.scheduler, "query": _query(sb), "scenario": scenario_doc(sb)}, **doc}, d
 
 
 def handle(args: argparse.Namespace) -> int:
