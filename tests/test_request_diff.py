@@ -170,3 +170,73 @@ def test_cli_tables_list_the_most_hurt_with_both_timelines(capsys):
 def test_cli_refuses_bad_input_naming_the_run(capsys, a, b, said):
     code, out, err = _cli(capsys, ["diff", "--a", a, "--b", b])
     assert code == 2 and said in err and "Traceback" not in err
+
+
+# ----- the web: /api/diff, /diff and the results page's card -----
+WEB_A = "scheduler=fcfs&hardware=rtx3050&workload=rag&num_requests=30&seed=3"
+WEB_B = WEB_A.replace("fcfs", "chunked")
+
+
+@pytest.fixture(scope="module")
+def client():
+    from fastapi.testclient import TestClient
+
+    from app.web import app
+
+    with TestClient(app) as c:
+        c.app.state.kernels_ready.wait(600)
+        yield c
+
+
+def test_api_diff_answers_the_clis_document(client, capsys):
+    import json
+    from urllib.parse import urlencode
+
+    r = client.get("/api/diff?" + urlencode({"a": WEB_A, "b": WEB_B, "top": 3}))
+    assert r.status_code == 200, r.text[:300]
+    api = r.json()
+    code, out, _ = _cli(capsys, ["diff", "--a", WEB_A, "--b", WEB_B, "--json", "--top", "3"])
+    cli = json.loads(out)
+    for key in ("requests", "mean_change_ms", "causes_ms", "most_hurt", "most_helped", "timelines", "by_e2el"):
+        assert api[key] == cli[key], key
+    assert api["a"]["scheduler"] == "fcfs" and api["b"]["scheduler"] == "chunked"
+    summary = client.get("/openapi.json").json()["paths"]["/api/diff"]["get"]["summary"]
+    assert "a=QUERY&b=QUERY" in summary
+
+
+@pytest.mark.parametrize("params, field, said", [
+    ({"a": WEB_A}, "b", "give run B"),
+    ({"a": WEB_A, "b": WEB_B.replace("seed=3", "seed=4")}, "b", "different requests"),
+    ({"a": WEB_A + "&rate=x", "b": WEB_B}, "a", "rate:"),
+    ({"a": WEB_A, "b": WEB_B, "by": "p99"}, "by", "must be one of"),
+    ({"a": WEB_A, "b": WEB_B, "top": "0"}, "top", "from 1 to"),
+    ({"a": WEB_A, "b": WEB_B, "scheduler": "fcfs"}, "scheduler", "not a parameter here"),
+])
+def test_api_diff_names_the_bad_parameter(client, params, field, said):
+    from urllib.parse import urlencode
+
+    r = client.get("/api/diff?" + urlencode(params))
+    assert r.status_code == 422
+    detail = r.json()["detail"]
+    assert any(d["loc"] == ["query", field] and said in d["msg"] for d in detail), detail
+
+
+def test_the_results_page_offers_the_ab_of_two_compared_schedulers(client):
+    import re
+    from html import unescape
+    from urllib.parse import parse_qsl
+
+    page = client.get("/?schedulers=fcfs&schedulers=chunked&hardware=rtx3050&workload=rag&num_requests=30").text
+    assert 'id="card-request-diff"' in page
+    options = re.findall(r'<select name="a"[^>]*>(.*?)</select>', page, re.S)[0]
+    queries = {name: unescape(q) for q, name in re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', options)}
+    assert set(queries) == {"fcfs", "chunked"}
+    assert dict(parse_qsl(queries["chunked"]))["schedulers"] == "chunked"
+    # What the form sends opens the A/B page, with its most hurt requests and their timelines.
+    from urllib.parse import urlencode
+
+    r = client.get("/diff?" + urlencode({"a": queries["fcfs"], "b": queries["chunked"]}))
+    assert r.status_code == 200
+    assert 'id="diff-hurt"' in r.text and r.text.count('data-figure="diff-timeline"') >= 2
+    one = client.get("/?schedulers=fcfs&hardware=rtx3050&workload=rag&num_requests=30").text
+    assert 'id="card-request-diff"' not in one  # one scheduler: nothing to pair
