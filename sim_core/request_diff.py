@@ -159,9 +159,40 @@ class RequestDiff:
                 "by_e2el": self.counts("e2el_ms"), "mean_change_ms": self.mean_change_ms(),
                 "causes_ms": self.causes_ms(), "run_change_ms": self.run_change_ms}
 
+    def requests_json(self) -> list[dict]:
+        """Every compared request as request_json gives it, built column by column. (The cyclic garbage collector
+        is paused meanwhile: the ~8 containers per request set it off over and over, and it then spends more
+        time scanning them than building them takes: 0.44 -> 0.24 s for 10k requests.)"""
+        import gc
+
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._requests_json()
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _requests_json(self) -> list[dict]:
+        cols = {"id": self.ids.tolist(), "arrival_s": np.asarray(self.arrival_s, np.float64).tolist(),
+                "prompt_tokens": self.prompt_tokens.tolist(), "output_tokens": self.output_tokens.tolist(),
+                "class": [str(c) for c in self.request_class]}
+        a = [dict(zip(self.a, row, strict=True)) for row in zip(*(v.tolist() for v in self.a.values()), strict=True)]
+        b = [dict(zip(self.b, row, strict=True)) for row in zip(*(v.tolist() for v in self.b.values()), strict=True)]
+        change = [dict(zip(self.change, row, strict=True))
+                  for row in zip(*(v.tolist() for v in self.change.values()), strict=True)]
+        causes = [{m: dict(zip(ATTRIBUTION_PARTS, parts, strict=True)) for m, parts in zip(self.causes, row,
+                                                                                          strict=True)}
+                  for row in zip(*(v.tolist() for v in self.causes.values()), strict=True)]
+        return [{"id": i, "arrival_s": t, "prompt_tokens": p, "output_tokens": o, "class": c, "a": va, "b": vb,
+                 "change_ms": ch, "causes_ms": ca}
+                for i, t, p, o, c, va, vb, ch, ca in zip(cols["id"], cols["arrival_s"], cols["prompt_tokens"],
+                                                         cols["output_tokens"], cols["class"], a, b, change, causes,
+                                                         strict=True)] if len(self) else []
+
     def to_json(self) -> dict:
         """The A/B as JSON: summary_json plus `requests`, one entry per compared request (request_json)."""
-        return {**self.summary_json(), "requests": [self.request_json(i) for i in range(len(self))]}
+        return {**self.summary_json(), "requests": self.requests_json()}
 
 
 def _stat(metrics: dict, key: str, stat: str):
@@ -229,5 +260,5 @@ def diff_document(a, b, *, top: int = 10, by: str = "e2el_ms", with_requests: bo
            "most_hurt": [int(d.ids[i]) for i in hurt], "most_helped": [int(d.ids[i]) for i in helped],
            "timelines": {str(r): {"a": ta and ta[r], "b": tb and tb[r]} for r in listed}}
     if with_requests:
-        doc["requests"] = [d.request_json(i) for i in range(len(d))]
+        doc["requests"] = d.requests_json()
     return doc, d

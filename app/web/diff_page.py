@@ -135,7 +135,7 @@ def api_document(ab: ABRequest, result: AB) -> dict:
     d = result.diff
     return clean({"a": {"scheduler": ab.names[0], "query": ab.a.query(sweep=False)},
                   "b": {"scheduler": ab.names[1], "query": ab.b.query(sweep=False)}, **result.doc,
-                  "requests": [d.request_json(i) for i in range(len(d))]})
+                  "requests": d.requests_json()})
 
 
 # ----- /api/diff -----

@@ -9,7 +9,7 @@ import argparse
 from sim_core import Scenario, ScenarioError, SetupError, TraceError, parse_scenario
 
 from ..flags import UsageError, query_scenario, scenario_error_text, setup_error_text, trace_error_text
-from ..report import print_json, print_lines, scenario_doc
+from ..report import jsonable, print_lines, scenario_doc
 
 NAME = "diff"
 HELP = "compare two runs over the same requests request by request: who won, who lost, and why"
@@ -37,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how many most-hurt and most-helped requests to list with their timelines (default 5)")
     p.add_argument("--by", choices=RANK_METRICS, default="e2el_ms",
                    help="the change that ranks requests as hurt or helped (default e2el_ms)")
+    p.add_argument("--no-timelines", action="store_true",
+                   help="skip the listed requests' timelines: the runs then keep no event log (bench/bench_diff.py: "
+                        "it is most of what the A/B adds to the two runs' time)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document: requests (each with its id, change_ms per metric and causes_ms), "
                         "mean_change_ms, causes_ms, and the listed requests' timelines")
@@ -57,12 +60,12 @@ def query_to_scenario(flag: str, text: str):
         raise UsageError(f"{flag}: {scenario_error_text(e)}") from None
 
 
-def _run(flag: str, scenario):
+def _run(flag: str, scenario, events: bool):
     from .. import simulate
 
     try:
         simulate.check_setup(scenario)
-        return simulate.run(scenario, record_events=True)
+        return simulate.run(scenario, record_events=events)
     except SetupError as e:
         raise UsageError(f"{flag}: {setup_error_text(e)}") from None
     except TraceError as e:
@@ -88,16 +91,28 @@ def handle(args: argparse.Namespace) -> int:
     from sim_core.request_diff import RequestsDiffer
 
     sa, sb = query_to_scenario("--a", args.a), query_to_scenario("--b", args.b)
-    ra, rb = _run("--a", sa), _run("--b", sb)
+    ra, rb = _run("--a", sa, not args.no_timelines), _run("--b", sb, not args.no_timelines)
     try:
         doc, d = ab_document(sa, sb, ra, rb, args.top, args.by)
     except RequestsDiffer as e:
         raise UsageError(f"--b: {e}") from None
     if args.json:
-        print_json(doc)
+        print_document(doc)
     else:
         print_lines(report_lines(doc, d))
     return 0
+
+
+def print_document(doc: dict) -> None:
+    """The JSON document, indented as every command's, but one line per request: 10k requests indented would be
+    300k lines, and passing them through report.jsonable doubles the time the A/B takes (they are plain floats,
+    ints and strings already)."""
+    import json
+    import sys
+
+    head = json.dumps(jsonable({k: v for k, v in doc.items() if k != "requests"}), indent=2, allow_nan=False)
+    rows = ",\n    ".join(json.dumps(r, allow_nan=False, separators=(",", ":")) for r in doc["requests"])
+    sys.stdout.write(head[:-2] + ',\n  "requests": [' + (f"\n    {rows}\n  " if rows else "") + "]\n}\n")
 
 
 # ----- the tables -----
@@ -109,7 +124,7 @@ def _timeline_text(segments) -> str:
     """`queued 1.200-1.350, prefill 1.350-1.610 (3 steps), decode ...`: back-to-back segments of one kind (a
     chunked prompt's steps) as one."""
     if segments is None:
-        return "(no timeline: the run's logs were bounded)"
+        return "(no timeline: the run kept no event log, or a bounded one)"
     merged: list[list] = []
     for kind, start, end in segments:
         if merged and merged[-1][0] == kind and abs(merged[-1][2] - start) < 1e-12:
