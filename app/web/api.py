@@ -76,6 +76,35 @@ RUN_BODY = {
                               for k, v in SCENARIO_FIELDS.items()}}}},
     },
 }
+_DETAIL = {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}}
+_PROBLEMS = {"type": "object", "required": ["detail"], "properties": {"detail": {
+    "type": "array", "description": "one entry per problem; `loc` is [where, field], `msg` says what is allowed",
+    "items": {"type": "object", "required": ["loc", "msg", "type"],
+              "properties": {"loc": {"type": "array", "items": {"type": "string"}}, "msg": {"type": "string"},
+                             "type": {"type": "string"}}}}}}
+_RETRY = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
+# The error answers, as the OpenAPI schema lists them (an operation lists those it can give).
+ERROR_RESPONSES = {
+    "400": {"description": "the Host header names a host this server does not answer to (a DNS-rebinding guard; "
+                           "`sched-sim serve --allowed-hosts` names more)",
+            "content": {"application/json": {"schema": _DETAIL}}},
+    "403": {"description": "a cross-site request: another site's page may not start work here (Origin or "
+                           "Sec-Fetch-Site names another site)",
+            "content": {"application/json": {"schema": _DETAIL}}},
+    "413": {"description": "the body is larger than a scenario can be", "content": {"application/json": {"schema": _DETAIL}}},
+    "422": {"description": "invalid input: every problem, each naming its field; besides each field's own bounds, "
+                           "the fields' combinations are checked (see the operation's description)",
+            "content": {"application/json": {"schema": _PROBLEMS}}},
+    "503": {"description": "the simulator's kernels are still compiling, or the server is busy with other "
+                           "simulations; retry after Retry-After seconds",
+            "headers": _RETRY, "content": {"application/json": {"schema": _DETAIL}}},
+}
+
+
+def error_responses(*codes: str) -> dict:
+    return {code: ERROR_RESPONSES[code] for code in codes}
+
+
 RUN_EXAMPLE = {"scenario": {"hardware": "rtx3050", "workload": "rag", "duration": 20.0, "...": "..."},
                "query": "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0",
                "schedulers": {"fcfs": {"metrics": {"ttft_ms": {"mean": 409.7, "p50": 390.6, "p99": 1078.4},
@@ -148,6 +177,12 @@ def gate(data: dict):
     return None if service.is_cached(req) else busy
 
 
+def landing_or(data: dict) -> dict:
+    """`data`, or with no parameters at all the landing page's scenario (its defaults and schedulers): the API
+    answers a bare /api/run with the comparison the dashboard opens on, not the model's one-scheduler default."""
+    return data or {**inputs.PAGE_DEFAULTS, "schedulers": list(inputs.PAGE_SCHEDULERS)}
+
+
 def _run(data: dict, where: str, cancel=None) -> JSONResponse:
     try:
         req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
@@ -162,16 +197,17 @@ def _run(data: dict, where: str, cancel=None) -> JSONResponse:
 
 @router.get("/run", summary="Simulate a scenario under one or more schedulers",
             openapi_extra={"parameters": _query_parameters(),
-                           "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
+                           "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}},
+                                         **error_responses("400", "422", "503")}})
 async def api_run_get(request: Request) -> JSONResponse:
     """Scenario fields are query parameters (the dashboard's URLs work here too). Answers
     `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ..., "warnings": [...]}}}`;
     `warnings` says when the GPU, model or weight format is outside the validation set, or the run was still
-    saturated when its arrivals ended."""
+    saturated when its arrivals ended. Without any parameter, the landing page's scenario and schedulers."""
     if not kernels_ready(request):
         return warming_up()
     try:
-        data = query_to_dict(request.query_params.multi_items())
+        data = landing_or(query_to_dict(request.query_params.multi_items()))
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
     return await run_until_disconnect(request, _run, data, "query", busy=gate(data))
@@ -179,10 +215,12 @@ async def api_run_get(request: Request) -> JSONResponse:
 
 @router.post("/run", summary="Simulate a scenario given as JSON, or replay an uploaded trace (multipart)",
              openapi_extra={"requestBody": RUN_BODY,
-                            "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
+                            "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}},
+                                          **error_responses("400", "403", "413", "422", "503")}})
 async def api_run_post(request: Request) -> JSONResponse:
     """JSON body: a scenario object, optionally with `schedulers` (a list). Multipart: a `trace` CSV file plus
-    scenario fields as form fields. Same answer as GET /api/run (with the trace's upload id)."""
+    scenario fields as form fields. Same answer as GET /api/run (with the trace's upload id); an empty object, like
+    GET /api/run without parameters, runs the landing page's scenario."""
     if not kernels_ready(request):
         return warming_up()
     ctype = request.headers.get("content-type", "")
@@ -212,11 +250,13 @@ async def api_run_post(request: Request) -> JSONResponse:
         return unprocessable([("body", "is not valid JSON")], "body")
     if not isinstance(data, dict):
         return unprocessable([("body", "must be a JSON object of scenario fields")], "body")
+    data = landing_or(data)
     return await run_until_disconnect(request, _run, data, "body", busy=gate(data))
 
 
 @router.get("/sweep", summary="Goodput and SLO attainment against arrival rate, with the saturation knee",
-            openapi_extra={"parameters": _query_parameters(SWEEP_PARAMETERS)})
+            openapi_extra={"parameters": _query_parameters(SWEEP_PARAMETERS),
+                           "responses": error_responses("400", "422", "503")})
 def api_sweep(request: Request) -> JSONResponse:
     """Runs every scheduler at every rate of the range (the scenario's `rate` is replaced); `knee_rate` is the
     highest rate up to which SLO attainment stays at or above `target_attainment`. With `seeds` = N > 1 each
@@ -257,7 +297,8 @@ STEP_TIME_EXAMPLE = {"hardware": "a100", "model": "llama-3-8b", "quantization": 
                 {"name": name, "in": "query", "required": False,
                  "schema": {k: v for k, v in prop.items() if k not in ("description", "title")},
                  "description": prop.get("description", "")} for name, prop in STEP_TIME_FIELDS.items()],
-                "responses": {"200": {"content": {"application/json": {"example": STEP_TIME_EXAMPLE}}}}})
+                "responses": {"200": {"content": {"application/json": {"example": STEP_TIME_EXAMPLE}}},
+                              **error_responses("400", "422")}})
 def api_step_time(request: Request) -> JSONResponse:
     """A deployment (hardware, model, quantization, tp) and one step's batch: a prefill chunk of
     `prefill_tokens` after `context_tokens` cached, plus `decode_seqs` sequences with `decode_context` tokens of
@@ -270,7 +311,8 @@ def api_step_time(request: Request) -> JSONResponse:
         return unprocessable(problems_of(e), "query")
 
 
-@router.get("/catalog", summary="Schedulers, GPUs, models, workload presets and the web's limits")
+@router.get("/catalog", summary="Schedulers, GPUs, models, workload presets and the web's limits",
+            responses=error_responses("400"))
 async def api_catalog() -> dict:  # async: answered on the event loop, never behind simulations
     return {
         "schedulers": [{"name": s, "summary": BY_NAME[s].summary} for s in SCHEDULER_NAMES],
@@ -293,7 +335,7 @@ async def api_catalog() -> dict:  # async: answered on the event loop, never beh
 health_router = APIRouter()
 
 
-@health_router.get("/healthz", summary="Liveness", tags=["service"])
+@health_router.get("/healthz", summary="Liveness", tags=["service"], responses=error_responses("400"))
 async def healthz(request: Request) -> dict:  # async: answered on the event loop, never behind simulations
     return {"status": "ok", "kernels_ready": kernels_ready(request),
             "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),

@@ -58,6 +58,9 @@ def _metric_groups() -> list[tuple[str, list]]:
 @router.get("/docs", response_class=HTMLResponse)
 def docs(request: Request) -> HTMLResponse:
     spec = request.app.openapi()
-    ctx = {"request": request, "info": spec.get("info", {}), "operations": _operations(spec),
+    # The examples' address is the one this page was served from (behind a proxy: the public one, from its Host
+    # and X-Forwarded-Proto), so they can be pasted as they are.
+    base = str(request.base_url).rstrip("/")
+    ctx = {"request": request, "base": base, "info": spec.get("info", {}), "operations": _operations(spec),
            "metric_groups": _metric_groups()}
     return templates.TemplateResponse(request, "docs.html", ctx)
