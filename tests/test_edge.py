@@ -247,3 +247,30 @@ def test_serve_runs_the_app_with_the_guarded_protocol(monkeypatch, tmp_path):
     assert issubclass(config.http, serving._HeaderDeadline) and config.http.max_connections <= 300
     assert config.http.header_timeout_s == serving.HEADER_TIMEOUT_S
     assert serving.connection_limit(settings(tmp_path, max_connections=5000), 1024) == 1024 - serving.FD_RESERVE
+
+
+def test_the_schema_states_the_cross_field_rules(client):
+    """What the validators check across fields is in the schema, so data valid by the schema passes them."""
+    jsonschema = pytest.importorskip("jsonschema")  # installed with schemathesis (the test extra)
+    paths = client.get("/openapi.json").json()["paths"]
+    [query] = paths["/api/run"]["get"]["parameters"]
+    check = jsonschema.Draft202012Validator(query["schema"]).is_valid
+    for data, ok in (({"schedulers": "fcfs,chunked"}, True), ({"schedulers": "fcfs", "scheduler": "spf"}, False),
+                     ({"prefill_replicas": 1}, False), ({"prefill_replicas": 1, "decode_replicas": 2}, True),
+                     ({"prefill_replicas": 0, "decode_replicas": 0}, True),
+                     ({"decode_hardware": "h100"}, False), ({"schedulers": "fcfs,bogus"}, False),
+                     ({"decode_hardware": "h100", "prefill_replicas": 1, "decode_replicas": 1}, True),
+                     ({"prefill_replicas": 1, "decode_replicas": 1, "replicas": 2}, False), ({"nope": 1}, False)):
+        assert check(data) is ok, data
+        query_string = "&".join(f"{k}={v}" for k, v in data.items())
+        if ok:  # the server agrees: nothing the schema allows here is refused for its combination
+            assert client.get(f"/api/run?{query_string}&num_requests=10").status_code in (200, 503), data
+    [sweep] = paths["/api/sweep"]["get"]["parameters"]
+    assert not jsonschema.Draft202012Validator(sweep["schema"]).is_valid({"rate_min": 1, "rate_max": 2})
+    [step] = paths["/api/step-time"]["get"]["parameters"]
+    step_ok = jsonschema.Draft202012Validator(step["schema"]).is_valid
+    assert not step_ok({"prefill_tokens": 0}) and step_ok({"decode_seqs": 4}) and step_ok({"prefill_tokens": 64})
+    body = paths["/api/run"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert not jsonschema.Draft202012Validator(body).is_valid({"schedulers": ["fcfs"], "scheduler": "spf"})
+    page = client.get("/docs").text
+    assert "not both" in page and "Errors:" in page and "<code>rate_min</code>" in page

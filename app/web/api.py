@@ -18,7 +18,9 @@ from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioE
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
+from sim_core.scenario import POOL_FIELDS
 from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
+from sim_core.studies.sweep import MIN_SWEEP_RATE
 
 from . import inputs, service
 from .http import (
@@ -40,30 +42,81 @@ SCHEDULERS_DOC = ("schedulers to compare, comma-separated (or repeated); default
                   f"{Scenario.model_fields['scheduler'].default}. One of: {', '.join(SCHEDULER_NAMES)}")
 
 
-def _query_parameters(extra: list[dict] | None = None) -> list[dict]:
-    params = [{"name": "schedulers", "in": "query", "required": False, "schema": {"type": "string"},
-               "description": SCHEDULERS_DOC, "example": "fcfs,chunked"}]
-    for name, prop in SCENARIO_FIELDS.items():
-        schema = {k: v for k, v in prop.items() if k not in ("description", "title")}
-        params.append({"name": name, "in": "query", "required": False, "schema": schema,
-                       "description": prop.get("description", "")})
-    return params + (extra or [])
-
-
-SWEEP_PARAMETERS = [
-    {"name": k, "in": "query", "required": False, "schema": {"type": "number", "exclusiveMinimum": 0},
-     "description": d} for k, d in (
-        ("rate_min", "lowest arrival rate, requests/s (default: about a twelfth of twice the scenario's rate)"),
-        ("rate_max", "highest arrival rate, requests/s (default: twice the scenario's rate)"),
-        ("rate_step", f"rate step, requests/s (at most {inputs.MAX_SWEEP_POINTS} rates per scheduler)"))
+_NAMES = "|".join(SCHEDULER_NAMES)
+SCHEDULERS_PROPERTY = {"type": "string", "pattern": f"^({_NAMES})(,({_NAMES}))*$", "description": SCHEDULERS_DOC,
+                       "example": "fcfs,chunked"}
+# The scenario model's cross-field rules (sim_core.Scenario's validators), in JSON Schema, so a client or a fuzzer
+# working from the schema knows them. A field left out has its default (the pools' replicas: 0).
+_POOLS = ("prefill_replicas", "decode_replicas")
+SCENARIO_RULES = [
+    {"not": {"required": ["scheduler", "schedulers"]}},  # one or the other
+    {"anyOf": [  # both pools or neither
+        {"properties": {p: {"const": 0} for p in _POOLS}},
+        {"required": list(_POOLS), "properties": {p: {"minimum": 1} for p in _POOLS}}]},
+    {"if": {"required": ["prefill_replicas"], "properties": {"prefill_replicas": {"minimum": 1}}},
+     "then": {"properties": {"replicas": {"maximum": 1}, "async_scheduling": {"const": False}}}},
+    *({"if": {"required": [f]}, "then": {"required": list(_POOLS), "properties": {"prefill_replicas": {"minimum": 1}}}}
+      for f in POOL_FIELDS),
 ]
+SCENARIO_RULES_TEXT = ("Give `schedulers` or `scheduler`, not both; `prefill_replicas` and `decode_replicas` "
+                       "together (both at least 1) or neither, and then `replicas` 1 and no `async_scheduling`; "
+                       f"{', '.join(f'`{f}`' for f in POOL_FIELDS)} only with both pools. Checked against the "
+                       "catalogue, beyond the schema: the model must fit the GPU, `hardware_profile` must name this "
+                       "deployment, and the web's work limits (`/api/catalog`).")
+def _rate_bounds() -> dict:
+    """The scenario rate's upper bound (a sweep's rates are scenario rates; its lower one is the sweep's own)."""
+    rate = SCENARIO_FIELDS["rate"]
+    schemas = [rate, *rate.get("anyOf", [])]
+    return {k: v for sch in schemas for k, v in sch.items() if k in ("maximum", "exclusiveMaximum")}
+
+
+SWEEP_KEYS_DOC = {
+    "rate_min": "lowest arrival rate, requests/s (default: about a twelfth of twice the scenario's rate)",
+    "rate_max": "highest arrival rate, requests/s (default: twice the scenario's rate)",
+    "rate_step": f"rate step, requests/s (at most {inputs.MAX_SWEEP_POINTS} rates per scheduler)",
+}
+SWEEP_PROPERTIES = {k: {"type": "number", "description": d}
+                    | ({"exclusiveMinimum": 0} if k == "rate_step" else {"minimum": MIN_SWEEP_RATE, **_rate_bounds()})
+                    for k, d in SWEEP_KEYS_DOC.items()}
+SWEEP_RULES = [{"dependentRequired": {k: [o for o in SWEEP_KEYS_DOC if o != k] for k in SWEEP_KEYS_DOC}}]
+SWEEP_RULES_TEXT = ("`rate_min`, `rate_max` and `rate_step` all three (rate_min at most rate_max) or none (a range "
+                    "around the scenario's rate is proposed).")
+
+
+def query_object(properties: dict, rules: list[dict], note: str) -> list[dict]:
+    """The query string as one exploded object parameter (`?a=1&b=2`): the only way OpenAPI can state rules that
+    span parameters. /docs lists its properties one by one."""
+    return [{"name": "query", "in": "query", "style": "form", "explode": True, "required": False,
+             "description": note, "schema": {"type": "object", "additionalProperties": False,
+                                             "properties": properties, "allOf": rules}}]
+
+
+def query_value(prop: dict) -> dict:
+    """A field's schema as a query value: a query string cannot say null (the field is left out instead)."""
+    prop = {k: v for k, v in prop.items() if k != "title" and not (k == "default" and v is None)}
+    if "anyOf" in prop:
+        alternatives = [a for a in prop.pop("anyOf") if a.get("type") != "null"]
+        prop |= alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
+    return prop
+
+
+def _query_parameters(extra: dict | None = None, rules: list[dict] = (), note: str = "") -> list[dict]:
+    properties = {"schedulers": SCHEDULERS_PROPERTY,
+                  **{name: query_value(prop) for name, prop in SCENARIO_FIELDS.items()},
+                  **(extra or {})}
+    return query_object(properties, SCENARIO_RULES + list(rules),
+                        "Scenario fields (the dashboard's URLs work here too; `upload=<id>` replays an uploaded "
+                        "trace). " + SCENARIO_RULES_TEXT + (" " + note if note else ""))
+
+
 RUN_BODY = {
     "required": True,
     "content": {
         "application/json": {"schema": {
             "type": "object", "additionalProperties": False,
             "properties": {"schedulers": {"type": "array", "items": {"type": "string", "enum": list(SCHEDULER_NAMES)},
-                                          "description": SCHEDULERS_DOC}, **SCENARIO_FIELDS}},
+                                          "minItems": 1, "description": SCHEDULERS_DOC}, **SCENARIO_FIELDS},
+            "allOf": SCENARIO_RULES, "description": SCENARIO_RULES_TEXT},
             "example": {"schedulers": ["fcfs", "chunked"], "workload": "rag", "hardware": "rtx3050", "duration": 20}},
         "multipart/form-data": {"schema": {
             "type": "object", "required": ["trace"],
@@ -255,7 +308,7 @@ async def api_run_post(request: Request) -> JSONResponse:
 
 
 @router.get("/sweep", summary="Goodput and SLO attainment against arrival rate, with the saturation knee",
-            openapi_extra={"parameters": _query_parameters(SWEEP_PARAMETERS),
+            openapi_extra={"parameters": _query_parameters(SWEEP_PROPERTIES, SWEEP_RULES, SWEEP_RULES_TEXT),
                            "responses": error_responses("400", "422", "503")})
 def api_sweep(request: Request) -> JSONResponse:
     """Runs every scheduler at every rate of the range (the scenario's `rate` is replaced); `knee_rate` is the
@@ -285,6 +338,9 @@ def api_sweep(request: Request) -> JSONResponse:
 
 
 STEP_TIME_FIELDS = StepShape.model_json_schema()["properties"]
+STEP_RULES = [{"anyOf": [{"required": [k], "properties": {k: {"minimum": 1}}} for k in ("prefill_tokens", "decode_seqs")]}]
+STEP_RULES_TEXT = ("A step prefills (`prefill_tokens` at least 1) or decodes (`decode_seqs` at least 1), or both; "
+                   "`hardware_profile` must name this deployment.")
 STEP_TIME_EXAMPLE = {"hardware": "a100", "model": "llama-3-8b", "quantization": "fp16", "tp": 1,
                      "prefill_tokens": 512, "context_tokens": 0, "decode_seqs": 0, "decode_context": 0,
                      "step_ms": 40.6, "components_ms": {"linear": 33.7, "attention": 0.6, "elementwise": 3.6,
@@ -293,10 +349,9 @@ STEP_TIME_EXAMPLE = {"hardware": "a100", "model": "llama-3-8b", "quantization": 
 
 
 @router.get("/step-time", summary="Predict one engine step's time and its breakdown",
-            openapi_extra={"parameters": [
-                {"name": name, "in": "query", "required": False,
-                 "schema": {k: v for k, v in prop.items() if k not in ("description", "title")},
-                 "description": prop.get("description", "")} for name, prop in STEP_TIME_FIELDS.items()],
+            openapi_extra={"parameters": query_object(
+                {name: query_value(prop) for name, prop in STEP_TIME_FIELDS.items()},
+                STEP_RULES, "The deployment and the step's batch. " + STEP_RULES_TEXT),
                 "responses": {"200": {"content": {"application/json": {"example": STEP_TIME_EXAMPLE}}},
                               **error_responses("400", "422")}})
 def api_step_time(request: Request) -> JSONResponse:

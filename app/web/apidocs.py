@@ -30,20 +30,32 @@ def _type_text(schema: dict) -> str:
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 
+def _param(name: str, schema: dict, description: str) -> dict:
+    return {"name": name, "type": _type_text(schema), "default": schema.get("default"), "description": description}
+
+
 def _operations(spec: dict) -> list[dict]:
     ops = []
     for path, methods in spec.get("paths", {}).items():
         for method, op in methods.items():
-            params = [{"name": p["name"], "type": _type_text(p.get("schema", {})),
-                       "default": p.get("schema", {}).get("default"), "description": p.get("description", "")}
-                      for p in op.get("parameters", [])]
+            params, notes = [], []
+            for p in op.get("parameters", []):
+                schema = p.get("schema", {})
+                if schema.get("type") == "object" and p.get("explode"):  # the query string as one object (its rules)
+                    notes.append(p.get("description", ""))
+                    params += [_param(name, prop, prop.get("description", ""))
+                               for name, prop in schema.get("properties", {}).items()]
+                else:
+                    params.append(_param(p["name"], schema, p.get("description", "")))
+            errors = [(code, r.get("description", "")) for code, r in op.get("responses", {}).items()
+                      if code[:1] in "45"]
             bodies = list((op.get("requestBody") or {}).get("content", {}))
             examples = {code: json.dumps(c["example"], indent=2)
                         for code, r in op.get("responses", {}).items()
                         for c in [r.get("content", {}).get("application/json", {})] if "example" in c}
             ops.append({"method": method.upper(), "path": path, "summary": op.get("summary", ""),
-                        "description": op.get("description", ""), "params": params, "bodies": bodies,
-                        "examples": examples})
+                        "description": op.get("description", ""), "params": params, "notes": notes,
+                        "bodies": bodies, "examples": examples, "errors": errors})
     return ops
 
 
