@@ -18,7 +18,7 @@ from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioE
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
-from sim_core.scenario import POOL_FIELDS
+from sim_core.scenario import BLOCK_SIZES, POOL_FIELDS
 from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
 from sim_core.studies.sweep import MIN_SWEEP_RATE
 
@@ -37,7 +37,20 @@ from .inputs import WebRequest, parse_request, problems_of, query_to_dict
 router = APIRouter(prefix="/api", tags=["simulation"])
 MAX_JSON_BODY_BYTES = 1024 * 1024  # a scenario object is well under 2 KB
 
-SCENARIO_FIELDS = {k: v for k, v in Scenario.model_json_schema()["properties"].items() if k != "trace"}
+# The web's own limits on single fields (inputs.py; the CLI has none), and the values a validator allows.
+WEB_LIMITS = {"duration": {"maximum": inputs.MAX_DURATION_S}, "num_requests": {"maximum": inputs.MAX_REQUESTS},
+              "seeds": {"maximum": inputs.MAX_API_SEEDS}, "block_size": {"enum": list(BLOCK_SIZES)}}
+
+
+def _web_field(name: str, prop: dict) -> dict:
+    limits = WEB_LIMITS.get(name, {})
+    if not limits:
+        return prop
+    return {**prop, **limits, **({"anyOf": [a if a.get("type") == "null" else {**a, **limits} for a in prop["anyOf"]]}
+                                 if "anyOf" in prop else {})}
+
+
+SCENARIO_FIELDS = {k: _web_field(k, v) for k, v in Scenario.model_json_schema()["properties"].items() if k != "trace"}
 SCHEDULERS_DOC = ("schedulers to compare, comma-separated (or repeated); default: `scheduler`, whose default is "
                   f"{Scenario.model_fields['scheduler'].default}. One of: {', '.join(SCHEDULER_NAMES)}")
 

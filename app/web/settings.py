@@ -8,6 +8,7 @@ application (`app.web:app`, built when uvicorn imports it) reads every setting f
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,12 @@ def _positive_int(text: str) -> int:
 
 
 def _default_store_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory to be found (a bare service account)
+            base = tempfile.gettempdir()
     return str(Path(base) / "sched-sim" / "store")
 
 
