@@ -18,9 +18,7 @@ from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioE
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
-from sim_core.scenario import BLOCK_SIZES, POOL_FIELDS
 from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
-from sim_core.studies.sweep import MIN_SWEEP_RATE
 
 from . import inputs, service
 from .http import (
@@ -37,99 +35,35 @@ from .inputs import WebRequest, parse_request, problems_of, query_to_dict
 router = APIRouter(prefix="/api", tags=["simulation"])
 MAX_JSON_BODY_BYTES = 1024 * 1024  # a scenario object is well under 2 KB
 
-# The web's own limits on single fields (inputs.py; the CLI has none), and the values a validator allows.
-WEB_LIMITS = {"duration": {"maximum": inputs.MAX_DURATION_S}, "num_requests": {"maximum": inputs.MAX_REQUESTS},
-              "seeds": {"maximum": inputs.MAX_API_SEEDS}, "block_size": {"enum": list(BLOCK_SIZES)}}
-
-
-def _web_field(name: str, prop: dict) -> dict:
-    limits = WEB_LIMITS.get(name, {})
-    if not limits:
-        return prop
-    return {**prop, **limits, **({"anyOf": [a if a.get("type") == "null" else {**a, **limits} for a in prop["anyOf"]]}
-                                 if "anyOf" in prop else {})}
-
-
-SCENARIO_FIELDS = {k: _web_field(k, v) for k, v in Scenario.model_json_schema()["properties"].items() if k != "trace"}
+SCENARIO_FIELDS = {k: v for k, v in Scenario.model_json_schema()["properties"].items() if k != "trace"}
 SCHEDULERS_DOC = ("schedulers to compare, comma-separated (or repeated); default: `scheduler`, whose default is "
                   f"{Scenario.model_fields['scheduler'].default}. One of: {', '.join(SCHEDULER_NAMES)}")
 
 
-_NAMES = "|".join(SCHEDULER_NAMES)
-SCHEDULERS_PROPERTY = {"type": "string", "pattern": f"^({_NAMES})(,({_NAMES}))*$", "description": SCHEDULERS_DOC,
-                       "example": "fcfs,chunked"}
-# The scenario model's cross-field rules (sim_core.Scenario's validators), in JSON Schema, so a client or a fuzzer
-# working from the schema knows them. A field left out has its default (the pools' replicas: 0).
-_POOLS = ("prefill_replicas", "decode_replicas")
-SCENARIO_RULES = [
-    {"not": {"required": ["scheduler", "schedulers"]}},  # one or the other
-    {"anyOf": [  # both pools or neither
-        {"properties": {p: {"const": 0} for p in _POOLS}},
-        {"required": list(_POOLS), "properties": {p: {"minimum": 1} for p in _POOLS}}]},
-    {"if": {"required": ["prefill_replicas"], "properties": {"prefill_replicas": {"minimum": 1}}},
-     "then": {"properties": {"replicas": {"maximum": 1}, "async_scheduling": {"const": False}}}},
-    *({"if": {"required": [f]}, "then": {"required": list(_POOLS), "properties": {"prefill_replicas": {"minimum": 1}}}}
-      for f in POOL_FIELDS),
+def _query_parameters(extra: list[dict] | None = None) -> list[dict]:
+    params = [{"name": "schedulers", "in": "query", "required": False, "schema": {"type": "string"},
+               "description": SCHEDULERS_DOC, "example": "fcfs,chunked"}]
+    for name, prop in SCENARIO_FIELDS.items():
+        schema = {k: v for k, v in prop.items() if k not in ("description", "title")}
+        params.append({"name": name, "in": "query", "required": False, "schema": schema,
+                       "description": prop.get("description", "")})
+    return params + (extra or [])
+
+
+SWEEP_PARAMETERS = [
+    {"name": k, "in": "query", "required": False, "schema": {"type": "number", "exclusiveMinimum": 0},
+     "description": d} for k, d in (
+        ("rate_min", "lowest arrival rate, requests/s (default: about a twelfth of twice the scenario's rate)"),
+        ("rate_max", "highest arrival rate, requests/s (default: twice the scenario's rate)"),
+        ("rate_step", f"rate step, requests/s (at most {inputs.MAX_SWEEP_POINTS} rates per scheduler)"))
 ]
-SCENARIO_RULES_TEXT = ("Give `schedulers` or `scheduler`, not both; `prefill_replicas` and `decode_replicas` "
-                       "together (both at least 1) or neither, and then `replicas` 1 and no `async_scheduling`; "
-                       f"{', '.join(f'`{f}`' for f in POOL_FIELDS)} only with both pools. Checked against the "
-                       "catalogue, beyond the schema: the model must fit the GPU, `hardware_profile` must name this "
-                       "deployment, and the web's work limits (`/api/catalog`).")
-def _rate_bounds() -> dict:
-    """The scenario rate's upper bound (a sweep's rates are scenario rates; its lower one is the sweep's own)."""
-    rate = SCENARIO_FIELDS["rate"]
-    schemas = [rate, *rate.get("anyOf", [])]
-    return {k: v for sch in schemas for k, v in sch.items() if k in ("maximum", "exclusiveMaximum")}
-
-
-SWEEP_KEYS_DOC = {
-    "rate_min": "lowest arrival rate, requests/s (default: about a twelfth of twice the scenario's rate)",
-    "rate_max": "highest arrival rate, requests/s (default: twice the scenario's rate)",
-    "rate_step": f"rate step, requests/s (at most {inputs.MAX_SWEEP_POINTS} rates per scheduler)",
-}
-SWEEP_PROPERTIES = {k: {"type": "number", "description": d}
-                    | ({"exclusiveMinimum": 0} if k == "rate_step" else {"minimum": MIN_SWEEP_RATE, **_rate_bounds()})
-                    for k, d in SWEEP_KEYS_DOC.items()}
-SWEEP_RULES = [{"dependentRequired": {k: [o for o in SWEEP_KEYS_DOC if o != k] for k in SWEEP_KEYS_DOC}}]
-SWEEP_RULES_TEXT = ("`rate_min`, `rate_max` and `rate_step` all three (rate_min at most rate_max) or none (a range "
-                    "around the scenario's rate is proposed).")
-
-
-def query_object(properties: dict, rules: list[dict], note: str) -> list[dict]:
-    """The query string as one exploded object parameter (`?a=1&b=2`): the only way OpenAPI can state rules that
-    span parameters. /docs lists its properties one by one."""
-    return [{"name": "query", "in": "query", "style": "form", "explode": True, "required": False,
-             "description": note, "schema": {"type": "object", "additionalProperties": False,
-                                             "properties": properties, "allOf": rules}}]
-
-
-def query_value(prop: dict) -> dict:
-    """A field's schema as a query value: a query string cannot say null (the field is left out instead)."""
-    prop = {k: v for k, v in prop.items() if k != "title" and not (k == "default" and v is None)}
-    if "anyOf" in prop:
-        alternatives = [a for a in prop.pop("anyOf") if a.get("type") != "null"]
-        prop |= alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
-    return prop
-
-
-def _query_parameters(extra: dict | None = None, rules: list[dict] = (), note: str = "") -> list[dict]:
-    properties = {"schedulers": SCHEDULERS_PROPERTY,
-                  **{name: query_value(prop) for name, prop in SCENARIO_FIELDS.items()},
-                  **(extra or {})}
-    return query_object(properties, SCENARIO_RULES + list(rules),
-                        "Scenario fields (the dashboard's URLs work here too; `upload=<id>` replays an uploaded "
-                        "trace). " + SCENARIO_RULES_TEXT + (" " + note if note else ""))
-
-
 RUN_BODY = {
     "required": True,
     "content": {
         "application/json": {"schema": {
             "type": "object", "additionalProperties": False,
             "properties": {"schedulers": {"type": "array", "items": {"type": "string", "enum": list(SCHEDULER_NAMES)},
-                                          "minItems": 1, "description": SCHEDULERS_DOC}, **SCENARIO_FIELDS},
-            "allOf": SCENARIO_RULES, "description": SCENARIO_RULES_TEXT},
+                                          "description": SCHEDULERS_DOC}, **SCENARIO_FIELDS}},
             "example": {"schedulers": ["fcfs", "chunked"], "workload": "rag", "hardware": "rtx3050", "duration": 20}},
         "multipart/form-data": {"schema": {
             "type": "object", "required": ["trace"],
@@ -142,35 +76,6 @@ RUN_BODY = {
                               for k, v in SCENARIO_FIELDS.items()}}}},
     },
 }
-_DETAIL = {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}}
-_PROBLEMS = {"type": "object", "required": ["detail"], "properties": {"detail": {
-    "type": "array", "description": "one entry per problem; `loc` is [where, field], `msg` says what is allowed",
-    "items": {"type": "object", "required": ["loc", "msg", "type"],
-              "properties": {"loc": {"type": "array", "items": {"type": "string"}}, "msg": {"type": "string"},
-                             "type": {"type": "string"}}}}}}
-_RETRY = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
-# The error answers, as the OpenAPI schema lists them (an operation lists those it can give).
-ERROR_RESPONSES = {
-    "400": {"description": "the Host header names a host this server does not answer to (a DNS-rebinding guard; "
-                           "`sched-sim serve --allowed-hosts` names more)",
-            "content": {"application/json": {"schema": _DETAIL}}},
-    "403": {"description": "a cross-site request: another site's page may not start work here (Origin or "
-                           "Sec-Fetch-Site names another site)",
-            "content": {"application/json": {"schema": _DETAIL}}},
-    "413": {"description": "the body is larger than a scenario can be", "content": {"application/json": {"schema": _DETAIL}}},
-    "422": {"description": "invalid input: every problem, each naming its field; besides each field's own bounds, "
-                           "the fields' combinations are checked (see the operation's description)",
-            "content": {"application/json": {"schema": _PROBLEMS}}},
-    "503": {"description": "the simulator's kernels are still compiling, or the server is busy with other "
-                           "simulations; retry after Retry-After seconds",
-            "headers": _RETRY, "content": {"application/json": {"schema": _DETAIL}}},
-}
-
-
-def error_responses(*codes: str) -> dict:
-    return {code: ERROR_RESPONSES[code] for code in codes}
-
-
 RUN_EXAMPLE = {"scenario": {"hardware": "rtx3050", "workload": "rag", "duration": 20.0, "...": "..."},
                "query": "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0",
                "schedulers": {"fcfs": {"metrics": {"ttft_ms": {"mean": 409.7, "p50": 390.6, "p99": 1078.4},
@@ -263,8 +168,7 @@ def _run(data: dict, where: str, cancel=None) -> JSONResponse:
 
 @router.get("/run", summary="Simulate a scenario under one or more schedulers",
             openapi_extra={"parameters": _query_parameters(),
-                           "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}},
-                                         **error_responses("400", "422", "503")}})
+                           "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
 async def api_run_get(request: Request) -> JSONResponse:
     """Scenario fields are query parameters (the dashboard's URLs work here too). Answers
     `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ..., "warnings": [...]}}}`;
@@ -281,8 +185,7 @@ async def api_run_get(request: Request) -> JSONResponse:
 
 @router.post("/run", summary="Simulate a scenario given as JSON, or replay an uploaded trace (multipart)",
              openapi_extra={"requestBody": RUN_BODY,
-                            "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}},
-                                          **error_responses("400", "403", "413", "422", "503")}})
+                            "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
 async def api_run_post(request: Request) -> JSONResponse:
     """JSON body: a scenario object, optionally with `schedulers` (a list). Multipart: a `trace` CSV file plus
     scenario fields as form fields. Same answer as GET /api/run (with the trace's upload id); an empty object, like
@@ -321,8 +224,7 @@ async def api_run_post(request: Request) -> JSONResponse:
 
 
 @router.get("/sweep", summary="Goodput and SLO attainment against arrival rate, with the saturation knee",
-            openapi_extra={"parameters": _query_parameters(SWEEP_PROPERTIES, SWEEP_RULES, SWEEP_RULES_TEXT),
-                           "responses": error_responses("400", "422", "503")})
+            openapi_extra={"parameters": _query_parameters(SWEEP_PARAMETERS)})
 def api_sweep(request: Request) -> JSONResponse:
     """Runs every scheduler at every rate of the range (the scenario's `rate` is replaced); `knee_rate` is the
     highest rate up to which SLO attainment stays at or above `target_attainment`. With `seeds` = N > 1 each
@@ -351,9 +253,6 @@ def api_sweep(request: Request) -> JSONResponse:
 
 
 STEP_TIME_FIELDS = StepShape.model_json_schema()["properties"]
-STEP_RULES = [{"anyOf": [{"required": [k], "properties": {k: {"minimum": 1}}} for k in ("prefill_tokens", "decode_seqs")]}]
-STEP_RULES_TEXT = ("A step prefills (`prefill_tokens` at least 1) or decodes (`decode_seqs` at least 1), or both; "
-                   "`hardware_profile` must name this deployment.")
 STEP_TIME_EXAMPLE = {"hardware": "a100", "model": "llama-3-8b", "quantization": "fp16", "tp": 1,
                      "prefill_tokens": 512, "context_tokens": 0, "decode_seqs": 0, "decode_context": 0,
                      "step_ms": 40.6, "components_ms": {"linear": 33.7, "attention": 0.6, "elementwise": 3.6,
@@ -362,11 +261,11 @@ STEP_TIME_EXAMPLE = {"hardware": "a100", "model": "llama-3-8b", "quantization": 
 
 
 @router.get("/step-time", summary="Predict one engine step's time and its breakdown",
-            openapi_extra={"parameters": query_object(
-                {name: query_value(prop) for name, prop in STEP_TIME_FIELDS.items()},
-                STEP_RULES, "The deployment and the step's batch. " + STEP_RULES_TEXT),
-                "responses": {"200": {"content": {"application/json": {"example": STEP_TIME_EXAMPLE}}},
-                              **error_responses("400", "422")}})
+            openapi_extra={"parameters": [
+                {"name": name, "in": "query", "required": False,
+                 "schema": {k: v for k, v in prop.items() if k not in ("description", "title")},
+                 "description": prop.get("description", "")} for name, prop in STEP_TIME_FIELDS.items()],
+                "responses": {"200": {"content": {"application/json": {"example": STEP_TIME_EXAMPLE}}}}})
 def api_step_time(request: Request) -> JSONResponse:
     """A deployment (hardware, model, quantization, tp) and one step's batch: a prefill chunk of
     `prefill_tokens` after `context_tokens` cached, plus `decode_seqs` sequences with `decode_context` tokens of
@@ -379,8 +278,7 @@ def api_step_time(request: Request) -> JSONResponse:
         return unprocessable(problems_of(e), "query")
 
 
-@router.get("/catalog", summary="Schedulers, GPUs, models, workload presets and the web's limits",
-            responses=error_responses("400"))
+@router.get("/catalog", summary="Schedulers, GPUs, models, workload presets and the web's limits")
 async def api_catalog() -> dict:  # async: answered on the event loop, never behind simulations
     return {
         "schedulers": [{"name": s, "summary": BY_NAME[s].summary} for s in SCHEDULER_NAMES],
@@ -403,7 +301,7 @@ async def api_catalog() -> dict:  # async: answered on the event loop, never beh
 health_router = APIRouter()
 
 
-@health_router.get("/healthz", summary="Liveness", tags=["service"], responses=error_responses("400"))
+@health_router.get("/healthz", summary="Liveness", tags=["service"])
 async def healthz(request: Request) -> dict:  # async: answered on the event loop, never behind simulations
     return {"status": "ok", "kernels_ready": kernels_ready(request),
             "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),

@@ -100,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(kv_engine.router)
     app.include_router(api.health_router)
     app.include_router(apidocs.router)
+    apidocs.install(app)
     app.state.settings = settings
     return app
 
