@@ -17,7 +17,7 @@ from app.web import app, clusterview
 from app.web.inputs import MAX_BLOCK_TABLE_ENTRIES, work_problems
 from app.web.kvstates import CELL_HELD
 from sim_core import BlockState, Scenario, resolve, run
-from sim_core.kernel.state import S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
+from sim_core.kernel.state import S_DURATION, S_KV_BLOCKS, S_RUNNING, S_START, S_WAITING
 from sim_core.runner import make_requests
 
 FIGURE_JSON = re.compile(r'<script type="application/json" (data-[a-z-]+)="([^"]+)">(.*?)</script>', re.S)
@@ -74,15 +74,50 @@ def check_engines_against_core(fig: dict, res) -> None:
         steps = log.steps
         t = row["traces"]
         if len(steps) > clusterview.ENGINE_POINTS:  # bucketed in time, each point its bucket's most
-            assert 0 < len(t["running requests"]["y"]) <= clusterview.ENGINE_POINTS
+            assert 0 < len(t["running requests"]["y"]) <= 2 * clusterview.ENGINE_POINTS  # with idle ends
             assert max(t["running requests"]["y"]) == int(steps[:, S_RUNNING].max())
             assert max(t["waiting requests"]["y"]) == int(steps[:, S_WAITING].max())
             continue
         assert 0 < len(steps)  # a few engines: every logged step, not bucketed
-        assert t["running requests"]["x"] == rounded(steps[:, S_START], 4)
-        assert t["running requests"]["y"] == steps[:, S_RUNNING].astype(int).tolist()
-        assert t["waiting requests"]["y"] == steps[:, S_WAITING].astype(int).tolist()
-        assert t["KV in use (% of pool)"]["y"] == rounded(steps[:, S_KV_BLOCKS] * 100 / log.num_blocks, 2)
+        # Each step, then where the engine idled after it (no step right at its end, or its last step) a point
+        # at its end with none running, its other values held.
+        start, end = steps[:, S_START], steps[:, S_START] + steps[:, S_DURATION]
+        points = []  # (time, running, the step whose waiting and KV use it shows)
+        for k in range(len(steps)):
+            points.append((start[k], int(steps[k, S_RUNNING]), k))
+            if k == len(steps) - 1 or start[k + 1] > end[k] + 1e-9:
+                points.append((end[k], 0, k))
+        assert len(steps) < len(points) <= 2 * len(steps)
+        at = [k for _, _, k in points]
+        assert t["running requests"]["x"] == rounded([x for x, _, _ in points], 4)
+        assert t["running requests"]["y"] == [r for _, r, _ in points]
+        assert t["waiting requests"]["y"] == steps[at, S_WAITING].astype(int).tolist()
+        assert t["KV in use (% of pool)"]["y"] == rounded(steps[at, S_KV_BLOCKS] * 100 / log.num_blocks, 2)
+
+
+def held_at(rows: dict, key: str, t: float) -> float:
+    """What an engine row's step line shows at time t: the last point's value at or before t."""
+    return rows[key][int(np.searchsorted(rows["t"], t, side="right")) - 1]
+
+
+@pytest.mark.parametrize("points", [1000, 40])
+def test_an_idle_engine_is_drawn_running_nothing(points):
+    """Issue 26: a step's `running` counts its batch, the finishing request too, so a line held from an engine's
+    last step to its next drew the idle time between as "1 running". Between two bursts, and after the last
+    step, the row says 0 running, bucketed (40 points for 400 steps) or not; waiting and KV keep their values."""
+    burst = np.arange(200) * 0.01  # back to back: each step ends as the next starts
+    steps = {"start_s": np.concatenate([burst, 10.0 + burst]), "duration_s": np.full(400, 0.01),
+             "waiting": np.zeros(400), "running": np.ones(400), "kv_blocks": np.full(400, 30.0)}
+    rows = clusterview._engine_rows(steps, 100, points=points)
+    assert rows["bucketed"] == (points < 400)
+    for t in (1.0, 5.0, 9.99, 11.0):
+        expected = 0 if 2.0 <= t < 10.0 else 1  # the first burst ends at 2.0 s, the second starts at 10 s
+        assert held_at(rows, "running", t) == expected, t
+    assert held_at(rows, "running", 13.0) == 0 and rows["t"][-1] == pytest.approx(12.0, abs=1e-4)
+    assert set(rows["kv_pct"]) == {30.0}
+    # A sampled log (every 4th step) has gaps between its rows that are no idle time: nothing is added.
+    sampled = clusterview._engine_rows({k: v[::4] for k, v in steps.items()}, 100, points=1000, step_stride=4)
+    assert len(sampled["t"]) == 100 and set(sampled["running"]) == {1}
 
 
 def test_a_large_clusters_rows_keep_each_buckets_peak():

@@ -176,7 +176,7 @@ def cluster_data(res, rows: int = GANTT_ROWS) -> dict:
     engines = []
     points = max(100, min(ENGINE_POINTS, ENGINE_POINTS_TOTAL // max(1, len(logs))))
     for e, (log, share) in enumerate(zip(logs, shares, strict=True)):
-        engines.append(dict(_engine_rows(log.steps, log.num_blocks, points), name=log.name, pool=log.pool,
+        engines.append(dict(_engine_rows(log.steps, log.num_blocks, points, log.step_stride), name=log.name, pool=log.pool,
                             num_blocks=int(log.num_blocks), step_stride=int(log.step_stride),
                             color=engine_color(e), share=share))
     pd = res.handover is not None
@@ -191,21 +191,53 @@ def cluster_data(res, rows: int = GANTT_ROWS) -> dict:
             "requests": _request_bars(res, rows), "end_s": round(float(res.end_s), 4)}
 
 
-def _engine_rows(steps: dict[str, np.ndarray], num_blocks: int, points: int = ENGINE_POINTS) -> dict:
+def _engine_rows(steps: dict[str, np.ndarray], num_blocks: int, points: int = ENGINE_POINTS,
+                 step_stride: int = 1) -> dict:
     """One engine's step log (sim_core.views columns by name) -> its queue (waiting, running) and KV use (% of its
     pool) over time, bucketed into at most `points` equal time buckets, each keeping its maximum (peaks survive
-    downsampling)."""
+    downsampling). A row holds each value until the next point (a step line): where the engine sat idle between
+    two steps, and after its last, a point at the step's end says it ran nothing (`idle_points`); a bucket that
+    ends so keeps that point too, or the line would hold its maximum across the idle time."""
     t = steps["start_s"]
     cols = {"waiting": steps["waiting"], "running": steps["running"],
             "kv_pct": steps["kv_blocks"] * 100.0 / max(1, num_blocks)}
-    if len(t) > points:
+    idle = np.zeros(len(t), bool)
+    # (a sampled log's steps are not consecutive: its gaps say nothing of idling)
+    if step_stride == 1 and "duration_s" in steps:
+        t, cols, idle = idle_points(t, steps["duration_s"], cols)
+    bucketed = len(t) > points
+    if bucketed:
         edges = np.linspace(t[0], t[-1], points + 1)
         bucket = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, points - 1)
         starts = np.flatnonzero(np.diff(bucket, prepend=-1))
-        t = t[starts]
-        cols = {k: np.maximum.reduceat(v, starts) for k, v in cols.items()}
+        last = np.append(starts[1:], len(t)) - 1
+        ends_idle = idle[last] & (last > starts)
+        at, rows = np.flatnonzero(ends_idle) + 1, last[ends_idle]
+        t = np.insert(t[starts], at, t[rows])
+        cols = {k: np.insert(np.maximum.reduceat(v, starts), at, v[rows]) for k, v in cols.items()}
     return {"t": _r(t, 4), "waiting": _r(cols["waiting"], 0), "running": _r(cols["running"], 0),
-            "kv_pct": _r(cols["kv_pct"], 2), "steps_logged": int(len(steps["start_s"]))}
+            "kv_pct": _r(cols["kv_pct"], 2), "steps_logged": int(len(steps["start_s"])), "bucketed": bucketed}
+
+
+def idle_points(start: np.ndarray, duration: np.ndarray, cols: dict[str, np.ndarray]
+                ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """Step-log rows (their starts, durations, columns) with a point added at the end of every step the engine
+    did not follow at once with another (and of its last): none running there. A step's `running` counts the
+    requests in its batch, finishing ones included, so a line held from an engine's last step to its next drew an
+    idle engine as running its last request. Waiting and KV use keep their step's values (no step measured them
+    in between). Also returned: which rows are the added points."""
+    t = np.asarray(start, np.float64)
+    if len(t) == 0:
+        return t, cols, np.zeros(0, bool)
+    end = t + np.asarray(duration, np.float64)
+    idle = np.append(t[1:] > end[:-1] + 1e-9, True)
+    at = np.flatnonzero(idle) + 1  # each idle point goes right after its step
+    added = at + np.arange(len(at))  # where they land
+    out = {k: np.insert(np.asarray(v, np.float64), at, np.asarray(v, np.float64)[idle]) for k, v in cols.items()}
+    out["running"][added] = 0
+    mask = np.zeros(len(t) + len(at), bool)
+    mask[added] = True
+    return np.insert(t, at, end[idle]), out, mask
 
 
 def _routes(routed: np.ndarray, arrived: np.ndarray, targets: list[int]) -> dict:
@@ -463,7 +495,7 @@ def cluster_context(views: list[RunView], span: list[float] | None = None) -> li
             steps = sum(int(e["share"].get("steps") or 0) for e in c["engines"])
             notes.append(f"an engine's step log keeps {CLUSTER_STEP_RECORDS:,} evenly spaced steps at most "
                          f"({steps:,} steps in all)")
-        if any(len(e["t"]) < e["steps_logged"] for e in c["engines"]):
+        if any(e["bucketed"] for e in c["engines"]):
             notes.append("each point is the most over its stretch of time")
         out.append({"name": v.scheduler, "color": color(v.scheduler), "engines": len(c["engines"]),
                     "figure": cluster_figure(v, span), "requests": requests_figure(v, span),

@@ -6,6 +6,7 @@ cache), so plots are always drawn fresh.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qsl
@@ -15,11 +16,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markupsafe import escape
 
-from sim_core import ScenarioError, SetupError, TraceError
+from sim_core import ScenarioError, SetupError, TraceError, resolve
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
 from sim_core.studies.experiments import BY_KEY as EXPERIMENTS_BY_KEY
 from sim_core.studies.experiments import EXPERIMENTS
+from sim_core.validity import coverage_warnings
 
 from . import charts, figures, present, service
 from .api import kernels_ready
@@ -140,6 +142,9 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None,
     out = {
         "views": views,
         "takeaway": present.takeaway(means),
+        "warnings": warning_groups(views),
+        "warnings_summary": warning_summary(warning_groups(views)),
+        "saturation": {v.scheduler: v.saturation for v in views if v.saturation},
         "seeds_note": present.seeds_note(req.scenario),
         "summary": present.scenario_summary(req, views, upload),
         "query": req.query(),
@@ -151,6 +156,35 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None,
     out["cards"] = figures.cards(runs)
     out["experiment"] = experiment_verdict(req, views, cancel) if only is None else None
     return out
+
+
+def warning_groups(views) -> list[dict]:
+    """The runs' warnings (RunView.warnings: sim_core.validity.run_warnings' text, never rewritten here), each once
+    and in order, with the schedulers it concerns: none named when it concerns every run shown (a GPU or model
+    outside the validation set), else those it does (a saturated run's waiting queue is its own)."""
+    texts: dict[str, list[str]] = {}
+    for v in views:
+        for w in v.warnings:
+            texts.setdefault(w, []).append(v.scheduler)
+    return [{"text": w, "schedulers": [] if len(names) == len(views) else names} for w, names in texts.items()]
+
+
+def warning_summary(groups: list[dict]) -> str:
+    """One line naming every warning of `groups` (warning_groups) by its first clause, the schedulers it concerns
+    after it: "hardware rtx3050 is outside the validation set; saturated (fcfs, chunked)". It stands where the
+    whole texts would not fit (by the headline, above the first screen's figure; an embed's caption)."""
+    heads: dict[str, list[str]] = {}
+    for g in groups:
+        heads.setdefault(re.split(r": | \(", g["text"], maxsplit=1)[0], []).extend(g["schedulers"])
+    return "; ".join(head + (f" ({', '.join(names)})" if names else "") for head, names in heads.items())
+
+
+def request_warnings(req: WebRequest) -> list[dict]:
+    """warning_groups for a figure drawn from the request alone (no run to find saturated): its deployment's
+    choices outside the validation set."""
+    setup = resolve(req.scenario).setup
+    return [{"text": w, "schedulers": []}
+            for w in coverage_warnings(setup.gpu.key, setup.model.key, setup.quantization)]
 
 
 def _canonical(query: str) -> str | None:
@@ -256,7 +290,7 @@ def embed(request: Request, figure: str) -> Response:
         errors["scheduler"] = (f"must be one of the compared schedulers, {', '.join(req.schedulers)} "
                                f"(got {quote(options.scheduler)})")
     ctx: dict[str, Any] = {"request": request, "figure": figure, "figures": names, "errors": errors,
-                           "options": options, "caption": "", "embed": True}
+                           "options": options, "caption": "", "caption_warnings": None, "embed": True}
     status = 422 if errors else 200
     if req is not None and not errors:
         shown = WebRequest(req.scenario, (options.scheduler,), req.upload, req.sweep) if options.scheduler else req
@@ -265,10 +299,16 @@ def embed(request: Request, figure: str) -> Response:
             if fig.simulates:
                 ctx["results"] = results_context(req, only=options.scheduler, figure=fig)
                 ctx["card"] = ctx["results"]["card"]
+                warned = ctx["results"]["warnings"]
             else:  # drawn from the request alone (one scheduler's: that scheduler's alone)
                 drawn = fig.embed_request(shown) if fig.embed_request else shown
                 ctx["card"] = fig.card(figures.Results(drawn))
                 ctx["query"] = drawn.query()
+                warned = request_warnings(drawn)
+            # The generated caption carries the warnings (a slide shows them with the figure); a caption the
+            # query writes is shown as written.
+            if options.caption == "1":
+                ctx["caption_warnings"] = {"summary": warning_summary(warned), "groups": warned}
         except (ScenarioError, SetupError, TraceError) as e:
             ctx["errors"], status = errors_by_field(problems_of(e)), 422
         except service.BusyError as e:

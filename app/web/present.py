@@ -199,6 +199,20 @@ def _best(values: list, texts: list[str], metric: Metric, eligible: list[bool] |
     return None if [t for _, t in contenders].count(fmt_value(best, metric.kind)) > 1 else best
 
 
+def share_text(x: float) -> str:
+    """A share (0-1) of requests as a percentage that reads 0% or 100% only when it is exactly that: 3 of 18,112
+    is "< 0.1%", not "0%" (which says none); whole percents from 1% to 99%, a decimal closer to the ends."""
+    if x <= 0 or x >= 1:
+        return f"{min(max(x, 0.0), 1.0):.0%}"
+    if x < 0.001:
+        return "< 0.1%"
+    if x > 0.999:
+        return "> 99.9%"
+    if x < 0.01 or x > 0.99:
+        return f"{x:.1%}"
+    return f"{x:.0%}"
+
+
 def unserved_share(metrics: dict) -> float:
     """The share of a run's requests it never completed (rejected or shed)."""
     n = metrics.get("num_requests") or 0
@@ -235,7 +249,7 @@ def metrics_table(views: list, ci95: list[dict] | None = None) -> list[list[dict
             for x, t, u in zip(row.values, shown, unserved, strict=True):
                 flag = fair and u > 0 and m.better is not None and _unfair_win(x, row.values, served_all, m.better)
                 cells.append({"text": t, "best": best is not None and x == best and (not fair or u == 0),
-                              "flag": f"{u:.0%} not served" if flag else ""})
+                              "flag": f"{share_text(u)} not served" if flag else ""})
             rows.append({"label": m.label, "unit": m.unit_text, "description": m.description, "cells": cells})
         groups.append({"title": section.title, "rows": rows})
     total = sum(len(g["rows"]) + 1 for g in groups)
@@ -272,11 +286,18 @@ NOTABLE = 1.15  # a difference smaller than this factor is not a takeaway
 def takeaway(views: list) -> str:
     """One sentence saying what the comparison shows: the metric on which the schedulers differ most (by ratio),
     best against worst, and what it costs in throughput. Latencies are compared only among runs that served every
-    request when at least two did; a run that left requests unserved is said to."""
+    request when at least two did; a run that left requests unserved is said to, and so are runs past
+    saturation."""
     names = [v.scheduler for v in views]
     unserved = {v.scheduler: unserved_share(v.metrics) for v in views}
     left_out = [n for n in names if unserved[n] > 0]
-    note = "".join(f"; {n} leaves {unserved[n]:.0%} of requests unserved (rejected or shed)" for n in left_out)
+    note = "".join(f"; {n} leaves {share_text(unserved[n])} of requests unserved (rejected or shed)" for n in left_out)
+    return _headline(views, note) + saturation_sentence(views)
+
+
+def _headline(views: list, note: str) -> str:
+    names = [v.scheduler for v in views]
+    unserved = {v.scheduler: unserved_share(v.metrics) for v in views}
     if len(views) < 2:
         v = views[0]
         ttft, itl = value_at(v.metrics, "ttft_ms.p99"), value_at(v.metrics, "itl_ms.p99")
@@ -310,6 +331,22 @@ def takeaway(views: list) -> str:
     elif tw > 0:
         sentence += f" with {abs(tb / tw - 1):.0%} {'more' if tb > tw else 'less'} throughput"
     return sentence + note + "."
+
+
+def saturation_sentence(views: list) -> str:
+    """A second sentence for the runs sim_core.validity found saturated (RunView.saturation): the headline says
+    they run past saturation, what they serve of the rate offered ("" when none is)."""
+    hit = [v for v in views if getattr(v, "saturation", "")]
+    if not hit:
+        return ""
+    names, one = _names([v.scheduler for v in hit]), len(hit) == 1
+    served = [v.metrics.get("request_throughput") for v in hit]
+    offered = hit[0].metrics.get("arrival_rate")
+    sentence = f" {names} {'runs' if one else 'run'} past saturation"
+    if all(_is_number(x) for x in served) and _is_number(offered):
+        sentence += (f": {'it serves' if one else 'they serve'} {_names([f'{x:.2f}' for x in served])} of the "
+                     f"{offered:.2f} req/s offered")
+    return sentence + "."
 
 
 def _names(names: list[str]) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim_core import timeline
-from sim_core.validity import run_warnings
+from sim_core.validity import run_warnings, saturation_warning
 
 from .ganttindex import GanttIndex, gantt_index, row_arrays, rows_for
 from .kvgrid import cell_codes
@@ -70,6 +70,7 @@ class RunView:
     cluster: dict | None = None  # several engines: clusterview.cluster_data (None for one engine)
     requests: int = 0
     warnings: tuple[str, ...] = ()  # sim_core.validity: outside the validation set, saturated
+    saturation: str = ""  # the saturation warning among `warnings` ("" if none): the page shows it on the run's cards
     gantt_index: GanttIndex | None = None  # every request's timeline when the Gantt shows a sample (zooming in)
     # Several engines: each one's KV data (as `kv`, plus its name, `engine`, and pool), in engine order; `kv` is
     # the busiest's (clusterview.engine_kv).
@@ -100,6 +101,7 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),
         kv=kv, gantt=gantt,
         gantt_note=note, requests=len(res.requests), warnings=tuple(run_warnings(res)),
+        saturation=saturation_warning(res) or "",
         gantt_index=gantt_index(res) if gantt is not None and gantt["shown"] < len(res.requests) else None,
     )
 

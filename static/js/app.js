@@ -187,7 +187,8 @@
   // ----- KV-pool player: every scheduler's pool painted on its own canvas -----
   // Painting a frame is a few thousand fillRects (about a millisecond), so playback runs at PLAY_FPS however
   // many schedulers are compared. The grid (columns, rows) is the same for all: equal cells.
-  var PLAY_FPS = 30;
+  var PLAY_FPS = 30; // at speed 1 (the speed control multiplies it)
+  var kvSpeed = 1; // the speed chosen last: a new run's player keeps it
   var MAX_CELL_PX = 14;
   var MIN_SIDE_BY_SIDE_PX = 4;
   var MAX_GRID_PX = 300; // the tallest a grid may get: the landing view keeps it above the fold
@@ -206,6 +207,17 @@
     this.playButton = controls && controls.querySelector("[data-play]");
     this.scrub = controls && controls.querySelector("[data-scrub]");
     this.label = controls && controls.querySelector("[data-clock]");
+    // Playback speed: frames per second are PLAY_FPS times the choice; a change while playing takes effect at once.
+    this.speedSelect = controls && controls.querySelector("[data-speed]");
+    this.speed = kvSpeed;
+    if (this.speedSelect) {
+      this.speedSelect.value = String(kvSpeed);
+      if (+this.speedSelect.value !== kvSpeed) this.speed = +this.speedSelect.value || 1; // not one offered
+      this.speedSelect.addEventListener("change", function () {
+        self.speed = kvSpeed = +self.speedSelect.value || 1;
+        if (self.timer) self.run();
+      });
+    }
     // A cluster's KV view shows one engine's pool, picked in this list (absent for one engine).
     this.engine = controls && controls.querySelector("[data-kv-engine]");
     this.engineSeq = 0;
@@ -332,7 +344,7 @@
     var free = dark ? [DARK.freeCell, DARK.freeCell] : this.lightFree;
     this.states.free = Object.assign({}, this.states.free, { colors: free });
     var swatch = document.querySelector('.kv-legend [data-state="free"]');
-    if (swatch) swatch.style.setProperty("--c", free[0]);
+    if (swatch) { swatch.style.setProperty("--c", free[0]); swatch.style.setProperty("--c2", free[1]); }
     this.panels && this.panels.forEach(function (p) { p.frame = -1; }); // repainted by the next show()
   };
 
@@ -508,18 +520,27 @@
 
   // Play up to frame `until`; `remember`: write where it stops into the URL (what a person played, not autoplay).
   KvPlayer.prototype.play = function (until, remember) {
-    var self = this;
     this.stop();
     if (this.index >= until) this.show(0);
+    this.until = until;
+    this.remember = remember;
+    this.run();
+    if (this.playButton) { this.playButton.textContent = "❚❚ Pause"; this.playButton.setAttribute("aria-label", "Pause"); }
+  };
+
+  // (Re)start the frame timer at the current speed, towards this.until; data-frame-ms says its period.
+  KvPlayer.prototype.run = function () {
+    var self = this, ms = 1000 / (PLAY_FPS * this.speed);
+    if (this.timer) clearInterval(this.timer);
+    this.div.dataset.frameMs = ms.toFixed(2);
     this.timer = setInterval(function () {
-      if (self.index >= until) {
+      if (self.index >= self.until) {
         self.stop();
-        if (remember) rememberTime(self.timeAt(self.index));
+        if (self.remember) rememberTime(self.timeAt(self.index));
         return;
       }
       self.show(self.index + 1);
-    }, 1000 / PLAY_FPS);
-    if (this.playButton) { this.playButton.textContent = "❚❚ Pause"; this.playButton.setAttribute("aria-label", "Pause"); }
+    }, ms);
   };
 
   KvPlayer.prototype.stop = function () {
@@ -830,6 +851,62 @@
       e.detail.shouldSwap = false;
       showStale(results, freshDoc);
     }
+  });
+
+  // ----- drawn goodput curves outlive a change of the scenario: kept, marked stale, one click redraws them -----
+  // A sweep takes a while; a new scenario's results come without curves (only the range they propose). Curves
+  // on screen are lifted out before the swap (release() would purge them) and put in the new card's place for
+  // them, under a note saying they are the previous scenario's and a button that sweeps the same rates again.
+  var keptCurves = null;
+  var SWEEP_PARAMS = ["rate_min", "rate_max", "rate_step"];
+
+  function sweptRates(status) {
+    if (status.dataset.rates) return status.dataset.rates.split(",");
+    var params = new URLSearchParams(window.location.search); // the page's URL names the sweep drawn
+    var rates = SWEEP_PARAMS.map(function (k) { return params.get(k); });
+    if (rates.every(function (r) { return r; })) return rates;
+    var form = document.getElementById("goodput-form");
+    return form ? SWEEP_PARAMS.map(function (k) { return form.elements[k].value; }) : null;
+  }
+
+  document.body.addEventListener("htmx:beforeSwap", function (e) {
+    var form = document.getElementById("scenario-form");
+    if (!form || e.detail.requestConfig.elt !== form || !e.detail.shouldSwap) return;
+    var status = document.getElementById("goodput-status");
+    if (!status || !status.querySelector("#plot-goodput")) return;
+    var rates = sweptRates(status);
+    if (!rates) return;
+    status.dataset.rates = rates.join(",");
+    status.parentNode.removeChild(status);
+    keptCurves = status;
+  });
+
+  document.body.addEventListener("htmx:afterSwap", function () {
+    var kept = keptCurves, fresh = document.getElementById("goodput-status");
+    var form = document.getElementById("goodput-form");
+    keptCurves = null;
+    if (!kept) return;
+    if (!fresh || !form || fresh.querySelector("#plot-goodput")) { // curves of their own, or none possible
+      if (window.Plotly) kept.querySelectorAll(".js-plotly-plot").forEach(function (d) { Plotly.purge(d); });
+      return;
+    }
+    var rates = kept.dataset.rates.split(",");
+    SWEEP_PARAMS.forEach(function (k, i) { form.elements[k].value = rates[i]; });
+    kept.classList.add("stale");
+    kept.removeAttribute("hx-get"); // a finished sweep never polls; nothing of the old one may
+    if (!kept.querySelector("[data-goodput-stale]")) {
+      var template = document.getElementById("goodput-stale-template");
+      if (template) kept.insertBefore(document.importNode(template.content, true), kept.firstChild);
+    }
+    var note = kept.querySelector("[data-goodput-stale] [data-rates]");
+    if (note) note.textContent = rates[0] + "–" + rates[1] + " req/s, step " + rates[2];
+    fresh.parentNode.replaceChild(kept, fresh);
+  });
+
+  document.addEventListener("click", function (e) {
+    if (!e.target.closest("[data-goodput-redraw]")) return;
+    var form = document.getElementById("goodput-form");
+    if (form) htmx.trigger(form, "submit");
   });
 
   htmx.onLoad(keepChangesHere);
