@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 
 import sim_core
 
-from . import api, apidocs, diff_page, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page
+from . import api, apidocs, diff_page, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page, vs_page
 from .middleware import GzipOffLoop, SecurityHeadersAndHead
 from .templating import STATIC_DIR, TEST_ONLY_STATIC
 
@@ -93,6 +93,7 @@ def create_app() -> FastAPI:
     app.include_router(api.router)
     app.include_router(diff_page.router)
     app.include_router(diff_page.api_router)
+    app.include_router(vs_page.router)
     app.include_router(downloads.router)
     app.include_router(gantt_window.router)
     app.include_router(kv_engine.router)
