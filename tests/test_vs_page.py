@@ -199,3 +199,28 @@ def test_results_page_diff_page_and_vs_link_each_other(client):
     assert diff.status_code == 200
     back = re.search(r'id="diff-vs-link" href="([^"]+)"', diff.text).group(1).replace("&amp;", "&")
     assert parse_vs(parse_qsl(urlsplit(back).query)) == parse_vs(parse_qsl(urlsplit(diff_href).query))
+
+
+SINGLE = "scheduler=chunked&hardware=a100&workload=chat&num_requests=60&rate=20&seed=1"
+
+
+@pytest.mark.parametrize("a, b", [
+    (SINGLE, SINGLE.replace("a100", "h100")),  # A100 vs H100
+    (SINGLE + "&token_budget=512", SINGLE + "&token_budget=2048"),
+    (SINGLE, SINGLE + "&replicas=4"),  # one engine vs four: B has the replica-load figure, A a timeline
+])
+def test_the_issues_pairs_draw_on_shared_axes(client, a, b):
+    r = client.get(vs_url(a, b))
+    assert r.status_code == 200
+    figs = figures_of(r.text)
+    pairs = [name[len("plot-a-"):] for name in figs if name.startswith("plot-a-") and "plot-b-" + name[7:] in figs]
+    assert {"cdf", "attribution", "step-time"} <= set(pairs)
+    for name in pairs:
+        la, lb = figs["plot-a-" + name]["layout"], figs["plot-b-" + name]["layout"]
+        for key in (k for k in la if re.fullmatch(r"[xy]axis\d*", k)):
+            assert la[key].get("range") == lb[key].get("range"), (name, key)
+    one_sided = {name.split("-", 2)[2] for name in figs} - set(pairs)
+    assert r.text.count("Not drawn for scenario") == len(one_sided)
+    if "replicas=4" in b:
+        assert one_sided == {"replica-load", "timeline"}
+    assert 'id="vs-diff-link"' in r.text  # one scheduler a side, over the same requests
