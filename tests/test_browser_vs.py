@@ -1,5 +1,5 @@
 """Scenario against scenario (/vs) in a real browser (Debian's chromium through Playwright), on a desktop and on a
-phone: no serious WCAG violation (axe-core), the pair's figures drawn with the same axis ranges on both sides (read from plotly's layouts on the page), A
+phone: the pair's figures drawn with the same axis ranges on both sides (read from plotly's layouts on the page), A
 beside B (A above B on a phone), and the pair's URL opened in a fresh browser context showing the same two
 scenarios, figures and numbers. Screenshots go to test-output/screenshots/."""
 
@@ -12,7 +12,6 @@ import pytest
 pytest.importorskip("playwright")
 
 from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
-from test_browser_a11y import BLOCKING, axe_summary, run_axe  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
@@ -48,8 +47,7 @@ def draw_all(page) -> list[str]:
 @pytest.mark.parametrize("viewport", [(1440, 900), (390, 844)])
 def test_a_pair_shares_its_axes_and_its_url_round_trips(site, viewport):
     w, h = viewport
-    # bypass_csp: the page's CSP would refuse the injected axe-core (test_browser_a11y)
-    context, page = open_page(site, w, h, timeout_ms=90_000, bypass_csp=True)
+    context, page = open_page(site, w, h, timeout_ms=90_000)
     fresh = None
     try:
         # From the results page: A is its scenario, B a copy changed with the quick form (the GPU).
@@ -81,8 +79,6 @@ def test_a_pair_shares_its_axes_and_its_url_round_trips(site, viewport):
         assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
         assert "rtx3050" in shot["changes"][0] and "a100" in shot["changes"][0]
         assert len(shot["metrics"]) > 10
-        axe = run_axe(page)
-        assert not [v for v in axe["violations"] if v["impact"] in BLOCKING], axe_summary(f"/vs {w}x{h}", axe)
         page.locator("#vs-summary").scroll_into_view_if_needed()
         page.screenshot(path=SHOTS / f"80-vs-{w}x{h}.png")
         page.locator("#vs-card-cdf").screenshot(path=SHOTS / f"80-vs-cdf-{w}x{h}.png")
