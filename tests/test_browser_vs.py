@@ -76,6 +76,8 @@ def test_a_pair_shares_its_axes_and_its_url_round_trips(site, viewport):
         else:
             assert box_b["y"] >= box_a["y"] + box_a["height"] and abs(box_a["x"] - box_b["x"]) < 2
         assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+        for card in page.locator(".vs-main > .card").all():  # a wide metrics table scrolls inside its side
+            assert card.evaluate("c => c.scrollWidth <= c.clientWidth"), card.get_attribute("id")
         assert "rtx3050" in shot["changes"][0] and "a100" in shot["changes"][0]
         assert len(shot["metrics"]) > 10
         page.locator("#vs-summary").scroll_into_view_if_needed()
