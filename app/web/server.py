@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 
 import sim_core
 
-from . import api, apidocs, diff_page, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page, service
+from . import api, apidocs, diff_page, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page, service, vs_page
 from .middleware import AllowedHostsAndOrigin, GzipOffLoop, SecurityHeadersAndHead
 from .settings import Settings
 from .store import BlobStore
@@ -100,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(api.router)
     app.include_router(diff_page.router)
     app.include_router(diff_page.api_router)
+    app.include_router(vs_page.router)
     app.include_router(downloads.router)
     app.include_router(gantt_window.router)
     app.include_router(kv_engine.router)
