@@ -22,7 +22,19 @@ from starlette.exceptions import HTTPException
 
 import sim_core
 
-from . import api, apidocs, diff_page, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page, service, vs_page
+from . import (
+    api,
+    apidocs,
+    diff_page,
+    downloads,
+    gantt_window,
+    kv_engine,
+    kvgrid,
+    pages,
+    plan_page,
+    service,
+    vs_page,
+)
 from .middleware import AllowedHostsAndOrigin, GzipOffLoop, SecurityHeadersAndHead
 from .settings import Settings
 from .store import BlobStore
