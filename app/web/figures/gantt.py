@@ -5,16 +5,16 @@ engines, the engine or engines that served it)."""
 
 from __future__ import annotations
 
-from ..charts import _axis, _empty_note, _layout, _mix, color
+from ..charts import SERIES, _axis, _empty_note, _layout, _mix, color
 from ..runview import RunView
 from . import Figure, Results
 
 SEGMENT_STYLE = {  # Gantt segment kind -> (label, colour or None for the scheduler's)
-    "queued": ("queued", "#ced4da"),
+    "queued": ("queued", SERIES["queued"]),
     "prefill": ("prefill", "dark"),
     "decode": ("decode", None),
-    "preempted": ("preempted", "#fa5252"),
-    "rejected": ("rejected", "#212529"),
+    "preempted": ("preempted", SERIES["preempted"]),
+    "rejected": ("rejected", SERIES["rejected"]),
 }
 
 GANTT_MARGIN = {"l": 64, "r": 20, "t": 36, "b": 50}
