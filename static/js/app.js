@@ -106,10 +106,60 @@
     return true;
   }
 
+  // ----- slides: text, lines and markers grow with the frame or the export -----
+  // The server draws figures for a card about 960 px wide with 12 px text. A 1920x1080 slide would shrink that text
+  // to 1% of its height, unreadable across a room: an embed's figure, and an export at a fixed size, scale every
+  // font, line width, marker and margin by how much larger than SLIDE_PX the frame (or the image) is.
+  var SLIDE_PX = [960, 540];
+
+  function slideScale(width, height) {
+    return Math.max(1, Math.min(width / SLIDE_PX[0], height / SLIDE_PX[1]));
+  }
+
+  // A copy of a figure's objects (a trace's data arrays are shared: they are never scaled), safe to scale.
+  function copyStyle(o) {
+    if (Array.isArray(o)) return o.length && o[0] !== null && typeof o[0] === "object" ? o.map(copyStyle) : o;
+    if (!o || typeof o !== "object") return o;
+    var out = {};
+    Object.keys(o).forEach(function (k) { out[k] = copyStyle(o[k]); });
+    return out;
+  }
+
+  // Which numbers are lengths in pixels, by their key and the key of the object holding them.
+  function isPixels(key, holder) {
+    if (key === "size") return /font$/i.test(holder) || holder === "marker";
+    if (key === "width") return holder === "line";
+    if (holder === "margin") return true;
+    return /^(ticklen|tickwidth|linewidth|gridwidth|xshift|yshift|borderpad|borderwidth|standoff)$/.test(key);
+  }
+
+  // Scale a figure's (copied) data and layout by k, in place.
+  function scaleFigure(data, layout, k) {
+    if (k === 1) return;
+    function walk(o, holder) {
+      if (Array.isArray(o)) { o.forEach(function (x) { if (x && typeof x === "object") walk(x, holder); }); return; }
+      Object.keys(o).forEach(function (key) {
+        var v = o[key];
+        if (typeof v === "number" && isPixels(key, holder)) o[key] = Math.round(v * k * 100) / 100;
+        else if (v && typeof v === "object") walk(v, key);
+      });
+    }
+    layout.font = Object.assign({ size: 12 }, layout.font);
+    walk(layout, "layout");
+    data.forEach(function (trace) { walk(trace, "trace"); });
+  }
+
+  // The size an embed shows its figure at: the frame's (or the width and height its query asked for).
+  function embedScale() {
+    var main = document.querySelector(".embed-main");
+    return main ? slideScale(main.clientWidth, main.clientHeight) : 1;
+  }
+
   function drawNow(div) {
     var script = figureScript(div);
     if (!script || !document.body.contains(div)) return null;
     var fig = JSON.parse(script.textContent);
+    div._export = fig.export || null; // what an export of it says beside the plot (exportSpec)
     if (DARK_MODE.matches && fig.layout) Object.assign(fig.layout, themeColors(fig.layout, DARK));
     var frames = document.querySelector('script[data-kv-frames-for="' + div.id + '"]');
     var done;
@@ -121,8 +171,11 @@
       // autosize measures the container on every relayout: pin its height, or a redraw collapses it. An embed's
       // plot instead takes the height its frame leaves it (app.css), and plotly sizes itself to that.
       if (!EMBED && stackPanels(fig.layout, div.clientWidth)) div.dataset.stacked = "";
-      if (EMBED) delete fig.layout.height;
-      else if (fig.layout.height) div.style.height = fig.layout.height + "px";
+      if (EMBED) {
+        delete fig.layout.height;
+        div._scale = embedScale();
+        scaleFigure(fig.data, fig.layout, div._scale);
+      } else if (fig.layout.height) div.style.height = fig.layout.height + "px";
       done = Plotly.newPlot(div, fig.data, fig.layout, figureConfig(div)).then(function () {
         untabModeBar(div);
         div.on("plotly_afterplot", function () { untabModeBar(div); });
@@ -528,12 +581,17 @@
     if (this.playButton) { this.playButton.textContent = "▶ Play"; this.playButton.setAttribute("aria-label", "Play the animation"); }
   };
 
-  KvPlayer.prototype.download = function (filename, choice) {
+  KvPlayer.prototype.download = function (filename, choice, info) {
     // The grids side by side under their captions: at twice their on-screen size, or scaled to fit the chosen
-    // slide size (centred, cells kept square and sharp).
-    var pad = 16, head = 28, w = pad, h = 0, dpr = window.devicePixelRatio || 1;
+    // slide size (centred, cells kept square and sharp); the figure's title above them, the scenario's caption
+    // and the runs' warnings under them (exportText).
+    var pad = 16, w = pad, h = 0, dpr = window.devicePixelRatio || 1;
     this.panels.forEach(function (p) { w += p.canvas.width / dpr + pad; h = Math.max(h, p.canvas.height / dpr); });
-    h += head + pad;
+    w = Math.max(w, 480); // room for the caption's lines
+    var text = exportText(info || {}, Math.floor((w - 2 * pad) / (0.56 * 11)));
+    var top = text.title ? 26 : 0, head = top + 28, notes = text.caption.concat(text.warnings);
+    var foot = notes.length ? notes.length * 15 + 8 : 0;
+    h += head + pad + foot;
     var out = document.createElement("canvas");
     var scale = choice.width ? Math.min(choice.width / w, choice.height / h) : 2;
     out.width = choice.width || Math.round(w * scale);
@@ -546,11 +604,21 @@
     }
     ctx.translate((out.width - w * scale) / 2, (out.height - h * scale) / 2);
     ctx.scale(scale, scale);
+    if (text.title) {
+      ctx.font = "bold 15px system-ui, sans-serif";
+      ctx.fillStyle = EXPORT_INK;
+      ctx.fillText(text.title, pad, 20);
+    }
+    ctx.font = "11px system-ui, sans-serif";
+    notes.forEach(function (line, i) {
+      ctx.fillStyle = i < text.caption.length ? EXPORT_NOTE : EXPORT_WARNING;
+      ctx.fillText(line, pad, h - foot + 12 + i * 15);
+    });
     ctx.font = "13px system-ui, sans-serif";
     var x = pad;
     this.panels.forEach(function (p) {
       ctx.fillStyle = p.s.color;
-      ctx.fillText(p.s.name + (p.s.engine ? " · " + p.s.engine : "") + p.usage.textContent, x, 20);
+      ctx.fillText(p.s.name + (p.s.engine ? " · " + p.s.engine : "") + p.usage.textContent, x, top + 20);
       ctx.drawImage(p.canvas, x, head, p.canvas.width / dpr, p.canvas.height / dpr);
       x += p.canvas.width / dpr + pad;
     });
@@ -648,8 +716,51 @@
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(function () {
       players.forEach(function (p) { p.layout(); p.show(p.index); });
+      if (EMBED) rescaleEmbed();
     }, 150);
   });
+
+  // An embed's frame resized (a slide shown full screen): its figures are drawn again at the new scale, and the
+  // metrics table fitted again.
+  function rescaleEmbed() {
+    fitEmbed();
+    if (!window.Plotly) return;
+    var k = embedScale();
+    document.querySelectorAll('.js-plotly-plot[data-drawn="1"]').forEach(function (div) {
+      if (div._scale === k || !figureScript(div)) return;
+      var fig = JSON.parse(figureScript(div).textContent);
+      if (DARK_MODE.matches) Object.assign(fig.layout, themeColors(fig.layout, DARK));
+      delete fig.layout.height;
+      scaleFigure(fig.data, fig.layout, k);
+      div._scale = k;
+      Plotly.react(div, fig.data, fig.layout, figureConfig(div));
+    });
+  }
+
+  // An embed's text (caption, card heads) grows with the frame as its figure does; the metrics table, a table
+  // and no figure, is zoomed to fill the frame without scrolling inside it: the largest zoom at which it fits.
+  function fitEmbed() {
+    if (!EMBED) return;
+    document.documentElement.style.setProperty("--slide-scale", String(embedScale()));
+    var card = document.querySelector(".embed-main > #card-metrics");
+    var grid = card && card.querySelector(".metrics-grid");
+    if (!grid) return;
+    function fits() {
+      var wraps = grid.querySelectorAll(".table-wrap");
+      for (var i = 0; i < wraps.length; i++) if (wraps[i].scrollWidth > wraps[i].clientWidth + 1) return false;
+      return card.scrollHeight <= card.clientHeight + 1 && card.scrollWidth <= card.clientWidth + 1;
+    }
+    var lo = 0.2, hi = 4;
+    grid.style.zoom = String(lo);
+    if (!fits()) return; // smaller than any readable table: it scrolls
+    for (var i = 0; i < 14; i++) {
+      var mid = (lo + hi) / 2;
+      grid.style.zoom = String(mid);
+      if (fits()) lo = mid; else hi = mid;
+    }
+    grid.style.zoom = String(Math.floor(lo * 1000) / 1000);
+    grid.dataset.zoom = grid.style.zoom;
+  }
 
   // ----- clean up before htmx replaces figures -----
   function release(root) {
@@ -719,19 +830,75 @@
     if (e.target.matches("[data-export-background]")) exportChoice.background = e.target.value;
   });
 
+  var EXPORT_INK = "#212529", EXPORT_NOTE = "#495057", EXPORT_WARNING = "#8a4b00";
+
+  function escapeText(t) {
+    return String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  // Words into lines of at most `chars` characters.
+  function wrapText(text, chars) {
+    var lines = [], line = "";
+    String(text).split(/\s+/).forEach(function (word) {
+      if (line && (line + " " + word).length > chars) { lines.push(line); line = word; }
+      else line = line ? line + " " + word : word;
+    });
+    if (line) lines.push(line);
+    return lines;
+  }
+
+  // What an exported image says beside its plot (the server's `export` of the figure: title, the scenario's
+  // caption, the runs' warnings), as lines of at most `chars` characters: [title, caption lines, warning lines].
+  function exportText(info, chars) {
+    var caption = info.caption ? wrapText(info.caption, chars) : [];
+    var warnings = [];
+    (info.warnings || []).forEach(function (w) { warnings = warnings.concat(wrapText("⚠ " + w, chars)); });
+    return { title: info.title || "", caption: caption, warnings: warnings };
+  }
+
+  // The figure an export draws, at `width` x `height` pixels: the plot in light colours (on white or nothing),
+  // scaled for that size (slideScale), with the figure's title above it and the scenario's caption and warnings
+  // in a footer under it, so the file tells what it shows wherever it is pasted.
+  function exportSpec(gd, info, width, height, transparent) {
+    var data = copyStyle(gd.data), layout = copyStyle(Object.assign({}, gd.layout, lightColors(gd)));
+    layout.paper_bgcolor = layout.plot_bgcolor = transparent ? "rgba(0,0,0,0)" : "#ffffff";
+    delete layout.width;
+    delete layout.height;
+    var k = slideScale(width, height);
+    scaleFigure(data, layout, k);
+    if (!info) return { data: data, layout: layout, scale: k };
+    var margin = Object.assign({ l: 80, r: 80, t: 100, b: 80 }, layout.margin);
+    var titleSize = Math.round(15 * k), noteSize = Math.round(11 * k), pad = Math.round(10 * k);
+    var text = exportText(info, Math.max(30, Math.floor((width - 2 * pad) / (0.56 * noteSize))));
+    if (text.title) {
+      layout.title = { text: "<b>" + escapeText(text.title) + "</b>", font: { size: titleSize, color: EXPORT_INK },
+                       x: 0, xref: "container", xanchor: "left", y: 1, yref: "container", yanchor: "top",
+                       pad: { l: pad, t: pad } };
+      margin.t += Math.round(titleSize * 1.6);
+    }
+    var lines = text.caption.map(escapeText).concat(text.warnings.map(function (w) {
+      return "<span style='color:" + EXPORT_WARNING + "'>" + escapeText(w) + "</span>";
+    }));
+    if (lines.length) {
+      layout.annotations = (layout.annotations || []).concat([{
+        text: lines.join("<br>"), xref: "paper", yref: "paper", x: 0, y: 0, xanchor: "left", yanchor: "top",
+        xshift: pad - margin.l, yshift: -margin.b, align: "left", showarrow: false,
+        font: { size: noteSize, color: EXPORT_NOTE }, name: "export-caption",
+      }]);
+      margin.b += Math.round(lines.length * noteSize * 1.35 + pad);
+    }
+    layout.margin = margin;
+    return { data: data, layout: layout, scale: k };
+  }
+
   function exportFigure(gd, format, filename) {
     var choice = exportOptions();
     // A figure of its own for the file: a fixed size is the image's size in pixels (scale 1), the on-screen
     // size is doubled for PNG; the background is white or none, and the colours are the light theme's.
-    var layout = Object.assign({}, gd.layout, lightColors(gd), {
-      paper_bgcolor: choice.transparent ? "rgba(0,0,0,0)" : "#ffffff",
-      plot_bgcolor: choice.transparent ? "rgba(0,0,0,0)" : "#ffffff",
-    });
-    delete layout.width;
-    delete layout.height;
-    return Plotly.downloadImage({ data: gd.data, layout: layout }, {
-      format: format, filename: "sched-sim-" + filename,
-      width: choice.width || gd.offsetWidth, height: choice.height || gd.offsetHeight,
+    var width = choice.width || gd.offsetWidth, height = choice.height || gd.offsetHeight;
+    var spec = exportSpec(gd, gd._export, width, height, choice.transparent);
+    return Plotly.downloadImage({ data: spec.data, layout: spec.layout }, {
+      format: format, filename: "sched-sim-" + filename, width: width, height: height,
       scale: format === "png" && !choice.width ? 2 : 1,
     });
   }
@@ -743,7 +910,7 @@
       if (!gd) return;
       var name = exp.dataset.filename || gd.dataset.figure;
       var player = players.filter(function (p) { return p.div === gd; })[0];
-      if (player) { player.download(name, exportOptions()); return; }
+      if (player) { player.download(name, exportOptions(), gd._export); return; }
       draw(gd).then(function () { return exportFigure(gd, exp.dataset.export, name); });
       return;
     }
@@ -835,6 +1002,7 @@
   htmx.onLoad(keepChangesHere);
   htmx.onLoad(showExportChoice);
   htmx.onLoad(drawFigures);
+  if (EMBED) htmx.onLoad(fitEmbed);
   document.body.addEventListener("htmx:beforeSwap", function (e) {
     if (e.detail.shouldSwap && e.detail.target) release(e.detail.target);
   });
