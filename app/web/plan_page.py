@@ -125,9 +125,9 @@ def pareto_figure(job: PlanJob) -> dict:
     front = sorted((x, y) for x, y, _, on, _, _ in points if on)
     ink, pale = charts.SERIES["plan"], charts.SERIES["dominated"]
     data = [{"type": "scatter", "mode": "lines", "x": [x for x, _ in front], "y": [y for _, y in front],
-             "name": "Pareto front (cost, p99 TTFT)", "line": {"color": ink, "width": 1.5, "shape": "hv"},
+             "name": "Pareto front", "line": {"color": ink, "width": 1.5, "shape": "hv"},
              "hoverinfo": "skip"}]
-    for on, name, c in ((True, "plan on the front", ink), (False, "plan, dominated", pale)):
+    for on, name, c in ((True, "on the front", ink), (False, "dominated", pale)):
         pts = [p for p in points if p[3] == on]
         data.append({"type": "scatter", "mode": "markers+text", "name": name,
                      "x": [p[0] for p in pts], "y": [p[1] for p in pts], "text": [f"#{p[4]}" for p in pts],

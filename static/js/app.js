@@ -80,7 +80,6 @@
     return out;
   }
 
-  function lightColors(gd) { return themeColors(gd.layout, LIGHT); }
 
   // Side-by-side panels (the latency distributions, the goodput curves) are stacked on a narrow screen, where
   // three of them would each get a hundred pixels and overprint their labels: each x axis spans the width and
@@ -737,29 +736,68 @@
     });
   }
 
-  // An embed's text (caption, card heads) grows with the frame as its figure does; the metrics table, a table
-  // and no figure, is zoomed to fill the frame without scrolling inside it: the largest zoom at which it fits.
+  // An embed's text (caption, card heads) grows with the frame as its figure does. The metrics table, a table and
+  // no figure, is laid out to fill the frame without scrolling inside it: its row groups flowed into 1 to
+  // MAX_TABLE_COLUMNS columns (each a table under the same header), at the largest zoom at which they fit, the
+  // number of columns that allows the largest.
+  var MAX_TABLE_COLUMNS = 4, MIN_TABLE_ZOOM = 0.05, MAX_TABLE_ZOOM = 4;
+
   function fitEmbed() {
     if (!EMBED) return;
     document.documentElement.style.setProperty("--slide-scale", String(embedScale()));
     var card = document.querySelector(".embed-main > #card-metrics");
     var grid = card && card.querySelector(".metrics-grid");
     if (!grid) return;
+    if (!grid._groups) {
+      grid._groups = Array.prototype.slice.call(grid.querySelectorAll("table.metrics > tbody"));
+      grid._head = grid.querySelector("table.metrics > thead");
+    }
+    function flow(n) { // the groups in order, in n columns of about as many rows each
+      var total = 0;
+      grid._groups.forEach(function (g) { total += g.rows.length; });
+      grid.textContent = "";
+      grid.style.gridTemplateColumns = "repeat(" + n + ", minmax(max-content, 1fr))";
+      var table = null, rows = 0, made = 0;
+      grid._groups.forEach(function (g) {
+        if (!table || (rows + g.rows.length / 2 > total * made / n && made < n)) {
+          var wrap = document.createElement("div");
+          wrap.className = "table-wrap";
+          table = document.createElement("table");
+          table.className = "metrics";
+          table.appendChild(grid._head.cloneNode(true));
+          wrap.appendChild(table);
+          grid.appendChild(wrap);
+          made++;
+        }
+        table.appendChild(g);
+        rows += g.rows.length;
+      });
+    }
     function fits() {
       var wraps = grid.querySelectorAll(".table-wrap");
-      for (var i = 0; i < wraps.length; i++) if (wraps[i].scrollWidth > wraps[i].clientWidth + 1) return false;
-      return card.scrollHeight <= card.clientHeight + 1 && card.scrollWidth <= card.clientWidth + 1;
+      for (var i = 0; i < wraps.length; i++) if (wraps[i].scrollWidth > wraps[i].clientWidth) return false;
+      return card.scrollHeight <= card.clientHeight && card.scrollWidth <= card.clientWidth;
     }
-    var lo = 0.2, hi = 4;
-    grid.style.zoom = String(lo);
-    if (!fits()) return; // smaller than any readable table: it scrolls
-    for (var i = 0; i < 14; i++) {
-      var mid = (lo + hi) / 2;
-      grid.style.zoom = String(mid);
-      if (fits()) lo = mid; else hi = mid;
+    function largestZoom() { // 0: none fits
+      grid.style.zoom = String(MIN_TABLE_ZOOM);
+      if (!fits()) return 0;
+      var lo = MIN_TABLE_ZOOM, hi = MAX_TABLE_ZOOM;
+      for (var i = 0; i < 12; i++) {
+        var mid = (lo + hi) / 2;
+        grid.style.zoom = String(mid);
+        if (fits()) lo = mid; else hi = mid;
+      }
+      return lo;
     }
-    grid.style.zoom = String(Math.floor(lo * 1000) / 1000);
-    grid.dataset.zoom = grid.style.zoom;
+    var best = { n: 2, zoom: 0 };
+    for (var n = 1; n <= Math.min(MAX_TABLE_COLUMNS, grid._groups.length); n++) {
+      flow(n);
+      var zoom = largestZoom();
+      if (zoom > best.zoom * 1.02) best = { n: n, zoom: zoom }; // more columns only for a larger table
+    }
+    flow(best.n);
+    grid.style.zoom = String(best.zoom || MIN_TABLE_ZOOM);
+    grid.dataset.columns = String(best.n);
   }
 
   // ----- clean up before htmx replaces figures -----
@@ -860,7 +898,11 @@
   // scaled for that size (slideScale), with the figure's title above it and the scenario's caption and warnings
   // in a footer under it, so the file tells what it shows wherever it is pasted.
   function exportSpec(gd, info, width, height, transparent) {
-    var data = copyStyle(gd.data), layout = copyStyle(Object.assign({}, gd.layout, lightColors(gd)));
+    // Panels stacked for a narrow screen (stackPanels) go back side by side: a slide is wide.
+    var script = gd.hasAttribute("data-stacked") && figureScript(gd);
+    var source = script ? JSON.parse(script.textContent) : { data: gd.data, layout: gd.layout };
+    var data = copyStyle(source.data);
+    var layout = copyStyle(Object.assign({}, source.layout, themeColors(source.layout, LIGHT)));
     layout.paper_bgcolor = layout.plot_bgcolor = transparent ? "rgba(0,0,0,0)" : "#ffffff";
     delete layout.width;
     delete layout.height;
