@@ -87,6 +87,16 @@ def every_scheduler():
     return req, results_context(req)
 
 
+@pytest.fixture(scope="module")
+def clusters():
+    """A comparison on replicas behind a router, and one on prefill and decode pools (the cluster view)."""
+    out = []
+    for extra in ("replicas=3&router=least_outstanding", "prefill_replicas=2&decode_replicas=1"):
+        pairs = [kv.split("=") for kv in f"{QUERY}&{extra}&schedulers=fcfs,chunked".split("&")]
+        out.append(results_context(parse_request(query_to_dict(pairs))))
+    return out
+
+
 def sweep_result(ci: bool = True, knees=(4.0, 4.0)) -> dict:
     """A two-scheduler sweep (service.sweep_summary's shape) whose attainment band passes 100%."""
     def point(rate, good, att):
@@ -102,7 +112,7 @@ def sweep_result(ci: bool = True, knees=(4.0, 4.0)) -> dict:
 
 
 def test_the_series_palette_keeps_clear_of_every_scheduler_colour():
-    styles = [*charts.SERIES.values(), *(c for _, c in PART_STYLE.values()), *(c for _, c in COMPONENT_STYLE.values()),
+    styles = [*charts.SERIES.values(), *charts.ENGINES, *(c for _, c in PART_STYLE.values()), *(c for _, c in COMPONENT_STYLE.values()),
               *(c for _, s in SEGMENT_STYLE.values() if s and s.startswith("#") for c in [s]),
               *(c for *_, colours in (*KV_STATES[1:], HELD_STATE) for c in colours)]
     for colour in styles:
@@ -112,9 +122,10 @@ def test_the_series_palette_keeps_clear_of_every_scheduler_colour():
     assert nearest_scheduler(charts.color("fcfs"))[0] == 0 and nearest_scheduler("#e95a0d")[0] < 2
 
 
-def test_no_figure_draws_something_else_in_a_schedulers_colour(every_scheduler):
+def test_no_figure_draws_something_else_in_a_schedulers_colour(every_scheduler, clusters):
     _, ctx = every_scheduler
-    drawn = [(card.figure.name, fig) for card in ctx["cards"] for fig in plotly_figures(card.data)]
+    drawn = [(card.figure.name, fig) for c in (ctx, *clusters) for card in c["cards"]
+             for fig in plotly_figures(card.data)]
     drawn += [("goodput", goodput_figure(sweep_result()))]
     plans = [SimpleNamespace(cost_per_hour=c, pareto=on, scenario=parse_request({}).scenario,
                              metrics={"ttft_ms": {"p99": t}, "slo_attainment": 0.988, "slo": {"ttft_ms": 500.0}})
@@ -122,7 +133,7 @@ def test_no_figure_draws_something_else_in_a_schedulers_colour(every_scheduler):
     drawn += [("plan", pareto_figure(SimpleNamespace(result=SimpleNamespace(plans=plans),
                                                      inputs=SimpleNamespace(attainment=0.95))))]
     names = {name for name, _ in drawn}
-    assert {"cdf", "attribution", "step-time", "timeline", "gantt", "goodput", "plan"} <= names
+    assert {"cdf", "attribution", "step-time", "timeline", "gantt", "kv", "replica-load", "goodput", "plan"} <= names
     checked = 0
     for name, fig in drawn:
         for trace in fig["data"]:

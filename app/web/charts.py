@@ -36,6 +36,10 @@ SERIES = {
     "ideal": "#ced4da",  # goodput = offered load
     "plan": "#343a40", "dominated": "#ced4da",
 }
+# A cluster's engines in order (the cluster view's router row, request bars and KV transfers agree): no
+# scheduler's colour nor the KV transfers' (SERIES["transport"]); a cluster of more engines repeats them.
+ENGINES = ("#1c2f80", "#fab005", "#087f5b", "#e599f7", "#9c6644", "#74c0fc", "#94d82d", "#5f3dc4", "#ffa94d",
+           "#b197fc", "#66d9e8")
 SCHEDULER_MARGIN = 15.0
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 
