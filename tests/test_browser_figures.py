@@ -128,3 +128,25 @@ def test_an_embeds_text_grows_with_a_1080p_frame(page):
     caption = frame.locator("#embed-caption").evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
     assert caption >= 0.02 * 1080, caption
     page.screenshot(path=SHOTS / "52-embed-cdf-1920x1080.png")
+
+
+def test_present_mode_fills_the_window_and_the_arrow_keys_step_through_the_figures(page):
+    from app.web import figures
+
+    names = figures.embeddable()
+    at = names.index("cdf")
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    page.goto(f"{page.base}/embed/cdf?{SCENARIO}")
+    page.locator("#present-link").click()  # an embed's own link to present mode
+    page.wait_for_url("**present=1")
+    page.wait_for_function(DRAWN, arg="plot-cdf")
+    box = page.locator("#plot-cdf").bounding_box()
+    assert box["width"] >= 0.95 * 1920 and box["height"] >= 0.7 * 1080, box  # the figure fills the window
+    assert not page.locator("#present-link").count() and not page.locator(".tool").first.is_visible()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_url(f"**/embed/{names[at + 1]}?{SCENARIO}&present=1")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_url(f"**/embed/cdf?{SCENARIO}&present=1")
+    page.wait_for_function(DRAWN, arg="plot-cdf")
+    page.keyboard.press("Escape")
+    page.wait_for_url(f"**/?{SCENARIO}")

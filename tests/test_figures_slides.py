@@ -220,3 +220,11 @@ def test_a_warning_only_some_runs_have_names_them():
     views = [SimpleNamespace(scheduler="fcfs", warnings=("extrapolated", "saturated")),
              SimpleNamespace(scheduler="chunked", warnings=("extrapolated",))]
     assert present.warnings_text(views) == ["extrapolated", "fcfs: saturated"]
+
+
+def test_present_is_an_embed_option_of_0_or_1():
+    from app.web.embed_options import parse_embed_options
+
+    assert parse_embed_options({"present": "1"})[0].present and not parse_embed_options({})[0].present
+    options, problems = parse_embed_options({"present": "yes"})
+    assert not options.present and problems[0][0] == "present" and "must be 0 or 1" in problems[0][1]

@@ -800,6 +800,28 @@
     grid.dataset.columns = String(best.n);
   }
 
+  // ----- present mode (an embed's present=1): the figure fills the window; the arrow keys (or Page Up and
+  // Down, as a presenter's clicker sends) step to the previous or next figure of the same scenario, Esc goes back
+  // to the dashboard -----
+  function presentStep(delta) {
+    var main = document.querySelector(".embed-main");
+    var names = main ? (main.dataset.embedFigures || "").split(",").filter(Boolean) : [];
+    var at = names.indexOf(main && main.dataset.embedFigure);
+    if (at < 0) return;
+    window.location.href = "/embed/" + encodeURIComponent(names[(at + delta + names.length) % names.length]) +
+      window.location.search;
+  }
+
+  if (EMBED && document.body.classList.contains("present")) {
+    document.addEventListener("keydown", function (e) {
+      if (e.altKey || e.ctrlKey || e.metaKey || (e.target.closest && e.target.closest("input, select, textarea"))) return;
+      var step = { ArrowRight: 1, PageDown: 1, ArrowLeft: -1, PageUp: -1 }[e.key];
+      if (step) { e.preventDefault(); presentStep(step); return; }
+      var back = document.getElementById("open-link");
+      if (e.key === "Escape" && back) window.location.href = back.href;
+    });
+  }
+
   // ----- clean up before htmx replaces figures -----
   function release(root) {
     players = players.filter(function (p) {
