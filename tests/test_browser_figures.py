@@ -150,3 +150,14 @@ def test_present_mode_fills_the_window_and_the_arrow_keys_step_through_the_figur
     page.wait_for_function(DRAWN, arg="plot-cdf")
     page.keyboard.press("Escape")
     page.wait_for_url(f"**/?{SCENARIO}")
+
+
+def test_a_1080p_gantt_embed_scales_its_text_but_not_its_rows(page):
+    frame = embed_frame(page, "gantt", 1920, 1080, SCENARIO + "&scheduler=chunked")
+    drawn = frame.locator("#plot-gantt-chunked").evaluate("""d => ({
+        title: d._fullLayout.xaxis.title.font.size,
+        widths: d.data.filter(t => t.mode === 'lines').map(t => t.line.width),
+        served: JSON.parse(document.querySelector('script[data-figure-for="plot-gantt-chunked"]').textContent)
+            .data.filter(t => t.mode === 'lines').map(t => t.line.width)})""")
+    assert drawn["title"] >= SLIDE_AXIS_PX
+    assert drawn["widths"] == drawn["served"] and drawn["widths"], drawn  # a row's thickness fits the plot already

@@ -23,7 +23,7 @@ import numpy as np
 from sim_core.runner import CLUSTER_STEP_RECORDS
 from sim_core.views import BlockState, EngineView, RequestState, engine_logs, event_columns
 
-from .charts import ENGINES, SERIES, _axis, _layout, _mix, _ref, color
+from .charts import ENGINES, ROW_BARS, SERIES, _axis, _layout, _mix, _ref, color
 from .kvstates import frame_rows, pool_state_runs, pool_swap_frames
 from .runview import (
     GANTT_ROWS,
@@ -415,7 +415,7 @@ def requests_figure(view: RunView, span: list[float] | None = None) -> dict:
             name = f"{eng['name']}: {kind}"
             colour = _mix(eng["color"], "#000000", 0.4) if kind == "prefill" else eng["color"]
         data.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "name": name,
-                     "legendgroup": name, "line": {"color": colour, "width": width},
+                     "legendgroup": name, "line": {"color": colour, "width": width}, "meta": ROW_BARS,
                      "hovertemplate": f"#%{{y}} {name} %{{x:.3f}} s<extra></extra>"})
     if rejected[0]:
         data.append({"type": "scatter", "mode": "markers", "x": rejected[0], "y": rejected[1], "name": "rejected",

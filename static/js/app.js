@@ -132,20 +132,26 @@
     return /^(ticklen|tickwidth|linewidth|gridwidth|xshift|yshift|borderpad|borderwidth|standoff)$/.test(key);
   }
 
-  // Scale a figure's (copied) data and layout by k, in place.
+  // Scale a figure's (copied) data and layout by k, in place. An axis' most ticks shrink as its labels grow; a
+  // trace whose line width is a row's thickness (meta "rows", charts.ROW_BARS) keeps it: it fits the plot's height.
   function scaleFigure(data, layout, k) {
     if (k === 1) return;
     function walk(o, holder) {
       if (Array.isArray(o)) { o.forEach(function (x) { if (x && typeof x === "object") walk(x, holder); }); return; }
       Object.keys(o).forEach(function (key) {
         var v = o[key];
-        if (typeof v === "number" && isPixels(key, holder)) o[key] = Math.round(v * k * 100) / 100;
+        if (typeof v === "number" && key === "nticks") o[key] = Math.max(2, Math.round(v / k));
+        else if (typeof v === "number" && isPixels(key, holder)) o[key] = Math.round(v * k * 100) / 100;
         else if (v && typeof v === "object") walk(v, key);
       });
     }
     layout.font = Object.assign({ size: 12 }, layout.font);
     walk(layout, "layout");
-    data.forEach(function (trace) { walk(trace, "trace"); });
+    data.forEach(function (trace) {
+      var rows = trace.meta === "rows" && trace.line ? trace.line.width : null;
+      walk(trace, "trace");
+      if (rows !== null) trace.line.width = rows;
+    });
   }
 
   // The size an embed shows its figure at: the frame's (or the width and height its query asked for).
@@ -395,7 +401,7 @@
     while (n > 1 && (full - 16 * (n - 1)) / n / cols < MIN_SIDE_BY_SIDE_PX) n--;
     var width = Math.max(60, (full - 16 * (n - 1)) / n);
     // in an embed, the grids get the height the frame leaves them (less their captions), however small
-    var tallest = EMBED ? Math.max(rows, this.div.clientHeight - KV_CAPTION_PX) : MAX_GRID_PX;
+    var tallest = EMBED ? Math.max(rows, this.div.clientHeight - KV_CAPTION_PX * embedScale()) : MAX_GRID_PX;
     var cell = Math.max(1, Math.min(MAX_CELL_PX, Math.floor(width / cols), Math.floor(tallest / rows)));
     var dpr = window.devicePixelRatio || 1;
     this.cell = cell;

@@ -5,7 +5,7 @@ engines, the engine or engines that served it)."""
 
 from __future__ import annotations
 
-from ..charts import SERIES, _axis, _empty_note, _layout, _mix, color
+from ..charts import ROW_BARS, SERIES, _axis, _empty_note, _layout, _mix, color
 from ..runview import RunView
 from . import Figure, Results
 
@@ -48,7 +48,7 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
         if kind == "rejected":
             trace.update(mode="markers", marker={"symbol": "x-thin", "size": 7, "line": {"width": 2, "color": fill}})
         else:
-            trace.update(mode="lines", line={"color": fill, "width": round(max(1.0, row_px * 0.8), 2)})
+            trace.update(mode="lines", line={"color": fill, "width": round(max(1.0, row_px * 0.8), 2)}, meta=ROW_BARS)
         data.append(trace)
     ids = rows["id"]
     half = (ids[-1] - ids[0]) / max(1, shown - 1) / 2 if shown > 1 else 0.5
