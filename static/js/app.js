@@ -67,12 +67,29 @@
     return Object.keys(layout).filter(function (k) { return /^[xy]axis\d*$/.test(k); });
   }
 
-  // The figure's colours for one theme (the server draws figures light; a download is always light).
+  // The figure's colours for one theme (the server draws figures light; a download is always light). Notes and
+  // lines in the ink's colour (reference lines: SLO targets) take the theme's ink; a note on a ground of its own
+  // (a knee's label) gets the theme's paper, a little translucent.
   function themeColors(layout, theme) {
+    var paper = [1, 3, 5].map(function (i) { return parseInt(theme.paper.slice(i, i + 2), 16); });
+    function ink(c) { return c === LIGHT.ink || c === DARK.ink ? theme.ink : c; }
     var out = {
       paper_bgcolor: theme.paper, plot_bgcolor: theme.paper,
       font: Object.assign({}, layout.font, { color: theme.ink }),
     };
+    if (layout.annotations) {
+      out.annotations = layout.annotations.map(function (a) {
+        var b = Object.assign({}, a);
+        if (a.font && a.font.color) b.font = Object.assign({}, a.font, { color: ink(a.font.color) });
+        if (a.bgcolor) b.bgcolor = "rgba(" + paper.join(",") + ",0.85)";
+        return b;
+      });
+    }
+    if (layout.shapes) {
+      out.shapes = layout.shapes.map(function (s) {
+        return s.line && s.line.color ? Object.assign({}, s, { line: Object.assign({}, s.line, { color: ink(s.line.color) }) }) : s;
+      });
+    }
     axisKeys(layout).forEach(function (k) {
       var ax = layout[k], minor = ax.minor ? { minor: Object.assign({}, ax.minor, { gridcolor: theme.minor }) } : {};
       out[k] = Object.assign({}, ax, { gridcolor: theme.grid, linecolor: theme.line, tickcolor: theme.line }, minor);
