@@ -953,14 +953,15 @@
     delete layout.height;
     var k = slideScale(width, height);
     scaleFigure(data, layout, k);
-    if (!info) return { data: data, layout: layout, scale: k };
-    var margin = Object.assign({ l: 80, r: 80, t: 100, b: 80 }, layout.margin);
+    if (!info) return { data: data, layout: layout, scale: k, added: 0 };
+    var margin = Object.assign({ l: 80, r: 80, t: 100, b: 80 }, layout.margin), added = 0;
     var titleSize = Math.round(15 * k), noteSize = Math.round(11 * k), pad = Math.round(10 * k);
     var text = exportText(info, Math.max(30, Math.floor((width - 2 * pad) / (0.56 * noteSize))));
     if (text.title) {
       layout.title = { text: "<b>" + escapeText(text.title) + "</b>", font: { size: titleSize, color: EXPORT_INK },
                        x: 0, xref: "container", xanchor: "left", y: 1, yref: "container", yanchor: "top",
                        pad: { l: pad, t: pad } };
+      added += Math.round(titleSize * 1.6);
       margin.t += Math.round(titleSize * 1.6);
     }
     var lines = text.caption.map(escapeText).concat(text.warnings.map(function (w) {
@@ -972,10 +973,11 @@
         xshift: pad - margin.l, yshift: -margin.b, align: "left", showarrow: false,
         font: { size: noteSize, color: EXPORT_NOTE }, name: "export-caption",
       }]);
+      added += Math.round(lines.length * noteSize * 1.35 + pad);
       margin.b += Math.round(lines.length * noteSize * 1.35 + pad);
     }
     layout.margin = margin;
-    return { data: data, layout: layout, scale: k };
+    return { data: data, layout: layout, scale: k, added: added };
   }
 
   function exportFigure(gd, format, filename) {
@@ -984,6 +986,9 @@
     // size is doubled for PNG; the background is white or none, and the colours are the light theme's.
     var width = choice.width || gd.offsetWidth, height = choice.height || gd.offsetHeight;
     var spec = exportSpec(gd, gd._export, width, height, choice.transparent);
+    // At the on-screen size the image grows by the title and footer, so the plot keeps its size; a chosen slide
+    // size is kept, and the plot shares it with them.
+    if (!choice.width) height += spec.added;
     return Plotly.downloadImage({ data: spec.data, layout: spec.layout }, {
       format: format, filename: "sched-sim-" + filename, width: width, height: height,
       scale: format === "png" && !choice.width ? 2 : 1,
