@@ -58,8 +58,10 @@ def steptime_figure(curves: dict) -> dict:
     tokens = curves["tokens"]
     data, shapes, notes = [], [], []
     for k, (domain, kind) in enumerate(zip(_columns(3, 0.07), CURVE_KINDS, strict=True)):
+        # Decades only (1, 10, 100, ...): plotly's 2s and 5s between them run into each other at a slide's size.
         layout[_ax("x", k)] = _axis(f"batch tokens: {PANEL_TITLES[kind]}", domain=domain, anchor=_ref("y", k),
-                                    type="log", range=[0, _log10(max(tokens))])
+                                    type="log", range=[0, _log10(max(tokens))], dtick=1,
+                                    minor={"showgrid": True, "gridcolor": "#f3f4f6", "dtick": "D1"})
         layout[_ax("y", k)] = _axis("step time (ms)" if k == 0 else "", anchor=_ref("x", k), rangemode="tozero")
         parts = curves["kinds"][kind]["components_ms"]
         # Batches whose KV would not fit are left out (a stack would drop to zero at a gap), and the edge named.
