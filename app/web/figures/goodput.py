@@ -11,7 +11,7 @@ from sim_core import ScenarioError, resolve
 from sim_core.validity import coverage_warnings
 
 from .. import present, service
-from ..charts import SERIES, _axis, _columns, _layout, color, rgba
+from ..charts import SERIES, _axis, _columns, _layout, color, rgba, text_colors
 from ..inputs import WebRequest
 from . import Figure, Results
 
@@ -68,7 +68,8 @@ def goodput_figure(sweep: dict) -> dict:
 def _knee_marks(knees: list[tuple[float, str, str, str]], top: float) -> tuple[list[dict], list[dict]]:
     """Each knee's dotted line across both panels and its label in the goodput panel. Knees that coincide (within
     SAME_KNEE of the axis) share one label naming each scheduler in its colour, and their lines take different
-    dashes, so that every colour shows; labels stack down from the top, on a white ground the lines pass under."""
+    dashes, so that every colour shows; labels stack down from the top, on a white ground the lines pass under,
+    each name in its scheduler's text shade (charts.text_colors: 4.5:1 on white)."""
     groups: list[list[tuple[float, str, str, str]]] = []
     for knee in sorted(knees):
         if groups and knee[0] - groups[-1][0][0] <= SAME_KNEE * max(top, 1e-9):
@@ -84,10 +85,10 @@ def _knee_marks(knees: list[tuple[float, str, str, str]], top: float) -> tuple[l
                                                  "width": 1.5}})
         rate = group[0][0]
         if len(group) == 1:
-            _, name, c, interval = group[0]
-            text, ink = f"{name} knee {rate:g} req/s{interval}", c
+            _, name, _, interval = group[0]
+            text, ink = f"{name} knee {rate:g} req/s{interval}", text_colors(name)[0]
         else:
-            who = ", ".join(f"<span style='color:{c}'>{name}</span>" for _, name, c, _ in group)
+            who = ", ".join(f"<span style='color:{text_colors(name)[0]}'>{name}</span>" for _, name, _, _ in group)
             text, ink = f"{who} knees {rate:g} req/s", SERIES["reference"]
         notes.append({"xref": "x", "yref": "paper", "x": rate, "y": 1 - 0.08 * row, "yanchor": "top",
                       "xanchor": "left", "xshift": 3, "showarrow": False, "text": text,
