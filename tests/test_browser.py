@@ -218,8 +218,10 @@ def test_exports_at_a_fixed_slide_size_and_background(page):
     page.goto(page.base + "/?t=8")
     wait_drawn(page, "plot-cdf")
     wait_drawn(page, "plot-kv")
-    assert png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[:2] == tuple(
-        2 * round(x) for x in page.locator("#plot-cdf").evaluate("d => [d.offsetWidth, d.offsetHeight]"))
+    # On-screen size, doubled; taller by the title and the footer (caption, warnings) the export adds above and under.
+    png = png_size_and_corner(download_export(page, "#card-cdf", '[data-export="png"]'))[:2]
+    on_screen = [2 * round(x) for x in page.locator("#plot-cdf").evaluate("d => [d.offsetWidth, d.offsetHeight]")]
+    assert png[0] == on_screen[0] and on_screen[1] + 60 <= png[1] <= 2 * on_screen[1], (png, on_screen)
     page.select_option("[data-export-size]", "1600x900")
     page.select_option("[data-export-background]", "transparent")
     for card in ("#card-cdf", "#card-kv"):

@@ -21,6 +21,29 @@ SPARE = ("#0c8599", "#f08c00", "#5c7cfa", "#66a80f", "#e64980", "#495057")
 FREE_CELL = "#eceff3"
 GRID = "#e9ecef"
 AXIS = "#495057"
+# The colours of everything drawn that is not a scheduler (the parts of a latency, kernel groups, KV states, Gantt
+# segments, plans, reference lines), defined here once. None is a scheduler's colour or close to one (at least
+# SCHEDULER_MARGIN apart, CIE76 delta E; tests/test_figure_colors.py checks every figure's traces), so a colour in
+# any figure names one scheduler or something else, never both. "_light": a second shade (neighbouring KV cells).
+SERIES = {
+    "queued": "#ced4da", "prefill": "#fab005", "prefill_light": "#ffd43b", "decode": "#2b3a8c",
+    "decode_light": "#91a7ff", "stall": "#9c6644", "preempted": "#e03131", "preempted_light": "#ff8787",
+    "transport": "#38d9a9", "shared": "#82c91e", "shared_light": "#c0eb75", "cached": "#66d9e8",
+    "held": "#b197fc", "held_light": "#d0bfff", "rejected": "#212529",
+    "gemm": "#74c0fc", "attention": "#fcc419", "elementwise": "#94d82d", "lm_head": "#e599f7",
+    "communication": "#38d9a9", "overhead": "#ced4da",
+    "reference": "#495057",  # SLO targets, the attainment target: dashed lines and their notes
+    "ideal": "#ced4da",  # goodput = offered load
+    "plan": "#343a40", "dominated": "#ced4da",
+}
+# A cluster's engines in order (the cluster view's router row, request bars and KV transfers agree): no
+# scheduler's colour nor the KV transfers' (SERIES["transport"]); a cluster of more engines repeats them.
+ENGINES = ("#1c2f80", "#fab005", "#087f5b", "#e599f7", "#9c6644", "#74c0fc", "#94d82d", "#5f3dc4", "#ffa94d",
+           "#b197fc", "#66d9e8")
+SCHEDULER_MARGIN = 15.0
+# A trace's `meta` saying its line width is a row's thickness (a Gantt's bars drawn as thick lines), fitted to the
+# figure's height: app.js leaves it as it is when it scales a figure's lines for a slide (they would overlap).
+ROW_BARS = "rows"
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 
 
@@ -76,6 +99,12 @@ def text_style(name: str) -> str:
     .chip): --c the plot colour (swatches, borders), --c-text and --c-text-dark its text shades."""
     light, dark = text_colors(name)
     return f"--c: {color(name)}; --c-text: {light}; --c-text-dark: {dark}"
+
+
+def rgba(hex_color: str, alpha: float) -> str:
+    """A colour made translucent: a band drawn in its scheduler's colour lets the lines under it show."""
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha:g})"
 
 
 def _mix(hex_color: str, other: str, t: float) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 from sim_core.runner import CLUSTER_STEP_RECORDS
 from sim_core.views import BlockState, EngineView, RequestState, engine_logs, event_columns
 
-from .charts import _axis, _layout, _mix, _ref, color
+from .charts import ENGINES, ROW_BARS, SERIES, _axis, _layout, _mix, _ref, color
 from .kvstates import frame_rows, pool_state_runs, pool_swap_frames
 from .runview import (
     GANTT_ROWS,
@@ -37,9 +37,9 @@ from .runview import (
     sample_ids,
 )
 
-# Engines get these colours in order (the router row, the per-request bars and the KV transfers agree).
-ENGINE_COLORS = ("#1971c2", "#e8590c", "#2f9e44", "#9c36b5", "#0c8599", "#c2255c", "#f08c00", "#5c7cfa",
-                 "#66a80f", "#862e9c", "#1098ad", "#d9480f", "#364fc7", "#a61e4d", "#5f3dc4", "#087f5b")
+# Engines get these colours in order (the router row, the per-request bars and the KV transfers agree): none a
+# scheduler's (charts.ENGINES).
+ENGINE_COLORS = ENGINES
 QUEUE_COLORS = {"waiting": "#e03131", "running": "#343a40"}  # neutral: the row names the engine
 KV_FILL = "#91a7ff"
 TRANSFER_WAIT = "#ced4da"
@@ -438,7 +438,7 @@ def requests_figure(view: RunView, span: list[float] | None = None) -> dict:
         else:
             add("decode", e, rid, q["first_token"][i], q["finish"][i])
     data = []
-    styles = {"queued": ("queued", TRANSFER_WAIT), "transfer": ("KV transfer", "#868e96")}
+    styles = {"queued": ("queued", TRANSFER_WAIT), "transfer": ("KV transfer", SERIES["transport"])}
     for (kind, e), (xs, ys) in sorted(lines.items(), key=lambda item: (item[0][1], item[0][0])):
         if e < 0:
             name, colour = styles[kind]
@@ -447,7 +447,7 @@ def requests_figure(view: RunView, span: list[float] | None = None) -> dict:
             name = f"{eng['name']}: {kind}"
             colour = _mix(eng["color"], "#000000", 0.4) if kind == "prefill" else eng["color"]
         data.append({"type": "scatter", "mode": "lines", "x": xs, "y": ys, "name": name,
-                     "legendgroup": name, "line": {"color": colour, "width": width},
+                     "legendgroup": name, "line": {"color": colour, "width": width}, "meta": ROW_BARS,
                      "hovertemplate": f"#%{{y}} {name} %{{x:.3f}} s<extra></extra>"})
     if rejected[0]:
         data.append({"type": "scatter", "mode": "markers", "x": rejected[0], "y": rejected[1], "name": "rejected",

@@ -1,4 +1,4 @@
-"""How an embed (`/embed/{figure}?...`) shows its figure: size, one scheduler's panel, caption, buttons. These
+"""How an embed (`/embed/{figure}?...`) shows its figure: size, one scheduler's panel, caption, buttons, present mode. These
 query parameters say how to show the figure, not what to simulate; each bad one is reported with its field and
 what is allowed."""
 
@@ -14,19 +14,21 @@ EMBED_WIDTH_PX = (240, 3840)
 EMBED_HEIGHT_PX = (160, 2160)
 EMBED_CAPTION_MAX_CHARS = 200
 # Query parameters of an embed that say how to show the figure, not what to simulate.
-EMBED_OPTIONS = ("width", "height", "caption", "chrome")
+EMBED_OPTIONS = ("width", "height", "caption", "chrome", "present")
 
 
 @dataclass(frozen=True)
 class EmbedOptions:
     """How an embed shows its figure: its size (None: the frame's), one scheduler's panel only, a caption under
-    the figure ("1": the scenario's; other text as given), and whether its buttons and links show."""
+    the figure ("1": the scenario's; other text as given), whether its buttons and links show, and present mode
+    (the figure fills the window; the arrow keys step to the previous or next figure, static/js/app.js)."""
 
     width: int | None = None
     height: int | None = None
     scheduler: str | None = None
     caption: str = ""
     chrome: bool = True
+    present: bool = False
 
 
 def parse_embed_options(params: Mapping[str, str]) -> tuple[EmbedOptions, list[tuple[str, str]]]:
@@ -51,11 +53,15 @@ def parse_embed_options(params: Mapping[str, str]) -> tuple[EmbedOptions, list[t
     chrome = params.get("chrome", "1")
     if chrome not in ("0", "1"):
         problems.append(("chrome", f"must be 0 (the figure alone, no buttons) or 1 (got {quote(chrome)})"))
+    present = params.get("present", "0")
+    if present not in ("0", "1"):
+        problems.append(("present", f"must be 0 or 1 (present mode: the arrow keys step through the figures; got "
+                                    f"{quote(present)})"))
     caption = params.get("caption", "")
     if len(caption) > EMBED_CAPTION_MAX_CHARS:
         problems.append(("caption", f"must be at most {EMBED_CAPTION_MAX_CHARS} characters, or 1 for the "
                                     f"scenario's own caption (got {len(caption)})"))
         caption = ""
     options = EmbedOptions(sizes["width"], sizes["height"], params.get("scheduler") or None,
-                           "" if caption == "0" else caption, chrome != "0")
+                           "" if caption == "0" else caption, chrome != "0", present == "1")
     return options, problems

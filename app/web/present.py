@@ -5,6 +5,7 @@ and one-line descriptions of a scenario.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -418,6 +419,49 @@ def scenario_caption(req) -> str:
     cluster = f" · {cluster_phrase(s)}" if s.engines > 1 else ""
     return (f"{', '.join(req.schedulers)} · {setup.model.key} · {setup.quantization} · {setup.tp}× {setup.gpu.name}"
             f"{cluster} · {work}, seed {s.seed}")
+
+
+# Fields a scenario caption already names (or that are not settings): scenario_details leaves them out.
+CAPTIONED = ("scheduler", "trace", "hardware", "model", "quantization", "tp", "workload", "rate", "duration",
+             "num_requests", "seed", "seeds", "replicas", "router", "prefill_replicas", "decode_replicas", "kv_link")
+
+
+def scenario_details(req) -> list[str]:
+    """What scenario_caption leaves out, as phrases: the seeds (a mean over several) and every other setting away
+    from its default (the SLO targets, burstiness, the form's Advanced settings), so an exported figure says what
+    it was run with."""
+    s = req.scenario
+    out = [f"means over {s.seeds} seeds ({s.seed}–{s.seed + s.seeds - 1})"] if s.seeds > 1 else []
+    for name in Scenario.model_fields:
+        if name in CAPTIONED:
+            continue
+        value = getattr(s, name)
+        if value is None or value == field_info(name).default:
+            continue
+        label, unit = LABELS.get(name, (name.replace("_", " ").capitalize(), ""))
+        out.append(f"{label.lower()} {_fmt(value)}" + (f" {unit}" if unit else ""))
+    return out
+
+
+def export_caption(req) -> str:
+    """The footer of an exported figure: the scenario's caption and its details."""
+    return " · ".join([scenario_caption(req), *scenario_details(req)])
+
+
+def warnings_text(views: list) -> list[str]:
+    """The runs' warnings (sim_core.validity: extrapolated step times, saturation), each once: one that only some
+    of the schedulers' runs have names them."""
+    names = [v.scheduler for v in views]
+    found: dict[str, list[str]] = {}
+    for v in views:
+        for w in v.warnings:
+            found.setdefault(w, []).append(v.scheduler)
+    return [w if len(who) == len(names) else f"{', '.join(who)}: {w}" for w, who in found.items()]
+
+
+def short_warning(text: str) -> str:
+    """A warning for a figure's footer: without the list of what the validation set measures."""
+    return re.sub(r" \(it measures [^)]*\)", "", text)
 
 
 LIMITS_TEXT = (f"The web runs at most {MAX_REQUESTS:,} requests per scheduler and {MAX_DURATION_S:g} s of "

@@ -67,12 +67,29 @@
     return Object.keys(layout).filter(function (k) { return /^[xy]axis\d*$/.test(k); });
   }
 
-  // The figure's colours for one theme (the server draws figures light; a download is always light).
+  // The figure's colours for one theme (the server draws figures light; a download is always light). Notes and
+  // lines in the ink's colour (reference lines: SLO targets) take the theme's ink; a note on a ground of its own
+  // (a knee's label) gets the theme's paper, a little translucent.
   function themeColors(layout, theme) {
+    var paper = [1, 3, 5].map(function (i) { return parseInt(theme.paper.slice(i, i + 2), 16); });
+    function ink(c) { return c === LIGHT.ink || c === DARK.ink ? theme.ink : c; }
     var out = {
       paper_bgcolor: theme.paper, plot_bgcolor: theme.paper,
       font: Object.assign({}, layout.font, { color: theme.ink }),
     };
+    if (layout.annotations) {
+      out.annotations = layout.annotations.map(function (a) {
+        var b = Object.assign({}, a);
+        if (a.font && a.font.color) b.font = Object.assign({}, a.font, { color: ink(a.font.color) });
+        if (a.bgcolor) b.bgcolor = "rgba(" + paper.join(",") + ",0.85)";
+        return b;
+      });
+    }
+    if (layout.shapes) {
+      out.shapes = layout.shapes.map(function (s) {
+        return s.line && s.line.color ? Object.assign({}, s, { line: Object.assign({}, s.line, { color: ink(s.line.color) }) }) : s;
+      });
+    }
     axisKeys(layout).forEach(function (k) {
       var ax = layout[k], minor = ax.minor ? { minor: Object.assign({}, ax.minor, { gridcolor: theme.minor }) } : {};
       out[k] = Object.assign({}, ax, { gridcolor: theme.grid, linecolor: theme.line, tickcolor: theme.line }, minor);
@@ -80,7 +97,6 @@
     return out;
   }
 
-  function lightColors(gd) { return themeColors(gd.layout, LIGHT); }
 
   // Side-by-side panels (the latency distributions, the goodput curves) are stacked on a narrow screen, where
   // three of them would each get a hundred pixels and overprint their labels: each x axis spans the width and
@@ -106,10 +122,66 @@
     return true;
   }
 
+  // ----- slides: text, lines and markers grow with the frame or the export -----
+  // The server draws figures for a card about 960 px wide with 12 px text. A 1920x1080 slide would shrink that text
+  // to 1% of its height, unreadable across a room: an embed's figure, and an export at a fixed size, scale every
+  // font, line width, marker and margin by how much larger than SLIDE_PX the frame (or the image) is.
+  var SLIDE_PX = [960, 540];
+
+  function slideScale(width, height) {
+    return Math.max(1, Math.min(width / SLIDE_PX[0], height / SLIDE_PX[1]));
+  }
+
+  // A copy of a figure's objects (a trace's data arrays are shared: they are never scaled), safe to scale.
+  function copyStyle(o) {
+    if (Array.isArray(o)) return o.length && o[0] !== null && typeof o[0] === "object" ? o.map(copyStyle) : o;
+    if (!o || typeof o !== "object") return o;
+    var out = {};
+    Object.keys(o).forEach(function (k) { out[k] = copyStyle(o[k]); });
+    return out;
+  }
+
+  // Which numbers are lengths in pixels, by their key and the key of the object holding them.
+  function isPixels(key, holder) {
+    if (key === "size") return /font$/i.test(holder) || holder === "marker";
+    if (key === "width") return holder === "line";
+    if (holder === "margin") return true;
+    return /^(ticklen|tickwidth|linewidth|gridwidth|xshift|yshift|borderpad|borderwidth|standoff)$/.test(key);
+  }
+
+  // Scale a figure's (copied) data and layout by k, in place. An axis' most ticks shrink as its labels grow; a
+  // trace whose line width is a row's thickness (meta "rows", charts.ROW_BARS) keeps it: it fits the plot's height.
+  function scaleFigure(data, layout, k) {
+    if (k === 1) return;
+    function walk(o, holder) {
+      if (Array.isArray(o)) { o.forEach(function (x) { if (x && typeof x === "object") walk(x, holder); }); return; }
+      Object.keys(o).forEach(function (key) {
+        var v = o[key];
+        if (typeof v === "number" && key === "nticks") o[key] = Math.max(2, Math.round(v / k));
+        else if (typeof v === "number" && isPixels(key, holder)) o[key] = Math.round(v * k * 100) / 100;
+        else if (v && typeof v === "object") walk(v, key);
+      });
+    }
+    layout.font = Object.assign({ size: 12 }, layout.font);
+    walk(layout, "layout");
+    data.forEach(function (trace) {
+      var rows = trace.meta === "rows" && trace.line ? trace.line.width : null;
+      walk(trace, "trace");
+      if (rows !== null) trace.line.width = rows;
+    });
+  }
+
+  // The size an embed shows its figure at: the frame's (or the width and height its query asked for).
+  function embedScale() {
+    var main = document.querySelector(".embed-main");
+    return main ? slideScale(main.clientWidth, main.clientHeight) : 1;
+  }
+
   function drawNow(div) {
     var script = figureScript(div);
     if (!script || !document.body.contains(div)) return null;
     var fig = JSON.parse(script.textContent);
+    div._export = fig.export || null; // what an export of it says beside the plot (exportSpec)
     if (DARK_MODE.matches && fig.layout) Object.assign(fig.layout, themeColors(fig.layout, DARK));
     var frames = document.querySelector('script[data-kv-frames-for="' + div.id + '"]');
     var done;
@@ -121,8 +193,11 @@
       // autosize measures the container on every relayout: pin its height, or a redraw collapses it. An embed's
       // plot instead takes the height its frame leaves it (app.css), and plotly sizes itself to that.
       if (!EMBED && stackPanels(fig.layout, div.clientWidth)) div.dataset.stacked = "";
-      if (EMBED) delete fig.layout.height;
-      else if (fig.layout.height) div.style.height = fig.layout.height + "px";
+      if (EMBED) {
+        delete fig.layout.height;
+        div._scale = embedScale();
+        scaleFigure(fig.data, fig.layout, div._scale);
+      } else if (fig.layout.height) div.style.height = fig.layout.height + "px";
       done = Plotly.newPlot(div, fig.data, fig.layout, figureConfig(div)).then(function () {
         untabModeBar(div);
         div.on("plotly_afterplot", function () { untabModeBar(div); });
@@ -355,7 +430,7 @@
     while (n > 1 && (full - 16 * (n - 1)) / n / cols < MIN_SIDE_BY_SIDE_PX) n--;
     var width = Math.max(60, (full - 16 * (n - 1)) / n);
     // in an embed, the grids get the height the frame leaves them (less their captions), however small
-    var tallest = EMBED ? Math.max(rows, this.div.clientHeight - KV_CAPTION_PX) : MAX_GRID_PX;
+    var tallest = EMBED ? Math.max(rows, this.div.clientHeight - KV_CAPTION_PX * embedScale()) : MAX_GRID_PX;
     var cell = Math.max(1, Math.min(MAX_CELL_PX, Math.floor(width / cols), Math.floor(tallest / rows)));
     var dpr = window.devicePixelRatio || 1;
     this.cell = cell;
@@ -549,12 +624,17 @@
     if (this.playButton) { this.playButton.textContent = "▶ Play"; this.playButton.setAttribute("aria-label", "Play the animation"); }
   };
 
-  KvPlayer.prototype.download = function (filename, choice) {
+  KvPlayer.prototype.download = function (filename, choice, info) {
     // The grids side by side under their captions: at twice their on-screen size, or scaled to fit the chosen
-    // slide size (centred, cells kept square and sharp).
-    var pad = 16, head = 28, w = pad, h = 0, dpr = window.devicePixelRatio || 1;
+    // slide size (centred, cells kept square and sharp); the figure's title above them, the scenario's caption
+    // and the runs' warnings under them (exportText).
+    var pad = 16, w = pad, h = 0, dpr = window.devicePixelRatio || 1;
     this.panels.forEach(function (p) { w += p.canvas.width / dpr + pad; h = Math.max(h, p.canvas.height / dpr); });
-    h += head + pad;
+    w = Math.max(w, 480); // room for the caption's lines
+    var text = exportText(info || {}, Math.floor((w - 2 * pad) / (0.56 * 11)));
+    var top = text.title ? 26 : 0, head = top + 28, notes = text.caption.concat(text.warnings);
+    var foot = notes.length ? notes.length * 15 + 8 : 0;
+    h += head + pad + foot;
     var out = document.createElement("canvas");
     var scale = choice.width ? Math.min(choice.width / w, choice.height / h) : 2;
     out.width = choice.width || Math.round(w * scale);
@@ -567,11 +647,21 @@
     }
     ctx.translate((out.width - w * scale) / 2, (out.height - h * scale) / 2);
     ctx.scale(scale, scale);
+    if (text.title) {
+      ctx.font = "bold 15px system-ui, sans-serif";
+      ctx.fillStyle = EXPORT_INK;
+      ctx.fillText(text.title, pad, 20);
+    }
+    ctx.font = "11px system-ui, sans-serif";
+    notes.forEach(function (line, i) {
+      ctx.fillStyle = i < text.caption.length ? EXPORT_NOTE : EXPORT_WARNING;
+      ctx.fillText(line, pad, h - foot + 12 + i * 15);
+    });
     ctx.font = "13px system-ui, sans-serif";
     var x = pad;
     this.panels.forEach(function (p) {
       ctx.fillStyle = p.s.color;
-      ctx.fillText(p.s.name + (p.s.engine ? " · " + p.s.engine : "") + p.usage.textContent, x, 20);
+      ctx.fillText(p.s.name + (p.s.engine ? " · " + p.s.engine : "") + p.usage.textContent, x, top + 20);
       ctx.drawImage(p.canvas, x, head, p.canvas.width / dpr, p.canvas.height / dpr);
       x += p.canvas.width / dpr + pad;
     });
@@ -669,8 +759,112 @@
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(function () {
       players.forEach(function (p) { p.layout(); p.show(p.index); });
+      if (EMBED) rescaleEmbed();
     }, 150);
   });
+
+  // An embed's frame resized (a slide shown full screen): its figures are drawn again at the new scale, and the
+  // metrics table fitted again.
+  function rescaleEmbed() {
+    fitEmbed();
+    if (!window.Plotly) return;
+    var k = embedScale();
+    document.querySelectorAll('.js-plotly-plot[data-drawn="1"]').forEach(function (div) {
+      if (div._scale === k || !figureScript(div)) return;
+      var fig = JSON.parse(figureScript(div).textContent);
+      if (DARK_MODE.matches) Object.assign(fig.layout, themeColors(fig.layout, DARK));
+      delete fig.layout.height;
+      scaleFigure(fig.data, fig.layout, k);
+      div._scale = k;
+      Plotly.react(div, fig.data, fig.layout, figureConfig(div));
+    });
+  }
+
+  // An embed's text (caption, card heads) grows with the frame as its figure does. The metrics table, a table and
+  // no figure, is laid out to fill the frame without scrolling inside it: its row groups flowed into 1 to
+  // MAX_TABLE_COLUMNS columns (each a table under the same header), at the largest zoom at which they fit, the
+  // number of columns that allows the largest.
+  var MAX_TABLE_COLUMNS = 4, MIN_TABLE_ZOOM = 0.05, MAX_TABLE_ZOOM = 4;
+
+  function fitEmbed() {
+    if (!EMBED) return;
+    document.documentElement.style.setProperty("--slide-scale", String(embedScale()));
+    var card = document.querySelector(".embed-main > #card-metrics");
+    var grid = card && card.querySelector(".metrics-grid");
+    if (!grid) return;
+    if (!grid._groups) {
+      grid._groups = Array.prototype.slice.call(grid.querySelectorAll("table.metrics > tbody"));
+      grid._head = grid.querySelector("table.metrics > thead");
+    }
+    function flow(n) { // the groups in order, in n columns of about as many rows each
+      var total = 0;
+      grid._groups.forEach(function (g) { total += g.rows.length; });
+      grid.textContent = "";
+      grid.style.gridTemplateColumns = "repeat(" + n + ", minmax(max-content, 1fr))";
+      var table = null, rows = 0, made = 0;
+      grid._groups.forEach(function (g) {
+        if (!table || (rows + g.rows.length / 2 > total * made / n && made < n)) {
+          var wrap = document.createElement("div");
+          wrap.className = "table-wrap";
+          table = document.createElement("table");
+          table.className = "metrics";
+          table.appendChild(grid._head.cloneNode(true));
+          wrap.appendChild(table);
+          grid.appendChild(wrap);
+          made++;
+        }
+        table.appendChild(g);
+        rows += g.rows.length;
+      });
+    }
+    function fits() {
+      var wraps = grid.querySelectorAll(".table-wrap");
+      for (var i = 0; i < wraps.length; i++) if (wraps[i].scrollWidth > wraps[i].clientWidth) return false;
+      return card.scrollHeight <= card.clientHeight && card.scrollWidth <= card.clientWidth;
+    }
+    function largestZoom() { // 0: none fits
+      grid.style.zoom = String(MIN_TABLE_ZOOM);
+      if (!fits()) return 0;
+      var lo = MIN_TABLE_ZOOM, hi = MAX_TABLE_ZOOM;
+      for (var i = 0; i < 12; i++) {
+        var mid = (lo + hi) / 2;
+        grid.style.zoom = String(mid);
+        if (fits()) lo = mid; else hi = mid;
+      }
+      return lo;
+    }
+    var best = { n: 2, zoom: 0 };
+    for (var n = 1; n <= Math.min(MAX_TABLE_COLUMNS, grid._groups.length); n++) {
+      flow(n);
+      var zoom = largestZoom();
+      if (zoom > best.zoom * 1.02) best = { n: n, zoom: zoom }; // more columns only for a larger table
+    }
+    flow(best.n);
+    grid.style.zoom = String(best.zoom || MIN_TABLE_ZOOM);
+    grid.dataset.columns = String(best.n);
+  }
+
+  // ----- present mode (an embed's present=1): the figure fills the window; the arrow keys (or Page Up and
+  // Down, as a presenter's clicker sends) step to the previous or next figure of the same scenario, Esc goes back
+  // to the dashboard -----
+  function presentStep(delta) {
+    var main = document.querySelector(".embed-main");
+    var names = main ? (main.dataset.embedFigures || "").split(",").filter(Boolean) : [];
+    var at = names.indexOf(main && main.dataset.embedFigure);
+    if (at < 0) return;
+    window.location.href = "/embed/" + encodeURIComponent(names[(at + delta + names.length) % names.length]) +
+      window.location.search;
+  }
+
+  if (EMBED && document.body.classList.contains("present")) {
+    document.addEventListener("keydown", function (e) {
+      if (e.altKey || e.ctrlKey || e.metaKey || (e.target.closest && e.target.closest("input, select, textarea"))) return;
+      var step = { ArrowRight: 1, PageDown: 1, ArrowLeft: -1, PageUp: -1 }[e.key];
+      if (step) { e.preventDefault(); presentStep(step); return; }
+      var back = document.getElementById("open-link");
+      if (e.key === "Escape" && back) window.location.href = back.href;
+    });
+  }
 
   // ----- clean up before htmx replaces figures -----
   function release(root) {
@@ -740,19 +934,84 @@
     if (e.target.matches("[data-export-background]")) exportChoice.background = e.target.value;
   });
 
+  var EXPORT_INK = "#212529", EXPORT_NOTE = "#495057", EXPORT_WARNING = "#8a4b00";
+
+  function escapeText(t) {
+    return String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  // Words into lines of at most `chars` characters.
+  function wrapText(text, chars) {
+    var lines = [], line = "";
+    String(text).split(/\s+/).forEach(function (word) {
+      if (line && (line + " " + word).length > chars) { lines.push(line); line = word; }
+      else line = line ? line + " " + word : word;
+    });
+    if (line) lines.push(line);
+    return lines;
+  }
+
+  // What an exported image says beside its plot (the server's `export` of the figure: title, the scenario's
+  // caption, the runs' warnings), as lines of at most `chars` characters: [title, caption lines, warning lines].
+  function exportText(info, chars) {
+    var caption = info.caption ? wrapText(info.caption, chars) : [];
+    var warnings = [];
+    (info.warnings || []).forEach(function (w) { warnings = warnings.concat(wrapText("⚠ " + w, chars)); });
+    return { title: info.title || "", caption: caption, warnings: warnings };
+  }
+
+  // The figure an export draws, at `width` x `height` pixels: the plot in light colours (on white or nothing),
+  // scaled for that size (slideScale), with the figure's title above it and the scenario's caption and warnings
+  // in a footer under it, so the file tells what it shows wherever it is pasted.
+  function exportSpec(gd, info, width, height, transparent) {
+    // Panels stacked for a narrow screen (stackPanels) go back side by side: a slide is wide.
+    var script = gd.hasAttribute("data-stacked") && figureScript(gd);
+    var source = script ? JSON.parse(script.textContent) : { data: gd.data, layout: gd.layout };
+    var data = copyStyle(source.data);
+    var layout = copyStyle(Object.assign({}, source.layout, themeColors(source.layout, LIGHT)));
+    layout.paper_bgcolor = layout.plot_bgcolor = transparent ? "rgba(0,0,0,0)" : "#ffffff";
+    delete layout.width;
+    delete layout.height;
+    var k = slideScale(width, height);
+    scaleFigure(data, layout, k);
+    if (!info) return { data: data, layout: layout, scale: k, added: 0 };
+    var margin = Object.assign({ l: 80, r: 80, t: 100, b: 80 }, layout.margin), added = 0;
+    var titleSize = Math.round(15 * k), noteSize = Math.round(11 * k), pad = Math.round(10 * k);
+    var text = exportText(info, Math.max(30, Math.floor((width - 2 * pad) / (0.56 * noteSize))));
+    if (text.title) {
+      layout.title = { text: "<b>" + escapeText(text.title) + "</b>", font: { size: titleSize, color: EXPORT_INK },
+                       x: 0, xref: "container", xanchor: "left", y: 1, yref: "container", yanchor: "top",
+                       pad: { l: pad, t: pad } };
+      added += Math.round(titleSize * 1.6);
+      margin.t += Math.round(titleSize * 1.6);
+    }
+    var lines = text.caption.map(escapeText).concat(text.warnings.map(function (w) {
+      return "<span style='color:" + EXPORT_WARNING + "'>" + escapeText(w) + "</span>";
+    }));
+    if (lines.length) {
+      layout.annotations = (layout.annotations || []).concat([{
+        text: lines.join("<br>"), xref: "paper", yref: "paper", x: 0, y: 0, xanchor: "left", yanchor: "top",
+        xshift: pad - margin.l, yshift: -margin.b, align: "left", showarrow: false,
+        font: { size: noteSize, color: EXPORT_NOTE }, name: "export-caption",
+      }]);
+      added += Math.round(lines.length * noteSize * 1.35 + pad);
+      margin.b += Math.round(lines.length * noteSize * 1.35 + pad);
+    }
+    layout.margin = margin;
+    return { data: data, layout: layout, scale: k, added: added };
+  }
+
   function exportFigure(gd, format, filename) {
     var choice = exportOptions();
     // A figure of its own for the file: a fixed size is the image's size in pixels (scale 1), the on-screen
     // size is doubled for PNG; the background is white or none, and the colours are the light theme's.
-    var layout = Object.assign({}, gd.layout, lightColors(gd), {
-      paper_bgcolor: choice.transparent ? "rgba(0,0,0,0)" : "#ffffff",
-      plot_bgcolor: choice.transparent ? "rgba(0,0,0,0)" : "#ffffff",
-    });
-    delete layout.width;
-    delete layout.height;
-    return Plotly.downloadImage({ data: gd.data, layout: layout }, {
-      format: format, filename: "sched-sim-" + filename,
-      width: choice.width || gd.offsetWidth, height: choice.height || gd.offsetHeight,
+    var width = choice.width || gd.offsetWidth, height = choice.height || gd.offsetHeight;
+    var spec = exportSpec(gd, gd._export, width, height, choice.transparent);
+    // At the on-screen size the image grows by the title and footer, so the plot keeps its size; a chosen slide
+    // size is kept, and the plot shares it with them.
+    if (!choice.width) height += spec.added;
+    return Plotly.downloadImage({ data: spec.data, layout: spec.layout }, {
+      format: format, filename: "sched-sim-" + filename, width: width, height: height,
       scale: format === "png" && !choice.width ? 2 : 1,
     });
   }
@@ -764,7 +1023,7 @@
       if (!gd) return;
       var name = exp.dataset.filename || gd.dataset.figure;
       var player = players.filter(function (p) { return p.div === gd; })[0];
-      if (player) { player.download(name, exportOptions()); return; }
+      if (player) { player.download(name, exportOptions(), gd._export); return; }
       draw(gd).then(function () { return exportFigure(gd, exp.dataset.export, name); });
       return;
     }
@@ -912,6 +1171,7 @@
   htmx.onLoad(keepChangesHere);
   htmx.onLoad(showExportChoice);
   htmx.onLoad(drawFigures);
+  if (EMBED) htmx.onLoad(fitEmbed);
   document.body.addEventListener("htmx:beforeSwap", function (e) {
     if (e.detail.shouldSwap && e.detail.target) release(e.detail.target);
   });

@@ -19,9 +19,10 @@ import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .. import present
 from ..inputs import WebRequest
 from ..runview import RunView
 
@@ -70,6 +71,8 @@ class Figure:
     def card(self, results: Results) -> Card:
         data = self.build(results)
         text = self.explain(results, data) if callable(self.explain) else self.explain
+        if data is not None and results.views:
+            attach_export(data, export_info(results, self.title))
         return Card(self, data, text)
 
 
@@ -80,6 +83,28 @@ class Card:
     figure: Figure
     data: Any
     explain: str
+
+
+def export_info(results: Results, title: str) -> dict:
+    """What an exported PNG or SVG of a figure carries beside the plot (static/js/app.js draws it in): its title,
+    the scenario's caption with its seeds and settings, and the runs' warnings (saturated, extrapolated)."""
+    shown = replace(results.req, schedulers=tuple(v.scheduler for v in results.views) or results.req.schedulers)
+    return {"title": title, "caption": present.export_caption(shown), "warnings": [present.short_warning(w) for w in present.warnings_text(results.views)]}
+
+
+def attach_export(data: Any, info: dict) -> None:
+    """Put `info` as "export" into every drawing in a card's data: a plotly figure (data and layout) or the KV view's
+    spec (grid and states), wherever it sits (a Gantt's per-scheduler panels: titled with their scheduler)."""
+    if isinstance(data, list):
+        for item in data:
+            attach_export(item, info)
+    elif isinstance(data, dict):
+        if ("data" in data and "layout" in data) or ("grid" in data and "states" in data):
+            data["export"] = info
+            return
+        for key, value in data.items():
+            panel = key == "figure" and isinstance(data.get("name"), str)
+            attach_export(value, {**info, "title": f"{info['title']} — {data['name']}"} if panel else info)
 
 
 @functools.cache

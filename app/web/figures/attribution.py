@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from sim_core.views import ATTRIBUTION_PARTS
 
-from ..charts import _axis, _empty_note, _layout, color
+from ..charts import SERIES, _axis, _empty_note, _layout, color
 from ..runview import RunView
 from . import Figure
 
-# part -> (label, colour). Waiting greys, compute in the KV view's prefill/decode colours, losses warm.
+# part -> (label, colour). Waiting grey, compute in the KV view's prefill/decode colours, losses warm; none a
+# scheduler's colour (charts.SERIES).
 PART_STYLE = {
-    "queue": ("queueing", "#adb5bd"),
-    "prefill": ("own prefill", "#f59f00"),
-    "prefill_stall": ("prefill stall", "#e8590c"),
-    "decode": ("decode", "#3b5bdb"),
-    "preemption": ("preemption", "#c92a2a"),
-    "transport": ("transport", "#0c8599"),
+    "queue": ("queueing", SERIES["queued"]),
+    "prefill": ("own prefill", SERIES["prefill"]),
+    "prefill_stall": ("prefill stall", SERIES["stall"]),
+    "decode": ("decode", SERIES["decode"]),
+    "preemption": ("preemption", SERIES["preempted"]),
+    "transport": ("transport", SERIES["transport"]),
 }
 assert tuple(PART_STYLE) == ATTRIBUTION_PARTS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..charts import _ax, _axis, _columns, _empty_note, _layout, _log10, _ref, color
+from ..charts import SERIES, _ax, _axis, _columns, _empty_note, _layout, _log10, _ref, color
 from ..runview import RunView
 from . import Figure
 
@@ -29,8 +29,25 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return [float(f"{t:.6g}") for t in ticks]
 
 
+# On a dense log axis (1 to 9 in each decade) only these mantissas are labelled: 9 and 10 lie a twentieth of a
+# decade apart, too close for two labels side by side.
+LABELLED_MANTISSAS = (1, 2, 3, 5)
+
+
 def _ms_text(v: float) -> str:
+    """A tick's label: thousands as "k" ("20k", not "20,000": three panels side by side leave a tick little room)."""
+    if v >= 1000:
+        return f"{v / 1000:g}k"
     return f"{v:,.0f}" if v >= 1 else f"{v:g}"
+
+
+def tick_texts(values: list[float]) -> list[str]:
+    """Labels of log_ticks' values: all of them on a 1-2-5 axis; on a 1-9 axis, the LABELLED_MANTISSAS' only,..."""
+    mantissas = [round(v / 10 ** math.floor(math.log10(v) + 1e-9)) for v in values]
+    # ... unless that leaves fewer than three labels (a narrow range): then every tick is labelled.
+    dense = any(m not in (1, 2, 5) for m in mantissas) and sum(m in LABELLED_MANTISSAS for m in mantissas) >= 3
+    return [_ms_text(v) if not dense or m in LABELLED_MANTISSAS else "" for v, m in zip(values, mantissas,
+                                                                                         strict=True)]
 
 
 def cdf_axis_range(xs: list[float], target: float | None) -> tuple[list[float], bool] | None:
@@ -59,7 +76,7 @@ def cdf_figure(views: list[RunView]) -> dict:
         if fitted:
             span, shown_targets[key] = fitted
             values = log_ticks(10 ** span[0], 10 ** span[1])
-            ticks = {"range": span, "tickmode": "array", "tickvals": values, "ticktext": [_ms_text(v) for v in values]}
+            ticks = {"range": span, "tickmode": "array", "tickvals": values, "ticktext": tick_texts(values)}
         layout[_ax("x", k)] = _axis(xtitle, domain=domain, anchor=_ref("y", k), type="log", **ticks,
                                     minor={"showgrid": True, "gridcolor": "#f3f4f6", "dtick": "D1"})
         layout[_ax("y", k)] = _axis(ytitle if k != 1 else "fraction of token gaps", anchor=_ref("x", k),
@@ -76,10 +93,10 @@ def cdf_figure(views: list[RunView]) -> dict:
         target = targets.get(key)
         if not isinstance(target, int | float) or key not in shown_targets:
             continue
-        note = {"yref": "paper", "y": 0.02, "showarrow": False, "font": {"size": 10, "color": "#868e96"}}
+        note = {"yref": "paper", "y": 0.02, "showarrow": False, "font": {"size": 10, "color": SERIES["reference"]}}
         if shown_targets[key]:
             shapes.append({"type": "line", "xref": _ref("x", k), "yref": "paper", "x0": target, "x1": target,
-                           "y0": 0, "y1": 1, "line": {"color": "#868e96", "width": 1, "dash": "dash"}})
+                           "y0": 0, "y1": 1, "line": {"color": SERIES["reference"], "width": 1, "dash": "dash"}})
             notes.append({**note, "xref": _ref("x", k), "x": _log10(target), "text": f"{label} {target:g} ms",
                           "xanchor": "left"})
         else:  # far outside the data: named at the edge it lies beyond, without stretching the axis to it

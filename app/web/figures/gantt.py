@@ -5,16 +5,16 @@ engines, the engine or engines that served it)."""
 
 from __future__ import annotations
 
-from ..charts import _axis, _empty_note, _layout, _mix, color
+from ..charts import ROW_BARS, SERIES, _axis, _empty_note, _layout, _mix, color
 from ..runview import RunView
 from . import Figure, Results
 
 SEGMENT_STYLE = {  # Gantt segment kind -> (label, colour or None for the scheduler's)
-    "queued": ("queued", "#ced4da"),
+    "queued": ("queued", SERIES["queued"]),
     "prefill": ("prefill", "dark"),
     "decode": ("decode", None),
-    "preempted": ("preempted", "#fa5252"),
-    "rejected": ("rejected", "#212529"),
+    "preempted": ("preempted", SERIES["preempted"]),
+    "rejected": ("rejected", SERIES["rejected"]),
 }
 
 GANTT_MARGIN = {"l": 64, "r": 20, "t": 36, "b": 50}
@@ -48,7 +48,7 @@ def gantt_figure(view: RunView, span: list[float] | None = None) -> dict | None:
         if kind == "rejected":
             trace.update(mode="markers", marker={"symbol": "x-thin", "size": 7, "line": {"width": 2, "color": fill}})
         else:
-            trace.update(mode="lines", line={"color": fill, "width": round(max(1.0, row_px * 0.8), 2)})
+            trace.update(mode="lines", line={"color": fill, "width": round(max(1.0, row_px * 0.8), 2)}, meta=ROW_BARS)
         data.append(trace)
     ids = rows["id"]
     half = (ids[-1] - ids[0]) / max(1, shown - 1) / 2 if shown > 1 else 0.5

@@ -7,12 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim_core import ScenarioError
+from sim_core import ScenarioError, resolve
+from sim_core.validity import coverage_warnings
 
 from .. import present, service
-from ..charts import _axis, _columns, _layout, color
+from ..charts import SERIES, _axis, _columns, _layout, color, rgba, text_colors
 from ..inputs import WebRequest
 from . import Figure, Results
+
+TITLE = "Goodput vs arrival rate"
+# A 95% band over seeds: its scheduler's colour, this opaque, under the lines (every band is drawn before every
+# line, so no band hides a line or another band).
+BAND_ALPHA = 0.18
+# Knees closer than this share of the rate axis read as one: one label names their schedulers.
+SAME_KNEE = 0.02
+KNEE_DASHES = ("dot", "dash", "dashdot", "longdash")
 
 
 def goodput_figure(sweep: dict) -> dict:
@@ -25,40 +34,66 @@ def goodput_figure(sweep: dict) -> dict:
     layout["yaxis2"] = _axis("SLO attainment (%)", anchor="x2", range=[0, 105])
     top = max(rates) if rates else 1
     data = [{"type": "scatter", "mode": "lines", "x": [0, top], "y": [0, top], "name": "every request on time",
-             "line": {"color": "#ced4da", "dash": "dot", "width": 1}, "hoverinfo": "skip"}]
+             "line": {"color": SERIES["ideal"], "dash": "dot", "width": 1}, "hoverinfo": "skip"}]
     target = sweep["target_attainment"] * 100
     shapes = [{"type": "line", "xref": "x2 domain", "yref": "y2", "x0": 0, "x1": 1, "y0": target, "y1": target,
-               "line": {"color": "#868e96", "dash": "dash", "width": 1}}]
+               "line": {"color": SERIES["reference"], "dash": "dash", "width": 1}}]
     notes = [{"xref": "x2 domain", "yref": "y2", "x": 0.01, "y": target, "yanchor": "top", "showarrow": False,
-              "text": f"{target:.0f}% target", "font": {"size": 10, "color": "#868e96"}}]
-    for i, (name, s) in enumerate(sweep["schedulers"].items()):
+              "text": f"{target:.0f}% target", "font": {"size": 10, "color": SERIES["reference"]}}]
+    lines, knees = [], []
+    for name, s in sweep["schedulers"].items():
         c = color(name)
         x = [p["rate"] for p in s["points"]]
         data += _ci_bands(name, c, s["points"])
-        data.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": [p["goodput"] for p in s["points"]],
-                     "name": name, "legendgroup": name, "line": {"color": c, "width": 2}, "marker": {"size": 6},
-                     "hovertemplate": f"{name}: %{{y:.2f}} req/s good at %{{x:g}} req/s offered<extra></extra>"})
-        data.append({"type": "scatter", "mode": "lines+markers", "x": x, "showlegend": False, "legendgroup": name,
-                     "y": [round(p["slo_attainment"] * 100, 2) for p in s["points"]], "name": name,
-                     "xaxis": "x2", "yaxis": "y2", "line": {"color": c, "width": 2}, "marker": {"size": 6},
-                     "hovertemplate": f"{name}: %{{y:.1f}}% on time at %{{x:g}} req/s<extra></extra>"})
+        lines.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": [p["goodput"] for p in s["points"]],
+                      "name": name, "legendgroup": name, "line": {"color": c, "width": 2}, "marker": {"size": 6},
+                      "hovertemplate": f"{name}: %{{y:.2f}} req/s good at %{{x:g}} req/s offered<extra></extra>"})
+        lines.append({"type": "scatter", "mode": "lines+markers", "x": x, "showlegend": False, "legendgroup": name,
+                      "y": [round(p["slo_attainment"] * 100, 2) for p in s["points"]], "name": name,
+                      "xaxis": "x2", "yaxis": "y2", "line": {"color": c, "width": 2}, "marker": {"size": 6},
+                      "hovertemplate": f"{name}: %{{y:.1f}}% on time at %{{x:g}} req/s<extra></extra>"})
         band = s.get("knee_interval")
         if band and band[0] is not None and band[1] is not None and band[1] > band[0]:
             for xref, yref in (("x", "y domain"), ("x2", "y2 domain")):
                 shapes.append({"type": "rect", "xref": xref, "yref": yref, "x0": band[0], "x1": band[1], "y0": 0,
                                "y1": 1, "fillcolor": c, "opacity": 0.08, "line": {"width": 0}, "layer": "below"})
-        knee = s["knee_rate"]
-        if knee is not None:
+        if s["knee_rate"] is not None:
+            interval = (f" ({_knee_text(band[0])}–{_knee_text(band[1])})" if band and band[0] != band[1] else "")
+            knees.append((s["knee_rate"], name, c, interval))
+    knee_shapes, knee_notes = _knee_marks(knees, top)
+    layout.update(shapes=shapes + knee_shapes, annotations=notes + knee_notes)
+    return {"data": data + lines, "layout": layout}
+
+
+def _knee_marks(knees: list[tuple[float, str, str, str]], top: float) -> tuple[list[dict], list[dict]]:
+    """Each knee's dotted line across both panels and its label in the goodput panel. Knees that coincide (within
+    SAME_KNEE of the axis) share one label naming each scheduler in its colour, and their lines take different
+    dashes, so that every colour shows; labels stack down from the top, on a white ground the lines pass under,
+    each name in its scheduler's text shade (charts.text_colors: 4.5:1 on white)."""
+    groups: list[list[tuple[float, str, str, str]]] = []
+    for knee in sorted(knees):
+        if groups and knee[0] - groups[-1][0][0] <= SAME_KNEE * max(top, 1e-9):
+            groups[-1].append(knee)
+        else:
+            groups.append([knee])
+    shapes, notes = [], []
+    for row, group in enumerate(groups):
+        for k, (rate, _, c, _) in enumerate(group):
             for xref in ("x", "x2"):
-                shapes.append({"type": "line", "xref": xref, "yref": "paper", "x0": knee, "x1": knee, "y0": 0,
-                               "y1": 1, "line": {"color": c, "dash": "dot", "width": 1.5}})
-            interval = (f" ({_knee_text(band[0])}–{_knee_text(band[1])})"
-                        if band and band[0] != band[1] else "")
-            notes.append({"xref": "x", "yref": "paper", "x": knee, "y": 1 - 0.07 * i, "yanchor": "top",
-                          "xanchor": "left", "showarrow": False, "text": f" {name} knee {knee:g} req/s{interval}",
-                          "font": {"size": 10, "color": c}})
-    layout.update(shapes=shapes, annotations=notes)
-    return {"data": data, "layout": layout}
+                shapes.append({"type": "line", "xref": xref, "yref": "paper", "x0": rate, "x1": rate, "y0": 0,
+                               "y1": 1, "line": {"color": c, "dash": KNEE_DASHES[k % len(KNEE_DASHES)],
+                                                 "width": 1.5}})
+        rate = group[0][0]
+        if len(group) == 1:
+            _, name, _, interval = group[0]
+            text, ink = f"{name} knee {rate:g} req/s{interval}", text_colors(name)[0]
+        else:
+            who = ", ".join(f"<span style='color:{text_colors(name)[0]}'>{name}</span>" for _, name, _, _ in group)
+            text, ink = f"{who} knees {rate:g} req/s", SERIES["reference"]
+        notes.append({"xref": "x", "yref": "paper", "x": rate, "y": 1 - 0.08 * row, "yanchor": "top",
+                      "xanchor": "left", "xshift": 3, "showarrow": False, "text": text,
+                      "bgcolor": "rgba(255,255,255,0.85)", "borderpad": 1, "font": {"size": 10, "color": ink}})
+    return shapes, notes
 
 
 def _knee_text(knee: float | None) -> str:
@@ -66,20 +101,25 @@ def _knee_text(knee: float | None) -> str:
 
 
 def _ci_bands(name: str, c: str, points: list[dict]) -> list[dict]:
-    """Over seeds: the 95% band of goodput and of SLO attainment, shaded around each mean line (nothing for one
-    seed). A band is its upper edge, then its lower edge filled up to it."""
+    """Over seeds: the 95% band of goodput and of SLO attainment around each mean line, translucent in the
+    scheduler's colour (nothing for one seed). A band is its upper edge, then its lower edge filled up to it. An
+    interval is clipped to what the quantity can be: goodput at least 0, attainment within [0, 100] %."""
     if not points or any("ci95" not in p for p in points):
         return []
     x = [p["rate"] for p in points]
     out = []
-    for key, axes, scale in (("goodput", {}, 1.0), ("slo_attainment", {"xaxis": "x2", "yaxis": "y2"}, 100.0)):
-        low = [p["ci95"].get(key, [p[key]] * 2)[0] * scale for p in points]
-        high = [p["ci95"].get(key, [p[key]] * 2)[1] * scale for p in points]
-        edge = {"type": "scatter", "mode": "lines", "x": x, "line": {"width": 0, "color": c}, "showlegend": False,
-                "legendgroup": name, "hoverinfo": "skip", **axes}
+    for key, axes, scale, hi in (("goodput", {}, 1.0, None), ("slo_attainment", {"xaxis": "x2", "yaxis": "y2"},
+                                                               100.0, 100.0)):
+        def clip(v: float, hi=hi) -> float:
+            return round(max(0.0, v if hi is None else min(hi, v)), 4)
+
+        low = [clip(p["ci95"].get(key, [p[key]] * 2)[0] * scale) for p in points]
+        high = [clip(p["ci95"].get(key, [p[key]] * 2)[1] * scale) for p in points]
+        edge = {"type": "scatter", "mode": "lines", "x": x, "line": {"width": 0, "color": rgba(c, 0)},
+                "showlegend": False, "legendgroup": name, "hoverinfo": "skip", **axes}
         out.append({**edge, "y": high, "name": f"{name} 95% band"})
-        out.append({**edge, "y": low, "name": f"{name} 95% band", "fill": "tonexty", "fillcolor": c,
-                    "opacity": 0.2})
+        out.append({**edge, "y": low, "name": f"{name} 95% band", "fill": "tonexty",
+                    "fillcolor": rgba(c, BAND_ALPHA)})
     return out
 
 
@@ -107,9 +147,21 @@ def sweep_status(job: service.SweepJob) -> dict:
     out: dict[str, Any] = {"job": job, "error": job.error, "figure": None}
     if job.result is not None:
         out["figure"] = goodput_figure(job.result)
+        out["figure"]["export"] = {"title": TITLE, "caption": present.export_caption(job.request),
+                                   "warnings": sweep_warnings(job.request)}
         out["knees"] = [(name, s["knee_rate"]) for name, s in job.result["schedulers"].items()]
         out["embed_query"] = job.request.query()
     return out
+
+
+def sweep_warnings(req: WebRequest) -> list[str]:
+    """An exported sweep's warnings: the deployment's, if outside the validation set (points past the knee are
+    saturated by design: that is no warning here)."""
+    try:
+        setup = resolve(req.scenario).setup
+    except ScenarioError:
+        return []
+    return [present.short_warning(w) for w in coverage_warnings(setup.gpu.key, setup.model.key, setup.quantization)]
 
 
 def sweep_request(req: WebRequest) -> WebRequest:
@@ -125,6 +177,6 @@ def _explain(results: Results, g: dict) -> str:
 
 
 FIGURE = Figure(
-    name="goodput", title="Goodput vs arrival rate", order=80, build=lambda r: goodput_context(r.req),
+    name="goodput", title=TITLE, order=80, build=lambda r: goodput_context(r.req),
     explain=_explain, template="_figure_goodput.html", simulates=False, embed_request=sweep_request,
 )

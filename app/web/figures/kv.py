@@ -11,23 +11,24 @@ import math
 from dataclasses import replace
 
 from .. import clusterview
-from ..charts import FREE_CELL, color, text_style
+from ..charts import FREE_CELL, SERIES, color, text_style
 from ..runview import RunView
 from . import Figure, Results
 
 # What a cell's majority owner is doing, with two shades each so that neighbouring requests stay apart.
-# static/js/app.js draws the grids on canvases with these colours; the card's legend lists them.
+# static/js/app.js draws the grids on canvases with these colours (charts.SERIES: no scheduler's); the card's
+# legend lists them.
 KV_STATES = (
     ("free", "free", (FREE_CELL, FREE_CELL)),
-    ("prefill", "prefilling (no token yet)", ("#f59f00", "#ffd43b")),
-    ("decode", "decoding", ("#3b5bdb", "#91a7ff")),
-    ("shared", "shared prefix (several requests)", ("#2f9e44", "#69db7c")),
-    ("cached", "cached prefix, free to evict", ("#66d9e8", "#66d9e8")),
-    ("swapped", "swapped out to host memory", ("#e03131", "#ff8787")),
+    ("prefill", "prefilling (no token yet)", (SERIES["prefill"], SERIES["prefill_light"])),
+    ("decode", "decoding", (SERIES["decode"], SERIES["decode_light"])),
+    ("shared", "shared prefix (several requests)", (SERIES["shared"], SERIES["shared_light"])),
+    ("cached", "cached prefix, free to evict", (SERIES["cached"], SERIES["cached"])),
+    ("swapped", "swapped out to host memory", (SERIES["preempted"], SERIES["preempted_light"])),
 )
 # Disaggregated serving adds one: a prefill engine's blocks of a request whose prefill is done, held (no running
 # request owns them) until a decode engine has pulled its KV (kvstates.CELL_HELD).
-HELD_STATE = ("held", "prefilled, held for its KV transfer", ("#9c36b5", "#da77f2"))
+HELD_STATE = ("held", "prefilled, held for its KV transfer", (SERIES["held"], SERIES["held_light"]))
 
 
 def kv_grid(views: list[RunView]) -> tuple[int, int]:

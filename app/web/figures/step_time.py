@@ -9,17 +9,17 @@ from sim_core.catalog import SetupError
 from sim_core.step_time import CURVE_KINDS, StepShape, step_time_curves
 from sim_core.views import COST_COMPONENTS as COMPONENTS
 
-from ..charts import _ax, _axis, _columns, _layout, _log10, _ref
+from ..charts import SERIES, _ax, _axis, _columns, _layout, _log10, _ref
 from . import Figure, Results
 
-# component -> (label, colour): GPU work in blues and greens, the CPU's time grey.
+# component -> (label, colour): the GPU's kernels in colours no scheduler has (charts.SERIES), the CPU's time grey.
 COMPONENT_STYLE = {
-    "linear": ("GEMMs", "#1971c2"),
-    "attention": ("attention", "#f08c00"),
-    "elementwise": ("norms, rotary, activation", "#66a80f"),
-    "lm_head": ("lm head + sampler", "#9c36b5"),
-    "communication": ("TP all-reduce", "#0c8599"),
-    "overhead": ("CPU overhead", "#adb5bd"),
+    "linear": ("GEMMs", SERIES["gemm"]),
+    "attention": ("attention", SERIES["attention"]),
+    "elementwise": ("norms, rotary, activation", SERIES["elementwise"]),
+    "lm_head": ("lm head + sampler", SERIES["lm_head"]),
+    "communication": ("TP all-reduce", SERIES["communication"]),
+    "overhead": ("CPU overhead", SERIES["overhead"]),
 }
 assert tuple(COMPONENT_STYLE) == COMPONENTS
 PANEL_TITLES = {"prefill": "prefill only", "decode": "decode only", "mixed": "mixed (chunked prefill)"}
@@ -58,8 +58,10 @@ def steptime_figure(curves: dict) -> dict:
     tokens = curves["tokens"]
     data, shapes, notes = [], [], []
     for k, (domain, kind) in enumerate(zip(_columns(3, 0.07), CURVE_KINDS, strict=True)):
+        # Decades only (1, 10, 100, ...): plotly's 2s and 5s between them run into each other at a slide's size.
         layout[_ax("x", k)] = _axis(f"batch tokens: {PANEL_TITLES[kind]}", domain=domain, anchor=_ref("y", k),
-                                    type="log", range=[0, _log10(max(tokens))])
+                                    type="log", range=[0, _log10(max(tokens))], dtick=1,
+                                    minor={"showgrid": True, "gridcolor": "#f3f4f6", "dtick": "D1"})
         layout[_ax("y", k)] = _axis("step time (ms)" if k == 0 else "", anchor=_ref("x", k), rangemode="tozero")
         parts = curves["kinds"][kind]["components_ms"]
         # Batches whose KV would not fit are left out (a stack would drop to zero at a gap), and the edge named.
@@ -67,7 +69,7 @@ def steptime_figure(curves: dict) -> dict:
         if drawn and len(drawn) < len(tokens):
             notes.append({"xref": _ref("x", k), "yref": f"{_ref('y', k)} domain", "x": _log10(tokens[drawn[-1]]),
                           "y": 0.5, "xanchor": "left", "showarrow": False, "textangle": -90,
-                          "text": "KV pool full beyond", "font": {"size": 10, "color": "#868e96"}})
+                          "text": "KV pool full beyond", "font": {"size": 10, "color": SERIES["reference"]}})
         for name, (label, fill) in COMPONENT_STYLE.items():
             data.append({"type": "scatter", "mode": "lines", "stackgroup": f"s{k}", "x": [tokens[i] for i in drawn],
                          "y": [round(parts[name][i], 4) for i in drawn],
@@ -78,10 +80,10 @@ def steptime_figure(curves: dict) -> dict:
         ridge = curves["ridge_tokens"]
         if 1 <= ridge <= max(tokens):
             shapes.append({"type": "line", "xref": _ref("x", k), "yref": f"{_ref('y', k)} domain", "x0": ridge,
-                           "x1": ridge, "y0": 0, "y1": 1, "line": {"color": "#495057", "width": 1, "dash": "dash"}})
+                           "x1": ridge, "y0": 0, "y1": 1, "line": {"color": SERIES["reference"], "width": 1, "dash": "dash"}})
             notes.append({"xref": _ref("x", k), "yref": f"{_ref('y', k)} domain", "x": _log10(ridge), "y": 1,
                           "xanchor": "right", "yanchor": "top", "showarrow": False,
-                          "text": f"ridge ≈ {ridge:,.0f}", "font": {"size": 10, "color": "#495057"}})
+                          "text": f"ridge ≈ {ridge:,.0f}", "font": {"size": 10, "color": SERIES["reference"]}})
     layout["legend"].update(font={"size": 11})
     layout.update(shapes=shapes, annotations=notes)
     return {"data": data, "layout": layout}

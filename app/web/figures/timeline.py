@@ -15,14 +15,20 @@ TIMELINE_ROWS = (("step_ms", "step time (ms)"), ("prefill_tokens", "prefill toke
 def timeline_figure(views: list[RunView], span: list[float] | None = None) -> dict:
     """`span`: the comparison's time_range."""
     n = len(TIMELINE_ROWS)
-    layout = _layout(170 * n, hovermode="x unified", margin={"l": 70, "r": 20, "t": 36, "b": 50})
+    layout = _layout(170 * n, hovermode="x unified", margin={"l": 56, "r": 20, "t": 36, "b": 50})
+    layout["legend"].update(x=1, xanchor="right")  # the first row's name is at the left, above it
+    # Each row's name is written above it, level: a rotated axis title is longer than a short row is high (a
+    # slide's embed overprinted them), and a level name reads at a glance.
+    names = []
     data = []
-    for k, (domain, (key, title)) in enumerate(zip(_rows(n, 0.035), TIMELINE_ROWS, strict=True)):
+    for k, (domain, (key, title)) in enumerate(zip(_rows(n, 0.05), TIMELINE_ROWS, strict=True)):
         bottom = k == n - 1
         layout[_ax("x", k)] = _axis("simulated time (s)" if bottom else "", anchor=_ref("y", k),
                                     showticklabels=bottom, **({"range": span} if k == 0 and span else {}),
                                     **({} if k == 0 else {"matches": "x"}))
-        layout[_ax("y", k)] = _axis(title, domain=domain, anchor=_ref("x", k), rangemode="tozero")
+        layout[_ax("y", k)] = _axis("", domain=domain, anchor=_ref("x", k), rangemode="tozero")
+        names.append({"xref": "paper", "yref": f"{_ref('y', k)} domain", "x": 0, "y": 1, "xanchor": "left",
+                      "yanchor": "bottom", "showarrow": False, "text": title, "font": {"size": 11}})
         for v in views:
             y = v.steps[key] if key != "kv_pct" else [round(b * 100 / max(1, v.setup["num_blocks"]), 2)
                                                      for b in v.steps["kv_blocks"]]
@@ -31,8 +37,9 @@ def timeline_figure(views: list[RunView], span: list[float] | None = None) -> di
                          "line": {"color": color(v.scheduler), "width": 1.4, "shape": "hv"},
                          "xaxis": _ref("x", k), "yaxis": _ref("y", k),
                          "hovertemplate": f"{v.scheduler}: %{{y:,.4~g}}<extra></extra>"})
+    layout["annotations"] = names
     if not any(v.steps["t"] for v in views):
-        layout["annotations"] = [_empty_note("No request arrived in this run: the engine never stepped.")]
+        layout["annotations"].append(_empty_note("No request arrived in this run: the engine never stepped."))
     return {"data": data, "layout": layout}
 
 
