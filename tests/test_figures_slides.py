@@ -89,9 +89,11 @@ def every_scheduler():
 
 @pytest.fixture(scope="module")
 def clusters():
-    """A comparison on replicas behind a router, and one on prefill and decode pools (the cluster view)."""
+    """A comparison on replicas behind a router, one on prefill and decode pools (the cluster view), and one whose
+    load follows a rate schedule (the offered-load figure)."""
     out = []
-    for extra in ("replicas=3&router=least_outstanding", "prefill_replicas=2&decode_replicas=1"):
+    for extra in ("replicas=3&router=least_outstanding", "prefill_replicas=2&decode_replicas=1",
+                  "rate_schedule=0:2,5:6"):
         pairs = [kv.split("=") for kv in f"{QUERY}&{extra}&schedulers=fcfs,chunked".split("&")]
         out.append(results_context(parse_request(query_to_dict(pairs))))
     return out
@@ -133,7 +135,8 @@ def test_no_figure_draws_something_else_in_a_schedulers_colour(every_scheduler, 
     drawn += [("plan", pareto_figure(SimpleNamespace(result=SimpleNamespace(plans=plans),
                                                      inputs=SimpleNamespace(attainment=0.95))))]
     names = {name for name, _ in drawn}
-    assert {"cdf", "attribution", "step-time", "timeline", "gantt", "kv", "replica-load", "goodput", "plan"} <= names
+    assert {"cdf", "attribution", "step-time", "timeline", "gantt", "kv", "replica-load", "goodput", "plan",
+            "offered-load"} <= names
     checked = 0
     for name, fig in drawn:
         for trace in fig["data"]:

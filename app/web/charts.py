@@ -35,6 +35,7 @@ SERIES = {
     "reference": "#495057",  # SLO targets, the attainment target: dashed lines and their notes
     "ideal": "#ced4da",  # goodput = offered load
     "plan": "#343a40", "dominated": "#ced4da",
+    "offered": "#343a40",  # the offered load and its rate schedule
 }
 # A cluster's engines in order (the cluster view's router row, request bars and KV transfers agree): no
 # scheduler's colour nor the KV transfers' (SERIES["transport"]); a cluster of more engines repeats them.

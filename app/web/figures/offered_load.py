@@ -10,12 +10,12 @@ import numpy as np
 from sim_core.rate_schedule import parse as parse_schedule
 from sim_core.views import RequestState
 
-from ..charts import _axis, _layout, color
+from ..charts import SERIES, _axis, _layout, color
 from . import Figure, Results
 
 NAME = "offered-load"
 WINDOWS = 60  # windows over the run's span: fine enough for its phases, few enough to read each bar's count
-OFFERED = "#343a40"  # the offered load and the schedule: a neutral dark, no scheduler's colour
+OFFERED = SERIES["offered"]
 
 
 def per_window(result) -> dict:
@@ -53,6 +53,7 @@ def offered_load_figure(results: Results) -> dict | None:
         mid, w = (e[1:] + e[:-1]) / 2, float(e[1] - e[0])
         data.append({"type": "scatter", "mode": "lines", "x": mid.round(3).tolist(),
                      "y": (np.array(counts["completed"]) / w).round(4).tolist(), "name": f"{name} completed",
+                     "legendgroup": name,
                      "line": {"color": color(name), "width": 2, "shape": "hvh"},
                      "hovertemplate": f"{name} completed %{{y:.2f}} req/s<extra></extra>"})
     return {"data": data, "layout": layout}
