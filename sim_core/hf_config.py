@@ -164,7 +164,7 @@ def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", publishe
         raise ModelConfigError("config.json", "expected a JSON object (a Hugging Face config.json)")
     mt = doc.get("model_type")
     prefix = ""
-    if mt in WRAPPERS:
+    if isinstance(mt, str) and mt in WRAPPERS:
         text = doc.get("text_config")
         if not isinstance(text, dict):
             raise ModelConfigError("text_config", f"missing (a {mt} config keeps its language model there)")
