@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .architecture import Model
+
 # Per model type: the defaults transformers' config class gives keys a file may leave out (only those the reader
 # uses), and whether q/k/v carry biases without a config key saying so (Qwen2's attention always has them).
 _QWEN_LIKE = {"tie_word_embeddings": False, "attention_bias": False}
@@ -156,10 +158,8 @@ def _moe_layers(r: _Reader, mt: str, layers: int) -> int:
     return layers
 
 
-def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", published_params_b: float = 0.0):
-    """The Model a parsed config.json describes (ModelConfigError, naming the key, if it cannot be read)."""
-    from .catalog import Model  # here: catalog builds its bundled models with this function
-
+def _language_model(doc: Any) -> tuple[dict, str, str]:
+    """(the language model's config, its model type, the prefix its keys are named with in errors)."""
     if not isinstance(doc, dict):
         raise ModelConfigError("config.json", "expected a JSON object (a Hugging Face config.json)")
     mt = doc.get("model_type")
@@ -173,28 +173,12 @@ def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", publishe
     if not isinstance(mt, str) or mt not in MODEL_TYPES:
         raise ModelConfigError(prefix + "model_type", f"unsupported architecture {json.dumps(mt)[:60]}; this "
                                                       f"reader knows {', '.join(sorted({*MODEL_TYPES, *WRAPPERS}))}")
-    r = _Reader(doc, MODEL_TYPES[mt], prefix)
-    layers = r.int("num_hidden_layers", hi=MAX_LAYERS)
-    hidden = r.int("hidden_size")
-    heads = r.int("num_attention_heads")
-    kv_heads = r.int("num_key_value_heads", heads)
-    if heads % kv_heads:
-        raise ModelConfigError(r.name("num_key_value_heads"), f"{kv_heads} does not divide num_attention_heads "
-                                                              f"({heads})")
-    vocab = r.int("vocab_size")
-    max_context = r.int("max_position_embeddings", hi=1 << 30)
-    tie = r.bool("tie_word_embeddings")
-    qkv_bias = bool(MODEL_TYPES[mt].get("qkv_bias")) or r.bool("attention_bias")
-    f: dict[str, Any] = {}
+    return doc, mt, prefix
 
-    if mt in ("deepseek_v2", "deepseek_v3"):
-        # MLA: the cache keeps one latent of kv_lora_rank plus the shared RoPE key per token and layer.
-        rope, nope = r.int("qk_rope_head_dim"), r.int("qk_nope_head_dim")
-        f.update(kv_lora_rank=r.int("kv_lora_rank"), qk_rope_head_dim=rope, v_head_dim=r.int("v_head_dim"),
-                 q_lora_rank=r.int("q_lora_rank", 0, lo=0))
-        head_dim = nope + rope
-    else:
-        head_dim = r.int("head_dim", hidden // heads if hidden % heads == 0 else ...)
+
+def _layer_fields(r: _Reader, mt: str, layers: int, hidden: int) -> dict[str, Any]:
+    """The windowed and linear-attention layers' Model fields."""
+    f: dict[str, Any] = {"attn_gate": mt == "qwen3_next"}  # its attention gates the output: q_proj twice as wide
     kinds = _layer_kinds(r, mt, layers)
     windowed = [k for k in kinds if k in ("sliding_attention", "chunked_attention")]
     if windowed:
@@ -205,52 +189,85 @@ def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", publishe
         f.update(window_kind="chunked" if chunked else "sliding", window_layers=len(windowed),
                  window=r.int("attention_chunk_size" if chunked else "sliding_window", hi=1 << 30))
     linear = kinds.count("linear_attention")
+    if linear == layers:
+        raise ModelConfigError(r.name("layer_types"), "no attention layer: the simulator pages a KV cache and "
+                                                      "needs at least one")
     if linear:
         if mt != "qwen3_next":
             raise ModelConfigError(r.name("layer_types"), f"linear_attention layers are read for qwen3_next "
                                                           f"(Gated DeltaNet) only, not {mt}")
-        kh, vh = r.int("linear_num_key_heads"), r.int("linear_num_value_heads")
-        kd, vd = r.int("linear_key_head_dim"), r.int("linear_value_head_dim")
-        conv = r.int("linear_conv_kernel_dim", hi=1024)
-        key_dim, value_dim = kh * kd, vh * vd
-        conv_dim = 2 * key_dim + value_dim
-        # vLLM's Gated DeltaNet layer: in_proj_qkvz, in_proj_ba, a depthwise conv over q, k and v, dt_bias and
-        # A_log per value head, a gated RMSNorm of one value head, out_proj.
-        f["linear_params_per_layer"] = (hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * vh + conv_dim * conv
-                                        + 2 * vh + vd + value_dim * hidden)
-        # Its per-sequence state: the recurrent state (value heads x key dim x value dim) and the last conv-1
-        # inputs of the convolution (vLLM's mamba state shapes for qwen3_next).
-        f["linear_state_elems"] = vh * kd * vd + conv_dim * (conv - 1)
-        f["linear_layers"] = linear
-    if linear == layers:
-        raise ModelConfigError(r.name("layer_types"), "no attention layer: the simulator pages a KV cache and "
-                                                      "needs at least one")
-    f["attn_gate"] = mt == "qwen3_next"  # its full-attention layers gate the output: q_proj is twice as wide
+        f.update(_gated_deltanet(r, hidden), linear_layers=linear)
+    return f
 
+
+def _gated_deltanet(r: _Reader, hidden: int) -> dict[str, int]:
+    """One Gated DeltaNet layer's weights and per-sequence state (elements)."""
+    kh, vh = r.int("linear_num_key_heads"), r.int("linear_num_value_heads")
+    kd, vd = r.int("linear_key_head_dim"), r.int("linear_value_head_dim")
+    conv = r.int("linear_conv_kernel_dim", hi=1024)
+    key_dim, value_dim = kh * kd, vh * vd
+    conv_dim = 2 * key_dim + value_dim
+    # vLLM's layer: in_proj_qkvz, in_proj_ba, a depthwise conv over q, k and v, dt_bias and A_log per value head,
+    # a gated RMSNorm of one value head, out_proj. Its state: the recurrent state (value heads x key dim x value
+    # dim) and the convolution's last conv-1 inputs (vLLM's mamba state shapes for qwen3_next).
+    return {"linear_params_per_layer": (hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * vh
+                                        + conv_dim * conv + 2 * vh + vd + value_dim * hidden),
+            "linear_state_elems": vh * kd * vd + conv_dim * (conv - 1)}
+
+
+def _moe_fields(r: _Reader, mt: str, layers: int, ffn: int) -> tuple[int, dict[str, Any]]:
+    """(the dense MLP's width, the mixture of experts' Model fields: none for a dense model)."""
     experts = r.int("num_experts", 0, lo=0) or r.int("n_routed_experts", 0, lo=0) \
         or r.int("num_local_experts", 0, lo=0)
-    ffn = r.int("intermediate_size")
-    if experts > 1:
-        per_token_key = "num_experts_per_tok" if "num_experts_per_tok" in doc else "experts_per_token"
-        f.update(experts=experts, experts_per_token=r.int(per_token_key, hi=experts))
-        moe = _moe_layers(r, mt, layers)
-        f["dense_layers"] = layers - moe
-        if mt in ("deepseek_v2", "deepseek_v3"):
-            f["expert_ffn"] = r.int("moe_intermediate_size")
-            f["shared_ffn"] = r.int("n_shared_experts", lo=0, hi=1024) * f["expert_ffn"]
-        elif mt in ("qwen3_moe", "qwen3_next"):
-            f["expert_ffn"] = r.int("moe_intermediate_size")
-            f["shared_ffn"] = r.int("shared_expert_intermediate_size", 0, lo=0)
-        elif mt == "llama4_text":
-            # Each MoE layer adds one shared expert as wide as a routed one; dense layers use intermediate_size_mlp.
-            f["expert_ffn"] = f["shared_ffn"] = ffn
-            ffn = r.int("intermediate_size_mlp")
+    if experts <= 1:
+        return ffn, {}
+    per_token_key = "num_experts_per_tok" if "num_experts_per_tok" in r.doc else "experts_per_token"
+    f: dict[str, Any] = {"experts": experts, "experts_per_token": r.int(per_token_key, hi=experts),
+                         "dense_layers": layers - _moe_layers(r, mt, layers)}
+    if mt in ("deepseek_v2", "deepseek_v3"):
+        f["expert_ffn"] = r.int("moe_intermediate_size")
+        f["shared_ffn"] = r.int("n_shared_experts", lo=0, hi=1024) * f["expert_ffn"]
+    elif mt in ("qwen3_moe", "qwen3_next"):
+        f["expert_ffn"] = r.int("moe_intermediate_size")
+        f["shared_ffn"] = r.int("shared_expert_intermediate_size", 0, lo=0)
+    elif mt == "llama4_text":
+        # Each MoE layer adds one shared expert as wide as a routed one; dense layers use intermediate_size_mlp.
+        f["expert_ffn"] = f["shared_ffn"] = ffn
+        ffn = r.int("intermediate_size_mlp")
+    return ffn, f
+
+
+def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", published_params_b: float = 0.0) -> Model:
+    """The Model a parsed config.json describes (ModelConfigError, naming the key, if it cannot be read)."""
+    doc, mt, prefix = _language_model(doc)
+    r = _Reader(doc, MODEL_TYPES[mt], prefix)
+    layers = r.int("num_hidden_layers", hi=MAX_LAYERS)
+    hidden = r.int("hidden_size")
+    heads = r.int("num_attention_heads")
+    kv_heads = r.int("num_key_value_heads", heads)
+    if heads % kv_heads:
+        raise ModelConfigError(r.name("num_key_value_heads"), f"{kv_heads} does not divide num_attention_heads "
+                                                              f"({heads})")
+    f: dict[str, Any] = {}
+    if mt in ("deepseek_v2", "deepseek_v3"):
+        # MLA: the cache keeps one latent of kv_lora_rank plus the shared RoPE key per token and layer.
+        rope, nope = r.int("qk_rope_head_dim"), r.int("qk_nope_head_dim")
+        f.update(kv_lora_rank=r.int("kv_lora_rank"), qk_rope_head_dim=rope, v_head_dim=r.int("v_head_dim"),
+                 q_lora_rank=r.int("q_lora_rank", 0, lo=0))
+        head_dim = nope + rope
+    else:
+        head_dim = r.int("head_dim", hidden // heads if hidden % heads == 0 else ...)
+    f.update(_layer_fields(r, mt, layers, hidden))
+    ffn, moe = _moe_fields(r, mt, layers, r.int("intermediate_size"))
     return Model(key=key, hf_name=hf_name or str(doc.get("_name_or_path") or ""), layers=layers, hidden=hidden,
-                 heads=heads, kv_heads=kv_heads, head_dim=head_dim, ffn=ffn, vocab=vocab, tie_embeddings=tie,
-                 qkv_bias=qkv_bias, max_context=max_context, published_params_b=published_params_b, **f)
+                 heads=heads, kv_heads=kv_heads, head_dim=head_dim, ffn=ffn, vocab=r.int("vocab_size"),
+                 tie_embeddings=r.bool("tie_word_embeddings"),
+                 qkv_bias=bool(MODEL_TYPES[mt].get("qkv_bias")) or r.bool("attention_bias"),
+                 max_context=r.int("max_position_embeddings", hi=1 << 30), published_params_b=published_params_b,
+                 **f, **moe)
 
 
-def model_from_text(text: str, key: str = "custom"):
+def model_from_text(text: str, key: str = "custom") -> Model:
     """model_from_config of a config.json's text (ModelConfigError if it is not JSON)."""
     try:
         doc = json.loads(text)
