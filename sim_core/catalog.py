@@ -278,19 +278,20 @@ class Setup:
 
     @property
     def hybrid_kv_capacity_tokens(self) -> int:
-        """The context tokens vLLM's hybrid KV cache manager reports it can hold ("GPU KV cache size: N tokens"):
-        the free memory over what one token adds to its growing (full-attention or MLA) layers, in whole blocks.
-        Windows and linear state are paid out of the same pool per sequence, so fewer tokens fit per sequence
-        than this; it is the figure to compare with vLLM's log."""
+        """The free KV memory over what each further token of context adds (full-attention or MLA layers), in
+        whole blocks: the context tokens vLLM's hybrid KV cache manager could hold at once were no memory spent on
+        windows or linear state (those come out of the same pool, per sequence). For a model without either it
+        is vLLM's "GPU KV cache size"; for a hybrid model vLLM's log line divides its pool among its KV cache
+        groups and prints less."""
         per_block = self.kv_growth_bytes_per_token_per_gpu * self.block_size
         return max(0, int(self.kv_free_bytes // per_block)) * self.block_size if per_block else 0
 
     def kv_report(self) -> dict[str, float | int]:
         """The KV figures a run reports, across all GPUs of one engine: what each further token of context adds
         (GQA heads split over the TP ranks; MLA's latent replicated on every rank, as vLLM keeps it), each
-        sequence's fixed bytes (its windows' blocks and its linear layers' state), the tokens vLLM's hybrid KV
-        cache manager would report it holds, and what the engine's pool charges per token and reserves (the
-        simplification kv_pool_plan describes)."""
+        sequence's fixed bytes (its windows' blocks and its linear layers' state), the context tokens the free
+        memory holds at kv_bytes_per_token (hybrid_kv_capacity_tokens), and what the engine's pool charges per
+        token and reserves (the simplification kv_pool_plan describes)."""
         tp = self.tp
         return {"kv_bytes_per_token": self.kv_growth_bytes_per_token_per_gpu * tp,
                 "kv_bytes_per_sequence_fixed": self.kv_fixed_bytes_per_seq_per_gpu * tp,
@@ -314,7 +315,8 @@ class Setup:
                          f"max_seqs={self.max_num_seqs} sequences")
         return (f"{m.key}: the simulated KV pool is conservative: " + "; ".join(parts)
                 + f" ({fmt_gb(self.kv_reserved_bytes_per_gpu)} reserved per GPU); vLLM's hybrid KV cache manager "
-                  f"would hold up to {self.hybrid_kv_capacity_tokens:,} tokens of context (docs/MODEL.md)")
+                  f"pays only for the windows' last blocks and each running sequence's state, out of a pool of "
+                  f"{self.hybrid_kv_capacity_tokens:,} tokens of context (docs/MODEL.md)")
 
     @property
     def uses_fp8_tensor_cores(self) -> bool:

@@ -17,6 +17,7 @@ from sim_core.catalog import ServingSettings, SetupError, resolve_setup
 from sim_core.data import read
 from sim_core.deployment import resolve
 from sim_core.hf_config import ModelConfigError, model_from_config, model_from_text
+from sim_core.validity import run_warnings
 
 CONFIGS = Path(__file__).resolve().parent.parent / "sim_core" / "data" / "hf_configs"
 HF_ENTRIES = [e for e in read("models.json")["entries"] if "hf_config" in e]
@@ -166,7 +167,11 @@ def test_each_bundled_model_runs_where_it_fits(key):
     s = Scenario(hardware=hardware, model=key, quantization=quantization, tp=tp, num_requests=30)
     result = run(s)
     assert result.metrics["completed"] == 30, key
-    assert result.resolved.setup.model.key == key
+    m = result.resolved.setup.model
+    assert m.key == key
+    # A model the KV pool simplifies says so in the run's warnings.
+    simplified = [w for w in run_warnings(result) if "KV pool is conservative" in w]
+    assert len(simplified) == (1 if m.window_layers or m.linear_layers else 0), key
 
 
 # ----- --model-config on the command line -----
