@@ -197,6 +197,12 @@ def test_model_config_equals_the_bundled_model_byte_for_byte(capsys, tmp_path):
     assert resolved["kv_bytes_per_sequence_fixed"] == 0
 
 
+def test_a_plan_takes_a_model_config(capsys):
+    doc = cli_json(capsys, ["plan", "--model-config", CONFIGS / "qwen3-8b.json", "--workload", "chat", "--rate", "5",
+                            "--gpus", "h100", "--tp", "1", "--duration", "10"])
+    assert doc["plans"] and all("model_file=" in p["scenario"] for p in doc["plans"])  # each plan's scenario
+
+
 def test_model_config_errors_name_the_flag_and_the_key(capsys, tmp_path):
     doc = config("qwen3-8b")
     del doc["num_attention_heads"]
