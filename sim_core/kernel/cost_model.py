@@ -255,6 +255,8 @@ def _elementwise_kernels(setup: Setup) -> tuple[tuple[float, float], ...]:
     # and v, write them into the cache).
     kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers  # in the cache's format
     kv_in = 2.0 * max(1, m.kv_heads // tp) * m.head_dim * ACTIVATION_BYTES  # k and v as the QKV GEMM wrote them
+    if m.is_mla:  # MLA writes its latent (kv_lora_rank + qk_rope_head_dim), whole on every rank
+        kv_in = (m.kv_lora_rank + m.qk_rope_head_dim) * ACTIVATION_BYTES
     return ((2 * 2.0 * m.hidden * ACTIVATION_BYTES, NORM_BW_EFFICIENCY),
             (2 * 3.0 * m.hidden * ACTIVATION_BYTES, STREAM_COPY_BW_EFFICIENCY),
             (2.0 * (m.heads + m.kv_heads) / tp * m.head_dim * ACTIVATION_BYTES, ROPE_BW_EFFICIENCY),
