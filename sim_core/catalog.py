@@ -21,7 +21,9 @@ import math
 from dataclasses import dataclass, field
 
 from . import data
+from .architecture import Model
 from .data import CatalogDataError
+from .hf_config import ModelConfigError, model_from_config
 
 GIB = 1024**3
 
@@ -93,88 +95,6 @@ class GPU:
         return NVLINK_ALLREDUCE_LATENCY_US_2_GPUS if tp <= 2 else self.nvlink_allreduce_latency_us
 
 
-@dataclass(frozen=True)
-class Model:
-    key: str
-    hf_name: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    ffn: int
-    vocab: int
-    tie_embeddings: bool
-    qkv_bias: bool
-    max_context: int
-    experts: int = 1  # MoE: experts per layer (1 = dense)
-    experts_per_token: int = 1
-    published_params_b: float = 0.0
-
-    # --- parameter counts (computed from the config, checked against published totals in the tests) ---
-    @property
-    def attn_params_per_layer(self) -> int:
-        q = self.hidden * self.heads * self.head_dim
-        kv = 2 * self.hidden * self.kv_heads * self.head_dim
-        o = self.heads * self.head_dim * self.hidden
-        bias = (self.heads + 2 * self.kv_heads) * self.head_dim if self.qkv_bias else 0
-        return q + kv + o + bias
-
-    @property
-    def expert_params_per_layer(self) -> int:
-        """One gated MLP (gate, up, down projections)."""
-        return 3 * self.hidden * self.ffn
-
-    @property
-    def router_params_per_layer(self) -> int:
-        return self.hidden * self.experts if self.experts > 1 else 0
-
-    @property
-    def norm_params(self) -> int:
-        return self.layers * 2 * self.hidden + self.hidden
-
-    @property
-    def embedding_params(self) -> int:
-        return self.vocab * self.hidden
-
-    @property
-    def lm_head_params(self) -> int:
-        return self.vocab * self.hidden
-
-    @property
-    def total_params(self) -> int:
-        per_layer = self.attn_params_per_layer + self.experts * self.expert_params_per_layer
-        per_layer += self.router_params_per_layer
-        lm_head = 0 if self.tie_embeddings else self.lm_head_params
-        return self.layers * per_layer + self.embedding_params + lm_head + self.norm_params
-
-    @property
-    def dense_matmul_params(self) -> int:
-        """Matmul weights every token multiplies by (attention, router, and the MLP when not MoE); no lm head."""
-        per_layer = self.attn_params_per_layer + self.router_params_per_layer
-        if self.experts == 1:
-            per_layer += self.expert_params_per_layer
-        return self.layers * per_layer
-
-    @property
-    def expert_matmul_params(self) -> int:
-        """All expert MLP weights across layers (0 for dense models)."""
-        return self.layers * self.experts * self.expert_params_per_layer if self.experts > 1 else 0
-
-    @property
-    def active_matmul_params(self) -> int:
-        """Matmul weights one token multiplies by, excluding the lm head."""
-        routed = self.layers * self.experts_per_token * self.expert_params_per_layer if self.experts > 1 else 0
-        return self.dense_matmul_params + routed
-
-    @property
-    def active_params(self) -> int:
-        return self.active_matmul_params + self.lm_head_params + self.norm_params
-
-    def kv_bytes_per_token(self, bytes_per_elem: float = 2.0) -> float:
-        return 2 * self.layers * self.kv_heads * self.head_dim * bytes_per_elem
-
-
 # The calibration constants a gpus.json entry may name in place of a number: the per-GPU values above, each defined
 # once with its measurement (the A100 and A100-40GB, H100 and H200 share theirs).
 GPU_CONSTANTS: dict[str, float] = {
@@ -194,9 +114,40 @@ MODELS_FILE = "models.json"
 GPUS_FILE = "gpus.json"
 
 
+# A models.json entry may define its architecture by a bundled Hugging Face config (sim_core/data/hf_configs/),
+# read by sim_core/hf_config.py: then it holds only these keys, "source" saying where the config comes from.
+HF_ENTRY_KEYS = ("key", "hf_config", "hf_name", "published_params_b", "source", "note")
+
+
+def _hf_entry(entry: dict, label: str) -> Model:
+    for k in entry:
+        if k not in HF_ENTRY_KEYS:
+            raise CatalogDataError(f"{label}: unknown key {k!r}; an entry with 'hf_config' has keys "
+                                   f"{', '.join(HF_ENTRY_KEYS)}")
+    for k in ("hf_name", "published_params_b", "source"):
+        if k not in entry:
+            raise CatalogDataError(f"{label}: missing key {k!r}")
+    path = entry["hf_config"]
+    try:
+        doc = data.read(path)
+    except FileNotFoundError:
+        raise CatalogDataError(f"{label}: key 'hf_config': no file {data.where(path)}") from None
+    try:
+        return model_from_config(doc, entry["key"], entry["hf_name"], float(entry["published_params_b"]))
+    except ModelConfigError as e:
+        raise CatalogDataError(f"{label}: {data.where(path)}: {e}") from None
+
+
 def models_from(doc) -> dict[str, Model]:
-    """The models of a models.json document, by key, in the file's order."""
-    return data.load(doc, MODELS_FILE, Model)
+    """The models of a models.json document, by key, in the file's order; an entry naming an "hf_config" file
+    is read from it (sim_core/hf_config.py), the others from their fields."""
+    plain = dict(doc, entries=[e for e in doc.get("entries", []) if not (isinstance(e, dict) and "hf_config" in e)]) \
+        if isinstance(doc, dict) else doc
+    loaded = data.load(plain, MODELS_FILE, Model)
+    out: dict[str, Model] = {}
+    for name, label, entry in data.entries(doc, MODELS_FILE):
+        out[name] = _hf_entry(entry, label) if "hf_config" in entry else loaded[name]
+    return out
 
 
 def gpus_from(doc, models: dict[str, Model]) -> dict[str, GPU]:
@@ -237,7 +188,17 @@ class Setup:
     kv_cache_dtype: str = "auto"
     weight_bytes_per_gpu: float = field(init=False)
     activation_bytes_per_gpu: float = field(init=False)
+    # What the engine's KV pool charges per token of context on one GPU (its blocks are this x block_size), and
+    # what it reserves up front for max_num_seqs sequences' fixed state (see kv_pool_plan).
     kv_bytes_per_token_per_gpu: float = field(init=False)
+    kv_reserved_bytes_per_gpu: float = field(init=False)
+    # vLLM's hybrid KV cache manager's figures, per GPU: what each further token of context adds (full-attention
+    # and MLA layers), what a windowed layer holds per token of its window, and each sequence's fixed bytes
+    # (its windows' blocks and its linear layers' state).
+    kv_growth_bytes_per_token_per_gpu: float = field(init=False)
+    kv_window_bytes_per_token_per_gpu: float = field(init=False)
+    kv_fixed_bytes_per_seq_per_gpu: float = field(init=False)
+    kv_windows_per_token: bool = field(init=False)  # the engine charges windowed layers for every token
 
     def __post_init__(self) -> None:
         m, tp = self.model, self.tp
@@ -254,10 +215,42 @@ class Setup:
         act += self.max_num_seqs * m.vocab * 4.0
         object.__setattr__(self, "activation_bytes_per_gpu", act)
         kv_heads_per_gpu = max(1, m.kv_heads // tp)  # vLLM replicates KV heads when TP exceeds them
-        object.__setattr__(
-            self, "kv_bytes_per_token_per_gpu",
-            2.0 * m.layers * kv_heads_per_gpu * m.head_dim * KV_CACHE_DTYPES[self.kv_cache_dtype]
-        )
+        elem = KV_CACHE_DTYPES[self.kv_cache_dtype]
+        if m.is_mla:
+            growth = m.full_attn_layers * m.kv_bytes_per_token_per_layer(kv_heads_per_gpu, elem)
+        else:
+            growth = 2.0 * m.full_attn_layers * kv_heads_per_gpu * m.head_dim * elem
+        window = m.window_layers * m.kv_bytes_per_token_per_layer(kv_heads_per_gpu, elem)
+        window_tokens = m.window_hold_tokens(self.block_size)
+        # Linear-attention state stays 16-bit (vLLM's mamba_ssm_cache_dtype auto) and its heads split over TP.
+        state = m.linear_layers * m.linear_state_elems * 2.0 / tp
+        fixed = window * window_tokens + state
+        object.__setattr__(self, "kv_growth_bytes_per_token_per_gpu", growth)
+        object.__setattr__(self, "kv_window_bytes_per_token_per_gpu", window)
+        object.__setattr__(self, "kv_fixed_bytes_per_seq_per_gpu", fixed)
+        per_token, reserved, windows_per_token = self.kv_pool_plan(growth, window, window * window_tokens, state)
+        object.__setattr__(self, "kv_bytes_per_token_per_gpu", per_token)
+        object.__setattr__(self, "kv_reserved_bytes_per_gpu", reserved)
+        object.__setattr__(self, "kv_windows_per_token", windows_per_token)
+
+    def kv_pool_plan(self, growth: float, window: float, window_fixed: float, state: float) -> tuple[float, float,
+                                                                                                        bool]:
+        """(bytes per token, bytes reserved, windows charged per token) of the engine's KV pool.
+
+        The engine's pool pages every sequence's context in blocks of one size; vLLM's hybrid manager also frees
+        the blocks that slide out of a window and keeps a linear layer's state in one block per sequence. The
+        simulator does neither (kernel/kv_pool.py pages context only), so it charges those layers conservatively,
+        never less than vLLM holds: each linear layer's state is reserved for max_num_seqs sequences out of the
+        pool, and windowed layers are either charged for every token of context like full attention (what vLLM
+        does with --disable-hybrid-kv-cache-manager) or reserved at their full window for max_num_seqs sequences,
+        whichever leaves more blocks. Models without windows or linear layers: (growth, 0, False) exactly."""
+        if not window:
+            return growth, state * self.max_num_seqs, False
+        free = self.usable_bytes - self.weight_bytes_per_gpu - self.reserve_bytes - state * self.max_num_seqs
+        reserve_windows = free - window_fixed * self.max_num_seqs
+        if growth > 0 and reserve_windows / growth > free / (growth + window):
+            return growth, (state + window_fixed) * self.max_num_seqs, False
+        return growth + window, state * self.max_num_seqs, True
 
     @property
     def usable_bytes(self) -> float:
@@ -272,9 +265,58 @@ class Setup:
         return self.kv_bytes_per_token_per_gpu * self.block_size
 
     @property
+    def kv_free_bytes(self) -> float:
+        """What memory leaves for the KV cache on one GPU, before any reservation."""
+        return self.usable_bytes - self.weight_bytes_per_gpu - self.reserve_bytes
+
+    @property
     def num_kv_blocks(self) -> int:
         free = self.usable_bytes - self.weight_bytes_per_gpu - self.reserve_bytes
+        if self.kv_reserved_bytes_per_gpu:
+            free -= self.kv_reserved_bytes_per_gpu
         return max(0, int(free // self.kv_bytes_per_block))
+
+    @property
+    def hybrid_kv_capacity_tokens(self) -> int:
+        """The free KV memory over what each further token of context adds (full-attention or MLA layers), in
+        whole blocks: the context tokens vLLM's hybrid KV cache manager could hold at once were no memory spent on
+        windows or linear state (those come out of the same pool, per sequence). For a model without either it
+        is vLLM's "GPU KV cache size"; for a hybrid model vLLM's log line divides its pool among its KV cache
+        groups and prints less."""
+        per_block = self.kv_growth_bytes_per_token_per_gpu * self.block_size
+        return max(0, int(self.kv_free_bytes // per_block)) * self.block_size if per_block else 0
+
+    def kv_report(self) -> dict[str, float | int]:
+        """The KV figures a run reports, across all GPUs of one engine: what each further token of context adds
+        (GQA heads split over the TP ranks; MLA's latent replicated on every rank, as vLLM keeps it), each
+        sequence's fixed bytes (its windows' blocks and its linear layers' state), the context tokens the free
+        memory holds at kv_bytes_per_token (hybrid_kv_capacity_tokens), and what the engine's pool charges per
+        token and reserves (the simplification kv_pool_plan describes)."""
+        tp = self.tp
+        return {"kv_bytes_per_token": self.kv_growth_bytes_per_token_per_gpu * tp,
+                "kv_bytes_per_sequence_fixed": self.kv_fixed_bytes_per_seq_per_gpu * tp,
+                "kv_capacity_tokens": self.hybrid_kv_capacity_tokens,
+                "kv_pool_bytes_per_token": self.kv_bytes_per_token_per_gpu * tp,
+                "kv_pool_reserved_bytes": self.kv_reserved_bytes_per_gpu * tp}
+
+    def kv_simplification(self) -> str | None:
+        """What the engine's KV pool does differently from vLLM's hybrid manager for this model (None: nothing)."""
+        m = self.model
+        if not (m.window_layers or m.linear_layers):
+            return None
+        parts = []
+        if m.window_layers:
+            how = ("charged for every token of context, like full attention (vLLM with "
+                   "--disable-hybrid-kv-cache-manager)" if self.kv_windows_per_token else
+                   f"reserved at a whole window for each of max_seqs={self.max_num_seqs} sequences")
+            parts.append(f"its {m.window_layers} {m.window_kind}-window layers (window {m.window}) are {how}")
+        if m.linear_layers:
+            parts.append(f"its {m.linear_layers} linear-attention layers' state is reserved for each of "
+                         f"max_seqs={self.max_num_seqs} sequences")
+        return (f"{m.key}: the simulated KV pool is conservative: " + "; ".join(parts)
+                + f" ({fmt_gb(self.kv_reserved_bytes_per_gpu)} reserved per GPU); vLLM's hybrid KV cache manager "
+                  f"pays only for the windows' last blocks and each running sequence's state, out of a pool of "
+                  f"{self.hybrid_kv_capacity_tokens:,} tokens of context (docs/MODEL.md)")
 
     @property
     def uses_fp8_tensor_cores(self) -> bool:
@@ -309,12 +351,13 @@ class ServingSettings:
     max_num_seqs: int  # most sequences one step runs: sizes the logits reserved
 
 
-def resolve_setup(hardware: str, model: str | None, quantization: str, tp: int, serving: ServingSettings,
+def resolve_setup(hardware: str, model: str | Model | None, quantization: str, tp: int, serving: ServingSettings,
                   kv_cache_dtype: str = "auto") -> Setup:
-    """The deployment of `model` (None: the GPU's default) on `tp` GPUs of kind `hardware`, with its memory budget;
-    SetupError, naming the field to change, if it cannot run."""
+    """The deployment of `model` (a catalogue key, a Model read from a config file, or None: the GPU's default) on
+    `tp` GPUs of kind `hardware`, with its memory budget; SetupError, naming the field to change, if it cannot
+    run."""
     gpu = GPUS[hardware]
-    m = MODELS[model or gpu.default_model]
+    m = model if isinstance(model, Model) else MODELS[model or gpu.default_model]
     if m.heads % tp != 0:
         divisors = ", ".join(str(d) for d in range(1, 9) if m.heads % d == 0)
         raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick one of {divisors}",
@@ -331,12 +374,37 @@ def resolve_setup(hardware: str, model: str | None, quantization: str, tp: int, 
             + (f" ({fmt_gb(setup.weight_bytes_per_gpu)} per GPU at tp={tp})" if tp > 1 else "")
             + f" plus {fmt_gb(setup.reserve_bytes)} runtime reserve; {gpu.key} has {gpu.mem_gib:g} GB"
             + f" ({fmt_gb(usable)} at gpu_memory_utilization={serving.gpu_memory_utilization:g})"
-            + f" — pick {smaller}a higher tp, or another GPU",
+            + f" — {_what_fits(m, gpu, quantization, tp, serving, kv_cache_dtype)}; or pick {smaller}another GPU",
             "model",
         )
     if setup.num_kv_blocks < 1:
-        raise SetupError(f"{m.key} on {gpu.key} leaves no memory for the KV cache", "model")
+        fixed = (f"; its windows and linear-attention state take {fmt_gb(setup.kv_reserved_bytes_per_gpu)} per GPU "
+                 f"reserved for max_seqs={serving.max_num_seqs} sequences (lower max_seqs)"
+                 if setup.kv_reserved_bytes_per_gpu else "")
+        raise SetupError(f"{m.key} on {gpu.key} leaves no memory for the KV cache ("
+                         f"{_what_fits(m, gpu, quantization, tp, serving, kv_cache_dtype)}){fixed}", "model")
     return setup
+
+
+MAX_TP = 8  # the scenario's bound on tp: the GPUs of one node
+
+
+def _what_fits(m: Model, gpu: GPU, quantization: str, tp: int, serving: ServingSettings,
+               kv_cache_dtype: str) -> str:
+    """Which tensor-parallel degree would run the model on this GPU, or how many GPUs' memory it needs."""
+    for t in range(tp + 1, MAX_TP + 1):
+        if m.heads % t:
+            continue
+        s = Setup(gpu, m, quantization, t, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
+                  serving.max_num_seqs, kv_cache_dtype)
+        if s.weight_bytes_per_gpu + s.reserve_bytes < s.usable_bytes and s.num_kv_blocks >= 1:
+            return f"it fits at tp={t} ({t} GPUs)"
+    one = Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
+                serving.max_num_seqs, kv_cache_dtype)
+    room = one.usable_bytes - one.reserve_bytes
+    need = math.ceil(one.weight_bytes_per_gpu / room) if room > 0 else 0
+    gpus = f"at least {need} GPUs' memory for its weights alone, " if need else ""
+    return f"it needs {gpus}more than tp={MAX_TP} of {gpu.key} gives one engine"
 
 
 def blocks_for(tokens: int, block_size: int) -> int:

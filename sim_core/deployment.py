@@ -5,9 +5,12 @@ decode pool), each with its GPUs and KV pool. `resolve` refuses impossible set-u
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 
-from .catalog import GIB, GPUS, MODELS, ServingSettings, Setup, SetupError, resolve_setup
+from .catalog import GIB, GPUS, MODELS, Model, ServingSettings, Setup, SetupError, resolve_setup
+from .hf_config import ModelConfigError, model_from_text
 from .policies import BY_NAME, SCHEDULERS, Scheduler
 from .rate_schedule import RateSchedule
 from .rate_schedule import parse as parse_schedule
@@ -81,7 +84,7 @@ class PoolSetup:
         return [f"{word} {k}" for k in range(self.engines)]
 
 
-def _pool_setup(s: Scenario, hardware: str, tp: int, model: str, token_budget: int, hw_field: str,
+def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget: int, hw_field: str,
                 tp_field: str) -> PoolSetup:
     """One deployment's setup and KV pool (SetupError names the field that sets it)."""
     try:
@@ -94,16 +97,46 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: str, token_budget: i
         raise
     capacity = setup.num_kv_blocks
     if s.kv_blocks is not None and s.kv_blocks > capacity:
-        raise SetupError(f"kv_blocks must be at most {capacity}, what {model} on {hardware} (tp={tp}) leaves for "
+        raise SetupError(f"kv_blocks must be at most {capacity}, what {model.key} on {hardware} (tp={tp}) leaves for "
                          f"the KV cache (got {s.kv_blocks})", "kv_blocks")
     return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
+
+
+def scenario_model(s: Scenario) -> Model:
+    """The scenario's model: read from its model_file (a Hugging Face config.json), or the catalogue's."""
+    if s.model_file is None:
+        return MODELS[s.model or GPUS[s.hardware].default_model]
+    path = Path(s.model_file)
+    try:
+        stat = path.stat()
+    except OSError:
+        stat = None
+    if stat is None or not path.is_file():
+        raise ScenarioError([("model_file", f"no such file {s.model_file!r} (a Hugging Face config.json)")])
+    try:
+        return _model_file(str(path), stat.st_mtime_ns, stat.st_size)
+    except ModelConfigError as e:
+        raise ScenarioError([("model_file", f"{path.name}: {e}")]) from None
+
+
+@functools.lru_cache(maxsize=32)
+def _model_file(path: str, mtime_ns: int, size: int) -> Model:
+    """The model a config file describes, read once per version of the file (sweeps resolve many scenarios)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelConfigError("config.json", f"cannot be read ({e.__class__.__name__})") from None
+    p = Path(path)
+    # Its name in reports: the file's, or its folder's for a config.json as the Hub names it.
+    key = p.parent.name if p.stem == "config" and p.parent.name else p.stem
+    return model_from_text(text, key or "model_file")
 
 
 def resolve(s: Scenario) -> Resolved:
     """Fill defaults and check the deployment is possible (raises SetupError with a message saying why not)."""
     sched = BY_NAME[s.scheduler]
     preset = PRESETS[s.workload]
-    model = MODELS[s.model or GPUS[s.hardware].default_model]
+    model = scenario_model(s)
     max_model_len = s.max_model_len or min(model.max_context, DEFAULT_MAX_MODEL_LEN)
     if max_model_len > model.max_context:
         raise SetupError(f"max_model_len must be at most {model.max_context} for {model.key} (got {max_model_len})",
@@ -111,10 +144,10 @@ def resolve(s: Scenario) -> Resolved:
     token_budget = s.token_budget or sched.default_token_budget or max_model_len
     if s.disaggregated:
         deployment = tuple(dataclasses.replace(
-            _pool_setup(s, *s.pool_deployment(p), model.key, token_budget, f"{p}_hardware", f"{p}_tp"), role=p,
+            _pool_setup(s, *s.pool_deployment(p), model, token_budget, f"{p}_hardware", f"{p}_tp"), role=p,
             engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
     else:
-        deployment = (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model.key, token_budget, "hardware",
+        deployment = (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, token_budget, "hardware",
                                                       "tp"), engines=s.replicas),)
     if s.adaptive_budget and not sched.chunked_prefill:
         # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.

@@ -48,6 +48,9 @@ class Scenario(BaseModel):
     scheduler: SchedulerName = Field("chunked", description="scheduling policy")
     hardware: HardwareName = Field("a100", description="GPU type (one per tensor-parallel rank)")
     model: ModelName | None = Field(None, description="model; default: the GPU's default model")
+    model_file: str | None = Field(None, min_length=1, max_length=4096,
+                                   description="a Hugging Face config.json to read the model's architecture from, "
+                                               "instead of model (the CLI flag is --model-config FILE)")
     quantization: Quantization = Field("fp16", description="weight format")
     kv_cache_dtype: KvCacheDtype = Field("auto", description="KV-cache format: auto keeps K and V in 16 bits; fp8 "
                                          "stores them in 8 bits (vLLM's --kv-cache-dtype fp8): twice the tokens "
@@ -218,6 +221,14 @@ class Scenario(BaseModel):
             return parse_schedule(v).text()  # canonical, so the query string round-trips
         except ScheduleError as e:
             raise ValueError(str(e)) from None
+
+    @model_validator(mode="after")
+    def _one_model(self) -> Scenario:
+        if self.model_file is not None and self.model is not None:
+            raise ValueError("model_file: gives the model's architecture itself; leave model unset with it")
+        if self.model_file is not None and self.hardware_profile is not None:
+            raise ValueError("hardware_profile: fitted on a catalogue model; it cannot apply to a model_file")
+        return self
 
     @model_validator(mode="after")
     def _schedule_alone(self) -> Scenario:

@@ -62,6 +62,9 @@ def run_warnings(result) -> list[str]:
     """Every warning about a run (a Result), or about the seeds of a SeedRuns."""
     setup = result.resolved.setup
     out = coverage_warnings(setup.gpu.key, setup.model.key, setup.quantization)
+    simplified = setup.kv_simplification()
+    if simplified:
+        out.append(simplified)
     runs = getattr(result, "results", [result])
     saturated = [w for w in (saturation_warning(r) for r in runs) if w]
     if saturated:

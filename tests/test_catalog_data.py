@@ -25,10 +25,26 @@ def fields_of(obj):
     return None if obj is None else {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
 
 
+def _snapshot_models() -> dict[str, dict]:
+    return dict(json.loads(SNAPSHOT.read_text(encoding="utf-8"))["models"])
+
+
+def _as_snapshot(key: str, model) -> dict:
+    """A model's fields that the snapshot has; the fields added since (issue #22's architecture fields) must hold
+    their defaults for the models the snapshot lists, so each of those models is exactly what it was."""
+    fields = fields_of(model)
+    old = _snapshot_models()[key]
+    added = {f.name: f.default for f in dataclasses.fields(model) if f.name not in old}
+    assert {k: fields[k] for k in added} == added, key
+    return {k: v for k, v in fields.items() if k in old}
+
+
 def test_the_loaded_catalogue_equals_the_python_catalogue_it_replaced():
     now = {
         "gpus": [[k, fields_of(v)] for k, v in catalog.GPUS.items()],
-        "models": [[k, fields_of(v)] for k, v in catalog.MODELS.items()],
+        # The models the snapshot has, in its order, as they were; the models read from bundled Hugging Face
+        # configs since are checked in tests/test_hf_config.py.
+        "models": [[k, _as_snapshot(k, catalog.MODELS[k])] for k in _snapshot_models()],
         "prices": [[k, fields_of(v)] for k, v in prices.GPU_PRICES.items()],
         "kv_links": [[k, fields_of(v)] for k, v in links.KV_LINKS.items()],
         "kv_link_names": list(links.KV_LINK_NAMES),
@@ -62,8 +78,11 @@ def test_the_data_files_are_package_data():
     the declaration was added: without it the wheel has no sim_core/data/*.json)."""
     tomllib = pytest.importorskip("tomllib")
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    files = sorted(p.name for p in DATA.iterdir() if p.suffix == ".json")
-    assert files == ["gpus.json", "kv_links.json", "models.json", "prices.json"]
+    files = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.json"))
+    assert [f for f in files if "/" not in f] == ["gpus.json", "kv_links.json", "model_error.json", "models.json",
+                                                    "prices.json"]
+    bundled = [f for f in files if "/" in f]  # the bundled Hugging Face configs
+    assert bundled and all(f.startswith("hf_configs/") for f in bundled)
     assert all(any(fnmatch.fnmatch(f, g) for g in globs["sim_core.data"]) for f in files)
 
 

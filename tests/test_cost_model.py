@@ -192,8 +192,14 @@ def test_swap_time_uses_host_link():
 
 
 def test_parameter_counts_match_published_totals():
+    from sim_core.data import read
+
+    from_configs = {e["key"] for e in read("models.json")["entries"] if "hf_config" in e}
     for m in MODELS.values():
-        assert m.total_params / 1e9 == pytest.approx(m.published_params_b, rel=0.01), m.key
+        # Models read from their Hugging Face configs (issue #22): within 2%, since a published total may count
+        # what serving leaves out (Llama 4 Scout's 109B includes its vision encoder: 107.8B is the text model's).
+        rel = 0.02 if m.key in from_configs else 0.01
+        assert m.total_params / 1e9 == pytest.approx(m.published_params_b, rel=rel), m.key
 
 
 def test_every_gpu_default_model_fits():

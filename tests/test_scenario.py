@@ -54,6 +54,7 @@ STRATEGIES = {
     "model_uncertainty": st.booleans(),
     # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
     "trace": _maybe(st.text(min_size=1, max_size=40)),
+    "model_file": _maybe(st.text(min_size=1, max_size=40)),
     "rate": _maybe(_floats(1e-6, 10_000.0)),
     "burstiness": _maybe(_floats(0.05, 20.0)),
     "duration": _floats(0.0, 7 * 24 * 3600.0, exclude_min=True),
@@ -107,6 +108,9 @@ def scenarios(draw) -> Scenario:
     if fields.get("rate_schedule") is not None:  # a schedule replaces rate and a trace's timing
         fields.pop("rate", None)
         fields.pop("trace", None)
+    if fields.get("model_file") is not None:  # the model's architecture itself: no model, no fitted profile
+        fields.pop("model", None)
+        fields.pop("hardware_profile", None)
     if fields.get("hardware_profile") is not None:
         for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp"):  # a profile fits one
             fields.pop(name, None)

@@ -35,8 +35,13 @@ class Parser(argparse.ArgumentParser):
 # ---------------------------------------------------------------------------------------------------------
 # Scenario flags, generated from the pydantic model
 # ---------------------------------------------------------------------------------------------------------
+# Fields whose flag is not their name with dashes: model_file takes a Hugging Face config.json, --model-config
+# as issue #22 names it (pydantic reserves the field name model_config).
+FLAG_NAMES = {"model_file": "--model-config"}
+
+
 def flag_name(field: str) -> str:
-    return "--" + field.replace("_", "-")
+    return FLAG_NAMES.get(field) or "--" + field.replace("_", "-")
 
 
 def _flag_help(name: str, model: type[BaseModel] = Scenario) -> str:
@@ -96,7 +101,7 @@ def add_model_flags(parser: argparse.ArgumentParser, model: type[BaseModel], tit
         if info.is_bool:
             # `--adaptive-budget` alone means true; `--adaptive-budget false` is accepted too.
             metavar, extra = "{true,false}", {"nargs": "?", "const": "true"}
-        elif name in ("trace", "hardware_profile"):
+        elif name in ("trace", "hardware_profile", "model_file"):
             metavar = "FILE"
         elif info.choices and len(info.choices) <= 5:
             metavar = "{" + ",".join(str(c) for c in info.choices) + "}"

@@ -38,7 +38,7 @@ def resolved_doc(resolved) -> dict:
             "max_seqs": s.max_num_seqs, "max_model_len": resolved.max_model_len, "rate": resolved.rate,
             "burstiness": resolved.burstiness, "slo_ttft_ms": resolved.slo_ttft_ms,
             "slo_tpot_ms": resolved.slo_tpot_ms, "admission": getattr(resolved, "admission", None),
-            "prefix_cache": getattr(resolved, "prefix_cache", None)}
+            "prefix_cache": getattr(resolved, "prefix_cache", None), **s.kv_report()}
 
 
 def _slo_note(slo: dict) -> str:

@@ -172,6 +172,10 @@ def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None
         problems.append(("trace", "a trace file path on the server cannot be given over the web; upload the CSV "
                                   "instead (POST /upload, or multipart POST /api/run with a 'trace' file)"))
         data.pop("trace")
+    if "model_file" in data:  # like a trace path: the web reads no file of the server's a request names
+        problems.append(("model_file", "a config file path on the server cannot be given over the web; pick a "
+                                       "model, or run sched-sim run --model-config FILE"))
+        data.pop("model_file")
     schedulers = _parse_schedulers(data.pop("schedulers", None), data.get("scheduler"), default_schedulers,
                                    problems)
     upload = data.pop("upload", None)

@@ -16,7 +16,7 @@ from sim_core.policies import BY_NAME
 
 from .inputs import MAX_DURATION_S, MAX_REQUESTS, web_range_text
 
-# Form layout: (group title, fields). Scenario fields not named here (bar `scheduler`, `trace`) go to "advanced".
+# Form layout: (group title, fields). Scenario fields not named here (bar NOT_IN_FORM's) go to "advanced".
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Deployment", ("hardware", "model", "quantization", "tp")),
     ("Workload", ("workload", "rate", "duration", "burstiness", "num_requests", "seed", "seeds")),
@@ -24,7 +24,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 ADVANCED_FIRST = ("token_budget", "max_seqs", "block_size", "gpu_memory_utilization", "preemption", "kv_blocks",
                   "max_model_len", "swap_space_gb")
-NOT_IN_FORM = ("scheduler", "trace")
+NOT_IN_FORM = ("scheduler", "trace", "model_file")
 LABELS = {
     "hardware": ("GPU", ""), "model": ("Model", ""), "quantization": ("Weights", ""),
     "tp": ("Tensor parallel", "GPUs"), "workload": ("Workload preset", ""), "rate": ("Arrival rate", "req/s"),
@@ -83,7 +83,7 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
     placed = {n for _, names in GROUPS for n in names}
     advanced = [fields[n] for n in ADVANCED_FIRST if n in fields]
     advanced += [f for n, f in fields.items() if n not in placed and n not in ADVANCED_FIRST]
-    form_names = set(fields) | {"schedulers", "upload", "rate_min", "rate_max", "rate_step", "trace"}
+    form_names = set(fields) | {"schedulers", "upload", "rate_min", "rate_max", "rate_step", "trace", "model_file"}
     return Form(
         groups=groups, advanced=advanced,
         advanced_open=any(values.get(f.name) not in (None, "") or f.error for f in advanced),

@@ -197,8 +197,10 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[LM_HEAD_FLOPS_PER_SAMPLE] = 2.0 * m.lm_head_params / tp
     p[LOGITS_BYTES_PER_SAMPLE] = m.vocab / tp * 4.0 * LOGITS_PASSES
     p[LM_HEAD_RATE] = fp16_gemm_rate(setup, c.compute_efficiency)
-    p[ATTN_FLOPS_PER_PAIR] = 4.0 * m.layers * m.heads * m.head_dim / tp
-    p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.layers * (m.heads * m.head_dim) / tp * ACTIVATION_BYTES
+    # Softmax attention runs in the attention layers only (not a hybrid model's linear-attention ones). A windowed
+    # layer is charged as if it attended to the whole context: an upper bound (docs/MODEL.md).
+    p[ATTN_FLOPS_PER_PAIR] = 4.0 * m.attn_layers * m.heads * m.head_dim / tp
+    p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.attn_layers * (m.heads * m.head_dim) / tp * ACTIVATION_BYTES
     p[KV_BYTES_PER_TOKEN] = setup.kv_bytes_per_token_per_gpu
     p[ATTENTION_RATE] = g.fp16_tflops * 1e12 * c.attention_efficiency
     kernels = _elementwise_kernels(setup)
@@ -227,8 +229,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
 
 def _mlp_width(setup: Setup) -> int:
     """The MLP width one token goes through: its routed experts' together in a mixture of experts."""
-    m = setup.model
-    return m.ffn * (m.experts_per_token if m.experts > 1 else 1)
+    return setup.model.mlp_width_per_token
 
 
 def _linear_activation_bytes_per_token(setup: Setup) -> float:
@@ -254,6 +255,8 @@ def _elementwise_kernels(setup: Setup) -> tuple[tuple[float, float], ...]:
     # and v, write them into the cache).
     kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers  # in the cache's format
     kv_in = 2.0 * max(1, m.kv_heads // tp) * m.head_dim * ACTIVATION_BYTES  # k and v as the QKV GEMM wrote them
+    if m.is_mla:  # MLA writes its latent (kv_lora_rank + qk_rope_head_dim), whole on every rank
+        kv_in = (m.kv_lora_rank + m.qk_rope_head_dim) * ACTIVATION_BYTES
     return ((2 * 2.0 * m.hidden * ACTIVATION_BYTES, NORM_BW_EFFICIENCY),
             (2 * 3.0 * m.hidden * ACTIVATION_BYTES, STREAM_COPY_BW_EFFICIENCY),
             (2.0 * (m.heads + m.kv_heads) / tp * m.head_dim * ACTIVATION_BYTES, ROPE_BW_EFFICIENCY),

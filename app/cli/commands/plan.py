@@ -59,15 +59,17 @@ def handle(args: argparse.Namespace) -> int:
 
     inputs = _plan_inputs(args)
     base = build_scenario(args)
-    if base.model is None:
-        raise UsageError("--model: a plan compares GPUs serving one model; name it (sched-sim list shows them)")
+    if base.model is None and base.model_file is None:
+        raise UsageError("--model: a plan compares GPUs serving one model; name it (sched-sim list shows them), "
+                         "or give its config with --model-config FILE")
+    model_name = base.model or base.model_file
     base = trace_rate(base, "a plan")
     rate = base.rate or resolve(base).rate
     progress = Progress(inputs.candidates() * base.seeds * 3)
     with executor(args) as ex:
         result = plan(base, rate, inputs.space(), target=inputs.attainment, executor=ex,
                       on_progress=progress.update)
-    no_plan = None if result.plans else no_plan_text(result, base.model, inputs.max_gpus, inputs.attainment)
+    no_plan = None if result.plans else no_plan_text(result, model_name, inputs.max_gpus, inputs.attainment)
     if args.json:
         print_json({**plan_doc(rate, inputs.attainment, result), **({"no_plan": no_plan} if no_plan else {})})
     else:
@@ -90,7 +92,8 @@ def plan_lines(base: Scenario, rate: float, target: float, result) -> list[str]:
                      fmt(p.cost_per_hour), fmt(p.cost_per_mtok), fmt(m["ttft_ms"]["p99"]), fmt(m["tpot_ms"]["p99"]),
                      pct(m["slo_attainment"]), fmt(p.replica_capacity)])
     traffic = f"trace {base.trace} (its gaps scaled)" if base.trace else base.workload
-    out = [f"Plans for {base.model} on {traffic} at {g(rate)} req/s, >= {pct(target)}% SLO attainment "
+    out = [f"Plans for {base.model or base.model_file} on {traffic} at {g(rate)} req/s, >= {pct(target)}% SLO "
+           f"attainment "
            f"({len(result.plans)} found, {result.simulations} simulations; * = Pareto front of cost and P99 TTFT)"]
     out += columns(head + [""], [r + [""] for r in rows], right=set(range(2, len(head)))) if rows else [
         "  no deployment meets the SLO within the limits"]
