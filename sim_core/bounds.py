@@ -33,6 +33,7 @@ the bounds hold for that run (for open-loop workloads they are the same for ever
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -62,11 +63,9 @@ from .kernel.cost_model import (
     STREAM_BW,
     TP,
     cost_params,
-    prefill_pairs,
-    step_breakdown,
-    step_cost,
+    step_components,
 )
-from .kernel.jit import entry
+from .kernel.jit import entry, inline
 from .metrics import arrival_window_s, request_latencies_s
 
 # Slack on deadlines in the relaxed problem, seconds: the run's own check allows 1e-12 (metrics.py); a little more
@@ -121,25 +120,56 @@ def engine_rate(p: np.ndarray, step_tokens: int) -> float:
     return float(step_tokens / step_floor_s(p, step_tokens))
 
 
+@inline
+def _allreduce_floor_one(p, tokens):
+    """_allreduce_floor for one count of rows, in compiled code."""
+    if p[TP] <= 1.0:
+        return 0.0
+    latency = p[ALLREDUCE_LATENCY_S]
+    if p[CUSTOM_AR_MAX_BYTES] > 0:
+        latency = min(latency, CUSTOM_ALLREDUCE_LATENCY_S)
+    per_row = 2.0 * (p[TP] - 1.0) / p[TP] * p[ALLREDUCE_BYTES_PER_TOKEN] / p[ALLREDUCE_BUS_BW]
+    return 2.0 * p[LAYERS] * (latency + per_row * tokens)
+
+
+@entry
+def request_floors_s(p_prefill, p_decode, uncached, cached):
+    """Per request, (prefill floor, decode floor) in seconds.
+
+    Prefill: a lower bound on the time from its arrival to its first token, its `uncached` prompt tokens (after
+    `cached` reusable ones) in one step alone on `p_prefill`'s engine. Chunks cost at least this much together:
+    the roofline is subadditive, every chunk pays the launch floors, the weight read and CPU time again, and the
+    causal pairs sum to the same; only the all-reduce may be cheaper in chunks (one-kernel all-reduce under its
+    size limit), so it is taken at its floor. Decode: a lower bound on each step that decodes one of its tokens
+    on `p_decode`'s engine, it alone in the batch at the shortest context it decodes at (its prompt and first
+    token); a longer context or a fuller batch only adds."""
+    n = uncached.shape[0]
+    prefill = np.empty(n, np.float64)
+    decode = np.empty(n, np.float64)
+    cpu = p_prefill[STEP_OVERHEAD_S] + p_prefill[STEP_OVERHEAD_PER_SEQ]
+    for i in range(n):
+        u, c = uncached[i], cached[i]
+        linear, attention, elementwise, lm_head, _, _, _, _ = step_components(
+            p_prefill, u, 1, u * c + u * (u + 1) // 2, c, 0, 0, 1)
+        gpu = linear + attention + elementwise + lm_head + _allreduce_floor_one(p_prefill, u)
+        prefill[i] = max(gpu, cpu) if p_prefill[CPU_OVERLAP] > 0 else gpu + cpu
+        parts = step_components(p_decode, 0, 0, 0, 0, 1, u + c + 1, 1)
+        decode[i] = parts[0] + parts[1] + parts[2] + parts[3] + parts[4] + parts[5]
+    return prefill, decode
+
+
 def prefill_floor_s(p: np.ndarray, uncached: np.ndarray, cached: np.ndarray) -> np.ndarray:
-    """Per request, a lower bound on the time from its arrival to its first token: its `uncached` prompt tokens
-    (after `cached` reusable ones) in one step alone. Chunks cost at least this much together: the roofline is
-    subadditive, every chunk pays the launch floors, the weight read and CPU time again, and the causal pairs sum
-    to the same; only the all-reduce may be cheaper in chunks (one-kernel all-reduce under its size limit), so
-    it is taken at its floor."""
-    out = np.empty(len(uncached))
-    cpu = p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ]
-    for i, (u, c) in enumerate(zip(uncached.tolist(), cached.tolist(), strict=True)):
-        linear, attention, elementwise, lm_head, _, _, _, _ = step_breakdown(p, u, 1, prefill_pairs(u, c), c, 0, 0, 1)
-        gpu = linear + attention + elementwise + lm_head + float(_allreduce_floor(p, u))
-        out[i] = _with_cpu(p, gpu, cpu)
-    return out
+    """request_floors_s's prefill floor of each request."""
+    return request_floors_s(p, p, _i64(uncached), _i64(cached))[0]
 
 
 def decode_floor_s(p: np.ndarray, prompt_tokens: np.ndarray) -> np.ndarray:
-    """Per request, a lower bound on each step that decodes one of its tokens: it alone in the batch, with the
-    shortest context it decodes at (its prompt and first token). A longer context or a fuller batch only adds."""
-    return np.array([step_cost(p, 0, 0, 0, 0, 1, ctx, 1)[0] for ctx in (prompt_tokens + 1).tolist()])
+    """request_floors_s's decode floor of each request."""
+    return request_floors_s(p, p, _i64(prompt_tokens), np.zeros(len(prompt_tokens), np.int64))[1]
+
+
+def _i64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, np.int64)
 
 
 def cacheable_prefix_tokens(reqs, block_size: int) -> np.ndarray:
@@ -158,51 +188,28 @@ def cacheable_prefix_tokens(reqs, block_size: int) -> np.ndarray:
 
 
 # ----- the relaxed single server -----
-@entry
-def srpt_total_flow(release, work):
+def srpt_total_flow(release: np.ndarray, work: np.ndarray) -> float:
     """Sum over jobs of (completion - release) under preemptive SRPT on one unit-rate server; jobs sorted by
-    release. Optimal for this sum (Schrage 1968)."""
-    n = release.shape[0]
-    heap = np.empty(n, np.float64)  # remaining work of the jobs present, a binary min-heap
-    rel = np.empty(n, np.float64)
-    size = 0
-    total = 0.0
-    t = release[0] if n > 0 else 0.0
-    k = 0
-    while k < n or size > 0:
-        if size == 0 and t < release[k]:
-            t = release[k]
-        while k < n and release[k] <= t:  # admit every job released by now
-            j = size
-            size += 1
-            heap[j], rel[j] = work[k], release[k]
-            while j > 0 and heap[(j - 1) // 2] > heap[j]:
-                q = (j - 1) // 2
-                heap[j], heap[q] = heap[q], heap[j]
-                rel[j], rel[q] = rel[q], rel[j]
-                j = q
+    release. Optimal for this sum (Schrage 1968). Plain Python (a heap; 15-70 ms for 10k jobs): a CLI run then
+    opens no more compiled kernels than it must."""
+    heap: list[tuple[float, float]] = []  # (remaining work, release) of the jobs present
+    total, t, k, n = 0.0, 0.0, 0, len(release)
+    rel, wk = release.tolist(), work.tolist()
+    while k < n or heap:
+        if not heap and t < rel[k]:
+            t = rel[k]
+        while k < n and rel[k] <= t:  # admit every job released by now
+            heapq.heappush(heap, (wk[k], rel[k]))
             k += 1
         # Run the shortest until it finishes or the next release, whichever is first.
-        next_release = release[k] if k < n else np.inf
-        if t + heap[0] <= next_release:
-            t += heap[0]
-            total += t - rel[0]
-            size -= 1
-            heap[0], rel[0] = heap[size], rel[size]
-            j = 0
-            while True:
-                a, b, m = 2 * j + 1, 2 * j + 2, j
-                if a < size and heap[a] < heap[m]:
-                    m = a
-                if b < size and heap[b] < heap[m]:
-                    m = b
-                if m == j:
-                    break
-                heap[j], heap[m] = heap[m], heap[j]
-                rel[j], rel[m] = rel[m], rel[j]
-                j = m
+        next_release = rel[k] if k < n else math.inf
+        left, released = heap[0]
+        if t + left <= next_release:
+            t += left
+            total += t - released
+            heapq.heappop(heap)
         else:
-            heap[0] -= next_release - t
+            heapq.heapreplace(heap, (left - (next_release - t), released))
             t = next_release
     return total
 
@@ -351,12 +358,12 @@ def relaxation(result) -> Relaxation:
     params = [result_cost_params(result, k) for k in range(len(pools))]
     rates = [pool.engines * engine_rate(p, step_tokens) for pool, p in zip(pools, params, strict=True)]
     # Disaggregated serving: prompts on the prefill pool (the first), output tokens on the decode pool (the last).
+    floors = request_floors_s(params[0], params[-1], _i64(uncached), _i64(prompt - uncached))
     cls = reqs.request_class
     transport_s = s.transport_overhead_ms / 1e3
     relaxed = Relaxation(
         arrival=np.asarray(reqs.arrival_s, np.float64), uncached=uncached, output=output,
-        ttft_floor=prefill_floor_s(params[0], uncached, prompt - uncached),
-        decode_floor=decode_floor_s(params[-1], prompt),
+        ttft_floor=floors[0], decode_floor=floors[1],
         ttft_target=result.class_ttft_s[cls] - transport_s, tpot_target=result.class_tpot_s[cls],
         prefill_rate=rates[0] if r.pools else sum(rates), total_rate=sum(rates), transport_s=transport_s)
     return relaxed.subset(np.isfinite(relaxed.arrival))
