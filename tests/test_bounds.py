@@ -261,3 +261,29 @@ def test_bounds_are_added_only_when_asked_and_leave_the_metrics_alone():
     assert "bounds" not in plain.metrics
     assert {k: v for k, v in with_bounds.metrics.items() if k != "bounds"} == plain.metrics
     assert set(bounds(with_bounds)) == set(with_bounds.metrics["bounds"])
+
+
+BOUNDS_KEYS = {"e2el_mean_lower_ms", "ttft_mean_lower_ms", "deadline_met_upper", "goodput_upper"}
+
+
+def test_the_api_and_the_cli_json_carry_the_bounds_beside_the_metrics(capsys):
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from app.cli import main
+    from app.web import app
+
+    query = {"schedulers": "fcfs,chunked", "hardware": "rtx3050", "num_requests": "30", "seed": "4"}
+    with TestClient(app) as client:
+        body = client.get("/api/run", params=query).json()
+    assert main(["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--num-requests", "30",
+                 "--seed", "4", "--json"]) in (0, None)
+    cli = json.loads(capsys.readouterr().out)
+    for doc in (body, cli):
+        for name in ("fcfs", "chunked"):
+            b = doc["schedulers"][name]["metrics"]["bounds"]
+            assert BOUNDS_KEYS <= set(b)
+            assert b["goodput_fraction"] == pytest.approx(doc["schedulers"][name]["metrics"]["goodput"]
+                                                          / b["goodput_upper"])
+    assert body["schedulers"]["fcfs"]["metrics"]["bounds"] == cli["schedulers"]["fcfs"]["metrics"]["bounds"]
