@@ -287,3 +287,35 @@ def test_the_api_and_the_cli_json_carry_the_bounds_beside_the_metrics(capsys):
             assert b["goodput_fraction"] == pytest.approx(doc["schedulers"][name]["metrics"]["goodput"]
                                                           / b["goodput_upper"])
     assert body["schedulers"]["fcfs"]["metrics"]["bounds"] == cli["schedulers"]["fcfs"]["metrics"]["bounds"]
+
+
+def test_the_dashboard_says_each_schedulers_share_of_the_achievable_goodput():
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from app.web import app
+
+    query = {"schedulers": "fcfs,slo", "hardware": "rtx3050", "workload": "rag", "num_requests": "60", "seed": "3"}
+    with TestClient(app) as client:
+        page = client.get("/", params=query).text
+        body = client.get("/api/run", params=query).json()
+    note = re.search(r'<p class="bounds-note" id="bounds-note">([^<]*)</p>', page).group(1)
+    shares = {name: f"{s['metrics']['bounds']['goodput_fraction']:.0%}" for name, s in body["schedulers"].items()}
+    upper = body["schedulers"]["fcfs"]["metrics"]["bounds"]["goodput_upper"]
+    assert note == (f"Against a clairvoyant scheduler (at most {upper:.3g} req/s of goodput on these requests): "
+                    f"fcfs reaches {shares['fcfs']}, slo reaches {shares['slo']} of the achievable goodput.")
+    assert "Goodput, share of bound" in page  # the metrics table's row
+
+
+def test_the_bounds_note_names_each_runs_own_bound_when_they_differ():
+    from types import SimpleNamespace
+
+    from app.web.present import bounds_note
+
+    views = [SimpleNamespace(scheduler="static", metrics={"bounds": {"goodput_fraction": 0.5, "goodput_upper": 4.0}}),
+             SimpleNamespace(scheduler="fcfs", metrics={"bounds": {"goodput_fraction": 0.9, "goodput_upper": 3.0}}),
+             SimpleNamespace(scheduler="slo", metrics={})]
+    assert bounds_note(views) == ("Against a clairvoyant scheduler's goodput on each run's requests: static reaches "
+                                  "50% of its 4 req/s, fcfs reaches 90% of its 3 req/s.")
+    assert bounds_note(views[2:]) == ""
