@@ -100,10 +100,10 @@ def test_the_most_deadlines_met_is_exact_when_deadlines_follow_arrivals_and_an_u
         assert max_on_time(release, work, deadline) >= best
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(jobs)
 def test_srpt_mean_flow_is_optimal_against_every_order(case):
-    releases, works, _ = case
+    releases, works, _ = [x[:6] for x in case]  # 6! orders each
     release, work = np.array(releases, np.float64), np.array(works, np.float64)
     srpt = srpt_mean_flow(release, work)
     assert srpt <= brute_min_mean_flow(release, work) + 1e-9
