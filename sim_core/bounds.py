@@ -59,6 +59,7 @@ from .kernel.cost_model import (
     LINEAR_RATE,
     STEP_OVERHEAD_PER_SEQ,
     STEP_OVERHEAD_S,
+    STEP_TIME_SCALE,
     STREAM_BW,
     TP,
     cost_params,
@@ -101,7 +102,7 @@ def step_floor_s(p: np.ndarray, tokens) -> np.ndarray:
     elementwise = p[ELEMENTWISE_KERNELS] * ELEMENTWISE_LAUNCH_FLOOR_S + n * p[ELEMENTWISE_BYTES_PER_TOKEN] / p[
         ELEMENTWISE_BW]
     gpu = linear + elementwise + _allreduce_floor(p, n)
-    return _with_cpu(p, gpu, p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ])
+    return _with_cpu(p, gpu, p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ]) * p[STEP_TIME_SCALE]
 
 
 def max_step_tokens(scenario, resolved) -> int:
@@ -151,9 +152,9 @@ def request_floors_s(p_prefill, p_decode, uncached, cached):
         linear, attention, elementwise, lm_head, _, _, _, _ = step_components(
             p_prefill, u, 1, u * c + u * (u + 1) // 2, c, 0, 0, 1)
         gpu = linear + attention + elementwise + lm_head + _allreduce_floor_one(p_prefill, u)
-        prefill[i] = max(gpu, cpu) if p_prefill[CPU_OVERLAP] > 0 else gpu + cpu
+        prefill[i] = (max(gpu, cpu) if p_prefill[CPU_OVERLAP] > 0 else gpu + cpu) * p_prefill[STEP_TIME_SCALE]
         parts = step_components(p_decode, 0, 0, 0, 0, 1, u + c + 1, 1)
-        decode[i] = parts[0] + parts[1] + parts[2] + parts[3] + parts[4] + parts[5]
+        decode[i] = (parts[0] + parts[1] + parts[2] + parts[3] + parts[4] + parts[5]) * p_decode[STEP_TIME_SCALE]
     return prefill, decode
 
 
@@ -453,4 +454,4 @@ def result_cost_params(result, pool: int) -> np.ndarray:
     """The cost-parameter vector of a pool's engines, as the run's Config had it."""
     s = result.scenario
     return cost_params(result.resolved.deployment[pool].setup, profile_constants(s.hardware_profile),
-                       cpu_overlap=s.async_scheduling)
+                       cpu_overlap=s.async_scheduling, time_scale=result.resolved.step_time_scale)
