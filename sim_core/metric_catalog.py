@@ -27,6 +27,8 @@ KINDS = ("count", "ms", "seconds", "rate", "tokens", "fraction", "average", "fla
 #   prefix_cache  only when some run had the prefix cache on; a run without it shows no value
 #   docs          never: listed in the reference only (configuration echoes, details behind a shown row)
 SHOWN = ("always", "nonzero", "prefix_cache", "docs")
+# The table section of the bounds a clairvoyant scheduler sets (sim_core/bounds.py).
+_BOUNDS = "Against a clairvoyant bound"
 # Units without a symbol in a table label.
 UNITLESS = ("count", "flag")
 
@@ -143,6 +145,43 @@ METRICS: tuple[Metric, ...] = (
     Metric("slo_attainment", "SLO attainment", "%", "The share of all requests that met both SLOs (TTFT and TPOT); "
            "rejected and shed requests count as misses. A fraction 0-1 in JSON.", "higher", "Throughput",
            "fraction"),
+    # ----- against what a clairvoyant scheduler could reach on the same requests (sim_core/bounds.py; present
+    # only when a face asks for bounds, so the golden runs' metrics stay as they were) -----
+    Metric("bounds.goodput_fraction", "Goodput, share of bound", "%", "This run's goodput over the most any "
+           "scheduler could reach on these requests (bounds.goodput_upper): 100% is the clairvoyant bound.",
+           "higher", _BOUNDS, "fraction"),
+    Metric("bounds.goodput_upper", "Goodput bound", "req/s", "An upper bound on any scheduler's goodput on these "
+           "requests and this deployment: the most requests that can meet their TTFT target on the relaxed "
+           "engine (one preemptive server at the best throughput the step-time model allows, prompts released at "
+           "arrival, due at arrival + TTFT target) among those whose own prefill and decode steps alone meet both "
+           "targets, per second of the arrival window.", None, _BOUNDS, "rate"),
+    Metric("bounds.deadline_met_fraction", "TTFT deadlines met, share of bound", "%", "Requests this run served "
+           "by their TTFT target over the most any scheduler could (bounds.deadline_met_upper).", "higher",
+           _BOUNDS, "fraction"),
+    Metric("bounds.deadline_met", "TTFT deadlines met", "count", "Requests this run served by their class's TTFT "
+           "target.", "higher", _BOUNDS, "count", "docs"),
+    Metric("bounds.deadline_met_upper", "TTFT deadlines bound", "count", "An upper bound on the requests any "
+           "scheduler serves by their TTFT target: the most whose prompts the relaxed engine computes by "
+           "arrival + target (offline EDF feasibility, solved exactly when every request has the same target; "
+           "with several classes each deadline is first relaxed to the latest of those arrived before it), "
+           "counting only requests whose prefill alone on an idle engine meets the target.", None, _BOUNDS,
+           "count", "docs"),
+    Metric("bounds.ttft_mean_fraction", "Mean TTFT, share of bound", "%", "The mean-TTFT lower bound over this "
+           "run's mean TTFT: 100% is as fast as a clairvoyant scheduler could be. Means are over served "
+           "requests, so a run that sheds requests may exceed 100%.", "higher", _BOUNDS, "fraction",
+           served_only=True),
+    Metric("bounds.ttft_mean_lower_ms", "Mean TTFT bound", "ms", "A lower bound on any scheduler's mean TTFT over "
+           "these requests: the larger of the mean of each request's floor (its uncached prompt alone in one "
+           "step) and SRPT's mean on the relaxed engine (optimal there), plus the transport overhead.", None,
+           _BOUNDS, "ms", "docs"),
+    Metric("bounds.e2el_mean_fraction", "Mean E2EL, share of bound", "%", "The mean-E2EL lower bound over this "
+           "run's mean E2EL: 100% is as fast as a clairvoyant scheduler could be. Means are over served "
+           "requests, so a run that sheds requests may exceed 100%.", "higher", _BOUNDS, "fraction",
+           served_only=True),
+    Metric("bounds.e2el_mean_lower_ms", "Mean E2EL bound", "ms", "A lower bound on any scheduler's mean E2EL over "
+           "these requests: the larger of the mean of each request's floor (prefill alone, then each output "
+           "token a step of its own at the fastest a step decoding it can be) and SRPT's mean on the relaxed "
+           "engine over all its tokens, plus the transport overhead.", None, _BOUNDS, "ms", "docs"),
     # ----- latencies -----
     *_distribution("ttft_ms", "TTFT", _TTFT, "Time to first token", _TABLE_STATS),
     *_distribution("tpot_ms", "TPOT", _TPOT, "Time per output token", _TABLE_STATS),

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .bounds import bounds as run_bounds
 from .deployment import Resolved, resolve
 from .hardware_profile import profile_constants
 from .kernel import engine
@@ -191,14 +192,15 @@ class Result:
 
 def run(scenario: Scenario, *, trace_text: str | None = None, kv_frame_times: np.ndarray | None = None,
         kv_frames: int = 0, record_events: bool = False, max_step_records: int = DEFAULT_MAX_STEP_RECORDS,
-        max_events: int = DEFAULT_MAX_EVENTS, debug_checks: bool = False) -> Result:
-    """Simulate a scenario. KV-pool snapshots: at `kv_frame_times`, or `kv_frames` to 2 x `kv_frames` of them
+        max_events: int = DEFAULT_MAX_EVENTS, debug_checks: bool = False, bounds: bool = False) -> Result:
+    """Simulate a scenario (`bounds`: add metrics.bounds, sim_core/bounds.py). KV-pool snapshots: at
+    `kv_frame_times`, or `kv_frames` to 2 x `kv_frames` of them
     evenly spaced over the whole run (its end is not known in advance: the engine thins them as it goes)."""
     r = resolve(scenario)
     reqs = make_requests(scenario, r, trace_text)
     return simulate_requests(scenario, r, reqs, kv_frame_times=kv_frame_times, kv_frames=kv_frames,
                              record_events=record_events, max_step_records=max_step_records,
-                             max_events=max_events, debug_checks=debug_checks)
+                             max_events=max_events, debug_checks=debug_checks, bounds=bounds)
 
 
 @dataclass
@@ -324,10 +326,11 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
 
 def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None, kv_frames=0,
                       record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, max_events=DEFAULT_MAX_EVENTS,
-                      debug_checks=False, cancel: np.ndarray | None = None) -> Result:
+                      debug_checks=False, cancel: np.ndarray | None = None, bounds: bool = False) -> Result:
     """Run the deployment on given requests (as plain Python under NUMBA_DISABLE_JIT=1). `debug_checks` verifies
     every block-pool invariant after each step's scheduling (slow; for tests); `cancel`, an int64 array of one
-    element: set it to 1 from another thread to stop the run (raises Cancelled)."""
+    element: set it to 1 from another thread to stop the run (raises Cancelled); `bounds`: add metrics.bounds,
+    what a clairvoyant scheduler could reach on these requests (sim_core/bounds.py)."""
     class_slo = class_slos(scenario, r, reqs)
     if scenario.engines > 1 and record_events:  # timelines need every engine's every step: one engine's bounds
         max_step_records = max(CLUSTER_STEP_RECORDS, max_step_records // scenario.engines)
@@ -352,6 +355,8 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     result.metrics = summarize(result)
     if len(ran.outs) > 1:
         _add_engines(result, ran, cfgs)
+    if bounds:
+        result.metrics["bounds"] = run_bounds(result)
     return result
 
 

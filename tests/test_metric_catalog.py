@@ -33,7 +33,7 @@ def runs():
     requests."""
     small = dict(hardware="rtx3050", num_requests=40, seed=1)
     return {
-        "rag-cache": run(Scenario(workload="rag", prefix_cache=True, **small)).metrics,
+        "rag-cache": run(Scenario(workload="rag", prefix_cache=True, **small), bounds=True).metrics,
         "one-class": run(Scenario(workload="code", scheduler="fcfs", **small)).metrics,
         "shed": run(Scenario(workload="chat", scheduler="slo", rate=200, slo_ttft_ms=50, max_model_len=1024,
                              **small)).metrics,

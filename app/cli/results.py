@@ -75,6 +75,30 @@ def metric_rows(metrics: dict[str, dict], ci95: dict[str, dict] | None = None) -
     return rows
 
 
+def bounds_lines(metrics: dict[str, dict]) -> list[str]:
+    """A line per scheduler saying how much of what a clairvoyant scheduler could reach it reached
+    (metrics.bounds, sim_core/bounds.py)."""
+    lines = []
+    for name, m in metrics.items():
+        b = m.get("bounds")
+        if not b:
+            continue
+        parts = []
+        if b["goodput_fraction"] is not None:
+            parts.append(f"{b['goodput_fraction']:.0%} of the achievable goodput (at most "
+                         f"{b['goodput_upper']:.3g} req/s)")
+        if b["deadline_met_fraction"] is not None:
+            parts.append(f"{b['deadline_met_fraction']:.0%} of the TTFT deadlines any scheduler could meet "
+                         f"({b['deadline_met']:g} of at most {b['deadline_met_upper']:g})")
+        for what, key in (("TTFT", "ttft"), ("E2EL", "e2el")):
+            if b[f"{key}_mean_fraction"]:  # the run's mean over the bound, the way latencies are compared
+                parts.append(f"mean {what} {1 / b[f'{key}_mean_fraction']:.2g}x its lower bound "
+                             f"({b[f'{key}_mean_lower_ms']:.0f} ms)")
+        if parts:
+            lines.append(f"bounds: {name} reaches " + "; ".join(parts))
+    return [""] + lines if lines else []
+
+
 def _dig(doc: dict, dotted: str):
     for part in dotted.split("."):
         if not isinstance(doc, dict) or part not in doc:
@@ -113,6 +137,7 @@ def print_results(args, base: Scenario, results: dict, drop: tuple[str, ...]) ->
     title = "Serving Benchmark Result" + (f", mean ± 95% CI over {len(seeds)} seeds" if seeds else "")
     cis = {s: r.ci95 for s, r in results.items()} if seeds else None
     lines += table(title, list(results), metric_rows({s: r.metrics for s, r in results.items()}, cis))
+    lines += bounds_lines({s: r.metrics for s, r in results.items()})
     if ensembles:
         lines += ["", *model_interval_lines(ensembles)]
     for s, r in results.items():

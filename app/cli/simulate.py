@@ -92,8 +92,8 @@ def run_schedulers(args: argparse.Namespace, schedulers: list[str], record_event
         check_setup(sc)
     _note_large_run(scenarios)
     if base.seeds > 1:
-        return base, {s: run_seeds(sc, record_events=record_events) for s, sc in scenarios.items()}
-    results = {s: run(sc, record_events=record_events) for s, sc in scenarios.items()}
+        return base, {s: run_seeds(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
+    results = {s: run(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
     return base, results
 
 

@@ -180,7 +180,10 @@ async def api_run_get(request: Request) -> JSONResponse:
     """Scenario fields are query parameters (the dashboard's URLs work here too). Answers
     `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ..., "warnings": [...]}}}`;
     `warnings` says when the GPU, model or weight format is outside the validation set, or the run was still
-    saturated when its arrivals ended. Without any parameter, the landing page's scenario and schedulers."""
+    saturated when its arrivals ended. Without any parameter, the landing page's scenario and schedulers.
+    `metrics.bounds` says what a clairvoyant scheduler could reach on the same requests (lower bounds on mean
+    TTFT/E2EL, upper bounds on TTFT deadlines met and goodput, each from a stated relaxation of the engine: see
+    the metrics reference below) and the run's share of each."""
     if not kernels_ready(request):
         return warming_up()
     try:

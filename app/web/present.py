@@ -278,6 +278,23 @@ def seeds_note(scenario) -> str:
             f"± the half-width of their 95% confidence interval. Figures: seed {scenario.seed}.")
 
 
+def bounds_note(views: list) -> str:
+    """One sentence under the takeaway: each scheduler's goodput as a share of what a clairvoyant scheduler could
+    reach on the same requests (metrics.bounds, sim_core/bounds.py); empty where no run has the bound."""
+    shares = [(v.scheduler, value_at(v.metrics, "bounds.goodput_fraction"), value_at(v.metrics, "bounds.goodput_upper"))
+              for v in views]
+    shares = [(name, share, upper) for name, share, upper in shares if _is_number(share) and _is_number(upper)]
+    if not shares:
+        return ""
+    uppers = {f"{upper:.3g}" for _, _, upper in shares}
+    if len(uppers) == 1:  # one bound for all (open-loop requests, same step-size limit)
+        parts = [f"{name} reaches {share:.0%}" for name, share, _ in shares]
+        return (f"Against a clairvoyant scheduler (at most {uppers.pop()} req/s of goodput on these requests): "
+                + ", ".join(parts) + " of the achievable goodput.")
+    parts = [f"{name} reaches {share:.0%} of its {upper:.3g} req/s" for name, share, upper in shares]
+    return "Against a clairvoyant scheduler's goodput on each run's requests: " + ", ".join(parts) + "."
+
+
 # The metrics a takeaway may be about: the tails people tune schedulers for, and goodput.
 TAKEAWAY_KEYS = ("itl_ms.p99", "ttft_ms.p99", "tpot_ms.p99", "e2el_ms.p99", "goodput")
 SAME_THROUGHPUT = 0.03  # throughputs closer than this (relative) read as "the same"

@@ -346,7 +346,7 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
     try:
         reqs = requests_for(scenario, resolved)
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
-                                kv_frames=recorded_frames_for(resolved), cancel=cancel)
+                                kv_frames=recorded_frames_for(resolved), cancel=cancel, bounds=True)
         if scenario.engines > 1:  # each engine's KV frames and step log, one event log for the cluster
             view = cluster_view(res, kv_cell)
         else:

@@ -178,7 +178,8 @@ def ensemble(scenario, *, members: int = MEMBERS, level: float = LEVEL, residual
     one = scenario.model_copy(update={"seeds": 1})
     r = resolve(one)
     reqs = make_requests(one, r, trace_text)
-    runs = [simulate_requests(one, replace(r, step_time_scale=float(f)), reqs, cancel=cancel).metrics
+    # With the bounds (each member's own, from its scaled step model), so model_ci has the keys ci95 has.
+    runs = [simulate_requests(one, replace(r, step_time_scale=float(f)), reqs, cancel=cancel, bounds=True).metrics
             for f in factors]
     return Ensemble(factors, runs, level)
 
