@@ -69,7 +69,7 @@ def test_dashboard_form_takes_choices_and_bounds_from_the_model():
             assert (f.options[0] == ("", "default")) == info.optional, name
         elif info.is_bool:
             assert [v for v, _ in f.options] == ["false", "true"], name
-        elif name == "hardware_profile":  # the one free-text field: no numeric keyboard
+        elif name in ("hardware_profile", "rate_schedule"):  # the free-text fields: no numeric keyboard
             assert f.inputmode == "text"
         else:
             assert f.inputmode == ("numeric" if info.is_int else "decimal"), name

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .. import clusterview
+from .. import cluster_page, clusterview
 from ..charts import FREE_CELL, SERIES, color, text_style
 from ..runview import RunView
 from . import Figure, Results
@@ -84,7 +84,7 @@ def build(results: Results) -> dict:
     if results.cluster:
         names = engine_names(views)
         picked = names[clusterview.busiest_engine([v.metrics for v in views])]
-        return {"cluster": clusterview.cluster_context(views, results.span), "engines": names, "engine": picked,
+        return {"cluster": cluster_page.cluster_context(views, results.span), "engines": names, "engine": picked,
                 **engine_kv(views, results.span, picked), "k": views[0].kv["k"]}
     return {"cluster": None, "kv": kv_figure(views), "frames": kv_frames(views, results.span),
             "k": views[0].kv["k"] if views else 1}
