@@ -47,26 +47,62 @@ def test_each_file_loads_with_an_about_and_entries():
         assert doc["entries"], name
 
 
-@pytest.mark.parametrize("name, i, entry", list(entries()), ids=lambda x: str(x)[:40])
-def test_every_entry_is_cited_with_a_positive_value_in_a_known_unit(name, i, entry):
-    where = f"{name} entry {i}"
-    for key in REQUIRED:
-        assert key in entry, f"{where}: missing {key!r}"
-    for key in ("source_id", "url", "what", "where"):
-        assert isinstance(entry[key], str) and entry[key].strip(), f"{where}: {key!r} must be non-empty text"
-    assert entry["url"].startswith("https://"), f"{where}: url {entry['url']!r}"
-    assert entry["unit"] in UNITS, f"{where}: unit {entry['unit']!r} is not one of {sorted(UNITS)}"
+def problems(entry: dict) -> list[str]:
+    """What is wrong with one entry (empty when it is fine), each naming the key."""
+    found = [f"missing {key!r}" for key in REQUIRED if key not in entry]
+    if found:
+        return found
+    found += [f"{key!r} must be non-empty text" for key in ("source_id", "url", "what", "where")
+              if not (isinstance(entry[key], str) and entry[key].strip())]
+    if isinstance(entry["url"], str) and not entry["url"].startswith("https://"):
+        found.append(f"url {entry['url']!r} is not https")
+    if entry["unit"] not in UNITS:
+        found.append(f"unit {entry['unit']!r} is not one of {sorted(UNITS)}")
     values = numbers(entry["value"])
-    assert values, f"{where}: empty value list"
+    if not values:
+        found.append("value is an empty list")
     for v in values:
         # bool is an int to Python: refuse it where a measurement is meant.
-        assert isinstance(v, (int, float)) and not isinstance(v, bool), f"{where}: value {v!r} is not a number"
-        assert math.isfinite(v) and v > 0, f"{where}: value {v!r} must be positive"
-    if entry["unit"] == "fraction":
-        assert all(v <= 1 for v in values), f"{where}: a fraction above 1"
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+            found.append(f"value {v!r} is not a positive number")
+    if found:
+        return found
+    if entry["unit"] == "fraction" and any(v > 1 for v in values):
+        found.append("a fraction above 1")
     if isinstance(entry["value"], list) and entry["unit"] != "fraction":
         # A list that is not a per-position series of rates is a [low, high] range.
-        assert len(values) == 2 and values[0] <= values[1], f"{where}: a range is [low, high]"
+        if len(values) != 2 or values[0] > values[1]:
+            found.append("a range is [low, high]")
+    return found
+
+
+@pytest.mark.parametrize("name, i, entry", list(entries()), ids=lambda x: str(x)[:40])
+def test_every_entry_is_cited_with_a_positive_value_in_a_known_unit(name, i, entry):
+    assert problems(entry) == [], f"{name} entry {i}"
+
+
+GOOD = {"source_id": "x", "url": "https://example.org", "what": "w", "value": 1.5, "unit": "s", "where": "Table 1"}
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"url": None}, "missing 'url'"),
+    ({"where": " "}, "'where' must be non-empty text"),
+    ({"url": "http://example.org"}, "url 'http://example.org' is not https"),
+    ({"unit": "furlongs"}, "unit 'furlongs' is not one of"),
+    ({"value": 0}, "value 0 is not a positive number"),
+    ({"value": -2.0}, "value -2.0 is not a positive number"),
+    ({"value": True}, "value True is not a positive number"),
+    ({"value": "3"}, "value '3' is not a positive number"),
+    ({"value": float("nan")}, "value nan is not a positive number"),
+    ({"value": []}, "value is an empty list"),
+    ({"value": 1.2, "unit": "fraction"}, "a fraction above 1"),
+    ({"value": [5, 2]}, "a range is [low, high]"),
+    ({"value": [1, 2, 3]}, "a range is [low, high]"),
+])
+def test_a_bad_entry_is_refused_naming_what_is_wrong(change, expected):
+    assert problems(GOOD) == []
+    entry = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    assert any(p.startswith(expected) for p in problems(entry)), problems(entry)
 
 
 def test_every_source_id_is_described_in_the_sources_doc():
