@@ -79,8 +79,9 @@ def test_the_data_files_are_package_data():
     tomllib = pytest.importorskip("tomllib")
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     files = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.json"))
-    assert [f for f in files if "/" not in f] == ["gpus.json", "kv_links.json", "model_error.json", "models.json",
-                                                    "prices.json"]
+    assert [f for f in files if "/" not in f] == ["gpus.json", "kv_links.json", "kv_tiers.json", "lora.json",
+                                                    "model_error.json", "models.json", "prices.json", "spec_decode.json",
+                                                    "startup.json"]
     bundled = [f for f in files if "/" in f]  # the bundled Hugging Face configs
     assert bundled and all(f.startswith("hf_configs/") for f in bundled)
     assert all(any(fnmatch.fnmatch(f, g) for g in globs["sim_core.data"]) for f in files)
