@@ -48,6 +48,10 @@ The groups:
 - **kernel, measured here**: a layer's GEMMs in 16-bit and FP8 and prefill attention, timed by
   `validation/measure_gpu.py` (PyTorch only) on a GPU lent to the project (an H200, which no constant was set
   from). Decode attention and copies are listed but skipped, with the reason.
+- **one group per source of 2025-2026 measurements** (`inferencex_*`, `lmsys_large_scale_ep`, `vllm_wide_ep_h200`,
+  `amd_mi355x_vs_b200_vllm`, `deepep_*`): InferenceX closed-loop points, DeepSeek expert-parallel serving and
+  DeepEP dispatch/combine kernels (`validation/inferencex.csv`, `moe_serving.csv`, `alltoall.csv`), gathered
+  but not predicted yet: every row is listed, skipped, with what its prediction needs.
 
 A row the model cannot predict honestly is kept, marked skipped, with its reason. Error is predicted /
 reference - 1.
