@@ -1,19 +1,25 @@
 """Simulation work for the web: uploaded traces, cached runs, background rate sweeps.
 
-Results are deterministic, so a run is cached under its canonical query (`WebRequest.run_key`) in a small LRU;
+Results are deterministic, so a run is cached under its canonical query (`WebRequest.run_key`) in an LRU bounded
+by bytes (a view's size varies a hundredfold with the run's length, so a count of entries bounds nothing);
 concurrent requests for the same run wait for one computation ("single flight"). At most SIM_SLOTS runs
 simulate at once, which bounds memory (a run allocates tens of MB) while other requests keep being answered.
-Sweeps run in a background thread; pages poll their progress.
+A request's whole work (every scheduler and seed) is checked against the web's budget before anything runs
+(inputs.request_work_problems). Sweeps run in a background thread (jobs.JobBoard); pages poll their progress.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hashlib
+import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 
 import numpy as np
 
@@ -26,6 +32,7 @@ from sim_core.traces import TraceError, own_rate, read_trace
 from . import figures
 from .clusterview import cluster_view
 from .inputs import (
+    MAX_QUEUED_SWEEPS,
     MAX_UPLOAD_BYTES,
     MAX_UPLOAD_ROWS,
     PAGE_DEFAULTS,
@@ -36,10 +43,11 @@ from .inputs import (
     default_sweep,
     parse_request,
     query_to_dict,
+    request_work_problems,
     sweep_work_problems,
     work_problems,
 )
-from .jobs import JobBoard, job_id
+from .jobs import JobBoard, JobState, job_id
 from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
 
 MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
@@ -53,16 +61,78 @@ MAX_IN_FLIGHT = 3 * MAX_SIMULATIONS
 KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
 
 
+# What the caches may hold, in bytes (deep_size): cached views are most of an idle server's memory.
+VIEW_CACHE_BYTES = 256 * 1024 * 1024
+UPLOAD_CACHE_BYTES = 64 * 1024 * 1024
+
+
 class BusyError(RuntimeError):
-    """Too many simulations running or sweeps queued: the caller should retry shortly."""
+    """Too many simulations running or sweeps queued: the caller should retry in `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: int = 5):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def deep_size(obj: object) -> int:
+    """About how many bytes `obj` holds: numpy arrays' buffers, and containers, dataclasses and plain objects
+    walked (each object counted once)."""
+    seen: set[int] = set()
+    stack, total = [obj], 0
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, np.ndarray):
+            total += o.nbytes if o.base is None else 0  # a view of another array owns no buffer
+            if o.base is not None:
+                stack.append(o.base)
+            continue
+        total += sys.getsizeof(o)
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list | tuple) and o and all(type(x) in (float, int, bool) for x in o[:8]):
+            total += sum(map(sys.getsizeof, o))  # long numeric lists (figure data): sized without visiting
+        elif isinstance(o, list | tuple | set | frozenset):
+            stack.extend(o)
+        elif is_dataclass(o) and not isinstance(o, type):
+            stack.extend(getattr(o, f.name) for f in fields(o))
+        elif hasattr(o, "__dict__") and not isinstance(o, type):
+            stack.append(vars(o))
+    return total
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform.startswith("linux") else None
+_trimmed_at = 0.0
+TRIM_EVERY_S = 1.0
+
+
+def release_memory() -> None:
+    """Hand memory freed by finished runs back to the system (glibc keeps freed heap pages in its per-thread
+    arenas otherwise: after a load test the server sat at several GB with its caches full at a few hundred MB).
+    At most once a second: a trim walks the heap."""
+    global _trimmed_at
+    now = time.monotonic()
+    if _libc is None or now - _trimmed_at < TRIM_EVERY_S:
+        return
+    _trimmed_at = now
+    try:
+        _libc.malloc_trim(0)
+    except AttributeError:  # not glibc
+        pass
 
 
 class SingleFlightLRU:
-    """A bounded LRU map whose misses are computed once even when many threads ask at the same time."""
+    """An LRU map, bounded by entries and by bytes (`sizeof`), whose misses are computed once even when many
+    threads ask at the same time."""
 
-    def __init__(self, maxsize: int):
-        self.maxsize = maxsize
+    def __init__(self, maxsize: int, max_bytes: int | None = None, sizeof: Callable[[object], int] = deep_size):
+        self.maxsize, self.max_bytes, self._sizeof = maxsize, max_bytes, sizeof
         self._items: OrderedDict[str, object] = OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self.bytes = 0
         self._pending: dict[str, Future] = {}
         self._lock = threading.Lock()
         self.hits = self.misses = 0
@@ -97,17 +167,25 @@ class SingleFlightLRU:
                 del self._pending[key]
             fut.set_exception(e)
             raise
+        size = self._sizeof(value) if self.max_bytes is not None else 0
         with self._lock:
             del self._pending[key]
-            self._items[key] = value
-            while len(self._items) > self.maxsize:
-                self._items.popitem(last=False)
+            if self.max_bytes is None or size <= self.max_bytes:  # one larger than the whole cache is not kept
+                self._items[key] = value
+                self._sizes[key] = size
+                self.bytes += size
+            while self._items and (len(self._items) > self.maxsize
+                                   or (self.max_bytes is not None and self.bytes > self.max_bytes)):
+                old, _ = self._items.popitem(last=False)
+                self.bytes -= self._sizes.pop(old)
         fut.set_result(value)
         return value
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._sizes.clear()
+            self.bytes = 0
             self.hits = self.misses = 0
 
 
@@ -124,7 +202,8 @@ class UploadError(ValueError):
     """An upload that cannot be used; the message says why."""
 
 
-_uploads = SingleFlightLRU(maxsize=32)
+_uploads = SingleFlightLRU(maxsize=32, max_bytes=UPLOAD_CACHE_BYTES,
+                           sizeof=lambda up: 2 * len(up.text) + 1024)  # str: up to 2 bytes a character here
 
 
 def add_upload(data: bytes, filename: str) -> Upload:
@@ -177,7 +256,7 @@ def upload_text(req: WebRequest) -> str | None:
 
 
 # ----- runs -----
-_views = SingleFlightLRU(maxsize=48)
+_views = SingleFlightLRU(maxsize=256, max_bytes=VIEW_CACHE_BYTES)
 
 
 def per_seed(req: WebRequest) -> list[WebRequest]:
@@ -261,7 +340,26 @@ class SeedViews:
     ci95: list[dict]
 
 
+def check_work(req: WebRequest) -> None:
+    """Refuse (ScenarioError) a request whose whole work, every scheduler at every seed, is more than the web's
+    budget, before any of it runs: the first seed's workload is generated (milliseconds) and stands for every
+    seed's. Nothing to check when every run is cached."""
+    if is_cached(req):
+        return
+    s = req.scenario
+    reqs = make_requests(s, resolve(s), upload_text(req))
+    budgets = {name: resolve(req.for_scheduler(name)).token_budget for name in req.schedulers}
+    for budget in sorted(set(budgets.values())):  # one run too large says so first, as it always has
+        problems = work_problems(s, budget, reqs)
+        if problems:
+            raise ScenarioError(problems)
+    problems = request_work_problems(req, reqs, budgets)
+    if problems:
+        raise ScenarioError(problems)
+
+
 def compare_seeds(req: WebRequest, cancel: np.ndarray | None = None) -> SeedViews:
+    check_work(req)
     runs = [compare(one, cancel) for one in per_seed(req)]
     if len(runs) == 1:
         return SeedViews(runs[0], [v.metrics for v in runs[0]], [{} for _ in runs[0]])
@@ -309,6 +407,8 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
     finally:
         SIM_SLOTS.release()
     view.kept = figures.keep(res)  # what figures draw beyond the view (the Result is not kept)
+    del res
+    release_memory()
     return view
 
 
@@ -321,17 +421,24 @@ class SweepJob:
     done: int = 0
     result: dict | None = None
     error: str | None = None
-    future: Future | None = None
     trace_text: str | None = None  # the uploaded trace it replays at each rate (kept: uploads may be evicted)
+    state: JobState = field(default_factory=JobState)
 
     @property
     def running(self) -> bool:
         return self.result is None and self.error is None
 
+    @property
+    def cancelled(self) -> bool:
+        return self.state.cancelled
 
-MAX_QUEUED_SWEEPS = 4
-_sweeps = JobBoard("sweep", MAX_QUEUED_SWEEPS, keep=32, busy=lambda: BusyError(
-    f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; try again in a moment"))
+    @property
+    def future(self) -> Future | None:
+        return self.state.future
+
+
+_sweeps = JobBoard("sweep", MAX_QUEUED_SWEEPS, keep=32, busy=lambda retry: BusyError(
+    f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; retry in about {retry} s", retry))
 
 
 def start_sweep(req: WebRequest) -> SweepJob:
@@ -347,12 +454,27 @@ def start_sweep(req: WebRequest) -> SweepJob:
                                    lambda s: resolve(s).token_budget)
     if problems:
         raise ScenarioError(problems)
-    job, future = _sweeps.start(
+    job, _ = _sweeps.start(
         SweepJob(key, req, total=len(req.schedulers) * len(req.sweep.rates()) * req.scenario.seeds, trace_text=text),
         _run_sweep)
-    if future is not None:
-        job.future = future
     return job
+
+
+def cancel_sweep(key: str) -> SweepJob | None:
+    """Stop a sweep (its Cancel button): the point being simulated stops within milliseconds."""
+    return _sweeps.cancel(key)
+
+
+def sweep_polled(job: SweepJob) -> None:
+    _sweeps.polled(job)
+
+
+def watch_sweep(job: SweepJob) -> None:
+    _sweeps.watch(job)
+
+
+def unwatch_sweep(job: SweepJob, gone: bool) -> None:
+    _sweeps.unwatch(job, gone)
 
 
 def proposed_sweep(req: WebRequest) -> RateRange:
@@ -370,12 +492,14 @@ def _run_sweep(job: SweepJob) -> dict:
     def progress(done: int, total: int) -> None:
         job.done = done
 
-    try:
+    try:  # in-process (workers=1), inside the job's cancel_scope: its Cancel stops the running point
         points = sweep(req.scenario, req.schedulers, req.sweep.rates(), workers=1, on_point=progress,
                        trace_text=job.trace_text)
         job.result = sweep_summary(req, points)
     except Exception as e:  # reported on the page; asking for the same sweep again retries it
         job.error = f"{type(e).__name__}: {e}"
+    finally:
+        release_memory()
     return job.result
 
 
@@ -405,4 +529,5 @@ def clear_caches() -> None:
 
 
 def cache_stats() -> dict:
-    return {"hits": _views.hits, "misses": _views.misses}
+    return {"hits": _views.hits, "misses": _views.misses, "bytes": _views.bytes, "entries": len(_views._items),
+            "max_bytes": _views.max_bytes, "sweeps_running": _sweeps.running_jobs()}
