@@ -74,11 +74,24 @@ class BusyError(RuntimeError):
         self.retry_after = retry_after
 
 
+_SCALARS = frozenset((str, bytes, int, float, bool, type(None)))
+
+
 def deep_size(obj: object) -> int:
     """About how many bytes `obj` holds: numpy arrays' buffers, and containers, dataclasses and plain objects
-    walked (each object counted once)."""
+    walked (each counted once; scalars are counted where they appear, without a visit of their own)."""
     seen: set[int] = set()
     stack, total = [obj], 0
+    size = sys.getsizeof
+
+    def push(items) -> None:
+        nonlocal total
+        for x in items:
+            if type(x) in _SCALARS:
+                total += size(x)
+            else:
+                stack.append(x)
+
     while stack:
         o = stack.pop()
         if id(o) in seen:
@@ -89,16 +102,16 @@ def deep_size(obj: object) -> int:
             if o.base is not None:
                 stack.append(o.base)
             continue
-        total += sys.getsizeof(o)
+        total += size(o)
         if isinstance(o, dict):
-            stack.extend(o.keys())
-            stack.extend(o.values())
-        elif isinstance(o, list | tuple) and o and all(type(x) in (float, int, bool) for x in o[:8]):
-            total += sum(map(sys.getsizeof, o))  # long numeric lists (figure data): sized without visiting
+            push(o.keys())
+            push(o.values())
+        elif isinstance(o, list | tuple) and len(o) > 64 and type(o[0]) in (float, int) and type(o[-1]) is type(o[0]):
+            total += len(o) * size(o[0])  # a long numeric column (figure data): its numbers are all one size
         elif isinstance(o, list | tuple | set | frozenset):
-            stack.extend(o)
+            push(o)
         elif is_dataclass(o) and not isinstance(o, type):
-            stack.extend(getattr(o, f.name) for f in fields(o))
+            push(getattr(o, f.name) for f in fields(o))
         elif hasattr(o, "__dict__") and not isinstance(o, type):
             stack.append(vars(o))
     return total
