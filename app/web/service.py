@@ -411,6 +411,8 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
         raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
     try:
         reqs = requests_for(scenario, resolved)
+        if cancel is not None and cancel[0]:  # the client left while the workload was made: simulate nothing
+            raise Cancelled("cancelled before the run started")
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
                                 kv_frames=recorded_frames_for(resolved), cancel=cancel)
         if scenario.engines > 1:  # each engine's KV frames and step log, one event log for the cluster
