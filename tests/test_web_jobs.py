@@ -317,3 +317,32 @@ def test_deep_size_counts_array_buffers_and_containers():
     arr = np.zeros(100_000)
     size = service.deep_size({"a": arr, "b": [arr[:10], list(range(1000))], "c": (1.5, "text")})
     assert arr.nbytes < size < arr.nbytes + 200_000
+
+
+def test_a_job_whose_pages_stopped_polling_is_cancelled(monkeypatch):
+    from app.web import jobs
+
+    monkeypatch.setattr(jobs, "ABANDONED_S", 0.2)
+    monkeypatch.setattr(jobs, "REAP_EVERY_S", 0.05)
+    board = JobBoard("reap", 2, keep=4, busy=lambda retry: service.BusyError("busy", retry))
+
+    class Job:
+        def __init__(self, key):
+            self.id, self.total, self.done, self.result, self.error = key, 1, 0, None, None
+            self.state = JobState()
+
+        @property
+        def running(self):
+            return self.result is None and self.error is None
+
+    def run(job):
+        while not job.state.cancel[0]:
+            time.sleep(0.01)
+
+    polled, _ = board.start(Job("polled"), run)
+    board.polled(polled)  # a page showed it, then was closed
+    never, _ = board.start(Job("never"), run)  # never polled (the API's plans): kept
+    polled.state.future.result(5)
+    assert polled.error == CANCELLED_TEXT and never.running
+    board.cancel("never")
+    never.state.future.result(5)

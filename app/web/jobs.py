@@ -7,7 +7,8 @@ pages, the oldest forgotten past `keep`. A failed or cancelled job is not found 
 Cancelling: every job carries a cancel flag (`Job.cancel`, the engine's int64[1]); the board runs the job inside
 sim_core.runner.cancel_scope, so setting the flag stops whichever simulation of the job is running within
 milliseconds, and a queued job that is cancelled never starts. A job is cancelled by its page's Cancel button
-(`cancel`), or when the last request waiting for it (`watch`) goes away and no page has polled it lately."""
+(`cancel`), when the last request waiting for it (`watch`) goes away and no page has polled it lately, or when
+the pages that polled it have all stopped polling for ABANDONED_S (closed) and nobody waits for it."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ from sim_core.runner import cancel_scope
 
 # A page polls a running job every 500 ms: one not polled for this long has no page showing it.
 POLL_GRACE_S = 2.0
+# A job a page polled and that nobody has polled or waited for since is abandoned (its pages were closed). Longer
+# than a minute: browsers poll a hidden tab's timers about once a minute, and that page still wants the job.
+ABANDONED_S = 75.0
+REAP_EVERY_S = 1.0
 # Retry-After when nothing is known yet about how long the running job takes (it has simulated nothing yet).
 DEFAULT_RETRY_S = 10
 MAX_RETRY_S = 600
@@ -60,6 +65,7 @@ class JobBoard:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._jobs: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._reaper: threading.Thread | None = None
 
     def get(self, key: str) -> Any | None:
         with self._lock:
@@ -87,6 +93,9 @@ class JobBoard:
                     break
                 del self._jobs[oldest]
             job.state.future = self._pool.submit(self._run, job, run)
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, name="job-reaper", daemon=True)
+                self._reaper.start()
             return job, job.state.future
 
     def cancel(self, key: str) -> Any | None:
@@ -116,6 +125,22 @@ class JobBoard:
     def running_jobs(self) -> int:
         with self._lock:
             return sum(j.running for j in self._jobs.values())
+
+    def _reap(self) -> None:
+        """While any job runs: cancel those whose pages have all gone (ABANDONED_S without a poll, nobody
+        waiting). Ends when none runs; start() begins another."""
+        while True:
+            time.sleep(REAP_EVERY_S)
+            with self._lock:
+                running = [j for j in self._jobs.values() if j.running]
+                if not running:
+                    self._reaper = None
+                    return
+                now = time.monotonic()
+                for j in running:
+                    st = j.state
+                    if st.polled_at and not st.waiters and now - st.polled_at > ABANDONED_S:
+                        st.cancel[0] = 1
 
     def _run(self, job: Any, run: Callable[[Any], Any]) -> Any:
         state = job.state
