@@ -4,7 +4,8 @@
   1. 8 long synchronous sweeps (/api/sweep) sent at once: how many queue and how many are told 503 +
      Retry-After, and meanwhile the latency of a cached page and of /static/js/app.js;
   2. those sweeps' clients leave: seconds until the server's CPU is idle (nobody else wants the sweeps);
-  3. the 9-scheduler x 10-seed x 600 s x 33 req/s /api/run request: status and seconds to the answer;
+  3. the 9-scheduler x 10-seed x 600 s x 33 req/s /api/run request: status and seconds to the answer (and the
+     same with 1 seed, which the budget accepts);
   4. an embed whose client leaves mid-simulation: seconds from the disconnect until the server is idle;
   5. a sweep started from the page, then its Cancel (POST /goodput/<id>/cancel): seconds until idle;
   6. a load of distinct large runs, then the server's RSS at rest (and its peak).
@@ -153,6 +154,12 @@ def refusal(c: httpx.Client) -> None:
     if isinstance(detail, list):
         detail = "; ".join(f"{d['loc'][-1]}: {d['msg']}" for d in detail)
     print(f"  {r.status_code} after {took:.3f} s: {str(detail)[:400]}")
+    one_seed = HUGE_RUN.replace("&seeds=10", "")
+    start = time.perf_counter()
+    r = c.get(one_seed, timeout=600)
+    print(f"  the same with 1 seed (179k requests, within the budget): {r.status_code} after "
+          f"{time.perf_counter() - start:.1f} s (the server's time limit: "
+          f"{c.get('/api/catalog').json()['limits']['request_time_limit_s']:g} s)")
 
 
 def embed_disconnect(port: int, pid: int) -> None:

@@ -50,3 +50,32 @@ def test_cancel_stops_a_running_sweep(site):
         assert page.errors == [], page.errors
     finally:
         context.close()
+
+
+def test_cancel_stops_a_running_plan(site, monkeypatch):
+    import sim_core.studies.planner
+    from app.web import plan_jobs
+
+    real_run = sim_core.studies.planner.run
+
+    def paced_run(scenario, **kw):  # a few tenths of a second per simulation: the search lasts a while
+        time.sleep(0.3)
+        return real_run(scenario, **kw)
+
+    monkeypatch.setattr(sim_core.studies.planner, "run", paced_run)
+    context, page = open_page(site, timeout_ms=60_000)
+    try:
+        page.goto(page.base + "/plan?gpus=a100,h100&tp=1&duration=10&rate=30&seed=31")
+        button = page.locator("#plan-status button.cancel-job")
+        expect(button).to_be_visible()
+        job = plan_jobs.get_plan_job(button.get_attribute("hx-post").split("/")[3])
+        assert job is not None and job.running
+        button.click()
+        clicked = time.perf_counter()
+        job.state.future.result(5)
+        assert time.perf_counter() - clicked < 1.0
+        assert job.result is None
+        expect(page.locator("#plan-status [data-cancelled]")).to_contain_text("Plan cancelled")
+        assert page.errors == [], page.errors
+    finally:
+        context.close()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.web import http, inputs, plan_jobs, service
+from app.web import budget, cache, http, inputs, plan_jobs, service
 from app.web.jobs import CANCELLED_TEXT, JobBoard, JobState
 from sim_core import SCHEDULER_NAMES
 from sim_core.runner import Cancelled, make_requests, resolve, simulate_requests
@@ -242,10 +242,10 @@ def test_the_budget_accepts_what_fits_and_says_how_many_seeds_would():
     reqs = make_requests(s, resolve(s))
     budgets = {n: resolve(req.for_scheduler(n)).token_budget for n in req.schedulers}
     assert len(reqs) * len(req.schedulers) <= inputs.MAX_REQUEST_REQUESTS
-    assert inputs.request_work_problems(req, reqs, budgets) == []
+    assert budget.request_work_problems(req, reqs, budgets) == []
     doubled = inputs.parse_request({"schedulers": ",".join(SCHEDULER_NAMES), "duration": "600", "rate": "33",
                                     "seeds": "2"}, max_seeds=inputs.MAX_API_SEEDS)
-    (field, message), = inputs.request_work_problems(doubled, reqs, budgets)
+    (field, message), = budget.request_work_problems(doubled, reqs, budgets)
     assert field == "seeds" and "at most 1 seed(s) with these schedulers" in message
 
 
@@ -305,17 +305,17 @@ def test_a_simulation_past_the_time_limit_is_stopped(monkeypatch):
 
 # ----- memory ------------------------------------------------------------------------------------------------
 def test_caches_are_bounded_by_bytes():
-    cache = service.SingleFlightLRU(maxsize=100, max_bytes=1000, sizeof=len)
+    lru = cache.SingleFlightLRU(maxsize=100, max_bytes=1000, sizeof=len)
     for k in range(10):
-        cache.get_or_compute(str(k), lambda: b"x" * 300)
-    assert cache.bytes <= 1000 and [k for k in map(str, range(10)) if cache.get(k)] == ["7", "8", "9"]
-    cache.get_or_compute("huge", lambda: b"x" * 5000)  # larger than the whole cache: answered, not kept
-    assert cache.get("huge") is None and cache.bytes <= 1000
+        lru.get_or_compute(str(k), lambda: b"x" * 300)
+    assert lru.bytes <= 1000 and [k for k in map(str, range(10)) if lru.get(k)] == ["7", "8", "9"]
+    lru.get_or_compute("huge", lambda: b"x" * 5000)  # larger than the whole cache: answered, not kept
+    assert lru.get("huge") is None and lru.bytes <= 1000
 
 
 def test_deep_size_counts_array_buffers_and_containers():
     arr = np.zeros(100_000)
-    size = service.deep_size({"a": arr, "b": [arr[:10], list(range(1000))], "c": (1.5, "text")})
+    size = cache.deep_size({"a": arr, "b": [arr[:10], list(range(1000))], "c": (1.5, "text")})
     assert arr.nbytes < size < arr.nbytes + 200_000
 
 

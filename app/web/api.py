@@ -21,7 +21,7 @@ from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
 from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
 
-from . import inputs, service
+from . import budget, inputs, service
 from .http import (
     CLIENT_CLOSED,
     DISCONNECT_POLL_S,
@@ -320,7 +320,7 @@ async def api_catalog() -> dict:  # async: answered on the event loop, never beh
                        "slo_ttft_ms": p.slo_ttft_ms, "slo_tpot_ms": p.slo_tpot_ms,
                        "classes": [c.name for c in p.classes]} for k, p in PRESETS.items()],
         "quantizations": list(QUANTIZATIONS),
-        "limits": inputs.web_limits(),
+        "limits": budget.web_limits(),
         "page_defaults": {"schedulers": list(inputs.PAGE_SCHEDULERS), **inputs.PAGE_DEFAULTS},
     }
 

@@ -48,17 +48,18 @@ async def run_until_disconnect(request: Request, fn, *args, busy: Callable[[str]
     """`fn(*args, cancel)` in a thread. If the client goes away first, `cancel[0]` is set, which stops the
     simulation within milliseconds (the engine checks it), and the answer is a 499 nobody reads; past
     REQUEST_TIME_LIMIT_S it is stopped too and `too_long(message)` answers. `quick`: the answer needs no
-    simulation (every run is cached), so it takes a request thread instead of the simulation lane's. With `busy`,
-    at most service.MAX_IN_FLIGHT such calls are in the pool at once; past that `busy(message)` answers at once,
-    without taking a thread."""
-    if busy is not None:
+    simulation (every run is cached), so it takes a request thread instead of the simulation lane's, and no place
+    at the gate. With `busy`, at most service.MAX_IN_FLIGHT such calls are in the lane at once; past that
+    `busy(message)` answers at once, without taking a thread."""
+    gated = busy is not None and not quick
+    if gated:
         if _Gate.inside >= MAX_IN_FLIGHT:
             return busy(f"the server is busy with {MAX_IN_FLIGHT} simulation requests; retry in a few seconds")
         _Gate.inside += 1
     try:
         return await _run_watching(request, fn, *args, limiter=None if quick else _WORK_LANE, too_long=too_long)
     finally:
-        if busy is not None:
+        if gated:
             _Gate.inside -= 1
 
 

@@ -189,12 +189,8 @@ def _render(name: str, ctx: dict, status: int = 200, headers: dict | None = None
 
 
 def answers_from_cache(request: Request, view: tuple[str, ...] = VIEW_PARAMS) -> bool:
-    """Whether the page's runs are all cached (its answer simulates nothing): parsing takes microseconds, so this
-    is asked on the event loop, to send the request to a request thread instead of the simulation lane."""
-    try:
-        return service.is_cached(service.page_request(scenario_params(request, view)))
-    except (ScenarioError, SetupError, TraceError):
-        return False
+    """Whether the page's runs are all cached (its answer simulates nothing; service.is_cached_query)."""
+    return service.is_cached_query(scenario_params(request, view))
 
 
 def too_long_page(message: str) -> Response:
