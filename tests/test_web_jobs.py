@@ -346,3 +346,18 @@ def test_a_job_whose_pages_stopped_polling_is_cancelled(monkeypatch):
     assert polled.error == CANCELLED_TEXT and never.running
     board.cancel("never")
     never.state.future.result(5)
+
+
+def test_model_uncertainty_counts_its_ensemble_in_the_budget():
+    from sim_core.studies import model_error
+
+    data = {"schedulers": "fcfs,chunked", "duration": "600", "rate": "33"}
+    req = inputs.parse_request(data, max_seeds=inputs.MAX_API_SEEDS)
+    s = req.scenario
+    reqs = make_requests(s, resolve(s))
+    budgets = {n: resolve(req.for_scheduler(n)).token_budget for n in req.schedulers}
+    assert budget.request_work_problems(req, reqs, budgets) == []
+    ensemble = inputs.parse_request({**data, "model_uncertainty": "1"}, max_seeds=inputs.MAX_API_SEEDS)
+    assert len(reqs) * 2 * (1 + model_error.MEMBERS) > inputs.MAX_REQUEST_REQUESTS
+    (field, message), = budget.request_work_problems(ensemble, reqs, budgets)
+    assert field == "model_uncertainty" and f"+ {model_error.MEMBERS} ensemble runs" in message

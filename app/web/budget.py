@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sim_core.runner import least_engine_steps
+from sim_core.studies import model_error
 
 from .inputs import (
     MAX_API_SEEDS,
@@ -29,30 +30,37 @@ from .inputs import (
 
 def request_work_problems(req: WebRequest, reqs, token_budgets: Mapping[str, int]) -> list[tuple[str, str]]:
     """The whole request's work against the web's budget, before any of it runs: `reqs`, the first seed's
-    workload, stands for every seed's; `token_budgets`, each scheduler's. Over budget: one problem naming the
-    field that multiplies the work (seeds, then schedulers, then the engines, then the run's own size), with the
-    estimate, the budget and what would fit."""
+    workload, stands for every seed's (and every model-ensemble member's: `model_uncertainty` replays the first
+    seed under model_error.MEMBERS step-time models); `token_budgets`, each scheduler's. Over budget: one problem
+    naming the field that multiplies the work (model_uncertainty, seeds, schedulers, the engines, then the run's
+    own size), with the estimate, the budget and what would fit."""
     s = req.scenario
-    n, runs, engines = len(reqs), len(req.schedulers) * s.seeds, s.engines
+    members = model_error.MEMBERS if s.model_uncertainty else 0
+    each = s.seeds + members  # runs of each scheduler
+    n, runs, engines = len(reqs), len(req.schedulers) * each, s.engines
     total = n * runs
-    steps = sum(least_engine_steps(reqs, b) for b in token_budgets.values()) * s.seeds * engines
+    steps = sum(least_engine_steps(reqs, b) for b in token_budgets.values()) * each * engines
     if total <= MAX_REQUEST_REQUESTS and steps <= MAX_REQUEST_STEPS:
         return []
+    product = f"{len(req.schedulers)} scheduler(s) x ({s.seeds} seed(s) + {members} ensemble runs)" if members \
+        else f"{len(req.schedulers)} scheduler(s) x {s.seeds} seed(s)"
     if total > MAX_REQUEST_REQUESTS:
-        what = (f"{len(req.schedulers)} scheduler(s) x {s.seeds} seed(s) x {n:,} requests = {total:,} requests "
-                f"simulated; the web simulates at most {MAX_REQUEST_REQUESTS:,} per request")
-        per_run = n
+        what = (f"{product} x {n:,} requests = {total:,} requests simulated; the web simulates at most "
+                f"{MAX_REQUEST_REQUESTS:,} per request")
+        budget, per_run = MAX_REQUEST_REQUESTS, n
     else:
-        what = (f"{len(req.schedulers)} scheduler(s) x {s.seeds} seed(s) x {engines} engine(s) is about {steps:,} "
-                f"engine steps; the web runs at most {MAX_REQUEST_STEPS:,} per request")
-        per_run = max(1, steps // runs)
-    budget = MAX_REQUEST_REQUESTS if total > MAX_REQUEST_REQUESTS else MAX_REQUEST_STEPS
-    fit_runs = budget // max(1, per_run)  # scheduler x seed runs of this size that fit
+        what = (f"{product} x {engines} engine(s) is about {steps:,} engine steps; the web runs at most "
+                f"{MAX_REQUEST_STEPS:,} per request")
+        budget, per_run = MAX_REQUEST_STEPS, max(1, steps // runs)
+    fit_runs = budget // per_run  # scheduler runs of this size that fit
     tail = " (the budget is in /api/catalog's limits; the CLI has no such limit)"
-    if s.seeds > 1 and fit_runs >= len(req.schedulers):
-        return [("seeds", f"{what} — at most {fit_runs // len(req.schedulers)} seed(s) with these schedulers{tail}")]
-    if len(req.schedulers) > 1 and fit_runs >= 1:
-        return [("schedulers", f"{what} — at most {fit_runs} scheduler x seed run(s) of this size: compare fewer "
+    if members and fit_runs >= len(req.schedulers) * s.seeds:
+        return [("model_uncertainty", f"{what} — turn it off, or compare fewer schedulers{tail}")]
+    if s.seeds > 1 and fit_runs >= len(req.schedulers) * (1 + members):
+        return [("seeds", f"{what} — at most {fit_runs // len(req.schedulers) - members} seed(s) with these "
+                          f"schedulers{tail}")]
+    if len(req.schedulers) > 1 and fit_runs >= each:
+        return [("schedulers", f"{what} — at most {fit_runs // each} scheduler(s) of this size: compare fewer "
                                f"schedulers or use fewer seeds{tail}")]
     if engines > 1 and total <= MAX_REQUEST_REQUESTS:
         field = "prefill_replicas" if s.disaggregated else "replicas"
