@@ -4,7 +4,7 @@ pages, static files and health checks keep theirs whatever long work is queued);
 running or queued, and past that `busy(retry_after_s)` says when to come back; finished ones are kept for their
 pages, the oldest forgotten past `keep`. A failed or cancelled job is not found again: asking again retries it.
 
-Cancelling: every job carries a cancel flag (`Job.cancel`, the engine's int64[1]); the board runs the job inside
+Cancelling: every job carries a cancel flag (`job.state.cancel`, the engine's int64[1]); the board runs the job in
 sim_core.runner.cancel_scope, so setting the flag stops whichever simulation of the job is running within
 milliseconds, and a queued job that is cancelled never starts. A job is cancelled by its page's Cancel button
 (`cancel`), when the last request waiting for it (`watch`) goes away and no page has polled it lately, or when
