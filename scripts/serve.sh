@@ -12,4 +12,6 @@ fi
 
 # Compiled kernels are cached under ~/.cache/sched-sim/numba/<hash of sim_core's sources> (sim_core/kernel/jit.py),
 # or NUMBA_CACHE_DIR if set.
-exec .venv/bin/sched-sim serve --host 127.0.0.1 --port "${PORT:-8000}"
+# More flags pass through (e.g. --allowed-hosts sim.example.org; `sched-sim serve --help` lists them, and the
+# SCHED_SIM_* environment variables each names).
+exec .venv/bin/sched-sim serve --host 127.0.0.1 --port "${PORT:-8000}" "$@"

@@ -243,6 +243,20 @@ METRICS: tuple[Metric, ...] = (
 
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 
+# One request's latencies, as a request-level A/B (request_diff.py) reports each request's change in them: not keys
+# of Result.metrics (those summarise a run), so kept apart from METRICS. `better` is the direction of a good change.
+REQUEST_METRICS: tuple[Metric, ...] = (
+    Metric("ttft_ms", "TTFT", "ms", "The request's time to first token, transport overhead included.", "lower",
+           "Per request", "ms", "docs", served_only=True),
+    Metric("tpot_ms", "TPOT", "ms", "The request's time per output token after its first: (E2EL - TTFT) / (output "
+           "tokens - 1); 0 with a single output token.", "lower", "Per request", "ms", "docs", served_only=True),
+    Metric("max_itl_ms", "Longest ITL", "ms", "The request's longest gap between consecutive output tokens (the "
+           "engine keeps each request's longest gap, not all of them: with at most 100 gaps it is the request's "
+           "nearest-rank P99 ITL).", "lower", "Per request", "ms", "docs", served_only=True),
+    Metric("e2el_ms", "E2EL", "ms", "The request's end-to-end latency, arrival to last token, transport overhead "
+           "included.", "lower", "Per request", "ms", "docs", served_only=True),
+)
+
 
 def value_at(metrics: dict, key: str) -> Any:
     """The value at a dotted key, or None where the run has none."""

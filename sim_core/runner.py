@@ -184,6 +184,8 @@ class Result:
     replica_of: np.ndarray | None = None  # the replica that served each request (all 0 for one engine)
     # [request, attribution.AT_*]: seconds of each request's latency per part (queue, prefill, ...), device side
     attribution: np.ndarray | None = None
+    # The same as it stood at each request's first token: where its TTFT went (device side; request_diff.py)
+    attr_first: np.ndarray | None = None
     # Several engines: each one's name, pool and step log (the merged step log above is empty); disaggregated
     # serving: each request's hand-over (disaggregated.PoolTrace: prefill engine, decode engine, KV transfer times).
     engine_logs: list[EngineLog] | None = None

@@ -60,15 +60,15 @@ def launch_chromium(playwright: Any, **kwargs: Any) -> Any:
 
 
 @contextlib.contextmanager
-def live_server(app: Any, host: str = "127.0.0.1", startup_timeout: float = 20.0) -> Iterator[str]:
+def live_server(app: Any, host: str = "127.0.0.1", startup_timeout: float = 20.0, port: int = 0) -> Iterator[str]:
     """Serve an ASGI ``app`` with uvicorn in a background thread; yield its base URL.
 
-    The listening socket is bound (to a free port) before the server starts, so there is
-    no race for the port. The server is asked to exit and its thread joined on exit.
+    The listening socket is bound (to a free port, or `port`: a server restarted where links point) before the
+    server starts, so there is no race for the port. The server is asked to exit and its thread joined on exit.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.bind((host, port))
     port = sock.getsockname()[1]
 
     config = uvicorn.Config(

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # lets tests import browser_support
+
+# Before any test builds the app (app.web.settings reads these): Starlette's TestClient sends `Host: testserver`,
+# which the server answers to only when told (as a deployment names its host), and uploads go to a store of the
+# session's own instead of the user's ~/.cache.
+os.environ.setdefault("SCHED_SIM_ALLOWED_HOSTS", "testserver")
+if "SCHED_SIM_STORE_DIR" not in os.environ:
+    os.environ["SCHED_SIM_STORE_DIR"] = tempfile.mkdtemp(prefix="sched-sim-test-store-")
+    atexit.register(shutil.rmtree, os.environ["SCHED_SIM_STORE_DIR"], True)
 
 from sim_core import Scenario, run  # noqa: E402
 

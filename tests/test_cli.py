@@ -339,13 +339,23 @@ def test_trace_path_for():
 
 
 def test_serve_runs_uvicorn_on_the_web_app(capsys, monkeypatch):
-    import uvicorn
+    from app.web import serving
 
     calls = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append((app, kw)))
+    monkeypatch.setattr(serving, "serve", lambda host, port, settings: calls.append((host, port, settings)))
     monkeypatch.setattr(serve, "_web_available", lambda: True)
-    assert cli_run(capsys, ["serve", "--host", "0.0.0.0", "--port", "8123"])[0] == 0
-    assert calls == [("app.web:app", {"host": "0.0.0.0", "port": 8123})]
+    for var in ("SCHED_SIM_ALLOWED_HOSTS", "SCHED_SIM_MAX_CONNECTIONS"):  # restored afterwards: serve exports them
+        monkeypatch.setenv(var, os.environ.get(var, ""))
+    monkeypatch.setenv("SCHED_SIM_STORE_MAX_MB", "64")  # a flag's default comes from its environment variable
+    assert cli_run(capsys, ["serve", "--host", "0.0.0.0", "--port", "8123", "--allowed-hosts", "Sim.Example.org,x.io",
+                            "--max-connections", "50"])[0] == 0
+    [(host, port, settings)] = calls
+    assert (host, port) == ("0.0.0.0", 8123)
+    assert settings.allowed_hosts == ("sim.example.org", "x.io")
+    assert (settings.max_connections, settings.store_max_mb) == (50, 64)
+    # the application (uvicorn imports app.web:app) reads the flags from the environment
+    assert os.environ["SCHED_SIM_ALLOWED_HOSTS"] == "sim.example.org,x.io"
+    assert os.environ["SCHED_SIM_MAX_CONNECTIONS"] == "50"
 
 
 def test_help_shows_each_fields_bounds_from_the_model(capsys):

@@ -25,7 +25,7 @@ import sim_core.studies.sweep
 from app.cli import dispatch, main, simulate
 
 EXAMPLES = int(os.environ.get("FUZZ_CLI_EXAMPLES", "150"))
-COMMANDS = ("run", "compare", "sweep", "capacity", "plan", "list")  # `serve` starts a server; tests/test_cli.py covers its flags
+COMMANDS = ("run", "compare", "diff", "sweep", "capacity", "plan", "list")  # `serve` starts a server; tests/test_cli.py covers its flags
 
 
 def _flags_of(command: str) -> list[str]:
@@ -37,7 +37,9 @@ def _flags_of(command: str) -> list[str]:
 FLAGS = {c: _flags_of(c) for c in COMMANDS}
 ODD_VALUES = ["", " ", "-1", "0", "1", "2", "1e-320", "1e-300", "1e400", "-0", "nan", "inf", "-inf", "abc", "1,2",
               "fcfs,fcfs", "fcfs,chunked", "h100", "a100", "rtx3050", "rag", "chat", "agent", "true", "false",
-              "9" * 400, "\x1b[31mred", "\x00", "é", "--json", "/dev/zero", "/dev/null", "/nonexistent/x.csv", "."]
+              "9" * 400, "\x1b[31mred", "\x00", "é", "--json", "/dev/zero", "/dev/null", "/nonexistent/x.csv", ".",
+              # diff's --a / --b QUERY: a scenario, one with a bad value, one over other requests
+              "scheduler=fcfs&workload=chat", "workload=chat&rate=-1", "seed=9&num_requests=5", "schedulers=x,y"]
 VALUES = st.one_of(st.sampled_from(ODD_VALUES), st.text(max_size=12), st.integers().map(str),
                    st.floats(allow_nan=True, allow_infinity=True).map(repr))
 # Files the CLI may write go under the test's temporary directory, whatever the fuzzer names them.

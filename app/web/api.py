@@ -158,6 +158,12 @@ def gate(data: dict):
     return None if service.is_cached(req) else busy
 
 
+def landing_or(data: dict) -> dict:
+    """`data`, or with no parameters at all the landing page's scenario (its defaults and schedulers): the API
+    answers a bare /api/run with the comparison the dashboard opens on, not the model's one-scheduler default."""
+    return data or {**inputs.PAGE_DEFAULTS, "schedulers": list(inputs.PAGE_SCHEDULERS)}
+
+
 def _run(data: dict, where: str, cancel=None) -> JSONResponse:
     try:
         req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
@@ -184,11 +190,11 @@ async def api_run_get(request: Request) -> JSONResponse:
     """Scenario fields are query parameters (the dashboard's URLs work here too). Answers
     `{"scenario": ..., "query": ..., "schedulers": {name: {"metrics": ..., "resolved": ..., "warnings": [...]}}}`;
     `warnings` says when the GPU, model or weight format is outside the validation set, or the run was still
-    saturated when its arrivals ended."""
+    saturated when its arrivals ended. Without any parameter, the landing page's scenario and schedulers."""
     if not kernels_ready(request):
         return warming_up()
     try:
-        data = query_to_dict(request.query_params.multi_items())
+        data = landing_or(query_to_dict(request.query_params.multi_items()))
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
     return await _gated_run(request, data, "query")
@@ -199,7 +205,8 @@ async def api_run_get(request: Request) -> JSONResponse:
                             "responses": {"200": {"content": {"application/json": {"example": RUN_EXAMPLE}}}}})
 async def api_run_post(request: Request) -> JSONResponse:
     """JSON body: a scenario object, optionally with `schedulers` (a list). Multipart: a `trace` CSV file plus
-    scenario fields as form fields. Same answer as GET /api/run (with the trace's upload id)."""
+    scenario fields as form fields. Same answer as GET /api/run (with the trace's upload id); an empty object, like
+    GET /api/run without parameters, runs the landing page's scenario."""
     if not kernels_ready(request):
         return warming_up()
     ctype = request.headers.get("content-type", "")
@@ -228,6 +235,7 @@ async def api_run_post(request: Request) -> JSONResponse:
         return unprocessable([("body", "is not valid JSON")], "body")
     if not isinstance(data, dict):
         return unprocessable([("body", "must be a JSON object of scenario fields")], "body")
+    data = landing_or(data)
     return await _gated_run(request, data, "body")
 
 

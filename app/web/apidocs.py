@@ -1,20 +1,168 @@
 """`/docs`: the API reference, rendered on the server from FastAPI's OpenAPI schema (FastAPI's own Swagger UI
 loads its JavaScript from a CDN, which a deployment without internet access cannot reach), and the reference of
 every metric a run reports, rendered from `sim_core`'s metric catalogue (the one the CLI and dashboard tables
-use)."""
+use).
+
+The schema itself is FastAPI's, completed here (`install`): the error answers each operation gives, and the rules
+its input must follow across fields. OpenAPI can state rules that span parameters only inside one schema, so the
+query string of the simulation routes is described as one exploded object parameter (`?a=1&b=2`, the same on the
+wire) carrying them; a fuzzer or client working from the schema then sends what the validators accept."""
 
 from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse
 
+from sim_core import SCHEDULER_NAMES
+from sim_core.fields import field_info
 from sim_core.metric_catalog import METRICS
+from sim_core.scenario import BLOCK_SIZES, POOL_FIELDS
+from sim_core.studies.sweep import MIN_SWEEP_RATE
 
+from . import inputs
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
+
+_DETAIL = {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string"}}}
+_PROBLEMS = {"type": "object", "required": ["detail"], "properties": {"detail": {
+    "type": "array", "description": "one entry per problem; `loc` is [where, field], `msg` says what is allowed",
+    "items": {"type": "object", "required": ["loc", "msg", "type"],
+              "properties": {"loc": {"type": "array", "items": {"type": "string"}}, "msg": {"type": "string"},
+                             "type": {"type": "string"}}}}}}
+_RETRY = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
+ERROR_RESPONSES = {
+    "400": {"description": "the Host header names a host this server does not answer to (a DNS-rebinding guard; "
+                           "`sched-sim serve --allowed-hosts` names more)",
+            "content": {"application/json": {"schema": _DETAIL}}},
+    "403": {"description": "a cross-site request: another site's page may not start work here (Origin or "
+                           "Sec-Fetch-Site names another site)",
+            "content": {"application/json": {"schema": _DETAIL}}},
+    "413": {"description": "the body is larger than a scenario can be",
+            "content": {"application/json": {"schema": _DETAIL}}},
+    "422": {"description": "invalid input: every problem, each naming its field; besides each field's own bounds, "
+                           "the fields' combinations are checked (see the parameters' rules)",
+            "content": {"application/json": {"schema": _PROBLEMS}}},
+    "503": {"description": "the simulator's kernels are still compiling, or the server is busy with other "
+                           "simulations; retry after Retry-After seconds",
+            "headers": _RETRY, "content": {"application/json": {"schema": _DETAIL}}},
+}
+# The error answers each operation gives (the Host check's 400 applies to every route).
+OPERATION_ERRORS = {
+    ("get", "/api/run"): ("400", "422", "503"), ("post", "/api/run"): ("400", "403", "413", "422", "503"),
+    ("get", "/api/sweep"): ("400", "422", "503"), ("get", "/api/step-time"): ("400", "422"),
+    ("get", "/api/catalog"): ("400",), ("get", "/healthz"): ("400",),
+}
+
+_RATE = field_info("rate")
+_SWEEP_RATE = {"minimum": MIN_SWEEP_RATE, ("exclusiveMaximum" if _RATE.hi_exclusive else "maximum"): _RATE.hi}
+# The web's own limits on single fields (inputs.py; the CLI has none), and the values a validator allows.
+WEB_LIMITS = {"duration": {"maximum": inputs.MAX_DURATION_S}, "num_requests": {"maximum": inputs.MAX_REQUESTS},
+              "seeds": {"maximum": inputs.MAX_API_SEEDS}, "block_size": {"enum": list(BLOCK_SIZES)},
+              **dict.fromkeys(("rate_min", "rate_max"), _SWEEP_RATE)}  # a sweep's rates are scenario rates
+_NAMES = "|".join(SCHEDULER_NAMES)
+SCHEDULERS_PATTERN = f"^({_NAMES})(,({_NAMES}))*$"
+
+# sim_core.Scenario's cross-field validators, in JSON Schema. A field left out has its default (the pools' replicas:
+# 0).
+_POOLS = ("prefill_replicas", "decode_replicas")
+SCENARIO_RULES = [
+    {"not": {"required": ["scheduler", "schedulers"]}},  # one or the other
+    {"anyOf": [  # both pools or neither
+        {"properties": {p: {"const": 0} for p in _POOLS}},
+        {"required": list(_POOLS), "properties": {p: {"minimum": 1} for p in _POOLS}}]},
+    {"if": {"required": ["prefill_replicas"], "properties": {"prefill_replicas": {"minimum": 1}}},
+     "then": {"properties": {"replicas": {"maximum": 1}, "async_scheduling": {"const": False}}}},
+    *({"if": {"required": [f]}, "then": {"required": list(_POOLS), "properties": {"prefill_replicas": {"minimum": 1}}}}
+      for f in POOL_FIELDS),
+]
+SCENARIO_RULES_TEXT = ("Give `schedulers` or `scheduler`, not both; `prefill_replicas` and `decode_replicas` "
+                       "together (both at least 1) or neither, and then `replicas` 1 and no `async_scheduling`; "
+                       f"{', '.join(f'`{f}`' for f in POOL_FIELDS)} only with both pools. Checked against the "
+                       "catalogue, beyond the schema: the model must fit the GPU, `hardware_profile` must name this "
+                       "deployment, and the web's work limits (`/api/catalog`).")
+SWEEP_KEYS = ("rate_min", "rate_max", "rate_step")
+SWEEP_RULES = [{"dependentRequired": {k: [o for o in SWEEP_KEYS if o != k] for k in SWEEP_KEYS}}]
+SWEEP_RULES_TEXT = ("`rate_min`, `rate_max` and `rate_step` all three (rate_min at most rate_max) or none (a range "
+                    "around the scenario's rate is proposed).")
+STEP_RULES = [{"anyOf": [{"required": [k], "properties": {k: {"minimum": 1}}} for k in ("prefill_tokens", "decode_seqs")]}]
+STEP_RULES_TEXT = ("A step prefills (`prefill_tokens` at least 1) or decodes (`decode_seqs` at least 1), or both; "
+                   "`hardware_profile` must name this deployment.")
+QUERY_RULES = {  # operation: (rules, what they say), for its query string as one object
+    ("get", "/api/run"): (SCENARIO_RULES, "Scenario fields (the dashboard's URLs work here too; `upload=<id>` "
+                                          "replays an uploaded trace). " + SCENARIO_RULES_TEXT),
+    ("get", "/api/sweep"): (SCENARIO_RULES + SWEEP_RULES, "Scenario fields and the rate range. "
+                            + SCENARIO_RULES_TEXT + " " + SWEEP_RULES_TEXT),
+    ("get", "/api/step-time"): (STEP_RULES, "The deployment and the step's batch. " + STEP_RULES_TEXT),
+}
+
+
+def _web_field(name: str, prop: dict) -> dict:
+    limits = WEB_LIMITS.get(name, {})
+    if not limits:
+        return prop
+    return {**prop, **limits, **({"anyOf": [a if a.get("type") == "null" else {**a, **limits} for a in prop["anyOf"]]}
+                                 if "anyOf" in prop else {})}
+
+
+def query_value(prop: dict) -> dict:
+    """A field's schema as a query value: a query string cannot say null (the field is left out instead)."""
+    prop = {k: v for k, v in prop.items() if k != "title" and not (k == "default" and v is None)}
+    if "anyOf" in prop:
+        alternatives = [a for a in prop.pop("anyOf") if a.get("type") != "null"]
+        prop |= alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
+    return prop
+
+
+def query_object(params: list[dict], rules: list[dict], note: str) -> list[dict]:
+    """An operation's query parameters folded into one exploded object parameter with `rules`; the others
+    (path, header) as they were."""
+    properties = {}
+    for p in params:
+        if p.get("in") == "query":
+            prop = _web_field(p["name"], query_value({**p.get("schema", {}), "description": p.get("description", "")}))
+            if p["name"] == "schedulers":
+                prop = {**prop, "pattern": SCHEDULERS_PATTERN}
+            properties[p["name"]] = prop
+    folded = {"name": "query", "in": "query", "style": "form", "explode": True, "required": False,
+              "description": note, "schema": {"type": "object", "additionalProperties": False,
+                                              "properties": properties, "allOf": rules}}
+    return [p for p in params if p.get("in") != "query"] + [folded]
+
+
+def complete_schema(spec: dict) -> dict:
+    """FastAPI's schema with the error answers and the cross-field rules (in place; returned)."""
+    paths = spec.get("paths", {})
+    for (method, path), (rules, note) in QUERY_RULES.items():
+        op = paths.get(path, {}).get(method)
+        if op is not None:
+            op["parameters"] = query_object(op.get("parameters", []), rules, note)
+    body = (paths.get("/api/run", {}).get("post", {}).get("requestBody", {}).get("content", {})
+            .get("application/json", {}).get("schema"))
+    if body is not None:
+        body["properties"] = {k: _web_field(k, v) for k, v in body.get("properties", {}).items()}
+        if "schedulers" in body["properties"]:
+            body["properties"]["schedulers"] = {**body["properties"]["schedulers"], "minItems": 1}
+        body.update(allOf=SCENARIO_RULES, description=SCENARIO_RULES_TEXT)
+    for (method, path), codes in OPERATION_ERRORS.items():
+        op = paths.get(path, {}).get(method)
+        if op is not None:
+            op.setdefault("responses", {}).update({code: ERROR_RESPONSES[code] for code in codes})
+    return spec
+
+
+def install(app: FastAPI) -> None:
+    """`app.openapi()` (what /openapi.json serves) gives the completed schema."""
+    build = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            complete_schema(build())  # FastAPI's builder keeps its result in app.openapi_schema
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def _type_text(schema: dict) -> str:
@@ -30,20 +178,32 @@ def _type_text(schema: dict) -> str:
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 
+def _param(name: str, schema: dict, description: str) -> dict:
+    return {"name": name, "type": _type_text(schema), "default": schema.get("default"), "description": description}
+
+
 def _operations(spec: dict) -> list[dict]:
     ops = []
     for path, methods in spec.get("paths", {}).items():
         for method, op in methods.items():
-            params = [{"name": p["name"], "type": _type_text(p.get("schema", {})),
-                       "default": p.get("schema", {}).get("default"), "description": p.get("description", "")}
-                      for p in op.get("parameters", [])]
+            params, notes = [], []
+            for p in op.get("parameters", []):
+                schema = p.get("schema", {})
+                if schema.get("type") == "object" and p.get("explode"):  # the query string as one object (its rules)
+                    notes.append(p.get("description", ""))
+                    params += [_param(name, prop, prop.get("description", ""))
+                               for name, prop in schema.get("properties", {}).items()]
+                else:
+                    params.append(_param(p["name"], schema, p.get("description", "")))
+            errors = [(code, r.get("description", "")) for code, r in op.get("responses", {}).items()
+                      if code[:1] in "45"]
             bodies = list((op.get("requestBody") or {}).get("content", {}))
             examples = {code: json.dumps(c["example"], indent=2)
                         for code, r in op.get("responses", {}).items()
                         for c in [r.get("content", {}).get("application/json", {})] if "example" in c}
             ops.append({"method": method.upper(), "path": path, "summary": op.get("summary", ""),
-                        "description": op.get("description", ""), "params": params, "bodies": bodies,
-                        "examples": examples})
+                        "description": op.get("description", ""), "params": params, "notes": notes,
+                        "bodies": bodies, "examples": examples, "errors": errors})
     return ops
 
 
@@ -58,6 +218,9 @@ def _metric_groups() -> list[tuple[str, list]]:
 @router.get("/docs", response_class=HTMLResponse)
 def docs(request: Request) -> HTMLResponse:
     spec = request.app.openapi()
-    ctx = {"request": request, "info": spec.get("info", {}), "operations": _operations(spec),
+    # The examples' address is the one this page was served from (behind a proxy: the public one, from its Host
+    # and X-Forwarded-Proto), so they can be pasted as they are.
+    base = str(request.base_url).rstrip("/")
+    ctx = {"request": request, "base": base, "info": spec.get("info", {}), "operations": _operations(spec),
            "metric_groups": _metric_groups()}
     return templates.TemplateResponse(request, "docs.html", ctx)

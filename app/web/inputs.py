@@ -188,8 +188,8 @@ def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None
         upload = str(upload)
         trace_info = uploads(upload) if uploads else None
         if trace_info is None:
-            problems.append(("upload", "this uploaded trace is not on the server (uploads are kept in memory for "
-                                       "a while); upload the CSV again"))
+            problems.append(("upload", "this uploaded trace is not on the server (it keeps the most recently used "
+                                       "uploads); upload the CSV again"))
     sweep_raw = {k: data.pop(k) for k in SWEEP_KEYS if k in data}
 
     fields = {k: v for k, v in (defaults or {}).items() if k not in data}

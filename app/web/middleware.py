@@ -1,4 +1,4 @@
-"""Response headers every page gets, HEAD on every GET route (FastAPI routes declared with GET answer HEAD with 405
+"""Which requests are served at all (Host and Origin checks), response headers every page gets, HEAD on every GET route (FastAPI routes declared with GET answer HEAD with 405
 otherwise; monitors and link checkers send HEAD), and gzip off the event loop.
 
 Compression: a page with its figure data is a few hundred KB and takes ~5 ms to gzip, which on the event loop
@@ -8,6 +8,9 @@ a body and compresses it on a worker thread (bodies are whole answers here; noth
 from __future__ import annotations
 
 import gzip
+import ipaddress
+import json
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -27,6 +30,96 @@ _CSP = (b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline
 # or written into a blank page could not frame them.
 FRAMEABLE = ((b"content-security-policy", _CSP),)
 NOT_FRAMEABLE = ((b"content-security-policy", _CSP + b"; frame-ancestors 'none'"), (b"x-frame-options", b"DENY"))
+
+
+# Names that always mean this machine (RFC 6761: *.localhost never leaves it), whatever --allowed-hosts says.
+LOCAL_NAMES = ("localhost", "*.localhost")
+# Methods a browser may send cross-site in a plain form or fetch; every one of them may start work here.
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def host_name(host: str) -> str:
+    """The name in a Host header: without its port and IPv6 brackets, lower case, without a trailing dot."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    name, sep, port = host.rpartition(":")
+    return (name if sep and port.isdigit() else host).rstrip(".")
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def host_allowed(name: str, allowed: tuple[str, ...]) -> bool:
+    """Whether the server answers to Host `name`: localhost names, IP addresses (DNS rebinding needs a name the
+    attacker's DNS resolves, so an address in Host cannot be one) and the configured names."""
+    if _is_ip(name):
+        return True
+    for pattern in LOCAL_NAMES + allowed:
+        if pattern == "*" or pattern == name or (pattern.startswith("*.") and name.endswith(pattern[1:])):
+            return True
+    return False
+
+
+def _json(status: int, detail: str):
+    body = json.dumps({"detail": detail}).encode()
+    start = {"type": "http.response.start", "status": status,
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+    return start, {"type": "http.response.body", "body": body, "more_body": False}
+
+
+def cross_site_problem(method: str, headers: dict[bytes, bytes]) -> str | None:
+    """Why a request is refused as cross-site, or None. Browsers send Origin with every POST and the Fetch Metadata
+    headers with every request: a form or script on another site posting here (which would start a simulation)
+    is refused, and so is a page elsewhere loading our URLs as images or scripts. Navigations are not (shared
+    links and framed embeds come from other sites), nor are clients that send neither header (curl, scripts)."""
+    site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
+    if method not in SAFE_METHODS:
+        origin = headers.get(b"origin")
+        if origin is not None:
+            netloc = urlsplit(origin.decode("latin-1")).netloc.lower()
+            if not netloc or netloc != headers.get(b"host", b"").decode("latin-1").lower():
+                return f"cross-site request refused: Origin {origin.decode('latin-1')!r} is not this server"
+        if site in ("cross-site", "same-site"):
+            return "cross-site request refused: only this server's own pages may send it"
+    elif site == "cross-site" and headers.get(b"sec-fetch-mode") != b"navigate":
+        return "cross-site request refused: another site's page may link here, not load this as a resource"
+    return None
+
+
+class AllowedHostsAndOrigin:
+    """400 for a Host the server does not answer to (a DNS-rebinding page could otherwise read the API from a
+    browser on this machine), 403 for a cross-site request that would start work (cross_site_problem)."""
+
+    def __init__(self, app, allowed_hosts: tuple[str, ...] = ()):
+        self.app = app
+        self.allowed_hosts = tuple(allowed_hosts)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", []))
+        host = headers.get(b"host")  # absent only from non-browser HTTP/1.0 clients, which DNS rebinding is not
+        problem = None
+        if host is not None and not host_allowed(host_name(host.decode("latin-1")), self.allowed_hosts):
+            status, problem = 400, (f"this server does not answer to Host {host.decode('latin-1')!r}; start it with "
+                                    "--allowed-hosts (or SCHED_SIM_ALLOWED_HOSTS) naming it")
+        elif scope["type"] == "http":
+            status, problem = 403, cross_site_problem(scope["method"], headers)
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        for message in _json(status, problem):
+            await send(message)
 
 
 class SecurityHeadersAndHead:

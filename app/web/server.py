@@ -22,8 +22,10 @@ from starlette.exceptions import HTTPException
 
 import sim_core
 
-from . import api, apidocs, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page
-from .middleware import GzipOffLoop, SecurityHeadersAndHead
+from . import api, apidocs, diff_page, downloads, gantt_window, kv_engine, kvgrid, pages, plan_page, service
+from .middleware import AllowedHostsAndOrigin, GzipOffLoop, SecurityHeadersAndHead
+from .settings import Settings
+from .store import BlobStore
 from .templating import STATIC_DIR, TEST_ONLY_STATIC
 
 log = logging.getLogger("sched_sim.web")
@@ -76,7 +78,11 @@ class VersionedStaticFiles(StaticFiles):
         return response
 
 
-def create_app() -> FastAPI:
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The application, configured by `settings` (default: from the environment, settings.py). Uploads go to the
+    settings' store from now on (the store is the process's, like the run caches)."""
+    settings = settings or Settings.from_env()
+    service.use_store(BlobStore(settings.store_dir, settings.store_max_mb * 1024 * 1024))
     app = FastAPI(
         title="sched-sim",
         summary="Simulate LLM-serving schedulers: latency, goodput and KV-cache behaviour per policy.",
@@ -86,16 +92,21 @@ def create_app() -> FastAPI:
     )
     app.add_middleware(GzipOffLoop)
     app.add_middleware(SecurityHeadersAndHead)
+    app.add_middleware(AllowedHostsAndOrigin, allowed_hosts=settings.allowed_hosts)  # last added: runs first
     app.mount("/static", VersionedStaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(pages.router)
     app.include_router(plan_page.router)
     app.include_router(plan_page.api_router)
     app.include_router(api.router)
+    app.include_router(diff_page.router)
+    app.include_router(diff_page.api_router)
     app.include_router(downloads.router)
     app.include_router(gantt_window.router)
     app.include_router(kv_engine.router)
     app.include_router(api.health_router)
     app.include_router(apidocs.router)
+    apidocs.install(app)
+    app.state.settings = settings
     return app
 
 

@@ -10,10 +10,10 @@ A request's whole work (every scheduler and seed) is checked against the web's b
 
 from __future__ import annotations
 
-import hashlib
+import logging
 import threading
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from .inputs import (
 )
 from .jobs import JobBoard, JobState, job_id
 from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
+from .store import BlobStore, content_id
+
+log = logging.getLogger("sched_sim.web")
 
 MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
 SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
@@ -77,14 +80,21 @@ class UploadError(ValueError):
     """An upload that cannot be used; the message says why."""
 
 
-_uploads = SingleFlightLRU(maxsize=32, max_bytes=UPLOAD_CACHE_BYTES,
-                           sizeof=lambda up: 2 * len(up.text) + 1024)  # str: up to 2 bytes a character here
+# The parsed uploads in use, bounded by bytes (str: up to 2 bytes a character here); the store below keeps their
+# bytes on disk.
+_uploads = SingleFlightLRU(maxsize=32, max_bytes=UPLOAD_CACHE_BYTES, sizeof=lambda up: 2 * len(up.text) + 1024)
+_store: BlobStore | None = None  # set by server.create_app (use_store); None: uploads live in memory only
+TRACE_KIND = "trace"
 
 
-def add_upload(data: bytes, filename: str) -> Upload:
-    """Check and keep an uploaded trace (any format the core reads: our CSV, Azure's CSV, Mooncake's JSONL);
-    its id is a hash of its content and its name (so that two people uploading the same file under different
-    names each see their own)."""
+def use_store(store: BlobStore | None) -> None:
+    """Keep uploads in `store` from now on (what server.create_app sets up from its settings)."""
+    global _store
+    _store = store
+    _uploads.clear()
+
+
+def _check_trace(data: bytes, name: str) -> Upload:
     if len(data) > MAX_UPLOAD_BYTES:
         raise UploadError(f"the file is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MB (the web's limit)")
     try:
@@ -98,18 +108,54 @@ def add_upload(data: bytes, filename: str) -> Upload:
         raise UploadError(str(e)) from None
     info = TraceInfo(rows=len(reqs), span_s=float(reqs.arrival_s[-1] - reqs.arrival_s[0]), own_rate=own_rate(reqs),
                      longest_tokens=int((reqs.prompt_tokens + reqs.output_tokens).max()))
+    return Upload(content_id(data, name), name, text, info)
+
+
+def add_upload(data: bytes, filename: str) -> Upload:
+    """Check and keep an uploaded trace (any format the core reads: our CSV, Azure's CSV, Mooncake's JSONL);
+    its id is a hash of its content and its name (store.content_id), and it is kept in the store on disk, so a
+    link naming it works after a restart."""
     name = (filename or "trace.csv")[:120]
-    uid = hashlib.sha256(data + b"\0" + name.encode("utf-8", "replace")).hexdigest()[:16]
-    return _uploads.get_or_compute(uid, lambda: Upload(uid, name, text, info))
+    up = _check_trace(data, name)
+    if _store is not None:
+        try:
+            _store.put(TRACE_KIND, data, {"filename": name, "info": asdict(up.info)}, name)
+        except ValueError as e:
+            raise UploadError(str(e)) from None
+        except OSError as e:  # a full or read-only disk: the upload still works until this server stops
+            log.warning("upload %s kept in memory only: %s", up.id, e)
+    return _uploads.get_or_compute(up.id, lambda: up)
 
 
 def get_upload(uid: str) -> Upload | None:
-    return _uploads.get(uid)
+    """The upload, from memory or else from the store (checked again as when it was uploaded)."""
+    up = _uploads.get(uid)
+    if up is not None or _store is None:
+        return up
+    item = _store.get(TRACE_KIND, uid)
+    if item is None:
+        return None
+    try:
+        up = _check_trace(item.data, str(item.meta.get("filename", "")))
+    except UploadError:
+        return None
+    return _uploads.get_or_compute(uid, lambda: up) if up.id == uid else None
 
 
 def upload_info(uid: str) -> TraceInfo | None:
-    up = get_upload(uid)
-    return up.info if up else None
+    """What the input checks need: from memory, or the stored item's meta alone (no trace parsed: this is called
+    on the event loop)."""
+    up = _uploads.get(uid)
+    if up is not None:
+        return up.info
+    meta = _store.meta(TRACE_KIND, uid) if _store is not None else None
+    if meta is None:
+        return None
+    try:
+        return TraceInfo(**meta["info"])
+    except (KeyError, TypeError):  # stored by a version whose TraceInfo differed: parse the trace again
+        up = get_upload(uid)
+        return up.info if up else None
 
 
 def page_request(pairs: list[tuple[str, str]]) -> WebRequest:
@@ -130,7 +176,7 @@ def is_cached_query(pairs: list[tuple[str, str]]) -> bool:
 
 
 def upload_text(req: WebRequest) -> str | None:
-    """The text of the trace `req` replays (None: a preset), or ScenarioError if it has left the server's memory
+    """The text of the trace `req` replays (None: a preset), or ScenarioError if it has left the server's store
     since the request was checked."""
     if not req.upload:
         return None

@@ -114,6 +114,15 @@ def note_arrival(st, r, arrival_s):
 
 
 @inline
+def note_first_token(st, r):
+    """r's first token lands now (the step that produced it is already attributed, so its row covers arrival ->
+    now): keep the row as it stands, the split of its TTFT. Later parts (decode, stalls, a disaggregated hand-over)
+    add to `attribution` only."""
+    for j in range(N_ATTR):
+        st.attr_first[r, j] = st.attribution[r, j]
+
+
+@inline
 def note_preempted(eng, r):
     """r is preempted now: settle its wait so far as a running request's, then it waits as preempted; KV it
     loses (recompute) is recomputed at its return as preemption time."""

@@ -108,6 +108,7 @@ def new_request_state(n):
     st.preemptions, st.cached_prefix = np.zeros(n, np.int64), np.full(n, -1, np.int64)
     st.attribution, st.attr_mark = np.zeros((n, N_ATTR)), np.full(n, np.nan)
     st.attr_wait, st.attr_lost = np.zeros(n, np.int8), np.zeros(n, np.int64)
+    st.attr_first = np.zeros((n, N_ATTR))
     return st
 
 
@@ -130,4 +131,4 @@ def outcome(eng):
         logs.steps[:n_logged].copy(), logs.service[:n_logged].copy(), logs.n[L_LOG_STRIDE],
         logs.events[:n_events].copy(), logs.n[L_EVENTS_FULL] == 0, logs.acc, logs.itl_fine, logs.itl_coarse, logs.frames, logs.frame_state,
         logs.frame_s, kv.free[KV_BLOCKS], kv.free[KV_SWAP], kv.links[PL_REF, : eng.cfg.num_blocks].copy(),
-        st.attribution)
+        st.attribution, st.attr_first)

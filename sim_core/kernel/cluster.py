@@ -217,7 +217,7 @@ NO_FRAMES = FrameSpec(np.zeros(0), 0, 0.0)
 # Outcome fields that hold one value per request (merged from the replica that served each request).
 PER_REQUEST = ("arrival_s", "status", "reject_reason", "generated", "first_scheduled_s", "first_token_s",
                "finish_s", "max_itl_s", "preemptions", "degraded", "on_time_tokens", "cached_prefix",
-               "attribution")
+               "attribution", "attr_first")
 # Accumulators that are peaks or instants, not totals: the cluster's is the largest replica's.
 PEAK_ACCUMULATORS = (A_KV_PEAK, A_WAITING_PEAK, A_END_S)
 

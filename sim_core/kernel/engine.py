@@ -27,7 +27,7 @@ from ..policies.adaptive_budget import adapt_budget
 from ..policies.options import P_ASYNC, P_TRANSPORT_S
 from ..policies.ordering import rekey_waiting, waiting_key
 from ..policies.static_batching import end_static_batch
-from .attribution import attribute_step, note_arrival, note_handed_over
+from .attribution import attribute_step, note_arrival, note_first_token, note_handed_over
 from .build import new_engine, outcome
 from .cost_model import step_cost
 from .jit import entry_nogil, inline, kernel
@@ -339,6 +339,7 @@ def land_tokens(eng):
             on_time[r] += 1
         if generated[r] == 1:
             first_token_s[r] = now
+            note_first_token(st, r)
         else:
             gap = now - last_token_s[r]
             fine, coarse = itl_bin(gap)

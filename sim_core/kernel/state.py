@@ -173,6 +173,7 @@ class Outcome(NamedTuple):
     swap_free_at_end: int
     ref_counts_at_end: np.ndarray
     attribution: np.ndarray  # [request, attribution.AT_*] seconds of its latency in each part
+    attr_first: np.ndarray  # the same at its first token: where its TTFT went (device side)
 
 
 
@@ -215,6 +216,7 @@ REQUEST_STATE = RecordType([
     # Where its time went (attribution.py): seconds per part, settled up to attr_mark; attr_wait: what it does
     # since (W_*); attr_lost: the most KV tokens it lost to a recompute preemption.
     ("attribution", F64_2D), ("attr_mark", F64), ("attr_wait", I8), ("attr_lost", I64),
+    ("attr_first", F64_2D),  # attribution's row as it stood at the request's first token (its TTFT's split)
 ])
 KV_CACHE = RecordType([
     ("links", I64_2D),  # [PL_NEXT/PL_PREV/PL_REF/PL_HASH, block]; column num_blocks is the free queue's sentinel

@@ -1,0 +1,166 @@
+"""Half-open connections against a real server: does a new client still get /healthz?
+
+Starts the dashboard as `sched-sim serve` does (`python -m app.cli serve`, its own process), opens N connections
+(default 20,000) that each send part of a request's headers and then nothing, holds them, and times /healthz from
+a fresh client meanwhile. The client's open-files limit is raised as far as allowed first; how many connections it
+opened is printed, with how many the server still holds (the rest it dropped) and its open descriptors.
+
+    .venv/bin/python bench/bench_connections.py [--connections N] [--samples K] [--baseline]
+
+`--baseline` starts plain `uvicorn app.web:app` instead (no connection limits: what `serve` ran before), to show
+the lockout being measured. Exits 1 if any /healthz failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import os
+import resource
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Waiting: "  # never finished
+HEALTHZ_TIMEOUT_S = 10.0
+CLIENT_FD_RESERVE = 4  # descriptors the client keeps for itself: one /healthz connection at a time, a /proc read
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def healthz(port: int, timeout: float = HEALTHZ_TIMEOUT_S) -> float | None:
+    """Seconds for a fresh connection's GET /healthz (200), or None if it failed or timed out."""
+    start = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", "/healthz")
+        ok = conn.getresponse().status == 200
+    except OSError:
+        return None
+    finally:
+        conn.close()
+    return time.perf_counter() - start if ok else None
+
+
+@contextlib.contextmanager
+def server(port: int, baseline: bool):
+    store = tempfile.mkdtemp(prefix="bench-connections-store-")
+    cmd = ([sys.executable, "-m", "uvicorn", "app.web:app", "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "warning"] if baseline else
+           [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--store-dir", store])
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SCHED_SIM_STORE_DIR=store)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while healthz(port, 1.0) is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start: {proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.2)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def raise_fd_limit() -> tuple[int, int]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def open_half_open(port: int, n: int) -> tuple[list[socket.socket], str]:
+    """Up to n connections, each having sent PARTIAL_HEAD; and why it stopped short, if it did."""
+    socks: list[socket.socket] = []
+    for _ in range(n):
+        try:
+            s = socket.socket()
+        except OSError as e:  # the client's own descriptors are used up
+            return socks, f"client: {e.strerror}"
+        # closed with a reset afterwards: no TIME_WAIT holding the 20,000 local ports after the run
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.settimeout(2.0)
+        try:
+            s.connect(("127.0.0.1", port))
+            s.sendall(PARTIAL_HEAD)
+        except OSError as e:
+            s.close()
+            return socks, f"connect: {e}"
+        socks.append(s)
+    return socks, ""
+
+
+def still_open(socks: list[socket.socket]) -> int:
+    """How many of the connections the server has not closed (a closed one reads as EOF or a reset)."""
+    n = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            n += s.recv(1) != b""
+        except BlockingIOError:
+            n += 1
+        except OSError:
+            pass
+    return n
+
+
+def server_fds(pid: int) -> int | None:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--connections", type=int, default=20_000)
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--baseline", action="store_true")
+    args = ap.parse_args()
+    soft, hard = raise_fd_limit()
+    port = free_port()
+    what = "plain uvicorn app.web:app (baseline)" if args.baseline else "python -m app.cli serve"
+    print(f"server: {what}; client open-files limit {soft} (hard {hard})")
+    with server(port, args.baseline) as proc:
+        before = healthz(port)
+        start = time.perf_counter()
+        n = min(args.connections, soft - len(os.listdir("/proc/self/fd")) - CLIENT_FD_RESERVE)
+        socks, stopped = open_half_open(port, n)
+        opened_s = time.perf_counter() - start
+        print(f"opened {len(socks):,} half-open connections in {opened_s:.1f} s (asked for {args.connections:,}; "
+              f"the client's open-files limit allows {n:,})" + (f"; stopped: {stopped}" if stopped else ""))
+        times = []
+        for _ in range(args.samples):
+            times.append(healthz(port))
+            if times.count(None) >= 3:
+                break
+        held = still_open(socks)
+        print(f"server holds {held:,} of them; its open descriptors: {server_fds(proc.pid)}")
+        ok = sorted(t for t in times if t is not None)
+        failed = len(times) - len(ok)
+        print(f"/healthz before: {before * 1000:.1f} ms" if before else "/healthz before: failed")
+        if ok:
+            print(f"/healthz while held: {len(ok)}/{len(times)} answered, median {ok[len(ok) // 2] * 1000:.1f} ms, "
+                  f"max {ok[-1] * 1000:.1f} ms")
+        if failed:
+            print(f"/healthz while held: {failed}/{len(times)} failed (timeout {HEALTHZ_TIMEOUT_S:.0f} s)")
+        for s in socks:
+            s.close()
+    return 1 if failed or not ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
