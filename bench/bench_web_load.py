@@ -36,11 +36,13 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 CACHED_PAGE = "/?hardware=rtx3050&workload=chat&duration=10"
-# 16 rates of up to 19,200 requests each: many seconds of one core per sweep.
-LONG_SWEEP = "schedulers=chunked&hardware=a100&workload=chat&duration=600&rate_min=2&rate_max=32&rate_step=2"
+# 16 rates of up to 19,200 requests each at a small token budget: many seconds of one core per sweep.
+LONG_SWEEP = ("schedulers=chunked&hardware=a100&workload=chat&duration=600&token_budget=32"
+              "&rate_min=2&rate_max=32&rate_step=2")
 HUGE_RUN = ("/api/run?schedulers=static,fcfs,spf,chunked,slo,fair,cache_aware,edf,mlfq&seeds=10&duration=600"
             "&rate=33")
-LONG_EMBED = "/embed/kv?schedulers=chunked&hardware=a100&workload=chat&duration=600&rate=30"
+LONG_EMBED = ("/embed/kv?schedulers=static,fcfs,spf,chunked,slo,fair,cache_aware,edf,mlfq&hardware=a100"
+              "&workload=chat&duration=600&rate=30&seed=77")  # 9 runs of 18,000 requests: seconds of a core
 IDLE_WINDOW_S = 0.1
 
 
@@ -118,9 +120,10 @@ def queue_and_latency(port: int, pid: int, c: httpx.Client) -> None:
     print("1. 8 long sweeps sent at once (/api/sweep):")
     c.get(CACHED_PAGE)
     held, refused = [], []
-    for seed in range(8):
-        raw = Raw(port, f"/api/sweep?{LONG_SWEEP}&seed={900 + seed}")
-        text = raw.answer(timeout=1.0)
+    sent = [Raw(port, f"/api/sweep?{LONG_SWEEP}&seed={900 + seed}") for seed in range(8)]
+    time.sleep(1.0)  # each is checked (a workload generated) and queued or refused within milliseconds
+    for raw in sent:
+        text = raw.answer(timeout=0.05)
         if text is None:
             held.append(raw)
         else:
