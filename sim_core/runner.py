@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -63,6 +66,27 @@ class SimulationError(RuntimeError):
 
 class Cancelled(RuntimeError):
     """The caller set the run's cancel flag (a web client that went away) and the engine stopped early."""
+
+
+_scope = threading.local()
+
+
+@contextmanager
+def cancel_scope(cancel: np.ndarray) -> Iterator[None]:
+    """Every run this thread starts inside the block that is given no cancel flag of its own uses `cancel`: a
+    study (a sweep, a capacity plan) runs many simulations deep inside functions that take no flag, and setting
+    this one from another thread stops whichever of them is running (Cancelled) within milliseconds."""
+    outer = getattr(_scope, "cancel", None)
+    _scope.cancel = cancel
+    try:
+        yield
+    finally:
+        _scope.cancel = outer
+
+
+def _scoped_cancel() -> np.ndarray:
+    found = getattr(_scope, "cancel", None)
+    return np.zeros(1, np.int64) if found is None else found
 
 
 def class_slos(s: Scenario, r: Resolved, reqs: Requests) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -337,7 +361,7 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
         max_events = max(CLUSTER_STEP_RECORDS, max_events // scenario.engines)
     elif scenario.engines > 1:  # a sample of each engine's steps is all the cluster view draws
         max_step_records = min(max_step_records, CLUSTER_STEP_RECORDS)
-    cancel = np.zeros(1, np.int64) if cancel is None else cancel
+    cancel = _scoped_cancel() if cancel is None else cancel
     cfgs = [engine_config(scenario, r.on_pool(k), class_slo, record_events=record_events,
                           max_step_records=max_step_records, max_events=max_events, debug_checks=debug_checks,
                           cancel=cancel) for k in range(len(r.deployment))]

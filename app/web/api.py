@@ -6,6 +6,7 @@ one entry per problem, each message saying what is allowed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from typing import Any
@@ -20,9 +21,10 @@ from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
 from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
 
-from . import inputs, service
+from . import budget, inputs, service
 from .http import (
     CLIENT_CLOSED,
+    DISCONNECT_POLL_S,
     BodyTooLarge,
     UploadProblem,
     problem_detail,
@@ -140,8 +142,9 @@ def warming_up() -> JSONResponse:
     return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
 
 
-def busy(message: str) -> JSONResponse:
-    return JSONResponse({"detail": message}, status_code=503, headers={"Retry-After": "5"})
+def busy(message: str, retry_after: int = 5) -> JSONResponse:
+    return JSONResponse({"detail": message, "retry_after_s": retry_after}, status_code=503,
+                        headers={"Retry-After": str(retry_after)})
 
 
 def gate(data: dict):
@@ -168,9 +171,16 @@ def _run(data: dict, where: str, cancel=None) -> JSONResponse:
     except (ScenarioError, SetupError, TraceError) as e:
         return unprocessable(problems_of(e), where)
     except service.BusyError as e:
-        return busy(str(e))
+        return busy(str(e), e.retry_after)
     except Cancelled:
         return JSONResponse({"detail": "cancelled: the client went away"}, status_code=CLIENT_CLOSED)
+
+
+async def _gated_run(request: Request, data: dict, where: str) -> JSONResponse:
+    """A run in the simulation lane behind the in-flight gate, or, when it needs no simulation (all cached, or
+    invalid: its 422), at once on a request thread."""
+    check = gate(data)
+    return await run_until_disconnect(request, _run, data, where, busy=check, quick=check is None)
 
 
 @router.get("/run", summary="Simulate a scenario under one or more schedulers",
@@ -190,7 +200,7 @@ async def api_run_get(request: Request) -> JSONResponse:
         data = landing_or(query_to_dict(request.query_params.multi_items()))
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
-    return await run_until_disconnect(request, _run, data, "query", busy=gate(data))
+    return await _gated_run(request, data, "query")
 
 
 @router.post("/run", summary="Simulate a scenario given as JSON, or replay an uploaded trace (multipart)",
@@ -213,8 +223,7 @@ async def api_run_post(request: Request) -> JSONResponse:
             return unprocessable([("trace", str(e))], "body")
         if "upload" in fields:
             return unprocessable([("upload", "give either a trace file or an upload id, not both")], "body")
-        return await run_until_disconnect(request, _run, {**fields, "upload": up.id}, "body",
-                                          busy=gate({**fields, "upload": up.id}))
+        return await _gated_run(request, {**fields, "upload": up.id}, "body")
     if not ctype.startswith("application/json"):
         return unprocessable([("body", "send a JSON object (application/json) or a multipart/form-data upload "
                                        "with a 'trace' file")], "body")
@@ -230,18 +239,43 @@ async def api_run_post(request: Request) -> JSONResponse:
     if not isinstance(data, dict):
         return unprocessable([("body", "must be a JSON object of scenario fields")], "body")
     data = landing_or(data)
-    return await run_until_disconnect(request, _run, data, "body", busy=gate(data))
+    return await _gated_run(request, data, "body")
 
 
 @router.get("/sweep", summary="Goodput and SLO attainment against arrival rate, with the saturation knee",
             openapi_extra={"parameters": _query_parameters(SWEEP_PARAMETERS)})
-def api_sweep(request: Request) -> JSONResponse:
+async def api_sweep(request: Request) -> JSONResponse:
     """Runs every scheduler at every rate of the range (the scenario's `rate` is replaced); `knee_rate` is the
     highest rate up to which SLO attainment stays at or above `target_attainment`. With `seeds` = N > 1 each
     point's `metrics` are means over seeds with `ci95` beside them, and `knee_interval` is the knee read off the
-    attainment's 95% band (its lower edge's knee, its upper edge's)."""
+    attainment's 95% band (its lower edge's knee, its upper edge's). The sweep runs in the background queue
+    (at most MAX_QUEUED_SWEEPS running or queued; past that 503 with Retry-After); this request waits for it
+    without holding a thread, and a client that leaves cancels it (unless a page or another client wants it)."""
     if not kernels_ready(request):
         return warming_up()
+    found = await run_in_threadpool(_start_sweep, request)  # checks the work: generates one workload (ms)
+    if not isinstance(found, service.SweepJob):
+        return found
+    job = found
+    service.watch_sweep(job)
+    gone = False
+    try:
+        waiting = asyncio.wrap_future(job.future)
+        while not waiting.done():
+            await asyncio.wait({waiting}, timeout=DISCONNECT_POLL_S)
+            if not waiting.done() and await request.is_disconnected():
+                gone = True
+                return JSONResponse({"detail": "cancelled: the client went away"}, status_code=CLIENT_CLOSED)
+    finally:
+        service.unwatch_sweep(job, gone)
+    if job.result is None and job.cancelled:  # its page's Cancel button
+        return JSONResponse({"detail": "the sweep was cancelled before it ended; ask again to run it"}, 409)
+    if job.error:
+        return JSONResponse({"detail": job.error}, status_code=500)
+    return JSONResponse(clean({"scenario": scenario_json(job.request), "query": job.request.query(), **job.result}))
+
+
+def _start_sweep(request: Request) -> service.SweepJob | JSONResponse:
     try:
         data = query_to_dict(request.query_params.multi_items())
         if not any(data.get(k) not in (None, "") for k in inputs.SWEEP_KEYS):  # no range: propose one
@@ -251,15 +285,11 @@ def api_sweep(request: Request) -> JSONResponse:
         if req.sweep is None:  # some range fields given, all of them empty
             req = parse_request({**data, **dict(service.proposed_sweep(req).query_pairs())},
                                 uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
-        job = service.start_sweep(req)
+        return service.start_sweep(req)
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
     except service.BusyError as e:
-        return JSONResponse({"detail": str(e)}, status_code=503, headers={"Retry-After": "5"})
-    job.future.result()
-    if job.error:
-        return JSONResponse({"detail": job.error}, status_code=500)
-    return JSONResponse(clean({"scenario": scenario_json(req), "query": req.query(), **job.result}))
+        return busy(str(e), e.retry_after)
 
 
 STEP_TIME_FIELDS = StepShape.model_json_schema()["properties"]
@@ -301,9 +331,7 @@ async def api_catalog() -> dict:  # async: answered on the event loop, never beh
                        "slo_ttft_ms": p.slo_ttft_ms, "slo_tpot_ms": p.slo_tpot_ms,
                        "classes": [c.name for c in p.classes]} for k, p in PRESETS.items()],
         "quantizations": list(QUANTIZATIONS),
-        "limits": {"max_requests": inputs.MAX_REQUESTS, "max_duration_s": inputs.MAX_DURATION_S,
-                   "max_upload_bytes": inputs.MAX_UPLOAD_BYTES, "max_upload_rows": inputs.MAX_UPLOAD_ROWS,
-                   "max_sweep_points": inputs.MAX_SWEEP_POINTS, "max_sweep_requests": inputs.MAX_SWEEP_REQUESTS},
+        "limits": budget.web_limits(),
         "page_defaults": {"schedulers": list(inputs.PAGE_SCHEDULERS), **inputs.PAGE_DEFAULTS},
     }
 

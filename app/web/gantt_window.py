@@ -77,6 +77,8 @@ async def gantt_window(request: Request) -> Response:
     if not kernels_ready(request):
         return warming_up()
     try:
-        return await run_until_disconnect(request, _window_answer, request, busy=busy)
+        quick = service.is_cached_query([(k, v) for k, v in request.query_params.multi_items()
+                                         if k not in WINDOW_PARAMS])  # a zoom into the page's runs: cached
+        return await run_until_disconnect(request, _window_answer, request, busy=busy, quick=quick)
     except Cancelled:
         return Response(status_code=CLIENT_CLOSED)

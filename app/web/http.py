@@ -4,19 +4,28 @@ turning input problems into FastAPI-style 422 details."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
+import anyio
+import anyio.to_thread
 import numpy as np
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
-from .inputs import MAX_UPLOAD_BYTES
+from .inputs import MAX_UPLOAD_BYTES, REQUEST_TIME_LIMIT_S
 from .service import MAX_IN_FLIGHT
 
 DISCONNECT_POLL_S = 0.25
 CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never seen by anyone
+# Why a run's cancel flag was set (the engine stops on any non-zero value).
+CANCEL_GONE, CANCEL_TOO_LONG = 1, 2
+# Threads for requests that may simulate: a lane of their own, so that pages answered from the cache, static
+# files and health checks (anyio's default limiter, server.REQUEST_THREADS) never queue behind simulations.
+# Waiting for one of these holds no thread; at most MAX_IN_FLIGHT API requests wait at all (the gate below).
+WORK_THREADS = MAX_IN_FLIGHT
+_WORK_LANE = anyio.CapacityLimiter(WORK_THREADS)
 
 
 class _Gate:
@@ -25,36 +34,51 @@ class _Gate:
     inside = 0
 
 
-async def run_until_disconnect(request: Request, fn, *args, busy: Callable[[str], Response] | None = None):
-    """`fn(*args, cancel)` in the threadpool. If the client goes away first, `cancel[0]` is set, which stops the
-    simulation within milliseconds (the engine checks it), and the answer is a 499 nobody reads. With `busy`,
-    at most service.MAX_IN_FLIGHT such calls are in the pool at once; past that `busy(message)` answers at once,
-    without taking a thread."""
-    if busy is not None:
+def too_long_text() -> str:
+    return (f"stopped after the server's time limit of {REQUEST_TIME_LIMIT_S:g} s; ask for less work (fewer "
+            "schedulers or seeds, a shorter duration), or run it with the CLI, which has no limit")
+
+
+def _too_long_json(message: str) -> Response:
+    return JSONResponse({"detail": message}, status_code=503)
+
+
+async def run_until_disconnect(request: Request, fn, *args, busy: Callable[[str], Response] | None = None,
+                               quick: bool = False, too_long: Callable[[str], Response] = _too_long_json):
+    """`fn(*args, cancel)` in a thread. If the client goes away first, `cancel[0]` is set, which stops the
+    simulation within milliseconds (the engine checks it), and the answer is a 499 nobody reads; past
+    REQUEST_TIME_LIMIT_S it is stopped too and `too_long(message)` answers. `quick`: the answer needs no
+    simulation (every run is cached), so it takes a request thread instead of the simulation lane's, and no place
+    at the gate. With `busy`, at most service.MAX_IN_FLIGHT such calls are in the lane at once; past that
+    `busy(message)` answers at once, without taking a thread."""
+    gated = busy is not None and not quick
+    if gated:
         if _Gate.inside >= MAX_IN_FLIGHT:
             return busy(f"the server is busy with {MAX_IN_FLIGHT} simulation requests; retry in a few seconds")
         _Gate.inside += 1
     try:
-        return await _run_watching(request, fn, *args)
+        return await _run_watching(request, fn, *args, limiter=None if quick else _WORK_LANE, too_long=too_long)
     finally:
-        if busy is not None:
+        if gated:
             _Gate.inside -= 1
 
 
-async def _run_watching(request: Request, fn, *args):
+async def _run_watching(request: Request, fn, *args, limiter=None, too_long=_too_long_json):
     cancel = np.zeros(1, np.int64)
-    task = asyncio.ensure_future(run_in_threadpool(fn, *args, cancel))
+    task = asyncio.ensure_future(anyio.to_thread.run_sync(fn, *args, cancel, limiter=limiter))
+    start = time.monotonic()
     while True:
         done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
         if done:
             return task.result()
-        if await request.is_disconnected():
-            cancel[0] = 1
+        gone = await request.is_disconnected()
+        if gone or time.monotonic() - start > REQUEST_TIME_LIMIT_S:
+            cancel[0] = CANCEL_GONE if gone else CANCEL_TOO_LONG
             try:
                 await task
             except Exception:  # noqa: BLE001 - the run's end is of no interest to anyone now
                 pass
-            return Response(status_code=CLIENT_CLOSED)
+            return Response(status_code=CLIENT_CLOSED) if gone else too_long(too_long_text())
 
 
 def is_fragment(request: Request) -> bool:

@@ -50,6 +50,14 @@ MAX_PAGE_SEEDS = 5
 MAX_API_SEEDS = 10
 # The engine sizes a block table of max_seqs x (blocks of the longest request); keep it under ~256 MB.
 MAX_BLOCK_TABLE_ENTRIES = 32 * 1024 * 1024
+# One request's whole work (every scheduler x seed), estimated before any of it runs (budget.py): requests in all,
+# and engine steps in all (least steps x engines: 16 replicas at 33 req/s, 104k estimated, 124k run). The web
+# simulates and draws ~100 us a request and ~12 us a step (9 schedulers x 20,000 requests: 37 s on a loaded 2-core
+# box), so an accepted request answers within REQUEST_TIME_LIMIT_S.
+MAX_REQUEST_REQUESTS = 200_000
+MAX_REQUEST_STEPS = 4_000_000
+REQUEST_TIME_LIMIT_S = 120.0  # a simulating request still running after this long is stopped (503: ask less)
+MAX_QUEUED_SWEEPS = 4  # background sweeps running or queued; past it: 503 with Retry-After
 
 SWEEP_KEYS = ("rate_min", "rate_max", "rate_step")
 

@@ -1,59 +1,177 @@
 """Background jobs that pages poll (rate sweeps, capacity plans): each is found by an id derived from what it
-computes, so asking again finds it; they run one at a time on the board's own thread; at most `max_queued` are
-running or queued; finished ones are kept for their pages, the oldest forgotten past `keep`. A failed job is not
-found again: asking again retries it."""
+computes, so asking again finds it; they run one at a time on the board's own thread (never a request thread:
+pages, static files and health checks keep theirs whatever long work is queued); at most `max_queued` are
+running or queued, and past that `busy(retry_after_s)` says when to come back; finished ones are kept for their
+pages, the oldest forgotten past `keep`. A failed or cancelled job is not found again: asking again retries it.
+
+Cancelling: every job carries a cancel flag (`job.state.cancel`, the engine's int64[1]); the board runs the job in
+sim_core.runner.cancel_scope, so setting the flag stops whichever simulation of the job is running within
+milliseconds, and a queued job that is cancelled never starts. A job is cancelled by its page's Cancel button
+(`cancel`), when the last request waiting for it (`watch`) goes away and no page has polled it lately, or when
+the pages that polled it have all stopped polling for ABANDONED_S (closed) and nobody waits for it."""
 
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+
+from sim_core.runner import cancel_scope
+
+# A page polls a running job every 500 ms: one not polled for this long has no page showing it.
+POLL_GRACE_S = 2.0
+# A job a page polled and that nobody has polled or waited for since is abandoned (its pages were closed). Longer
+# than a minute: browsers poll a hidden tab's timers about once a minute, and that page still wants the job.
+ABANDONED_S = 75.0
+REAP_EVERY_S = 1.0
+# Retry-After when nothing is known yet about how long the running job takes (it has simulated nothing yet).
+DEFAULT_RETRY_S = 10
+MAX_RETRY_S = 600
+CANCELLED_TEXT = "cancelled"
 
 
 def job_id(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@dataclass
+class JobState:
+    """What the board keeps of every job beside the job's own fields (SweepJob, PlanJob embed it as `state`)."""
+
+    cancel: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    future: Future | None = None
+    queued_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None
+    waiters: int = 0  # requests awaiting the job's end (the synchronous API): it is theirs while any waits
+    polled_at: float = 0.0  # when a page last asked for its progress
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self.cancel[0])
+
+
 class JobBoard:
-    def __init__(self, name: str, max_queued: int, keep: int, busy: Callable[[], Exception]):
-        """`busy()`: the error raised when `max_queued` jobs are already running or queued."""
+    def __init__(self, name: str, max_queued: int, keep: int, busy: Callable[[int], Exception]):
+        """`busy(retry_after_s)`: the error raised when `max_queued` jobs are already running or queued."""
         self.max_queued, self.keep, self._busy = max_queued, keep, busy
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._jobs: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._reaper: threading.Thread | None = None
 
     def get(self, key: str) -> Any | None:
         with self._lock:
             return self._jobs.get(key)
 
     def find(self, key: str) -> Any | None:
-        """The job with this id, running or done, unless it failed."""
+        """The job with this id, running or done, unless it failed or was cancelled."""
         with self._lock:
             return self._live(key)
 
     def start(self, job: Any, run: Callable[[Any], Any]) -> tuple[Any, Future | None]:
-        """Queue `job` (its `id`, `running` and `error` are read) to run as `run(job)`; or, when another request
-        started the same one meanwhile, that one instead (and no future)."""
+        """Queue `job` (its `id`, `running`, `error` and `state` are read) to run as `run(job)`; or, when another
+        request started the same one meanwhile, that one instead (and no future)."""
         with self._lock:
             found = self._live(job.id)
             if found is not None:
                 return found, None
             if sum(j.running for j in self._jobs.values()) >= self.max_queued:
-                raise self._busy()
+                raise self._busy(self._retry_after())
             self._jobs[job.id] = job
+            self._jobs.move_to_end(job.id)
             while len(self._jobs) > self.keep:
                 oldest = next((k for k, j in self._jobs.items() if not j.running), None)
                 if oldest is None:
                     break
                 del self._jobs[oldest]
-            return job, self._pool.submit(run, job)
+            job.state.future = self._pool.submit(self._run, job, run)
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap, name="job-reaper", daemon=True)
+                self._reaper.start()
+            return job, job.state.future
+
+    def cancel(self, key: str) -> Any | None:
+        """Stop the job (running: within milliseconds; queued: it never starts). The job, or None if unknown."""
+        with self._lock:
+            job = self._jobs.get(key)
+        if job is not None and job.running:
+            job.state.cancel[0] = 1
+        return job
+
+    def polled(self, job: Any) -> None:
+        job.state.polled_at = time.monotonic()
+
+    def watch(self, job: Any) -> None:
+        with self._lock:
+            job.state.waiters += 1
+
+    def unwatch(self, job: Any, gone: bool) -> None:
+        """A waiting request is done with the job; `gone`: its client left before the end. The job is cancelled
+        when that client was the last one waiting and no page is showing it."""
+        with self._lock:
+            job.state.waiters -= 1
+            orphaned = gone and job.state.waiters == 0 and time.monotonic() - job.state.polled_at > POLL_GRACE_S
+        if orphaned and job.running:
+            job.state.cancel[0] = 1
+
+    def running_jobs(self) -> int:
+        with self._lock:
+            return sum(j.running for j in self._jobs.values())
+
+    def _reap(self) -> None:
+        """While any job runs: cancel those whose pages have all gone (ABANDONED_S without a poll, nobody
+        waiting). Ends when none runs; start() begins another."""
+        while True:
+            time.sleep(REAP_EVERY_S)
+            with self._lock:
+                running = [j for j in self._jobs.values() if j.running]
+                if not running:
+                    self._reaper = None
+                    return
+                now = time.monotonic()
+                for j in running:
+                    st = j.state
+                    if st.polled_at and not st.waiters and now - st.polled_at > ABANDONED_S:
+                        st.cancel[0] = 1
+
+    def _run(self, job: Any, run: Callable[[Any], Any]) -> Any:
+        state = job.state
+        state.started_at = time.monotonic()
+        if state.cancelled:  # cancelled while queued
+            job.error = CANCELLED_TEXT
+            return None
+        try:
+            with cancel_scope(state.cancel):
+                return run(job)
+        finally:
+            if state.cancelled and job.result is None:
+                job.error = CANCELLED_TEXT  # whatever the run made of its Cancelled, it was cancelled
+
+    def _retry_after(self) -> int:
+        """Seconds until a place frees (the running job's end, at the pace it has kept so far), called locked."""
+        now = time.monotonic()
+        running = [j for j in self._jobs.values() if j.running and j.state.started_at is not None]
+        best = None
+        for j in running:
+            if j.done > 0 and j.total > j.done:
+                elapsed = now - j.state.started_at
+                left = elapsed / j.done * (j.total - j.done)
+                best = left if best is None else min(best, left)
+        if best is None:
+            return DEFAULT_RETRY_S
+        return int(min(MAX_RETRY_S, max(1, math.ceil(best))))
 
     def _live(self, key: str) -> Any | None:
         job = self._jobs.get(key)
-        if job is None or job.error is not None:
+        if job is None or job.error is not None or job.state.cancelled:
             return None
         self._jobs.move_to_end(key)
         return job

@@ -223,10 +223,21 @@ def _render(name: str, ctx: dict, status: int = 200, headers: dict | None = None
                                       headers={**VARY, **(headers or {})})
 
 
+def answers_from_cache(request: Request, view: tuple[str, ...] = VIEW_PARAMS) -> bool:
+    """Whether the page's runs are all cached (its answer simulates nothing; service.is_cached_query)."""
+    return service.is_cached_query(scenario_params(request, view))
+
+
+def too_long_page(message: str) -> Response:
+    return HTMLResponse(f"<p class=\"field-error\">{escape(message)}</p>", 503, headers=VARY)
+
+
 @router.get("/", response_class=HTMLResponse)
 async def index(request: Request) -> Response:
-    """The dashboard; simulating in the threadpool, and stopping if the browser leaves before it is done."""
-    return await run_until_disconnect(request, _index, request)
+    """The dashboard; simulating in the simulation lane (answered from the cache on a request thread), and
+    stopping if the browser leaves before it is done."""
+    return await run_until_disconnect(request, _index, request, quick=answers_from_cache(request),
+                                      too_long=too_long_page)
 
 
 def _index(request: Request, cancel) -> Response:
@@ -268,13 +279,33 @@ def goodput_job(request: Request, job_id: str) -> Response:
     if job is None:
         g = {"error": "This sweep is no longer on the server; draw the curves again."}
         return _render("_goodput_status.html", {"request": request, "g": g}, 404)
+    service.sweep_polled(job)
+    return _render("_goodput_status.html", {"request": request, "g": sweep_status(job)})
+
+
+@router.post("/goodput/{job_id}/cancel", response_class=HTMLResponse)
+def goodput_cancel(request: Request, job_id: str) -> Response:
+    """The sweep's Cancel button: its simulation stops within milliseconds; the answer is its status, stopped."""
+    job = service.cancel_sweep(job_id)
+    if job is None:
+        g = {"error": "This sweep is no longer on the server."}
+        return _render("_goodput_status.html", {"request": request, "g": g}, 404)
     return _render("_goodput_status.html", {"request": request, "g": sweep_status(job)})
 
 
 @router.get("/embed/{figure}", response_class=HTMLResponse)
-def embed(request: Request, figure: str) -> Response:
+async def embed(request: Request, figure: str) -> Response:
     """One registered figure alone (app/web/figures/), for an iframe (the scenario is the query string, as on the
-    main page), with the options of embed_options.EmbedOptions: width, height, scheduler, caption, chrome."""
+    main page), with the options of embed_options.EmbedOptions: width, height, scheduler, caption, chrome.
+    Simulating in the simulation lane, and stopping if the frame goes away first."""
+    fig = figures.get(figure)
+    picks_panel = "schedulers" in request.query_params  # as _embed reads `scheduler`
+    quick = fig is None or not fig.simulates or answers_from_cache(
+        request, VIEW_PARAMS + EMBED_OPTIONS + (("scheduler",) if picks_panel else ()))
+    return await run_until_disconnect(request, _embed, request, figure, quick=quick, too_long=too_long_page)
+
+
+def _embed(request: Request, figure: str, cancel) -> Response:
     fig = figures.get(figure)
     names = figures.embeddable()
     if fig is None or not fig.embeds:
@@ -298,7 +329,7 @@ def embed(request: Request, figure: str) -> Response:
         ctx["caption"] = present.scenario_caption(shown) if options.caption == "1" else options.caption
         try:
             if fig.simulates:
-                ctx["results"] = results_context(req, only=options.scheduler, figure=fig)
+                ctx["results"] = results_context(req, cancel, only=options.scheduler, figure=fig)
                 ctx["card"] = ctx["results"]["card"]
                 warned = ctx["results"]["warnings"]
             else:  # drawn from the request alone (one scheduler's: that scheduler's alone)
@@ -314,6 +345,8 @@ def embed(request: Request, figure: str) -> Response:
             ctx["errors"], status = errors_by_field(problems_of(e)), 422
         except service.BusyError as e:
             ctx["errors"], status = {"server": str(e)}, 503
+        except Cancelled:
+            return Response(status_code=CLIENT_CLOSED)
     headers = {"Retry-After": "5"} if status == 503 else None
     return templates.TemplateResponse(request, "embed.html", ctx, status_code=status, headers=headers)
 

@@ -9,17 +9,17 @@ all (a capacity search is about RUNS_PER_CANDIDATE runs at or below the plan's r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from sim_core import Scenario, SetupError, resolve
-from sim_core.runner import make_requests
+from sim_core.runner import Cancelled, make_requests
 from sim_core.studies.plan_space import PlanInputs
 from sim_core.studies.planner import PlanResult, no_plan_text, plan
 
 from . import service
 from .inputs import MAX_REQUESTS, expected_requests, scenario_query_pairs, work_problems
-from .jobs import JobBoard, job_id
+from .jobs import JobBoard, JobState, job_id
 
 MAX_PLAN_CANDIDATES = 16
 MAX_PLAN_SEEDS = 3
@@ -40,10 +40,15 @@ class PlanJob:
     result: PlanResult | None = None
     no_plan: str | None = None
     error: str | None = None
+    state: JobState = field(default_factory=JobState)
 
     @property
     def running(self) -> bool:
         return self.result is None and self.error is None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state.cancelled
 
     def query(self) -> str:
         return plan_query(self.scenario, self.inputs)
@@ -98,15 +103,20 @@ def _step_problems(scenario: Scenario, inputs: PlanInputs) -> list[tuple[str, st
 
 
 class SlotExecutor:
-    """Runs a plan's tasks one after another in the job's thread, each holding one of the server's simulation
-    slots while it runs."""
+    """Runs a plan's tasks one after another in the job's thread (inside its cancel_scope: Cancel stops the
+    running simulation), each holding one of the server's simulation slots while it runs."""
 
     name = "web"
     workers = 1
 
+    def __init__(self, cancel=None):
+        self.cancel = cancel
+
     def map(self, fn, tasks, on_done=None) -> list:
         out = []
         for k, task in enumerate(tasks):
+            if self.cancel is not None and self.cancel[0]:  # a task that simulates nothing still stops here
+                raise Cancelled("the plan was cancelled")
             with service.SIM_SLOTS:
                 out.append(fn(task))
             if on_done:
@@ -114,8 +124,8 @@ class SlotExecutor:
         return out
 
 
-_plans = JobBoard("plan", MAX_QUEUED_PLANS, KEEP_PLANS, busy=lambda: service.BusyError(
-    f"{MAX_QUEUED_PLANS} plans are already running or queued; try again in a minute"))
+_plans = JobBoard("plan", MAX_QUEUED_PLANS, KEEP_PLANS, busy=lambda retry: service.BusyError(
+    f"{MAX_QUEUED_PLANS} plans are already running or queued; retry in about {retry} s", retry))
 
 
 def start_plan(scenario: Scenario, inputs: PlanInputs) -> PlanJob:
@@ -130,16 +140,27 @@ def get_plan_job(key: str) -> PlanJob | None:
     return _plans.get(key)
 
 
+def cancel_plan(key: str) -> PlanJob | None:
+    """Stop a plan (its Cancel button): the simulation it is running stops within milliseconds."""
+    return _plans.cancel(key)
+
+
+def plan_polled(job: PlanJob) -> None:
+    _plans.polled(job)
+
+
 def _run(job: PlanJob) -> None:
     def progress(done: int, total: int) -> None:
         job.done, job.total = done, total
 
     try:
         result = plan(job.scenario, job.rate, job.inputs.space(), target=job.inputs.attainment,
-                      executor=SlotExecutor(), on_progress=progress)
+                      executor=SlotExecutor(job.state.cancel), on_progress=progress)
         if not result.plans:
             job.no_plan = no_plan_text(result, job.scenario.model, job.inputs.max_gpus, job.inputs.attainment)
         job.done = job.total
         job.result = result
     except Exception as e:  # shown on the page; asking for the same plan again retries it
         job.error = f"{type(e).__name__}: {e}"
+    finally:
+        service.release_memory()

@@ -20,7 +20,15 @@ from ..plan_report import deployment_text
 from . import charts, present, service
 from .http import errors_by_field
 from .inputs import WebRequest, _with_web_bounds, query_to_dict
-from .plan_jobs import PlanJob, get_plan_job, plan_query, plan_work_problems, start_plan
+from .plan_jobs import (
+    PlanJob,
+    cancel_plan,
+    get_plan_job,
+    plan_polled,
+    plan_query,
+    plan_work_problems,
+    start_plan,
+)
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -185,7 +193,7 @@ def plan_page(request: Request) -> Response:
         given.setdefault(k, []).append(v) if k in LIST_INPUTS else given.setdefault(k, v)
     values = {**PLAN_PAGE_DEFAULTS, **PLAN_INPUT_DEFAULTS, **given}
     ctx: dict[str, Any] = {"job": None, "busy": None, "query": ""}
-    status, errors = 200, {}
+    status, errors, retry = 200, {}, 10
     if pairs:
         try:
             scenario, inputs = parse_plan_request(pairs, page=True)
@@ -194,15 +202,25 @@ def plan_page(request: Request) -> Response:
         except ScenarioError as e:
             errors, status = errors_by_field(e.problems), 422
         except service.BusyError as e:
-            ctx["busy"], status = str(e), 503
+            ctx["busy"], status, retry = str(e), 503, e.retry_after
     ctx["form"] = plan_form(values, errors)
-    headers = {"Retry-After": "10"} if status == 503 else None
+    headers = {"Retry-After": str(retry)} if status == 503 else None
     return _render(request, "plan.html", ctx, status, headers)
 
 
 @router.get("/plan/job/{job_id}", response_class=HTMLResponse)
 def plan_job_fragment(request: Request, job_id: str) -> Response:
     job = get_plan_job(job_id)
+    if job is None:
+        return _render(request, "_plan_status.html", {"job": None, "gone": True}, 404)
+    plan_polled(job)
+    return _render(request, "_plan_status.html", job_context(job))
+
+
+@router.post("/plan/job/{job_id}/cancel", response_class=HTMLResponse)
+def plan_job_cancel(request: Request, job_id: str) -> Response:
+    """The plan's Cancel button: the simulation it is running stops within milliseconds."""
+    job = cancel_plan(job_id)
     if job is None:
         return _render(request, "_plan_status.html", {"job": None, "gone": True}, 404)
     return _render(request, "_plan_status.html", job_context(job))
@@ -212,10 +230,11 @@ def plan_doc(job: PlanJob) -> dict:
     """/api/plan's answer: the job's state and, once done, what `sched-sim plan --json` prints."""
     from ..plan_report import plan_doc as cli_plan_doc
 
-    doc: dict[str, Any] = {"id": job.id, "query": job.query(), "status": "running" if job.running else
-                           ("error" if job.error else "done"), "done": job.done, "total": job.total,
-                           "poll": f"/api/plan/{job.id}"}
-    if job.error:
+    cancelled = job.result is None and job.cancelled
+    doc: dict[str, Any] = {"id": job.id, "query": job.query(), "status": "cancelled" if cancelled else "running"
+                           if job.running else ("error" if job.error else "done"), "done": job.done,
+                           "total": job.total, "poll": f"/api/plan/{job.id}", "cancel": f"/api/plan/{job.id}/cancel"}
+    if job.error and not cancelled:
         doc["error"] = job.error
     if job.result is not None:
         doc.update(cli_plan_doc(job.rate, job.inputs.attainment, job.result))
@@ -241,8 +260,17 @@ def api_plan(request: Request) -> JSONResponse:
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
     except service.BusyError as e:
-        return busy(str(e))
+        return busy(str(e), e.retry_after)
     return JSONResponse(plan_doc(job), 202 if job.running else 200)
+
+
+@api_router.post("/api/plan/{job_id}/cancel", include_in_schema=False)
+def api_plan_cancel(job_id: str) -> JSONResponse:
+    """Stop a plan: its running simulation stops within milliseconds. Answers the plan's state (`cancelled`)."""
+    job = cancel_plan(job_id)
+    if job is None:
+        return JSONResponse({"detail": "no such plan on this server"}, 404)
+    return JSONResponse(plan_doc(job), 200)
 
 
 @api_router.get("/api/plan/{job_id}", include_in_schema=False)

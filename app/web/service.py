@@ -1,31 +1,34 @@
 """Simulation work for the web: uploaded traces, cached runs, background rate sweeps.
 
-Results are deterministic, so a run is cached under its canonical query (`WebRequest.run_key`) in a small LRU;
+Results are deterministic, so a run is cached under its canonical query (`WebRequest.run_key`) in an LRU bounded
+by bytes (a view's size varies a hundredfold with the run's length, so a count of entries bounds nothing);
 concurrent requests for the same run wait for one computation ("single flight"). At most SIM_SLOTS runs
 simulate at once, which bounds memory (a run allocates tens of MB) while other requests keep being answered.
-Sweeps run in a background thread; pages poll their progress.
+A request's whole work (every scheduler and seed) is checked against the web's budget before anything runs
+(budget.request_work_problems). Sweeps run in a background thread (jobs.JobBoard); pages poll their progress.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
-from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from sim_core import ScenarioError, resolve
+from sim_core import ScenarioError, SetupError, resolve
 from sim_core.runner import Cancelled, Result, make_requests, simulate_requests
 from sim_core.statistics import aggregate
 from sim_core.studies.sweep import knee_interval, knee_rate, sweep
 from sim_core.traces import TraceError, own_rate, read_trace
 
 from . import figures
+from .budget import request_work_problems
+from .cache import UPLOAD_CACHE_BYTES, VIEW_CACHE_BYTES, SingleFlightLRU, release_memory
 from .clusterview import cluster_view
 from .inputs import (
+    MAX_QUEUED_SWEEPS,
     MAX_UPLOAD_BYTES,
     MAX_UPLOAD_ROWS,
     PAGE_DEFAULTS,
@@ -39,7 +42,7 @@ from .inputs import (
     sweep_work_problems,
     work_problems,
 )
-from .jobs import JobBoard, job_id
+from .jobs import JobBoard, JobState, job_id
 from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
 from .store import BlobStore, content_id
 
@@ -57,61 +60,11 @@ KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
 
 
 class BusyError(RuntimeError):
-    """Too many simulations running or sweeps queued: the caller should retry shortly."""
+    """Too many simulations running or sweeps queued: the caller should retry in `retry_after` seconds."""
 
-
-class SingleFlightLRU:
-    """A bounded LRU map whose misses are computed once even when many threads ask at the same time."""
-
-    def __init__(self, maxsize: int):
-        self.maxsize = maxsize
-        self._items: OrderedDict[str, object] = OrderedDict()
-        self._pending: dict[str, Future] = {}
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
-
-    def get(self, key: str):
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        return None
-
-    def get_or_compute(self, key: str, compute: Callable[[], object]):
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return self._items[key]
-            fut = self._pending.get(key)
-            owner = fut is None
-            if owner:
-                fut = self._pending[key] = Future()
-                self.misses += 1
-        if not owner:
-            try:
-                return fut.result()
-            except Cancelled:  # the computing client went away; this one still wants the value
-                return self.get_or_compute(key, compute)
-        try:
-            value = compute()
-        except BaseException as e:
-            with self._lock:
-                del self._pending[key]
-            fut.set_exception(e)
-            raise
-        with self._lock:
-            del self._pending[key]
-            self._items[key] = value
-            while len(self._items) > self.maxsize:
-                self._items.popitem(last=False)
-        fut.set_result(value)
-        return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.hits = self.misses = 0
+    def __init__(self, message: str, retry_after: int = 5):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 # ----- uploaded traces -----
@@ -127,7 +80,9 @@ class UploadError(ValueError):
     """An upload that cannot be used; the message says why."""
 
 
-_uploads = SingleFlightLRU(maxsize=32)  # the parsed uploads in use; the store below keeps their bytes
+# The parsed uploads in use, bounded by bytes (str: up to 2 bytes a character here); the store below keeps their
+# bytes on disk.
+_uploads = SingleFlightLRU(maxsize=32, max_bytes=UPLOAD_CACHE_BYTES, sizeof=lambda up: 2 * len(up.text) + 1024)
 _store: BlobStore | None = None  # set by server.create_app (use_store); None: uploads live in memory only
 TRACE_KIND = "trace"
 
@@ -210,6 +165,16 @@ def page_request(pairs: list[tuple[str, str]]) -> WebRequest:
                          uploads=upload_info)
 
 
+def is_cached_query(pairs: list[tuple[str, str]]) -> bool:
+    """Whether a page query's runs are all cached (answering it simulates nothing). Parsing takes microseconds,
+    so routes ask this on the event loop, to answer such a request on a request thread, not in the simulation
+    lane (http.run_until_disconnect's `quick`)."""
+    try:
+        return is_cached(page_request(pairs))
+    except (ScenarioError, SetupError, TraceError):
+        return False
+
+
 def upload_text(req: WebRequest) -> str | None:
     """The text of the trace `req` replays (None: a preset), or ScenarioError if it has left the server's store
     since the request was checked."""
@@ -222,7 +187,7 @@ def upload_text(req: WebRequest) -> str | None:
 
 
 # ----- runs -----
-_views = SingleFlightLRU(maxsize=48)
+_views = SingleFlightLRU(maxsize=256, max_bytes=VIEW_CACHE_BYTES)
 
 
 def per_seed(req: WebRequest) -> list[WebRequest]:
@@ -306,7 +271,26 @@ class SeedViews:
     ci95: list[dict]
 
 
+def check_work(req: WebRequest) -> None:
+    """Refuse (ScenarioError) a request whose whole work, every scheduler at every seed, is more than the web's
+    budget, before any of it runs: the first seed's workload is generated (milliseconds) and stands for every
+    seed's. Nothing to check when every run is cached."""
+    if is_cached(req):
+        return
+    s = req.scenario
+    reqs = make_requests(s, resolve(s), upload_text(req))
+    budgets = {name: resolve(req.for_scheduler(name)).token_budget for name in req.schedulers}
+    for budget in sorted(set(budgets.values())):  # one run too large says so first, as it always has
+        problems = work_problems(s, budget, reqs)
+        if problems:
+            raise ScenarioError(problems)
+    problems = request_work_problems(req, reqs, budgets)
+    if problems:
+        raise ScenarioError(problems)
+
+
 def compare_seeds(req: WebRequest, cancel: np.ndarray | None = None) -> SeedViews:
+    check_work(req)
     runs = [compare(one, cancel) for one in per_seed(req)]
     if len(runs) == 1:
         return SeedViews(runs[0], [v.metrics for v in runs[0]], [{} for _ in runs[0]])
@@ -345,6 +329,8 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
         raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
     try:
         reqs = requests_for(scenario, resolved)
+        if cancel is not None and cancel[0]:  # the client left while the workload was made: simulate nothing
+            raise Cancelled("cancelled before the run started")
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
                                 kv_frames=recorded_frames_for(resolved), cancel=cancel, bounds=True)
         if scenario.engines > 1:  # each engine's KV frames and step log, one event log for the cluster
@@ -354,6 +340,8 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
     finally:
         SIM_SLOTS.release()
     view.kept = figures.keep(res)  # what figures draw beyond the view (the Result is not kept)
+    del res
+    release_memory()
     return view
 
 
@@ -366,17 +354,24 @@ class SweepJob:
     done: int = 0
     result: dict | None = None
     error: str | None = None
-    future: Future | None = None
     trace_text: str | None = None  # the uploaded trace it replays at each rate (kept: uploads may be evicted)
+    state: JobState = field(default_factory=JobState)
 
     @property
     def running(self) -> bool:
         return self.result is None and self.error is None
 
+    @property
+    def cancelled(self) -> bool:
+        return self.state.cancelled
 
-MAX_QUEUED_SWEEPS = 4
-_sweeps = JobBoard("sweep", MAX_QUEUED_SWEEPS, keep=32, busy=lambda: BusyError(
-    f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; try again in a moment"))
+    @property
+    def future(self) -> Future | None:
+        return self.state.future
+
+
+_sweeps = JobBoard("sweep", MAX_QUEUED_SWEEPS, keep=32, busy=lambda retry: BusyError(
+    f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; retry in about {retry} s", retry))
 
 
 def start_sweep(req: WebRequest) -> SweepJob:
@@ -392,12 +387,27 @@ def start_sweep(req: WebRequest) -> SweepJob:
                                    lambda s: resolve(s).token_budget)
     if problems:
         raise ScenarioError(problems)
-    job, future = _sweeps.start(
+    job, _ = _sweeps.start(
         SweepJob(key, req, total=len(req.schedulers) * len(req.sweep.rates()) * req.scenario.seeds, trace_text=text),
         _run_sweep)
-    if future is not None:
-        job.future = future
     return job
+
+
+def cancel_sweep(key: str) -> SweepJob | None:
+    """Stop a sweep (its Cancel button): the point being simulated stops within milliseconds."""
+    return _sweeps.cancel(key)
+
+
+def sweep_polled(job: SweepJob) -> None:
+    _sweeps.polled(job)
+
+
+def watch_sweep(job: SweepJob) -> None:
+    _sweeps.watch(job)
+
+
+def unwatch_sweep(job: SweepJob, gone: bool) -> None:
+    _sweeps.unwatch(job, gone)
 
 
 def proposed_sweep(req: WebRequest) -> RateRange:
@@ -415,12 +425,14 @@ def _run_sweep(job: SweepJob) -> dict:
     def progress(done: int, total: int) -> None:
         job.done = done
 
-    try:
+    try:  # in-process (workers=1), inside the job's cancel_scope: its Cancel stops the running point
         points = sweep(req.scenario, req.schedulers, req.sweep.rates(), workers=1, on_point=progress,
                        trace_text=job.trace_text)
         job.result = sweep_summary(req, points)
     except Exception as e:  # reported on the page; asking for the same sweep again retries it
         job.error = f"{type(e).__name__}: {e}"
+    finally:
+        release_memory()
     return job.result
 
 
@@ -450,4 +462,5 @@ def clear_caches() -> None:
 
 
 def cache_stats() -> dict:
-    return {"hits": _views.hits, "misses": _views.misses}
+    return {"hits": _views.hits, "misses": _views.misses, "bytes": _views.bytes, "entries": len(_views._items),
+            "max_bytes": _views.max_bytes, "sweeps_running": _sweeps.running_jobs()}

@@ -144,6 +144,8 @@ def goodput_context(req: WebRequest) -> dict:
 
 
 def sweep_status(job: service.SweepJob) -> dict:
+    if job.result is None and job.cancelled:  # its Cancel button: no error, the form draws it again
+        return {"job": job, "error": None, "figure": None, "cancelled": True}
     out: dict[str, Any] = {"job": job, "error": job.error, "figure": None}
     if job.result is not None:
         out["figure"] = goodput_figure(job.result)
