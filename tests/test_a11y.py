@@ -119,4 +119,5 @@ def test_axe_core_is_vendored_with_its_licence_but_never_served_or_loaded():
     assert client.get("/static/vendor/axe-core/LICENSE").status_code == 404
     assert client.get("/static/vendor/htmx.min.js").status_code == 200
     for path in [*(ROOT / "templates").glob("*.html"), *(ROOT / "static" / "js").glob("*.js")]:
-        assert "axe" not in path.read_text().lower(), path
+        text = path.read_text().lower()
+        assert not re.search(r"axe[-.]|axe\b\.run|/axe\b", text), path  # "axes" of a plot is fine
