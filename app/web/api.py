@@ -136,7 +136,17 @@ WARMING_UP = {"detail": "the simulator's kernels are still compiling (the first 
                         "half a minute); retry shortly"}
 
 
-def warming_up() -> JSONResponse:
+def kernels_error(request: Request) -> str | None:
+    """Why the kernels could not be compiled (the warm-up failed: they never will be in this process), or None."""
+    return getattr(request.app.state, "kernels_error", None)
+
+
+def warming_up(request: Request | None = None) -> JSONResponse:
+    error = kernels_error(request) if request is not None else None
+    if error:  # no Retry-After: retrying will not help until the server is fixed and restarted
+        return JSONResponse({"detail": f"the simulator's kernels could not be compiled, so this server cannot run "
+                                       f"simulations until it is restarted: {error}", "kernels_error": error},
+                            status_code=503)
     return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
 
 
@@ -182,7 +192,7 @@ async def api_run_get(request: Request) -> JSONResponse:
     `warnings` says when the GPU, model or weight format is outside the validation set, or the run was still
     saturated when its arrivals ended. Without any parameter, the landing page's scenario and schedulers."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     try:
         data = landing_or(query_to_dict(request.query_params.multi_items()))
     except ScenarioError as e:
@@ -198,7 +208,7 @@ async def api_run_post(request: Request) -> JSONResponse:
     scenario fields as form fields. Same answer as GET /api/run (with the trace's upload id); an empty object, like
     GET /api/run without parameters, runs the landing page's scenario."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     ctype = request.headers.get("content-type", "")
     if ctype.startswith("multipart/form-data"):
         try:
@@ -238,7 +248,7 @@ def api_sweep(request: Request) -> JSONResponse:
     point's `metrics` are means over seeds with `ci95` beside them, and `knee_interval` is the knee read off the
     attainment's 95% band (its lower edge's knee, its upper edge's)."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     try:
         data = query_to_dict(request.query_params.multi_items())
         if not any(data.get(k) not in (None, "") for k in inputs.SWEEP_KEYS):  # no range: propose one
@@ -309,7 +319,11 @@ health_router = APIRouter()
 
 
 @health_router.get("/healthz", summary="Liveness", tags=["service"])
-async def healthz(request: Request) -> dict:  # async: answered on the event loop, never behind simulations
-    return {"status": "ok", "kernels_ready": kernels_ready(request),
-            "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
-            "cache": service.cache_stats()}
+async def healthz(request: Request):  # async: answered on the event loop, never behind simulations
+    error = kernels_error(request)
+    doc = {"status": "error" if error else "ok", "kernels_ready": kernels_ready(request), "kernels_error": error,
+           "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
+           "cache": service.cache_stats()}
+    # A server whose kernels failed to compile can serve no simulation: a 503 takes it out of a load balancer's
+    # rotation (and lets an orchestrator restart it) instead of "ok" while every run is refused.
+    return JSONResponse(doc, status_code=503) if error else doc

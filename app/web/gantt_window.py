@@ -75,7 +75,7 @@ async def gantt_window(request: Request) -> Response:
     (indices): `gantt=NAME&t0=&t1=[&r0=&r1=]` beside the page's query. {"figure": plotly JSON or null,
     "message": what it shows or why not}."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     try:
         return await run_until_disconnect(request, _window_answer, request, busy=busy)
     except Cancelled:

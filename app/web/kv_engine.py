@@ -45,7 +45,7 @@ async def kv_engine(request: Request) -> Response:
     """One engine's KV view of a cluster comparison: `engine=NAME` ("replica 2", "decode 0") beside the page's
     query. {"engine", "kv": the grid and state colours, "frames": every scheduler's frames of that engine}."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     try:
         return await run_until_disconnect(request, _engine_answer, request, busy=busy)
     except Cancelled:
