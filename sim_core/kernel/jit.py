@@ -169,6 +169,8 @@ class OneSignature(CPUDispatcher):
                     break
                 except OSError as e:  # numba checks the directory by creating a file there
                     cache_write_failed(e)
+                except RuntimeError:  # no locator: a function without a source file (defined in exec'd code)
+                    break
             self.__dict__["_cache"] = cache
         return cache
 
