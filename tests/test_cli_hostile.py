@@ -225,6 +225,13 @@ def test_a_shared_scenario_cannot_make_the_cli_read_a_file(capsys, tmp_path):
         assert "TOP-SECRET" not in err and "--trace FILE" in err
 
 
+def test_diff_queries_cannot_make_the_cli_read_a_file(capsys, tmp_path):
+    secret = tmp_path / "secret.csv"
+    secret.write_text("TOP-SECRET-LINE\n")
+    err = one_error(capsys, "--a:", "diff", "--a", f"scheduler=fcfs&trace={secret}", "--b", "scheduler=chunked")
+    assert "TOP-SECRET" not in err and "names a trace file" in err and "--trace FILE" not in err
+
+
 def test_a_scenario_naming_a_trace_runs_with_trace_given_beside_it(capsys, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,4\n0.5,20,5\n")

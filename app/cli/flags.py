@@ -66,10 +66,12 @@ def add_scenario_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...]
 PAGE_ONLY_KEYS = ("t", "rate_min", "rate_max", "rate_step")
 
 
-def query_scenario(text: str, trace_given: bool = False) -> tuple[dict[str, str], list[str] | None]:
+def query_scenario(text: str, trace_given: bool = False,
+                   has_trace_flag: bool = True) -> tuple[dict[str, str], list[str] | None]:
     """--scenario QUERY: (its scenario fields, its schedulers if it names several). A whole URL is cut at '?'.
     A query that names a trace file (a plan's scenario does) needs --trace beside it (`trace_given`), which wins:
-    a link from elsewhere must not make this command read a file of this machine (and quote it in an error)."""
+    a link from elsewhere must not make this command read a file of this machine (and quote it in an error).
+    `has_trace_flag`: whether the command has a --trace to suggest (diff's --a and --b have none)."""
     from urllib.parse import parse_qsl
 
     fields: dict[str, str] = {}
@@ -88,7 +90,9 @@ def query_scenario(text: str, trace_given: bool = False) -> tuple[dict[str, str]
         elif key == "trace":
             if not trace_given:
                 raise UsageError("--scenario: it names a trace file, which this command reads only from --trace: "
-                                 "give the file with --trace FILE")
+                                 "give the file with --trace FILE" if has_trace_flag else
+                                 "--scenario: it names a trace file, which a query may not make this command read "
+                                 "(a shared link must not read this machine's files)")
         elif key in fields:
             raise UsageError(f"--scenario: {key} is given more than once")
         elif key not in PAGE_ONLY_KEYS and value != "":
