@@ -14,13 +14,14 @@ format or TP degree is refused, because the constants absorb whatever that deplo
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, fields
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
+from .json_input import JSONInputError, loads
 from .kernel.cost_model import CONSTANT_BOUNDS, Constants
+from .quoting import quote
 
 # Marks a JSON document as a profile (and its format version), so any other JSON is refused by name.
 FORMAT_KEY = "sched_sim_hardware_profile"
@@ -65,28 +66,28 @@ def check_constants(values: dict) -> Constants:
         raise ProfileError(f"missing {', '.join(missing)}")
     unknown = [k for k in values if k not in CONSTANT_NAMES]
     if unknown:
-        raise ProfileError(f"unknown constant {unknown[0]!r} (known: {', '.join(CONSTANT_NAMES)})")
+        raise ProfileError(f"unknown constant {quote(unknown[0])} (known: {', '.join(CONSTANT_NAMES)})")
     out = {}
     for k in CONSTANT_NAMES:
         v = values[k]
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ProfileError(f"{k} must be a number (got {v!r})")
+            raise ProfileError(f"{k} must be a number (got {quote(v)})")
         lo, hi = CONSTANT_BOUNDS[k]
         if not (math.isfinite(v) and lo <= v <= hi and (v > 0 or lo == 0)):
-            raise ProfileError(f"{k} must be between {number(lo)} and {number(hi)} (got {v!r})")
+            raise ProfileError(f"{k} must be between {number(lo)} and {number(hi)} (got {quote(v)})")
         out[k] = float(v)
     return Constants(**out)
 
 
 def check_deployment(hardware, model, quantization, tp) -> None:
     if hardware not in GPUS:
-        raise ProfileError(f"unknown hardware {hardware!r}")
+        raise ProfileError(f"unknown hardware {quote(hardware)}")
     if model not in MODELS:
-        raise ProfileError(f"unknown model {model!r}")
+        raise ProfileError(f"unknown model {quote(model)}")
     if quantization not in QUANTIZATIONS:
-        raise ProfileError(f"unknown quantization {quantization!r}")
+        raise ProfileError(f"unknown quantization {quote(quantization)}")
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 8:
-        raise ProfileError(f"tp must be an integer between 1 and 8 (got {tp!r})")
+        raise ProfileError(f"tp must be an integer between 1 and 8 (got {quote(tp)})")
 
 
 def parse_compact(text: str) -> Profile:
@@ -136,10 +137,9 @@ def profile_document(profile: Profile, fit: dict) -> dict:
 def read_profile_document(text: str) -> Profile:
     """A profile file's text -> Profile (ProfileError naming the field that is wrong)."""
     try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ProfileError(f"not JSON ({e.msg} at line {e.lineno})" if hasattr(e, "lineno") else "not JSON") \
-            from None
+        doc = loads(text)
+    except JSONInputError as e:
+        raise ProfileError(f"not JSON ({e})") from None
     if not isinstance(doc, dict) or doc.get(FORMAT_KEY) != FORMAT_VERSION:
         raise ProfileError(f"not a hardware profile (no \"{FORMAT_KEY}\": {FORMAT_VERSION}; write one with "
                            f"`sched-sim calibrate --out`)")

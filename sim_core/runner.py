@@ -7,7 +7,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -44,7 +43,7 @@ from .policies.ordering import ORDER_TENANT_SHARE
 from .policies.routing import RouterSettings
 from .scenario import Scenario, ScenarioError
 from .statistics import aggregate
-from .traces import TraceError, at_rate, read_trace
+from .traces import at_rate, read_trace, read_trace_file
 from .workload import Requests, synthesize
 
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).
@@ -112,13 +111,10 @@ def least_engine_steps(reqs: Requests, token_budget: int) -> int:
 
 def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Requests:
     """The scenario's requests: an uploaded trace's text, the trace file it names, or the preset."""
-    if trace_text is None and s.trace is not None:
-        path = Path(s.trace)
-        if not path.is_file():
-            raise TraceError(f"trace: no such file {s.trace!r}")
-        trace_text = path.read_text(encoding="utf-8", errors="replace")
-    if trace_text is not None:
-        reqs = read_trace(trace_text, MAX_TRACE_ROWS)
+    if trace_text is not None or s.trace is not None:
+        # A file is streamed, never read whole (a 1 GB trace took 6.25 GB as text and lists)
+        reqs = read_trace(trace_text, MAX_TRACE_ROWS) if trace_text is not None else \
+            read_trace_file(s.trace, MAX_TRACE_ROWS)
         reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
         return reqs if s.rate is None else at_rate(reqs, s.rate)  # rate set: the recorded gaps, scaled to it
     reqs = synthesize(r.preset, r.schedule or r.rate, r.burstiness, s.num_requests, s.duration, s.seed,

@@ -9,9 +9,14 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import itertools
 import json
 import math
+import os
+from array import array
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
+from typing import TextIO
 
 import numpy as np
 
@@ -28,11 +33,32 @@ MAX_TRACE_TOKENS = 10_000_000  # per request, prompt or output: far beyond any m
 MAX_TRACE_SECONDS = 1e10  # an arrival time (~300 years); beyond it float64 loses the microseconds
 # A number written with more characters than this is out of every field's range (and int() refuses 4,300+ digits).
 MAX_NUMBER_CHARS = 100
+# A line longer than this is no request (a Mooncake row listing a 10M-token prompt's blocks is ~160 KB). Lines are
+# read at most this long, so a file without newlines (/dev/zero) is refused after 1 MiB, not read whole.
+MAX_LINE_CHARS = 1 << 20
+# Prompt blocks listed over a whole Mooncake trace (8 bytes each, twice): a bound on memory however the rows are
+# written, ~2,000 times the public trace's.
+MAX_TRACE_BLOCKS = 50_000_000
 
 
-def _csv_rows(text: str):
+def _lines(source: str | TextIO) -> Iterator[str]:
+    """The lines of a trace (with their ends), from its text or an open text file, each at most MAX_LINE_CHARS.
+    A file is read one line at a time: a reader keeps only the numbers it parsed (in arrays, 8 bytes each), so a
+    gigabyte file is streamed, never held. Newlines as Python's text files read them: \\n, \\r\\n or \\r."""
+    f = io.StringIO(source, newline=None) if isinstance(source, str) else source
+    for line_no in itertools.count(1):
+        line = f.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+            raise TraceError(f"line {line_no}: longer than {MAX_LINE_CHARS:,} characters; a trace has one request "
+                             f"a line")
+        yield line.removeprefix("\ufeff") if line_no == 1 else line  # Excel's "CSV UTF-8" starts with a BOM
+
+
+def _csv_rows(lines: Iterable[str]):
     """(line number, row) of each row of a CSV text with something in it: blank lines are skipped."""
-    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # Excel's "CSV UTF-8" starts with a BOM
+    reader = csv.reader(lines)
     while True:
         try:
             row = next(reader)
@@ -100,12 +126,16 @@ def _token_count(line_no: int, field: str, value: object, written: str | None = 
     return number
 
 
-def read_csv_trace(text: str, max_rows: int) -> Requests:
+def read_csv_trace(text: str | TextIO, max_rows: int) -> Requests:
     """Parse a CSV trace with header `arrival_s,prompt_tokens,output_tokens` (extra columns are ignored).
     Rows are sorted by arrival (stable); times are shifted so the first arrival is at 0."""
-    rows = _csv_rows(text)
+    return _read_csv(_lines(text), max_rows)
+
+
+def _read_csv(lines: Iterable[str], max_rows: int) -> Requests:
+    rows = _csv_rows(lines)
     width, idx = _csv_header(rows, TRACE_COLUMNS)
-    arrivals, prompts, outputs = [], [], []
+    arrivals, prompts, outputs = array("d"), array("q"), array("q")
     for line_no, row in _data_rows(rows, width, max_rows):
         cells = [row[k] for k in idx]
         arrivals.append(_seconds(line_no, "arrival_s", _cell_number(cells[0], float), cells[0]))
@@ -117,9 +147,9 @@ def read_csv_trace(text: str, max_rows: int) -> Requests:
 
 
 def _sorted_trace(arrivals, prompts, outputs, seg=None) -> Requests:
-    a = np.asarray(arrivals, np.float64)
+    a = np.array(arrivals, np.float64)
     order = np.argsort(a, kind="stable")
-    reqs = Requests(a - a[order[0]], np.asarray(prompts, np.int64), np.asarray(outputs, np.int64),
+    reqs = Requests(a - a[order[0]], np.array(prompts, np.int64), np.array(outputs, np.int64),
                     np.zeros(len(a), np.int64), ("trace",), None, None, *(seg or (None, None, None)))
     return reqs.subset(order)
 
@@ -177,18 +207,23 @@ def _hash_ids(line_no: int, value: object) -> list[int]:
     return value
 
 
-def read_mooncake_trace(text: str, max_rows: int) -> Requests:
+def read_mooncake_trace(text: str | TextIO, max_rows: int) -> Requests:
     """Mooncake's JSONL traces: one object per line with timestamp (ms), input_length, output_length and
     hash_ids, the ids of the prompt's 512-token blocks (equal ids = shared content)."""
-    arrivals, prompts, outputs = [], [], []
-    seg_ids: list[int] = []
-    seg_lens: list[int] = []
-    seg_off = [0]
-    for line_no, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+    return _read_mooncake(_lines(text), max_rows)
+
+
+def _read_mooncake(lines: Iterable[str], max_rows: int) -> Requests:
+    arrivals, prompts, outputs = array("d"), array("q"), array("q")
+    seg_ids, seg_lens, seg_off = array("q"), array("q"), array("q", [0])
+    for line_no, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         if len(arrivals) >= max_rows:
             raise TraceError(f"trace has more than {max_rows} requests (the limit)")
+        if len(seg_ids) > MAX_TRACE_BLOCKS:
+            raise TraceError(f"line {line_no}: the trace lists more than {MAX_TRACE_BLOCKS:,} prompt blocks "
+                             f"(the limit)")
         row = _mooncake_row(line_no, line)
         ts = _seconds(line_no, "timestamp", row["timestamp"], scale=1e-3, unit="ms")
         p_len = _token_count(line_no, "input_length", row["input_length"])
@@ -212,6 +247,7 @@ def read_mooncake_trace(text: str, max_rows: int) -> Requests:
     if not arrivals:
         raise TraceError("trace has no requests")
     seg = (np.array(seg_ids, np.int64), np.array(seg_lens, np.int64), np.array(seg_off, np.int64))
+    del seg_ids, seg_lens  # copied: half the peak memory of a large trace
     return _sorted_trace(arrivals, prompts, outputs, seg)
 
 
@@ -233,11 +269,15 @@ def _azure_time(value: str, line_no: int) -> float:
                          f"got {quote(value)}") from None
 
 
-def read_azure_trace(text: str, max_rows: int) -> Requests:
+def read_azure_trace(text: str | TextIO, max_rows: int) -> Requests:
     """Azure LLM inference trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens); no prefix sharing information."""
-    rows = _csv_rows(text)
+    return _read_azure(_lines(text), max_rows)
+
+
+def _read_azure(lines: Iterable[str], max_rows: int) -> Requests:
+    rows = _csv_rows(lines)
     width, idx = _csv_header(rows, AZURE_COLUMNS)
-    arrivals, prompts, outputs = [], [], []
+    arrivals, prompts, outputs = array("d"), array("q"), array("q")
     for line_no, row in _data_rows(rows, width, max_rows):
         arrivals.append(_azure_time(row[idx[0]], line_no))
         for column, k, out in ((AZURE_COLUMNS[1], idx[1], prompts), (AZURE_COLUMNS[2], idx[2], outputs)):
@@ -247,17 +287,32 @@ def read_azure_trace(text: str, max_rows: int) -> Requests:
     return _sorted_trace(arrivals, prompts, outputs)
 
 
-def read_trace(text: str, max_rows: int) -> Requests:
+def read_trace(text: str | TextIO, max_rows: int) -> Requests:
     """Any supported trace, by its shape: Mooncake JSONL, Azure LLM inference CSV, or our CSV
-    (arrival_s,prompt_tokens,output_tokens)."""
-    text = text.removeprefix("\ufeff")
-    head = text.lstrip()[:1]
-    if head == "{":
-        return read_mooncake_trace(text, max_rows)
-    first_line = text.lstrip().split("\n", 1)[0]
-    if all(c in [h.strip() for h in first_line.split(",")] for c in AZURE_COLUMNS):
-        return read_azure_trace(text, max_rows)
-    return read_csv_trace(text, max_rows)
+    (arrival_s,prompt_tokens,output_tokens). `text`: the trace's text, or an open text file to stream."""
+    lines = _lines(text)
+    head: list[str] = []  # the blank lines, then the first with something in it
+    for line in lines:
+        head.append(line)
+        if line.strip():
+            break
+    first_line = head[-1].lstrip() if head else ""
+    lines = itertools.chain(head, lines)
+    if first_line[:1] == "{":
+        return _read_mooncake(lines, max_rows)
+    if all(c in [h.strip() for h in first_line.rstrip("\n").split(",")] for c in AZURE_COLUMNS):
+        return _read_azure(lines, max_rows)
+    return _read_csv(lines, max_rows)
+
+
+def read_trace_file(path: str, max_rows: int) -> Requests:
+    """The trace file at `path`, streamed (see _lines); TraceError if there is none."""
+    if not os.path.exists(path):
+        raise TraceError(f"trace: no such file {path!r}")
+    if os.path.isdir(path):
+        raise TraceError(f"trace: {path!r} is a directory, not a trace file")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return read_trace(f, max_rows)
 
 
 def own_rate(reqs: Requests) -> float | None:

@@ -25,7 +25,8 @@ import sim_core.studies.sweep
 from app.cli import dispatch, main, simulate
 
 EXAMPLES = int(os.environ.get("FUZZ_CLI_EXAMPLES", "150"))
-COMMANDS = ("run", "compare", "diff", "sweep", "capacity", "plan", "list")  # `serve` starts a server; tests/test_cli.py covers its flags
+# `serve` starts a server; tests/test_cli.py covers its flags
+COMMANDS = ("run", "compare", "diff", "sweep", "capacity", "plan", "list", "calibrate")
 
 
 def _flags_of(command: str) -> list[str]:
@@ -39,7 +40,12 @@ ODD_VALUES = ["", " ", "-1", "0", "1", "2", "1e-320", "1e-300", "1e400", "-0", "
               "fcfs,fcfs", "fcfs,chunked", "h100", "a100", "rtx3050", "rag", "chat", "agent", "true", "false",
               "9" * 400, "\x1b[31mred", "\x00", "é", "--json", "/dev/zero", "/dev/null", "/nonexistent/x.csv", ".",
               # diff's --a / --b QUERY: a scenario, one with a bad value, one over other requests
-              "scheduler=fcfs&workload=chat", "workload=chat&rate=-1", "seed=9&num_requests=5", "schedulers=x,y"]
+              "scheduler=fcfs&workload=chat", "workload=chat&rate=-1", "seed=9&num_requests=5", "schedulers=x,y",
+              # issue #26's hostile inputs: files bounded_cli writes, links that name local files, non-queries
+              "deep.json", "huge-int.json", "one-line.csv", "http://x/?trace=/etc/passwd", "hardware=a100&trace=x.csv",
+              "not a url", "http://x/", "0.00001"]
+HOSTILE_FILES = {"deep.json": "[" * 100_000 + "]" * 100_000, "huge-int.json": '{"tp": 1' + "0" * 5000 + "}",
+                 "one-line.csv": "arrival_s," + "9" * (1 << 21)}
 VALUES = st.one_of(st.sampled_from(ODD_VALUES), st.text(max_size=12), st.integers().map(str),
                    st.floats(allow_nan=True, allow_infinity=True).map(repr))
 # Files the CLI may write go under the test's temporary directory, whatever the fuzzer names them.
@@ -52,7 +58,7 @@ def argvs(draw):
     argv = [command]
     for flag in draw(st.lists(st.sampled_from(FLAGS[command]), max_size=6)):
         argv.append(flag)
-        if flag == "--trace-out":
+        if flag in ("--trace-out", "--out"):
             argv.append(draw(SAFE_NAME))
         elif draw(st.integers(0, 9)):  # now and then a flag without its value
             argv.append(draw(VALUES))
@@ -79,6 +85,8 @@ def bounded_cli(monkeypatch, tmp_path):
     # Any --executor runs here, in this process: the fuzzing is about the flags (tests/test_executor.py runs Ray).
     monkeypatch.setattr(sim_core.studies.executor, "make_executor", lambda kind, **kw: sim_core.studies.executor.LocalExecutor(1))
     monkeypatch.chdir(tmp_path)
+    for name, text in HOSTILE_FILES.items():
+        (tmp_path / name).write_text(text)
 
 
 def test_any_command_line_works_or_says_why_in_one_line(bounded_cli):
@@ -96,6 +104,7 @@ def test_any_command_line_works_or_says_why_in_one_line(bounded_cli):
         codes[code] = codes.get(code, 0) + 1
         text = err.getvalue()
         assert "Traceback" not in text and "Traceback" not in out.getvalue(), (argv, text)
+        assert "root:" not in text + out.getvalue(), (argv, text)  # /etc/passwd's first line: no local file leaks
         if code == 0:
             return
         assert code == 2, (argv, code, text)

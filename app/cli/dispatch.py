@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         trace = getattr(args, "scenario__trace", None) if args is not None else None
         if trace is not None and e.filename is not None and str(e.filename) == str(trace):
             return error(f"--trace {trace}: cannot read it: {e.strerror}")
-        return error(f"{e.filename or ''}: {e.strerror or e}", EXIT_INTERNAL)
+        return error(f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}", EXIT_INTERNAL)
     except SimulationError as e:
         return error(f"internal error in the simulator (please report it with the command line): {e}", EXIT_INTERNAL)
     except SystemExit as e:  # --help / --version

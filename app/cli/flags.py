@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from sim_core import SCHEDULER_NAMES, Scenario, ScenarioError, SetupError, TraceError, parse_scenario
 from sim_core.fields import bounds_text, field_info
+from sim_core.quoting import quote
 
 
 class UsageError(Exception):
@@ -70,18 +71,33 @@ def add_scenario_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...]
 PAGE_ONLY_KEYS = ("t", "rate_min", "rate_max", "rate_step")
 
 
-def query_scenario(text: str) -> tuple[dict[str, str], list[str] | None]:
-    """--scenario QUERY: (its scenario fields, its schedulers if it names several). A whole URL is cut at '?'."""
+def query_scenario(text: str, trace_given: bool = False,
+                   has_trace_flag: bool = True) -> tuple[dict[str, str], list[str] | None]:
+    """--scenario QUERY: (its scenario fields, its schedulers if it names several). A whole URL is cut at '?'.
+    A query that names a trace file (a plan's scenario does) needs --trace beside it (`trace_given`), which wins:
+    a link from elsewhere must not make this command read a file of this machine (and quote it in an error).
+    `has_trace_flag`: whether the command has a --trace to suggest (diff's --a and --b have none)."""
     from urllib.parse import parse_qsl
 
     fields: dict[str, str] = {}
     schedulers = None
-    for key, value in parse_qsl(text.partition("?")[2] if "?" in text else text, keep_blank_values=True):
+    query = text.partition("?")[2].partition("#")[0] if "?" in text else text
+    for part in query.split("&"):
+        if part and "=" not in part:  # 'not a url', a URL without its query, a field without a value
+            raise UsageError(f"--scenario: expected a query string such as hardware=a100&rate=4 or a dashboard "
+                             f"URL with one after '?' (got {quote(text)})")
+    for key, value in parse_qsl(query, keep_blank_values=True):
         if key == "schedulers":
             schedulers = [s for s in value.split(",") if s]
         elif key == "upload":
             raise UsageError("--scenario: its trace was uploaded to a dashboard and lives there; give the file "
                              "with --trace FILE instead")
+        elif key == "trace":
+            if not trace_given:
+                raise UsageError("--scenario: it names a trace file, which this command reads only from --trace: "
+                                 "give the file with --trace FILE" if has_trace_flag else
+                                 "--scenario: it names a trace file, which a query may not make this command read "
+                                 "(a shared link must not read this machine's files)")
         elif key in fields:
             raise UsageError(f"--scenario: {key} is given more than once")
         elif key not in PAGE_ONLY_KEYS and value != "":
@@ -115,7 +131,7 @@ def scenario_input(args: argparse.Namespace, model: type[BaseModel] = Scenario) 
     """The fields of `model` given on the command line, as strings: --scenario's, then the flags'."""
     out: dict[str, str | int] = {}
     if getattr(args, "scenario_query", None):
-        fields, schedulers = query_scenario(args.scenario_query)
+        fields, schedulers = query_scenario(args.scenario_query, getattr(args, "scenario__trace", None) is not None)
         if schedulers and "scheduler" not in fields and "scheduler" in model.model_fields:
             fields["scheduler"] = schedulers[0]
         out.update(fields)
@@ -132,20 +148,42 @@ def scenario_input(args: argparse.Namespace, model: type[BaseModel] = Scenario) 
     return out
 
 
+MAX_PROFILE_BYTES = 1 << 20  # a profile is a few hundred bytes
+
+
+def read_text_file(path: str, flag: str, max_bytes: int, what: str) -> str:
+    """A file a flag names, as text, read no further than `max_bytes`: a UsageError naming the flag if it is
+    missing, a directory, unreadable or larger (/dev/zero too: it is read like a pipe, never whole)."""
+    import os
+
+    if not os.path.exists(path):
+        raise UsageError(f"{flag}: no such file {path!r}")
+    if os.path.isdir(path):
+        raise UsageError(f"{flag}: {path!r} is a directory, not {what}")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot read it: {e.strerror or e}") from None
+    if len(data) > max_bytes:
+        raise UsageError(f"{flag} {path}: larger than {max_bytes:,} bytes, too large for {what}")
+    return data.decode("utf-8", errors="replace")
+
+
 def read_hardware_profile(path: str) -> str:
     """--hardware-profile FILE: the profile `sched-sim calibrate --out` wrote, as the scenario field's string.
     (A string already in that form passes as it is, so a URL's value can be pasted.)"""
-    from pathlib import Path
+    import os
 
     from sim_core.hardware_profile import ProfileError, read_profile_document
 
-    p = Path(path)
-    if not p.is_file():
+    if not os.path.exists(path):
         if ":" in path and "=" in path:
             return path
         raise UsageError(f"--hardware-profile: no such file {path!r} (write one with `sched-sim calibrate --out`)")
+    text = read_text_file(path, "--hardware-profile", MAX_PROFILE_BYTES, "a hardware profile")
     try:
-        return read_profile_document(p.read_text(encoding="utf-8", errors="replace")).compact()
+        return read_profile_document(text).compact()
     except ProfileError as e:
         raise UsageError(f"--hardware-profile {path}: {e}") from None
 
@@ -227,7 +265,7 @@ def chosen_schedulers(args: argparse.Namespace) -> list[str]:
     if args.schedulers:
         return args.schedulers
     if getattr(args, "scenario_query", None):
-        fields, schedulers = query_scenario(args.scenario_query)
+        fields, schedulers = query_scenario(args.scenario_query, trace_given=True)  # scenario_input checks it
         if schedulers or "scheduler" in fields:
             try:
                 return scheduler_list(",".join(schedulers or [fields["scheduler"]]))

@@ -234,15 +234,16 @@ class Progress:
         sys.stderr.flush()
 
 
-def check_writable(path: str) -> None:
+def check_writable(path: str, flag: str = "--trace-out") -> None:
+    """Fail before simulating if the file `flag` names cannot be written."""
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
-        raise UsageError(f"--trace-out: {path!r} is a directory")
+        raise UsageError(f"{flag}: {path!r} is a directory")
     if not parent.is_dir():
-        raise UsageError(f"--trace-out: cannot write {path!r}: directory {str(parent)!r} does not exist")
+        raise UsageError(f"{flag}: cannot write {path!r}: directory {str(parent)!r} does not exist")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"--trace-out: cannot write {path!r}: permission denied")
+        raise UsageError(f"{flag}: cannot write {path!r}: permission denied")
 
 
 def __getattr__(name: str):

@@ -138,7 +138,17 @@ WARMING_UP = {"detail": "the simulator's kernels are still compiling (the first 
                         "half a minute); retry shortly"}
 
 
-def warming_up() -> JSONResponse:
+def kernels_error(request: Request) -> str | None:
+    """Why the kernels could not be compiled (the warm-up failed: they never will be in this process), or None."""
+    return getattr(request.app.state, "kernels_error", None)
+
+
+def warming_up(request: Request | None = None) -> JSONResponse:
+    error = kernels_error(request) if request is not None else None
+    if error:  # no Retry-After: retrying will not help until the server is fixed and restarted
+        return JSONResponse({"detail": f"the simulator's kernels could not be compiled, so this server cannot run "
+                                       f"simulations until it is restarted: {error}", "kernels_error": error},
+                            status_code=503)
     return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
 
 
@@ -195,7 +205,7 @@ async def api_run_get(request: Request) -> JSONResponse:
     TTFT/E2EL, upper bounds on TTFT deadlines met and goodput, each from a stated relaxation of the engine: see
     the metrics reference below) and the run's share of each."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     try:
         data = landing_or(query_to_dict(request.query_params.multi_items()))
     except ScenarioError as e:
@@ -211,7 +221,7 @@ async def api_run_post(request: Request) -> JSONResponse:
     scenario fields as form fields. Same answer as GET /api/run (with the trace's upload id); an empty object, like
     GET /api/run without parameters, runs the landing page's scenario."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     ctype = request.headers.get("content-type", "")
     if ctype.startswith("multipart/form-data"):
         try:
@@ -252,7 +262,7 @@ async def api_sweep(request: Request) -> JSONResponse:
     (at most MAX_QUEUED_SWEEPS running or queued; past that 503 with Retry-After); this request waits for it
     without holding a thread, and a client that leaves cancels it (unless a page or another client wants it)."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     found = await run_in_threadpool(_start_sweep, request)  # checks the work: generates one workload (ms)
     if not isinstance(found, service.SweepJob):
         return found
@@ -340,7 +350,11 @@ health_router = APIRouter()
 
 
 @health_router.get("/healthz", summary="Liveness", tags=["service"])
-async def healthz(request: Request) -> dict:  # async: answered on the event loop, never behind simulations
-    return {"status": "ok", "kernels_ready": kernels_ready(request),
-            "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
-            "cache": service.cache_stats()}
+async def healthz(request: Request):  # async: answered on the event loop, never behind simulations
+    error = kernels_error(request)
+    doc = {"status": "error" if error else "ok", "kernels_ready": kernels_ready(request), "kernels_error": error,
+           "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
+           "cache": service.cache_stats()}
+    # A server whose kernels failed to compile can serve no simulation: a 503 takes it out of a load balancer's
+    # rotation (and lets an orchestrator restart it) instead of "ok" while every run is refused.
+    return JSONResponse(doc, status_code=503) if error else doc

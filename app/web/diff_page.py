@@ -23,7 +23,7 @@ from sim_core.request_diff import METRICS, RequestDiff, RequestsDiffer, diff_doc
 from sim_core.runner import Cancelled
 
 from . import service
-from .api import busy, clean, kernels_ready, unprocessable, warming_up
+from .api import busy, clean, kernels_error, kernels_ready, unprocessable, warming_up
 from .figures import request_diff as figs
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
 from .inputs import PAGE_DEFAULTS, WebRequest, parse_request, problems_of, query_to_dict
@@ -177,7 +177,7 @@ async def api_diff(request: Request) -> Response:
     split into queue, prefill, prefill_stall, decode, preemption and transport). 422 names the bad parameter;
     runs over different requests are refused on `b`."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     try:
         ab = parse_ab(list(request.query_params.multi_items()), page=False)
     except ScenarioError as e:
@@ -195,7 +195,9 @@ def page_context(request: Request, cancel) -> tuple[dict, int]:
         ctx["values"] = {"a": EXAMPLE_A, "b": EXAMPLE_A.replace("fcfs", "chunked")}
         return ctx, 200
     if not kernels_ready(request):
-        ctx["errors"] = {"other": "the simulator's kernels are still compiling; reload in a few seconds"}
+        error = kernels_error(request)  # they never will be: say why instead of "reload"
+        ctx["errors"] = {"other": f"the simulator's kernels could not be compiled: {error}" if error else
+                         "the simulator's kernels are still compiling; reload in a few seconds"}
         return ctx, 503
     try:
         ab = parse_ab(pairs, page=True)

@@ -67,7 +67,7 @@ def _trace(name: str, result) -> tuple[str, str, str]:
 async def download_requests_csv(request: Request) -> Response:
     """One row per request of one scheduler's run (sim_core.request_table.COLUMNS)."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     return await run_until_disconnect(request, _download, request, _requests_csv, busy=busy)
 
 
@@ -75,5 +75,5 @@ async def download_requests_csv(request: Request) -> Response:
 async def download_trace(request: Request) -> Response:
     """One scheduler's run as a Chrome trace-event file: open it in ui.perfetto.dev."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     return await run_until_disconnect(request, _download, request, _trace, busy=busy)

@@ -75,7 +75,7 @@ async def gantt_window(request: Request) -> Response:
     (indices): `gantt=NAME&t0=&t1=[&r0=&r1=]` beside the page's query. {"figure": plotly JSON or null,
     "message": what it shows or why not}."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     try:
         quick = service.is_cached_query([(k, v) for k, v in request.query_params.multi_items()
                                          if k not in WINDOW_PARAMS])  # a zoom into the page's runs: cached

@@ -45,7 +45,7 @@ async def kv_engine(request: Request) -> Response:
     """One engine's KV view of a cluster comparison: `engine=NAME` ("replica 2", "decode 0") beside the page's
     query. {"engine", "kv": the grid and state colours, "frames": every scheduler's frames of that engine}."""
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     try:
         quick = service.is_cached_query([(k, v) for k, v in request.query_params.multi_items()
                                          if k not in ENGINE_PARAMS])  # the page's runs: cached

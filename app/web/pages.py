@@ -24,7 +24,7 @@ from sim_core.studies.experiments import EXPERIMENTS
 from sim_core.validity import coverage_warnings
 
 from . import charts, figures, present, service
-from .api import kernels_ready
+from .api import kernels_error, kernels_ready
 from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
 from .figures.goodput import goodput_context, sweep_status
 from .http import (
@@ -102,7 +102,9 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
     ctx: dict[str, Any] = {"request": request, "req": req, "results": None, "errors": errors, "warming": False,
                            "busy": None, "stale": [], "poll_query": None}
     run = req or fallback
-    if run is not None and not kernels_ready(request):
+    if run is not None and kernels_error(request):
+        ctx["kernels_error"] = kernels_error(request)  # they will never be ready: say why, and do not poll
+    elif run is not None and not kernels_ready(request):
         ctx["warming"] = True  # the form answers now; the results region polls until the kernels are ready
         ctx["poll_query"] = run.query()
     elif run is not None:

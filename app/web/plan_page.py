@@ -253,7 +253,7 @@ def api_plan(request: Request) -> JSONResponse:
     from .api import busy, kernels_ready, unprocessable, warming_up
 
     if not kernels_ready(request):
-        return warming_up()
+        return warming_up(request)
     try:
         scenario, inputs = parse_plan_request(list(request.query_params.multi_items()), page=False)
         job = start_plan(scenario, inputs)

@@ -60,8 +60,13 @@ REQUEST_THREADS = 4
 
 def _warm_up(app: FastAPI) -> None:
     start = time.perf_counter()
-    sim_core.warm_up()  # compile, or load from numba's cache, every engine code path
-    kvgrid.warm_up()
+    try:
+        sim_core.warm_up()  # compile, or load from numba's cache, every engine code path
+        kvgrid.warm_up()
+    except Exception as e:  # the kernels will never be ready: say why (/healthz, the API's 503s, the page)
+        app.state.kernels_error = f"{type(e).__name__}: {e}"
+        log.exception("numba warm-up failed; simulations cannot run")
+        return
     app.state.warmed_up_s = time.perf_counter() - start
     app.state.kernels_ready.set()
     log.info("numba warm-up took %.1f s", app.state.warmed_up_s)
@@ -70,6 +75,7 @@ def _warm_up(app: FastAPI) -> None:
 @asynccontextmanager
 async def lifespan(app: FastAPI):
     app.state.kernels_ready = threading.Event()
+    app.state.kernels_error = None
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
     threading.Thread(target=_warm_up, args=(app,), name="numba-warm-up", daemon=True).start()

@@ -63,7 +63,7 @@ _import_numba_without_yaml()
 import llvmlite.binding as ll  # noqa: E402
 from numba import config, njit, types  # noqa: E402
 from numba.core import environment  # noqa: E402
-from numba.core.caching import FunctionCache  # noqa: E402
+from numba.core.caching import CompileResultCacheImpl, FunctionCache, NullCache, UserProvidedCacheLocator  # noqa: E402
 from numba.core.codegen import JITCodeLibrary  # noqa: E402
 from numba.core.compiler import Compiler  # noqa: E402
 from numba.core.registry import CPUDispatcher  # noqa: E402
@@ -94,31 +94,50 @@ def _copy_kernels(source: Path, dest: Path) -> int:
     return copied
 
 
-def _cache_dir() -> str | None:
-    """Where compiled kernels are cached. numba keys each cached function on its own file only, so after an edit
-    to one module the kernels of another that inline or call it would be stale: by default the directory is
-    named after a hash of all of sim_core's sources. NUMBA_CACHE_DIR, if set and writable, wins. If neither is
-    writable (a read-only deployment), a per-user temporary directory; if not even that, None: no caching."""
+# Free space a cache directory needs to hold every kernel (a full cache is ~35 MB): with less, the temporary
+# directory below is used from the start, as for a read-only one (a cache filling up later: cache_write_failed).
+MIN_FREE_BYTES = 64 << 20
+
+
+def _has_room(path: Path) -> bool:
+    try:
+        return shutil.disk_usage(path).free >= MIN_FREE_BYTES
+    except OSError:
+        return True  # cannot tell: try, and fall back when a write fails
+
+
+def _cache_dirs() -> tuple[str | None, str | None]:
+    """(where compiled kernels are cached, the temporary directory to cache them in if writing there fails).
+    numba keys each cached function on its own file only, so after an edit to one module the kernels of another
+    that inline or call it would be stale: by default the directory is named after a hash of all of sim_core's
+    sources. NUMBA_CACHE_DIR, if set and writable, wins. If neither is writable (a read-only deployment) or has
+    room, a per-user temporary directory; if not even that, None: no caching."""
     sources = sorted(Path(__file__).resolve().parent.parent.rglob("*.py"))  # all of sim_core
     digest = hashlib.sha1(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     home_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sched-sim" / "numba" / digest
     wanted = Path(os.environ["NUMBA_CACHE_DIR"]) if os.environ.get("NUMBA_CACHE_DIR") else home_cache
     fallback = Path(tempfile.gettempdir()) / f"sched-sim-numba-{os.getuid() if hasattr(os, 'getuid') else 0}" / digest
-    if _writable(wanted):
-        return str(wanted)
+    if _writable(wanted) and (wanted == fallback or _has_room(wanted)
+                              or not (_writable(fallback) and _has_room(fallback))):  # no better place
+        return str(wanted), str(fallback)
     if _writable(fallback):
         # numba loads only from a directory it can write to; a read-only one that holds kernels (a warm cache
         # baked into an image) is copied, so the first start does not compile again.
         copied = _copy_kernels(wanted, fallback)
-        print(f"sched-sim: {wanted} is not writable; caching compiled kernels in {fallback}"
+        why = "is not writable" if not _writable(wanted) else f"has less than {MIN_FREE_BYTES >> 20} MB free"
+        print(f"sched-sim: {wanted} {why}; caching compiled kernels in {fallback}"
               + (f" (starting from its {copied} cached files)" if copied else ""), file=sys.stderr)
-        return str(fallback)
+        return str(fallback), str(fallback)
     print(f"sched-sim: no writable cache directory ({wanted}, {fallback}); kernels compile on every start",
           file=sys.stderr)
-    return None
+    return None, None
 
 
-CACHE_DIR = _cache_dir()
+def _cache_dir() -> str | None:
+    return _cache_dirs()[0]
+
+
+CACHE_DIR, FALLBACK_DIR = _cache_dirs()
 if CACHE_DIR is not None:
     config.CACHE_DIR = CACHE_DIR  # read when each function below is decorated; numba writes nowhere else
 
@@ -141,7 +160,18 @@ class OneSignature(CPUDispatcher):
         one or two."""
         cache = self.__dict__["_cache"]
         if cache is _OPEN_ON_USE:
-            cache = self.__dict__["_cache"] = LoadWithoutRefresh(self.py_func)
+            cache = NullCache()
+            for _ in range(2):  # CACHE_DIR, then FALLBACK_DIR
+                if CACHE_WRITE_ERROR is not None:
+                    break
+                try:
+                    cache = LoadWithoutRefresh(self.py_func)
+                    break
+                except OSError as e:  # numba checks the directory by creating a file there
+                    cache_write_failed(e)
+                except RuntimeError:  # no locator: a function without a source file (defined in exec'd code)
+                    break
+            self.__dict__["_cache"] = cache
         return cache
 
     @_cache.setter
@@ -150,6 +180,55 @@ class OneSignature(CPUDispatcher):
 
 
 _OPEN_ON_USE = object()
+
+
+# Why compiled kernels could not be written to CACHE_DIR nor FALLBACK_DIR (full or read-only disks, discovered when
+# numba writes): from then on this process compiles without saving, and says so once on stderr. None while
+# writes work.
+CACHE_WRITE_ERROR: str | None = None
+# Set in warm.py's helper process, whose only use is filling the cache: it stops when nothing can be saved.
+EXIT_ON_CACHE_WRITE_FAILURE = False
+
+
+def cache_write_failed(err: Exception) -> None:
+    """A write to the kernel cache failed: numba would raise it out of the compile (a full disk made every run,
+    and the server's warm-up, fail with `OSError: [Errno 28]`). The first time, CACHE_DIR moves to the temporary
+    FALLBACK_DIR (another process that fails alike moves to the same one, so warm.py's helper still shares its
+    work); if that fails too, kernels compile as before, only unsaved."""
+    global CACHE_DIR, CACHE_WRITE_ERROR
+    reason = getattr(err, "strerror", None) or str(err)
+    if FALLBACK_DIR is not None and CACHE_DIR != FALLBACK_DIR and _writable(Path(FALLBACK_DIR)):
+        print(f"sched-sim: cannot save compiled kernels in {CACHE_DIR} ({reason}); caching them in "
+              f"{FALLBACK_DIR}", file=sys.stderr)
+        CACHE_DIR = config.CACHE_DIR = FALLBACK_DIR
+        return
+    if EXIT_ON_CACHE_WRITE_FAILURE:
+        os._exit(3)
+    if CACHE_WRITE_ERROR is None:
+        CACHE_WRITE_ERROR = reason
+        print(f"sched-sim: cannot save compiled kernels in {CACHE_DIR} ({reason}); compiling without the cache, "
+              f"so each start compiles again until it has room (or set NUMBA_CACHE_DIR)", file=sys.stderr)
+
+
+class _CacheDirLocator(UserProvidedCacheLocator):
+    """numba's locator of CACHE_DIR, but one that raises why the directory is unusable (an OSError: numba checks it by
+    creating a file there) instead of answering None, after which numba would try other places."""
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not config.CACHE_DIR or not os.path.exists(py_file):
+            return None
+        self = cls(py_func, py_file)
+        self.ensure_cache_path()
+        return self
+
+
+class _InCacheDirOnly(CompileResultCacheImpl):
+    """numba's cache locators, but for CACHE_DIR's: when that directory is unusable, numba would fall back to the
+    source tree's __pycache__ or the user's home, caches keyed on one source file each, which go stale after an
+    edit to a module that a kernel inlines (see _cache_dir)."""
+
+    _locator_classes = [_CacheDirLocator]
 
 
 class LoadWithoutRefresh(FunctionCache):
@@ -171,6 +250,23 @@ class LoadWithoutRefresh(FunctionCache):
         finally:
             del codegen._library_class  # back to the class's own, JITCodeLibrary
             environment._rebuild_env = rebuild_env
+
+    _impl_class = _InCacheDirOnly
+
+    def save_overload(self, sig, data):
+        """numba's save, but a failed write (ENOSPC, EDQUOT, EROFS, EIO...) moves the cache to FALLBACK_DIR, or
+        leaves the kernel compiled and unsaved, rather than failing the compile; numba writes each file under a
+        temporary name and removes it on failure, so nothing half-written is left to load."""
+        for _ in range(2):  # CACHE_DIR, then FALLBACK_DIR
+            if CACHE_WRITE_ERROR is not None:
+                return
+            try:
+                if Path(self._cache_path).parent != Path(CACHE_DIR):  # opened before CACHE_DIR moved
+                    self.__init__(self._py_func)
+                super().save_overload(sig, data)
+                return
+            except OSError as e:
+                cache_write_failed(e)
 
 
 class _LoadedLibrary(JITCodeLibrary):

@@ -93,7 +93,7 @@ def _cores() -> int:
 
 def start_helper() -> subprocess.Popen | None:
     """Start the helper process if it would help: a cold cache that can be shared, and a second core."""
-    if numba_config.DISABLE_JIT or jit.CACHE_DIR is None or _cores() < 2:
+    if numba_config.DISABLE_JIT or jit.CACHE_DIR is None or jit.CACHE_WRITE_ERROR is not None or _cores() < 2:
         return None
     if all(cached_signatures(m, n) for m, n in HELPER + HERE):
         return None
@@ -102,7 +102,11 @@ def start_helper() -> subprocess.Popen | None:
                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     env.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's BLAS threads would spin on the cores both processes use
     try:
-        return subprocess.Popen([sys.executable, "-c", f"from {__package__}.warm import HELPER, compile_part; "
+        # A helper that can write no cache (not even jit.FALLBACK_DIR) is of no use, this process would compile
+        # its part again: it ends then (jit.EXIT_ON_CACHE_WRITE_FAILURE) instead of taking a core to the end.
+        return subprocess.Popen([sys.executable, "-c", f"from {__package__} import jit; "
+                                                       "jit.EXIT_ON_CACHE_WRITE_FAILURE = True; "
+                                                       f"from {__package__}.warm import HELPER, compile_part; "
                                                        "compile_part(HELPER); import os; os._exit(0)"],
                                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)

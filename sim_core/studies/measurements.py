@@ -14,11 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hardware_profile import CONSTANT_NAMES
+from ..json_input import JSONInputError, Unreadable, loads
 from ..quoting import quote
 
 STEP_COLUMNS = ("prefill_tokens", "context_tokens", "decode_seqs", "decode_context", "step_ms")
 MAX_ROWS = 1_000_000
 MAX_BENCH_REQUESTS = 20_000
+MAX_TOKENS = 10_000_000  # a request's prompt or output tokens, as a trace's (traces.MAX_TRACE_TOKENS)
 # Per-token latency statistics need requests with at least two output tokens; fewer requests are not a fit.
 MIN_OBSERVATIONS = 6
 
@@ -113,12 +115,19 @@ def _number_list(doc: dict, key: str, n: int | None, integer: bool) -> list:
         raise CalibrationError(f"field {key!r}: {len(v)} entries, but input_lens has {n}")
     for i, x in enumerate(v):
         ok = not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x) and x >= 0
-        if ok and integer:
-            ok = float(x).is_integer()
+        if ok and integer:  # bounded: numpy's int64 takes no more (an OverflowError, not a message)
+            ok = float(x).is_integer() and x <= MAX_TOKENS
         if not ok:
             kind = "a whole number of tokens" if integer else "a non-negative number of seconds"
-            raise CalibrationError(f"field {key}[{i}]: must be {kind} (got {quote(json.dumps(x))})")
+            raise CalibrationError(f"field {key}[{i}]: must be {kind} (got {_written(x)})")
     return v
+
+
+def _written(x: object) -> str:
+    """A JSON value as an error message quotes it: as it was written, cut short."""
+    if isinstance(x, Unreadable):
+        return quote(x.text)
+    return quote(x) if isinstance(x, list | dict) else quote(json.dumps(x))
 
 
 def read_vllm_bench(text: str) -> Bench:
@@ -126,9 +135,10 @@ def read_vllm_bench(text: str) -> Bench:
     if not text.strip():
         raise CalibrationError("the file is empty (expected a vllm bench serve --save-result --save-detailed JSON)")
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CalibrationError(f"line {e.lineno}: not JSON ({e.msg})") from None
+        doc = loads(text)
+    except JSONInputError as e:
+        raise CalibrationError(f"line {e.lineno}: not JSON ({e.msg})" if e.lineno else f"not JSON ({e.msg})") \
+            from None
     if not isinstance(doc, dict):
         raise CalibrationError("must be a JSON object, as vllm bench serve --save-result writes")
     input_lens = _number_list(doc, "input_lens", None, True)
@@ -157,17 +167,17 @@ def read_vllm_bench(text: str) -> Bench:
     if rate == "inf" or rate is None:
         rate = math.inf
     elif isinstance(rate, bool) or not isinstance(rate, int | float) or not (math.isfinite(rate) and rate > 0):
-        raise CalibrationError(f"field 'request_rate': must be a positive number or \"inf\" (got {quote(str(rate))})")
+        raise CalibrationError(f"field 'request_rate': must be a positive number or \"inf\" (got {_written(rate)})")
     burstiness = doc.get("burstiness", 1.0)
     if burstiness is None:
         burstiness = 1.0
     if isinstance(burstiness, bool) or not isinstance(burstiness, int | float) or not burstiness > 0:
-        raise CalibrationError(f"field 'burstiness': must be a positive number (got {quote(str(burstiness))})")
+        raise CalibrationError(f"field 'burstiness': must be a positive number (got {_written(burstiness)})")
     concurrency = doc.get("max_concurrency")
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
         raise CalibrationError(f"field 'max_concurrency': must be a positive integer or null (got "
-                               f"{quote(str(concurrency))})")
+                               f"{_written(concurrency)})")
     idx = np.array(ok, np.int64)
     bench = Bench(np.array(input_lens, np.int64)[idx] if n else np.zeros(0, np.int64),
                   np.array(output_lens, np.int64)[idx] if n else np.zeros(0, np.int64),

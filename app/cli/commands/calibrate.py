@@ -7,10 +7,13 @@ import argparse
 from pathlib import Path
 
 from sim_core import ScenarioError
-from sim_core.quoting import quote
 
-from ..flags import UsageError, add_model_flags, scenario_error_text, scenario_input
+from ..flags import UsageError, add_model_flags, read_text_file, scenario_error_text, scenario_input
 from ..report import check_writable, columns, g, print_json, print_lines
+
+# The most of --from read: a million-row steps CSV is ~40 MB, a detailed 20,000-request benchmark result about as
+# much; /dev/zero or a mistaken multi-gigabyte file is refused after this many bytes, not read into memory whole.
+MAX_FROM_BYTES = 256 << 20
 
 NAME = "calibrate"
 HELP = ("fit the cost model's efficiency and overhead constants to your own hardware from measured steps or a vllm "
@@ -40,16 +43,16 @@ def handle(args: argparse.Namespace) -> int:
         target = parse_target(scenario_input(args, CalibrationTarget))
     except ScenarioError as e:
         raise UsageError(scenario_error_text(e, model=CalibrationTarget)) from None
-    path = Path(args.from_file)
-    if not path.is_file():
-        raise UsageError(f"--from: no such file {quote(args.from_file)}")
-    check_writable(args.out)
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_text_file(args.from_file, "--from", MAX_FROM_BYTES, "a steps CSV or a benchmark result")
+    check_writable(args.out, "--out")
     try:
         doc = calibrate(target, text, args.from_file)
     except CalibrationError as e:
         raise UsageError(f"--from {args.from_file}: {e}") from None
-    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    try:
+        Path(args.out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    except OSError as e:  # a full or read-only disk, found only when writing
+        raise UsageError(f"--out: cannot write {args.out!r}: {e.strerror or e}") from None
     if args.json:
         print_json(doc)
     else:

@@ -9,6 +9,7 @@ from sim_core.scenario import MIN_RATE
 
 from ..flags import (
     DEFAULT_SLO_TARGET,
+    _number,
     add_executor_flags,
     add_scenario_flags,
     build_scenario,
@@ -22,11 +23,29 @@ NAME = "capacity"
 HELP = "the highest arrival rate a deployment serves within its SLOs, over seeds"
 
 
+def slo_target(text: str) -> float:
+    value = fraction(text)
+    if value == 0:  # every rate meets it: the search would climb to the highest rate there is
+        raise argparse.ArgumentTypeError(f"must be greater than 0 and at most 1: every rate meets 0% SLO "
+                                         f"attainment, so there is no capacity to find (got {text})")
+    return value
+
+
+def tolerance(text: str) -> float:
+    from sim_core.studies.capacity import MIN_TOLERANCE
+
+    value = _number(text)
+    if not MIN_TOLERANCE <= value <= 1:  # below it, bisection only refines noise (and 0 never ended)
+        raise argparse.ArgumentTypeError(f"must be between {MIN_TOLERANCE:g} and 1, the bracket's relative width "
+                                         f"(got {text})")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", type=fraction, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
-                   help=f"SLO attainment to keep, 0-1 (default: {DEFAULT_SLO_TARGET})")
-    p.add_argument("--tolerance", type=fraction, default=0.03, metavar="FRACTION",
-                   help="stop when the rate is known within this fraction (default: 0.03)")
+    p.add_argument("--target", type=slo_target, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
+                   help=f"SLO attainment to keep, above 0 and at most 1 (default: {DEFAULT_SLO_TARGET})")
+    p.add_argument("--tolerance", type=tolerance, default=0.03, metavar="FRACTION",
+                   help="stop when the rate is known within this fraction, 0.0001-1 (default: 0.03)")
     add_executor_flags(p)
     add_scenario_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")

@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def query_to_scenario(flag: str, text: str):
     """--a / --b QUERY -> a single-seed Scenario (the first seed of a query asking for several)."""
     try:
-        fields, schedulers = query_scenario(text)
+        fields, schedulers = query_scenario(text, has_trace_flag=False)  # a query's trace file is refused
     except UsageError as e:
         raise UsageError(str(e).replace("--scenario", flag, 1)) from None
     if schedulers and "scheduler" not in fields:
