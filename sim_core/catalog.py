@@ -43,7 +43,7 @@ DEFAULT_COMPUTE_EFFICIENCY = 0.75
 MEASURED_GEMM_EFFICIENCY = 0.72
 # Blackwell (B200 and its GB200/B300/GB300 siblings): early public B200 GEMM measurements land around 60-65% of the
 # dense BF16 peak; vLLM PR #20646's GEMM benchmark (benchmarks/kernels/bench_nvfp4_gemm.py, Llama-3.1-8B's
-# N=6144 K=4096 projection on an SM100 part) times torch BF16 at 1,285-1,421 TFLOPS over 512-16384 rows, 57-63% of
+# N=6144 K=4096 projection on a B200-class part) times torch BF16 at 1,285-1,421 TFLOPS over 512-16384 rows, 57-63% of
 # the B200's 2,250, which agrees.
 BLACKWELL_GEMM_EFFICIENCY = 0.62
 # Fixed CPU cost of one engine step (scheduling, input preparation, kernel launches with CUDA graphs). vLLM's
