@@ -61,6 +61,12 @@ def test_each_new_gpu_has_its_published_numbers(key):
     assert "TDP" in entry["note"], key
 
 
+def test_the_b200_gained_its_published_dense_fp4_rate():
+    entry = next(e for e in read("gpus.json")["entries"] if e["key"] == "b200")
+    assert entry["fp4_tflops"] == 18_000 / SPARSE == GPUS["b200"].fp4_tflops  # HGX B200 at 1,000 W
+    assert "FP4" in entry["source"] and "https://" in entry["source"]
+
+
 def test_fp4_rates_exist_exactly_where_the_parts_have_fp4_tensor_cores():
     fp4 = {k for k, g in GPUS.items() if g.fp4_tflops is not None}
     assert fp4 == {"b200", "gb200", "gb300", "b300", "mi355x"}
@@ -129,3 +135,15 @@ def test_fp4_speeds_up_a_gemm_bound_prefill_step_over_fp8(key):
     g = GPUS[key]
     assert g.fp4_tflops / g.fp16_tflops == pytest.approx(4, rel=1e-4) and g.fp8_tflops / g.fp16_tflops == 2
     assert rate_ratio == pytest.approx(FP4_GEMM_GAIN / FP8_GEMM_GAIN, rel=1e-4)
+
+
+def test_gpt_oss_120b_fits_one_fp4_gpu():
+    """gpt-oss-120b ships MXFP4 experts so that it fits one 80 GB-class GPU's worth of weights: in fp4 it fits one
+    B200 or MI355X with room for KV, where in 16-bit it does not fit a B200 at all."""
+    with pytest.raises(SetupError):
+        resolve_setup("b200", "gpt-oss-120b", "bf16", 1, SERVING)
+    for key in ("b200", "mi355x"):
+        fp4 = resolve_setup(key, "gpt-oss-120b", "fp4", 1, SERVING)
+        fp8 = resolve_setup(key, "gpt-oss-120b", "fp8", 1, SERVING)
+        assert fp4.weight_bytes_per_gpu < 0.6 * fp8.weight_bytes_per_gpu  # 4.5 bits against 8 on the matmuls
+        assert fp4.num_kv_blocks > fp8.num_kv_blocks > 0
