@@ -41,6 +41,11 @@ DEFAULT_BW_EFFICIENCY = 0.85
 # error 5% over 2,868 profiled GEMMs). Parts without such a profile keep 0.75 or their own noted value.
 DEFAULT_COMPUTE_EFFICIENCY = 0.75
 MEASURED_GEMM_EFFICIENCY = 0.72
+# Blackwell (B200 and its GB200/B300/GB300 siblings): early public B200 GEMM measurements land around 60-65% of the
+# dense BF16 peak; vLLM PR #20646's GEMM benchmark (benchmarks/kernels/bench_nvfp4_gemm.py, Llama-3.1-8B's
+# N=6144 K=4096 projection on a B200-class part) times torch BF16 at 1,285-1,421 TFLOPS over 512-16384 rows, 57-63% of
+# the B200's 2,250, which agrees.
+BLACKWELL_GEMM_EFFICIENCY = 0.62
 # Fixed CPU cost of one engine step (scheduling, input preparation, kernel launches with CUDA graphs). vLLM's
 # v1 announcement reports the scheduler + input-prep overhead brought down to a few ms per step; 2 ms is a
 # mid value for a 1-8B model.
@@ -81,6 +86,9 @@ class GPU:
     tp_link_gbs: float  # GPU<->GPU per direction, for tensor-parallel all-reduce
     tp_link_is_nvlink: bool
     default_model: str
+    # Dense FP4 tensor throughput (block-scaled: NVFP4/MXFP4 on Blackwell, MXFP4 on CDNA 4); None (the default)
+    # where the part has no FP4 tensor cores.
+    fp4_tflops: float | None = None
     bw_efficiency: float = DEFAULT_BW_EFFICIENCY
     compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
     step_overhead_ms: float = DEFAULT_STEP_OVERHEAD_MS
@@ -101,6 +109,7 @@ GPU_CONSTANTS: dict[str, float] = {
     "DEFAULT_BW_EFFICIENCY": DEFAULT_BW_EFFICIENCY,
     "DEFAULT_COMPUTE_EFFICIENCY": DEFAULT_COMPUTE_EFFICIENCY,
     "MEASURED_GEMM_EFFICIENCY": MEASURED_GEMM_EFFICIENCY,
+    "BLACKWELL_GEMM_EFFICIENCY": BLACKWELL_GEMM_EFFICIENCY,
     "DEFAULT_STEP_OVERHEAD_MS": DEFAULT_STEP_OVERHEAD_MS,
     "DEFAULT_RUNTIME_RESERVE_GIB": DEFAULT_RUNTIME_RESERVE_GIB,
     "NVLINK_ALLREDUCE_LATENCY_US": NVLINK_ALLREDUCE_LATENCY_US,
@@ -166,7 +175,18 @@ GPUS: dict[str, GPU] = gpus_from(data.read(GPUS_FILE), MODELS)
 # Weight formats: bytes per parameter, and whether the matmuls run on FP8 tensor cores (W8A8) or dequantise to
 # FP16 (weight-only: int8/int4 as in GPTQ/AWQ/Marlin kernels; fp8 on a GPU without FP8 tensor cores).
 # int4 includes group-128 scales and zeros (~4.25-4.5 effective bits).
-QUANTIZATIONS: dict[str, float] = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5625}
+# fp8 also stands for DeepSeek-V3/R1's block-scaled FP8 checkpoints: one fp32 scale per 128x128 weight block adds
+# 4 / 16384 bytes per parameter (0.02%, left out), and the GEMMs run on FP8 tensor cores (DeepGEMM, CUTLASS
+# blockwise-scaled kernels apply the scales per 128-wide K slice), so they take fp8's rate.
+# fp4 is block-scaled 4-bit floating point on FP4 tensor cores (W4A4, activations quantized on the fly): NVFP4
+# (E2M1 values, one FP8 E4M3 scale per 16 values: 4.5 bits) on Blackwell, MXFP4 (one E8M0 scale per 32: 4.25 bits;
+# gpt-oss's checkpoints) on Blackwell and CDNA 4 (MI355X). One key for both at NVFP4's 4.5 bits, the larger, so that
+# whether a model fits never rests on the smaller scale overhead (MXFP4 weights are 6% smaller). It runs only on a
+# GPU with FP4 tensor cores (GPU.fp4_tflops); elsewhere resolve_setup refuses it, naming the GPUs that have them:
+# the weight-only way Hopper runs MXFP4 checkpoints (dequantising in a Marlin-style kernel) is what int4 models.
+FP4_BYTES_PER_PARAM = 4.5 / 8
+QUANTIZATIONS: dict[str, float] = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5625,
+                                   "fp4": FP4_BYTES_PER_PARAM}
 # KV-cache formats, bytes per element: "auto" keeps the model's 16-bit activations (vLLM's --kv-cache-dtype auto);
 # "fp8" stores K and V in 8 bits (vLLM's --kv-cache-dtype fp8, TensorRT-LLM's FP8 KV cache), halving the cache's
 # footprint and the bytes attention reads; attention still computes in 16 bits.
@@ -323,7 +343,13 @@ class Setup:
         return self.quantization == "fp8" and self.gpu.fp8_tflops is not None
 
     @property
+    def uses_fp4_tensor_cores(self) -> bool:
+        return self.quantization == "fp4" and self.gpu.fp4_tflops is not None
+
+    @property
     def peak_tflops(self) -> float:
+        if self.uses_fp4_tensor_cores:
+            return self.gpu.fp4_tflops
         return self.gpu.fp8_tflops if self.uses_fp8_tensor_cores else self.gpu.fp16_tflops
 
 
@@ -358,6 +384,11 @@ def resolve_setup(hardware: str, model: str | Model | None, quantization: str, t
     run."""
     gpu = GPUS[hardware]
     m = model if isinstance(model, Model) else MODELS[model or gpu.default_model]
+    if quantization == "fp4" and gpu.fp4_tflops is None:
+        fp4_gpus = ", ".join(k for k, g in GPUS.items() if g.fp4_tflops is not None)
+        raise SetupError(f"quantization=fp4 needs FP4 tensor cores, which {gpu.key} ({gpu.name}) does not have; "
+                         f"GPUs with them: {fp4_gpus}. On this GPU pick fp8 or int4 (weight-only 4-bit)",
+                         "quantization")
     if m.heads % tp != 0:
         divisors = ", ".join(str(d) for d in range(1, 9) if m.heads % d == 0)
         raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick one of {divisors}",

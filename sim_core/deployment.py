@@ -91,9 +91,9 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget:
         serving = ServingSettings(s.gpu_memory_utilization, s.block_size, token_budget, s.max_seqs)
         setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype)
     except SetupError as e:
-        if e.field in ("tp", "model") and (hw_field, tp_field) != ("hardware", "tp"):
-            raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", tp_field if e.field == "tp"
-                             else hw_field) from None
+        if e.field in ("tp", "model", "quantization") and (hw_field, tp_field) != ("hardware", "tp"):
+            field = {"tp": tp_field, "model": hw_field}.get(e.field, e.field)
+            raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", field) from None
         raise
     capacity = setup.num_kv_blocks
     if s.kv_blocks is not None and s.kv_blocks > capacity:

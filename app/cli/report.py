@@ -116,6 +116,7 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
     su = first.setup
     gpu, model = su.gpu, su.model
     tflops = f"{g(gpu.fp16_tflops)} TFLOPS fp16" + (f" / {g(gpu.fp8_tflops)} fp8" if gpu.fp8_tflops else "")
+    tflops += f" / {g(gpu.fp4_tflops)} fp4" if gpu.fp4_tflops else ""
     kv = _per_scheduler({k: f"{r.num_blocks:,} blocks = {r.num_blocks * r.setup.block_size:,} tokens"
                          for k, r in resolved.items()})
     budget = _per_scheduler({k: f"{r.token_budget:,}" for k, r in resolved.items()})

@@ -333,7 +333,8 @@ async def api_catalog() -> dict:  # async: answered on the event loop, never beh
     return {
         "schedulers": [{"name": s, "summary": BY_NAME[s].summary} for s in SCHEDULER_NAMES],
         "hardware": [{"key": k, "name": g.name, "memory_gb": g.mem_gib, "bandwidth_gbs": g.mem_bw_gbs,
-                      "fp16_tflops": g.fp16_tflops, "fp8_tflops": g.fp8_tflops, "default_model": g.default_model}
+                      "fp16_tflops": g.fp16_tflops, "fp8_tflops": g.fp8_tflops, "default_model": g.default_model,
+                      "fp4_tflops": g.fp4_tflops}
                      for k, g in GPUS.items()],
         "models": [{"key": k, "hf_name": m.hf_name, "params_b": m.published_params_b, "layers": m.layers,
                     "max_context": m.max_context, "experts": m.experts} for k, m in MODELS.items()],

@@ -30,7 +30,8 @@ def handle(args: argparse.Namespace) -> int:
 def _catalog() -> dict:
     return {
         "gpus": [{"key": gpu.key, "name": gpu.name, "memory_gb": gpu.mem_gib, "bandwidth_gbs": gpu.mem_bw_gbs,
-                  "fp16_tflops": gpu.fp16_tflops, "fp8_tflops": gpu.fp8_tflops, "default_model": gpu.default_model}
+                  "fp16_tflops": gpu.fp16_tflops, "fp8_tflops": gpu.fp8_tflops, "default_model": gpu.default_model,
+                  "fp4_tflops": gpu.fp4_tflops}
                  for gpu in GPUS.values()],
         "models": [{"key": m.key, "hf_name": m.hf_name, "params_b": m.published_params_b, "layers": m.layers,
                     "max_context": m.max_context, "experts": m.experts, "attention": m.attention_summary,
@@ -52,10 +53,11 @@ def metric_doc(m: Metric) -> dict:
 def catalog_lines(cat: dict) -> list[str]:
     lines = ["GPUs (--hardware)"]
     lines += ["  " + x for x in columns(
-        ["key", "name", "memory", "bandwidth", "TFLOPS fp16", "fp8", "default model"],
+        ["key", "name", "memory", "bandwidth", "TFLOPS fp16", "fp8", "fp4", "default model"],
         [[c["key"], c["name"], f"{g(c['memory_gb'])} GB", f"{g(c['bandwidth_gbs'])} GB/s", g(c["fp16_tflops"]),
-          g(c["fp8_tflops"]) if c["fp8_tflops"] else "-", c["default_model"]] for c in cat["gpus"]],
-        right={2, 3, 4, 5})]
+          g(c["fp8_tflops"]) if c["fp8_tflops"] else "-", g(c["fp4_tflops"]) if c["fp4_tflops"] else "-",
+          c["default_model"]] for c in cat["gpus"]],
+        right={2, 3, 4, 5, 6})]
     lines += ["", "Models (--model; --model-config FILE reads a Hugging Face config.json instead)"]
     lines += ["  " + x for x in columns(
         ["key", "params", "layers", "context", "attention", "KV/token", "hugging face"],
