@@ -45,7 +45,7 @@ from .policies.routing import RouterSettings
 from .scenario import Scenario, ScenarioError
 from .statistics import aggregate
 from .traces import TraceError, at_rate, read_trace
-from .workload import Requests, synthesize
+from .workload import Requests, closed_loop, synthesize
 
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).
 DEFAULT_MAX_STEP_RECORDS = 1 << 20
@@ -120,10 +120,13 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
     if trace_text is not None:
         reqs = read_trace(trace_text, MAX_TRACE_ROWS)
         reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
-        return reqs if s.rate is None else at_rate(reqs, s.rate)  # rate set: the recorded gaps, scaled to it
-    reqs = synthesize(r.preset, r.schedule or r.rate, r.burstiness, s.num_requests, s.duration, s.seed,
-                      s.system_prompt_tokens)
-    return reqs if s.num_requests is None else reqs.take(s.num_requests)
+        reqs = reqs if s.rate is None else at_rate(reqs, s.rate)  # rate set: the recorded gaps, scaled to it
+    else:
+        reqs = synthesize(r.preset, r.schedule or r.rate, r.burstiness, s.num_requests, s.duration, s.seed,
+                          s.system_prompt_tokens)
+        reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
+    # A closed loop sends the same requests (those the open-loop run would draw), each when a user is free.
+    return reqs if s.concurrency is None else closed_loop(reqs, s.concurrency, s.think_time_s or 0.0)
 
 
 PREEMPTION_MODES = {"none": PREEMPT_NONE, "recompute": PREEMPT_RECOMPUTE, "swap": PREEMPT_SWAP}
