@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from app.cli import main
 from sim_core import Scenario
 from sim_core.deployment import resolve
 from sim_core.runner import make_requests, run
@@ -138,3 +139,14 @@ def test_studies_over_rates_refuse_a_closed_loop():
 def test_closed_loop_fields_round_trip_the_query_string():
     s = Scenario(workload="random", isl=2048, osl=256, length_range=0.25, concurrency=16, think_time_s=0.5)
     assert Scenario.from_query(s.to_query()) == s
+
+
+def test_the_cli_runs_a_closed_loop_frontier_point_and_says_so(capsys):
+    code = main(["run", "--hardware", "a100", "--workload", "random", "--isl", "1024", "--osl", "1024",
+                 "--length-range", "0.8", "--concurrency", "8", "--num-requests", "24"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "random: 24 requests, closed loop of 8 users, seed 0" in out
+    assert "prompt 204-1,844 tokens, output 204-1,844 tokens" in out
+    assert main(["run", "--concurrency", "8", "--rate", "2"]) != 0
+    assert "--rate: with concurrency" in capsys.readouterr().err
