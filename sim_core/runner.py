@@ -41,7 +41,7 @@ from .links import KV_LINKS
 from .metrics import summarize
 from .policies import policy_params
 from .policies.ordering import ORDER_TENANT_SHARE
-from .policies.routing import RouterSettings
+from .policies.routing import RouterSettings, conversations
 from .scenario import Scenario, ScenarioError
 from .statistics import aggregate
 from .traces import TraceError, at_rate, read_trace
@@ -330,12 +330,13 @@ class PoolsRun(NamedTuple):
 
 
 def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: RequestTable,
-              frames: FrameSpec) -> PoolsRun:
+              frames: FrameSpec, sessions: np.ndarray | None = None) -> PoolsRun:
     """Run every engine of the deployment: one engine, replicas behind the router, or a prefill pool feeding a
-    decode pool (`cfgs`: each pool's Config)."""
+    decode pool (`cfgs`: each pool's Config; `sessions`: each request's conversation, for session routing, when
+    the table's follow-up chains are not only conversations)."""
     pools = r.deployment
     router = RouterSettings(scenario.router, scenario.router_staleness_ms / 1e3, scenario.seed,
-                            scenario.router_cache_weight)
+                            scenario.router_cache_weight, sessions)
     if len(pools) == 2:  # prefill pool -> decode pool
         # Each GPU's link carries its shard of the prompt's KV; with different TP the larger shard (the pool with
         # fewer ranks) sets the bytes per link.
@@ -369,7 +370,9 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
                           max_step_records=max_step_records, max_events=max_events, debug_checks=debug_checks,
                           cancel=cancel) for k in range(len(r.deployment))]
     table = request_table(reqs, cfgs[0])
-    ran = run_pools(scenario, r, cfgs, table, frame_spec(reqs, kv_frame_times, kv_frames))
+    # A closed loop chains each user's requests: session routing follows conversations, not users.
+    sessions = None if reqs.loop_link is None else conversations(reqs.conversation_parents())
+    ran = run_pools(scenario, r, cfgs, table, frame_spec(reqs, kv_frame_times, kv_frames), sessions)
     out = ran.merged
     result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),
                     class_ttft_s=class_slo[0], class_tpot_s=class_slo[1],

@@ -214,7 +214,9 @@ def closed_loop(reqs: Requests, users: int, think_s: float = 0.0) -> Requests:
     think[nxt] = think_s
     arrival = np.where(parent >= 0, np.inf, reqs.arrival_s)
     arrival[heads[:users]] = 0.0
-    return dataclasses.replace(reqs, arrival_s=arrival, parent=parent, think_s=think)
+    loop_link = np.zeros(n, bool)
+    loop_link[nxt] = True
+    return dataclasses.replace(reqs, arrival_s=arrival, parent=parent, think_s=think, loop_link=loop_link)
 
 
 # Content segment ids: shared ones are small numbers, every request's own text gets a unique id above UNIQUE.
@@ -242,6 +244,13 @@ class Requests:
     seg_ids: np.ndarray | None = None
     seg_lens: np.ndarray | None = None
     seg_off: np.ndarray | None = None
+    # bool: the parent link is a closed-loop user's next request (closed_loop), not a conversation's next turn
+    loop_link: np.ndarray | None = None
+
+    def conversation_parents(self) -> np.ndarray:
+        """parents() without the closed-loop links: each request's previous turn in its own conversation."""
+        parents = self.parents()
+        return parents if self.loop_link is None else np.where(self.loop_link, -1, parents)
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -288,7 +297,8 @@ class Requests:
             seg = (self.seg_ids[sel], self.seg_lens[sel], np.concatenate([[0], np.cumsum(ends - starts)]))
         return Requests(self.arrival_s[idx], self.prompt_tokens[idx], self.output_tokens[idx],
                         self.request_class[idx], self.class_names, parent,
-                        None if self.think_s is None else self.think_s[idx], *seg)
+                        None if self.think_s is None else self.think_s[idx], *seg,
+                        None if self.loop_link is None else self.loop_link[idx] & (parent >= 0))
 
 
 _P1, _M1 = 2147483647, 1000003  # two 31-bit polynomial hashes: products stay below 2**62, so the same

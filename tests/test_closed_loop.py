@@ -150,3 +150,18 @@ def test_the_cli_runs_a_closed_loop_frontier_point_and_says_so(capsys):
     assert "prompt 204-1,844 tokens, output 204-1,844 tokens" in out
     assert main(["run", "--concurrency", "8", "--rate", "2"]) != 0
     assert "--rate: with concurrency" in capsys.readouterr().err
+
+
+def test_session_routing_follows_conversations_not_closed_loop_users():
+    # chat requests are each their own conversation: a user's consecutive ones may go anywhere
+    res = run(Scenario(hardware="a100", workload="chat", num_requests=60, concurrency=3, replicas=4,
+                       router="session"))
+    user = np.arange(60) % 3
+    assert all(len(set(res.replica_of[user == k])) > 1 for k in range(3))
+    # a multiturn conversation's turns stay on one replica, whichever user sends it
+    res = run(Scenario(hardware="a100", workload="multiturn", num_requests=60, concurrency=3, replicas=4,
+                       router="session"))
+    turns = res.requests.conversation_parents()
+    follow = np.flatnonzero(turns >= 0)
+    assert len(follow) > 5 and (res.replica_of[follow] == res.replica_of[turns[follow]]).all()
+    assert res.requests.loop_link.sum() == 60 - len(follow) - 3
