@@ -27,6 +27,7 @@ from .kernel.disaggregated import PoolTrace, simulate_pools
 from .kernel.state import (
     A_END_S,
     FINISHED,
+    NEXT_IN_QUEUE,
     PREEMPT_NONE,
     PREEMPT_RECOMPUTE,
     PREEMPT_SWAP,
@@ -45,7 +46,7 @@ from .policies.routing import RouterSettings, conversations
 from .scenario import Scenario, ScenarioError
 from .statistics import aggregate
 from .traces import TraceError, at_rate, read_trace
-from .workload import Requests, closed_loop, synthesize
+from .workload import QUEUED, Requests, closed_loop, synthesize
 
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).
 DEFAULT_MAX_STEP_RECORDS = 1 << 20
@@ -126,7 +127,8 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
                           s.system_prompt_tokens)
         reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
     # A closed loop sends the same requests (those the open-loop run would draw), each when a user is free.
-    return reqs if s.concurrency is None else closed_loop(reqs, s.concurrency, s.think_time_s or 0.0)
+    return reqs if s.concurrency is None else closed_loop(reqs, s.concurrency, s.think_time_s or 0.0,
+                                                          s.concurrency_mode == "semaphore")
 
 
 PREEMPTION_MODES = {"none": PREEMPT_NONE, "recompute": PREEMPT_RECOMPUTE, "swap": PREEMPT_SWAP}
@@ -288,7 +290,10 @@ def request_table(reqs: Requests, cfg: Config) -> RequestTable:
     child = np.full(n, -1, np.int64)
     has_parent = parents >= 0
     child[parents[has_parent]] = np.nonzero(has_parent)[0]
-    arrival_s = np.where(has_parent, np.inf, reqs.arrival_s)  # a follow-up arrives when its parent ends
+    queued = parents == QUEUED  # a closed loop's semaphore: each goes out when any slot frees, in order
+    if queued.any():
+        child[child == -1] = NEXT_IN_QUEUE  # a request that ends its chain frees its slot
+    arrival_s = np.where(parents == -1, reqs.arrival_s, np.inf)  # a follow-up arrives when its parent ends
     if cfg.prefix_caching:
         hashes, hash_off = reqs.block_hashes(cfg.block_size)
     else:
@@ -299,7 +304,8 @@ def request_table(reqs: Requests, cfg: Config) -> RequestTable:
         request_class=_i64(reqs.request_class),
         tenant=reqs.request_class.astype(np.int64) if fair else np.zeros(n, np.int64), child=child,
         think_s=np.ascontiguousarray(reqs.think_times(), np.float64), hashes=_i64(hashes), hash_off=_i64(hash_off),
-        open_ids=np.nonzero(~has_parent)[0].astype(np.int64))
+        open_ids=np.nonzero(parents == -1)[0].astype(np.int64), queue=np.flatnonzero(queued).astype(np.int64),
+        queue_next=np.zeros(1, np.int64))
 
 
 def _i64(a: np.ndarray) -> np.ndarray:

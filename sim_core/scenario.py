@@ -114,6 +114,10 @@ class Scenario(BaseModel):
     think_time_s: float | None = Field(None, ge=0, le=MAX_THINK_S,
                                        description="closed loop: seconds a user waits after a request ends "
                                                    "before sending its next; default 0")
+    concurrency_mode: Literal["users", "semaphore"] = Field(
+        "users", description="closed loop: users: request k goes to user k mod concurrency, each user sending its "
+                             "next when its last ends (AIPerf, InferenceX); semaphore: the next request in order "
+                             "goes out when any request ends (vLLM bench serve --max-concurrency)")
     isl: int | None = Field(None, ge=1, le=1 << 20,
                             description=f"workload random: prompt tokens per request (vLLM's --random-input-len); "
                                         f"default {RANDOM_ISL}")
@@ -271,6 +275,9 @@ class Scenario(BaseModel):
             if self.think_time_s is not None:
                 raise ValueError("think_time_s: the pause between a closed-loop user's requests; set concurrency "
                                  "with it (or leave it unset)")
+            if self.concurrency_mode != "users":
+                raise ValueError("concurrency_mode: how a closed loop hands out requests; set concurrency with it "
+                                 "(or leave it unset)")
             return self
         for name in ("rate", "rate_schedule", "burstiness"):
             if getattr(self, name) is not None:

@@ -186,7 +186,7 @@ def random_preset(isl: int | None, osl: int | None, ratio: float | None) -> Pres
     return dataclasses.replace(PRESETS["random"], classes=(cls,))
 
 
-def closed_loop(reqs: Requests, users: int, think_s: float = 0.0) -> Requests:
+def closed_loop(reqs: Requests, users: int, think_s: float = 0.0, semaphore: bool = False) -> Requests:
     """The requests sent by `users` concurrent clients, each sending its next request `think_s` after its last one
     ended (AIPerf's and InferenceX's concurrency: N users, each looping). The requests keep their order: they are
     dealt round-robin, request k to user k mod N (a session of follow-up turns counts as one request and stays
@@ -194,9 +194,9 @@ def closed_loop(reqs: Requests, users: int, think_s: float = 0.0) -> Requests:
     consecutive requests share no prefix beyond what any two requests share (they are independent requests, not
     a conversation).
 
-    vLLM's `bench serve --max-concurrency` instead hands the next request in list order to whichever slot frees
-    first (a semaphore); with equal think times both keep exactly N in flight, and they differ only in which
-    request follows which, which the engine decides as it runs."""
+    `semaphore`: vLLM's `bench serve --max-concurrency` instead: the first N go out at 0 and each later one
+    (parent QUEUED) when any request ends (a session's last turn), in order, whichever slot freed. Both keep
+    exactly N in flight; they differ only in which request follows which, which the engine decides as it runs."""
     parent = reqs.parents().copy()
     think = reqs.think_times().copy()
     n = len(reqs)
@@ -210,14 +210,21 @@ def closed_loop(reqs: Requests, users: int, think_s: float = 0.0) -> Requests:
         while child[tails[k]] >= 0:
             tails[k] = child[tails[k]]
     nxt = heads[users:]
-    parent[nxt] = tails[:len(nxt)]  # user k's j-th request (or session) follows its (j-1)-th
-    think[nxt] = think_s
-    arrival = np.where(parent >= 0, np.inf, reqs.arrival_s)
-    arrival[heads[:users]] = 0.0
     loop_link = np.zeros(n, bool)
-    loop_link[nxt] = True
+    if semaphore:
+        nxt = np.sort(nxt)  # the queue goes out in index order: keep it the list's order
+        parent[nxt] = QUEUED
+    else:
+        parent[nxt] = tails[:len(nxt)]  # user k's j-th request (or session) follows its (j-1)-th
+        loop_link[nxt] = True
+    think[nxt] = think_s
+    arrival = np.where(parent == -1, reqs.arrival_s, np.inf)
+    arrival[heads[:users]] = 0.0
     return dataclasses.replace(reqs, arrival_s=arrival, parent=parent, think_s=think, loop_link=loop_link)
 
+
+# Requests.parent of a closed-loop request waiting for any slot to free (closed_loop's semaphore).
+QUEUED = -2
 
 # Content segment ids: shared ones are small numbers, every request's own text gets a unique id above UNIQUE.
 SYSTEM_PROMPT_SEGMENT = 1
@@ -288,7 +295,8 @@ class Requests:
     def subset(self, idx: np.ndarray) -> Requests:
         remap = np.full(len(self), -1, np.int64)
         remap[idx] = np.arange(len(idx))
-        parent = None if self.parent is None else np.where(self.parent[idx] >= 0, remap[self.parent[idx]], -1)
+        parent = None if self.parent is None else np.where(self.parent[idx] >= 0, remap[self.parent[idx]],
+                                                           np.minimum(self.parent[idx], -1))  # keeps QUEUED
         seg = (None, None, None)
         if self.seg_ids is not None:
             starts, ends = self.seg_off[idx], self.seg_off[idx + 1]

@@ -165,3 +165,30 @@ def test_session_routing_follows_conversations_not_closed_loop_users():
     follow = np.flatnonzero(turns >= 0)
     assert len(follow) > 5 and (res.replica_of[follow] == res.replica_of[turns[follow]]).all()
     assert res.requests.loop_link.sum() == 60 - len(follow) - 3
+
+
+SEMAPHORE = {
+    "one engine": dict(),
+    "replicas": dict(replicas=3),
+    "pools": dict(prefill_replicas=1, decode_replicas=2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SEMAPHORE))
+def test_a_semaphore_sends_the_next_request_in_order_whenever_any_slot_frees(case):
+    s = Scenario(hardware="a100", workload="chat", num_requests=40, concurrency=5, concurrency_mode="semaphore",
+                 seed=2, **SEMAPHORE[case])
+    res = run(s)
+    a, f = res.requests.arrival_s, res.finish_s
+    assert np.isfinite(a).all() and res.metrics["completed"] == 40
+    assert (np.diff(a) >= 0).all()  # in list order
+    # the k-th request after the first five goes out at the k-th end, so exactly 5 are in flight until the last
+    # one is sent
+    assert np.allclose(a[5:], np.sort(f)[:35])
+    times = np.unique(np.concatenate([a, f]))
+    mids = (times[:-1] + times[1:]) / 2
+    counts = np.array([np.sum((a <= t) & (f > t)) for t in mids[mids < a[-1]]])
+    assert len(counts) > 10 and (counts == 5).all(), counts
+    # it differs from the users model, which pins request k to user k mod 5
+    users = run(s.model_copy(update={"concurrency_mode": "users"}))
+    assert not np.allclose(users.requests.arrival_s, a)

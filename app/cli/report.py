@@ -123,7 +123,8 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
     loop = None
     if scenario.concurrency is not None:  # a closed loop: the requests go out as users free up, at no set rate
         think = f", {g(scenario.think_time_s)} s think time" if scenario.think_time_s else ""
-        loop = f"closed loop of {scenario.concurrency:,} users{think}"
+        loop = f"closed loop of {scenario.concurrency:,} users{think}" if scenario.concurrency_mode == "users" \
+            else f"closed loop of {scenario.concurrency:,} slots (semaphore){think}"
     if scenario.trace:
         workload = [f"trace {scenario.trace}" + (f": {count}" if count else "") + (f", {loop}" if loop else "")]
     elif loop:
@@ -190,7 +191,7 @@ def _policy_settings(scenario: Scenario, resolved: dict) -> dict[str, str]:
              "duration", "num_requests", "seed", "token_budget", "max_seqs", "block_size", "gpu_memory_utilization",
              "kv_blocks", "max_model_len", "preemption", "slo_ttft_ms", "slo_tpot_ms", "admission", "prefix_cache",
              "hardware_profile", "rate_schedule", "model_uncertainty", "concurrency", "think_time_s", "isl", "osl",
-             "length_range"}
+             "length_range", "concurrency_mode"}
     for name in scenario.model_fields_set - shown:
         value = getattr(scenario, name)
         if value != Scenario.model_fields[name].default:
