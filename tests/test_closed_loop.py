@@ -117,6 +117,8 @@ def test_random_lengths_follow_vllm_random_range_ratio():
     ({"concurrency": 4, "rate_schedule": "0:5"}, "rate_schedule"),
     ({"concurrency": 4, "burstiness": 2}, "burstiness"),
     ({"think_time_s": 1}, "think_time_s"),
+    ({"concurrency_mode": "semaphore"}, "concurrency_mode"),
+    ({"concurrency": 4, "concurrency_mode": "fifo"}, "concurrency_mode"),
     ({"concurrency": 0}, "concurrency"),
     ({"concurrency": 4, "think_time_s": -1}, "think_time_s"),
     ({"isl": 512}, "isl"),
