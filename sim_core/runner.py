@@ -26,6 +26,7 @@ from .kernel.disaggregated import PoolTrace, simulate_pools
 from .kernel.state import (
     A_END_S,
     FINISHED,
+    NEXT_IN_QUEUE,
     PREEMPT_NONE,
     PREEMPT_RECOMPUTE,
     PREEMPT_SWAP,
@@ -40,11 +41,11 @@ from .links import KV_LINKS
 from .metrics import summarize
 from .policies import policy_params
 from .policies.ordering import ORDER_TENANT_SHARE
-from .policies.routing import RouterSettings
+from .policies.routing import RouterSettings, conversations
 from .scenario import Scenario, ScenarioError
 from .statistics import aggregate
 from .traces import at_rate, read_trace, read_trace_file
-from .workload import Requests, synthesize
+from .workload import QUEUED, Requests, closed_loop, synthesize
 
 # The step log keeps every step up to this many, then samples (the summary metrics stay exact).
 DEFAULT_MAX_STEP_RECORDS = 1 << 20
@@ -116,10 +117,14 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
         reqs = read_trace(trace_text, MAX_TRACE_ROWS) if trace_text is not None else \
             read_trace_file(s.trace, MAX_TRACE_ROWS)
         reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
-        return reqs if s.rate is None else at_rate(reqs, s.rate)  # rate set: the recorded gaps, scaled to it
-    reqs = synthesize(r.preset, r.schedule or r.rate, r.burstiness, s.num_requests, s.duration, s.seed,
-                      s.system_prompt_tokens)
-    return reqs if s.num_requests is None else reqs.take(s.num_requests)
+        reqs = reqs if s.rate is None else at_rate(reqs, s.rate)  # rate set: the recorded gaps, scaled to it
+    else:
+        reqs = synthesize(r.preset, r.schedule or r.rate, r.burstiness, s.num_requests, s.duration, s.seed,
+                          s.system_prompt_tokens)
+        reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
+    # A closed loop sends the same requests (those the open-loop run would draw), each when a user is free.
+    return reqs if s.concurrency is None else closed_loop(reqs, s.concurrency, s.think_time_s or 0.0,
+                                                          s.concurrency_mode == "semaphore")
 
 
 PREEMPTION_MODES = {"none": PREEMPT_NONE, "recompute": PREEMPT_RECOMPUTE, "swap": PREEMPT_SWAP}
@@ -281,7 +286,10 @@ def request_table(reqs: Requests, cfg: Config) -> RequestTable:
     child = np.full(n, -1, np.int64)
     has_parent = parents >= 0
     child[parents[has_parent]] = np.nonzero(has_parent)[0]
-    arrival_s = np.where(has_parent, np.inf, reqs.arrival_s)  # a follow-up arrives when its parent ends
+    queued = parents == QUEUED  # a closed loop's semaphore: each goes out when any slot frees, in order
+    if queued.any():
+        child[child == -1] = NEXT_IN_QUEUE  # a request that ends its chain frees its slot
+    arrival_s = np.where(parents == -1, reqs.arrival_s, np.inf)  # a follow-up arrives when its parent ends
     if cfg.prefix_caching:
         hashes, hash_off = reqs.block_hashes(cfg.block_size)
     else:
@@ -292,7 +300,8 @@ def request_table(reqs: Requests, cfg: Config) -> RequestTable:
         request_class=_i64(reqs.request_class),
         tenant=reqs.request_class.astype(np.int64) if fair else np.zeros(n, np.int64), child=child,
         think_s=np.ascontiguousarray(reqs.think_times(), np.float64), hashes=_i64(hashes), hash_off=_i64(hash_off),
-        open_ids=np.nonzero(~has_parent)[0].astype(np.int64))
+        open_ids=np.nonzero(parents == -1)[0].astype(np.int64), queue=np.flatnonzero(queued).astype(np.int64),
+        queue_next=np.zeros(1, np.int64))
 
 
 def _i64(a: np.ndarray) -> np.ndarray:
@@ -323,12 +332,13 @@ class PoolsRun(NamedTuple):
 
 
 def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: RequestTable,
-              frames: FrameSpec) -> PoolsRun:
+              frames: FrameSpec, sessions: np.ndarray | None = None) -> PoolsRun:
     """Run every engine of the deployment: one engine, replicas behind the router, or a prefill pool feeding a
-    decode pool (`cfgs`: each pool's Config)."""
+    decode pool (`cfgs`: each pool's Config; `sessions`: each request's conversation, for session routing, when
+    the table's follow-up chains are not only conversations)."""
     pools = r.deployment
     router = RouterSettings(scenario.router, scenario.router_staleness_ms / 1e3, scenario.seed,
-                            scenario.router_cache_weight)
+                            scenario.router_cache_weight, sessions)
     if len(pools) == 2:  # prefill pool -> decode pool
         # Each GPU's link carries its shard of the prompt's KV; with different TP the larger shard (the pool with
         # fewer ranks) sets the bytes per link.
@@ -362,7 +372,9 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
                           max_step_records=max_step_records, max_events=max_events, debug_checks=debug_checks,
                           cancel=cancel) for k in range(len(r.deployment))]
     table = request_table(reqs, cfgs[0])
-    ran = run_pools(scenario, r, cfgs, table, frame_spec(reqs, kv_frame_times, kv_frames))
+    # A closed loop chains each user's requests: session routing follows conversations, not users.
+    sessions = None if reqs.loop_link is None else conversations(reqs.conversation_parents())
+    ran = run_pools(scenario, r, cfgs, table, frame_spec(reqs, kv_frame_times, kv_frames), sessions)
     out = ran.merged
     result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),
                     class_ttft_s=class_slo[0], class_tpot_s=class_slo[1],

@@ -16,7 +16,7 @@ from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .quoting import quote
 from .rate_schedule import ScheduleError
 from .rate_schedule import parse as parse_schedule
-from .workload import PRESETS
+from .workload import PRESETS, RANDOM_ISL, RANDOM_OSL
 
 SchedulerName = Literal[SCHEDULER_NAMES]  # type: ignore[valid-type]
 HardwareName = Literal[tuple(GPUS)]  # type: ignore[valid-type]
@@ -36,6 +36,9 @@ BLOCK_SIZES = (8, 16, 32, 64, 128)
 MIN_RATE = 1e-6
 MAX_SEEDS = 50
 MAX_REPLICAS = 64
+# A closed loop's users (each holds a request in the system) and the longest think time between requests.
+MAX_CONCURRENCY = 100_000
+MAX_THINK_S = 3600.0
 # A disaggregated deployment's per-pool settings (None: the scenario's hardware or tp).
 POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
 
@@ -102,6 +105,29 @@ class Scenario(BaseModel):
                                                         "burst:base=R,peak=R,at=S,width=S[,every=S]")
     burstiness: float | None = Field(None, ge=0.05, le=20,
                                      description="coefficient of variation of inter-arrival gaps (1 = Poisson)")
+    concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY,
+                                    description="closed loop instead of arrival rates: this many users, each "
+                                                "sending its next request when its last one ends (plus "
+                                                "think_time_s); the workload's or trace's requests in order, "
+                                                "dealt round-robin to the users, all starting at 0 (vLLM bench "
+                                                "serve --max-concurrency, AIPerf/InferenceX concurrency)")
+    think_time_s: float | None = Field(None, ge=0, le=MAX_THINK_S,
+                                       description="closed loop: seconds a user waits after a request ends "
+                                                   "before sending its next; default 0")
+    concurrency_mode: Literal["users", "semaphore"] = Field(
+        "users", description="closed loop: users: request k goes to user k mod concurrency, each user sending its "
+                             "next when its last ends (AIPerf, InferenceX); semaphore: the next request in order "
+                             "goes out when any request ends (vLLM bench serve --max-concurrency)")
+    isl: int | None = Field(None, ge=1, le=1 << 20,
+                            description=f"workload random: prompt tokens per request (vLLM's --random-input-len); "
+                                        f"default {RANDOM_ISL}")
+    osl: int | None = Field(None, ge=1, le=1 << 20,
+                            description=f"workload random: output tokens per request (vLLM's "
+                                        f"--random-output-len); default {RANDOM_OSL}")
+    length_range: float | None = Field(None, ge=0, lt=1,
+                                       description="workload random: draw each length uniformly from "
+                                                   "[L(1-r), L(1+r)] (vLLM's --random-range-ratio); default 0: "
+                                                   "exactly isl and osl")
     duration: float = Field(60.0, gt=0, le=MAX_DURATION_S, description="seconds of arrivals")
     num_requests: int | None = Field(None, ge=1, le=MAX_REQUESTS,
                                      description="exact number of requests (overrides duration)")
@@ -199,6 +225,9 @@ class Scenario(BaseModel):
         if self.rate_schedule is not None:
             raise ScenarioError([("rate_schedule", f"{study} searches over constant arrival rates; unset "
                                                    "rate_schedule (or run the schedule itself with run/compare)")])
+        if self.concurrency is not None:
+            raise ScenarioError([("concurrency", f"{study} searches over arrival rates; unset concurrency (or run "
+                                                 "the closed loop itself with run/compare)")])
 
     @property
     def engines(self) -> int:
@@ -237,6 +266,35 @@ class Scenario(BaseModel):
         if self.rate_schedule is not None and self.trace is not None:
             raise ValueError("rate_schedule: a trace replays its own arrival times; leave rate_schedule unset "
                              "with a trace")
+        return self
+
+    @model_validator(mode="after")
+    def _closed_loop_alone(self) -> Scenario:
+        # A closed loop's arrivals are its users' finishes: an arrival rate would be silently ignored.
+        if self.concurrency is None:
+            if self.think_time_s is not None:
+                raise ValueError("think_time_s: the pause between a closed-loop user's requests; set concurrency "
+                                 "with it (or leave it unset)")
+            if self.concurrency_mode != "users":
+                raise ValueError("concurrency_mode: how a closed loop hands out requests; set concurrency with it "
+                                 "(or leave it unset)")
+            return self
+        for name in ("rate", "rate_schedule", "burstiness"):
+            if getattr(self, name) is not None:
+                raise ValueError(f"{name}: with concurrency the users' requests arrive as earlier ones end, at no "
+                                 f"set rate; leave {name} unset (or unset concurrency for open-loop arrivals)")
+        return self
+
+    @model_validator(mode="after")
+    def _lengths_for_random(self) -> Scenario:
+        for name in ("isl", "osl", "length_range"):
+            if getattr(self, name) is None:
+                continue
+            if self.workload != "random":
+                raise ValueError(f"{name}: sets the random workload's request lengths; use workload random with it "
+                                 f"(workload is {self.workload})")
+            if self.trace is not None:
+                raise ValueError(f"{name}: a trace brings its own request lengths; leave {name} unset with a trace")
         return self
 
     @field_validator("hardware_profile")

@@ -318,7 +318,7 @@ def read_trace_file(path: str, max_rows: int) -> Requests:
 def own_rate(reqs: Requests) -> float | None:
     """A trace's own mean arrival rate, requests/s: the arrivals after the first over the time they span. None
     when it has none (one request, or every request at one instant)."""
-    open_loop = reqs.arrival_s[reqs.parents() < 0]
+    open_loop = reqs.arrival_s[reqs.parents() == -1]
     span = float(open_loop[-1] - open_loop[0]) if len(open_loop) else 0.0
     return (len(open_loop) - 1) / span if span > 0 else None
 
@@ -331,7 +331,7 @@ def at_rate(reqs: Requests, rate: float) -> Requests:
     if own is None:
         raise TraceError("the trace's requests all arrive at one instant, so it has no arrival rate to scale: "
                          "leave rate unset to replay it as recorded")
-    open_loop = reqs.parents() < 0
+    open_loop = reqs.parents() == -1
     start = float(reqs.arrival_s[open_loop][0])
     arrival = reqs.arrival_s.copy()  # follow-up turns (inf until their parent ends) keep their think times
     arrival[open_loop] = start + (arrival[open_loop] - start) * (own / rate)

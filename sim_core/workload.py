@@ -8,6 +8,7 @@ from DistServe's evaluation settings.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -120,6 +121,12 @@ CHAT_THINK_S = FIRST_TURN.output.median / (238 / 60 / 0.75) + CHAT_FOLLOW_UP.med
 CODE = RequestClass("code", 1.0, LengthDist(1469, 0.8, 16, 8000), LengthDist(13, 1.2, 1, 512))
 # arXiv summarisation (Vidur's processed trace): prompt median 2730, output median 167.
 SUMMARY = RequestClass("summarize", 0.15, LengthDist(2730, 0.3, 512, 7000), LengthDist(167, 0.8, 8, 1024))
+# The `random` preset's lengths when the scenario sets no isl/osl: vLLM's RandomDataset defaults (input 1024,
+# output 128, range ratio 0: every request exactly that long).
+RANDOM_ISL = 1024
+RANDOM_OSL = 128
+RANDOM = RequestClass("random", 1.0, LengthDist(low=RANDOM_ISL, high=RANDOM_ISL, uniform=True),
+                      LengthDist(low=RANDOM_OSL, high=RANDOM_OSL, uniform=True))
 # Per-class SLOs in `mixed` and `multitenant` follow DistServe's evaluation settings (OSDI'24): chatbot (OPT-66B)
 # TTFT 0.4 s / TPOT 0.1 s, code completion TTFT 0.125 s / TPOT 0.2 s, summarisation TTFT 15 s / TPOT 0.15 s.
 
@@ -152,9 +159,72 @@ PRESETS: dict[str, Preset] = {
         Preset("multitenant", "a heavy and a light tenant sharing a server (same chat lengths, 4:1 traffic)",
                (RequestClass("heavy", 0.8, FIRST_TURN.prompt, FIRST_TURN.output),
                 RequestClass("light", 0.2, FIRST_TURN.prompt, FIRST_TURN.output)), 20.0, 1.0, 400, 100),
+        # Benchmark-style fixed lengths (vLLM's `bench serve --dataset-name random`, AIPerf, InferenceX): prompt
+        # and output lengths around the scenario's isl/osl (random_preset); SLOs: rag's TTFT (its prompts are as
+        # long) and every preset's TPOT.
+        Preset("random", "fixed-length synthetic requests: prompt ~isl, output ~osl tokens, uniform within "
+               "length_range (vLLM's random dataset); for load frontiers", (RANDOM,), 4.0, 1.0, 1000, 100),
     ]
 }
 
+
+def length_bounds(length: int, ratio: float) -> tuple[int, int]:
+    """The integer range vLLM's random dataset draws a length from, uniformly: [floor(L(1-r)), ceil(L(1+r))],
+    at least 1 (vllm/benchmarks/datasets.py RandomDataset.get_sampling_params; vLLM also subtracts the
+    tokenizer's special tokens from the input length, which a token-count simulation has none of)."""
+    return max(1, math.floor(length * (1 - ratio))), max(1, math.ceil(length * (1 + ratio)))
+
+
+def random_preset(isl: int | None, osl: int | None, ratio: float | None) -> Preset:
+    """The `random` preset with the scenario's prompt length `isl`, output length `osl` and `ratio` (vLLM's
+    --random-input-len, --random-output-len, --random-range-ratio; None: their defaults 1024, 128, 0)."""
+    ratio = ratio or 0.0
+    p_lo, p_hi = length_bounds(RANDOM_ISL if isl is None else isl, ratio)
+    o_lo, o_hi = length_bounds(RANDOM_OSL if osl is None else osl, ratio)
+    cls = RequestClass(RANDOM.name, 1.0, LengthDist(low=p_lo, high=p_hi, uniform=True),
+                       LengthDist(low=o_lo, high=o_hi, uniform=True))
+    return dataclasses.replace(PRESETS["random"], classes=(cls,))
+
+
+def closed_loop(reqs: Requests, users: int, think_s: float = 0.0, semaphore: bool = False) -> Requests:
+    """The requests sent by `users` concurrent clients, each sending its next request `think_s` after its last one
+    ended (AIPerf's and InferenceX's concurrency: N users, each looping). The requests keep their order: they are
+    dealt round-robin, request k to user k mod N (a session of follow-up turns counts as one request and stays
+    whole, its own think times kept), and each user's first request arrives at 0. Content is untouched: a user's
+    consecutive requests share no prefix beyond what any two requests share (they are independent requests, not
+    a conversation).
+
+    `semaphore`: vLLM's `bench serve --max-concurrency` instead: the first N go out at 0 and each later one
+    (parent QUEUED) when any request ends (a session's last turn), in order, whichever slot freed. Both keep
+    exactly N in flight; they differ only in which request follows which, which the engine decides as it runs."""
+    parent = reqs.parents().copy()
+    think = reqs.think_times().copy()
+    n = len(reqs)
+    child = np.full(n, -1, np.int64)
+    has_parent = parent >= 0
+    child[parent[has_parent]] = np.flatnonzero(has_parent)
+    heads = np.flatnonzero(~has_parent)
+    heads = heads[np.argsort(reqs.arrival_s[heads], kind="stable")]
+    tails = heads.copy()
+    for k in range(len(tails)):  # each session's last turn (a plain request is its own)
+        while child[tails[k]] >= 0:
+            tails[k] = child[tails[k]]
+    nxt = heads[users:]
+    loop_link = np.zeros(n, bool)
+    if semaphore:
+        nxt = np.sort(nxt)  # the queue goes out in index order: keep it the list's order
+        parent[nxt] = QUEUED
+    else:
+        parent[nxt] = tails[:len(nxt)]  # user k's j-th request (or session) follows its (j-1)-th
+        loop_link[nxt] = True
+    think[nxt] = think_s
+    arrival = np.where(parent == -1, reqs.arrival_s, np.inf)
+    arrival[heads[:users]] = 0.0
+    return dataclasses.replace(reqs, arrival_s=arrival, parent=parent, think_s=think, loop_link=loop_link)
+
+
+# Requests.parent of a closed-loop request waiting for any slot to free (closed_loop's semaphore).
+QUEUED = -2
 
 # Content segment ids: shared ones are small numbers, every request's own text gets a unique id above UNIQUE.
 SYSTEM_PROMPT_SEGMENT = 1
@@ -181,6 +251,13 @@ class Requests:
     seg_ids: np.ndarray | None = None
     seg_lens: np.ndarray | None = None
     seg_off: np.ndarray | None = None
+    # bool: the parent link is a closed-loop user's next request (closed_loop), not a conversation's next turn
+    loop_link: np.ndarray | None = None
+
+    def conversation_parents(self) -> np.ndarray:
+        """parents() without the closed-loop links: each request's previous turn in its own conversation."""
+        parents = self.parents()
+        return parents if self.loop_link is None else np.where(self.loop_link, -1, parents)
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -218,7 +295,8 @@ class Requests:
     def subset(self, idx: np.ndarray) -> Requests:
         remap = np.full(len(self), -1, np.int64)
         remap[idx] = np.arange(len(idx))
-        parent = None if self.parent is None else np.where(self.parent[idx] >= 0, remap[self.parent[idx]], -1)
+        parent = None if self.parent is None else np.where(self.parent[idx] >= 0, remap[self.parent[idx]],
+                                                           np.minimum(self.parent[idx], -1))  # keeps QUEUED
         seg = (None, None, None)
         if self.seg_ids is not None:
             starts, ends = self.seg_off[idx], self.seg_off[idx + 1]
@@ -227,7 +305,8 @@ class Requests:
             seg = (self.seg_ids[sel], self.seg_lens[sel], np.concatenate([[0], np.cumsum(ends - starts)]))
         return Requests(self.arrival_s[idx], self.prompt_tokens[idx], self.output_tokens[idx],
                         self.request_class[idx], self.class_names, parent,
-                        None if self.think_s is None else self.think_s[idx], *seg)
+                        None if self.think_s is None else self.think_s[idx], *seg,
+                        None if self.loop_link is None else self.loop_link[idx] & (parent >= 0))
 
 
 _P1, _M1 = 2147483647, 1000003  # two 31-bit polynomial hashes: products stay below 2**62, so the same

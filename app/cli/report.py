@@ -121,8 +121,17 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
                          for k, r in resolved.items()})
     budget = _per_scheduler({k: f"{r.token_budget:,}" for k, r in resolved.items()})
     count = f"{num_requests:,} requests" if num_requests is not None else None
+    loop = None
+    if scenario.concurrency is not None:  # a closed loop: the requests go out as users free up, at no set rate
+        think = f", {g(scenario.think_time_s)} s think time" if scenario.think_time_s else ""
+        loop = f"closed loop of {scenario.concurrency:,} users{think}" if scenario.concurrency_mode == "users" \
+            else f"closed loop of {scenario.concurrency:,} slots (semaphore){think}"
     if scenario.trace:
-        workload = [f"trace {scenario.trace}" + (f": {count}" if count else "")]
+        workload = [f"trace {scenario.trace}" + (f": {count}" if count else "") + (f", {loop}" if loop else "")]
+    elif loop:
+        drawn = f"{scenario.num_requests:,} requests" if scenario.num_requests else \
+            f"the requests of {g(scenario.duration)} s at {g(first.rate)} req/s" + (f" ({count})" if count else "")
+        workload = [f"{first.preset.name}: {drawn}, {loop}, seed {scenario.seed}", first.preset.summary]
     else:
         arrivals = "Poisson" if first.burstiness == 1 else f"gamma (CV {g(first.burstiness)})"
         if scenario.num_requests:
@@ -134,6 +143,11 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
             rate = f"a rate following {scenario.rate_schedule} (mean {g(first.rate)} req/s)"
         workload = [f"{first.preset.name}: {arrivals} arrivals at {rate}, {span}, seed {scenario.seed}",
                     first.preset.summary]
+    if scenario.workload == "random" and not scenario.trace:
+        cls = first.preset.classes[0]
+        workload.append("lengths uniform in: " + ", ".join(
+            f"{what} {d.low:,}" + (f"-{d.high:,}" if d.high != d.low else "") + " tokens"
+            for what, d in (("prompt", cls.prompt), ("output", cls.output))))
     rows = [
         ("GPU", f"{gpu.name} ({gpu.key}) x{su.tp}: {g(gpu.mem_gib)} GB, {g(gpu.mem_bw_gbs)} GB/s, {tflops}"),
         ("Model", f"{model.key} ({g(model.published_params_b)}B params), {su.quantization}, tp={su.tp}"),
@@ -177,7 +191,8 @@ def _policy_settings(scenario: Scenario, resolved: dict) -> dict[str, str]:
     shown = {"scheduler", "hardware", "model", "quantization", "tp", "workload", "trace", "rate", "burstiness",
              "duration", "num_requests", "seed", "token_budget", "max_seqs", "block_size", "gpu_memory_utilization",
              "kv_blocks", "max_model_len", "preemption", "slo_ttft_ms", "slo_tpot_ms", "admission", "prefix_cache",
-             "hardware_profile", "rate_schedule", "model_uncertainty"}
+             "hardware_profile", "rate_schedule", "model_uncertainty", "concurrency", "think_time_s", "isl", "osl",
+             "length_range", "concurrency_mode"}
     for name in scenario.model_fields_set - shown:
         value = getattr(scenario, name)
         if value != Scenario.model_fields[name].default:

@@ -95,6 +95,7 @@ def request_record(t):
     req.prompt_tokens, req.output_tokens, req.request_class = t.prompt_tokens, t.output_tokens, t.request_class
     req.tenant, req.child, req.think_s = t.tenant, t.child, t.think_s
     req.hashes, req.hash_off, req.open_ids = t.hashes, t.hash_off, t.open_ids
+    req.queue, req.queue_next = t.queue, t.queue_next  # queue_next: one counter for every engine
     return req
 
 

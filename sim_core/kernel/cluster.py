@@ -226,7 +226,7 @@ def simulate_replicas(cfg, table, replicas: int, router: RouterSettings, frames:
     """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, the replica each
     request was sent to). Each engine snapshots its own KV pool per `frames`; the merged Outcome carries no step
     log or KV frames (those are per engine) and the engines' event logs in one (see _pooled_logs)."""
-    routing = router.routing(table, replicas, BATCH_INDEPENDENT_STEPS and not bool((table.child >= 0).any()))
+    routing = router.routing(table, replicas, BATCH_INDEPENDENT_STEPS and not bool((table.child != -1).any()))
     outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, frames, routing)
     outs = list(outs)
     merged = {f: getattr(outs[0], f) for f in PER_REQUEST}  # the engines shared one per-request state

@@ -36,15 +36,18 @@ from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, route_in_prefill
 from .jit import entry_nogil, inline
 from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for
 from .queues import followup_pop, heap_pop, heap_push
-from .state import KV_BLOCKS, N_FOLLOWUPS, REJECTED, STALLED, FrameSpec, Outcome
+from .scheduler import next_in_queue
+from .state import KV_BLOCKS, N_FOLLOWUPS, NEXT_IN_QUEUE, REJECTED, STALLED, FrameSpec, Outcome
 
 
 class Handover(NamedTuple):
     """Disaggregated serving: what moving a finished prompt to the decode pool needs (per request, and the link)."""
 
     output_tokens: np.ndarray  # the request's real output length (the prefill table asks for one token)
-    child: np.ndarray  # its next conversation turn, or -1
+    child: np.ndarray  # its next conversation turn, or -1 (NEXT_IN_QUEUE: a closed-loop slot frees)
     think_s: np.ndarray
+    queue: np.ndarray  # RequestTable.queue and queue_next (the same arrays the decode engines release from)
+    queue_next: np.ndarray
     kv_bytes_per_token: float  # per GPU: each tensor-parallel rank sends its shard over its own link
     link_bytes_per_s: float
     link_latency_s: float
@@ -125,6 +128,8 @@ def _hand_over(eng, e, decode, handover, trace, pulls, turns, n_turns):
         if st.status[r] == REJECTED or handover.output_tokens[r] <= 1:
             finals += 1
             c = handover.child[r]
+            if c == NEXT_IN_QUEUE:
+                c = next_in_queue(handover.queue, handover.queue_next)
             if c >= 0:  # the conversation goes on
                 n_turns = heap_push(turns[0], turns[1], n_turns, t_end + handover.think_s[c], c)
             continue
@@ -311,8 +316,8 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: RouterSettings, 
                                           output_tokens=np.ones(n, np.int64), child=np.arange(n),
                                           think_s=np.zeros(n))
     routing = router.routing(table, prefill_replicas, independent=False)
-    handover = Handover(table.output_tokens, table.child, table.think_s, float(kv_bytes_per_token),
-                        link.bytes_per_s, link.latency_s)
+    handover = Handover(table.output_tokens, table.child, table.think_s, table.queue, table.queue_next,
+                        float(kv_bytes_per_token), link.bytes_per_s, link.latency_s)
     trace = PoolTrace(np.full(n, np.nan), np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.nan),
                       np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan))
     pulls = Pulls(np.full(n, -1, np.int64), np.full(decode_replicas, -1, np.int64),

@@ -71,6 +71,7 @@ from .state import (
     N_RUNNING,
     N_SWAPPED,
     N_WAITING,
+    NEXT_IN_QUEUE,
     PREEMPT_NONE,
     PREEMPT_SWAP,
     REJECT_SHED,
@@ -91,9 +92,22 @@ def reject(eng, r, reason, at_s):
     release_follow_up(eng, r, at_s)
 
 @inline
+def next_in_queue(queue, queue_next):
+    """The next request waiting for a free closed-loop slot (taken off the queue), or -1 when none is left."""
+    k = queue_next[0]
+    if k >= queue.shape[0]:
+        return -1
+    queue_next[0] = k + 1
+    return queue[k]
+
+
+@inline
 def release_follow_up(eng, r, end_s):
-    """The next turn of r's session arrives its think time after r ended (closed loop)."""
+    """The next turn of r's session arrives its think time after r ended (closed loop); or, r's end freeing a
+    semaphore's slot, the next queued request does."""
     c = eng.req.child[r]
+    if c == NEXT_IN_QUEUE:
+        c = next_in_queue(eng.req.queue, eng.req.queue_next)
     if c >= 0:
         eng.req.arrival_s[c] = end_s + eng.req.think_s[c]
         followup_push(eng.q, eng.req.arrival_s[c], c)

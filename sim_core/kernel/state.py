@@ -122,6 +122,10 @@ class Config(NamedTuple):
     cancel: np.ndarray  # int64[1]: set [0] to 1 from another thread and the run stops within ~1000 steps
 
 
+# RequestTable.child of a request whose end frees a closed-loop slot: the next queued request goes out.
+NEXT_IN_QUEUE = -2
+
+
 class RequestTable(NamedTuple):
     arrival_s: np.ndarray  # a follow-up turn's is inf until its parent ends, then parent end + think time
     prompt_tokens: np.ndarray
@@ -133,6 +137,11 @@ class RequestTable(NamedTuple):
     hashes: np.ndarray  # chained content hash of each full prompt block (empty without prefix caching)
     hash_off: np.ndarray  # request r's hashes are hashes[hash_off[r]:hash_off[r + 1]]
     open_ids: np.ndarray  # requests that arrive on their own (not follow-ups), in arrival order
+    # A closed loop with a semaphore (vLLM bench serve --max-concurrency): a request whose child is NEXT_IN_QUEUE
+    # releases, when it ends, the next of `queue` (requests waiting for a free slot, in order; `queue_next[0]`:
+    # how many went out, shared by every engine).
+    queue: np.ndarray
+    queue_next: np.ndarray
 
 
 class FrameSpec(NamedTuple):
@@ -202,7 +211,8 @@ CONFIG = RecordType([
 ])
 REQUEST_TABLE = RecordType([
     ("arrival_s", F64), ("prompt_tokens", I64), ("output_tokens", I64), ("request_class", I64), ("tenant", I64),
-    ("child", I64), ("think_s", F64), ("hashes", I64), ("hash_off", I64), ("open_ids", I64),
+    ("child", I64), ("think_s", F64), ("hashes", I64), ("hash_off", I64), ("open_ids", I64), ("queue", I64),
+    ("queue_next", I64),
 ])
 REQUEST_STATE = RecordType([
     ("status", I8), ("reject_reason", I8),

@@ -67,12 +67,16 @@ class RouterSettings(NamedTuple):
     staleness_s: float
     seed: int  # the random routers' draws
     cache_weight: float = DEFAULT_CACHE_WEIGHT
+    # Each request's conversation (its first turn's id), what session routing hashes; None: read off the table's
+    # follow-up chains. A closed loop chains each user's independent requests too (workload.closed_loop): those
+    # links are no conversation, so its runs pass the conversations here.
+    sessions: np.ndarray | None = None
 
     def routing(self, table, replicas: int, independent: bool) -> Routing:
         """The Routing record for `replicas` engines over `table` (a RequestTable)."""
         return Routing(table.arrival_s, table.open_ids, ROUTERS[self.name][0], self.staleness_s,
-                       router_draws(table.child, replicas, self.name, self.seed), float(self.cache_weight),
-                       independent)
+                       router_draws(table.child, replicas, self.name, self.seed, self.sessions),
+                       float(self.cache_weight), independent)
 
 
 
@@ -182,12 +186,14 @@ def _argmin_from(values, start):
 
 
 
-def router_draws(child: np.ndarray, replicas: int, router: str, seed: int) -> np.ndarray:
+def router_draws(child: np.ndarray, replicas: int, router: str, seed: int,
+                 sessions: np.ndarray | None = None) -> np.ndarray:
     """Per request, the replicas a random router may pick (drawn here: the kernels draw nothing); for session,
-    its conversation's hash."""
+    its conversation's hash (`sessions`: each request's conversation; None: the chains of `child`)."""
     k = len(child)
     if router == "session":  # a conversation's id (its first turn's) hashed: splitmix64's finaliser mixes well
-        x = _conversation(child).astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        roots = _conversation(child) if sessions is None else sessions
+        x = roots.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         hashed = (x ^ (x >> np.uint64(31))) % np.uint64(replicas)
@@ -201,6 +207,14 @@ def router_draws(child: np.ndarray, replicas: int, router: str, seed: int) -> np
         second = (first + rng.integers(1, replicas, k)) % replicas if replicas > 1 else first
         return np.ascontiguousarray(np.stack([first, second], axis=1), np.int64)
     return np.zeros((k, 2), np.int64)
+
+
+def conversations(parent: np.ndarray) -> np.ndarray:
+    """Each request's conversation, the id of its first turn, from each request's previous turn (-1: none)."""
+    child = np.full(len(parent), -1, np.int64)
+    has_parent = np.flatnonzero(parent >= 0)
+    child[parent[has_parent]] = has_parent
+    return _conversation(child)
 
 
 def _conversation(child: np.ndarray) -> np.ndarray:
