@@ -215,17 +215,13 @@ class Result:
         return {"scheduler": self.scenario.scheduler, "metrics": self.metrics}
 
 
-def run(scenario: Scenario, *, trace_text: str | None = None, kv_frame_times: np.ndarray | None = None,
-        kv_frames: int = 0, record_events: bool = False, max_step_records: int = DEFAULT_MAX_STEP_RECORDS,
-        max_events: int = DEFAULT_MAX_EVENTS, debug_checks: bool = False, bounds: bool = False) -> Result:
-    """Simulate a scenario (`bounds`: add metrics.bounds, sim_core/bounds.py). KV-pool snapshots: at
-    `kv_frame_times`, or `kv_frames` to 2 x `kv_frames` of them
-    evenly spaced over the whole run (its end is not known in advance: the engine thins them as it goes)."""
+def run(scenario: Scenario, *, trace_text: str | None = None, **options) -> Result:
+    """Simulate a scenario: its requests made (from `trace_text`, an uploaded trace's text, or as the scenario
+    says), then simulate_requests with `options` (KV-pool snapshots at `kv_frame_times` or `kv_frames` to
+    2 x `kv_frames` of them evenly spaced over the run, `record_events`, `max_step_records`, `max_events`,
+    `debug_checks`, `bounds`: add metrics.bounds, sim_core/bounds.py)."""
     r = resolve(scenario)
-    reqs = make_requests(scenario, r, trace_text)
-    return simulate_requests(scenario, r, reqs, kv_frame_times=kv_frame_times, kv_frames=kv_frames,
-                             record_events=record_events, max_step_records=max_step_records,
-                             max_events=max_events, debug_checks=debug_checks, bounds=bounds)
+    return simulate_requests(scenario, r, make_requests(scenario, r, trace_text), **options)
 
 
 @dataclass

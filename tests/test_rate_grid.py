@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from app.web.inputs import RateRange, default_sweep, parse_request
+from app.web.inputs import RateRange, parse_request
+from app.web.sweep_range import default_sweep
 from sim_core import Scenario, ScenarioError
 from sim_core.studies.sweep import MAX_RATE_POINTS, MIN_SWEEP_RATE, default_rate_range, nice_step, rate_grid
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from sim_core.studies import model_error, validation
+from sim_core.studies import gathered, model_error, validation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,9 +86,9 @@ def test_validate_command_prints_tables_json_and_markdown(capsys):
     assert main(["validate", "--quick", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     # The model's groups, then one per source of the gathered, not yet predicted files.
-    gathered = {r["group"] for r in doc["rows"] if r["source"] in validation.GATHERED}
-    assert list(doc["summary"]) == list(validation.GROUPS) + sorted(gathered, key=list(doc["summary"]).index)
-    assert gathered and not gathered & set(validation.GROUPS)
+    waiting = {r["group"] for r in doc["rows"] if r["source"] in gathered.GATHERED}
+    assert list(doc["summary"]) == list(validation.GROUPS) + sorted(waiting, key=list(doc["summary"]).index)
+    assert waiting and not waiting & set(validation.GROUPS)
     assert any(s["variant"] == "tp=2" for s in doc["speedups"])
     assert main(["validate", "--quick"]) == 0
     out = capsys.readouterr().out
@@ -180,12 +180,12 @@ def test_a_published_fp8_ratio_is_predicted_as_the_ratio_of_two_static_batches()
 def test_gathered_files_are_listed_skipped_one_group_per_cited_source(rows, tmp_path):
     """validation/inferencex.csv, moe_serving.csv, alltoall.csv (issue #22 point 7) are not predicted yet: every row
     is listed, skipped with its reason, in a group named after its source, and that source has a SOURCES.md section."""
-    gathered = [c for c in rows if c.source in validation.GATHERED]
-    per_file = {name: len(validation.read_rows(validation.VALIDATION_DIR / name)) for name in validation.GATHERED}
-    assert len(gathered) == sum(per_file.values()) and min(per_file.values()) > 0
-    assert all(c.predicted is None and c.note for c in gathered)
+    waiting = [c for c in rows if c.source in gathered.GATHERED]
+    per_file = {name: len(validation.read_rows(validation.VALIDATION_DIR / name)) for name in gathered.GATHERED}
+    assert len(waiting) == sum(per_file.values()) and min(per_file.values()) > 0
+    assert all(c.predicted is None and c.note for c in waiting)
     sources_md = (validation.VALIDATION_DIR / "SOURCES.md").read_text(encoding="utf-8")
-    groups = {c.group for c in gathered}
+    groups = {c.group for c in waiting}
     assert {"inferencex_api_baselines", "lmsys_large_scale_ep", "deepep_v1_legacy"} <= groups
     assert all(f"## {g} (" in sources_md for g in groups)
     summary = validation.summary(rows)
@@ -194,4 +194,4 @@ def test_gathered_files_are_listed_skipped_one_group_per_cited_source(rows, tmp_
     (tmp_path / "alltoall.csv").write_text("source_id,hardware,op,ep,tokens_per_batch,kernel,measured_what,value,unit\n"
                                            "x,H800,dispatch,8,128,k,latency,77 us,us\n")
     with pytest.raises(ValueError, match=r"alltoall.csv line 2: value '77 us'"):
-        validation.gathered_checks(tmp_path)
+        gathered.gathered_checks(tmp_path)

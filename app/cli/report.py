@@ -120,34 +120,7 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
     kv = _per_scheduler({k: f"{r.num_blocks:,} blocks = {r.num_blocks * r.setup.block_size:,} tokens"
                          for k, r in resolved.items()})
     budget = _per_scheduler({k: f"{r.token_budget:,}" for k, r in resolved.items()})
-    count = f"{num_requests:,} requests" if num_requests is not None else None
-    loop = None
-    if scenario.concurrency is not None:  # a closed loop: the requests go out as users free up, at no set rate
-        think = f", {g(scenario.think_time_s)} s think time" if scenario.think_time_s else ""
-        loop = f"closed loop of {scenario.concurrency:,} users{think}" if scenario.concurrency_mode == "users" \
-            else f"closed loop of {scenario.concurrency:,} slots (semaphore){think}"
-    if scenario.trace:
-        workload = [f"trace {scenario.trace}" + (f": {count}" if count else "") + (f", {loop}" if loop else "")]
-    elif loop:
-        drawn = f"{scenario.num_requests:,} requests" if scenario.num_requests else \
-            f"the requests of {g(scenario.duration)} s at {g(first.rate)} req/s" + (f" ({count})" if count else "")
-        workload = [f"{first.preset.name}: {drawn}, {loop}, seed {scenario.seed}", first.preset.summary]
-    else:
-        arrivals = "Poisson" if first.burstiness == 1 else f"gamma (CV {g(first.burstiness)})"
-        if scenario.num_requests:
-            span = f"{scenario.num_requests:,} requests"
-        else:
-            span = f"{g(scenario.duration)} s of arrivals" + (f" ({count})" if count else "")
-        rate = rate_text or f"{g(first.rate)} req/s"
-        if scenario.rate_schedule is not None:
-            rate = f"a rate following {scenario.rate_schedule} (mean {g(first.rate)} req/s)"
-        workload = [f"{first.preset.name}: {arrivals} arrivals at {rate}, {span}, seed {scenario.seed}",
-                    first.preset.summary]
-    if scenario.workload == "random" and not scenario.trace:
-        cls = first.preset.classes[0]
-        workload.append("lengths uniform in: " + ", ".join(
-            f"{what} {d.low:,}" + (f"-{d.high:,}" if d.high != d.low else "") + " tokens"
-            for what, d in (("prompt", cls.prompt), ("output", cls.output))))
+    workload = _workload_lines(scenario, first, num_requests, rate_text)
     rows = [
         ("GPU", f"{gpu.name} ({gpu.key}) x{su.tp}: {g(gpu.mem_gib)} GB, {g(gpu.mem_bw_gbs)} GB/s, {tflops}"),
         ("Model", f"{model.key} ({g(model.published_params_b)}B params), {su.quantization}, tp={su.tp}"),
@@ -177,6 +150,40 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         rows.insert(1, ("Replicas", f"{scenario.replicas} x the GPUs above ({scenario.replicas * su.tp} GPUs), "
                                     f"{scenario.router} router{stale}"))
     return ["Setup"] + [f"  {k:<13} {v}" for k, v in rows]
+
+
+def _workload_lines(scenario: Scenario, first, num_requests: int | None, rate_text: str | None) -> list[str]:
+    """The Workload rows of the set-up: what arrives and how (a trace, a closed loop, open-loop arrivals at a rate
+    or a rate schedule), then the preset's summary and, for the random workload, its length ranges."""
+    count = f"{num_requests:,} requests" if num_requests is not None else None
+    loop = None
+    if scenario.concurrency is not None:  # a closed loop: the requests go out as users free up, at no set rate
+        think = f", {g(scenario.think_time_s)} s think time" if scenario.think_time_s else ""
+        loop = f"closed loop of {scenario.concurrency:,} users{think}" if scenario.concurrency_mode == "users" \
+            else f"closed loop of {scenario.concurrency:,} slots (semaphore){think}"
+    if scenario.trace:
+        workload = [f"trace {scenario.trace}" + (f": {count}" if count else "") + (f", {loop}" if loop else "")]
+    elif loop:
+        drawn = f"{scenario.num_requests:,} requests" if scenario.num_requests else \
+            f"the requests of {g(scenario.duration)} s at {g(first.rate)} req/s" + (f" ({count})" if count else "")
+        workload = [f"{first.preset.name}: {drawn}, {loop}, seed {scenario.seed}", first.preset.summary]
+    else:
+        arrivals = "Poisson" if first.burstiness == 1 else f"gamma (CV {g(first.burstiness)})"
+        if scenario.num_requests:
+            span = f"{scenario.num_requests:,} requests"
+        else:
+            span = f"{g(scenario.duration)} s of arrivals" + (f" ({count})" if count else "")
+        rate = rate_text or f"{g(first.rate)} req/s"
+        if scenario.rate_schedule is not None:
+            rate = f"a rate following {scenario.rate_schedule} (mean {g(first.rate)} req/s)"
+        workload = [f"{first.preset.name}: {arrivals} arrivals at {rate}, {span}, seed {scenario.seed}",
+                    first.preset.summary]
+    if scenario.workload == "random" and not scenario.trace:
+        cls = first.preset.classes[0]
+        workload.append("lengths uniform in: " + ", ".join(
+            f"{what} {d.low:,}" + (f"-{d.high:,}" if d.high != d.low else "") + " tokens"
+            for what, d in (("prompt", cls.prompt), ("output", cls.output))))
+    return workload
 
 
 def _policy_settings(scenario: Scenario, resolved: dict) -> dict[str, str]:

@@ -8,7 +8,6 @@ Nothing here runs a simulation; `resolve()` checks that each deployment is possi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from sim_core.fields import field_info, number_text
 from sim_core.quoting import quote
 from sim_core.runner import least_engine_steps
 from sim_core.scenario import query_value
-from sim_core.studies.sweep import default_rate_range, rate_grid
+from sim_core.studies.sweep import rate_grid
 
 # What a page shows with no query: seed 004's experiment, FCFS's inter-token stalls against chunked prefill.
 PAGE_DEFAULTS: dict[str, str] = {"hardware": "rtx3050", "workload": "rag", "duration": "20"}
@@ -487,18 +486,3 @@ def _least_trace_rate(s: Scenario, trace: TraceInfo) -> float:
     arrivals') within MAX_DURATION_S."""
     n, _ = expected_requests(s, trace)
     return (n - 1) / MAX_DURATION_S
-
-
-def default_sweep(s: Scenario, trace: TraceInfo | None = None) -> RateRange:
-    """A rate range around the scenario's rate (an uploaded trace's: its recorded one) that a sweep form proposes,
-    clipped to the web's limits. Raises ScenarioError when there is no rate to sweep around."""
-    if trace is not None:
-        rate = s.rate or trace.own_rate
-        if rate is None:
-            raise ScenarioError([("upload", NO_TRACE_RATE)])
-        step, top, _ = default_rate_range(rate)
-        low = max(step, math.ceil(_least_trace_rate(s, trace) / step - 1e-9) * step)
-        return RateRange(low, max(top, low), step)
-    rate = s.offered_rate()
-    cap = MAX_REQUESTS / s.duration if s.num_requests is None else None
-    return RateRange(*default_rate_range(rate, cap))

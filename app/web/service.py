@@ -36,7 +36,6 @@ from .inputs import (
     RateRange,
     TraceInfo,
     WebRequest,
-    default_sweep,
     parse_request,
     query_to_dict,
     sweep_work_problems,
@@ -45,6 +44,7 @@ from .inputs import (
 from .jobs import JobBoard, JobState, job_id
 from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
 from .store import BlobStore, content_id
+from .sweep_range import default_sweep
 
 log = logging.getLogger("sched_sim.web")
 

@@ -353,51 +353,9 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
         out.append(step_check("step", r, hardware_key(r["hardware"]), model_key(r["model"]),
                               int_of(r["gpus(tp)"]), r["dtype"]))
     out += [serving_check("serving", r, simulate, directory) for r in read_rows(directory / "serving.csv")]
+    from .gathered import gathered_checks  # it reads this module's rows and names
+
     return out + comparison_checks(directory, simulate) + measured_kernel_checks(directory) + gathered_checks(directory)
-
-
-# Files of 2025-2026 measurements (issue #22 point 7; validation/SOURCES.md) that the cost model does not predict
-# yet, with what a prediction needs. Their rows are listed, skipped, in one group per source, so `validate` shows
-# what is waiting and the files are parsed (a malformed row fails here, not later).
-GATHERED = {
-    "inferencex.csv": "a closed-loop point at fixed concurrency: needs a closed-loop frontier run",
-    "moe_serving.csv": "multi-node expert-parallel serving: needs EP all-to-all, EPLB and P/D-disaggregation costs",
-    "alltoall.csv": "a MoE dispatch/combine kernel: needs an all-to-all cost in the link model",
-}
-# Sources in those files whose rows need something else than their file's reason.
-GATHERED_SOURCE_REASONS = {
-    "amd_mi355x_vs_b200_vllm": "a throughput ratio aggregated over a concurrency sweep (the points are only plotted)",
-}
-
-
-def gathered_checks(directory: Path = VALIDATION_DIR) -> list[Check]:
-    """The GATHERED files' rows, each skipped with its reason, grouped by source_id."""
-    out = []
-    for name, reason in GATHERED.items():
-        path = directory / name
-        if not path.is_file():
-            continue
-        for i, r in enumerate(read_rows(path), start=2):
-            try:
-                reference = float(r["value"])
-            except ValueError:
-                raise ValueError(f"{name} line {i}: value {r['value']!r} is not a number") from None
-            missing = [what for what, known in (("GPU", hardware_key(r["hardware"])),
-                                                ("model", model_key(r.get("model", "")) if "model" in r else True))
-                       if known is None]
-            shape = (f", TP{r['tp']} EP{r['ep']}" if r.get("tp") else "") + \
-                (f", {r['gpus']} GPUs ({r['parallelism']})" if r.get("parallelism") else "") + \
-                (f", {r['input_len']}/{r['output_len']}" if r.get("output_len") else
-                 f", {r['input_len']}-token prompts" if r.get("input_len") else "") + \
-                (f", concurrency {r['concurrency']}" if r.get("concurrency") else "")
-            subject = (f"{r['model']} {r['dtype']}" if "model" in r else
-                       f"{r['op']} EP{r['ep']} {r['tokens_per_batch']} tokens ({r['kernel']})")
-            what = f"{subject} on {r['hardware']}{shape}: {r['measured_what']}"
-            note = "; ".join([GATHERED_SOURCE_REASONS.get(r["source_id"], reason)]
-                             + [f"{m} not in the catalog" for m in missing])
-            out.append(Check(group=r["source_id"], source=name, what=what, reference=reference, unit=r["unit"],
-                             predicted=None, note=note))
-    return out
 
 
 def measured_kernel_checks(directory: Path = VALIDATION_DIR) -> list[Check]:

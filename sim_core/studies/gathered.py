@@ -1,0 +1,50 @@
+"""The 2025-2026 measurements gathered into validation/ (issue #22 point 7; validation/SOURCES.md) that the cost
+model does not predict yet: `sched-sim validate` lists their rows, skipped with what a prediction needs, in one
+group per source, so what is waiting shows and the files are parsed (a malformed row fails here, not later)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .validation import VALIDATION_DIR, Check, hardware_key, model_key, read_rows
+
+# Each gathered file, with what a prediction of its rows needs.
+GATHERED = {
+    "inferencex.csv": "a closed-loop point at fixed concurrency: needs a closed-loop frontier run",
+    "moe_serving.csv": "multi-node expert-parallel serving: needs EP all-to-all, EPLB and P/D-disaggregation costs",
+    "alltoall.csv": "a MoE dispatch/combine kernel: needs an all-to-all cost in the link model",
+}
+# Sources in those files whose rows need something else than their file's reason.
+GATHERED_SOURCE_REASONS = {
+    "amd_mi355x_vs_b200_vllm": "a throughput ratio aggregated over a concurrency sweep (the points are only plotted)",
+}
+
+
+def gathered_checks(directory: Path = VALIDATION_DIR) -> list[Check]:
+    """The GATHERED files' rows, each skipped with its reason, grouped by source_id."""
+    out = []
+    for name, reason in GATHERED.items():
+        path = directory / name
+        if not path.is_file():
+            continue
+        for i, r in enumerate(read_rows(path), start=2):
+            try:
+                reference = float(r["value"])
+            except ValueError:
+                raise ValueError(f"{name} line {i}: value {r['value']!r} is not a number") from None
+            missing = [what for what, known in (("GPU", hardware_key(r["hardware"])),
+                                                ("model", model_key(r.get("model", "")) if "model" in r else True))
+                       if known is None]
+            shape = (f", TP{r['tp']} EP{r['ep']}" if r.get("tp") else "") + \
+                (f", {r['gpus']} GPUs ({r['parallelism']})" if r.get("parallelism") else "") + \
+                (f", {r['input_len']}/{r['output_len']}" if r.get("output_len") else
+                 f", {r['input_len']}-token prompts" if r.get("input_len") else "") + \
+                (f", concurrency {r['concurrency']}" if r.get("concurrency") else "")
+            subject = (f"{r['model']} {r['dtype']}" if "model" in r else
+                       f"{r['op']} EP{r['ep']} {r['tokens_per_batch']} tokens ({r['kernel']})")
+            what = f"{subject} on {r['hardware']}{shape}: {r['measured_what']}"
+            note = "; ".join([GATHERED_SOURCE_REASONS.get(r["source_id"], reason)]
+                             + [f"{m} not in the catalog" for m in missing])
+            out.append(Check(group=r["source_id"], source=name, what=what, reference=reference, unit=r["unit"],
+                             predicted=None, note=note))
+    return out
