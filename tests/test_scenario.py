@@ -51,6 +51,12 @@ STRATEGIES = {
     "watermark": _floats(0.0, 0.5),
     "async_scheduling": st.booleans(),
     "rate_schedule": st.one_of(st.none(), st.sampled_from(["0:5", "0:2,30:9", "ramp:from=1,to=9,over=20"])),
+    "concurrency": _maybe(st.integers(1, 512)),
+    "think_time_s": _maybe(st.floats(0, 60)),
+    "concurrency_mode": st.sampled_from(["users", "semaphore"]),
+    "isl": _maybe(st.integers(1, 1 << 20)),
+    "osl": _maybe(st.integers(1, 1 << 20)),
+    "length_range": _maybe(st.floats(0, 0.99)),
     "model_uncertainty": st.booleans(),
     # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
     "trace": _maybe(st.text(min_size=1, max_size=40)),
@@ -108,6 +114,15 @@ def scenarios(draw) -> Scenario:
     if fields.get("rate_schedule") is not None:  # a schedule replaces rate and a trace's timing
         fields.pop("rate", None)
         fields.pop("trace", None)
+    if fields.get("concurrency") is None:  # a closed loop's own settings need one
+        fields.pop("think_time_s", None)
+        fields.pop("concurrency_mode", None)
+    else:  # a closed loop sets no rate
+        for name in ("rate", "rate_schedule", "burstiness"):
+            fields.pop(name, None)
+    if fields.get("workload", FIELDS["workload"].default) != "random" or fields.get("trace") is not None:
+        for name in ("isl", "osl", "length_range"):  # the random workload's lengths only
+            fields.pop(name, None)
     if fields.get("model_file") is not None:  # the model's architecture itself: no model, no fitted profile
         fields.pop("model", None)
         fields.pop("hardware_profile", None)

@@ -167,12 +167,17 @@ def scenario_link(s: Scenario) -> str:
 
 
 def job_context(job: PlanJob) -> dict:
-    out: dict[str, Any] = {"job": job, "rows": [], "figure": None}
-    if job.result is not None:
+    """What _plan_status.html draws of the job, read once: `running` before `result`, so a plan that ends while
+    the fragment renders is drawn still running (the next poll draws its plans) rather than done without its
+    table and plot (the plan's thread sets its result, then stops running)."""
+    running = job.running
+    result = job.result
+    out: dict[str, Any] = {"job": job, "running": running, "result": result, "rows": [], "figure": None}
+    if result is not None and not running:
         out["rows"] = [{"n": i + 1, "plan": p, "what": deployment_text(p.scenario), "link": scenario_link(p.scenario),
                         "cli": f"sched-sim run --scenario '{p.scenario.to_query()}'"}
-                       for i, p in enumerate(job.result.plans)]
-        out["figure"] = pareto_figure(job) if job.result.plans else None
+                       for i, p in enumerate(result.plans)]
+        out["figure"] = pareto_figure(job) if result.plans else None
     return out
 
 
