@@ -62,9 +62,6 @@ class RateSchedule:
     def pieces(self) -> list[tuple[float, float]]:
         return [(float(k), v) for k, v in self.params]
 
-    def param(self, name: str) -> float:
-        return dict(self.params)[name]
-
     # ----- the rate -----
     def rate_at(self, t: np.ndarray | float) -> np.ndarray:
         """Requests/s at time(s) t >= 0."""

@@ -31,7 +31,8 @@ def mean_ci95(values: list[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def _is_number(v) -> bool:
+def is_number(v) -> bool:
+    """A finite int or float, not a bool: a leaf that can be averaged or given an interval."""
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -46,7 +47,7 @@ def aggregate(docs: list[dict]) -> tuple[dict, dict]:
             means[key], sub = aggregate(values)
             if sub:
                 ci[key] = sub
-        elif all(_is_number(v) for v in values):
+        elif all(is_number(v) for v in values):
             mean, low, high = mean_ci95([float(v) for v in values])
             means[key] = mean
             ci[key] = [low, high]

@@ -28,7 +28,7 @@ from .report import (
     scenario_doc,
     setup_lines,
 )
-from .simulate import model_ensembles
+from .simulate import first_seed, model_ensembles
 
 
 def resolved_doc(resolved) -> dict:
@@ -180,7 +180,7 @@ def _scheduler_doc(r, ensemble=None, flips: list[str] = ()) -> dict:
     if ensemble is not None:
         doc["model_ci"] = ensemble.interval
         doc["model_ensemble"] = {"level": ensemble.level, "step_time_factors": [float(f) for f in ensemble.factors]}
-    name = r.scenario.scheduler if hasattr(r, "scenario") else r.results[0].scenario.scheduler
+    name = first_seed(r).scenario.scheduler
     doc["warnings"] = run_warnings(r) + model_error.flips_about(flips, name)
     return doc
 

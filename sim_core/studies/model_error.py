@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ..metric_catalog import value_at
+from ..statistics import is_number
 
 PATH = Path(__file__).resolve().parents[1] / "data" / "model_error.json"
 # The validation groups whose rows time what a simulation predicts: whole steps and whole runs.
@@ -147,7 +148,7 @@ def quantile_range(docs: list[dict], level: float = LEVEL) -> dict:
             sub = quantile_range(values, level)
             if sub:
                 out[key] = sub
-        elif all(_is_number(v) for v in values):
+        elif all(is_number(v) for v in values):
             low, high = np.quantile(np.array(values, float), [0.5 - level / 2, 0.5 + level / 2])
             out[key] = [float(low), float(high)]
     return out
@@ -199,7 +200,7 @@ def order_flips(ensembles: dict[str, Ensemble], keys: tuple[str, ...] = RANKED_M
             for b in names[i + 1:]:
                 diffs = [value_at(x, key) - value_at(y, key) for x, y in
                          zip(ensembles[a].members, ensembles[b].members, strict=True)
-                         if _is_number(value_at(x, key)) and _is_number(value_at(y, key))]
+                         if is_number(value_at(x, key)) and is_number(value_at(y, key))]
                 if any(d > 0 for d in diffs) and any(d < 0 for d in diffs):
                     out.append(f"{a} and {b} swap places on {key} within the model's error "
                                f"({sum(d > 0 for d in diffs)} of {len(diffs)} ensemble members put {a} higher)")
@@ -209,7 +210,3 @@ def order_flips(ensembles: dict[str, Ensemble], keys: tuple[str, ...] = RANKED_M
 def flips_about(flips: list[str], scheduler: str) -> list[str]:
     """The order_flips warnings that name `scheduler`."""
     return [f for f in flips if scheduler in f.split(" swap places", 1)[0].split(" and ")]
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
