@@ -54,13 +54,13 @@ def free_port() -> int:
 
 def rss_mb(pid: int) -> tuple[float, float]:
     """(current, peak) resident memory of a process, MB."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
 def cpu_s(pid: int) -> float:
     """The process's CPU time so far (all threads), seconds."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
     after = stat[stat.rindex(")") + 2:].split()
     return (int(after[11]) + int(after[12])) * TICK_S  # utime, stime (fields 14 and 15)
 

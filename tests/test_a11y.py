@@ -15,7 +15,7 @@ from app.web.figure_text import MAX_POINTS, MAX_SERIES, figure_summary
 from sim_core import SCHEDULER_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
-CSS = (ROOT / "static" / "css" / "app.css").read_text()
+CSS = (ROOT / "static" / "css" / "app.css").read_text(encoding="utf-8")
 AA = 4.5
 
 
@@ -110,14 +110,14 @@ def test_axe_core_is_vendored_with_its_licence_but_never_served_or_loaded():
     from app.web.templating import TEST_ONLY_STATIC
 
     axe = TEST_ONLY_STATIC / "axe.min.js"
-    assert axe.read_text()[:200].startswith("/*! axe v")
-    assert "Mozilla Public License" in (TEST_ONLY_STATIC / "LICENSE").read_text()
-    version = re.search(r"axe v([\d.]+)", axe.read_text()[:100]).group(1)
-    assert f"axe-core {version}" in (TEST_ONLY_STATIC / "README.md").read_text()
+    assert axe.read_text(encoding="utf-8")[:200].startswith("/*! axe v")
+    assert "Mozilla Public License" in (TEST_ONLY_STATIC / "LICENSE").read_text(encoding="utf-8")
+    version = re.search(r"axe v([\d.]+)", axe.read_text(encoding="utf-8")[:100]).group(1)
+    assert f"axe-core {version}" in (TEST_ONLY_STATIC / "README.md").read_text(encoding="utf-8")
     client = TestClient(app)  # no lifespan: static files need no kernels
     assert client.get("/static/vendor/axe-core/axe.min.js").status_code == 404
     assert client.get("/static/vendor/axe-core/LICENSE").status_code == 404
     assert client.get("/static/vendor/htmx.min.js").status_code == 200
     for path in [*(ROOT / "templates").glob("*.html"), *(ROOT / "static" / "js").glob("*.js")]:
-        text = path.read_text().lower()
+        text = path.read_text(encoding="utf-8").lower()
         assert not re.search(r"axe[-.]|axe\b\.run|/axe\b", text), path  # "axes" of a plot is fine

@@ -145,7 +145,7 @@ def test_a_vllm_bench_result_calibrates_end_to_end(capsys, tmp_path):
                                    "--out", out])
     assert code == 0, err
     assert "wrote" in text and "residuals" in text
-    doc = json.loads(out.read_text())
+    doc = json.loads(out.read_text(encoding="utf-8"))
     assert (doc["hardware"], doc["model"], doc["quantization"], doc["tp"]) == ("h100", "llama-3-8b", "fp16", 1)
     fit = doc["fit"]
     assert fit["source"] == FIXTURE.name and fit["kind"] == "vllm_bench_serve" and fit["requests"] == 64
@@ -164,9 +164,9 @@ def test_a_vllm_bench_result_calibrates_end_to_end(capsys, tmp_path):
 
 
 def test_benchmark_arrivals_follow_its_rate_and_burstiness():
-    doc = json.loads(FIXTURE.read_text())
-    assert not read_vllm_bench(FIXTURE.read_text()).closed_loop
-    assert (bench_arrivals(read_vllm_bench(FIXTURE.read_text())) == 0).all()  # request rate inf: all at once
+    doc = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    assert not read_vllm_bench(FIXTURE.read_text(encoding="utf-8")).closed_loop
+    assert (bench_arrivals(read_vllm_bench(FIXTURE.read_text(encoding="utf-8"))) == 0).all()  # request rate inf: all at once
     n = 4000
     for burstiness in (1.0, 4.0):
         many = {**doc, "input_lens": [100] * n, "output_lens": [10] * n, "ttfts": [0.1] * n, "itls": [[0.01] * 9] * n,
@@ -177,7 +177,7 @@ def test_benchmark_arrivals_follow_its_rate_and_burstiness():
 
 
 def test_under_max_concurrency_only_tpot_is_fitted():
-    doc = {**json.loads(FIXTURE.read_text()), "max_concurrency": 16}
+    doc = {**json.loads(FIXTURE.read_text(encoding="utf-8")), "max_concurrency": 16}
     bench = read_vllm_bench(json.dumps(doc))
     fit = fit_bench(CalibrationTarget(hardware="h100", model="llama-3-8b"), bench)
     assert set(fit.doc["measured"]) == {"mean_tpot_ms", "p50_tpot_ms", "p90_tpot_ms"}
@@ -200,7 +200,7 @@ def test_a_steps_csv_calibrates_through_the_cli(capsys, tmp_path):
                                    "--out", out, "--json"])
     assert code == 0, err
     doc = json.loads(text)
-    assert doc == json.loads(out.read_text()) and doc["fit"]["residuals"]["max_abs_pct_error"] < 1.0
+    assert doc == json.loads(out.read_text(encoding="utf-8")) and doc["fit"]["residuals"]["max_abs_pct_error"] < 1.0
     assert set(doc["constants"]) == set(asdict(default_constants(setup)))
 
 

@@ -88,7 +88,7 @@ def test_the_data_files_are_package_data():
     """A non-editable install has the JSON only if pyproject.toml declares it (checked by building a wheel when
     the declaration was added: without it the wheel has no sim_core/data/*.json)."""
     tomllib = pytest.importorskip("tomllib")
-    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]
     files = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.json"))
     assert [f for f in files if "/" not in f] == ["gpus.json", "kv_links.json", "kv_tiers.json", "lora.json",
                                                     "model_error.json", "models.json", "prices.json", "spec_decode.json",

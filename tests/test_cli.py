@@ -303,7 +303,7 @@ def test_run_trace_out(capsys, tmp_path):
                                       "--trace-out", path])
     assert code == 0, err
     assert str(path) in out and "ui.perfetto.dev" in out
-    trace = json.loads(path.read_text())
+    trace = json.loads(path.read_text(encoding="utf-8"))
     assert trace["traceEvents"] and trace["metadata"]["requests_shown"] == 30
 
 
@@ -320,7 +320,7 @@ def test_compare_trace_out_writes_one_file_per_scheduler(capsys, tmp_path):
     for s in ("fcfs", "chunked"):
         path = tmp_path / f"cmp-{s}.json"
         assert str(path) in out
-        assert json.loads(path.read_text())["metadata"]["scheduler"] == s
+        assert json.loads(path.read_text(encoding="utf-8"))["metadata"]["scheduler"] == s
     assert not (tmp_path / "cmp.json").exists()
 
 
@@ -329,7 +329,7 @@ def test_sampled_step_log_warns_and_still_writes(capsys, tmp_path, monkeypatch):
     path = tmp_path / "big.json"
     code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "30", "--trace-out", path])
     assert code == 0 and "sampled" in err and err.startswith("note: ")
-    assert json.loads(path.read_text())["metadata"]["requests_shown"] == 0
+    assert json.loads(path.read_text(encoding="utf-8"))["metadata"]["requests_shown"] == 0
 
 
 def test_trace_path_for():
@@ -544,7 +544,7 @@ def test_console_script_exits_at_once_only_with_everything_written(tmp_path):
     path = tmp_path / "t.json"
     proc = run_script(["run", "--num-requests", "40", "--trace-out", str(path), "--json"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["schedulers"] and json.loads(path.read_text())["traceEvents"]
+    assert json.loads(proc.stdout)["schedulers"] and json.loads(path.read_text(encoding="utf-8"))["traceEvents"]
 
 
 def test_a_command_that_left_a_thread_running_exits_the_normal_way():
@@ -619,7 +619,7 @@ def test_nothing_outside_the_cli_imports_it():
         if rel.parts[:2] == ("app", "cli"):
             continue
         package = list(rel.with_suffix("").parts[:-1])
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -631,3 +631,15 @@ def test_nothing_outside_the_cli_imports_it():
                 continue
             offenders += [f"{rel}: {n}" for n in names if n == "app.cli" or n.startswith("app.cli.")]
     assert not offenders, offenders
+
+
+def test_an_ascii_locale_prints_stand_ins_instead_of_dying(tmp_path):
+    # A bare container or CI runner (LC_ALL=C, no UTF-8 coercion) encodes stdout as ASCII: the ± of a seed CI
+    # and the bundled CSVs' non-ASCII source notes must not crash the command.
+    ascii_env = {**os.environ, "PYTHONPATH": str(REPO), "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    for argv in (["run", "--rate", "2", "--num-requests", "20", "--seeds", "2"], ["validate"]):
+        proc = subprocess.run([console_script(), *argv], capture_output=True, cwd=tmp_path, timeout=300, env=ascii_env)
+        assert proc.returncode == 0, (argv, proc.stderr[-2000:])
+        assert b"Traceback" not in proc.stderr
+    assert b"? " in subprocess.run([console_script(), "run", "--rate", "2", "--num-requests", "20", "--seeds", "2"],
+                                   capture_output=True, cwd=tmp_path, timeout=300, env=ascii_env).stdout

@@ -148,7 +148,7 @@ def test_the_cli_runs_replicas_and_the_web_runs_them_too(capsys, tmp_path):
     trace = tmp_path / "t.json"
     assert main(["run", "--hardware", "rtx3050", "--num-requests", "30", "--replicas", "2", "--trace-out",
                  str(trace)]) == 0
-    doc = json.loads(trace.read_text())
+    doc = json.loads(trace.read_text(encoding="utf-8"))
     names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
     assert {"replica 0", "replica 1", "requests"} <= names
     assert doc["metadata"]["requests_shown"] == 30  # the CLI records a cluster's events: every request's track

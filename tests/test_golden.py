@@ -15,7 +15,7 @@ CASES = cases()
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_output_matches_golden(name):
     scenario, trace = CASES[name]
-    expected = (GOLDEN_DIR / f"{name}.json").read_text()
+    expected = (GOLDEN_DIR / f"{name}.json").read_text(encoding="utf-8")
     assert dumps(record(scenario, trace)) == expected
 
 

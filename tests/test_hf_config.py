@@ -25,7 +25,7 @@ SERVING = ServingSettings(gpu_memory_utilization=0.9, block_size=16, token_budge
 
 
 def config(key: str) -> dict:
-    return json.loads((CONFIGS / f"{key}.json").read_text())
+    return json.loads((CONFIGS / f"{key}.json").read_text(encoding="utf-8"))
 
 
 def test_every_bundled_config_is_a_catalogue_model_with_its_source():
@@ -185,7 +185,7 @@ def cli_json(capsys, argv):
 def test_model_config_equals_the_bundled_model_byte_for_byte(capsys, tmp_path):
     path = tmp_path / "Qwen3-8B" / "config.json"
     path.parent.mkdir()
-    path.write_text((CONFIGS / "qwen3-8b.json").read_text())
+    path.write_text((CONFIGS / "qwen3-8b.json").read_text(encoding="utf-8"))
     base = ["run", "--hardware", "h100", "--num-requests", "60", "--prefix-cache"]
     by_name = cli_json(capsys, base + ["--model", "qwen3-8b"])
     by_file = cli_json(capsys, base + ["--model-config", path])

@@ -25,7 +25,7 @@ def imported_modules(path: Path, root: Path = APP) -> list[str]:
     the `app` package); `from package import name` counts package.name too, as name may be a module."""
     package = ["app", *path.relative_to(root).parent.parts]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             found += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

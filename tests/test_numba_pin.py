@@ -85,7 +85,7 @@ def _listed(text: str) -> list[tuple[str, str]]:
     return names
 
 
-LISTED = _listed(RULES.read_text())
+LISTED = _listed(RULES.read_text(encoding="utf-8"))
 
 
 def _instances() -> dict:
@@ -175,20 +175,20 @@ def _covered(imported: str) -> bool:
 def test_every_numba_internal_sim_core_touches_is_listed():
     unlisted_imports = set()
     for f in sorted(CORE.rglob("*.py")):
-        unlisted_imports |= {f"{f.relative_to(CORE)}: {i}" for i in _numba_imports(ast.parse(f.read_text()))
+        unlisted_imports |= {f"{f.relative_to(CORE)}: {i}" for i in _numba_imports(ast.parse(f.read_text(encoding="utf-8")))
                              if not _covered(i)}
     assert not unlisted_imports, f"numba imports missing from sim_core/kernel/RULES.md's table: {sorted(unlisted_imports)}"
 
     listed_attributes = {p.split(".")[-1] for _, p in LISTED}
     own_module_names = set()  # sim_core's own functions, classes and constants, e.g. the kernels warm.py names
     for f in CORE.rglob("*.py"):
-        tree = ast.parse(f.read_text())
+        tree = ast.parse(f.read_text(encoding="utf-8"))
         own_module_names |= {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
         own_module_names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
                              if isinstance(t, ast.Name)}
     private = {}
     for name in INTERNAL_USERS:
-        for attr in _private_names(ast.parse((CORE / "kernel" / name).read_text())):
+        for attr in _private_names(ast.parse((CORE / "kernel" / name).read_text(encoding="utf-8"))):
             private.setdefault(attr, name)
     documented_stdlib = {"_exit"}  # os._exit: the standard library's documented exit without clean-up, not numba's
     unlisted = {f"{private[a]}: {a}" for a in private

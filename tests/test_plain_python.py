@@ -29,7 +29,7 @@ def test_plain_python_run_matches_jitted_exactly(tmp_path):
     out = tmp_path / "plain.json"
     subprocess.run([sys.executable, str(HERE / "plain_python_cases.py"), str(out)], env=_plain_env(), check=True,
                    timeout=600)
-    plain = json.loads(out.read_text())
+    plain = json.loads(out.read_text(encoding="utf-8"))
     jitted = json.loads(json.dumps(run_all(), sort_keys=True))
     assert plain.keys() == jitted.keys()
     for name in jitted:

@@ -39,7 +39,7 @@ def _name(path: Path) -> str:
 
 
 def _functions(path: Path):
-    tree = ast.parse(path.read_text(), str(path))
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             yield node
@@ -53,7 +53,7 @@ def _parameters(fn) -> int:
 def violations(path: Path, name: str) -> list[str]:
     """What in the file breaks a limit without a listed reason (`name`: its path from the repository root)."""
     found = []
-    lines = len(path.read_text().splitlines())
+    lines = len(path.read_text(encoding="utf-8").splitlines())
     if lines > MAX_FILE_LINES and name not in LONG_FILES:
         found.append(f"{name} has {lines} lines (at most {MAX_FILE_LINES})")
     for fn in _functions(path):
@@ -81,16 +81,16 @@ def test_every_listed_exception_is_still_needed():
         fn = functions.get(key)
         assert fn is not None and fn.end_lineno - fn.lineno + 1 > MAX_FUNCTION_LINES, key
     for name in LONG_FILES:
-        assert len((ROOT / name).read_text().splitlines()) > MAX_FILE_LINES, name
+        assert len((ROOT / name).read_text(encoding="utf-8").splitlines()) > MAX_FILE_LINES, name
 
 
 def test_the_engine_step_fits_in_one_file():
-    assert len((CORE / "kernel" / "engine.py").read_text().splitlines()) < MAX_FILE_LINES
+    assert len((CORE / "kernel" / "engine.py").read_text(encoding="utf-8").splitlines()) < MAX_FILE_LINES
 
 
 @pytest.mark.parametrize("path", sorted(CORE.rglob("*.py")), ids=_name)
 def test_the_core_imports_nothing_from_the_web(path):
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         names = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]

@@ -280,7 +280,7 @@ def test_idle_gaps_drop_the_counters_to_zero():
 def test_write_chrome_trace(tmp_path, rag_run):
     path = tmp_path / "run.trace.json"
     meta = write_chrome_trace(rag_run, path)
-    trace = json.loads(path.read_text())
+    trace = json.loads(path.read_text(encoding="utf-8"))
     assert meta["events"] == len(trace["traceEvents"]) > len(rag_run.steps)
     check_trace(rag_run, trace)
 

@@ -93,7 +93,7 @@ def test_plan_from_a_trace_is_minimal_and_its_scenario_reproduces_it(capsys, tra
 def test_plan_without_rate_takes_the_traces_own(capsys, trace_file):
     doc = _json(capsys, ["plan", "--trace", trace_file, "--model", "llama-3-8b", "--gpus", "a100", "--tp", "1",
                          "--json"])
-    assert doc["rate"] == pytest.approx(own_rate(read_trace(trace_file.read_text(), 10_000)))
+    assert doc["rate"] == pytest.approx(own_rate(read_trace(trace_file.read_text(encoding="utf-8"), 10_000)))
     assert Scenario.from_query(doc["plans"][0]["scenario"]).rate == pytest.approx(doc["rate"])
 
 

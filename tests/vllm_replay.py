@@ -20,7 +20,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "validation" / "vllm_v1"
 
 
 def load_cases() -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in sorted(FIXTURES.glob("*.json"))}
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(FIXTURES.glob("*.json"))}
 
 
 def scenario_for(fixture: dict):

@@ -57,8 +57,18 @@ def _version() -> str:
         return "unknown"
 
 
+def _write_any_text(*streams) -> None:
+    """A terminal or pipe whose locale is ASCII (LC_ALL=C, a bare container) cannot encode the ± of a CI column or
+    the → of a replica's name: print a stand-in there instead of dying on the first such character."""
+    for stream in streams:
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        if hasattr(stream, "reconfigure") and "±→…".encode(encoding, errors="ignore") != "±→…".encode():
+            stream.reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = None
+    _write_any_text(sys.stdout, sys.stderr)
     try:
         words = sys.argv[1:] if argv is None else [str(a) for a in argv]
         args = build_parser(only=next((w for w in words if not w.startswith("-")), None)).parse_args(argv)

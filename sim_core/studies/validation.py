@@ -342,7 +342,7 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
 
 
 def read_rows(path: Path) -> list[dict]:
-    with path.open(newline="") as f:
+    with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
 
@@ -362,7 +362,7 @@ def measured_kernel_checks(directory: Path = VALIDATION_DIR) -> list[Check]:
     """The kernels validation/measure_gpu.py timed, one JSON file per GPU (group "kernel, measured here")."""
     out = []
     for path in sorted(directory.glob("*_kernels.json")):
-        run = json.loads(path.read_text())
+        run = json.loads(path.read_text(encoding="utf-8"))
         hw = hardware_key(run["meta"]["gpu"])
         source = f"{path.name} ({run['meta']['gpu']}, torch {run['meta']['torch']}, CUDA {run['meta']['cuda']})"
         out += [measured_kernel_check(row, hw, source) for row in run["rows"] if row["ms"] is not None]
@@ -471,5 +471,5 @@ def coverage(directory: Path = VALIDATION_DIR) -> dict[str, set[str]]:
             models.add(model_key(r.get("model") or r.get("model_or_op", "")))
             quants.add(quantization_of(r["dtype"]))
     for path in directory.glob("*_kernels.json"):  # the GEMMs and attention measured here (measure_gpu.py)
-        hw.add(hardware_key(json.loads(path.read_text())["meta"]["gpu"]))
+        hw.add(hardware_key(json.loads(path.read_text(encoding="utf-8"))["meta"]["gpu"]))
     return {"hardware": hw & set(GPUS), "model": models & set(MODELS), "quantization": quants}

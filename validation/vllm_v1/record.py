@@ -148,7 +148,7 @@ def make_scheduler(cfg: dict):
     from vllm.v1.structured_output import StructuredOutputManager
 
     model_dir = Path(tempfile.mkdtemp())  # a tiny model's config, so nothing is fetched from a hub
-    (model_dir / "config.json").write_text(json.dumps({
+    (model_dir / "config.json").write_text(encoding="utf-8", data=json.dumps({
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
         "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1, "vocab_size": VOCAB + 100,
         "max_position_embeddings": cfg["max_model_len"], "torch_dtype": "float16"}))
