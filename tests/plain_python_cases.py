@@ -85,4 +85,4 @@ def run_all() -> dict[str, dict]:
 
 
 if __name__ == "__main__":
-    Path(sys.argv[1]).write_text(json.dumps(run_all(), sort_keys=True))
+    Path(sys.argv[1]).write_text(json.dumps(run_all(), sort_keys=True), encoding="utf-8")

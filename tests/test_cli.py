@@ -203,7 +203,7 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize(("argv", "flag", "hint"), BAD_INPUTS, ids=[" ".join(a) for a, _, _ in BAD_INPUTS])
 def test_bad_input_exits_2_with_one_line(capsys, tmp_path, argv, flag, hint):
-    (tmp_path / "malformed.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,20\n0.5,lots,20\n")
+    (tmp_path / "malformed.csv").write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,20\n0.5,lots,20\n", encoding="utf-8")
     code, out, err = cli_run(capsys, [a.replace("{tmp}", str(tmp_path)) for a in argv])
     assert code == 2
     assert out == ""
@@ -289,7 +289,7 @@ def test_boolean_fields_are_switches(capsys):
 def test_trace_file_replay(capsys, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{k * 0.2},{100 + k},{10 + k}\n"
-                                                                       for k in range(12)))
+                                                                       for k in range(12)), encoding="utf-8")
     doc = cli_json(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--trace", trace])
     assert all(e["metrics"]["completed"] == 12 for e in doc["schedulers"].values())
 

@@ -86,7 +86,7 @@ def bounded_cli(monkeypatch, tmp_path):
     monkeypatch.setattr(sim_core.studies.executor, "make_executor", lambda kind, **kw: sim_core.studies.executor.LocalExecutor(1))
     monkeypatch.chdir(tmp_path)
     for name, text in HOSTILE_FILES.items():
-        (tmp_path / name).write_text(text)
+        (tmp_path / name).write_text(text, encoding="utf-8")
 
 
 def test_any_command_line_works_or_says_why_in_one_line(bounded_cli):

@@ -192,6 +192,6 @@ def test_gathered_files_are_listed_skipped_one_group_per_cited_source(rows, tmp_
     assert all(summary[g]["skipped"] > 0 and summary[g]["rows"] == 0 for g in groups)
     # A row whose value is not a number fails naming the file and line.
     (tmp_path / "alltoall.csv").write_text("source_id,hardware,op,ep,tokens_per_batch,kernel,measured_what,value,unit\n"
-                                           "x,H800,dispatch,8,128,k,latency,77 us,us\n")
+                                           "x,H800,dispatch,8,128,k,latency,77 us,us\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"alltoall.csv line 2: value '77 us'"):
         gathered.gathered_checks(tmp_path)
