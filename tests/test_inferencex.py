@@ -79,8 +79,26 @@ def test_frontier_summary_counts_errors_ratios_and_pairs():
     s = inferencex.frontier_summary(rows)
     assert s["models"]["llama-3-70b"]["median_abs_error"] == pytest.approx(0.2)
     assert s["models"]["llama-3-70b"]["max_ratio"] == pytest.approx(1.5)
-    assert s["models"]["deepseek-r1"] == {"family": "MoE", "rows": 1, "median_abs_error": pytest.approx(2.0),
-                                          "max_ratio": pytest.approx(3.0)}
+    assert {k: v for k, v in s["models"]["deepseek-r1"].items() if k != "matched"} == {
+        "family": "MoE", "rows": 1, "median_abs_error": pytest.approx(2.0), "max_ratio": pytest.approx(3.0)}
     assert s["families"]["dense"]["rows"] == 3
     assert (s["pairs"], s["pairs_agree"]) == (3, 2)  # deepseek has one throughput row: no pair
     assert any("2/3" in line for line in inferencex.frontier_lines(s))
+
+
+def test_raw_runs_are_also_compared_at_the_interactivity_they_reached():
+    """A deployment's runs at concurrency 4 and 8: the model's runs reach 100 and 50 tok/s/user with 1000 and 1600
+    tok/s/GPU; the measured run at concurrency 8 reached 75 tok/s/user (TPOT 13.3 ms) with 1000 tok/s/GPU, where
+    the model's curve gives 1300: +30% at matched interactivity (and +60% at matched concurrency)."""
+    def run(level, tput, tput_predicted, tpot, tpot_predicted):
+        return [_row("deepseek-r1", "h200", level, tput, tput_predicted),
+                _row("deepseek-r1", "h200", level, tpot, tpot_predicted, "tpot_mean")]
+
+    rows = run("concurrency 4", 700, 1000, 12.0, 10.0) + run("concurrency 8", 1000, 1600, 1000 / 75, 20.0)
+    s = inferencex.frontier_summary(rows)["models"]["deepseek-r1"]
+    assert s["rows"] == 2 and s["max_ratio"] == pytest.approx(1.6)
+    # concurrency 4's measured 83 tok/s/user: 1000 + (100 - 83.3) / 50 * 600 = 1200 on the curve
+    assert s["matched"]["rows"] == 2
+    assert s["matched"]["max_ratio"] == pytest.approx(1200 / 700, rel=1e-3)
+    assert inferencex._interpolate([(50.0, 1600.0), (100.0, 1000.0)], 75.0) == pytest.approx(1300.0)
+    assert inferencex._interpolate([(50.0, 1600.0), (100.0, 1000.0)], 120.0) is None

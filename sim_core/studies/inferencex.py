@@ -232,26 +232,58 @@ def inferencex_checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -
 # The frontier figures of issue #22
 # ---------------------------------------------------------------------------------------------------------
 def frontier_summary(rows: list[Check]) -> dict:
-    """From the predicted InferenceX rows of throughput per GPU: per model its family, rows, median |error|
-    and largest ratio either way (max(p/m, m/p)); and per model, dtype, shape and level (a concurrency, or a
-    target interactivity) the GPU pairs whose order by throughput per GPU the model gets right."""
+    """From the predicted InferenceX rows of throughput per GPU, per model and per family (dense, MoE): the rows,
+    median |error| and largest ratio either way (max(p/m, m/p)), at the row's own concurrency ("at matched
+    concurrency"; the site rows are at their interactivity) and at matched tokens/s per user (issue #22's
+    measure: `matched_interactivity`); and per model, dtype, shape and level (a concurrency, or a target
+    interactivity) the GPU pairs whose order by throughput per GPU the model gets right."""
     tput = [c for c in rows if c.point and c.point.quantity == "tput_per_gpu" and c.predicted is not None]
-    models = {}
-    for model in sorted({c.point.model for c in tput}):
-        errors = [c.error for c in tput if c.point.model == model]
-        models[model] = {"family": family(model), "rows": len(errors),
-                         "median_abs_error": statistics.median(abs(e) for e in errors),
-                         "max_ratio": max(max(1 + e, 1 / (1 + e)) for e in errors)}
+    matched = _matched_interactivity(rows)
+    models = {m: {"family": family(m), **_stats([c.error for c in tput if c.point.model == m]),
+                  "matched": _stats([e for mm, e in matched if mm == m])}
+              for m in sorted({c.point.model for c in tput})}
+    per_family = {fam: {**_stats([c.error for c in tput if family(c.point.model) == fam]),
+                        "matched": _stats([e for m, e in matched if family(m) == fam])} for fam in (DENSE, MOE)}
     levels = _pair_agreement(tput)
-    per_family = {}
-    for fam in (DENSE, MOE):
-        errors = [abs(c.error) for c in tput if family(c.point.model) == fam]
-        per_family[fam] = {"rows": len(errors), "median_abs_error": statistics.median(errors) if errors else None}
-    pairs = [lv["pairs"] for lv in levels]
-    agree = [lv["agree"] for lv in levels]
-    return {"models": models, "families": per_family, "levels": levels,
-            "pairs": sum(pairs), "pairs_agree": sum(agree),
-            "pair_agreement": sum(agree) / sum(pairs) if sum(pairs) else None, "targets": TARGETS}
+    pairs, agree = sum(lv["pairs"] for lv in levels), sum(lv["agree"] for lv in levels)
+    return {"models": models, "families": per_family, "levels": levels, "pairs": pairs, "pairs_agree": agree,
+            "pair_agreement": agree / pairs if pairs else None, "targets": TARGETS}
+
+
+def _stats(errors: list[float]) -> dict:
+    return {"rows": len(errors), "median_abs_error": statistics.median(abs(e) for e in errors) if errors else None,
+            "max_ratio": max(max(1 + e, 1 / (1 + e)) for e in errors) if errors else None}
+
+
+def _matched_interactivity(rows: list[Check]) -> list[tuple[str, float]]:
+    """(model, error) of throughput per GPU at the tokens/s per user the measurement reached: a site row as it is
+    (already at its target); a raw run against the prediction interpolated, along the simulated runs of the same
+    deployment at its other concurrencies, at the measured interactivity (1000 / the row's TPOT); a run whose
+    interactivity lies outside the simulated ones is left out (nothing to interpolate between)."""
+    out = [(c.point.model, c.error) for c in rows if c.point and c.predicted is not None
+           and c.point.quantity == "tput_per_gpu" and c.point.level.endswith("tok/s/user")]
+    series: dict[tuple, dict[str, dict[str, Check]]] = {}
+    for c in rows:
+        if c.point and c.predicted is not None and c.point.level.startswith("concurrency"):
+            key = (c.group, c.point.model, c.point.dtype, c.point.shape, c.point.gpu, c.point.tp)
+            series.setdefault(key, {}).setdefault(c.point.level, {})[c.point.quantity] = c
+    for key, levels in series.items():
+        pairs = [(r.get("tpot_mean") or r.get("tpot_p50"), r.get("tput_per_gpu")) for r in levels.values()]
+        runs = [(1000 / tpot.reference, 1000 / tpot.predicted, c) for tpot, c in pairs if tpot and c]
+        curve = sorted((predicted, c.predicted) for _, predicted, c in runs)
+        for measured, _, c in runs:
+            value = _interpolate(curve, measured)
+            if value is not None:
+                out.append((key[1], value / c.reference - 1))
+    return out
+
+
+def _interpolate(curve: list[tuple[float, float]], x: float) -> float | None:
+    """y at x on the piecewise-linear curve of (x, y) points sorted by x; None outside it."""
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:], strict=False):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (x - x0) / (x1 - x0) * (y1 - y0)
+    return None
 
 
 def _pair_agreement(tput: list[Check]) -> list[dict]:
@@ -283,22 +315,26 @@ def frontier_lines(summary: dict) -> list[str]:
     if not summary["models"]:
         return []
     t = summary["targets"]
-    lines = ["| model | family | rows | median abs. error | largest ratio |", "|---|---|--:|--:|--:|"]
-    lines += [f"| {m} | {s['family']} | {s['rows']} | {s['median_abs_error'] * 100:.1f}% | {s['max_ratio']:.2f}x |"
+    lines = ["| model | family | rows | median abs. error | largest ratio | rows at matched tok/s/user | "
+             "median abs. error there | largest ratio there |", "|---|---|--:|--:|--:|--:|--:|--:|"]
+    lines += [f"| {m} | {s['family']} | {s['rows']} | {_pct(s['median_abs_error'])} | {_x(s['max_ratio'])} | "
+              f"{s['matched']['rows']} | {_pct(s['matched']['median_abs_error'])} | {_x(s['matched']['max_ratio'])} |"
               for m, s in summary["models"].items()]
     lines += ["", "| model | dtype | ISL/OSL | level | GPUs | pairs in the measured order |", "|---|---|---|---|---|--:|"]
     lines += [f"| {lv['model']} | {lv['dtype']} | {lv['shape']} | {lv['level']} | {', '.join(lv['gpus'])} | "
               f"{lv['agree']}/{lv['pairs']} |" for lv in summary["levels"]]
-    fam = summary["families"]
-    share = summary["pair_agreement"]
-    dense_ratio = max((s["max_ratio"] for s in summary["models"].values() if s["family"] == DENSE), default=None)
-    lines += ["", f"Throughput per GPU, median |error|: dense {_pct(fam[DENSE]['median_abs_error'])} (target "
-                  f"{t['dense_median'] * 100:.0f}%; largest ratio "
-                  f"{'-' if dense_ratio is None else format(dense_ratio, '.2f')}x, target "
-                  f"{t['dense_max_ratio']:g}x), MoE {_pct(fam[MOE]['median_abs_error'])} (target "
-                  f"{t['moe_median'] * 100:.0f}%); GPU pairs in the measured order: {summary['pairs_agree']}/"
-                  f"{summary['pairs']} ({_pct(share)}, target {t['pair_agreement'] * 100:.0f}%)."]
+    fam = {f: v["matched"] for f, v in summary["families"].items()}
+    lines += ["", f"At matched tokens/s per user, throughput per GPU's median |error|: dense "
+                  f"{_pct(fam[DENSE]['median_abs_error'])} (target {t['dense_median'] * 100:.0f}%; largest ratio "
+                  f"{_x(fam[DENSE]['max_ratio'])}, target {t['dense_max_ratio']:g}x), MoE "
+                  f"{_pct(fam[MOE]['median_abs_error'])} (target {t['moe_median'] * 100:.0f}%); GPU pairs in the "
+                  f"measured order: {summary['pairs_agree']}/{summary['pairs']} ({_pct(summary['pair_agreement'])}, "
+                  f"target {t['pair_agreement'] * 100:.0f}%)."]
     return lines
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
 
 
 def _pct(value: float | None) -> str:
