@@ -143,7 +143,10 @@ def raw_check(row: dict, simulate: bool) -> Check:
     if error:
         return Check(predicted=None, note=error, **base)
     p = run_point(hw, model, quantization, tp, isl, osl, conc)
-    notes = [note, _engine_note(row["framework"]), p["preemptions"] and f"{p['preemptions']} preemptions"]
+    notes = [note, _engine_note(row["framework"]), p["preemptions"] and f"{p['preemptions']} preemptions",
+             quantity == "ttft_mean" and "client-side: includes HTTP and tokenisation",
+             "anomal" in row["notes"].lower() and "the source calls this point an anomaly (throughput below the "
+                                                  "next-lower concurrency's)"]
     point = Point(model, row["dtype"], f"{isl}/{osl}", f"concurrency {conc}", hw, tp, quantity)
     return Check(predicted=p[quantity], note="; ".join(n for n in notes if n), point=point, **base)
 
