@@ -82,6 +82,8 @@ def test_frontier_summary_counts_errors_ratios_and_pairs():
     assert {k: v for k, v in s["models"]["deepseek-r1"].items() if k != "matched"} == {
         "family": "MoE", "rows": 1, "median_abs_error": pytest.approx(2.0), "max_ratio": pytest.approx(3.0)}
     assert s["families"]["dense"]["rows"] == 3
+    mi300x = next(g for g in s["gpus"] if g["gpu"] == "mi300x")
+    assert mi300x["rows"] == 1 and mi300x["median_error"] == pytest.approx(0.5)
     assert (s["pairs"], s["pairs_agree"]) == (3, 2)  # deepseek has one throughput row: no pair
     assert any("2/3" in line for line in inferencex.frontier_lines(s))
 

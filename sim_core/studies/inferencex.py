@@ -247,9 +247,13 @@ def frontier_summary(rows: list[Check]) -> dict:
               for m in sorted({c.point.model for c in tput})}
     per_family = {fam: {**_stats([c.error for c in tput if family(c.point.model) == fam]),
                         "matched": _stats([e for m, e in matched if family(m) == fam])} for fam in (DENSE, MOE)}
+    by_gpu = [{"model": m, "gpu": g, "rows": len(e), "median_error": statistics.median(e),
+               "median_abs_error": statistics.median(abs(x) for x in e)}
+              for m, g in sorted({(c.point.model, c.point.gpu) for c in tput})
+              for e in [[c.error for c in tput if (c.point.model, c.point.gpu) == (m, g)]]]
     levels = _pair_agreement(tput)
     pairs, agree = sum(lv["pairs"] for lv in levels), sum(lv["agree"] for lv in levels)
-    return {"models": models, "families": per_family, "levels": levels, "pairs": pairs, "pairs_agree": agree,
+    return {"models": models, "families": per_family, "gpus": by_gpu, "levels": levels, "pairs": pairs, "pairs_agree": agree,
             "pair_agreement": agree / pairs if pairs else None, "targets": TARGETS}
 
 
@@ -323,6 +327,9 @@ def frontier_lines(summary: dict) -> list[str]:
     lines += [f"| {m} | {s['family']} | {s['rows']} | {_pct(s['median_abs_error'])} | {_x(s['max_ratio'])} | "
               f"{s['matched']['rows']} | {_pct(s['matched']['median_abs_error'])} | {_x(s['matched']['max_ratio'])} |"
               for m, s in summary["models"].items()]
+    lines += ["", "| model | GPU | rows | median error | median abs. error |", "|---|---|--:|--:|--:|"]
+    lines += [f"| {g['model']} | {g['gpu']} | {g['rows']} | {g['median_error'] * 100:+.1f}% | "
+              f"{_pct(g['median_abs_error'])} |" for g in summary["gpus"]]
     lines += ["", "| model | dtype | ISL/OSL | level | GPUs | pairs in the measured order |", "|---|---|---|---|---|--:|"]
     lines += [f"| {lv['model']} | {lv['dtype']} | {lv['shape']} | {lv['level']} | {', '.join(lv['gpus'])} | "
               f"{lv['agree']}/{lv['pairs']} |" for lv in summary["levels"]]
