@@ -1,5 +1,5 @@
 """The 2025-2026 measurements gathered into validation/ (issue #22 point 7; validation/SOURCES.md) that the cost
-model does not predict yet: `sched-sim validate` lists their rows, skipped with what a prediction needs, in one
+model does not predict yet (inferencex.csv is predicted: studies/inferencex.py): `sched-sim validate` lists their rows, skipped with what a prediction needs, in one
 group per source, so what is waiting shows and the files are parsed (a malformed row fails here, not later)."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from .validation import VALIDATION_DIR, Check, hardware_key, model_key, read_row
 
 # Each gathered file, with what a prediction of its rows needs.
 GATHERED = {
-    "inferencex.csv": "a closed-loop point at fixed concurrency: needs a closed-loop frontier run",
     "moe_serving.csv": "multi-node expert-parallel serving: needs EP all-to-all, EPLB and P/D-disaggregation costs",
     "alltoall.csv": "a MoE dispatch/combine kernel: needs an all-to-all cost in the link model",
 }
