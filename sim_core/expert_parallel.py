@@ -176,3 +176,20 @@ def ep_that_fits(model: Model, setup_of) -> str | None:
             nodes = f"{ep // NODE_GPUS} nodes of {NODE_GPUS}" if ep > NODE_GPUS else "one node"
             return f"with expert parallelism it fits at ep={ep} and attention_dp (tp=1: {ep} GPUs, {nodes})"
     return None
+
+
+def ep_report(model: Model, plan: ExpertParallel, tp: int) -> dict:
+    """What a run's `resolved` adds under expert parallelism ({} without it)."""
+    if not plan.enabled:
+        return {}
+    return {"ep": plan.ep, "attention_dp": plan.attention_dp, "dp_ranks": plan.dp(tp),
+            "experts_per_gpu": experts_per_gpu(model, plan.ep), "moe_imbalance": plan.imbalance}
+
+
+def ep_text(model: Model, plan: ExpertParallel, tp: int) -> str:
+    """The set-up's line on expert parallelism."""
+    attention = (f"attention data-parallel: {plan.dp(tp)} ranks of {tp} GPU{'s' * (tp > 1)}, each its own engine"
+                 if plan.attention_dp else f"attention tensor-parallel over the {tp} GPUs")
+    skew = f", busiest GPU x{plan.imbalance:g} the mean routed tokens" if plan.imbalance != 1.0 else ""
+    return (f"ep={plan.ep} ({plan.ep} GPUs): {experts_per_gpu(model, plan.ep)} of {model.experts} experts per GPU "
+            f"per layer, {attention}{skew}")
