@@ -394,6 +394,9 @@ def resolve_setup(hardware: str, model: str | Model | None, quantization: str, t
         raise SetupError(f"quantization=fp4 needs FP4 tensor cores, which {gpu.key} ({gpu.name}) does not have; "
                          f"GPUs with them: {fp4_gpus}. On this GPU pick fp8 or int4 (weight-only 4-bit)",
                          "quantization")
+    if expert_parallel.enabled and m.experts <= 1:
+        raise SetupError(f"ep={expert_parallel.ep} spreads a mixture-of-experts model's experts; {m.key} is dense "
+                         f"(leave ep at 1 and use tp or replicas)", "ep")
     if m.heads % tp != 0:
         divisors = ", ".join(str(d) for d in range(1, 9) if m.heads % d == 0)
         raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick one of {divisors}",

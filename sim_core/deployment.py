@@ -91,7 +91,7 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget:
     try:
         serving = ServingSettings(s.gpu_memory_utilization, s.block_size, token_budget, s.max_seqs)
         setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype,
-                              expert_parallel_of(s, model))
+                              expert_parallel_of(s))
     except SetupError as e:
         if e.field in ("tp", "model", "quantization") and (hw_field, tp_field) != ("hardware", "tp"):
             field = {"tp": tp_field, "model": hw_field}.get(e.field, e.field)
@@ -104,14 +104,9 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget:
     return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
 
 
-def expert_parallel_of(s: Scenario, model: Model) -> ExpertParallel:
-    """The scenario's expert parallelism (NO_EP at ep 1); SetupError on a dense model."""
-    if s.ep == 1:
-        return NO_EP
-    if model.experts <= 1:
-        raise SetupError(f"ep={s.ep} spreads a mixture-of-experts model's experts; {model.key} is dense (leave ep at "
-                         f"1 and use tp or replicas)", "ep")
-    return ExpertParallel(s.ep, s.attention_dp, s.moe_imbalance or 1.0)
+def expert_parallel_of(s: Scenario) -> ExpertParallel:
+    """The scenario's expert parallelism (NO_EP at ep 1; resolve_setup refuses it on a dense model)."""
+    return NO_EP if s.ep == 1 else ExpertParallel(s.ep, s.attention_dp, s.moe_imbalance or 1.0)
 
 
 def scenario_model(s: Scenario) -> Model:

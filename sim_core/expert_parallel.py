@@ -193,3 +193,19 @@ def ep_text(model: Model, plan: ExpertParallel, tp: int) -> str:
     skew = f", busiest GPU x{plan.imbalance:g} the mean routed tokens" if plan.imbalance != 1.0 else ""
     return (f"ep={plan.ep} ({plan.ep} GPUs): {experts_per_gpu(model, plan.ep)} of {model.experts} experts per GPU "
             f"per layer, {attention}{skew}")
+
+
+def shape_error(ep: int, tp: int, attention_dp: bool, imbalance: float | None) -> tuple[str, str] | None:
+    """(field, why) when ep, tp, attention_dp and moe_imbalance do not make a deployment; None when they do."""
+    if ep == 1:
+        for name, value in (("attention_dp", attention_dp), ("moe_imbalance", imbalance)):
+            if value not in (False, None):
+                return name, "applies to expert parallelism; set ep > 1 with it (or leave it unset)"
+        return None
+    if not attention_dp and ep != tp:
+        return "ep", (f"with attention tensor-parallel the experts spread over the engine's tp GPUs: set ep = tp "
+                      f"({tp}), or attention_dp true for ep / tp data-parallel ranks")
+    if attention_dp and (ep % tp or ep == tp):
+        return "ep", (f"with attention_dp, ep / tp data-parallel ranks of tp GPUs each: ep must be a multiple of "
+                      f"tp={tp} above it (got {ep})")
+    return None

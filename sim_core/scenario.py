@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
-from .expert_parallel import MAX_EP
+from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
@@ -269,20 +269,12 @@ class Scenario(BaseModel):
 
     @model_validator(mode="after")
     def _expert_parallel_shape(self) -> Scenario:
-        if self.ep == 1:
-            for name in ("attention_dp", "moe_imbalance"):
-                if getattr(self, name) not in (False, None):
-                    raise ValueError(f"{name}: applies to expert parallelism; set ep > 1 with it (or leave it unset)")
-            return self
-        if self.disaggregated:
+        problem = shape_error(self.ep, self.tp, self.attention_dp, self.moe_imbalance)
+        if problem:
+            raise ValueError(": ".join(problem))
+        if self.ep > 1 and self.disaggregated:
             raise ValueError("ep: not modelled for disaggregated serving yet (prefill_replicas and decode_replicas); "
                              "leave ep at 1 there")
-        if not self.attention_dp and self.ep != self.tp:
-            raise ValueError(f"ep: with attention tensor-parallel the experts spread over the engine's tp GPUs: set "
-                             f"ep = tp ({self.tp}), or attention_dp true for ep / tp data-parallel ranks")
-        if self.attention_dp and (self.ep % self.tp or self.ep == self.tp):
-            raise ValueError(f"ep: with attention_dp, ep / tp data-parallel ranks of tp GPUs each: ep must be a "
-                             f"multiple of tp={self.tp} above it (got {self.ep})")
         if self.engines > MAX_DP_ENGINES:
             raise ValueError(f"replicas: replicas x ep / tp data-parallel ranks must stay at most {MAX_DP_ENGINES} "
                              f"engines (got {self.engines})")

@@ -17,6 +17,7 @@ from sim_core.expert_parallel import (
     links_of,
 )
 from sim_core.kernel.cost_model import cost_params, step_breakdown, step_cost
+from sim_core.step_time import parse_step_shape, step_time_doc
 from sim_core.studies import gathered, validation
 from sim_core.studies.alltoall_checks import FITTED_NOTE, alltoall_checks
 
@@ -146,3 +147,14 @@ def test_ep_on_a_dense_model_is_refused_naming_ep():
 def test_attention_dp_runs_one_engine_per_rank():
     r = resolve(Scenario(hardware="h200", model=R1, quantization="fp8", ep=8, tp=2, attention_dp=True))
     assert r.deployment[0].engines == 4 and r.setup.tp == 2 and r.setup.expert_parallel.dp(2) == 4
+
+
+def test_step_time_shows_the_all_to_all_and_refuses_a_bad_shape():
+    batch = {"hardware": "h200", "model": R1, "quantization": "fp8", "decode_seqs": "128", "decode_context": "2000"}
+    tp8 = step_time_doc(parse_step_shape({**batch, "tp": "8"}))
+    dp8 = step_time_doc(parse_step_shape({**batch, "tp": "1", "ep": "8", "attention_dp": "true"}))
+    assert "ep" not in tp8 and dp8["ep"] == 8 and dp8["attention_dp"] is True
+    assert dp8["components_ms"]["communication"] > 2 * tp8["components_ms"]["communication"]
+    with pytest.raises(ScenarioError) as e:
+        parse_step_shape({**batch, "tp": "4", "ep": "8"})
+    assert [f for f, _ in e.value.problems] == ["ep"]
