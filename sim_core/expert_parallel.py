@@ -173,8 +173,10 @@ def ep_that_fits(model: Model, setup_of) -> str | None:
     for ep in EP_CANDIDATES:
         s = setup_of(ExpertParallel(ep, attention_dp=True))
         if s.weight_bytes_per_gpu + s.reserve_bytes < s.usable_bytes and s.num_kv_blocks >= 1:
-            nodes = f"{ep // NODE_GPUS} nodes of {NODE_GPUS}" if ep > NODE_GPUS else "one node"
-            return f"with expert parallelism it fits at ep={ep} and attention_dp (tp=1: {ep} GPUs, {nodes})"
+            domain = domain_gpus(s.gpu)
+            where = (f"{math.ceil(ep / domain)} NVLink domains of {domain}" if ep > domain
+                     else f"one NVLink domain of {domain}")
+            return f"with expert parallelism it fits at ep={ep} and attention_dp (tp=1: {ep} GPUs, {where})"
     return None
 
 
