@@ -395,7 +395,7 @@ def resolve_setup(hardware: str, model: str | Model | None, quantization: str, t
                          f"GPUs with them: {fp4_gpus}. On this GPU pick fp8 or int4 (weight-only 4-bit)",
                          "quantization")
     if expert_parallel.enabled and m.experts <= 1:
-        raise SetupError(f"ep={expert_parallel.ep} spreads a mixture-of-experts model's experts; {m.key} is dense "
+        raise SetupError(f"{m.key} is dense: ep={expert_parallel.ep} spreads a mixture-of-experts model's experts "
                          f"(leave ep at 1 and use tp or replicas)", "ep")
     if m.heads % tp != 0:
         divisors = ", ".join(str(d) for d in range(1, 9) if m.heads % d == 0)
