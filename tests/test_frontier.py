@@ -171,3 +171,38 @@ def test_bad_input_gets_one_line_naming_the_flag(capsys, argv, says):
 def test_a_frontier_needs_one_model(capsys):
     code, _, err = _cli(capsys, ["frontier", "--hardware", "h100"])
     assert code == 2 and "--model: a frontier compares GPUs serving one model" in err
+
+
+# ----- the planner at a floor of tokens/s per user -----
+def test_a_floor_of_tokens_per_user_tightens_the_tpot_target_never_loosens_it():
+    from sim_core.studies.planner import tokens_floor
+    from sim_core.workload import PRESETS
+
+    chat = Scenario(workload="chat")
+    assert tokens_floor(chat, None) is chat
+    preset_tpot = PRESETS["chat"].slo_tpot_ms
+    fast = 2 * 1000 / preset_tpot  # twice the tokens/s the preset's target allows
+    assert tokens_floor(chat, fast).slo_tpot_ms == pytest.approx(preset_tpot / 2)
+    assert tokens_floor(chat, fast / 4).slo_tpot_ms == preset_tpot  # looser than the preset's: it stays
+    assert tokens_floor(Scenario(workload="chat", slo_tpot_ms=5), 10).slo_tpot_ms == 5
+
+
+def test_the_plan_searches_at_the_floors_tpot_target(monkeypatch):
+    import sim_core.studies.planner as planner
+    from sim_core import SetupError as Refused
+    from sim_core.studies.plan_space import parse_plan_inputs
+
+    inputs = parse_plan_inputs({"gpus": "h100", "min_tokens_per_s_per_user": "50"})
+    assert inputs.space().min_tokens_per_s_per_user == 50
+    seen = []
+
+    def refuse(s):  # record the candidate's scenario, then rule it out before any simulation
+        seen.append(s.slo_tpot_ms)
+        raise Refused("no room", "hardware")
+
+    monkeypatch.setattr(planner, "resolve", refuse)
+    result = planner.plan(Scenario(model="llama-3-8b", workload="chat", rate=2), 2, inputs.space())
+    assert seen == [pytest.approx(20.0)] and result.infeasible[0].kind == "fit"
+    with pytest.raises(ScenarioError) as e:
+        parse_plan_inputs({"min_tokens_per_s_per_user": "0"})
+    assert e.value.problems[0][0] == "min_tokens_per_s_per_user"
