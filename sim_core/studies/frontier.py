@@ -68,11 +68,20 @@ def concurrency_grid(lo: int = DEFAULT_MIN_CONCURRENCY, hi: int = DEFAULT_MAX_CO
     return grid + [hi]
 
 
+# Open-loop arrival settings a closed loop has no use for (the scenario refuses them beside concurrency), and
+# seeds: a frontier point is one run.
+OPEN_LOOP_FIELDS = ("rate", "rate_schedule", "burstiness", "seeds")
+
+
 def frontier_scenario(base: Scenario, hardware: str, concurrency: int,
                       requests_per_user: int = REQUESTS_PER_USER) -> Scenario:
-    """`base` on `hardware` as a closed loop of `concurrency` users, `requests_per_user` requests each."""
-    return base.model_copy(update={"hardware": hardware, "concurrency": concurrency, "rate": None,
-                                   "num_requests": concurrency * requests_per_user})
+    """`base` on `hardware` as a closed loop of `concurrency` users, `requests_per_user` requests each (its
+    open-loop arrival settings dropped). Validated: raises ScenarioError naming a field the closed loop refuses."""
+    from ..scenario import parse_scenario
+
+    data = {k: v for k, v in base.model_dump(exclude_defaults=True).items() if k not in OPEN_LOOP_FIELDS}
+    return parse_scenario({**data, "hardware": hardware, "concurrency": concurrency,
+                           "num_requests": concurrency * requests_per_user})
 
 
 def point_metrics(metrics: dict, basis: str = DEFAULT_BASIS) -> dict[str, Any]:
