@@ -104,17 +104,17 @@ def point_metrics(metrics: dict, basis: str = DEFAULT_BASIS) -> dict[str, Any]:
 
 
 def simulate_point(model: str, hardware: str, tp: int, isl: int, osl: int, concurrency: int, *,
-                   basis: str = DEFAULT_BASIS, requests_per_user: int = REQUESTS_PER_USER,
-                   **fields) -> dict[str, Any]:
+                   requests_per_user: int = REQUESTS_PER_USER, **fields) -> dict[str, Any]:
     """One frontier point: `model` on `hardware` with tensor parallelism `tp`, the random workload at `isl`/`osl`
     tokens, `concurrency` closed-loop users. `fields`: any other Scenario fields (quantization, ep, length_range,
-    engine options). Returns point_metrics' dict (throughput_per_gpu on `basis`, tokens_per_s_per_user, ...).
+    engine options). Returns point_metrics' dict: tokens_per_s_per_user, total_throughput_per_gpu (InferenceX's
+    tput_per_gpu, also throughput_per_gpu) and output_throughput_per_gpu, cost_per_mtok (per total token), ...
     Raises ScenarioError or SetupError naming the field when the point cannot be simulated."""
     from ..scenario import parse_scenario
 
     base = parse_scenario({"model": model, "hardware": hardware, "tp": tp, "workload": "random", "isl": isl,
                            "osl": osl, **fields})
-    return point_metrics(run(frontier_scenario(base, hardware, concurrency, requests_per_user)).metrics, basis)
+    return point_metrics(run(frontier_scenario(base, hardware, concurrency, requests_per_user)).metrics)
 
 
 @dataclass
