@@ -206,3 +206,18 @@ def test_the_plan_searches_at_the_floors_tpot_target(monkeypatch):
     with pytest.raises(ScenarioError) as e:
         parse_plan_inputs({"min_tokens_per_s_per_user": "0"})
     assert e.value.problems[0][0] == "min_tokens_per_s_per_user"
+
+
+def test_a_points_scenario_reruns_to_the_same_point(swept):
+    from sim_core import run
+
+    p = next(p for p in swept.points if p["hardware"] == "a100" and p["concurrency"] == 4)
+    again = point_metrics(run(Scenario.from_query(p["scenario"])).metrics)
+    assert again["throughput_per_gpu"] == p["throughput_per_gpu"]
+    assert again["tokens_per_s_per_user"] == p["tokens_per_s_per_user"]
+
+
+def test_the_plan_command_names_a_bad_floor(capsys):
+    code, _, err = _cli(capsys, ["plan", "--model", "llama-3-8b", "--gpus", "h100", "--rate", "1",
+                                 "--min-tokens-per-s-per-user", "-3"])
+    assert code == 2 and "--min-tokens-per-s-per-user" in err.splitlines()[-1], err

@@ -12,7 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import app, figures
-from app.web.figures.frontier import frontier_figure, gpu_color
+from app.web.figures.frontier import frontier_figure, gpu_color, proposed_gpus
+from sim_core import Scenario
 
 PAGE = "hardware=rtx3050&workload=rag&duration=10"
 CARD = "frontier_gpus=rtx3050&frontier_gpus=h100&frontier_isl=256&frontier_osl=32&frontier_max_concurrency=4"
@@ -41,8 +42,8 @@ def test_the_card_is_registered_and_proposes_gpus_that_hold_the_model(client):
     assert r.status_code == 200 and 'id="card-frontier"' in r.text
     ticked = re.findall(r'name="frontier_gpus" value="([\w.-]+)" checked', r.text)
     assert ticked[0] == "rtx3050" and len(ticked) == 3
-    big = client.get("/?hardware=h100&model=llama-3-70b&quantization=fp8&tp=2&workload=rag&duration=5")
-    assert "rtx3050" not in re.findall(r'name="frontier_gpus" value="([\w.-]+)" checked', big.text)
+    # 810 GB of llama-3.1-405b weights do not fit eight 80 GB H100s: the card proposes GPUs that hold them
+    assert proposed_gpus(Scenario(hardware="h200", model="llama-3.1-405b", tp=8)) == ["h200", "b200", "mi300x"]
 
 
 def test_a_frontier_is_drawn_as_a_line_per_gpu(client):
@@ -95,3 +96,19 @@ def test_the_figure_marks_points_off_a_gpus_front_apart():
     assert [t["mode"] for t in fig["data"]] == ["lines+markers", "markers"]
     assert fig["data"][1]["customdata"] == [[2, "no price"]]
     assert frontier_figure([], "output")["layout"]["annotations"][0]["text"] == "No point to draw"
+
+
+def test_cancel_stops_a_running_frontier(client):
+    big = ("hardware=h100&model=llama-3-8b&workload=rag&frontier_gpus=h100,b200,a100,h200,mi300x,l40s"
+           "&frontier_isl=8192&frontier_osl=8192&frontier_max_concurrency=256")
+    started = client.get("/frontier?" + big)
+    assert started.status_code == 200 and "points simulated" in started.text
+    key = re.search(r'hx-get="/frontier/([0-9a-f]+)"', started.text).group(1)
+    stopped = client.post(f"/frontier/{key}/cancel")
+    assert stopped.status_code == 200
+    for _ in range(100):  # the running point stops within milliseconds
+        r = client.get(f"/frontier/{key}")
+        if "data-cancelled" in r.text:
+            break
+        time.sleep(0.05)
+    assert "Frontier cancelled" in r.text and 'id="plot-frontier"' not in r.text
