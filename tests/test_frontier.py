@@ -42,7 +42,8 @@ def test_a_bad_grid_names_its_input(lo, hi, field):
 
 def _metrics(**over) -> dict:
     m = {"gpus": 4, "total_token_throughput": 8000.0, "output_throughput": 2000.0, "cost_per_hour": 10.0,
-         "tpot_ms": {"p50": 20.0}, "ttft_ms": {"p50": 100.0}, "e2el_ms": {"p50": 1000.0}, "completed": 10}
+         "tpot_ms": {"p50": 20.0}, "ttft_ms": {"p50": 100.0}, "e2el_ms": {"p50": 1000.0}, "completed": 10,
+         "rejected": 0}
     m.update(over)
     return m
 
@@ -102,6 +103,18 @@ def test_a_frontier_has_a_point_per_gpu_and_concurrency_and_trades_users_for_thr
     assert h100[16]["throughput_per_gpu"] > a100[16]["throughput_per_gpu"]  # the faster GPU
     for p in swept.points:
         assert (p["cost_per_mtok"] is None) == (GPU_PRICES[p["hardware"]] is None)
+
+
+def test_long_requests_get_room_up_to_the_models_context_and_the_rest_are_counted_rejected():
+    from sim_core.studies.frontier import frontier_scenario
+
+    long = dict(workload="random", isl=8192, osl=8192, length_range=0.5)
+    assert frontier_scenario(Scenario(model="qwen2.5-7b", **long), "h100", 4).max_model_len == 24576
+    assert frontier_scenario(Scenario(model="qwen2.5-7b", **long, max_model_len=4096), "h100", 4).max_model_len == 4096
+    assert frontier_scenario(Scenario(model="qwen2.5-7b", workload="random"), "h100", 4).max_model_len is None
+    point = simulate_point("llama-3-8b", "h100", 1, 8000, 1000, 2)  # over llama-3-8b's 8192-token context
+    assert point["rejected"] == 20 and point["completed"] == 0 and point["tokens_per_s_per_user"] is None
+    assert pareto_front([{**point, "hardware": "h100"}]) == []
 
 
 def test_a_gpu_the_model_does_not_fit_is_ruled_out_with_the_reason():

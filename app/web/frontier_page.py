@@ -146,6 +146,7 @@ def status(job: FrontierJob) -> dict[str, Any]:
         out["figure"] = frontier_figure(job.result.points, job.basis)
         out["figure"]["export"] = {"title": TITLE, "caption": _caption(job), "warnings": []}
         out["infeasible"] = job.result.infeasible
+        out["rejected"] = sum(p["rejected"] for p in job.result.points)  # longer than the model's context
     return out
 
 

@@ -29,14 +29,15 @@ InferenceX rows) to reuse; `frontier` sweeps the grid over GPUs; `pareto_front` 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..catalog import SetupError
+from ..catalog import MODELS, SetupError
+from ..deployment import DEFAULT_MAX_MODEL_LEN
 from ..runner import resolve, run
 from ..scenario import MAX_CONCURRENCY, Scenario, ScenarioError
+from ..workload import RANDOM_ISL, RANDOM_OSL, length_bounds
 
 BASES = ("total", "output")
 DEFAULT_BASIS = "total"  # InferenceX's headline: total (prompt + output) tokens per second per GPU
@@ -80,8 +81,23 @@ def frontier_scenario(base: Scenario, hardware: str, concurrency: int,
     from ..scenario import parse_scenario
 
     data = {k: v for k, v in base.model_dump(exclude_defaults=True).items() if k not in OPEN_LOOP_FIELDS}
+    longest = _longest_request(base)
+    if longest is not None and base.max_model_len is None and longest > DEFAULT_MAX_MODEL_LEN:
+        # Room for the longest request, as InferenceX's servers get a --max-model-len for their ISL/OSL (past the
+        # model's own context the requests are rejected, and the point says how many).
+        data["max_model_len"] = min(longest, MODELS[base.model].max_context)
     return parse_scenario({**data, "hardware": hardware, "concurrency": concurrency,
                            "num_requests": concurrency * requests_per_user})
+
+
+def _longest_request(base: Scenario) -> int | None:
+    """Prompt plus output tokens of the longest request the random workload draws (None: another workload, a
+    trace, or a model read from a config file)."""
+    if base.workload != "random" or base.trace is not None or base.model is None:
+        return None
+    ratio = base.length_range or 0.0
+    return (length_bounds(RANDOM_ISL if base.isl is None else base.isl, ratio)[1]
+            + length_bounds(RANDOM_OSL if base.osl is None else base.osl, ratio)[1])
 
 
 def point_metrics(metrics: dict, basis: str = DEFAULT_BASIS) -> dict[str, Any]:
@@ -100,7 +116,7 @@ def point_metrics(metrics: dict, basis: str = DEFAULT_BASIS) -> dict[str, Any]:
     return {"gpus": gpus, "tokens_per_s_per_user": per_user, "throughput_per_gpu": per_gpu,
             "total_throughput_per_gpu": total, "output_throughput_per_gpu": output, "cost_per_mtok": per_mtok,
             "ttft_ms_p50": metrics["ttft_ms"]["p50"], "tpot_ms_p50": tpot, "e2el_ms_p50": metrics["e2el_ms"]["p50"],
-            "completed": metrics["completed"]}
+            "completed": metrics["completed"], "rejected": metrics["rejected"]}
 
 
 def simulate_point(model: str, hardware: str, tp: int, isl: int, osl: int, concurrency: int, *,
@@ -166,13 +182,14 @@ def frontier(base: Scenario, hardware: Sequence[str], concurrencies: Sequence[in
 
 
 def _axes(p: dict) -> tuple[float, float]:
-    per_user = p["tokens_per_s_per_user"]
-    return (-math.inf if per_user is None else per_user), p["throughput_per_gpu"]
+    return p["tokens_per_s_per_user"], p["throughput_per_gpu"]
 
 
 def pareto_front(points: Sequence[dict]) -> list[dict]:
     """The points no other beats on both axes (at least as many tokens/s per user and per GPU, more of one), by
-    tokens/s per user ascending: the frontier InferenceX draws."""
+    tokens/s per user ascending: the frontier InferenceX draws. A point without tokens/s per user (no request
+    completed with two tokens or more) is on no front."""
+    points = [p for p in points if p["tokens_per_s_per_user"] is not None]
     front = []
     for p in points:
         x, y = _axes(p)

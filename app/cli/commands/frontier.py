@@ -128,6 +128,11 @@ def frontier_lines(base, basis: str, result, floor: float | None, cheapest: dict
                 for p in result.points if p["hardware"] == hw]
         out += ["", f" {hw} ".center(60, "=")]
         out += columns(head, rows, right=set(range(1, len(head) - 1)))
+        refused = [p for p in result.points if p["hardware"] == hw and p["rejected"]]
+        if refused:  # longer than max_model_len (or than the KV pool): those points undercount
+            out.append(f"  note: requests rejected at {', '.join(str(p['concurrency']) for p in refused)} users "
+                       f"({refused[0]['rejected']} of {refused[0]['rejected'] + refused[0]['completed']} at "
+                       f"{refused[0]['concurrency']}); see --max-model-len and the model's context")
     for hw, why in result.infeasible.items():
         out.append(f"  not {hw}: {why}")
     if floor is not None:
