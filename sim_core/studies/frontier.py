@@ -12,7 +12,8 @@ The axes are InferenceX's own (SemiAnalysisAI/InferenceX, utils/process_result.p
   and `output_tput_per_gpu = output_throughput / tp`. Its dashboard's headline chart ("vs. Interactivity",
   SemiAnalysisAI/InferenceX-app, packages/app/src/components/inference/metric-registry.ts, CHART_AXIS_CONFIG)
   plots `tput_per_gpu`, the total ("Token Throughput per GPU"; InferenceMAX issue #293 points out that the
-  headline is total, not output, tokens). So BASIS "total" is the default and "output" the alternative.
+  headline is total, not output, tokens; the app's y-axis menu also offers output tokens per GPU and, in its
+  current version, preselects total tokens per $1 of TCO). So basis "total" is the default, "output" the other.
 - interactivity, tokens/s per user: `intvty = 1000 / tpot_ms`, for each TPOT statistic; the chart's x axis is
   `median_intvty`, 1000 over the median TPOT (TPOT excludes the first token: (E2EL - TTFT) / (output - 1)).
 - $/Mtok: the GPUs' on-demand price per hour (sim_core/data/prices.json) over the tokens they serve per hour, on
