@@ -1,6 +1,7 @@
 """The Frontier card in a real browser (Debian's chromium through Playwright), at 1440x900 and on a 390x844
-phone: the results page offers it, "Draw frontier" shows the sweep's progress, then a line per GPU, the card
-inside the viewport's width; a bad length is named in the card. Screenshots go to test-output/screenshots/."""
+phone: the results page offers it, "Draw frontier" shows the sweep's progress, then a line per GPU and the
+cheapest point at a tokens/s-per-user floor, the card inside the viewport's width; a bad length is named in the
+card. Screenshots go to test-output/screenshots/."""
 
 from __future__ import annotations
 
@@ -39,13 +40,15 @@ def test_the_frontier_card_draws_a_line_per_gpu(page, width, height):
     card.locator("input[name=frontier_osl]").fill("32")
     card.locator("input[name=frontier_max_concurrency]").fill("4")
     card.locator("input[name=frontier_gpus][value=a100]").check(force=True)
+    card.locator("input[name=frontier_min_tokens_per_s_per_user]").fill("1")
     card.locator("#frontier-submit").click()
     page.locator("#plot-frontier").scroll_into_view_if_needed(timeout=60_000)
     page.wait_for_function(DRAWN, arg="plot-frontier")
     names = page.locator("#plot-frontier").evaluate("d => d.data.map(t => t.name)")
-    assert set(names) == {"rtx3050", "a100"}, names
+    assert set(names) == {"rtx3050", "a100", "cheapest at the floor"}, names
     xs = page.locator("#plot-frontier").evaluate("d => d.data.map(t => t.x.length)")
-    assert xs == [3, 3]  # 1, 2, 4 users each
+    assert xs == [3, 3, 1]  # 1, 2, 4 users each; the cheapest point at >= 1 tok/s/user ringed
+    expect(page.locator("#frontier-cheapest")).to_contain_text("Cheapest at ≥ 1 tok/s/user")
     box = card.bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, box  # no sideways scrolling on a phone
     plot = page.locator("#plot-frontier").bounding_box()

@@ -67,6 +67,7 @@ def test_a_frontier_is_drawn_as_a_line_per_gpu(client):
     ("frontier_gpus=nope", "frontier_gpus"), ("frontier_gpus=h100&frontier_isl=0", "frontier_isl"),
     ("frontier_gpus=h100&frontier_max_concurrency=100000", "frontier_max_concurrency"),
     ("frontier_gpus=h100&frontier_basis=input", "frontier_basis"), ("frontier_gpus=h100&tp=9", "tp"),
+    ("frontier_gpus=h100&frontier_min_tokens_per_s_per_user=-1", "frontier_min_tokens_per_s_per_user"),
     ("frontier_gpus=" + ",".join(["h100", "a100", "l4", "b200", "h200", "mi300x", "l40s"]), "frontier_gpus"),
 ])
 def test_bad_input_is_refused_naming_it(client, query, field):
@@ -112,3 +113,17 @@ def test_cancel_stops_a_running_frontier(client):
             break
         time.sleep(0.05)
     assert "Frontier cancelled" in r.text and 'id="plot-frontier"' not in r.text
+
+
+def test_the_cheapest_point_at_a_floor_is_named_and_ringed(client):
+    text = _drawn(client, f"/frontier?{PAGE}&{CARD}&frontier_min_tokens_per_s_per_user=1")
+    doc = client.get(f"/api/frontier?{PAGE}&{CARD}&frontier_min_tokens_per_s_per_user=1").json()
+    best = doc["cheapest"]
+    assert best == min((p for p in doc["points"] if p["cost_per_mtok"] is not None), key=lambda p: p["cost_per_mtok"])
+    line = re.search(r'id="frontier-cheapest">(.*?)</p>', text, re.S).group(1)
+    assert f"<b>{best['hardware']}</b> with {best['concurrency']} users" in line
+    fig = json.loads(re.search(r'data-figure-for="plot-frontier">(.*?)</script>', text, re.S).group(1))
+    ring = next(t for t in fig["data"] if t["name"] == "cheapest at the floor")
+    assert ring["x"] == [round(best["tokens_per_s_per_user"], 3)]
+    unreachable = _drawn(client, f"/frontier?{PAGE}&{CARD}&frontier_min_tokens_per_s_per_user=99999")
+    assert "No priced point gives each user" in unreachable

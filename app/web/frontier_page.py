@@ -18,7 +18,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from sim_core import GPUS, Scenario, ScenarioError, parse_scenario
-from sim_core.studies.frontier import BASES, REQUESTS_PER_USER, FrontierResult, concurrency_grid, frontier
+from sim_core.studies.frontier import (
+    BASES,
+    REQUESTS_PER_USER,
+    FrontierResult,
+    cheapest_at,
+    concurrency_grid,
+    frontier,
+)
 
 from . import service
 from .figures.frontier import TITLE, frontier_figure
@@ -33,7 +40,9 @@ MAX_WEB_GPUS = 6
 MAX_WEB_CONCURRENCY = 256
 MAX_WEB_LENGTH = 8192  # ISL and OSL each: a point is then at most 10 x 256 requests of 16k tokens
 MAX_QUEUED_FRONTIERS = 2
-INPUTS = ("frontier_gpus", "frontier_isl", "frontier_osl", "frontier_max_concurrency", "frontier_basis")
+INPUTS = ("frontier_gpus", "frontier_isl", "frontier_osl", "frontier_max_concurrency", "frontier_basis",
+          "frontier_min_tokens_per_s_per_user")
+MAX_FLOOR = 100_000.0  # tokens/s per user the card's "cheapest at" input takes at most
 
 
 @dataclass
@@ -43,6 +52,7 @@ class FrontierJob:
     gpus: tuple[str, ...]
     grid: list[int]
     basis: str
+    floor: float | None = None  # the card's "cheapest at >= X tokens/s per user"
     total: int = 1
     done: int = 0
     result: FrontierResult | None = None
@@ -73,9 +83,11 @@ def _int_input(name: str, raw: Any, lo: int, hi: int, problems: list) -> int | N
     return value
 
 
-def parse_frontier_request(pairs: list[tuple[str, str]]) -> tuple[Scenario, tuple[str, ...], list[int], str]:
-    """(the base scenario at the card's ISL/OSL, the GPUs, the concurrency grid, the basis) from a query: the
-    scenario form's fields and the card's. Raises ScenarioError naming every bad input."""
+def parse_frontier_request(pairs: list[tuple[str, str]]) -> tuple[Scenario, tuple[str, ...], list[int], str,
+                                                                  float | None]:
+    """(the base scenario at the card's ISL/OSL, the GPUs, the concurrency grid, the basis, the tokens/s-per-user
+    floor or None) from a query: the scenario form's fields and the card's. Raises ScenarioError naming every bad
+    input."""
     gpus = [w.strip() for k, v in pairs if k == "frontier_gpus" for w in v.split(",") if w.strip()]
     rest = [(k, v) for k, v in pairs if k != "frontier_gpus"]
     mine = {k: v for k, v in rest if k in INPUTS}
@@ -91,6 +103,7 @@ def parse_frontier_request(pairs: list[tuple[str, str]]) -> tuple[Scenario, tupl
     basis = mine.get("frontier_basis", "total")
     if basis not in BASES:
         problems.append(("frontier_basis", f"must be one of {', '.join(BASES)} (got {basis[:40]!r})"))
+    floor = _floor(mine.get("frontier_min_tokens_per_s_per_user", ""), problems)
     base = None
     try:
         req = service.page_request([(k, v) for k, v in rest if k not in INPUTS])
@@ -105,7 +118,21 @@ def parse_frontier_request(pairs: list[tuple[str, str]]) -> tuple[Scenario, tupl
         problems += e.problems
     if problems:
         raise ScenarioError(problems)
-    return base, tuple(gpus), concurrency_grid(1, top), basis
+    return base, tuple(gpus), concurrency_grid(1, top), basis, floor
+
+
+def _floor(raw: str, problems: list) -> float | None:
+    if not raw.strip():
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= MAX_FLOOR:
+        problems.append(("frontier_min_tokens_per_s_per_user", f"must be a number above 0 and at most "
+                                                               f"{MAX_FLOOR:,.0f} tokens/s (got {raw[:40]!r})"))
+        return None
+    return value
 
 
 def _page_model(s: Scenario) -> str:
@@ -118,9 +145,10 @@ def _page_model(s: Scenario) -> str:
         raise ScenarioError([(e.field, str(e))]) from None
 
 
-def start_frontier(base: Scenario, gpus: tuple[str, ...], grid: list[int], basis: str) -> FrontierJob:
-    key = job_id("&".join([base.to_query(), ",".join(gpus), ",".join(map(str, grid)), basis]))
-    job = FrontierJob(key, base, gpus, grid, basis, total=len(gpus) * len(grid))
+def start_frontier(base: Scenario, gpus: tuple[str, ...], grid: list[int], basis: str,
+                   floor: float | None = None) -> FrontierJob:
+    key = job_id("&".join([base.to_query(), ",".join(gpus), ",".join(map(str, grid)), basis, f"{floor}"]))
+    job = FrontierJob(key, base, gpus, grid, basis, floor, total=len(gpus) * len(grid))
     return _jobs.start(job, _run)[0]
 
 
@@ -143,7 +171,10 @@ def status(job: FrontierJob) -> dict[str, Any]:
         return {"job": job, "cancelled": True}
     out: dict[str, Any] = {"job": job, "error": job.error, "figure": None}
     if job.result is not None:
-        out["figure"] = frontier_figure(job.result.points, job.basis)
+        cheapest = cheapest_at(job.result.points, job.floor) if job.floor is not None else None
+        out["figure"] = frontier_figure(job.result.points, job.basis, cheapest)
+        if job.floor is not None:
+            out["cheapest"] = {"floor": job.floor, "point": cheapest}
         out["figure"]["export"] = {"title": TITLE, "caption": _caption(job), "warnings": []}
         out["infeasible"] = job.result.infeasible
         out["rejected"] = sum(p["rejected"] for p in job.result.points)  # longer than the model's context
@@ -207,5 +238,7 @@ def api_frontier(request: Request) -> JSONResponse:
         doc["error"] = job.error
     if job.result is not None:
         doc.update(points=job.result.points, infeasible=job.result.infeasible)
+        if job.floor is not None:
+            doc.update(min_tokens_per_s_per_user=job.floor, cheapest=cheapest_at(job.result.points, job.floor))
     return JSONResponse(doc, 202 if job.running else 200)
 

@@ -47,8 +47,9 @@ def proposed_gpus(scenario) -> list[str]:
     return chosen
 
 
-def frontier_figure(points: list[dict], basis: str) -> dict:
-    """One line per GPU over its points by tokens/s per user (its Pareto front; points off it as open markers)."""
+def frontier_figure(points: list[dict], basis: str, cheapest: dict | None = None) -> dict:
+    """One line per GPU over its points by tokens/s per user (its Pareto front; points off it as open markers);
+    `cheapest` (frontier.cheapest_at's point) ringed."""
     layout = _layout(380, margin={"l": 72, "r": 24, "t": 40, "b": 56})
     layout["xaxis"] = _axis("tokens/s per user (1000 / median TPOT)", rangemode="tozero")
     layout["yaxis"] = _axis(f"{basis} tokens/s per GPU", rangemode="tozero")
@@ -69,6 +70,12 @@ def frontier_figure(points: list[dict], basis: str) -> dict:
                          "customdata": [[p["concurrency"], _cost(p["cost_per_mtok"])] for p in pts],
                          "hovertemplate": f"{hw}: %{{customdata[0]}} users, %{{x:.1f}} tok/s/user, "
                                           f"%{{y:,.0f}} tok/s/GPU, %{{customdata[1]}}<extra></extra>", **extra})
+    if cheapest is not None:
+        data.append({"type": "scatter", "mode": "markers", "name": "cheapest at the floor",
+                     "x": [round(cheapest["tokens_per_s_per_user"], 3)], "y": [round(cheapest["throughput_per_gpu"], 3)],
+                     "marker": {"color": SERIES["reference"], "size": 16, "symbol": "circle-open", "line": {"width": 2}},
+                     "hovertemplate": f"cheapest: {cheapest['hardware']}, {cheapest['concurrency']} users, "
+                                      f"{_cost(cheapest['cost_per_mtok'])}<extra></extra>"})
     if not data:
         layout["annotations"] = [{"text": "No point to draw", "showarrow": False, "xref": "paper", "yref": "paper",
                                   "x": 0.5, "y": 0.5, "font": {"color": SERIES["reference"]}}]
@@ -86,7 +93,7 @@ def frontier_defaults(results: Results) -> dict[str, Any]:
     return {"gpus": proposed_gpus(s), "all_gpus": [(k, f"{k} · {g.mem_gib:g} GB") for k, g in GPUS.items()],
             "isl": (s.isl or DEFAULT_ISL) if random else DEFAULT_ISL,
             "osl": (s.osl or DEFAULT_OSL) if random else DEFAULT_OSL,
-            "max_concurrency": DEFAULT_WEB_MAX_CONCURRENCY, "basis": "total"}
+            "max_concurrency": DEFAULT_WEB_MAX_CONCURRENCY, "basis": "total", "floor": ""}
 
 
 FIGURE = Figure(
