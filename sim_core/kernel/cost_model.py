@@ -60,7 +60,8 @@ ELEMENTWISE_KERNELS_PER_LAYER = 5
 # 989 TFLOPS in FP16), both at long sequences; serving chunks of a few hundred tokens sit at the low end.
 FLASH_ATTENTION_EFFICIENCY = 0.5
 # Paged attention reads KV blocks through a block table: the vLLM paper (Kwon et al., SOSP 2023, sec. 7.1)
-# measures its decode attention kernel 20-26% slower than FasterTransformer's contiguous one.
+# measures its decode attention kernel 20-26% slower than FasterTransformer's contiguous one. vLLM's value; each
+# engine's is in sim_core/data/engines.json (cost_params' DECODE_ATTN_SLOWDOWN).
 PAGED_ATTENTION_SLOWDOWN = 1.2
 # Serving engines do not all-reduce small activations with NCCL: vLLM's custom all-reduce (vLLM PR #2192) and
 # TensorRT-LLM's one-shot/two-shot AllReduce plugin read the peers' buffers over NVLink P2P in one kernel. vLLM
@@ -133,7 +134,8 @@ ACTIVATION_BYTES = 2.0
  CUSTOM_AR_MAX_BYTES,  # largest all-reduce the engine's one-kernel NVLink all-reduce takes (0: none, NCCL only)
  CPU_OVERLAP,  # 1: the engine prepares the next step on the CPU while the GPU runs this one (0: one after the other)
  STEP_TIME_SCALE,  # every step's time is multiplied by it: 1, except in a model-error ensemble's members
- N_COST_PARAMS) = range(34)
+ DECODE_ATTN_SLOWDOWN,  # the engine's decode attention kernel: time over its bytes at streaming bandwidth
+ N_COST_PARAMS) = range(35)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
@@ -189,10 +191,12 @@ def default_constants(setup: Setup) -> Constants:
 
 
 def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: bool = False,
-                time_scale: float = 1.0) -> np.ndarray:
+                time_scale: float = 1.0, engine: str = "vllm") -> np.ndarray:
     """The cost-parameter vector of a deployment, with the catalog's constants or a hardware profile's;
     `cpu_overlap`: the engine schedules asynchronously (its CPU work hides under the GPU's); `time_scale`: every
-    step takes that many times the model's time (sim_core.studies.model_error's ensemble members)."""
+    step takes that many times the model's time (sim_core.studies.model_error's ensemble members); `engine`: the
+    serving engine whose kernels run (sim_core.engines)."""
+    from ..engines import ENGINES  # imported here: the profiles name this module's constants
     m, g, tp = setup.model, setup.gpu, setup.tp
     c = constants or default_constants(setup)
     bpp = QUANTIZATIONS[setup.quantization]
@@ -236,6 +240,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[CUSTOM_AR_MAX_BYTES] = CUSTOM_ALLREDUCE_MAX_BYTES if custom_ar else 0.0
     p[CPU_OVERLAP] = 1.0 if cpu_overlap else 0.0
     p[STEP_TIME_SCALE] = time_scale
+    p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
     return p
 
 
@@ -335,7 +340,7 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     decode_attn_flops = p[ATTN_FLOPS_PER_PAIR] * decode_ctx
     if decode_seqs > 0:
         decode_attn_bytes = decode_ctx * kv + decode_seqs * p[ATTN_QO_BYTES_PER_TOKEN]
-        attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * PAGED_ATTENTION_SLOWDOWN,
+        attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * p[DECODE_ATTN_SLOWDOWN],
                                                                 decode_attn_flops, stream_bw, p[ATTENTION_RATE])
     # Norms, rotary embedding, activation, KV-cache write: bandwidth only.
     elementwise_bytes = tokens * p[ELEMENTWISE_BYTES_PER_TOKEN]

@@ -63,6 +63,8 @@ class EngineSettings:
     max_num_tokens: int = TRTLLM_MAX_NUM_TOKENS
     preemption: str = "recompute"
     async_scheduling: bool = False  # TensorRT-LLM's overlap scheduler, vLLM's async scheduling
+    engine: str = "vllm"  # whose kernels ran (sim_core/data/engines.json)
+    kv_cache_dtype: str = ""  # the cache's format where the row's dtype does not say it ("": as the dtype says)
 
 
 @dataclass(frozen=True)
@@ -169,18 +171,28 @@ def offline_output_rate(hardware: str, model: str, quantization: str, tp: int, p
     text = "arrival_s,prompt_tokens,output_tokens\n" + f"0,{prompt},{output}\n" * OFFLINE_REQUESTS
     s = Scenario(scheduler="chunked", hardware=hardware, model=model, quantization=quantization, tp=tp,
                  kv_cache_dtype=kv_cache_dtype, token_budget=engine.max_num_tokens, max_seqs=engine.max_batch_size,
-                 preemption=engine.preemption, async_scheduling=engine.async_scheduling,
+                 preemption=engine.preemption, async_scheduling=engine.async_scheduling, engine=engine.engine,
                  max_model_len=max(prompt + output, 1024))
     return run(s, trace_text=text).metrics["output_throughput"]
 
 
 def engine_settings(row: dict, directory: Path = VALIDATION_DIR) -> EngineSettings:
     """The settings validation/engines.csv records for this row's engine (by source and measurement, or for
-    every row of the source: measured_what "*"); TensorRT-LLM's defaults with vLLM-style admission if none."""
+    every row of the source: measured_what "*"); TensorRT-LLM's defaults with vLLM-style admission if none.
+    A max batch size or max num tokens of "trtllm-bench" is what that tool picks for the row's lengths."""
     for e in read_rows(directory / "engines.csv") if (directory / "engines.csv").is_file() else []:
         if e["source_id"] == row["source_id"] and e["measured_what"] in (row["measured_what"], "*"):
-            return EngineSettings(int(e["max_batch_size"]), int(e["max_num_tokens"]),
-                                  CAPACITY_POLICIES[e["capacity_scheduler_policy"]], e["overlap_scheduler"] == "yes")
+            kv = e.get("kv_cache_dtype") or ""
+            sizes = [int(e[k]) if e[k] != "trtllm-bench" else None for k in ("max_batch_size", "max_num_tokens")]
+            if None in sizes:
+                from .trtllm_bench import engine_setting
+
+                picked = engine_setting(hardware_key(row["hardware"]), model_key(row["model"]),
+                                        quantization_of(row["dtype"]), int_of(row.get("tp") or "1"),
+                                        int(row["input_len"]), int(row["output_len"]), kv or kv_cache_dtype_of(row["dtype"]))
+                sizes = [given or bench for given, bench in zip(sizes, picked, strict=True)]
+            return EngineSettings(*sizes, CAPACITY_POLICIES[e["capacity_scheduler_policy"]],
+                                  e["overlap_scheduler"] == "yes", e.get("engine") or "vllm", kv)
     return EngineSettings()
 
 
@@ -328,10 +340,12 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
             if not simulate:
                 return Check(predicted=None, note="offline simulation skipped (--quick)", **base)
             engine = engine_settings(row, directory)
+            kv_dtype = engine.kv_cache_dtype or kv_dtype
             rate = offline_output_rate(hw, model, quantization_of(dtype), tp, prompt, output, kv_dtype, engine)
-            notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, max batch {engine.max_batch_size}, "
-                         f"budget {engine.max_num_tokens}, preemption {engine.preemption}"
-                         + (", async scheduling" if engine.async_scheduling else ""))
+            notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, engine {engine.engine}, max batch "
+                         f"{engine.max_batch_size}, budget {engine.max_num_tokens}, preemption {engine.preemption}"
+                         + (", async scheduling" if engine.async_scheduling else "")
+                         + (f", {kv_dtype} KV cache" if engine.kv_cache_dtype else ""))
         else:
             return Check(predicted=None, note="measurement not recognised", **base)
     except ValueError as e:
