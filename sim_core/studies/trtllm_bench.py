@@ -17,15 +17,15 @@ from ..catalog import GPUS, MODELS, QUANTIZATIONS
 from ..kernel.cost_model import ACTIVATION_BYTES
 
 GIB = 1024**3
-# The KV fraction the perf-overview runs used: "In many cases, we also use a higher KV cache percentage by setting
-# --kv_cache_free_gpu_mem_fraction 0.95" (docs/source/performance/perf-overview.md, commit 00f37686).
-PERF_OVERVIEW_KV_FRACTION = 0.95
+# trtllm-bench's --kv_cache_free_gpu_mem_fraction default; the perf-overview runs used 0.95 "in many cases"
+# (docs/source/performance/perf-overview.md, commit 00f37686; validation/engines.csv says which rows).
+DEFAULT_KV_FRACTION = 0.90
 MAX_BATCH = 4096  # "Cap total batch size to avoid decoder buffer size becoming too large"
 MAX_TOKENS = 32768  # "Cap num tokens to avoid TRT activation buffer becoming too large"
 
 
 def engine_setting(hardware: str, model: str, quantization: str, tp: int, isl: int, osl: int,
-                   kv_cache_dtype: str = "auto", kv_fraction: float = PERF_OVERVIEW_KV_FRACTION) -> tuple[int, int]:
+                   kv_cache_dtype: str = "auto", kv_fraction: float = DEFAULT_KV_FRACTION) -> tuple[int, int]:
     """(max batch size, max num tokens) trtllm-bench picks for a dataset of `isl`/`osl` requests."""
     m, g = MODELS[model], GPUS[hardware]
     kv_elem = 1.0 if kv_cache_dtype == "fp8" else ACTIVATION_BYTES
@@ -54,3 +54,22 @@ def finetune(requests: float, isl: int, osl: int) -> tuple[int, int]:
     else:
         tokens = 1024 * math.ceil(raw_tokens / 1024)
     return batch, max(tokens, isl + batch)
+
+
+def row_setting(row: dict, engine_row: dict, kv_cache_dtype: str) -> tuple[int, int]:
+    """engine_setting for a validation row (serving.csv) run as its validation/engines.csv entry says."""
+    from .validation import hardware_key, int_of, kv_cache_dtype_of, model_key, quantization_of
+
+    return engine_setting(hardware_key(row["hardware"]), model_key(row["model"]), quantization_of(row["dtype"]),
+                          int_of(row.get("tp") or "1"), int(row["input_len"]), int(row["output_len"]),
+                          kv_cache_dtype or kv_cache_dtype_of(row["dtype"]),
+                          float(engine_row.get("kv_cache_free_gpu_mem_fraction") or DEFAULT_KV_FRACTION))
+
+
+def utilization_for(setup, kv_fraction: float) -> float:
+    """The gpu_memory_utilization (vLLM's share of all memory, sched-sim's field) that gives the KV pool
+    TensorRT-LLM's free_gpu_memory_fraction gives (a share of what the weights and activations leave):
+    u M - W - R = f (M - W - R)."""
+    total = setup.gpu.mem_gib * GIB
+    held = setup.weight_bytes_per_gpu + setup.reserve_bytes
+    return min(0.99, (kv_fraction * (total - held) + held) / total)

@@ -65,6 +65,7 @@ class EngineSettings:
     async_scheduling: bool = False  # TensorRT-LLM's overlap scheduler, vLLM's async scheduling
     engine: str = "vllm"  # whose kernels ran (sim_core/data/engines.json)
     kv_cache_dtype: str = ""  # the cache's format where the row's dtype does not say it ("": as the dtype says)
+    kv_free_fraction: float = 0.0  # TensorRT-LLM's KV share of the memory the model leaves (0: vLLM's share of all)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Check:
     # tp/fp8 rows: what a speed-up compares, and this row's side of it
     series: str = ""  # e.g. "Llama-2-7B on A100 80GB SXM4: end-to-end latency"
     variant: str = ""  # e.g. "tp=4", "fp8"
+    engine: str = ""  # offline rows: the engine profile simulated (sim_core/data/engines.json)
 
     @property
     def error(self) -> float | None:
@@ -169,10 +171,16 @@ def offline_output_rate(hardware: str, model: str, quantization: str, tp: int, p
     from ..scenario import Scenario
 
     text = "arrival_s,prompt_tokens,output_tokens\n" + f"0,{prompt},{output}\n" * OFFLINE_REQUESTS
+    memory = 0.9  # the scenario's default, vLLM's gpu_memory_utilization
+    if engine.kv_free_fraction:
+        from .trtllm_bench import utilization_for
+
+        setup = resolve_setup(hardware, model, quantization, tp, ServingSettings(0.9, 16, 8192, 256), kv_cache_dtype)
+        memory = utilization_for(setup, engine.kv_free_fraction)
     s = Scenario(scheduler="chunked", hardware=hardware, model=model, quantization=quantization, tp=tp,
                  kv_cache_dtype=kv_cache_dtype, token_budget=engine.max_num_tokens, max_seqs=engine.max_batch_size,
                  preemption=engine.preemption, async_scheduling=engine.async_scheduling, engine=engine.engine,
-                 max_model_len=max(prompt + output, 1024))
+                 max_model_len=max(prompt + output, 1024), gpu_memory_utilization=memory)
     return run(s, trace_text=text).metrics["output_throughput"]
 
 
@@ -185,14 +193,12 @@ def engine_settings(row: dict, directory: Path = VALIDATION_DIR) -> EngineSettin
             kv = e.get("kv_cache_dtype") or ""
             sizes = [int(e[k]) if e[k] != "trtllm-bench" else None for k in ("max_batch_size", "max_num_tokens")]
             if None in sizes:
-                from .trtllm_bench import engine_setting
+                from .trtllm_bench import row_setting
 
-                picked = engine_setting(hardware_key(row["hardware"]), model_key(row["model"]),
-                                        quantization_of(row["dtype"]), int_of(row.get("tp") or "1"),
-                                        int(row["input_len"]), int(row["output_len"]), kv or kv_cache_dtype_of(row["dtype"]))
-                sizes = [given or bench for given, bench in zip(sizes, picked, strict=True)]
+                sizes = [given or bench for given, bench in zip(sizes, row_setting(row, e, kv), strict=True)]
             return EngineSettings(*sizes, CAPACITY_POLICIES[e["capacity_scheduler_policy"]],
-                                  e["overlap_scheduler"] == "yes", e.get("engine") or "vllm", kv)
+                                  e["overlap_scheduler"] == "yes", e.get("engine") or "vllm", kv,
+                                  float(e.get("kv_cache_free_gpu_mem_fraction") or 0.0))
     return EngineSettings()
 
 
@@ -340,7 +346,7 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
             if not simulate:
                 return Check(predicted=None, note="offline simulation skipped (--quick)", **base)
             engine = engine_settings(row, directory)
-            kv_dtype = engine.kv_cache_dtype or kv_dtype
+            kv_dtype, base["engine"] = engine.kv_cache_dtype or kv_dtype, engine.engine
             rate = offline_output_rate(hw, model, quantization_of(dtype), tp, prompt, output, kv_dtype, engine)
             notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, engine {engine.engine}, max batch "
                          f"{engine.max_batch_size}, budget {engine.max_num_tokens}, preemption {engine.preemption}"
@@ -471,6 +477,9 @@ def summary(rows: list[Check]) -> dict[str, dict]:
         out[group] = {"rows": len(errors), "skipped": skipped,
                       "median_abs_error": statistics.median(errors) if errors else None,
                       "worst_abs_error": max(errors) if errors else None}
+    for engine, source in dict.fromkeys((c.engine, c.source) for c in rows if c.engine not in ("", "vllm")):
+        mine = [c for c in rows if (c.engine, c.source) == (engine, source)]  # an engine profile's own rows
+        out[f"engine {engine}: {source}"] = summary([replace(c, group="", engine="") for c in mine])[""]
     return out
 
 
