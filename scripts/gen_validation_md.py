@@ -48,6 +48,9 @@ The groups:
 - **kernel, measured here**: a layer's GEMMs in 16-bit and FP8 and prefill attention, timed by
   `validation/measure_gpu.py` (PyTorch only) on a GPU lent to the project (an H200, which no constant was set
   from). Decode attention and copies are listed but skipped, with the reason.
+- **engine NAME: SOURCE**: a summary line, not a group of its own, for the rows simulated with an engine profile
+  other than vLLM's (`validation/engines.csv`'s `engine`), e.g. TensorRT-LLM's performance overview run as
+  `engine trtllm` ([MODEL.md](MODEL.md#engine-profiles)); its rows stay in their group above.
 - **one group per source of 2025-2026 measurements** (`inferencex_*`, `lmsys_large_scale_ep`, `vllm_wide_ep_h200`,
   `amd_mi355x_vs_b200_vllm`, `deepep_*`): InferenceX closed-loop points, DeepSeek expert-parallel serving and
   DeepEP dispatch/combine kernels (`validation/inferencex.csv`, `moe_serving.csv`, `alltoall.csv`), gathered

@@ -72,3 +72,31 @@ def test_trtllm_offline_rows_land_within_15_percent_of_its_table():
     for r in rows:
         c = validation.serving_check("serving", r, simulate=True)
         assert c.engine == "trtllm" and abs(c.error) <= 0.15, (r["input_len"], c.predicted, c.reference)
+
+
+def test_the_form_leaves_engine_fields_blank_and_says_what_the_engine_gives():
+    """The dashboard's form: a blank preemption / async scheduling / max sequences takes the engine's default, so
+    choosing an engine changes them, and its canonical URL does not spell them out."""
+    from app.web.inputs import scenario_query_pairs
+    from app.web.present import build_form
+
+    form = build_form({"engine": "trtllm"}, {}, page_defaults={})
+    fields = {f.name: f for _, group in form.groups for f in group} | {f.name: f for f in form.advanced}
+    assert fields["preemption"].value == "" and fields["preemption"].options[0] == ("", "trtllm: none")
+    assert fields["async_scheduling"].options[0] == ("", "trtllm: true")
+    assert fields["max_seqs"].placeholder == "2048 (trtllm default)"
+    assert fields["token_budget"].placeholder == "8192 (trtllm default)"
+    s = parse_scenario({"engine": "trtllm", "hardware": "h100"})
+    names = [k for k, _ in scenario_query_pairs(s)]
+    assert "engine" in names and not set(SCENARIO_FIELDS) & set(names)
+
+
+def test_step_time_takes_the_engine_as_the_run_does():
+    from sim_core.step_time import parse_step_shape, step_time_doc
+
+    shape = {"hardware": "h100", "model": "llama-3-8b", "quantization": "fp8", "decode_seqs": 256,
+             "decode_context": 2000}
+    vllm, trt = (step_time_doc(parse_step_shape({**shape, "engine": e})) for e in ("vllm", "trtllm"))
+    assert trt["engine"] == "trtllm" and trt["components_ms"]["attention"] < vllm["components_ms"]["attention"]
+    assert trt["components_ms"]["linear"] == vllm["components_ms"]["linear"]
+    assert step_time_doc(parse_step_shape(shape)) == vllm

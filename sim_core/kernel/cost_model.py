@@ -426,11 +426,13 @@ class StepTime:
 
 
 def step_time(setup: Setup, prefill_tokens: int, context_tokens: int, decode_seqs: int,
-              decode_context: int, constants: Constants | None = None, cpu_overlap: bool = False) -> StepTime:
+              decode_context: int, constants: Constants | None = None, cpu_overlap: bool = False,
+              engine: str = "vllm") -> StepTime:
     """A step with one prefill chunk of `prefill_tokens` after `context_tokens` already cached, plus `decode_seqs`
     sequences decoding with `decode_context` tokens of context each (the chunk samples a token, as a last chunk
-    does). `constants`: a hardware profile's, else the catalog's; `cpu_overlap`: asynchronous scheduling."""
-    p = cost_params(setup, constants, cpu_overlap)
+    does). `constants`: a hardware profile's, else the catalog's; `cpu_overlap`: asynchronous scheduling;
+    `engine`: whose kernels run (sim_core.engines)."""
+    p = cost_params(setup, constants, cpu_overlap, engine=engine)
     parts = step_breakdown(p, *step_aggregates(prefill_tokens, context_tokens, decode_seqs, decode_context))
     components = dict(zip(COMPONENTS, [float(x) for x in parts[:len(COMPONENTS)]], strict=True))
     seconds = sum(components.values())
