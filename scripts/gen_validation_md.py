@@ -55,10 +55,14 @@ The groups:
   against a simulated frontier over every TP that fits, interpolated at the same tokens/s per user. The table
   after the speed-ups gives issue #22's figures: median error of throughput per GPU per model, the largest
   ratio, and how many GPU pairs at one concurrency or interactivity the model orders as measured.
-- **one group per source of other 2025-2026 measurements** (`lmsys_large_scale_ep`, `vllm_wide_ep_h200`,
-  `amd_mi355x_vs_b200_vllm`, `deepep_*`): DeepSeek expert-parallel serving and DeepEP dispatch/combine kernels
-  (`validation/moe_serving.csv`, `alltoall.csv`), gathered but not predicted yet: every row is listed, skipped,
-  with what its prediction needs.
+- **engine NAME: SOURCE**: a summary line, not a group of its own, for the rows simulated with an engine profile
+  other than vLLM's (`validation/engines.csv`'s `engine`), e.g. TensorRT-LLM's performance overview run as
+  `engine trtllm` ([MODEL.md](MODEL.md#engine-profiles)); its rows stay in their group above.
+- **one group per source of DeepEP dispatch/combine measurements** (`deepep_*`, `validation/alltoall.csv`):
+  predicted by the expert-parallel all-to-all model (`sim_core/expert_parallel.py`).
+- **one group per source of DeepSeek expert-parallel serving** (`lmsys_large_scale_ep`, `vllm_wide_ep_h200`,
+  `amd_mi355x_vs_b200_vllm`, `validation/moe_serving.csv`): gathered but not predicted yet: every row is listed,
+  skipped, with what its prediction needs.
 
 A row the model cannot predict honestly is kept, marked skipped, with its reason. Error is predicted /
 reference - 1.

@@ -454,4 +454,5 @@ def result_cost_params(result, pool: int) -> np.ndarray:
     """The cost-parameter vector of a pool's engines, as the run's Config had it."""
     s = result.scenario
     return cost_params(result.resolved.deployment[pool].setup, profile_constants(s.hardware_profile),
-                       cpu_overlap=s.async_scheduling, time_scale=result.resolved.step_time_scale)
+                       cpu_overlap=s.async_scheduling, time_scale=result.resolved.step_time_scale,
+                       engine=s.engine)

@@ -271,7 +271,7 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
         max_step_records=int(max_step_records), debug_checks=bool(debug_checks),
         cost=np.ascontiguousarray(cost_params(r.setup, profile_constants(scenario.hardware_profile),
                                                cpu_overlap=scenario.async_scheduling,
-                                               time_scale=r.step_time_scale)),
+                                               time_scale=r.step_time_scale, engine=scenario.engine)),
         pol=policy_params(scenario, r, class_tpot_s), class_ttft_s=class_ttft_s, class_tpot_s=class_tpot_s,
         class_weight=class_weight, cancel=np.zeros(1, np.int64) if cancel is None else cancel)
 

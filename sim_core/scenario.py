@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
+from .engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, scenario_defaults
 from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
 from .links import KV_LINKS
@@ -27,6 +28,7 @@ KvCacheDtype = Literal[tuple(KV_CACHE_DTYPES)]  # type: ignore[valid-type]
 WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 RouterName = Literal[tuple(ROUTERS)]  # type: ignore[valid-type]
 KvLinkName = Literal[tuple(KV_LINKS)]  # type: ignore[valid-type]
+EngineName = Literal[ENGINE_NAMES]  # type: ignore[valid-type]
 
 # Limits that keep one simulation bounded; the web layer applies tighter ones of its own.
 MAX_REQUESTS = 10_000_000
@@ -166,6 +168,11 @@ class Scenario(BaseModel):
                                                       "while the one before runs, so the engine's CPU time hides "
                                                       "under the GPU's, and a request's last token is seen, and "
                                                       "its KV blocks and batch slot freed, one step later")
+    engine: EngineName = Field(DEFAULT_ENGINE, description="the serving engine: its documented defaults for "
+                                                           "token_budget, max_seqs, async_scheduling and "
+                                                           "preemption where those are unset, and its kernels' "
+                                                           "costs (sim_core/data/engines.json cites each): "
+                                                           + "; ".join(f"{k}: {e.name}" for k, e in ENGINES.items()))
     max_model_len: int | None = Field(None, ge=64, le=1 << 21,
                                       description="max prompt + output tokens; default: min(model context, 8192)")
     prefix_cache: bool = Field(False, description="reuse cached KV blocks of shared prompt prefixes "
@@ -193,6 +200,15 @@ class Scenario(BaseModel):
                               description="mlfq: decode iterations a request runs at the top level before it drops "
                                           "a level (each level's quantum doubles)")
     mlfq_levels: int = Field(4, ge=1, le=32, description="mlfq: number of priority levels")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_defaults(cls, data: object) -> object:
+        """An engine's defaults for the fields the input leaves out (the input's own values win)."""
+        if not isinstance(data, dict) or data.get("engine", DEFAULT_ENGINE) == DEFAULT_ENGINE:
+            return data
+        defaults = scenario_defaults(str(data["engine"]), _positive(data.get("prefill_replicas")))
+        return {**defaults, **data}
 
     @model_validator(mode="after")
     def _pools_together(self) -> Scenario:
@@ -346,6 +362,11 @@ class Scenario(BaseModel):
     def to_query(self) -> str:
         """Non-default fields in declaration order."""
         data = self.model_dump(exclude_defaults=True)
+        if self.engine != DEFAULT_ENGINE:  # the engine's defaults are left out too, and fields set to the plain ones kept
+            engine = scenario_defaults(self.engine, self.disaggregated)
+            dump = self.model_dump()
+            data = {k: v for k, v in dump.items()
+                    if (k in data or k in engine) and not (k in engine and v == engine[k])}
         return urlencode([(k, query_value(v)) for k, v in data.items()])
 
     @classmethod
@@ -358,6 +379,14 @@ class Scenario(BaseModel):
             data[k] = v
         # An empty value means "use the default", as a form field left blank does.
         return parse_scenario({k: v for k, v in data.items() if v != ""})
+
+
+def _positive(value: object) -> bool:
+    """A raw input's integer (a number or a query string's text) is above 0; anything unreadable is not."""
+    try:
+        return int(value) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 def profile_mismatch(s) -> str | None:

@@ -27,6 +27,7 @@ from .kernel.cost_model import (
 )
 from .quoting import quote
 from .scenario import (
+    EngineName,
     HardwareName,
     KvCacheDtype,
     ModelName,
@@ -58,6 +59,7 @@ class StepShape(BaseModel):
     ep: int = Scenario.model_fields["ep"]
     attention_dp: bool = Scenario.model_fields["attention_dp"]
     moe_imbalance: float | None = Scenario.model_fields["moe_imbalance"]
+    engine: EngineName = Scenario.model_fields["engine"]
     prefill_tokens: int = Field(0, ge=0, le=1 << 20, description="prompt tokens of the prefill chunk")
     context_tokens: int = Field(0, ge=0, le=MAX_CONTEXT_TOKENS,
                                 description="tokens the chunk's request already has cached before the chunk")
@@ -113,11 +115,11 @@ def step_time_doc(shape: StepShape) -> dict:
     SetupError if the deployment cannot run (the model does not fit, tp does not divide the heads)."""
     setup = _setup(shape, shape.prefill_tokens, shape.decode_seqs)
     st = step_time(setup, shape.prefill_tokens, shape.context_tokens, shape.decode_seqs, shape.decode_context,
-                   profile_constants(shape.hardware_profile), cpu_overlap=shape.async_scheduling)
+                   profile_constants(shape.hardware_profile), cpu_overlap=shape.async_scheduling, engine=shape.engine)
     return {
         "hardware": setup.gpu.key, "model": setup.model.key, "quantization": shape.quantization, "tp": shape.tp,
         "kv_cache_dtype": shape.kv_cache_dtype,
-        "hardware_profile": shape.hardware_profile, "async_scheduling": shape.async_scheduling,
+        "hardware_profile": shape.hardware_profile, "async_scheduling": shape.async_scheduling, "engine": shape.engine,
         **({"ep": shape.ep, "attention_dp": shape.attention_dp} if shape.ep > 1 else {}),
         "prefill_tokens": shape.prefill_tokens, "context_tokens": shape.context_tokens,
         "decode_seqs": shape.decode_seqs, "decode_context": shape.decode_context,
@@ -160,7 +162,7 @@ def step_time_curves(shape: StepShape, max_tokens: int, points: int = 40) -> dic
     tokens: memory-bound; more: compute-bound)."""
     setup = _setup(shape, 0, 0)  # the default budget and batch: what is reserved for them sizes the KV pool
     max_decode_seqs = setup.num_kv_blocks * setup.block_size // (shape.decode_context + 1)
-    p = cost_params(setup, profile_constants(shape.hardware_profile), shape.async_scheduling)
+    p = cost_params(setup, profile_constants(shape.hardware_profile), shape.async_scheduling, engine=shape.engine)
     tokens = sorted({int(round(x)) for x in np.geomspace(1, max(1, max_tokens), points)})
     ctx = shape.decode_context
     batches = {"prefill": lambda n: (n, 0, 0, ctx), "decode": lambda n: (0, 0, n, ctx),

@@ -8,6 +8,7 @@ import pytest
 from app.web.inputs import web_range_text
 from app.web.present import build_form
 from sim_core import Scenario, ScenarioError, parse_scenario
+from sim_core.engines import SCENARIO_FIELDS
 from sim_core.fields import bounds_text, field_info, number_text, range_text
 
 
@@ -67,8 +68,9 @@ def test_dashboard_form_takes_choices_and_bounds_from_the_model():
             values = [v for v, _ in f.options if v != ""]
             assert values == [str(c) for c in info.choices], name
             assert (f.options[0] == ("", "default")) == info.optional, name
-        elif info.is_bool:
-            assert [v for v, _ in f.options] == ["false", "true"], name
+        elif info.is_bool:  # an engine's field starts blank: the engine's default (sim_core/engines.py)
+            blank = [""] if name in SCENARIO_FIELDS else []
+            assert [v for v, _ in f.options] == blank + ["false", "true"], name
         elif name in ("hardware_profile", "rate_schedule"):  # the free-text fields: no numeric keyboard
             assert f.inputmode == "text"
         else:

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
 from sim_core.catalog import KV_CACHE_DTYPES, QUANTIZATIONS
+from sim_core.engines import ENGINE_NAMES
 from sim_core.hardware_profile import Profile
 from sim_core.kernel.cost_model import CONSTANT_BOUNDS, Constants
 from sim_core.links import KV_LINKS
@@ -91,6 +92,7 @@ STRATEGIES = {
     "controller_headroom": _floats(0.1, 1.0),
     "mlfq_quantum": st.integers(1, 1_000_000),
     "mlfq_levels": st.integers(1, 32),
+    "engine": st.sampled_from(ENGINE_NAMES),
     # The constants only: a profile must name the scenario's own deployment, which scenarios() fills in.
     "hardware_profile": _maybe(st.builds(Constants, **{k: _floats(max(lo, 1e-6), hi)
                                                        for k, (lo, hi) in CONSTANT_BOUNDS.items()})),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from sim_core.studies import gathered, inferencex, model_error, validation
+from sim_core.studies import gathered, inferencex, model_error, trtllm_bench, validation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,9 +148,13 @@ def test_engine_settings_match_their_rows_and_are_used_by_the_offline_simulation
                    and e["measured_what"] in (r["measured_what"], "*")]
         assert matched, e
     tuned = next(r for r in ws["tp_fp8.csv"] if r["measured_what"].endswith("(tuned FP8 engine)"))
-    assert validation.engine_settings(tuned) == validation.EngineSettings(512, 16384, "none", False)
+    assert validation.engine_settings(tuned) == validation.EngineSettings(512, 16384, "none", False, "trtllm")
     overview = next(r for r in ws["serving.csv"] if r["source_id"] == "trtllm_perf_overview_v1")
-    assert validation.engine_settings(overview).async_scheduling
+    settings = validation.engine_settings(overview)
+    assert settings.async_scheduling and settings.engine == "trtllm" and settings.kv_cache_dtype == "fp8"
+    # trtllm-bench's sizing for the row's lengths, not TensorRT-LLM's 2048 / 8192 defaults
+    assert (settings.max_batch_size, settings.max_num_tokens) == trtllm_bench.row_setting(overview, {
+        "kv_cache_free_gpu_mem_fraction": str(settings.kv_free_fraction)}, "fp8")
     assert validation.engine_settings({"source_id": "elsewhere", "measured_what": "x"}) == validation.EngineSettings()
 
 

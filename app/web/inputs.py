@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from sim_core import (
     PRESETS,
@@ -136,7 +136,7 @@ class WebRequest:
 
 def scenario_query_pairs(s: Scenario) -> list[tuple[str, str]]:
     """`Scenario.to_query()`'s fields plus ALWAYS_IN_QUERY, in declaration order, without the scheduler."""
-    explicit = s.model_dump(exclude_defaults=True)
+    explicit = {k for k, _ in parse_qsl(s.to_query())}  # an engine's own defaults stay out, as in to_query
     out = []
     for name in Scenario.model_fields:
         if name == "scheduler":

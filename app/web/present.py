@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, resolve
+from sim_core.engines import DEFAULT_ENGINE, SCENARIO_FIELDS, scenario_defaults
 from sim_core.fields import field_info, range_text
 from sim_core.metric_catalog import BY_KEY, Metric, table_sections, value_at
 from sim_core.policies import BY_NAME
@@ -100,15 +101,20 @@ def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset,
     """What an empty field shows: the default it stands for (the preset's, the GPU's, the scheduler's)."""
     hardware = str(values.get("hardware") or page_defaults.get("hardware") or "a100")
     gpu = GPUS.get(hardware)
+    engine = str(values.get("engine") or page_defaults.get("engine") or DEFAULT_ENGINE)
+    own = scenario_defaults(engine)  # what an engine field left blank takes
     return {
+        **{f"engine:{k}": f"{engine}: {_fmt(v)}" for k, v in own.items()},
+        "max_seqs": f"{_fmt(own.get('max_seqs', Scenario.model_fields['max_seqs'].default))} ({engine} default)",
         "model": f"GPU default ({gpu.default_model})" if gpu else "GPU default",
         "rate": f"{preset.rate:g} ({preset.name} default)",
         "burstiness": f"{preset.burstiness:g} ({preset.name} default)",
         "slo_ttft_ms": f"{preset.slo_ttft_ms:g} ({preset.name} default)",
         "slo_tpot_ms": f"{preset.slo_tpot_ms:g} ({preset.name} default)",
         "num_requests": "rate × duration",
-        "token_budget": " · ".join(f"{s}: {BY_NAME[s].default_token_budget or 'max model length'}"
-                                   for s in selected if s in BY_NAME) or "per scheduler",
+        "token_budget": f"{own['token_budget']} ({engine} default)" if own.get("token_budget") else
+        " · ".join(f"{s}: {BY_NAME[s].default_token_budget or 'max model length'}"
+                   for s in selected if s in BY_NAME) or "per scheduler",
         "kv_blocks": "all that fit in memory",
         "max_model_len": "min(model context, 8192)",
         "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",
@@ -140,12 +146,14 @@ def _form_field(name: str, values: dict[str, Any], errors: dict[str, str], page_
         f.options = [(c, c) for c in choices]
         if info.optional:
             f.options.insert(0, ("", "default"))
+        elif name in SCENARIO_FIELDS:  # left blank, the engine's default applies (sim_core/engines.py)
+            f.options.insert(0, ("", placeholders.get(f"engine:{name}", "engine default")))
     else:
         # Bounded fields are numbers; the others (the hardware profile's string) take any text.
         numeric = info.lo is not None or info.hi is not None
         f.inputmode = "numeric" if info.is_int else ("decimal" if numeric else "text")
         f.placeholder = placeholders.get(name, "" if default is None else _fmt(default))
-    if f.kind == "select" and not f.value and default is not None:
+    if f.kind == "select" and not f.value and default is not None and name not in SCENARIO_FIELDS:
         f.value = _fmt(default)
     return f
 

@@ -60,7 +60,8 @@ ELEMENTWISE_KERNELS_PER_LAYER = 5
 # 989 TFLOPS in FP16), both at long sequences; serving chunks of a few hundred tokens sit at the low end.
 FLASH_ATTENTION_EFFICIENCY = 0.5
 # Paged attention reads KV blocks through a block table: the vLLM paper (Kwon et al., SOSP 2023, sec. 7.1)
-# measures its decode attention kernel 20-26% slower than FasterTransformer's contiguous one.
+# measures its decode attention kernel 20-26% slower than FasterTransformer's contiguous one. vLLM's value; each
+# engine's is in sim_core/data/engines.json (cost_params' DECODE_ATTN_SLOWDOWN).
 PAGED_ATTENTION_SLOWDOWN = 1.2
 # Serving engines do not all-reduce small activations with NCCL: vLLM's custom all-reduce (vLLM PR #2192) and
 # TensorRT-LLM's one-shot/two-shot AllReduce plugin read the peers' buffers over NVLink P2P in one kernel. vLLM
@@ -138,7 +139,8 @@ ACTIVATION_BYTES = 2.0
  EP_DISPATCH_NVLINK_BYTES, EP_DISPATCH_NETWORK_BYTES,  # per token of the step, the busiest GPU's, by link
  EP_COMBINE_NVLINK_BYTES, EP_COMBINE_NETWORK_BYTES,
  EP_NVLINK_BW, EP_NETWORK_BW, EP_LATENCY_S,
- N_COST_PARAMS) = range(42)
+ DECODE_ATTN_SLOWDOWN,  # the engine's decode attention kernel: time over its bytes at streaming bandwidth
+ N_COST_PARAMS) = range(43)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
@@ -194,10 +196,12 @@ def default_constants(setup: Setup) -> Constants:
 
 
 def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: bool = False,
-                time_scale: float = 1.0) -> np.ndarray:
+                time_scale: float = 1.0, engine: str = "vllm") -> np.ndarray:
     """The cost-parameter vector of a deployment, with the catalog's constants or a hardware profile's;
     `cpu_overlap`: the engine schedules asynchronously (its CPU work hides under the GPU's); `time_scale`: every
-    step takes that many times the model's time (sim_core.studies.model_error's ensemble members)."""
+    step takes that many times the model's time (sim_core.studies.model_error's ensemble members); `engine`: the
+    serving engine whose kernels run (sim_core.engines)."""
+    from ..engines import ENGINES  # imported here: the profiles name this module's constants
     m, g, tp = setup.model, setup.gpu, setup.tp
     c = constants or default_constants(setup)
     bpp = QUANTIZATIONS[setup.quantization]
@@ -245,6 +249,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
         from .ep_params import expert_parallel_params  # it reads this module's slots
 
         expert_parallel_params(p, setup)
+    p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
     return p
 
 
@@ -355,7 +360,7 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     decode_attn_flops = p[ATTN_FLOPS_PER_PAIR] * decode_ctx
     if decode_seqs > 0:
         decode_attn_bytes = decode_ctx * kv + decode_seqs * p[ATTN_QO_BYTES_PER_TOKEN]
-        attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * PAGED_ATTENTION_SLOWDOWN,
+        attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * p[DECODE_ATTN_SLOWDOWN],
                                                                 decode_attn_flops, stream_bw, p[ATTENTION_RATE])
     # Norms, rotary embedding, activation, KV-cache write: bandwidth only.
     elementwise_bytes = tokens * p[ELEMENTWISE_BYTES_PER_TOKEN]
@@ -443,11 +448,13 @@ class StepTime:
 
 
 def step_time(setup: Setup, prefill_tokens: int, context_tokens: int, decode_seqs: int,
-              decode_context: int, constants: Constants | None = None, cpu_overlap: bool = False) -> StepTime:
+              decode_context: int, constants: Constants | None = None, cpu_overlap: bool = False,
+              engine: str = "vllm") -> StepTime:
     """A step with one prefill chunk of `prefill_tokens` after `context_tokens` already cached, plus `decode_seqs`
     sequences decoding with `decode_context` tokens of context each (the chunk samples a token, as a last chunk
-    does). `constants`: a hardware profile's, else the catalog's; `cpu_overlap`: asynchronous scheduling."""
-    p = cost_params(setup, constants, cpu_overlap)
+    does). `constants`: a hardware profile's, else the catalog's; `cpu_overlap`: asynchronous scheduling;
+    `engine`: whose kernels run (sim_core.engines)."""
+    p = cost_params(setup, constants, cpu_overlap, engine=engine)
     parts = step_breakdown(p, *step_aggregates(prefill_tokens, context_tokens, decode_seqs, decode_context))
     components = dict(zip(COMPONENTS, [float(x) for x in parts[:len(COMPONENTS)]], strict=True))
     seconds = sum(components.values())

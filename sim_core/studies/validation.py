@@ -40,6 +40,7 @@ from ..kernel.cost_model import (
     roofline_s,
     step_cost,
 )
+from .row_names import HARDWARE_NAMES, hardware_key, kv_cache_dtype_of, model_key, quantization_of  # noqa: F401 (re-exported)
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
 GROUPS = ("kernel", "step", "serving", "tp/fp8", "kernel, measured here")
@@ -63,6 +64,9 @@ class EngineSettings:
     max_num_tokens: int = TRTLLM_MAX_NUM_TOKENS
     preemption: str = "recompute"
     async_scheduling: bool = False  # TensorRT-LLM's overlap scheduler, vLLM's async scheduling
+    engine: str = "vllm"  # whose kernels ran (sim_core/data/engines.json)
+    kv_cache_dtype: str = ""  # the cache's format where the row's dtype does not say it ("": as the dtype says)
+    kv_free_fraction: float = 0.0  # TensorRT-LLM's KV share of the memory the model leaves (0: vLLM's share of all)
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class Check:
     series: str = ""  # e.g. "Llama-2-7B on A100 80GB SXM4: end-to-end latency"
     variant: str = ""  # e.g. "tp=4", "fp8"
     point: tuple = ()  # InferenceX rows: an inferencex.Point (model, dtype, shape, level, GPU, TP, quantity)
+    engine: str = ""  # offline rows: the engine profile simulated (sim_core/data/engines.json)
 
     @property
     def error(self) -> float | None:
@@ -85,42 +90,7 @@ class Check:
         return None if self.predicted is None else self.predicted / self.reference - 1.0
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Names in the CSVs -> the catalog
-# ---------------------------------------------------------------------------------------------------------
-# GPUs the rows name, as catalog keys, in the order they are looked for: a text naming two GPUs ("MI355X vs B200")
-# takes the first; gb200/gb300 before b200/b300, which they contain; h20 only as a whole name (h200 contains it).
-HARDWARE_NAMES = (("h100", "h100"), ("h200", "h200"), ("a100", "a100"), ("l40s", "l40s"), ("gb200", "gb200"),
-                  ("gb300", "gb300"), ("b200", "b200"), ("b300", "b300"), ("mi300x", "mi300x"),
-                  ("mi325x", "mi325x"), ("mi355x", "mi355x"), (r"h20(?!\d)", "h20"))
 
-
-def hardware_key(text: str) -> str | None:
-    t = text.lower()
-    return next((key for pattern, key in HARDWARE_NAMES if re.search(pattern, t)), None)
-
-
-def model_key(text: str) -> str | None:
-    """Llama-3.1/3.3 share their generation's architecture (only the RoPE scaling for long context differs)."""
-    t = text.lower().replace("llama2", "llama-2").replace("meta-llama-3", "llama-3")
-    for pattern, key in ((r"llama-2-7b", "llama-2-7b"), (r"llama-2-13b", "llama-2-13b"), (r"llama-2-70b", "llama-2-70b"),
-                         (r"llama-3(\.1)?-8b", "llama-3-8b"), (r"llama-3(\.3)?-70b", "llama-3-70b")):
-        if re.search(pattern, t):
-            return key
-    # Other models by their catalog key ("DeepSeek-R1-0528" -> deepseek-r1, "openai/gpt-oss-120b"), longest first
-    # so that a key another contains does not win.
-    return next((key for key in sorted(MODELS, key=len, reverse=True)
-                 if re.search(re.escape(key) + r"(?![\w.])", t)), None)
-
-
-def quantization_of(dtype: str) -> str:
-    d = dtype.lower()
-    return "fp8" if "fp8" in d else "bf16" if "bf16" in d else "fp16"
-
-
-def kv_cache_dtype_of(dtype: str) -> str:
-    """'fp8 (weights+KV)', 'fp8 weights+KV' -> 'fp8' (an FP8 KV cache); anything else keeps the 16-bit cache."""
-    return "fp8" if "+kv" in dtype.lower().replace(" ", "") else "auto"
 
 
 # Sources whose engines all-reduce with NCCL at every size: TensorRT-LLM v0.5/v0.6's build scripts made the
@@ -175,20 +145,34 @@ def offline_output_rate(hardware: str, model: str, quantization: str, tp: int, p
     from ..scenario import Scenario
 
     text = "arrival_s,prompt_tokens,output_tokens\n" + f"0,{prompt},{output}\n" * OFFLINE_REQUESTS
+    memory = 0.9  # the scenario's default, vLLM's gpu_memory_utilization
+    if engine.kv_free_fraction:
+        from .trtllm_bench import utilization_for
+
+        setup = resolve_setup(hardware, model, quantization, tp, ServingSettings(0.9, 16, 8192, 256), kv_cache_dtype)
+        memory = utilization_for(setup, engine.kv_free_fraction)
     s = Scenario(scheduler="chunked", hardware=hardware, model=model, quantization=quantization, tp=tp,
                  kv_cache_dtype=kv_cache_dtype, token_budget=engine.max_num_tokens, max_seqs=engine.max_batch_size,
-                 preemption=engine.preemption, async_scheduling=engine.async_scheduling,
-                 max_model_len=max(prompt + output, 1024))
+                 preemption=engine.preemption, async_scheduling=engine.async_scheduling, engine=engine.engine,
+                 max_model_len=max(prompt + output, 1024), gpu_memory_utilization=memory)
     return run(s, trace_text=text).metrics["output_throughput"]
 
 
 def engine_settings(row: dict, directory: Path = VALIDATION_DIR) -> EngineSettings:
     """The settings validation/engines.csv records for this row's engine (by source and measurement, or for
-    every row of the source: measured_what "*"); TensorRT-LLM's defaults with vLLM-style admission if none."""
+    every row of the source: measured_what "*"); TensorRT-LLM's defaults with vLLM-style admission if none.
+    A max batch size or max num tokens of "trtllm-bench" is what that tool picks for the row's lengths."""
     for e in read_rows(directory / "engines.csv") if (directory / "engines.csv").is_file() else []:
         if e["source_id"] == row["source_id"] and e["measured_what"] in (row["measured_what"], "*"):
-            return EngineSettings(int(e["max_batch_size"]), int(e["max_num_tokens"]),
-                                  CAPACITY_POLICIES[e["capacity_scheduler_policy"]], e["overlap_scheduler"] == "yes")
+            kv = e.get("kv_cache_dtype") or ""
+            sizes = [int(e[k]) if e[k] != "trtllm-bench" else None for k in ("max_batch_size", "max_num_tokens")]
+            if None in sizes:
+                from .trtllm_bench import row_setting
+
+                sizes = [given or bench for given, bench in zip(sizes, row_setting(row, e, kv), strict=True)]
+            return EngineSettings(*sizes, CAPACITY_POLICIES[e["capacity_scheduler_policy"]],
+                                  e["overlap_scheduler"] == "yes", e.get("engine") or "vllm", kv,
+                                  float(e.get("kv_cache_free_gpu_mem_fraction") or 0.0))
     return EngineSettings()
 
 
@@ -336,10 +320,12 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
             if not simulate:
                 return Check(predicted=None, note="offline simulation skipped (--quick)", **base)
             engine = engine_settings(row, directory)
+            kv_dtype, base["engine"] = engine.kv_cache_dtype or kv_dtype, engine.engine
             rate = offline_output_rate(hw, model, quantization_of(dtype), tp, prompt, output, kv_dtype, engine)
-            notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, max batch {engine.max_batch_size}, "
-                         f"budget {engine.max_num_tokens}, preemption {engine.preemption}"
-                         + (", async scheduling" if engine.async_scheduling else ""))
+            notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, engine {engine.engine}, max batch "
+                         f"{engine.max_batch_size}, budget {engine.max_num_tokens}, preemption {engine.preemption}"
+                         + (", async scheduling" if engine.async_scheduling else "")
+                         + (f", {kv_dtype} KV cache" if engine.kv_cache_dtype else ""))
         else:
             return Check(predicted=None, note="measurement not recognised", **base)
     except ValueError as e:
@@ -467,6 +453,9 @@ def summary(rows: list[Check]) -> dict[str, dict]:
         out[group] = {"rows": len(errors), "skipped": skipped,
                       "median_abs_error": statistics.median(errors) if errors else None,
                       "worst_abs_error": max(errors) if errors else None}
+    for engine, source in dict.fromkeys((c.engine, c.source) for c in rows if c.engine not in ("", "vllm")):
+        mine = [c for c in rows if (c.engine, c.source) == (engine, source)]  # an engine profile's own rows
+        out[f"engine {engine}: {source}"] = summary([replace(c, group="", engine="") for c in mine])[""]
     return out
 
 

@@ -1,0 +1,65 @@
+"""Engine profiles: the serving engine a scenario stands for (its `engine` field), read from
+sim_core/data/engines.json, where each value is cited.
+
+A profile gives the defaults of the scheduler fields a scenario leaves unset (SCENARIO_FIELDS: the engine's max
+sequences and token budget, its capacity policy as a preemption mode, its overlap scheduling) and the kernel-level
+constants the cost model takes from it (decode_attention_slowdown). vllm is what sched-sim did before profiles
+existed, so a scenario without `engine` runs exactly as it always did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import data
+from .kernel.cost_model import PAGED_ATTENTION_SLOWDOWN
+
+ENGINES_FILE = "engines.json"
+DEFAULT_ENGINE = "vllm"
+# Scenario fields an engine gives defaults for, in the scenario's own order.
+SCENARIO_FIELDS = ("token_budget", "max_seqs", "async_scheduling", "preemption")
+# Constants an entry may name instead of a number (defined beside their measurements in the cost model).
+ENGINE_CONSTANTS = {"PAGED_ATTENTION_SLOWDOWN": PAGED_ATTENTION_SLOWDOWN}
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """One engine's documented defaults and kernel-level differences (engines.json's entry)."""
+
+    name: str
+    max_seqs: int
+    token_budget: int | None  # None: the scheduler's own default
+    preemption: str
+    async_scheduling: bool
+    decode_attention_slowdown: float
+
+
+def _load() -> dict[str, EngineProfile]:
+    profiles = data.load(data.read(ENGINES_FILE), ENGINES_FILE, EngineProfile, ENGINE_CONSTANTS)
+    for key, p in profiles.items():
+        if p.preemption not in ("recompute", "swap", "none"):
+            raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key 'preemption': "
+                                        f"{p.preemption!r} is not recompute, swap or none")
+        if not p.decode_attention_slowdown >= 1.0:
+            raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key "
+                                        f"'decode_attention_slowdown' must be at least 1 (a kernel's time over "
+                                        f"its bytes at streaming bandwidth)")
+    if DEFAULT_ENGINE not in profiles:
+        raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: no entry {DEFAULT_ENGINE!r} (the default engine)")
+    return profiles
+
+
+ENGINES: dict[str, EngineProfile] = _load()
+ENGINE_NAMES = tuple(ENGINES)
+
+
+def scenario_defaults(engine: str, disaggregated: bool = False) -> dict[str, object]:
+    """The scenario fields `engine` sets when they are left unset ({} for an unknown name: the field's own check
+    names it). A disaggregated deployment keeps synchronous scheduling (sched-sim does not model overlap there)."""
+    p = ENGINES.get(engine)
+    if p is None:
+        return {}
+    out = {name: getattr(p, name) for name in SCENARIO_FIELDS if getattr(p, name) is not None}
+    if disaggregated:
+        out.pop("async_scheduling", None)
+    return out
