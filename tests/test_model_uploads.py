@@ -94,7 +94,7 @@ def test_an_uploaded_config_runs_as_its_bundled_model(client):
     assert by_file["schedulers"]["chunked"]["resolved"]["model"] == "Qwen3-8B"
     # The id, never the server's copy of the file, in what the answer shows and links.
     assert by_file["scenario"]["model_file"] == uid and f"model_file={uid}" in by_file["query"]
-    assert str(Path(model_uploads.get(uid).path).parent.parent) not in json.dumps(by_file)
+    assert Path(model_uploads.get(uid).path).parent.parent.name not in json.dumps(by_file)
     assert upload(client, QWEN3_8B).json()["model_file"] == uid  # the same file, the same id
 
 
@@ -153,7 +153,10 @@ def test_the_page_shows_the_uploaded_model(client):
     page = client.get(f"/?{SMALL}&model_file={uid}")
     assert page.status_code == 200
     assert "Simulating <strong>Qwen3-8B</strong>" in page.text and "Qwen3-8B (uploaded config.json)" in page.text
-    assert model_uploads.get(uid).path not in page.text
+    copies = Path(model_uploads.get(uid).path).parent.parent.name  # the folder of the server's copies
+    assert copies not in page.text
+    embed = client.get(f"/embed/cdf?{SMALL}&model_file={uid}&caption=1")  # every page parses model_file alike
+    assert embed.status_code == 200 and "Qwen3-8B" in embed.text and copies not in embed.text
     picker = client.get(f"/?{SMALL}&model=deepseek-r1").text
     assert 'id="model-badges"><span class="badge badge-moe"' in picker and "deepseek-r1 (671B) · MoE 8 of 256" in picker
 
