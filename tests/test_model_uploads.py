@@ -206,3 +206,9 @@ def test_no_upload_makes_the_dashboard_fail(client, edits, raw, name):
                         headers={"HX-Request": "true"})
         assert r.status_code in (200, 422), (r.status_code, r.text[:300])
         assert ('name="model_file"' in r.text) == (r.status_code == 200)
+
+
+def test_the_cli_says_a_dashboard_link_names_an_uploaded_config(capsys):
+    code = main(["run", "--scenario", f"http://localhost:8000/?{SMALL}&model_file=7800c331b7eb0800"])
+    err = capsys.readouterr().err
+    assert code == 2 and "uploaded to a dashboard" in err and "--model-config FILE" in err, err
