@@ -72,7 +72,7 @@ def write_trace(path: Path, n: int = 1000) -> None:
     for _ in range(n):
         t += rng.expovariate(10.0)
         lines.append(f"{t:.4f},{rng.randint(50, 2000)},{rng.randint(10, 500)}")
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float]:

@@ -48,10 +48,17 @@ The groups:
 - **kernel, measured here**: a layer's GEMMs in 16-bit and FP8 and prefill attention, timed by
   `validation/measure_gpu.py` (PyTorch only) on a GPU lent to the project (an H200, which no constant was set
   from). Decode attention and copies are listed but skipped, with the reason.
-- **one group per source of 2025-2026 measurements** (`inferencex_*`, `lmsys_large_scale_ep`, `vllm_wide_ep_h200`,
-  `amd_mi355x_vs_b200_vllm`, `deepep_*`): InferenceX closed-loop points, DeepSeek expert-parallel serving and
-  DeepEP dispatch/combine kernels (`validation/inferencex.csv`, `moe_serving.csv`, `alltoall.csv`), gathered
-  but not predicted yet: every row is listed, skipped, with what its prediction needs.
+- **one group per InferenceX source** (`inferencex_*`, `validation/inferencex.csv`): closed-loop points, each
+  simulated as InferenceX ran it (its concurrency, `CONC * 10` random requests with lengths in [0.8 L, L], at most
+  CONC in flight, async scheduling; `sim_core/studies/inferencex.py` cites each setting) and compared on the
+  quantity it measured (total or output tokens/s per GPU, TTFT, TPOT); the site's interpolated comparison rows
+  against a simulated frontier over every TP that fits, interpolated at the same tokens/s per user. The table
+  after the speed-ups gives issue #22's figures: median error of throughput per GPU per model, the largest
+  ratio, and how many GPU pairs at one concurrency or interactivity the model orders as measured.
+- **one group per source of other 2025-2026 measurements** (`lmsys_large_scale_ep`, `vllm_wide_ep_h200`,
+  `amd_mi355x_vs_b200_vllm`, `deepep_*`): DeepSeek expert-parallel serving and DeepEP dispatch/combine kernels
+  (`validation/moe_serving.csv`, `alltoall.csv`), gathered but not predicted yet: every row is listed, skipped,
+  with what its prediction needs.
 
 A row the model cannot predict honestly is kept, marked skipped, with its reason. Error is predicted /
 reference - 1.

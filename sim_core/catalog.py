@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from . import data
 from .architecture import Model
 from .data import CatalogDataError
+from .expert_parallel import NO_EP, ExpertParallel, ep_that_fits, weight_bytes_per_gpu
 from .hf_config import ModelConfigError, model_from_config
 
 GIB = 1024**3
@@ -206,6 +207,7 @@ class Setup:
     token_budget: int
     max_num_seqs: int
     kv_cache_dtype: str = "auto"
+    expert_parallel: ExpertParallel = NO_EP  # ep > 1: routed experts spread whole over ep GPUs (expert_parallel.py)
     weight_bytes_per_gpu: float = field(init=False)
     activation_bytes_per_gpu: float = field(init=False)
     # What the engine's KV pool charges per token of context on one GPU (its blocks are this x block_size), and
@@ -229,6 +231,9 @@ class Setup:
         matmul_bytes = (m.dense_matmul_params + m.expert_matmul_params) * bpp
         matmul_bytes += (m.embedding_params + untied_head) * 2.0
         object.__setattr__(self, "weight_bytes_per_gpu", (matmul_bytes + m.norm_params * 2.0) / tp)
+        if self.expert_parallel.enabled:
+            object.__setattr__(self, "weight_bytes_per_gpu", weight_bytes_per_gpu(
+                m, self.expert_parallel, tp, matmul_bytes + m.norm_params * 2.0, bpp))
         # Peak activations of one forward pass over the token budget (what vLLM's profiling run measures):
         # hidden states and the MLP intermediate for every batched token, plus fp32 logits for sampled rows.
         act = self.token_budget * (4 * m.hidden + 2 * m.ffn // tp) * 2.0
@@ -378,7 +383,7 @@ class ServingSettings:
 
 
 def resolve_setup(hardware: str, model: str | Model | None, quantization: str, tp: int, serving: ServingSettings,
-                  kv_cache_dtype: str = "auto") -> Setup:
+                  kv_cache_dtype: str = "auto", expert_parallel: ExpertParallel = NO_EP) -> Setup:
     """The deployment of `model` (a catalogue key, a Model read from a config file, or None: the GPU's default) on
     `tp` GPUs of kind `hardware`, with its memory budget; SetupError, naming the field to change, if it cannot
     run."""
@@ -389,12 +394,15 @@ def resolve_setup(hardware: str, model: str | Model | None, quantization: str, t
         raise SetupError(f"quantization=fp4 needs FP4 tensor cores, which {gpu.key} ({gpu.name}) does not have; "
                          f"GPUs with them: {fp4_gpus}. On this GPU pick fp8 or int4 (weight-only 4-bit)",
                          "quantization")
+    if expert_parallel.enabled and m.experts <= 1:
+        raise SetupError(f"{m.key} is dense: ep={expert_parallel.ep} spreads a mixture-of-experts model's experts "
+                         f"(leave ep at 1 and use tp or replicas)", "ep")
     if m.heads % tp != 0:
         divisors = ", ".join(str(d) for d in range(1, 9) if m.heads % d == 0)
         raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick one of {divisors}",
                          "tp")
     setup = Setup(gpu, m, quantization, tp, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
-                  serving.max_num_seqs, kv_cache_dtype)
+                  serving.max_num_seqs, kv_cache_dtype, expert_parallel)
     usable = setup.usable_bytes
     if setup.weight_bytes_per_gpu + setup.reserve_bytes >= usable:
         total_weights = setup.weight_bytes_per_gpu * tp
@@ -435,7 +443,10 @@ def _what_fits(m: Model, gpu: GPU, quantization: str, tp: int, serving: ServingS
     room = one.usable_bytes - one.reserve_bytes
     need = math.ceil(one.weight_bytes_per_gpu / room) if room > 0 else 0
     gpus = f"at least {need} GPUs' memory for its weights alone, " if need else ""
-    return f"it needs {gpus}more than tp={MAX_TP} of {gpu.key} gives one engine"
+    ep = ep_that_fits(m, lambda plan: Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization,
+                                            serving.block_size, serving.token_budget, serving.max_num_seqs,
+                                            kv_cache_dtype, plan))
+    return f"it needs {gpus}more than tp={MAX_TP} of {gpu.key} gives one engine" + (f"; {ep}" if ep else "")
 
 
 def blocks_for(tokens: int, block_size: int) -> int:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .catalog import GIB, GPUS, MODELS, Model, ServingSettings, Setup, SetupError, resolve_setup
+from .expert_parallel import NO_EP, ExpertParallel
 from .hf_config import ModelConfigError, model_from_text
 from .policies import BY_NAME, SCHEDULERS, Scheduler
 from .rate_schedule import RateSchedule
@@ -89,7 +90,8 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget:
     """One deployment's setup and KV pool (SetupError names the field that sets it)."""
     try:
         serving = ServingSettings(s.gpu_memory_utilization, s.block_size, token_budget, s.max_seqs)
-        setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype)
+        setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype,
+                              expert_parallel_of(s))
     except SetupError as e:
         if e.field in ("tp", "model", "quantization") and (hw_field, tp_field) != ("hardware", "tp"):
             field = {"tp": tp_field, "model": hw_field}.get(e.field, e.field)
@@ -100,6 +102,11 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget:
         raise SetupError(f"kv_blocks must be at most {capacity}, what {model.key} on {hardware} (tp={tp}) leaves for "
                          f"the KV cache (got {s.kv_blocks})", "kv_blocks")
     return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
+
+
+def expert_parallel_of(s: Scenario) -> ExpertParallel:
+    """The scenario's expert parallelism (NO_EP at ep 1; resolve_setup refuses it on a dense model)."""
+    return NO_EP if s.ep == 1 else ExpertParallel(s.ep, s.attention_dp, s.moe_imbalance or 1.0)
 
 
 def scenario_model(s: Scenario) -> Model:
@@ -149,7 +156,7 @@ def resolve(s: Scenario) -> Resolved:
             engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
     else:
         deployment = (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, token_budget, "hardware",
-                                                      "tp"), engines=s.replicas),)
+                                                      "tp"), engines=s.engines),)
     if s.adaptive_budget and not sched.chunked_prefill:
         # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.
         chunking = ", ".join(x.name for x in SCHEDULERS if x.chunked_prefill)

@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
+from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
@@ -36,6 +37,8 @@ BLOCK_SIZES = (8, 16, 32, 64, 128)
 MIN_RATE = 1e-6
 MAX_SEEDS = 50
 MAX_REPLICAS = 64
+# Engines attention data-parallel ranks may add up to (replicas x ep / tp): four NVL72 racks' worth.
+MAX_DP_ENGINES = 4 * MAX_EP
 # A closed loop's users (each holds a request in the system) and the longest think time between requests.
 MAX_CONCURRENCY = 100_000
 MAX_THINK_S = 3600.0
@@ -59,6 +62,17 @@ class Scenario(BaseModel):
                                          "stores them in 8 bits (vLLM's --kv-cache-dtype fp8): twice the tokens "
                                          "per GB and half the bytes attention reads")
     tp: int = Field(1, ge=1, le=8, description="tensor-parallel degree (GPUs)")
+    ep: int = Field(1, ge=1, le=MAX_EP,
+                    description="expert-parallel degree of a mixture-of-experts model: its routed experts spread "
+                                "whole over ep GPUs, tokens reaching them by all-to-all (1: experts split "
+                                "tensor-parallel like the rest); with attention tensor-parallel ep equals tp")
+    attention_dp: bool = Field(False, description="with ep > 1: attention data-parallel (DeepSeek-style): ep / tp "
+                                                  "ranks of tp GPUs, each holding the attention weights and its own "
+                                                  "requests' KV and scheduling its own batch")
+    moe_imbalance: float | None = Field(None, ge=1, le=16,
+                                        description="with ep > 1: the busiest GPU's routed tokens over the mean "
+                                                    "(a measured expert load-imbalance factor); default 1: "
+                                                    "uniform routing")
     hardware_profile: str | None = Field(
         None, min_length=1, max_length=512,
         description="the cost model's constants fitted on your own deployment by `sched-sim calibrate` (the CLI "
@@ -231,8 +245,10 @@ class Scenario(BaseModel):
 
     @property
     def engines(self) -> int:
-        """Engines the scenario runs (each on tp GPUs)."""
-        return self.prefill_replicas + self.decode_replicas if self.disaggregated else self.replicas
+        """Engines the scenario runs (each on tp GPUs; with attention_dp each data-parallel rank is one)."""
+        if self.disaggregated:
+            return self.prefill_replicas + self.decode_replicas
+        return self.replicas * (self.ep // self.tp if self.attention_dp else 1)
 
     @field_validator("block_size")
     @classmethod
@@ -250,6 +266,19 @@ class Scenario(BaseModel):
             return parse_schedule(v).text()  # canonical, so the query string round-trips
         except ScheduleError as e:
             raise ValueError(str(e)) from None
+
+    @model_validator(mode="after")
+    def _expert_parallel_shape(self) -> Scenario:
+        problem = shape_error(self.ep, self.tp, self.attention_dp, self.moe_imbalance)
+        if problem:
+            raise ValueError(": ".join(problem))
+        if self.ep > 1 and self.disaggregated:
+            raise ValueError("ep: not modelled for disaggregated serving yet (prefill_replicas and decode_replicas); "
+                             "leave ep at 1 there")
+        if self.engines > MAX_DP_ENGINES:
+            raise ValueError(f"replicas: replicas x ep / tp data-parallel ranks must stay at most {MAX_DP_ENGINES} "
+                             f"engines (got {self.engines})")
+        return self
 
     @model_validator(mode="after")
     def _one_model(self) -> Scenario:

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import ServingSettings, resolve_setup
+from .expert_parallel import NO_EP, ExpertParallel, shape_error
 from .fields import range_text
 from .hardware_profile import canonical, profile_constants
 from .kernel.cost_model import (
@@ -54,6 +55,9 @@ class StepShape(BaseModel):
     kv_cache_dtype: KvCacheDtype = Scenario.model_fields["kv_cache_dtype"]
     hardware_profile: str | None = Scenario.model_fields["hardware_profile"]
     async_scheduling: bool = Scenario.model_fields["async_scheduling"]
+    ep: int = Scenario.model_fields["ep"]
+    attention_dp: bool = Scenario.model_fields["attention_dp"]
+    moe_imbalance: float | None = Scenario.model_fields["moe_imbalance"]
     prefill_tokens: int = Field(0, ge=0, le=1 << 20, description="prompt tokens of the prefill chunk")
     context_tokens: int = Field(0, ge=0, le=MAX_CONTEXT_TOKENS,
                                 description="tokens the chunk's request already has cached before the chunk")
@@ -68,6 +72,9 @@ class StepShape(BaseModel):
         why = profile_mismatch(self)
         if why:
             raise ValueError(f"hardware_profile: {why}")
+        problem = shape_error(self.ep, self.tp, self.attention_dp, self.moe_imbalance)
+        if problem:
+            raise ValueError(": ".join(problem))
         return self
 
     @field_validator("hardware_profile")
@@ -96,7 +103,9 @@ def _setup(shape: StepShape, prefill_tokens: int, decode_seqs: int):
     defaults = Scenario()
     serving = ServingSettings(defaults.gpu_memory_utilization, defaults.block_size, max(512, prefill_tokens),
                               max(defaults.max_seqs, decode_seqs))
-    return resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp, serving, shape.kv_cache_dtype)
+    plan = ExpertParallel(shape.ep, shape.attention_dp, shape.moe_imbalance or 1.0) if shape.ep > 1 else NO_EP
+    return resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp, serving, shape.kv_cache_dtype,
+                         plan)
 
 
 def step_time_doc(shape: StepShape) -> dict:
@@ -109,6 +118,7 @@ def step_time_doc(shape: StepShape) -> dict:
         "hardware": setup.gpu.key, "model": setup.model.key, "quantization": shape.quantization, "tp": shape.tp,
         "kv_cache_dtype": shape.kv_cache_dtype,
         "hardware_profile": shape.hardware_profile, "async_scheduling": shape.async_scheduling,
+        **({"ep": shape.ep, "attention_dp": shape.attention_dp} if shape.ep > 1 else {}),
         "prefill_tokens": shape.prefill_tokens, "context_tokens": shape.context_tokens,
         "decode_seqs": shape.decode_seqs, "decode_context": shape.decode_context,
         "step_ms": st.seconds * 1e3,

@@ -128,7 +128,7 @@ def main() -> None:
         path = GOLDEN_DIR / f"{name}.json"
         if "--new" in sys.argv and path.exists():
             continue
-        path.write_text(dumps(record(scenario, trace)))
+        path.write_text(dumps(record(scenario, trace)), encoding="utf-8")
         print("wrote", name)
 
 

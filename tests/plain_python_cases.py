@@ -37,19 +37,23 @@ def tight_workload(seed: int, n: int = 10) -> Requests:
 def cost_model_cases() -> dict:
     """Every component of the step model on a few batch shapes and deployments (TP, FP8, int4, MoE)."""
     from sim_core.catalog import ServingSettings, resolve_setup
+    from sim_core.expert_parallel import NO_EP, ExpertParallel
     from sim_core.kernel.cost_model import cost_params, prefill_pairs, step_breakdown, step_cost, swap_seconds
 
     out = {}
-    for hw, model, quant, tp, overlap in (("a100", "llama-3-8b", "fp16", 1, False),
-                                          ("h100", "llama-3-70b", "fp8", 4, False),
-                                          ("rtx3050", "llama-3.2-1b", "int4", 1, False),
-                                          ("h100", "mixtral-8x7b", "fp8", 2, False),
-                                          ("h100", "llama-3-8b", "fp8", 1, True)):  # async: CPU under the GPU
-        p = cost_params(resolve_setup(hw, model, quant, tp, ServingSettings(0.9, 16, 2048, 256)), cpu_overlap=overlap)
+    for hw, model, quant, tp, overlap, plan in (("a100", "llama-3-8b", "fp16", 1, False, NO_EP),
+                                                ("h100", "llama-3-70b", "fp8", 4, False, NO_EP),
+                                                ("rtx3050", "llama-3.2-1b", "int4", 1, False, NO_EP),
+                                                ("h100", "mixtral-8x7b", "fp8", 2, False, NO_EP),
+                                                ("h100", "llama-3-8b", "fp8", 1, True, NO_EP),  # async: CPU under GPU
+                                                # expert parallelism, attention DP over two nodes: the all-to-all
+                                                ("h200", "deepseek-r1", "fp8", 1, False, ExpertParallel(16, True, 1.3))):
+        setup = resolve_setup(hw, model, quant, tp, ServingSettings(0.9, 16, 2048, 256), expert_parallel=plan)
+        p = cost_params(setup, cpu_overlap=overlap)
         for shape in ((0, 0, 1, 512), (512, 0, 0, 0), (300, 2000, 40, 900), (2048, 4096, 256, 3000)):
             n, ctx, d, length = shape
             args = (n, 1 if n else 0, prefill_pairs(n, ctx) if n else 0, ctx if n else 0, d, d * length, d + (n > 0))
-            out[f"{hw}-{model}-{quant}-tp{tp}{'-async' * overlap}-{shape}"] = [[float(x) for x in step_breakdown(p, *args)],
+            out[f"{hw}-{model}-{quant}-tp{tp}{'-async' * overlap}{f'-ep{plan.ep}' * plan.enabled}-{shape}"] = [[float(x) for x in step_breakdown(p, *args)],
                                                            [float(x) for x in step_cost(p, *args)],
                                                            float(swap_seconds(p, 1000))]
     return out
@@ -85,4 +89,4 @@ def run_all() -> dict[str, dict]:
 
 
 if __name__ == "__main__":
-    Path(sys.argv[1]).write_text(json.dumps(run_all(), sort_keys=True))
+    Path(sys.argv[1]).write_text(json.dumps(run_all(), sort_keys=True), encoding="utf-8")

@@ -9,6 +9,7 @@ import re
 import struct
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -257,7 +258,7 @@ def test_the_page_downloads_each_schedulers_requests_and_trace(page):
     with page.expect_download() as info:
         page.locator("#card-gantt-fcfs .tool", has_text="Perfetto").click()
     assert info.value.suggested_filename == "sched-sim-fcfs.trace.json"
-    assert json.load(open(info.value.path()))["metadata"]["requests_total"] == 30
+    assert json.loads(Path(info.value.path()).read_text(encoding="utf-8"))["metadata"]["requests_total"] == 30
 
 
 def test_dark_mode_follows_the_system_setting(site):
@@ -436,7 +437,7 @@ def test_inline_error_for_an_impossible_setup(page):
 def test_trace_upload_replays_it(page, tmp_path):
     trace = tmp_path / "my-trace.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n"
-                     + "".join(f"{k * 0.25:.2f},{200 + 37 * k % 900},{30 + k % 40}\n" for k in range(40)))
+                     + "".join(f"{k * 0.25:.2f},{200 + 37 * k % 900},{30 + k % 40}\n" for k in range(40)), encoding="utf-8")
     page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&duration=10.0")
     page.set_input_files("#f-trace", str(trace))
     expect(page.locator(".trace-info")).to_contain_text("my-trace.csv: 40 requests")

@@ -8,6 +8,8 @@ Screenshots go to test-output/screenshots/."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("playwright")
@@ -329,7 +331,7 @@ def test_a_clusters_perfetto_download_has_a_process_per_engine_and_request_track
     with page.expect_download() as info:
         page.locator("#card-gantt-fcfs .tool", has_text="Perfetto").click()
     assert info.value.suggested_filename == "sched-sim-fcfs.trace.json"
-    trace = json.load(open(info.value.path()))
+    trace = json.loads(Path(info.value.path()).read_text(encoding="utf-8"))
     events = trace["traceEvents"]
     processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert processes == {REQUESTS_PID: "requests"} | {ENGINE_PID_BASE + e: n for e, n in enumerate(names)}

@@ -23,7 +23,7 @@ def test_a_link_to_an_upload_works_after_a_restart(tmp_path):
     sim_core.warm_up()
     trace = tmp_path / "shared-trace.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n"
-                     + "".join(f"{k * 0.25:.2f},{200 + 37 * k % 900},{30 + k % 40}\n" for k in range(40)))
+                     + "".join(f"{k * 0.25:.2f},{200 + 37 * k % 900},{30 + k % 40}\n" for k in range(40)), encoding="utf-8")
     settings = Settings(allowed_hosts=(), store_dir=str(tmp_path / "store"), store_max_mb=16, max_connections=100)
     before = service._store
     try:

@@ -194,7 +194,7 @@ def test_a_steps_csv_calibrates_through_the_cli(capsys, tmp_path):
     csv = tmp_path / "steps.csv"
     # Columns in another order, and an extra one: read by name.
     csv.write_text("step_ms,decode_context,decode_seqs,context_tokens,prefill_tokens,gpu_temp\n" + "".join(
-        f"{t:.4f},{r[3]},{r[2]},{r[1]},{r[0]},61\n" for r, t in zip(shapes, ms, strict=True)))
+        f"{t:.4f},{r[3]},{r[2]},{r[1]},{r[0]},61\n" for r, t in zip(shapes, ms, strict=True)), encoding="utf-8")
     out = tmp_path / "p.json"
     code, text, err = cli(capsys, ["calibrate", "--from", csv, "--hardware", "l40s", "--model", "llama-3-8b",
                                    "--out", out, "--json"])
@@ -236,7 +236,7 @@ GOOD_ROWS = "".join(f"{p},0,{d},500,{10 + i}\n" for i, (p, d) in enumerate([(512
 ])
 def test_bad_calibration_input_is_one_error_line(capsys, tmp_path, name, content, words):
     path = tmp_path / name
-    path.write_text(content)
+    path.write_text(content, encoding="utf-8")
     code, out, err = cli(capsys, ["calibrate", "--from", path, "--hardware", "h100", "--out", tmp_path / "p.json"])
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert err.startswith(f"error: --from {path}: ") and words in err, err
@@ -254,7 +254,7 @@ def test_bad_profile_files_are_one_error_line(capsys, tmp_path):
              "bounds.json": "constants: compute_efficiency must be between 0.01 and 1"}
     for name, content in cases.items():
         if content is not None:
-            (tmp_path / name).write_text(content)
+            (tmp_path / name).write_text(content, encoding="utf-8")
         code, _, err = cli(capsys, ["step-time", "--hardware", "h100", "--decode-seqs", "4",
                                     "--hardware-profile", tmp_path / name])
         assert code == 2 and err.count("\n") == 1 and words[name] in err, err

@@ -97,7 +97,7 @@ TRACES = {
 @pytest.mark.parametrize("name", TRACES)
 def test_a_trace_file_is_read_as_its_text_is(tmp_path, name):
     path = tmp_path / name
-    path.write_text(TRACES[name], newline="")
+    path.write_text(TRACES[name], newline="", encoding="utf-8")
     streamed, whole = read_trace_file(str(path), 100), read_trace(TRACES[name], 100)
     for field in ("arrival_s", "prompt_tokens", "output_tokens"):
         assert getattr(streamed, field).tolist() == getattr(whole, field).tolist()
@@ -105,7 +105,7 @@ def test_a_trace_file_is_read_as_its_text_is(tmp_path, name):
 
 def test_a_trace_without_newlines_is_refused_after_one_line_not_read_whole(tmp_path, capsys):
     path = tmp_path / "one-line.csv"
-    path.write_text("arrival_s," + "9" * (MAX_LINE_CHARS + 10))
+    path.write_text("arrival_s," + "9" * (MAX_LINE_CHARS + 10), encoding="utf-8")
     with pytest.raises(TraceError, match=r"line 1: longer than 1,048,576 characters"):
         read_trace_file(str(path), 100)
     err = one_error(capsys, f"--trace {path}:", "run", "--trace", path, "--hardware", "rtx3050")
@@ -129,7 +129,7 @@ def test_hostile_profiles_are_one_error_line_naming_the_flag(tmp_path, capsys):
              "huge-int.json": "tp must be an integer between 1 and 8", "huge-constant.json": "step_overhead_ms must be a number",
              "huge-float.json": "step_overhead_ms must be between"}
     for name, text in files.items():
-        (tmp_path / name).write_text(text)
+        (tmp_path / name).write_text(text, encoding="utf-8")
         err = one_error(capsys, f"--hardware-profile {tmp_path / name}:", "step-time", "--hardware", "h100",
                         "--decode-seqs", "4", "--hardware-profile", tmp_path / name)
         assert words[name] in err and len(err) < 400, err
@@ -147,7 +147,7 @@ def test_hostile_benchmark_results_are_one_error_line_naming_the_flag(tmp_path, 
              "int-past-int64.json": "input_lens[1]: must be a whole number of tokens",
              "huge-concurrency.json": "max_concurrency"}
     for name, text in files.items():
-        (tmp_path / name).write_text(text)
+        (tmp_path / name).write_text(text, encoding="utf-8")
         err = one_error(capsys, f"--from {tmp_path / name}:", "calibrate", "--from", tmp_path / name,
                         "--hardware", "h100", "--out", tmp_path / "p.json")
         assert words[name] in err and len(err) < 400, err
@@ -174,7 +174,7 @@ def test_a_directory_is_named_as_one(capsys, tmp_path):
 
 def test_calibrate_out_problems_name_out_not_trace_out(capsys, tmp_path, monkeypatch):
     steps = tmp_path / "steps.csv"
-    steps.write_text("prefill_tokens,context_tokens,decode_seqs,decode_context,step_ms\n")
+    steps.write_text("prefill_tokens,context_tokens,decode_seqs,decode_context,step_ms\n", encoding="utf-8")
     argv = ["calibrate", "--from", steps, "--hardware", "h100"]
     err = one_error(capsys, "--out:", *argv, "--out", tmp_path / "no-such-dir" / "p.json")
     assert "does not exist" in err
@@ -196,7 +196,7 @@ def test_a_write_that_fails_late_names_out(capsys, tmp_path, monkeypatch):
     def full(self, *a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    (tmp_path / "steps.csv").write_text("x\n")
+    (tmp_path / "steps.csv").write_text("x\n", encoding="utf-8")
     monkeypatch.setattr(calibrate_command.Path, "write_text", full)
     err = one_error(capsys, "--out:", "calibrate", "--from", tmp_path / "steps.csv", "--hardware", "h100",
                     "--out", tmp_path / "p.json")
@@ -218,7 +218,7 @@ def test_an_os_error_without_a_file_is_not_printed_with_an_empty_name(capsys, mo
 # ---------------------------------------------------------------------------------------------------------
 def test_a_shared_scenario_cannot_make_the_cli_read_a_file(capsys, tmp_path):
     secret = tmp_path / "secret.csv"
-    secret.write_text("TOP-SECRET-LINE\n")
+    secret.write_text("TOP-SECRET-LINE\n", encoding="utf-8")
     for command in ("run", "capacity", "sweep --min-rate 1 --max-rate 2", "plan"):
         err = one_error(capsys, "--scenario:", *command.split(), "--scenario",
                         f"http://x/?hardware=rtx3050&trace={secret}")
@@ -227,14 +227,14 @@ def test_a_shared_scenario_cannot_make_the_cli_read_a_file(capsys, tmp_path):
 
 def test_diff_queries_cannot_make_the_cli_read_a_file(capsys, tmp_path):
     secret = tmp_path / "secret.csv"
-    secret.write_text("TOP-SECRET-LINE\n")
+    secret.write_text("TOP-SECRET-LINE\n", encoding="utf-8")
     err = one_error(capsys, "--a:", "diff", "--a", f"scheduler=fcfs&trace={secret}", "--b", "scheduler=chunked")
     assert "TOP-SECRET" not in err and "names a trace file" in err and "--trace FILE" not in err
 
 
 def test_a_scenario_naming_a_trace_runs_with_trace_given_beside_it(capsys, tmp_path):
     trace = tmp_path / "t.csv"
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,4\n0.5,20,5\n")
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,4\n0.5,20,5\n", encoding="utf-8")
     code, err = cli(capsys, "run", "--scenario", "hardware=rtx3050&trace=/etc/passwd", "--trace", trace,
                     "--scheduler", "fcfs")
     assert code == 0, err

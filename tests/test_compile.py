@@ -148,7 +148,7 @@ def test_code_loaded_from_the_cache_runs_from_python_and_links_into_new_callers(
     import subprocess
     import sys
 
-    (tmp_path / "linkmod.py").write_text(LINK_MODULE)
+    (tmp_path / "linkmod.py").write_text(LINK_MODULE, encoding="utf-8")
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     fill = subprocess.run([sys.executable, "-c", LINK_CHILD, str(tmp_path), "fill"], capture_output=True, text=True,
                           env=env, timeout=300)

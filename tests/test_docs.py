@@ -86,10 +86,10 @@ def test_readme_links_every_docs_page_and_shows_the_screenshot():
 
 def test_link_checker_catches_a_missing_file(tmp_path):
     page = tmp_path / "page.md"
-    (tmp_path / "there.md").write_text("# Part one: the start\n")
+    (tmp_path / "there.md").write_text("# Part one: the start\n", encoding="utf-8")
     page.write_text("# Here\n[ok](there.md#part-one-the-start) [gone](missing.md) ![img](img/none.png) "
                     "[web](https://example.org) [self](#here) [no such part](there.md#part-two) [nor](#there)\n"
-                    "`[code](not-a-link.md)`\n\n    [indented](example.md)\n\n- item\n    [list](gone.md)\n")
+                    "`[code](not-a-link.md)`\n\n    [indented](example.md)\n\n- item\n    [list](gone.md)\n", encoding="utf-8")
     assert broken_links(page) == ["missing.md", "img/none.png", "there.md#part-two", "#there",
                                    "gone.md"]
 

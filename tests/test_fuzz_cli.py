@@ -20,13 +20,14 @@ from hypothesis import strategies as st
 
 import sim_core.studies.capacity
 import sim_core.studies.executor
+import sim_core.studies.frontier
 import sim_core.studies.planner
 import sim_core.studies.sweep
 from app.cli import dispatch, main, simulate
 
 EXAMPLES = int(os.environ.get("FUZZ_CLI_EXAMPLES", "150"))
 # `serve` starts a server; tests/test_cli.py covers its flags
-COMMANDS = ("run", "compare", "diff", "sweep", "capacity", "plan", "list", "calibrate")
+COMMANDS = ("run", "compare", "diff", "sweep", "capacity", "plan", "frontier", "list", "calibrate")
 
 
 def _flags_of(command: str) -> list[str]:
@@ -79,6 +80,7 @@ def bounded_cli(monkeypatch, tmp_path):
     monkeypatch.setattr(simulate, "run_seeds", lambda sc, **kw: real_run_seeds(_small(sc), **kw))
     monkeypatch.setattr(sim_core.studies.capacity, "run", lambda sc, **kw: real_run(_small(sc), **kw))
     monkeypatch.setattr(sim_core.studies.planner, "run", lambda sc, **kw: real_run(_small(sc), **kw))
+    monkeypatch.setattr(sim_core.studies.frontier, "run", lambda sc, **kw: real_run(_small(sc), **kw))
     monkeypatch.setattr(sim_core.studies.sweep, "sweep", lambda sc, names, rates, **kw: real_sweep(
         _small(sc), names, list(rates)[:3], **{**kw, "workers": 1}))
     monkeypatch.setattr(simulate, "NOTE_REQUESTS", float("inf"))  # the note generates the whole workload
@@ -86,7 +88,7 @@ def bounded_cli(monkeypatch, tmp_path):
     monkeypatch.setattr(sim_core.studies.executor, "make_executor", lambda kind, **kw: sim_core.studies.executor.LocalExecutor(1))
     monkeypatch.chdir(tmp_path)
     for name, text in HOSTILE_FILES.items():
-        (tmp_path / name).write_text(text)
+        (tmp_path / name).write_text(text, encoding="utf-8")
 
 
 def test_any_command_line_works_or_says_why_in_one_line(bounded_cli):

@@ -207,7 +207,7 @@ def test_model_config_errors_name_the_flag_and_the_key(capsys, tmp_path):
     doc = config("qwen3-8b")
     del doc["num_attention_heads"]
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps(doc))
+    bad.write_text(json.dumps(doc), encoding="utf-8")
     code = main(["run", "--model-config", str(bad), "--num-requests", "5"])
     err = capsys.readouterr().err
     assert code == 2 and "--model-config" in err and "num_attention_heads: missing" in err, err

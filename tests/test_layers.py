@@ -64,12 +64,12 @@ def test_the_checks_would_catch_a_violation(tmp_path):
     (root / "web" / "figures").mkdir(parents=True)
     bad = root / "web" / "figures" / "bad.py"
     bad.write_text("from sim_core.kernel import state as E\nimport sim_core.kernel.kv_pool\n"
-                   "from sim_core.views import step_columns\nfrom ...cli import commands\nfrom app.cli import main\n")
+                   "from sim_core.views import step_columns\nfrom ...cli import commands\nfrom app.cli import main\n", encoding="utf-8")
     assert engine_internals(bad, root) == ["sim_core.kernel", "sim_core.kernel.state", "sim_core.kernel.kv_pool"]
     assert cli_imports(bad, root) == ["app.cli", "app.cli.commands", "app.cli", "app.cli.main"]
     # the shared module is no import of the CLI
     page = root / "web" / "plan_page.py"
-    page.write_text("from ..plan_report import deployment_text\nfrom ..cli.flags import UsageError\n")
+    page.write_text("from ..plan_report import deployment_text\nfrom ..cli.flags import UsageError\n", encoding="utf-8")
     assert cli_imports(page, root) == ["app.cli.flags", "app.cli.flags.UsageError"]
 
 

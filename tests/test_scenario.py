@@ -15,6 +15,7 @@ from sim_core.hardware_profile import Profile
 from sim_core.kernel.cost_model import CONSTANT_BOUNDS, Constants
 from sim_core.links import KV_LINKS
 from sim_core.policies.routing import ROUTER_NAMES
+from sim_core.scenario import MAX_DP_ENGINES
 
 FIELDS = Scenario.model_fields
 
@@ -36,6 +37,9 @@ STRATEGIES = {
     "quantization": st.sampled_from(sorted(QUANTIZATIONS)),
     "kv_cache_dtype": st.sampled_from(sorted(KV_CACHE_DTYPES)),
     "tp": st.integers(1, 8),
+    "ep": st.integers(1, 72),
+    "attention_dp": st.booleans(),
+    "moe_imbalance": _maybe(_floats(1.0, 16.0)),
     "workload": st.sampled_from(sorted(PRESETS)),
     "replicas": st.integers(1, 64),
     "router": st.sampled_from(ROUTER_NAMES),
@@ -111,6 +115,7 @@ def scenarios(draw) -> Scenario:
     else:  # per-pool settings only with pools
         for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp"):
             fields.pop(name, None)
+    _expert_parallel_fields(fields, max(pools) > 0)
     if fields.get("rate_schedule") is not None:  # a schedule replaces rate and a trace's timing
         fields.pop("rate", None)
         fields.pop("trace", None)
@@ -136,6 +141,25 @@ def scenarios(draw) -> Scenario:
             fields.get("quantization", FIELDS["quantization"].default), fields.get("tp", FIELDS["tp"].default),
             fields["hardware_profile"]).compact()
     return Scenario(**fields)
+
+
+def _expert_parallel_fields(fields: dict, pools: bool) -> None:
+    """ep > 1 only without pools; ep = tp with attention TP, a multiple of tp above it with attention DP, within
+    the engine bound; attention_dp and moe_imbalance only with ep > 1."""
+    tp, ep = fields.get("tp", 1), fields.get("ep", 1)
+    if fields.get("attention_dp"):
+        ep = tp * max(2, ep // tp)
+        if ep > 72:
+            ep = tp * (72 // tp)
+    else:
+        ep = tp if ep > 1 else 1
+    if pools or ep == 1 or (fields.get("attention_dp") and ep == tp):
+        for name in ("ep", "attention_dp", "moe_imbalance"):
+            fields.pop(name, None)
+        return
+    fields["ep"] = ep
+    if fields.get("attention_dp"):
+        fields["replicas"] = min(fields.get("replicas", 1), MAX_DP_ENGINES // (ep // tp))
 
 
 def test_every_field_has_a_strategy():

@@ -103,7 +103,7 @@ def test_the_core_imports_nothing_from_the_web(path):
 def test_the_checks_would_catch_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FILE_LINES))
-    bad.write_text(f"import fastapi\n\ndef f(a, b, c, d, e, f, g, h, i):\n{body}\n")
+    bad.write_text(f"import fastapi\n\ndef f(a, b, c, d, e, f, g, h, i):\n{body}\n", encoding="utf-8")
     found = violations(bad, "sim_core/bad.py")
     assert len(found) == 3 and "503 lines" in found[0] and "sim_core/bad.py:f has" in found[1]
     assert "takes 9 parameters" in found[2]

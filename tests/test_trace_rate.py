@@ -26,7 +26,7 @@ def _trace_text(n: int = 300, rate: float = 6.0, seed: int = 3) -> str:
 @pytest.fixture(scope="module")
 def trace_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("traces") / "chat.csv"
-    path.write_text(_trace_text())
+    path.write_text(_trace_text(), encoding="utf-8")
     return path
 
 
@@ -110,7 +110,7 @@ def test_sweep_and_capacity_scale_a_trace(capsys, trace_file):
                                      ["plan", "--model", "llama-3-8b", "--gpus", "a100", "--tp", "1"]])
 def test_a_trace_at_one_instant_cannot_be_searched_over_rates(capsys, tmp_path, command):
     path = tmp_path / "burst.csv"
-    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,10\n0,200,10\n")
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,10\n0,200,10\n", encoding="utf-8")
     assert main([*command, "--trace", str(path)]) == 2
     err = capsys.readouterr().err
     assert "--trace" in err and "one instant" in err and "Traceback" not in err

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from sim_core.studies import gathered, model_error, validation
+from sim_core.studies import gathered, inferencex, model_error, validation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,10 +85,14 @@ def test_kernels_measured_here_check_the_gemm_model_on_a_gpu_it_was_not_built_fr
 def test_validate_command_prints_tables_json_and_markdown(capsys):
     assert main(["validate", "--quick", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    # The model's groups, then one per source of the gathered, not yet predicted files.
-    waiting = {r["group"] for r in doc["rows"] if r["source"] in gathered.GATHERED}
-    assert list(doc["summary"]) == list(validation.GROUPS) + sorted(waiting, key=list(doc["summary"]).index)
-    assert waiting and not waiting & set(validation.GROUPS)
+    # The model's groups, then one per source of InferenceX points (predicted by closed-loop runs; skipped under
+    # --quick), then one per source of the gathered files (alltoall.csv's predicted, the others waiting).
+    waiting = {r["group"] for r in doc["rows"] if r["source"] in (*gathered.GATHERED, "alltoall.csv")}
+    points = {r["group"] for r in doc["rows"] if r["source"] == inferencex.FILE}
+    order = list(doc["summary"]).index
+    assert list(doc["summary"]) == list(validation.GROUPS) + sorted(points, key=order) + sorted(waiting, key=order)
+    assert waiting and points and not (waiting | points) & set(validation.GROUPS)
+    assert "frontier" in doc and all(r["predicted"] is None for r in doc["rows"] if r["group"] in points)
     assert any(s["variant"] == "tp=2" for s in doc["speedups"])
     assert main(["validate", "--quick"]) == 0
     out = capsys.readouterr().out
@@ -178,20 +182,21 @@ def test_a_published_fp8_ratio_is_predicted_as_the_ratio_of_two_static_batches()
 
 
 def test_gathered_files_are_listed_skipped_one_group_per_cited_source(rows, tmp_path):
-    """validation/inferencex.csv, moe_serving.csv, alltoall.csv (issue #22 point 7) are not predicted yet: every row
-    is listed, skipped with its reason, in a group named after its source, and that source has a SOURCES.md section."""
+    """validation/moe_serving.csv (issue #22 point 7) is not predicted yet: every row is listed, skipped with its
+    reason, in a group named after its source, and that source has a SOURCES.md section; so has every source of
+    inferencex.csv (predicted: tests/test_inferencex.py) and alltoall.csv (predicted: tests/test_expert_parallel.py)."""
     waiting = [c for c in rows if c.source in gathered.GATHERED]
     per_file = {name: len(validation.read_rows(validation.VALIDATION_DIR / name)) for name in gathered.GATHERED}
     assert len(waiting) == sum(per_file.values()) and min(per_file.values()) > 0
     assert all(c.predicted is None and c.note for c in waiting)
     sources_md = (validation.VALIDATION_DIR / "SOURCES.md").read_text(encoding="utf-8")
     groups = {c.group for c in waiting}
-    assert {"inferencex_api_baselines", "lmsys_large_scale_ep", "deepep_v1_legacy"} <= groups
-    assert all(f"## {g} (" in sources_md for g in groups)
+    assert {"lmsys_large_scale_ep"} <= groups
+    assert all(f"## {g} (" in sources_md for g in groups | {c.group for c in rows if c.source == inferencex.FILE})
     summary = validation.summary(rows)
     assert all(summary[g]["skipped"] > 0 and summary[g]["rows"] == 0 for g in groups)
     # A row whose value is not a number fails naming the file and line.
-    (tmp_path / "alltoall.csv").write_text("source_id,hardware,op,ep,tokens_per_batch,kernel,measured_what,value,unit\n"
-                                           "x,H800,dispatch,8,128,k,latency,77 us,us\n")
-    with pytest.raises(ValueError, match=r"alltoall.csv line 2: value '77 us'"):
+    (tmp_path / "moe_serving.csv").write_text("source_id,hardware,model,dtype,measured_what,value,unit\n"
+                                              "x,H100,DeepSeek-V3,fp8,tok/s,22k,tok/s\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"moe_serving.csv line 2: value '22k'"):
         gathered.gathered_checks(tmp_path)

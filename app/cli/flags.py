@@ -333,7 +333,7 @@ def scenario_error_text(err: ScenarioError, rename: dict[str, str] | None = None
     return "; ".join(parts)
 
 
-_FIELD_WORDS = re.compile(r"\b(" + "|".join(sorted((f for f in Scenario.model_fields if "_" in f or f == "tp"),
+_FIELD_WORDS = re.compile(r"\b(" + "|".join(sorted((f for f in Scenario.model_fields if "_" in f or f in ("tp", "ep")),
                                                     key=len, reverse=True)) + r")\b")
 
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from sim_core import Scenario
+from sim_core.expert_parallel import ep_text
 from sim_core.links import KV_LINKS
 from sim_core.metric_catalog import Metric
 
@@ -133,6 +134,8 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         *(("", line) for line in workload[1:]),
         ("SLOs", f"TTFT <= {g(first.slo_ttft_ms)} ms, TPOT <= {g(first.slo_tpot_ms)} ms"),
     ]
+    if su.expert_parallel.enabled:
+        rows.insert(2, ("Expert par.", ep_text(model, su.expert_parallel, su.tp)))
     if scenario.hardware_profile:
         constants = scenario.hardware_profile.partition(":")[2].replace(",", ", ").replace("=", " ")
         rows.insert(2, ("Profile", f"fitted by sched-sim calibrate: {constants}"))

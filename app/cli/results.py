@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from sim_core import Scenario
+from sim_core.expert_parallel import ep_report
 from sim_core.metric_catalog import BY_KEY, table_sections, value_at
 from sim_core.studies import model_error
 from sim_core.validity import run_warnings
@@ -38,7 +39,8 @@ def resolved_doc(resolved) -> dict:
             "max_seqs": s.max_num_seqs, "max_model_len": resolved.max_model_len, "rate": resolved.rate,
             "burstiness": resolved.burstiness, "slo_ttft_ms": resolved.slo_ttft_ms,
             "slo_tpot_ms": resolved.slo_tpot_ms, "admission": getattr(resolved, "admission", None),
-            "prefix_cache": getattr(resolved, "prefix_cache", None), **s.kv_report()}
+            "prefix_cache": getattr(resolved, "prefix_cache", None), **s.kv_report(),
+            **ep_report(s.model, s.expert_parallel, s.tp)}
 
 
 def _slo_note(slo: dict) -> str:

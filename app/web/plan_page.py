@@ -96,12 +96,13 @@ def plan_form(values: dict[str, Any], errors: dict[str, str]) -> dict:
     for name, label, placeholder in (("token_budgets", "Token budgets", "each scheduler's own"),
                                      ("topologies", "Topologies", "colocated"),
                                      ("max_gpus", "Max GPUs", f"{info['max_gpus'].default}"),
-                                     ("attainment", "SLO attainment", f"{info['attainment'].default:g}")):
+                                     ("attainment", "SLO attainment", f"{info['attainment'].default:g}"),
+                                     ("min_tokens_per_s_per_user", "Min tok/s per user", "none")):
         raw = values.get(name)
         text_inputs.append(present.FormField(
             name, label, "", "text", "" if raw is None else ",".join(_chosen(raw)),
             placeholder=placeholder, help=info[name].description, error=errors.get(name, ""),
-            inputmode="decimal" if name in ("max_gpus", "attainment") else "text"))
+            inputmode="decimal" if name in ("max_gpus", "attainment", "min_tokens_per_s_per_user") else "text"))
     known = set(SCENARIO_FIELDS) | set(PlanInputs.model_fields)
     return {
         "scenario_fields": [by_name[n] for n in SCENARIO_FIELDS if n in by_name],

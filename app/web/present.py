@@ -38,6 +38,8 @@ LABELS = {
     "aging_rate": ("Aging rate", ""), "degrade_factor": ("Degrade factor", "x"), "admission": ("Admission", ""),
     "adaptive_budget": ("Adaptive budget", ""),
     "kv_cache_dtype": ("KV cache format", ""),
+    "ep": ("Expert parallel", "GPUs"), "attention_dp": ("Attention data-parallel", ""),
+    "moe_imbalance": ("Expert load imbalance", "x mean"),
 }
 
 

@@ -27,6 +27,7 @@ from . import (
     apidocs,
     diff_page,
     downloads,
+    frontier_page,
     gantt_window,
     kv_engine,
     kvgrid,
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", VersionedStaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(pages.router)
     app.include_router(plan_page.router)
+    app.include_router(frontier_page.router)
     app.include_router(plan_page.api_router)
     app.include_router(api.router)
     app.include_router(diff_page.router)

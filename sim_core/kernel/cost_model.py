@@ -133,7 +133,12 @@ ACTIVATION_BYTES = 2.0
  CUSTOM_AR_MAX_BYTES,  # largest all-reduce the engine's one-kernel NVLink all-reduce takes (0: none, NCCL only)
  CPU_OVERLAP,  # 1: the engine prepares the next step on the CPU while the GPU runs this one (0: one after the other)
  STEP_TIME_SCALE,  # every step's time is multiplied by it: 1, except in a model-error ensemble's members
- N_COST_PARAMS) = range(34)
+ # Expert parallelism with attention data-parallel (sim_core/expert_parallel.py; all 0 without):
+ EP_MOE_LAYERS,  # MoE layers, each paying a dispatch and a combine per step
+ EP_DISPATCH_NVLINK_BYTES, EP_DISPATCH_NETWORK_BYTES,  # per token of the step, the busiest GPU's, by link
+ EP_COMBINE_NVLINK_BYTES, EP_COMBINE_NETWORK_BYTES,
+ EP_NVLINK_BW, EP_NETWORK_BW, EP_LATENCY_S,
+ N_COST_PARAMS) = range(42)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
@@ -236,6 +241,10 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[CUSTOM_AR_MAX_BYTES] = CUSTOM_ALLREDUCE_MAX_BYTES if custom_ar else 0.0
     p[CPU_OVERLAP] = 1.0 if cpu_overlap else 0.0
     p[STEP_TIME_SCALE] = time_scale
+    if setup.expert_parallel.enabled:
+        from .ep_params import expert_parallel_params  # it reads this module's slots
+
+        expert_parallel_params(p, setup)
     return p
 
 
@@ -305,6 +314,17 @@ def engine_allreduce_s(p, rows, bytes_per_row):
 
 
 @inline
+def ep_alltoall_s(p, tokens):
+    """One MoE layer's dispatch and combine of this GPU's tokens (sim_core/expert_parallel.py
+    all_to_all_seconds): each the fixed cost plus the slower of its NVLink and network shares."""
+    dispatch = p[EP_LATENCY_S] + max(tokens * p[EP_DISPATCH_NVLINK_BYTES] / p[EP_NVLINK_BW],
+                                     tokens * p[EP_DISPATCH_NETWORK_BYTES] / p[EP_NETWORK_BW])
+    combine = p[EP_LATENCY_S] + max(tokens * p[EP_COMBINE_NVLINK_BYTES] / p[EP_NVLINK_BW],
+                                    tokens * p[EP_COMBINE_NETWORK_BYTES] / p[EP_NETWORK_BW])
+    return dispatch + combine
+
+
+@inline
 def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx,
                     samples):
     """(linear, attention, elementwise, lm_head, communication, overhead) seconds of one step, then the bytes it
@@ -353,6 +373,8 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     communication = 0.0
     if p[TP] > 1.0:
         communication = 2.0 * layers * engine_allreduce_s(p, tokens, p[ALLREDUCE_BYTES_PER_TOKEN])
+    if p[EP_MOE_LAYERS] > 0.0:  # expert parallelism's all-to-all (attention data-parallel)
+        communication += p[EP_MOE_LAYERS] * ep_alltoall_s(p, tokens)
     overhead = p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ] * (prefill_seqs + decode_seqs)
     if p[CPU_OVERLAP] > 0.0:
         # Asynchronous (overlap) scheduling: the CPU work of the next step runs while the GPU computes this one, so

@@ -1,18 +1,18 @@
 """The 2025-2026 measurements gathered into validation/ (issue #22 point 7; validation/SOURCES.md) that the cost
-model does not predict yet: `sched-sim validate` lists their rows, skipped with what a prediction needs, in one
+model does not predict yet (inferencex.csv is predicted: studies/inferencex.py): `sched-sim validate` lists their rows, skipped with what a prediction needs, in one
 group per source, so what is waiting shows and the files are parsed (a malformed row fails here, not later)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .alltoall_checks import alltoall_checks
 from .validation import VALIDATION_DIR, Check, hardware_key, model_key, read_rows
 
 # Each gathered file, with what a prediction of its rows needs.
 GATHERED = {
-    "inferencex.csv": "a closed-loop point at fixed concurrency: needs a closed-loop frontier run",
-    "moe_serving.csv": "multi-node expert-parallel serving: needs EP all-to-all, EPLB and P/D-disaggregation costs",
-    "alltoall.csv": "a MoE dispatch/combine kernel: needs an all-to-all cost in the link model",
+    "moe_serving.csv": "multi-node expert-parallel serving: needs EPLB, two-batch-overlap and P/D-disaggregation "
+                       "costs (the EP all-to-all is modelled: sim_core/expert_parallel.py)",
 }
 # Sources in those files whose rows need something else than their file's reason.
 GATHERED_SOURCE_REASONS = {
@@ -21,7 +21,8 @@ GATHERED_SOURCE_REASONS = {
 
 
 def gathered_checks(directory: Path = VALIDATION_DIR) -> list[Check]:
-    """The GATHERED files' rows, each skipped with its reason, grouped by source_id."""
+    """The GATHERED files' rows, each skipped with its reason, grouped by source_id; then alltoall.csv's, predicted
+    (sim_core/studies/alltoall_checks.py)."""
     out = []
     for name, reason in GATHERED.items():
         path = directory / name
@@ -47,4 +48,4 @@ def gathered_checks(directory: Path = VALIDATION_DIR) -> list[Check]:
                              + [f"{m} not in the catalog" for m in missing])
             out.append(Check(group=r["source_id"], source=name, what=what, reference=reference, unit=r["unit"],
                              predicted=None, note=note))
-    return out
+    return out + alltoall_checks(directory)

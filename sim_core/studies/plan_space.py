@@ -38,10 +38,13 @@ class PlanInputs(BaseModel):
                                                     "P:D, e.g. colocated,1:1,1:2")
     max_gpus: int = Field(64, ge=1, le=1024, description="most GPUs a plan may use")
     attainment: float = Field(0.9, ge=0, le=1, description="SLO attainment a plan must reach, 0-1")
+    min_tokens_per_s_per_user: float | None = Field(
+        None, ge=0.001, le=100_000, description="tokens/s each user must get at least (1000 / TPOT, InferenceX's "
+                                                "interactivity): the TPOT target becomes at most 1000/X ms")
 
     def space(self) -> SearchSpace:
         return SearchSpace(self.gpus, self.tp, self.schedulers, self.token_budgets or (None,), self.topologies,
-                           self.max_gpus)
+                           self.max_gpus, self.min_tokens_per_s_per_user)
 
     def candidates(self) -> int:
         return (len(self.gpus) * len(self.tp) * len(self.schedulers) * max(1, len(self.token_budgets))

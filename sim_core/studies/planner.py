@@ -37,6 +37,7 @@ from ..prices import deployment_cost_per_hour
 from ..runner import resolve, run
 from ..scenario import MAX_REPLICAS, Scenario
 from ..statistics import aggregate
+from ..workload import PRESETS
 from .capacity import DEFAULT_TARGET, DEFAULT_TOLERANCE, max_rate, summarize
 
 MAX_EXTRA_UNITS = 3  # verification adds at most this many units to the capacity estimate
@@ -204,6 +205,7 @@ class SearchSpace:
     token_budgets: Sequence[int | None] = (None,)  # None: the scenario's token budget
     topologies: Sequence[str] = (COLOCATED,)
     max_gpus: int = 64
+    min_tokens_per_s_per_user: float | None = None  # every request streams at least this fast (see tokens_floor)
 
     def candidates(self) -> list[Candidate]:
         return [Candidate(g, tp, s, b, t) for g in self.gpus for tp in self.tps for s in self.schedulers
@@ -215,6 +217,7 @@ def plan(base: Scenario, rate: float, space: SearchSpace, *, target: float = DEF
     """Every candidate's cheapest engine count for `rate`, ranked by cost per hour. `executor`
     (sim_core.studies.executor) runs the independent simulations; without one they run here in turn."""
     base.require_constant_rate("the planner")
+    base = tokens_floor(base, space.min_tokens_per_s_per_user)
     out = PlanResult()
     pmap = executor.map if executor is not None else _serial_map
     candidates = space.candidates()
@@ -251,6 +254,19 @@ def plan(base: Scenario, rate: float, space: SearchSpace, *, target: float = DEF
     out.plans.sort(key=lambda p: (p.cost_per_hour is None, p.cost_per_hour or 0.0, _ttft_p99(p)))
     _mark_pareto(out.plans)
     return out
+
+
+def tokens_floor(base: Scenario, min_tokens_per_s_per_user: float | None) -> Scenario:
+    """`base` with its TPOT target at most 1000 / min_tokens_per_s_per_user ms: a request then meets the SLO only
+    if it streams at least that many tokens/s after its first (tokens/s per user as InferenceX counts it, 1000 /
+    TPOT; sim_core/studies/frontier.py), so the cheapest plan is the cheapest at that interactivity. A tighter
+    target stays. One target then holds for every request class: the tightest of the classes' and the floor."""
+    if min_tokens_per_s_per_user is None:
+        return base
+    preset = PRESETS[base.workload]
+    current = base.slo_tpot_ms or min([preset.slo_tpot_ms] + [c.slo_tpot_ms for c in preset.classes
+                                                                if c.slo_tpot_ms is not None])
+    return base.model_copy(update={"slo_tpot_ms": min(current, 1000.0 / min_tokens_per_s_per_user)})
 
 
 def _estimate(c: Candidate, per_seed: list[dict], rate: float, max_gpus: int, out: PlanResult) -> dict | None:

@@ -77,6 +77,7 @@ class Check:
     # tp/fp8 rows: what a speed-up compares, and this row's side of it
     series: str = ""  # e.g. "Llama-2-7B on A100 80GB SXM4: end-to-end latency"
     variant: str = ""  # e.g. "tp=4", "fp8"
+    point: tuple = ()  # InferenceX rows: an inferencex.Point (model, dtype, shape, level, GPU, TP, quantity)
 
     @property
     def error(self) -> float | None:
@@ -87,12 +88,16 @@ class Check:
 # ---------------------------------------------------------------------------------------------------------
 # Names in the CSVs -> the catalog
 # ---------------------------------------------------------------------------------------------------------
+# GPUs the rows name, as catalog keys, in the order they are looked for: a text naming two GPUs ("MI355X vs B200")
+# takes the first; gb200/gb300 before b200/b300, which they contain; h20 only as a whole name (h200 contains it).
+HARDWARE_NAMES = (("h100", "h100"), ("h200", "h200"), ("a100", "a100"), ("l40s", "l40s"), ("gb200", "gb200"),
+                  ("gb300", "gb300"), ("b200", "b200"), ("b300", "b300"), ("mi300x", "mi300x"),
+                  ("mi325x", "mi325x"), ("mi355x", "mi355x"), (r"h20(?!\d)", "h20"))
+
+
 def hardware_key(text: str) -> str | None:
     t = text.lower()
-    for key in ("h100", "h200", "a100", "l40s"):
-        if key in t:
-            return key
-    return None
+    return next((key for pattern, key in HARDWARE_NAMES if re.search(pattern, t)), None)
 
 
 def model_key(text: str) -> str | None:
@@ -102,7 +107,10 @@ def model_key(text: str) -> str | None:
                          (r"llama-3(\.1)?-8b", "llama-3-8b"), (r"llama-3(\.3)?-70b", "llama-3-70b")):
         if re.search(pattern, t):
             return key
-    return None
+    # Other models by their catalog key ("DeepSeek-R1-0528" -> deepseek-r1, "openai/gpt-oss-120b"), longest first
+    # so that a key another contains does not win.
+    return next((key for key in sorted(MODELS, key=len, reverse=True)
+                 if re.search(re.escape(key) + r"(?![\w.])", t)), None)
 
 
 def quantization_of(dtype: str) -> str:
@@ -353,9 +361,11 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
         out.append(step_check("step", r, hardware_key(r["hardware"]), model_key(r["model"]),
                               int_of(r["gpus(tp)"]), r["dtype"]))
     out += [serving_check("serving", r, simulate, directory) for r in read_rows(directory / "serving.csv")]
-    from .gathered import gathered_checks  # it reads this module's rows and names
+    from .gathered import gathered_checks  # they read this module's rows and names
+    from .inferencex import inferencex_checks
 
-    return out + comparison_checks(directory, simulate) + measured_kernel_checks(directory) + gathered_checks(directory)
+    return (out + comparison_checks(directory, simulate) + measured_kernel_checks(directory)
+            + inferencex_checks(directory, simulate) + gathered_checks(directory))
 
 
 def measured_kernel_checks(directory: Path = VALIDATION_DIR) -> list[Check]:

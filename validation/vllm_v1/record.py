@@ -293,7 +293,7 @@ def main(argv: list[str]) -> int:
         overrides, reqs = CASES[name]
         fixture = run_case(name, overrides, reqs)
         path = HERE / f"{name}.json"
-        path.write_text(json.dumps(fixture, indent=1) + "\n")
+        path.write_text(json.dumps(fixture, indent=1) + "\n", encoding="utf-8")
         n_pre = sum(len(s["preempted"]) for s in fixture["steps"])
         n_hit = sum(sum(s["cache_hits"].values()) for s in fixture["steps"])
         print(f"{name}: {len(fixture['steps'])} steps, {n_pre} preemptions, {n_hit} cached tokens -> {path.name}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-COMMANDS = ("run", "compare", "diff", "sweep", "capacity", "plan", "serve", "step_time", "calibrate", "validate", "list")
+COMMANDS = ("run", "compare", "diff", "sweep", "capacity", "plan", "frontier", "serve", "step_time", "calibrate", "validate", "list")
 
 
 def load() -> tuple[ModuleType, ...]:

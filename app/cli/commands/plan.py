@@ -20,7 +20,8 @@ PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "de
 
 
 PLAN_INPUT_FLAGS = {"gpus": "gpus", "tp": "tp", "schedulers": "schedulers", "token_budgets": "token_budgets",
-                    "topologies": "topologies", "max_gpus": "max_gpus", "attainment": "attainment"}
+                    "topologies": "topologies", "max_gpus": "max_gpus", "attainment": "attainment",
+                    "min_tokens_per_s_per_user": "min_tokens_per_s_per_user"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,7 +38,8 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("search space", "what a plan may choose from; lists are comma-separated")
     for name, info in PlanInputs.model_fields.items():
         default = info.default
-        shown = ",".join(str(v) for v in default) if isinstance(default, tuple) else f"{default:g}"
+        shown = (",".join(str(v) for v in default) if isinstance(default, tuple)
+                 else "none" if default is None else f"{default:g}")
         flags = [flag_name(name)] + (["--scheduler"] if name == "schedulers" else [])
         group.add_argument(*flags, dest=f"plan__{name}", default=None,
                            metavar="A,B" if name in LIST_INPUTS else name.upper(),
@@ -70,10 +72,15 @@ def handle(args: argparse.Namespace) -> int:
         result = plan(base, rate, inputs.space(), target=inputs.attainment, executor=ex,
                       on_progress=progress.update)
     no_plan = None if result.plans else no_plan_text(result, model_name, inputs.max_gpus, inputs.attainment)
+    floor = inputs.min_tokens_per_s_per_user
     if args.json:
-        print_json({**plan_doc(rate, inputs.attainment, result), **({"no_plan": no_plan} if no_plan else {})})
+        print_json({**plan_doc(rate, inputs.attainment, result), **({"no_plan": no_plan} if no_plan else {}),
+                    **({"min_tokens_per_s_per_user": floor} if floor is not None else {})})
     else:
-        print_lines(plan_lines(base, rate, inputs.attainment, result))
+        lines = plan_lines(base, rate, inputs.attainment, result)
+        if floor is not None:  # the planner met it as a TPOT target (planner.tokens_floor)
+            lines.insert(1, f"  at >= {g(floor)} tokens/s per user: TPOT target <= {g(1000 / floor)} ms")
+        print_lines(lines)
     if no_plan:
         raise UsageError(f"no plan: {no_plan}")
     return 0

@@ -51,7 +51,9 @@ def _abs_pct(value) -> str:
 
 
 def validate_doc(rows, summary: dict, speedups: list[dict]) -> dict:
-    return {"summary": summary, "speedups": speedups,
+    from sim_core.studies import inferencex
+
+    return {"summary": summary, "speedups": speedups, "frontier": inferencex.frontier_summary(rows),
             "rows": [{"group": c.group, "source": c.source, "what": c.what, "reference": c.reference,
                       "predicted": c.predicted, "unit": c.unit, "error": c.error, "note": c.note} for c in rows]}
 
@@ -67,6 +69,7 @@ def validate_lines(doc: dict) -> list[str]:
         ["variant", "vs", "measured", "predicted", "series"],
         [[s["variant"], s["baseline"], f"{s['measured']:.2f}x", f"{s['predicted']:.2f}x", s["series"]]
          for s in doc["speedups"]], right={2, 3})]
+    lines += _frontier_lines(doc)
     lines += ["", "Rows"]
     lines += ["  " + x for x in columns(
         ["group", "reference", "predicted", "unit", "error", "row (note)"],
@@ -74,6 +77,15 @@ def validate_lines(doc: dict) -> list[str]:
           r["unit"], _err(r["error"]), r["what"] + (f" ({r['note']})" if r["note"] else "")]
          for r in doc["rows"]], right={1, 2, 4}, wrap_last=100)]
     return lines
+
+
+def _frontier_lines(doc: dict) -> list[str]:
+    """InferenceX's frontier points: per model the error of throughput per GPU, per level the GPU pairs in the
+    measured order (plain Markdown tables: they read as well in a terminal)."""
+    from sim_core.studies import inferencex
+
+    table = inferencex.frontier_lines(doc["frontier"])
+    return ["", "InferenceX frontier points (throughput per GPU; studies/inferencex.py)", ""] + table if table else []
 
 
 def validate_markdown(doc: dict) -> list[str]:
@@ -87,6 +99,7 @@ def validate_markdown(doc: dict) -> list[str]:
     lines += ["", "| series | variant | vs | measured | predicted |", "|---|---|---|--:|--:|"]
     lines += [f"| {md(s['series'])} | {md(s['variant'])} | {md(s['baseline'])} | {s['measured']:.2f}x | "
               f"{s['predicted']:.2f}x |" for s in doc["speedups"]]
+    lines += _frontier_lines(doc)
     lines += ["", "<details><summary>Every row</summary>", "",
               "| group | row | reference | predicted | unit | error | note |", "|---|---|--:|--:|---|--:|---|"]
     lines += [f"| {r['group']} | {md(r['what'])} | {r['reference']:.4g} | "

@@ -43,6 +43,7 @@ def steptime_context(scenario, view) -> dict | None:
     shape = StepShape(hardware=scenario.hardware, model=scenario.model, quantization=scenario.quantization,
                       tp=scenario.tp, kv_cache_dtype=scenario.kv_cache_dtype,
                       hardware_profile=scenario.hardware_profile, async_scheduling=scenario.async_scheduling,
+                      ep=scenario.ep, attention_dp=scenario.attention_dp, moe_imbalance=scenario.moe_imbalance,
                       decode_seqs=1, decode_context=ctx)
     try:
         curves = step_time_curves(shape, max(64, int(view.setup["token_budget"])))

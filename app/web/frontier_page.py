@@ -1,0 +1,244 @@
+"""The Frontier card's background work (app/web/figures/frontier.py draws it): GET /frontier with the scenario
+form's fields and the card's (frontier_gpus, frontier_isl, frontier_osl, frontier_max_concurrency,
+frontier_basis) starts, or finds, a concurrency sweep of the scenario's model on each GPU
+(sim_core.studies.frontier); the card polls /frontier/<id> for its progress, then its figure; its Cancel button
+posts /frontier/<id>/cancel. /api/frontier answers the same job as JSON (`sched-sim frontier --json`'s points).
+
+A frontier runs as a job like a rate sweep (jobs.JobBoard: one at a time, a few queued, each simulation holding
+one of the server's simulation slots, plan_jobs.SlotExecutor) and within the web's bounds: at most MAX_WEB_GPUS
+GPUs, MAX_WEB_CONCURRENCY users, MAX_WEB_LENGTH tokens of prompt or output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from sim_core import GPUS, Scenario, ScenarioError, parse_scenario
+from sim_core.studies.frontier import (
+    BASES,
+    REQUESTS_PER_USER,
+    FrontierResult,
+    cheapest_at,
+    concurrency_grid,
+    frontier,
+)
+
+from . import service
+from .figures.frontier import TITLE, frontier_figure
+from .http import errors_by_field
+from .jobs import JobBoard, JobState, job_id
+from .plan_jobs import SlotExecutor
+from .templating import templates
+
+router = APIRouter(include_in_schema=False)
+
+MAX_WEB_GPUS = 6
+MAX_WEB_CONCURRENCY = 256
+MAX_WEB_LENGTH = 8192  # ISL and OSL each: a point is then at most 10 x 256 requests of 16k tokens
+MAX_QUEUED_FRONTIERS = 2
+INPUTS = ("frontier_gpus", "frontier_isl", "frontier_osl", "frontier_max_concurrency", "frontier_basis",
+          "frontier_min_tokens_per_s_per_user")
+MAX_FLOOR = 100_000.0  # tokens/s per user the card's "cheapest at" input takes at most
+
+
+@dataclass
+class FrontierJob:
+    id: str
+    base: Scenario
+    gpus: tuple[str, ...]
+    grid: list[int]
+    basis: str
+    floor: float | None = None  # the card's "cheapest at >= X tokens/s per user"
+    total: int = 1
+    done: int = 0
+    result: FrontierResult | None = None
+    error: str | None = None
+    state: JobState = field(default_factory=JobState)
+
+    @property
+    def running(self) -> bool:
+        return self.result is None and self.error is None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state.cancelled
+
+
+_jobs = JobBoard("frontier", MAX_QUEUED_FRONTIERS, keep=16, busy=lambda retry: service.BusyError(
+    f"{MAX_QUEUED_FRONTIERS} frontiers are already running or queued; retry in about {retry} s", retry))
+
+
+def _int_input(name: str, raw: Any, lo: int, hi: int, problems: list) -> int | None:
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = None
+    if value is None or not lo <= value <= hi:
+        problems.append((name, f"must be an integer from {lo} to {hi:,} (got {str(raw)[:40]!r})"))
+        return None
+    return value
+
+
+def parse_frontier_request(pairs: list[tuple[str, str]]) -> tuple[Scenario, tuple[str, ...], list[int], str,
+                                                                  float | None]:
+    """(the base scenario at the card's ISL/OSL, the GPUs, the concurrency grid, the basis, the tokens/s-per-user
+    floor or None) from a query: the scenario form's fields and the card's. Raises ScenarioError naming every bad
+    input."""
+    gpus = [w.strip() for k, v in pairs if k == "frontier_gpus" for w in v.split(",") if w.strip()]
+    rest = [(k, v) for k, v in pairs if k != "frontier_gpus"]
+    mine = {k: v for k, v in rest if k in INPUTS}
+    problems: list[tuple[str, str]] = []
+    unknown = [g for g in gpus if g not in GPUS]
+    if unknown or not gpus or len(gpus) > MAX_WEB_GPUS or len(set(gpus)) < len(gpus):
+        problems.append(("frontier_gpus", f"choose 1 to {MAX_WEB_GPUS} different GPUs of {', '.join(GPUS)}"
+                                          + (f" (unknown: {', '.join(unknown)[:80]})" if unknown else "")))
+    isl = _int_input("frontier_isl", mine.get("frontier_isl", 1024), 1, MAX_WEB_LENGTH, problems)
+    osl = _int_input("frontier_osl", mine.get("frontier_osl", 1024), 1, MAX_WEB_LENGTH, problems)
+    top = _int_input("frontier_max_concurrency", mine.get("frontier_max_concurrency", 64), 1, MAX_WEB_CONCURRENCY,
+                     problems)
+    basis = mine.get("frontier_basis", "total")
+    if basis not in BASES:
+        problems.append(("frontier_basis", f"must be one of {', '.join(BASES)} (got {basis[:40]!r})"))
+    floor = _floor(mine.get("frontier_min_tokens_per_s_per_user", ""), problems)
+    base = None
+    try:
+        req = service.page_request([(k, v) for k, v in rest if k not in INPUTS])
+        if req.scenario.model_file is not None:
+            problems.append(("model_file", "a config file path on the server cannot be given over the web"))
+        data = {k: v for k, v in req.scenario.model_dump(exclude_defaults=True).items()
+                if k not in ("trace", "workload", "isl", "osl", "concurrency", "num_requests")}
+        if req.scenario.model is None and req.scenario.model_file is None:  # one model on every GPU: the page's
+            data["model"] = _page_model(req.scenario)
+        base = parse_scenario({**data, "workload": "random", "isl": isl or 1, "osl": osl or 1})
+    except ScenarioError as e:
+        problems += e.problems
+    if problems:
+        raise ScenarioError(problems)
+    return base, tuple(gpus), concurrency_grid(1, top), basis, floor
+
+
+def _floor(raw: str, problems: list) -> float | None:
+    if not raw.strip():
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= MAX_FLOOR:
+        problems.append(("frontier_min_tokens_per_s_per_user", f"must be a number above 0 and at most "
+                                                               f"{MAX_FLOOR:,.0f} tokens/s (got {raw[:40]!r})"))
+        return None
+    return value
+
+
+def _page_model(s: Scenario) -> str:
+    """The model the page runs (its GPU's default when the scenario names none)."""
+    from sim_core import SetupError, resolve
+
+    try:
+        return resolve(s).setup.model.key
+    except SetupError as e:
+        raise ScenarioError([(e.field, str(e))]) from None
+
+
+def start_frontier(base: Scenario, gpus: tuple[str, ...], grid: list[int], basis: str,
+                   floor: float | None = None) -> FrontierJob:
+    key = job_id("&".join([base.to_query(), ",".join(gpus), ",".join(map(str, grid)), basis, f"{floor}"]))
+    job = FrontierJob(key, base, gpus, grid, basis, floor, total=len(gpus) * len(grid))
+    return _jobs.start(job, _run)[0]
+
+
+def _run(job: FrontierJob) -> None:
+    def progress(done: int, total: int) -> None:
+        job.done, job.total = done, total
+
+    try:
+        job.result = frontier(job.base, job.gpus, job.grid, basis=job.basis,
+                              executor=SlotExecutor(job.state.cancel), on_point=progress)
+    except Exception as e:  # shown on the card; asking for the same frontier again retries it
+        job.error = f"{type(e).__name__}: {e}"
+    finally:
+        service.release_memory()
+
+
+def status(job: FrontierJob) -> dict[str, Any]:
+    """The card's status fragment: progress, the error, or the figure."""
+    if job.result is None and job.cancelled:
+        return {"job": job, "cancelled": True}
+    out: dict[str, Any] = {"job": job, "error": job.error, "figure": None}
+    if job.result is not None:
+        cheapest = cheapest_at(job.result.points, job.floor) if job.floor is not None else None
+        out["figure"] = frontier_figure(job.result.points, job.basis, cheapest)
+        if job.floor is not None:
+            out["cheapest"] = {"floor": job.floor, "point": cheapest}
+        out["figure"]["export"] = {"title": TITLE, "caption": _caption(job), "warnings": []}
+        out["infeasible"] = job.result.infeasible
+        out["rejected"] = sum(p["rejected"] for p in job.result.points)  # longer than the model's context
+    return out
+
+
+def _caption(job: FrontierJob) -> str:
+    b = job.base
+    return (f"{b.model} tp{b.tp} {b.quantization}, random {b.isl}/{b.osl}, {job.grid[0]}-{job.grid[-1]} users, "
+            f"{REQUESTS_PER_USER} requests each")
+
+
+def _render(request: Request, ctx: dict, code: int = 200, headers: dict | None = None) -> Response:
+    return templates.TemplateResponse(request, "_frontier_status.html", {"request": request, "f": ctx},
+                                      status_code=code, headers=headers)
+
+
+@router.get("/frontier", response_class=HTMLResponse)
+def frontier_start(request: Request) -> Response:
+    """Start (or find) a frontier; answer with its progress, which polls until the figure is drawn."""
+    try:
+        job = start_frontier(*parse_frontier_request(list(request.query_params.multi_items())))
+    except ScenarioError as e:
+        return _render(request, {"error": "; ".join(f"{k}: {m}" for k, m in errors_by_field(e.problems).items())},
+                       422)
+    except service.BusyError as e:
+        return _render(request, {"error": str(e)}, 503, {"Retry-After": str(e.retry_after)})
+    return _render(request, status(job))
+
+
+@router.get("/frontier/{key}", response_class=HTMLResponse)
+def frontier_poll(request: Request, key: str) -> Response:
+    job = _jobs.get(key)
+    if job is None:
+        return _render(request, {"error": "This frontier is no longer on the server; draw it again."}, 404)
+    _jobs.polled(job)
+    return _render(request, status(job))
+
+
+@router.post("/frontier/{key}/cancel", response_class=HTMLResponse)
+def frontier_cancel(request: Request, key: str) -> Response:
+    job = _jobs.cancel(key)
+    if job is None:
+        return _render(request, {"error": "This frontier is no longer on the server."}, 404)
+    return _render(request, status(job))
+
+
+@router.get("/api/frontier")
+def api_frontier(request: Request) -> JSONResponse:
+    """The frontier's job as JSON: 202 with its progress while it runs, 200 with `points` once done (the same
+    inputs as /frontier; ask again to poll)."""
+    try:
+        job = start_frontier(*parse_frontier_request(list(request.query_params.multi_items())))
+    except ScenarioError as e:
+        return JSONResponse({"detail": [{"field": k, "message": m} for k, m in e.problems]}, 422)
+    except service.BusyError as e:
+        return JSONResponse({"detail": str(e)}, 503, headers={"Retry-After": str(e.retry_after)})
+    doc: dict[str, Any] = {"id": job.id, "status": "running" if job.running else ("error" if job.error else "done"),
+                           "done": job.done, "total": job.total, "basis": job.basis, "concurrencies": job.grid}
+    if job.error:
+        doc["error"] = job.error
+    if job.result is not None:
+        doc.update(points=job.result.points, infeasible=job.result.infeasible)
+        if job.floor is not None:
+            doc.update(min_tokens_per_s_per_user=job.floor, cheapest=cheapest_at(job.result.points, job.floor))
+    return JSONResponse(doc, 202 if job.running else 200)
+

@@ -1,0 +1,48 @@
+"""The cost-parameter vector's terms for expert parallelism (sim_core/expert_parallel.py), written over what
+cost_params computed for tensor parallelism; the step's all-to-all is cost_model.ep_alltoall_s."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import expert_parallel as ep_model
+from ..catalog import QUANTIZATIONS, Setup
+from .cost_model import (
+    EP_COMBINE_NETWORK_BYTES,
+    EP_COMBINE_NVLINK_BYTES,
+    EP_DISPATCH_NETWORK_BYTES,
+    EP_DISPATCH_NVLINK_BYTES,
+    EP_LATENCY_S,
+    EP_MOE_LAYERS,
+    EP_NETWORK_BW,
+    EP_NVLINK_BW,
+    EXPERT_WEIGHT_BYTES,
+    EXPERTS_PER_TOKEN,
+    LINEAR_FLOPS_PER_TOKEN,
+)
+
+
+def expert_parallel_params(p: np.ndarray, setup: Setup) -> None:
+    """Overwrite the routed experts' terms for expert parallelism (sim_core/expert_parallel.py): each GPU holds
+    ceil(E/ep) whole experts; with attention data-parallel the experts see the dp ranks' batches together, the
+    busiest GPU computes `imbalance` times the mean routed tokens, and each MoE layer pays a dispatch and a combine."""
+    m, plan, tp = setup.model, setup.expert_parallel, setup.tp
+    dp, f = plan.dp(tp), plan.imbalance
+    p[EXPERT_WEIGHT_BYTES] = ep_model.expert_bytes_per_gpu(m, plan.ep, QUANTIZATIONS[setup.quantization])
+    # The kernel charges the experts a step touches as 1 - (1 - k/E)^T of them; over dp ranks' T tokens each that
+    # is (1 - k/E)^(dp T) = (1 - k'/E)^T with k' = E (1 - (1 - k/E)^dp).
+    p[EXPERTS_PER_TOKEN] = m.experts * (1.0 - (1.0 - m.experts_per_token / m.experts) ** dp)
+    routed = m.active_matmul_params - m.dense_matmul_params
+    p[LINEAR_FLOPS_PER_TOKEN] = 2.0 * (m.dense_matmul_params + f * routed) / tp
+    if not plan.attention_dp:
+        return  # attention TP: every rank holds every token; the MoE output is all-reduced as under TP
+    links = ep_model.links_of(setup.gpu)
+    nvlink, network = ep_model.traffic_split(plan.ep, links.domain)
+    # Each GPU of a DP rank sends its 1/tp share of the rank's tokens, each to its k experts.
+    copies = m.experts_per_token * f / tp
+    dispatch, combine = ep_model.dispatch_bytes_per_copy(m.hidden), ep_model.combine_bytes_per_copy(m.hidden)
+    p[EP_MOE_LAYERS] = m.moe_layers
+    p[EP_DISPATCH_NVLINK_BYTES], p[EP_DISPATCH_NETWORK_BYTES] = copies * dispatch * nvlink, copies * dispatch * network
+    p[EP_COMBINE_NVLINK_BYTES], p[EP_COMBINE_NETWORK_BYTES] = copies * combine * nvlink, copies * combine * network
+    p[EP_NVLINK_BW], p[EP_NETWORK_BW], p[EP_LATENCY_S] = (links.nvlink_bytes_per_s, links.network_bytes_per_s,
+                                                          links.latency_s)

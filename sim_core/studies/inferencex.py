@@ -1,0 +1,351 @@
+"""InferenceX's closed-loop points (validation/inferencex.csv, cited in validation/SOURCES.md) predicted by closed-loop
+runs of the serving simulation, one group per source, and the frontier figures issue #22 judges them by.
+
+How a point is run: InferenceX's client (utils/bench_serving/benchmark_serving.py, called by
+benchmarks/benchmark_lib.sh) sends `--num-prompts CONC * 10` random requests, at most CONC in flight (an asyncio
+semaphore: sched-sim's concurrency_mode "semaphore"), each prompt and output length drawn uniformly from
+[0.8 L, L] (`--random-range-ratio 0.8`, RANDOM_RANGE_RATIO in .github/workflows/benchmark-tmpl.yml; the client's
+sample_random_requests draws from [int(L * ratio), L]), `--ignore-eos`. Its vLLM launchers (e.g.
+benchmarks/gptoss_fp4_h100.sh) serve with `max-num-batched-tokens: 8192`, `async-scheduling: true`, no prefix
+caching and `--max-num-seqs=$CONC`; SGLang and TensorRT-LLM overlap the CPU's scheduling with the GPU's step by
+default, so every point runs with async scheduling. Throughput per GPU is InferenceX's `tput_per_gpu`: total
+(input + output) tokens/s over the run divided by the GPUs; interactivity is 1000 / median TPOT (ms).
+
+The site's comparison rows ("inferencex_site_compare") are not runs but the site's interpolation along its
+frontier at a target interactivity, each GPU with its "best available serving configuration" (not named): they
+are predicted the same way, from a simulated frontier over every TP that fits (EP1, no MTP) and a grid of
+concurrencies, interpolated at the target. Every run uses the cost model's constants unchanged: nothing here is
+fitted to these rows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from functools import cache
+from itertools import combinations
+from pathlib import Path
+from typing import NamedTuple
+
+from ..catalog import GPUS, MODELS
+from .validation import VALIDATION_DIR, Check, hardware_key, model_key, read_rows
+
+FILE = "inferencex.csv"
+RANGE_RATIO = 0.8  # RANDOM_RANGE_RATIO: lengths uniform in [0.8 L, L]
+PROMPTS_PER_USER = 10  # --num-prompts $(( CONC * 10 ))
+TOKEN_BUDGET = 8192  # max-num-batched-tokens in InferenceX's vLLM launchers
+# The site's frontier: the concurrencies InferenceX's single-node sweeps span (4 to 256 in its configs), and
+# fewer requests per user than a raw point (3, not 10: a frontier point only needs the steady state, and the
+# site interpolates between points anyway), so the frontier of one GPU costs about as much as a raw point.
+FRONTIER_CONCURRENCY = (4, 8, 16, 32, 64, 128, 256)
+FRONTIER_PROMPTS_PER_USER = 3
+FRONTIER_TPS = (1, 2, 4, 8)
+DENSE, MOE = "dense", "MoE"
+# Summary targets of issue #22: median |error| of throughput per GPU for the dense and the MoE models, the largest
+# ratio allowed for the dense model, and the share of GPU pairs whose order must agree.
+TARGETS = {"dense_median": 0.20, "dense_max_ratio": 2.0, "moe_median": 0.30, "pair_agreement": 0.80}
+
+
+class Point(NamedTuple):
+    """What an InferenceX row is a point of: the frontier summary groups and pairs rows by it."""
+    model: str  # catalogue key
+    dtype: str  # the row's weight format, as written
+    shape: str  # "isl/osl"
+    level: str  # "concurrency N" (a raw run) or "N tok/s/user" (the site's interpolation)
+    gpu: str  # catalogue key
+    tp: int  # 0: the site's best configuration
+    quantity: str  # one of MEASURES' values
+
+
+# measured_what (lower case) -> the predicted quantity, first match wins.
+MEASURES = (("interpolated at", "tput_per_gpu"), ("output tokens/s per gpu", "output_tput_per_gpu"),
+            ("tokens/s per gpu", "tput_per_gpu"), ("median tpot", "tpot_p50"), ("tpot", "tpot_mean"),
+            ("ttft", "ttft_mean"))
+
+
+def measure_of(measured_what: str) -> str | None:
+    low = measured_what.lower()
+    return next((key for text, key in MEASURES if text in low), None)
+
+
+def quantization_for(dtype: str, gpu: str) -> tuple[str, str]:
+    """The row's weight format as a sched-sim quantization, with a note when it is run another way: an MXFP4
+    checkpoint on a GPU without FP4 tensor cores runs weight-only (vLLM's Marlin MXFP4 kernel on Hopper,
+    VLLM_MXFP4_USE_MARLIN=1 in InferenceX's H100 launcher; dequantising kernels on CDNA 3), which is int4."""
+    d = dtype.lower()
+    if "fp4" in d:
+        if GPUS[gpu].fp4_tflops is None:
+            return "int4", "MXFP4 weights run weight-only (no FP4 tensor cores): int4"
+        return "fp4", ""
+    return ("fp8", "") if "fp8" in d else ("bf16", "")
+
+
+def family(model: str) -> str:
+    return MOE if MODELS[model].experts > 1 else DENSE
+
+
+@cache
+def run_point(hw: str, model: str, quantization: str, tp: int, isl: int, osl: int, concurrency: int,
+              prompts_per_user: int = PROMPTS_PER_USER) -> dict:
+    """One InferenceX point simulated: its throughputs per GPU, mean TTFT and TPOT (ms), median TPOT and the
+    interactivity (tok/s/user). Cached: the rows of one point (throughputs, TTFT, TPOT) share one run."""
+    from ..runner import run  # imported here: the simulator is only needed for these rows
+    from ..scenario import Scenario
+
+    # [0.8 L, L] is the random workload's [L' (1 - r'), L' (1 + r')] with L' = 0.9 L and r' = 1/9.
+    centre, spread = (1 + RANGE_RATIO) / 2, (1 - RANGE_RATIO) / (1 + RANGE_RATIO)
+    s = Scenario(hardware=hw, model=model, quantization=quantization, tp=tp, workload="random",
+                 isl=round(isl * centre), osl=round(osl * centre), length_range=spread, concurrency=concurrency,
+                 concurrency_mode="semaphore", num_requests=concurrency * prompts_per_user,
+                 token_budget=TOKEN_BUDGET, max_seqs=concurrency, async_scheduling=True, max_model_len=isl + osl)
+    m = run(s).metrics
+    gpus = tp
+    return {"tput_per_gpu": m["total_token_throughput"] / gpus, "output_tput_per_gpu": m["output_throughput"] / gpus,
+            "ttft_mean": m["ttft_ms"]["mean"], "tpot_mean": m["tpot_ms"]["mean"], "tpot_p50": m["tpot_ms"]["p50"],
+            "intvty": 1000.0 / m["tpot_ms"]["p50"], "completed": m["completed"], "preemptions": m["preemptions"]}
+
+
+def _setup_error(hw: str, model: str, quantization: str, tp: int) -> str | None:
+    """Why this deployment cannot run (it does not fit, tp does not divide the heads), or None."""
+    from ..catalog import ServingSettings, SetupError, resolve_setup
+
+    try:
+        resolve_setup(hw, model, quantization, tp, ServingSettings(0.9, 16, TOKEN_BUDGET, 256))
+    except SetupError as e:
+        return str(e)
+    return None
+
+
+def _names(row: dict) -> tuple[str | None, str | None, list[str]]:
+    hw, model = hardware_key(row["hardware"]), model_key(row["model"])
+    missing = [f"{what} {row[key]!r} not in the catalog" for what, key, known in
+               (("GPU", "hardware", hw), ("model", "model", model)) if known is None]
+    return hw, model, missing
+
+
+def raw_check(row: dict, simulate: bool) -> Check:
+    """A raw run at fixed concurrency (the bot's sweep tables, the API baselines): the same quantity of a
+    simulated run at its concurrency."""
+    hw, model, missing = _names(row)
+    what = (f"{row['model']} {row['dtype']} on {row['hardware']}, TP{row['tp']} EP{row['ep']}, "
+            f"{row['input_len']}/{row['output_len']}, concurrency {row['concurrency']}: {row['measured_what']}")
+    base = dict(group=row["source_id"], source=FILE, what=what, reference=float(row["value"]), unit=row["unit"])
+    quantity = measure_of(row["measured_what"])
+    reason = ("; ".join(missing) or (int(row["ep"] or 1) > 1 and "expert parallelism (EP>1) is not modelled yet")
+              or (quantity is None and "measurement not recognised") or (not simulate and
+                                                                         "closed-loop simulation skipped (--quick)"))
+    if reason:
+        return Check(predicted=None, note=reason, **base)
+    tp, isl, osl, conc = (int(row[k]) for k in ("tp", "input_len", "output_len", "concurrency"))
+    quantization, note = quantization_for(row["dtype"], hw)
+    error = _setup_error(hw, model, quantization, tp)
+    if error:
+        return Check(predicted=None, note=error, **base)
+    p = run_point(hw, model, quantization, tp, isl, osl, conc)
+    notes = [note, _engine_note(row["framework"]), p["preemptions"] and f"{p['preemptions']} preemptions",
+             quantity == "ttft_mean" and "client-side: includes HTTP and tokenisation",
+             "anomal" in row["notes"].lower() and "the source calls this point an anomaly (throughput below the "
+                                                  "next-lower concurrency's)"]
+    point = Point(model, row["dtype"], f"{isl}/{osl}", f"concurrency {conc}", hw, tp, quantity)
+    return Check(predicted=p[quantity], note="; ".join(n for n in notes if n), point=point, **base)
+
+
+def _engine_note(framework: str) -> str:
+    """The model runs every engine as vLLM's scheduler with async scheduling: say so for the others."""
+    low = framework.lower()
+    return "" if "vllm" in low else f"{framework.split(' (')[0]} run as vLLM's scheduler (no engine profile)"
+
+
+def site_check(row: dict, simulate: bool) -> Check:
+    """The site's interpolation at a target interactivity: the simulated frontier's throughput there."""
+    hw, model, missing = _names(row)
+    target = float(re.search(r"at (\d+(?:\.\d+)?) tok/s/user", row["measured_what"]).group(1))
+    what = (f"{row['model']} {row['dtype']} on {row['hardware']}, best config, {row['input_len']}/{row['output_len']}"
+            f" at {target:g} tok/s/user (site: concurrency ~{row['concurrency'] or '?'})")
+    base = dict(group=row["source_id"], source=FILE, what=what, reference=float(row["value"]), unit=row["unit"])
+    if row["concurrency"] and int(row["concurrency"]) > FRONTIER_CONCURRENCY[-1]:
+        # ~1000 users on one GPU type's best configuration: more than a TP-only engine of one node holds; the site
+        # reaches it with attention data-parallelism and expert parallelism (or disaggregated multi-node serving).
+        return Check(predicted=None, note=f"the site's best configuration runs ~{row['concurrency']} users, beyond "
+                     f"TP-only serving (at most {FRONTIER_CONCURRENCY[-1]} simulated): needs attention-DP + EP, "
+                     f"not modelled yet", **base)
+    if missing or not simulate:
+        return Check(predicted=None, note="; ".join(missing) or "frontier simulation skipped (--quick)", **base)
+    isl, osl = int(row["input_len"]), int(row["output_len"])
+    quantization, note = quantization_for(row["dtype"], hw)
+    value, config = frontier_at(hw, model, quantization, isl, osl, target)
+    if value is None:
+        return Check(predicted=None, note=config, **base)
+    point = Point(model, row["dtype"], f"{isl}/{osl}", f"{target:g} tok/s/user", hw, 0, "tput_per_gpu")
+    notes = [note, f"best: {config}", "TP only (EP, attention-DP, MTP not modelled)"]
+    return Check(predicted=value, note="; ".join(n for n in notes if n), point=point, **base)
+
+
+@cache
+def frontier(hw: str, model: str, quantization: str, isl: int, osl: int) -> tuple[tuple[float, float, str], ...]:
+    """The simulated frontier: (interactivity, throughput per GPU, configuration) of every TP that fits at every
+    FRONTIER_CONCURRENCY, Pareto-filtered (no other point both faster per user and higher per GPU)."""
+    points = []
+    for tp in FRONTIER_TPS:
+        if _setup_error(hw, model, quantization, tp):
+            continue
+        for conc in FRONTIER_CONCURRENCY:
+            p = run_point(hw, model, quantization, tp, isl, osl, conc, FRONTIER_PROMPTS_PER_USER)
+            points.append((p["intvty"], p["tput_per_gpu"], f"TP{tp} concurrency {conc}"))
+    return tuple(sorted(p for p in points if not any(q[0] >= p[0] and q[1] > p[1] for q in points)))
+
+
+def frontier_at(hw: str, model: str, quantization: str, isl: int, osl: int,
+                target: float) -> tuple[float | None, str]:
+    """Throughput per GPU on the frontier at `target` tok/s/user (linear between its neighbours, as the site
+    interpolates), with the configurations it lies between; (None, why) outside the simulated range."""
+    points = frontier(hw, model, quantization, isl, osl)
+    if not points:
+        return None, f"no TP in {FRONTIER_TPS} fits {model} in {quantization} on {hw}"
+    lo = [p for p in points if p[0] <= target]
+    hi = [p for p in points if p[0] >= target]
+    if not lo or not hi:
+        return None, (f"{target:g} tok/s/user is outside the simulated frontier ({points[0][0]:.0f}-"
+                      f"{points[-1][0]:.0f} tok/s/user over TP {FRONTIER_TPS}, concurrency "
+                      f"{FRONTIER_CONCURRENCY[0]}-{FRONTIER_CONCURRENCY[-1]})")
+    a, b = lo[-1], hi[0]
+    if b[0] == a[0]:
+        return a[1], a[2]
+    w = (target - a[0]) / (b[0] - a[0])
+    return a[1] + w * (b[1] - a[1]), f"between {a[2]} and {b[2]}"
+
+
+def inferencex_checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Check]:
+    """Every row of inferencex.csv, predicted or skipped with its reason, grouped by source_id."""
+    path = directory / FILE
+    if not path.is_file():
+        return []
+    out = []
+    for i, r in enumerate(read_rows(path), start=2):
+        try:
+            float(r["value"])
+        except ValueError:
+            raise ValueError(f"{FILE} line {i}: value {r['value']!r} is not a number") from None
+        out.append(site_check(r, simulate) if "interpolated at" in r["measured_what"] else raw_check(r, simulate))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The frontier figures of issue #22
+# ---------------------------------------------------------------------------------------------------------
+def frontier_summary(rows: list[Check]) -> dict:
+    """From the predicted InferenceX rows of throughput per GPU, per model and per family (dense, MoE): the rows,
+    median |error| and largest ratio either way (max(p/m, m/p)), at the row's own concurrency ("at matched
+    concurrency"; the site rows are at their interactivity) and at matched tokens/s per user (issue #22's
+    measure: `matched_interactivity`); and per model, dtype, shape and level (a concurrency, or a target
+    interactivity) the GPU pairs whose order by throughput per GPU the model gets right."""
+    tput = [c for c in rows if c.point and c.point.quantity == "tput_per_gpu" and c.predicted is not None]
+    matched = _matched_interactivity(rows)
+    models = {m: {"family": family(m), **_stats([c.error for c in tput if c.point.model == m]),
+                  "matched": _stats([e for mm, e in matched if mm == m])}
+              for m in sorted({c.point.model for c in tput})}
+    per_family = {fam: {**_stats([c.error for c in tput if family(c.point.model) == fam]),
+                        "matched": _stats([e for m, e in matched if family(m) == fam])} for fam in (DENSE, MOE)}
+    by_gpu = [{"model": m, "gpu": g, "rows": len(e), "median_error": statistics.median(e),
+               "median_abs_error": statistics.median(abs(x) for x in e)}
+              for m, g in sorted({(c.point.model, c.point.gpu) for c in tput})
+              for e in [[c.error for c in tput if (c.point.model, c.point.gpu) == (m, g)]]]
+    levels = _pair_agreement(tput)
+    pairs, agree = sum(lv["pairs"] for lv in levels), sum(lv["agree"] for lv in levels)
+    return {"models": models, "families": per_family, "gpus": by_gpu, "levels": levels, "pairs": pairs, "pairs_agree": agree,
+            "pair_agreement": agree / pairs if pairs else None, "targets": TARGETS}
+
+
+def _stats(errors: list[float]) -> dict:
+    return {"rows": len(errors), "median_abs_error": statistics.median(abs(e) for e in errors) if errors else None,
+            "max_ratio": max(max(1 + e, 1 / (1 + e)) for e in errors) if errors else None}
+
+
+def _matched_interactivity(rows: list[Check]) -> list[tuple[str, float]]:
+    """(model, error) of throughput per GPU at the tokens/s per user the measurement reached: a site row as it is
+    (already at its target); a raw run against the prediction interpolated, along the simulated runs of the same
+    deployment at its other concurrencies, at the measured interactivity (1000 / the row's TPOT); a run whose
+    interactivity lies outside the simulated ones is left out (nothing to interpolate between)."""
+    out = [(c.point.model, c.error) for c in rows if c.point and c.predicted is not None
+           and c.point.quantity == "tput_per_gpu" and c.point.level.endswith("tok/s/user")]
+    series: dict[tuple, dict[str, dict[str, Check]]] = {}
+    for c in rows:
+        if c.point and c.predicted is not None and c.point.level.startswith("concurrency"):
+            key = (c.group, c.point.model, c.point.dtype, c.point.shape, c.point.gpu, c.point.tp)
+            series.setdefault(key, {}).setdefault(c.point.level, {})[c.point.quantity] = c
+    for key, levels in series.items():
+        pairs = [(r.get("tpot_mean") or r.get("tpot_p50"), r.get("tput_per_gpu")) for r in levels.values()]
+        runs = [(1000 / tpot.reference, 1000 / tpot.predicted, c) for tpot, c in pairs if tpot and c]
+        curve = sorted((predicted, c.predicted) for _, predicted, c in runs)
+        for measured, _, c in runs:
+            value = _interpolate(curve, measured)
+            if value is not None:
+                out.append((key[1], value / c.reference - 1))
+    return out
+
+
+def _interpolate(curve: list[tuple[float, float]], x: float) -> float | None:
+    """y at x on the piecewise-linear curve of (x, y) points sorted by x; None outside it."""
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:], strict=False):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (x - x0) / (x1 - x0) * (y1 - y0)
+    return None
+
+
+def _pair_agreement(tput: list[Check]) -> list[dict]:
+    """Per (model, dtype, shape, level): each GPU's row (its highest measured throughput where it has several,
+    e.g. TP4 and TP8), and how many GPU pairs the prediction orders as the measurement does."""
+    groups: dict[tuple, dict[str, Check]] = {}
+    for c in tput:
+        key = (c.point.model, c.point.dtype, c.point.shape, c.point.level)
+        best = groups.setdefault(key, {})
+        if c.point.gpu not in best or c.reference > best[c.point.gpu].reference:
+            best[c.point.gpu] = c
+    out = []
+    for (model, dtype, shape, level), by_gpu in groups.items():
+        if len(by_gpu) < 2:
+            continue
+        pairs = list(combinations(sorted(by_gpu), 2))
+        agree = sum(1 for a, b in pairs if _same_order(by_gpu[a], by_gpu[b]))
+        out.append({"model": model, "dtype": dtype, "shape": shape, "level": level, "gpus": sorted(by_gpu),
+                    "pairs": len(pairs), "agree": agree})
+    return out
+
+
+def _same_order(a: Check, b: Check) -> bool:
+    return math.copysign(1, a.reference - b.reference) == math.copysign(1, a.predicted - b.predicted)
+
+
+def frontier_lines(summary: dict) -> list[str]:
+    """The summary as Markdown-compatible plain lines (validate prints them, docs/VALIDATION.md quotes them)."""
+    if not summary["models"]:
+        return []
+    t = summary["targets"]
+    lines = ["| model | family | rows | median abs. error | largest ratio | rows at matched tok/s/user | "
+             "median abs. error there | largest ratio there |", "|---|---|--:|--:|--:|--:|--:|--:|"]
+    lines += [f"| {m} | {s['family']} | {s['rows']} | {_pct(s['median_abs_error'])} | {_x(s['max_ratio'])} | "
+              f"{s['matched']['rows']} | {_pct(s['matched']['median_abs_error'])} | {_x(s['matched']['max_ratio'])} |"
+              for m, s in summary["models"].items()]
+    lines += ["", "| model | GPU | rows | median error | median abs. error |", "|---|---|--:|--:|--:|"]
+    lines += [f"| {g['model']} | {g['gpu']} | {g['rows']} | {g['median_error'] * 100:+.1f}% | "
+              f"{_pct(g['median_abs_error'])} |" for g in summary["gpus"]]
+    lines += ["", "| model | dtype | ISL/OSL | level | GPUs | pairs in the measured order |", "|---|---|---|---|---|--:|"]
+    lines += [f"| {lv['model']} | {lv['dtype']} | {lv['shape']} | {lv['level']} | {', '.join(lv['gpus'])} | "
+              f"{lv['agree']}/{lv['pairs']} |" for lv in summary["levels"]]
+    fam = {f: v["matched"] for f, v in summary["families"].items()}
+    lines += ["", f"At matched tokens/s per user, throughput per GPU's median |error|: dense "
+                  f"{_pct(fam[DENSE]['median_abs_error'])} (target {t['dense_median'] * 100:.0f}%; largest ratio "
+                  f"{_x(fam[DENSE]['max_ratio'])}, target {t['dense_max_ratio']:g}x), MoE "
+                  f"{_pct(fam[MOE]['median_abs_error'])} (target {t['moe_median'] * 100:.0f}%); GPU pairs in the "
+                  f"measured order: {summary['pairs_agree']}/{summary['pairs']} ({_pct(summary['pair_agreement'])}, "
+                  f"target {t['pair_agreement'] * 100:.0f}%)."]
+    return lines
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"

@@ -1,0 +1,236 @@
+"""The throughput-per-GPU vs tokens/s-per-user frontier (sim_core/studies/frontier.py) and `sched-sim frontier`:
+InferenceX's axes from a run's metrics, the concurrency grid, the per-GPU Pareto front, the cheapest point at a
+tokens/s-per-user floor, and the command's JSON and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import main
+from sim_core import Scenario, ScenarioError, SetupError
+from sim_core.prices import GPU_PRICES
+from sim_core.studies.frontier import (
+    cheapest_at,
+    concurrency_grid,
+    frontier,
+    pareto_front,
+    point_metrics,
+    simulate_point,
+)
+
+# A small model at short lengths: a point is a few hundredths of a second.
+SMALL = dict(model="qwen2.5-0.5b", workload="random", isl=128, osl=32)
+GRID = [1, 4, 16]
+
+
+def test_the_grid_doubles_up_to_its_maximum_which_it_includes():
+    assert concurrency_grid(1, 8) == [1, 2, 4, 8]
+    assert concurrency_grid(3, 20) == [3, 6, 12, 20]
+    assert concurrency_grid(5, 5) == [5]
+
+
+@pytest.mark.parametrize(("lo", "hi", "field"), [(0, 8, "min_concurrency"), (1, 0, "max_concurrency"),
+                                                  (8, 4, "max_concurrency"), (1.5, 8, "min_concurrency"),
+                                                  (True, 8, "min_concurrency"), (1, 10**9, "max_concurrency")])
+def test_a_bad_grid_names_its_input(lo, hi, field):
+    with pytest.raises(ScenarioError) as e:
+        concurrency_grid(lo, hi)
+    assert e.value.problems[0][0] == field
+
+
+def _metrics(**over) -> dict:
+    m = {"gpus": 4, "total_token_throughput": 8000.0, "output_throughput": 2000.0, "cost_per_hour": 10.0,
+         "tpot_ms": {"p50": 20.0}, "ttft_ms": {"p50": 100.0}, "e2el_ms": {"p50": 1000.0}, "completed": 10,
+         "rejected": 0}
+    m.update(over)
+    return m
+
+
+def test_inferencex_axes_from_a_runs_metrics():
+    total = point_metrics(_metrics())
+    assert total["tokens_per_s_per_user"] == pytest.approx(1000 / 20)  # InferenceX: intvty = 1000 / tpot_ms
+    assert total["throughput_per_gpu"] == pytest.approx(8000 / 4)  # tput_per_gpu: total tokens / GPUs
+    assert total["output_throughput_per_gpu"] == pytest.approx(2000 / 4)
+    # $/Mtok: $2.5 per GPU-hour over 2000 tok/s per GPU (7.2M tokens an hour)
+    assert total["cost_per_mtok"] == pytest.approx(2.5 / 7.2)
+    output = point_metrics(_metrics(), basis="output")
+    assert output["throughput_per_gpu"] == pytest.approx(500)
+    assert output["cost_per_mtok"] == pytest.approx(4 * total["cost_per_mtok"])
+    assert point_metrics(_metrics(cost_per_hour=None))["cost_per_mtok"] is None
+    assert point_metrics(_metrics(tpot_ms={"p50": None}))["tokens_per_s_per_user"] is None
+    with pytest.raises(ValueError, match="basis"):
+        point_metrics(_metrics(), basis="input")
+
+
+def _p(hw: str, per_user: float | None, per_gpu: float, cost: float | None = 1.0) -> dict:
+    return {"hardware": hw, "tokens_per_s_per_user": per_user, "throughput_per_gpu": per_gpu, "cost_per_mtok": cost}
+
+
+def test_the_pareto_front_keeps_the_points_nothing_beats_on_both_axes():
+    pts = [_p("a", 100, 10), _p("a", 80, 50), _p("a", 70, 40), _p("a", 50, 90), _p("a", 50, 80), _p("a", None, 5)]
+    front = pareto_front(pts)
+    assert [(p["tokens_per_s_per_user"], p["throughput_per_gpu"]) for p in front] == [(50, 90), (80, 50), (100, 10)]
+
+
+def test_the_cheapest_point_at_a_floor_of_tokens_per_user():
+    pts = [_p("a", 100, 10, 5.0), _p("b", 60, 50, 1.0), _p("c", 40, 90, 0.5), _p("d", 90, 60, None)]
+    assert cheapest_at(pts, 50)["hardware"] == "b"  # c is cheaper but too slow per user; d has no price
+    assert cheapest_at(pts, 95)["hardware"] == "a"
+    assert cheapest_at(pts, 200) is None
+
+
+@pytest.fixture(scope="module")
+def swept():
+    return frontier(Scenario(**SMALL), ["a100", "h100", "rtx3050"], GRID)
+
+
+def test_a_frontier_has_a_point_per_gpu_and_concurrency_and_trades_users_for_throughput(swept):
+    assert [(p["hardware"], p["concurrency"]) for p in swept.points] == [
+        (hw, c) for hw in ("a100", "h100", "rtx3050") for c in GRID]
+    for hw in ("a100", "h100"):
+        pts = [p for p in swept.points if p["hardware"] == hw]
+        per_gpu = [p["throughput_per_gpu"] for p in pts]
+        per_user = [p["tokens_per_s_per_user"] for p in pts]
+        assert per_gpu == sorted(per_gpu) and per_gpu[0] < per_gpu[-1] / 4  # more users: more tokens per GPU
+        assert per_user == sorted(per_user, reverse=True)  # ... and fewer per user
+        assert all(p["completed"] == p["concurrency"] * 10 for p in pts)  # InferenceX: 10 prompts per user
+        assert all(p["pareto"] for p in pts)  # a monotone trade-off is all front
+        assert all(Scenario.from_query(p["scenario"]).concurrency == p["concurrency"] for p in pts)
+    h100 = {p["concurrency"]: p for p in swept.points if p["hardware"] == "h100"}
+    a100 = {p["concurrency"]: p for p in swept.points if p["hardware"] == "a100"}
+    assert h100[16]["throughput_per_gpu"] > a100[16]["throughput_per_gpu"]  # the faster GPU
+    for p in swept.points:
+        assert (p["cost_per_mtok"] is None) == (GPU_PRICES[p["hardware"]] is None)
+
+
+def test_long_requests_get_room_up_to_the_models_context_and_the_rest_are_counted_rejected():
+    from sim_core.studies.frontier import frontier_scenario
+
+    long = dict(workload="random", isl=8192, osl=8192, length_range=0.5)
+    assert frontier_scenario(Scenario(model="qwen2.5-7b", **long), "h100", 4).max_model_len == 24576
+    assert frontier_scenario(Scenario(model="qwen2.5-7b", **long, max_model_len=4096), "h100", 4).max_model_len == 4096
+    assert frontier_scenario(Scenario(model="qwen2.5-7b", workload="random"), "h100", 4).max_model_len is None
+    point = simulate_point("llama-3-8b", "h100", 1, 8000, 1000, 2)  # over llama-3-8b's 8192-token context
+    assert point["rejected"] == 20 and point["completed"] == 0 and point["tokens_per_s_per_user"] is None
+    assert pareto_front([{**point, "hardware": "h100"}]) == []
+
+
+def test_a_gpu_the_model_does_not_fit_is_ruled_out_with_the_reason():
+    result = frontier(Scenario(model="llama-3-70b", workload="random", isl=128, osl=32), ["rtx3050"], [1])
+    assert result.points == [] and "rtx3050 has 8 GB" in result.infeasible["rtx3050"]
+
+
+def test_simulate_point_is_the_frontiers_point(swept):
+    one = simulate_point("qwen2.5-0.5b", "h100", 1, 128, 32, 4)
+    same = next(p for p in swept.points if p["hardware"] == "h100" and p["concurrency"] == 4)
+    for key in ("throughput_per_gpu", "tokens_per_s_per_user", "cost_per_mtok", "output_throughput_per_gpu"):
+        assert one[key] == same[key]
+    with pytest.raises(ScenarioError) as e:
+        simulate_point("qwen2.5-0.5b", "h100", 9, 128, 32, 4)
+    assert e.value.problems[0][0] == "tp"
+    with pytest.raises(SetupError) as e:
+        simulate_point("qwen2.5-0.5b", "h100", 3, 128, 32, 4)
+    assert e.value.field == "tp"
+
+
+# ----- the command -----
+def _cli(capsys, argv: list[str]) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_command_prints_inferencex_points_as_json(capsys):
+    code, out, err = _cli(capsys, ["frontier", "--model", "qwen2.5-0.5b", "--hardware", "h100,a100", "--isl", 128,
+                                   "--osl", 32, "--max-concurrency", 4, "--workers", 1, "--basis", "output",
+                                   "--min-tokens-per-s-per-user", 10, "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["concurrencies"] == [1, 2, 4] and doc["basis"] == "output"
+    assert len(doc["points"]) == 6
+    for p in doc["points"]:
+        assert {"hardware", "scenario", "concurrency", "tokens_per_s_per_user", "throughput_per_gpu",
+                "cost_per_mtok", "pareto"} <= set(p)
+        assert p["throughput_per_gpu"] == p["output_throughput_per_gpu"]
+    cheapest = min((p for p in doc["points"] if p["tokens_per_s_per_user"] >= 10), key=lambda p: p["cost_per_mtok"])
+    assert doc["cheapest"] == cheapest
+
+
+def test_the_commands_table_marks_each_gpus_front(capsys):
+    code, out, _ = _cli(capsys, ["frontier", "--model", "qwen2.5-0.5b", "--hardware", "h100", "--isl", 128,
+                                 "--osl", 32, "--max-concurrency", 2, "--workers", 1])
+    assert code == 0
+    assert "h100" in out and "tok/s/user" in out and out.count("\n*") == 2
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--max-concurrency", "0"], "--max-concurrency: must be an integer from 1"),
+    (["--min-concurrency", "8", "--max-concurrency", "4"], "--max-concurrency: must be at least --min-concurrency"),
+    (["--requests-per-user", "0"], "--requests-per-user: must be from 1"),
+    (["--hardware", "h100,nope"], "unknown GPU 'nope'"),
+    (["--workload", "chat", "--isl", "5"], "--isl: sets the random workload's request lengths"),
+    (["--model", "llama-3-70b", "--hardware", "rtx3050"], "--hardware: the model fits none of the GPUs"),
+])
+def test_bad_input_gets_one_line_naming_the_flag(capsys, argv, says):
+    base = {"--model": "qwen2.5-0.5b", "--hardware": "h100"}
+    for k in range(0, len(argv), 2):
+        base[argv[k]] = argv[k + 1]
+    code, _, err = _cli(capsys, ["frontier", *[w for kv in base.items() for w in kv], "--workers", "1"])
+    assert code == 2 and says in err.splitlines()[-1], err
+
+
+def test_a_frontier_needs_one_model(capsys):
+    code, _, err = _cli(capsys, ["frontier", "--hardware", "h100"])
+    assert code == 2 and "--model: a frontier compares GPUs serving one model" in err
+
+
+# ----- the planner at a floor of tokens/s per user -----
+def test_a_floor_of_tokens_per_user_tightens_the_tpot_target_never_loosens_it():
+    from sim_core.studies.planner import tokens_floor
+    from sim_core.workload import PRESETS
+
+    chat = Scenario(workload="chat")
+    assert tokens_floor(chat, None) is chat
+    preset_tpot = PRESETS["chat"].slo_tpot_ms
+    fast = 2 * 1000 / preset_tpot  # twice the tokens/s the preset's target allows
+    assert tokens_floor(chat, fast).slo_tpot_ms == pytest.approx(preset_tpot / 2)
+    assert tokens_floor(chat, fast / 4).slo_tpot_ms == preset_tpot  # looser than the preset's: it stays
+    assert tokens_floor(Scenario(workload="chat", slo_tpot_ms=5), 10).slo_tpot_ms == 5
+
+
+def test_the_plan_searches_at_the_floors_tpot_target(monkeypatch):
+    import sim_core.studies.planner as planner
+    from sim_core import SetupError as Refused
+    from sim_core.studies.plan_space import parse_plan_inputs
+
+    inputs = parse_plan_inputs({"gpus": "h100", "min_tokens_per_s_per_user": "50"})
+    assert inputs.space().min_tokens_per_s_per_user == 50
+    seen = []
+
+    def refuse(s):  # record the candidate's scenario, then rule it out before any simulation
+        seen.append(s.slo_tpot_ms)
+        raise Refused("no room", "hardware")
+
+    monkeypatch.setattr(planner, "resolve", refuse)
+    result = planner.plan(Scenario(model="llama-3-8b", workload="chat", rate=2), 2, inputs.space())
+    assert seen == [pytest.approx(20.0)] and result.infeasible[0].kind == "fit"
+    with pytest.raises(ScenarioError) as e:
+        parse_plan_inputs({"min_tokens_per_s_per_user": "0"})
+    assert e.value.problems[0][0] == "min_tokens_per_s_per_user"
+
+
+def test_a_points_scenario_reruns_to_the_same_point(swept):
+    from sim_core import run
+
+    p = next(p for p in swept.points if p["hardware"] == "a100" and p["concurrency"] == 4)
+    again = point_metrics(run(Scenario.from_query(p["scenario"])).metrics)
+    assert again["throughput_per_gpu"] == p["throughput_per_gpu"]
+    assert again["tokens_per_s_per_user"] == p["tokens_per_s_per_user"]
+
+
+def test_the_plan_command_names_a_bad_floor(capsys):
+    code, _, err = _cli(capsys, ["plan", "--model", "llama-3-8b", "--gpus", "h100", "--rate", "1",
+                                 "--min-tokens-per-s-per-user", "-3"])
+    assert code == 2 and "--min-tokens-per-s-per-user" in err.splitlines()[-1], err

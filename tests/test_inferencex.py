@@ -1,0 +1,106 @@
+"""InferenceX's points (validation/inferencex.csv) as `sched-sim validate` predicts them: the names they map to, the
+closed-loop run a point is, the site rows' frontier interpolation, and the frontier summary's arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim_core.studies import inferencex, validation
+from sim_core.studies.inferencex import Point
+from sim_core.studies.validation import Check
+
+
+def test_names_map_to_the_catalog():
+    assert validation.hardware_key("H100-SXM-80GB (H100 DGXC)") == "h100"
+    assert validation.hardware_key("H20") == "h20" and validation.hardware_key("H200") == "h200"
+    assert validation.hardware_key("GB200 NVL72") == "gb200" and validation.hardware_key("B300") == "b300"
+    assert validation.hardware_key("MI325X") == "mi325x" and validation.hardware_key("H800") is None
+    assert validation.model_key("DeepSeek-R1-0528") == "deepseek-r1"
+    assert validation.model_key("openai/gpt-oss-120b") == "gpt-oss-120b"
+    assert validation.model_key("Llama-3.3-70B") == "llama-3-70b"
+    assert validation.model_key("DeepSeek (V3/R1 family)") is None
+
+
+def test_mxfp4_runs_weight_only_where_there_are_no_fp4_tensor_cores():
+    assert inferencex.quantization_for("fp4 (MXFP4 weights)", "b200") == ("fp4", "")
+    q, note = inferencex.quantization_for("fp4 (MXFP4 weights)", "h100")
+    assert q == "int4" and "weight-only" in note
+    assert inferencex.quantization_for("fp8", "mi325x")[0] == "fp8"
+    assert inferencex.quantization_for("bf16", "h200")[0] == "bf16"
+
+
+def test_measurements_map_to_the_quantity_they_measured():
+    m = inferencex.measure_of
+    assert m("total (input+output) tokens/s per GPU") == "tput_per_gpu"
+    assert m("output tokens/s per GPU") == "output_tput_per_gpu"
+    assert m("TTFT (statistic not stated in the sweep table)") == "ttft_mean"
+    assert m("median TPOT") == "tpot_p50" and m("mean TPOT") == "tpot_mean"
+    assert m("total tokens/s per GPU interpolated at 76 tok/s/user (output tokens/s per user)") == "tput_per_gpu"
+
+
+def test_every_row_is_listed_and_quick_skips_with_the_reason():
+    rows = inferencex.inferencex_checks(simulate=False)
+    assert len(rows) == len(validation.read_rows(validation.VALIDATION_DIR / inferencex.FILE))
+    assert all(c.predicted is None and c.note for c in rows)
+    assert {c.group for c in rows} == {"inferencex_issue828_gptoss_h100", "inferencex_api_baselines",
+                                       "inferencex_site_compare"}
+    # ~1000 users on one configuration is attention-DP + EP, which the site's B200 DeepSeek rows use.
+    beyond = [c for c in rows if "~1088" in c.what]
+    assert beyond and all("attention-DP + EP" in c.note for c in beyond)
+
+
+def test_a_point_is_inferencex_closed_loop_run():
+    """A point runs CONC * 10 requests; its lengths are drawn from [0.8 L, L], so total over output tokens is the
+    ISL/OSL ratio's (1 + ISL/OSL), and TPOT's inverse is the interactivity."""
+    p = inferencex.run_point("h100", "llama-3-8b", "fp8", 1, 1024, 128, 4)
+    assert p["completed"] == 4 * inferencex.PROMPTS_PER_USER
+    assert p["tput_per_gpu"] / p["output_tput_per_gpu"] == pytest.approx(1 + 1024 / 128, rel=0.05)
+    assert p["intvty"] == pytest.approx(1000 / p["tpot_p50"])
+
+
+def test_frontier_interpolates_between_its_neighbours(monkeypatch):
+    points = ((20.0, 1000.0, "TP1 concurrency 64"), (40.0, 600.0, "TP2 concurrency 16"))
+    monkeypatch.setattr(inferencex, "frontier", lambda *a: points)
+    value, config = inferencex.frontier_at("b200", "llama-3-70b", "fp8", 1024, 1024, 30.0)
+    assert value == pytest.approx(800.0) and "TP1" in config and "TP2" in config
+    value, why = inferencex.frontier_at("b200", "llama-3-70b", "fp8", 1024, 1024, 50.0)
+    assert value is None and "outside the simulated frontier" in why
+
+
+def _row(model, gpu, level, measured, predicted, quantity="tput_per_gpu"):
+    return Check(group="g", source=inferencex.FILE, what=f"{model} {gpu}", reference=measured, unit="tok/s/GPU",
+                 predicted=predicted, point=Point(model, "fp8", "1024/1024", level, gpu, 8, quantity))
+
+
+def test_frontier_summary_counts_errors_ratios_and_pairs():
+    rows = [_row("llama-3-70b", "b200", "c4", 100, 110), _row("llama-3-70b", "h200", "c4", 50, 40),
+            _row("llama-3-70b", "mi300x", "c4", 80, 120),  # orders above b200: 2 of 3 pairs agree
+            _row("deepseek-r1", "b200", "c4", 100, 300), _row("deepseek-r1", "h200", "c4", 10, 5, "ttft_mean")]
+    s = inferencex.frontier_summary(rows)
+    assert s["models"]["llama-3-70b"]["median_abs_error"] == pytest.approx(0.2)
+    assert s["models"]["llama-3-70b"]["max_ratio"] == pytest.approx(1.5)
+    assert {k: v for k, v in s["models"]["deepseek-r1"].items() if k != "matched"} == {
+        "family": "MoE", "rows": 1, "median_abs_error": pytest.approx(2.0), "max_ratio": pytest.approx(3.0)}
+    assert s["families"]["dense"]["rows"] == 3
+    mi300x = next(g for g in s["gpus"] if g["gpu"] == "mi300x")
+    assert mi300x["rows"] == 1 and mi300x["median_error"] == pytest.approx(0.5)
+    assert (s["pairs"], s["pairs_agree"]) == (3, 2)  # deepseek has one throughput row: no pair
+    assert any("2/3" in line for line in inferencex.frontier_lines(s))
+
+
+def test_raw_runs_are_also_compared_at_the_interactivity_they_reached():
+    """A deployment's runs at concurrency 4 and 8: the model's runs reach 100 and 50 tok/s/user with 1000 and 1600
+    tok/s/GPU; the measured run at concurrency 8 reached 75 tok/s/user (TPOT 13.3 ms) with 1000 tok/s/GPU, where
+    the model's curve gives 1300: +30% at matched interactivity (and +60% at matched concurrency)."""
+    def run(level, tput, tput_predicted, tpot, tpot_predicted):
+        return [_row("deepseek-r1", "h200", level, tput, tput_predicted),
+                _row("deepseek-r1", "h200", level, tpot, tpot_predicted, "tpot_mean")]
+
+    rows = run("concurrency 4", 700, 1000, 12.0, 10.0) + run("concurrency 8", 1000, 1600, 1000 / 75, 20.0)
+    s = inferencex.frontier_summary(rows)["models"]["deepseek-r1"]
+    assert s["rows"] == 2 and s["max_ratio"] == pytest.approx(1.6)
+    # concurrency 4's measured 83 tok/s/user: 1000 + (100 - 83.3) / 50 * 600 = 1200 on the curve
+    assert s["matched"]["rows"] == 2
+    assert s["matched"]["max_ratio"] == pytest.approx(1200 / 700, rel=1e-3)
+    assert inferencex._interpolate([(50.0, 1600.0), (100.0, 1000.0)], 75.0) == pytest.approx(1300.0)
+    assert inferencex._interpolate([(50.0, 1600.0), (100.0, 1000.0)], 120.0) is None
