@@ -23,7 +23,7 @@ from sim_core.studies.experiments import BY_KEY as EXPERIMENTS_BY_KEY
 from sim_core.studies.experiments import EXPERIMENTS
 from sim_core.validity import coverage_warnings
 
-from . import charts, figures, present, service
+from . import charts, figures, model_uploads, present, service
 from .api import kernels_error, kernels_ready
 from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
 from .figures.goodput import goodput_context, sweep_status
@@ -121,6 +121,7 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
     status = 422 if ctx["errors"] else 200
     upload_id = values.get("upload") or (req.upload if req else None)
     ctx["upload"] = service.get_upload(upload_id) if upload_id else None
+    ctx["model_upload"] = model_uploads.get(str(values.get("model_file") or ""))
     ctx["form"] = present.build_form(values, ctx["errors"], page_defaults=PAGE_DEFAULTS)
     ctx["limits_text"] = present.LIMITS_TEXT
     return ctx, status
@@ -372,6 +373,25 @@ async def upload(request: Request) -> Response:
     ctx = {"request": request, "upload": up, "upload_error": error}
     return _render("_trace_status.html", ctx, 422 if error else 200, headers)
 
+
+@router.post("/upload-model", response_class=HTMLResponse)
+async def upload_model(request: Request) -> Response:
+    """Keep an uploaded Hugging Face config.json; answer with the model's status line (its id joins the scenario
+    URL as model_file=<id>), or the error naming the key the simulator could not read."""
+    error, up = "", None
+    try:
+        data, filename, _ = await read_multipart(request, "config")
+        if data is None:
+            raise UploadProblem("choose a model's config.json (a Hugging Face model folder has one)")
+        up = await run_in_threadpool(model_uploads.add, data, filename)
+    except (UploadProblem, model_uploads.ModelUploadError) as e:
+        error = str(e)
+    if not is_fragment(request):
+        if up is None:
+            return HTMLResponse(f"<p>config.json: {escape(error)}</p>", 422, headers=VARY)
+        return RedirectResponse(f"/?model_file={up.id}", 303, headers=VARY)
+    return _render("_model_config_status.html", {"request": request, "model_upload": up, "model_upload_error": error},
+                   422 if error else 200)
 
 
 FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '

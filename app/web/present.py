@@ -56,6 +56,7 @@ class FormField:
     help: str = ""
     error: str = ""
     inputmode: str = "decimal"
+    option_badges: dict[str, tuple] = field(default_factory=dict)  # the model picker's: value -> its Badges
 
 
 @dataclass
@@ -136,8 +137,8 @@ def _form_field(name: str, values: dict[str, Any], errors: dict[str, str], page_
         f.kind, f.options = "select", [(k, f"{g.name} · {g.mem_gib:g} GB") for k, g in GPUS.items()]
     elif name == "model":
         f.kind = "select"
-        f.options = [("", placeholders["model"])] + [
-            (k, f"{k} ({m.published_params_b:g}B)" if m.published_params_b else k) for k, m in MODELS.items()]
+        f.options = [("", placeholders["model"])] + [(k, model_label(k)) for k in MODELS]
+        f.option_badges = {k: m.badges for k, m in MODELS.items() if m.badges}
     elif name == "workload":
         f.kind, f.options = "select", [(k, k) for k in PRESETS]
         f.help = preset.summary
@@ -156,6 +157,13 @@ def _form_field(name: str, values: dict[str, Any], errors: dict[str, str], page_
     if f.kind == "select" and not f.value and default is not None and name not in SCENARIO_FIELDS:
         f.value = _fmt(default)
     return f
+
+
+def model_label(key: str) -> str:
+    """A catalogue model as the picker lists it: its name, size and badges (the closed select shows them too)."""
+    m = MODELS[key]
+    text = f"{key} ({m.published_params_b:g}B)" if m.published_params_b else key
+    return " · ".join([text, *(b.label for b in m.badges)])
 
 
 def _selected_schedulers(values: dict[str, Any]) -> list[str]:
@@ -460,7 +468,7 @@ def scenario_details(req) -> list[str]:
     s = req.scenario
     out = [f"means over {s.seeds} seeds ({s.seed}–{s.seed + s.seeds - 1})"] if s.seeds > 1 else []
     for name in Scenario.model_fields:
-        if name in CAPTIONED:
+        if name in CAPTIONED or name == "model_file":  # the caption names its model (a server path is no setting)
             continue
         value = getattr(s, name)
         if value is None or value == field_info(name).default:
