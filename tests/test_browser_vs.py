@@ -1,5 +1,5 @@
 """Scenario against scenario (/vs) in a real browser (Debian's chromium through Playwright), on a desktop and on a
-phone: the pair's figures drawn with the same axis ranges on both sides (read from plotly's layouts on the page), A
+phone: the pair's figures (the Gantt of each scheduler among them) drawn with the same axis ranges on both sides (read from plotly's layouts on the page), A
 beside B (A above B on a phone), and the pair's URL opened in a fresh browser context showing the same two
 scenarios, figures and numbers. Screenshots go to test-output/screenshots/."""
 
@@ -61,7 +61,8 @@ def test_a_pair_shares_its_axes_and_its_url_round_trips(site, viewport):
         page.wait_for_url("**/vs?a=*&b=*")
         assert "hardware%3Da100" in page.url.split("&b=", 1)[1] and "hardware%3Drtx3050" in page.url
         ids = draw_all(page)
-        assert {"plot-a-cdf", "plot-b-cdf", "plot-a-timeline", "plot-b-timeline"} <= set(ids)
+        assert {"plot-a-cdf", "plot-b-cdf", "plot-a-timeline", "plot-b-timeline", "plot-a-gantt-fcfs",
+                "plot-b-gantt-chunked"} <= set(ids)
         shot = page.evaluate(SNAPSHOT)
         for plot_a in (p for p in ids if p.startswith("plot-a-")):
             plot_b = "plot-b-" + plot_a[len("plot-a-"):]
@@ -83,6 +84,7 @@ def test_a_pair_shares_its_axes_and_its_url_round_trips(site, viewport):
         page.locator("#vs-summary").scroll_into_view_if_needed()
         page.screenshot(path=SHOTS / f"80-vs-{w}x{h}.png")
         page.locator("#vs-card-cdf").screenshot(path=SHOTS / f"80-vs-cdf-{w}x{h}.png")
+        page.locator("#vs-card-gantt-fcfs").screenshot(path=SHOTS / f"80-vs-gantt-{w}x{h}.png")
         assert page.errors == [], page.errors
 
         # The pair's link, opened in a new context (nothing shared with the first): the same pair.

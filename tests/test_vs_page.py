@@ -162,7 +162,8 @@ def test_the_pages_figures_share_their_axes_across_the_pair(client):
     assert r.status_code == 200
     figs = figures_of(r.text)
     names = sorted({k.split("-", 2)[2] for k in figs})
-    assert {"cdf", "timeline", "attribution", "step-time"} <= set(names)
+    # The Gantt too, a pair per scheduler: the same requests' rows on one time axis and one request axis.
+    assert {"cdf", "timeline", "attribution", "step-time", "gantt-fcfs", "gantt-chunked"} <= set(names)
     for name in names:
         fa, fb = figs[f"plot-a-{name}"], figs[f"plot-b-{name}"]
         assert fa["data"] != fb["data"], name  # two different scenarios drawn, not one twice
