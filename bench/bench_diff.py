@@ -100,8 +100,8 @@ def main() -> None:
     for label, keys in (("sched-sim diff --no-timelines", ("ab", "tables")),
                         ("sched-sim diff", ("ab", "tables")), ("sched-sim diff --json", ("ab", "json"))):
         total = sums(*keys)
-        if label != "sched-sim diff --no-timelines":
-            total = tuple(x + y for x, y in zip(total, timelines, strict=True))
+        if label != "sched-sim diff --no-timelines":  # a negative difference (noise) counted as nothing
+            total = tuple(x + max(0.0, y) for x, y in zip(total, timelines, strict=True))
         print(_line(label, med, total, runs))
 
 
