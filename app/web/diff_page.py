@@ -179,7 +179,7 @@ async def api_diff(request: Request) -> Response:
     ms}, "causes_ms": {metric: {part: ms}}, "run_change_ms", "most_hurt", "most_helped", "timelines", ...}` over
     the requests both runs served. Metrics: ttft_ms, tpot_ms, max_itl_ms, e2el_ms (the three but max_itl_ms
     split into queue, prefill, prefill_stall, decode, preemption and transport); each request's values are
-    rounded to 9 decimal places, as `sched-sim diff --json` writes them. 422 names the bad parameter; runs over
+    rounded to 6 decimal places, as `sched-sim diff --json` writes them. 422 names the bad parameter; runs over
     different requests are refused on `b`."""
     if not kernels_ready(request):
         return warming_up(request)
