@@ -17,7 +17,8 @@ Prints figures; asserts nothing.
 
 Each figure is the median of `repeats` rounds (a first round, which loads the kernels, is not counted); each round
 times every part once, so a machine other work shares slows them alike, and the runs with and without event logs
-go first in turn (whichever runs second is often faster). Wall time, and beside it this process's CPU time, which
+go first in turn (whichever runs second is often faster); what the event logs cost is the median of each round's
+own difference. Wall time, and beside it this process's CPU time, which
 other work on a shared machine inflates less.
 """
 
@@ -92,7 +93,10 @@ def main() -> None:
           f"compared; medians of {args.repeats} rounds; each part, and its share of the two runs' time")
     print(f"  two runs, as compare makes them               {runs[0]:7.3f} s              cpu {runs[1]:7.3f} s")
     print(_line("the A/B itself (request_diff, summary, top 10)", med, "ab", runs))
-    timelines = sums("runs_events", "ab_timelines", minus=("runs", "ab"))
+    # The event logs' cost: the median of each round's own difference (a difference of two medians of ~0.3 s
+    # runs swings by +-20% on a shared machine; paired in a round, both runs see the same load).
+    timelines = tuple(statistics.median(r[0]["runs_events"][i] + r[0]["ab_timelines"][i] - r[0]["runs"][i]
+                                        - r[0]["ab"][i] for r in rounds) for i in (0, 1))
     print(_line("timelines: runs with event logs + extraction", med, timelines, runs))
     print(_line("the tables (report_lines)", med, "tables", runs))
     print(_line(f"every request as JSON ({size / 1e6:.1f} MB)", med, "json", runs))

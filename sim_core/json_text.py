@@ -55,18 +55,27 @@ def _groups(v: np.ndarray, count: int) -> list[np.ndarray]:
 
 
 def _split(x: np.ndarray, decimals: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(integer part, fractional part in units of 10**-decimals, whether written with a minus) of each |x|."""
+    """(integer part, fractional part in units of 10**-decimals, whether written with a minus) of each |x|: |x|
+    rounded once to a whole number of units, then split (integer division by a constant is cheap in numpy)."""
     mag = np.abs(x)
-    if len(x) and mag.max() >= _LARGEST:
-        raise ValueError(f"a value is too large to write in fixed point: {x[np.argmax(mag)]:g}")
-    whole = np.floor(mag)
     scale = 10 ** decimals
-    frac = np.rint((mag - whole) * scale).astype(np.int32)  # decimals <= 9: < 2**31
-    carry = frac >= scale  # 0.9999999999 rounds up into the integer part
-    # 32-bit integers where they are wide enough: half the memory, twice the values per vector instruction
-    whole = whole.astype(np.int32 if not len(x) or whole.max() < 2 ** 31 - 1 else np.int64) + carry
-    frac[carry] = 0
-    return whole, frac, (x < 0) & ((whole > 0) | (frac > 0))  # -0.0, and what rounds to 0, are written 0
+    top = mag.max() if len(x) else 0.0
+    if top >= _LARGEST:
+        raise ValueError(f"a value is too large to write in fixed point: {x[np.argmax(mag)]:g}")
+    if top * scale < 9e18:  # the units fit 64 bits
+        units = np.rint(mag * scale).astype(np.int64)
+        whole = units // scale
+        frac = units - whole * scale
+    else:  # the integer part apart (exact in a double below _LARGEST), the fraction rounded on its own
+        whole = np.floor(mag)
+        frac = np.rint((mag - whole) * scale).astype(np.int64)
+        carry = frac >= scale  # 0.9999999999 rounds up into the integer part
+        whole = whole.astype(np.int64) + carry
+        frac[carry] = 0
+        units = whole + frac
+    if not len(x) or whole.max() < 2 ** 31:  # 32-bit where wide enough: twice the values per vector instruction
+        whole, frac = whole.astype(np.int32), frac.astype(np.int32)
+    return whole, frac, (x < 0) & (units > 0)  # -0.0, and what rounds to 0, are written 0
 
 
 def number_chars(x, decimals: int) -> np.ndarray:
@@ -76,7 +85,8 @@ def number_chars(x, decimals: int) -> np.ndarray:
         raise ValueError(f"decimals: must be from 0 to 9 (got {decimals})")
     x = np.asarray(x, np.float64).ravel()
     finite = np.isfinite(x)
-    whole, frac, neg = _split(np.where(finite, x, 0.0), decimals)
+    every = bool(finite.all())
+    whole, frac, neg = _split(x if every else np.where(finite, x, 0.0), decimals)
     count = -(-len(str(int(whole.max()))) // 3) if len(x) else 1
     groups = -(-decimals // 3)
     out = np.empty((len(x), count + groups), np.uint32)
@@ -95,9 +105,10 @@ def number_chars(x, decimals: int) -> np.ndarray:
         out[:, count] = _WORDS[(POINT + (last == 0)) * 1000 + fracs[0]]
         for j in range(1, groups):
             out[:, count + j] = _WORDS[np.where(j == last, TRAIL, (j < last) * FULL) * 1000 + fracs[j]]
-    bad = np.flatnonzero(~finite)
-    out[bad] = 0
-    out[bad, 0] = NULL
+    if not every:
+        bad = np.flatnonzero(~finite)
+        out[bad] = 0
+        out[bad, 0] = NULL
     return out
 
 
@@ -124,8 +135,14 @@ def records(parts: list, sep: bytes = b",") -> str:
     Every block's words (and the literals, cut into pieces as wide) become rows of one table; each record is then
     a list of rows of it, gathered in one np.take and squeezed of its padding. (Copying each column into a
     [record, character] table instead costs a short numpy loop per record and column: three times as long.)"""
+    merged: list = []  # adjacent literals as one: fewer, fuller pieces
+    for p in [*parts, sep]:
+        if isinstance(p, bytes) and merged and isinstance(merged[-1], bytes):
+            merged[-1] += p
+        else:
+            merged.append(p)
     specs = [(p, None) if isinstance(p, bytes) else p if isinstance(p, tuple) else (p[:, None, :], 0)
-             for p in [*parts, sep]]
+             for p in merged]
     blocks = {id(b): b for b, j in specs if j is not None}
     n = len(next(iter(blocks.values()))) if blocks else 0
     if any(b.ndim != 3 or len(b) != n for b in blocks.values()):
