@@ -36,6 +36,7 @@ from .http import (
     run_until_disconnect,
 )
 from .inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, WebRequest, parse_request, problems_of, query_to_dict
+from .model_interval import model_intervals
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -138,15 +139,19 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None,
     span = charts.time_range(views)
     means = [replace(v, metrics=m) for v, m in zip(views, compared.means, strict=True)]
     ci95 = compared.ci95
+    model = model_intervals(req, cancel) if req.scenario.model_uncertainty else None
+    model_ci = [model.intervals.get(v.scheduler, {}) for v in views] if model else []
     if only is not None:
         keep = [k for k, v in enumerate(views) if v.scheduler == only]
         views, means, ci95 = [views[k] for k in keep], [means[k] for k in keep], [ci95[k] for k in keep]
-    runs = figures.Results(req, views, means, ci95, span)
+        model_ci = [model_ci[k] for k in keep] if model_ci else []
+    runs = figures.Results(req, views, means, ci95, span, model_ci)
+    warnings = warning_groups(views) + model_warning_groups(model, views)
     out = {
         "views": views,
         "takeaway": present.takeaway(means),
-        "warnings": warning_groups(views),
-        "warnings_summary": warning_summary(warning_groups(views)),
+        "warnings": warnings,
+        "warnings_summary": warning_summary(warnings),
         "saturation": {v.scheduler: v.saturation for v in views if v.saturation},
         "bounds_note": present.bounds_note(means),
         "seeds_note": present.seeds_note(req.scenario),
@@ -171,6 +176,16 @@ def warning_groups(views) -> list[dict]:
         for w in v.warnings:
             texts.setdefault(w, []).append(v.scheduler)
     return [{"text": w, "schedulers": [] if len(names) == len(views) else names} for w, names in texts.items()]
+
+
+def model_warning_groups(model, views) -> list[dict]:
+    """warning_groups' entries for the model intervals (model_interval.ModelIntervals; None: none asked for): each
+    pair of schedulers shown whose order on a metric flips within the model's error, with the two named."""
+    if model is None:
+        return []
+    names = [v.scheduler for v in views]
+    shown = {f: [n for n in names if f in model.warnings_for(n)] for f in model.flips}
+    return [{"text": f, "schedulers": [] if len(who) == len(names) else who} for f, who in shown.items() if who]
 
 
 def warning_summary(groups: list[dict]) -> str:

@@ -247,12 +247,14 @@ def _unfair_win(x: Any, values: list, served_all: list[bool], better: str) -> bo
     return _is_number(x) and bool(rivals) and pick(rivals + [x]) == x
 
 
-def metrics_table(views: list, ci95: list[dict] | None = None) -> list[list[dict]]:
+def metrics_table(views: list, ci95: list[dict] | None = None, model_ci: list[dict] | None = None
+                  ) -> list[list[dict]]:
     """The catalogue's table rows for these runs, as two columns of row groups (balanced by rows); each row
     has one cell per scheduler and marks the best value when schedulers differ. A latency counts only the
     requests a run served, so on those rows only runs that served every request can win; a run that left some
     unserved and would have won gets its unserved share flagged beside the value instead. With `ci95` (means
-    over seeds), each value is followed by its 95% interval's half-width."""
+    over seeds), each value is followed by its 95% interval's half-width; with `model_ci` (model_uncertainty),
+    each cell carries the model's interval as `model` ("low–high")."""
     unserved = [unserved_share(v.metrics) for v in views]
     served_all = [u == 0 for u in unserved]
     groups = []
@@ -265,10 +267,11 @@ def metrics_table(views: list, ci95: list[dict] | None = None) -> list[list[dict
             best = _best(row.values, texts, m, served_all if fair else None)
             cells = []
             shown = [t + _half_width(ci, m.key, m.kind) for t, ci in zip(texts, ci95 or [{}] * len(texts), strict=True)]
-            for x, t, u in zip(row.values, shown, unserved, strict=True):
+            model = [_range_text(ci, m.key, m.kind) for ci in model_ci or [{}] * len(texts)]
+            for x, t, u, r in zip(row.values, shown, unserved, model, strict=True):
                 flag = fair and u > 0 and m.better is not None and _unfair_win(x, row.values, served_all, m.better)
                 cells.append({"text": t, "best": best is not None and x == best and (not fair or u == 0),
-                              "flag": f"{share_text(u)} not served" if flag else ""})
+                              "flag": f"{share_text(u)} not served" if flag else "", "model": r})
             rows.append({"label": m.label, "unit": m.unit_text, "description": m.description, "cells": cells})
         groups.append({"title": section.title, "rows": rows})
     total = sum(len(g["rows"]) + 1 for g in groups)
@@ -279,6 +282,16 @@ def metrics_table(views: list, ci95: list[dict] | None = None) -> list[list[dict
         left.append(g)
         count += len(g["rows"]) + 1
     return [left, groups[len(left):]]
+
+
+def _range_text(model_ci: dict, key: str, kind: str) -> str:
+    """A metric's model interval as "low–high" ("" where it has none, or where the model does not move it at the
+    value's precision: a count of requests is the same under every member)."""
+    interval = value_at(model_ci, key)
+    if not (isinstance(interval, list) and len(interval) == 2 and all(_is_number(v) for v in interval)):
+        return ""
+    low, high = fmt_value(interval[0], kind), fmt_value(interval[1], kind)
+    return "" if low == high else f"{low}–{high}"
 
 
 def _half_width(ci95: dict, key: str, kind: str) -> str:
