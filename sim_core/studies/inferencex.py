@@ -8,13 +8,15 @@ semaphore: sched-sim's concurrency_mode "semaphore"), each prompt and output len
 sample_random_requests draws from [int(L * ratio), L]), `--ignore-eos`. Its vLLM launchers (e.g.
 benchmarks/gptoss_fp4_h100.sh) serve with `max-num-batched-tokens: 8192`, `async-scheduling: true`, no prefix
 caching and `--max-num-seqs=$CONC`; SGLang and TensorRT-LLM overlap the CPU's scheduling with the GPU's step by
-default, so every point runs with async scheduling. Throughput per GPU is InferenceX's `tput_per_gpu`: total
+default, so every point runs with async scheduling. A row runs as the engine profile its framework column names
+(engine_of: sglang, trtllm, else vllm), the launch settings above set explicitly over the profile's defaults. Throughput per GPU is InferenceX's `tput_per_gpu`: total
 (input + output) tokens/s over the run divided by the GPUs; interactivity is 1000 / median TPOT (ms).
 
 The site's comparison rows ("inferencex_site_compare") are not runs but the site's interpolation along its
 frontier at a target interactivity, each GPU with its "best available serving configuration" (not named): they
-are predicted the same way, from a simulated frontier over every TP that fits (EP1, no MTP) and a grid of
-concurrencies, interpolated at the target. Every run uses the cost model's constants unchanged: nothing here is
+are predicted the same way, from a simulated frontier over the engines, TPs (EP1, no MTP) and concurrencies
+InferenceX swept for that page (SITE_SWEEPS; every TP that fits over a grid of concurrencies where it is not
+known), interpolated at the target. Every run uses the cost model's constants unchanged: nothing here is
 fitted to these rows.
 """
 
