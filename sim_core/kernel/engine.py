@@ -291,11 +291,12 @@ def _never_fits(eng, r):
 def run_batch(eng):
     """Cost the step, account for it, log it and advance the clock."""
     cfg, n, acc, size = eng.cfg, eng.batch.n, eng.logs.acc, eng.q.size
-    # Speculative decoding's verification rows run as prefill chunks (their k + 1 tokens all sampled).
+    # Speculative decoding's verification rows: each a decoding sequence (its KV read once by the decode kernel),
+    # its drafts extra tokens through every layer with their attention FLOPs, and all k + 1 positions sampled.
     vt, vs = n[B_VERIFY_TOKENS], n[B_VERIFY_SEQS]
-    seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS] + vt, n[B_PREFILL_SEQS] + vs,
-                                      n[B_PREFILL_PAIRS] + n[B_VERIFY_PAIRS], n[B_PREFILL_CTX] + n[B_VERIFY_CTX],
-                                      n[B_DECODE_SEQS] - vs, n[B_DECODE_CTX], n[B_SAMPLES] + vt)
+    seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS] + vt - vs, n[B_PREFILL_SEQS],
+                                      n[B_PREFILL_PAIRS] + n[B_VERIFY_PAIRS], n[B_PREFILL_CTX], n[B_DECODE_SEQS],
+                                      n[B_DECODE_CTX], n[B_SAMPLES] + vt)
     if vs > 0:
         seconds = _with_proposer(eng, seconds)
     seconds += eng.batch.swap_s[0]

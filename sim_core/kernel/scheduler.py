@@ -354,13 +354,13 @@ def describe_batch(eng):
         weight = class_weight[request_class[r]]
         if not admitted[k] and generated[r] > 0 and computed[r] == prompt[r] + generated[r] - 1:
             n[B_DECODE_SEQS] += 1
-            if t > 1:  # verifying t - 1 drafts: t query tokens over its context, like a prefill chunk
+            n[B_DECODE_CTX] += computed[r] + 1
+            if t > 1:  # verifying d = t - 1 drafts: d more query tokens, each attending to the context before it
+                d = t - 1
                 n[B_VERIFY_SEQS] += 1
                 n[B_VERIFY_TOKENS] += t
-                n[B_VERIFY_PAIRS] += t * computed[r] + t * (t + 1) // 2
-                n[B_VERIFY_CTX] += computed[r]
-            else:
-                n[B_DECODE_CTX] += computed[r] + 1
+                n[B_VERIFY_PAIRS] += d * (computed[r] + 1) + d * (d + 1) // 2
+                n[B_VERIFY_CTX] += computed[r] + 1
             vtc[tenant[r]] += service_cost(input_cost, output_cost, weight, 1, True)
         else:
             n[B_PREFILL_TOKENS] += t
