@@ -188,3 +188,21 @@ def _fill_pass(p: np.ndarray, c: np.ndarray, f: float) -> None:
     p[SP_PASS_KV_BYTES] = c[C.KV_BYTES_PER_TOKEN] * f * c[C.DECODE_ATTN_SLOWDOWN]
     p[SP_PASS_BW] = c[C.STREAM_BW]
     p[SP_PASS_RATE] = c[C.LINEAR_RATE]
+
+
+def kv_blocks_beside_proposer(scenario, setup) -> int | None:
+    """KV blocks an engine has when the proposer shares its GPUs (None when it holds no GPU memory: off or
+    n-gram): its weights come out of the memory the KV cache would take, and its own KV grows with every token
+    the target's does (one layer of the target's kind for EAGLE and MTP heads, the whole draft model's)."""
+    if spec_tokens(scenario) == 0 or scenario.spec_method == "ngram":
+        return None
+    if scenario.spec_method == "draft":
+        draft = dataclasses.replace(setup, model=MODELS[scenario.spec_draft_model or DEFAULT_DRAFT_MODEL])
+        weights, kv_per_token = draft.weight_bytes_per_gpu, draft.kv_bytes_per_token_per_gpu
+    else:
+        source = "eagle_repo" if scenario.spec_method == "eagle" else "deepseek_v3_repo"
+        f = _entry(source_id=source, method=scenario.spec_method, unit="layers")["value"] / setup.model.layers
+        weights, kv_per_token = setup.weight_bytes_per_gpu * f, setup.kv_bytes_per_token_per_gpu * f
+    free = setup.kv_free_bytes - setup.kv_reserved_bytes_per_gpu - weights
+    return max(0, int(free // ((setup.kv_bytes_per_token_per_gpu + kv_per_token) * setup.block_size)))
+

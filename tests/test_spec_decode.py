@@ -152,3 +152,22 @@ def test_draft_model_costs_more_than_an_eagle_head_per_proposed_token():
     eagle = batch1_tpot_ms(spec_method="eagle", **kw)[1]
     draft = batch1_tpot_ms(spec_method="draft", spec_draft_model="llama-3.2-1b", **kw)[1]
     assert draft["draft_time_share"] > eagle["draft_time_share"]
+
+
+def test_the_proposer_takes_its_share_of_the_gpu_memory():
+    """EAGLE's head (one layer and its KV) and a draft model (all its weights and KV) shrink the KV pool; n-gram
+    lookup runs on the CPU and leaves it alone; a proposer that leaves nothing is refused naming the field."""
+    from sim_core.catalog import SetupError
+    from sim_core.runner import resolve
+
+    def blocks(**kw):
+        return resolve(Scenario(hardware="h100", model="llama-3-8b", **kw)).num_blocks
+
+    plain = blocks()
+    assert blocks(spec_method="ngram") == plain
+    assert plain > blocks(spec_method="eagle") > blocks(spec_method="draft") > blocks(
+        spec_method="draft", spec_draft_model="llama-3-8b")
+    assert blocks(spec_method="eagle") > 0.95 * plain  # one layer of 32
+    with pytest.raises(SetupError, match="spec_method") as caught:
+        resolve(Scenario(hardware="rtx3050", model="llama-3.2-1b", spec_method="draft", spec_draft_model="llama-3-8b"))
+    assert caught.value.field == "spec_method"
