@@ -3,7 +3,8 @@ verification accepts, and what the proposer costs. sim_core/spec_decode.py fills
 
 A decoding sequence's step proposes k draft tokens; the target model verifies them in one forward pass that scores
 k + 1 query tokens (the last sampled token and the drafts: counted in the token budget, as vLLM's scheduler does,
-and costed like a chunk of prefill over the sequence's context, as vLLM v1's unified attention runs it). The
+and costed as a decoding sequence whose KV is read once plus k more tokens through every layer, their attention
+FLOPs over the context and k + 1 sampled positions: engine.py run_batch). The
 accepted count a is drawn per step from a per-position acceptance distribution (its CDF is in the slots); the
 request emits 1 + a tokens (the accepted drafts and the target's bonus token). The draw is a hash of (seed,
 request, position), not a random-number stream: the same request position gets the same draw however the batch
