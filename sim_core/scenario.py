@@ -12,6 +12,7 @@ from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
 from .hardware_profile import canonical, mismatch, parse_compact
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
+from .policies.autoscaling import AUTOSCALERS, SCALING_METRICS
 from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .quoting import quote
 from .rate_schedule import ScheduleError
@@ -26,6 +27,8 @@ KvCacheDtype = Literal[tuple(KV_CACHE_DTYPES)]  # type: ignore[valid-type]
 WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 RouterName = Literal[tuple(ROUTERS)]  # type: ignore[valid-type]
 KvLinkName = Literal[tuple(KV_LINKS)]  # type: ignore[valid-type]
+AutoscalerName = Literal[tuple(AUTOSCALERS)]  # type: ignore[valid-type]
+ScalingMetric = Literal[tuple(SCALING_METRICS)]  # type: ignore[valid-type]
 
 # Limits that keep one simulation bounded; the web layer applies tighter ones of its own.
 MAX_REQUESTS = 10_000_000
@@ -39,6 +42,10 @@ MAX_REPLICAS = 64
 # A closed loop's users (each holds a request in the system) and the longest think time between requests.
 MAX_CONCURRENCY = 100_000
 MAX_THINK_S = 3600.0
+# An autoscaler's settings (each refused without one) and the most replicas it scales to by default.
+AUTOSCALE_FIELDS = ("min_replicas", "max_replicas", "autoscale_interval_s", "autoscale_metric", "autoscale_target",
+                    "autoscale_cooldown_s", "autoscale_replica_rate", "provision_delay_s")
+DEFAULT_MAX_REPLICAS = 8
 # A disaggregated deployment's per-pool settings (None: the scenario's hardware or tp).
 POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
 
@@ -75,6 +82,28 @@ class Scenario(BaseModel):
                                                    "compute (not cached there) weighs against a KV token it already "
                                                    "has outstanding; higher keeps sessions on their cache, lower "
                                                    "balances load (1: Dynamo's KV router default)")
+    autoscaler: AutoscalerName | None = Field(None, description="change the number of replicas over the run "
+                                                                "(replicas: how many serve at the start): "
+                                                                + "; ".join(f"{k}: {v[1]}" for k, v in
+                                                                            AUTOSCALERS.items()))
+    min_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS, description="autoscaler: the fewest replicas; "
+                                                                               "default 1")
+    max_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS,
+                                     description="autoscaler: the most replicas alive at once (provisioning, serving "
+                                                 "or draining: each holds its GPUs); default 8, or replicas if more")
+    autoscale_interval_s: float | None = Field(None, gt=0, le=86_400, description="autoscaler: seconds between "
+                                               "evaluations; default 15 (the Kubernetes HPA's sync period)")
+    autoscale_metric: ScalingMetric | None = Field(None, description="autoscaler utilization: the vLLM metric it "
+                                                   "scales on (waiting, running requests or kv_usage); default running")
+    autoscale_target: float | None = Field(None, gt=0, le=100_000, description="autoscaler utilization: the metric's "
+                                           "target per replica; default 4 waiting, max_seqs / 2 running, 0.7 kv_usage")
+    autoscale_cooldown_s: float | None = Field(None, ge=0, le=86_400, description="autoscaler utilization: no "
+                                               "scale-down sooner than this after the last change; default 300")
+    autoscale_replica_rate: float | None = Field(None, gt=0, le=10_000, description="autoscaler predictive: requests/s "
+                                                 "one replica serves within the SLO; default: the capacity search's")
+    provision_delay_s: float | None = Field(None, ge=0, le=86_400, description="autoscaler: seconds from asking for "
+                                            "a replica to its serving; default: weight load + engine start-up "
+                                            "(sim_core/data/startup.json)")
     prefill_replicas: int = Field(0, ge=0, le=MAX_REPLICAS,
                                   description="disaggregated serving: engines that only prefill (0: each engine "
                                               "prefills and decodes its own requests)")
@@ -197,6 +226,31 @@ class Scenario(BaseModel):
                 raise ValueError(f"{name}: sets one pool of a disaggregated deployment; needs prefill_replicas and "
                                  f"decode_replicas (leave it unset otherwise)")
         return self
+
+    @model_validator(mode="after")
+    def _autoscaler_fields(self) -> Scenario:
+        if self.autoscaler is None:
+            for name in AUTOSCALE_FIELDS:
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: sets how an autoscaler scales; set autoscaler with it (or leave it "
+                                     f"unset)")
+            return self
+        if self.disaggregated:
+            raise ValueError("autoscaler: scales one pool of replicas; not modelled for prefill_replicas and "
+                             "decode_replicas yet")
+        lo, hi = self.scaling_bounds
+        if lo > hi:
+            raise ValueError(f"min_replicas: {lo} is more than max_replicas ({hi})")
+        if not lo <= self.replicas <= hi:
+            raise ValueError(f"replicas: the replicas serving at the start ({self.replicas}) must be within "
+                             f"min_replicas and max_replicas ({lo}..{hi})")
+        return self
+
+    @property
+    def scaling_bounds(self) -> tuple[int, int]:
+        """(min_replicas, max_replicas) as an autoscaler uses them, defaults filled in."""
+        lo = self.min_replicas or 1
+        return lo, self.max_replicas or max(DEFAULT_MAX_REPLICAS, self.replicas, lo)
 
     def pool_deployment(self, pool: str) -> tuple[str, int]:
         """(GPU type, tensor-parallel degree) of the "prefill" or "decode" pool; the scenario's own hardware and tp

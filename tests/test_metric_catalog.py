@@ -39,6 +39,7 @@ def runs():
                              **small)).metrics,
         "replicas": run(Scenario(workload="chat", replicas=2, **small)).metrics,
         "pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, **small)).metrics,
+        "autoscaled": run(Scenario(workload="chat", autoscaler="predictive", autoscale_replica_rate=2, **small)).metrics,
     }
 
 
