@@ -29,7 +29,6 @@ from .policies.autoscaling import (
     SCALE_PREDICTIVE,
     SCALING_METRICS,
     Scaling,
-    target_for,
 )
 from .policies.routing import RouterSettings
 from .prices import GPU_PRICES
@@ -54,9 +53,10 @@ def scaling_settings(scenario, resolved) -> Scaling:
     metric = scenario.autoscale_metric or "running"
     predictive = AUTOSCALERS[scenario.autoscaler][0] == SCALE_PREDICTIVE
     replica_rate = (scenario.autoscale_replica_rate or one_replica_rate(scenario)) if predictive else 1.0
+    target = 1.0 if predictive else float(scenario.autoscale_target or running_target(scenario))
     forecast = schedule_forecast(resolved.schedule, scenario.duration, interval, delay) if predictive else np.zeros(0)
     return Scaling(AUTOSCALERS[scenario.autoscaler][0], lo, hi, scenario.replicas, float(interval), float(delay),
-                   SCALING_METRICS[metric][0], target_for(metric, scenario.autoscale_target, scenario.max_seqs),
+                   SCALING_METRICS[metric][0], target,
                    float(DEFAULT_COOLDOWN_S if scenario.autoscale_cooldown_s is None else scenario.autoscale_cooldown_s),
                    float(replica_rate), forecast)
 
@@ -90,6 +90,21 @@ def _probe_scenario(scenario):
     update.update(autoscaler=None, replicas=1, rate_schedule=None, rate=max(rate / max(1, scenario.replicas), 1e-3),
                   num_requests=PROBE_REQUESTS, seeds=1)
     return scenario.model_copy(update=update)
+
+
+def running_target(scenario) -> float:
+    """utilization's default target on running requests: what one replica holds when it serves the rate it can
+    within the SLO (one_replica_rate), by Little's law the rate times the mean time a request spends there."""
+    return _probe_running(_probe_scenario(scenario))
+
+
+@cache
+def _probe_running(probe) -> float:
+    from .runner import run
+
+    rate = _probe_rate(probe)
+    m = run(probe.model_copy(update={"rate": rate})).metrics
+    return max(1.0, rate * m["e2el_ms"]["mean"] / 1e3)
 
 
 @cache
@@ -139,6 +154,7 @@ def over_time_metrics(result, lives: np.ndarray, leaked: int, scaling: Scaling) 
                        "interval_s": scaling.interval_s, "min_replicas": scaling.min_replicas,
                        "max_replicas": scaling.max_replicas, "replicas_provisioned": int(len(lives) - scaling.start),
                        "replica_rate": scaling.replica_rate if scaling.policy == SCALE_PREDICTIVE else None,
+                       "target": scaling.target if scaling.policy != SCALE_PREDICTIVE else None,
                        "kv_blocks_leaked_on_release": leaked},
     }
 

@@ -243,6 +243,7 @@ METRICS: tuple[Metric, ...] = (
         ("min_replicas", "count", "count", "the fewest replicas it keeps"),
         ("max_replicas", "count", "count", "the most replicas alive at once"),
         ("replica_rate", "req/s", "rate", "predictive: requests/s it plans one replica to serve"),
+        ("target", "count", "average", "utilization: the metric's target per replica (autoscale_metric)"),
         ("kv_blocks_leaked_on_release", "count", "count", "KV blocks released replicas still held (always 0)"))],
     *[Metric(f"slo_attainment_by_window.{k}", f"SLO attainment by window: {k}", "count", f"With an autoscaler: "
              f"{what}.", None, "Deployment", "count", "docs") for k, what in (

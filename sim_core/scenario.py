@@ -96,7 +96,8 @@ class Scenario(BaseModel):
     autoscale_metric: ScalingMetric | None = Field(None, description="autoscaler utilization: the vLLM metric it "
                                                    "scales on (waiting, running requests or kv_usage); default running")
     autoscale_target: float | None = Field(None, gt=0, le=100_000, description="autoscaler utilization: the metric's "
-                                           "target per replica; default 4 waiting, max_seqs / 2 running, 0.7 kv_usage")
+                                           "target per replica (kv_usage: a fraction); default for running: the "
+                                           "requests one replica holds at the rate it serves within the SLO")
     autoscale_cooldown_s: float | None = Field(None, ge=0, le=86_400, description="autoscaler utilization: no "
                                                "scale-down sooner than this after the last change; default 300")
     autoscale_replica_rate: float | None = Field(None, gt=0, le=10_000, description="autoscaler predictive: requests/s "
@@ -238,6 +239,9 @@ class Scenario(BaseModel):
         if self.disaggregated:
             raise ValueError("autoscaler: scales one pool of replicas; not modelled for prefill_replicas and "
                              "decode_replicas yet")
+        if self.autoscale_metric not in (None, "running") and self.autoscale_target is None:
+            raise ValueError(f"autoscale_target: needed with autoscale_metric {self.autoscale_metric} (the value per "
+                             f"replica to hold; only running has a default)")
         lo, hi = self.scaling_bounds
         if lo > hi:
             raise ValueError(f"min_replicas: {lo} is more than max_replicas ({hi})")

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim_core import Scenario, ScenarioError, parse_scenario, run
+from sim_core.cluster_over_time import PLANNING_ATTAINMENT, _probe_scenario
 from sim_core.kernel.autoscaled import (
     LIFE_ASKED_S,
     LIFE_DRAINING_S,
@@ -25,6 +26,7 @@ from sim_core.policies.routing import ROUTER_NAMES
 from sim_core.prices import GPU_PRICES
 from sim_core.provisioning import provision_delay, startup_constants
 from sim_core.runner import resolve
+from sim_core.studies.capacity import max_rate
 
 # A step in load on a small GPU: one replica serves the first rate, the second needs several (cheap: ~2.5k requests).
 STEP_AT_S = 100.0
@@ -164,8 +166,30 @@ def test_the_provisioning_delay_is_derived_from_its_parts():
     ({"autoscaler": "utilization", "replicas": 5, "max_replicas": 4}, "replicas"),
     ({"autoscaler": "predictive", "prefill_replicas": 1, "decode_replicas": 1}, "autoscaler"),
     ({"autoscaler": "sometimes"}, "autoscaler"),
+    ({"autoscaler": "utilization", "autoscale_metric": "waiting"}, "autoscale_target"),
 ])
 def test_bad_autoscaler_settings_name_their_field(fields, named):
     with pytest.raises(ScenarioError) as err:
         parse_scenario(fields)
     assert err.value.problems[0][0] == named
+
+
+def test_the_defaults_come_from_the_capacity_of_one_replica():
+    """predictive plans one replica at the rate the capacity search finds for it (PLANNING_ATTAINMENT of its
+    requests within the SLO); utilization's running target is what a replica holds at that rate (Little's law)."""
+    s = Scenario(**STEP, autoscaler="predictive", provision_delay_s=60)
+    probe = _probe_scenario(s)
+    assert probe.replicas == 1 and probe.autoscaler is None and probe.rate_schedule is None
+    rate, _ = max_rate(probe, PLANNING_ATTAINMENT)
+    assert run(s).metrics["autoscaler"]["replica_rate"] == rate
+    at_rate = run(probe.model_copy(update={"rate": rate})).metrics
+    u = run(s.model_copy(update={"autoscaler": "utilization"})).metrics["autoscaler"]
+    assert u["target"] == pytest.approx(rate * at_rate["e2el_ms"]["mean"] / 1e3)
+
+
+def test_without_a_schedule_predictive_forecasts_from_the_arrivals():
+    """At a constant 6 req/s and 1 req/s a replica, the last interval's arrivals ask for about 6 replicas."""
+    res = run(Scenario(hardware="rtx3050", workload="chat", rate=6, duration=200, seed=1, autoscaler="predictive",
+                       autoscale_replica_rate=1.0, provision_delay_s=5, autoscale_interval_s=20))
+    serving = res.metrics["replicas_over_time"]["serving"]
+    assert 4.5 <= np.mean(serving[1:-1]) <= 8

@@ -35,11 +35,12 @@ AUTOSCALERS = {  # name -> (code, what it does)
 }
 AUTOSCALER_NAMES = tuple(AUTOSCALERS)
 METRIC_WAITING, METRIC_RUNNING, METRIC_KV_USAGE = range(3)
-# name -> (code, vLLM's Prometheus metric, default target per replica)
+# name -> (code, vLLM's Prometheus metric). Only running has a default target (scaling_settings: the requests one
+# replica holds at the rate it serves within the SLO, by Little's law); waiting and kv_usage need one given.
 SCALING_METRICS = {
-    "waiting": (METRIC_WAITING, "vllm:num_requests_waiting", 4.0),
-    "running": (METRIC_RUNNING, "vllm:num_requests_running", None),  # default: half of max_seqs (see target_for)
-    "kv_usage": (METRIC_KV_USAGE, "vllm:gpu_cache_usage_perc", 0.7),
+    "waiting": (METRIC_WAITING, "vllm:num_requests_waiting"),
+    "running": (METRIC_RUNNING, "vllm:num_requests_running"),
+    "kv_usage": (METRIC_KV_USAGE, "vllm:gpu_cache_usage_perc"),
 }
 METRIC_NAMES = tuple(SCALING_METRICS)
 # The HPA leaves the replica count alone while the metric is within this fraction of its target.
@@ -64,15 +65,6 @@ class Scaling(NamedTuple):
     cooldown_s: float  # utilization: no scale-down sooner than this after the last change
     replica_rate: float  # predictive: requests/s one replica serves within the SLO
     forecast: np.ndarray  # predictive: the forecast rate at evaluation k (time k x interval_s); empty: from arrivals
-
-
-def target_for(metric: str, target: float | None, max_seqs: int) -> float:
-    """The metric's target per replica: the one given, or the metric's default (running: half of max_seqs, the
-    batch a replica runs comfortably within its latency targets)."""
-    if target is not None:
-        return float(target)
-    default = SCALING_METRICS[metric][2]
-    return float(default) if default is not None else max(1.0, max_seqs / 2)
 
 
 @inline
@@ -124,4 +116,4 @@ def wanted_replicas(scaling, total_metric, serving, current, tick, arrived, wind
 
 
 __all__ = ["AUTOSCALERS", "AUTOSCALER_NAMES", "METRIC_NAMES", "SCALING_METRICS", "Scaling", "replica_metric",
-           "target_for", "wanted_replicas"]
+           "wanted_replicas"]
