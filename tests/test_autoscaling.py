@@ -5,6 +5,7 @@ anticipates a step the reactive one only follows, and the cost and per-window me
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -175,16 +176,20 @@ def test_bad_autoscaler_settings_name_their_field(fields, named):
 
 
 def test_the_defaults_come_from_the_capacity_of_one_replica():
-    """predictive plans one replica at the rate the capacity search finds for it (PLANNING_ATTAINMENT of its
-    requests within the SLO); utilization's running target is what a replica holds at that rate (Little's law)."""
+    """predictive plans each replica at the rate the capacity search finds (PLANNING_ATTAINMENT of the requests
+    within the SLO) for as many replicas as the peak needs, over their number; utilization's running target is
+    what one replica alone holds at its own rate (Little's law)."""
     s = Scenario(**STEP, autoscaler="predictive", provision_delay_s=60)
     probe = _probe_scenario(s)
-    assert probe.replicas == 1 and probe.autoscaler is None and probe.rate_schedule is None
-    rate, _ = max_rate(probe, PLANNING_ATTAINMENT)
-    assert run(s).metrics["autoscaler"]["replica_rate"] == rate
-    at_rate = run(probe.model_copy(update={"rate": rate})).metrics
+    assert probe.replicas == 1 and probe.autoscaler is None and probe.rate_schedule is None and probe.rate == 6
+    alone, _ = max_rate(probe, PLANNING_ATTAINMENT)
+    need = math.ceil(6 / alone)
+    assert need > 1  # the step's peak needs several replicas
+    pooled, _ = max_rate(probe.model_copy(update={"replicas": need}), PLANNING_ATTAINMENT)
+    assert run(s).metrics["autoscaler"]["replica_rate"] == max(alone, pooled / need)
+    at_rate = run(probe.model_copy(update={"rate": alone})).metrics
     u = run(s.model_copy(update={"autoscaler": "utilization"})).metrics["autoscaler"]
-    assert u["target"] == pytest.approx(rate * at_rate["e2el_ms"]["mean"] / 1e3)
+    assert u["target"] == pytest.approx(alone * at_rate["e2el_ms"]["mean"] / 1e3)
 
 
 def test_without_a_schedule_predictive_forecasts_from_the_arrivals():
