@@ -161,11 +161,18 @@ def over_time_metrics(result, lives: np.ndarray, leaked: int, scaling: Scaling) 
     price = GPU_PRICES.get(pool.setup.gpu.key)
     attainment = attainment_by_window(result, end)
     rated = [a for a in attainment["attainment"] if a is not None]
+    cost = gpu_hours * price.usd_per_gpu_hour if price is not None else None
+    output_tokens = float(result.requests.output_tokens[result.finished].sum())
     return {
-        # The replicas' busy time over the time they were held (the summary's divides by the starting count).
+        # The summary's deployment figures are the starting replicas'; over a run whose replicas come and go they
+        # are: the most GPUs held at once, the mean price per hour, the run's cost over its output tokens, and the
+        # replicas' busy time over the time they were held.
+        "gpus": most_alive(lives, end) * gpus,
+        "cost_per_hour": cost / (end / 3600.0) if cost is not None and end > 0 else None,
+        "cost_per_mtok": cost / output_tokens * 1e6 if cost is not None and output_tokens > 0 else None,
         "gpu_busy_fraction": float(result.accumulators[A_BUSY_S]) / replica_s if replica_s > 0 else 0.0,
         "gpu_hours": gpu_hours,
-        "cost": gpu_hours * price.usd_per_gpu_hour if price is not None else None,
+        "cost": cost,
         "slo_attainment_worst_window": min(rated) if rated else None,
         "slo_attainment_by_window": attainment,
         "replicas_over_time": replicas_by_window(lives, end),
@@ -176,6 +183,16 @@ def over_time_metrics(result, lives: np.ndarray, leaked: int, scaling: Scaling) 
                        "target": scaling.target if scaling.policy != SCALE_PREDICTIVE else None,
                        "kv_blocks_leaked_on_release": leaked},
     }
+
+
+def most_alive(lives: np.ndarray, end_s: float) -> int:
+    """The most replicas held at once (asked for and not yet released)."""
+    start = lives[:, LIFE_ASKED_S]
+    stop = np.minimum(lives[:, LIFE_RELEASED_S], end_s)
+    times = np.concatenate([start, stop])
+    steps = np.concatenate([np.ones(len(start)), -np.ones(len(stop))])
+    order = np.lexsort((steps, times))  # a release before an ask at the same instant
+    return int(np.cumsum(steps[order]).max()) if len(order) else 0
 
 
 def window_starts(end_s: float) -> np.ndarray:

@@ -227,7 +227,9 @@ METRICS: tuple[Metric, ...] = (
            "and steps.", None, "Deployment", "count", "docs"),
     # ----- an autoscaler (scenario field autoscaler): reported only when one runs -----
     Metric("gpu_hours", "GPU-hours", "count", "With an autoscaler: GPU-hours the replicas held, each from being "
-           "asked for (provisioning) to its release.", "lower", "Deployment", "average"),
+           "asked for (provisioning) to its release. With one, gpus, cost_per_hour and cost_per_mtok are the run's: "
+           "the most GPUs held at once, the run's cost per hour of it and over its output tokens.", "lower",
+           "Deployment", "average"),
     Metric("cost", "Cost of the run", "$", "With an autoscaler: its GPU-hours at the GPU's on-demand list price; "
            "none where no price is known.", "lower", "Deployment", "usd"),
     Metric("slo_attainment_worst_window", "SLO attainment, worst minute", "%", "With an autoscaler: the lowest "

@@ -118,6 +118,11 @@ def test_gpu_hours_and_cost_bill_each_replica_from_asking_to_release():
     held = np.minimum(lives[:, LIFE_RELEASED_S], res.end_s) - lives[:, LIFE_ASKED_S]
     assert m["gpu_hours"] == pytest.approx(held.sum() / 3600 * res.resolved.setup.tp)
     assert GPU_PRICES["rtx3050"] is None and m["cost"] is None  # no list price: no cost (a100's: below)
+    # The most held at once: the peak of the per-window means cannot exceed it, the lives' overlap reaches it.
+    assert max(np.add(np.add(m["replicas_over_time"]["provisioning"], m["replicas_over_time"]["serving"]),
+                      m["replicas_over_time"]["draining"])) <= m["gpus"]
+    assert any(((lives[:, LIFE_ASKED_S] <= t) & (t < np.minimum(lives[:, LIFE_RELEASED_S], res.end_s))).sum()
+               == m["gpus"] for t in lives[:, LIFE_ASKED_S])
     # The replica counts per window integrate to the same hours (provisioning + serving + draining).
     w = m["replicas_over_time"]
     lengths = np.minimum(np.asarray(w["start_s"]) + w["window_s"], res.end_s) - np.asarray(w["start_s"])
@@ -157,7 +162,10 @@ def test_the_provisioning_delay_is_derived_from_its_parts():
     assert provision_delay(2 * setup.weight_bytes_per_gpu).total_s > d.total_s
     ran = run(s.model_copy(update={"num_requests": 20, "seed": 1}))
     assert ran.metrics["autoscaler"]["provision_delay_s"] == pytest.approx(d.total_s)
-    assert ran.metrics["cost"] == pytest.approx(ran.metrics["gpu_hours"] * GPU_PRICES["a100"].usd_per_gpu_hour)
+    m = ran.metrics
+    assert m["cost"] == pytest.approx(m["gpu_hours"] * GPU_PRICES["a100"].usd_per_gpu_hour)
+    assert m["cost_per_hour"] == pytest.approx(m["cost"] / (ran.end_s / 3600))
+    assert m["cost_per_mtok"] == pytest.approx(m["cost"] / ran.requests.output_tokens[ran.finished].sum() * 1e6)
 
 
 @pytest.mark.parametrize(("fields", "named"), [
