@@ -83,7 +83,9 @@ def test_scaling_never_loses_a_request_or_a_block(rates, policy, metric, router,
     assert res.free_blocks_at_end == slots * res.resolved.num_blocks and (res.ref_counts_at_end == 0).all()
     lives = res.replica_lives
     assert (lives[:, LIFE_SERVING_S] - lives[:, LIFE_ASKED_S] >= 0).all() and slots <= 4
-    assert (lives[:, LIFE_RELEASED_S] >= lives[:, LIFE_SERVING_S]).all()
+    served = np.isfinite(lives[:, LIFE_SERVING_S])  # a replica still provisioning when shed never served
+    assert (lives[served, LIFE_RELEASED_S] >= lives[served, LIFE_SERVING_S]).all()
+    assert (lives[~served, LIFE_RELEASED_S] < np.inf).all()
     counts = res.metrics["replicas_over_time"]
     alive = np.add(np.add(counts["provisioning"], counts["serving"]), counts["draining"])
     assert (alive <= 4 + 1e-9).all() and (np.asarray(counts["serving"]) >= 1 - 1e-9).all()
@@ -206,3 +208,16 @@ def test_without_a_schedule_predictive_forecasts_from_the_arrivals():
                        autoscale_replica_rate=1.0, provision_delay_s=5, autoscale_interval_s=20))
     serving = res.metrics["replicas_over_time"]["serving"]
     assert 4.5 <= np.mean(serving[1:-1]) <= 8
+
+
+def test_scaling_down_sheds_replicas_still_provisioning_first():
+    """A burst that is over before the replicas asked for it come up: they are shed while provisioning (never
+    serving, billed until then), and the replica serving from the start keeps serving."""
+    res = run(Scenario(hardware="rtx3050", workload="chat", rate_schedule="0:1,20:8,30:1", duration=60, seed=2,
+                       autoscaler="predictive", autoscale_replica_rate=1.0, provision_delay_s=40,
+                       autoscale_interval_s=2))
+    lives = res.replica_lives
+    shed = ~np.isfinite(lives[:, LIFE_SERVING_S])
+    assert shed.sum() >= 1 and (lives[shed, LIFE_RELEASED_S] < lives[shed, LIFE_ASKED_S] + 40).all()
+    assert np.isfinite(lives[0, LIFE_SERVING_S]) and lives[0, LIFE_RELEASED_S] == np.inf
+    assert (res.replica_of[res.finished] == 0).all()  # only the first replica ever served

@@ -189,10 +189,30 @@ def evaluate(f, engines, scaling, now, arrived):
     cooled = scaling.policy != SCALE_UTILIZATION or now - f.last_change_s >= scaling.cooldown_s
     if want < current and cooled:
         f.last_change_s = now
-        for _ in range(min(current - want, serving - 1)):  # one replica keeps serving whatever the policy says
+        shed = current - want - cancel_provisioning(f, engines, now, current - want)
+        for _ in range(min(shed, serving - 1)):  # one replica keeps serving whatever the policy says
             drain(f, engines, emptiest_serving(f, engines), now)
             list_serving(f)
     return 0
+
+
+@inline
+def cancel_provisioning(f, engines, now, most):
+    """Scaling down sheds replicas still provisioning first, the last asked for first (none has served; a
+    serving one is warm): each released now, never serving (its serving time inf). Returns how many."""
+    done = 0
+    while done < most:
+        last = -1
+        for e in range(f.state.shape[0]):
+            if f.state[e] == PROVISIONING and (last < 0 or f.life[e] > f.life[last]):
+                last = e
+        if last < 0:
+            break
+        f.lives[f.life[last], LIFE_SERVING_S] = np.inf
+        release(f, engines[last], last, now)
+        f.ready_s[last] = np.inf
+        done += 1
+    return done
 
 
 @inline
