@@ -53,13 +53,13 @@ def scaling_settings(scenario, resolved) -> Scaling:
     delay = provision_delay_s(scenario, resolved)
     metric = scenario.autoscale_metric or "running"
     predictive = AUTOSCALERS[scenario.autoscaler][0] == SCALE_PREDICTIVE
-    replica_rate = (scenario.autoscale_replica_rate or one_replica_rate(scenario)) if predictive else 1.0
+    capacity = replica_capacity(scenario) if predictive else np.zeros(0)
     target = 1.0 if predictive else float(scenario.autoscale_target or running_target(scenario))
     forecast = schedule_forecast(resolved.schedule, scenario.duration, interval, delay) if predictive else np.zeros(0)
     return Scaling(AUTOSCALERS[scenario.autoscaler][0], lo, hi, scenario.replicas, float(interval), float(delay),
                    SCALING_METRICS[metric][0], target,
                    float(DEFAULT_COOLDOWN_S if scenario.autoscale_cooldown_s is None else scenario.autoscale_cooldown_s),
-                   float(replica_rate), forecast)
+                   capacity, forecast)
 
 
 def schedule_forecast(schedule, duration_s: float, interval_s: float, delay_s: float) -> np.ndarray:
@@ -73,20 +73,40 @@ def schedule_forecast(schedule, duration_s: float, interval_s: float, delay_s: f
     return np.ascontiguousarray(schedule.rate_at(ticks[:, None] + offsets[None, :]).max(axis=1), np.float64)
 
 
-def one_replica_rate(scenario) -> float:
-    """Requests/s one replica of this deployment serves with PLANNING_ATTAINMENT of its requests within the SLO,
-    from the capacity study on a constant rate: first one replica alone, then, where the peak needs several, the
-    cluster of as many as the peak needs over their number (behind the router, replicas pool their queues: 6
-    replicas meet at 40 req/s what 6 x one alone would call 8.5 replicas' load; bench/bench_autoscale.py)."""
-    return _planning_probe(scenario)[1]
+def replica_capacity(scenario) -> np.ndarray:
+    """[k] the requests/s k replicas serve with PLANNING_ATTAINMENT of their requests within the SLO, k = 0 ..
+    max_replicas: `autoscale_replica_rate` x k if set, else the capacity study's on a constant rate for 1, 2, 4,
+    ... replicas up to what the peak needs, per replica interpolated between (and held past the last). Not one
+    replica's times k: behind the router replicas pool their queues (on A100 + Llama-3-8B chat one alone serves
+    4.7 req/s at 95%, eight 9.0 each), and planning a few replicas at the many's rate overloads them for as long
+    as the load stays low (a real day's slow ramp: a worst minute of 10%; bench/bench_autoscale.py)."""
+    hi = scenario.scaling_bounds[1]
+    if scenario.autoscale_replica_rate is not None:
+        return np.arange(hi + 1) * float(scenario.autoscale_replica_rate)
+    probe = _probe_scenario(scenario)
+    alone = _probe_rate(probe)
+    need = min(hi, max(1, math.ceil(probe.rate * max(1, scenario.replicas) / alone)))
+    return _capacity_curve(probe, alone, need, hi)
+
+
+@cache
+def _capacity_curve(probe, alone: float, need: int, hi: int) -> np.ndarray:
+    counts = [1]
+    while counts[-1] < need:
+        counts.append(min(2 * counts[-1], need))
+    per = [alone] + [_probe_rate(probe.model_copy(update={"replicas": k, "rate": alone * k})) / k
+                     for k in counts[1:]]
+    k = np.arange(hi + 1)
+    capacity = k * np.interp(k, counts, per)  # np.interp holds the ends flat
+    return np.ascontiguousarray(np.maximum.accumulate(capacity), np.float64)
 
 
 def running_target(scenario) -> float:
     """utilization's default target on running requests: what one replica alone holds when it serves the rate it
-    can within the SLO, by Little's law that rate times the mean time a request spends there. One alone, not
-    pooled as one_replica_rate: the HPA reacts only once the metric is past its target, so the target keeps the
-    headroom a lone replica needs (at the pooled figure, 4x higher on A100 + Llama-3-8B chat, the diurnal day of
-    bench/bench_autoscale.py fell to 81% attainment)."""
+    can within the SLO, by Little's law that rate times the mean time a request spends there. One alone: the
+    HPA reacts only once the metric is past its target, so the target keeps the headroom a lone replica needs (at
+    eight pooled replicas' figure, 4x higher on A100 + Llama-3-8B chat, the diurnal hour of
+    bench/bench_autoscale.py fell to 79% attainment)."""
     probe = _probe_scenario(scenario)
     return _probe_running(probe, _probe_rate(probe))
 
@@ -95,20 +115,8 @@ def running_target(scenario) -> float:
 def _probe_running(probe, rate: float) -> float:
     from .runner import run
 
-    m = run(probe.model_copy(update={"rate": rate * probe.replicas})).metrics
+    m = run(probe.model_copy(update={"rate": rate})).metrics
     return max(1.0, rate * m["e2el_ms"]["mean"] / 1e3)
-
-
-def _planning_probe(scenario):
-    """(the constant-rate cluster one replica's rate was found on, that rate)."""
-    probe = _probe_scenario(scenario)
-    alone = _probe_rate(probe)
-    lo, hi = scenario.scaling_bounds
-    need = min(hi, max(lo, math.ceil(probe.rate * max(1, scenario.replicas) / alone)))
-    if need <= 1:
-        return probe, alone
-    pooled = probe.model_copy(update={"replicas": need})
-    return pooled, max(alone, _probe_rate(pooled) / need)
 
 
 def _probe_scenario(scenario):
@@ -179,7 +187,7 @@ def over_time_metrics(result, lives: np.ndarray, leaked: int, scaling: Scaling) 
         "autoscaler": {"policy": result.scenario.autoscaler, "provision_delay_s": scaling.delay_s,
                        "interval_s": scaling.interval_s, "min_replicas": scaling.min_replicas,
                        "max_replicas": scaling.max_replicas, "replicas_provisioned": int(len(lives) - scaling.start),
-                       "replica_rate": scaling.replica_rate if scaling.policy == SCALE_PREDICTIVE else None,
+                       "capacity": scaling.capacity.tolist() if scaling.policy == SCALE_PREDICTIVE else None,
                        "target": scaling.target if scaling.policy != SCALE_PREDICTIVE else None,
                        "kv_blocks_leaked_on_release": leaked},
     }

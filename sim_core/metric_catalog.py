@@ -244,7 +244,8 @@ METRICS: tuple[Metric, ...] = (
         ("interval_s", "s", "seconds", "seconds between its evaluations"),
         ("min_replicas", "count", "count", "the fewest replicas it keeps"),
         ("max_replicas", "count", "count", "the most replicas alive at once"),
-        ("replica_rate", "req/s", "rate", "predictive: requests/s it plans one replica to serve"),
+        ("capacity", "req/s", "rate", "predictive: a list, the requests/s it plans k replicas to serve (k = 0, "
+                                      "1, ... max_replicas)"),
         ("target", "count", "average", "utilization: the metric's target per replica (autoscale_metric)"),
         ("kv_blocks_leaked_on_release", "count", "count", "KV blocks released replicas still held (always 0)"))],
     *[Metric(f"slo_attainment_by_window.{k}", f"SLO attainment by window: {k}", "count", f"With an autoscaler: "

@@ -5,7 +5,6 @@ anticipates a step the reactive one only follows, and the cost and per-window me
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -185,18 +184,19 @@ def test_bad_autoscaler_settings_name_their_field(fields, named):
     assert err.value.problems[0][0] == named
 
 
-def test_the_defaults_come_from_the_capacity_of_one_replica():
-    """predictive plans each replica at the rate the capacity search finds (PLANNING_ATTAINMENT of the requests
-    within the SLO) for as many replicas as the peak needs, over their number; utilization's running target is
-    what one replica alone holds at its own rate (Little's law)."""
+def test_the_defaults_come_from_the_capacity_study():
+    """predictive plans k replicas at the rate the capacity search finds for k replicas behind the router
+    (PLANNING_ATTAINMENT of the requests within the SLO) for k = 1, 2, 4, ... up to what the peak needs;
+    utilization's running target is what one replica alone holds at its own rate (Little's law)."""
     s = Scenario(**STEP, autoscaler="predictive", provision_delay_s=60)
     probe = _probe_scenario(s)
     assert probe.replicas == 1 and probe.autoscaler is None and probe.rate_schedule is None and probe.rate == 6
     alone, _ = max_rate(probe, PLANNING_ATTAINMENT)
-    need = math.ceil(6 / alone)
-    assert need > 1  # the step's peak needs several replicas
-    pooled, _ = max_rate(probe.model_copy(update={"replicas": need}), PLANNING_ATTAINMENT)
-    assert run(s).metrics["autoscaler"]["replica_rate"] == max(alone, pooled / need)
+    two, _ = max_rate(probe.model_copy(update={"replicas": 2, "rate": 2 * alone}), PLANNING_ATTAINMENT)
+    capacity = run(s).metrics["autoscaler"]["capacity"]
+    assert len(capacity) == s.scaling_bounds[1] + 1 and capacity[0] == 0
+    assert capacity[1] == alone and capacity[2] == max(alone, two)
+    assert (np.diff(capacity) >= 0).all() and capacity[-1] > 6  # the peak is within reach
     at_rate = run(probe.model_copy(update={"rate": alone})).metrics
     u = run(s.model_copy(update={"autoscaler": "utilization"})).metrics["autoscaler"]
     assert u["target"] == pytest.approx(alone * at_rate["e2el_ms"]["mean"] / 1e3)

@@ -11,8 +11,9 @@ once its running ones finish).
   scale-down only once `autoscale_cooldown_s` has passed since the last change (the HPA's scale-down
   stabilisation window and KEDA's cooldownPeriod both default to 300 s; sim_core/data/startup.json).
 - predictive: SLO-driven, as NVIDIA Dynamo's planner: forecast the arrival rate over the next window (from the
-  rate schedule when the scenario has one, else the arrivals seen over the last interval) and divide by the rate
-  one replica serves within the SLO (the capacity study's answer for one replica, or `autoscale_replica_rate`).
+  rate schedule when the scenario has one, else the arrivals seen over the last interval) and ask for the fewest
+  replicas that serve it within the SLO (the capacity study's answer for 1, 2, 4, ... replicas behind the router,
+  interpolated between; or `autoscale_replica_rate` per replica).
   The window it forecasts covers a new replica's provisioning delay plus one interval: what it asks for now
   serves then.
 """
@@ -63,7 +64,7 @@ class Scaling(NamedTuple):
     metric: int  # METRIC_* (utilization)
     target: float  # the metric's target per replica (utilization)
     cooldown_s: float  # utilization: no scale-down sooner than this after the last change
-    replica_rate: float  # predictive: requests/s one replica serves within the SLO
+    capacity: np.ndarray  # predictive: [k] requests/s k replicas serve within the SLO (k = 0 .. max_replicas)
     forecast: np.ndarray  # predictive: the forecast rate at evaluation k (time k x interval_s); empty: from arrivals
 
 
@@ -88,9 +89,12 @@ def by_utilization(total, serving, target):
 
 
 @inline
-def by_forecast(rate, replica_rate):
-    """Dynamo's planner's rule: the replicas the forecast rate needs at what one replica serves."""
-    return int(np.ceil(rate / replica_rate - 1e-9))
+def by_forecast(rate, capacity):
+    """Dynamo's planner's rule: the fewest replicas whose capacity covers the forecast rate."""
+    k = 1
+    while k < capacity.shape[0] - 1 and capacity[k] < rate:
+        k += 1
+    return k
 
 
 @inline
@@ -111,7 +115,7 @@ def wanted_replicas(scaling, total_metric, serving, current, tick, arrived, wind
         if serving == 0:
             want = current
     else:
-        want = by_forecast(forecast_rate(scaling, tick, arrived, window_s), scaling.replica_rate)
+        want = by_forecast(forecast_rate(scaling, tick, arrived, window_s), scaling.capacity)
     return max(scaling.min_replicas, min(scaling.max_replicas, want))
 
 
