@@ -101,7 +101,8 @@ class Scenario(BaseModel):
     autoscale_cooldown_s: float | None = Field(None, ge=0, le=86_400, description="autoscaler utilization: no "
                                                "scale-down sooner than this after the last change; default 300")
     autoscale_replica_rate: float | None = Field(None, gt=0, le=10_000, description="autoscaler predictive: requests/s "
-                                                 "one replica serves within the SLO; default: the capacity search's")
+                                                 "each replica serves within the SLO; default: the capacity search's "
+                                                 "for 1, 2, 4, ... replicas")
     provision_delay_s: float | None = Field(None, ge=0, le=86_400, description="autoscaler: seconds from asking for "
                                             "a replica to its serving; default: weight load + engine start-up "
                                             "(sim_core/data/startup.json)")
