@@ -40,6 +40,7 @@ def runs():
         "replicas": run(Scenario(workload="chat", replicas=2, **small)).metrics,
         "pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, **small)).metrics,
         "spec": run(Scenario(workload="chat", spec_method="eagle", **small)).metrics,
+        "autoscaled": run(Scenario(workload="chat", autoscaler="predictive", autoscale_replica_rate=2, **small)).metrics,
     }
 
 
