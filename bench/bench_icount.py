@@ -24,7 +24,7 @@ Differences from bench_core, all the same for both checkouts:
 
 Every run also pays a fixed cost that does not grow with the run: ~33M instructions zeroing and summing
 fixed-size buffers (memset, numpy's LONG_add), measured on a 100-request run. That is ~3% of a 10000-request
-single-engine run and ~25% of static's 1000; `--requests 40000` brings it under 1% (4x the time). The
+single-engine run and ~25% of static's 1000; `--requests 40000` brings it under 1% (static's 4000: ~8%). The
 "numba B/A" column is the ratio of instructions in numba's machine code alone (code with no file, from
 callgrind_annotate), free of that fixed cost and of Python's share.
 Requires valgrind on PATH; prints figures, asserts nothing.
