@@ -257,6 +257,13 @@ def test_a_trace_sweep_is_refused_where_it_cannot_be_replayed(client):
     assert fields_of(r) == ["rate_min"] and "at least 0.065 req/s" in r.text
 
 
+def test_a_sweep_of_a_closed_loop_or_a_schedule_is_refused_naming_the_field(client):
+    # Found by the API fuzz: the refusal came from inside the background job, as a 500.
+    for query, field in (("concurrency=1", "concurrency"), ("rate_schedule=0:5,30:10", "rate_schedule")):
+        r = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&{query}")
+        assert r.status_code == 422 and fields_of(r) == [field] and "arrival rates" in r.text
+
+
 def test_sweep_limits(client):
     assert fields_of(client.get("/api/sweep?rate_min=1&rate_max=100&rate_step=0.1")) == ["rate_step"]
     assert fields_of(client.get("/api/sweep?rate_min=5&rate_max=1&rate_step=1")) == ["rate_max"]

@@ -379,6 +379,7 @@ def start_sweep(req: WebRequest) -> SweepJob:
     """The sweep job for this request: an existing one (running or done) or a new one in the background.
     Raises ScenarioError when the sweep is more work than the web does (before anything is queued)."""
     assert req.sweep is not None
+    req.scenario.require_constant_rate("a sweep")  # a schedule or a closed loop has no rate to sweep: say so now
     key = job_id(req.query())
     job = _sweeps.find(key)
     if job is not None:
