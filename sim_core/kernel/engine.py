@@ -35,7 +35,7 @@ from .kv_pool import (
     blocks_for,
     release,
 )
-from .kv_tiers import overlapped
+from .kv_tiers import step_with_loads
 from .logs import itl_bin, make_log_room, step_log_row, take_due_frames, take_frames
 from .queues import (
     followup_pop,
@@ -283,9 +283,9 @@ def run_batch(eng):
     cfg, n, acc, size = eng.cfg, eng.batch.n, eng.logs.acc, eng.q.size
     seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS], n[B_PREFILL_SEQS], n[B_PREFILL_PAIRS],
                                       n[B_PREFILL_CTX], n[B_DECODE_SEQS], n[B_DECODE_CTX], n[B_SAMPLES])
+    if eng.batch.swap_s[1] > 0:  # lower-tier loads: before the compute, or layer by layer under it
+        seconds = step_with_loads(eng.kv, seconds, eng.batch.swap_s[1], cfg.cost[LAYERS])
     seconds += eng.batch.swap_s[0]
-    if eng.batch.swap_s[1] > 0:  # lower-tier loads layer by layer under the compute: the longer one shows
-        seconds = overlapped(seconds, eng.batch.swap_s[1], cfg.cost[LAYERS])
     used_blocks = cfg.num_blocks - eng.kv.free[KV_BLOCKS]
     waiting, running, swapped = size[N_WAITING], size[N_RUNNING], size[N_SWAPPED]
     acc[A_STEPS] += 1

@@ -16,7 +16,16 @@ import numpy as np
 
 from .jit import allocating_kernel, inline, kernel
 from .kv_table import NO_HASH, _table_delete, _table_find, _table_insert, _table_slot
-from .kv_tiers import LOW_CPU, POLICY_EVICT, POLICY_STORE, TP_POLICY, tier_store, tiers_on
+from .kv_tiers import (
+    LOW_CPU,
+    N_TIER_PARAMS,
+    POLICY_EVICT,
+    POLICY_STORE,
+    TP_POLICY,
+    new_tiers,
+    tier_store,
+    tiers_on,
+)
 from .state import (
     A_EVICTIONS,
     BLOCK_CACHED,
@@ -59,6 +68,7 @@ def new_kv_cache(num_blocks, max_num_seqs, max_blocks_per_seq, swap_blocks, pref
     kv.host_blocks = np.zeros(n_requests, np.int64)
     kv.found = np.zeros(max_blocks_per_seq, np.int64)
     kv.free = np.array([num_blocks, max_num_seqs, swap_blocks], np.int64)
+    new_tiers(kv, np.zeros(N_TIER_PARAMS))  # none (build.py gives the engine's its configured ones)
     return kv
 
 

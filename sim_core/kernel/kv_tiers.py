@@ -10,8 +10,8 @@ Policies (TP_POLICY): POLICY_EVICT writes a block down when the GPU pool evicts 
 CPU offload, HiCache); POLICY_STORE writes each full shared block as soon as it is computed (LMCache's
 store-on-compute). Writes run on their own copy stream: they take link time and bytes, never a step's time (a
 block reused before its copy ends is not modelled). Loads block: a request admitted with its prefix found in a
-lower tier waits for those blocks before its prefill (scheduler._admit adds the load time to the step), or,
-with TP_OVERLAP, loads layer by layer under the step's compute (engine.run_batch).
+lower tier waits for those blocks before its prefill (scheduler._admit counts the load time into the step's, in
+engine.run_batch), or, with TP_OVERLAP, loads them layer by layer under the step's compute.
 
 Everything lives in the KV_CACHE record (tier_* fields), so the GPU pool's eviction (kv_pool.allocate) can write
 down without another argument. With both capacities 0 nothing here runs and the engine is as before.
@@ -180,11 +180,14 @@ def _count_load(stats, at, tokens, moved, seconds):
 
 
 @inline
-def overlapped(compute_s, load_s, layers):
-    """A step whose loads run layer by layer under its compute (LMCache's layerwise mode, HiCache's layer-wise
-    overlap): layer i+1 loads while layer i computes, so the longer of the two shows plus one layer of the
-    other (the pipeline's fill)."""
-    return max(compute_s, load_s) + min(compute_s, load_s) / max(layers, 1.0)
+def step_with_loads(kv, compute_s, load_s, layers):
+    """A step's time with `load_s` of lower-tier loads: they come first (the prefill needs them), or with
+    TP_OVERLAP run layer by layer under the compute (LMCache's layerwise mode, HiCache's layer-wise overlap):
+    layer i+1 loads while layer i computes, so the longer of the two shows plus one layer of the other (the
+    pipeline's fill). The load time is part of the step's work, not swap traffic (attribution.py)."""
+    if kv.tier_par[TP_OVERLAP] > 0:
+        return max(compute_s, load_s) + min(compute_s, load_s) / max(layers, 1.0)
+    return compute_s + load_s
 
 
 @kernel

@@ -32,7 +32,6 @@ from .kv_pool import (
 from .kv_tiers import (
     N_TS,
     TIER_GPU,
-    TP_OVERLAP,
     TS_HIT_TOKENS,
     check_tiers,
     lower_prefix,
@@ -337,7 +336,7 @@ def _load_lower(eng, r, hits, lower):
     kv.tier_stats[TIER_GPU * N_TS + TS_HIT_TOKENS] += hits * block_size
     if lower > 0:
         seconds = tier_load(kv, eng.req, r, hits, lower, block_size)
-        eng.batch.swap_s[1 if kv.tier_par[TP_OVERLAP] > 0 else 0] += seconds
+        eng.batch.swap_s[1] += seconds
 
 
 @inline

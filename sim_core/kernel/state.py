@@ -259,7 +259,7 @@ BATCH = RecordType([
     ("tokens", I64),  # tokens each computes this step
     ("admitted", BOOL),  # admitted from the waiting queue this step (prefilling, even if 1 token is left)
     ("n", I64),  # B_* slots
-    ("swap_s", F64),  # [0]: seconds of swap traffic (and lower-tier loads) this step; [1]: loads overlapped with it
+    ("swap_s", F64),  # [0]: seconds of swap traffic this step; [1]: of lower-tier KV loads (kv_tiers.py)
 ])
 LOGS = RecordType([
     ("steps", F64_2D),  # [logged step, S_*]; every n[L_LOG_STRIDE]-th step
