@@ -50,9 +50,11 @@ The groups:
   from). Decode attention and copies are listed but skipped, with the reason.
 - **one group per InferenceX source** (`inferencex_*`, `validation/inferencex.csv`): closed-loop points, each
   simulated as InferenceX ran it (its concurrency, `CONC * 10` random requests with lengths in [0.8 L, L], at most
-  CONC in flight, async scheduling; `sim_core/studies/inferencex.py` cites each setting) and compared on the
-  quantity it measured (total or output tokens/s per GPU, TTFT, TPOT); the site's interpolated comparison rows
-  against a simulated frontier over every TP that fits, interpolated at the same tokens/s per user. The table
+  CONC in flight, async scheduling, the engine profile of the row's framework; `sim_core/studies/inferencex.py`
+  cites each setting) and compared on the quantity it measured (total or output tokens/s per GPU, TTFT, TPOT);
+  the site's interpolated comparison rows against a simulated frontier over the engines, TPs and concurrencies
+  InferenceX swept for that page (every TP that fits where the sweep is not known), interpolated at the same
+  tokens/s per user. The table
   after the speed-ups gives issue #22's figures: median error of throughput per GPU per model, the largest
   ratio, and how many GPU pairs at one concurrency or interactivity the model orders as measured.
 - **engine NAME: SOURCE**: a summary line, not a group of its own, for the rows simulated with an engine profile

@@ -8,6 +8,16 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Badge:
+    """One architectural feature in a word or two: `kind` (a stable name: moe, mla, sliding, chunked, hybrid, fp8,
+    mxfp4, ...), `label` (what a chip shows) and `title` (the sentence behind it)."""
+
+    kind: str
+    label: str
+    title: str
+
+
+@dataclass(frozen=True)
 class Model:
     key: str
     hf_name: str
@@ -39,6 +49,9 @@ class Model:
     linear_layers: int = 0  # linear-attention layers (Gated DeltaNet): no KV, a fixed state per sequence
     linear_params_per_layer: int = 0
     linear_state_elems: int = 0  # one linear layer's state per sequence, elements, across all TP ranks
+    # The published checkpoint's weight format, from its quantization_config ("fp8": DeepSeek's block-scaled FP8,
+    # "mxfp4": gpt-oss's experts; "": 16-bit). Shown as a badge; the scenario's quantization decides the run.
+    checkpoint_format: str = ""
 
     # --- parameter counts (computed from the config, checked against published totals in the tests) ---
     @property
@@ -162,6 +175,35 @@ class Model:
         if self.linear_layers:
             kind += f", {self.linear_layers} of {self.layers} linear"
         return kind
+
+    @property
+    def badges(self) -> tuple[Badge, ...]:
+        """What sets this architecture apart from a dense full-attention transformer, one badge per feature: what
+        the dashboard's model picker and `sched-sim list` show (one definition for both)."""
+        out = []
+        if self.experts > 1:
+            shared = f", shared experts {self.shared_ffn} wide" if self.shared_ffn else ""
+            dense = f", the first {self.dense_layers} layers dense" if self.dense_layers else ""
+            out.append(Badge("moe", f"MoE {self.experts_per_token} of {self.experts}",
+                             f"mixture of experts: {self.experts} routed experts, {self.experts_per_token} per "
+                             f"token{shared}{dense}"))
+        if self.is_mla:
+            out.append(Badge("mla", "MLA", f"multi-head latent attention: a {self.kv_lora_rank + self.qk_rope_head_dim}"
+                                           f"-wide latent cached per token and layer"))
+        if self.window_layers:
+            kind = "sliding window" if self.window_kind == "sliding" else "chunked local"
+            out.append(Badge(self.window_kind, f"{kind} {self.window}",
+                             f"{self.window_layers} of {self.layers} layers attend within {kind} attention of "
+                             f"{self.window} tokens; the rest attend to all context"))
+        if self.linear_layers:
+            out.append(Badge("hybrid", "hybrid linear",
+                             f"{self.linear_layers} of {self.layers} layers are linear attention (a fixed state per "
+                             f"sequence, no KV cache); the rest full attention"))
+        if self.checkpoint_format:
+            out.append(Badge(self.checkpoint_format, f"{self.checkpoint_format.upper()} weights",
+                             f"the published checkpoint stores its weights (or its experts') in "
+                             f"{self.checkpoint_format.upper()}; a run's weight format is its quantization"))
+        return tuple(out)
 
     def kv_growth_bytes_per_token(self, bytes_per_elem: float = 2.0) -> float:
         """What each further token of context adds to the cache on one GPU (16-bit, tp=1)."""

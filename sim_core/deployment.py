@@ -16,6 +16,7 @@ from .policies import BY_NAME, SCHEDULERS, Scheduler
 from .rate_schedule import RateSchedule
 from .rate_schedule import parse as parse_schedule
 from .scenario import MAX_REQUESTS, Scenario, ScenarioError
+from .spec_decode import kv_blocks_beside_proposer
 from .workload import PRESETS, Preset, random_preset
 
 DEFAULT_MAX_MODEL_LEN = 8192
@@ -98,6 +99,12 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget:
             raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", field) from None
         raise
     capacity = setup.num_kv_blocks
+    beside = kv_blocks_beside_proposer(s, setup)  # speculative decoding's proposer takes its share
+    if beside is not None:
+        if beside == 0:
+            raise SetupError(f"spec_method={s.spec_method}: the proposer's weights and KV leave no memory for the "
+                             f"KV cache of {model.key} on {hardware} (tp={tp})", "spec_method")
+        capacity = beside
     if s.kv_blocks is not None and s.kv_blocks > capacity:
         raise SetupError(f"kv_blocks must be at most {capacity}, what {model.key} on {hardware} (tp={tp}) leaves for "
                          f"the KV cache (got {s.kv_blocks})", "kv_blocks")

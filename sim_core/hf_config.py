@@ -237,8 +237,24 @@ def _moe_fields(r: _Reader, mt: str, layers: int, ffn: int) -> tuple[int, dict[s
     return ffn, f
 
 
+# quantization_config's quant_method (and NVIDIA ModelOpt's quant_algo) -> Model.checkpoint_format, for the formats
+# the simulator has a weight format for (catalog.QUANTIZATIONS: fp8, and fp4 for both 4-bit floats).
+CHECKPOINT_FORMATS = {"fp8": "fp8", "mxfp4": "mxfp4", "nvfp4": "nvfp4"}
+
+
+def _checkpoint_format(doc: dict) -> str:
+    """The published weights' format its quantization_config names ("": 16-bit, or one the simulator has no
+    format for). A badge, not a setting: it never refuses a config."""
+    q = doc.get("quantization_config")
+    if not isinstance(q, dict):
+        return ""
+    method = q.get("quant_algo") if q.get("quant_method") == "modelopt" else q.get("quant_method")
+    return CHECKPOINT_FORMATS.get(method.lower(), "") if isinstance(method, str) else ""
+
+
 def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", published_params_b: float = 0.0) -> Model:
     """The Model a parsed config.json describes (ModelConfigError, naming the key, if it cannot be read)."""
+    outer = doc  # a multimodal wrapper keeps quantization_config beside text_config
     doc, mt, prefix = _language_model(doc)
     r = _Reader(doc, MODEL_TYPES[mt], prefix)
     layers = r.int("num_hidden_layers", hi=MAX_LAYERS)
@@ -264,7 +280,7 @@ def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", publishe
                  tie_embeddings=r.bool("tie_word_embeddings"),
                  qkv_bias=bool(MODEL_TYPES[mt].get("qkv_bias")) or r.bool("attention_bias"),
                  max_context=r.int("max_position_embeddings", hi=1 << 30), published_params_b=published_params_b,
-                 **f, **moe)
+                 checkpoint_format=_checkpoint_format(doc) or _checkpoint_format(outer), **f, **moe)
 
 
 def model_from_text(text: str, key: str = "custom") -> Model:

@@ -240,6 +240,24 @@ METRICS: tuple[Metric, ...] = (
            "preemption included and prefix-cache hits excluded.", None, "Scheduling", "count", "docs"),
     Metric("decode_tokens", "Decode tokens", "count", "Output tokens the engine generated in decode steps.", None,
            "Scheduling", "count", "docs"),
+    # ----- speculative decoding (only when on) -----
+    Metric("spec_decode.tokens_per_step", "Draft tokens per step", "count", "Draft tokens each decoding sequence "
+           "proposes per step when speculative decoding is on.", None, "Speculative decoding", "count", "docs"),
+    Metric("spec_decode.acceptance_length", "Acceptance length", "count", "Tokens a verification step emits per "
+           "speculating sequence on average: accepted drafts plus the target model's bonus token.", "higher",
+           "Speculative decoding", "average"),
+    Metric("spec_decode.acceptance_rate", "Draft acceptance rate", "%", "Share of the scored draft tokens the "
+           "target model accepted.", "higher", "Speculative decoding", "fraction"),
+    Metric("spec_decode.drafted_tokens", "Drafted tokens", "count", "Draft tokens the verification steps scored.",
+           None, "Speculative decoding", "count", "docs"),
+    Metric("spec_decode.accepted_tokens", "Accepted draft tokens", "count", "Draft tokens the target model "
+           "accepted.", None, "Speculative decoding", "count", "docs"),
+    Metric("spec_decode.draft_time_share", "Proposer time share", "%", "Share of the engine's busy time the "
+           "proposer took (draft model, EAGLE or MTP head passes, n-gram lookup).", None, "Speculative decoding",
+           "fraction"),
+    Metric("spec_decode.verify_time_share", "Verification time share", "%", "Share of the engine's busy time in "
+           "forward passes that verified drafts (the proposer's time excluded).", None, "Speculative decoding",
+           "fraction", "docs"),
     # ----- prefix cache -----
     Metric("prefix_cache", "Prefix cache", "flag", "Whether the run reused cached KV blocks of shared prompt "
            "prefixes (automatic prefix caching).", None, "Prefix cache", "flag", "docs"),

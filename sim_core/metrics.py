@@ -20,6 +20,7 @@ from .kernel import state as E
 from .kernel.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
 from .kernel.cost_model import PEAK_BW, PEAK_FLOPS, cost_params
 from .prices import deployment_cost_per_hour
+from .spec_decode import spec_tokens
 
 PERCENTILES = (50, 90, 99)
 
@@ -131,7 +132,28 @@ def summarize(result) -> dict:
         **_cost(result, latency, span),
         "prefill_tokens": int(acc[E.A_PREFILL_TOKENS]),
         "decode_tokens": int(acc[E.A_DECODE_TOKENS]),
+        **_spec_decode(result, span),
     }
+
+
+def _spec_decode(result, span: _Span) -> dict:
+    """Speculative decoding (only when on): tokens a verification emits on average (accepted drafts plus the
+    bonus token), the share of drafts accepted, and the shares of busy time the proposer and the verification
+    steps took."""
+    acc = result.accumulators
+    if spec_tokens(result.scenario) == 0:
+        return {}
+    busy = span.busy if span.busy > 0 else 1.0
+    verified = acc[E.A_SPEC_SEQ_STEPS] > 0  # none when every request ended at its first decode step
+    return {"spec_decode": {
+        "tokens_per_step": int(spec_tokens(result.scenario)),
+        "acceptance_length": float(acc[E.A_SPEC_EMITTED] / acc[E.A_SPEC_SEQ_STEPS]) if verified else None,
+        "acceptance_rate": float(acc[E.A_SPEC_ACCEPTED] / acc[E.A_SPEC_DRAFTED]) if verified else None,
+        "drafted_tokens": int(acc[E.A_SPEC_DRAFTED]),
+        "accepted_tokens": int(acc[E.A_SPEC_ACCEPTED]),
+        "draft_time_share": float(acc[E.A_SPEC_DRAFT_S] / busy),
+        "verify_time_share": float(acc[E.A_SPEC_VERIFY_S] / busy),
+    }}
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,9 @@ from .metric_catalog import REQUEST_METRICS
 
 METRICS = tuple(m.key for m in REQUEST_METRICS)  # ttft_ms, tpot_ms, max_itl_ms, e2el_ms
 CAUSE_METRICS = ("ttft_ms", "tpot_ms", "e2el_ms")  # the metrics split into ATTRIBUTION_PARTS
+# requests_text's rounding: 1 ns on the values in ms, 1 us on arrivals in s (a third faster than 9 places, and
+# finer than anything a step-time model resolves).
+TEXT_DECIMALS = 6
 # The runs' own summary figures shown beside the per-request changes (B's minus A's): distribution stats of
 # Result.metrics.
 RUN_STATS = {"ttft_ms": ("mean", "p99"), "tpot_ms": ("mean", "p99"), "itl_ms": ("mean", "p99"),
@@ -189,6 +192,45 @@ class RequestDiff:
                 for i, t, p, o, c, va, vb, ch, ca in zip(cols["id"], cols["arrival_s"], cols["prompt_tokens"],
                                                          cols["output_tokens"], cols["class"], a, b, change, causes,
                                                          strict=True)] if len(self) else []
+
+    def requests_text(self, sep: str = ",") -> str:
+        """Every compared request as JSON text, the entries request_json gives joined by `sep` (no brackets), made
+        column by column (json_text): values are rounded to TEXT_DECIMALS places, so a mean over them is the
+        exact one within 5e-7 and each request's parts sum to its change within 4e-6; several times faster than
+        requests_json and json.dumps (bench/bench_diff.py)."""
+        return sep.join(self.requests_texts(sep))
+
+    def requests_texts(self, sep: str = ",", chunk: int = 1024):
+        """requests_text in pieces of `chunk` requests (to be joined by `sep`): the arrays each piece makes stay in
+        the processor's cache, which makes them ~2x faster than one pass over every request."""
+        for lo in range(0, len(self), chunk):
+            yield self._text(slice(lo, lo + chunk), sep)
+
+    def _text(self, rows: slice, sep: str) -> str:
+        from .json_text import number_chars, records, string_chars
+
+        floats = np.column_stack([self.arrival_s[rows], *(v[rows] for v in self.a.values()),
+                                  *(v[rows] for v in self.b.values()), *(v[rows] for v in self.change.values()),
+                                  *(v[rows] for v in self.causes.values())])
+        n = len(floats)
+        values = number_chars(floats, TEXT_DECIMALS).reshape(n, floats.shape[1], -1)
+        ints = number_chars(np.column_stack([self.ids[rows], self.prompt_tokens[rows], self.output_tokens[rows]]),
+                            0).reshape(n, 3, -1)
+        parts = [b'{"id":', (ints, 0), b',"arrival_s":', (values, 0), b',"prompt_tokens":', (ints, 1),
+                 b',"output_tokens":', (ints, 2), b',"class":', string_chars(self.request_class[rows])]
+        col = 1
+        for group, keys in (("a", self.a), ("b", self.b), ("change_ms", self.change)):
+            for k, m in enumerate(keys):
+                parts += [(f',"{group}":{{"{m}":' if k == 0 else f',"{m}":').encode(), (values, col)]
+                col += 1
+            parts.append(b"}")
+        for i, m in enumerate(self.causes):
+            for k, part in enumerate(ATTRIBUTION_PARTS):
+                head = ((',"causes_ms":{' if i == 0 else ",") + f'"{m}":{{') if k == 0 else ","
+                parts += [f'{head}"{part}":'.encode(), (values, col)]
+                col += 1
+            parts.append(b"}")
+        return records([*parts, b"}}"], sep.encode())
 
     def to_json(self) -> dict:
         """The A/B as JSON: summary_json plus `requests`, one entry per compared request (request_json)."""

@@ -220,6 +220,21 @@ class Scenario(BaseModel):
                               description="mlfq: decode iterations a request runs at the top level before it drops "
                                           "a level (each level's quantum doubles)")
     mlfq_levels: int = Field(4, ge=1, le=32, description="mlfq: number of priority levels")
+    # Speculative decoding (sim_core/spec_decode.py, kernel/spec_decode.py): off unless spec_method is set.
+    spec_method: Literal["ngram", "draft", "eagle", "mtp"] | None = Field(
+        None, description="speculative decoding's proposer: n-gram prompt lookup, a draft model, an EAGLE head or "
+                          "the model's MTP module (default: off)")
+    spec_tokens: int | None = Field(None, ge=0, le=16,
+                                    description="draft tokens per decoding step (0: off; default: 1 for mtp, 3 "
+                                                "otherwise)")
+    spec_acceptance: float | None = Field(None, gt=0, lt=1,
+                                          description="one per-position draft acceptance rate (geometric) instead "
+                                                      "of the method's measured rates")
+    spec_draft_model: ModelName | None = Field(None, description="spec_method draft: the catalogue model that drafts "
+                                                           "(default: llama-3.2-1b)")
+    spec_disable_above: int = Field(0, ge=0, le=4096,
+                                    description="no drafts while more than this many requests run (vLLM's "
+                                                "speculative_disable_by_batch_size; 0: never)")
 
     @model_validator(mode="before")
     @classmethod
@@ -229,6 +244,18 @@ class Scenario(BaseModel):
             return data
         defaults = scenario_defaults(str(data["engine"]), _positive(data.get("prefill_replicas")))
         return {**defaults, **data}
+
+    @model_validator(mode="after")
+    def _speculation(self) -> Scenario:
+        if self.spec_method is None:
+            for name in ("spec_tokens", "spec_acceptance", "spec_draft_model"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: needs spec_method (ngram, draft, eagle or mtp)")
+            if self.spec_disable_above:
+                raise ValueError("spec_disable_above: needs spec_method (ngram, draft, eagle or mtp)")
+        if self.spec_draft_model is not None and self.spec_method != "draft":
+            raise ValueError("spec_draft_model: only for spec_method draft")
+        return self
 
     @model_validator(mode="after")
     def _pools_together(self) -> Scenario:

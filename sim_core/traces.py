@@ -1,5 +1,6 @@
-"""Trace replay: reading a recorded trace (Mooncake JSONL, Azure LLM inference CSV, or our own CSV) into
-`Requests`, and replaying it at another arrival rate.
+"""Trace replay: reading a recorded trace (Mooncake JSONL, Azure LLM inference CSV, BurstGPT CSV, or our own CSV)
+into `Requests`, and replaying it at another arrival rate. Samples of public traces ship in sim_core/data/traces/
+(its README.md says where each comes from): `--trace NAME` reads one by its name in BUNDLED_TRACES.
 
 Bad input is a TraceError naming the line and the field, quoting what it found; nothing else escapes a reader.
 """
@@ -16,6 +17,7 @@ import os
 from array import array
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TextIO
 
 import numpy as np
@@ -287,8 +289,55 @@ def _read_azure(lines: Iterable[str], max_rows: int) -> Requests:
     return _sorted_trace(arrivals, prompts, outputs)
 
 
+BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
+
+
+def read_burstgpt_trace(text: str | TextIO, max_rows: int) -> Requests:
+    """BurstGPT's CSV (Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type; its later files add
+    Session ID and Elapsed time), read by column name; Timestamp is in seconds. A row with 0 Response tokens is a
+    request that failed (BurstGPT's README says so) and one with 0 Request tokens has nothing to serve: both are
+    left out, as BurstGPT's own `_without_fails` files leave them out."""
+    return _read_burstgpt(_lines(text), max_rows)
+
+
+def _burstgpt_tokens(line_no: int, cells: list[str]) -> list[int]:
+    """A row's Request and Response tokens. 0 is a failed request's count, kept for the caller to leave the row
+    out; anything else must be a token count like any trace's."""
+    tokens = []
+    for column, cell in zip(BURSTGPT_COLUMNS[1:], cells, strict=True):
+        n = _cell_number(cell, int)
+        tokens.append(0 if n == 0 else _token_count(line_no, column, n, cell))
+    return tokens
+
+
+def _read_burstgpt(lines: Iterable[str], max_rows: int) -> Requests:
+    rows = _csv_rows(lines)
+    width, idx = _csv_header(rows, BURSTGPT_COLUMNS)
+    arrivals, prompts, outputs = array("d"), array("q"), array("q")
+    failed = 0
+    for line_no, row in _data_rows(rows, width, max_rows):
+        cells = [row[k] for k in idx]
+        arrival = _seconds(line_no, "Timestamp", _cell_number(cells[0], float), cells[0])
+        tokens = _burstgpt_tokens(line_no, cells[1:])
+        if 0 in tokens:
+            failed += 1
+            continue
+        arrivals.append(arrival)
+        prompts.append(tokens[0])
+        outputs.append(tokens[1])
+    if not arrivals:
+        raise TraceError(f"trace has no requests: its {failed} row(s) are all failed requests (0 Request or "
+                         f"Response tokens)" if failed else "trace has a header but no requests")
+    return _sorted_trace(arrivals, prompts, outputs)
+
+
+def _header_has(first_line: str, columns: tuple[str, ...]) -> bool:
+    names = [h.strip() for h in first_line.rstrip("\n").split(",")]
+    return all(c in names for c in columns)
+
+
 def read_trace(text: str | TextIO, max_rows: int) -> Requests:
-    """Any supported trace, by its shape: Mooncake JSONL, Azure LLM inference CSV, or our CSV
+    """Any supported trace, by its shape: Mooncake JSONL, Azure LLM inference CSV, BurstGPT CSV, or our CSV
     (arrival_s,prompt_tokens,output_tokens). `text`: the trace's text, or an open text file to stream."""
     lines = _lines(text)
     head: list[str] = []  # the blank lines, then the first with something in it
@@ -300,15 +349,31 @@ def read_trace(text: str | TextIO, max_rows: int) -> Requests:
     lines = itertools.chain(head, lines)
     if first_line[:1] == "{":
         return _read_mooncake(lines, max_rows)
-    if all(c in [h.strip() for h in first_line.rstrip("\n").split(",")] for c in AZURE_COLUMNS):
+    if _header_has(first_line, AZURE_COLUMNS):
         return _read_azure(lines, max_rows)
+    if _header_has(first_line, BURSTGPT_COLUMNS):
+        return _read_burstgpt(lines, max_rows)
     return _read_csv(lines, max_rows)
 
 
+# Samples of public traces shipped with the package (package data: pyproject.toml), by the name `--trace` takes.
+BUNDLED_TRACE_DIR = Path(__file__).resolve().parent / "data" / "traces"
+BUNDLED_TRACES = {"burstgpt-1-first400": "BurstGPT_1_first400.csv"}
+
+
+def trace_path(name: str) -> str:
+    """The file a trace name means: a bundled sample's path for its name (BUNDLED_TRACES), unless a file of that
+    name exists, which wins; any other name unchanged."""
+    if name in BUNDLED_TRACES and not os.path.exists(name):
+        return str(BUNDLED_TRACE_DIR / BUNDLED_TRACES[name])
+    return name
+
+
 def read_trace_file(path: str, max_rows: int) -> Requests:
-    """The trace file at `path`, streamed (see _lines); TraceError if there is none."""
+    """The trace file at `path` (or the bundled sample it names), streamed (see _lines); TraceError if none."""
+    path = trace_path(path)
     if not os.path.exists(path):
-        raise TraceError(f"trace: no such file {path!r}")
+        raise TraceError(f"trace: no such file {path!r} (bundled samples: {', '.join(BUNDLED_TRACES)})")
     if os.path.isdir(path):
         raise TraceError(f"trace: {path!r} is a directory, not a trace file")
     with open(path, encoding="utf-8", errors="replace") as f:

@@ -76,6 +76,10 @@ def run_all() -> dict[str, dict]:
                      prefix_cache=True, kv_offload_cpu_gb=0.004, kv_offload_disk_gb=0.02, kv_offload_policy=policy,
                      kv_offload_overlap=overlap, seed=3)
         out[f"kv-tiers-{policy}"] = record(s, None)
+    for method, mode in (("eagle", "recompute"), ("ngram", "swap"), ("draft", "recompute")):  # speculative decoding
+        s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, swap_space_gb=0.002, hardware="rtx3050",
+                     preemption=mode, spec_method=method, spec_tokens=3, admission="admit")
+        out[f"tight-spec-{method}-{mode}"] = record_requests(s, tight_workload(3))
     golden = golden_cases()
     for name in GOLDEN_SUBSET:
         out[name] = record(*golden[name])

@@ -1,6 +1,8 @@
 """Request-level A/B in a real browser (Debian's chromium through Playwright): from the landing page's comparison
 (fcfs vs chunked on rag, rtx3050) to /diff, which lists the most hurt requests with their two timelines, A's above
-B's, on a desktop and on a phone. Screenshots go to test-output/screenshots/."""
+B's, on a desktop and on a phone; and the model's own error bars (model_uncertainty=1) on the results page: each
+metric's model interval under its value, the P50/P90/P99 error bars on the latency distributions, the warnings of
+schedulers whose order flips within the model's error. Screenshots go to test-output/screenshots/."""
 
 from __future__ import annotations
 
@@ -70,5 +72,48 @@ def test_a_bad_query_is_named_on_the_page(site):
         error = page.locator("#err-b")
         assert "different requests" in error.inner_text()
         assert page.locator("#diff-b").get_attribute("aria-invalid") == "true"
+    finally:
+        context.close()
+
+
+MODEL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&num_requests=60&seed=3"
+
+
+def test_model_intervals_show_as_ranges_error_bars_and_flip_warnings(site):
+    context, page = open_page(site, 1440, 900, timeout_ms=90_000)
+    try:
+        query = MODEL + "&model_uncertainty=1"
+        page.goto(page.base + "/?" + query)
+        api = page.request.get(page.base + "/api/run?" + query).json()["schedulers"]
+        page.locator("#plot-cdf").scroll_into_view_if_needed()
+        page.wait_for_function(DRAWN, arg="plot-cdf")
+        bars = page.evaluate("""() => document.getElementById('plot-cdf').data.filter(t => t.error_x)
+            .map(t => ({name: t.name, x: t.x, y: t.y, lo: t.error_x.arrayminus, hi: t.error_x.array,
+                        axis: t.xaxis}))""")
+        assert {b["name"] for b in bars} == {f"{n} model 90%" for n in api}
+        for b in bars:  # each bar spans the API's model_ci of that percentile
+            entry = api[b["name"].split(" ")[0]]
+            key = {"x": "ttft_ms", "x2": "itl_ms", "x3": "e2el_ms"}[b["axis"]]
+            for x, y, lo, hi in zip(b["x"], b["y"], b["lo"], b["hi"], strict=True):
+                stat = {0.5: "p50", 0.9: "p90", 0.99: "p99"}[y]
+                assert x - lo == pytest.approx(entry["model_ci"][key][stat][0], abs=1e-3)
+                assert x + hi == pytest.approx(entry["model_ci"][key][stat][1], abs=1e-3)
+        # The metrics table: the model's range under the values it moves (goodput's, here).
+        table = page.locator("#card-metrics")
+        table.scroll_into_view_if_needed()
+        ranges = table.locator(".model-ci")
+        assert ranges.count() > 4 and all("\u2013" in r for r in ranges.all_inner_texts())
+        # Every order flip the API warns of is among the page's warnings.
+        flips = {x for e in api.values() for x in e["warnings"] if "swap places" in x}
+        warned = page.evaluate("() => Array.from(document.querySelectorAll('#run-warnings li'))"
+                               ".map(li => li.textContent).join('\\n')")
+        assert flips and all(f in warned for f in flips), (flips, warned)  # this pair's goodput order flips
+        page.locator("#card-cdf").screenshot(path=SHOTS / "76-model-cdf-1440x900.png")
+        table.screenshot(path=SHOTS / "76-model-metrics-1440x900.png")
+        page.set_viewport_size({"width": 390, "height": 844})  # on a phone: the ranges fit their cells
+        page.wait_for_timeout(300)  # plotly's responsive resize
+        assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+        page.locator("#card-cdf").screenshot(path=SHOTS / "76-model-cdf-390x844.png")
+        assert page.errors == [], page.errors
     finally:
         context.close()

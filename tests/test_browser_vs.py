@@ -1,7 +1,8 @@
 """Scenario against scenario (/vs) in a real browser (Debian's chromium through Playwright), on a desktop and on a
-phone: the pair's figures drawn with the same axis ranges on both sides (read from plotly's layouts on the page), A
-beside B (A above B on a phone), and the pair's URL opened in a fresh browser context showing the same two
-scenarios, figures and numbers. Screenshots go to test-output/screenshots/."""
+phone: the pair's figures (the Gantt of each scheduler and the KV players among them) drawn with the same axis
+ranges, and grids, on both sides (read from plotly's layouts and the canvases on the page), A beside B (A above B
+on a phone), and the pair's URL opened in a fresh browser context showing the same two scenarios, figures and
+numbers. Screenshots go to test-output/screenshots/."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ A = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=40&seed
 # ranges as plotly holds them after drawing (the full layout: what is on screen), and every number in the text.
 SNAPSHOT = """() => {
   const plots = {};
-  document.querySelectorAll('.vs-card .plot').forEach(d => {
+  document.querySelectorAll('.vs-card .plot:not(.kv-view)').forEach(d => {
     const axes = {};
     Object.keys(d._fullLayout || {}).filter(k => /^[xy]axis\\d*$/.test(k)).forEach(k => {
       const ax = d._fullLayout[k];
@@ -61,9 +62,14 @@ def test_a_pair_shares_its_axes_and_its_url_round_trips(site, viewport):
         page.wait_for_url("**/vs?a=*&b=*")
         assert "hardware%3Da100" in page.url.split("&b=", 1)[1] and "hardware%3Drtx3050" in page.url
         ids = draw_all(page)
-        assert {"plot-a-cdf", "plot-b-cdf", "plot-a-timeline", "plot-b-timeline"} <= set(ids)
+        assert {"plot-a-cdf", "plot-b-cdf", "plot-a-timeline", "plot-b-timeline", "plot-a-gantt-fcfs",
+                "plot-b-gantt-chunked", "plot-a-kv", "plot-b-kv"} <= set(ids)
         shot = page.evaluate(SNAPSHOT)
-        for plot_a in (p for p in ids if p.startswith("plot-a-")):
+        # The KV players: a grid per scheduler a side, cells as large on both sides (one grid for the pair).
+        cells = page.evaluate("""() => ['a', 'b'].map(s => Array.from(document.querySelectorAll(
+            '#plot-' + s + '-kv canvas')).map(c => c.width))""")
+        assert all(cells) and len(set(cells[0] + cells[1])) == 1, cells
+        for plot_a in (p for p in ids if p.startswith("plot-a-") and p != "plot-a-kv"):
             plot_b = "plot-b-" + plot_a[len("plot-a-"):]
             axes_a, axes_b = shot["plots"][plot_a]["axes"], shot["plots"][plot_b]["axes"]
             assert axes_a and axes_a == axes_b, (plot_a, axes_a, axes_b)
@@ -83,6 +89,8 @@ def test_a_pair_shares_its_axes_and_its_url_round_trips(site, viewport):
         page.locator("#vs-summary").scroll_into_view_if_needed()
         page.screenshot(path=SHOTS / f"80-vs-{w}x{h}.png")
         page.locator("#vs-card-cdf").screenshot(path=SHOTS / f"80-vs-cdf-{w}x{h}.png")
+        page.locator("#vs-card-gantt-fcfs").screenshot(path=SHOTS / f"80-vs-gantt-{w}x{h}.png")
+        page.locator("#vs-card-kv").screenshot(path=SHOTS / f"80-vs-kv-{w}x{h}.png")
         assert page.errors == [], page.errors
 
         # The pair's link, opened in a new context (nothing shared with the first): the same pair.

@@ -90,7 +90,7 @@ def test_the_data_files_are_package_data():
     tomllib = pytest.importorskip("tomllib")
     globs = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]
     files = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.json"))
-    assert [f for f in files if "/" not in f] == ["gpus.json", "kv_links.json", "kv_tiers.json", "lora.json",
+    assert [f for f in files if "/" not in f] == ["engines.json", "gpus.json", "kv_links.json", "kv_tiers.json", "lora.json",
                                                     "model_error.json", "models.json", "prices.json", "spec_decode.json",
                                                     "startup.json"]
     bundled = [f for f in files if "/" in f]  # the bundled Hugging Face configs

@@ -44,15 +44,33 @@ def test_every_row_is_listed_and_quick_skips_with_the_reason():
     assert all(c.predicted is None and c.note for c in rows)
     assert {c.group for c in rows} == {"inferencex_issue828_gptoss_h100", "inferencex_api_baselines",
                                        "inferencex_site_compare"}
-    # ~1000 users on one configuration is attention-DP + EP, which the site's B200 DeepSeek rows use.
+    # ~1000 users on one configuration: the site's B200 DeepSeek rows come from InferenceX's multi-node
+    # disaggregated configuration with MTP, which the note names.
     beyond = [c for c in rows if "~1088" in c.what]
-    assert beyond and all("attention-DP + EP" in c.note for c in beyond)
+    assert beyond and all("disaggregated" in c.note and "MTP" in c.note for c in beyond)
+
+
+def test_rows_run_with_their_frameworks_engine_profile():
+    assert inferencex.engine_of("SGLang v0.5.12 (lmsysorg/sglang:v0.5.12-cu130)") == "sglang"
+    assert inferencex.engine_of("TensorRT-LLM 1.3.0rc14") == "trtllm"
+    assert inferencex.engine_of("vLLM v0.15.1 (vllm/vllm-openai:v0.15.1)") == "vllm"
+    assert inferencex.engine_of("best available config per side (not stated on the page)") == "vllm"
+
+
+def test_the_site_frontier_spans_inferencex_own_sweep_where_known():
+    """DeepSeek-R1 on MI300X was swept at TP8 only, concurrency 4-64 (configs/amd-master.yaml), so the frontier
+    runs nothing else; a page without a known sweep takes every TP over the whole concurrency grid."""
+    assert inferencex.sweep("deepseek-r1", "mi300x", 8192, 1024) == (("sglang", 8, (4, 8, 16, 32, 64)),)
+    b200 = inferencex.sweep("gpt-oss-120b", "b200", 1024, 1024)
+    assert ("trtllm", 1, (256,)) in b200 and ("vllm", 8, (4, 8)) in b200
+    unknown = inferencex.sweep("qwen3-8b", "h100", 1024, 1024)
+    assert unknown == tuple(("vllm", tp, inferencex.FRONTIER_CONCURRENCY) for tp in inferencex.FRONTIER_TPS)
 
 
 def test_a_point_is_inferencex_closed_loop_run():
     """A point runs CONC * 10 requests; its lengths are drawn from [0.8 L, L], so total over output tokens is the
     ISL/OSL ratio's (1 + ISL/OSL), and TPOT's inverse is the interactivity."""
-    p = inferencex.run_point("h100", "llama-3-8b", "fp8", 1, 1024, 128, 4)
+    p = inferencex.run_point("h100", "llama-3-8b", "fp8", 1, (1024, 128), 4)
     assert p["completed"] == 4 * inferencex.PROMPTS_PER_USER
     assert p["tput_per_gpu"] / p["output_tput_per_gpu"] == pytest.approx(1 + 1024 / 128, rel=0.05)
     assert p["intvty"] == pytest.approx(1000 / p["tpot_p50"])

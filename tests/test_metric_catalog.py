@@ -41,6 +41,7 @@ def runs():
         "pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, **small)).metrics,
         "kv-tiers": run(Scenario(workload="multiturn", prefix_cache=True, kv_blocks=60, kv_offload_cpu_gb=0.004,
                                  kv_offload_disk_gb=0.02, **small)).metrics,
+        "spec": run(Scenario(workload="chat", spec_method="eagle", **small)).metrics,
     }
 
 

@@ -230,7 +230,9 @@ def check_invariants(res) -> None:
 
     # ---- tokens conserved ----
     prefill, decode = acc[E.A_PREFILL_TOKENS], acc[E.A_DECODE_TOKENS]
-    assert prefill == steps[:, E.S_PREFILL_TOKENS].sum() and decode == steps[:, E.S_DECODE_SEQS].sum()
+    # Speculative decoding: a decoding sequence's step emits its accepted drafts too, in one burst (one ITL gap).
+    accepted = acc[E.A_SPEC_ACCEPTED] if hasattr(E, "A_SPEC_ACCEPTED") else 0.0
+    assert prefill == steps[:, E.S_PREFILL_TOKENS].sum() and decode == steps[:, E.S_DECODE_SEQS].sum() + accepted
     recomputed = (ev[:, E.E_KIND] == E.EV_PREEMPT_RECOMPUTE).any()
     # Prompt tokens found in the prefix cache are not computed again.
     cached = acc[E.A_CACHED_TOKENS] if hasattr(E, "A_CACHED_TOKENS") else 0.0
@@ -248,7 +250,7 @@ def check_invariants(res) -> None:
             assert prefill + cached == PROMPT[fin].sum()
             assert cached == first_hit[fin].sum()
             assert decode == (OUT[fin] - 1).sum()
-    assert acc[E.A_ITL_COUNT] == (OUT[fin] - 1).sum()
+    assert acc[E.A_ITL_COUNT] == (OUT[fin] - 1).sum() - accepted
     assert res.itl_fine.sum() + res.itl_coarse.sum() == acc[E.A_ITL_COUNT]
     assert (res.max_itl_s[fin] * (1 + 1e-12) >= (ff - ft) / np.maximum(OUT[fin] - 1, 1)).all()
 
@@ -342,6 +344,25 @@ def check_invariants(res) -> None:
 @given(data=st.data())
 def test_invariants_on_random_scenarios(scheduler, preemption, data):
     check_invariants(data.draw(simulated(scheduler, preemption)))
+
+
+@PROFILE
+@given(scheduler=st.sampled_from([n for n in SCHEDULER_NAMES if n != "static"]),
+       preemption=st.sampled_from(PREEMPTION_MODES), method=st.sampled_from(["ngram", "draft", "eagle", "mtp"]),
+       k=st.integers(0, 6), acceptance=st.sampled_from([None, 0.2, 0.95]), disable_above=st.sampled_from([0, 2]),
+       data=st.data())
+def test_invariants_with_speculative_decoding(scheduler, preemption, method, k, acceptance, disable_above, data):
+    """Drafts verified in the token budget, KV for k + 1 tokens per decoding sequence, bursts of accepted tokens:
+    no leaked block, every request finished or rejected once, tokens conserved (check_invariants)."""
+    kw = data.draw(scenario_kwargs(scheduler, preemption))
+    if "spec_method" not in FIELDS:
+        pytest.skip("no speculative decoding in this build")
+    kw.update(spec_method=method, spec_tokens=k, spec_acceptance=acceptance, spec_disable_above=disable_above)
+    s = Scenario(**{key: v for key, v in kw.items() if v is not None})
+    res = simulate_requests(s, resolve(s), data.draw(explicit_requests()), kv_frame_times=FRAME_TIMES,
+                            record_events=True, debug_checks=True)
+    check_invariants(res)
+    assert (res.generated[res.status == E.FINISHED] == res.requests.output_tokens[res.status == E.FINISHED]).all()
 
 
 @settings(max_examples=30, deadline=None, derandomize=True, database=None,

@@ -99,6 +99,11 @@ STRATEGIES = {
     "controller_headroom": _floats(0.1, 1.0),
     "mlfq_quantum": st.integers(1, 1_000_000),
     "mlfq_levels": st.integers(1, 32),
+    "spec_method": _maybe(st.sampled_from(["ngram", "draft", "eagle", "mtp"])),
+    "spec_tokens": _maybe(st.integers(0, 16)),
+    "spec_acceptance": _maybe(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True)),
+    "spec_draft_model": _maybe(st.sampled_from(sorted(MODELS))),
+    "spec_disable_above": st.integers(0, 4096),
     "engine": st.sampled_from(ENGINE_NAMES),
     # The constants only: a profile must name the scenario's own deployment, which scenarios() fills in.
     "hardware_profile": _maybe(st.builds(Constants, **{k: _floats(max(lo, 1e-6), hi)
@@ -125,6 +130,11 @@ def scenarios(draw) -> Scenario:
         for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp"):
             fields.pop(name, None)
     _expert_parallel_fields(fields, max(pools) > 0)
+    if fields.get("spec_method") is None:  # speculative decoding's settings need a proposer
+        for name in ("spec_tokens", "spec_acceptance", "spec_draft_model", "spec_disable_above"):
+            fields.pop(name, None)
+    elif fields["spec_method"] != "draft":
+        fields.pop("spec_draft_model", None)
     if fields.get("rate_schedule") is not None:  # a schedule replaces rate and a trace's timing
         fields.pop("rate", None)
         fields.pop("trace", None)

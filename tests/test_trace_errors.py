@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 from sim_core.quoting import QUOTE_CHARS
 from sim_core.traces import (
     AZURE_COLUMNS,
+    BURSTGPT_COLUMNS,
     TRACE_COLUMNS,
     TraceError,
     read_azure_trace,
+    read_burstgpt_trace,
     read_csv_trace,
     read_mooncake_trace,
     read_trace,
@@ -124,6 +126,7 @@ SHAPED = {
     read_mooncake_trace: st.lists(MOONCAKE_FIELDS, max_size=4).map(_jsonl),
     read_azure_trace: st.lists(st.lists(CELLS, max_size=4), max_size=4).map(lambda r: _csv(AZURE_COLUMNS, r)),
     read_csv_trace: st.lists(st.lists(CELLS, max_size=4), max_size=4).map(lambda r: _csv(TRACE_COLUMNS, r)),
+    read_burstgpt_trace: st.lists(st.lists(CELLS, max_size=4), max_size=4).map(lambda r: _csv(BURSTGPT_COLUMNS, r)),
 }
 SHAPED[read_trace] = st.one_of(*SHAPED.values())
 

@@ -154,7 +154,12 @@ def test_share_axes_merges_a_log_axis_ticks():
 
 
 def figures_of(html: str) -> dict[str, dict]:
-    return {target: json.loads(body) for target, body in FIGURE_JSON.findall(html)}
+    """The page's plotly figures by their plot's id (the KV players' specs, which are no plotly figures, left out)."""
+    figs = {target: json.loads(body) for target, body in FIGURE_JSON.findall(html)}
+    return {k: f for k, f in figs.items() if "layout" in f}
+
+
+KV_FRAMES = re.compile(r'<script type="application/json" data-kv-frames-for="([^"]+)">(.*?)</script>', re.S)
 
 
 def test_the_pages_figures_share_their_axes_across_the_pair(client):
@@ -162,7 +167,8 @@ def test_the_pages_figures_share_their_axes_across_the_pair(client):
     assert r.status_code == 200
     figs = figures_of(r.text)
     names = sorted({k.split("-", 2)[2] for k in figs})
-    assert {"cdf", "timeline", "attribution", "step-time"} <= set(names)
+    # The Gantt too, a pair per scheduler: the same requests' rows on one time axis and one request axis.
+    assert {"cdf", "timeline", "attribution", "step-time", "gantt-fcfs", "gantt-chunked"} <= set(names)
     for name in names:
         fa, fb = figs[f"plot-a-{name}"], figs[f"plot-b-{name}"]
         assert fa["data"] != fb["data"], name  # two different scenarios drawn, not one twice
@@ -178,6 +184,11 @@ def test_the_pages_figures_share_their_axes_across_the_pair(client):
     a_end = max(x for t in figs["plot-a-timeline"]["data"] for x in t["x"])
     b_end = max(x for t in figs["plot-b-timeline"]["data"] for x in t["x"])
     assert b_end < a_end <= figs["plot-b-timeline"]["layout"]["xaxis"]["range"][1]
+    # The KV players, one a side, on one grid (the same cells a row) and the pair's time.
+    frames = {k: json.loads(v) for k, v in KV_FRAMES.findall(r.text)}
+    assert set(frames) == {"plot-a-kv", "plot-b-kv"}
+    grids = {(e["cols"], f["horizon"]) for f in frames.values() for e in f["schedulers"]}
+    assert len(grids) == 1 and all(len(f["schedulers"]) == 2 for f in frames.values())
     # Both sides' numbers: a metrics table each, headed by its schedulers.
     assert r.text.count('class="metrics-grid"') == 2
     assert 'id="vs-changes"' in r.text and "<td>rtx3050</td><td>a100</td>" in r.text

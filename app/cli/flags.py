@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import typing
 
@@ -92,6 +93,9 @@ def query_scenario(text: str, trace_given: bool = False,
         elif key == "upload":
             raise UsageError("--scenario: its trace was uploaded to a dashboard and lives there; give the file "
                              "with --trace FILE instead")
+        elif key == "model_file" and re.fullmatch(r"[0-9a-f]{16}", value) and not os.path.exists(value):
+            raise UsageError("--scenario: its model's config.json was uploaded to a dashboard and lives there "
+                             "(model_file names it by its id); give the file with --model-config FILE instead")
         elif key == "trace":
             if not trace_given:
                 raise UsageError("--scenario: it names a trace file, which this command reads only from --trace: "

@@ -14,6 +14,7 @@ from sim_core import Scenario, SeedRuns, TraceError, resolve, run, run_seeds
 from sim_core.quoting import quote
 from sim_core.runner import least_engine_steps, make_requests
 from sim_core.scenario import MAX_REQUESTS
+from sim_core.traces import BUNDLED_TRACES, trace_path
 
 from .flags import UsageError, build_scenario, flag_name
 from .report import g
@@ -29,9 +30,10 @@ def check_setup(scenario: Scenario) -> None:
     """Fail before simulating: impossible deployments, missing traces, runs too large to hold in memory."""
     resolved = resolve(scenario)
     if scenario.trace is not None:
-        path = Path(scenario.trace)
+        path = Path(trace_path(scenario.trace))
         if not path.exists():
-            raise TraceError(f"no such file {quote(scenario.trace)}")
+            raise TraceError(f"no such file {quote(scenario.trace)} (or a bundled sample's name: "
+                             f"{', '.join(BUNDLED_TRACES)})")
         if not path.is_file():
             raise TraceError(f"{quote(scenario.trace)} is not a regular file (a trace is a CSV or JSONL file)")
     elif scenario.num_requests is None:
@@ -72,7 +74,7 @@ def _note_large_run(scenarios: dict[str, Scenario]) -> None:
     expected = first.num_requests or resolve(first).rate * first.duration  # sessions: agent turns are not seen
     if first.trace is None and expected < NOTE_REQUESTS:
         return  # small enough to skip generating the workload twice
-    if first.trace is not None and Path(first.trace).stat().st_size < NOTE_TRACE_BYTES:
+    if first.trace is not None and Path(trace_path(first.trace)).stat().st_size < NOTE_TRACE_BYTES:
         return
     reqs = make_requests(first, resolve(first))
     steps = sum(least_engine_steps(reqs, resolve(sc).token_budget) for sc in scenarios.values()) * first.seeds

@@ -21,7 +21,7 @@ from sim_core.policies import BY_NAME
 from sim_core.runner import Cancelled
 from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
 
-from . import budget, inputs, service
+from . import budget, inputs, model_uploads, service
 from .http import (
     CLIENT_CLOSED,
     DISCONNECT_POLL_S,
@@ -103,7 +103,10 @@ def unprocessable(problems: list[tuple[str, str]], where: str) -> JSONResponse:
 
 
 def scenario_json(req: WebRequest) -> dict:
-    return req.scenario.model_dump(mode="json", exclude={"scheduler", "trace"})
+    out = req.scenario.model_dump(mode="json", exclude={"scheduler", "trace"})
+    if out.get("model_file"):
+        out["model_file"] = model_uploads.web_value(out["model_file"])  # the upload's id, not the server's path
+    return out
 
 
 def run_payload(req: WebRequest, cancel=None) -> dict:
@@ -252,6 +255,42 @@ async def api_run_post(request: Request) -> JSONResponse:
     return await _gated_run(request, data, "body")
 
 
+MODEL_CONFIG_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": {"type": "object", "description": "a Hugging Face config.json"},
+                             "example": {"model_type": "qwen3", "num_hidden_layers": 36, "hidden_size": 4096,
+                                         "...": "..."}},
+        "multipart/form-data": {"schema": {
+            "type": "object", "required": ["config"],
+            "properties": {"config": {"type": "string", "format": "binary",
+                                      "description": "a Hugging Face config.json (at most "
+                                                     f"{model_uploads.MAX_CONFIG_BYTES // 1024} KB)"}}}},
+    },
+}
+
+
+@router.post("/model-config", summary="Upload a Hugging Face config.json; its id runs it as model_file=<id>",
+             openapi_extra={"requestBody": MODEL_CONFIG_BODY})
+async def api_model_config(request: Request) -> JSONResponse:
+    """Reads the model's architecture from the config (as `sched-sim run --model-config FILE` does) and keeps it by
+    content hash: `model_file=<id>` in /api/run, /api/sweep and the dashboard's URLs then simulates that model.
+    Answers its id, name, attention, experts and badges; a config the simulator cannot use gets 422 naming the key."""
+    try:
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            blob, filename, _ = await read_multipart(request, "config")
+            if blob is None:
+                return unprocessable([("config", "attach the config.json as a file field named 'config'")], "body")
+        else:
+            blob, filename = await read_body(request, model_uploads.MAX_CONFIG_BYTES), "config.json"
+        up = await run_in_threadpool(model_uploads.add, blob, filename)
+    except BodyTooLarge as e:
+        return JSONResponse({"detail": f"{e}: a Hugging Face config.json is a few KB"}, status_code=413)
+    except (UploadProblem, model_uploads.ModelUploadError) as e:
+        return unprocessable([("config", str(e))], "body")
+    return JSONResponse(model_uploads.describe(up))
+
+
 @router.get("/sweep", summary="Goodput and SLO attainment against arrival rate, with the saturation knee",
             openapi_extra={"parameters": _query_parameters(SWEEP_PARAMETERS)})
 async def api_sweep(request: Request) -> JSONResponse:
@@ -337,7 +376,8 @@ async def api_catalog() -> dict:  # async: answered on the event loop, never beh
                       "fp4_tflops": g.fp4_tflops}
                      for k, g in GPUS.items()],
         "models": [{"key": k, "hf_name": m.hf_name, "params_b": m.published_params_b, "layers": m.layers,
-                    "max_context": m.max_context, "experts": m.experts} for k, m in MODELS.items()],
+                    "max_context": m.max_context, "experts": m.experts, "badges": [b.label for b in m.badges]}
+                   for k, m in MODELS.items()],
         "workloads": [{"name": k, "summary": p.summary, "rate": p.rate, "burstiness": p.burstiness,
                        "slo_ttft_ms": p.slo_ttft_ms, "slo_tpot_ms": p.slo_tpot_ms,
                        "classes": [c.name for c in p.classes]} for k, p in PRESETS.items()],

@@ -54,6 +54,7 @@ OPERATION_ERRORS = {
     ("get", "/api/run"): ("400", "422", "503"), ("post", "/api/run"): ("400", "403", "413", "422", "503"),
     ("get", "/api/sweep"): ("400", "422", "503"), ("get", "/api/step-time"): ("400", "422"),
     ("get", "/api/catalog"): ("400",), ("get", "/healthz"): ("400",),
+    ("post", "/api/model-config"): ("400", "403", "413", "422"),
 }
 
 _RATE = field_info("rate")

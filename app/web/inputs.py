@@ -29,6 +29,8 @@ from sim_core.runner import least_engine_steps
 from sim_core.scenario import query_value
 from sim_core.studies.sweep import rate_grid
 
+from . import model_uploads
+
 # What a page shows with no query: seed 004's experiment, FCFS's inter-token stalls against chunked prefill.
 PAGE_DEFAULTS: dict[str, str] = {"hardware": "rtx3050", "workload": "rag", "duration": "20"}
 PAGE_SCHEDULERS: tuple[str, ...] = ("fcfs", "chunked")
@@ -143,6 +145,8 @@ def scenario_query_pairs(s: Scenario) -> list[tuple[str, str]]:
             continue
         if name in explicit or name in ALWAYS_IN_QUERY:
             value = getattr(s, name)
+            if name == "model_file" and value is not None:
+                value = model_uploads.web_value(value)  # an upload's id, never the server's path
             if value is not None:
                 out.append((name, query_value(value)))
     return out
@@ -180,9 +184,12 @@ def parse_request(data: Mapping[str, Any], *, defaults: Mapping[str, str] | None
                                   "instead (POST /upload, or multipart POST /api/run with a 'trace' file)"))
         data.pop("trace")
     if "model_file" in data:  # like a trace path: the web reads no file of the server's a request names
-        problems.append(("model_file", "a config file path on the server cannot be given over the web; pick a "
-                                       "model, or run sched-sim run --model-config FILE"))
-        data.pop("model_file")
+        value = str(data.pop("model_file"))
+        config = model_uploads.get(value)  # the web's model_file is an uploaded config.json's id
+        if config is None:
+            problems.append(("model_file", model_uploads.missing_text(value)))
+        else:
+            data["model_file"] = config.path
     schedulers = _parse_schedulers(data.pop("schedulers", None), data.get("scheduler"), default_schedulers,
                                    problems)
     upload = data.pop("upload", None)

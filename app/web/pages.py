@@ -23,7 +23,7 @@ from sim_core.studies.experiments import BY_KEY as EXPERIMENTS_BY_KEY
 from sim_core.studies.experiments import EXPERIMENTS
 from sim_core.validity import coverage_warnings
 
-from . import charts, figures, present, service
+from . import charts, figures, model_uploads, present, service
 from .api import kernels_error, kernels_ready
 from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
 from .figures.goodput import goodput_context, sweep_status
@@ -36,6 +36,7 @@ from .http import (
     run_until_disconnect,
 )
 from .inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, WebRequest, parse_request, problems_of, query_to_dict
+from .model_interval import model_intervals
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -121,6 +122,7 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
     status = 422 if ctx["errors"] else 200
     upload_id = values.get("upload") or (req.upload if req else None)
     ctx["upload"] = service.get_upload(upload_id) if upload_id else None
+    ctx["model_upload"] = model_uploads.get(str(values.get("model_file") or ""))
     ctx["form"] = present.build_form(values, ctx["errors"], page_defaults=PAGE_DEFAULTS)
     ctx["limits_text"] = present.LIMITS_TEXT
     return ctx, status
@@ -137,15 +139,19 @@ def results_context(req: WebRequest, cancel=None, only: str | None = None,
     span = charts.time_range(views)
     means = [replace(v, metrics=m) for v, m in zip(views, compared.means, strict=True)]
     ci95 = compared.ci95
+    model = model_intervals(req, cancel) if req.scenario.model_uncertainty else None
+    model_ci = [model.intervals.get(v.scheduler, {}) for v in views] if model else []
     if only is not None:
         keep = [k for k, v in enumerate(views) if v.scheduler == only]
         views, means, ci95 = [views[k] for k in keep], [means[k] for k in keep], [ci95[k] for k in keep]
-    runs = figures.Results(req, views, means, ci95, span)
+        model_ci = [model_ci[k] for k in keep] if model_ci else []
+    runs = figures.Results(req, views, means, ci95, span, model_ci)
+    warnings = warning_groups(views) + model_warning_groups(model, views)
     out = {
         "views": views,
         "takeaway": present.takeaway(means),
-        "warnings": warning_groups(views),
-        "warnings_summary": warning_summary(warning_groups(views)),
+        "warnings": warnings,
+        "warnings_summary": warning_summary(warnings),
         "saturation": {v.scheduler: v.saturation for v in views if v.saturation},
         "bounds_note": present.bounds_note(means),
         "seeds_note": present.seeds_note(req.scenario),
@@ -170,6 +176,16 @@ def warning_groups(views) -> list[dict]:
         for w in v.warnings:
             texts.setdefault(w, []).append(v.scheduler)
     return [{"text": w, "schedulers": [] if len(names) == len(views) else names} for w, names in texts.items()]
+
+
+def model_warning_groups(model, views) -> list[dict]:
+    """warning_groups' entries for the model intervals (model_interval.ModelIntervals; None: none asked for): each
+    pair of schedulers shown whose order on a metric flips within the model's error, with the two named."""
+    if model is None:
+        return []
+    names = [v.scheduler for v in views]
+    shown = {f: [n for n in names if f in model.warnings_for(n)] for f in model.flips}
+    return [{"text": f, "schedulers": [] if len(who) == len(names) else who} for f, who in shown.items() if who]
 
 
 def warning_summary(groups: list[dict]) -> str:
@@ -372,6 +388,25 @@ async def upload(request: Request) -> Response:
     ctx = {"request": request, "upload": up, "upload_error": error}
     return _render("_trace_status.html", ctx, 422 if error else 200, headers)
 
+
+@router.post("/upload-model", response_class=HTMLResponse)
+async def upload_model(request: Request) -> Response:
+    """Keep an uploaded Hugging Face config.json; answer with the model's status line (its id joins the scenario
+    URL as model_file=<id>), or the error naming the key the simulator could not read."""
+    error, up = "", None
+    try:
+        data, filename, _ = await read_multipart(request, "config")
+        if data is None:
+            raise UploadProblem("choose a model's config.json (a Hugging Face model folder has one)")
+        up = await run_in_threadpool(model_uploads.add, data, filename)
+    except (UploadProblem, model_uploads.ModelUploadError) as e:
+        error = str(e)
+    if not is_fragment(request):
+        if up is None:
+            return HTMLResponse(f"<p>config.json: {escape(error)}</p>", 422, headers=VARY)
+        return RedirectResponse(f"/?model_file={up.id}", 303, headers=VARY)
+    return _render("_model_config_status.html", {"request": request, "model_upload": up, "model_upload_error": error},
+                   422 if error else 200)
 
 
 FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '

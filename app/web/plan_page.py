@@ -44,7 +44,8 @@ NOT_FOR_PLANS = {"trace": "the Plan tab plans for a workload preset; to plan for
                  "upload": "the Plan tab plans for a workload preset; to plan for a trace (replayed at the plan's "
                            "rate), run sched-sim plan --trace FILE",
                  "schedulers": "give the schedulers to consider as schedulers=a,b (a plan input)",
-                 "model_file": "a config file path on the server cannot be given over the web; pick a model"}
+                 "model_file": "the Plan tab plans for a catalogue model; to plan for a config.json, run sched-sim "
+                               "plan --model-config FILE"}
 
 
 def parse_plan_request(pairs: list[tuple[str, str]], *, page: bool) -> tuple[Scenario, PlanInputs]:

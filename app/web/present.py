@@ -1,179 +1,18 @@
-"""What the templates show, computed in Python: the scenario form (built from the Scenario model, so a new
-scenario field appears in the "advanced" group without touching a template), the side-by-side metrics table,
-and one-line descriptions of a scenario.
+"""What the templates show, computed in Python: the side-by-side metrics table and one-line descriptions of a
+scenario. The scenario form is app/web/form.py's (re-exported here for the pages that import it from here).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, resolve
-from sim_core.engines import DEFAULT_ENGINE, SCENARIO_FIELDS, scenario_defaults
-from sim_core.fields import field_info, range_text
+from sim_core import Scenario, resolve
+from sim_core.fields import field_info
 from sim_core.metric_catalog import BY_KEY, Metric, table_sections, value_at
-from sim_core.policies import BY_NAME
 
-from .inputs import MAX_DURATION_S, MAX_REQUESTS, web_range_text
-
-# Form layout: (group title, fields). Scenario fields not named here (bar NOT_IN_FORM's) go to "advanced".
-GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Deployment", ("hardware", "model", "quantization", "tp")),
-    ("Workload", ("workload", "rate", "duration", "burstiness", "num_requests", "seed", "seeds")),
-    ("Service-level objectives", ("slo_ttft_ms", "slo_tpot_ms")),
-)
-ADVANCED_FIRST = ("token_budget", "max_seqs", "block_size", "gpu_memory_utilization", "preemption", "kv_blocks",
-                  "max_model_len", "swap_space_gb")
-NOT_IN_FORM = ("scheduler", "trace", "model_file")
-LABELS = {
-    "hardware": ("GPU", ""), "model": ("Model", ""), "quantization": ("Weights", ""),
-    "tp": ("Tensor parallel", "GPUs"), "workload": ("Workload preset", ""), "rate": ("Arrival rate", "req/s"),
-    "duration": ("Duration", "s"), "burstiness": ("Burstiness (CV)", ""), "num_requests": ("Requests", ""),
-    "seed": ("Seed", ""), "seeds": ("Seeds", ""), "slo_ttft_ms": ("TTFT target", "ms"), "slo_tpot_ms": ("TPOT target", "ms"),
-    "token_budget": ("Token budget", "tokens/step"), "max_seqs": ("Max sequences", "per step"),
-    "block_size": ("Block size", "tokens"), "gpu_memory_utilization": ("Memory utilisation", "fraction"),
-    "preemption": ("Preemption", ""), "kv_blocks": ("KV blocks", "blocks"),
-    "max_model_len": ("Max model length", "tokens"), "swap_space_gb": ("Swap space", "GB / GPU"),
-    "transport_overhead_ms": ("Transport overhead", "ms"), "controller_headroom": ("Controller headroom", ""),
-    "aging_rate": ("Aging rate", ""), "degrade_factor": ("Degrade factor", "x"), "admission": ("Admission", ""),
-    "adaptive_budget": ("Adaptive budget", ""),
-    "kv_cache_dtype": ("KV cache format", ""),
-    "ep": ("Expert parallel", "GPUs"), "attention_dp": ("Attention data-parallel", ""),
-    "moe_imbalance": ("Expert load imbalance", "x mean"),
-    "kv_offload_cpu_gb": ("KV offload: host memory", "GB / GPU"), "kv_offload_disk_gb": ("KV offload: disk", "GB / GPU"),
-    "kv_offload_policy": ("KV offload policy", ""), "kv_offload_overlap": ("KV offload: layer overlap", ""),
-    "kv_offload_host_gbs": ("KV offload: host link", "GB/s"), "kv_offload_disk_read_gbs": ("KV offload: disk read", "GB/s"),
-    "kv_offload_disk_write_gbs": ("KV offload: disk write", "GB/s"),
-}
-
-
-@dataclass
-class FormField:
-    name: str
-    label: str
-    unit: str
-    kind: str  # "select" | "text"
-    value: str = ""
-    placeholder: str = ""
-    options: list[tuple[str, str]] = field(default_factory=list)
-    help: str = ""
-    error: str = ""
-    inputmode: str = "decimal"
-
-
-@dataclass
-class Form:
-    groups: list[tuple[str, list[FormField]]]
-    advanced: list[FormField]
-    advanced_open: bool
-    schedulers: list[dict]
-    errors: dict[str, str]
-    other_errors: list[tuple[str, str]]
-
-
-def _field_help(name: str) -> str:
-    """A field's tooltip: its description and what it accepts (on the web)."""
-    allowed = web_range_text(name) or range_text(name)
-    return field_info(name).description + (f": {allowed}" if allowed else "")
-
-
-def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults: dict[str, str]) -> Form:
-    """The scenario form showing `values` (raw strings as the user gave them; blank = default)."""
-    workload = str(values.get("workload") or page_defaults.get("workload") or "chat")
-    preset = PRESETS.get(workload) or PRESETS["chat"]
-    selected = _selected_schedulers(values)
-    placeholders = _placeholders(values, page_defaults, preset, selected)
-    fields = {name: _form_field(name, values, errors, page_defaults, preset, placeholders)
-              for name in Scenario.model_fields if name not in NOT_IN_FORM}
-    groups = [(title, [fields[n] for n in names if n in fields]) for title, names in GROUPS]
-    placed = {n for _, names in GROUPS for n in names}
-    advanced = [fields[n] for n in ADVANCED_FIRST if n in fields]
-    advanced += [f for n, f in fields.items() if n not in placed and n not in ADVANCED_FIRST]
-    form_names = set(fields) | {"schedulers", "upload", "rate_min", "rate_max", "rate_step", "trace", "model_file"}
-    return Form(
-        groups=groups, advanced=advanced,
-        advanced_open=any(values.get(f.name) not in (None, "") or f.error for f in advanced),
-        schedulers=[{"name": s, "checked": s in selected, "summary": BY_NAME[s].summary if s in BY_NAME else ""}
-                    for s in SCHEDULER_NAMES],
-        errors=errors,
-        other_errors=[(k, v) for k, v in errors.items() if k not in form_names],
-    )
-
-
-def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset, selected: list[str]) -> dict:
-    """What an empty field shows: the default it stands for (the preset's, the GPU's, the scheduler's)."""
-    hardware = str(values.get("hardware") or page_defaults.get("hardware") or "a100")
-    gpu = GPUS.get(hardware)
-    engine = str(values.get("engine") or page_defaults.get("engine") or DEFAULT_ENGINE)
-    own = scenario_defaults(engine)  # what an engine field left blank takes
-    return {
-        **{f"engine:{k}": f"{engine}: {_fmt(v)}" for k, v in own.items()},
-        "max_seqs": f"{_fmt(own.get('max_seqs', Scenario.model_fields['max_seqs'].default))} ({engine} default)",
-        "model": f"GPU default ({gpu.default_model})" if gpu else "GPU default",
-        "rate": f"{preset.rate:g} ({preset.name} default)",
-        "burstiness": f"{preset.burstiness:g} ({preset.name} default)",
-        "slo_ttft_ms": f"{preset.slo_ttft_ms:g} ({preset.name} default)",
-        "slo_tpot_ms": f"{preset.slo_tpot_ms:g} ({preset.name} default)",
-        "num_requests": "rate × duration",
-        "token_budget": f"{own['token_budget']} ({engine} default)" if own.get("token_budget") else
-        " · ".join(f"{s}: {BY_NAME[s].default_token_budget or 'max model length'}"
-                   for s in selected if s in BY_NAME) or "per scheduler",
-        "kv_blocks": "all that fit in memory",
-        "max_model_len": "min(model context, 8192)",
-        "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",
-        "duration": f"at most {MAX_DURATION_S:g} on the web",
-    }
-
-
-def _form_field(name: str, values: dict[str, Any], errors: dict[str, str], page_defaults: dict[str, str], preset,
-                placeholders: dict) -> FormField:
-    """One scenario field's input: a select for the catalogue and the choices, else a text box."""
-    info = field_info(name)
-    label, unit = LABELS.get(name, (name.replace("_", " ").capitalize(), ""))
-    raw = values.get(name)
-    value = "" if raw is None else str(raw)
-    choices = [str(c) for c in info.choices] if info.choices else (["false", "true"] if info.is_bool else [])
-    f = FormField(name, label, unit, "text", value, help=_field_help(name), error=errors.get(name, ""))
-    default = page_defaults.get(name, info.default)
-    if name == "hardware":
-        f.kind, f.options = "select", [(k, f"{g.name} · {g.mem_gib:g} GB") for k, g in GPUS.items()]
-    elif name == "model":
-        f.kind = "select"
-        f.options = [("", placeholders["model"])] + [
-            (k, f"{k} ({m.published_params_b:g}B)" if m.published_params_b else k) for k, m in MODELS.items()]
-    elif name == "workload":
-        f.kind, f.options = "select", [(k, k) for k in PRESETS]
-        f.help = preset.summary
-    elif choices:
-        f.kind = "select"
-        f.options = [(c, c) for c in choices]
-        if info.optional:
-            f.options.insert(0, ("", "default"))
-        elif name in SCENARIO_FIELDS:  # left blank, the engine's default applies (sim_core/engines.py)
-            f.options.insert(0, ("", placeholders.get(f"engine:{name}", "engine default")))
-    else:
-        # Bounded fields are numbers; the others (the hardware profile's string) take any text.
-        numeric = info.lo is not None or info.hi is not None
-        f.inputmode = "numeric" if info.is_int else ("decimal" if numeric else "text")
-        f.placeholder = placeholders.get(name, "" if default is None else _fmt(default))
-    if f.kind == "select" and not f.value and default is not None and name not in SCENARIO_FIELDS:
-        f.value = _fmt(default)
-    return f
-
-
-def _selected_schedulers(values: dict[str, Any]) -> list[str]:
-    raw = values.get("schedulers") or values.get("scheduler") or []
-    items = raw if isinstance(raw, list | tuple) else [raw]
-    return [n.strip() for item in items for n in str(item).split(",") if n.strip()]
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
+from .form import GROUPS, LABELS, NOT_IN_FORM, Form, FormField, _fmt, build_form, model_label  # noqa: F401
+from .inputs import MAX_DURATION_S, MAX_REQUESTS
 
 
 # ----- metrics table -----
@@ -243,12 +82,14 @@ def _unfair_win(x: Any, values: list, served_all: list[bool], better: str) -> bo
     return _is_number(x) and bool(rivals) and pick(rivals + [x]) == x
 
 
-def metrics_table(views: list, ci95: list[dict] | None = None) -> list[list[dict]]:
+def metrics_table(views: list, ci95: list[dict] | None = None, model_ci: list[dict] | None = None
+                  ) -> list[list[dict]]:
     """The catalogue's table rows for these runs, as two columns of row groups (balanced by rows); each row
     has one cell per scheduler and marks the best value when schedulers differ. A latency counts only the
     requests a run served, so on those rows only runs that served every request can win; a run that left some
     unserved and would have won gets its unserved share flagged beside the value instead. With `ci95` (means
-    over seeds), each value is followed by its 95% interval's half-width."""
+    over seeds), each value is followed by its 95% interval's half-width; with `model_ci` (model_uncertainty),
+    each cell carries the model's interval as `model` ("low–high")."""
     unserved = [unserved_share(v.metrics) for v in views]
     served_all = [u == 0 for u in unserved]
     groups = []
@@ -261,10 +102,11 @@ def metrics_table(views: list, ci95: list[dict] | None = None) -> list[list[dict
             best = _best(row.values, texts, m, served_all if fair else None)
             cells = []
             shown = [t + _half_width(ci, m.key, m.kind) for t, ci in zip(texts, ci95 or [{}] * len(texts), strict=True)]
-            for x, t, u in zip(row.values, shown, unserved, strict=True):
+            model = [_range_text(ci, m.key, m.kind) for ci in model_ci or [{}] * len(texts)]
+            for x, t, u, r in zip(row.values, shown, unserved, model, strict=True):
                 flag = fair and u > 0 and m.better is not None and _unfair_win(x, row.values, served_all, m.better)
                 cells.append({"text": t, "best": best is not None and x == best and (not fair or u == 0),
-                              "flag": f"{share_text(u)} not served" if flag else ""})
+                              "flag": f"{share_text(u)} not served" if flag else "", "model": r})
             rows.append({"label": m.label, "unit": m.unit_text, "description": m.description, "cells": cells})
         groups.append({"title": section.title, "rows": rows})
     total = sum(len(g["rows"]) + 1 for g in groups)
@@ -275,6 +117,16 @@ def metrics_table(views: list, ci95: list[dict] | None = None) -> list[list[dict
         left.append(g)
         count += len(g["rows"]) + 1
     return [left, groups[len(left):]]
+
+
+def _range_text(model_ci: dict, key: str, kind: str) -> str:
+    """A metric's model interval as "low–high" ("" where it has none, or where the model does not move it at the
+    value's precision: a count of requests is the same under every member)."""
+    interval = value_at(model_ci, key)
+    if not (isinstance(interval, list) and len(interval) == 2 and all(_is_number(v) for v in interval)):
+        return ""
+    low, high = fmt_value(interval[0], kind), fmt_value(interval[1], kind)
+    return "" if low == high else f"{low}–{high}"
 
 
 def _half_width(ci95: dict, key: str, kind: str) -> str:
@@ -464,7 +316,7 @@ def scenario_details(req) -> list[str]:
     s = req.scenario
     out = [f"means over {s.seeds} seeds ({s.seed}–{s.seed + s.seeds - 1})"] if s.seeds > 1 else []
     for name in Scenario.model_fields:
-        if name in CAPTIONED:
+        if name in CAPTIONED or name == "model_file":  # the caption names its model (a server path is no setting)
             continue
         value = getattr(s, name)
         if value is None or value == field_info(name).default:

@@ -23,7 +23,7 @@ from sim_core.statistics import aggregate
 from sim_core.studies.sweep import knee_interval, knee_rate, sweep
 from sim_core.traces import TraceError, own_rate, read_trace
 
-from . import figures
+from . import figures, model_uploads
 from .budget import request_work_problems
 from .cache import UPLOAD_CACHE_BYTES, VIEW_CACHE_BYTES, SingleFlightLRU, release_memory
 from .clusterview import cluster_view
@@ -92,6 +92,7 @@ def use_store(store: BlobStore | None) -> None:
     global _store
     _store = store
     _uploads.clear()
+    model_uploads.use_store(store)
 
 
 def _check_trace(data: bytes, name: str) -> Upload:

@@ -47,9 +47,10 @@ QUICK_FIELDS = ("hardware", "model", "token_budget", "replicas", "workload", "ra
 # One pair is one page's worth of work: what the largest comparison the dashboard allows simulates (every
 # scheduler, the most seeds, the most requests each), summed over both sides.
 MAX_PAIR_REQUESTS = len(SCHEDULER_NAMES) * MAX_PAGE_SEEDS * MAX_REQUESTS
-# Figures the pair draws: the registry's plotly figures (generic card) and the metrics table. The KV player, the
-# Gantt panels and the goodput sweep are one-per-page widgets; each side's own results page has them.
-PAIR_TEMPLATES = ("_figure_card.html", "_figure_metrics.html")
+# Figures the pair draws: the registry's plotly figures (generic card), the metrics table, the KV player (a player
+# a side, on one grid) and the Gantt panels (a pair per scheduler). The goodput sweep is a background job of its
+# own; each side's own results page has it.
+PAIR_TEMPLATES = ("_figure_card.html", "_figure_metrics.html", "_figure_kv.html", "_figure_gantt.html")
 
 
 @dataclass(frozen=True)
@@ -194,10 +195,58 @@ def pair_cards(sides: list[Side]) -> list[dict]:
         cards = [c if c is not None and c.data is not None else None for c in cards]
         if not any(cards):
             continue
+        if fig.template == "_figure_gantt.html":
+            out += gantt_pairs(fig, cards)
+            continue
+        if fig.template == "_figure_kv.html":
+            out += kv_pair(fig, sides)
+            continue
         if fig.template == "_figure_card.html" and all(cards):
             share_axes([c.data for c in cards])
-        out.append({"figure": fig, "cards": dict(zip(SIDES, cards, strict=True)),
-                    "explain": next(c.explain for c in cards if c)})
+        out.append({"figure": fig, "name": fig.name, "title": fig.title,
+                    "cards": dict(zip(SIDES, cards, strict=True)), "explain": next(c.explain for c in cards if c)})
+    return out
+
+
+def kv_pair(fig, sides: list[Side]) -> list[dict]:
+    """The KV view of each side, a player each, on one grid (the same cells a row, so the larger pool is the
+    longer grid) and the pair's time span. A side of several engines (its pool per engine, the cluster view) is
+    left to its own page."""
+    from .figures.kv import kv_figure, kv_frames
+
+    if any(s.results.cluster or not s.results.views for s in sides):
+        return []
+    spec = kv_figure([v for s in sides for v in s.results.views])
+    cols = spec["grid"]["cols"]
+    cards = []
+    for s in sides:
+        frames = kv_frames(s.results.views, s.results.span)
+        for entry in frames["schedulers"]:
+            entry.update(cols=cols, rows=math.ceil(entry["cells"] / cols))
+        cards.append({"kv": spec, "frames": frames, "k": s.results.views[0].kv["k"]})
+    return [{"figure": fig, "name": fig.name, "title": fig.title, "cards": dict(zip(SIDES, cards, strict=True)),
+             "explain": "Each side's block pools played over the pair's time, on one grid: one cell per block "
+                        "(or per k blocks, as each side says), coloured by state; a larger pool is a longer grid.",
+             "states": spec["states"]}]
+
+
+def gantt_pairs(fig, cards: list) -> list[dict]:
+    """The Gantt card per scheduler either side ran: A's panel beside B's (None where a side did not run it or has
+    no timeline), on one time axis (the pair's span) and one request axis (the union of the rows either shows,
+    first request at the top)."""
+    panels = [{p["name"]: p for p in c.data} if c else {} for c in cards]
+    names = list(dict.fromkeys(n for side in panels for n in side))
+    out = []
+    for name in names:
+        pair = [side.get(name) if side.get(name) and side[name]["figure"] else None for side in panels]
+        drawn = [p["figure"]["layout"] for p in pair if p]
+        ys = [ax["yaxis"]["range"] for ax in drawn if "range" in ax["yaxis"]]
+        if len(ys) == len(drawn) > 1:  # a reversed axis: [last row, first row]
+            for ax in drawn:
+                ax["yaxis"]["range"] = [max(r[0] for r in ys), min(r[1] for r in ys)]
+        out.append({"figure": fig, "name": f"gantt-{name}", "title": f"Requests under {name}", "scheduler": name,
+                    "cards": dict(zip(SIDES, pair, strict=True)), "explain": cards[0].explain if cards[0] else
+                    cards[1].explain})
     return out
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..policies.adaptive_budget import adapt_budget
-from ..policies.options import P_ASYNC, P_TRANSPORT_S
+from ..policies.options import P_ASYNC, P_SPEC, P_TRANSPORT_S
 from ..policies.ordering import rekey_waiting, waiting_key
 from ..policies.static_batching import end_static_batch
 from .attribution import attribute_step, note_arrival, note_first_token, note_handed_over
@@ -42,6 +42,7 @@ from .queues import (
     remove_running,
 )
 from .scheduler import enqueue, note_empty_step, reject, release_follow_up, schedule
+from .spec_decode import SP_K, accepted_drafts, proposer_seconds
 from .state import (
     A_BUSY_S,
     A_BYTES,
@@ -55,6 +56,12 @@ from .state import (
     A_PREEMPTIONS,
     A_PREFILL_TOKENS,
     A_SHED,
+    A_SPEC_ACCEPTED,
+    A_SPEC_DRAFT_S,
+    A_SPEC_DRAFTED,
+    A_SPEC_EMITTED,
+    A_SPEC_SEQ_STEPS,
+    A_SPEC_VERIFY_S,
     A_STEPS,
     A_WAITING_PEAK,
     A_WAITING_S,
@@ -68,6 +75,10 @@ from .state import (
     B_SAMPLES,
     B_SCHEDULED,
     B_SHED,
+    B_VERIFY_CTX,
+    B_VERIFY_PAIRS,
+    B_VERIFY_SEQS,
+    B_VERIFY_TOKENS,
     BUDGET_NOW,
     DONE,
     FINISHED,
@@ -281,8 +292,14 @@ def _never_fits(eng, r):
 def run_batch(eng):
     """Cost the step, account for it, log it and advance the clock."""
     cfg, n, acc, size = eng.cfg, eng.batch.n, eng.logs.acc, eng.q.size
-    seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS], n[B_PREFILL_SEQS], n[B_PREFILL_PAIRS],
-                                      n[B_PREFILL_CTX], n[B_DECODE_SEQS], n[B_DECODE_CTX], n[B_SAMPLES])
+    # Speculative decoding's verification rows: each a decoding sequence (its KV read once by the decode kernel),
+    # its drafts extra tokens through every layer with their attention FLOPs, and all k + 1 positions sampled.
+    vt, vs = n[B_VERIFY_TOKENS], n[B_VERIFY_SEQS]
+    seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS] + vt - vs, n[B_PREFILL_SEQS],
+                                      n[B_PREFILL_PAIRS] + n[B_VERIFY_PAIRS], n[B_PREFILL_CTX], n[B_DECODE_SEQS],
+                                      n[B_DECODE_CTX], n[B_SAMPLES] + vt)
+    if vs > 0:
+        seconds = _with_proposer(eng, seconds)
     if eng.batch.swap_s[1] > 0:  # lower-tier loads: before the compute, or layer by layer under it
         seconds = step_with_loads(eng.kv, seconds, eng.batch.swap_s[1], cfg.cost[LAYERS])
     seconds += eng.batch.swap_s[0]
@@ -321,6 +338,50 @@ def run_batch(eng):
 
 
 @kernel
+def _with_proposer(eng, verify_s):
+    """A step that verifies drafts, plus its proposer's time (spec_decode.py), both accounted."""
+    n, acc, pol = eng.batch.n, eng.logs.acc, eng.cfg.pol
+    draft_s = proposer_seconds(pol, P_SPEC, verify_s, n[B_VERIFY_SEQS], n[B_VERIFY_CTX], int(pol[P_SPEC + SP_K]))
+    acc[A_SPEC_VERIFY_S] += verify_s
+    acc[A_SPEC_DRAFT_S] += draft_s
+    return verify_s + draft_s
+
+
+@kernel
+def _land_verified(eng, r, drafts, now):
+    """Request r verified `drafts` draft tokens: the accepted ones and the target's bonus token reach the client
+    together, one burst (one inter-token gap, as `vllm bench serve` measures ITL between the chunks it receives).
+    The rejected drafts' KV slots stay with r, to be overwritten by its next step's drafts (vLLM's KV manager
+    keeps them allocated), and are freed with the rest of its blocks."""
+    cfg, st, req, acc = eng.cfg, eng.st, eng.req, eng.logs.acc
+    a = accepted_drafts(cfg.pol, P_SPEC, r, st.generated[r], drafts)
+    st.computed[r] += 1 + a
+    acc[A_SPEC_SEQ_STEPS] += 1
+    acc[A_SPEC_EMITTED] += 1 + a
+    acc[A_SPEC_DRAFTED] += drafts
+    acc[A_SPEC_ACCEPTED] += a
+    acc[A_DECODE_TOKENS] += a  # run_batch counted one a decoding sequence
+    c = req.request_class[r]
+    deadline = req.arrival_s[r] + cfg.class_ttft_s[c] - cfg.pol[P_TRANSPORT_S]
+    for _ in range(1 + a):
+        st.generated[r] += 1
+        if now <= deadline + (st.generated[r] - 1) * cfg.class_tpot_s[c]:
+            st.on_time_tokens[r] += 1
+    gap = now - st.last_token_s[r]
+    fine, coarse = itl_bin(gap)
+    if fine >= 0:
+        eng.logs.itl_fine[fine] += 1
+    else:
+        eng.logs.itl_coarse[coarse] += 1
+    acc[A_ITL_SUM] += gap
+    acc[A_ITL_COUNT] += 1
+    st.max_itl_s[r] = max(st.max_itl_s[r], gap)
+    st.last_token_s[r] = now
+    if st.generated[r] == req.output_tokens[r]:
+        _finish(eng, r, now)
+
+
+@kernel
 def land_tokens(eng):
     """Tokens land at the end of the step: a request whose KV now covers all its tokens samples one; the first
     ends its prompt phase, the last finishes it. (Per-token work stays in this loop, on local names.)"""
@@ -331,8 +392,12 @@ def land_tokens(eng):
     arrival_s, request_class, class_ttft_s, class_tpot_s = req.arrival_s, req.request_class, cfg.class_ttft_s, cfg.class_tpot_s
     itl_fine, itl_coarse, acc = eng.logs.itl_fine, eng.logs.itl_coarse, eng.logs.acc
     transport_s = cfg.pol[P_TRANSPORT_S]
+    spec = eng.batch.n[B_VERIFY_SEQS] > 0
     for k in range(eng.batch.n[B_SCHEDULED]):
         r = eng.batch.req[k]
+        if spec and eng.batch.tokens[k] > 1 and generated[r] > 0 and computed[r] == prompt[r] + generated[r] - 1:
+            _land_verified(eng, r, eng.batch.tokens[k] - 1, now)  # a decoding sequence that verified drafts
+            continue
         computed[r] += eng.batch.tokens[k]  # (blocks it filled were registered when scheduled: scheduler.py)
         if computed[r] != prompt[r] + generated[r]:
             continue  # mid-prefill

@@ -11,7 +11,14 @@ import numpy as np
 
 from ..policies.admission import admission_verdict
 from ..policies.fair import lift_returning_tenant, next_tenant, service_cost
-from ..policies.options import DEGRADE, P_FAIR_INPUT_COST, P_FAIR_OUTPUT_COST, P_WATERMARK_BLOCKS, SHED
+from ..policies.options import (
+    DEGRADE,
+    P_FAIR_INPUT_COST,
+    P_FAIR_OUTPUT_COST,
+    P_SPEC,
+    P_WATERMARK_BLOCKS,
+    SHED,
+)
 from ..policies.ordering import waiting_key
 from ..policies.preemption import memory_victim, priority_victim
 from ..policies.static_batching import schedule_static_batch
@@ -50,6 +57,7 @@ from .queues import (
     wait_push,
     wait_top,
 )
+from .spec_decode import step_spec_tokens
 from .state import (
     A_CACHED_TOKENS,
     A_DEGRADED,
@@ -67,6 +75,10 @@ from .state import (
     B_SAMPLES,
     B_SCHEDULED,
     B_SHED,
+    B_VERIFY_CTX,
+    B_VERIFY_PAIRS,
+    B_VERIFY_SEQS,
+    B_VERIFY_TOKENS,
     BUDGET_NOW,
     DONE,
     EV_CACHE_HIT,
@@ -199,6 +211,8 @@ def schedule_running(eng):
     running, size, free, n, n_hashed = eng.q.running, eng.q.size, eng.kv.free, eng.batch.n, eng.kv.n_hashed
     scheduled, tokens, admitted = eng.batch.req, eng.batch.tokens, eng.batch.admitted
     block_size, caching = eng.cfg.block_size, eng.cfg.prefix_caching
+    output = eng.req.output_tokens
+    spec_k = step_spec_tokens(eng.cfg.pol, P_SPEC, size[N_RUNNING])  # speculative decoding's drafts (0: off)
     k = 0
     while k < size[N_RUNNING] and n[B_BUDGET_LEFT] > 0:
         r = running[k]
@@ -206,6 +220,10 @@ def schedule_running(eng):
             k += 1
             continue
         need = min(prompt[r] + generated[r] - computed[r], n[B_BUDGET_LEFT])
+        drafts = 0  # a decoding sequence verifies its drafts: 1 + drafts tokens, in the budget (vLLM's scheduler)
+        if spec_k > 0 and need == 1 and generated[r] > 0:
+            drafts = max(0, min(spec_k, output[r] - generated[r] - 1, n[B_BUDGET_LEFT] - 1))
+            need += drafts
         new_blocks = 0  # most decode steps fit in the last block: skip the division then
         if computed[r] + need > n_blocks[r] * block_size:
             new_blocks = blocks_for(computed[r] + need, block_size) - n_blocks[r]
@@ -220,9 +238,10 @@ def schedule_running(eng):
             continue  # running[k] is now the next request
         if new_blocks > 0:
             allocate(eng.kv, r, new_blocks, eng.logs.acc)
-        # A block this step fills is findable from now on (compared by multiplication: a division per token costs).
-        if caching and computed[r] + need >= (n_hashed[r] + 1) * block_size:
-            register_full_blocks(eng.kv, eng.req, r, computed[r] + need, block_size, n_hashed[r], False)
+        # A block this step fills is findable from now on (compared by multiplication: a division per token costs);
+        # draft tokens are not (vLLM caches no speculated token: they may be rejected).
+        if caching and computed[r] + need - drafts >= (n_hashed[r] + 1) * block_size:
+            register_full_blocks(eng.kv, eng.req, r, computed[r] + need - drafts, block_size, n_hashed[r], False)
         j = n[B_SCHEDULED]  # add_to_batch, spelled out (see above)
         scheduled[j], tokens[j], admitted[j] = r, need, False
         n[B_SCHEDULED] = j + 1
@@ -363,6 +382,12 @@ def describe_batch(eng):
         if not admitted[k] and generated[r] > 0 and computed[r] == prompt[r] + generated[r] - 1:
             n[B_DECODE_SEQS] += 1
             n[B_DECODE_CTX] += computed[r] + 1
+            if t > 1:  # verifying d = t - 1 drafts: d more query tokens, each attending to the context before it
+                d = t - 1
+                n[B_VERIFY_SEQS] += 1
+                n[B_VERIFY_TOKENS] += t
+                n[B_VERIFY_PAIRS] += d * (computed[r] + 1) + d * (d + 1) // 2
+                n[B_VERIFY_CTX] += computed[r] + 1
             vtc[tenant[r]] += service_cost(input_cost, output_cost, weight, 1, True)
         else:
             n[B_PREFILL_TOKENS] += t

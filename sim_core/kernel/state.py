@@ -53,7 +53,10 @@ STEP, DONE, NEXT_OPEN, BUDGET_NOW, LPM_KEYED, STATIC_PAD, STALLED = range(7)
 # Batch.n[] slots: the step's schedule and its shape for the cost model.
 (B_SCHEDULED, B_BUDGET_LEFT, B_PREEMPTIONS, B_SHED, B_PRIORITY_PREEMPTED, B_PREFILL_TOKENS, B_PREFILL_PAIRS,
  B_PREFILL_CTX, B_PREFILL_SEQS, B_DECODE_SEQS, B_DECODE_CTX, B_SAMPLES) = range(12)
-N_BATCH = 12
+# Speculative decoding's verification rows (kernel/spec_decode.py): decoding sequences scoring 1 + k tokens, costed
+# like prefill chunks over their context (they count in B_DECODE_SEQS too).
+B_VERIFY_SEQS, B_VERIFY_TOKENS, B_VERIFY_PAIRS, B_VERIFY_CTX = range(12, 16)
+N_BATCH = 16
 
 # Event kinds in the event log, and its columns. EV_CACHE_HIT: a request admitted with tokens found in the prefix
 # cache (E_TOKENS: how many), logged at each admission, a readmission after preemption included.
@@ -75,7 +78,10 @@ STEP_LOG_COLUMNS = {
 (A_STEPS, A_BUSY_S, A_BYTES, A_FLOPS, A_KV_BLOCK_S, A_KV_PEAK, A_WAITING_S, A_WAITING_PEAK, A_IN_SYSTEM_S,
  A_PREEMPTIONS, A_END_S, A_ITL_SUM, A_ITL_COUNT, A_PREFILL_TOKENS, A_DECODE_TOKENS, A_SHED,
  A_DEGRADED, A_EVICTIONS, A_CACHED_TOKENS) = range(19)
-N_ACC = 19
+# Speculative decoding: sequence-steps that verified drafts, tokens they emitted, drafts scored and accepted, and the
+# seconds of proposer and of verification steps.
+A_SPEC_SEQ_STEPS, A_SPEC_EMITTED, A_SPEC_DRAFTED, A_SPEC_ACCEPTED, A_SPEC_DRAFT_S, A_SPEC_VERIFY_S = range(19, 25)
+N_ACC = 25
 # KVCache.free[] slots.
 KV_BLOCKS, KV_SLOTS, KV_SWAP = range(3)
 # Queues.size[] slots (N_WAITING counts every tenant's heap together; N_WAITING_TOKENS sums the tokens the waiting

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernel.spec_decode import N_SPEC_PARAMS
+
 (P_AGING, P_ADMISSION, P_DEGRADE_FACTOR, P_TRANSPORT_S, P_ADAPTIVE, P_HEADROOM, P_ITL_TARGET_S, P_BUDGET_MIN,
  P_BUDGET_MAX, P_BUDGET_INCREASE, P_FAIR_INPUT_COST, P_FAIR_OUTPUT_COST, P_MLFQ_QUANTUM, P_MLFQ_LEVELS,
  P_WATERMARK_BLOCKS, P_ASYNC) = range(16)
-N_POLICY_PARAMS = 16
+# Speculative decoding's slots follow (kernel/spec_decode.py SP_*, filled by sim_core/spec_decode.py).
+P_SPEC = 16
+N_POLICY_PARAMS = P_SPEC + N_SPEC_PARAMS
 # Admission control for a request whose TTFT target is already out of reach when it could start.
 ADMIT, SHED, DEGRADE = 0, 1, 2
 ADMISSION_CODES = {"admit": ADMIT, "reject": SHED, "degrade": DEGRADE}
@@ -39,4 +43,10 @@ def policy_params(scenario, resolved, class_tpot_s: np.ndarray) -> np.ndarray:
     p[P_MLFQ_LEVELS] = s.mlfq_levels
     p[P_WATERMARK_BLOCKS] = int(s.watermark * r.num_blocks)
     p[P_ASYNC] = 1.0 if s.async_scheduling else 0.0  # as vLLM v0 counts its watermark blocks
+    p[P_SPEC:] = spec_params(s, r)
     return p
+
+
+def spec_params(scenario, resolved) -> np.ndarray:
+    from ..spec_decode import spec_params as fill  # sim_core.spec_decode reads the catalogue: imported on use
+    return fill(scenario, resolved)

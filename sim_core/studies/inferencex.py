@@ -8,13 +8,15 @@ semaphore: sched-sim's concurrency_mode "semaphore"), each prompt and output len
 sample_random_requests draws from [int(L * ratio), L]), `--ignore-eos`. Its vLLM launchers (e.g.
 benchmarks/gptoss_fp4_h100.sh) serve with `max-num-batched-tokens: 8192`, `async-scheduling: true`, no prefix
 caching and `--max-num-seqs=$CONC`; SGLang and TensorRT-LLM overlap the CPU's scheduling with the GPU's step by
-default, so every point runs with async scheduling. Throughput per GPU is InferenceX's `tput_per_gpu`: total
+default, so every point runs with async scheduling. A row runs as the engine profile its framework column names
+(engine_of: sglang, trtllm, else vllm), the launch settings above set explicitly over the profile's defaults. Throughput per GPU is InferenceX's `tput_per_gpu`: total
 (input + output) tokens/s over the run divided by the GPUs; interactivity is 1000 / median TPOT (ms).
 
 The site's comparison rows ("inferencex_site_compare") are not runs but the site's interpolation along its
 frontier at a target interactivity, each GPU with its "best available serving configuration" (not named): they
-are predicted the same way, from a simulated frontier over every TP that fits (EP1, no MTP) and a grid of
-concurrencies, interpolated at the target. Every run uses the cost model's constants unchanged: nothing here is
+are predicted the same way, from a simulated frontier over the engines, TPs (EP1, no MTP) and concurrencies
+InferenceX swept for that page (SITE_SWEEPS; every TP that fits over a grid of concurrencies where it is not
+known), interpolated at the target. Every run uses the cost model's constants unchanged: nothing here is
 fitted to these rows.
 """
 
@@ -41,6 +43,29 @@ TOKEN_BUDGET = 8192  # max-num-batched-tokens in InferenceX's vLLM launchers
 FRONTIER_CONCURRENCY = (4, 8, 16, 32, 64, 128, 256)
 FRONTIER_PROMPTS_PER_USER = 3
 FRONTIER_TPS = (1, 2, 4, 8)
+# The site's "best available configuration" is the best of the runs InferenceX made, so where its sweep for the
+# page's GPU, model and shape is known the simulated frontier spans the same engines, TPs and concurrency ranges,
+# from the InferenceX repository (SemiAnalysisAI/InferenceX): (model, GPU, ISL, OSL) -> ((engine, tp, lowest,
+# highest concurrency), ...), concurrencies doubling from the lowest. Others take vLLM over FRONTIER_TPS x
+# FRONTIER_CONCURRENCY.
+#  - Llama-3.3-70B (removed in 2582bce4, so from its parent c198b20e): .github/workflows/70b-tmpl.yml, tp-list
+#    [1, 2, 4, 8] on B200 (vLLM and TensorRT-LLM jobs) and MI355X (vLLM only), conc-list benchmark-tmpl.yml's
+#    default [4 .. 64], [4 .. 128] for the TensorRT-LLM jobs.
+#  - gpt-oss-120b and DeepSeek-R1 (17046f44, before gpt-oss was deprecated in 4699ab81): configs/amd-master.yaml
+#    gptoss-fp4-mi325x-vllm (1K/1K: TP1/2/4/8, conc 4-64), dsr1-fp8-mi300x-sglang and dsr1-fp8-mi325x-sglang (8K/1K:
+#    TP8 only, conc 4-64); configs/nvidia-master.yaml gptoss-fp4-b200-vllm (TP1/2 conc 4-128, TP4 4-64, TP8 4-8) and
+#    gptoss-fp4-b200-trt (TP1 conc 256, TP2 4-256, TP4 and TP8 conc 4; its DEP2/DEP4 points are left out).
+_VLLM_TP1248 = tuple(("vllm", tp, 4, 64) for tp in (1, 2, 4, 8))
+SITE_SWEEPS = {
+    ("llama-3-70b", "b200", 1024, 1024): _VLLM_TP1248 + tuple(("trtllm", tp, 4, 128) for tp in (1, 2, 4, 8)),
+    ("llama-3-70b", "mi355x", 1024, 1024): _VLLM_TP1248,
+    ("gpt-oss-120b", "mi325x", 1024, 1024): _VLLM_TP1248,
+    ("gpt-oss-120b", "b200", 1024, 1024): (("vllm", 1, 4, 128), ("vllm", 2, 4, 128), ("vllm", 4, 4, 64),
+                                           ("vllm", 8, 4, 8), ("trtllm", 1, 256, 256), ("trtllm", 2, 4, 256),
+                                           ("trtllm", 4, 4, 4), ("trtllm", 8, 4, 4)),
+    ("deepseek-r1", "mi300x", 8192, 1024): (("sglang", 8, 4, 64),),
+    ("deepseek-r1", "mi325x", 8192, 1024): (("sglang", 8, 4, 64),),
+}
 DENSE, MOE = "dense", "MoE"
 # Summary targets of issue #22: median |error| of throughput per GPU for the dense and the MoE models, the largest
 # ratio allowed for the dense model, and the share of GPU pairs whose order must agree.
@@ -72,7 +97,10 @@ def measure_of(measured_what: str) -> str | None:
 def quantization_for(dtype: str, gpu: str) -> tuple[str, str]:
     """The row's weight format as a sched-sim quantization, with a note when it is run another way: an MXFP4
     checkpoint on a GPU without FP4 tensor cores runs weight-only (vLLM's Marlin MXFP4 kernel on Hopper,
-    VLLM_MXFP4_USE_MARLIN=1 in InferenceX's H100 launcher; dequantising kernels on CDNA 3), which is int4."""
+    VLLM_MXFP4_USE_MARLIN=1 in InferenceX's H100 launcher; on CDNA 3, whose launcher names no backend, vLLM's MXFP4
+    MoE oracle, vllm/model_executor/layers/fused_moe/oracle/mxfp4.py, takes AITER's CK or the triton_kernels
+    experts, both reading the 4-bit weights and upcasting them in the kernel: W4A16, not BF16 weights), which is
+    int4."""
     d = dtype.lower()
     if "fp4" in d:
         if GPUS[gpu].fp4_tflops is None:
@@ -81,26 +109,38 @@ def quantization_for(dtype: str, gpu: str) -> tuple[str, str]:
     return ("fp8", "") if "fp8" in d else ("bf16", "")
 
 
+def engine_of(framework: str) -> str:
+    """The engine profile (sim_core/data/engines.json) a row's framework column names: SGLang and TensorRT-LLM
+    rows run with their own profile (capacity policy, decode-attention kernel), vLLM and unnamed ones with vLLM's.
+    The launch flags the rows share (token budget, max sequences, overlap scheduling) stay set explicitly."""
+    low = framework.lower()
+    return "sglang" if "sglang" in low else "trtllm" if "tensorrt" in low else "vllm"
+
+
 def family(model: str) -> str:
     return MOE if MODELS[model].experts > 1 else DENSE
 
 
 @cache
-def run_point(hw: str, model: str, quantization: str, tp: int, isl: int, osl: int, concurrency: int,
-              prompts_per_user: int = PROMPTS_PER_USER) -> dict:
+def run_point(hw: str, model: str, quantization: str, tp: int, shape: tuple[int, int], concurrency: int,
+              prompts_per_user: int = PROMPTS_PER_USER, engine: str = "vllm") -> dict:
     """One InferenceX point simulated: its throughputs per GPU, mean TTFT and TPOT (ms), median TPOT and the
-    interactivity (tok/s/user). Cached: the rows of one point (throughputs, TTFT, TPOT) share one run."""
+    interactivity (tok/s/user), `shape` being (ISL, OSL) and `engine` the engine profile it runs as. Cached: the
+    rows of one point (throughputs, TTFT, TPOT) share one run."""
     from ..runner import run  # imported here: the simulator is only needed for these rows
     from ..scenario import Scenario
+
+    isl, osl = shape
 
     # [0.8 L, L] is the random workload's [L' (1 - r'), L' (1 + r')] with L' = 0.9 L and r' = 1/9.
     centre, spread = (1 + RANGE_RATIO) / 2, (1 - RANGE_RATIO) / (1 + RANGE_RATIO)
     s = Scenario(hardware=hw, model=model, quantization=quantization, tp=tp, workload="random",
                  isl=round(isl * centre), osl=round(osl * centre), length_range=spread, concurrency=concurrency,
                  concurrency_mode="semaphore", num_requests=concurrency * prompts_per_user,
-                 token_budget=TOKEN_BUDGET, max_seqs=concurrency, async_scheduling=True, max_model_len=isl + osl)
+                 token_budget=TOKEN_BUDGET, max_seqs=concurrency, async_scheduling=True, max_model_len=isl + osl,
+                 engine=engine)
     m = run(s).metrics
-    gpus = tp
+    gpus = m["gpus"]
     return {"tput_per_gpu": m["total_token_throughput"] / gpus, "output_tput_per_gpu": m["output_throughput"] / gpus,
             "ttft_mean": m["ttft_ms"]["mean"], "tpot_mean": m["tpot_ms"]["mean"], "tpot_p50": m["tpot_ms"]["p50"],
             "intvty": 1000.0 / m["tpot_ms"]["p50"], "completed": m["completed"], "preemptions": m["preemptions"]}
@@ -142,19 +182,13 @@ def raw_check(row: dict, simulate: bool) -> Check:
     error = _setup_error(hw, model, quantization, tp)
     if error:
         return Check(predicted=None, note=error, **base)
-    p = run_point(hw, model, quantization, tp, isl, osl, conc)
-    notes = [note, _engine_note(row["framework"]), p["preemptions"] and f"{p['preemptions']} preemptions",
+    p = run_point(hw, model, quantization, tp, (isl, osl), conc, engine=engine_of(row["framework"]))
+    notes = [note, p["preemptions"] and f"{p['preemptions']} preemptions",
              quantity == "ttft_mean" and "client-side: includes HTTP and tokenisation",
              "anomal" in row["notes"].lower() and "the source calls this point an anomaly (throughput below the "
                                                   "next-lower concurrency's)"]
     point = Point(model, row["dtype"], f"{isl}/{osl}", f"concurrency {conc}", hw, tp, quantity)
     return Check(predicted=p[quantity], note="; ".join(n for n in notes if n), point=point, **base)
-
-
-def _engine_note(framework: str) -> str:
-    """The model runs every engine as vLLM's scheduler with async scheduling: say so for the others."""
-    low = framework.lower()
-    return "" if "vllm" in low else f"{framework.split(' (')[0]} run as vLLM's scheduler (no engine profile)"
 
 
 def site_check(row: dict, simulate: bool) -> Check:
@@ -165,11 +199,15 @@ def site_check(row: dict, simulate: bool) -> Check:
             f" at {target:g} tok/s/user (site: concurrency ~{row['concurrency'] or '?'})")
     base = dict(group=row["source_id"], source=FILE, what=what, reference=float(row["value"]), unit=row["unit"])
     if row["concurrency"] and int(row["concurrency"]) > FRONTIER_CONCURRENCY[-1]:
-        # ~1000 users on one GPU type's best configuration: more than a TP-only engine of one node holds; the site
-        # reaches it with attention data-parallelism and expert parallelism (or disaggregated multi-node serving).
-        return Check(predicted=None, note=f"the site's best configuration runs ~{row['concurrency']} users, beyond "
-                     f"TP-only serving (at most {FRONTIER_CONCURRENCY[-1]} simulated): needs attention-DP + EP, "
-                     f"not modelled yet", **base)
+        # ~1000 users on one GPU type's best configuration: InferenceX's single-node B200 DeepSeek sweeps stop at 256
+        # users (configs/nvidia-master.yaml @17046f44: dsr1-fp8-b200-trt TP8 conc <= 256, dsr1-fp8-b200-sglang
+        # <= 64); its points near 1000 users are dsr1-fp8-b200-dynamo-trt's, multi-node disaggregated serving with
+        # DEP8 decode workers and mostly MTP, neither of which sched-sim models together (EP under disaggregation,
+        # speculative decoding).
+        return Check(predicted=None, note=f"the site's best configuration runs ~{row['concurrency']} users: "
+                     f"InferenceX's multi-node disaggregated configuration (dsr1-fp8-b200-dynamo-trt, DEP8 decode "
+                     f"workers, MTP), beyond single-node serving (at most {FRONTIER_CONCURRENCY[-1]} simulated); "
+                     f"EP with disaggregation and MTP are not modelled", **base)
     if missing or not simulate:
         return Check(predicted=None, note="; ".join(missing) or "frontier simulation skipped (--quick)", **base)
     isl, osl = int(row["input_len"]), int(row["output_len"])
@@ -178,22 +216,36 @@ def site_check(row: dict, simulate: bool) -> Check:
     if value is None:
         return Check(predicted=None, note=config, **base)
     point = Point(model, row["dtype"], f"{isl}/{osl}", f"{target:g} tok/s/user", hw, 0, "tput_per_gpu")
-    notes = [note, f"best: {config}", "TP only (EP, attention-DP, MTP not modelled)"]
+    notes = [note, f"best: {config}", "TP only (attention-DP + EP and MTP points left out)"]
     return Check(predicted=value, note="; ".join(n for n in notes if n), point=point, **base)
 
 
 @cache
 def frontier(hw: str, model: str, quantization: str, isl: int, osl: int) -> tuple[tuple[float, float, str], ...]:
     """The simulated frontier: (interactivity, throughput per GPU, configuration) of every TP that fits at every
-    FRONTIER_CONCURRENCY, Pareto-filtered (no other point both faster per user and higher per GPU)."""
+    concurrency of `sweep` (InferenceX's own where known), Pareto-filtered (no other point both faster per user and higher per GPU)."""
     points = []
-    for tp in FRONTIER_TPS:
+    for engine, tp, concurrencies in sweep(model, hw, isl, osl):
         if _setup_error(hw, model, quantization, tp):
             continue
-        for conc in FRONTIER_CONCURRENCY:
-            p = run_point(hw, model, quantization, tp, isl, osl, conc, FRONTIER_PROMPTS_PER_USER)
-            points.append((p["intvty"], p["tput_per_gpu"], f"TP{tp} concurrency {conc}"))
+        for conc in concurrencies:
+            p = run_point(hw, model, quantization, tp, (isl, osl), conc, FRONTIER_PROMPTS_PER_USER, engine)
+            points.append((p["intvty"], p["tput_per_gpu"], f"{engine} TP{tp} concurrency {conc}"))
     return tuple(sorted(p for p in points if not any(q[0] >= p[0] and q[1] > p[1] for q in points)))
+
+
+def sweep(model: str, hw: str, isl: int, osl: int) -> tuple[tuple[str, int, tuple[int, ...]], ...]:
+    """(engine, tp, concurrencies) the simulated frontier runs: InferenceX's own sweep where SITE_SWEEPS knows it."""
+    known = SITE_SWEEPS.get((model, hw, isl, osl))
+    if known is None:
+        return tuple(("vllm", tp, FRONTIER_CONCURRENCY) for tp in FRONTIER_TPS)
+    out = []
+    for engine, tp, lo, hi in known:
+        concurrencies = [lo]
+        while concurrencies[-1] * 2 <= hi:
+            concurrencies.append(concurrencies[-1] * 2)
+        out.append((engine, tp, tuple(concurrencies)))
+    return tuple(out)
 
 
 def frontier_at(hw: str, model: str, quantization: str, isl: int, osl: int,
@@ -202,13 +254,12 @@ def frontier_at(hw: str, model: str, quantization: str, isl: int, osl: int,
     interpolates), with the configurations it lies between; (None, why) outside the simulated range."""
     points = frontier(hw, model, quantization, isl, osl)
     if not points:
-        return None, f"no TP in {FRONTIER_TPS} fits {model} in {quantization} on {hw}"
+        return None, f"no configuration of {sweep(model, hw, isl, osl)} fits {model} in {quantization} on {hw}"
     lo = [p for p in points if p[0] <= target]
     hi = [p for p in points if p[0] >= target]
     if not lo or not hi:
         return None, (f"{target:g} tok/s/user is outside the simulated frontier ({points[0][0]:.0f}-"
-                      f"{points[-1][0]:.0f} tok/s/user over TP {FRONTIER_TPS}, concurrency "
-                      f"{FRONTIER_CONCURRENCY[0]}-{FRONTIER_CONCURRENCY[-1]})")
+                      f"{points[-1][0]:.0f} tok/s/user over (engine, TP, concurrencies) {sweep(model, hw, isl, osl)})")
     a, b = lo[-1], hi[0]
     if b[0] == a[0]:
         return a[1], a[2]

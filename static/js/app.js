@@ -1045,6 +1045,93 @@
     }
   });
 
+  // ----- the model picker: each model's badges, and an uploaded config.json in place of a catalogue model -----
+  // The uploaded model is the picker's selected entry (value "": no catalogue model) while the hidden model_file
+  // input in #model-config-status names it; picking a catalogue model drops the upload, as Remove does.
+  function showBadges(select) {
+    var box = document.getElementById("model-badges");
+    var opt = select.options[select.selectedIndex];
+    if (!box) return;
+    var list = [];
+    try { list = opt && opt.dataset.badges ? JSON.parse(opt.dataset.badges) : []; } catch (err) { list = []; }
+    box.textContent = "";
+    list.forEach(function (b) {
+      var span = document.createElement("span");
+      span.className = "badge badge-" + b.kind;
+      span.title = b.title;
+      span.textContent = b.label;
+      box.appendChild(span);
+    });
+  }
+
+  function dropModelConfig(select) {
+    var status = document.getElementById("model-config-status");
+    if (status) status.innerHTML = "";
+    var file = document.getElementById("f-model-config");
+    if (file) file.value = "";
+    var uploaded = select.querySelector("option[data-uploaded]");
+    if (uploaded) select.removeChild(uploaded);
+  }
+
+  // Capture phase: the upload goes before the form's own change handler sends the scenario (model and model_file
+  // together would be refused).
+  document.addEventListener("change", function (e) {
+    var select = e.target.closest && e.target.closest("[data-model-picker]");
+    if (!select) return;
+    var opt = select.options[select.selectedIndex];
+    if (!opt || !opt.hasAttribute("data-uploaded")) {
+      var value = select.value;
+      dropModelConfig(select);
+      select.value = value;
+    }
+    showBadges(select);
+  }, true);
+
+  document.addEventListener("click", function (e) {
+    if (!e.target.closest("[data-clear-model-config]")) return;
+    var select = document.querySelector("[data-model-picker]");
+    if (!select) return;
+    dropModelConfig(select);
+    select.value = "";
+    showBadges(select);
+    htmx.trigger("#scenario-form", "submit");
+  });
+
+  function fromModelUpload(e) {
+    var elt = e.detail && e.detail.requestConfig && e.detail.requestConfig.elt;
+    return !!elt && elt.id === "f-model-config";
+  }
+
+  // A file the simulator cannot read leaves the model in use as it was; only its error is shown.
+  document.body.addEventListener("htmx:beforeSwap", function (e) {
+    var status = document.getElementById("model-config-status");
+    if (!status || !fromModelUpload(e) || e.detail.xhr.status < 400) return;
+    e.detail.shouldSwap = false;
+    var old = document.getElementById("err-model-config");
+    if (old) old.parentNode.removeChild(old);
+    var answer = new DOMParser().parseFromString(e.detail.xhr.responseText, "text/html");
+    var error = answer.getElementById("err-model-config");
+    if (error) status.appendChild(document.importNode(error, true));
+  });
+
+  document.body.addEventListener("htmx:afterSettle", function (e) {
+    var select = document.querySelector("[data-model-picker]");
+    var hidden = document.querySelector("#model-config-status input[name=model_file]");
+    if (!fromModelUpload(e) || !select || !hidden) return;
+    var opt = select.querySelector("option[data-uploaded]");
+    if (!opt) {
+      opt = document.createElement("option");
+      opt.value = "";
+      opt.setAttribute("data-uploaded", "");
+      select.appendChild(opt);
+    }
+    opt.textContent = hidden.dataset.modelName + " (uploaded config.json)";
+    opt.dataset.badges = hidden.dataset.badges;
+    opt.selected = true;
+    showBadges(select);
+    htmx.trigger("#scenario-form", "submit");
+  });
+
   // An element marked data-change-stays-here handles its own change event; the form around it must not see it
   // (here, in app.js, not an inline handler: the pages' Content-Security-Policy allows no inline script).
   function keepChangesHere(root) {

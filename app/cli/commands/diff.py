@@ -79,10 +79,11 @@ def _query(scenario) -> str:
 
 
 def ab_document(sa, sb, ra, rb, top: int, by: str) -> tuple[dict, object]:
-    """The A/B's JSON document (sim_core.request_diff.diff_document, with each run's scenario) and its RequestDiff."""
+    """The A/B's JSON document less its `requests` (sim_core.request_diff.diff_document, with each run's scenario)
+    and its RequestDiff, whose requests_texts write them."""
     from sim_core.request_diff import diff_document
 
-    doc, d = diff_document(ra, rb, top=top, by=by)
+    doc, d = diff_document(ra, rb, top=top, by=by, with_requests=False)
     return {"a": {"scheduler": sa.scheduler, "query": _query(sa), "scenario": scenario_doc(sa)},
             "b": {"scheduler": sb.scheduler, "query": _query(sb), "scenario": scenario_doc(sb)}, **doc}, d
 
@@ -97,22 +98,27 @@ def handle(args: argparse.Namespace) -> int:
     except RequestsDiffer as e:
         raise UsageError(f"--b: {e}") from None
     if args.json:
-        print_document(doc)
+        print_document(doc, d)
     else:
         print_lines(report_lines(doc, d))
     return 0
 
 
-def print_document(doc: dict) -> None:
+def print_document(doc: dict, d) -> None:
     """The JSON document, indented as every command's, but one line per request: 10k requests indented would be
-    300k lines, and passing them through report.jsonable doubles the time the A/B takes (they are plain floats,
-    ints and strings already)."""
+    300k lines. The requests are written as RequestDiff.requests_texts makes them, a piece at a time: through
+    dicts and json.dumps they took longer than the two runs (bench/bench_diff.py)."""
     import json
     import sys
 
-    head = json.dumps(jsonable({k: v for k, v in doc.items() if k != "requests"}), indent=2, allow_nan=False)
-    rows = ",\n    ".join(json.dumps(r, allow_nan=False, separators=(",", ":")) for r in doc["requests"])
-    sys.stdout.write(head[:-2] + ',\n  "requests": [' + (f"\n    {rows}\n  " if rows else "") + "]\n}\n")
+    head = json.dumps(jsonable(doc), indent=2, allow_nan=False)
+    out = sys.stdout
+    out.write(head[:-2] + ',\n  "requests": [')
+    rows = "\n    "
+    for piece in d.requests_texts(",\n    "):
+        out.write(rows + piece)
+        rows = ",\n    "
+    out.write(("\n  " if rows != "\n    " else "") + "]\n}\n")
 
 
 # ----- the tables -----

@@ -36,7 +36,8 @@ def _catalog() -> dict:
         "models": [{"key": m.key, "hf_name": m.hf_name, "params_b": m.published_params_b, "layers": m.layers,
                     "max_context": m.max_context, "experts": m.experts, "attention": m.attention_summary,
                     "kv_bytes_per_token": m.kv_growth_bytes_per_token(),
-                    "kv_bytes_per_sequence_fixed": m.kv_fixed_bytes_per_sequence()} for m in MODELS.values()],
+                    "kv_bytes_per_sequence_fixed": m.kv_fixed_bytes_per_sequence(),
+                    "badges": [b.label for b in m.badges]} for m in MODELS.values()],
         "workloads": [{"name": p.name, "rate": p.rate, "burstiness": p.burstiness, "slo_ttft_ms": p.slo_ttft_ms,
                        "slo_tpot_ms": p.slo_tpot_ms, "summary": p.summary} for p in PRESETS.values()],
         "schedulers": [{"name": s.name, "summary": s.summary} for s in (BY_NAME[n] for n in SCHEDULER_NAMES)],
@@ -60,10 +61,10 @@ def catalog_lines(cat: dict) -> list[str]:
         right={2, 3, 4, 5, 6})]
     lines += ["", "Models (--model; --model-config FILE reads a Hugging Face config.json instead)"]
     lines += ["  " + x for x in columns(
-        ["key", "params", "layers", "context", "attention", "KV/token", "hugging face"],
+        ["key", "params", "layers", "context", "attention", "KV/token", "badges", "hugging face"],
         [[m["key"], f"{g(m['params_b'])}B" + (f" ({m['experts']} experts)" if m["experts"] > 1 else ""),
           str(m["layers"]), f"{m['max_context']:,}", m["attention"], f"{m['kv_bytes_per_token'] / 1024:g} KiB",
-          m["hf_name"]] for m in cat["models"]],
+          ", ".join(m["badges"]) or "-", m["hf_name"]] for m in cat["models"]],
         right={1, 2, 3, 5})]
     lines += ["", "Workload presets (--workload; --trace FILE replays a CSV instead)"]
     lines += ["  " + x for x in columns(

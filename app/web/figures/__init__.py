@@ -36,6 +36,9 @@ class Results:
     means: list[RunView] = field(default_factory=list)  # the same, their metrics averaged over the seeds
     ci95: list[dict] = field(default_factory=list)  # per scheduler, the metrics' 95% intervals (one seed: empty)
     span: list[float] | None = None  # [0, end] of the whole comparison: every time axis spans it
+    # With model_uncertainty: per scheduler, the metrics' model intervals (model_ci: [low, high] beside each metric,
+    # the ensemble's 90% range; app/web/model_interval.py); empty otherwise.
+    model_ci: list[dict] = field(default_factory=list)
 
     @property
     def query(self) -> str:

@@ -64,14 +64,48 @@ def cdf_axis_range(xs: list[float], target: float | None) -> tuple[list[float], 
     return [round(math.log10(lo) - pad, 4), round(math.log10(hi) + pad, 4)], shown
 
 
-def cdf_figure(views: list[RunView]) -> dict:
+# With model intervals: these percentiles of each panel's metric drawn as points with the model's 90% range as
+# horizontal error bars (a percentile's interval is along the latency axis, at its fraction of requests).
+MODEL_PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
+def model_error_bars(views: list[RunView], model_ci: list[dict], key: str, k: int) -> list[dict]:
+    """Panel k's (metric `key`: ttft, itl, e2el) error bars: each scheduler's MODEL_PERCENTILES, each with its
+    model interval (nothing for a scheduler without one)."""
+    out = []
+    for v, ci in zip(views, model_ci, strict=False):
+        x, ys, low, high = [], [], [], []
+        for stat, y in MODEL_PERCENTILES:
+            value, interval = (v.metrics.get(f"{key}_ms") or {}).get(stat), (ci.get(f"{key}_ms") or {}).get(stat)
+            if isinstance(value, int | float) and value > 0 and isinstance(interval, list) and len(interval) == 2:
+                x.append(round(value, 4))
+                ys.append(y)
+                low.append(round(max(0.0, value - interval[0]), 4))
+                high.append(round(max(0.0, interval[1] - value), 4))
+        if x:
+            out.append({"type": "scatter", "mode": "markers", "x": x, "y": ys, "name": f"{v.scheduler} model 90%",
+                        "legendgroup": v.scheduler, "showlegend": False, "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                        "marker": {"color": color(v.scheduler), "size": 5},
+                        "error_x": {"type": "data", "symmetric": False, "array": high, "arrayminus": low,
+                                    "color": color(v.scheduler), "thickness": 1.5, "width": 4},
+                        "hovertemplate": f"{v.scheduler}: %{{x:.1f}} ms at %{{y:.0%}}; the model's 90% range "
+                                         "%{customdata}<extra></extra>",
+                        "customdata": [f"{a - lo:.1f}-{a + hi:.1f} ms" for a, lo, hi in zip(x, low, high,
+                                                                                             strict=True)]})
+    return out
+
+
+def cdf_figure(views: list[RunView], model_ci: list[dict] | None = None) -> dict:
     data, layout = [], _layout(340, margin={"l": 60, "r": 20, "t": 40, "b": 56})
     slo = views[0].metrics.get("slo", {}) if views else {}
     targets = {} if slo.get("by_class") else {"ttft": slo.get("ttft_ms"), "itl": slo.get("tpot_ms")}
     shown_targets = {}
     for k, (domain, (key, xtitle, ytitle)) in enumerate(zip(_columns(3, 0.07), CDF_PANELS, strict=True)):
         # Explicit ranges and ticks: autorange would stretch a panel to fit an SLO note's text.
-        fitted = cdf_axis_range([x for v in views for x in v.cdf[key]["x"]], targets.get(key))
+        bars = model_error_bars(views, model_ci or [], key, k)
+        ends = [e for b in bars for x, lo, hi in zip(b["x"], b["error_x"]["arrayminus"], b["error_x"]["array"],
+                                                      strict=True) for e in (x - lo, x + hi)]
+        fitted = cdf_axis_range([x for v in views for x in v.cdf[key]["x"]] + ends, targets.get(key))
         ticks = {}
         if fitted:
             span, shown_targets[key] = fitted
@@ -88,6 +122,7 @@ def cdf_figure(views: list[RunView]) -> dict:
                          "showlegend": k == 0, "line": {"color": color(v.scheduler), "width": 2, "shape": "hv"},
                          "xaxis": _ref("x", k), "yaxis": _ref("y", k),
                          "hovertemplate": f"{v.scheduler}: %{{y:.1%}} under %{{x:.1f}} ms<extra></extra>"})
+        data += bars
     shapes, notes = [], []
     for k, (key, label) in enumerate((("ttft", "TTFT SLO"), ("itl", "TPOT SLO"))):
         target = targets.get(key)
@@ -111,7 +146,10 @@ def cdf_figure(views: list[RunView]) -> dict:
 
 
 FIGURE = Figure(
-    name="cdf", title="Latency distributions", order=20, build=lambda r: cdf_figure(r.views),
-    explain="Cumulative distributions (log time axis). TTFT and E2EL count requests; ITL counts every gap between "
-            "consecutive tokens, so a prefill stall shows as a long right tail.",
+    name="cdf", title="Latency distributions", order=20, build=lambda r: cdf_figure(r.views, r.model_ci),
+    explain=lambda r, data: (
+        "Cumulative distributions (log time axis). TTFT and E2EL count requests; ITL counts every gap between "
+        "consecutive tokens, so a prefill stall shows as a long right tail." + (
+            " Error bars: the P50, P90 and P99 under the step-time model's own error (the 90% range over an "
+            "ensemble of models spread as its validation errors)." if r.model_ci else "")),
 )

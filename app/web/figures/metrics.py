@@ -9,7 +9,7 @@ from . import Figure, Results
 
 def table(results: Results) -> list:
     seeds = results.req.scenario.seeds > 1
-    return present.metrics_table(results.means, results.ci95 if seeds else None)
+    return present.metrics_table(results.means, results.ci95 if seeds else None, results.model_ci or None)
 
 
 def _explain(results: Results, rows: list) -> str:
@@ -18,7 +18,8 @@ def _explain(results: Results, rows: list) -> str:
             f"that met {slo}; SLO attainment is their share of all requests. Best value per row in bold; on latency "
             "rows only among schedulers that served every request (a latency counts only the requests served), and "
             "a scheduler that rejected or shed some is flagged with its share not served where its value would "
-            "have won.")
+            "have won." + (" Under each value, the step-time model's own error: the 90% range of the metric over an "
+                           "ensemble of models spread as the model's validation errors." if results.model_ci else ""))
 
 
 FIGURE = Figure(name="metrics", title="Metrics", explain=_explain, order=40, build=table,

@@ -1,0 +1,98 @@
+"""Speculative decoding in the engine (issue #23): how many draft tokens a decoding sequence proposes, how many the
+verification accepts, and what the proposer costs. sim_core/spec_decode.py fills the slots from a scenario.
+
+A decoding sequence's step proposes k draft tokens; the target model verifies them in one forward pass that scores
+k + 1 query tokens (the last sampled token and the drafts: counted in the token budget, as vLLM's scheduler does,
+and costed as a decoding sequence whose KV is read once plus k more tokens through every layer, their attention
+FLOPs over the context and k + 1 sampled positions: engine.py run_batch). The
+accepted count a is drawn per step from a per-position acceptance distribution (its CDF is in the slots); the
+request emits 1 + a tokens (the accepted drafts and the target's bonus token). The draw is a hash of (seed,
+request, position), not a random-number stream: the same request position gets the same draw however the batch
+is formed, jitted or not (RULES.md: no random numbers inside kernels).
+
+The slots live in the policy vector (cfg.pol) after the policies' own, at options.P_SPEC; all zero = off.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .jit import inline
+
+# The most draft tokens per step (vLLM's num_speculative_tokens; SGLang's speculative_num_steps defaults to 5).
+MAX_SPEC_TOKENS = 16
+# Proposer kinds.
+SPEC_OFF, SPEC_NGRAM, SPEC_DRAFT, SPEC_EAGLE, SPEC_MTP = 0, 1, 2, 3, 4
+SPEC_METHODS = {"ngram": SPEC_NGRAM, "draft": SPEC_DRAFT, "eagle": SPEC_EAGLE, "mtp": SPEC_MTP}
+# Slot offsets from options.P_SPEC.
+(SP_K,  # draft tokens per step (0: off)
+ SP_METHOD,  # SPEC_*
+ SP_SEED,  # < 2**31: the acceptance draws' seed
+ SP_DISABLE_ABOVE,  # vLLM's speculative_disable_by_batch_size: no drafts while more run (0: never disabled)
+ SP_NGRAM_FRAC,  # n-gram proposer: CPU time as a fraction of the verification step
+ # A neural proposer's pass over the batch (an EAGLE/MTP head or a draft model), as a roofline:
+ #   FIXED + sqrt(((BYTES + EXPERT_BYTES x touched + B x ACT + ctx x KV) / BW)^2 + (B x FLOPS / RATE)^2)
+ SP_PASS_FIXED_S, SP_PASS_BYTES, SP_PASS_EXPERT_BYTES, SP_PASS_EXPERT_FRAC, SP_PASS_ACT_BYTES, SP_PASS_FLOPS,
+ SP_PASS_KV_BYTES, SP_PASS_BW, SP_PASS_RATE,
+ SP_PASSES_PER_DRAFT,  # passes per draft token (1: a chain of k passes; MTP reuses its one module k times)
+ SP_CDF) = range(16)  # SP_CDF + j: P(accepted <= j), j = 0 .. MAX_SPEC_TOKENS
+N_SPEC_PARAMS = SP_CDF + MAX_SPEC_TOKENS + 1
+_M31 = 2147483647  # 2**31 - 1: every product below stays under 2**62 (RULES.md: no int64 overflow)
+
+
+@inline
+def _mix(x):
+    """One round of a multiply-xorshift mix on [0, 2**31)."""
+    x = (x * 48271) % _M31
+    x ^= x >> 13
+    x = (x * 16807 + 12345) % _M31
+    x ^= (x << 7) & _M31
+    return x
+
+
+@inline
+def spec_uniform(seed, r, position):
+    """A uniform draw in [0, 1) for request r's verification step that starts at output position `position`."""
+    x = (r % 1000003) * 2048 + position % 2048
+    x = _mix(_mix(x % _M31) ^ seed)
+    x = _mix(x ^ (position // 2048) % _M31)
+    return x / _M31
+
+
+@inline
+def accepted_drafts(pol, base, r, position, drafts):
+    """How many of `drafts` draft tokens the verification accepts (the first rejection ends the run)."""
+    u = spec_uniform(int(pol[base + SP_SEED]), r, position)
+    a = 0
+    while a < drafts and u >= pol[base + SP_CDF + a]:
+        a += 1
+    return a
+
+
+@inline
+def step_spec_tokens(pol, base, running):
+    """Draft tokens each decoding sequence may propose this step: k, or none while more than the disable
+    threshold run (vLLM's speculative_disable_by_batch_size). Each sequence proposes at most its remaining
+    output less the bonus token, and what the token budget leaves (scheduler.py)."""
+    above = pol[base + SP_DISABLE_ABOVE]
+    if above > 0.0 and running > above:
+        return 0
+    return int(pol[base + SP_K])
+
+
+@inline
+def proposer_seconds(pol, base, verify_s, seqs, ctx, drafts):
+    """The proposer's time for `seqs` speculating sequences over `ctx` context tokens, proposing up to `drafts`
+    tokens each: n-gram matching on the CPU (a fraction of the verification step), or `drafts` passes of a
+    neural proposer (EAGLE/MTP heads: one layer of the target's kind each; a draft model: all its layers)."""
+    method = int(pol[base + SP_METHOD])
+    if method == SPEC_NGRAM:
+        return pol[base + SP_NGRAM_FRAC] * verify_s
+    weight = pol[base + SP_PASS_BYTES]
+    if pol[base + SP_PASS_EXPERT_BYTES] > 0.0:
+        weight += pol[base + SP_PASS_EXPERT_BYTES] * (1.0 - (1.0 - pol[base + SP_PASS_EXPERT_FRAC]) ** seqs)
+    moved = weight + seqs * pol[base + SP_PASS_ACT_BYTES] + ctx * pol[base + SP_PASS_KV_BYTES]
+    memory_s = moved / pol[base + SP_PASS_BW]
+    compute_s = seqs * pol[base + SP_PASS_FLOPS] / pol[base + SP_PASS_RATE]
+    one = pol[base + SP_PASS_FIXED_S] + math.sqrt(memory_s * memory_s + compute_s * compute_s)
+    return drafts * pol[base + SP_PASSES_PER_DRAFT] * one
