@@ -225,6 +225,40 @@ METRICS: tuple[Metric, ...] = (
     Metric("replicas", "Replicas", "count", "With several replicas: a list, one entry per replica, with its "
            "requests, completed, served_tokens, gpu_busy_fraction, kv_cache_usage_mean, waiting_peak, preemptions "
            "and steps.", None, "Deployment", "count", "docs"),
+    # ----- an autoscaler (scenario field autoscaler): reported only when one runs -----
+    Metric("gpu_hours", "GPU-hours", "count", "With an autoscaler: GPU-hours the replicas held, each from being "
+           "asked for (provisioning) to its release. With one, gpus, cost_per_hour and cost_per_mtok are the run's: "
+           "the most GPUs held at once, the run's cost per hour of it and over its output tokens.", "lower",
+           "Deployment", "average"),
+    Metric("cost", "Cost of the run", "$", "With an autoscaler: its GPU-hours at the GPU's on-demand list price; "
+           "none where no price is known.", "lower", "Deployment", "usd"),
+    Metric("slo_attainment_worst_window", "SLO attainment, worst minute", "%", "With an autoscaler: the lowest "
+           "SLO attainment of any window (slo_attainment_by_window) in which requests arrived.", "higher",
+           "Deployment", "fraction"),
+    Metric("autoscaler.replicas_provisioned", "Replicas provisioned", "count", "With an autoscaler: replicas it "
+           "asked for over the run, beyond those serving at the start.", None, "Deployment", "count"),
+    *[Metric(f"autoscaler.{k}", f"Autoscaler: {k.replace('_', ' ')}", unit, f"With an autoscaler: {what}.", None,
+             "Deployment", kind, "docs") for k, unit, kind, what in (
+        ("policy", "flag", "flag", "its policy"),
+        ("provision_delay_s", "s", "seconds", "seconds from asking for a replica to its serving"),
+        ("interval_s", "s", "seconds", "seconds between its evaluations"),
+        ("min_replicas", "count", "count", "the fewest replicas it keeps"),
+        ("max_replicas", "count", "count", "the most replicas alive at once"),
+        ("capacity", "req/s", "rate", "predictive: a list, the requests/s it plans k replicas to serve (k = 0, "
+                                      "1, ... max_replicas)"),
+        ("target", "count", "average", "utilization: the metric's target per replica (autoscale_metric)"),
+        ("kv_blocks_leaked_on_release", "count", "count", "KV blocks released replicas still held (always 0)"))],
+    *[Metric(f"slo_attainment_by_window.{k}", f"SLO attainment by window: {k}", "count", f"With an autoscaler: "
+             f"{what}.", None, "Deployment", "count", "docs") for k, what in (
+        ("window_s", "the windows' length, seconds"), ("start_s", "a list: each window's start, seconds"),
+        ("requests", "a list: requests that arrived in each window"),
+        ("attainment", "a list: the share of each window's requests that met the SLO (null: none arrived)"))],
+    *[Metric(f"replicas_over_time.{k}", f"Replicas over time: {k}", "count", f"With an autoscaler: {what}.", None,
+             "Deployment", "count", "docs") for k, what in (
+        ("window_s", "the windows' length, seconds"), ("start_s", "a list: each window's start, seconds"),
+        ("provisioning", "a list: replicas provisioning, on average over each window"),
+        ("serving", "a list: replicas serving, on average over each window"),
+        ("draining", "a list: replicas draining, on average over each window"))],
     # ----- scheduling -----
     Metric("waiting.mean", "Waiting requests, mean", "count", "Requests queued and not yet running, averaged over "
            "busy time.", "lower", "Scheduling", "average"),

@@ -12,12 +12,15 @@ from typing import NamedTuple
 import numpy as np
 
 from .bounds import bounds as run_bounds
+from .cluster_over_time import over_time_metrics, run_autoscaled
 from .deployment import Resolved, resolve
 from .hardware_profile import profile_constants
 from .kernel import engine
 from .kernel.cluster import (
+    PER_REQUEST,
     first_steps,
     pooled_efficiency,
+    pooled_logs,
     replica_metrics,
     simulate_replicas,
 )
@@ -194,6 +197,8 @@ class Result:
     engine_logs: list[EngineLog] | None = None
     handover: PoolTrace | None = None
     kv_tiers: np.ndarray | None = None  # kernel.kv_tiers.tier_stats summed over engines (all 0 without offload)
+    # An autoscaler's replicas: [life, kernel.autoscaled.LIFE_*] (slot, asked for, serving, draining, released)
+    replica_lives: np.ndarray | None = None
 
     @property
     def end_s(self) -> float:
@@ -328,6 +333,7 @@ class PoolsRun(NamedTuple):
     served_by: np.ndarray
     handover: PoolTrace | None = None
     transfer: dict | None = None  # the KV link's figures (simulate_pools)
+    autoscaled: tuple | None = None  # an autoscaler's (lives log, KV blocks leaked, Scaling): cluster_over_time.py
 
 
 def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: RequestTable,
@@ -336,6 +342,10 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
     decode pool (`cfgs`: each pool's Config; `sessions`: each request's conversation, for session routing, when
     the table's follow-up chains are not only conversations)."""
     pools = r.deployment
+    if scenario.autoscaler is not None:
+        outs, served_by, lives, leaked, scaling = run_autoscaled(scenario, r, cfgs[0], table, frames, sessions)
+        merged = Outcome(**{f: getattr(outs[0], f) for f in PER_REQUEST}, **pooled_logs(outs))
+        return PoolsRun(merged, outs, served_by, autoscaled=(lives, leaked, scaling))
     router = RouterSettings(scenario.router, scenario.router_staleness_ms / 1e3, scenario.seed,
                             scenario.router_cache_weight, sessions)
     if len(pools) == 2:  # prefill pool -> decode pool
@@ -361,10 +371,11 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     element: set it to 1 from another thread to stop the run (raises Cancelled); `bounds`: add metrics.bounds,
     what a clairvoyant scheduler could reach on these requests (sim_core/bounds.py)."""
     class_slo = class_slos(scenario, r, reqs)
-    if scenario.engines > 1 and record_events:  # timelines need every engine's every step: one engine's bounds
-        max_step_records = max(CLUSTER_STEP_RECORDS, max_step_records // scenario.engines)
-        max_events = max(CLUSTER_STEP_RECORDS, max_events // scenario.engines)
-    elif scenario.engines > 1:  # a sample of each engine's steps is all the cluster view draws
+    engines = scenario.scaling_bounds[1] if scenario.autoscaler is not None else scenario.engines
+    if engines > 1 and record_events:  # timelines need every engine's every step: one engine's bounds
+        max_step_records = max(CLUSTER_STEP_RECORDS, max_step_records // engines)
+        max_events = max(CLUSTER_STEP_RECORDS, max_events // engines)
+    elif engines > 1:  # a sample of each engine's steps is all the cluster view draws
         max_step_records = min(max_step_records, CLUSTER_STEP_RECORDS)
     cancel = _scoped_cancel() if cancel is None else cancel
     cfgs = [engine_config(scenario, r.on_pool(k), class_slo, record_events=record_events,
@@ -387,8 +398,11 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     if offload_on(scenario):  # the key exists only when a lower tier does: output without offload is unchanged
         result.metrics["kv_tiers"] = tier_metrics(result.kv_tiers, result.metrics["duration_s"] * scenario.engines,
                                                   r.setup.tp)
-    if len(ran.outs) > 1:
+    if len(ran.outs) > 1 or ran.autoscaled is not None:
         _add_engines(result, ran, cfgs)
+    if ran.autoscaled is not None:
+        result.replica_lives = ran.autoscaled[0]
+        result.metrics.update(over_time_metrics(result, *ran.autoscaled))
     if bounds:
         result.metrics["bounds"] = run_bounds(result)
     return result
@@ -398,6 +412,8 @@ def _add_engines(result: Result, ran: PoolsRun, cfgs: list[Config]) -> None:
     """Several engines: each one's log (Result.engine_logs) and share of the work, and the cluster's figures that
     one engine's metrics cannot say (pooled MBU/MFU over different GPUs, the KV link's use)."""
     scenario, pools = result.scenario, result.resolved.deployment
+    if ran.autoscaled is not None:  # one engine per slot the autoscaler used
+        pools = (dataclasses.replace(pools[0], engines=len(ran.outs)),)
     each = [(pool, name, cfg) for pool, cfg in zip(pools, cfgs, strict=True) for name in pool.engine_names]
     blocks = [pool.num_blocks for pool, _, _ in each]
     if ran.handover is None:

@@ -6,16 +6,17 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, scenario_defaults
 from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
+from .kv_offload_fields import KVOffloadFields
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
+from .policies.autoscaling import AUTOSCALERS, SCALING_METRICS
 from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
-from .quoting import quote
 from .rate_schedule import ScheduleError
 from .rate_schedule import parse as parse_schedule
 from .workload import PRESETS, RANDOM_ISL, RANDOM_OSL
@@ -29,6 +30,8 @@ WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 RouterName = Literal[tuple(ROUTERS)]  # type: ignore[valid-type]
 KvLinkName = Literal[tuple(KV_LINKS)]  # type: ignore[valid-type]
 EngineName = Literal[ENGINE_NAMES]  # type: ignore[valid-type]
+AutoscalerName = Literal[tuple(AUTOSCALERS)]  # type: ignore[valid-type]
+ScalingMetric = Literal[tuple(SCALING_METRICS)]  # type: ignore[valid-type]
 
 # Limits that keep one simulation bounded; the web layer applies tighter ones of its own.
 MAX_REQUESTS = 10_000_000
@@ -44,11 +47,15 @@ MAX_DP_ENGINES = 4 * MAX_EP
 # A closed loop's users (each holds a request in the system) and the longest think time between requests.
 MAX_CONCURRENCY = 100_000
 MAX_THINK_S = 3600.0
+# An autoscaler's settings (each refused without one) and the most replicas it scales to by default.
+AUTOSCALE_FIELDS = ("min_replicas", "max_replicas", "autoscale_interval_s", "autoscale_metric", "autoscale_target",
+                    "autoscale_cooldown_s", "autoscale_replica_rate", "provision_delay_s")
+DEFAULT_MAX_REPLICAS = 8
 # A disaggregated deployment's per-pool settings (None: the scenario's hardware or tp).
 POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
 
 
-class Scenario(BaseModel):
+class Scenario(KVOffloadFields):
     """Everything one simulation needs. Unset optional fields take the workload preset's or the GPU's default."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -91,6 +98,30 @@ class Scenario(BaseModel):
                                                    "compute (not cached there) weighs against a KV token it already "
                                                    "has outstanding; higher keeps sessions on their cache, lower "
                                                    "balances load (1: Dynamo's KV router default)")
+    autoscaler: AutoscalerName | None = Field(None, description="change the number of replicas over the run "
+                                                                "(replicas: how many serve at the start): "
+                                                                + "; ".join(f"{k}: {v[1]}" for k, v in
+                                                                            AUTOSCALERS.items()))
+    min_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS, description="autoscaler: the fewest replicas; "
+                                                                               "default 1")
+    max_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS,
+                                     description="autoscaler: the most replicas alive at once (provisioning, serving "
+                                                 "or draining: each holds its GPUs); default 8, or replicas if more")
+    autoscale_interval_s: float | None = Field(None, gt=0, le=86_400, description="autoscaler: seconds between "
+                                               "evaluations; default 15 (the Kubernetes HPA's sync period)")
+    autoscale_metric: ScalingMetric | None = Field(None, description="autoscaler utilization: the vLLM metric it "
+                                                   "scales on (waiting, running requests or kv_usage); default running")
+    autoscale_target: float | None = Field(None, gt=0, le=100_000, description="autoscaler utilization: the metric's "
+                                           "target per replica (kv_usage: a fraction); default for running: the "
+                                           "requests one replica holds at the rate it serves within the SLO")
+    autoscale_cooldown_s: float | None = Field(None, ge=0, le=86_400, description="autoscaler utilization: no "
+                                               "scale-down sooner than this after the last change; default 300")
+    autoscale_replica_rate: float | None = Field(None, gt=0, le=10_000, description="autoscaler predictive: requests/s "
+                                                 "each replica serves within the SLO; default: the capacity search's "
+                                                 "for 1, 2, 4, ... replicas")
+    provision_delay_s: float | None = Field(None, ge=0, le=86_400, description="autoscaler: seconds from asking for "
+                                            "a replica to its serving; default: weight load + engine start-up "
+                                            "(sim_core/data/startup.json)")
     prefill_replicas: int = Field(0, ge=0, le=MAX_REPLICAS,
                                   description="disaggregated serving: engines that only prefill (0: each engine "
                                               "prefills and decodes its own requests)")
@@ -183,26 +214,6 @@ class Scenario(BaseModel):
     preemption: Literal["recompute", "swap", "none"] = Field(
         "recompute", description="what happens when the KV pool runs out")
     swap_space_gb: float = Field(4.0, ge=0, le=4096, description="host memory for swapped KV, per GPU")
-    kv_offload_cpu_gb: float = Field(0.0, ge=0, le=4096,
-                                     description="host memory for KV blocks offloaded below the GPU's prefix cache "
-                                                 "(a lower tier, per GPU; needs prefix_cache; 0: off)")
-    kv_offload_disk_gb: float = Field(0.0, ge=0, le=1 << 20,
-                                      description="local disk (NVMe) for KV blocks offloaded below the host tier "
-                                                  "(per GPU; needs prefix_cache; 0: off)")
-    kv_offload_policy: Literal["evict", "store"] = Field(
-        "evict", description="when blocks go down a tier: evict (written as the GPU cache evicts them: vLLM's "
-                             "CPU offload, SGLang HiCache) or store (every full block written as it is computed: "
-                             "LMCache)")
-    kv_offload_overlap: bool = Field(False, description="load offloaded blocks layer by layer under the step's "
-                                                        "compute instead of before it")
-    kv_offload_host_gbs: float | None = Field(None, gt=0, le=10_000,
-                                              description="host link GB/s per direction for offloaded KV; default: "
-                                                          "the GPU's (PCIe, or NVLink-C2C on Grace) at 80%")
-    kv_offload_disk_read_gbs: float | None = Field(None, gt=0, le=10_000,
-                                                   description="disk read GB/s; default: a PCIe 5.0 datacenter "
-                                                               "NVMe's (sim_core/data/kv_tiers.json)")
-    kv_offload_disk_write_gbs: float | None = Field(None, gt=0, le=10_000,
-                                                    description="disk write GB/s; default: the same NVMe's")
     slo_ttft_ms: float | None = Field(None, gt=0, le=3_600_000, description="TTFT target; default: the preset's")
     slo_tpot_ms: float | None = Field(None, gt=0, le=3_600_000, description="TPOT target; default: the preset's")
     admission: Literal["admit", "reject", "degrade"] | None = Field(
@@ -274,6 +285,37 @@ class Scenario(BaseModel):
                 raise ValueError(f"{name}: sets one pool of a disaggregated deployment; needs prefill_replicas and "
                                  f"decode_replicas (leave it unset otherwise)")
         return self
+
+    @model_validator(mode="after")
+    def _autoscaler_fields(self) -> Scenario:
+        if self.autoscaler is None:
+            for name in AUTOSCALE_FIELDS:
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: sets how an autoscaler scales; set autoscaler with it (or leave it "
+                                     f"unset)")
+            return self
+        if self.disaggregated:
+            raise ValueError("autoscaler: scales one pool of replicas; not modelled for prefill_replicas and "
+                             "decode_replicas yet")
+        if self.ep > 1:  # its fleet counts one replica as one engine of tp GPUs; attention-DP ranks are several
+            raise ValueError("autoscaler: scales replicas of tp GPUs; not modelled with expert parallelism (ep > 1) "
+                             "yet")
+        if self.autoscale_metric not in (None, "running") and self.autoscale_target is None:
+            raise ValueError(f"autoscale_target: needed with autoscale_metric {self.autoscale_metric} (the value per "
+                             f"replica to hold; only running has a default)")
+        lo, hi = self.scaling_bounds
+        if lo > hi:
+            raise ValueError(f"min_replicas: {lo} is more than max_replicas ({hi})")
+        if not lo <= self.replicas <= hi:
+            raise ValueError(f"replicas: the replicas serving at the start ({self.replicas}) must be within "
+                             f"min_replicas and max_replicas ({lo}..{hi})")
+        return self
+
+    @property
+    def scaling_bounds(self) -> tuple[int, int]:
+        """(min_replicas, max_replicas) as an autoscaler uses them, defaults filled in."""
+        lo = self.min_replicas or 1
+        return lo, self.max_replicas or max(DEFAULT_MAX_REPLICAS, self.replicas, lo)
 
     def pool_deployment(self, pool: str) -> tuple[str, int]:
         """(GPU type, tensor-parallel degree) of the "prefill" or "decode" pool; the scenario's own hardware and tp
@@ -445,15 +487,6 @@ def profile_mismatch(s) -> str | None:
                     s.quantization, s.tp)
 
 
-def model_error_field(err: dict, fallback: str) -> tuple[str, dict]:
-    """A model-level validator's error names its field as "field: message"; pydantic gives it no location."""
-    if not err["loc"] and err["type"] == "value_error":
-        field, sep, rest = err["msg"].removeprefix("Value error, ").partition(": ")
-        if sep and field in Scenario.model_fields:
-            return field, {**err, "msg": rest}
-    return ".".join(str(x) for x in err["loc"]) or fallback, err
-
-
 def query_value(v: object) -> str:
     """A field value as the canonical query string spells it."""
     if isinstance(v, bool):
@@ -463,45 +496,5 @@ def query_value(v: object) -> str:
     return str(v)
 
 
-class ScenarioError(ValueError):
-    """Invalid scenario input: a list of (field, message) pairs, each message saying what is allowed."""
-
-    def __init__(self, problems: list[tuple[str, str]]):
-        self.problems = problems
-        super().__init__("; ".join(f"{f}: {m}" for f, m in problems))
-
-
-def describe_error(err: dict, model: type[BaseModel] | None = None) -> str:
-    """One pydantic error as a message saying what `model`'s field (default: Scenario's) allows."""
-    model = model or Scenario
-    ctx = err.get("ctx") or {}
-    kind = err["type"]
-    got = err.get("input")
-    got_s = f" (got {quote(got)})" if got is not None and not isinstance(got, dict) else ""
-    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
-        # Imported here, not at the top: fields reads the Scenario model this module defines.
-        from .fields import range_text
-
-        field = str(err["loc"][-1]) if err["loc"] else ""
-        allowed = range_text(field, model) if field in model.model_fields else ""
-        if allowed:
-            return f"must be {allowed}{got_s}"
-    if kind == "literal_error":
-        return f"must be one of {ctx.get('expected', '')}{got_s}"
-    if kind == "extra_forbidden":
-        return "is not a scenario field" if model is Scenario else "is not a field of this request"
-    if kind == "value_error":
-        return err["msg"].removeprefix("Value error, ")
-    return err["msg"] + got_s
-
-
-def parse_scenario(data: dict) -> Scenario:
-    """Validate raw input (strings allowed) into a Scenario, or raise ScenarioError naming each bad field."""
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            field, err = model_error_field(err, "scenario")
-            problems.append((field, describe_error(err)))
-        raise ScenarioError(problems) from None
+# Invalid input, reported field by field (its own module; parse_scenario is from_query's, so it is re-exported).
+from .scenario_errors import ScenarioError, describe_error, model_error_field, parse_scenario  # noqa: E402, F401

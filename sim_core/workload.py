@@ -371,8 +371,10 @@ def arrival_times(rng: np.random.Generator, rate: float | RateSchedule, burstine
     """Arrival instants of a renewal process with mean rate `rate` and gap CV `burstiness` (gamma gaps; CV 1 is
     Poisson). With `n`, exactly n arrivals; otherwise every arrival in [0, duration_s). A RateSchedule as the rate:
     the same process, time-rescaled to follow it (sim_core.rate_schedule)."""
-    if isinstance(rate, RateSchedule):
+    if isinstance(rate, RateSchedule) and not (rate.shape == "piecewise" and len(rate.pieces) == 1):
         return scheduled_arrivals(rate, rng, burstiness, n, duration_s)
+    if isinstance(rate, RateSchedule):  # one constant rate: its own arrivals exactly (time-rescaling rounds them)
+        rate = rate.pieces[0][1]
     shape = 1.0 / (burstiness * burstiness)
     scale = 1.0 / (rate * shape)
     if n is not None:

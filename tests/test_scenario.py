@@ -15,8 +15,9 @@ from sim_core.engines import ENGINE_NAMES
 from sim_core.hardware_profile import Profile
 from sim_core.kernel.cost_model import CONSTANT_BOUNDS, Constants
 from sim_core.links import KV_LINKS
+from sim_core.policies.autoscaling import AUTOSCALER_NAMES, METRIC_NAMES
 from sim_core.policies.routing import ROUTER_NAMES
-from sim_core.scenario import MAX_DP_ENGINES
+from sim_core.scenario import AUTOSCALE_FIELDS, MAX_DP_ENGINES
 
 FIELDS = Scenario.model_fields
 
@@ -46,6 +47,15 @@ STRATEGIES = {
     "router": st.sampled_from(ROUTER_NAMES),
     "router_staleness_ms": _floats(0.0, 600_000.0),
     "router_cache_weight": _floats(0.0, 1000.0),
+    "autoscaler": _maybe(st.sampled_from(AUTOSCALER_NAMES)),
+    "min_replicas": _maybe(st.integers(1, 64)),
+    "max_replicas": _maybe(st.integers(1, 64)),
+    "autoscale_interval_s": _maybe(_floats(0.0, 86_400.0, exclude_min=True)),
+    "autoscale_metric": _maybe(st.sampled_from(METRIC_NAMES)),
+    "autoscale_target": _maybe(_floats(0.0, 100_000.0, exclude_min=True)),
+    "autoscale_cooldown_s": _maybe(_floats(0.0, 86_400.0)),
+    "autoscale_replica_rate": _maybe(_floats(0.0, 10_000.0, exclude_min=True)),
+    "provision_delay_s": _maybe(_floats(0.0, 86_400.0)),
     "prefill_replicas": st.integers(0, 64),
     "decode_replicas": st.integers(0, 64),
     "kv_link": st.sampled_from(sorted(KV_LINKS)),
@@ -135,6 +145,18 @@ def scenarios(draw) -> Scenario:
             fields.pop(name, None)
     elif fields["spec_method"] != "draft":
         fields.pop("spec_draft_model", None)
+    if fields.get("autoscaler") is None or max(pools) > 0:  # an autoscaler's settings need one, on replicas
+        for name in ("autoscaler", *AUTOSCALE_FIELDS):
+            fields.pop(name, None)
+    else:  # replicas at the start within [min_replicas, max_replicas]; autoscaled replicas without EP
+        for name in ("ep", "attention_dp", "moe_imbalance"):
+            fields.pop(name, None)
+        lo, hi = sorted((fields.get("min_replicas") or 1, fields.get("max_replicas") or 64))
+        fields.update(min_replicas=lo if "min_replicas" in fields else None,
+                      max_replicas=hi if "max_replicas" in fields else None)
+        fields["replicas"] = min(max(fields.get("replicas", 1), lo), hi)
+        if fields.get("autoscale_metric") not in (None, "running") and fields.get("autoscale_target") is None:
+            fields.pop("autoscale_metric")  # only running has a default target
     if fields.get("rate_schedule") is not None:  # a schedule replaces rate and a trace's timing
         fields.pop("rate", None)
         fields.pop("trace", None)

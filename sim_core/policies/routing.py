@@ -174,6 +174,24 @@ def choose(engines, seen, r, routing, block_size, sent):
 
 
 @inline
+def choose_serving(engines, seen, r, routing, block_size, sent):
+    """`choose` among the replicas serving now, when their number changes over a run (an autoscaler;
+    kernel/autoscaled.py): `engines` and `seen` list the serving ones only. The random routers' draws were made
+    over the most replicas there can be, so each is taken modulo the replicas serving (a session then stays on
+    its replica while their number holds)."""
+    n = seen.shape[0]
+    router, choices = routing.router, routing.choices
+    if router == ROUTE_RANDOM or router == ROUTE_SESSION:
+        return choices[r, 0] % n
+    if router == ROUTE_POWER_OF_TWO:
+        a, b = choices[r, 0] % n, choices[r, 1] % n
+        if a == b and n > 1:
+            b = (a + 1) % n
+        return a if seen[a] <= seen[b] else b
+    return choose(engines, seen, r, routing, block_size, sent)
+
+
+@inline
 def _argmin_from(values, start):
     """The index of the least value, ties to the first from `start` on (wrapping): ties rotate, not pile up on 0."""
     n = values.shape[0]

@@ -1,0 +1,314 @@
+"""Replicas behind a router whose number an autoscaler changes over the run (policies/autoscaling.py).
+
+The loop is cluster.py's (whatever happens next in simulated time: an arrival, or the step of the engine whose
+next event is earliest) with the autoscaler's events beside them: every `interval_s` it evaluates the policy, and
+each replica it asked for starts serving `delay_s` later. A replica's life: provisioning (holding its GPUs, not
+yet serving) -> serving (the router sends it requests) -> draining (no new requests; the ones it holds run to the
+end) -> released (its GPUs given back; checked to hold no KV block). Scaling up takes back a draining replica
+first (it is warm), then provisions new ones. The router sees only the serving replicas, refreshed whenever one
+comes or goes.
+
+A released replica's engine slot is reused by the next one provisioned, with its prefix cache emptied (a new
+replica starts cold): slots never exceed max_replicas, so memory stays that of the largest cluster. Each life is
+a row of the fleet's `lives` log (slot, asked for, serving from, draining from, released at), which Python turns
+into GPU-hours, cost and replicas over time (sim_core/cluster_over_time.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import types
+
+from ..policies.autoscaling import SCALE_UTILIZATION, replica_metric, wanted_replicas
+from ..policies.routing import choose_serving, router_load, sent_load
+from .build import engine_over
+from .cluster import (
+    argmin,
+    collect_turns,
+    new_engines,
+    next_arrival,
+    outcomes,
+    outstanding,
+    refresh,
+    take_arrival,
+)
+from .engine import CANCEL_CHECK_STEPS, idle, next_arrival_s, release_finished, route_in, step
+from .jit import allocating_kernel, entry_nogil, inline
+from .kv_pool import NO_HASH, PL_HASH
+from .state import F64, F64_2D, I64, KV_BLOCKS, STALLED, RecordType, new_record
+
+OFF, PROVISIONING, SERVING, DRAINING = range(4)
+# Columns of the fleet's lives log.
+LIFE_SLOT, LIFE_ASKED_S, LIFE_SERVING_S, LIFE_DRAINING_S, LIFE_RELEASED_S = range(5)
+N_LIFE_COLS = 5
+
+FLEET = RecordType([
+    ("state", I64),  # [slot] OFF / PROVISIONING / SERVING / DRAINING
+    ("ready_s", F64),  # [slot] when a provisioning replica starts serving
+    ("life", I64),  # [slot] its row of `lives`
+    ("lives", F64_2D),  # [life, LIFE_*]; inf where it has not happened (yet)
+    ("n_lives", types.int64),
+    ("serving", I64),  # the serving slots, in slot order: what the router chooses among
+    ("n_serving", types.int64),
+    ("next_tick_s", types.float64),  # the autoscaler's next evaluation
+    ("tick", types.int64),
+    ("last_change_s", types.float64),  # the last scale-up or scale-down (utilization's cooldown)
+    ("arrived_at_tick", types.int64),  # open arrivals routed by the last evaluation (predictive's forecast)
+    ("leaked", types.int64),  # KV blocks still held by replicas when they were released (a bug if not 0)
+])
+
+
+@allocating_kernel
+def new_fleet(cap, start, interval_s):
+    """A fleet of `start` replicas serving from time 0, with room for `cap` alive at once; the autoscaler first
+    evaluates at `interval_s` (evaluation k at k x interval_s)."""
+    f = new_record(FLEET)
+    f.state = np.zeros(cap, np.int64)
+    f.ready_s = np.full(cap, np.inf)
+    f.life = np.full(cap, -1, np.int64)
+    f.lives = np.full((max(16, 2 * cap), N_LIFE_COLS), np.inf)
+    f.n_lives = 0
+    f.serving = np.zeros(cap, np.int64)
+    f.n_serving = 0
+    f.next_tick_s, f.tick, f.last_change_s, f.arrived_at_tick, f.leaked = interval_s, 1, -np.inf, 0, 0
+    for e in range(start):
+        begin_life(f, e, 0.0, 0.0)
+        f.state[e] = SERVING
+    list_serving(f)
+    return f
+
+
+@allocating_kernel
+def begin_life(f, e, asked_s, ready_s):
+    """Slot e holds a new replica, asked for at `asked_s`, serving from `ready_s`."""
+    if f.n_lives == f.lives.shape[0]:
+        grown = np.full((2 * f.lives.shape[0], N_LIFE_COLS), np.inf)
+        grown[:f.n_lives] = f.lives
+        f.lives = grown
+    f.lives[f.n_lives, LIFE_SLOT] = e
+    f.lives[f.n_lives, LIFE_ASKED_S] = asked_s
+    f.lives[f.n_lives, LIFE_SERVING_S] = ready_s
+    f.life[e] = f.n_lives
+    f.n_lives += 1
+    f.state[e] = PROVISIONING
+    f.ready_s[e] = ready_s
+
+
+@inline
+def list_serving(f):
+    n = 0
+    for e in range(f.state.shape[0]):
+        if f.state[e] == SERVING:
+            f.serving[n] = e
+            n += 1
+    f.n_serving = n
+
+
+@inline
+def count(f, state):
+    n = 0
+    for e in range(f.state.shape[0]):
+        if f.state[e] == state:
+            n += 1
+    return n
+
+
+@inline
+def forget_cache(kv):
+    """Empty the prefix cache of a released pool (every block free): the next replica in this slot starts cold."""
+    kv.table[:, :] = NO_HASH
+    kv.links[PL_HASH, :] = NO_HASH
+
+
+@inline
+def release(f, eng, e, now):
+    """Slot e's drained replica gives its GPUs back; any KV block it still holds is counted as leaked."""
+    release_finished(eng)  # what async_scheduling still held for the next step
+    f.leaked += eng.cfg.num_blocks - eng.kv.free[KV_BLOCKS]
+    forget_cache(eng.kv)
+    f.lives[f.life[e], LIFE_RELEASED_S] = now
+    f.state[e] = OFF
+    f.life[e] = -1
+
+
+@inline
+def drain(f, engines, e, now):
+    """Slot e stops taking requests; released at once if it holds none."""
+    f.state[e] = DRAINING
+    f.lives[f.life[e], LIFE_DRAINING_S] = now
+    if outstanding(engines[e]) == 0:
+        release(f, engines[e], e, now)
+
+
+@inline
+def emptiest_serving(f, engines):
+    """The serving replica with the fewest requests outstanding (the quickest to drain)."""
+    best, best_n = -1, 1 << 62
+    for i in range(f.n_serving):
+        e = f.serving[i]
+        n = outstanding(engines[e])
+        if n < best_n:
+            best, best_n = e, n
+    return best
+
+
+@allocating_kernel
+def scale_up(f, engines, cfg, frames, now, delay_s, more):
+    """`more` replicas more: draining ones taken back first (they serve at once), then new ones (serving after
+    `delay_s`), in the lowest free slots; a slot never used before gets a new engine."""
+    for e in range(f.state.shape[0]):
+        if more > 0 and f.state[e] == DRAINING:
+            f.state[e] = SERVING
+            f.lives[f.life[e], LIFE_DRAINING_S] = np.inf
+            more -= 1
+    for e in range(f.state.shape[0]):
+        if more > 0 and f.state[e] == OFF:
+            if e >= len(engines):
+                eng = engine_over(cfg, engines[0].req, engines[0].st, frames, False)
+                eng.logs.itl_fine, eng.logs.itl_coarse = engines[0].logs.itl_fine, engines[0].logs.itl_coarse
+                engines.append(eng)
+            begin_life(f, e, now, now + delay_s)
+            more -= 1
+
+
+@inline
+def evaluate(f, engines, scaling, now, arrived):
+    """The autoscaler's evaluation at `now` (`arrived`: open arrivals routed so far). Returns how many replicas
+    to add (> 0); drains the ones it sheds itself."""
+    total, serving = 0.0, f.n_serving
+    for i in range(serving):
+        total += replica_metric(engines[f.serving[i]], scaling.metric)
+    current = serving + count(f, PROVISIONING)
+    want = wanted_replicas(scaling, total, serving, current, f.tick, arrived - f.arrived_at_tick, scaling.interval_s)
+    f.tick += 1
+    f.arrived_at_tick = arrived
+    f.next_tick_s = now + scaling.interval_s
+    if want > current:
+        f.last_change_s = now
+        return want - current  # want <= max: draining replicas taken back, then free slots, hold them
+    cooled = scaling.policy != SCALE_UTILIZATION or now - f.last_change_s >= scaling.cooldown_s
+    if want < current and cooled:
+        f.last_change_s = now
+        shed = current - want - cancel_provisioning(f, engines, now, current - want)
+        for _ in range(min(shed, serving - 1)):  # one replica keeps serving whatever the policy says
+            drain(f, engines, emptiest_serving(f, engines), now)
+            list_serving(f)
+    return 0
+
+
+@inline
+def cancel_provisioning(f, engines, now, most):
+    """Scaling down sheds replicas still provisioning first, the last asked for first (none has served; a
+    serving one is warm): each released now, never serving (its serving time inf). Returns how many."""
+    done = 0
+    while done < most:
+        last = -1
+        for e in range(f.state.shape[0]):
+            if f.state[e] == PROVISIONING and (last < 0 or f.life[e] > f.life[last]):
+                last = e
+        if last < 0:
+            break
+        f.lives[f.life[last], LIFE_SERVING_S] = np.inf
+        release(f, engines[last], last, now)
+        f.ready_s[last] = np.inf
+        done += 1
+    return done
+
+
+@inline
+def next_control_s(f):
+    """The fleet's next event: the autoscaler's evaluation or a replica ready to serve."""
+    t = f.next_tick_s
+    for e in range(f.state.shape[0]):
+        if f.state[e] == PROVISIONING and f.ready_s[e] < t:
+            t = f.ready_s[e]
+    return t
+
+
+@allocating_kernel
+def control(f, engines, cfg, frames, scaling, now, arrived):
+    """The fleet's event at `now`: replicas whose provisioning is done start serving; the autoscaler evaluates
+    when due."""
+    for e in range(f.state.shape[0]):
+        if f.state[e] == PROVISIONING and f.ready_s[e] <= now:
+            f.state[e] = SERVING
+    list_serving(f)  # before the evaluation counts them
+    if f.next_tick_s <= now:
+        more = evaluate(f, engines, scaling, now, arrived)
+        if more > 0:
+            scale_up(f, engines, cfg, frames, now, scaling.delay_s, more)
+    list_serving(f)
+
+
+@inline
+def route(f, serving_engines, seen, buf, r, routing, block_size, sent):
+    """The serving replica request r goes to (router's choice among them); returns its slot."""
+    n = f.n_serving
+    for i in range(n):
+        buf[i] = seen[f.serving[i]]
+    return f.serving[choose_serving(serving_engines, buf[:n], r, routing, block_size, sent)]
+
+
+@entry_nogil
+def simulate_autoscaled(cfg, table, frames, routing, scaling):
+    """Run the autoscaled cluster until every request has finished or been rejected. Returns (each slot's
+    Outcome, the slot each request was sent to, the lives log, KV blocks leaked on release)."""
+    engines = new_engines(cfg, table, scaling.start, frames, None)
+    cap = scaling.max_replicas
+    f = new_fleet(cap, scaling.start, scaling.interval_s)
+    total = routing.arrival_s.shape[0]
+    routed_to = np.full(total, -1, np.int64)
+    turns, n_turns = (np.zeros(total), np.zeros(total, np.int64)), 0
+    seen, buf, load = np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64)
+    next_t, done_e = np.full(cap, np.inf), np.zeros(cap, np.int64)
+    serving_engines = [engines[f.serving[i]] for i in range(f.n_serving)]
+    next_look, k, sent, steps, done = -np.inf, 0, 0, 0, 0
+    while done < total:
+        first = argmin(next_t)
+        t_eng, t_arr, t_ctl = next_t[first], next_arrival(routing, k, turns, n_turns), next_control_s(f)
+        if t_eng == np.inf and t_arr == np.inf:
+            break  # nothing left to happen, yet not everything finished: the runner reports it
+        if t_ctl <= t_arr and t_ctl <= t_eng:
+            control(f, engines, cfg, frames, scaling, t_ctl, k)
+            serving_engines = [engines[f.serving[i]] for i in range(f.n_serving)]
+            seen[:] = load  # the router sees the replicas that came or went
+            next_look = t_ctl + routing.staleness_s
+            continue
+        if t_arr <= t_eng:
+            r, k, n_turns = take_arrival(routing, k, turns, n_turns)
+            if t_arr >= next_look:
+                seen[:] = load
+                next_look = t_arr + routing.staleness_s
+            e = route(f, serving_engines, seen, buf, r, routing, cfg.block_size, sent)
+            route_in(engines[e], r, t_arr)
+            seen[e] += sent_load(engines[e], r)
+            routed_to[r] = e
+            sent += 1
+        else:
+            e = first
+            steps = advance(engines[e], min(t_arr, t_ctl), steps, routing.independent)
+        n_turns = collect_turns(engines[e], turns[0], turns[1], n_turns)
+        finished, stuck = refresh(engines[e], e, next_t, done_e)
+        done += finished
+        load[e] = router_load(engines[e], routing.router)
+        if stuck or cfg.cancel[0] != 0:
+            break
+        if f.state[e] == DRAINING and outstanding(engines[e]) == 0:
+            release(f, engines[e], e, engines[e].now)
+    return outcomes(engines), routed_to, f.lives[:f.n_lives].copy(), f.leaked
+
+
+@inline
+def advance(eng, until, steps, independent):
+    """One step of the engine, or (no follow-up turns: the engines meet only at arrivals and the autoscaler's
+    events, as in cluster._advance) every step it has before `until`. Returns the steps so far; the caller's
+    refresh counts what they finished and whether the engine is stuck."""
+    step(eng)
+    steps += 1
+    while independent and eng.loop[STALLED] == 0:
+        nxt = next_arrival_s(eng) if idle(eng) else eng.now
+        if nxt >= until or (steps % CANCEL_CHECK_STEPS == 0 and eng.cfg.cancel[0] != 0):
+            break
+        step(eng)
+        steps += 1
+    return steps
