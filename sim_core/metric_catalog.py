@@ -303,6 +303,29 @@ METRICS: tuple[Metric, ...] = (
            "prefix_cache"),
     Metric("cache_evictions", "Cache evictions", "count", "Cached blocks evicted (least recently used first) to "
            "make room.", "lower", "Prefix cache", "count", "prefix_cache"),
+    # ----- lower KV tiers (sim_core/kv_offload.py; present only when kv_offload_cpu_gb or _disk_gb is set) -----
+    Metric("kv_tiers.gpu.hit_tokens", "GPU-tier hit tokens", "count", "With KV offload: prompt tokens found in "
+           "the GPU's prefix cache at admission (readmissions after preemption included).", "higher",
+           "Prefix cache", "count"),
+    *[m for tier, where, link in (("cpu", "host memory", "host link (PCIe or NVLink-C2C)"),
+                                  ("disk", "the local disk", "disk"))
+      for m in (
+          Metric(f"kv_tiers.{tier}.hit_tokens", f"{tier.upper()}-tier hit tokens", "count", f"Prompt tokens "
+                 f"loaded from {where} instead of recomputed, found after the GPU's cached prefix.", "higher",
+                 "Prefix cache", "count"),
+          Metric(f"kv_tiers.{tier}.link_utilization", f"{tier.upper()}-tier link busy", "%", f"The share of the "
+                 f"run its {link} spent moving offloaded KV (writes and loads, per engine).", None, "Prefix cache",
+                 "fraction"),
+          Metric(f"kv_tiers.{tier}.load_s", f"{tier.upper()}-tier load wait", "s", f"Seconds steps spent "
+                 f"loading KV from {where} (all engines; with layer overlap, the loads' own time).", "lower",
+                 "Prefix cache", "seconds", "docs"),
+          Metric(f"kv_tiers.{tier}.bytes_in", f"{tier.upper()}-tier bytes written", "count", f"Bytes of KV "
+                 f"written to {where} (all GPUs).", None, "Prefix cache", "count", "docs"),
+          Metric(f"kv_tiers.{tier}.bytes_out", f"{tier.upper()}-tier bytes loaded", "count", f"Bytes of KV "
+                 f"loaded from {where} to the GPU (all GPUs).", None, "Prefix cache", "count", "docs"),
+          Metric(f"kv_tiers.{tier}.evicted_blocks", f"{tier.upper()}-tier evictions", "count", f"Blocks that "
+                 f"fell out of {where}, oldest first (from host memory: down to disk if there is one).", None,
+                 "Prefix cache", "count", "docs"))],
     # ----- the SLOs goodput counted against (settings echoed back, not measurements) -----
     Metric("slo.ttft_ms", "TTFT target", "ms", "The TTFT SLO goodput counted against; with several request "
            "classes, the tightest (each class's own under per_class).", None, "SLO targets", "ms", "docs"),

@@ -40,6 +40,7 @@ from .kernel.state import (
     Outcome,
     RequestTable,
 )
+from .kv_offload import offload_on, tier_metrics, tier_params
 from .links import KV_LINKS
 from .metrics import summarize
 from .policies import policy_params
@@ -195,6 +196,7 @@ class Result:
     # serving: each request's hand-over (disaggregated.PoolTrace: prefill engine, decode engine, KV transfer times).
     engine_logs: list[EngineLog] | None = None
     handover: PoolTrace | None = None
+    kv_tiers: np.ndarray | None = None  # kernel.kv_tiers.tier_stats summed over engines (all 0 without offload)
     # An autoscaler's replicas: [life, kernel.autoscaled.LIFE_*] (slot, asked for, serving, draining, released)
     replica_lives: np.ndarray | None = None
 
@@ -278,7 +280,8 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
                                                cpu_overlap=scenario.async_scheduling,
                                                time_scale=r.step_time_scale, engine=scenario.engine)),
         pol=policy_params(scenario, r, class_tpot_s), class_ttft_s=class_ttft_s, class_tpot_s=class_tpot_s,
-        class_weight=class_weight, cancel=np.zeros(1, np.int64) if cancel is None else cancel)
+        class_weight=class_weight, cancel=np.zeros(1, np.int64) if cancel is None else cancel,
+        kv_tiers=tier_params(scenario, r.setup, bool(r.prefix_cache)))
 
 
 def request_table(reqs: Requests, cfg: Config) -> RequestTable:
@@ -392,6 +395,9 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     if unfinished:
         raise SimulationError(f"{unfinished} requests neither finished nor were rejected")
     result.metrics = summarize(result)
+    if offload_on(scenario):  # the key exists only when a lower tier does: output without offload is unchanged
+        result.metrics["kv_tiers"] = tier_metrics(result.kv_tiers, result.metrics["duration_s"] * scenario.engines,
+                                                  r.setup.tp)
     if len(ran.outs) > 1 or ran.autoscaled is not None:
         _add_engines(result, ran, cfgs)
     if ran.autoscaled is not None:

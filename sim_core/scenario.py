@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, scenario_defaults
 from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
+from .kv_offload_fields import KVOffloadFields
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
 from .policies.autoscaling import AUTOSCALERS, SCALING_METRICS
@@ -54,7 +55,7 @@ DEFAULT_MAX_REPLICAS = 8
 POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
 
 
-class Scenario(BaseModel):
+class Scenario(KVOffloadFields):
     """Everything one simulation needs. Unset optional fields take the workload preset's or the GPU's default."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

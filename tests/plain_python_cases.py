@@ -71,6 +71,11 @@ def run_all() -> dict[str, dict]:
         s = Scenario(scheduler=sched, kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050",
                      async_scheduling=True)
         out[f"tight-{sched}-async"] = record_requests(s, tight_workload(2))
+    for policy, overlap in (("evict", False), ("store", True)):  # lower KV tiers: tiny, so both overflow
+        s = Scenario(hardware="rtx3050", workload="multiturn", num_requests=40, rate=4, kv_blocks=60,
+                     prefix_cache=True, kv_offload_cpu_gb=0.004, kv_offload_disk_gb=0.02, kv_offload_policy=policy,
+                     kv_offload_overlap=overlap, seed=3)
+        out[f"kv-tiers-{policy}"] = record(s, None)
     for method, mode in (("eagle", "recompute"), ("ngram", "swap"), ("draft", "recompute")):  # speculative decoding
         s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, swap_space_gb=0.002, hardware="rtx3050",
                      preemption=mode, spec_method=method, spec_tokens=3, admission="admit")

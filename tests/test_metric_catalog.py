@@ -39,6 +39,8 @@ def runs():
                              **small)).metrics,
         "replicas": run(Scenario(workload="chat", replicas=2, **small)).metrics,
         "pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, **small)).metrics,
+        "kv-tiers": run(Scenario(workload="multiturn", prefix_cache=True, kv_blocks=60, kv_offload_cpu_gb=0.004,
+                                 kv_offload_disk_gb=0.02, **small)).metrics,
         "spec": run(Scenario(workload="chat", spec_method="eagle", **small)).metrics,
         "autoscaled": run(Scenario(workload="chat", autoscaler="predictive", autoscale_replica_rate=2, **small)).metrics,
     }

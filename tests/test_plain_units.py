@@ -135,3 +135,55 @@ def test_itl_bins_are_microseconds_then_milliseconds():
     assert itl_bin(0.25) == (250000, -1)
     assert itl_bin(2.5) == (-1, 2500)
     assert itl_bin(5000.0) == (-1, state.ITL_COARSE_BINS - 1)
+
+
+def _tiered_kv(cpu: int, disk: int, policy: int = 0):
+    from sim_core.kernel import kv_tiers as T
+    kv = kv_pool.new_kv_cache(4, 1, 4, 0, True, 1)
+    par = np.zeros(T.N_TIER_PARAMS)
+    par[T.TP_CPU_BLOCKS], par[T.TP_DISK_BLOCKS], par[T.TP_POLICY] = cpu, disk, policy
+    par[T.TP_HOST_BW], par[T.TP_DISK_READ_BW], par[T.TP_DISK_WRITE_BW], par[T.TP_BLOCK_BYTES] = 4.0, 1.0, 2.0, 8.0
+    T.new_tiers(kv, par)
+    return kv, T
+
+
+def test_lower_tiers_keep_the_newest_and_demote_host_overflow_to_disk():
+    kv, T = _tiered_kv(cpu=2, disk=2)
+    for h in (101, 102, 103):  # the third pushes the oldest (101) down to disk
+        T.tier_store(kv, h, T.LOW_CPU)
+        T.check_tiers(kv)
+    width = kv.tier_ring.shape[1]
+    where = {h: kv_pool._table_find(kv.tier_table, h) // width for h in (101, 102, 103)}
+    assert where == {101: T.LOW_DISK, 102: T.LOW_CPU, 103: T.LOW_CPU}
+    T.tier_store(kv, 102, T.LOW_CPU)  # already there: refreshed, nothing copied
+    cpu = T.TIER_CPU * T.N_TS
+    assert kv.tier_stats[cpu + T.TS_BYTES_IN] == 3 * 8.0
+    for h in (104, 105, 106):  # 103 then 102 fall to disk, pushing 101 and 103 out of it for good
+        T.tier_store(kv, h, T.LOW_CPU)
+        T.check_tiers(kv)
+    assert kv_pool._table_find(kv.tier_table, 101) < 0
+    assert kv.tier_n[T.H_LIVE] == 2 and kv.tier_n[T.N_H + T.H_LIVE] == 2
+    assert kv.tier_stats[T.TIER_DISK * T.N_TS + T.TS_EVICTED] == 2
+
+
+def test_tier_check_catches_a_leaked_entry():
+    kv, T = _tiered_kv(cpu=2, disk=0)
+    T.tier_store(kv, 101, T.LOW_CPU)
+    kv.tier_ring[0, 3] = 555  # content outside the ring's window
+    with pytest.raises(AssertionError, match="leaked"):
+        T.check_tiers(kv)
+
+
+def test_evicting_a_cached_gpu_block_writes_it_down():
+    kv, T = _tiered_kv(cpu=4, disk=0)
+    req = _request_table(1)
+    req.hashes, req.hash_off = np.array([71, 72], np.int64), np.array([0, 2], np.int64)
+    acc = np.zeros(state.N_ACC)
+    kv_pool.take_slot(kv, 0)
+    kv_pool.allocate(kv, 0, 2, acc)
+    kv_pool.register_full_blocks(kv, req, 0, 32, 16, 0, False)
+    kv_pool.release(kv, 0)
+    kv_pool.take_slot(kv, 0)
+    kv_pool.allocate(kv, 0, 4, acc)  # takes every block: both cached ones are evicted, and written down
+    assert acc[state.A_EVICTIONS] == 2 and kv.tier_n[T.H_LIVE] == 2
+    assert T.lower_prefix(kv, req, 0, 0, 33, 16) == 2 and kv.tier_found[T.LOW_CPU] == 2

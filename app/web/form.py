@@ -37,6 +37,10 @@ LABELS = {
     "kv_cache_dtype": ("KV cache format", ""),
     "ep": ("Expert parallel", "GPUs"), "attention_dp": ("Attention data-parallel", ""),
     "moe_imbalance": ("Expert load imbalance", "x mean"),
+    "kv_offload_cpu_gb": ("KV offload: host memory", "GB / GPU"), "kv_offload_disk_gb": ("KV offload: disk", "GB / GPU"),
+    "kv_offload_policy": ("KV offload policy", ""), "kv_offload_overlap": ("KV offload: layer overlap", ""),
+    "kv_offload_host_gbs": ("KV offload: host link", "GB/s"), "kv_offload_disk_read_gbs": ("KV offload: disk read", "GB/s"),
+    "kv_offload_disk_write_gbs": ("KV offload: disk write", "GB/s"),
 }
 
 

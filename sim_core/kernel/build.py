@@ -12,6 +12,7 @@ from .attribution import N_ATTR
 from .cost_model import step_cost
 from .jit import allocating_kernel
 from .kv_pool import PL_REF, blocks_for, new_kv_cache
+from .kv_tiers import new_tiers
 from .logs import new_logs
 from .queues import new_queues
 from .state import (
@@ -60,6 +61,7 @@ def engine_over(config, req, st, frames, own_itl):
     eng.cfg, eng.req, eng.st = cfg, req, st
     eng.kv = new_kv_cache(cfg.num_blocks, cfg.max_num_seqs, max_blocks_per_seq, cfg.swap_blocks,
                           cfg.prefix_caching, n)
+    new_tiers(eng.kv, cfg.kv_tiers)
     eng.q = new_queues(req.tenant, n_tenants, cfg.max_num_seqs)
     eng.batch = new_batch(cfg.max_num_seqs)
     eng.logs = new_logs(frames.at_s, frames.capacity, frames.first_spacing_s, cfg.num_blocks, n_tenants,
@@ -85,6 +87,7 @@ def config_record(c):
     cfg.max_step_records, cfg.max_events, cfg.cost, cfg.pol = c.max_step_records, c.max_events, c.cost, c.pol
     cfg.class_ttft_s, cfg.class_tpot_s, cfg.class_weight = c.class_ttft_s, c.class_tpot_s, c.class_weight
     cfg.cancel = c.cancel  # shared with the caller, who may set it while the run goes on
+    cfg.kv_tiers = c.kv_tiers
     return cfg
 
 
@@ -118,7 +121,7 @@ def new_batch(max_num_seqs):
     batch = new_record(BATCH)
     batch.req, batch.tokens = np.zeros(max_num_seqs, np.int64), np.zeros(max_num_seqs, np.int64)
     batch.admitted, batch.n = np.zeros(max_num_seqs, np.bool_), np.zeros(N_BATCH, np.int64)
-    batch.swap_s = np.zeros(1)
+    batch.swap_s = np.zeros(2)
     return batch
 
 
@@ -132,4 +135,4 @@ def outcome(eng):
         logs.steps[:n_logged].copy(), logs.service[:n_logged].copy(), logs.n[L_LOG_STRIDE],
         logs.events[:n_events].copy(), logs.n[L_EVENTS_FULL] == 0, logs.acc, logs.itl_fine, logs.itl_coarse, logs.frames, logs.frame_state,
         logs.frame_s, kv.free[KV_BLOCKS], kv.free[KV_SWAP], kv.links[PL_REF, : eng.cfg.num_blocks].copy(),
-        st.attribution, st.attr_first)
+        st.attribution, st.attr_first, kv.tier_stats.copy())

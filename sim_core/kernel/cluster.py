@@ -258,7 +258,8 @@ def pooled_logs(outs) -> dict:
         kv_frames=first.kv_frames[:0], kv_frame_state=first.kv_frame_state[:0], kv_frame_s=first.kv_frame_s[:0],
         free_blocks_at_end=sum(o.free_blocks_at_end for o in outs),
         swap_free_at_end=sum(o.swap_free_at_end for o in outs),
-        ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]))
+        ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]),
+        kv_tiers=np.sum([o.kv_tiers for o in outs], axis=0))
 
 
 def first_steps(outs) -> np.ndarray:

@@ -29,12 +29,13 @@ from ..policies.ordering import rekey_waiting, waiting_key
 from ..policies.static_batching import end_static_batch
 from .attribution import attribute_step, note_arrival, note_first_token, note_handed_over
 from .build import new_engine, outcome
-from .cost_model import step_cost
+from .cost_model import LAYERS, step_cost
 from .jit import entry_nogil, inline, kernel
 from .kv_pool import (
     blocks_for,
     release,
 )
+from .kv_tiers import step_with_loads
 from .logs import itl_bin, make_log_room, step_log_row, take_due_frames, take_frames
 from .queues import (
     followup_pop,
@@ -299,6 +300,8 @@ def run_batch(eng):
                                       n[B_DECODE_CTX], n[B_SAMPLES] + vt)
     if vs > 0:
         seconds = _with_proposer(eng, seconds)
+    if eng.batch.swap_s[1] > 0:  # lower-tier loads: before the compute, or layer by layer under it
+        seconds = step_with_loads(eng.kv, seconds, eng.batch.swap_s[1], cfg.cost[LAYERS])
     seconds += eng.batch.swap_s[0]
     used_blocks = cfg.num_blocks - eng.kv.free[KV_BLOCKS]
     waiting, running, swapped = size[N_WAITING], size[N_RUNNING], size[N_SWAPPED]

@@ -15,6 +15,17 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import allocating_kernel, inline, kernel
+from .kv_table import NO_HASH, _table_delete, _table_find, _table_insert, _table_slot
+from .kv_tiers import (
+    LOW_CPU,
+    N_TIER_PARAMS,
+    POLICY_EVICT,
+    POLICY_STORE,
+    TP_POLICY,
+    new_tiers,
+    tier_store,
+    tiers_on,
+)
 from .state import (
     A_EVICTIONS,
     BLOCK_CACHED,
@@ -30,13 +41,12 @@ from .state import (
 # Rows of KVCache.links.
 PL_NEXT, PL_PREV, PL_REF, PL_HASH = range(4)
 N_POOL_ROWS = 4
-NO_HASH = 0  # block hashes are never 0 (see workload.block_hashes)
 PRIVATE_BIT = 1 << 62  # workload.PRIVATE_BIT: content only one request holds
 
 
 @allocating_kernel
 def new_kv_cache(num_blocks, max_num_seqs, max_blocks_per_seq, swap_blocks, prefix_caching, n_requests):
-    """An empty pool whose free queue hands out blocks in id order."""
+    """An empty pool whose free queue hands out blocks in id order (its lower tiers: kv_tiers.new_tiers)."""
     links = np.zeros((N_POOL_ROWS, num_blocks + 1), np.int64)
     sentinel = num_blocks
     for b in range(num_blocks + 1):
@@ -58,6 +68,7 @@ def new_kv_cache(num_blocks, max_num_seqs, max_blocks_per_seq, swap_blocks, pref
     kv.host_blocks = np.zeros(n_requests, np.int64)
     kv.found = np.zeros(max_blocks_per_seq, np.int64)
     kv.free = np.array([num_blocks, max_num_seqs, swap_blocks], np.int64)
+    new_tiers(kv, np.zeros(N_TIER_PARAMS))  # none (build.py gives the engine's its configured ones)
     return kv
 
 
@@ -93,63 +104,6 @@ def _queue_append(links, b):
     links[PL_PREV, sentinel] = b
 
 
-# ----- content hash -> block ids: open addressing, linear probing, backward-shift deletion. A hash may have several
-# entries (copies of the same content in different blocks); a lookup finds the one inserted first. -----
-@kernel
-def _table_find(table, h):
-    mask = table.shape[1] - 1
-    i = h & mask
-    while table[0, i] != NO_HASH:
-        if table[0, i] == h:
-            return table[1, i]
-        i = (i + 1) & mask
-    return -1
-
-
-@kernel
-def _table_slot(table, h, b):
-    """Where block b's entry under hash h is, or -1."""
-    mask = table.shape[1] - 1
-    i = h & mask
-    while table[0, i] != NO_HASH:
-        if table[0, i] == h and table[1, i] == b:
-            return i
-        i = (i + 1) & mask
-    return -1
-
-
-@kernel
-def _table_insert(table, h, b):
-    mask = table.shape[1] - 1
-    i = h & mask
-    while table[0, i] != NO_HASH:
-        i = (i + 1) & mask
-    table[0, i] = h
-    table[1, i] = b
-
-
-@kernel
-def _table_delete(table, h, b):
-    """Remove block b's entry under hash h, if there is one (True if there was)."""
-    i = _table_slot(table, h, b)
-    if i < 0:
-        return False
-    mask = table.shape[1] - 1
-    j = i
-    while True:
-        j = (j + 1) & mask
-        if table[0, j] == NO_HASH:
-            break
-        home = table[0, j] & mask
-        # Move j back into the hole at i unless its home slot lies cyclically in (i, j].
-        if (i < j and (home <= i or home > j)) or (i > j and home <= i and home > j):
-            table[0, i] = table[0, j]
-            table[1, i] = table[1, j]
-            i = j
-    table[0, i] = NO_HASH
-    return True
-
-
 # ----- requests' blocks -----
 @inline
 def take_slot(kv, r):
@@ -171,6 +125,9 @@ def allocate(kv, r, count, acc):
         if links[PL_HASH, b] != NO_HASH:
             if _table_delete(kv.table, links[PL_HASH, b], b):
                 acc[A_EVICTIONS] += 1
+                # Evict-to-lower-tier: the evicted content is written down instead of lost.
+                if tiers_on(kv) and kv.tier_par[TP_POLICY] == POLICY_EVICT:
+                    tier_store(kv, links[PL_HASH, b], LOW_CPU)
             links[PL_HASH, b] = NO_HASH
         links[PL_REF, b] = 1
         kv.block_table[slot, kv.n_blocks[r]] = b
@@ -230,6 +187,9 @@ def register_full_blocks(kv, req, r, tokens, block_size, first, include_private)
         if h < PRIVATE_BIT:
             if fresh:
                 _table_insert(kv.table, h, b)
+                # Store-on-compute: every new full shared block is also written down as it is computed.
+                if tiers_on(kv) and kv.tier_par[TP_POLICY] == POLICY_STORE:
+                    tier_store(kv, h, LOW_CPU)
         elif include_private and _table_slot(kv.table, h, b) < 0:
             _table_insert(kv.table, h, b)
     if full > kv.n_hashed[r]:

@@ -36,6 +36,15 @@ from .kv_pool import (
     take_cached_prefix,
     take_slot,
 )
+from .kv_tiers import (
+    N_TS,
+    TIER_GPU,
+    TS_HIT_TOKENS,
+    check_tiers,
+    lower_prefix,
+    tier_load,
+    tiers_on,
+)
 from .logs import log_event
 from .queues import (
     add_running,
@@ -138,6 +147,7 @@ def schedule(eng):
     batch.n[B_BUDGET_LEFT] = eng.loop[BUDGET_NOW]
     batch.admitted[:] = False
     batch.swap_s[0] = 0.0
+    batch.swap_s[1] = 0.0
     if eng.cfg.static_batching:
         schedule_static_batch(eng)
         return
@@ -159,6 +169,7 @@ def schedule(eng):
     describe_batch(eng)
     if eng.cfg.debug_checks:
         check_pool(eng.kv, eng.req, q.running, q.size[N_RUNNING])
+        check_tiers(eng.kv)
 
 
 @kernel
@@ -291,10 +302,13 @@ def _admit(eng, r, t):
     # Nothing computed (new, or requeued for recompute), unless its prompt's KV was transferred in from a
     # prefill engine (disaggregated serving): then that KV needs fresh blocks here and nothing is recomputed.
     transferred = st.computed[r]
-    hits, free_hits = 0, 0
+    hits, free_hits, lower = 0, 0, 0
     if cfg.prefix_caching and transferred == 0:
         hits, free_hits = cached_prefix(kv, req, r, total, cfg.block_size)
-    cached = hits * cfg.block_size + transferred
+        if tiers_on(kv):  # every tier is consulted at admission: what follows the GPU's prefix may be lower down
+            lower = lower_prefix(kv, req, r, hits, total, cfg.block_size)
+    # Blocks loaded from a lower tier need fresh GPU blocks (counted in new_blocks) but no compute.
+    cached = (hits + lower) * cfg.block_size + transferred
     need = total - cached
     if need > eng.batch.n[B_BUDGET_LEFT]:
         if not cfg.chunked_prefill:
@@ -314,7 +328,7 @@ def _admit(eng, r, t):
         return False
     wait_pop(eng.q, t, to_compute(eng, r))
     take_slot(kv, r)
-    if hits > 0:
+    if hits > 0 or lower > 0:
         take_cached_prefix(kv, r, hits)
         st.computed[r] = cached
         eng.logs.acc[A_CACHED_TOKENS] += cached
@@ -322,6 +336,8 @@ def _admit(eng, r, t):
     if st.cached_prefix[r] < 0 and transferred == 0:
         st.cached_prefix[r] = cached
     allocate(kv, r, new_blocks, eng.logs.acc)
+    if tiers_on(kv) and transferred == 0:
+        _load_lower(eng, r, hits, lower)
     register_scheduled(eng, r, cached + need)
     st.status[r] = RUNNING
     if np.isnan(st.first_scheduled_s[r]):
@@ -329,6 +345,17 @@ def _admit(eng, r, t):
     add_running(eng.q, r)
     add_to_batch(eng.batch, r, need, True)
     return True
+
+
+@kernel
+def _load_lower(eng, r, hits, lower):
+    """Count r's GPU prefix hit and load the `lower` blocks after it from the lower tiers: the step waits for them
+    before its prefill (or, with layer overlap, for what the compute does not hide: engine.run_batch)."""
+    kv, block_size = eng.kv, eng.cfg.block_size
+    kv.tier_stats[TIER_GPU * N_TS + TS_HIT_TOKENS] += hits * block_size
+    if lower > 0:
+        seconds = tier_load(kv, eng.req, r, hits, lower, block_size)
+        eng.batch.swap_s[1] += seconds
 
 
 @inline

@@ -126,6 +126,7 @@ class Config(NamedTuple):
     class_tpot_s: np.ndarray
     class_weight: np.ndarray
     cancel: np.ndarray  # int64[1]: set [0] to 1 from another thread and the run stops within ~1000 steps
+    kv_tiers: np.ndarray  # kv_tiers.TP_* parameter vector of the lower KV tiers (capacities 0: off)
 
 
 # RequestTable.child of a request whose end frees a closed-loop slot: the next queued request goes out.
@@ -189,6 +190,7 @@ class Outcome(NamedTuple):
     ref_counts_at_end: np.ndarray
     attribution: np.ndarray  # [request, attribution.AT_*] seconds of its latency in each part
     attr_first: np.ndarray  # the same at its first token: where its TTFT went (device side)
+    kv_tiers: np.ndarray  # kv_tiers.tier_stats: per tier (GPU, CPU, disk) hits, bytes, link time (all 0: off)
 
 
 
@@ -213,7 +215,7 @@ CONFIG = RecordType([
     ("swap_blocks", types.int64), ("max_model_len", types.int64), ("prefix_caching", types.boolean),
     ("record_events", types.boolean), ("max_events", types.int64), ("max_step_records", types.int64), ("debug_checks", types.boolean),
     ("cost", F64), ("pol", F64), ("class_ttft_s", F64), ("class_tpot_s", F64), ("class_weight", F64),
-    ("cancel", I64),
+    ("cancel", I64), ("kv_tiers", F64),
 ])
 REQUEST_TABLE = RecordType([
     ("arrival_s", F64), ("prompt_tokens", I64), ("output_tokens", I64), ("request_class", I64), ("tenant", I64),
@@ -245,6 +247,9 @@ KV_CACHE = RecordType([
     ("host_blocks", I64),  # request -> blocks held in host swap space
     ("found", I64),  # scratch: block ids of a cached prefix
     ("free", I64),  # KV_BLOCKS, KV_SLOTS, KV_SWAP: free GPU blocks, free block-table rows, free swap blocks
+    # Lower KV tiers (kv_tiers.py): parameters, content table, rings, ring counters, figures, lookup scratch.
+    ("tier_par", F64), ("tier_table", I64_2D), ("tier_ring", I64_2D), ("tier_n", I64), ("tier_stats", F64),
+    ("tier_found", I64),
 ])
 QUEUES = RecordType([
     ("running", I64),  # request ids in admission order
@@ -260,7 +265,7 @@ BATCH = RecordType([
     ("tokens", I64),  # tokens each computes this step
     ("admitted", BOOL),  # admitted from the waiting queue this step (prefilling, even if 1 token is left)
     ("n", I64),  # B_* slots
-    ("swap_s", F64),  # [0]: seconds of swap traffic this step
+    ("swap_s", F64),  # [0]: seconds of swap traffic this step; [1]: of lower-tier KV loads (kv_tiers.py)
 ])
 LOGS = RecordType([
     ("steps", F64_2D),  # [logged step, S_*]; every n[L_LOG_STRIDE]-th step
