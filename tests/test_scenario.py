@@ -92,6 +92,16 @@ STRATEGIES = {
     "controller_headroom": _floats(0.1, 1.0),
     "mlfq_quantum": st.integers(1, 1_000_000),
     "mlfq_levels": st.integers(1, 32),
+    "lora_adapters": st.integers(0, 100_000),
+    "lora_rank": st.integers(1, 512),
+    "lora_targets": st.lists(st.sampled_from(["q", "k", "v", "o", "gate", "up", "down"]), min_size=1,
+                             unique=True).map(",".join),
+    "lora_zipf": _floats(0.0, 10.0),
+    "max_loras": st.integers(1, 100_000),
+    "max_cpu_loras": _maybe(st.integers(1, 100_000)),
+    "lora_order": st.sampled_from(["fcfs", "grouped"]),
+    "lora_aging_s": _floats(0.0, 1e6),
+    "lora_disk_load_s": _floats(0.0, 3600.0),
     "engine": st.sampled_from(ENGINE_NAMES),
     # The constants only: a profile must name the scenario's own deployment, which scenarios() fills in.
     "hardware_profile": _maybe(st.builds(Constants, **{k: _floats(max(lo, 1e-6), hi)
@@ -130,6 +140,10 @@ def scenarios(draw) -> Scenario:
     if fields.get("workload", FIELDS["workload"].default) != "random" or fields.get("trace") is not None:
         for name in ("isl", "osl", "length_range"):  # the random workload's lengths only
             fields.pop(name, None)
+    if fields.get("max_cpu_loras") is not None:  # the host cache holds at least the GPU's adapters
+        fields["max_loras"] = min(fields.get("max_loras", 1), fields["max_cpu_loras"])
+    if fields.get("preemption") == "swap" or fields.get("replicas", 1) > 1 or max(pools) > 0 or "ep" in fields:
+        fields.pop("lora_adapters", None)  # adapters run on one engine, without swap (refused, naming the field)
     if fields.get("model_file") is not None:  # the model's architecture itself: no model, no fitted profile
         fields.pop("model", None)
         fields.pop("hardware_profile", None)

@@ -36,6 +36,7 @@ from .kv_pool import (
     release,
 )
 from .logs import itl_bin, make_log_room, step_log_row, take_due_frames, take_frames
+from .lora import step_seconds as lora_step_seconds
 from .queues import (
     followup_pop,
     remove_running,
@@ -283,6 +284,8 @@ def run_batch(eng):
     seconds, moved, flops = step_cost(cfg.cost, n[B_PREFILL_TOKENS], n[B_PREFILL_SEQS], n[B_PREFILL_PAIRS],
                                       n[B_PREFILL_CTX], n[B_DECODE_SEQS], n[B_DECODE_CTX], n[B_SAMPLES])
     seconds += eng.batch.swap_s[0]
+    if cfg.lora.shape[0] > 0:  # LoRA adapters: their loads and kernels lengthen the step (kernel/lora.py)
+        seconds += lora_step_seconds(eng)
     used_blocks = cfg.num_blocks - eng.kv.free[KV_BLOCKS]
     waiting, running, swapped = size[N_WAITING], size[N_RUNNING], size[N_SWAPPED]
     acc[A_STEPS] += 1

@@ -146,8 +146,6 @@ def schedule(eng):
         if q.size[N_WAITING] > 0:
             admit_waiting(eng)
     describe_batch(eng)
-    if eng.cfg.lora.shape[0] > 0:  # adapters' loads and kernels (kernel/lora.py) join the step's extra time
-        batch.swap_s[0] += lora.step_seconds(eng)
     if eng.cfg.debug_checks:
         check_pool(eng.kv, eng.req, q.running, q.size[N_RUNNING])
 
