@@ -39,6 +39,7 @@ def runs():
                              **small)).metrics,
         "replicas": run(Scenario(workload="chat", replicas=2, **small)).metrics,
         "pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, **small)).metrics,
+        "lora": run(Scenario(workload="chat", lora_adapters=4, max_loras=2, **small)).metrics,
     }
 
 
