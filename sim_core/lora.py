@@ -42,6 +42,7 @@ from .kernel.lora import (
     N_LORA_COUNTERS,
     N_LORA_PARAMS,
 )
+from .policies import BY_NAME
 
 LORA_FILE = "lora.json"
 
@@ -101,6 +102,9 @@ def check(s) -> str | None:
     if s.engines > 1:
         return "lora_adapters: modelled on one engine for now (replicas, data parallelism and disaggregated " \
                "pools share a config); set replicas 1 or lora_adapters 0"
+    if BY_NAME[s.scheduler].static_batching:
+        return "lora_adapters: the static scheduler's request-level batches do not apply max_loras; use a " \
+               "continuous-batching scheduler or lora_adapters 0"
     if s.preemption == "swap":
         return "lora_adapters: swap preemption is not modelled with adapters (a swapped request's adapter is " \
                "not checked on resume); use preemption recompute or none"

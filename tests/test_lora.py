@@ -106,6 +106,7 @@ def test_flops_per_token_are_two_r_times_din_plus_dout_per_targeted_layer():
     ("lora_adapters=4&max_loras=3&max_cpu_loras=2", "max_cpu_loras"),
     ("lora_adapters=4&replicas=2", "lora_adapters"),
     ("lora_adapters=4&preemption=swap", "lora_adapters"),
+    ("lora_adapters=4&scheduler=static", "lora_adapters"),
     ("lora_order=lru", "lora_order"),
 ])
 def test_bad_lora_input_names_its_field(query, field):

@@ -142,7 +142,8 @@ def scenarios(draw) -> Scenario:
             fields.pop(name, None)
     if fields.get("max_cpu_loras") is not None:  # the host cache holds at least the GPU's adapters
         fields["max_loras"] = min(fields.get("max_loras", 1), fields["max_cpu_loras"])
-    if fields.get("preemption") == "swap" or fields.get("replicas", 1) > 1 or max(pools) > 0 or "ep" in fields:
+    if (fields.get("preemption") == "swap" or fields.get("replicas", 1) > 1 or max(pools) > 0 or "ep" in fields
+            or fields.get("scheduler") == "static"):
         fields.pop("lora_adapters", None)  # adapters run on one engine, without swap (refused, naming the field)
     if fields.get("model_file") is not None:  # the model's architecture itself: no model, no fitted profile
         fields.pop("model", None)
