@@ -335,6 +335,21 @@ METRICS: tuple[Metric, ...] = (
            "SLO targets", "flag", "docs"),
     Metric("slo.transport_overhead_ms", "Transport overhead", "ms", "Client-visible minus device latency, added to "
            "every TTFT and E2EL.", None, "SLO targets", "ms", "docs"),
+    # ----- LoRA adapters (sim_core/lora.py; present only when a run has adapters) -----
+    Metric("lora.loads_disk", "Adapter loads from disk", "count", "LoRA adapters read from disk into a GPU slot "
+           "(and the host cache).", "lower", "LoRA adapters", "count", "docs"),
+    Metric("lora.loads_host", "Adapter loads from host", "count", "LoRA adapters copied from the host cache into a "
+           "GPU slot.", "lower", "LoRA adapters", "count", "docs"),
+    Metric("lora.load_s", "Adapter load time", "s", "Seconds steps waited for adapter loads.", "lower",
+           "LoRA adapters", "seconds", "docs"),
+    Metric("lora.kernel_s", "LoRA kernel time", "s", "Seconds of the batched LoRA kernels over the run.", None,
+           "LoRA adapters", "seconds", "docs"),
+    Metric("lora.kernel_s_per_step", "LoRA kernel time per step", "s", "The LoRA kernels' mean seconds per step "
+           "that ran adapters.", None, "LoRA adapters", "seconds", "docs"),
+    Metric("lora.groups_per_step", "Adapters per step", "count", "Distinct adapters in a step's batch, mean over "
+           "steps that ran adapters.", None, "LoRA adapters", "average", "docs"),
+    Metric("lora.max_groups_per_step", "Adapters per step, most", "count", "The most distinct adapters one step "
+           "batched (at most max_loras).", None, "LoRA adapters", "count", "docs"),
     # ----- per request class (shown when a workload mixes classes) -----
     Metric("per_class.*.requests", "{}: requests", "count", "Requests of this class.", None, "Per request class",
            "count", part="class"),

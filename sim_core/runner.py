@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import lora
 from .bounds import bounds as run_bounds
 from .cluster_over_time import over_time_metrics, run_autoscaled
 from .deployment import Resolved, resolve
@@ -269,6 +270,9 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
                   debug_checks: bool, cancel: np.ndarray | None = None, max_events: int = DEFAULT_MAX_EVENTS) -> Config:
     class_ttft_s, class_tpot_s, class_weight = class_slo
     sched = r.scheduler
+    cost = np.ascontiguousarray(cost_params(r.setup, profile_constants(scenario.hardware_profile),
+                                            cpu_overlap=scenario.async_scheduling, time_scale=r.step_time_scale,
+                                            engine=scenario.engine))
     return Config(
         order=sched.order, chunked_prefill=sched.chunked_prefill, static_batching=sched.static_batching,
         preempts_for_priority=sched.preempts_for_priority, preempt_mode=PREEMPTION_MODES[scenario.preemption],
@@ -276,15 +280,20 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
         num_blocks=int(r.num_blocks), swap_blocks=int(r.swap_blocks), max_model_len=int(r.max_model_len),
         prefix_caching=bool(r.prefix_cache), record_events=bool(record_events), max_events=int(max_events),
         max_step_records=int(max_step_records), debug_checks=bool(debug_checks),
-        cost=np.ascontiguousarray(cost_params(r.setup, profile_constants(scenario.hardware_profile),
-                                               cpu_overlap=scenario.async_scheduling,
-                                               time_scale=r.step_time_scale, engine=scenario.engine)),
+        cost=cost,
         pol=policy_params(scenario, r, class_tpot_s), class_ttft_s=class_ttft_s, class_tpot_s=class_tpot_s,
         class_weight=class_weight, cancel=np.zeros(1, np.int64) if cancel is None else cancel,
-        kv_tiers=tier_params(scenario, r.setup, bool(r.prefix_cache)))
+        kv_tiers=tier_params(scenario, r.setup, bool(r.prefix_cache)), **_lora_config(scenario, r, cost))
 
 
-def request_table(reqs: Requests, cfg: Config) -> RequestTable:
+def _lora_config(scenario: Scenario, r: Resolved, cost: np.ndarray) -> dict:
+    """Config's LoRA fields (sim_core/lora.py): empty when the scenario has no adapters."""
+    p = lora.params(scenario, r.setup, cost)
+    return {"lora": p, "lora_state": lora.state(p)}
+
+
+def request_table(reqs: Requests, cfg: Config, adapters: np.ndarray | None = None) -> RequestTable:
+    """`adapters`: each request's LoRA adapter (sim_core/lora.py adapters), None for none."""
     parents = reqs.parents()
     n = len(reqs)
     child = np.full(n, -1, np.int64)
@@ -305,7 +314,9 @@ def request_table(reqs: Requests, cfg: Config) -> RequestTable:
         tenant=reqs.request_class.astype(np.int64) if fair else np.zeros(n, np.int64), child=child,
         think_s=np.ascontiguousarray(reqs.think_times(), np.float64), hashes=_i64(hashes), hash_off=_i64(hash_off),
         open_ids=np.nonzero(parents == -1)[0].astype(np.int64), queue=np.flatnonzero(queued).astype(np.int64),
-        queue_next=np.zeros(1, np.int64))
+        queue_next=np.zeros(1, np.int64),
+        adapter=np.full(n, -1, np.int64) if adapters is None else _i64(adapters),
+        lora_skipped=np.zeros(n if cfg.lora.shape[0] else 0, np.int64))
 
 
 def _i64(a: np.ndarray) -> np.ndarray:
@@ -381,7 +392,8 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     cfgs = [engine_config(scenario, r.on_pool(k), class_slo, record_events=record_events,
                           max_step_records=max_step_records, max_events=max_events, debug_checks=debug_checks,
                           cancel=cancel) for k in range(len(r.deployment))]
-    table = request_table(reqs, cfgs[0])
+    table = request_table(reqs, cfgs[0], lora.adapters(scenario, reqs.conversation_parents())
+                          if scenario.lora_adapters else None)
     # A closed loop chains each user's requests: session routing follows conversations, not users.
     sessions = None if reqs.loop_link is None else conversations(reqs.conversation_parents())
     ran = run_pools(scenario, r, cfgs, table, frame_spec(reqs, kv_frame_times, kv_frames), sessions)
@@ -398,6 +410,8 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     if offload_on(scenario):  # the key exists only when a lower tier does: output without offload is unchanged
         result.metrics["kv_tiers"] = tier_metrics(result.kv_tiers, result.metrics["duration_s"] * scenario.engines,
                                                   r.setup.tp)
+    if scenario.lora_adapters:
+        result.metrics["lora"] = lora.counters(cfgs[0].lora_state, cfgs[0].lora)
     if len(ran.outs) > 1 or ran.autoscaled is not None:
         _add_engines(result, ran, cfgs)
     if ran.autoscaled is not None:

@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from . import lora
 from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, scenario_defaults
 from .expert_parallel import MAX_EP, shape_error
@@ -246,6 +247,16 @@ class Scenario(KVOffloadFields):
     spec_disable_above: int = Field(0, ge=0, le=4096,
                                     description="no drafts while more than this many requests run (vLLM's "
                                                 "speculative_disable_by_batch_size; 0: never)")
+    # LoRA adapters (sim_core/lora.py, issue #23); all off while lora_adapters is 0
+    lora_adapters: int = Field(0, ge=0, le=lora.MAX_ADAPTERS, description=lora.HELP["lora_adapters"])
+    lora_rank: int = Field(lora.DEFAULT_RANK, ge=1, le=max(lora.RANKS), description=lora.HELP["lora_rank"])
+    lora_targets: str = Field(lora.DEFAULT_TARGETS, max_length=64, description=lora.HELP["lora_targets"])
+    lora_zipf: float = Field(lora.DEFAULT_ZIPF, ge=0, le=10, description=lora.HELP["lora_zipf"])
+    max_loras: int = Field(lora.DEFAULT_MAX_LORAS, ge=1, le=lora.MAX_ADAPTERS, description=lora.HELP["max_loras"])
+    max_cpu_loras: int | None = Field(None, ge=1, le=lora.MAX_ADAPTERS, description=lora.HELP["max_cpu_loras"])
+    lora_order: Literal["fcfs", "grouped"] = Field("fcfs", description=lora.HELP["lora_order"])
+    lora_aging_s: float = Field(lora.DEFAULT_AGING_S, ge=0, le=1e6, description=lora.HELP["lora_aging_s"])
+    lora_disk_load_s: float = Field(lora.DISK_LOAD_S, ge=0, le=3600, description=lora.HELP["lora_disk_load_s"])
 
     @model_validator(mode="before")
     @classmethod
@@ -391,6 +402,13 @@ class Scenario(KVOffloadFields):
             raise ValueError("model_file: gives the model's architecture itself; leave model unset with it")
         if self.model_file is not None and self.hardware_profile is not None:
             raise ValueError("hardware_profile: fitted on a catalogue model; it cannot apply to a model_file")
+        return self
+
+    @model_validator(mode="after")
+    def _lora_runs(self) -> Scenario:
+        why = lora.check(self)
+        if why:
+            raise ValueError(why)
         return self
 
     @model_validator(mode="after")

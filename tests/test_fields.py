@@ -71,7 +71,7 @@ def test_dashboard_form_takes_choices_and_bounds_from_the_model():
         elif info.is_bool:  # an engine's field starts blank: the engine's default (sim_core/engines.py)
             blank = [""] if name in SCENARIO_FIELDS else []
             assert [v for v, _ in f.options] == blank + ["false", "true"], name
-        elif name in ("hardware_profile", "rate_schedule"):  # the free-text fields: no numeric keyboard
+        elif name in ("hardware_profile", "rate_schedule", "lora_targets"):  # free-text fields: no numeric keyboard
             assert f.inputmode == "text"
         else:
             assert f.inputmode == ("numeric" if info.is_int else "decimal"), name

@@ -114,6 +114,16 @@ STRATEGIES = {
     "spec_acceptance": _maybe(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True)),
     "spec_draft_model": _maybe(st.sampled_from(sorted(MODELS))),
     "spec_disable_above": st.integers(0, 4096),
+    "lora_adapters": st.integers(0, 100_000),
+    "lora_rank": st.integers(1, 512),
+    "lora_targets": st.lists(st.sampled_from(["q", "k", "v", "o", "gate", "up", "down"]), min_size=1,
+                             unique=True).map(",".join),
+    "lora_zipf": _floats(0.0, 10.0),
+    "max_loras": st.integers(1, 100_000),
+    "max_cpu_loras": _maybe(st.integers(1, 100_000)),
+    "lora_order": st.sampled_from(["fcfs", "grouped"]),
+    "lora_aging_s": _floats(0.0, 1e6),
+    "lora_disk_load_s": _floats(0.0, 3600.0),
     "engine": st.sampled_from(ENGINE_NAMES),
     # The constants only: a profile must name the scenario's own deployment, which scenarios() fills in.
     "hardware_profile": _maybe(st.builds(Constants, **{k: _floats(max(lo, 1e-6), hi)
@@ -169,6 +179,11 @@ def scenarios(draw) -> Scenario:
     if fields.get("workload", FIELDS["workload"].default) != "random" or fields.get("trace") is not None:
         for name in ("isl", "osl", "length_range"):  # the random workload's lengths only
             fields.pop(name, None)
+    if fields.get("max_cpu_loras") is not None:  # the host cache holds at least the GPU's adapters
+        fields["max_loras"] = min(fields.get("max_loras", 1), fields["max_cpu_loras"])
+    if (fields.get("preemption") == "swap" or fields.get("replicas", 1) > 1 or max(pools) > 0 or "ep" in fields
+            or fields.get("scheduler") == "static"):
+        fields.pop("lora_adapters", None)  # adapters run on one engine, without swap (refused, naming the field)
     if fields.get("model_file") is not None:  # the model's architecture itself: no model, no fitted profile
         fields.pop("model", None)
         fields.pop("hardware_profile", None)

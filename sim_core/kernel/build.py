@@ -88,6 +88,7 @@ def config_record(c):
     cfg.class_ttft_s, cfg.class_tpot_s, cfg.class_weight = c.class_ttft_s, c.class_tpot_s, c.class_weight
     cfg.cancel = c.cancel  # shared with the caller, who may set it while the run goes on
     cfg.kv_tiers = c.kv_tiers
+    cfg.lora, cfg.lora_state = c.lora, c.lora_state  # lora_state: shared, the caller reads its counters
     return cfg
 
 
@@ -99,6 +100,7 @@ def request_record(t):
     req.tenant, req.child, req.think_s = t.tenant, t.child, t.think_s
     req.hashes, req.hash_off, req.open_ids = t.hashes, t.hash_off, t.open_ids
     req.queue, req.queue_next = t.queue, t.queue_next  # queue_next: one counter for every engine
+    req.adapter, req.lora_skipped = t.adapter, t.lora_skipped
     return req
 
 

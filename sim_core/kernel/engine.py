@@ -37,6 +37,7 @@ from .kv_pool import (
 )
 from .kv_tiers import step_with_loads
 from .logs import itl_bin, make_log_room, step_log_row, take_due_frames, take_frames
+from .lora import step_seconds as lora_step_seconds
 from .queues import (
     followup_pop,
     remove_running,
@@ -303,6 +304,8 @@ def run_batch(eng):
     if eng.batch.swap_s[1] > 0:  # lower-tier loads: before the compute, or layer by layer under it
         seconds = step_with_loads(eng.kv, seconds, eng.batch.swap_s[1], cfg.cost[LAYERS])
     seconds += eng.batch.swap_s[0]
+    if cfg.lora.shape[0] > 0:  # LoRA adapters: their loads and kernels lengthen the step (kernel/lora.py)
+        seconds += lora_step_seconds(eng)
     used_blocks = cfg.num_blocks - eng.kv.free[KV_BLOCKS]
     waiting, running, swapped = size[N_WAITING], size[N_RUNNING], size[N_SWAPPED]
     acc[A_STEPS] += 1

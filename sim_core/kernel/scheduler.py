@@ -22,6 +22,7 @@ from ..policies.options import (
 from ..policies.ordering import waiting_key
 from ..policies.preemption import memory_victim, priority_victim
 from ..policies.static_batching import schedule_static_batch
+from . import lora
 from .attribution import note_preempted
 from .batch import add_to_batch
 from .cost_model import swap_seconds
@@ -275,11 +276,31 @@ def resume_swapped(eng):
 @kernel
 def admit_waiting(eng):
     """4b. Admit waiting requests in policy order (after any swapped ones) while they fit."""
+    if eng.cfg.lora.shape[0] == 0:
+        _admit_waiting(eng, 0, 0)
+        return
+    # LoRA adapters (kernel/lora.py): vLLM's limit on a step's adapters; the grouped order first lets in the
+    # adapters with the most waiting requests (and requests past the aging limit), then the rest.
+    in_step = lora.mark_running(eng)
+    if eng.cfg.lora[lora.LP_GROUPED] != 0:
+        lora.choose_next(eng)
+        in_step = _admit_waiting(eng, lora.PASS_GROUPED, in_step)
+        lora.put_back_skipped(eng)
+    _admit_waiting(eng, lora.PASS_LIMIT, in_step)
+    lora.put_back_skipped(eng)
+
+
+@kernel
+def _admit_waiting(eng, lora_pass, in_step):
+    """admit_waiting's loop; `lora_pass` 0 (no adapters) or lora.PASS_*; returns the step's adapters then."""
     q, n = eng.q, eng.batch.n
     while ((q.size[N_SWAPPED] == 0 or n[B_PRIORITY_PREEMPTED]) and q.size[N_WAITING] > 0
            and q.size[N_RUNNING] < eng.cfg.max_num_seqs and n[B_BUDGET_LEFT] > 0):
         t = next_tenant(q)
         r = wait_top(q, t)
+        if lora_pass != 0 and lora.skips(eng, r, in_step, lora_pass):
+            lora.skip(eng, r, t)
+            continue
         verdict = admission_verdict(eng, r)
         if verdict == SHED:
             wait_pop(q, t, to_compute(eng, r))
@@ -291,7 +312,10 @@ def admit_waiting(eng):
             wait_pop(q, t, to_compute(eng, r))
             enqueue(eng, r, waiting_key(eng, r))
         elif not _admit(eng, r, t):
-            return  # head-of-line: later requests wait behind it, as in vLLM
+            return in_step  # head-of-line: later requests wait behind it, as in vLLM
+        elif lora_pass != 0:
+            in_step = lora.note_admitted(eng, r, in_step, lora_pass)
+    return in_step
 
 
 @kernel

@@ -127,6 +127,8 @@ class Config(NamedTuple):
     class_weight: np.ndarray
     cancel: np.ndarray  # int64[1]: set [0] to 1 from another thread and the run stops within ~1000 steps
     kv_tiers: np.ndarray  # kv_tiers.TP_* parameter vector of the lower KV tiers (capacities 0: off)
+    lora: np.ndarray  # LoRA adapters' parameters (kernel/lora.py LP_*); empty: no adapters
+    lora_state: np.ndarray  # their residency and counters, written by the run (kernel/lora.py)
 
 
 # RequestTable.child of a request whose end frees a closed-loop slot: the next queued request goes out.
@@ -149,6 +151,8 @@ class RequestTable(NamedTuple):
     # how many went out, shared by every engine).
     queue: np.ndarray
     queue_next: np.ndarray
+    adapter: np.ndarray  # each request's LoRA adapter (-1: the base model)
+    lora_skipped: np.ndarray  # room for the requests an admission pass skips (kernel/lora.py); empty without adapters
 
 
 class FrameSpec(NamedTuple):
@@ -215,12 +219,12 @@ CONFIG = RecordType([
     ("swap_blocks", types.int64), ("max_model_len", types.int64), ("prefix_caching", types.boolean),
     ("record_events", types.boolean), ("max_events", types.int64), ("max_step_records", types.int64), ("debug_checks", types.boolean),
     ("cost", F64), ("pol", F64), ("class_ttft_s", F64), ("class_tpot_s", F64), ("class_weight", F64),
-    ("cancel", I64), ("kv_tiers", F64),
+    ("cancel", I64), ("kv_tiers", F64), ("lora", F64), ("lora_state", F64),
 ])
 REQUEST_TABLE = RecordType([
     ("arrival_s", F64), ("prompt_tokens", I64), ("output_tokens", I64), ("request_class", I64), ("tenant", I64),
     ("child", I64), ("think_s", F64), ("hashes", I64), ("hash_off", I64), ("open_ids", I64), ("queue", I64),
-    ("queue_next", I64),
+    ("queue_next", I64), ("adapter", I64), ("lora_skipped", I64),
 ])
 REQUEST_STATE = RecordType([
     ("status", I8), ("reject_reason", I8),
