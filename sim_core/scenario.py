@@ -265,7 +265,9 @@ class Scenario(KVOffloadFields):
         if not isinstance(data, dict) or data.get("engine", DEFAULT_ENGINE) == DEFAULT_ENGINE:
             return data
         defaults = scenario_defaults(str(data["engine"]), _positive(data.get("prefill_replicas")))
-        return {**defaults, **data}
+        # None is "unset" here too, as a blank form field is: a query string has no way to say None, so a field
+        # set to None and then to_query'd would not come back.
+        return {**defaults, **{k: v for k, v in data.items() if v is not None}}
 
     @model_validator(mode="after")
     def _speculation(self) -> Scenario:

@@ -100,3 +100,10 @@ def test_step_time_takes_the_engine_as_the_run_does():
     assert trt["engine"] == "trtllm" and trt["components_ms"]["attention"] < vllm["components_ms"]["attention"]
     assert trt["components_ms"]["linear"] == vllm["components_ms"]["linear"]
     assert step_time_doc(parse_step_shape(shape)) == vllm
+
+
+def test_a_field_set_to_none_takes_the_engines_default_and_round_trips():
+    # Found by the round-trip property: None for a field the engine sets was written to the query as "None".
+    s = Scenario(engine="sglang", token_budget=None, max_seqs=None)
+    assert s.token_budget == scenario_defaults("sglang")["token_budget"]
+    assert Scenario.from_query(s.to_query()) == s
