@@ -56,7 +56,7 @@ def in_some_serving_span(res) -> np.ndarray:
     return ok
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(rates=st.lists(st.sampled_from([0.5, 2.0, 5.0, 9.0]), min_size=1, max_size=4),
        policy=st.sampled_from(["utilization", "predictive"]), metric=st.sampled_from(METRIC_NAMES),
        router=st.sampled_from(ROUTER_NAMES), delay=st.sampled_from([0.0, 3.0, 20.0]), start=st.integers(1, 3),
