@@ -319,6 +319,8 @@ async def api_sweep(request: Request) -> JSONResponse:
         service.unwatch_sweep(job, gone)
     if job.result is None and job.cancelled:  # its page's Cancel button
         return JSONResponse({"detail": "the sweep was cancelled before it ended; ask again to run it"}, 409)
+    if job.problems:  # the scenario's own fault, found by the run: a 422 naming the field, as up front
+        return unprocessable(job.problems, "query")
     if job.error:
         return JSONResponse({"detail": job.error}, status_code=500)
     return JSONResponse(clean({"scenario": scenario_json(job.request), "query": job.request.query(), **job.result}))

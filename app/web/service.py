@@ -355,6 +355,7 @@ class SweepJob:
     done: int = 0
     result: dict | None = None
     error: str | None = None
+    problems: list[tuple[str, str]] | None = None  # when the error is the scenario's: (field, what it allows)
     trace_text: str | None = None  # the uploaded trace it replays at each rate (kept: uploads may be evicted)
     state: JobState = field(default_factory=JobState)
 
@@ -431,6 +432,8 @@ def _run_sweep(job: SweepJob) -> dict:
         points = sweep(req.scenario, req.schedulers, req.sweep.rates(), workers=1, on_point=progress,
                        trace_text=job.trace_text)
         job.result = sweep_summary(req, points)
+    except ScenarioError as e:  # a check only the deployment can make (e.g. KV offload without a prefix cache)
+        job.problems, job.error = e.problems, str(e)
     except Exception as e:  # reported on the page; asking for the same sweep again retries it
         job.error = f"{type(e).__name__}: {e}"
     finally:
