@@ -54,3 +54,15 @@ def site():
 
     with browser_site(app) as pair:
         yield pair
+    # The job boards are the process's, not the server's: a sweep, plan or frontier a module's pages left running
+    # would hold the next module's jobs in the queue behind it (a goodput figure once waited past its 120 s).
+    import time
+
+    from app.web import frontier_page, plan_jobs, service
+
+    boards = (service._sweeps, plan_jobs._plans, frontier_page._jobs)
+    for board in boards:
+        board.cancel_running()
+    deadline = time.monotonic() + 30
+    while any(b.running_jobs() for b in boards) and time.monotonic() < deadline:
+        time.sleep(0.05)

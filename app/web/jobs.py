@@ -106,6 +106,13 @@ class JobBoard:
             job.state.cancel[0] = 1
         return job
 
+    def cancel_running(self) -> None:
+        """Stop every running or queued job (a server going away, or a test module done with its server)."""
+        with self._lock:
+            running = [j for j in self._jobs.values() if j.running]
+        for job in running:
+            job.state.cancel[0] = 1
+
     def polled(self, job: Any) -> None:
         job.state.polled_at = time.monotonic()
 
