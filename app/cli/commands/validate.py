@@ -30,8 +30,9 @@ def handle(args: argparse.Namespace) -> int:
 
     directory = Path(args.dir) if args.dir else validation.VALIDATION_DIR
     if not directory.is_dir():
-        raise UsageError(f"--dir: no such directory {quote(str(directory))}")
-    rows = validation.checks(directory, simulate=not args.quick)
+        raise UsageError(f"--dir: {quote(str(directory))} is not a directory" if directory.exists()
+                         else f"--dir: no such directory {quote(str(directory))}")
+    rows = _checks(validation, directory, not args.quick)
     doc = validate_doc(rows, validation.summary(rows), validation.speedups(rows))
     if args.json:
         print_json(doc)
@@ -40,6 +41,25 @@ def handle(args: argparse.Namespace) -> int:
     else:
         print_lines(validate_lines(doc))
     return 0
+
+
+def _checks(validation, directory: Path, simulate: bool) -> list:
+    """validation.checks on a --dir: its tables refused, naming --dir, when one is missing, not a regular file (a
+    FIFO there hung the command) or not a validation table."""
+    from sim_core.input_files import input_file_problem
+
+    for path in sorted(directory.iterdir()):
+        problem = input_file_problem(str(path), "a validation table") if path.suffix in (".csv", ".json") else None
+        if problem:
+            raise UsageError(f"--dir: {quote(str(path))} {problem}")
+    try:
+        return validation.checks(directory, simulate=simulate)
+    except OSError as e:
+        raise UsageError(f"--dir: {quote(str(e.filename or directory))}: {e.strerror or e} (a validation directory "
+                         f"holds kernels.csv, steps.csv, serving.csv and tp_fp8.csv)") from None
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError, ArithmeticError) as e:  # a column missing, a bad cell
+        raise UsageError(f"--dir {quote(str(directory))}: not a validation directory like validation/ "
+                         f"({e.__class__.__name__}: {quote(str(e))})") from None
 
 
 def _err(value) -> str:
