@@ -86,5 +86,5 @@ def capacity_lines(base: Scenario, cap, seeds: list[int], target: float, toleran
         lines.append(f"Capacity: {g(cap.mean)} req/s{interval} at >= {pct(target)}% SLO "
                      f"attainment (TTFT <= {g(r.slo_ttft_ms)} ms, TPOT <= {g(r.slo_tpot_ms)} ms)")
         lines.append("  per seed: " + ", ".join(f"seed {s}: {g(v)}" for s, v in zip(seeds, cap.per_seed, strict=True)))
-    lines.append(f"  {cap.runs} simulations, rates bracketed then bisected to within {pct(tolerance)}%")
+    lines.append(f"  {cap.runs} simulations, rates bracketed then bisected to within {tolerance * 100:g}%")
     return lines
