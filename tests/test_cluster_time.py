@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from app.web import charts, figures, service
-from app.web.cluster_time_page import parse_cluster_time
+from app.web.cluster_time_page import comparison, parse_cluster_time
 from app.web.figures.cluster_time import NAME, over_time
 from app.web.inputs import PAGE_DEFAULTS, parse_request, query_to_dict
 from sim_core import ScenarioError, run
@@ -108,3 +108,13 @@ def test_the_results_page_card_of_an_autoscaled_scenario_links_its_comparison():
     ct = parse_cluster_time(parse_qsl(card.data["compare"]))  # its link: the autoscalers and a static deployment
     assert [r.label for r in ct.runs] == ["utilization", "predictive", "static 4 replicas"]
     assert ct.base.scenario == req.scenario
+
+
+def test_a_policy_no_replica_can_serve_is_refused_naming_the_field():
+    """The capacity search finds no rate within a 1 ms TTFT target: an input error naming the field to set (the
+    web answers 422), not a server error."""
+    ct = parse_cluster_time(parse_qsl("schedulers=fcfs&hardware=a100&duration=60&rate=2&slo_ttft_ms=1"
+                                      "&autoscalers=predictive"))
+    with pytest.raises(ScenarioError) as e:
+        comparison(ct)
+    assert [name for name, _ in e.value.problems] == ["autoscale_replica_rate"]
