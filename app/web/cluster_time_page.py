@@ -28,7 +28,7 @@ from sim_core.scenario import AUTOSCALE_FIELDS, MAX_REPLICAS
 
 from . import figures, pages, present, service
 from .api import kernels_error, kernels_ready
-from .charts import ENGINES
+from .charts import DARK_TEXT_BACKGROUNDS, ENGINES, LIGHT_TEXT_BACKGROUNDS, _readable
 from .embed_options import EMBED_OPTIONS, parse_embed_options
 from .figures.cluster_time import NAME, Run, cluster_time_figure, summary_rows
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
@@ -47,6 +47,15 @@ POLICY_COLOURS = dict(zip(POLICIES, (ENGINES[0], ENGINES[2], ENGINES[4], ENGINES
 FORM_FIELDS = ("hardware", "model", "workload", "rate_schedule", "duration", "replicas", "min_replicas",
                "max_replicas", "provision_delay_s", "autoscale_target", "autoscale_replica_rate")
 VIEW = (PARAM, STATIC_PARAM)
+
+
+def chip_style(policy: str) -> str:
+    """A policy's chip in its colour, its text at WCAG AA on either theme (as charts.text_style for a scheduler)."""
+    c = POLICY_COLOURS[policy]
+    return (f"--c: {c}; --c-text: {_readable(c, LIGHT_TEXT_BACKGROUNDS, '#000000')}; "
+            f"--c-text-dark: {_readable(c, DARK_TEXT_BACKGROUNDS, '#ffffff')}")
+
+
 EXAMPLE = ("schedulers=fcfs&hardware=a100&workload=chat&rate_schedule=0:2,120:12,300:2&duration=480"
            "&max_replicas=6&provision_delay_s=60&autoscalers=utilization,predictive,static")
 
@@ -164,7 +173,7 @@ async def cluster_time(request: Request) -> Response:
 
 def _page(request: Request, pairs: list[tuple[str, str]], cancel) -> Response:
     ctx: dict[str, Any] = {"request": request, "errors": {}, "ct": None, "result": None, "warming": False,
-                           "example": EXAMPLE, "policies": POLICIES}
+                           "policies": [(p, chip_style(p)) for p in POLICIES]}
     if not pairs:
         pairs = [(k, v) for k, v in (kv.split("=", 1) for kv in EXAMPLE.split("&"))]
     try:
