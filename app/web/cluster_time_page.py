@@ -145,7 +145,9 @@ def comparison(ct: ClusterTimeRequest, cancel=None) -> dict:
     kept = [Run(r.label, POLICY_COLOURS[r.policy], v.kept[NAME], r.label) for r, v in zip(ct.runs, views, strict=True)]
     span = [0.0, max(v.end_s for v in views)] if views else None
     fig = cluster_time_figure(kept, span, ct.base.scenario.rate_schedule)
-    shown = figures.Results(ct.base, views[:1])
+    # The export's caption: the scenario's settings but the autoscaler's name (the title names every policy).
+    unscaled = WebRequest(ct.base.scenario.model_copy(update={"autoscaler": None}), ct.base.schedulers, ct.base.upload)
+    shown = figures.Results(unscaled, views[:1])
     info = figures.export_info(shown, f"Cluster over time: {', '.join(r.label for r in ct.runs)}")
     data = {"figure": fig, "rows": summary_rows(kept), "query": ct.query()}
     figures.attach_export(data, info)

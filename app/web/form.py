@@ -42,7 +42,7 @@ LABELS = {
     "kv_offload_policy": ("KV offload policy", ""), "kv_offload_overlap": ("KV offload: layer overlap", ""),
     "kv_offload_host_gbs": ("KV offload: host link", "GB/s"), "kv_offload_disk_read_gbs": ("KV offload: disk read", "GB/s"),
     "kv_offload_disk_write_gbs": ("KV offload: disk write", "GB/s"),
-    "rate_schedule": ("Rate schedule", "s:req/s"), "autoscaler": ("Autoscaler", ""),
+    "rate_schedule": ("Rate schedule", ""), "autoscaler": ("Autoscaler", ""),
     "min_replicas": ("Min replicas", ""), "max_replicas": ("Max replicas", ""),
     "provision_delay_s": ("Provisioning delay", "s"), "autoscale_interval_s": ("Autoscaler interval", "s"),
     "autoscale_metric": ("Autoscaler metric", ""), "autoscale_target": ("Autoscaler target", "per replica"),
