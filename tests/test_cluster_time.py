@@ -110,6 +110,23 @@ def test_the_results_page_card_of_an_autoscaled_scenario_links_its_comparison():
     assert ct.base.scenario == req.scenario
 
 
+def test_a_default_whose_capacity_search_is_past_the_webs_budget_is_refused_naming_the_field():
+    """300 s at a 100 req/s peak: 30,000 requests a run of the search, past the web's 20,000 a run."""
+    peak = SCENARIO.replace("0:1,60:6,150:1", "0:1,60:100")
+    for given, asked, named in ((("autoscale_target", "autoscale_replica_rate"), "utilization,predictive", []),
+                                (("autoscale_target",), "utilization,predictive", ["autoscale_replica_rate"]),
+                                (("autoscale_replica_rate",), "predictive,static", []),
+                                ((), "utilization", ["autoscale_target"])):
+        query = "&".join(kv for kv in peak.split("&") if kv.split("=")[0] not in {"autoscale_target",
+                                                                                 "autoscale_replica_rate"} - set(given))
+        try:
+            parse_cluster_time(parse_qsl(query + "&autoscalers=" + asked))
+            refused = []
+        except ScenarioError as e:
+            refused = [name for name, _ in e.problems]
+        assert refused == named, (given, asked)
+
+
 def test_a_policy_no_replica_can_serve_is_refused_naming_the_field():
     """The capacity search finds no rate within a 1 ms TTFT target: an input error naming the field to set (the
     web answers 422), not a server error."""

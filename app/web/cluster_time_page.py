@@ -7,7 +7,8 @@ SLO attainment per window), with each run's GPU-hours and attainment beside it:
 The scenario query is the dashboard's (blank fields take its defaults); its first scheduler runs every policy.
 `static`: the same scenario without an autoscaler on static_replicas replicas (default: max_replicas, what the
 autoscalers may scale to). Each run is one results page's run of one scheduler, cached with them and bounded by
-the same budget (service.compare_seeds), so the page is at most MAX_RUNS such pages' work. The URL is the view:
+the same budget (service.compare_seeds), so the page is at most MAX_RUNS such pages' work; the capacity search
+behind an autoscaler's default (outside that budget) is held to the web's requests a run (search_problems). The URL is the view:
 `/embed/cluster-time` with the same query shows the figure alone (an embed without `autoscalers` is the
 results page's: one run per scheduler).
 """
@@ -21,8 +22,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from sim_core import ScenarioError, SetupError, TraceError
+from sim_core.cluster_over_time import PROBE_S
 from sim_core.policies.autoscaling import AUTOSCALERS
 from sim_core.quoting import quote
+from sim_core.rate_schedule import parse as parse_schedule
 from sim_core.runner import Cancelled
 from sim_core.scenario import AUTOSCALE_FIELDS, MAX_REPLICAS
 
@@ -32,7 +35,7 @@ from .charts import DARK_TEXT_BACKGROUNDS, ENGINES, LIGHT_TEXT_BACKGROUNDS, _rea
 from .embed_options import EMBED_OPTIONS, parse_embed_options
 from .figures.cluster_time import NAME, Run, cluster_time_figure, summary_rows
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
-from .inputs import PAGE_DEFAULTS, WebRequest, problems_of
+from .inputs import MAX_REQUESTS, PAGE_DEFAULTS, WebRequest, problems_of
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -107,6 +110,26 @@ def _policies(pairs: list[tuple[str, str]]) -> tuple[tuple[str, ...], int | None
     return policies, size, problems
 
 
+def search_problems(scenario, policies: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The capacity search that sets an autoscaler's default (utilization's running target, predictive's capacity
+    curve; sim_core.cluster_over_time) simulates PROBE_S s at a constant rate, up to the scenario's peak (a
+    replica's share of it for utilization), outside the run's own work and its cancel flag: past the web's
+    requests a run at that rate, refused naming the field that skips the search."""
+    rate = scenario.offered_rate()
+    if scenario.rate_schedule is not None:
+        rate = parse_schedule(scenario.rate_schedule).peak_rate(scenario.duration)
+    skips = (("utilization", "autoscale_target", rate / max(1, scenario.replicas)),
+             ("predictive", "autoscale_replica_rate", rate))
+    out = []
+    for policy, field, top in skips:
+        n = top * PROBE_S
+        if policy in policies and getattr(scenario, field) is None and n > MAX_REQUESTS:
+            out.append((field, f"{policy}'s default comes from a capacity search that simulates {PROBE_S:g} s at "
+                               f"up to {top:g} req/s (~{n:,.0f} requests a run; the web simulates at most "
+                               f"{MAX_REQUESTS:,}): set {field} (the CLI has no such limit)"))
+    return out
+
+
 def parse_cluster_time(pairs: list[tuple[str, str]]) -> ClusterTimeRequest:
     """/cluster-time's query -> ClusterTimeRequest, or ScenarioError naming each bad field (the scenario's, or
     autoscalers / static_replicas)."""
@@ -119,6 +142,7 @@ def parse_cluster_time(pairs: list[tuple[str, str]]) -> ClusterTimeRequest:
         base = service.page_request(scenario)
     except ScenarioError as e:
         raise ScenarioError(problems + list(e.problems)) from None
+    problems += search_problems(base.scenario, policies)
     if problems:
         raise ScenarioError(problems)
     one = base.schedulers[0]
