@@ -1,12 +1,14 @@
 """Cluster over time in a real browser (Debian's chromium through Playwright), issue #24 item 5: /cluster-time with
 two autoscalers draws the offered load, each one's replicas by state, the queue and the SLO attainment per window
-on one time axis (a zoom of one row moves every row), the utilization run's equal to sim_core's own; its link
-round-trips to the same figure and its form changes it; its embed draws the figure alone in a 960x540 frame; at
-1440x900, then 390x844, nothing overflows the page. One page visit after another in one test: the runs simulate
-once. Screenshots go to test-output/screenshots/."""
+on one time axis (a zoom of one row moves every row), the utilization run's equal to sim_core's own; its CSV has
+the same numbers; its link round-trips to the same figure and its form changes it; its embed draws the figure
+alone in a 960x540 frame; at 1440x900, then 390x844, nothing overflows the page. One page visit after another in
+one test: the runs simulate once. Screenshots go to test-output/screenshots/."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -76,6 +78,14 @@ def test_two_autoscalers_on_one_time_axis_at_1440_and_on_a_phone(site):
     assert all(r == [60, 180] for r in zoomed), zoomed
     page.locator("#card-cluster-time").screenshot(path=SHOTS / "70-cluster-time-1440.png")
     first = figure_json(page)
+    # Its numbers as CSV: a row per run and window, the figure's.
+    answer = page.request.get(page.base + page.locator("#cluster-time-csv").get_attribute("href"))
+    assert answer.status == 200 and "attachment" in answer.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(answer.text())))
+    windows = len(res.metrics["replicas_over_time"]["start_s"])
+    assert [r["run"] for r in rows] == [p for p in POLICIES for _ in range(windows)]
+    assert [float(r["serving"]) for r in rows[:windows]] == pytest.approx(on[("serving", axis["utilization"])]["y"],
+                                                                          abs=1e-3)
     embed = page.locator("#card-cluster-time a.tool", has_text="Embed").get_attribute("href")
     # Its link round-trips; its form changes it (one policy unticked).
     link = page.locator("#ct-permalink").get_attribute("href")

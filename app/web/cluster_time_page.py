@@ -30,10 +30,10 @@ from sim_core.runner import Cancelled
 from sim_core.scenario import AUTOSCALE_FIELDS, MAX_REPLICAS
 
 from . import figures, pages, present, service
-from .api import kernels_error, kernels_ready
+from .api import busy, kernels_error, kernels_ready, unprocessable, warming_up
 from .charts import DARK_TEXT_BACKGROUNDS, ENGINES, LIGHT_TEXT_BACKGROUNDS, _readable
 from .embed_options import EMBED_OPTIONS, parse_embed_options
-from .figures.cluster_time import NAME, Run, cluster_time_figure, summary_rows
+from .figures.cluster_time import NAME, Run, cluster_time_figure, summary_rows, windows_csv
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
 from .inputs import MAX_REQUESTS, PAGE_DEFAULTS, WebRequest, problems_of
 from .templating import templates
@@ -278,3 +278,31 @@ def _embed(request: Request, pairs: list[tuple[str, str]], cancel) -> Response:
     status = 503 if "server" in ctx["errors"] else 422 if ctx["errors"] else 200
     return templates.TemplateResponse(request, "embed.html", ctx, status_code=status,
                                       headers={"Retry-After": "5"} if status == 503 else None)
+
+
+@router.get("/download/cluster-time.csv")
+async def download_csv(request: Request) -> Response:
+    """The figure's numbers, a row per run and window (figures.cluster_time.CSV_COLUMNS): with `autoscalers`, the
+    comparison's runs; without, the results page's (one per scheduler). Bad input: a 422 in the JSON API's shape."""
+    if not kernels_ready(request):
+        return warming_up(request)
+    return await run_until_disconnect(request, _csv, request, busy=busy)
+
+
+def _csv(request: Request, cancel) -> Response:
+    pairs = list(request.query_params.multi_items())
+    try:
+        if any(k == PARAM for k, _ in pairs):
+            ct = parse_cluster_time(pairs)
+            runs = [(r.label, service.compare_seeds(r.req, cancel).views[0].kept[NAME]) for r in ct.runs]
+        else:
+            req = service.page_request(pairs)
+            runs = [(v.scheduler, v.kept[NAME]) for v in service.compare_seeds(req, cancel).views]
+    except (ScenarioError, SetupError, TraceError) as e:
+        return unprocessable(problems_of(e), "query")
+    except service.BusyError as e:
+        return busy(str(e))
+    except Cancelled:
+        return Response(status_code=CLIENT_CLOSED)
+    return Response(windows_csv(runs), media_type="text/csv; charset=utf-8",
+                    headers={"Content-Disposition": 'attachment; filename="sched-sim-cluster-time.csv"'})

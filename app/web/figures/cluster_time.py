@@ -12,6 +12,8 @@ shared rows: one replicas row per run, its queue and attainment as lines in its 
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -198,6 +200,25 @@ def by_scheduler(results: Results) -> dict | None:
     first = replace(results.req, schedulers=results.req.schedulers[:1])
     return {"figure": fig, "rows": summary_rows(runs), "query": results.query,
             "compare": first.query(sweep=False) + "&autoscalers=" + ",".join(COMPARED)}
+
+
+CSV_COLUMNS = ("run", "window_start_s", "window_s", "arrivals", "offered_rps", *(s for s, _, _ in STATES),
+               "waiting", "slo_attainment")
+
+
+def windows_csv(runs: list[tuple[str, dict]]) -> str:
+    """The figure's numbers as CSV, a row per run and window (CSV_COLUMNS): what it kept of each run, `runs` as
+    (label, kept data). slo_attainment is blank for a window without arrivals."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for label, d in runs:
+        for i, start in enumerate(d["start_s"]):
+            met = d["attainment"][i]
+            writer.writerow([label, f"{start:g}", f"{d['window_s']:g}", d["requests"][i],
+                             f"{d['requests'][i] / d['window_s']:.6g}", *(f"{d[s][i]:.6g}" for s, _, _ in STATES),
+                             f"{d['waiting'][i]:.6g}", "" if met is None else f"{met:.6g}"])
+    return out.getvalue()
 
 
 def autoscaled(results: Results) -> bool:
