@@ -78,6 +78,12 @@ def test_a_comparison_is_one_run_per_policy_and_its_query_round_trips():
     sized = parse_cluster_time(parse_qsl(ct.query() + "&static_replicas=2"))
     assert sized.runs[1].req.scenario.replicas == 2 and "static_replicas=2" in sized.query()
     every = parse_cluster_time(parse_qsl(SCENARIO))  # none asked for: every autoscaler and a static deployment
+    assert [r.policy for r in parse_cluster_time(parse_qsl(SCENARIO + "&autoscaler=")).runs] == [
+        "utilization", "predictive", "static"]  # a blank autoscaler is none
+    alone = parse_cluster_time(parse_qsl(SCENARIO + "&autoscalers=static"))  # the autoscalers' fields: their size
+    assert [(r.label, r.req.scenario.autoscaler) for r in alone.runs] == [("static 4 replicas", None)]
+    plain = parse_cluster_time(parse_qsl("hardware=a100&replicas=3&autoscalers=static"))  # none: its own replicas
+    assert plain.runs[0].req.scenario.replicas == 3 and plain.base.scenario.autoscaler is None
     assert [r.policy for r in every.runs] == ["utilization", "predictive", "static"]
 
 

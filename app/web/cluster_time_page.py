@@ -134,10 +134,12 @@ def parse_cluster_time(pairs: list[tuple[str, str]]) -> ClusterTimeRequest:
     """/cluster-time's query -> ClusterTimeRequest, or ScenarioError naming each bad field (the scenario's, or
     autoscalers / static_replicas)."""
     policies, size, problems = _policies(pairs)
-    scenario = [(k, v) for k, v in pairs if k not in VIEW]
-    scalers = [p for p in policies if p != STATIC]
-    if scalers and not any(k == "autoscaler" and v.strip() for k, v in scenario):
-        scenario.append(("autoscaler", scalers[0]))  # the autoscaler fields given are checked with one
+    # A blank autoscaler is none given; the autoscaler fields given are checked with one, the first asked for.
+    scenario = [(k, v) for k, v in pairs if k not in VIEW and not (k == "autoscaler" and not v.strip())]
+    scalers = [p for p in policies if p != STATIC] or list(AUTOSCALERS)
+    scaling = any(p != STATIC for p in policies) or any(k in AUTOSCALE_FIELDS and v.strip() for k, v in scenario)
+    if scaling and not any(k == "autoscaler" for k, _ in scenario):
+        scenario.append(("autoscaler", scalers[0]))
     try:
         base = service.page_request(scenario)
     except ScenarioError as e:
