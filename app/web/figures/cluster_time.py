@@ -60,7 +60,6 @@ def over_time(result) -> dict:
         "window_s": att["window_s"], "start_s": att["start_s"], "end_s": end, "requests": att["requests"],
         "attainment": att["attainment"], "waiting": waiting_by_window(result, end)["waiting"],
         **{state: reps[state] for state, _, _ in STATES},
-        "policy": result.scenario.autoscaler, "engines": int(result.scenario.engines),
         "gpu_hours": m["gpu_hours"] if "gpu_hours" in m else m["gpus"] * end / 3600.0,
         "provisioned": scaler.get("replicas_provisioned"),
     }
@@ -87,8 +86,10 @@ def cluster_time_figure(runs: list[Run], span: list[float] | None, schedule: str
     data: list[dict] = []
     top = 1.0
     tallest = max((max(_total(r.data), default=0.0) for r in runs), default=0.0)
-    end = max([r.data["end_s"] for r in runs] + [span[1] if span else 0.0])
-    ticks = _window_ticks(end, runs[0].data["window_s"] if runs else WINDOW_S)
+    window_s = runs[0].data["window_s"] if runs else WINDOW_S
+    # A run in which nothing happened still gets an axis (one window long).
+    end = max([r.data["end_s"] for r in runs] + [span[1] if span else 0.0]) or window_s
+    ticks = _window_ticks(end, window_s)
     for k, (kind, px) in enumerate(panels):
         domain = [round(max(0.0, top - px / plot_px), 5), round(top, 5)]
         top = domain[0] - GAP_PX / plot_px
@@ -102,6 +103,7 @@ def cluster_time_figure(runs: list[Run], span: list[float] | None, schedule: str
             data += _load_traces(runs[0].data, schedule, end) if runs else []
         elif kind == "replicas":
             run = runs[k - 1]
+            # Every run's row on one scale (the most replicas any held), a little headroom over the tallest bar.
             layout[y] = _axis(run.label, domain=domain, anchor=_ref("x", k), range=[0, max(1.0, tallest) * 1.08],
                               nticks=4)
             layout[y]["title"]["font"]["color"] = run.colour
