@@ -175,6 +175,7 @@ def comparison(ct: ClusterTimeRequest, cancel=None) -> dict:
     unscaled = WebRequest(ct.base.scenario.model_copy(update={"autoscaler": None}), ct.base.schedulers, ct.base.upload)
     shown = figures.Results(unscaled, views[:1])
     info = figures.export_info(shown, f"Cluster over time: {', '.join(r.label for r in ct.runs)}")
+    info["warnings"] = [present.short_warning(w) for w in present.warnings_text(views)]  # every run's, not one's
     data = {"figure": fig, "rows": summary_rows(kept), "query": ct.query()}
     figures.attach_export(data, info)
     card = figures.Card(figures.get(NAME), data, figures.get(NAME).explain)
