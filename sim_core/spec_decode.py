@@ -30,6 +30,7 @@ from .kernel.spec_decode import (
     N_SPEC_PARAMS,
     SP_CDF,
     SP_DISABLE_ABOVE,
+    SP_GOODPUT,
     SP_K,
     SP_METHOD,
     SP_NGRAM_FRAC,
@@ -153,7 +154,8 @@ def spec_params(scenario, resolved) -> np.ndarray:
     p[SP_K], p[SP_METHOD] = k, SPEC_METHODS[method]
     p[SP_SEED] = scenario.seed % 2147483647
     p[SP_DISABLE_ABOVE] = scenario.spec_disable_above
-    p[SP_CDF:] = acceptance_cdf(rates, k)
+    p[SP_GOODPUT] = 1.0 if scenario.spec_k_policy == "goodput" else 0.0
+    p[SP_CDF:SP_GOODPUT] = acceptance_cdf(rates, k)
     if SPEC_METHODS[method] == SPEC_NGRAM:
         p[SP_NGRAM_FRAC] = _entry(source_id="specdecode_bench_sim", method="ngram", unit="fraction",
                                   kind="proposer_cost")["value"]
