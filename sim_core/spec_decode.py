@@ -47,6 +47,8 @@ from .kernel.spec_decode import (
     SP_SEED,
     SPEC_METHODS,
     SPEC_NGRAM,
+    proposer_seconds,
+    verify_seconds,
 )
 
 # Draft tokens per step when the scenario names a method but no count: DeepSeek-V3 serves MTP with one; vLLM's
@@ -208,3 +210,19 @@ def kv_blocks_beside_proposer(scenario, setup) -> int | None:
     free = setup.kv_free_bytes - setup.kv_reserved_bytes_per_gpu - weights
     return max(0, int(free // ((setup.kv_bytes_per_token_per_gpu + kv_per_token) * setup.block_size)))
 
+
+
+def decode_step_parts_ms(scenario, resolved, seqs: list[int], context: int) -> dict[str, list[float]]:
+    """What speculative decoding adds to decode-only steps of each batch size in `seqs` (sequences of `context`
+    tokens each), in ms, as the engine costs it with spec_tokens drafts: the verification's extra over a plain
+    decode step, and the proposer's passes. {} when off (the step-time figure's extra bands)."""
+    k = spec_tokens(scenario)
+    if k == 0:
+        return {}
+    pol, cost = spec_params(scenario, resolved), C.cost_params(resolved.setup, engine=scenario.engine)
+    verify, draft = [], []
+    for b in seqs:
+        full = verify_seconds(cost, b, b * context, k)
+        verify.append(float(full - verify_seconds(cost, b, b * context, 0)) * 1e3)
+        draft.append(float(proposer_seconds(pol, 0, full, b, b * context, k)) * 1e3)
+    return {"verify": verify, "draft": draft}

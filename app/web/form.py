@@ -41,6 +41,13 @@ LABELS = {
     "kv_offload_policy": ("KV offload policy", ""), "kv_offload_overlap": ("KV offload: layer overlap", ""),
     "kv_offload_host_gbs": ("KV offload: host link", "GB/s"), "kv_offload_disk_read_gbs": ("KV offload: disk read", "GB/s"),
     "kv_offload_disk_write_gbs": ("KV offload: disk write", "GB/s"),
+    "spec_method": ("Speculative decoding", ""), "spec_tokens": ("Draft tokens", "per step"),
+    "spec_acceptance": ("Draft acceptance rate", "per position"), "spec_draft_model": ("Draft model", ""),
+    "spec_disable_above": ("No drafts above", "running requests"), "spec_k_policy": ("Draft count policy", ""),
+    "lora_adapters": ("LoRA adapters", ""), "lora_rank": ("LoRA rank", ""), "lora_targets": ("LoRA targets", ""),
+    "lora_zipf": ("Adapter popularity (Zipf)", ""), "max_loras": ("Adapters per batch", "max_loras"),
+    "max_cpu_loras": ("Adapters in host memory", "max_cpu_loras"), "lora_order": ("Adapter order", ""),
+    "lora_aging_s": ("Adapter-order aging", "s"), "lora_disk_load_s": ("Adapter load from disk", "s"),
 }
 
 

@@ -114,10 +114,17 @@ def expected_tokens(pol, base, k):
 
 
 @inline
-def goodput_seconds(pol, base, cost, seqs, ctx, k):
-    """The model's time for a step of `seqs` decoding sequences over `ctx` context tokens in all, each verifying
-    k drafts (costed as run_batch costs verification rows), plus the proposer's k passes."""
+def verify_seconds(cost, seqs, ctx, k):
+    """The step time of `seqs` decoding sequences over `ctx` context tokens in all, each verifying k drafts
+    (costed as run_batch costs verification rows; k = 0: a plain decode step)."""
     seconds, _, _ = step_cost(cost, seqs * k, 0, k * ctx + seqs * (k * (k + 1) // 2), 0, seqs, ctx, seqs * (k + 1))
+    return seconds
+
+
+@inline
+def goodput_seconds(pol, base, cost, seqs, ctx, k):
+    """verify_seconds plus the proposer's k passes: the model's time for such a step."""
+    seconds = verify_seconds(cost, seqs, ctx, k)
     if k == 0:
         return seconds
     return seconds + proposer_seconds(pol, base, seconds, seqs, ctx, k)
