@@ -24,9 +24,9 @@ COMPONENT_STYLE = {
 assert tuple(COMPONENT_STYLE) == COMPONENTS
 # The mechanisms' bands on the decode panel (mechanism_parts_ms), stacked on the kernels'.
 EXTRA_STYLE = {
-    "verify": ("verifying drafts", "#4dabf7"),
-    "draft": ("proposer (drafting)", "#9775fa"),
-    "lora": ("LoRA kernels", "#ff922b"),
+    "verify": ("verifying drafts", "#0b7285"),
+    "draft": ("proposer (drafting)", "#7048e8"),
+    "lora": ("LoRA kernels", "#d9480f"),
 }
 PANEL_TITLES = {"prefill": "prefill only", "decode": "decode only", "mixed": "mixed (chunked prefill)"}
 assert tuple(PANEL_TITLES) == tuple(CURVE_KINDS)
