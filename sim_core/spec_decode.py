@@ -47,8 +47,7 @@ from .kernel.spec_decode import (
     SP_SEED,
     SPEC_METHODS,
     SPEC_NGRAM,
-    proposer_seconds,
-    verify_seconds,
+    goodput_table,
 )
 
 # Draft tokens per step when the scenario names a method but no count: DeepSeek-V3 serves MTP with one; vLLM's
@@ -212,17 +211,22 @@ def kv_blocks_beside_proposer(scenario, setup) -> int | None:
 
 
 
+def goodput_estimates(scenario, resolved, seqs: int, context: int) -> np.ndarray:
+    """The engine's goodput estimate for a step of `seqs` decoding sequences of `context` tokens each, per draft
+    count k = 0 .. spec_tokens: rows of (expected tokens per sequence, verification step s, proposer s). The
+    spec_k_policy goodput pick is the k with the most seqs x tokens / (verification + proposer)."""
+    out = np.zeros((spec_tokens(scenario) + 1, 3))
+    goodput_table(spec_params(scenario, resolved), 0, C.cost_params(resolved.setup, engine=scenario.engine),
+                  seqs, seqs * context, out)
+    return out
+
+
 def decode_step_parts_ms(scenario, resolved, seqs: list[int], context: int) -> dict[str, list[float]]:
     """What speculative decoding adds to decode-only steps of each batch size in `seqs` (sequences of `context`
     tokens each), in ms, as the engine costs it with spec_tokens drafts: the verification's extra over a plain
     decode step, and the proposer's passes. {} when off (the step-time figure's extra bands)."""
-    k = spec_tokens(scenario)
-    if k == 0:
+    if spec_tokens(scenario) == 0:
         return {}
-    pol, cost = spec_params(scenario, resolved), C.cost_params(resolved.setup, engine=scenario.engine)
-    verify, draft = [], []
-    for b in seqs:
-        full = verify_seconds(cost, b, b * context, k)
-        verify.append(float(full - verify_seconds(cost, b, b * context, 0)) * 1e3)
-        draft.append(float(proposer_seconds(pol, 0, full, b, b * context, k)) * 1e3)
-    return {"verify": verify, "draft": draft}
+    tables = [goodput_estimates(scenario, resolved, b, context) for b in seqs]
+    return {"verify": [float(t[-1, 1] - t[0, 1]) * 1e3 for t in tables],
+            "draft": [float(t[-1, 2]) * 1e3 for t in tables]}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from .cost_model import step_cost
-from .jit import inline
+from .jit import inline, numeric_entry
 from .state import FINISHED, N_RUNNING
 
 # The most draft tokens per step (vLLM's num_speculative_tokens; SGLang's speculative_num_steps defaults to 5).
@@ -128,6 +128,19 @@ def goodput_seconds(pol, base, cost, seqs, ctx, k):
     if k == 0:
         return seconds
     return seconds + proposer_seconds(pol, base, seconds, seqs, ctx, k)
+
+
+@numeric_entry
+def goodput_table(pol, base, cost, seqs, ctx, out):
+    """The goodput estimate's terms for k = 0 .. len(out) - 1 drafts: out[k] = (expected tokens per sequence,
+    verification step seconds, proposer seconds), from the functions goodput_drafts uses (Python's view of its
+    choice: sim_core/spec_decode.py goodput_estimates, the step-time figure's bands)."""
+    for k in range(out.shape[0]):
+        verify = verify_seconds(cost, seqs, ctx, k)
+        out[k, 0] = expected_tokens(pol, base, k)
+        out[k, 1] = verify
+        out[k, 2] = proposer_seconds(pol, base, verify, seqs, ctx, k) if k > 0 else 0.0
+    return out.shape[0]
 
 
 @inline
