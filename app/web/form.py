@@ -47,6 +47,13 @@ LABELS = {
     "provision_delay_s": ("Provisioning delay", "s"), "autoscale_interval_s": ("Autoscaler interval", "s"),
     "autoscale_metric": ("Autoscaler metric", ""), "autoscale_target": ("Autoscaler target", "per replica"),
     "autoscale_cooldown_s": ("Scale-down cooldown", "s"), "autoscale_replica_rate": ("Replica rate", "req/s"),
+    "spec_method": ("Speculative decoding", ""), "spec_tokens": ("Draft tokens", "per step"),
+    "spec_acceptance": ("Draft acceptance rate", "per position"), "spec_draft_model": ("Draft model", ""),
+    "spec_disable_above": ("No drafts above", "running requests"), "spec_k_policy": ("Draft count policy", ""),
+    "lora_adapters": ("LoRA adapters", ""), "lora_rank": ("LoRA rank", ""), "lora_targets": ("LoRA targets", ""),
+    "lora_zipf": ("Adapter popularity (Zipf)", ""), "max_loras": ("Adapters per batch", "max_loras"),
+    "max_cpu_loras": ("Adapters in host memory", "max_cpu_loras"), "lora_order": ("Adapter order", ""),
+    "lora_aging_s": ("Adapter-order aging", "s"), "lora_disk_load_s": ("Adapter load from disk", "s"),
 }
 
 

@@ -71,9 +71,10 @@ def _abs_pct(value) -> str:
 
 
 def validate_doc(rows, summary: dict, speedups: list[dict]) -> dict:
-    from sim_core.studies import inferencex
+    from sim_core.studies import inferencex, lora_checks
 
     return {"summary": summary, "speedups": speedups, "frontier": inferencex.frontier_summary(rows),
+            "lora_shape": lora_checks.shape(rows),
             "rows": [{"group": c.group, "source": c.source, "what": c.what, "reference": c.reference,
                       "predicted": c.predicted, "unit": c.unit, "error": c.error, "note": c.note} for c in rows]}
 
@@ -90,6 +91,7 @@ def validate_lines(doc: dict) -> list[str]:
         [[s["variant"], s["baseline"], f"{s['measured']:.2f}x", f"{s['predicted']:.2f}x", s["series"]]
          for s in doc["speedups"]], right={2, 3})]
     lines += _frontier_lines(doc)
+    lines += _lora_shape_lines(doc)
     lines += ["", "Rows"]
     lines += ["  " + x for x in columns(
         ["group", "reference", "predicted", "unit", "error", "row (note)"],
@@ -108,6 +110,19 @@ def _frontier_lines(doc: dict) -> list[str]:
     return ["", "InferenceX frontier points (throughput per GPU; studies/inferencex.py)", ""] + table if table else []
 
 
+def _lora_shape_lines(doc: dict) -> list[str]:
+    """S-LoRA's throughput per adapter count over its series' smallest count, measured and predicted (issue #23:
+    within 20% at each point; studies/lora_checks.py), as a plain Markdown table."""
+    shape = [s for s in doc.get("lora_shape", []) if s["adapters"] != min(
+        t["adapters"] for t in doc["lora_shape"] if (t["group"], t["series"]) == (s["group"], s["series"]))]
+    if not shape:
+        return []
+    return ["", "LoRA: throughput vs adapters, relative to the series' fewest (studies/lora_checks.py)", "",
+            "| source | series | adapters | measured | predicted | error |", "|---|---|--:|--:|--:|--:|"] + [
+        f"| {s['group']} | {s['series']} | {s['adapters']} | {s['measured']:.3f} | {s['predicted']:.3f} | "
+        f"{s['error'] * 100:+.1f}% |" for s in shape]
+
+
 def validate_markdown(doc: dict) -> list[str]:
     """The same tables in Markdown, for the README."""
     def md(s: str) -> str:
@@ -120,6 +135,7 @@ def validate_markdown(doc: dict) -> list[str]:
     lines += [f"| {md(s['series'])} | {md(s['variant'])} | {md(s['baseline'])} | {s['measured']:.2f}x | "
               f"{s['predicted']:.2f}x |" for s in doc["speedups"]]
     lines += _frontier_lines(doc)
+    lines += _lora_shape_lines(doc)
     lines += ["", "<details><summary>Every row</summary>", "",
               "| group | row | reference | predicted | unit | error | note |", "|---|---|--:|--:|---|--:|---|"]
     lines += [f"| {r['group']} | {md(r['what'])} | {r['reference']:.4g} | "
