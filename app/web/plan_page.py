@@ -147,7 +147,7 @@ def pareto_figure(job: PlanJob) -> dict:
                      "hovertemplate": "%{customdata[0]}: $%{x:.2f}/h, p99 TTFT %{y:.0f} ms, SLO attainment "
                                       "%{customdata[1]:.1f}%<extra></extra>"})
     notes = [{"xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "yanchor": "bottom", "yshift": 26,
-              "xanchor": "left", "showarrow": False, "align": "left", "font": {"size": 11, "color": ink},
+              "xanchor": "left", "showarrow": False, "align": "left", "font": {"size": 11, "color": charts.AXIS},
               "text": f"Every plan meets ≥ {need:g}% SLO attainment (TTFT and TPOT): that is the criterion; "
                       "the cheapest comes first."}]
     target = job.result.plans[0].metrics["slo"]["ttft_ms"] if plans else None
