@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import REPO_ROOT, open_page  # noqa: E402
+from browser_support import DARK_PAPER, LOW_CONTRAST_PLOT_TEXT, REPO_ROOT, THEME_DRAWN, open_page  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -53,39 +53,6 @@ FOCUSED = """() => { const e = document.activeElement;
           export: e.dataset.export ? e.dataset.export + ':' + e.dataset.target : null,
           embed: e.matches('a.tool') ? e.getAttribute('href').split('?')[0] : null,
           top: e.getBoundingClientRect().top, skip: e.classList.contains('skip-link')}; }"""
-
-
-# Text drawn inside the plots (ticks, legends, notes), which axe-core leaves "to review" (it cannot tell an SVG
-# text's ground): each one's fill, with its opacity, against the figure's paper (or a note's own ground over it),
-# where it reads at under 4.5:1. Text inside a bar sits on the bar, not the paper: not measured here.
-LOW_CONTRAST_PLOT_TEXT = """() => {
-  const cx = document.createElement('canvas').getContext('2d');
-  const rgb = c => { cx.fillStyle = '#000'; cx.fillStyle = c; const f = cx.fillStyle;
-    return f[0] === '#' ? [1, 3, 5].map(i => parseInt(f.slice(i, i + 2), 16)).concat([1]) : f.match(/[\\d.]+/g).map(Number); };
-  const over = (fg, a, bg) => bg.slice(0, 3).map((x, i) => fg[i] * a + x * (1 - a));
-  const lum = c => { const l = c.map(x => { x /= 255; return x <= 0.04045 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; });
-    return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2]; };
-  const ratio = (a, b) => { const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x); return (hi + 0.05) / (lo + 0.05); };
-  const low = [];
-  document.querySelectorAll('.js-plotly-plot').forEach(div => {
-    const paper = rgb(div._fullLayout.paper_bgcolor);
-    div.querySelectorAll('.main-svg text').forEach(t => {
-      if (!t.textContent.trim() || !t.getBoundingClientRect().width || t.closest('.bartext')) return;
-      const cs = getComputedStyle(t), fill = rgb(cs.fill);
-      let a = (fill[3] ?? 1) * Number(cs.fillOpacity);
-      for (let g = t; g && g.tagName !== 'svg'; g = g.parentElement) a *= Number(getComputedStyle(g).opacity);
-      let ground = paper.slice(0, 3);
-      const box = t.closest('.annotation') && t.closest('.annotation').querySelector('rect.bg');
-      if (box) { const b = rgb(getComputedStyle(box).fill); ground = over(b, (b[3] ?? 1) * Number(getComputedStyle(box).fillOpacity), ground); }
-      const r = ratio(over(fill, a, ground), ground);
-      if (r < 4.5) low.push({figure: div.id, text: t.textContent.trim().slice(0, 40), fill: cs.fill, ratio: +r.toFixed(2)});
-    });
-  });
-  return low;
-}"""
-
-# The dark theme applied to what is drawn: the page's colours at once, each plot's once app.js has recoloured it.
-DARK_DRAWN = """() => [...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullLayout.paper_bgcolor === '#161b22')"""
 
 
 def run_axe(page, rules: list[str] | None = None) -> dict:
@@ -174,7 +141,7 @@ def test_axe_finds_no_serious_violation_and_figures_are_named_summarised_and_out
 
     if viewport == "laptop":  # the same page in the dark theme (the system's setting, switched while it is open)
         page.emulate_media(color_scheme="dark")
-        page.wait_for_function(DARK_DRAWN, polling=100)
+        page.wait_for_function(THEME_DRAWN, arg=DARK_PAPER, polling=100)
         result = run_axe(page, ["color-contrast"])  # the one rule a theme changes the answer of
         print(axe_summary(f"{path} at {width}x{height}, dark theme, color-contrast only", result))
         blocking = [v for v in result["violations"] if v["impact"] in BLOCKING]

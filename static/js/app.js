@@ -111,7 +111,9 @@
     }
     axisKeys(layout).forEach(function (k) {
       var ax = layout[k], minor = ax.minor ? { minor: Object.assign({}, ax.minor, { gridcolor: theme.minor }) } : {};
-      out[k] = Object.assign({}, ax, { gridcolor: theme.grid, linecolor: theme.line, tickcolor: theme.line }, minor);
+      var named = ax.title && ax.title.font && ax.title.font.color; // a cluster row's title in its engine's colour
+      var title = named ? { title: Object.assign({}, ax.title, { font: Object.assign({}, ax.title.font, { color: readable(named, theme) }) }) } : {};
+      out[k] = Object.assign({}, ax, { gridcolor: theme.grid, linecolor: theme.line, tickcolor: theme.line }, minor, title);
     });
     return out;
   }
