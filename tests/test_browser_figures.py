@@ -79,6 +79,8 @@ def test_a_1080p_export_scales_its_text_carries_title_caption_and_warnings_and_b
     summary = page.locator("#run-warnings summary")  # the saturated runs' warning by the headline, first screen
     expect(summary).to_contain_text("saturated (fcfs, chunked)")
     assert summary.bounding_box()["y"] + summary.bounding_box()["height"] <= height
+    # The same page's goodput curves over the two seeds (swept once, the phone's visit finds them done).
+    check_goodput_bands(page, f"50-goodput-bands-{width}x{height}.png")
     wait_drawn(page, "plot-cdf")
     page.evaluate(CAPTURE_EXPORT)
     page.select_option("[data-export-size]", "1920x1080")
@@ -101,8 +103,11 @@ def test_a_1080p_export_scales_its_text_carries_title_caption_and_warnings_and_b
     assert "Latency distributions" in svg and "means over 2 seeds" in svg and "extrapolated" in svg
     # On screen nothing changed: the card's own figure keeps its 12 px axis titles.
     assert page.locator("#plot-cdf").evaluate("d => d._fullLayout.xaxis.title.font.size") == 12
-    # The same page's goodput curves over the two seeds (swept once, the phone's visit finds them done).
-    check_goodput_bands(page, f"50-goodput-bands-{width}x{height}.png")
+    # An embed of the same runs (cached) with the scenario's caption says they are saturated under it.
+    page.goto(f"{page.base}/embed/cdf?{SCENARIO}&seeds=2&max_seqs=64&caption=1")
+    warning = page.locator("#embed-caption .caption-warning")
+    expect(warning).to_contain_text("saturated (fcfs, chunked)")
+    assert warning.bounding_box()["y"] + warning.bounding_box()["height"] <= height  # in the frame, not below it
 
 
 def embed_frame(page, figure: str, width: int, height: int, query: str = SCENARIO + "&caption=1"):
