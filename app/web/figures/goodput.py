@@ -22,6 +22,7 @@ BAND_ALPHA = 0.18
 # Knees closer than this share of the rate axis read as one: one label names their schedulers.
 SAME_KNEE = 0.02
 KNEE_DASHES = ("dot", "dash", "dashdot", "longdash")
+Y_HEADROOM = 1.1  # over seeds, the goodput axis ends this far above the highest line or offered rate
 
 
 def goodput_figure(sweep: dict) -> dict:
@@ -60,6 +61,10 @@ def goodput_figure(sweep: dict) -> dict:
         if s["knee_rate"] is not None:
             interval = (f" ({_knee_text(band[0])}–{_knee_text(band[1])})" if band and band[0] != band[1] else "")
             knees.append((s["knee_rate"], name, c, interval))
+    if any(t.get("fill") for t in data):  # over seeds: the axis spans the lines and the offered load; a band past
+        # them (a few seeds' Student-t interval is wide) runs off the top instead of squeezing the lines flat
+        y_max = max([top] + [y for t in lines if "yaxis" not in t for y in t["y"]])
+        layout["yaxis"]["range"] = [0, round(y_max * Y_HEADROOM, 4)]
     knee_shapes, knee_notes = _knee_marks(knees, top)
     layout.update(shapes=shapes + knee_shapes, annotations=notes + knee_notes)
     return {"data": data + lines, "layout": layout}
