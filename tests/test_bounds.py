@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sim_core import SCHEDULER_NAMES, Scenario, run
@@ -199,6 +199,9 @@ traces = st.lists(st.tuples(st.floats(0.0, 0.4), st.integers(1, 2500), st.intege
 
 
 @settings(max_examples=20, deadline=None)
+# All at once, and admission control (slo) rejects the long prompt: the run's makespan, which goodput divides by
+# when arrivals span no time, is the short request's alone (found by hypothesis: 73.5 req/s over a 33.6 bound).
+@example(rows=[(0.0, 1, 1), (0.0, 513, 1)], preemption="recompute", ttft_slo=60.0, overlap=True)
 @given(traces, st.sampled_from(["recompute", "swap", "none"]), st.sampled_from([None, 60.0, 400.0]),
        st.booleans())
 def test_no_scheduler_beats_the_bounds_on_random_traces(rows, preemption, ttft_slo, overlap):
