@@ -92,6 +92,9 @@ def test_a_cross_site_request_that_starts_work_gets_403(client):
     # another site's page loading a simulation URL as an image or script
     r = client.get("/?duration=5", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"})
     assert r.status_code == 403
+    # a script elsewhere fetching the API from a browser without Fetch Metadata: only its Origin tells
+    r = client.get("/api/run?duration=5", headers={"Origin": "https://evil.example"})
+    assert r.status_code == 403 and "evil.example" in r.json()["detail"]
     assert service.cache_stats() == before  # nothing was simulated
 
 
@@ -103,6 +106,12 @@ def test_same_origin_requests_navigations_and_scripts_without_origin_pass(client
     # a shared link or an embed opened from another site is a navigation
     r = client.get("/healthz", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})
     assert r.status_code == 200
+    # an embed framed in a sandboxed iframe has an opaque origin: its scripts and styles load "cross-site"
+    r = client.get("/static/js/app.js", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
+                                                 "Sec-Fetch-Dest": "script"})
+    assert r.status_code == 200
+    assert client.get("/healthz", headers={"Origin": "https://status.example"}).status_code == 200  # a monitor
+    assert client.get("/api/catalog", headers={"Origin": "http://testserver"}).status_code == 200  # our own page
 
 
 # ----- the upload store -----
