@@ -181,8 +181,20 @@ def test_the_schema_lists_every_error_answer_the_api_gives(client):
         assert codes <= set(responses), (method, path, set(responses))
         detail = responses["422"]["content"]["application/json"]["schema"]
         assert "detail" in detail["properties"], (method, path)
-    for path in ("/api/catalog", "/healthz"):
-        assert "400" in paths[path]["get"]["responses"]
+    for path, methods in paths.items():  # every operation: the Host check's 400; all but /healthz: the 403
+        for method, op in methods.items():
+            assert "400" in op["responses"] and ("403" in op["responses"]) == (path != "/healthz"), (method, path)
+    assert {"422", "503"} <= set(paths["/api/diff"]["get"]["responses"])
+    assert paths["/healthz"]["get"]["responses"]["503"]["content"]["application/json"]["schema"]["required"] == [
+        "status", "kernels_error"]
+
+
+def test_a_405_names_every_method_the_path_answers(client):
+    """Starlette's Allow named only the first matching route's methods (GET /api/run's, not POST's)."""
+    r = client.options("/api/run")
+    assert r.status_code == 405 and set(r.headers["allow"].split(", ")) == {"GET", "HEAD", "POST"}
+    assert client.put("/upload").headers["allow"] == "POST"
+    assert set(client.post("/static/js/app.js").headers["allow"].split(", ")) == {"GET", "HEAD"}
 
 
 # ----- connection limits (what `sched-sim serve` runs; bench/bench_connections.py at scale) -----
@@ -269,7 +281,8 @@ def test_the_schema_states_the_cross_field_rules(client):
                      ({"prefill_replicas": 0, "decode_replicas": 0}, True),
                      ({"decode_hardware": "h100"}, False), ({"schedulers": "fcfs,bogus"}, False),
                      ({"decode_hardware": "h100", "prefill_replicas": 1, "decode_replicas": 1}, True),
-                     ({"prefill_replicas": 1, "decode_replicas": 1, "replicas": 2}, False), ({"nope": 1}, False)):
+                     ({"prefill_replicas": 1, "decode_replicas": 1, "replicas": 2}, False), ({"nope": 1}, False),
+                     ({"decode_tp": 2}, False)):
         assert check(data) is ok, data
         query_string = "&".join(f"{k}={v}" for k, v in data.items())
         if ok:  # the server agrees: nothing the schema allows here is refused for its combination
@@ -281,5 +294,9 @@ def test_the_schema_states_the_cross_field_rules(client):
     assert not step_ok({"prefill_tokens": 0}) and step_ok({"decode_seqs": 4}) and step_ok({"prefill_tokens": 64})
     body = paths["/api/run"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert not jsonschema.Draft202012Validator(body).is_valid({"schedulers": ["fcfs"], "scheduler": "spf"})
+    # null in a JSON body is "not given": a pool field set to null needs no pools, and the server agrees
+    assert jsonschema.Draft202012Validator(body).is_valid({"decode_tp": None, "num_requests": 10})
+    assert client.post("/api/run", json={"decode_tp": None, "num_requests": 10}).status_code in (200, 503)
+    assert not jsonschema.Draft202012Validator(body).is_valid({"decode_tp": 2})
     page = client.get("/docs").text
     assert "not both" in page and "Errors:" in page and "<code>rate_min</code>" in page

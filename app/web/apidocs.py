@@ -22,6 +22,7 @@ from sim_core.scenario import BLOCK_SIZES, POOL_FIELDS
 from sim_core.studies.sweep import MIN_SWEEP_RATE
 
 from . import inputs
+from .middleware import NO_WORK_PATHS
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -49,13 +50,20 @@ ERROR_RESPONSES = {
                            "simulations; retry after Retry-After seconds",
             "headers": _RETRY, "content": {"application/json": {"schema": _DETAIL}}},
 }
-# The error answers each operation gives (the Host check's 400 applies to every route).
+_HEALTH_503 = {"description": "the simulator's kernels could not be compiled: no simulation can run until the server is "
+                              "restarted (`kernels_error` says why)",
+               "content": {"application/json": {"schema": {"type": "object", "required": ["status", "kernels_error"],
+                                                           "properties": {"status": {"const": "error"},
+                                                                          "kernels_error": {"type": "string"}}}}}}
+# The error answers each operation gives besides the ones every operation may give (ANY_OPERATION_ERRORS).
 OPERATION_ERRORS = {
-    ("get", "/api/run"): ("400", "422", "503"), ("post", "/api/run"): ("400", "403", "413", "422", "503"),
-    ("get", "/api/sweep"): ("400", "422", "503"), ("get", "/api/step-time"): ("400", "422"),
-    ("get", "/api/catalog"): ("400",), ("get", "/healthz"): ("400",),
-    ("post", "/api/model-config"): ("400", "403", "413", "422"),
+    ("get", "/api/run"): ("422", "503"), ("post", "/api/run"): ("413", "422", "503"),
+    ("get", "/api/sweep"): ("422", "503"), ("get", "/api/step-time"): ("422",),
+    ("post", "/api/model-config"): ("413", "422"), ("get", "/api/diff"): ("422", "503"),
 }
+# The Host check's 400 applies to every route, the cross-site check's 403 to every one that starts work or reads
+# the API (all but the health check: middleware.NO_WORK_PATHS).
+ANY_OPERATION_ERRORS = ("400", "403")
 
 _RATE = field_info("rate")
 _SWEEP_RATE = {"minimum": MIN_SWEEP_RATE, ("exclusiveMaximum" if _RATE.hi_exclusive else "maximum"): _RATE.hi}
@@ -76,8 +84,9 @@ SCENARIO_RULES = [
         {"required": list(_POOLS), "properties": {p: {"minimum": 1} for p in _POOLS}}]},
     {"if": {"required": ["prefill_replicas"], "properties": {"prefill_replicas": {"minimum": 1}}},
      "then": {"properties": {"replicas": {"maximum": 1}, "async_scheduling": {"const": False}}}},
-    *({"if": {"required": [f]}, "then": {"required": list(_POOLS), "properties": {"prefill_replicas": {"minimum": 1}}}}
-      for f in POOL_FIELDS),
+    # a pool field given (null, in a JSON body, is "not given", as a blank form field is) needs both pools
+    *({"if": {"required": [f], "properties": {f: {"not": {"type": "null"}}}},
+       "then": {"required": list(_POOLS), "properties": {"prefill_replicas": {"minimum": 1}}}} for f in POOL_FIELDS),
 ]
 SCENARIO_RULES_TEXT = ("Give `schedulers` or `scheduler`, not both; `prefill_replicas` and `decode_replicas` "
                        "together (both at least 1) or neither, and then `replicas` 1 and no `async_scheduling`; "
@@ -147,10 +156,13 @@ def complete_schema(spec: dict) -> dict:
         if "schedulers" in body["properties"]:
             body["properties"]["schedulers"] = {**body["properties"]["schedulers"], "minItems": 1}
         body.update(allOf=SCENARIO_RULES, description=SCENARIO_RULES_TEXT)
-    for (method, path), codes in OPERATION_ERRORS.items():
-        op = paths.get(path, {}).get(method)
-        if op is not None:
-            op.setdefault("responses", {}).update({code: ERROR_RESPONSES[code] for code in codes})
+    for path, methods in paths.items():
+        for method, op in methods.items():
+            codes = [c for c in ANY_OPERATION_ERRORS if c != "403" or path not in NO_WORK_PATHS]
+            responses = op.setdefault("responses", {})
+            responses.update({code: ERROR_RESPONSES[code] for code in codes + list(OPERATION_ERRORS.get((method, path), ()))})
+    if "/healthz" in paths:
+        paths["/healthz"]["get"]["responses"]["503"] = _HEALTH_503
     return spec
 
 

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
+from starlette.routing import Match, Mount
 
 # Embeds are meant to be framed by other sites (slides, docs); nothing else is.
 EMBED_PREFIX = "/embed/"
@@ -36,6 +37,7 @@ NOT_FRAMEABLE = ((b"content-security-policy", _CSP + b"; frame-ancestors 'none'"
 LOCAL_NAMES = ("localhost", "*.localhost")
 # Methods a browser may send cross-site in a plain form or fetch; every one of them may start work here.
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+ROUTE_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")  # what a 405's Allow may name (HEAD: wherever GET)
 # Paths that start no work, which any page may load as a resource: the static files (an embed framed in a sandboxed
 # iframe has an opaque origin, so its own scripts and styles come "cross-site") and the health check.
 NO_WORK_PREFIX, NO_WORK_PATHS = "/static/", ("/healthz",)
@@ -156,8 +158,11 @@ class SecurityHeadersAndHead:
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
-                names = {k.lower() for k, _ in message.get("headers", [])}
-                headers = list(message.get("headers", [])) + [(k, v) for k, v in extra if k not in names]
+                headers = list(message.get("headers", []))
+                if message["status"] == 405:
+                    headers = _allow_every_method(scope, headers)
+                names = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in extra if k not in names]
                 message = dict(message, headers=headers)
             elif head and message["type"] == "http.response.body":
                 if message.get("more_body"):
@@ -166,6 +171,20 @@ class SecurityHeadersAndHead:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _allow_every_method(scope, headers: list) -> list:
+    """A 405's Allow header naming every method the path answers: Starlette names only those of the first route
+    that matched the path (GET /api/run's, not POST's)."""
+    routes = [r for r in getattr(getattr(scope.get("app"), "router", None), "routes", ())
+              if not isinstance(r, Mount)]  # a mount (the static files) matches every method
+    methods = {m for m in ROUTE_METHODS
+               if any(r.matches({**scope, "method": m})[0] == Match.FULL for r in routes)}
+    if not methods:
+        return headers
+    if "GET" in methods:
+        methods.add("HEAD")  # answered on every GET route (above)
+    return [(k, v) for k, v in headers if k.lower() != b"allow"] + [(b"allow", ", ".join(sorted(methods)).encode())]
 
 
 GZIP_MIN_BYTES = 2048
