@@ -298,5 +298,14 @@ def test_the_schema_states_the_cross_field_rules(client):
     assert jsonschema.Draft202012Validator(body).is_valid({"decode_tp": None, "num_requests": 10})
     assert client.post("/api/run", json={"decode_tp": None, "num_requests": 10}).status_code in (200, 503)
     assert not jsonschema.Draft202012Validator(body).is_valid({"decode_tp": 2})
+    # a blank value is "not given", in the schema as on the server (a form's blank field; null in a JSON body)
+    blank_body = {"prefill_replicas": None, "scheduler": "", "schedulers": ["fcfs"], "num_requests": 10}
+    assert jsonschema.Draft202012Validator(body).is_valid(blank_body)
+    assert client.post("/api/run", json=blank_body).status_code in (200, 503)
+    blank_query = {"prefill_replicas": "", "autoscaler": "", "num_requests": 10, "schedulers": "fcfs"}
+    assert check(blank_query) and not check({"prefill_replicas": 1, "decode_replicas": ""})
+    assert client.get("/api/run", params=blank_query).status_code in (200, 503)
+    assert not jsonschema.Draft202012Validator(sweep["schema"]).is_valid({"rate_min": 1, "rate_max": 2,
+                                                                          "rate_step": ""})
     page = client.get("/docs").text
     assert "not both" in page and "Errors:" in page and "<code>rate_min</code>" in page
