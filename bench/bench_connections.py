@@ -7,9 +7,10 @@ the open-files limit is 20,000 (as here), so the connections are spread over as 
 limit needs (each raises its own limit as far as allowed). How many connections were opened is printed, with how
 many the server still holds (the rest it dropped) and its open descriptors.
 
-    .venv/bin/python bench/bench_connections.py [--connections N] [--samples K] [--baseline]
+    .venv/bin/python bench/bench_connections.py [--connections N] [--samples K] [--baseline] [--slow-body]
 
-`--baseline` starts plain `uvicorn app.web:app` instead (no connection limits: what `serve` ran before), to show
+`--slow-body`: each connection sends a whole upload's headers and then one byte of its body (a body that trickles,
+rather than headers). `--baseline` starts plain `uvicorn app.web:app` instead (no connection limits: what `serve` ran before), to show
 the lockout being measured. Exits 1 if any /healthz failed.
 """
 
@@ -32,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Waiting: "  # never finished
+SLOW_BODY = (b"POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+             b"Content-Length: 1000000\r\n\r\n-")  # a body that never arrives
 HEALTHZ_TIMEOUT_S = 10.0
 PAUSE_S = 0.05  # between /healthz samples: a client checking in, not a second flood
 CLIENT_FD_RESERVE = 16  # descriptors each client process keeps for itself (its pipe, a /proc read, ...)
@@ -64,15 +67,22 @@ def server(port: int, baseline: bool):
             "--log-level", "warning"] if baseline else
            [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--store-dir", store])
     env = dict(os.environ, PYTHONPATH=str(ROOT), SCHED_SIM_STORE_DIR=store)
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Its log goes to a file: a pipe nobody reads while connections are held would fill and stall the server.
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
         deadline = time.monotonic() + 120
         while healthz(port, 1.0) is None:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start: {proc.stderr.read().decode()[-2000:]}")
+                log.seek(0)
+                raise RuntimeError(f"the server did not start: {log.read().decode()[-2000:]}")
             time.sleep(0.2)
         yield proc
+        log.seek(0)
+        errors = log.read().decode(errors="replace").count("Traceback")
+        print(f"server log: {errors} tracebacks")
     finally:
+        log.close()
         proc.terminate()
         try:
             proc.wait(15)
@@ -87,8 +97,8 @@ def raise_fd_limit() -> tuple[int, int]:
     return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
-def open_half_open(port: int, n: int) -> tuple[list[socket.socket], str]:
-    """Up to n connections, each having sent PARTIAL_HEAD; and why it stopped short, if it did."""
+def open_half_open(port: int, n: int, head: bytes = PARTIAL_HEAD) -> tuple[list[socket.socket], str]:
+    """Up to n connections, each having sent `head`; and why it stopped short, if it did."""
     socks: list[socket.socket] = []
     for _ in range(n):
         try:
@@ -100,7 +110,7 @@ def open_half_open(port: int, n: int) -> tuple[list[socket.socket], str]:
         s.settimeout(2.0)
         try:
             s.connect(("127.0.0.1", port))
-            s.sendall(PARTIAL_HEAD)
+            s.sendall(head)
         except OSError as e:
             s.close()
             return socks, f"connect: {e}"
@@ -129,11 +139,11 @@ def server_fds(pid: int) -> int | None:
         return None
 
 
-def _holder(port: int, n: int, conn) -> None:
+def _holder(port: int, n: int, head: bytes, conn) -> None:
     """A client process: opens up to n half-open connections, reports how many (and why it stopped short), holds
     them until told, reports how many the server still holds, and exits (its sockets reset)."""
     raise_fd_limit()
-    socks, stopped = open_half_open(port, n)
+    socks, stopped = open_half_open(port, n, head)
     conn.send((len(socks), stopped))
     conn.recv()
     conn.send(still_open(socks))
@@ -175,6 +185,7 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=20_000)
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--baseline", action="store_true")
+    ap.add_argument("--slow-body", action="store_true")
     args = ap.parse_args()
     soft, hard = raise_fd_limit()
     share = per_process()
@@ -190,7 +201,7 @@ def main() -> int:
         for k in range(procs):
             parent, child = ctx.Pipe()
             n = min(share, args.connections - k * share)
-            workers.append(ctx.Process(target=_holder, args=(port, n, child), daemon=True))
+            workers.append(ctx.Process(target=_holder, args=(port, n, SLOW_BODY if args.slow_body else PARTIAL_HEAD, child), daemon=True))
             workers[-1].start()
             pipes.append(parent)
         stop = threading.Event()
@@ -204,7 +215,8 @@ def main() -> int:
         opened_s = time.perf_counter() - start
         opened = sum(n for n, _ in reports)
         stopped = "; ".join(sorted({why for _, why in reports if why}))
-        print(f"opened {opened:,} half-open connections in {opened_s:.1f} s (asked for {args.connections:,})"
+        kind = "slow-body" if args.slow_body else "half-open"
+        print(f"opened {opened:,} {kind} connections in {opened_s:.1f} s (asked for {args.connections:,})"
               + (f"; stopped: {stopped}" if stopped else ""))
         held_times = sample_healthz(port, args.samples)
         for p in pipes:

@@ -12,7 +12,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from app.web import app, service, serving
-from app.web.middleware import host_allowed, host_name
+from app.web.middleware import AllowedHostsAndOrigin, host_allowed, host_name
 from app.web.server import create_app
 from app.web.settings import Settings
 from app.web.store import BlobStore, content_id
@@ -114,6 +114,30 @@ def test_same_origin_requests_navigations_and_scripts_without_origin_pass(client
     assert client.get("/api/catalog", headers={"Origin": "http://testserver"}).status_code == 200  # our own page
 
 
+def test_a_client_gone_mid_body_is_not_a_server_error():
+    """A dropped slow upload raises ClientDisconnect in the route: nobody is left to answer, and a traceback per
+    connection would flood the log (and, on a pipe nobody reads, stall the server)."""
+    import anyio
+    from starlette.requests import ClientDisconnect, Request
+
+    async def upload(scope, receive, send):
+        await Request(scope, receive).body()
+
+    async def gone():
+        return {"type": "http.disconnect"}
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/upload", "headers": [(b"host", b"localhost")]}
+    with pytest.raises(ClientDisconnect):
+        anyio.run(upload, scope, gone, send)
+    anyio.run(AllowedHostsAndOrigin(upload), scope, gone, send)
+    assert sent == []
+
+
 # ----- the upload store -----
 def test_the_store_is_bounded_in_bytes_and_evicts_the_least_recently_used(tmp_path):
     store = BlobStore(tmp_path, max_bytes=3000)
@@ -201,6 +225,8 @@ def test_a_405_names_every_method_the_path_answers(client):
 async def _ok(scope, receive, send):
     if scope["type"] != "http":
         return
+    while (await receive()).get("more_body"):  # read the whole body first, as the upload routes do
+        pass
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
     await send({"type": "http.response.body", "body": b"ok"})
 
@@ -226,8 +252,8 @@ def test_half_open_connections_are_bounded_and_dropped_after_the_header_timeout(
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(_ok, http=serving.guarded_protocol(limit, timeout), log_level="warning",
-                                           lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(_ok, http=serving.guarded_protocol(limit, timeout, 2 * timeout),
+                                           log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     held = []
@@ -250,6 +276,22 @@ def test_half_open_connections_are_bounded_and_dropped_after_the_header_timeout(
                 assert s.recv(1024).startswith(b"HTTP/1.1 200")
             s.sendall(b"GET / HTTP/1.1\r\n")
             assert _closed(s, wait=timeout + 1.0)
+        # bodies that trickle: dropped at the body deadline, and to make room for a new client at the limit
+        slow = []
+        for _ in range(limit + 2):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nx")
+            slow.append(s)
+        held += slow
+        time.sleep(0.2)
+        assert _get(port).startswith(b"HTTP/1.1 200")
+        assert 0 < sum(not _closed(s) for s in slow) < limit
+        assert all(_closed(s, wait=2 * timeout + 1.0) for s in slow)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # a whole body in time is answered
+            s.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n\r\nab")
+            time.sleep(timeout)  # past the header deadline, within the body's
+            s.sendall(b"cd")
+            assert s.recv(1024).startswith(b"HTTP/1.1 200")
     finally:
         for s in held:
             s.close()

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Mount
 
 # Embeds are meant to be framed by other sites (slides, docs); nothing else is.
@@ -134,7 +135,10 @@ class AllowedHostsAndOrigin:
         elif scope["type"] == "http":
             status, problem = 403, cross_site_problem(scope["method"], headers, scope["path"])
         if problem is None:
-            await self.app(scope, receive, send)
+            try:
+                await self.app(scope, receive, send)
+            except ClientDisconnect:  # gone mid-body (an upload it gave up, or one the server dropped as stalled):
+                pass                  # nobody to answer, and no traceback per connection in the log
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
