@@ -94,7 +94,8 @@ SCENARIO_RULES = [
        "then": {"required": list(_POOLS), "properties": {"prefill_replicas": {"type": "integer", "minimum": 1}}}}
       for f in POOL_FIELDS),
 ]
-SCENARIO_RULES_TEXT = ("Give `schedulers` or `scheduler`, not both; `prefill_replicas` and `decode_replicas` "
+SCENARIO_RULES_TEXT = ("A blank value (`field=`; null in a JSON body) is the field's default. "
+                       "Give `schedulers` or `scheduler`, not both; `prefill_replicas` and `decode_replicas` "
                        "together (both at least 1) or neither, and then `replicas` 1 and no `async_scheduling`; "
                        f"{', '.join(f'`{f}`' for f in POOL_FIELDS)} only with both pools. Checked against the "
                        "catalogue, beyond the schema: the model must fit the GPU, `hardware_profile` must name this "
