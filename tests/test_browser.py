@@ -358,11 +358,12 @@ def test_embed_page(page):
     wait_drawn(page, "plot-kv")
     assert page.locator("#scenario-form").count() == 0
     page.screenshot(path=SHOTS / "09-embed-kv.png")
-    # An iframe on someone else's page.
-    page.set_content(f'<iframe src="{page.base}/embed/cdf?schedulers=fcfs,chunked&amp;hardware=rtx3050'
-                     '&amp;workload=rag&amp;duration=20.0" width="1000" height="460"></iframe>')
-    frame = page.frame_locator("iframe")
-    expect(frame.locator("#plot-cdf .main-svg").first).to_be_visible()
+    # An iframe on someone else's page, and a sandboxed one (an opaque origin: its scripts load "cross-site").
+    src = f"{page.base}/embed/cdf?schedulers=fcfs,chunked&amp;hardware=rtx3050&amp;workload=rag&amp;duration=20.0"
+    page.set_content(f'<iframe id="plain" src="{src}" width="1000" height="460"></iframe>'
+                     f'<iframe id="sandboxed" sandbox="allow-scripts" src="{src}" width="1000" height="460"></iframe>')
+    for frame in (page.frame_locator("#plain"), page.frame_locator("#sandboxed")):
+        expect(frame.locator("#plot-cdf .main-svg").first).to_be_visible()
     page.screenshot(path=SHOTS / "10-embed-cdf-iframe.png")
 
 

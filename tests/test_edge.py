@@ -12,7 +12,7 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from app.web import app, service, serving
-from app.web.middleware import host_allowed, host_name
+from app.web.middleware import AllowedHostsAndOrigin, host_allowed, host_name
 from app.web.server import create_app
 from app.web.settings import Settings
 from app.web.store import BlobStore, content_id
@@ -92,6 +92,9 @@ def test_a_cross_site_request_that_starts_work_gets_403(client):
     # another site's page loading a simulation URL as an image or script
     r = client.get("/?duration=5", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"})
     assert r.status_code == 403
+    # a script elsewhere fetching the API from a browser without Fetch Metadata: only its Origin tells
+    r = client.get("/api/run?duration=5", headers={"Origin": "https://evil.example"})
+    assert r.status_code == 403 and "evil.example" in r.json()["detail"]
     assert service.cache_stats() == before  # nothing was simulated
 
 
@@ -103,6 +106,36 @@ def test_same_origin_requests_navigations_and_scripts_without_origin_pass(client
     # a shared link or an embed opened from another site is a navigation
     r = client.get("/healthz", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"})
     assert r.status_code == 200
+    # an embed framed in a sandboxed iframe has an opaque origin: its scripts and styles load "cross-site"
+    r = client.get("/static/js/app.js", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
+                                                 "Sec-Fetch-Dest": "script"})
+    assert r.status_code == 200
+    assert client.get("/healthz", headers={"Origin": "https://status.example"}).status_code == 200  # a monitor
+    assert client.get("/api/catalog", headers={"Origin": "http://testserver"}).status_code == 200  # our own page
+
+
+def test_a_client_gone_mid_body_is_not_a_server_error():
+    """A dropped slow upload raises ClientDisconnect in the route: nobody is left to answer, and a traceback per
+    connection would flood the log (and, on a pipe nobody reads, stall the server)."""
+    import anyio
+    from starlette.requests import ClientDisconnect, Request
+
+    async def upload(scope, receive, send):
+        await Request(scope, receive).body()
+
+    async def gone():
+        return {"type": "http.disconnect"}
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/upload", "headers": [(b"host", b"localhost")]}
+    with pytest.raises(ClientDisconnect):
+        anyio.run(upload, scope, gone, send)
+    anyio.run(AllowedHostsAndOrigin(upload), scope, gone, send)
+    assert sent == []
 
 
 # ----- the upload store -----
@@ -172,14 +205,28 @@ def test_the_schema_lists_every_error_answer_the_api_gives(client):
         assert codes <= set(responses), (method, path, set(responses))
         detail = responses["422"]["content"]["application/json"]["schema"]
         assert "detail" in detail["properties"], (method, path)
-    for path in ("/api/catalog", "/healthz"):
-        assert "400" in paths[path]["get"]["responses"]
+    for path, methods in paths.items():  # every operation: the Host check's 400; all but /healthz: the 403
+        for method, op in methods.items():
+            assert "400" in op["responses"] and ("403" in op["responses"]) == (path != "/healthz"), (method, path)
+    assert {"422", "503"} <= set(paths["/api/diff"]["get"]["responses"])
+    assert paths["/healthz"]["get"]["responses"]["503"]["content"]["application/json"]["schema"]["required"] == [
+        "status", "kernels_error"]
+
+
+def test_a_405_names_every_method_the_path_answers(client):
+    """Starlette's Allow named only the first matching route's methods (GET /api/run's, not POST's)."""
+    r = client.options("/api/run")
+    assert r.status_code == 405 and set(r.headers["allow"].split(", ")) == {"GET", "HEAD", "POST"}
+    assert client.put("/upload").headers["allow"] == "POST"
+    assert set(client.post("/static/js/app.js").headers["allow"].split(", ")) == {"GET", "HEAD"}
 
 
 # ----- connection limits (what `sched-sim serve` runs; bench/bench_connections.py at scale) -----
 async def _ok(scope, receive, send):
     if scope["type"] != "http":
         return
+    while (await receive()).get("more_body"):  # read the whole body first, as the upload routes do
+        pass
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
     await send({"type": "http.response.body", "body": b"ok"})
 
@@ -205,8 +252,8 @@ def test_half_open_connections_are_bounded_and_dropped_after_the_header_timeout(
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(_ok, http=serving.guarded_protocol(limit, timeout), log_level="warning",
-                                           lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(_ok, http=serving.guarded_protocol(limit, timeout, 2 * timeout),
+                                           log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     held = []
@@ -229,6 +276,22 @@ def test_half_open_connections_are_bounded_and_dropped_after_the_header_timeout(
                 assert s.recv(1024).startswith(b"HTTP/1.1 200")
             s.sendall(b"GET / HTTP/1.1\r\n")
             assert _closed(s, wait=timeout + 1.0)
+        # bodies that trickle: dropped at the body deadline, and to make room for a new client at the limit
+        slow = []
+        for _ in range(limit + 2):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nx")
+            slow.append(s)
+        held += slow
+        time.sleep(0.2)
+        assert _get(port).startswith(b"HTTP/1.1 200")
+        assert 0 < sum(not _closed(s) for s in slow) < limit
+        assert all(_closed(s, wait=2 * timeout + 1.0) for s in slow)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # a whole body in time is answered
+            s.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n\r\nab")
+            time.sleep(timeout)  # past the header deadline, within the body's
+            s.sendall(b"cd")
+            assert s.recv(1024).startswith(b"HTTP/1.1 200")
     finally:
         for s in held:
             s.close()
@@ -260,7 +323,8 @@ def test_the_schema_states_the_cross_field_rules(client):
                      ({"prefill_replicas": 0, "decode_replicas": 0}, True),
                      ({"decode_hardware": "h100"}, False), ({"schedulers": "fcfs,bogus"}, False),
                      ({"decode_hardware": "h100", "prefill_replicas": 1, "decode_replicas": 1}, True),
-                     ({"prefill_replicas": 1, "decode_replicas": 1, "replicas": 2}, False), ({"nope": 1}, False)):
+                     ({"prefill_replicas": 1, "decode_replicas": 1, "replicas": 2}, False), ({"nope": 1}, False),
+                     ({"decode_tp": 2}, False)):
         assert check(data) is ok, data
         query_string = "&".join(f"{k}={v}" for k, v in data.items())
         if ok:  # the server agrees: nothing the schema allows here is refused for its combination
@@ -272,5 +336,18 @@ def test_the_schema_states_the_cross_field_rules(client):
     assert not step_ok({"prefill_tokens": 0}) and step_ok({"decode_seqs": 4}) and step_ok({"prefill_tokens": 64})
     body = paths["/api/run"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert not jsonschema.Draft202012Validator(body).is_valid({"schedulers": ["fcfs"], "scheduler": "spf"})
+    # null in a JSON body is "not given": a pool field set to null needs no pools, and the server agrees
+    assert jsonschema.Draft202012Validator(body).is_valid({"decode_tp": None, "num_requests": 10})
+    assert client.post("/api/run", json={"decode_tp": None, "num_requests": 10}).status_code in (200, 503)
+    assert not jsonschema.Draft202012Validator(body).is_valid({"decode_tp": 2})
+    # a blank value is "not given", in the schema as on the server (a form's blank field; null in a JSON body)
+    blank_body = {"prefill_replicas": None, "scheduler": "", "schedulers": ["fcfs"], "num_requests": 10}
+    assert jsonschema.Draft202012Validator(body).is_valid(blank_body)
+    assert client.post("/api/run", json=blank_body).status_code in (200, 503)
+    blank_query = {"prefill_replicas": "", "autoscaler": "", "num_requests": 10, "schedulers": "fcfs"}
+    assert check(blank_query) and not check({"prefill_replicas": 1, "decode_replicas": ""})
+    assert client.get("/api/run", params=blank_query).status_code in (200, 503)
+    assert not jsonschema.Draft202012Validator(sweep["schema"]).is_valid({"rate_min": 1, "rate_max": 2,
+                                                                          "rate_step": ""})
     page = client.get("/docs").text
     assert "not both" in page and "Errors:" in page and "<code>rate_min</code>" in page

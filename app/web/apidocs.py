@@ -22,6 +22,7 @@ from sim_core.scenario import BLOCK_SIZES, POOL_FIELDS
 from sim_core.studies.sweep import MIN_SWEEP_RATE
 
 from . import inputs
+from .middleware import NO_WORK_PATHS
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -49,13 +50,20 @@ ERROR_RESPONSES = {
                            "simulations; retry after Retry-After seconds",
             "headers": _RETRY, "content": {"application/json": {"schema": _DETAIL}}},
 }
-# The error answers each operation gives (the Host check's 400 applies to every route).
+_HEALTH_503 = {"description": "the simulator's kernels could not be compiled: no simulation can run until the server is "
+                              "restarted (`kernels_error` says why)",
+               "content": {"application/json": {"schema": {"type": "object", "required": ["status", "kernels_error"],
+                                                           "properties": {"status": {"const": "error"},
+                                                                          "kernels_error": {"type": "string"}}}}}}
+# The error answers each operation gives besides the ones every operation may give (ANY_OPERATION_ERRORS).
 OPERATION_ERRORS = {
-    ("get", "/api/run"): ("400", "422", "503"), ("post", "/api/run"): ("400", "403", "413", "422", "503"),
-    ("get", "/api/sweep"): ("400", "422", "503"), ("get", "/api/step-time"): ("400", "422"),
-    ("get", "/api/catalog"): ("400",), ("get", "/healthz"): ("400",),
-    ("post", "/api/model-config"): ("400", "403", "413", "422"),
+    ("get", "/api/run"): ("422", "503"), ("post", "/api/run"): ("413", "422", "503"),
+    ("get", "/api/sweep"): ("422", "503"), ("get", "/api/step-time"): ("422",),
+    ("post", "/api/model-config"): ("413", "422"), ("get", "/api/diff"): ("422", "503"),
 }
+# The Host check's 400 applies to every route, the cross-site check's 403 to every one that starts work or reads
+# the API (all but the health check: middleware.NO_WORK_PATHS).
+ANY_OPERATION_ERRORS = ("400", "403")
 
 _RATE = field_info("rate")
 _SWEEP_RATE = {"minimum": MIN_SWEEP_RATE, ("exclusiveMaximum" if _RATE.hi_exclusive else "maximum"): _RATE.hi}
@@ -66,26 +74,36 @@ WEB_LIMITS = {"duration": {"maximum": inputs.MAX_DURATION_S}, "num_requests": {"
 _NAMES = "|".join(SCHEDULER_NAMES)
 SCHEDULERS_PATTERN = f"^({_NAMES})(,({_NAMES}))*$"
 
+# A blank value is "not given", as a blank form field is (inputs.parse_request drops it): "" in a query string,
+# null or "" in a JSON body. Each field of the scenario routes takes one, and the rules read it as absent.
+BLANK_QUERY = {"enum": [""], "description": "blank: the default"}
+BLANK_BODY = {"enum": [None, ""], "description": "blank: the default"}
+_GIVEN = {"not": {"enum": [None, ""]}}
+
 # sim_core.Scenario's cross-field validators, in JSON Schema. A field left out has its default (the pools' replicas:
 # 0).
 _POOLS = ("prefill_replicas", "decode_replicas")
 SCENARIO_RULES = [
-    {"not": {"required": ["scheduler", "schedulers"]}},  # one or the other
+    {"not": {"required": ["scheduler", "schedulers"], "properties": {"scheduler": _GIVEN, "schedulers": _GIVEN}}},
     {"anyOf": [  # both pools or neither
-        {"properties": {p: {"const": 0} for p in _POOLS}},
-        {"required": list(_POOLS), "properties": {p: {"minimum": 1} for p in _POOLS}}]},
-    {"if": {"required": ["prefill_replicas"], "properties": {"prefill_replicas": {"minimum": 1}}},
-     "then": {"properties": {"replicas": {"maximum": 1}, "async_scheduling": {"const": False}}}},
-    *({"if": {"required": [f]}, "then": {"required": list(_POOLS), "properties": {"prefill_replicas": {"minimum": 1}}}}
+        {"properties": {p: {"enum": [0, None, ""]} for p in _POOLS}},
+        {"required": list(_POOLS), "properties": {p: {"type": "integer", "minimum": 1} for p in _POOLS}}]},
+    {"if": {"required": ["prefill_replicas"], "properties": {"prefill_replicas": {"type": "integer", "minimum": 1}}},
+     "then": {"properties": {"replicas": {"maximum": 1}, "async_scheduling": {"enum": [False, None, ""]}}}},
+    *({"if": {"required": [f], "properties": {f: _GIVEN}},  # a pool field given needs both pools
+       "then": {"required": list(_POOLS), "properties": {"prefill_replicas": {"type": "integer", "minimum": 1}}}}
       for f in POOL_FIELDS),
 ]
-SCENARIO_RULES_TEXT = ("Give `schedulers` or `scheduler`, not both; `prefill_replicas` and `decode_replicas` "
+SCENARIO_RULES_TEXT = ("A blank value (`field=`; null in a JSON body) is the field's default. "
+                       "Give `schedulers` or `scheduler`, not both; `prefill_replicas` and `decode_replicas` "
                        "together (both at least 1) or neither, and then `replicas` 1 and no `async_scheduling`; "
                        f"{', '.join(f'`{f}`' for f in POOL_FIELDS)} only with both pools. Checked against the "
                        "catalogue, beyond the schema: the model must fit the GPU, `hardware_profile` must name this "
                        "deployment, and the web's work limits (`/api/catalog`).")
 SWEEP_KEYS = ("rate_min", "rate_max", "rate_step")
-SWEEP_RULES = [{"dependentRequired": {k: [o for o in SWEEP_KEYS if o != k] for k in SWEEP_KEYS}}]
+SWEEP_RULES = [{"if": {"required": [k], "properties": {k: _GIVEN}},  # one given: all three given
+                "then": {"required": list(SWEEP_KEYS), "properties": dict.fromkeys(SWEEP_KEYS, _GIVEN)}}
+               for k in SWEEP_KEYS]
 SWEEP_RULES_TEXT = ("`rate_min`, `rate_max` and `rate_step` all three (rate_min at most rate_max) or none (a range "
                     "around the scenario's rate is proposed).")
 STEP_RULES = [{"anyOf": [{"required": [k], "properties": {k: {"minimum": 1}}} for k in ("prefill_tokens", "decode_seqs")]}]
@@ -117,16 +135,26 @@ def query_value(prop: dict) -> dict:
     return prop
 
 
-def query_object(params: list[dict], rules: list[dict], note: str) -> list[dict]:
-    """An operation's query parameters folded into one exploded object parameter with `rules`; the others
-    (path, header) as they were."""
+def blank_or(prop: dict, blank: dict) -> dict:
+    """A field's schema that also takes `blank` (in place of null; its description and default stay on top)."""
+    meta = {k: prop[k] for k in ("description", "default") if k in prop}
+    core = {k: v for k, v in prop.items() if k not in meta and k != "title"}
+    if "anyOf" in core:
+        rest = [a for a in core.pop("anyOf") if a.get("type") != "null"]
+        core |= rest[0] if len(rest) == 1 else {"anyOf": rest}
+    return {**meta, "anyOf": [core, blank]}
+
+
+def query_object(params: list[dict], rules: list[dict], note: str, blanks: bool = False) -> list[dict]:
+    """An operation's query parameters folded into one exploded object parameter with `rules` (each field taking
+    a blank with `blanks`); the others (path, header) as they were."""
     properties = {}
     for p in params:
         if p.get("in") == "query":
             prop = _web_field(p["name"], query_value({**p.get("schema", {}), "description": p.get("description", "")}))
             if p["name"] == "schedulers":
                 prop = {**prop, "pattern": SCHEDULERS_PATTERN}
-            properties[p["name"]] = prop
+            properties[p["name"]] = blank_or(prop, BLANK_QUERY) if blanks else prop
     folded = {"name": "query", "in": "query", "style": "form", "explode": True, "required": False,
               "description": note, "schema": {"type": "object", "additionalProperties": False,
                                               "properties": properties, "allOf": rules}}
@@ -139,18 +167,22 @@ def complete_schema(spec: dict) -> dict:
     for (method, path), (rules, note) in QUERY_RULES.items():
         op = paths.get(path, {}).get(method)
         if op is not None:
-            op["parameters"] = query_object(op.get("parameters", []), rules, note)
+            op["parameters"] = query_object(op.get("parameters", []), rules, note, blanks=rules is not STEP_RULES)
     body = (paths.get("/api/run", {}).get("post", {}).get("requestBody", {}).get("content", {})
             .get("application/json", {}).get("schema"))
     if body is not None:
         body["properties"] = {k: _web_field(k, v) for k, v in body.get("properties", {}).items()}
         if "schedulers" in body["properties"]:
             body["properties"]["schedulers"] = {**body["properties"]["schedulers"], "minItems": 1}
+        body["properties"] = {k: blank_or(v, BLANK_BODY) for k, v in body["properties"].items()}
         body.update(allOf=SCENARIO_RULES, description=SCENARIO_RULES_TEXT)
-    for (method, path), codes in OPERATION_ERRORS.items():
-        op = paths.get(path, {}).get(method)
-        if op is not None:
-            op.setdefault("responses", {}).update({code: ERROR_RESPONSES[code] for code in codes})
+    for path, methods in paths.items():
+        for method, op in methods.items():
+            codes = [c for c in ANY_OPERATION_ERRORS if c != "403" or path not in NO_WORK_PATHS]
+            responses = op.setdefault("responses", {})
+            responses.update({code: ERROR_RESPONSES[code] for code in codes + list(OPERATION_ERRORS.get((method, path), ()))})
+    if "/healthz" in paths:
+        paths["/healthz"]["get"]["responses"]["503"] = _HEALTH_503
     return spec
 
 
@@ -170,7 +202,7 @@ def _type_text(schema: dict) -> str:
     if "enum" in schema:
         return " | ".join(json.dumps(v) for v in schema["enum"])
     if "anyOf" in schema:
-        return " | ".join(_type_text(s) for s in schema["anyOf"])
+        return " | ".join(_type_text(s) for s in schema["anyOf"] if s not in (BLANK_QUERY, BLANK_BODY))
     if "const" in schema:
         return json.dumps(schema["const"])
     kind = schema.get("type", "")

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
+from starlette.requests import ClientDisconnect
+from starlette.routing import Match, Mount
 
 # Embeds are meant to be framed by other sites (slides, docs); nothing else is.
 EMBED_PREFIX = "/embed/"
@@ -36,6 +38,10 @@ NOT_FRAMEABLE = ((b"content-security-policy", _CSP + b"; frame-ancestors 'none'"
 LOCAL_NAMES = ("localhost", "*.localhost")
 # Methods a browser may send cross-site in a plain form or fetch; every one of them may start work here.
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+ROUTE_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")  # what a 405's Allow may name (HEAD: wherever GET)
+# Paths that start no work, which any page may load as a resource: the static files (an embed framed in a sandboxed
+# iframe has an opaque origin, so its own scripts and styles come "cross-site") and the health check.
+NO_WORK_PREFIX, NO_WORK_PATHS = "/static/", ("/healthz",)
 
 
 def host_name(host: str) -> str:
@@ -73,22 +79,38 @@ def _json(status: int, detail: str):
     return start, {"type": "http.response.body", "body": body, "more_body": False}
 
 
-def cross_site_problem(method: str, headers: dict[bytes, bytes]) -> str | None:
-    """Why a request is refused as cross-site, or None. Browsers send Origin with every POST and the Fetch Metadata
-    headers with every request: a form or script on another site posting here (which would start a simulation)
-    is refused, and so is a page elsewhere loading our URLs as images or scripts. Navigations are not (shared
-    links and framed embeds come from other sites), nor are clients that send neither header (curl, scripts)."""
+def _foreign_origin(headers: dict[bytes, bytes]) -> str | None:
+    """The Origin header if it names another server than Host (or is "null"), else None."""
+    origin = headers.get(b"origin")
+    if origin is None:
+        return None
+    netloc = urlsplit(origin.decode("latin-1")).netloc.lower()
+    if netloc and netloc == headers.get(b"host", b"").decode("latin-1").lower():
+        return None
+    return origin.decode("latin-1")
+
+
+def cross_site_problem(method: str, headers: dict[bytes, bytes], path: str = "/") -> str | None:
+    """Why a request is refused as cross-site, or None. Browsers send Origin with every POST and with a script's
+    cross-origin GET, and the Fetch Metadata headers with every request: a form or script on another site posting
+    here (which would start a simulation) is refused, and so is a page elsewhere fetching our URLs or loading them
+    as images or scripts. Navigations are not (shared links and framed embeds come from other sites), nor are
+    clients that send neither header (curl, scripts), nor resources that start no work (NO_WORK_PATHS)."""
     site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
     if method not in SAFE_METHODS:
-        origin = headers.get(b"origin")
+        origin = _foreign_origin(headers)
         if origin is not None:
-            netloc = urlsplit(origin.decode("latin-1")).netloc.lower()
-            if not netloc or netloc != headers.get(b"host", b"").decode("latin-1").lower():
-                return f"cross-site request refused: Origin {origin.decode('latin-1')!r} is not this server"
+            return f"cross-site request refused: Origin {origin!r} is not this server"
         if site in ("cross-site", "same-site"):
             return "cross-site request refused: only this server's own pages may send it"
-    elif site == "cross-site" and headers.get(b"sec-fetch-mode") != b"navigate":
+        return None
+    if path.startswith(NO_WORK_PREFIX) or path in NO_WORK_PATHS:
+        return None
+    if site == "cross-site" and headers.get(b"sec-fetch-mode") != b"navigate":
         return "cross-site request refused: another site's page may link here, not load this as a resource"
+    origin = _foreign_origin(headers)  # a browser without Fetch Metadata (Safari before 16.4) still sends Origin
+    if origin is not None and headers.get(b"sec-fetch-mode") != b"navigate":
+        return f"cross-site request refused: Origin {origin!r} is not this server"
     return None
 
 
@@ -111,9 +133,12 @@ class AllowedHostsAndOrigin:
             status, problem = 400, (f"this server does not answer to Host {host.decode('latin-1')!r}; start it with "
                                     "--allowed-hosts (or SCHED_SIM_ALLOWED_HOSTS) naming it")
         elif scope["type"] == "http":
-            status, problem = 403, cross_site_problem(scope["method"], headers)
+            status, problem = 403, cross_site_problem(scope["method"], headers, scope["path"])
         if problem is None:
-            await self.app(scope, receive, send)
+            try:
+                await self.app(scope, receive, send)
+            except ClientDisconnect:  # gone mid-body (an upload it gave up, or one the server dropped as stalled):
+                pass                  # nobody to answer, and no traceback per connection in the log
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
@@ -137,8 +162,11 @@ class SecurityHeadersAndHead:
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
-                names = {k.lower() for k, _ in message.get("headers", [])}
-                headers = list(message.get("headers", [])) + [(k, v) for k, v in extra if k not in names]
+                headers = list(message.get("headers", []))
+                if message["status"] == 405:
+                    headers = _allow_every_method(scope, headers)
+                names = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in extra if k not in names]
                 message = dict(message, headers=headers)
             elif head and message["type"] == "http.response.body":
                 if message.get("more_body"):
@@ -147,6 +175,20 @@ class SecurityHeadersAndHead:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _allow_every_method(scope, headers: list) -> list:
+    """A 405's Allow header naming every method the path answers: Starlette names only those of the first route
+    that matched the path (GET /api/run's, not POST's)."""
+    routes = [r for r in getattr(getattr(scope.get("app"), "router", None), "routes", ())
+              if not isinstance(r, Mount)]  # a mount (the static files) matches every method
+    methods = {m for m in ROUTE_METHODS
+               if any(r.matches({**scope, "method": m})[0] == Match.FULL for r in routes)}
+    if not methods:
+        return headers
+    if "GET" in methods:
+        methods.add("HEAD")  # answered on every GET route (above)
+    return [(k, v) for k, v in headers if k.lower() != b"allow"] + [(b"allow", ", ".join(sorted(methods)).encode())]
 
 
 GZIP_MIN_BYTES = 2048

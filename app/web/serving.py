@@ -5,8 +5,10 @@ that connect and never finish their headers (a slowloris flood, or just many idl
 descriptor each until the process has none left, and from then on nobody gets in. Here every connection must
 finish its request headers within HEADER_TIMEOUT_S of connecting (or of its previous answer, on a kept-alive
 connection), and past `max_connections` open connections the oldest one still sending its headers is dropped to
-make room: a client whose headers arrive at once (any real one) is always served. bench/bench_connections.py
-measures it with 20,000 half-open connections.
+make room: a client whose headers arrive at once (any real one) is always served. A request's body (an upload)
+must arrive within BODY_TIMEOUT_S of its headers, and until it has, its connection is one the limit may drop, so
+connections that trickle a body cannot hold the server either. bench/bench_connections.py measures it with 20,000
+half-open connections.
 
 Behind a reverse proxy (docs/USAGE.md, "Public deployment") the proxy enforces the same limits per client.
 """
@@ -27,6 +29,9 @@ log = logging.getLogger("sched_sim.web")
 # Seconds a client has to send its request headers; nginx's client_header_timeout is 60 s by default, but headers
 # are a few hundred bytes: any client that is not stalling sends them in one round trip.
 HEADER_TIMEOUT_S = 10.0
+# Seconds a request's body may take after its headers: uploads are at most 5 MiB (inputs.MAX_UPLOAD_BYTES), which a
+# 1 Mbit/s uplink sends in about 45 s.
+BODY_TIMEOUT_S = 60.0
 KEEP_ALIVE_S = 5  # an idle kept-alive connection is closed after this (uvicorn's default, said out loud)
 # Descriptors left for everything but client connections: the listening socket, numba's cache files, uploads being
 # stored, the threads' pipes.
@@ -37,19 +42,24 @@ BACKLOG = 2048  # connections the kernel queues before we accept them (uvicorn's
 
 class _HeaderDeadline:
     """Mixed into uvicorn's HTTP protocol: a connection is "pending" from when it opens (or its last answer is
-    sent) until its next request's headers are complete; a pending connection is dropped at its deadline, or when
-    the server is at `max_connections` and it is the oldest pending one."""
+    sent) until its next request's headers are complete, and then while that request's body is still arriving; a
+    pending connection is dropped at its deadline, or when the server is at `max_connections` and it is the oldest
+    pending one."""
 
     max_connections = 1000
     header_timeout_s = HEADER_TIMEOUT_S
+    body_timeout_s = BODY_TIMEOUT_S
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._deadline = None
+        self._in_body = False  # pending for its body, not its headers
         inner = self.app
 
         async def app(scope, receive, send):  # uvicorn calls its app once a request's headers are complete
             self._disarm()
+            if self._body_pending():
+                self._arm(self.body_timeout_s, in_body=True)
             await inner(scope, receive, send)
 
         self.app = app
@@ -62,12 +72,24 @@ class _HeaderDeadline:
             state.header_pending = OrderedDict()
         return state.header_pending
 
+    def _body_pending(self) -> bool:
+        """Whether the current request's body is still arriving (uvicorn's h11 and httptools cycles both say so)."""
+        cycle = getattr(self, "cycle", None)
+        return cycle is not None and bool(getattr(cycle, "more_body", False))
+
+    def _still_pending(self) -> bool:
+        return not self._in_body or self._body_pending()
+
     def connection_made(self, transport):
         super().connection_made(transport)
-        self._arm()
+        self._arm(self.header_timeout_s)
         if len(self.connections) > self.max_connections:
-            oldest = next(iter(self._pending))  # this one, if no older connection is still pending
-            oldest._drop()
+            while self._pending:
+                oldest = next(iter(self._pending))  # this one, if no older connection is still pending
+                if oldest._still_pending():
+                    oldest._drop()
+                    break
+                oldest._disarm()  # its body has arrived since: it is not pending any more
 
     def connection_lost(self, exc):
         self._disarm()
@@ -76,12 +98,13 @@ class _HeaderDeadline:
     def on_response_complete(self):
         super().on_response_complete()
         if not self.transport.is_closing():
-            self._arm()  # kept alive: the next request's headers are due in their turn
+            self._arm(self.header_timeout_s)  # kept alive: the next request's headers are due in their turn
 
-    def _arm(self) -> None:
+    def _arm(self, timeout_s: float, in_body: bool = False) -> None:
         self._disarm()
         self._pending[self] = None
-        self._deadline = self.loop.call_later(self.header_timeout_s, self._drop)
+        self._in_body = in_body
+        self._deadline = self.loop.call_later(timeout_s, self._expire)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -89,15 +112,23 @@ class _HeaderDeadline:
             self._deadline = None
         self._pending.pop(self, None)
 
+    def _expire(self) -> None:
+        if self._still_pending():
+            self._drop()
+        else:
+            self._disarm()
+
     def _drop(self) -> None:
         self._disarm()
         self.transport.abort()  # a reset frees the descriptor now, without waiting for the client's FIN
 
 
-def guarded_protocol(max_connections: int, header_timeout_s: float = HEADER_TIMEOUT_S) -> type:
+def guarded_protocol(max_connections: int, header_timeout_s: float = HEADER_TIMEOUT_S,
+                     body_timeout_s: float = BODY_TIMEOUT_S) -> type:
     """uvicorn's HTTP protocol (h11, or httptools where installed) with the limits above."""
     return type("GuardedHTTPProtocol", (_HeaderDeadline, AutoHTTPProtocol),
-                {"max_connections": max_connections, "header_timeout_s": header_timeout_s})
+                {"max_connections": max_connections, "header_timeout_s": header_timeout_s,
+                 "body_timeout_s": body_timeout_s})
 
 
 def raise_fd_limit() -> int:
