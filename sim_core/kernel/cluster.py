@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..policies.routing import RouterSettings, choose, router_load, sent_load
-from .build import engine_over, new_engine, outcome, request_record
+from .build import engine_over, new_engine, outcome, request_record, sibling_engine
 from .engine import (
     CANCEL_CHECK_STEPS,
     idle,
@@ -96,7 +96,7 @@ def new_engines(cfg, table, count, frames, share_with):
         engine_over(cfg, request_record(table), share_with.st, frames, False)
     root = first if share_with is None else share_with
     # The table's arrival times are written as requests arrive: one copy for all.
-    engines = [first if e == 0 else engine_over(cfg, first.req, root.st, frames, False) for e in range(count)]
+    engines = [first if e == 0 else sibling_engine(cfg, first, frames) for e in range(count)]
     # One inter-token-latency histogram for the cluster (the merged result's; per engine nobody reads it): 16 MB
     # an engine otherwise, and each engine's hot bins would compete for the cache as the loop switches engines.
     for eng in engines:
