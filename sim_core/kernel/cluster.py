@@ -270,9 +270,9 @@ def first_steps(outs) -> np.ndarray:
 
 def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_s: float,
                     num_blocks: list[int]) -> dict:
-    """Each engine's share of the work (`replicas`, a list; `members[e]`: the requests engine e served, `pools[e]`
-    its pool, `num_blocks[e]` its KV pool) and how evenly it was spread: the most tokens one engine served over its
-    pool's mean."""
+    """Each engine's share of the work (`replicas`, a list; `members[e]`: the indices of the requests engine e
+    served, `pools[e]` its pool, `num_blocks[e]` its KV pool) and how evenly it was spread: the most tokens one
+    engine served over its pool's mean."""
     rows = []
     for e, o in enumerate(outs):
         acc = o.accumulators
@@ -281,9 +281,9 @@ def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_
         rows.append({
             "replica": e,
             "pool": pools[e],
-            "requests": int(mine.sum()),
-            "completed": int((mine & (o.status == FINISHED)).sum()),
-            "rejected": int((mine & (o.status == REJECTED)).sum()),
+            "requests": len(mine),
+            "completed": int((o.status[mine] == FINISHED).sum()),
+            "rejected": int((o.status[mine] == REJECTED).sum()),
             "served_tokens": int(acc[A_PREFILL_TOKENS] + acc[A_DECODE_TOKENS]),
             "gpu_busy_fraction": busy / makespan_s if makespan_s > 0 else 0.0,
             "kv_cache_usage_mean": float(acc[A_KV_BLOCK_S]) / busy / num_blocks[e] if busy > 0 else 0.0,
