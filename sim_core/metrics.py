@@ -99,9 +99,27 @@ def attribution_ms(result, done: np.ndarray) -> dict[str, float | None]:
     mean E2EL: the client's transport overhead, which E2EL counts, is part of `transport`."""
     if not done.any() or result.attribution is None:
         return {name: None for name in ATTRIBUTION_PARTS}
-    means = result.attribution[done].mean(axis=0) * 1e3
+    means = _row_sum(result.attribution, done) / done.sum() * 1e3
     means[AT_TRANSPORT] += result.scenario.transport_overhead_ms
     return {name: float(means[k]) for k, name in enumerate(ATTRIBUTION_PARTS)}
+
+
+# Rows per chunk of a masked row sum: the selected rows are copied a chunk at a time, not all at once (the
+# attribution of a day's 8.6M requests: 410 MB).
+ROW_CHUNK = 1 << 16
+
+
+def _row_sum(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """a[mask].sum(axis=0), bit for bit: numpy sums a 2-D array's rows along axis 0 one after another, so each
+    chunk's sum starts from the chunks' before it."""
+    total = None
+    for start in range(0, len(a), ROW_CHUNK):
+        rows = a[start:start + ROW_CHUNK][mask[start:start + ROW_CHUNK]]
+        if total is None:
+            total = rows.sum(axis=0) if len(rows) else None
+        else:
+            total = np.add.reduce(np.concatenate([total[None], rows]), axis=0)
+    return total
 
 
 def deployment(scenario, resolved) -> tuple[int, float | None]:

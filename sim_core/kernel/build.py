@@ -54,13 +54,34 @@ def engine_over(config, req, st, frames, own_itl):
         need = blocks_for(full, cfg.block_size)
         if max_blocks_per_seq < need <= cfg.num_blocks and full <= cfg.max_model_len:
             max_blocks_per_seq = need
+    return _assemble(cfg, req, st, frames, own_itl, max_blocks_per_seq, n)
+
+
+@allocating_kernel
+def sibling_engine(config, first, frames):
+    """Another replica of `first`'s pool (the same Config): its request table, per-request state and per-request
+    rows of the KV cache (each request's block-table row, blocks held, blocks hashed, blocks swapped out) are
+    first's. A request is on one replica of a pool at a time and those rows are read only for the requests an
+    engine holds, so one set serves the pool: 32 bytes a request a replica otherwise, 17 GB for a day's 8.6M
+    requests on 64 replicas (bench/bench_day.py). The caller hands it the pool's inter-token histograms."""
+    eng = _assemble(config_record(config), first.req, first.st, frames, False, first.kv.block_table.shape[1], 0)
+    kv, rows = eng.kv, first.kv
+    kv.slot_of, kv.n_blocks, kv.n_hashed, kv.host_blocks = rows.slot_of, rows.n_blocks, rows.n_hashed, rows.host_blocks
+    return eng
+
+
+@allocating_kernel
+def _assemble(cfg, req, st, frames, own_itl, max_blocks_per_seq, n_rows):
+    """The engine over `req` and `st`; its KV cache's per-request rows `n_rows` long (0: the caller shares a
+    sibling's)."""
+    n = req.arrival_s.shape[0]
     n_tenants = 1
     if cfg.order == ORDER_TENANT_SHARE and n > 0:
         n_tenants = req.tenant.max() + 1
     eng = new_record(ENGINE)
     eng.cfg, eng.req, eng.st = cfg, req, st
     eng.kv = new_kv_cache(cfg.num_blocks, cfg.max_num_seqs, max_blocks_per_seq, cfg.swap_blocks,
-                          cfg.prefix_caching, n)
+                          cfg.prefix_caching, n_rows)
     new_tiers(eng.kv, cfg.kv_tiers)
     eng.q = new_queues(req.tenant, n_tenants, cfg.max_num_seqs)
     eng.batch = new_batch(cfg.max_num_seqs)

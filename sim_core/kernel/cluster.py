@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..policies.routing import RouterSettings, choose, router_load, sent_load
-from .build import engine_over, new_engine, outcome, request_record
+from .build import engine_over, new_engine, outcome, request_record, sibling_engine
 from .engine import (
     CANCEL_CHECK_STEPS,
     idle,
@@ -96,7 +96,7 @@ def new_engines(cfg, table, count, frames, share_with):
         engine_over(cfg, request_record(table), share_with.st, frames, False)
     root = first if share_with is None else share_with
     # The table's arrival times are written as requests arrive: one copy for all.
-    engines = [first if e == 0 else engine_over(cfg, first.req, root.st, frames, False) for e in range(count)]
+    engines = [first if e == 0 else sibling_engine(cfg, first, frames) for e in range(count)]
     # One inter-token-latency histogram for the cluster (the merged result's; per engine nobody reads it): 16 MB
     # an engine otherwise, and each engine's hot bins would compete for the cache as the loop switches engines.
     for eng in engines:
@@ -270,9 +270,9 @@ def first_steps(outs) -> np.ndarray:
 
 def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_s: float,
                     num_blocks: list[int]) -> dict:
-    """Each engine's share of the work (`replicas`, a list; `members[e]`: the requests engine e served, `pools[e]`
-    its pool, `num_blocks[e]` its KV pool) and how evenly it was spread: the most tokens one engine served over its
-    pool's mean."""
+    """Each engine's share of the work (`replicas`, a list; `members[e]`: the indices of the requests engine e
+    served, `pools[e]` its pool, `num_blocks[e]` its KV pool) and how evenly it was spread: the most tokens one
+    engine served over its pool's mean."""
     rows = []
     for e, o in enumerate(outs):
         acc = o.accumulators
@@ -281,9 +281,9 @@ def replica_metrics(outs, members: list[np.ndarray], pools: list[str], makespan_
         rows.append({
             "replica": e,
             "pool": pools[e],
-            "requests": int(mine.sum()),
-            "completed": int((mine & (o.status == FINISHED)).sum()),
-            "rejected": int((mine & (o.status == REJECTED)).sum()),
+            "requests": len(mine),
+            "completed": int((o.status[mine] == FINISHED).sum()),
+            "rejected": int((o.status[mine] == REJECTED).sum()),
             "served_tokens": int(acc[A_PREFILL_TOKENS] + acc[A_DECODE_TOKENS]),
             "gpu_busy_fraction": busy / makespan_s if makespan_s > 0 else 0.0,
             "kv_cache_usage_mean": float(acc[A_KV_BLOCK_S]) / busy / num_blocks[e] if busy > 0 else 0.0,
