@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import budget, cache, http, inputs, plan_jobs, service
-from app.web.jobs import CANCELLED_TEXT, JobBoard, JobState
+from app.web.jobs import CANCELLED_TEXT, JobBoard, JobRecord
 from sim_core import SCHEDULER_NAMES
 from sim_core.runner import Cancelled, make_requests, resolve, simulate_requests
 
@@ -28,6 +29,11 @@ def client():
         # Until the kernels are compiled (minutes into a cold cache on a busy machine) the API answers 503.
         assert c.app.state.kernels_ready.wait(900)
         yield c
+
+
+@dataclass
+class Job(JobRecord):  # a job of the tests' own boards: what the board reads, nothing else
+    id: str
 
 
 def _timed(call):
@@ -86,25 +92,16 @@ def test_retry_after_follows_the_running_jobs_pace():
     board = JobBoard("pace", 1, keep=4, busy=lambda retry: service.BusyError("busy", retry))
     release = threading.Event()
 
-    class Job:
-        def __init__(self, key):
-            self.id, self.total, self.done, self.result, self.error = key, 10, 0, None, None
-            self.state = JobState()
-
-        @property
-        def running(self):
-            return self.result is None and self.error is None
-
     def run(job):
         job.done = 5  # half done after about 0.2 s: about 0.2 s to go
         time.sleep(0.2)
         release.wait(5)
         job.result = 1
 
-    job, _ = board.start(Job("a"), run)
+    job, _ = board.start(Job("a", total=10), run)
     time.sleep(0.3)
     with pytest.raises(service.BusyError) as busy:
-        board.start(Job("b"), run)
+        board.start(Job("b", total=10), run)
     assert 1 <= busy.value.retry_after <= 2
     release.set()
     job.state.future.result(5)
@@ -156,15 +153,6 @@ def test_a_sweeps_progress_has_a_cancel_button(client, monkeypatch):
 def test_a_queued_job_that_is_cancelled_never_starts():
     board = JobBoard("queue", 2, keep=4, busy=lambda retry: service.BusyError("busy", retry))
     release, ran = threading.Event(), []
-
-    class Job:
-        def __init__(self, key):
-            self.id, self.total, self.done, self.result, self.error = key, 1, 0, None, None
-            self.state = JobState()
-
-        @property
-        def running(self):
-            return self.result is None and self.error is None
 
     def run(job):
         ran.append(job.id)
@@ -330,15 +318,6 @@ def test_a_job_whose_pages_stopped_polling_is_cancelled(monkeypatch):
     monkeypatch.setattr(jobs, "ABANDONED_S", 0.2)
     monkeypatch.setattr(jobs, "REAP_EVERY_S", 0.05)
     board = JobBoard("reap", 2, keep=4, busy=lambda retry: service.BusyError("busy", retry))
-
-    class Job:
-        def __init__(self, key):
-            self.id, self.total, self.done, self.result, self.error = key, 1, 0, None, None
-            self.state = JobState()
-
-        @property
-        def running(self):
-            return self.result is None and self.error is None
 
     def run(job):
         while not job.state.cancel[0]:

@@ -155,9 +155,20 @@ def warming_up(request: Request | None = None) -> JSONResponse:
     return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
 
 
-def busy(message: str, retry_after: int = 5) -> JSONResponse:
-    return JSONResponse({"detail": message, "retry_after_s": retry_after}, status_code=503,
-                        headers={"Retry-After": str(retry_after)})
+def busy(message: str, retry_after: int = 5, limit: tuple[str, int] | None = None) -> JSONResponse:
+    """503 + Retry-After; `limit`: the limit reached (its name in /api/catalog's `limits`, its value)."""
+    doc: dict[str, Any] = {"detail": message, "retry_after_s": retry_after}
+    if limit is not None:
+        doc["limit"] = {"name": limit[0], "value": limit[1]}
+    return JSONResponse(doc, status_code=503, headers={"Retry-After": str(retry_after)})
+
+
+def busy_answer(e: service.BusyError) -> JSONResponse:
+    return busy(str(e), e.retry_after, e.limit)
+
+
+def _gate_busy(message: str) -> JSONResponse:
+    return busy(message, limit=("max_in_flight_requests", service.MAX_IN_FLIGHT))
 
 
 def gate(data: dict):
@@ -168,7 +179,7 @@ def gate(data: dict):
         req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
     except (ScenarioError, SetupError, TraceError):
         return None
-    return None if service.is_cached(req) else busy
+    return None if service.is_cached(req) else _gate_busy
 
 
 def landing_or(data: dict) -> dict:
@@ -184,7 +195,7 @@ def _run(data: dict, where: str, cancel=None) -> JSONResponse:
     except (ScenarioError, SetupError, TraceError) as e:
         return unprocessable(problems_of(e), where)
     except service.BusyError as e:
-        return busy(str(e), e.retry_after)
+        return busy_answer(e)
     except Cancelled:
         return JSONResponse({"detail": "cancelled: the client went away"}, status_code=CLIENT_CLOSED)
 
@@ -340,7 +351,7 @@ def _start_sweep(request: Request) -> service.SweepJob | JSONResponse:
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
     except service.BusyError as e:
-        return busy(str(e), e.retry_after)
+        return busy_answer(e)
 
 
 STEP_TIME_FIELDS = StepShape.model_json_schema()["properties"]

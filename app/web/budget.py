@@ -76,4 +76,14 @@ def web_limits() -> dict[str, Any]:
             "max_sweep_requests": MAX_SWEEP_REQUESTS, "max_sweep_steps": MAX_SWEEP_STEPS,
             "max_run_steps": MAX_WEB_STEPS, "max_page_seeds": MAX_PAGE_SEEDS, "max_api_seeds": MAX_API_SEEDS,
             "max_request_requests": MAX_REQUEST_REQUESTS, "max_request_steps": MAX_REQUEST_STEPS,
-            "request_time_limit_s": REQUEST_TIME_LIMIT_S, "max_queued_sweeps": MAX_QUEUED_SWEEPS}
+            "request_time_limit_s": REQUEST_TIME_LIMIT_S, "max_queued_sweeps": MAX_QUEUED_SWEEPS,
+            **_busy_limits()}
+
+
+def _busy_limits() -> dict[str, int]:
+    """The limits a 503 names (service.BusyError.limit): simulations at once, API requests in the simulation
+    lane, plans and frontiers running or queued. Imported here, not at the top: those modules import this one."""
+    from . import frontier_page, plan_jobs, service
+
+    return {"max_simulations": service.MAX_SIMULATIONS, "max_in_flight_requests": service.MAX_IN_FLIGHT,
+            "max_queued_plans": plan_jobs.MAX_QUEUED_PLANS, "max_queued_frontiers": frontier_page.MAX_QUEUED_FRONTIERS}

@@ -16,6 +16,7 @@ import hashlib
 import math
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,7 +45,7 @@ def job_id(text: str) -> str:
 
 @dataclass
 class JobState:
-    """What the board keeps of every job beside the job's own fields (SweepJob, PlanJob embed it as `state`)."""
+    """What the board keeps of every job beside the job's own fields (JobRecord's `state`)."""
 
     cancel: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     future: Future | None = None
@@ -58,10 +59,51 @@ class JobState:
         return bool(self.cancel[0])
 
 
+@dataclass(kw_only=True)
+class JobRecord:
+    """What a board reads of every job (SweepJob, PlanJob and FrontierJob add their own fields before these: the
+    base's fields are keyword-only, so a subclass's positional ones come first): its progress (`done` of
+    `total`), its outcome (`result`, or `error`) and the board's own `state`."""
+
+    total: int = 1
+    done: int = 0
+    result: Any = None
+    error: str | None = None
+    state: JobState = field(default_factory=JobState)
+
+    @property
+    def running(self) -> bool:
+        return self.result is None and self.error is None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state.cancelled
+
+    @property
+    def future(self) -> Future | None:
+        return self.state.future
+
+
+# Every board of the process, so that a stopping server stops their jobs (cancel_all, from its lifespan's end).
+_BOARDS: weakref.WeakSet[JobBoard] = weakref.WeakSet()
+
+
+def cancel_all() -> int:
+    """Stop every running or queued job of every board (the server is stopping: without this, its job threads
+    would keep the process alive until their sweeps and plans ended). How many were stopped."""
+    return sum(board.cancel_running() for board in list(_BOARDS))
+
+
+def running_jobs() -> int:
+    """Jobs running or queued on every board (a cancelled one counts until its thread has ended it)."""
+    return sum(board.running_jobs() for board in list(_BOARDS))
+
+
 class JobBoard:
     def __init__(self, name: str, max_queued: int, keep: int, busy: Callable[[int], Exception]):
         """`busy(retry_after_s)`: the error raised when `max_queued` jobs are already running or queued."""
-        self.max_queued, self.keep, self._busy = max_queued, keep, busy
+        self.name, self.max_queued, self.keep, self._busy = name, max_queued, keep, busy
+        _BOARDS.add(self)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._jobs: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
@@ -77,7 +119,7 @@ class JobBoard:
             return self._live(key)
 
     def start(self, job: Any, run: Callable[[Any], Any]) -> tuple[Any, Future | None]:
-        """Queue `job` (its `id`, `running`, `error` and `state` are read) to run as `run(job)`; or, when another
+        """Queue `job` (a JobRecord with an `id`) to run as `run(job)`; or, when another
         request started the same one meanwhile, that one instead (and no future)."""
         with self._lock:
             found = self._live(job.id)
@@ -106,12 +148,14 @@ class JobBoard:
             job.state.cancel[0] = 1
         return job
 
-    def cancel_running(self) -> None:
-        """Stop every running or queued job (a server going away, or a test module done with its server)."""
+    def cancel_running(self) -> int:
+        """Stop every running or queued job (a server going away, or a test module done with its server); how
+        many."""
         with self._lock:
             running = [j for j in self._jobs.values() if j.running]
         for job in running:
             job.state.cancel[0] = 1
+        return len(running)
 
     def polled(self, job: Any) -> None:
         job.state.polled_at = time.monotonic()

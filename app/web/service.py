@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -41,7 +40,7 @@ from .inputs import (
     sweep_work_problems,
     work_problems,
 )
-from .jobs import JobBoard, JobState, job_id
+from .jobs import JobBoard, JobRecord, job_id
 from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
 from .store import BlobStore, content_id
 from .sweep_range import default_sweep
@@ -60,11 +59,20 @@ KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
 
 
 class BusyError(RuntimeError):
-    """Too many simulations running or sweeps queued: the caller should retry in `retry_after` seconds."""
+    """Too many simulations running or sweeps queued: the caller should retry in `retry_after` seconds. `limit`:
+    the limit reached, as /api/catalog's `limits` name it, and its value (the 503's JSON carries both)."""
 
-    def __init__(self, message: str, retry_after: int = 5):
+    def __init__(self, message: str, retry_after: int = 5, limit: tuple[str, int] | None = None):
         super().__init__(message)
         self.retry_after = retry_after
+        self.limit = limit
+
+
+def slots_busy() -> BusyError:
+    """Every simulation slot stayed taken for SIM_WAIT_S."""
+    return BusyError(f"the server runs at most {MAX_SIMULATIONS} simulations at once (its limit max_simulations) "
+                     f"and is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds",
+                     limit=("max_simulations", MAX_SIMULATIONS))
 
 
 # ----- uploaded traces -----
@@ -315,7 +323,7 @@ def full_run(req: WebRequest, name: str, cancel: np.ndarray | None = None) -> Re
     scenario = req.for_scheduler(name)
     resolved = resolve(scenario)
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
-        raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
+        raise slots_busy()
     try:
         return simulate_requests(scenario, resolved, _workload(req, scenario, resolved),
                                  record_events=True, cancel=cancel)
@@ -327,7 +335,7 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
     scenario = req.for_scheduler(name)
     resolved = resolve(scenario)
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
-        raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
+        raise slots_busy()
     try:
         reqs = requests_for(scenario, resolved)
         if cancel is not None and cancel[0]:  # the client left while the workload was made: simulate nothing
@@ -348,32 +356,16 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
 
 # ----- rate sweeps -----
 @dataclass
-class SweepJob:
+class SweepJob(JobRecord):
     id: str
     request: WebRequest
-    total: int
-    done: int = 0
-    result: dict | None = None
-    error: str | None = None
     problems: list[tuple[str, str]] | None = None  # when the error is the scenario's: (field, what it allows)
     trace_text: str | None = None  # the uploaded trace it replays at each rate (kept: uploads may be evicted)
-    state: JobState = field(default_factory=JobState)
-
-    @property
-    def running(self) -> bool:
-        return self.result is None and self.error is None
-
-    @property
-    def cancelled(self) -> bool:
-        return self.state.cancelled
-
-    @property
-    def future(self) -> Future | None:
-        return self.state.future
 
 
 _sweeps = JobBoard("sweep", MAX_QUEUED_SWEEPS, keep=32, busy=lambda retry: BusyError(
-    f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; retry in about {retry} s", retry))
+    f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued (the server's limit, max_queued_sweeps); retry in "
+    f"about {retry} s", retry, ("max_queued_sweeps", MAX_QUEUED_SWEEPS)))
 
 
 def start_sweep(req: WebRequest) -> SweepJob:
