@@ -47,17 +47,8 @@ def test_sweeps_wait_off_the_request_threads_and_a_full_queue_answers_503_with_r
     """8 synchronous sweeps at once: 4 queue (waiting without a request thread), the rest are told when to retry;
     meanwhile a cached page and app.js answer at once. Before, each waiting sweep held one of the 4 request
     threads, and pages and static files queued behind them."""
-    board = JobBoard("sweep-test", inputs.MAX_QUEUED_SWEEPS, keep=32, busy=service._sweeps._busy)
-    monkeypatch.setattr(service, "_sweeps", board)
-    release = threading.Event()
-
-    def held_sweep(job):  # stands in for a long sweep: runs until released (or cancelled)
-        while not release.is_set() and not job.state.cancel[0]:
-            time.sleep(0.01)
-        job.result = {"rates": [], "target_attainment": service.KNEE_TARGET, "slo": {}, "schedulers": {}}
-        return job.result
-
-    monkeypatch.setattr(service, "_run_sweep", held_sweep)
+    release = _held_board(monkeypatch)  # its sweeps stand in for long ones: they run until released
+    board = service._sweeps
     page = "/?duration=5&seed=91"
     assert client.get(page).status_code == 200  # simulated once: cached from now on
     answers: list = []
@@ -77,7 +68,8 @@ def test_sweeps_wait_off_the_request_threads_and_a_full_queue_answers_503_with_r
         for busy in answers:
             assert int(busy.headers["retry-after"]) >= 1
             assert busy.json()["retry_after_s"] == int(busy.headers["retry-after"])
-            assert "retry in about" in busy.json()["detail"]
+            assert "retry in about" in busy.json()["detail"] and "max_queued_sweeps" in busy.json()["detail"]
+            assert busy.json()["limit"] == {"name": "max_queued_sweeps", "value": inputs.MAX_QUEUED_SWEEPS}
         for url in (page, "/static/js/app.js", "/healthz"):
             response, took = _timed(lambda url=url: client.get(url))
             assert response.status_code == 200 and took < 1.0, (url, took)
@@ -86,6 +78,75 @@ def test_sweeps_wait_off_the_request_threads_and_a_full_queue_answers_503_with_r
         for t in threads:
             t.join(20)
     assert sorted(a.status_code for a in answers) == [200] * inputs.MAX_QUEUED_SWEEPS + [503] * 4
+
+
+def _held_board(monkeypatch) -> threading.Event:
+    """service's sweep board replaced by one whose sweeps run until the returned event is set (or cancelled)."""
+    monkeypatch.setattr(service, "_sweeps", JobBoard("held", inputs.MAX_QUEUED_SWEEPS, 8, service._sweeps._busy))
+    release = threading.Event()
+
+    def held_sweep(job):
+        while not release.is_set() and not job.state.cancel[0]:
+            time.sleep(0.01)
+        job.result = {"rates": [], "target_attainment": service.KNEE_TARGET, "slo": {}, "schedulers": {}}
+
+    monkeypatch.setattr(service, "_run_sweep", held_sweep)
+    return release
+
+
+def test_a_sweep_past_the_time_limit_answers_503_and_the_same_query_collects_it(client, monkeypatch):
+    release = _held_board(monkeypatch)
+    monkeypatch.setattr(inputs, "REQUEST_TIME_LIMIT_S", 0.3)
+    query = "/api/sweep?duration=5&seed=92&rate_min=1&rate_max=2&rate_step=1"
+    try:
+        late, took = _timed(lambda: client.get(query))
+        assert late.status_code == 503 and took < 2.0, late.text
+        assert late.json()["limit"] == {"name": "request_time_limit_s", "value": 0.3}
+        assert int(late.headers["retry-after"]) >= 1 and "ask again" in late.json()["detail"]
+        assert service._sweeps.running_jobs() == 1  # the sweep goes on
+    finally:
+        release.set()
+    assert client.get(query).status_code == 200  # found again, done
+
+
+def test_a_stopping_server_cancels_its_jobs():
+    from app.web import app
+
+    board = JobBoard("lifespan", 1, keep=4, busy=service._sweeps._busy)
+
+    def run(job):
+        while not job.state.cancel[0]:
+            time.sleep(0.01)
+
+    with TestClient(app):  # the app's lifespan: its end is the server stopping
+        job, _ = board.start(Job("held"), run)
+    job.state.future.result(5)
+    assert job.error == CANCELLED_TEXT
+
+
+def test_finished_jobs_are_kept_within_a_bound_in_bytes():
+    board = JobBoard("bytes", 1, keep=8, busy=service._sweeps._busy, keep_bytes=2500)
+
+    def run(job):
+        job.result = b"x" * 1000
+
+    for key in "abcd":
+        board.start(Job(key), run)[1].result(5)
+    assert [k for k in "abcd" if board.get(k)] == ["c", "d"]
+
+
+def test_a_page_whose_runs_are_cached_is_answered_as_rendered_before(client, monkeypatch):
+    from app.web import pages
+
+    renders = []
+    render = pages._index
+    monkeypatch.setattr(pages, "_index", lambda *a: renders.append(1) or render(*a))
+    page = "/?duration=5&seed=93"
+    first, again = client.get(page), client.get(page)
+    assert first.status_code == again.status_code == 200 and len(renders) == 1
+    assert again.content == first.content and again.headers["content-type"] == first.headers["content-type"]
+    service.clear_caches()  # the runs are gone: the page is simulated and rendered afresh
+    assert client.get(page).content == first.content and len(renders) == 2
 
 
 def test_retry_after_follows_the_running_jobs_pace():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -155,7 +156,7 @@ def warming_up(request: Request | None = None) -> JSONResponse:
     return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
 
 
-def busy(message: str, retry_after: int = 5, limit: tuple[str, int] | None = None) -> JSONResponse:
+def busy(message: str, retry_after: int = 5, limit: tuple[str, float] | None = None) -> JSONResponse:
     """503 + Retry-After; `limit`: the limit reached (its name in /api/catalog's `limits`, its value)."""
     doc: dict[str, Any] = {"detail": message, "retry_after_s": retry_after}
     if limit is not None:
@@ -310,7 +311,9 @@ async def api_sweep(request: Request) -> JSONResponse:
     point's `metrics` are means over seeds with `ci95` beside them, and `knee_interval` is the knee read off the
     attainment's 95% band (its lower edge's knee, its upper edge's). The sweep runs in the background queue
     (at most MAX_QUEUED_SWEEPS running or queued; past that 503 with Retry-After); this request waits for it
-    without holding a thread, and a client that leaves cancels it (unless a page or another client wants it)."""
+    without holding a thread, and a client that leaves cancels it (unless a page or another client wants it).
+    Past the server's time limit (`request_time_limit_s`) the answer is 503 with Retry-After while the sweep goes
+    on: the same query asked again finds it, and answers once it is done."""
     if not kernels_ready(request):
         return warming_up(request)
     found = await run_in_threadpool(_start_sweep, request)  # checks the work: generates one workload (ms)
@@ -318,7 +321,7 @@ async def api_sweep(request: Request) -> JSONResponse:
         return found
     job = found
     service.watch_sweep(job)
-    gone = False
+    gone, since = False, time.monotonic()
     try:
         waiting = asyncio.wrap_future(job.future)
         while not waiting.done():
@@ -326,6 +329,8 @@ async def api_sweep(request: Request) -> JSONResponse:
             if not waiting.done() and await request.is_disconnected():
                 gone = True
                 return JSONResponse({"detail": "cancelled: the client went away"}, status_code=CLIENT_CLOSED)
+            if not waiting.done() and time.monotonic() - since > inputs.REQUEST_TIME_LIMIT_S:
+                return _sweep_still_running(job)
     finally:
         service.unwatch_sweep(job, gone)
     if job.result is None and job.cancelled:  # its page's Cancel button
@@ -335,6 +340,16 @@ async def api_sweep(request: Request) -> JSONResponse:
     if job.error:
         return JSONResponse({"detail": job.error}, status_code=500)
     return JSONResponse(clean({"scenario": scenario_json(job.request), "query": job.request.query(), **job.result}))
+
+
+def _sweep_still_running(job: service.SweepJob) -> JSONResponse:
+    """The answer past the server's time limit: the sweep goes on, and the same query asked again finds it (and
+    its answer once done). Counted as a poll: nobody asking again within jobs.ABANDONED_S cancels it."""
+    service.sweep_polled(job)
+    retry = service.sweep_eta(job)
+    return busy(f"the sweep is still running after the server's time limit of {inputs.REQUEST_TIME_LIMIT_S:g} s "
+                f"({job.done} of {job.total} points done); ask again in about {retry} s: the same query finds it, "
+                "and answers once it is done", retry, ("request_time_limit_s", inputs.REQUEST_TIME_LIMIT_S))
 
 
 def _start_sweep(request: Request) -> service.SweepJob | JSONResponse:

@@ -10,10 +10,11 @@ import numpy as np
 
 from sim_core.studies import model_error
 
+from .cache import ENSEMBLE_CACHE_BYTES
 from .inputs import WebRequest
 from .service import SIM_SLOTS, SIM_WAIT_S, SingleFlightLRU, slots_busy, upload_text
 
-_ensembles = SingleFlightLRU(maxsize=16)
+_ensembles = SingleFlightLRU(max_bytes=ENSEMBLE_CACHE_BYTES, maxsize=16)
 
 
 @dataclass(frozen=True)

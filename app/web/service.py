@@ -22,7 +22,7 @@ from sim_core.statistics import aggregate
 from sim_core.studies.sweep import knee_interval, knee_rate, sweep
 from sim_core.traces import TraceError, own_rate, read_trace
 
-from . import figures, model_uploads
+from . import figures, model_uploads, rendered
 from .budget import request_work_problems
 from .cache import UPLOAD_CACHE_BYTES, VIEW_CACHE_BYTES, SingleFlightLRU, release_memory
 from .clusterview import cluster_view
@@ -62,7 +62,7 @@ class BusyError(RuntimeError):
     """Too many simulations running or sweeps queued: the caller should retry in `retry_after` seconds. `limit`:
     the limit reached, as /api/catalog's `limits` name it, and its value (the 503's JSON carries both)."""
 
-    def __init__(self, message: str, retry_after: int = 5, limit: tuple[str, int] | None = None):
+    def __init__(self, message: str, retry_after: int = 5, limit: tuple[str, float] | None = None):
         super().__init__(message)
         self.retry_after = retry_after
         self.limit = limit
@@ -397,6 +397,11 @@ def sweep_polled(job: SweepJob) -> None:
     _sweeps.polled(job)
 
 
+def sweep_eta(job: SweepJob) -> int:
+    """Seconds until the sweep ends, at its pace so far (a Retry-After)."""
+    return _sweeps.eta(job)
+
+
 def watch_sweep(job: SweepJob) -> None:
     _sweeps.watch(job)
 
@@ -429,6 +434,7 @@ def _run_sweep(job: SweepJob) -> dict:
     except Exception as e:  # reported on the page; asking for the same sweep again retries it
         job.error = f"{type(e).__name__}: {e}"
     finally:
+        job.trace_text = None  # up to MAX_UPLOAD_BYTES of text, of no use once the sweep is over
         release_memory()
     return job.result
 
@@ -454,10 +460,12 @@ def sweep_summary(req: WebRequest, points: dict[str, list[dict]]) -> dict:
 
 
 def clear_caches() -> None:
-    """Forget cached runs (tests and benchmarks use this to measure cold paths)."""
+    """Forget cached runs and the pages rendered from them (tests and benchmarks use this to measure cold
+    paths)."""
     _views.clear()
+    rendered.clear()
 
 
 def cache_stats() -> dict:
     return {"hits": _views.hits, "misses": _views.misses, "bytes": _views.bytes, "entries": len(_views._items),
-            "max_bytes": _views.max_bytes, "sweeps_running": _sweeps.running_jobs()}
+            "max_bytes": _views.max_bytes, "sweeps_running": _sweeps.running_jobs(), "pages": rendered.stats()}
