@@ -104,9 +104,12 @@ def test_a_sweep_past_the_time_limit_answers_503_and_the_same_query_collects_it(
         assert late.json()["limit"] == {"name": "request_time_limit_s", "value": 0.3}
         assert int(late.headers["retry-after"]) >= 1 and "ask again" in late.json()["detail"]
         assert service._sweeps.running_jobs() == 1  # the sweep goes on
+        state = late.json()["sweep"]
+        assert state["status"] == "running" and state["cancel"] == f"/api/sweep/{state['id']}/cancel"
     finally:
         release.set()
     assert client.get(query).status_code == 200  # found again, done
+    assert client.post(state["cancel"]).json()["status"] == "done"  # too late to cancel: it says so
 
 
 def test_a_stopping_server_cancels_its_jobs():
@@ -195,6 +198,7 @@ def test_cancel_stops_a_running_sweep_within_a_second(client):
     assert time.perf_counter() - cancelled_at < 1.0
     assert job.error == CANCELLED_TEXT and job.result is None and job.done < job.total
     assert "Sweep cancelled" in client.get(f"/goodput/{job.id}").text
+    assert client.post(f"/api/sweep/{job.id}/cancel").json()["status"] == "cancelled"  # the API's view of it
     assert service._sweeps.find(job.id) is None  # asking again starts it afresh
 
 

@@ -156,9 +156,10 @@ def warming_up(request: Request | None = None) -> JSONResponse:
     return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
 
 
-def busy(message: str, retry_after: int = 5, limit: tuple[str, float] | None = None) -> JSONResponse:
-    """503 + Retry-After; `limit`: the limit reached (its name in /api/catalog's `limits`, its value)."""
-    doc: dict[str, Any] = {"detail": message, "retry_after_s": retry_after}
+def busy(message: str, retry_after: int = 5, limit: tuple[str, float] | None = None, **more: Any) -> JSONResponse:
+    """503 + Retry-After; `limit`: the limit reached (its name in /api/catalog's `limits`, its value); `more`:
+    further keys of the answer."""
+    doc: dict[str, Any] = {"detail": message, "retry_after_s": retry_after, **more}
     if limit is not None:
         doc["limit"] = {"name": limit[0], "value": limit[1]}
     return JSONResponse(doc, status_code=503, headers={"Retry-After": str(retry_after)})
@@ -349,7 +350,25 @@ def _sweep_still_running(job: service.SweepJob) -> JSONResponse:
     retry = service.sweep_eta(job)
     return busy(f"the sweep is still running after the server's time limit of {inputs.REQUEST_TIME_LIMIT_S:g} s "
                 f"({job.done} of {job.total} points done); ask again in about {retry} s: the same query finds it, "
-                "and answers once it is done", retry, ("request_time_limit_s", inputs.REQUEST_TIME_LIMIT_S))
+                "and answers once it is done", retry, ("request_time_limit_s", inputs.REQUEST_TIME_LIMIT_S),
+                sweep=_sweep_state(job))
+
+
+def _sweep_state(job: service.SweepJob) -> dict:
+    cancelled = job.result is None and job.cancelled
+    return {"id": job.id, "status": "cancelled" if cancelled else "running" if job.running else
+            ("error" if job.error else "done"), "done": job.done, "total": job.total,
+            "cancel": f"/api/sweep/{job.id}/cancel"}
+
+
+@router.post("/sweep/{job_id}/cancel", include_in_schema=False)  # stops background work: out of the schema fuzz
+def api_sweep_cancel(job_id: str) -> JSONResponse:
+    """Stop a sweep (its simulation stops within milliseconds; a queued one never starts): its state, `cancelled`.
+    A client waiting on /api/sweep for it gets 409."""
+    job = service.cancel_sweep(job_id)
+    if job is None:
+        return JSONResponse({"detail": "no such sweep on this server"}, 404)
+    return JSONResponse(_sweep_state(job))
 
 
 def _start_sweep(request: Request) -> service.SweepJob | JSONResponse:
