@@ -1,14 +1,16 @@
-"""Background jobs that pages poll (rate sweeps, capacity plans): each is found by an id derived from what it
-computes, so asking again finds it; they run one at a time on the board's own thread (never a request thread:
-pages, static files and health checks keep theirs whatever long work is queued); at most `max_queued` are
-running or queued, and past that `busy(retry_after_s)` says when to come back; finished ones are kept for their
-pages, the oldest forgotten past `keep` of them or `keep_bytes` of their results. A failed or cancelled job is not found again: asking again retries it.
+"""Background jobs that pages poll (rate sweeps, capacity plans, frontiers; each a JobRecord): each is found by an
+id derived from what it computes, so asking again finds it; they run one at a time on the board's own thread
+(never a request thread: pages, static files and health checks keep theirs whatever long work is queued); at
+most `max_queued` are running or queued, and past that `busy(retry_after_s)` says when to come back; finished
+ones are kept for their pages, the oldest forgotten past `keep` of them or `keep_bytes` of their results. A
+failed or cancelled job is not found again: asking again retries it.
 
 Cancelling: every job carries a cancel flag (`job.state.cancel`, the engine's int64[1]); the board runs the job in
 sim_core.runner.cancel_scope, so setting the flag stops whichever simulation of the job is running within
 milliseconds, and a queued job that is cancelled never starts. A job is cancelled by its page's Cancel button
-(`cancel`), when the last request waiting for it (`watch`) goes away and no page has polled it lately, or when
-the pages that polled it have all stopped polling for ABANDONED_S (closed) and nobody waits for it."""
+(`cancel`), when the last request waiting for it (`watch`) goes away and no page has polled it lately, when
+the pages that polled it have all stopped polling for ABANDONED_S (closed) and nobody waits for it, or when the
+server stops (cancel_all, from the app's lifespan)."""
 
 from __future__ import annotations
 

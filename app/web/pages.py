@@ -279,8 +279,8 @@ def _index(request: Request, cancel) -> Response:
         response = _render("_workspace.html", ctx, status, headers)
     else:
         response = _render("index.html", ctx, status)
-    if ctx["results"] is not None and not (ctx["busy"] or ctx["stale"]):
-        rendered.keep(request, response)
+    if ctx["results"] is not None and not (ctx["busy"] or ctx["stale"]) and req is not None and req.sweep is None:
+        rendered.keep(request, response)  # not with a sweep: its card shows (and starts) a job that comes and goes
     return response
 
 

@@ -5,9 +5,9 @@ summary, its export caption, the templates) for a 0.4 MB page, which on a machin
 most of a second. Rendering is deterministic for a query whose runs are cached (the runs are, and so is the page
 around them), so the bytes are kept under the URL (and the htmx headers that pick the fragment or the whole
 page) and answered on the event loop in microseconds. Only a complete answer is kept: status 200 with results, no
-"busy, retrying" card, nothing stale; and one is looked up only when the query's runs are all in the run cache
-(http.run_until_disconnect's `quick`), so a page whose runs were evicted, or whose upload left the store, is
-rendered afresh.
+"busy, retrying" card, nothing stale, no sweep (its card starts or finds a background job, whose state changes);
+and one is looked up only when the query's runs are all in the run cache (http.run_until_disconnect's `quick`),
+so a page whose runs were evicted, or whose upload left the store, is rendered afresh.
 """
 
 from __future__ import annotations

@@ -100,6 +100,7 @@ def use_store(store: BlobStore | None) -> None:
     global _store
     _store = store
     _uploads.clear()
+    rendered.clear()  # pages naming uploads are rendered again from the new store
     model_uploads.use_store(store)
 
 
