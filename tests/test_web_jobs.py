@@ -113,7 +113,9 @@ def test_a_sweep_past_the_time_limit_answers_503_and_the_same_query_collects_it(
 
 
 def test_a_stopping_server_cancels_its_jobs():
-    from app.web import app
+    from fastapi import FastAPI
+
+    from app.web.server import lifespan
 
     board = JobBoard("lifespan", 1, keep=4, busy=service._sweeps._busy)
 
@@ -121,8 +123,11 @@ def test_a_stopping_server_cancels_its_jobs():
         while not job.state.cancel[0]:
             time.sleep(0.01)
 
-    with TestClient(app):  # the app's lifespan: its end is the server stopping
-        job, _ = board.start(Job("held"), run)
+    async def serve_then_stop():  # the app's lifespan (on an app of its own: the module's keeps its state)
+        async with lifespan(FastAPI()):
+            return board.start(Job("held"), run)[0]
+
+    job = asyncio.run(serve_then_stop())
     job.state.future.result(5)
     assert job.error == CANCELLED_TEXT
 
