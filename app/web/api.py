@@ -202,10 +202,23 @@ def _run(data: dict, where: str, cancel=None) -> JSONResponse:
         return JSONResponse({"detail": "cancelled: the client went away"}, status_code=CLIENT_CLOSED)
 
 
+def _over_budget(data: dict, where: str) -> JSONResponse | None:
+    """The 422 of a request whose whole work is over the web's budget (service.check_work: one workload made,
+    milliseconds), or None."""
+    try:
+        service.check_work(parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS))
+    except (ScenarioError, SetupError, TraceError) as e:
+        return unprocessable(problems_of(e), where)
+    return None
+
+
 async def _gated_run(request: Request, data: dict, where: str) -> JSONResponse:
     """A run in the simulation lane behind the in-flight gate, or, when it needs no simulation (all cached, or
-    invalid: its 422), at once on a request thread."""
+    invalid: its 422), at once on a request thread. One that would simulate has its budget checked first, on a
+    request thread: over budget, it is refused at once, however full the gate and the lane are."""
     check = gate(data)
+    if check is not None and (refused := await run_in_threadpool(_over_budget, data, where)) is not None:
+        return refused
     return await run_until_disconnect(request, _run, data, where, busy=check, quick=check is None)
 
 

@@ -281,12 +281,23 @@ class SeedViews:
     ci95: list[dict]
 
 
+# Requests found within the budget lately (their canonical queries): the API checks a request before it queues
+# for the simulation lane, and its run checks it again; the second check is this lookup.
+_within_budget = SingleFlightLRU(max_bytes=1024 * 1024, sizeof=lambda _: 1024)
+
+
 def check_work(req: WebRequest) -> None:
     """Refuse (ScenarioError) a request whose whole work, every scheduler at every seed, is more than the web's
     budget, before any of it runs: the first seed's workload is generated (milliseconds) and stands for every
     seed's. Nothing to check when every run is cached."""
-    if is_cached(req):
+    key = req.query(sweep=False)
+    if _within_budget.get(key) or is_cached(req):
         return
+    _check_work(req)
+    _within_budget.put(key, True)
+
+
+def _check_work(req: WebRequest) -> None:
     s = req.scenario
     reqs = make_requests(s, resolve(s), upload_text(req))
     budgets = {name: resolve(req.for_scheduler(name)).token_budget for name in req.schedulers}
