@@ -1,6 +1,7 @@
 """Peak memory of `sched-sim run --trace` on a 1 GB trace file (issue #26: the file was read whole, text and
-Python lists, into 6.25 GB). Readers stream the file a line at a time into arrays, so a trace over the row limit
-is refused within a bounded memory, as is a file with no newline at all.
+Python lists, into 6.25 GB). A trace's rows are counted (its newlines, in 8 MiB chunks) before any is parsed, so
+one over the row limit is refused at once; readers stream the file a line at a time into arrays, so a file with no
+newline at all is refused within a bounded memory too, as is a sparse file (no disk used: NUL bytes, no newline).
 
     .venv/bin/python bench/bench_big_trace.py [--size-mb 1024] [--keep]
 
@@ -85,6 +86,10 @@ def main() -> None:
         csv_path.unlink()
         write_one_line(line_path, size)
         measure("one line, no newline", line_path)
+        line_path.unlink()
+        with open(line_path, "wb") as f:
+            f.truncate(size)
+        measure("sparse file (NUL bytes)", line_path)
     finally:
         if not args.keep:
             for p in (csv_path, line_path):

@@ -65,6 +65,10 @@ The groups:
 - **one group per source of DeepSeek expert-parallel serving** (`lmsys_large_scale_ep`, `vllm_wide_ep_h200`,
   `amd_mi355x_vs_b200_vllm`, `validation/moe_serving.csv`): gathered but not predicted yet: every row is listed,
   skipped, with what its prediction needs.
+- **S-LoRA's throughput against the number of adapters** (`slora_table3`, `slora_fig_num_adapters`,
+  `validation/lora_serving.csv`): each run simulated as S-LoRA's benchmark ran it, adapters on
+  (`sim_core/studies/lora_checks.py` states the mapping); the table after the frontier points gives the curve's
+  shape, each count's throughput over its series' fewest adapters (issue #23: within 20%).
 
 A row the model cannot predict honestly is kept, marked skipped, with its reason. Error is predicted /
 reference - 1.

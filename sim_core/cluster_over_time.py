@@ -33,6 +33,7 @@ from .policies.autoscaling import (
 from .policies.routing import RouterSettings
 from .prices import GPU_PRICES
 from .provisioning import provision_delay_s
+from .scenario_errors import ScenarioError
 
 # SLO attainment and replica counts are reported per window of this many seconds (a minute, as dashboards plot).
 WINDOW_S = 60.0
@@ -140,8 +141,10 @@ def _probe_rate(probe) -> float:
 
     found, _ = max_rate(probe, PLANNING_ATTAINMENT)
     if found is None:
-        raise ValueError("autoscale_replica_rate: one replica meets the SLO at no rate the capacity search tried; "
-                         "set autoscale_replica_rate (requests/s one replica serves)")
+        # A ScenarioError naming the field (a ValueError still): the web answers it as a 422, not a 500.
+        raise ScenarioError([("autoscale_replica_rate", "one replica meets the SLO at no rate the capacity search "
+                                                        "tried; set autoscale_replica_rate (requests/s one replica "
+                                                        "serves)")])
     return found
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from .catalog import GIB, GPUS, MODELS, Model, ServingSettings, Setup, SetupError, resolve_setup
 from .expert_parallel import NO_EP, ExpertParallel
 from .hf_config import ModelConfigError, model_from_text
+from .input_files import input_file_problem
 from .policies import BY_NAME, SCHEDULERS, Scheduler
 from .rate_schedule import RateSchedule
 from .rate_schedule import parse as parse_schedule
@@ -20,6 +21,7 @@ from .spec_decode import kv_blocks_beside_proposer
 from .workload import PRESETS, Preset, random_preset
 
 DEFAULT_MAX_MODEL_LEN = 8192
+MAX_MODEL_FILE_BYTES = 1 << 20  # a config.json is a few kB; it is read whole
 
 
 @dataclass(frozen=True)
@@ -121,12 +123,15 @@ def scenario_model(s: Scenario) -> Model:
     if s.model_file is None:
         return MODELS[s.model or GPUS[s.hardware].default_model]
     path = Path(s.model_file)
-    try:
-        stat = path.stat()
-    except OSError:
-        stat = None
-    if stat is None or not path.is_file():
+    problem = input_file_problem(s.model_file, "a Hugging Face config.json")  # a FIFO would block the read
+    if problem == "no such file":
         raise ScenarioError([("model_file", f"no such file {s.model_file!r} (a Hugging Face config.json)")])
+    if problem:
+        raise ScenarioError([("model_file", f"{s.model_file!r} {problem}")])
+    stat = path.stat()
+    if stat.st_size > MAX_MODEL_FILE_BYTES:
+        raise ScenarioError([("model_file", f"{path.name}: larger than {MAX_MODEL_FILE_BYTES:,} bytes, too large "
+                                            f"for a config.json (one is a few kB)")])
     try:
         return _model_file(str(path), stat.st_mtime_ns, stat.st_size)
     except ModelConfigError as e:

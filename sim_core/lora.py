@@ -175,3 +175,21 @@ def counters(lora_state: np.ndarray, p: np.ndarray) -> dict:
     return {"loads_host": int(c[LS_LOADS_HOST]), "loads_disk": int(c[LS_LOADS_DISK]), "load_s": float(c[LS_LOAD_S]),
             "kernel_s": float(c[LS_KERNEL_S]), "kernel_s_per_step": float(c[LS_KERNEL_S] / steps),
             "groups_per_step": float(c[LS_GROUPS] / steps), "max_groups_per_step": int(c[LS_MAX_GROUPS])}
+
+
+def decode_kernel_ms(s, resolved, tokens: list[int]) -> list[float]:
+    """The LoRA kernels' time in a step of each token count in `tokens`, split evenly over as many adapter groups
+    as may share a step (max_loras, at most one per token), as kernel/lora.py costs them: a launch floor per
+    targeted GEMM and per group the roofline of its weights and its tokens' FLOPs. [] when off (the step-time
+    figure's band)."""
+    if s.lora_adapters == 0:
+        return []
+    from .kernel.cost_model import cost_params
+
+    p = params(s, resolved.setup, cost_params(resolved.setup, engine=s.engine))
+    out = []
+    for t in tokens:
+        groups = max(1, min(t, s.max_loras, s.lora_adapters))
+        per_group = max(p[LP_BYTES_PER_ADAPTER] / p[LP_STREAM_BW], t / groups * p[LP_FLOPS_PER_TOKEN] / p[LP_LINEAR_RATE])
+        out.append(float(p[LP_LAUNCH_S] + groups * per_group) * 1e3)
+    return out

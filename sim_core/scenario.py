@@ -247,6 +247,9 @@ class Scenario(KVOffloadFields):
     spec_disable_above: int = Field(0, ge=0, le=4096,
                                     description="no drafts while more than this many requests run (vLLM's "
                                                 "speculative_disable_by_batch_size; 0: never)")
+    spec_k_policy: Literal["fixed", "goodput"] = Field(
+        "fixed", description="fixed: every step proposes spec_tokens; goodput: each step proposes the k (0 .. "
+                             "spec_tokens) with the most expected tokens per second for its batch (SmartSpec)")
     # LoRA adapters (sim_core/lora.py, issue #23); all off while lora_adapters is 0
     lora_adapters: int = Field(0, ge=0, le=lora.MAX_ADAPTERS, description=lora.HELP["lora_adapters"])
     lora_rank: int = Field(lora.DEFAULT_RANK, ge=1, le=max(lora.RANKS), description=lora.HELP["lora_rank"])
@@ -275,8 +278,9 @@ class Scenario(KVOffloadFields):
             for name in ("spec_tokens", "spec_acceptance", "spec_draft_model"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name}: needs spec_method (ngram, draft, eagle or mtp)")
-            if self.spec_disable_above:
-                raise ValueError("spec_disable_above: needs spec_method (ngram, draft, eagle or mtp)")
+            for name in ("spec_disable_above", "spec_k_policy"):
+                if getattr(self, name) not in (0, "fixed"):
+                    raise ValueError(f"{name}: needs spec_method (ngram, draft, eagle or mtp)")
         if self.spec_draft_model is not None and self.spec_method != "draft":
             raise ValueError("spec_draft_model: only for spec_method draft")
         return self

@@ -30,6 +30,7 @@ from .kernel.spec_decode import (
     N_SPEC_PARAMS,
     SP_CDF,
     SP_DISABLE_ABOVE,
+    SP_GOODPUT,
     SP_K,
     SP_METHOD,
     SP_NGRAM_FRAC,
@@ -46,6 +47,7 @@ from .kernel.spec_decode import (
     SP_SEED,
     SPEC_METHODS,
     SPEC_NGRAM,
+    goodput_table,
 )
 
 # Draft tokens per step when the scenario names a method but no count: DeepSeek-V3 serves MTP with one; vLLM's
@@ -153,7 +155,8 @@ def spec_params(scenario, resolved) -> np.ndarray:
     p[SP_K], p[SP_METHOD] = k, SPEC_METHODS[method]
     p[SP_SEED] = scenario.seed % 2147483647
     p[SP_DISABLE_ABOVE] = scenario.spec_disable_above
-    p[SP_CDF:] = acceptance_cdf(rates, k)
+    p[SP_GOODPUT] = 1.0 if scenario.spec_k_policy == "goodput" else 0.0
+    p[SP_CDF:SP_GOODPUT] = acceptance_cdf(rates, k)
     if SPEC_METHODS[method] == SPEC_NGRAM:
         p[SP_NGRAM_FRAC] = _entry(source_id="specdecode_bench_sim", method="ngram", unit="fraction",
                                   kind="proposer_cost")["value"]
@@ -206,3 +209,24 @@ def kv_blocks_beside_proposer(scenario, setup) -> int | None:
     free = setup.kv_free_bytes - setup.kv_reserved_bytes_per_gpu - weights
     return max(0, int(free // ((setup.kv_bytes_per_token_per_gpu + kv_per_token) * setup.block_size)))
 
+
+
+def goodput_estimates(scenario, resolved, seqs: int, context: int) -> np.ndarray:
+    """The engine's goodput estimate for a step of `seqs` decoding sequences of `context` tokens each, per draft
+    count k = 0 .. spec_tokens: rows of (expected tokens per sequence, verification step s, proposer s). The
+    spec_k_policy goodput pick is the k with the most seqs x tokens / (verification + proposer)."""
+    out = np.zeros((spec_tokens(scenario) + 1, 3))
+    goodput_table(spec_params(scenario, resolved), 0, C.cost_params(resolved.setup, engine=scenario.engine),
+                  seqs, seqs * context, out)
+    return out
+
+
+def decode_step_parts_ms(scenario, resolved, seqs: list[int], context: int) -> dict[str, list[float]]:
+    """What speculative decoding adds to decode-only steps of each batch size in `seqs` (sequences of `context`
+    tokens each), in ms, as the engine costs it with spec_tokens drafts: the verification's extra over a plain
+    decode step, and the proposer's passes. {} when off (the step-time figure's extra bands)."""
+    if spec_tokens(scenario) == 0:
+        return {}
+    tables = [goodput_estimates(scenario, resolved, b, context) for b in seqs]
+    return {"verify": [float(t[-1, 1] - t[0, 1]) * 1e3 for t in tables],
+            "draft": [float(t[-1, 2]) * 1e3 for t in tables]}

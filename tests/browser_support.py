@@ -119,6 +119,40 @@ def screenshot_dir() -> Path:
 # A Plotly figure container the dashboard's script has finished drawing (it sets data-drawn="1").
 DRAWN = "id => { const d = document.getElementById(id); return !!d && d.dataset.drawn === '1'; }"
 
+# Text drawn inside the plots (ticks, legends, notes), which axe-core leaves "to review" (it cannot tell an SVG
+# text's ground): each one's fill, with its opacity, against the figure's paper (or a note's own ground over it),
+# where it reads at under 4.5:1. Text inside a bar sits on the bar, not the paper: not measured here.
+LOW_CONTRAST_PLOT_TEXT = """() => {
+  const cx = document.createElement('canvas').getContext('2d');
+  const rgb = c => { cx.fillStyle = '#000'; cx.fillStyle = c; const f = cx.fillStyle;
+    return f[0] === '#' ? [1, 3, 5].map(i => parseInt(f.slice(i, i + 2), 16)).concat([1]) : f.match(/[\\d.]+/g).map(Number); };
+  const over = (fg, a, bg) => bg.slice(0, 3).map((x, i) => fg[i] * a + x * (1 - a));
+  const lum = c => { const l = c.map(x => { x /= 255; return x <= 0.04045 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2]; };
+  const ratio = (a, b) => { const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x); return (hi + 0.05) / (lo + 0.05); };
+  const low = [];
+  document.querySelectorAll('.js-plotly-plot').forEach(div => {
+    const paper = rgb(div._fullLayout.paper_bgcolor);
+    div.querySelectorAll('.main-svg text').forEach(t => {
+      if (!t.textContent.trim() || !t.getBoundingClientRect().width || t.closest('.bartext')) return;
+      const cs = getComputedStyle(t), fill = rgb(cs.fill);
+      let a = (fill[3] ?? 1) * Number(cs.fillOpacity);
+      for (let g = t; g && g.tagName !== 'svg'; g = g.parentElement) a *= Number(getComputedStyle(g).opacity);
+      let ground = paper.slice(0, 3);
+      const box = t.closest('.annotation') && t.closest('.annotation').querySelector('rect.bg');
+      if (box) { const b = rgb(getComputedStyle(box).fill); ground = over(b, (b[3] ?? 1) * Number(getComputedStyle(box).fillOpacity), ground); }
+      const r = ratio(over(fill, a, ground), ground);
+      if (r < 4.5) low.push({figure: div.id, text: t.textContent.trim().slice(0, 40), fill: cs.fill, ratio: +r.toFixed(2)});
+    });
+  });
+  return low;
+}"""
+
+# A theme applied to what is drawn (page.emulate_media switches it): the page's colours at once, each plot's once
+# app.js has recoloured it to its paper (the argument: LIGHT_PAPER or DARK_PAPER, app.js's LIGHT.paper, DARK.paper).
+THEME_DRAWN = """paper => [...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullLayout.paper_bgcolor === paper)"""
+LIGHT_PAPER, DARK_PAPER = "#ffffff", "#161b22"
+
 
 @contextlib.contextmanager
 def browser_site(app: Any) -> Iterator[tuple[str, Any]]:

@@ -80,6 +80,9 @@ def run_all() -> dict[str, dict]:
         s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, swap_space_gb=0.002, hardware="rtx3050",
                      preemption=mode, spec_method=method, spec_tokens=3, admission="admit")
         out[f"tight-spec-{method}-{mode}"] = record_requests(s, tight_workload(3))
+    s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050", spec_method="eagle", spec_tokens=3,
+                 spec_k_policy="goodput", admission="admit")  # each step's k from the goodput estimate
+    out["tight-spec-eagle-goodput"] = record_requests(s, tight_workload(3))
     for order in ("fcfs", "grouped"):  # LoRA adapters: the max_loras limit, host and disk loads, the grouped order
         s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050", lora_adapters=3, max_loras=1,
                      max_cpu_loras=2, lora_order=order, lora_aging_s=1e5, seed=7)  # seed 7: the orders differ

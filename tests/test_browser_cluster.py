@@ -14,7 +14,15 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
+from browser_support import (  # noqa: E402
+    DARK_PAPER,
+    DRAWN,
+    LIGHT_PAPER,
+    LOW_CONTRAST_PLOT_TEXT,
+    THEME_DRAWN,
+    open_page,
+    screenshot_dir,
+)
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
@@ -67,6 +75,11 @@ def test_cluster_figure_has_one_row_per_engine(site, kind, width, height):
             "d => d.data.filter(t => (t.name || '').startsWith('KV → ')).reduce((n, t) => n + t.x.length / 3, 0)")
         assert transfers == 40
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+    if width == 1440 and kind == "pd":  # each row's name, in its engine's colour, reads at 4.5:1 in the light theme, the dark, and
+        for scheme, paper in (("light", LIGHT_PAPER), ("dark", DARK_PAPER), ("light", LIGHT_PAPER)):  # back again
+            page.emulate_media(color_scheme=scheme)
+            page.wait_for_function(THEME_DRAWN, arg=paper, polling=100)
+            assert page.evaluate(LOW_CONTRAST_PLOT_TEXT) == [], scheme
     kv = page.locator("#card-kv")  # the KV view of one engine above, its list of engines inside the page
     kv.scroll_into_view_if_needed()
     page.wait_for_function(DRAWN, arg="plot-kv")

@@ -103,6 +103,8 @@ def test_model_intervals_show_as_ranges_error_bars_and_flip_warnings(site):
         table.scroll_into_view_if_needed()
         ranges = table.locator(".model-ci")
         assert ranges.count() > 4 and all("\u2013" in r for r in ranges.all_inner_texts())
+        fit = table.evaluate("c => [...c.querySelectorAll('.table-wrap')].map(w => [w.querySelector('table').scrollWidth, w.clientWidth])")
+        assert fit and all(inner <= wrap for inner, wrap in fit), fit  # the ranges fit their columns
         # Every order flip the API warns of is among the page's warnings.
         flips = {x for e in api.values() for x in e["warnings"] if "swap places" in x}
         warned = page.evaluate("() => Array.from(document.querySelectorAll('#run-warnings li'))"

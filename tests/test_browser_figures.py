@@ -1,4 +1,5 @@
-"""Figures ready for slides (issue #26) in a real browser (Debian's chromium through Playwright): goodput bands over
+"""Figures ready for slides (issue #26) in a real browser (Debian's chromium through Playwright): the saturated
+scenario's warnings by the headline, in exports and in embeds' captions and cards; goodput bands over
 seeds drawn translucent and within what they measure, a 1920x1080 export whose text is scaled for the slide and
 which carries the figure's title, the scenario's caption and the runs' warnings, embeds whose text grows with
 their frame, and a metrics embed that fits its frame without scrolling inside it. Screenshots go to
@@ -13,6 +14,7 @@ import pytest
 pytest.importorskip("playwright")
 
 from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
@@ -40,8 +42,9 @@ def alpha(colour: str) -> float:
     return float(m.group(1)) if m else 1.0  # a #rrggbb fill is opaque
 
 
-def test_goodput_bands_over_seeds_are_translucent_and_attainment_stays_within_100(page):
-    page.goto(f"{page.base}/?{SCENARIO}&seeds=2&rate_min=2&rate_max=6&rate_step=4")
+def check_goodput_bands(page, shot: str) -> None:
+    """The goodput card's 95% bands over seeds: filled translucent in their scheduler's colour, under every line,
+    attainment within [0, 100] % and goodput from 0 to the arrival rate."""
     wait_drawn(page, "plot-goodput")
     traces = page.locator("#plot-goodput").evaluate(
         "d => d.data.map(t => ({name: t.name, fill: t.fill || null, fillcolor: t.fillcolor || null,"
@@ -55,7 +58,7 @@ def test_goodput_bands_over_seeds_are_translucent_and_attainment_stays_within_10
     assert min(y for t in bands for y in t["y"]) >= 0
     names = [t["name"] for t in traces]
     assert max(names.index(t["name"]) for t in bands) < names.index("fcfs")  # under the lines
-    page.locator("#card-goodput").screenshot(path=SHOTS / "50-goodput-bands-1440x900.png")
+    page.locator("#card-goodput").screenshot(path=SHOTS / shot)
 
 
 # Remembers the figure Plotly.downloadImage is handed (what the exported file draws), then downloads it as before.
@@ -70,9 +73,14 @@ def download(page, card: str, fmt: str) -> str:
 
 
 @pytest.mark.parametrize("width, height", [(1440, 900), (390, 844)])
-def test_a_1080p_export_scales_its_text_and_carries_title_caption_and_warnings(page, width, height):
+def test_a_1080p_export_scales_its_text_carries_title_caption_and_warnings_and_bands_read(page, width, height):
     page.set_viewport_size({"width": width, "height": height})
-    page.goto(f"{page.base}/?{SCENARIO}&seeds=2&max_seqs=64")
+    page.goto(f"{page.base}/?{SCENARIO}&seeds=2&max_seqs=64&rate_min=2&rate_max=6&rate_step=4")
+    summary = page.locator("#run-warnings summary")  # the saturated runs' warning by the headline, first screen
+    expect(summary).to_contain_text("saturated (fcfs, chunked)")
+    assert summary.bounding_box()["y"] + summary.bounding_box()["height"] <= height
+    # The same page's goodput curves over the two seeds (swept once, the phone's visit finds them done).
+    check_goodput_bands(page, f"50-goodput-bands-{width}x{height}.png")
     wait_drawn(page, "plot-cdf")
     page.evaluate(CAPTURE_EXPORT)
     page.select_option("[data-export-size]", "1920x1080")
@@ -85,7 +93,8 @@ def test_a_1080p_export_scales_its_text_and_carries_title_caption_and_warnings(p
     assert layout["font"]["size"] >= SLIDE_AXIS_PX  # tick labels and legend inherit it
     assert "Latency distributions" in layout["title"]["text"]
     footer = next(a["text"] for a in layout["annotations"] if a.get("name") == "export-caption")
-    for phrase in ("fcfs, chunked", "seed 0", "means over 2 seeds", "max sequences 64", "extrapolated"):
+    for phrase in ("fcfs, chunked", "seed 0", "means over 2 seeds", "max sequences 64", "extrapolated",
+                   "saturated"):
         assert phrase in footer, (phrase, footer)
     # The SVG is the same figure: its axis titles are drawn at the slide's size, with the title and caption.
     svg = open(download(page, "#card-cdf", "svg"), encoding="utf-8").read()
@@ -94,6 +103,11 @@ def test_a_1080p_export_scales_its_text_and_carries_title_caption_and_warnings(p
     assert "Latency distributions" in svg and "means over 2 seeds" in svg and "extrapolated" in svg
     # On screen nothing changed: the card's own figure keeps its 12 px axis titles.
     assert page.locator("#plot-cdf").evaluate("d => d._fullLayout.xaxis.title.font.size") == 12
+    # An embed of the same runs (cached) with the scenario's caption says they are saturated under it.
+    page.goto(f"{page.base}/embed/cdf?{SCENARIO}&seeds=2&max_seqs=64&caption=1")
+    warning = page.locator("#embed-caption .caption-warning")
+    expect(warning).to_contain_text("saturated (fcfs, chunked)")
+    assert warning.bounding_box()["y"] + warning.bounding_box()["height"] <= height  # in the frame, not below it
 
 
 def embed_frame(page, figure: str, width: int, height: int, query: str = SCENARIO + "&caption=1"):
@@ -118,6 +132,9 @@ def test_the_metrics_embed_fits_its_frame_without_scrolling_inside(page, width, 
     for name, sw, cw, sh, ch in frame.evaluate(SCROLLERS):
         assert sw <= cw and sh <= ch, (name, sw, cw, sh, ch)
     assert frame.locator("#card-metrics td.num").count() > 0
+    # the note under the table is zoomed with it, not left at its own size beside a shrunk or grown table
+    zooms = frame.evaluate("() => ['.metrics-grid', '#bounds-note'].map(s => document.querySelector(s).style.zoom)")
+    assert zooms[0] and zooms[0] == zooms[1], zooms
     page.screenshot(path=SHOTS / f"51-embed-metrics-{width}x{height}.png")
 
 
@@ -127,6 +144,10 @@ def test_an_embeds_text_grows_with_a_1080p_frame(page):
     assert len(sizes) == 3 and min(sizes) >= SLIDE_AXIS_PX, sizes
     caption = frame.locator("#embed-caption").evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
     assert caption >= 0.02 * 1080, caption
+    # the saturated scenario's warning under it grows too (it was 11 px, 1% of the frame)
+    warning = frame.locator("#embed-caption .caption-warning")
+    assert "saturated" in warning.inner_text()
+    assert warning.evaluate("e => parseFloat(getComputedStyle(e).fontSize)") >= 0.8 * caption
     page.screenshot(path=SHOTS / "52-embed-cdf-1920x1080.png")
 
 
@@ -160,4 +181,6 @@ def test_a_1080p_gantt_embed_scales_its_text_but_not_its_rows(page):
         served: JSON.parse(document.querySelector('script[data-figure-for="plot-gantt-chunked"]').textContent)
             .data.filter(t => t.mode === 'lines').map(t => t.line.width)})""")
     assert drawn["title"] >= SLIDE_AXIS_PX
+    warning = frame.locator("#card-gantt-chunked .card-warning")  # the saturated run's own warning, slide-sized
+    assert warning.evaluate("e => parseFloat(getComputedStyle(e).fontSize)") >= SLIDE_AXIS_PX
     assert drawn["widths"] == drawn["served"] and drawn["widths"], drawn  # a row's thickness fits the plot already

@@ -252,6 +252,13 @@ def test_the_preset_gallery_opens_each_experiment_in_one_click_and_says_whether_
                 "els => els.map(e => e.value)"))
             assert checked == ["fcfs", "static"]
             page.screenshot(path=SHOTS / f"36-experiment-orca-{width}x{height}.png")
+            if width > 1000:  # issue #23's speculative-decoding experiment: its claims, and the step-time bands
+                page.locator('#gallery a[data-experiment="spec"]').click()
+                expect(page.locator("#experiment")).to_have_attribute("data-held", "true", timeout=60_000)
+                wait_drawn(page, "plot-step-time")
+                names = page.locator('[data-figure="step-time"]').evaluate("d => d.data.map(t => t.name)")
+                assert {"verifying drafts", "proposer (drafting)"} <= set(names), names
+                page.locator("#card-step-time").screenshot(path=SHOTS / "31-steptime-spec-1440x900.png")
             assert page.errors == [], page.errors
         finally:
             context.close()

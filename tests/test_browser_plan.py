@@ -78,5 +78,10 @@ def test_plan_tab_searches_with_progress_then_links_each_plan_to_its_scenario(si
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     card = page.locator("#card-plans").bounding_box()
     assert card["x"] >= 0 and card["x"] + card["width"] <= 390
+    # The chart's notes (what plans are judged on, the TTFT target's meaning) are whole: none runs past the plot.
+    notes = page.locator("#plot-pareto").evaluate("""d => { const r = d.getBoundingClientRect();
+        return [...d.querySelectorAll('.annotation')].map(a => { const b = a.getBoundingClientRect();
+            return [a.textContent, b.left - r.left, r.right - b.right]; }); }""")
+    assert any("SLO attainment" in t for t, _, _ in notes) and all(left >= 0 and right >= 0 for _, left, right in notes), notes
     page.screenshot(path=SHOTS / "plan-3-phone.png", full_page=True)
     phone.close()

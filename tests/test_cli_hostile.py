@@ -4,6 +4,7 @@ refusal is one `error:` line naming the flag it is about, never a traceback, a h
 
 from __future__ import annotations
 
+import argparse
 import errno
 import json
 import os
@@ -71,6 +72,21 @@ def test_the_bisection_ends_whatever_tolerance_a_library_caller_passes(monkeypat
     assert runs == 2 + 5  # the start, one doubling, five bisections
 
 
+def test_the_flags_bounds_are_the_search_models(capsys):
+    from app.cli.commands.capacity import slo_target, tolerance
+    from sim_core.fields import field_info
+    from sim_core.studies.capacity import MIN_TOLERANCE, CapacitySearch
+
+    assert field_info("tolerance", CapacitySearch).lo == MIN_TOLERANCE
+    assert tolerance(repr(MIN_TOLERANCE)) == MIN_TOLERANCE and slo_target("1") == 1
+    for parse, text in ((tolerance, repr(MIN_TOLERANCE * 0.99)), (tolerance, "1.01"), (slo_target, "0"),
+                        (slo_target, "1.01"), (tolerance, "inf")):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)
+    assert main(["capacity", "--help"]) == 0
+    assert f">= {MIN_TOLERANCE:g}, <= 1" in " ".join(capsys.readouterr().out.split())
+
+
 def test_a_target_of_zero_is_refused_and_the_search_never_passes_the_highest_rate(capsys):
     err = one_error(capsys, "--target:", "capacity", "--hardware", "rtx3050", "--target", "0")
     assert "greater than 0" in err
@@ -101,6 +117,28 @@ def test_a_trace_file_is_read_as_its_text_is(tmp_path, name):
     streamed, whole = read_trace_file(str(path), 100), read_trace(TRACES[name], 100)
     for field in ("arrival_s", "prompt_tokens", "output_tokens"):
         assert getattr(streamed, field).tolist() == getattr(whole, field).tolist()
+
+
+def test_a_trace_over_the_row_limit_is_refused_before_any_row_is_parsed(tmp_path, capsys, monkeypatch):
+    import sim_core.runner
+    import sim_core.traces
+
+    path = tmp_path / "long.csv"
+    # Blank and short lines are no rows: 40 requests among them pass a limit of 40.
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{k},10,4\n\n \r\n" for k in range(40)),
+                    encoding="utf-8")
+    assert len(read_trace_file(str(path), 40).arrival_s) == 40
+    parsed = []
+    monkeypatch.setattr(sim_core.traces, "read_trace", lambda *a: parsed.append(a))
+    for chunk in (1 << 23, 7):  # one chunk, and rows split across chunks
+        monkeypatch.setattr(sim_core.traces, "COUNT_CHUNK_BYTES", chunk)
+        with pytest.raises(TraceError, match="more than 39 requests .*counted 40"):
+            read_trace_file(str(path), 39)
+    assert not parsed
+    monkeypatch.undo()
+    monkeypatch.setattr(sim_core.runner, "MAX_TRACE_ROWS", 39)
+    err = one_error(capsys, f"--trace {path}:", "run", "--trace", path, "--hardware", "rtx3050")
+    assert "more than 39 requests (the limit)" in err
 
 
 def test_a_trace_without_newlines_is_refused_after_one_line_not_read_whole(tmp_path, capsys):
@@ -157,19 +195,47 @@ def test_hostile_benchmark_results_are_one_error_line_naming_the_flag(tmp_path, 
 # ---------------------------------------------------------------------------------------------------------
 # which file a flag names
 # ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("flag", "argv"), [
-    ("--hardware-profile /dev/zero:", ["run", "--hardware", "h100", "--hardware-profile", "/dev/zero"]),
-    ("--from /dev/zero:", ["calibrate", "--from", "/dev/zero", "--hardware", "h100", "--out", "p.json"]),
-])
+INPUT_FLAGS = [  # (the flag as its error names it, a command line with FILE where the input goes)
+    ("--hardware-profile:", ["run", "--hardware", "h100", "--hardware-profile", "FILE"]),
+    ("--from:", ["calibrate", "--from", "FILE", "--hardware", "h100", "--out", "p.json"]),
+    ("--model-config:", ["run", "--hardware", "h100", "--model-config", "FILE"]),
+    ("--trace FILE:", ["run", "--hardware", "h100", "--trace", "FILE"]),
+]
+
+
+@pytest.mark.parametrize(("flag", "argv"), INPUT_FLAGS)
 def test_a_device_is_not_reported_as_missing(capsys, tmp_path, monkeypatch, flag, argv):
     monkeypatch.chdir(tmp_path)
-    err = one_error(capsys, flag, *argv)
-    assert "no such file" not in err and "larger than" in err
+    err = one_error(capsys, flag.replace("FILE", "/dev/zero"), *[a.replace("FILE", "/dev/zero") for a in argv])
+    assert "no such file" not in err and "is a character device, not a regular file" in err
+
+
+@pytest.mark.parametrize(("flag", "argv"), INPUT_FLAGS)
+def test_a_fifo_is_refused_before_it_is_opened(capsys, tmp_path, monkeypatch, flag, argv):
+    """Opening a FIFO for reading blocks until a writer comes: the command would hang; an alarm fails it instead."""
+    import signal
+
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("pipe")
+
+    def hung(*_):
+        raise TimeoutError("the command opened the FIFO and waited for a writer")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        err = one_error(capsys, flag.replace("FILE", "pipe"), *[a.replace("FILE", "pipe") for a in argv])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert "is a FIFO (named pipe), not a regular file" in err
 
 
 def test_a_directory_is_named_as_one(capsys, tmp_path):
     err = one_error(capsys, "--from:", "calibrate", "--from", tmp_path, "--hardware", "h100", "--out", "p.json")
     assert "is a directory" in err
+    err = one_error(capsys, "--dir:", "validate", "--quick", "--dir", "/dev/zero")
+    assert "is not a directory" in err and "no such" not in err
 
 
 def test_calibrate_out_problems_name_out_not_trace_out(capsys, tmp_path, monkeypatch):
@@ -223,6 +289,19 @@ def test_a_shared_scenario_cannot_make_the_cli_read_a_file(capsys, tmp_path):
         err = one_error(capsys, "--scenario:", *command.split(), "--scenario",
                         f"http://x/?hardware=rtx3050&trace={secret}")
         assert "TOP-SECRET" not in err and "--trace FILE" in err
+
+
+def test_a_shared_scenario_cannot_make_the_cli_read_a_model_config(capsys, tmp_path):
+    from app.cli.flags import query_scenario
+
+    secret = tmp_path / "config.json"
+    secret.write_text('{"model_type": "TOP-SECRET"}', encoding="utf-8")
+    err = one_error(capsys, "--scenario:", "run", "--scenario", f"http://x/?hardware=h100&model_file={secret}")
+    assert "TOP-SECRET" not in err and "--model-config FILE" in err
+    err = one_error(capsys, "--a:", "diff", "--a", f"model_file={secret}", "--b", "scheduler=chunked")
+    assert "TOP-SECRET" not in err and "may not make this command read" in err
+    # --model-config beside it wins, as --trace does: the query's path is dropped, never read
+    assert query_scenario(f"rate=2&model_file={secret}", files_given=("model_file",))[0] == {"rate": "2"}
 
 
 def test_diff_queries_cannot_make_the_cli_read_a_file(capsys, tmp_path):

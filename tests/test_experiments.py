@@ -8,7 +8,7 @@ import pytest
 from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
 from sim_core.studies.experiments import BY_KEY, EXPERIMENTS, run_query, split_query
 
-CLASSICS = {"orca", "sarathi", "spf", "aging", "slo", "vtc", "cache"}
+CLASSICS = {"orca", "sarathi", "spf", "aging", "slo", "vtc", "cache", "spec", "offload", "lora"}
 
 
 def test_the_gallery_has_the_classic_experiments():

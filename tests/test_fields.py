@@ -77,3 +77,14 @@ def test_dashboard_form_takes_choices_and_bounds_from_the_model():
             assert f.inputmode == ("numeric" if info.is_int else "decimal"), name
         allowed = web_range_text(name) or range_text(name)  # the web's own bound where it is tighter
         assert f.help.startswith(info.description) and allowed in f.help, name
+
+
+def test_the_engine_mechanisms_have_labelled_controls_in_the_advanced_section():
+    """Speculative decoding, KV offload and LoRA (issue #23): their fields sit in the form's Advanced section,
+    each with a label of its own rather than its field name."""
+    advanced = {f.name: f for f in build_form({}, {}, page_defaults={}).advanced}
+    for name in ("spec_method", "spec_tokens", "spec_k_policy", "spec_disable_above", "kv_offload_cpu_gb",
+                 "kv_offload_disk_gb", "kv_offload_policy", "lora_adapters", "max_loras", "max_cpu_loras",
+                 "lora_order"):
+        assert name in advanced, name
+        assert advanced[name].label != name.replace("_", " ").capitalize(), name

@@ -104,7 +104,8 @@ def sweep_result(ci: bool = True, knees=(4.0, 4.0)) -> dict:
     def point(rate, good, att):
         p = {"rate": rate, "goodput": good, "slo_attainment": att}
         if ci:
-            p["ci95"] = {"goodput": [good - 1.5, good + 1.5], "slo_attainment": [att - 0.2, att + 0.063]}
+            p["ci95"] = {"goodput": [good - 1.5, good + 1.5], "slo_attainment": [att - 0.2, att + 0.063],
+                         "arrival_rate": [rate - 0.5, rate + 0.3]}
         return p
 
     return {"rates": [2.0, 4.0, 6.0], "target_attainment": 0.9, "schedulers": {
@@ -165,6 +166,11 @@ def test_goodput_bands_are_translucent_under_the_lines_and_clipped():
     goodput = [y for t in fig["data"] if t["name"].endswith("band") and "yaxis" not in t for y in t["y"]]
     assert max(attainment) == 100 and min(attainment) >= 0  # 106.3% before: clipped at 100
     assert min(goodput) == 0  # 1.0 - 1.5 clipped at 0
+    # goodput is at most the arrival rate: 1.0 + 1.5 at 2 req/s offered is clipped at the arrival's 2.3
+    high = next(t["y"] for t in fig["data"] if t["name"] == "fcfs 95% band" and "fill" not in t and "yaxis" not in t)
+    assert high == [2.3, 4.3, 3.5]
+    assert fig["layout"]["yaxis"]["range"] == [0, 6.6]  # the offered 6 req/s and 10% above: no band sets it
+    assert "range" not in goodput_figure(sweep_result(ci=False))["layout"]["yaxis"]  # one seed: plotly's own
     assert _ci_bands("fcfs", "#e8590c", sweep_result(ci=False)["schedulers"]["fcfs"]["points"]) == []
 
 
@@ -200,13 +206,30 @@ def test_every_figure_carries_its_export_title_caption_and_warnings(every_schedu
     for card in ctx["cards"]:
         for fig in plotly_figures(card.data):
             info = fig["export"]
-            assert info["title"].startswith(card.figure.title) and info["caption"].startswith("static, fcfs")
+            # a Gantt's panel is one scheduler's run: its caption names that scheduler alone
+            who = info["title"].split(" — ")[1] + " · " if card.figure.name == "gantt" else "static, fcfs, "
+            assert info["title"].startswith(card.figure.title) and info["caption"].startswith(who), info
             assert any("extrapolated" in w for w in info["warnings"])  # the RTX 3050 is outside the validation set
             assert not any("it measures" in w for w in info["warnings"])  # the footer's short form
     kv = next(card.data for card in ctx["cards"] if card.figure.name == "kv")
     assert kv["kv"]["export"]["title"] == "KV-cache blocks over time"
     gantt = next(card.data for card in ctx["cards"] if card.figure.name == "gantt")
     assert gantt[1]["figure"]["export"]["title"].endswith("— fcfs")
+
+
+def test_a_panels_export_carries_its_own_runs_warnings_alone():
+    from app.web.figures import Results, attach_export, export_info
+
+    req = parse_request(query_to_dict([kv.split("=") for kv in (QUERY + "&schedulers=fcfs,chunked").split("&")]))
+    views = [SimpleNamespace(scheduler="fcfs", warnings=("extrapolated", "saturated: 8 still waiting")),
+             SimpleNamespace(scheduler="chunked", warnings=("extrapolated",))]
+    results = Results(req, views)
+    panels = [{"name": v.scheduler, "figure": {"data": [], "layout": {}}} for v in views]
+    attach_export(panels, export_info(results, "Gantt"), results)
+    fcfs, chunked = (p["figure"]["export"] for p in panels)
+    assert fcfs["warnings"] == ["extrapolated", "saturated: 8 still waiting"] and fcfs["title"] == "Gantt — fcfs"
+    assert chunked["warnings"] == ["extrapolated"] and chunked["caption"].startswith("chunked · ")
+    assert export_info(results, "CDF")["warnings"] == ["extrapolated", "fcfs: saturated: 8 still waiting"]
 
 
 def test_the_export_caption_names_the_seeds_and_the_settings_changed():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import os
 
@@ -23,11 +24,13 @@ import sim_core.studies.executor
 import sim_core.studies.frontier
 import sim_core.studies.planner
 import sim_core.studies.sweep
+import sim_core.studies.validation
 from app.cli import dispatch, main, simulate
 
 EXAMPLES = int(os.environ.get("FUZZ_CLI_EXAMPLES", "150"))
 # `serve` starts a server; tests/test_cli.py covers its flags
-COMMANDS = ("run", "compare", "diff", "sweep", "capacity", "plan", "frontier", "list", "calibrate")
+COMMANDS = ("run", "compare", "diff", "sweep", "capacity", "plan", "frontier", "list", "calibrate", "step-time",
+            "validate")
 
 
 def _flags_of(command: str) -> list[str]:
@@ -44,7 +47,9 @@ ODD_VALUES = ["", " ", "-1", "0", "1", "2", "1e-320", "1e-300", "1e400", "-0", "
               "scheduler=fcfs&workload=chat", "workload=chat&rate=-1", "seed=9&num_requests=5", "schedulers=x,y",
               # issue #26's hostile inputs: files bounded_cli writes, links that name local files, non-queries
               "deep.json", "huge-int.json", "one-line.csv", "http://x/?trace=/etc/passwd", "hardware=a100&trace=x.csv",
-              "not a url", "http://x/", "0.00001"]
+              "not a url", "http://x/", "0.00001",
+              # a FIFO (opening it blocks: a hang), a link naming a local model config, a validation dir without tables
+              "pipe", "http://x/?model_file=/etc/passwd", "model_file=deep.json&hardware=h100", "empty-dir"]
 HOSTILE_FILES = {"deep.json": "[" * 100_000 + "]" * 100_000, "huge-int.json": '{"tp": 1' + "0" * 5000 + "}",
                  "one-line.csv": "arrival_s," + "9" * (1 << 21)}
 VALUES = st.one_of(st.sampled_from(ODD_VALUES), st.text(max_size=12), st.integers().map(str),
@@ -86,9 +91,14 @@ def bounded_cli(monkeypatch, tmp_path):
     monkeypatch.setattr(simulate, "NOTE_REQUESTS", float("inf"))  # the note generates the whole workload
     # Any --executor runs here, in this process: the fuzzing is about the flags (tests/test_executor.py runs Ray).
     monkeypatch.setattr(sim_core.studies.executor, "make_executor", lambda kind, **kw: sim_core.studies.executor.LocalExecutor(1))
+    # validate's simulated rows take minutes: its tables' other rows, once per directory, are what it is fuzzed on
+    quick_checks = functools.cache(functools.partial(sim_core.studies.validation.checks, simulate=False))
+    monkeypatch.setattr(sim_core.studies.validation, "checks", lambda directory, simulate=True: quick_checks(directory))
     monkeypatch.chdir(tmp_path)
     for name, text in HOSTILE_FILES.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "empty-dir").mkdir()
 
 
 def test_any_command_line_works_or_says_why_in_one_line(bounded_cli):

@@ -68,16 +68,22 @@ def test_more_adapters_than_slots_costs_throughput_and_grouped_order_recovers_pa
     assert grouped < all_in
 
 
-def test_throughput_stays_nearly_flat_as_active_adapters_grow_when_all_fit():
-    """S-LoRA's shape (arXiv 2311.03285: thousands of adapters served "with a small overhead"): with every adapter
-    allowed in a batch and no disk loads, chat at 12 req/s finished 6.97 req/s within the arrival window with 1
-    adapter, 6.93 with 8, 6.87 with 64 and 6.81 with 512 (no adapters: 7.13). The paper's per-count measurements
-    are not in sim_core/data/lora.json yet, so this checks the shape: within 20% of one adapter, never rising."""
-    base = dict(workload="chat", rate=12, num_requests=400, seed=1, lora_disk_load_s=0.0)
-    got = [_in_window_throughput(run(Scenario(**base, lora_adapters=n, max_loras=n, max_cpu_loras=n)))
-           for n in (1, 8, 64, 512)]
-    assert all(later <= earlier for earlier, later in zip(got, got[1:], strict=False))
-    assert got[-1] >= 0.8 * got[0] and got[-1] < got[0]
+def test_throughput_vs_adapters_follows_s_loras_measured_curve_within_20_percent():
+    """S-LoRA's Table 3 and its "Number of Adapters" figure (validation/lora_serving.csv, SOURCES.md slora_table3,
+    slora_fig_num_adapters), each run simulated as its benchmark ran (studies/lora_checks.py): every point's
+    throughput over its series' fewest adapters stays within 20% of the measured ratio (issue #23). Measured then,
+    all 35 points were within 19%; the model is flatter than S-LoRA wherever the GPU is tight (A100-40GB S4 at 200
+    adapters: 0.843 measured, 0.999 predicted, +18.5%), as adapter weights take no KV room here."""
+    from sim_core.studies import lora_checks
+
+    shape = lora_checks.shape(lora_checks.lora_checks())
+    assert {s["group"] for s in shape} == {"slora_table3", "slora_fig_num_adapters"} and len(shape) == 35
+    worst = max(shape, key=lambda s: abs(s["error"]))
+    assert abs(worst["error"]) <= 0.20, worst
+    # The model's own curve never rises with more adapters (each adds its own weights' reads and loads).
+    for key in {(s["group"], s["series"]) for s in shape}:
+        ratios = [s["predicted"] for s in sorted(shape, key=lambda s: s["adapters"]) if (s["group"], s["series"]) == key]
+        assert all(b <= a + 1e-9 for a, b in zip(ratios, ratios[1:], strict=False)), key
 
 
 # ---- cost ------------------------------------------------------------------------------------------------------

@@ -350,14 +350,16 @@ def test_invariants_on_random_scenarios(scheduler, preemption, data):
 @given(scheduler=st.sampled_from([n for n in SCHEDULER_NAMES if n != "static"]),
        preemption=st.sampled_from(PREEMPTION_MODES), method=st.sampled_from(["ngram", "draft", "eagle", "mtp"]),
        k=st.integers(0, 6), acceptance=st.sampled_from([None, 0.2, 0.95]), disable_above=st.sampled_from([0, 2]),
-       data=st.data())
-def test_invariants_with_speculative_decoding(scheduler, preemption, method, k, acceptance, disable_above, data):
+       k_policy=st.sampled_from(["fixed", "goodput"]), data=st.data())
+def test_invariants_with_speculative_decoding(scheduler, preemption, method, k, acceptance, disable_above, k_policy,
+                                              data):
     """Drafts verified in the token budget, KV for k + 1 tokens per decoding sequence, bursts of accepted tokens:
     no leaked block, every request finished or rejected once, tokens conserved (check_invariants)."""
     kw = data.draw(scenario_kwargs(scheduler, preemption))
     if "spec_method" not in FIELDS:
         pytest.skip("no speculative decoding in this build")
-    kw.update(spec_method=method, spec_tokens=k, spec_acceptance=acceptance, spec_disable_above=disable_above)
+    kw.update(spec_method=method, spec_tokens=k, spec_acceptance=acceptance, spec_disable_above=disable_above,
+              spec_k_policy=k_policy)
     s = Scenario(**{key: v for key, v in kw.items() if v is not None})
     res = simulate_requests(s, resolve(s), data.draw(explicit_requests()), kv_frame_times=FRAME_TIMES,
                             record_events=True, debug_checks=True)

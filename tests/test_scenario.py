@@ -114,6 +114,7 @@ STRATEGIES = {
     "spec_acceptance": _maybe(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True)),
     "spec_draft_model": _maybe(st.sampled_from(sorted(MODELS))),
     "spec_disable_above": st.integers(0, 4096),
+    "spec_k_policy": st.sampled_from(["fixed", "goodput"]),
     "lora_adapters": st.integers(0, 100_000),
     "lora_rank": st.integers(1, 512),
     "lora_targets": st.lists(st.sampled_from(["q", "k", "v", "o", "gate", "up", "down"]), min_size=1,
@@ -151,7 +152,7 @@ def scenarios(draw) -> Scenario:
             fields.pop(name, None)
     _expert_parallel_fields(fields, max(pools) > 0)
     if fields.get("spec_method") is None:  # speculative decoding's settings need a proposer
-        for name in ("spec_tokens", "spec_acceptance", "spec_draft_model", "spec_disable_above"):
+        for name in ("spec_tokens", "spec_acceptance", "spec_draft_model", "spec_disable_above", "spec_k_policy"):
             fields.pop(name, None)
     elif fields["spec_method"] != "draft":
         fields.pop("spec_draft_model", None)

@@ -83,3 +83,24 @@ def test_typical_context_is_the_runs_mean_prompt_plus_half_its_mean_output():
     assert typical_decode_context({"num_requests": 10, "prefill_tokens": 6000, "prefill_tokens_saved": 1000,
                                    "decode_tokens": 2000}) == 800
     assert typical_decode_context({"num_requests": 0}) == 1
+
+
+def test_the_decode_panel_stacks_the_runs_speculation_and_lora_parts_as_the_engine_costs_them():
+    """With EAGLE and LoRA on, the decode panel gains three bands (verification, proposer, LoRA kernels); the
+    verification's extra grows with the batch; a plain run's figure has none."""
+    from types import SimpleNamespace
+
+    from app.web.figures.step_time import EXTRA_STYLE, steptime_context
+    from sim_core import Scenario
+
+    view = SimpleNamespace(metrics={"num_requests": 0}, setup={"token_budget": 1024})
+    on = Scenario(hardware="a100", model="llama-3-8b", spec_method="eagle", spec_tokens=4, lora_adapters=16,
+                  max_loras=4)
+    fig = steptime_context(on, view)["figure"]
+    extra = {t["name"]: t for t in fig["data"] if t["name"] in {label for label, _ in EXTRA_STYLE.values()}}
+    assert set(extra) == {label for label, _ in EXTRA_STYLE.values()}
+    assert all(t["xaxis"] == "x2" for t in extra.values())  # the decode panel only
+    verify = extra["verifying drafts"]["y"]
+    assert verify[0] > 0 and verify[-1] > verify[0]
+    plain = steptime_context(Scenario(hardware="a100", model="llama-3-8b"), view)["figure"]
+    assert len(plain["data"]) == len(CURVE_KINDS) * len(COMPONENTS)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from sim_core.studies import gathered, inferencex, model_error, trtllm_bench, validation
+from sim_core.studies import gathered, inferencex, lora_checks, model_error, trtllm_bench, validation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,8 +89,12 @@ def test_validate_command_prints_tables_json_and_markdown(capsys):
     # --quick), then one per source of the gathered files (alltoall.csv's predicted, the others waiting).
     waiting = {r["group"] for r in doc["rows"] if r["source"] in (*gathered.GATHERED, "alltoall.csv")}
     points = {r["group"] for r in doc["rows"] if r["source"] == inferencex.FILE}
+    # Last, S-LoRA's runs (lora_serving.csv, simulated with adapters: skipped under --quick).
+    slora = {r["group"] for r in doc["rows"] if r["source"] == lora_checks.FILE}
     order = list(doc["summary"]).index
-    assert list(doc["summary"]) == list(validation.GROUPS) + sorted(points, key=order) + sorted(waiting, key=order)
+    assert list(doc["summary"]) == (list(validation.GROUPS) + sorted(points, key=order) + sorted(waiting, key=order)
+                                    + sorted(slora, key=order))
+    assert slora == {"slora_table3", "slora_fig_num_adapters"} and doc["lora_shape"] == []
     assert waiting and points and not (waiting | points) & set(validation.GROUPS)
     assert "frontier" in doc and all(r["predicted"] is None for r in doc["rows"] if r["group"] in points)
     assert any(s["variant"] == "tp=2" for s in doc["speedups"])

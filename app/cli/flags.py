@@ -72,12 +72,19 @@ def add_scenario_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...]
 PAGE_ONLY_KEYS = ("t", "rate_min", "rate_max", "rate_step")
 
 
-def query_scenario(text: str, trace_given: bool = False,
-                   has_trace_flag: bool = True) -> tuple[dict[str, str], list[str] | None]:
+# Scenario fields whose value is a path on this machine: a query (a shared link, a plan's scenario) may name one
+# only when its flag is given beside it, which wins, so a link from elsewhere never makes a command read a file
+# of this machine (and quote its first line in an error). hardware_profile's value is the profile itself.
+LOCAL_FILE_FIELDS = ("trace", "model_file")
+
+
+def query_scenario(text: str, trace_given: bool = False, has_trace_flag: bool = True,
+                   files_given: tuple[str, ...] = ()) -> tuple[dict[str, str], list[str] | None]:
     """--scenario QUERY: (its scenario fields, its schedulers if it names several). A whole URL is cut at '?'.
     A query that names a trace file (a plan's scenario does) needs --trace beside it (`trace_given`), which wins:
-    a link from elsewhere must not make this command read a file of this machine (and quote it in an error).
-    `has_trace_flag`: whether the command has a --trace to suggest (diff's --a and --b have none)."""
+    a link from elsewhere must not make this command read a file of this machine (and quote it in an error);
+    so does any other LOCAL_FILE_FIELDS field, with its flag (`files_given`: the fields whose flags were given).
+    `has_trace_flag`: whether the command has those flags to suggest (diff's --a and --b have none)."""
     from urllib.parse import parse_qsl
 
     fields: dict[str, str] = {}
@@ -93,7 +100,7 @@ def query_scenario(text: str, trace_given: bool = False,
         elif key == "upload":
             raise UsageError("--scenario: its trace was uploaded to a dashboard and lives there; give the file "
                              "with --trace FILE instead")
-        elif key == "model_file" and re.fullmatch(r"[0-9a-f]{16}", value) and not os.path.exists(value):
+        elif key == "model_file" and key not in files_given and re.fullmatch(r"[0-9a-f]{16}", value) and not os.path.exists(value):
             raise UsageError("--scenario: its model's config.json was uploaded to a dashboard and lives there "
                              "(model_file names it by its id); give the file with --model-config FILE instead")
         elif key == "trace":
@@ -102,6 +109,13 @@ def query_scenario(text: str, trace_given: bool = False,
                                  "give the file with --trace FILE" if has_trace_flag else
                                  "--scenario: it names a trace file, which a query may not make this command read "
                                  "(a shared link must not read this machine's files)")
+        elif key in LOCAL_FILE_FIELDS:
+            if key not in files_given:
+                flag = flag_name(key)
+                raise UsageError(f"--scenario: it names a file ({key}), which this command reads only from {flag}: "
+                                 f"give the file with {flag} FILE" if has_trace_flag else
+                                 f"--scenario: it names a file ({key}), which a query may not make this command "
+                                 "read (a shared link must not read this machine's files)")
         elif key in fields:
             raise UsageError(f"--scenario: {key} is given more than once")
         elif key not in PAGE_ONLY_KEYS and value != "":
@@ -135,7 +149,9 @@ def scenario_input(args: argparse.Namespace, model: type[BaseModel] = Scenario) 
     """The fields of `model` given on the command line, as strings: --scenario's, then the flags'."""
     out: dict[str, str | int] = {}
     if getattr(args, "scenario_query", None):
-        fields, schedulers = query_scenario(args.scenario_query, getattr(args, "scenario__trace", None) is not None)
+        fields, schedulers = query_scenario(args.scenario_query, getattr(args, "scenario__trace", None) is not None,
+                                            files_given=tuple(f for f in LOCAL_FILE_FIELDS
+                                                              if getattr(args, f"scenario__{f}", None) is not None))
         if schedulers and "scheduler" not in fields and "scheduler" in model.model_fields:
             fields["scheduler"] = schedulers[0]
         out.update(fields)
@@ -157,13 +173,15 @@ MAX_PROFILE_BYTES = 1 << 20  # a profile is a few hundred bytes
 
 def read_text_file(path: str, flag: str, max_bytes: int, what: str) -> str:
     """A file a flag names, as text, read no further than `max_bytes`: a UsageError naming the flag if it is
-    missing, a directory, unreadable or larger (/dev/zero too: it is read like a pipe, never whole)."""
-    import os
+    missing, a directory, a device or a FIFO (never opened: a FIFO blocks, /dev/zero never ends), unreadable or
+    larger."""
+    from sim_core.input_files import input_file_problem
 
-    if not os.path.exists(path):
+    problem = input_file_problem(path, what)
+    if problem == "no such file":
         raise UsageError(f"{flag}: no such file {path!r}")
-    if os.path.isdir(path):
-        raise UsageError(f"{flag}: {path!r} is a directory, not {what}")
+    if problem:
+        raise UsageError(f"{flag}: {path!r} {problem}")
     try:
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)
@@ -269,7 +287,8 @@ def chosen_schedulers(args: argparse.Namespace) -> list[str]:
     if args.schedulers:
         return args.schedulers
     if getattr(args, "scenario_query", None):
-        fields, schedulers = query_scenario(args.scenario_query, trace_given=True)  # scenario_input checks it
+        fields, schedulers = query_scenario(args.scenario_query, trace_given=True,  # scenario_input checks it
+                                            files_given=LOCAL_FILE_FIELDS)
         if schedulers or "scheduler" in fields:
             try:
                 return scheduler_list(",".join(schedulers or [fields["scheduler"]]))

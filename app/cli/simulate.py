@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from sim_core import Scenario, SeedRuns, TraceError, resolve, run, run_seeds
+from sim_core.input_files import input_file_problem
 from sim_core.quoting import quote
 from sim_core.runner import least_engine_steps, make_requests
 from sim_core.scenario import MAX_REQUESTS
@@ -30,12 +31,12 @@ def check_setup(scenario: Scenario) -> None:
     """Fail before simulating: impossible deployments, missing traces, runs too large to hold in memory."""
     resolved = resolve(scenario)
     if scenario.trace is not None:
-        path = Path(trace_path(scenario.trace))
-        if not path.exists():
+        problem = input_file_problem(trace_path(scenario.trace), "a trace, CSV or JSONL,")
+        if problem == "no such file":
             raise TraceError(f"no such file {quote(scenario.trace)} (or a bundled sample's name: "
                              f"{', '.join(BUNDLED_TRACES)})")
-        if not path.is_file():
-            raise TraceError(f"{quote(scenario.trace)} is not a regular file (a trace is a CSV or JSONL file)")
+        if problem:
+            raise TraceError(problem)  # shown after "--trace FILE:"
     elif scenario.num_requests is None:
         expected = resolved.rate * scenario.duration
         if expected > MAX_REQUESTS:

@@ -10,6 +10,7 @@ from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.engines import DEFAULT_ENGINE, SCENARIO_FIELDS, scenario_defaults
 from sim_core.fields import field_info, range_text
 from sim_core.policies import BY_NAME
+from sim_core.scenario import DEFAULT_MAX_REPLICAS
 
 from .inputs import MAX_DURATION_S, web_range_text
 
@@ -41,6 +42,18 @@ LABELS = {
     "kv_offload_policy": ("KV offload policy", ""), "kv_offload_overlap": ("KV offload: layer overlap", ""),
     "kv_offload_host_gbs": ("KV offload: host link", "GB/s"), "kv_offload_disk_read_gbs": ("KV offload: disk read", "GB/s"),
     "kv_offload_disk_write_gbs": ("KV offload: disk write", "GB/s"),
+    "rate_schedule": ("Rate schedule", ""), "autoscaler": ("Autoscaler", ""),
+    "min_replicas": ("Min replicas", ""), "max_replicas": ("Max replicas", ""),
+    "provision_delay_s": ("Provisioning delay", "s"), "autoscale_interval_s": ("Autoscaler interval", "s"),
+    "autoscale_metric": ("Autoscaler metric", ""), "autoscale_target": ("Autoscaler target", "per replica"),
+    "autoscale_cooldown_s": ("Scale-down cooldown", "s"), "autoscale_replica_rate": ("Replica rate", "req/s"),
+    "spec_method": ("Speculative decoding", ""), "spec_tokens": ("Draft tokens", "per step"),
+    "spec_acceptance": ("Draft acceptance rate", "per position"), "spec_draft_model": ("Draft model", ""),
+    "spec_disable_above": ("No drafts above", "running requests"), "spec_k_policy": ("Draft count policy", ""),
+    "lora_adapters": ("LoRA adapters", ""), "lora_rank": ("LoRA rank", ""), "lora_targets": ("LoRA targets", ""),
+    "lora_zipf": ("Adapter popularity (Zipf)", ""), "max_loras": ("Adapters per batch", "max_loras"),
+    "max_cpu_loras": ("Adapters in host memory", "max_cpu_loras"), "lora_order": ("Adapter order", ""),
+    "lora_aging_s": ("Adapter-order aging", "s"), "lora_disk_load_s": ("Adapter load from disk", "s"),
 }
 
 
@@ -120,6 +133,9 @@ def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset,
         "max_model_len": "min(model context, 8192)",
         "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",
         "duration": f"at most {MAX_DURATION_S:g} on the web",
+        "rate_schedule": "e.g. 0:2,120:12 (from 0 s 2 req/s, from 120 s 12)",
+        "max_replicas": f"{DEFAULT_MAX_REPLICAS}, or replicas if more",
+        "provision_delay_s": "weight load + engine start-up",
     }
 
 

@@ -128,7 +128,8 @@ def pareto_figure(job: PlanJob) -> dict:
     that fails."""
     plans = job.result.plans
     need = job.inputs.attainment * 100
-    layout = charts._layout(380, margin={"l": 64, "r": 24, "t": 64, "b": 56}, showlegend=True)
+    # The notes in short lines: plotly does not wrap them, and on a phone (a 250 px plot) one line was cut off.
+    layout = charts._layout(380, margin={"l": 64, "r": 24, "t": 88, "b": 56}, showlegend=True)
     layout["xaxis"] = charts._axis("cost ($/hour, on-demand)", rangemode="tozero")
     layout["yaxis"] = charts._axis("p99 TTFT (ms)", rangemode="tozero")
     points = [(p.cost_per_hour, p.metrics["ttft_ms"]["p99"], deployment_text(p.scenario), p.pareto, i + 1,
@@ -143,12 +144,13 @@ def pareto_figure(job: PlanJob) -> dict:
         data.append({"type": "scatter", "mode": "markers+text", "name": name,
                      "x": [p[0] for p in pts], "y": [p[1] for p in pts], "text": [f"#{p[4]}" for p in pts],
                      "textposition": "top right", "customdata": [[p[2], p[5]] for p in pts],
+                     "cliponaxis": False,  # the rightmost plan's "#n" drawn whole
                      "marker": {"color": c, "size": 10, "line": {"color": ink, "width": 1}},
                      "hovertemplate": "%{customdata[0]}: $%{x:.2f}/h, p99 TTFT %{y:.0f} ms, SLO attainment "
                                       "%{customdata[1]:.1f}%<extra></extra>"})
     notes = [{"xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "yanchor": "bottom", "yshift": 26,
-              "xanchor": "left", "showarrow": False, "align": "left", "font": {"size": 11, "color": ink},
-              "text": f"Every plan meets ≥ {need:g}% SLO attainment (TTFT and TPOT): that is the criterion; "
+              "xanchor": "left", "showarrow": False, "align": "left", "font": {"size": 11, "color": charts.AXIS},
+              "text": f"Every plan meets ≥ {need:g}% SLO attainment<br>(TTFT and TPOT): that is the criterion;<br>"
                       "the cheapest comes first."}]
     target = job.result.plans[0].metrics["slo"]["ttft_ms"] if plans else None
     if target:
@@ -156,8 +158,8 @@ def pareto_figure(job: PlanJob) -> dict:
         layout["shapes"] = [{"type": "line", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": target,
                              "y1": target, "line": {"color": ref, "dash": "dash", "width": 1}}]
         notes.append({"xref": "paper", "yref": "y", "x": 1, "y": target, "xanchor": "right", "yanchor": "bottom",
-                      "showarrow": False, "font": {"size": 10, "color": ref},
-                      "text": f"TTFT target {target:g} ms: a p99 above it is allowed (up to {100 - need:g}% may "
+                      "showarrow": False, "align": "right", "font": {"size": 10, "color": ref},
+                      "text": f"TTFT target {target:g} ms: a p99 above it<br>is allowed (up to {100 - need:g}% may "
                               "miss)"})
     layout["annotations"] = notes
     return {"data": data, "layout": layout}

@@ -25,6 +25,7 @@ import sim_core
 from . import (
     api,
     apidocs,
+    cluster_time_page,
     diff_page,
     downloads,
     frontier_page,
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(SecurityHeadersAndHead)
     app.add_middleware(AllowedHostsAndOrigin, allowed_hosts=settings.allowed_hosts)  # last added: runs first
     app.mount("/static", VersionedStaticFiles(directory=str(STATIC_DIR)), name="static")
+    app.include_router(cluster_time_page.router)  # before pages': its /embed/cluster-time takes `autoscalers`
     app.include_router(pages.router)
     app.include_router(plan_page.router)
     app.include_router(frontier_page.router)

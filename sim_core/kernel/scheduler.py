@@ -58,7 +58,7 @@ from .queues import (
     wait_push,
     wait_top,
 )
-from .spec_decode import step_spec_tokens
+from .spec_decode import SP_GOODPUT, step_goodput_drafts, step_spec_tokens
 from .state import (
     A_CACHED_TOKENS,
     A_DEGRADED,
@@ -214,6 +214,8 @@ def schedule_running(eng):
     block_size, caching = eng.cfg.block_size, eng.cfg.prefix_caching
     output = eng.req.output_tokens
     spec_k = step_spec_tokens(eng.cfg.pol, P_SPEC, size[N_RUNNING])  # speculative decoding's drafts (0: off)
+    if spec_k > 0 and eng.cfg.pol[P_SPEC + SP_GOODPUT] > 0.0:  # spec_k_policy goodput: this batch's best k
+        spec_k = step_goodput_drafts(eng, P_SPEC, spec_k)
     k = 0
     while k < size[N_RUNNING] and n[B_BUDGET_LEFT] > 0:
         r = running[k]

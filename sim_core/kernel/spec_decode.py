@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 
-from .jit import inline
+from .cost_model import step_cost
+from .jit import inline, numeric_entry
+from .state import FINISHED, N_RUNNING
 
 # The most draft tokens per step (vLLM's num_speculative_tokens; SGLang's speculative_num_steps defaults to 5).
 MAX_SPEC_TOKENS = 16
@@ -36,7 +38,10 @@ SPEC_METHODS = {"ngram": SPEC_NGRAM, "draft": SPEC_DRAFT, "eagle": SPEC_EAGLE, "
  SP_PASS_KV_BYTES, SP_PASS_BW, SP_PASS_RATE,
  SP_PASSES_PER_DRAFT,  # passes per draft token (1: a chain of k passes; MTP reuses its one module k times)
  SP_CDF) = range(16)  # SP_CDF + j: P(accepted <= j), j = 0 .. MAX_SPEC_TOKENS
-N_SPEC_PARAMS = SP_CDF + MAX_SPEC_TOKENS + 1
+# 1: each step picks its draft count k in 0 .. SP_K for the most expected tokens per second of the step, as
+# SmartSpec (arXiv 2406.14066) does with its goodput estimate; 0: always SP_K (after the slots above, so theirs stay).
+SP_GOODPUT = SP_CDF + MAX_SPEC_TOKENS + 1
+N_SPEC_PARAMS = SP_GOODPUT + 1
 _M31 = 2147483647  # 2**31 - 1: every product below stays under 2**62 (RULES.md: no int64 overflow)
 
 
@@ -96,3 +101,72 @@ def proposer_seconds(pol, base, verify_s, seqs, ctx, drafts):
     compute_s = seqs * pol[base + SP_PASS_FLOPS] / pol[base + SP_PASS_RATE]
     one = pol[base + SP_PASS_FIXED_S] + math.sqrt(memory_s * memory_s + compute_s * compute_s)
     return drafts * pol[base + SP_PASSES_PER_DRAFT] * one
+
+
+@inline
+def expected_tokens(pol, base, k):
+    """Tokens a sequence that proposes k drafts emits per verification, expected: 1 + sum over j < k of
+    P(accepted > j) (acceptance of the first j drafts does not depend on how many follow)."""
+    t = 1.0
+    for j in range(k):
+        t += 1.0 - pol[base + SP_CDF + j]
+    return t
+
+
+@inline
+def verify_seconds(cost, seqs, ctx, k):
+    """The step time of `seqs` decoding sequences over `ctx` context tokens in all, each verifying k drafts
+    (costed as run_batch costs verification rows; k = 0: a plain decode step)."""
+    seconds, _, _ = step_cost(cost, seqs * k, 0, k * ctx + seqs * (k * (k + 1) // 2), 0, seqs, ctx, seqs * (k + 1))
+    return seconds
+
+
+@inline
+def goodput_seconds(pol, base, cost, seqs, ctx, k):
+    """verify_seconds plus the proposer's k passes: the model's time for such a step."""
+    seconds = verify_seconds(cost, seqs, ctx, k)
+    if k == 0:
+        return seconds
+    return seconds + proposer_seconds(pol, base, seconds, seqs, ctx, k)
+
+
+@numeric_entry
+def goodput_table(pol, base, cost, seqs, ctx, out):
+    """The goodput estimate's terms for k = 0 .. len(out) - 1 drafts: out[k] = (expected tokens per sequence,
+    verification step seconds, proposer seconds), from the functions goodput_drafts uses (Python's view of its
+    choice: sim_core/spec_decode.py goodput_estimates, the step-time figure's bands)."""
+    for k in range(out.shape[0]):
+        verify = verify_seconds(cost, seqs, ctx, k)
+        out[k, 0] = expected_tokens(pol, base, k)
+        out[k, 1] = verify
+        out[k, 2] = proposer_seconds(pol, base, verify, seqs, ctx, k) if k > 0 else 0.0
+    return out.shape[0]
+
+
+@inline
+def goodput_drafts(pol, base, cost, k_max, seqs, ctx):
+    """The k in 0 .. k_max with the most expected tokens per second for this batch (SmartSpec's goodput;
+    the smaller k on a tie). k_max is among the candidates, so the pick is never worse than it by this estimate."""
+    best_k, best = k_max, -1.0
+    for k in range(k_max + 1):
+        rate = seqs * expected_tokens(pol, base, k) / goodput_seconds(pol, base, cost, seqs, ctx, k)
+        if rate > best:
+            best_k, best = k, rate
+    return best_k
+
+
+@inline
+def step_goodput_drafts(eng, base, k_max):
+    """goodput_drafts for the decoding sequences among the running ones (once per step, before they are
+    scheduled: the ones the drafts would go to)."""
+    running, status, prompt = eng.q.running, eng.st.status, eng.req.prompt_tokens
+    generated, computed = eng.st.generated, eng.st.computed
+    seqs, ctx = 0, 0
+    for i in range(eng.q.size[N_RUNNING]):
+        r = running[i]
+        if status[r] != FINISHED and generated[r] > 0 and computed[r] == prompt[r] + generated[r] - 1:
+            seqs += 1
+            ctx += computed[r] + 1
+    if seqs == 0:
+        return k_max
+    return goodput_drafts(eng.cfg.pol, base, eng.cfg.cost, k_max, seqs, ctx)

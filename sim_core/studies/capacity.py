@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pydantic import BaseModel, Field
+
 from ..runner import resolve, run
 from ..scenario import MIN_RATE, Scenario
 from ..statistics import mean_ci95
@@ -27,6 +29,17 @@ MAX_RATE = next(m.le for m in Scenario.model_fields["rate"].metadata if getattr(
 # (or one below a float's resolution) never ended: sqrt(lo * hi) rounds to lo once they are adjacent floats.
 MIN_TOLERANCE = 1e-4
 MAX_BISECTIONS = 64
+
+
+class CapacitySearch(BaseModel):
+    """What a capacity search is asked for, with its bounds: the one definition the command line's flags (and any
+    other face) read their ranges and help from (sim_core.fields.field_info(name, CapacitySearch))."""
+
+    target: float = Field(DEFAULT_TARGET, gt=0, le=1,
+                          description="the SLO attainment to keep, a fraction (every rate meets 0: no capacity to find)")
+    tolerance: float = Field(DEFAULT_TOLERANCE, ge=MIN_TOLERANCE, le=1,
+                             description="stop when the rate is known within this fraction, the bracket's relative "
+                                         "width (a finer one only refines noise; 0 never ended)")
 
 
 @dataclass(frozen=True)

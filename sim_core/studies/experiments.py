@@ -105,6 +105,39 @@ def _cache(run: RunQuery, q: str) -> list[Claim]:
             ("and its goodput is higher", _v(c, "goodput") > _v(a, "goodput"))]
 
 
+def _spec(run: RunQuery, q: str) -> list[Claim]:
+    low, low_off = run(q), run(_with(q, spec_tokens=0))
+    knee, knee_off, knee_goodput = (run(_with(q, rate=12.0, **off)) for off in
+                                    ({}, {"spec_tokens": 0}, {"spec_k_policy": "goodput"}))
+    return [("at 1 req/s EAGLE's 5 drafts a step lower the mean TPOT",
+             _v(low["chunked"], "tpot_ms.mean") < _v(low_off["chunked"], "tpot_ms.mean")),
+            ("at 12 req/s, past its knee, its goodput falls below no speculation's",
+             _v(knee["chunked"], "goodput") < _v(knee_off["chunked"], "goodput")),
+            ("choosing each step's k by goodput (spec_k_policy goodput) wins back goodput there",
+             _v(knee_goodput["chunked"], "goodput") > _v(knee["chunked"], "goodput"))]
+
+
+def _offload(run: RunQuery, q: str) -> list[Claim]:
+    on, off = run(q)["chunked"], run(_with(q, kv_offload_cpu_gb=0))["chunked"]
+    roomy = run(_with(q, kv_offload_cpu_gb=0, kv_blocks=28000))["chunked"]
+    return [("with a GPU cache too small for the conversations, offloading KV to host memory lowers the mean TTFT",
+             _v(on, "ttft_ms.mean") < _v(off, "ttft_ms.mean")),
+            ("returning turns find their prefix in the host tier", _v(on, "kv_tiers.cpu.hit_tokens") > 0),
+            ("loading it costs something: a GPU cache big enough for every conversation is faster still",
+             _v(roomy, "ttft_ms.mean") < _v(on, "ttft_ms.mean"))]
+
+
+def _lora(run: RunQuery, q: str) -> list[Claim]:
+    fcfs, grouped = run(q)["chunked"], run(_with(q, lora_order="grouped"))["chunked"]
+    all_in = run(_with(q, max_loras=64, max_cpu_loras=64))["chunked"]
+    return [("with 64 adapters and 4 batch slots, fewer requests finish per second than with all 64 allowed",
+             _v(fcfs, "request_throughput") < _v(all_in, "request_throughput")),
+            ("adapter-aware ordering serves more requests within their SLOs than vLLM's order",
+             _v(grouped, "goodput") > _v(fcfs, "goodput")),
+            ("but recovers only part: its throughput stays below all adapters allowed",
+             _v(grouped, "request_throughput") < _v(all_in, "request_throughput"))]
+
+
 _BASE = "hardware=rtx3050&duration=20.0"
 EXPERIMENTS: tuple[Experiment, ...] = (
     Experiment("orca", "Static vs continuous batching", "Orca (Yu et al., OSDI '22)",
@@ -139,6 +172,27 @@ EXPERIMENTS: tuple[Experiment, ...] = (
                "With a KV pool too small to keep every retrieved document cached, admitting the request with the "
                "longest cached prefix first reuses more of the cache than arrival order: a higher hit rate, more "
                "prefill tokens saved and more goodput.", _cache),
+    Experiment("spec", "Speculative decoding below and past the knee", "EAGLE (Li et al., 2024); SmartSpec (2024)",
+               "schedulers=chunked&hardware=l4&workload=chat&duration=20.0&model=llama-3.2-1b&rate=1.0"
+               "&spec_method=eagle&spec_tokens=5",
+               "At low load each step is memory-bound: verifying 6 tokens costs about what 1 does, so EAGLE's "
+               "drafts cut the time per token. Past the knee (12 req/s here) the step is compute-bound and the "
+               "rejected drafts' work crowds out other requests: goodput falls below no speculation's. Picking each "
+               "step's draft count by goodput wins part of it back.", _spec),
+    Experiment("offload", "KV offload to host memory for multi-turn chat", "LMCache; vLLM's CPU offload",
+               "schedulers=chunked&hardware=a100&workload=multiturn&duration=60.0&rate=8.0&prefix_cache=true"
+               "&kv_blocks=2000&kv_offload_cpu_gb=16.0",
+               "A 2,000-block GPU cache cannot keep the conversations between turns, so a returning turn recomputes "
+               "its history. Keeping evicted blocks in 16 GB of host memory and loading them back over the host "
+               "link cuts the mean TTFT, though not to what a GPU cache big enough for all of them gives.",
+               _offload),
+    Experiment("lora", "More LoRA adapters than batch slots", "S-LoRA (Sheng et al., MLSys '24); vLLM max_loras",
+               "schedulers=chunked&hardware=a100&workload=chat&duration=60.0&rate=8.0&lora_adapters=64&max_loras=4"
+               "&max_cpu_loras=8",
+               "64 adapters, popular ones more often, but at most 4 in a step (vLLM's max_loras) and 8 in host "
+               "memory: requests wait for a slot and adapters load from disk, so fewer finish per second than with "
+               "all 64 allowed. Batching the adapters with the most waiting requests first (lora_order grouped) "
+               "serves more of them in time, recovering part of the loss.", _lora),
 )
 BY_KEY = {e.key: e for e in EXPERIMENTS}
 

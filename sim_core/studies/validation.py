@@ -349,9 +349,10 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
     out += [serving_check("serving", r, simulate, directory) for r in read_rows(directory / "serving.csv")]
     from .gathered import gathered_checks  # they read this module's rows and names
     from .inferencex import inferencex_checks
+    from .lora_checks import lora_checks
 
     return (out + comparison_checks(directory, simulate) + measured_kernel_checks(directory)
-            + inferencex_checks(directory, simulate) + gathered_checks(directory))
+            + inferencex_checks(directory, simulate) + gathered_checks(directory) + lora_checks(directory, simulate))
 
 
 def measured_kernel_checks(directory: Path = VALIDATION_DIR) -> list[Check]:

@@ -67,12 +67,31 @@
     return Object.keys(layout).filter(function (k) { return /^[xy]axis\d*$/.test(k); });
   }
 
+  // A note in a colour of its own (a knee's label in its scheduler's text shade, charts.text_colors) is chosen to
+  // read on the light paper; on the dark one (1.5-3.2:1 there) it is lightened just enough to read at 4.5:1, and
+  // back on the light one darkened again if it must. Colours other than #rrggbb are left as they are.
+  function readable(c, theme) {
+    function rgb(h) { return [1, 3, 5].map(function (i) { return parseInt(h.slice(i, i + 2), 16); }); }
+    function lum(v) {
+      var l = v.map(function (x) { x /= 255; return x <= 0.04045 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
+      return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2];
+    }
+    if (!/^#[0-9a-f]{6}$/i.test(c || "")) return c;
+    var from = rgb(c), ground = lum(rgb(theme.paper)), toward = theme === DARK ? 255 : 0;
+    for (var step = 0; step <= 100; step++) {
+      var m = from.map(function (x) { return Math.round(x + (toward - x) * step / 100); });
+      var a = lum(m), ratio = (Math.max(a, ground) + 0.05) / (Math.min(a, ground) + 0.05);
+      if (ratio >= 4.5) return "#" + m.map(function (x) { return (x < 16 ? "0" : "") + x.toString(16); }).join("");
+    }
+    return c;
+  }
+
   // The figure's colours for one theme (the server draws figures light; a download is always light). Notes and
   // lines in the ink's colour (reference lines: SLO targets) take the theme's ink; a note on a ground of its own
   // (a knee's label) gets the theme's paper, a little translucent.
   function themeColors(layout, theme) {
     var paper = [1, 3, 5].map(function (i) { return parseInt(theme.paper.slice(i, i + 2), 16); });
-    function ink(c) { return c === LIGHT.ink || c === DARK.ink ? theme.ink : c; }
+    function ink(c) { return c === LIGHT.ink || c === DARK.ink ? theme.ink : readable(c, theme); }
     var out = {
       paper_bgcolor: theme.paper, plot_bgcolor: theme.paper,
       font: Object.assign({}, layout.font, { color: theme.ink }),
@@ -92,7 +111,9 @@
     }
     axisKeys(layout).forEach(function (k) {
       var ax = layout[k], minor = ax.minor ? { minor: Object.assign({}, ax.minor, { gridcolor: theme.minor }) } : {};
-      out[k] = Object.assign({}, ax, { gridcolor: theme.grid, linecolor: theme.line, tickcolor: theme.line }, minor);
+      var named = ax.title && ax.title.font && ax.title.font.color; // a cluster row's title in its engine's colour
+      var title = named ? { title: Object.assign({}, ax.title, { font: Object.assign({}, ax.title.font, { color: readable(named, theme) }) }) } : {};
+      out[k] = Object.assign({}, ax, { gridcolor: theme.grid, linecolor: theme.line, tickcolor: theme.line }, minor, title);
     });
     return out;
   }
@@ -792,6 +813,10 @@
     var card = document.querySelector(".embed-main > #card-metrics");
     var grid = card && card.querySelector(".metrics-grid");
     if (!grid) return;
+    // The note under the table (its clairvoyant bound) is zoomed with it: unscaled, it took a quarter of a
+    // 480x270 frame from the table, and read smaller than the table in a 1080p one.
+    var note = card.querySelector(".bounds-note");
+    function zoomTo(z) { grid.style.zoom = String(z); if (note) note.style.zoom = String(z); }
     if (!grid._groups) {
       grid._groups = Array.prototype.slice.call(grid.querySelectorAll("table.metrics > tbody"));
       grid._head = grid.querySelector("table.metrics > thead");
@@ -823,12 +848,12 @@
       return card.scrollHeight <= card.clientHeight && card.scrollWidth <= card.clientWidth;
     }
     function largestZoom() { // 0: none fits
-      grid.style.zoom = String(MIN_TABLE_ZOOM);
+      zoomTo(MIN_TABLE_ZOOM);
       if (!fits()) return 0;
       var lo = MIN_TABLE_ZOOM, hi = MAX_TABLE_ZOOM;
       for (var i = 0; i < 12; i++) {
         var mid = (lo + hi) / 2;
-        grid.style.zoom = String(mid);
+        zoomTo(mid);
         if (fits()) lo = mid; else hi = mid;
       }
       return lo;
@@ -840,7 +865,7 @@
       if (zoom > best.zoom * 1.02) best = { n: n, zoom: zoom }; // more columns only for a larger table
     }
     flow(best.n);
-    grid.style.zoom = String(best.zoom || MIN_TABLE_ZOOM);
+    zoomTo(best.zoom || MIN_TABLE_ZOOM);
     grid.dataset.columns = String(best.n);
   }
 

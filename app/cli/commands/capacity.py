@@ -8,13 +8,11 @@ from sim_core import Scenario, resolve
 from sim_core.scenario import MIN_RATE
 
 from ..flags import (
-    DEFAULT_SLO_TARGET,
     _number,
     add_executor_flags,
     add_scenario_flags,
     build_scenario,
     executor,
-    fraction,
 )
 from ..report import g, pct, print_json, print_lines, scenario_doc, setup_lines
 from ..simulate import check_setup, trace_rate
@@ -23,29 +21,35 @@ NAME = "capacity"
 HELP = "the highest arrival rate a deployment serves within its SLOs, over seeds"
 
 
-def slo_target(text: str) -> float:
-    value = fraction(text)
-    if value == 0:  # every rate meets it: the search would climb to the highest rate there is
-        raise argparse.ArgumentTypeError(f"must be greater than 0 and at most 1: every rate meets 0% SLO "
-                                         f"attainment, so there is no capacity to find (got {text})")
+def _search_value(name: str, text: str) -> float:
+    """--target / --tolerance: a number within sim_core.studies.capacity.CapacitySearch's bounds for `name`."""
+    from sim_core.fields import field_info, range_text
+    from sim_core.studies.capacity import CapacitySearch
+
+    value = _number(text)
+    f = field_info(name, CapacitySearch)
+    if (value <= f.lo if f.lo_exclusive else value < f.lo) or value > f.hi:
+        raise argparse.ArgumentTypeError(f"must be {range_text(name, CapacitySearch)}: {f.description} (got {text})")
     return value
+
+
+def slo_target(text: str) -> float:
+    return _search_value("target", text)
 
 
 def tolerance(text: str) -> float:
-    from sim_core.studies.capacity import MIN_TOLERANCE
-
-    value = _number(text)
-    if not MIN_TOLERANCE <= value <= 1:  # below it, bisection only refines noise (and 0 never ended)
-        raise argparse.ArgumentTypeError(f"must be between {MIN_TOLERANCE:g} and 1, the bracket's relative width "
-                                         f"(got {text})")
-    return value
+    return _search_value("tolerance", text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", type=slo_target, default=DEFAULT_SLO_TARGET, metavar="FRACTION",
-                   help=f"SLO attainment to keep, above 0 and at most 1 (default: {DEFAULT_SLO_TARGET})")
-    p.add_argument("--tolerance", type=tolerance, default=0.03, metavar="FRACTION",
-                   help="stop when the rate is known within this fraction, 0.0001-1 (default: 0.03)")
+    from sim_core.fields import bounds_text, field_info
+    from sim_core.studies.capacity import CapacitySearch
+
+    for name, parse in (("target", slo_target), ("tolerance", tolerance)):
+        f = field_info(name, CapacitySearch)
+        p.add_argument(f"--{name}", type=parse, default=f.default, metavar="FRACTION",
+                       help=f"{f.description}, {bounds_text(name, CapacitySearch)} (default: {f.default:g})"
+                       .replace("%", "%%"))
     add_executor_flags(p)
     add_scenario_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of text")
@@ -82,5 +86,5 @@ def capacity_lines(base: Scenario, cap, seeds: list[int], target: float, toleran
         lines.append(f"Capacity: {g(cap.mean)} req/s{interval} at >= {pct(target)}% SLO "
                      f"attainment (TTFT <= {g(r.slo_ttft_ms)} ms, TPOT <= {g(r.slo_tpot_ms)} ms)")
         lines.append("  per seed: " + ", ".join(f"seed {s}: {g(v)}" for s, v in zip(seeds, cap.per_seed, strict=True)))
-    lines.append(f"  {cap.runs} simulations, rates bracketed then bisected to within {pct(tolerance)}%")
+    lines.append(f"  {cap.runs} simulations, rates bracketed then bisected to within {tolerance * 100:g}%")
     return lines

@@ -30,8 +30,9 @@ def handle(args: argparse.Namespace) -> int:
 
     directory = Path(args.dir) if args.dir else validation.VALIDATION_DIR
     if not directory.is_dir():
-        raise UsageError(f"--dir: no such directory {quote(str(directory))}")
-    rows = validation.checks(directory, simulate=not args.quick)
+        raise UsageError(f"--dir: {quote(str(directory))} is not a directory" if directory.exists()
+                         else f"--dir: no such directory {quote(str(directory))}")
+    rows = _checks(validation, directory, not args.quick)
     doc = validate_doc(rows, validation.summary(rows), validation.speedups(rows))
     if args.json:
         print_json(doc)
@@ -40,6 +41,25 @@ def handle(args: argparse.Namespace) -> int:
     else:
         print_lines(validate_lines(doc))
     return 0
+
+
+def _checks(validation, directory: Path, simulate: bool) -> list:
+    """validation.checks on a --dir: its tables refused, naming --dir, when one is missing, not a regular file (a
+    FIFO there hung the command) or not a validation table."""
+    from sim_core.input_files import input_file_problem
+
+    for path in sorted(directory.iterdir()):
+        problem = input_file_problem(str(path), "a validation table") if path.suffix in (".csv", ".json") else None
+        if problem:
+            raise UsageError(f"--dir: {quote(str(path))} {problem}")
+    try:
+        return validation.checks(directory, simulate=simulate)
+    except OSError as e:
+        raise UsageError(f"--dir: {quote(str(e.filename or directory))}: {e.strerror or e} (a validation directory "
+                         f"holds kernels.csv, steps.csv, serving.csv and tp_fp8.csv)") from None
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError, ArithmeticError) as e:  # a column missing, a bad cell
+        raise UsageError(f"--dir {quote(str(directory))}: not a validation directory like validation/ "
+                         f"({e.__class__.__name__}: {quote(str(e))})") from None
 
 
 def _err(value) -> str:
@@ -51,9 +71,10 @@ def _abs_pct(value) -> str:
 
 
 def validate_doc(rows, summary: dict, speedups: list[dict]) -> dict:
-    from sim_core.studies import inferencex
+    from sim_core.studies import inferencex, lora_checks
 
     return {"summary": summary, "speedups": speedups, "frontier": inferencex.frontier_summary(rows),
+            "lora_shape": lora_checks.shape(rows),
             "rows": [{"group": c.group, "source": c.source, "what": c.what, "reference": c.reference,
                       "predicted": c.predicted, "unit": c.unit, "error": c.error, "note": c.note} for c in rows]}
 
@@ -70,6 +91,7 @@ def validate_lines(doc: dict) -> list[str]:
         [[s["variant"], s["baseline"], f"{s['measured']:.2f}x", f"{s['predicted']:.2f}x", s["series"]]
          for s in doc["speedups"]], right={2, 3})]
     lines += _frontier_lines(doc)
+    lines += _lora_shape_lines(doc)
     lines += ["", "Rows"]
     lines += ["  " + x for x in columns(
         ["group", "reference", "predicted", "unit", "error", "row (note)"],
@@ -88,6 +110,19 @@ def _frontier_lines(doc: dict) -> list[str]:
     return ["", "InferenceX frontier points (throughput per GPU; studies/inferencex.py)", ""] + table if table else []
 
 
+def _lora_shape_lines(doc: dict) -> list[str]:
+    """S-LoRA's throughput per adapter count over its series' smallest count, measured and predicted (issue #23:
+    within 20% at each point; studies/lora_checks.py), as a plain Markdown table."""
+    shape = [s for s in doc.get("lora_shape", []) if s["adapters"] != min(
+        t["adapters"] for t in doc["lora_shape"] if (t["group"], t["series"]) == (s["group"], s["series"]))]
+    if not shape:
+        return []
+    return ["", "LoRA: throughput vs adapters, relative to the series' fewest (studies/lora_checks.py)", "",
+            "| source | series | adapters | measured | predicted | error |", "|---|---|--:|--:|--:|--:|"] + [
+        f"| {s['group']} | {s['series']} | {s['adapters']} | {s['measured']:.3f} | {s['predicted']:.3f} | "
+        f"{s['error'] * 100:+.1f}% |" for s in shape]
+
+
 def validate_markdown(doc: dict) -> list[str]:
     """The same tables in Markdown, for the README."""
     def md(s: str) -> str:
@@ -100,6 +135,7 @@ def validate_markdown(doc: dict) -> list[str]:
     lines += [f"| {md(s['series'])} | {md(s['variant'])} | {md(s['baseline'])} | {s['measured']:.2f}x | "
               f"{s['predicted']:.2f}x |" for s in doc["speedups"]]
     lines += _frontier_lines(doc)
+    lines += _lora_shape_lines(doc)
     lines += ["", "<details><summary>Every row</summary>", "",
               "| group | row | reference | predicted | unit | error | note |", "|---|---|--:|--:|---|--:|---|"]
     lines += [f"| {r['group']} | {md(r['what'])} | {r['reference']:.4g} | "

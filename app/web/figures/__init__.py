@@ -75,7 +75,7 @@ class Figure:
         data = self.build(results)
         text = self.explain(results, data) if callable(self.explain) else self.explain
         if data is not None and results.views:
-            attach_export(data, export_info(results, self.title))
+            attach_export(data, export_info(results, self.title), results)
         return Card(self, data, text)
 
 
@@ -88,26 +88,34 @@ class Card:
     explain: str
 
 
-def export_info(results: Results, title: str) -> dict:
+def export_info(results: Results, title: str, only: str | None = None) -> dict:
     """What an exported PNG or SVG of a figure carries beside the plot (static/js/app.js draws it in): its title,
-    the scenario's caption with its seeds and settings, and the runs' warnings (saturated, extrapolated)."""
-    shown = replace(results.req, schedulers=tuple(v.scheduler for v in results.views) or results.req.schedulers)
-    return {"title": title, "caption": present.export_caption(shown), "warnings": [present.short_warning(w) for w in present.warnings_text(results.views)]}
+    the scenario's caption with its seeds and settings, and the runs' warnings (saturated, extrapolated); with
+    `only`, one scheduler's panel: its caption names that scheduler and its footer has that run's warnings alone."""
+    views = [v for v in results.views if only is None or v.scheduler == only] or results.views
+    shown = replace(results.req, schedulers=tuple(v.scheduler for v in views) or results.req.schedulers)
+    return {"title": title, "caption": present.export_caption(shown),
+            "warnings": [present.short_warning(w) for w in present.warnings_text(views)]}
 
 
-def attach_export(data: Any, info: dict) -> None:
+def attach_export(data: Any, info: dict, results: Results | None = None) -> None:
     """Put `info` as "export" into every drawing in a card's data: a plotly figure (data and layout) or the KV view's
-    spec (grid and states), wherever it sits (a Gantt's per-scheduler panels: titled with their scheduler)."""
+    spec (grid and states), wherever it sits (a Gantt's per-scheduler panels: titled with their scheduler, and
+    with `results`, captioned and warned for that scheduler's run alone)."""
     if isinstance(data, list):
         for item in data:
-            attach_export(item, info)
+            attach_export(item, info, results)
     elif isinstance(data, dict):
         if ("data" in data and "layout" in data) or ("grid" in data and "states" in data):
             data["export"] = info
             return
         for key, value in data.items():
             panel = key == "figure" and isinstance(data.get("name"), str)
-            attach_export(value, {**info, "title": f"{info['title']} — {data['name']}"} if panel else info)
+            if panel and results is not None and any(v.scheduler == data["name"] for v in results.views):
+                attach_export(value, export_info(results, f"{info['title']} — {data['name']}", data["name"]))
+            else:
+                attach_export(value, {**info, "title": f"{info['title']} — {data['name']}"} if panel else info,
+                              results)
 
 
 @functools.cache

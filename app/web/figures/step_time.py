@@ -22,6 +22,12 @@ COMPONENT_STYLE = {
     "overhead": ("CPU overhead", SERIES["overhead"]),
 }
 assert tuple(COMPONENT_STYLE) == COMPONENTS
+# The mechanisms' bands on the decode panel (mechanism_parts_ms), stacked on the kernels'.
+EXTRA_STYLE = {
+    "verify": ("verifying drafts", "#0b7285"),
+    "draft": ("proposer (drafting)", "#7048e8"),
+    "lora": ("LoRA kernels", "#d9480f"),
+}
 PANEL_TITLES = {"prefill": "prefill only", "decode": "decode only", "mixed": "mixed (chunked prefill)"}
 assert tuple(PANEL_TITLES) == tuple(CURVE_KINDS)
 
@@ -50,7 +56,26 @@ def steptime_context(scenario, view) -> dict | None:
         curves = step_time_curves(shape, max(64, int(view.setup["token_budget"])))
     except SetupError:
         return None
+    curves["decode_extras_ms"] = mechanism_parts_ms(scenario, curves["tokens"], ctx)
     return {"figure": steptime_figure(curves), "decode_context": ctx, "ridge_tokens": curves["ridge_tokens"]}
+
+
+def mechanism_parts_ms(scenario, tokens: list[int], context: int) -> dict[str, list[float]]:
+    """The decode panel's extra bands for the run's mechanisms, per batch size: speculative decoding's
+    verification (the drafts' extra query tokens) and proposer, and the LoRA kernels; {} when neither is on."""
+    from sim_core import lora
+    from sim_core.runner import resolve
+    from sim_core.spec_decode import decode_step_parts_ms, spec_tokens
+
+    if spec_tokens(scenario) == 0 and scenario.lora_adapters == 0:
+        return {}
+    try:
+        resolved = resolve(scenario)
+    except (SetupError, ValueError):
+        return {}
+    parts = decode_step_parts_ms(scenario, resolved, tokens, context)
+    adapters = lora.decode_kernel_ms(scenario, resolved, tokens)
+    return {**parts, **({"lora": adapters} if adapters else {})}
 
 
 def steptime_figure(curves: dict) -> dict:
@@ -79,6 +104,14 @@ def steptime_figure(curves: dict) -> dict:
                          "line": {"color": fill, "width": 0.5}, "fillcolor": fill,
                          "xaxis": _ref("x", k), "yaxis": _ref("y", k),
                          "hovertemplate": f"{label}: %{{y:.2f}} ms<extra></extra>"})
+        extras = curves.get("decode_extras_ms", {}) if kind == "decode" else {}
+        for name, (label, fill) in EXTRA_STYLE.items():
+            if name in extras:
+                data.append({"type": "scatter", "mode": "lines", "stackgroup": f"s{k}",
+                             "x": [tokens[i] for i in drawn], "y": [round(extras[name][i], 4) for i in drawn],
+                             "name": label, "legendgroup": name, "line": {"color": fill, "width": 0.5},
+                             "fillcolor": fill, "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+                             "hovertemplate": f"{label}: %{{y:.2f}} ms<extra></extra>"})
         ridge = curves["ridge_tokens"]
         if 1 <= ridge <= max(tokens):
             shapes.append({"type": "line", "xref": _ref("x", k), "yref": f"{_ref('y', k)} domain", "x0": ridge,
@@ -105,7 +138,18 @@ def _explain(results: Results, figure: dict) -> str:
             "mean prompt plus half its mean output), and a chunked-prefill step of both, half and half. Each band "
             "is a kernel group; their top is the step time. Left of the dashed ridge point the GEMMs wait on "
             "reading the weights, right of it on arithmetic. Decode batches whose KV would not fit the pool are "
-            "not drawn.")
+            "not drawn." + _mechanisms_explained(results))
+
+
+def _mechanisms_explained(results: Results) -> str:
+    from sim_core.spec_decode import spec_tokens
+
+    s = results.req.scenario
+    k = spec_tokens(s)
+    parts = ([f"verifying {k} draft tokens per sequence and the {s.spec_method} proposer's passes"] if k else []) + \
+        ([f"the LoRA kernels (up to {s.max_loras} adapters a step)"] if s.lora_adapters else [])
+    return (" On the decode panel, stacked on top: " + " and ".join(parts) + ", as the engine charges them "
+            "(adapter loads are not drawn: they depend on the run).") if parts else ""
 
 
 FIGURE = Figure(name="step-time", title="Step time", order=60, build=_build, explain=_explain)
