@@ -403,6 +403,18 @@ def test_a_job_whose_pages_stopped_polling_is_cancelled(monkeypatch):
     never.state.future.result(5)
 
 
+def test_lora_adapters_weigh_each_step_in_the_budget():
+    """Each engine step of a LoRA run walks every adapter: 68,391 of them make a run the step count alone accepts
+    about 340 times the work, and the refusal names lora_adapters."""
+    data = {"model": "qwen3-8b", "hardware": "a100", "duration": "600", "rate": "33"}
+    few, many = (inputs.parse_request({**data, "lora_adapters": n}) for n in ("100", "68391"))
+    reqs = make_requests(few.scenario, resolve(few.scenario))
+    budgets = {n: resolve(few.for_scheduler(n)).token_budget for n in few.schedulers}
+    assert budget.request_work_problems(few, reqs, budgets) == []
+    (field, message), = budget.request_work_problems(many, reqs, budgets)
+    assert field == "lora_adapters" and "at most" in message
+
+
 def test_model_uncertainty_counts_its_ensemble_in_the_budget():
     from sim_core.studies import model_error
 
