@@ -8,7 +8,8 @@
      same with 1 seed, which the budget accepts);
   4. an embed whose client leaves mid-simulation: seconds from the disconnect until the server is idle;
   5. a sweep started from the page, then its Cancel (POST /goodput/<id>/cancel): seconds until idle;
-  6. a load of distinct large runs, then the server's RSS at rest (and its peak).
+  6. a load test (load.py's mixed load: pages, cached and fresh runs, embeds; then distinct large runs, each
+     page rendered once), then the server's RSS at rest (and its peak) and what its caches hold.
 
 "Idle": the server process's CPU time (/proc/<pid>/stat, utime + stime) grows by less than one clock tick over
 a tenth of a second; the share of a core it used just before the disconnect or Cancel is printed beside it (on a
@@ -16,6 +17,7 @@ machine busy with other work that share is small, and so is what the figure can 
 nothing.
 
     NUMBA_CACHE_DIR=.numba_cache .venv/bin/python bench/bench_web_load.py [--runs 24] [--clients 4]
+        [--mixed-seconds 30]
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ import os
 import re
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -33,7 +34,9 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load import mixed_load, rss_mb, served  # noqa: E402 - bench/ is not a package
+
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 CACHED_PAGE = "/?hardware=rtx3050&workload=chat&duration=10"
 # 16 rates of up to 19,200 requests each at a small token budget: many seconds of one core per sweep.
@@ -44,18 +47,6 @@ HUGE_RUN = ("/api/run?schedulers=static,fcfs,spf,chunked,slo,fair,cache_aware,ed
 LONG_EMBED = ("/embed/kv?schedulers=static,fcfs,spf,chunked,slo,fair,cache_aware,edf,mlfq&hardware=a100"
               "&workload=chat&duration=600&rate=30&seed=77")  # 9 runs of 18,000 requests: seconds of a core
 IDLE_WINDOW_S = 0.1
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rss_mb(pid: int) -> tuple[float, float]:
-    """(current, peak) resident memory of a process, MB."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
 def cpu_s(pid: int) -> float:
@@ -129,10 +120,12 @@ def queue_and_latency(port: int, pid: int, c: httpx.Client) -> None:
         else:
             status = text.split(" ", 2)[1]
             retry = re.search(r"(?im)^retry-after: *(\d+)", text)
-            refused.append((status, retry.group(1) if retry else None))
+            refused.append((status, retry.group(1) if retry else None, text.split("\r\n\r\n", 1)[-1]))
             raw.close()
     print(f"  queued and waiting: {len(held)}; answered at once: {len(refused)} "
-          f"(status, Retry-After s: {', '.join(f'{s} {r}' for s, r in refused)})")
+          f"(status, Retry-After s: {', '.join(f'{s} {r}' for s, r, _ in refused)})")
+    if refused:
+        print(f"  the first refusal's JSON: {refused[0][2][:300]}")
     page = [timed_get(c, CACHED_PAGE) for _ in range(5)]
     script = [timed_get(c, "/static/js/app.js") for _ in range(5)]
     health = [timed_get(c, "/healthz") for _ in range(5)]
@@ -191,8 +184,8 @@ def cancel_sweep(port: int, pid: int, c: httpx.Client) -> None:
 
 
 def memory_load(base: str, pid: int, runs: int, clients: int) -> None:
-    print(f"6. {runs} distinct large runs ({clients} clients at once, each retrying its 503s after Retry-After), "
-          "then at rest:")
+    print(f"6b. {runs} distinct large runs ({clients} clients at once, each retrying its 503s after Retry-After, "
+          "then its page), then at rest:")
     names = ["static", "fcfs", "spf", "chunked", "slo", "fair", "cache_aware", "edf", "mlfq"]
     queries = [f"/api/run?schedulers={','.join(names[(k + j) % 9] for j in range(3))}&hardware=a100&workload=chat"
                f"&duration=600&rate={20 + k % 13}&seed={k}" for k in range(runs)]
@@ -205,6 +198,7 @@ def memory_load(base: str, pid: int, runs: int, clients: int) -> None:
                 while (r := wc.get(q)).status_code == 503 and "retry-after" in r.headers:
                     time.sleep(int(r.headers["retry-after"]))
                 code = r.status_code
+                wc.get(q.replace("/api/run?", "/?"))  # its page, rendered from the cached runs (and kept)
                 with lock:
                     statuses[code] = statuses.get(code, 0) + 1
 
@@ -221,40 +215,30 @@ def memory_load(base: str, pid: int, runs: int, clients: int) -> None:
     with httpx.Client(base_url=base, timeout=10) as c:
         cache = c.get("/healthz").json()["cache"]
     now, peak = rss_mb(pid)
+    pages = cache.get("pages") or {}
     print(f"  at rest: RSS {now:.0f} MB (peak {peak:.0f} MB); cached views {cache.get('entries')} holding "
-          f"{cache.get('bytes', 0) / 2**20:.0f} MB of {cache.get('max_bytes', 0) / 2**20:.0f} MB")
+          f"{cache.get('bytes', 0) / 2**20:.0f} MB of {cache.get('max_bytes', 0) / 2**20:.0f} MB; rendered pages "
+          f"{pages.get('entries')} holding {pages.get('bytes', 0) / 2**20:.0f} MB of "
+          f"{pages.get('max_bytes', 0) / 2**20:.0f} MB")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=24, help="distinct large runs of the memory load")
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--mixed-seconds", type=float, default=30, help="seconds of load.py's mixed load (32 clients)")
     ap.add_argument("--no-memory", action="store_true", help="only parts 1-5 (skip the memory load)")
     args = ap.parse_args()
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.web:app", "--port", str(port),
-                               "--log-level", "warning"], cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
-    try:
+    with served() as (base, port, pid):
         with httpx.Client(base_url=base, timeout=60) as c:
-            start = time.monotonic()
-            while True:
-                try:
-                    if c.get("/healthz").json()["kernels_ready"]:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-            print(f"server ready {time.monotonic() - start:.1f} s after start; RSS {rss_mb(server.pid)[0]:.0f} MB")
-            queue_and_latency(port, server.pid, c)
+            queue_and_latency(port, pid, c)
             refusal(c)
-            embed_disconnect(port, server.pid)
-            cancel_sweep(port, server.pid, c)
+            embed_disconnect(port, pid)
+            cancel_sweep(port, pid, c)
         if not args.no_memory:
-            memory_load(base, server.pid, args.runs, args.clients)
-    finally:
-        server.terminate()
-        server.wait(15)
+            print(f"6a. load.py's mixed load, 32 clients for {args.mixed_seconds:g} s:")
+            mixed_load(base, 32, args.mixed_seconds)
+            memory_load(base, pid, args.runs, args.clients)
 
 
 if __name__ == "__main__":

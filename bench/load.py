@@ -12,6 +12,7 @@ server's RSS (now and peak, from /proc). Asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -176,12 +177,10 @@ def largest(base: str, pid: int) -> None:
             print(f"  {name}: {r.status_code} in {took:.1f} s{detail}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--clients", type=int, default=32)
-    ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--burst", type=int, default=60)
-    args = ap.parse_args()
+@contextlib.contextmanager
+def served():
+    """A server of its own (uvicorn in a child process, as `sched-sim serve` runs it), its kernels ready:
+    yields (base URL, port, pid); stopped on exit."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "uvicorn", "app.web:app", "--port", str(port),
@@ -198,29 +197,39 @@ def main() -> None:
                 time.sleep(0.2)
             print(f"server ready (kernels loaded) {time.monotonic() - start:.1f} s after start; "
                   f"RSS {rss_mb(server.pid)[0]:.0f} MB")
-        probe = HealthProbe(base)
-        probe.start()
-
-        print(f"1. mixed load, {args.clients} clients for {args.seconds:g} s:")
-        mixed_load(base, args.clients, args.seconds)
-        now, peak = rss_mb(server.pid)
-        print(f"  {probe.report_and_reset()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
-
-        print(f"2. {args.burst} slow simulations at once ({SLOW}):")
-        burst(base, args.burst)
-        now, peak = rss_mb(server.pid)
-        print(f"  {probe.report_and_reset()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
-
-        print("3. the largest accepted scenarios, one at a time:")
-        largest(base, server.pid)
-        print(f"  {probe.report_and_reset()}")
-        probe.close()
+        yield base, port, server.pid
     finally:
         server.terminate()
         try:
             server.wait(10)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--burst", type=int, default=60)
+    args = ap.parse_args()
+    with served() as (base, _, pid):
+        probe = HealthProbe(base)
+        probe.start()
+
+        print(f"1. mixed load, {args.clients} clients for {args.seconds:g} s:")
+        mixed_load(base, args.clients, args.seconds)
+        now, peak = rss_mb(pid)
+        print(f"  {probe.report_and_reset()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
+
+        print(f"2. {args.burst} slow simulations at once ({SLOW}):")
+        burst(base, args.burst)
+        now, peak = rss_mb(pid)
+        print(f"  {probe.report_and_reset()}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
+
+        print("3. the largest accepted scenarios, one at a time:")
+        largest(base, pid)
+        print(f"  {probe.report_and_reset()}")
+        probe.close()
 
 
 if __name__ == "__main__":

@@ -55,14 +55,13 @@ def site():
     with browser_site(app) as pair:
         yield pair
     # The job boards are the process's, not the server's: a sweep, plan or frontier a module's pages left running
-    # would hold the next module's jobs in the queue behind it (a goodput figure once waited past its 120 s).
+    # would hold the next module's jobs in the queue behind it (a goodput figure once waited past its 120 s). The
+    # server's lifespan has cancelled them as it stopped (jobs.cancel_all): wait until their threads end them.
     import time
 
-    from app.web import frontier_page, plan_jobs, service
+    from app.web import jobs
 
-    boards = (service._sweeps, plan_jobs._plans, frontier_page._jobs)
-    for board in boards:
-        board.cancel_running()
+    jobs.cancel_all()  # again, should a server have been stopped without its lifespan's end
     deadline = time.monotonic() + 30
-    while any(b.running_jobs() for b in boards) and time.monotonic() < deadline:
+    while jobs.running_jobs() and time.monotonic() < deadline:
         time.sleep(0.05)

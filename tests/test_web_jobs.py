@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import budget, cache, http, inputs, plan_jobs, service
-from app.web.jobs import CANCELLED_TEXT, JobBoard, JobState
+from app.web.jobs import CANCELLED_TEXT, JobBoard, JobRecord
 from sim_core import SCHEDULER_NAMES
 from sim_core.runner import Cancelled, make_requests, resolve, simulate_requests
 
@@ -30,6 +31,11 @@ def client():
         yield c
 
 
+@dataclass
+class Job(JobRecord):  # a job of the tests' own boards: what the board reads, nothing else
+    id: str
+
+
 def _timed(call):
     start = time.perf_counter()
     out = call()
@@ -41,17 +47,8 @@ def test_sweeps_wait_off_the_request_threads_and_a_full_queue_answers_503_with_r
     """8 synchronous sweeps at once: 4 queue (waiting without a request thread), the rest are told when to retry;
     meanwhile a cached page and app.js answer at once. Before, each waiting sweep held one of the 4 request
     threads, and pages and static files queued behind them."""
-    board = JobBoard("sweep-test", inputs.MAX_QUEUED_SWEEPS, keep=32, busy=service._sweeps._busy)
-    monkeypatch.setattr(service, "_sweeps", board)
-    release = threading.Event()
-
-    def held_sweep(job):  # stands in for a long sweep: runs until released (or cancelled)
-        while not release.is_set() and not job.state.cancel[0]:
-            time.sleep(0.01)
-        job.result = {"rates": [], "target_attainment": service.KNEE_TARGET, "slo": {}, "schedulers": {}}
-        return job.result
-
-    monkeypatch.setattr(service, "_run_sweep", held_sweep)
+    release = _held_board(monkeypatch)  # its sweeps stand in for long ones: they run until released
+    board = service._sweeps
     page = "/?duration=5&seed=91"
     assert client.get(page).status_code == 200  # simulated once: cached from now on
     answers: list = []
@@ -71,7 +68,8 @@ def test_sweeps_wait_off_the_request_threads_and_a_full_queue_answers_503_with_r
         for busy in answers:
             assert int(busy.headers["retry-after"]) >= 1
             assert busy.json()["retry_after_s"] == int(busy.headers["retry-after"])
-            assert "retry in about" in busy.json()["detail"]
+            assert "retry in about" in busy.json()["detail"] and "max_queued_sweeps" in busy.json()["detail"]
+            assert busy.json()["limit"] == {"name": "max_queued_sweeps", "value": inputs.MAX_QUEUED_SWEEPS}
         for url in (page, "/static/js/app.js", "/healthz"):
             response, took = _timed(lambda url=url: client.get(url))
             assert response.status_code == 200 and took < 1.0, (url, took)
@@ -82,18 +80,86 @@ def test_sweeps_wait_off_the_request_threads_and_a_full_queue_answers_503_with_r
     assert sorted(a.status_code for a in answers) == [200] * inputs.MAX_QUEUED_SWEEPS + [503] * 4
 
 
+def _held_board(monkeypatch) -> threading.Event:
+    """service's sweep board replaced by one whose sweeps run until the returned event is set (or cancelled)."""
+    monkeypatch.setattr(service, "_sweeps", JobBoard("held", inputs.MAX_QUEUED_SWEEPS, 8, service._sweeps._busy))
+    release = threading.Event()
+
+    def held_sweep(job):
+        while not release.is_set() and not job.state.cancel[0]:
+            time.sleep(0.01)
+        job.result = {"rates": [], "target_attainment": service.KNEE_TARGET, "slo": {}, "schedulers": {}}
+
+    monkeypatch.setattr(service, "_run_sweep", held_sweep)
+    return release
+
+
+def test_a_sweep_past_the_time_limit_answers_503_and_the_same_query_collects_it(client, monkeypatch):
+    release = _held_board(monkeypatch)
+    monkeypatch.setattr(inputs, "REQUEST_TIME_LIMIT_S", 0.3)
+    query = "/api/sweep?duration=5&seed=92&rate_min=1&rate_max=2&rate_step=1"
+    try:
+        late, took = _timed(lambda: client.get(query))
+        assert late.status_code == 503 and took < 2.0, late.text
+        assert late.json()["limit"] == {"name": "request_time_limit_s", "value": 0.3}
+        assert int(late.headers["retry-after"]) >= 1 and "ask again" in late.json()["detail"]
+        assert service._sweeps.running_jobs() == 1  # the sweep goes on
+        state = late.json()["sweep"]
+        assert state["status"] == "running" and state["cancel"] == f"/api/sweep/{state['id']}/cancel"
+    finally:
+        release.set()
+    assert client.get(query).status_code == 200  # found again, done
+    assert client.post(state["cancel"]).json()["status"] == "done"  # too late to cancel: it says so
+
+
+def test_a_stopping_server_cancels_its_jobs():
+    from fastapi import FastAPI
+
+    from app.web.server import lifespan
+
+    board = JobBoard("lifespan", 1, keep=4, busy=service._sweeps._busy)
+
+    def run(job):
+        while not job.state.cancel[0]:
+            time.sleep(0.01)
+
+    async def serve_then_stop():  # the app's lifespan (on an app of its own: the module's keeps its state)
+        async with lifespan(FastAPI()):
+            return board.start(Job("held"), run)[0]
+
+    job = asyncio.run(serve_then_stop())
+    job.state.future.result(5)
+    assert job.error == CANCELLED_TEXT
+
+
+def test_finished_jobs_are_kept_within_a_bound_in_bytes():
+    board = JobBoard("bytes", 1, keep=8, busy=service._sweeps._busy, keep_bytes=2500)
+
+    def run(job):
+        job.result = b"x" * 1000
+
+    for key in "abcd":
+        board.start(Job(key), run)[1].result(5)
+    assert [k for k in "abcd" if board.get(k)] == ["c", "d"]
+
+
+def test_a_page_whose_runs_are_cached_is_answered_as_rendered_before(client, monkeypatch):
+    from app.web import pages
+
+    renders = []
+    render = pages._index
+    monkeypatch.setattr(pages, "_index", lambda *a: renders.append(1) or render(*a))
+    page = "/?duration=5&seed=93"
+    first, again = client.get(page), client.get(page)
+    assert first.status_code == again.status_code == 200 and len(renders) == 1
+    assert again.content == first.content and again.headers["content-type"] == first.headers["content-type"]
+    service.clear_caches()  # the runs are gone: the page is simulated and rendered afresh
+    assert client.get(page).content == first.content and len(renders) == 2
+
+
 def test_retry_after_follows_the_running_jobs_pace():
     board = JobBoard("pace", 1, keep=4, busy=lambda retry: service.BusyError("busy", retry))
     release = threading.Event()
-
-    class Job:
-        def __init__(self, key):
-            self.id, self.total, self.done, self.result, self.error = key, 10, 0, None, None
-            self.state = JobState()
-
-        @property
-        def running(self):
-            return self.result is None and self.error is None
 
     def run(job):
         job.done = 5  # half done after about 0.2 s: about 0.2 s to go
@@ -101,10 +167,10 @@ def test_retry_after_follows_the_running_jobs_pace():
         release.wait(5)
         job.result = 1
 
-    job, _ = board.start(Job("a"), run)
+    job, _ = board.start(Job("a", total=10), run)
     time.sleep(0.3)
     with pytest.raises(service.BusyError) as busy:
-        board.start(Job("b"), run)
+        board.start(Job("b", total=10), run)
     assert 1 <= busy.value.retry_after <= 2
     release.set()
     job.state.future.result(5)
@@ -137,6 +203,7 @@ def test_cancel_stops_a_running_sweep_within_a_second(client):
     assert time.perf_counter() - cancelled_at < 1.0
     assert job.error == CANCELLED_TEXT and job.result is None and job.done < job.total
     assert "Sweep cancelled" in client.get(f"/goodput/{job.id}").text
+    assert client.post(f"/api/sweep/{job.id}/cancel").json()["status"] == "cancelled"  # the API's view of it
     assert service._sweeps.find(job.id) is None  # asking again starts it afresh
 
 
@@ -156,15 +223,6 @@ def test_a_sweeps_progress_has_a_cancel_button(client, monkeypatch):
 def test_a_queued_job_that_is_cancelled_never_starts():
     board = JobBoard("queue", 2, keep=4, busy=lambda retry: service.BusyError("busy", retry))
     release, ran = threading.Event(), []
-
-    class Job:
-        def __init__(self, key):
-            self.id, self.total, self.done, self.result, self.error = key, 1, 0, None, None
-            self.state = JobState()
-
-        @property
-        def running(self):
-            return self.result is None and self.error is None
 
     def run(job):
         ran.append(job.id)
@@ -213,8 +271,9 @@ def test_cancel_stops_a_plan_within_a_second(client, monkeypatch):
 
 
 # ----- the whole request's budget ----------------------------------------------------------------------------
-def test_a_request_over_the_work_budget_is_refused_at_once_naming_the_field_and_budget(client):
+def test_a_request_over_the_work_budget_is_refused_at_once_naming_the_field_and_budget(client, monkeypatch):
     query = f"/api/run?schedulers={','.join(SCHEDULER_NAMES)}&seeds=10&duration=600&rate=33"
+    monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT)  # the gate full: checked before it, still
     response, took = _timed(lambda: client.get(query))
     assert response.status_code == 422, response.text
     assert took < 1.0
@@ -331,15 +390,6 @@ def test_a_job_whose_pages_stopped_polling_is_cancelled(monkeypatch):
     monkeypatch.setattr(jobs, "REAP_EVERY_S", 0.05)
     board = JobBoard("reap", 2, keep=4, busy=lambda retry: service.BusyError("busy", retry))
 
-    class Job:
-        def __init__(self, key):
-            self.id, self.total, self.done, self.result, self.error = key, 1, 0, None, None
-            self.state = JobState()
-
-        @property
-        def running(self):
-            return self.result is None and self.error is None
-
     def run(job):
         while not job.state.cancel[0]:
             time.sleep(0.01)
@@ -351,6 +401,18 @@ def test_a_job_whose_pages_stopped_polling_is_cancelled(monkeypatch):
     assert polled.error == CANCELLED_TEXT and never.running
     board.cancel("never")
     never.state.future.result(5)
+
+
+def test_lora_adapters_weigh_each_step_in_the_budget():
+    """Each engine step of a LoRA run walks every adapter: 68,391 of them make a run the step count alone accepts
+    about 340 times the work, and the refusal names lora_adapters."""
+    data = {"model": "qwen3-8b", "hardware": "a100", "duration": "600", "rate": "33"}
+    few, many = (inputs.parse_request({**data, "lora_adapters": n}) for n in ("100", "68391"))
+    reqs = make_requests(few.scenario, resolve(few.scenario))
+    budgets = {n: resolve(few.for_scheduler(n)).token_budget for n in few.schedulers}
+    assert budget.request_work_problems(few, reqs, budgets) == []
+    (field, message), = budget.request_work_problems(many, reqs, budgets)
+    assert field == "lora_adapters" and "at most" in message
 
 
 def test_model_uncertainty_counts_its_ensemble_in_the_budget():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -155,9 +156,21 @@ def warming_up(request: Request | None = None) -> JSONResponse:
     return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
 
 
-def busy(message: str, retry_after: int = 5) -> JSONResponse:
-    return JSONResponse({"detail": message, "retry_after_s": retry_after}, status_code=503,
-                        headers={"Retry-After": str(retry_after)})
+def busy(message: str, retry_after: int = 5, limit: tuple[str, float] | None = None, **more: Any) -> JSONResponse:
+    """503 + Retry-After; `limit`: the limit reached (its name in /api/catalog's `limits`, its value); `more`:
+    further keys of the answer."""
+    doc: dict[str, Any] = {"detail": message, "retry_after_s": retry_after, **more}
+    if limit is not None:
+        doc["limit"] = {"name": limit[0], "value": limit[1]}
+    return JSONResponse(doc, status_code=503, headers={"Retry-After": str(retry_after)})
+
+
+def busy_answer(e: service.BusyError) -> JSONResponse:
+    return busy(str(e), e.retry_after, e.limit)
+
+
+def _gate_busy(message: str) -> JSONResponse:
+    return busy(message, limit=("max_in_flight_requests", service.MAX_IN_FLIGHT))
 
 
 def gate(data: dict):
@@ -168,7 +181,7 @@ def gate(data: dict):
         req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
     except (ScenarioError, SetupError, TraceError):
         return None
-    return None if service.is_cached(req) else busy
+    return None if service.is_cached(req) else _gate_busy
 
 
 def landing_or(data: dict) -> dict:
@@ -184,15 +197,28 @@ def _run(data: dict, where: str, cancel=None) -> JSONResponse:
     except (ScenarioError, SetupError, TraceError) as e:
         return unprocessable(problems_of(e), where)
     except service.BusyError as e:
-        return busy(str(e), e.retry_after)
+        return busy_answer(e)
     except Cancelled:
         return JSONResponse({"detail": "cancelled: the client went away"}, status_code=CLIENT_CLOSED)
 
 
+def _over_budget(data: dict, where: str) -> JSONResponse | None:
+    """The 422 of a request whose whole work is over the web's budget (service.check_work: one workload made,
+    milliseconds), or None."""
+    try:
+        service.check_work(parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS))
+    except (ScenarioError, SetupError, TraceError) as e:
+        return unprocessable(problems_of(e), where)
+    return None
+
+
 async def _gated_run(request: Request, data: dict, where: str) -> JSONResponse:
     """A run in the simulation lane behind the in-flight gate, or, when it needs no simulation (all cached, or
-    invalid: its 422), at once on a request thread."""
+    invalid: its 422), at once on a request thread. One that would simulate has its budget checked first, on a
+    request thread: over budget, it is refused at once, however full the gate and the lane are."""
     check = gate(data)
+    if check is not None and (refused := await run_in_threadpool(_over_budget, data, where)) is not None:
+        return refused
     return await run_until_disconnect(request, _run, data, where, busy=check, quick=check is None)
 
 
@@ -299,7 +325,9 @@ async def api_sweep(request: Request) -> JSONResponse:
     point's `metrics` are means over seeds with `ci95` beside them, and `knee_interval` is the knee read off the
     attainment's 95% band (its lower edge's knee, its upper edge's). The sweep runs in the background queue
     (at most MAX_QUEUED_SWEEPS running or queued; past that 503 with Retry-After); this request waits for it
-    without holding a thread, and a client that leaves cancels it (unless a page or another client wants it)."""
+    without holding a thread, and a client that leaves cancels it (unless a page or another client wants it).
+    Past the server's time limit (`request_time_limit_s`) the answer is 503 with Retry-After while the sweep goes
+    on: the same query asked again finds it, and answers once it is done."""
     if not kernels_ready(request):
         return warming_up(request)
     found = await run_in_threadpool(_start_sweep, request)  # checks the work: generates one workload (ms)
@@ -307,7 +335,7 @@ async def api_sweep(request: Request) -> JSONResponse:
         return found
     job = found
     service.watch_sweep(job)
-    gone = False
+    gone, since = False, time.monotonic()
     try:
         waiting = asyncio.wrap_future(job.future)
         while not waiting.done():
@@ -315,6 +343,8 @@ async def api_sweep(request: Request) -> JSONResponse:
             if not waiting.done() and await request.is_disconnected():
                 gone = True
                 return JSONResponse({"detail": "cancelled: the client went away"}, status_code=CLIENT_CLOSED)
+            if not waiting.done() and time.monotonic() - since > inputs.REQUEST_TIME_LIMIT_S:
+                return _sweep_still_running(job)
     finally:
         service.unwatch_sweep(job, gone)
     if job.result is None and job.cancelled:  # its page's Cancel button
@@ -324,6 +354,34 @@ async def api_sweep(request: Request) -> JSONResponse:
     if job.error:
         return JSONResponse({"detail": job.error}, status_code=500)
     return JSONResponse(clean({"scenario": scenario_json(job.request), "query": job.request.query(), **job.result}))
+
+
+def _sweep_still_running(job: service.SweepJob) -> JSONResponse:
+    """The answer past the server's time limit: the sweep goes on, and the same query asked again finds it (and
+    its answer once done). Counted as a poll: nobody asking again within jobs.ABANDONED_S cancels it."""
+    service.sweep_polled(job)
+    retry = service.sweep_eta(job)
+    return busy(f"the sweep is still running after the server's time limit of {inputs.REQUEST_TIME_LIMIT_S:g} s "
+                f"({job.done} of {job.total} points done); ask again in about {retry} s: the same query finds it, "
+                "and answers once it is done", retry, ("request_time_limit_s", inputs.REQUEST_TIME_LIMIT_S),
+                sweep=_sweep_state(job))
+
+
+def _sweep_state(job: service.SweepJob) -> dict:
+    cancelled = job.result is None and job.cancelled
+    return {"id": job.id, "status": "cancelled" if cancelled else "running" if job.running else
+            ("error" if job.error else "done"), "done": job.done, "total": job.total,
+            "cancel": f"/api/sweep/{job.id}/cancel"}
+
+
+@router.post("/sweep/{job_id}/cancel", include_in_schema=False)  # stops background work: out of the schema fuzz
+def api_sweep_cancel(job_id: str) -> JSONResponse:
+    """Stop a sweep (its simulation stops within milliseconds; a queued one never starts): its state, `cancelled`.
+    A client waiting on /api/sweep for it gets 409."""
+    job = service.cancel_sweep(job_id)
+    if job is None:
+        return JSONResponse({"detail": "no such sweep on this server"}, 404)
+    return JSONResponse(_sweep_state(job))
 
 
 def _start_sweep(request: Request) -> service.SweepJob | JSONResponse:
@@ -340,7 +398,7 @@ def _start_sweep(request: Request) -> service.SweepJob | JSONResponse:
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
     except service.BusyError as e:
-        return busy(str(e), e.retry_after)
+        return busy_answer(e)
 
 
 STEP_TIME_FIELDS = StepShape.model_json_schema()["properties"]

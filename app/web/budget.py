@@ -27,6 +27,18 @@ from .inputs import (
     WebRequest,
 )
 
+# A LoRA run's engine step walks every adapter (sim_core/kernel/lora.py: which are resident, loading, in the step),
+# so its cost grows with lora_adapters: about 1/200 of a plain step's per adapter, measured on qwen3-8b chat on an
+# A100, 120 s of arrivals (0.02 s of CPU with 1 adapter, 6.3 s with 68,391). The budget counts such a step as
+# 1 + lora_adapters / LORA_ADAPTERS_PER_STEP steps: unweighted, 600 s of that chat at 33 req/s with 68,391
+# adapters (about 5 minutes of a core, extrapolated) was accepted, and stopped at the time limit.
+LORA_ADAPTERS_PER_STEP = 200
+
+
+def step_weight(s) -> float:
+    """What one engine step of scenario `s` costs, in plain steps."""
+    return 1.0 + s.lora_adapters / LORA_ADAPTERS_PER_STEP
+
 
 def request_work_problems(req: WebRequest, reqs, token_budgets: Mapping[str, int]) -> list[tuple[str, str]]:
     """The whole request's work against the web's budget, before any of it runs: `reqs`, the first seed's
@@ -39,7 +51,8 @@ def request_work_problems(req: WebRequest, reqs, token_budgets: Mapping[str, int
     each = s.seeds + members  # runs of each scheduler
     n, runs, engines = len(reqs), len(req.schedulers) * each, s.engines
     total = n * runs
-    steps = sum(least_engine_steps(reqs, b) for b in token_budgets.values()) * each * engines
+    plain = sum(least_engine_steps(reqs, b) for b in token_budgets.values()) * each * engines
+    steps = int(plain * step_weight(s))
     if total <= MAX_REQUEST_REQUESTS and steps <= MAX_REQUEST_STEPS:
         return []
     product = f"{len(req.schedulers)} scheduler(s) x ({s.seeds} seed(s) + {members} ensemble runs)" if members \
@@ -54,6 +67,10 @@ def request_work_problems(req: WebRequest, reqs, token_budgets: Mapping[str, int
         budget, per_run = MAX_REQUEST_STEPS, max(1, steps // runs)
     fit_runs = budget // per_run  # scheduler runs of this size that fit
     tail = " (the budget is in /api/catalog's limits; the CLI has no such limit)"
+    if s.lora_adapters and total <= MAX_REQUEST_REQUESTS and plain <= MAX_REQUEST_STEPS:  # the adapters alone
+        most = int((MAX_REQUEST_STEPS / max(1, plain) - 1) * LORA_ADAPTERS_PER_STEP)
+        return [("lora_adapters", f"{what}, each step walking the {s.lora_adapters:,} adapters — at most "
+                                  f"{most:,} adapters with this workload{tail}")]
     if members and fit_runs >= len(req.schedulers) * s.seeds:
         return [("model_uncertainty", f"{what} — turn it off, or compare fewer schedulers{tail}")]
     if s.seeds > 1 and fit_runs >= len(req.schedulers) * (1 + members):
@@ -76,4 +93,14 @@ def web_limits() -> dict[str, Any]:
             "max_sweep_requests": MAX_SWEEP_REQUESTS, "max_sweep_steps": MAX_SWEEP_STEPS,
             "max_run_steps": MAX_WEB_STEPS, "max_page_seeds": MAX_PAGE_SEEDS, "max_api_seeds": MAX_API_SEEDS,
             "max_request_requests": MAX_REQUEST_REQUESTS, "max_request_steps": MAX_REQUEST_STEPS,
-            "request_time_limit_s": REQUEST_TIME_LIMIT_S, "max_queued_sweeps": MAX_QUEUED_SWEEPS}
+            "request_time_limit_s": REQUEST_TIME_LIMIT_S, "max_queued_sweeps": MAX_QUEUED_SWEEPS,
+            **_busy_limits()}
+
+
+def _busy_limits() -> dict[str, int]:
+    """The limits a 503 names (service.BusyError.limit): simulations at once, API requests in the simulation
+    lane, plans and frontiers running or queued. Imported here, not at the top: those modules import this one."""
+    from . import frontier_page, plan_jobs, service
+
+    return {"max_simulations": service.MAX_SIMULATIONS, "max_in_flight_requests": service.MAX_IN_FLIGHT,
+            "max_queued_plans": plan_jobs.MAX_QUEUED_PLANS, "max_queued_frontiers": frontier_page.MAX_QUEUED_FRONTIERS}

@@ -17,9 +17,14 @@ import numpy as np
 
 from sim_core.runner import Cancelled
 
-# What the caches may hold, in bytes (deep_size): cached views are most of an idle server's memory.
+# What the caches may hold, in bytes (deep_size): cached views are most of an idle server's memory. Every cache
+# has a bound in bytes (an entry's size varies a hundredfold with its run's length, so a count bounds nothing).
 VIEW_CACHE_BYTES = 256 * 1024 * 1024
 UPLOAD_CACHE_BYTES = 64 * 1024 * 1024
+DIFF_CACHE_BYTES = 64 * 1024 * 1024  # request-level A/Bs (diff_page): a few arrays per request of both runs
+ENSEMBLE_CACHE_BYTES = 16 * 1024 * 1024  # model-uncertainty ensembles (model_interval): metrics per member
+JOB_RESULTS_BYTES = 64 * 1024 * 1024  # finished sweeps', plans' and frontiers' results, each board (jobs.py)
+PAGE_CACHE_BYTES = 32 * 1024 * 1024  # rendered pages and embeds (rendered.py): a page is ~0.4 MB of HTML
 
 
 _SCALARS = frozenset((str, bytes, int, float, bool, type(None)))
@@ -86,10 +91,10 @@ def release_memory() -> None:
 
 
 class SingleFlightLRU:
-    """An LRU map, bounded by entries and by bytes (`sizeof`), whose misses are computed once even when many
+    """An LRU map, bounded by bytes (`sizeof`) and by entries, whose misses are computed once even when many
     threads ask at the same time."""
 
-    def __init__(self, maxsize: int, max_bytes: int | None = None, sizeof: Callable[[object], int] = deep_size):
+    def __init__(self, *, max_bytes: int, maxsize: int = 4096, sizeof: Callable[[object], int] = deep_size):
         self.maxsize, self.max_bytes, self._sizeof = maxsize, max_bytes, sizeof
         self._items: OrderedDict[str, object] = OrderedDict()
         self._sizes: dict[str, int] = {}
@@ -128,19 +133,31 @@ class SingleFlightLRU:
                 del self._pending[key]
             fut.set_exception(e)
             raise
-        size = self._sizeof(value) if self.max_bytes is not None else 0
+        size = self._sizeof(value)
         with self._lock:
             del self._pending[key]
-            if self.max_bytes is None or size <= self.max_bytes:  # one larger than the whole cache is not kept
-                self._items[key] = value
-                self._sizes[key] = size
-                self.bytes += size
-            while self._items and (len(self._items) > self.maxsize
-                                   or (self.max_bytes is not None and self.bytes > self.max_bytes)):
-                old, _ = self._items.popitem(last=False)
-                self.bytes -= self._sizes.pop(old)
+            self._keep(key, value, size)
         fut.set_result(value)
         return value
+
+    def put(self, key: str, value: object) -> None:
+        """Keep `value` under `key` (computed elsewhere), replacing what was there."""
+        size = self._sizeof(value)
+        with self._lock:
+            if key in self._items:
+                del self._items[key]
+                self.bytes -= self._sizes.pop(key)
+            self._keep(key, value, size)
+
+    def _keep(self, key: str, value: object, size: int) -> None:
+        """Called locked."""
+        if size <= self.max_bytes:  # one larger than the whole cache is not kept
+            self._items[key] = value
+            self._sizes[key] = size
+            self.bytes += size
+        while self._items and (len(self._items) > self.maxsize or self.bytes > self.max_bytes):
+            old, _ = self._items.popitem(last=False)
+            self.bytes -= self._sizes.pop(old)
 
     def clear(self) -> None:
         with self._lock:

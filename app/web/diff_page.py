@@ -24,6 +24,7 @@ from sim_core.runner import Cancelled
 
 from . import service
 from .api import busy, clean, kernels_error, kernels_ready, unprocessable, warming_up
+from .cache import DIFF_CACHE_BYTES
 from .figures import request_diff as figs
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
 from .inputs import PAGE_DEFAULTS, WebRequest, parse_request, problems_of, query_to_dict
@@ -106,7 +107,7 @@ class AB:
     diff: RequestDiff
 
 
-_abs = service.SingleFlightLRU(maxsize=16)
+_abs = service.SingleFlightLRU(max_bytes=DIFF_CACHE_BYTES, maxsize=16)
 
 
 def _key(ab: ABRequest) -> str:

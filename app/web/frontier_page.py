@@ -11,7 +11,7 @@ GPUs, MAX_WEB_CONCURRENCY users, MAX_WEB_LENGTH tokens of prompt or output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -21,7 +21,6 @@ from sim_core import GPUS, Scenario, ScenarioError, parse_scenario
 from sim_core.studies.frontier import (
     BASES,
     REQUESTS_PER_USER,
-    FrontierResult,
     cheapest_at,
     concurrency_grid,
     frontier,
@@ -30,7 +29,7 @@ from sim_core.studies.frontier import (
 from . import service
 from .figures.frontier import TITLE, frontier_figure
 from .http import errors_by_field
-from .jobs import JobBoard, JobState, job_id
+from .jobs import JobBoard, JobRecord, job_id
 from .plan_jobs import SlotExecutor
 from .templating import templates
 
@@ -46,30 +45,18 @@ MAX_FLOOR = 100_000.0  # tokens/s per user the card's "cheapest at" input takes 
 
 
 @dataclass
-class FrontierJob:
+class FrontierJob(JobRecord):
     id: str
     base: Scenario
     gpus: tuple[str, ...]
     grid: list[int]
     basis: str
-    floor: float | None = None  # the card's "cheapest at >= X tokens/s per user"
-    total: int = 1
-    done: int = 0
-    result: FrontierResult | None = None
-    error: str | None = None
-    state: JobState = field(default_factory=JobState)
-
-    @property
-    def running(self) -> bool:
-        return self.result is None and self.error is None
-
-    @property
-    def cancelled(self) -> bool:
-        return self.state.cancelled
+    floor: float | None = None  # the card's "cheapest at >= X tokens/s per user"; result: a FrontierResult
 
 
 _jobs = JobBoard("frontier", MAX_QUEUED_FRONTIERS, keep=16, busy=lambda retry: service.BusyError(
-    f"{MAX_QUEUED_FRONTIERS} frontiers are already running or queued; retry in about {retry} s", retry))
+    f"{MAX_QUEUED_FRONTIERS} frontiers are already running or queued (the server's limit, max_queued_frontiers); "
+    f"retry in about {retry} s", retry, ("max_queued_frontiers", MAX_QUEUED_FRONTIERS)))
 
 
 def _int_input(name: str, raw: Any, lo: int, hi: int, problems: list) -> int | None:
@@ -231,7 +218,9 @@ def api_frontier(request: Request) -> JSONResponse:
     except ScenarioError as e:
         return JSONResponse({"detail": [{"field": k, "message": m} for k, m in e.problems]}, 422)
     except service.BusyError as e:
-        return JSONResponse({"detail": str(e)}, 503, headers={"Retry-After": str(e.retry_after)})
+        from .api import busy_answer
+
+        return busy_answer(e)
     doc: dict[str, Any] = {"id": job.id, "status": "running" if job.running else ("error" if job.error else "done"),
                            "done": job.done, "total": job.total, "basis": job.basis, "concurrencies": job.grid}
     if job.error:

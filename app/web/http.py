@@ -54,7 +54,8 @@ async def run_until_disconnect(request: Request, fn, *args, busy: Callable[[str]
     gated = busy is not None and not quick
     if gated:
         if _Gate.inside >= MAX_IN_FLIGHT:
-            return busy(f"the server is busy with {MAX_IN_FLIGHT} simulation requests; retry in a few seconds")
+            return busy(f"the server is busy with {MAX_IN_FLIGHT} simulation requests, its limit "
+                        "(max_in_flight_requests); retry in a few seconds")
         _Gate.inside += 1
     try:
         return await _run_watching(request, fn, *args, limiter=None if quick else _WORK_LANE, too_long=too_long)

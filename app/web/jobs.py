@@ -1,14 +1,16 @@
-"""Background jobs that pages poll (rate sweeps, capacity plans): each is found by an id derived from what it
-computes, so asking again finds it; they run one at a time on the board's own thread (never a request thread:
-pages, static files and health checks keep theirs whatever long work is queued); at most `max_queued` are
-running or queued, and past that `busy(retry_after_s)` says when to come back; finished ones are kept for their
-pages, the oldest forgotten past `keep`. A failed or cancelled job is not found again: asking again retries it.
+"""Background jobs that pages poll (rate sweeps, capacity plans, frontiers; each a JobRecord): each is found by an
+id derived from what it computes, so asking again finds it; they run one at a time on the board's own thread
+(never a request thread: pages, static files and health checks keep theirs whatever long work is queued); at
+most `max_queued` are running or queued, and past that `busy(retry_after_s)` says when to come back; finished
+ones are kept for their pages, the oldest forgotten past `keep` of them or `keep_bytes` of their results. A
+failed or cancelled job is not found again: asking again retries it.
 
 Cancelling: every job carries a cancel flag (`job.state.cancel`, the engine's int64[1]); the board runs the job in
 sim_core.runner.cancel_scope, so setting the flag stops whichever simulation of the job is running within
 milliseconds, and a queued job that is cancelled never starts. A job is cancelled by its page's Cancel button
-(`cancel`), when the last request waiting for it (`watch`) goes away and no page has polled it lately, or when
-the pages that polled it have all stopped polling for ABANDONED_S (closed) and nobody waits for it."""
+(`cancel`), when the last request waiting for it (`watch`) goes away and no page has polled it lately, when
+the pages that polled it have all stopped polling for ABANDONED_S (closed) and nobody waits for it, or when the
+server stops (cancel_all, from the app's lifespan)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import hashlib
 import math
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from sim_core.runner import cancel_scope
+
+from .cache import JOB_RESULTS_BYTES, deep_size
 
 # A page polls a running job every 500 ms: one not polled for this long has no page showing it.
 POLL_GRACE_S = 2.0
@@ -38,13 +43,25 @@ MAX_RETRY_S = 600
 CANCELLED_TEXT = "cancelled"
 
 
+def _seconds_left(job: Any, now: float) -> float | None:
+    """A running job's time to its end at the pace it has kept so far; None before it has done anything."""
+    started = job.state.started_at
+    if started is None or job.done <= 0 or job.total <= job.done:
+        return None
+    return (now - started) / job.done * (job.total - job.done)
+
+
+def _retry_seconds(left: float | None) -> int:
+    return DEFAULT_RETRY_S if left is None else int(min(MAX_RETRY_S, max(1, math.ceil(left))))
+
+
 def job_id(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
 class JobState:
-    """What the board keeps of every job beside the job's own fields (SweepJob, PlanJob embed it as `state`)."""
+    """What the board keeps of every job beside the job's own fields (JobRecord's `state`)."""
 
     cancel: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     future: Future | None = None
@@ -52,16 +69,60 @@ class JobState:
     started_at: float | None = None
     waiters: int = 0  # requests awaiting the job's end (the synchronous API): it is theirs while any waits
     polled_at: float = 0.0  # when a page last asked for its progress
+    bytes: int = 0  # what its result holds once finished (cache.deep_size)
 
     @property
     def cancelled(self) -> bool:
         return bool(self.cancel[0])
 
 
+@dataclass(kw_only=True)
+class JobRecord:
+    """What a board reads of every job (SweepJob, PlanJob and FrontierJob add their own fields before these: the
+    base's fields are keyword-only, so a subclass's positional ones come first): its progress (`done` of
+    `total`), its outcome (`result`, or `error`) and the board's own `state`."""
+
+    total: int = 1
+    done: int = 0
+    result: Any = None
+    error: str | None = None
+    state: JobState = field(default_factory=JobState)
+
+    @property
+    def running(self) -> bool:
+        return self.result is None and self.error is None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state.cancelled
+
+    @property
+    def future(self) -> Future | None:
+        return self.state.future
+
+
+# Every board of the process, so that a stopping server stops their jobs (cancel_all, from its lifespan's end).
+_BOARDS: weakref.WeakSet[JobBoard] = weakref.WeakSet()
+
+
+def cancel_all() -> int:
+    """Stop every running or queued job of every board (the server is stopping: without this, its job threads
+    would keep the process alive until their sweeps and plans ended). How many were stopped."""
+    return sum(board.cancel_running() for board in list(_BOARDS))
+
+
+def running_jobs() -> int:
+    """Jobs running or queued on every board (a cancelled one counts until its thread has ended it)."""
+    return sum(board.running_jobs() for board in list(_BOARDS))
+
+
 class JobBoard:
-    def __init__(self, name: str, max_queued: int, keep: int, busy: Callable[[int], Exception]):
+    def __init__(self, name: str, max_queued: int, keep: int, busy: Callable[[int], Exception],
+                 keep_bytes: int = JOB_RESULTS_BYTES):
         """`busy(retry_after_s)`: the error raised when `max_queued` jobs are already running or queued."""
-        self.max_queued, self.keep, self._busy = max_queued, keep, busy
+        self.name, self.max_queued, self.keep, self._busy = name, max_queued, keep, busy
+        self.keep_bytes = keep_bytes
+        _BOARDS.add(self)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._jobs: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
@@ -77,7 +138,7 @@ class JobBoard:
             return self._live(key)
 
     def start(self, job: Any, run: Callable[[Any], Any]) -> tuple[Any, Future | None]:
-        """Queue `job` (its `id`, `running`, `error` and `state` are read) to run as `run(job)`; or, when another
+        """Queue `job` (a JobRecord with an `id`) to run as `run(job)`; or, when another
         request started the same one meanwhile, that one instead (and no future)."""
         with self._lock:
             found = self._live(job.id)
@@ -87,11 +148,7 @@ class JobBoard:
                 raise self._busy(self._retry_after())
             self._jobs[job.id] = job
             self._jobs.move_to_end(job.id)
-            while len(self._jobs) > self.keep:
-                oldest = next((k for k, j in self._jobs.items() if not j.running), None)
-                if oldest is None:
-                    break
-                del self._jobs[oldest]
+            self._forget_old()
             job.state.future = self._pool.submit(self._run, job, run)
             if self._reaper is None:
                 self._reaper = threading.Thread(target=self._reap, name="job-reaper", daemon=True)
@@ -106,12 +163,14 @@ class JobBoard:
             job.state.cancel[0] = 1
         return job
 
-    def cancel_running(self) -> None:
-        """Stop every running or queued job (a server going away, or a test module done with its server)."""
+    def cancel_running(self) -> int:
+        """Stop every running or queued job (a server going away, or a test module done with its server); how
+        many."""
         with self._lock:
             running = [j for j in self._jobs.values() if j.running]
         for job in running:
             job.state.cancel[0] = 1
+        return len(running)
 
     def polled(self, job: Any) -> None:
         job.state.polled_at = time.monotonic()
@@ -161,20 +220,29 @@ class JobBoard:
         finally:
             if state.cancelled and job.result is None:
                 job.error = CANCELLED_TEXT  # whatever the run made of its Cancelled, it was cancelled
+            state.bytes = deep_size(job.result)
+            with self._lock:
+                self._forget_old(job)
+
+    def _forget_old(self, spare: Any = None) -> None:
+        """Forget the oldest finished jobs past `keep` of them or `keep_bytes` of results (never `spare`, the one
+        just finished: its page is about to show it); called locked."""
+        while len(self._jobs) > self.keep or sum(j.state.bytes for j in self._jobs.values()) > self.keep_bytes:
+            oldest = next((k for k, j in self._jobs.items() if not j.running and j is not spare), None)
+            if oldest is None:
+                return
+            del self._jobs[oldest]
 
     def _retry_after(self) -> int:
         """Seconds until a place frees (the running job's end, at the pace it has kept so far), called locked."""
         now = time.monotonic()
-        running = [j for j in self._jobs.values() if j.running and j.state.started_at is not None]
-        best = None
-        for j in running:
-            if j.done > 0 and j.total > j.done:
-                elapsed = now - j.state.started_at
-                left = elapsed / j.done * (j.total - j.done)
-                best = left if best is None else min(best, left)
-        if best is None:
-            return DEFAULT_RETRY_S
-        return int(min(MAX_RETRY_S, max(1, math.ceil(best))))
+        lefts = [left for j in self._jobs.values() if j.running and (left := _seconds_left(j, now)) is not None]
+        return _retry_seconds(min(lefts) if lefts else None)
+
+    def eta(self, job: Any) -> int:
+        """Seconds until `job` ends, at the pace it has kept so far (a Retry-After: DEFAULT_RETRY_S while nothing
+        of it is done yet, and never more than MAX_RETRY_S)."""
+        return _retry_seconds(_seconds_left(job, time.monotonic()))
 
     def _live(self, key: str) -> Any | None:
         job = self._jobs.get(key)

@@ -10,10 +10,11 @@ import numpy as np
 
 from sim_core.studies import model_error
 
+from .cache import ENSEMBLE_CACHE_BYTES
 from .inputs import WebRequest
-from .service import SIM_SLOTS, SIM_WAIT_S, BusyError, SingleFlightLRU, upload_text
+from .service import SIM_SLOTS, SIM_WAIT_S, SingleFlightLRU, slots_busy, upload_text
 
-_ensembles = SingleFlightLRU(maxsize=16)
+_ensembles = SingleFlightLRU(max_bytes=ENSEMBLE_CACHE_BYTES, maxsize=16)
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ def model_intervals(req: WebRequest, cancel: np.ndarray | None = None) -> ModelI
 
 def _ensemble(req: WebRequest, name: str, cancel: np.ndarray | None) -> model_error.Ensemble:
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
-        raise BusyError("the server is already running its simulations; retry in a few seconds")
+        raise slots_busy()
     try:
         return model_error.ensemble(req.for_scheduler(name), trace_text=upload_text(req), cancel=cancel)
     finally:

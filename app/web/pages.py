@@ -23,7 +23,7 @@ from sim_core.studies.experiments import BY_KEY as EXPERIMENTS_BY_KEY
 from sim_core.studies.experiments import EXPERIMENTS
 from sim_core.validity import coverage_warnings
 
-from . import charts, figures, model_uploads, present, service
+from . import charts, figures, model_uploads, present, rendered, service
 from .api import kernels_error, kernels_ready
 from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
 from .figures.goodput import goodput_context, sweep_status
@@ -246,6 +246,11 @@ def answers_from_cache(request: Request, view: tuple[str, ...] = VIEW_PARAMS) ->
     return service.is_cached_query(scenario_params(request, view))
 
 
+def _rendered(request: Request) -> Response | None:
+    """The page as rendered before (rendered.py), unless the kernels' state has changed what it would say."""
+    return rendered.get(request) if kernels_ready(request) and not kernels_error(request) else None
+
+
 def too_long_page(message: str) -> Response:
     return HTMLResponse(f"<p class=\"field-error\">{escape(message)}</p>", 503, headers=VARY)
 
@@ -254,8 +259,10 @@ def too_long_page(message: str) -> Response:
 async def index(request: Request) -> Response:
     """The dashboard; simulating in the simulation lane (answered from the cache on a request thread), and
     stopping if the browser leaves before it is done."""
-    return await run_until_disconnect(request, _index, request, quick=answers_from_cache(request),
-                                      too_long=too_long_page)
+    quick = answers_from_cache(request)
+    if quick and (kept := _rendered(request)) is not None:
+        return kept
+    return await run_until_disconnect(request, _index, request, quick=quick, too_long=too_long_page)
 
 
 def _index(request: Request, cancel) -> Response:
@@ -269,8 +276,12 @@ def _index(request: Request, cancel) -> Response:
         return Response(status_code=CLIENT_CLOSED)
     if is_fragment(request):
         headers = {"HX-Push-Url": "/?" + req.query()} if status == 200 and req else {}
-        return _render("_workspace.html", ctx, status, headers)
-    return _render("index.html", ctx, status)
+        response = _render("_workspace.html", ctx, status, headers)
+    else:
+        response = _render("index.html", ctx, status)
+    if ctx["results"] is not None and not (ctx["busy"] or ctx["stale"]) and req is not None and req.sweep is None:
+        rendered.keep(request, response)  # not with a sweep: its card shows (and starts) a job that comes and goes
+    return response
 
 
 @router.get("/goodput", response_class=HTMLResponse)
@@ -320,6 +331,8 @@ async def embed(request: Request, figure: str) -> Response:
     picks_panel = "schedulers" in request.query_params  # as _embed reads `scheduler`
     quick = fig is None or not fig.simulates or answers_from_cache(
         request, VIEW_PARAMS + EMBED_OPTIONS + (("scheduler",) if picks_panel else ()))
+    if quick and fig is not None and fig.simulates and (kept := _rendered(request)) is not None:
+        return kept
     return await run_until_disconnect(request, _embed, request, figure, quick=quick, too_long=too_long_page)
 
 
@@ -366,7 +379,10 @@ def _embed(request: Request, figure: str, cancel) -> Response:
         except Cancelled:
             return Response(status_code=CLIENT_CLOSED)
     headers = {"Retry-After": "5"} if status == 503 else None
-    return templates.TemplateResponse(request, "embed.html", ctx, status_code=status, headers=headers)
+    response = templates.TemplateResponse(request, "embed.html", ctx, status_code=status, headers=headers)
+    if fig.simulates and "results" in ctx:
+        rendered.keep(request, response)  # 200 only: errors and busy answers are never kept
+    return response
 
 
 @router.post("/upload", response_class=HTMLResponse)

@@ -9,17 +9,17 @@ all (a capacity search is about RUNS_PER_CANDIDATE runs at or below the plan's r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from sim_core import Scenario, SetupError, resolve
 from sim_core.runner import Cancelled, make_requests
 from sim_core.studies.plan_space import PlanInputs
-from sim_core.studies.planner import PlanResult, no_plan_text, plan
+from sim_core.studies.planner import no_plan_text, plan
 
 from . import service
 from .inputs import MAX_REQUESTS, expected_requests, scenario_query_pairs, work_problems
-from .jobs import JobBoard, JobState, job_id
+from .jobs import JobBoard, JobRecord, job_id
 
 MAX_PLAN_CANDIDATES = 16
 MAX_PLAN_SEEDS = 3
@@ -30,25 +30,12 @@ KEEP_PLANS = 16  # finished plans kept for their pages
 
 
 @dataclass
-class PlanJob:
+class PlanJob(JobRecord):
     id: str
     scenario: Scenario
     inputs: PlanInputs
     rate: float
-    total: int = 1
-    done: int = 0
-    result: PlanResult | None = None
-    no_plan: str | None = None
-    error: str | None = None
-    state: JobState = field(default_factory=JobState)
-
-    @property
-    def running(self) -> bool:
-        return self.result is None and self.error is None
-
-    @property
-    def cancelled(self) -> bool:
-        return self.state.cancelled
+    no_plan: str | None = None  # result: a PlanResult
 
     def query(self) -> str:
         return plan_query(self.scenario, self.inputs)
@@ -125,7 +112,8 @@ class SlotExecutor:
 
 
 _plans = JobBoard("plan", MAX_QUEUED_PLANS, KEEP_PLANS, busy=lambda retry: service.BusyError(
-    f"{MAX_QUEUED_PLANS} plans are already running or queued; retry in about {retry} s", retry))
+    f"{MAX_QUEUED_PLANS} plans are already running or queued (the server's limit, max_queued_plans); retry in "
+    f"about {retry} s", retry, ("max_queued_plans", MAX_QUEUED_PLANS)))
 
 
 def start_plan(scenario: Scenario, inputs: PlanInputs) -> PlanJob:

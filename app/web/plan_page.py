@@ -259,7 +259,7 @@ def api_plan(request: Request) -> JSONResponse:
     """Start a capacity plan (or find the same one already started): the scenario's fields and the search space
     (gpus, tp, schedulers, token_budgets, topologies, max_gpus, attainment) as query parameters. Answers 202 with
     the job's progress while it runs, 200 with the plans once done; poll `poll`."""
-    from .api import busy, kernels_ready, unprocessable, warming_up
+    from .api import busy_answer, kernels_ready, unprocessable, warming_up
 
     if not kernels_ready(request):
         return warming_up(request)
@@ -269,7 +269,7 @@ def api_plan(request: Request) -> JSONResponse:
     except ScenarioError as e:
         return unprocessable(e.problems, "query")
     except service.BusyError as e:
-        return busy(str(e), e.retry_after)
+        return busy_answer(e)
     return JSONResponse(plan_doc(job), 202 if job.running else 200)
 
 

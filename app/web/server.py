@@ -37,6 +37,7 @@ from . import (
     service,
     vs_page,
 )
+from .jobs import cancel_all as cancel_all_jobs
 from .middleware import AllowedHostsAndOrigin, GzipOffLoop, SecurityHeadersAndHead
 from .settings import Settings
 from .store import BlobStore
@@ -83,6 +84,9 @@ async def lifespan(app: FastAPI):
     threading.Thread(target=_warm_up, args=(app,), name="numba-warm-up", daemon=True).start()
     await asyncio.to_thread(app.state.kernels_ready.wait, WARM_UP_WAIT_S)
     yield
+    # A stopping server stops its sweeps, plans and frontiers: their job threads would keep the process alive
+    # until each ended (minutes), and a test's next server would queue behind them.
+    cancel_all_jobs()
 
 
 class VersionedStaticFiles(StaticFiles):

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -23,7 +22,7 @@ from sim_core.statistics import aggregate
 from sim_core.studies.sweep import knee_interval, knee_rate, sweep
 from sim_core.traces import TraceError, own_rate, read_trace
 
-from . import figures, model_uploads
+from . import figures, model_uploads, rendered
 from .budget import request_work_problems
 from .cache import UPLOAD_CACHE_BYTES, VIEW_CACHE_BYTES, SingleFlightLRU, release_memory
 from .clusterview import cluster_view
@@ -41,7 +40,7 @@ from .inputs import (
     sweep_work_problems,
     work_problems,
 )
-from .jobs import JobBoard, JobState, job_id
+from .jobs import JobBoard, JobRecord, job_id
 from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
 from .store import BlobStore, content_id
 from .sweep_range import default_sweep
@@ -60,11 +59,20 @@ KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
 
 
 class BusyError(RuntimeError):
-    """Too many simulations running or sweeps queued: the caller should retry in `retry_after` seconds."""
+    """Too many simulations running or sweeps queued: the caller should retry in `retry_after` seconds. `limit`:
+    the limit reached, as /api/catalog's `limits` name it, and its value (the 503's JSON carries both)."""
 
-    def __init__(self, message: str, retry_after: int = 5):
+    def __init__(self, message: str, retry_after: int = 5, limit: tuple[str, float] | None = None):
         super().__init__(message)
         self.retry_after = retry_after
+        self.limit = limit
+
+
+def slots_busy() -> BusyError:
+    """Every simulation slot stayed taken for SIM_WAIT_S."""
+    return BusyError(f"the server runs at most {MAX_SIMULATIONS} simulations at once (its limit max_simulations) "
+                     f"and is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds",
+                     limit=("max_simulations", MAX_SIMULATIONS))
 
 
 # ----- uploaded traces -----
@@ -92,6 +100,7 @@ def use_store(store: BlobStore | None) -> None:
     global _store
     _store = store
     _uploads.clear()
+    rendered.clear()  # pages naming uploads are rendered again from the new store
     model_uploads.use_store(store)
 
 
@@ -272,12 +281,23 @@ class SeedViews:
     ci95: list[dict]
 
 
+# Requests found within the budget lately (their canonical queries): the API checks a request before it queues
+# for the simulation lane, and its run checks it again; the second check is this lookup.
+_within_budget = SingleFlightLRU(max_bytes=1024 * 1024, sizeof=lambda _: 1024)
+
+
 def check_work(req: WebRequest) -> None:
     """Refuse (ScenarioError) a request whose whole work, every scheduler at every seed, is more than the web's
     budget, before any of it runs: the first seed's workload is generated (milliseconds) and stands for every
     seed's. Nothing to check when every run is cached."""
-    if is_cached(req):
+    key = req.query(sweep=False)
+    if _within_budget.get(key) or is_cached(req):
         return
+    _check_work(req)
+    _within_budget.put(key, True)
+
+
+def _check_work(req: WebRequest) -> None:
     s = req.scenario
     reqs = make_requests(s, resolve(s), upload_text(req))
     budgets = {name: resolve(req.for_scheduler(name)).token_budget for name in req.schedulers}
@@ -315,7 +335,7 @@ def full_run(req: WebRequest, name: str, cancel: np.ndarray | None = None) -> Re
     scenario = req.for_scheduler(name)
     resolved = resolve(scenario)
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
-        raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
+        raise slots_busy()
     try:
         return simulate_requests(scenario, resolved, _workload(req, scenario, resolved),
                                  record_events=True, cancel=cancel)
@@ -327,7 +347,7 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
     scenario = req.for_scheduler(name)
     resolved = resolve(scenario)
     if not SIM_SLOTS.acquire(timeout=SIM_WAIT_S):
-        raise BusyError(f"the server is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds")
+        raise slots_busy()
     try:
         reqs = requests_for(scenario, resolved)
         if cancel is not None and cancel[0]:  # the client left while the workload was made: simulate nothing
@@ -348,32 +368,16 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
 
 # ----- rate sweeps -----
 @dataclass
-class SweepJob:
+class SweepJob(JobRecord):
     id: str
     request: WebRequest
-    total: int
-    done: int = 0
-    result: dict | None = None
-    error: str | None = None
     problems: list[tuple[str, str]] | None = None  # when the error is the scenario's: (field, what it allows)
     trace_text: str | None = None  # the uploaded trace it replays at each rate (kept: uploads may be evicted)
-    state: JobState = field(default_factory=JobState)
-
-    @property
-    def running(self) -> bool:
-        return self.result is None and self.error is None
-
-    @property
-    def cancelled(self) -> bool:
-        return self.state.cancelled
-
-    @property
-    def future(self) -> Future | None:
-        return self.state.future
 
 
 _sweeps = JobBoard("sweep", MAX_QUEUED_SWEEPS, keep=32, busy=lambda retry: BusyError(
-    f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued; retry in about {retry} s", retry))
+    f"{MAX_QUEUED_SWEEPS} sweeps are already running or queued (the server's limit, max_queued_sweeps); retry in "
+    f"about {retry} s", retry, ("max_queued_sweeps", MAX_QUEUED_SWEEPS)))
 
 
 def start_sweep(req: WebRequest) -> SweepJob:
@@ -403,6 +407,11 @@ def cancel_sweep(key: str) -> SweepJob | None:
 
 def sweep_polled(job: SweepJob) -> None:
     _sweeps.polled(job)
+
+
+def sweep_eta(job: SweepJob) -> int:
+    """Seconds until the sweep ends, at its pace so far (a Retry-After)."""
+    return _sweeps.eta(job)
 
 
 def watch_sweep(job: SweepJob) -> None:
@@ -437,6 +446,7 @@ def _run_sweep(job: SweepJob) -> dict:
     except Exception as e:  # reported on the page; asking for the same sweep again retries it
         job.error = f"{type(e).__name__}: {e}"
     finally:
+        job.trace_text = None  # up to MAX_UPLOAD_BYTES of text, of no use once the sweep is over
         release_memory()
     return job.result
 
@@ -462,10 +472,12 @@ def sweep_summary(req: WebRequest, points: dict[str, list[dict]]) -> dict:
 
 
 def clear_caches() -> None:
-    """Forget cached runs (tests and benchmarks use this to measure cold paths)."""
+    """Forget cached runs and the pages rendered from them (tests and benchmarks use this to measure cold
+    paths)."""
     _views.clear()
+    rendered.clear()
 
 
 def cache_stats() -> dict:
     return {"hits": _views.hits, "misses": _views.misses, "bytes": _views.bytes, "entries": len(_views._items),
-            "max_bytes": _views.max_bytes, "sweeps_running": _sweeps.running_jobs()}
+            "max_bytes": _views.max_bytes, "sweeps_running": _sweeps.running_jobs(), "pages": rendered.stats()}
