@@ -168,13 +168,17 @@ def _piecewise(text: str) -> RateSchedule:
         if not sep:
             raise ScheduleError(f"piece {part.strip()!r} is not 'seconds:rate'; expected {SYNTAX}")
         t = _number(t_text, f"piece {part.strip()!r}: the start", 0.0, MAX_TIME_S, "s")
-        r = _number(r_text, f"piece {part.strip()!r}: the rate", MIN_RATE, MAX_RATE, "req/s")
+        # A piece may be quiet (rate 0: a night, or the gap a cluster scaled to zero waits through).
+        r = 0.0 if _is_zero(r_text) else _number(r_text, f"piece {part.strip()!r}: the rate", MIN_RATE, MAX_RATE,
+                                                 "req/s")
         if pieces and t <= pieces[-1][0]:
             raise ScheduleError(f"piece {part.strip()!r} starts at {_num(t)} s, not after the piece before "
                                 f"({_num(pieces[-1][0])} s): starts must increase")
         pieces.append((t, r))
     if pieces[0][0] != 0.0:
         raise ScheduleError(f"the first piece starts at {_num(pieces[0][0])} s; it must start at 0")
+    if all(r == 0.0 for _, r in pieces):
+        raise ScheduleError("has no piece with a rate above 0: nothing would arrive")
     return RateSchedule("piecewise", tuple((_num(t), r) for t, r in pieces))
 
 
@@ -213,6 +217,13 @@ def _check_shape(shape: str, p: dict[str, float]) -> None:
     if shape == "burst" and 0 < p.get("every", 0.0) < p["width"]:
         raise ScheduleError(f"burst: every ({_num(p['every'])} s) must be 0 (one burst) or at least the width "
                             f"({_num(p['width'])} s)")
+
+
+def _is_zero(text: str) -> bool:
+    try:
+        return float(text) == 0.0
+    except ValueError:
+        return False  # _number says what is wrong with it
 
 
 def _number(text: str, what: str, lo: float, hi: float, unit: str) -> float:

@@ -103,8 +103,9 @@ class Scenario(KVOffloadFields):
                                                                 "(replicas: how many serve at the start): "
                                                                 + "; ".join(f"{k}: {v[1]}" for k, v in
                                                                             AUTOSCALERS.items()))
-    min_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS, description="autoscaler: the fewest replicas; "
-                                                                               "default 1")
+    min_replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS, description="autoscaler: the fewest replicas; "
+                                     "default 1; 0 scales to zero (a request arriving to none wakes one, serving "
+                                     "after the provisioning delay)")
     max_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS,
                                      description="autoscaler: the most replicas alive at once (provisioning, serving "
                                                  "or draining: each holds its GPUs); default 8, or replicas if more")
@@ -331,7 +332,7 @@ class Scenario(KVOffloadFields):
     @property
     def scaling_bounds(self) -> tuple[int, int]:
         """(min_replicas, max_replicas) as an autoscaler uses them, defaults filled in."""
-        lo = self.min_replicas or 1
+        lo = 1 if self.min_replicas is None else self.min_replicas
         return lo, self.max_replicas or max(DEFAULT_MAX_REPLICAS, self.replicas, lo)
 
     def pool_deployment(self, pool: str) -> tuple[str, int]:

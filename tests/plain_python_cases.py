@@ -96,10 +96,12 @@ def run_all() -> dict[str, dict]:
         res = run(s)
         out[f"cluster-{router}"] = {"metrics": res.metrics, "replica_of": res.replica_of.tolist(),
                                     "finish_s": res.finish_s.tolist()}
+    # Replicas come and go; utilization scales to zero in the quiet piece and a request wakes one.
     for policy, settings in (("utilization", {"autoscale_metric": "running", "autoscale_target": 2,
-                                              "autoscale_cooldown_s": 4}),
-                             ("predictive", {"autoscale_replica_rate": 1.5})):  # replicas come and go
-        s = Scenario(hardware="rtx3050", workload="agent", rate_schedule="0:1,10:6,25:1", duration=40, seed=5,
+                                              "autoscale_cooldown_s": 4, "min_replicas": 0,
+                                              "rate_schedule": "0:1,10:6,25:0,34:1"}),
+                             ("predictive", {"autoscale_replica_rate": 1.5, "rate_schedule": "0:1,10:6,25:1"})):
+        s = Scenario(hardware="rtx3050", workload="agent", duration=40, seed=5,
                      autoscaler=policy, autoscale_interval_s=2, provision_delay_s=3, max_replicas=4,
                      router="power_of_two", prefix_cache=True, **settings)
         res = run(s)

@@ -31,7 +31,8 @@ def test_defaults_and_spacing_are_made_canonical():
 
 @pytest.mark.parametrize("text, words", [
     ("", "empty"), ("5:3", "must start at 0"), ("0:5,0:6", "starts must increase"), ("0:x", "not a number"),
-    ("0:1e9", "between 1e-06 and 10000 req/s"), ("0:0", "between"), ("diurnal:period=0,min=1,max=2", "above 0"),
+    ("0:1e9", "between 1e-06 and 10000 req/s"), ("0:0", "no piece with a rate above 0"),
+    ("0:0,60:0.0", "no piece with a rate above 0"), ("0:1e-9", "between"), ("diurnal:period=0,min=1,max=2", "above 0"),
     ("diurnal:period=10,min=3,max=2", "must not exceed"), ("ramp:from=1", "missing to, over"),
     ("ramp:from=1,to=2,over=3,speed=4", "not one of"), ("burst:base=1,peak=2,at=1,width=5,every=2", "at least"),
     ("ramp:from=1,from=2,to=3,over=4", "twice"), ("0:1,nan:2", "between"),
@@ -49,6 +50,12 @@ def test_any_text_parses_or_raises_a_schedule_error(text):
     except ScheduleError:
         return
     assert parse(s.text()) == s
+
+
+def test_a_quiet_piece_has_no_arrivals():
+    quiet = parse("0:4,100:0,300:4")
+    t = arrivals(quiet, np.random.default_rng(3), 1.0, None, 400.0)
+    assert not ((t >= 100) & (t < 300)).any() and (t < 100).sum() > 300 and (t >= 300).sum() > 300
 
 
 def test_rates_and_their_integral():

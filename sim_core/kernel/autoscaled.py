@@ -104,6 +104,12 @@ def list_serving(f):
 
 
 @inline
+def serving_list(f, engines):
+    """The serving replicas' engines, in the order of f.serving (what the router chooses among)."""
+    return [engines[f.serving[i]] for i in range(f.n_serving)]
+
+
+@inline
 def count(f, state):
     n = 0
     for e in range(f.state.shape[0]):
@@ -170,15 +176,27 @@ def scale_up(f, engines, cfg, frames, now, delay_s, more):
             more -= 1
 
 
+@allocating_kernel
+def wake(f, engines, cfg, frames, now, delay_s):
+    """A request arrived to a cluster scaled to zero: one replica is asked for at once (not at the autoscaler's
+    next evaluation), serving `delay_s` later. The request waits at the router meanwhile (its TTFT counts from its
+    arrival), as Knative's activator or KEDA's HTTP add-on hold it."""
+    f.last_change_s = now
+    scale_up(f, engines, cfg, frames, now, delay_s, 1)
+    list_serving(f)  # a draining replica taken back serves at once
+
+
 @inline
-def evaluate(f, engines, scaling, now, arrived):
-    """The autoscaler's evaluation at `now` (`arrived`: open arrivals routed so far). Returns how many replicas
-    to add (> 0); drains the ones it sheds itself."""
+def evaluate(f, engines, scaling, now, arrived, held):
+    """The autoscaler's evaluation at `now` (`arrived`: open arrivals routed so far; `held`: one waits at the
+    router of a cluster scaled to zero). Returns how many replicas to add (> 0); drains the ones it sheds itself."""
     total, serving = 0.0, f.n_serving
     for i in range(serving):
         total += replica_metric(engines[f.serving[i]], scaling.metric)
     current = serving + count(f, PROVISIONING)
     want = wanted_replicas(scaling, total, serving, current, f.tick, arrived - f.arrived_at_tick, scaling.interval_s)
+    if held:
+        want = max(want, 1)  # never cancel the replica a waiting request woke
     f.tick += 1
     f.arrived_at_tick = arrived
     f.next_tick_s = now + scaling.interval_s
@@ -189,7 +207,8 @@ def evaluate(f, engines, scaling, now, arrived):
     if want < current and cooled:
         f.last_change_s = now
         shed = current - want - cancel_provisioning(f, engines, now, current - want)
-        for _ in range(min(shed, serving - 1)):  # one replica keeps serving whatever the policy says
+        # One replica keeps serving whatever the policy says, unless the cluster may scale to zero.
+        for _ in range(min(shed, serving - min(1, scaling.min_replicas))):
             drain(f, engines, emptiest_serving(f, engines), now)
             list_serving(f)
     return 0
@@ -225,15 +244,18 @@ def next_control_s(f):
 
 
 @allocating_kernel
-def control(f, engines, cfg, frames, scaling, now, arrived):
+def control(f, engines, cfg, frames, scaling, now, arrived, held):
     """The fleet's event at `now`: replicas whose provisioning is done start serving; the autoscaler evaluates
-    when due."""
+    when due (`held`: a request waits at the router, so it keeps at least one replica)."""
     for e in range(f.state.shape[0]):
         if f.state[e] == PROVISIONING and f.ready_s[e] <= now:
             f.state[e] = SERVING
+            # Its idle clock starts now: requests that waited at the router for it (scaled to zero) were sent
+            # before it served, and are computed from now on, not from their arrival.
+            engines[e].now = max(engines[e].now, now)
     list_serving(f)  # before the evaluation counts them
     if f.next_tick_s <= now:
-        more = evaluate(f, engines, scaling, now, arrived)
+        more = evaluate(f, engines, scaling, now, arrived, held)
         if more > 0:
             scale_up(f, engines, cfg, frames, now, scaling.delay_s, more)
     list_serving(f)
@@ -262,7 +284,7 @@ def simulate_autoscaled(cfg, table, frames, routing, scaling):
     turns, n_turns = (np.zeros(held), np.zeros(held, np.int64)), 0
     seen, buf, load = np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64)
     next_t, done_e = np.full(cap, np.inf), np.zeros(cap, np.int64)
-    serving_engines = [engines[f.serving[i]] for i in range(f.n_serving)]
+    serving_engines = serving_list(f, engines)
     next_look, k, sent, steps, done = -np.inf, 0, 0, 0, 0
     # The fleet's next event changes only at its own events: kept here, not scanned for after every step.
     t_ctl = next_control_s(f)
@@ -271,9 +293,16 @@ def simulate_autoscaled(cfg, table, frames, routing, scaling):
         t_eng, t_arr = next_t[first], next_arrival(routing, k, turns, n_turns)
         if t_eng == np.inf and t_arr == np.inf:
             break  # nothing left to happen, yet not everything finished: the runner reports it
+        held = f.n_serving == 0 and t_arr < np.inf  # scaled to zero: the request waits at the router (wake)
+        if held and count(f, PROVISIONING) == 0 and t_arr <= t_eng and t_arr <= t_ctl:
+            wake(f, engines, cfg, frames, t_arr, scaling.delay_s)
+            serving_engines, t_ctl = serving_list(f, engines), next_control_s(f)
+            seen[:] = load
+        if held:
+            held, t_arr = t_arr <= t_ctl, np.inf
         if t_ctl <= t_arr and t_ctl <= t_eng:
-            control(f, engines, cfg, frames, scaling, t_ctl, k)
-            serving_engines = [engines[f.serving[i]] for i in range(f.n_serving)]
+            control(f, engines, cfg, frames, scaling, t_ctl, k, held)
+            serving_engines = serving_list(f, engines)
             seen[:] = load  # the router sees the replicas that came or went
             next_look = t_ctl + routing.staleness_s
             t_ctl = next_control_s(f)

@@ -90,7 +90,10 @@ def by_utilization(total, serving, target):
 
 @inline
 def by_forecast(rate, capacity):
-    """Dynamo's planner's rule: the fewest replicas whose capacity covers the forecast rate."""
+    """Dynamo's planner's rule: the fewest replicas whose capacity covers the forecast rate (none for no load:
+    with min_replicas 0 the cluster scales to zero)."""
+    if rate <= 0.0:
+        return 0
     k = 1
     while k < capacity.shape[0] - 1 and capacity[k] < rate:
         k += 1
