@@ -14,6 +14,8 @@ import numpy as np
 from .catalog import HOST_LINK_EFFICIENCY
 from .data import read
 from .kernel.kv_tiers import (
+    LOW_CPU,
+    LOW_DISK,
     N_TIER_PARAMS,
     N_TS,
     POLICY_EVICT,
@@ -96,3 +98,15 @@ def tier_metrics(stats: np.ndarray, makespan_s: float, gpus: int = 1) -> dict:
                        link_utilization=float(row[TS_LINK_S] / makespan_s) if makespan_s > 0 else 0.0)
         out[name] = doc
     return out
+
+
+def tier_occupancy(result) -> dict[str, dict]:
+    """Per lower tier with capacity ("cpu", "disk"): {"capacity": blocks, "frames": the blocks it held at each of
+    the run's KV frames (Result.kv_frame_tiers, beside kv_frame_s)}; {} without offload or frames."""
+    frames = getattr(result, "kv_frame_tiers", None)
+    if not offload_on(result.scenario) or frames is None:
+        return {}
+    par = tier_params(result.scenario, result.resolved.setup, True)
+    return {name: {"capacity": int(par[cap]), "frames": np.asarray(frames)[:, col]}
+            for name, col, cap in (("cpu", LOW_CPU, TP_CPU_BLOCKS), ("disk", LOW_DISK, TP_DISK_BLOCKS))
+            if par[cap] > 0}

@@ -198,6 +198,8 @@ class Result:
     engine_logs: list[EngineLog] | None = None
     handover: PoolTrace | None = None
     kv_tiers: np.ndarray | None = None  # kernel.kv_tiers.tier_stats summed over engines (all 0 without offload)
+    # [frame, 0 = CPU / 1 = disk]: blocks each lower KV tier held at each kv_frame_s (one engine; all 0: off)
+    kv_frame_tiers: np.ndarray | None = None
     # An autoscaler's replicas: [life, kernel.autoscaled.LIFE_*] (slot, asked for, serving, draining, released)
     replica_lives: np.ndarray | None = None
 

@@ -18,7 +18,7 @@ from sim_core import Scenario, ScenarioError
 from sim_core.data import read
 from sim_core.kernel.cost_model import KV_BYTES_PER_TOKEN, step_aggregates, step_cost
 from sim_core.kernel.state import A_CACHED_TOKENS
-from sim_core.kv_offload import GIB, cited_disk_gbs, tier_params
+from sim_core.kv_offload import GIB, cited_disk_gbs, tier_occupancy, tier_params
 from sim_core.runner import engine_config, resolve, run, simulate_requests
 from sim_core.workload import UNIQUE, Requests
 from tests.test_properties import FRAME_TIMES, check_invariants, explicit_requests, scenario_kwargs
@@ -229,3 +229,23 @@ def test_each_engine_of_a_cluster_has_its_own_tiers(shape):
     tiers = res.metrics["kv_tiers"]
     assert tiers["cpu"]["hit_tokens"] > 0
     assert sum(t["hit_tokens"] for t in tiers.values()) == res.accumulators[A_CACHED_TOKENS]
+
+
+def test_kv_frames_record_each_tiers_occupancy():
+    """The KV view's tier bars (issue #23: "the KV view shows the tiers") read Result.kv_frame_tiers: never above a
+    tier's capacity, and the frame at the run's end holds what the metrics say went in and was not evicted."""
+    res = run(Scenario(**{**MULTITURN, "num_requests": 300, "kv_offload_cpu_gb": 2, "kv_offload_disk_gb": 8}),
+              kv_frames=64)
+    occ = tier_occupancy(res)
+    assert set(occ) == {"cpu", "disk"}
+    last = int(np.argmax(res.kv_frame_s))  # the end-of-run frame (spaced frames end with one)
+    assert res.kv_frame_s[last] == pytest.approx(res.end_s)
+    block, tiers = res.resolved.setup.kv_bytes_per_block, res.metrics["kv_tiers"]
+    for name, t in occ.items():
+        held = t["frames"][:last + 1]
+        assert held.max() <= t["capacity"] and held.min() >= 0
+        m = tiers[name]
+        assert held[-1] == m["bytes_in"] / res.resolved.setup.tp / block - m["evicted_blocks"] > 0
+    assert occ["cpu"]["frames"][last] == occ["cpu"]["capacity"]  # this GPU cache overflows the 2 GB tier
+    off = run(Scenario(**{**MULTITURN, "num_requests": 30}), kv_frames=8)
+    assert tier_occupancy(off) == {} and not off.kv_frame_tiers.any()

@@ -158,4 +158,4 @@ def outcome(eng):
         logs.steps[:n_logged].copy(), logs.service[:n_logged].copy(), logs.n[L_LOG_STRIDE],
         logs.events[:n_events].copy(), logs.n[L_EVENTS_FULL] == 0, logs.acc, logs.itl_fine, logs.itl_coarse, logs.frames, logs.frame_state,
         logs.frame_s, kv.free[KV_BLOCKS], kv.free[KV_SWAP], kv.links[PL_REF, : eng.cfg.num_blocks].copy(),
-        st.attribution, st.attr_first, kv.tier_stats.copy())
+        st.attribution, st.attr_first, kv.tier_stats.copy(), logs.frame_tiers)

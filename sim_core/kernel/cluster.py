@@ -256,6 +256,7 @@ def pooled_logs(outs) -> dict:
         events_complete=all(bool(o.events_complete) for o in outs), accumulators=acc,
         itl_fine=first.itl_fine, itl_coarse=first.itl_coarse,  # the engines shared one histogram
         kv_frames=first.kv_frames[:0], kv_frame_state=first.kv_frame_state[:0], kv_frame_s=first.kv_frame_s[:0],
+        kv_frame_tiers=first.kv_frame_tiers[:0],
         free_blocks_at_end=sum(o.free_blocks_at_end for o in outs),
         swap_free_at_end=sum(o.swap_free_at_end for o in outs),
         ref_counts_at_end=np.concatenate([o.ref_counts_at_end for o in outs]),

@@ -131,6 +131,14 @@ def tier_store(kv, h, t):
         h, t = evicted, LOW_DISK
 
 
+@inline
+def snapshot_tiers(kv, row):
+    """row[LOW_CPU], row[LOW_DISK]: the blocks each lower tier holds now (a KV frame's; untouched when off)."""
+    if tiers_on(kv):
+        row[LOW_CPU] = kv.tier_n[LOW_CPU * N_H + H_LIVE]
+        row[LOW_DISK] = kv.tier_n[LOW_DISK * N_H + H_LIVE]
+
+
 @kernel
 def lower_prefix(kv, req, r, first, total, block_size):
     """How many of r's blocks from index `first` (the end of its GPU-cached prefix) the lower tiers hold, one after

@@ -13,6 +13,7 @@ import numpy as np
 
 from .jit import allocating_kernel, inline, kernel
 from .kv_pool import snapshot
+from .kv_tiers import snapshot_tiers
 from .state import (
     A_END_S,
     E_KIND,
@@ -59,6 +60,7 @@ def new_logs(frame_at, frame_capacity, frame_dt, num_blocks, n_tenants, record_e
     logs.frames = np.full((n_frames, num_blocks), -1, np.int32)
     logs.frame_state = np.zeros((n_frames, num_blocks), np.int8)
     logs.frame_s = np.zeros(n_frames)
+    logs.frame_tiers = np.zeros((n_frames, 2), np.int64)
     logs.n = np.array([0, 1, 0, 0, 0], np.int64)
     return logs
 
@@ -180,9 +182,11 @@ def take_spaced_frame(eng):
             copy_row(logs.frames, j, j // 2)
             copy_row(logs.frame_state, j, j // 2)
             logs.frame_s[j // 2] = logs.frame_s[j]
+            copy_row(logs.frame_tiers, j, j // 2)
         k = (k + 1) // 2
         logs.frame_clock[FRAME_DT] *= 2.0
     snapshot(eng.kv, eng.q.running, eng.q.size[N_RUNNING], logs.frames[k], logs.frame_state[k])
+    snapshot_tiers(eng.kv, logs.frame_tiers[k])
     logs.frame_s[k] = eng.now
     logs.n[L_NEXT_FRAME] = k + 1
     logs.frame_clock[FRAME_NEXT_S] = (k + 1) * logs.frame_clock[FRAME_DT]
@@ -202,6 +206,7 @@ def take_frames(eng, final):
     k = logs.n[L_NEXT_FRAME]
     while k < logs.frame_at.shape[0] and (final or logs.frame_at[k] <= now):
         snapshot(kv, q.running, q.size[N_RUNNING], logs.frames[k], logs.frame_state[k])
+        snapshot_tiers(kv, logs.frame_tiers[k])
         logs.frame_s[k] = now
         k += 1
     logs.n[L_NEXT_FRAME] = k

@@ -195,6 +195,7 @@ class Outcome(NamedTuple):
     attribution: np.ndarray  # [request, attribution.AT_*] seconds of its latency in each part
     attr_first: np.ndarray  # the same at its first token: where its TTFT went (device side)
     kv_tiers: np.ndarray  # kv_tiers.tier_stats: per tier (GPU, CPU, disk) hits, bytes, link time (all 0: off)
+    kv_frame_tiers: np.ndarray  # [frame, LOW_CPU / LOW_DISK] blocks each lower tier held (all 0: offload off)
 
 
 
@@ -282,6 +283,7 @@ LOGS = RecordType([
     ("frames", I32_2D),  # [frame, block] -> a request holding it, or -1
     ("frame_state", I8_2D),  # [frame, block] -> BLOCK_*
     ("frame_s", F64),
+    ("frame_tiers", I64_2D),  # [frame, lower tier] blocks it held (kv_tiers.py; written only with offload on)
     ("n", I64),  # L_* slots
 ])
 ENGINE = RecordType([
