@@ -228,6 +228,35 @@ def test_kv_view_shows_what_is_swapped_out(site):
             context.close()
 
 
+OFFLOAD = ("schedulers=fcfs&hardware=rtx3050&workload=multiturn&prefix_cache=true&duration=20&kv_blocks=300"
+           "&kv_offload_cpu_gb=0.1&kv_offload_disk_gb=1")
+
+
+def test_kv_view_shows_each_lower_tiers_use_with_offload(page):
+    """Issue #23: with KV offload on, a bar per lower tier under the grid says how much of it holds blocks at the
+    frame shown (the run's recorded figure), and a caption gives the run's hits and bytes per tier."""
+    page.goto(page.base + "/?" + OFFLOAD)
+    wait_drawn(page, "plot-kv")
+    page.locator("[data-scrub]").evaluate("el => { el.value = el.max; el.dispatchEvent(new Event('input')); }")
+    spec = page.locator("[data-kv-frames-for]").evaluate("el => JSON.parse(el.textContent)")
+    s = next(x for x in spec["schedulers"] if x["name"] == "fcfs")
+    f = max(i for i, t in enumerate(s["frame_s"]) if t <= spec["horizon"] + 1e-9)  # the player's last frame
+    panel = page.locator('.kv-panel[data-scheduler="fcfs"]')
+    for tier, gb in zip(s["tiers"]["tiers"], (0.1, 1.0), strict=True):  # cpu, then disk
+        assert gb - tier["block_gb"] < tier["capacity"] * tier["block_gb"] <= gb  # the scenario's GB, in blocks
+        held = tier["frames"][f]
+        row = panel.locator('.kv-tier[data-tier="' + tier["key"] + '"]')
+        expect(row).to_have_attribute("data-blocks", str(held))
+        expect(row).to_contain_text(f"{tier['label']} ")
+        expect(row).to_contain_text(f"({held:,} of {tier['capacity']:,} blocks)")
+    cpu, disk = s["tiers"]["tiers"]
+    assert cpu["frames"][f] == cpu["capacity"] and disk["frames"][f] > 0  # the CPU tier overflowed to disk
+    expect(panel.locator(".kv-tier-caption")).to_have_text(s["tiers"]["caption"])
+    expect(panel.locator(".kv-tier-caption")).to_contain_text("CPU ")
+    expect(page.locator("#card-kv .sub")).to_contain_text("a bar under it per lower tier")
+    page.locator("#card-kv").screenshot(path=SHOTS / "35-kv-tiers-1440x900.png")
+
+
 def test_the_preset_gallery_opens_each_experiment_in_one_click_and_says_whether_it_held(site):
     from sim_core.studies.experiments import EXPERIMENTS
 

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from sim_core.kv_offload import GIB, tier_occupancy
 from sim_core.views import BlockState, EventKind, event_columns, step_columns
 
 # A cell's state beside its owner: CELL_PLAIN (free, or held: prefilling or decoding by its request's first-token
@@ -129,3 +130,32 @@ def pool_swap_frames(ev: dict, start: np.ndarray, recorded_s, kv: dict, block: i
                 row += [int(r), int(blocks)]
         frames.append(row)
     return {"capacity": capacity, "frames": frames}
+
+
+# The lower KV tiers (issue #23's tiered offload) and how the card labels them.
+TIER_LABELS = {"cpu": "CPU", "disk": "disk"}
+
+
+def tier_frames(res, kv: dict) -> dict | None:
+    """At each frame of the view's KV data `kv`, the blocks each lower KV tier (host memory, disk) held, beside its
+    capacity: {"tiers": [{"key", "label", "capacity" (blocks), "block_gb" (one block, per GPU), "frames"}],
+    "caption": the run's hits and bytes per tier (metrics.kv_tiers)}. None without offload (or without frames)."""
+    tiers = tier_occupancy(res)
+    if not tiers or not kv["frame_s"] or len(res.kv_frame_s) == 0:
+        return None
+    rows = frame_rows(res.kv_frame_s, kv["frame_s"])
+    block_gb = res.resolved.setup.kv_bytes_per_block / GIB
+    return {"tiers": [{"key": key, "label": TIER_LABELS[key], "capacity": t["capacity"], "block_gb": block_gb,
+                       "frames": t["frames"][rows].tolist()} for key, t in tiers.items()],
+            "caption": tier_caption(res.metrics.get("kv_tiers", {}))}
+
+
+def tier_caption(metrics: dict) -> str:
+    """One line of the run's per-tier figures: prompt tokens each tier's hits served, and bytes moved."""
+    parts = [f"prefix hits: GPU {metrics.get('gpu', {}).get('hit_tokens', 0):,} tokens"]
+    for key, label in TIER_LABELS.items():
+        m = metrics.get(key)
+        if m:
+            parts.append(f"{label} {m['hit_tokens']:,} tokens ({m['bytes_in'] / 1e9:.3g} GB written, "
+                         f"{m['bytes_out'] / 1e9:.3g} GB loaded)")
+    return "; ".join(parts)

@@ -16,7 +16,7 @@ from sim_core.validity import run_warnings, saturation_warning
 
 from .ganttindex import GanttIndex, gantt_index, row_arrays, rows_for
 from .kvgrid import cell_codes
-from .kvstates import state_runs, swap_frames
+from .kvstates import state_runs, swap_frames, tier_frames
 
 MAX_CELLS = 4096  # KV grid cells (blocks are aggregated when the pool is larger)
 MIN_CELLS = 256
@@ -96,6 +96,8 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
         kv = kv_data(frames, frame_s, kv_cell)
         kv.update(first_token_s=first_token_times(res, frames), states=state_runs(res, kv),
                   swap=swap_frames(res, kv))
+        if (tiers := tier_frames(res, kv)) is not None:  # the lower KV tiers' use: only with offload on
+            kv["tiers"] = tiers
     return RunView(
         scheduler=res.scenario.scheduler, metrics=res.metrics, setup=setup,
         end_s=res.end_s, cdf=cdf_data(res, transport_s), steps=step_data(res),

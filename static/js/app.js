@@ -394,6 +394,25 @@
         p.swapCanvas.setAttribute("aria-label", "host swap space");
         panel.appendChild(p.swapCanvas);
       }
+      if (s.tiers) { // KV offload: one bar per lower tier (host memory, disk), its use at this frame, and the run's totals
+        p.tierBars = s.tiers.tiers.map(function (tier) {
+          var row = document.createElement("div"), bar = document.createElement("span"), fill = document.createElement("span");
+          var text = document.createElement("span");
+          row.className = "kv-tier";
+          row.dataset.tier = tier.key;
+          bar.className = "kv-tier-bar";
+          fill.style.background = self.states.cached.colors[0]; // what a tier keeps: cached prefix blocks
+          bar.appendChild(fill);
+          row.appendChild(bar);
+          row.appendChild(text);
+          panel.appendChild(row);
+          return { tier: tier, row: row, fill: fill, text: text };
+        });
+        var note = document.createElement("p");
+        note.className = "kv-tier-caption";
+        note.textContent = s.tiers.caption;
+        panel.appendChild(note);
+      }
       canvas.addEventListener("mousemove", function (e) { self.hover(p, e); });
       canvas.addEventListener("mouseleave", function () { self.tip.hidden = true; highlightRow(s.name, null); });
       return p;
@@ -533,6 +552,18 @@
     p.panel.dataset.frameTime = String(t);
     p.panel.dataset.used = String(used);
     this.paintSwap(p, f);
+    this.paintTiers(p, f);
+  };
+
+  // The lower KV tiers under the grid: how much of each one's capacity holds blocks at frame f.
+  KvPlayer.prototype.paintTiers = function (p, f) {
+    (p.tierBars || []).forEach(function (b) {
+      var t = b.tier, held = t.frames[f] || 0, gb = function (blocks) { return String(Number((blocks * t.block_gb).toPrecision(3))); };
+      b.fill.style.width = (100 * held / Math.max(1, t.capacity)).toFixed(2) + "%";
+      b.row.dataset.blocks = String(held);
+      b.text.textContent = t.label + " " + gb(held) + " of " + gb(t.capacity) + " GB (" + held.toLocaleString("en-US") +
+        " of " + t.capacity.toLocaleString("en-US") + " blocks)";
+    });
   };
 
   // Host swap space under the grid: its share in use, in the swapped-out colour (one row of cells).
