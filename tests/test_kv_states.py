@@ -72,3 +72,15 @@ def test_a_session_workload_gets_frames_over_the_whole_run():
     res = run(Scenario(hardware="rtx3050", workload="agent", duration=20.0, seed=1), kv_frames=40)
     assert len(res.kv_frame_s) >= 40
     assert np.isfinite(res.kv_frame_s).all() and np.diff(res.kv_frame_s).max() < res.end_s / 10
+
+
+def test_thinned_frames_come_back_in_time_order_ending_at_the_end():
+    """A run far longer than its frames' first spacing thins them (every other one kept): only the frames taken
+    come back, in time order, the last at the run's end, on one engine and on each of a cluster's."""
+    scenario = dict(hardware="rtx3050", workload="chat", rate=3, duration=30.0, seed=1)
+    one = run(Scenario(**scenario), kv_frames=3)
+    two = run(Scenario(replicas=2, **scenario), kv_frames=3)
+    for times, frames in [(one.kv_frame_s, one.kv_frames)] + [(log.kv_frame_s, log.kv_frames)
+                                                              for log in two.engine_logs]:
+        assert len(times) == len(frames) <= 6 and (np.diff(times) > 0).all()
+    assert one.kv_frame_s[-1] == one.end_s

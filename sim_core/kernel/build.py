@@ -25,6 +25,7 @@ from .state import (
     L_EVENTS,
     L_EVENTS_FULL,
     L_LOG_STRIDE,
+    L_NEXT_FRAME,
     L_STEPS_LOGGED,
     N_BATCH,
     REQUEST_STATE,
@@ -152,10 +153,13 @@ def new_batch(max_num_seqs):
 def outcome(eng):
     st, logs, kv = eng.st, eng.logs, eng.kv
     n_logged, n_events = logs.n[L_STEPS_LOGGED], logs.n[L_EVENTS]
+    # The frames taken, in time order: after evenly spaced frames were thinned, the rows past the last one taken
+    # hold older frames (and, in a short run, none were ever written there).
+    n_frames = logs.n[L_NEXT_FRAME]
     return Outcome(
         eng.req.arrival_s, st.status, st.reject_reason, st.generated, st.first_scheduled_s, st.first_token_s,
         st.finish_s, st.max_itl_s, st.preemptions, st.degraded, st.on_time_tokens, st.cached_prefix,
         logs.steps[:n_logged].copy(), logs.service[:n_logged].copy(), logs.n[L_LOG_STRIDE],
-        logs.events[:n_events].copy(), logs.n[L_EVENTS_FULL] == 0, logs.acc, logs.itl_fine, logs.itl_coarse, logs.frames, logs.frame_state,
-        logs.frame_s, kv.free[KV_BLOCKS], kv.free[KV_SWAP], kv.links[PL_REF, : eng.cfg.num_blocks].copy(),
-        st.attribution, st.attr_first, kv.tier_stats.copy(), logs.frame_tiers)
+        logs.events[:n_events].copy(), logs.n[L_EVENTS_FULL] == 0, logs.acc, logs.itl_fine, logs.itl_coarse, logs.frames[:n_frames],
+        logs.frame_state[:n_frames], logs.frame_s[:n_frames], kv.free[KV_BLOCKS], kv.free[KV_SWAP], kv.links[PL_REF, : eng.cfg.num_blocks].copy(),
+        st.attribution, st.attr_first, kv.tier_stats.copy(), logs.frame_tiers[:n_frames])
