@@ -24,3 +24,36 @@ def deployment_text(s: Scenario) -> str:
     engines = f"{s.prefill_replicas}P + {s.decode_replicas}D" if s.disaggregated else str(s.replicas)
     budget = f" budget {s.token_budget}" if s.token_budget is not None else ""
     return f"{engines} x {s.hardware} tp{s.tp} {s.scheduler}{budget}"
+
+
+def comparison_doc(c) -> dict:
+    """`sched-sim plan --json`'s `autoscaling` key (sim_core.studies.autoscale_compare)."""
+    from sim_core.studies.autoscale_compare import comparison_doc as doc
+
+    return {**doc(c), "deployment": deployment_text(c.plan.scenario) if c.plan else None}
+
+
+def comparison_lines(c) -> list[str]:
+    """The static plan for the peak against each autoscaler over the schedule: one row each."""
+    if c.plan is None:
+        return ["", f"Over {c.schedule}: {c.note}"]
+    out = ["", f"Over {c.schedule} (peak {c.peak_rate:g} req/s, {c.rows[0].scenario.duration:g} s, seed "
+               f"{c.rows[0].scenario.seed}): {deployment_text(c.plan.scenario)} held static vs autoscaled"]
+    head = ["deployment", "max replicas", "GPU-hours", "cost $", "SLO att. %", "worst min %", "GPU-h saving %"]
+    rows = [[r.deployment, str(r.replicas), _num(r.gpu_hours), _num(r.cost), _pct(r.slo_attainment),
+             _pct(r.worst_window), "-" if r.saving is None else f"{r.saving * 100:+.1f}"] for r in c.rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    for row in [head, *rows]:
+        out.append("  " + "  ".join(v.ljust(w) if i == 0 else v.rjust(w)
+                                    for i, (v, w) in enumerate(zip(row, widths, strict=True))))
+    if c.note:
+        out.append(f"  {c.note}")
+    return out
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.1f}"

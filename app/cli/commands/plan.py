@@ -8,7 +8,7 @@ import argparse
 
 from sim_core import Scenario, ScenarioError, resolve
 
-from ...plan_report import deployment_text, plan_doc
+from ...plan_report import comparison_doc, comparison_lines, deployment_text, plan_doc
 from ..flags import UsageError, add_executor_flags, add_scenario_flags, build_scenario, executor, flag_name
 from ..report import Progress, columns, fmt, g, pct, print_json, print_lines
 from ..simulate import trace_rate
@@ -29,6 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_executor_flags(p)
     add_scenario_flags(p, exclude=PLAN_FIXED)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument("--autoscalers", default=None, metavar="A,B",
+                   help="with --rate-schedule: the plan is for the schedule's peak, and its cheapest deployment is "
+                        "then run over the schedule held static and under each of these autoscalers (default: "
+                        "--autoscaler if given, else utilization,predictive; none: skip)")
 
 
 def _add_plan_flags(p: argparse.ArgumentParser) -> None:
@@ -61,6 +65,12 @@ def handle(args: argparse.Namespace) -> int:
 
     inputs = _plan_inputs(args)
     base = build_scenario(args)
+    scheduled, autoscalers = None, ()
+    if base.rate_schedule is not None:  # plan for the peak, then compare with the autoscalers (autoscale_compare)
+        scheduled, autoscalers, base = _at_peak(base, args.autoscalers)
+    elif args.autoscalers is not None:
+        raise UsageError("--autoscalers: compares the plan with autoscalers over a rate schedule; give "
+                         "--rate-schedule too")
     if base.model is None and base.model_file is None:
         raise UsageError("--model: a plan compares GPUs serving one model; name it (sched-sim list shows them), "
                          "or give its config with --model-config FILE")
@@ -73,17 +83,41 @@ def handle(args: argparse.Namespace) -> int:
                       on_progress=progress.update)
     no_plan = None if result.plans else no_plan_text(result, model_name, inputs.max_gpus, inputs.attainment)
     floor = inputs.min_tokens_per_s_per_user
+    comparison = _compare(scheduled, result.plans, autoscalers) if scheduled is not None and result.plans else None
     if args.json:
         print_json({**plan_doc(rate, inputs.attainment, result), **({"no_plan": no_plan} if no_plan else {}),
-                    **({"min_tokens_per_s_per_user": floor} if floor is not None else {})})
+                    **({"min_tokens_per_s_per_user": floor} if floor is not None else {}),
+                    **({"autoscaling": comparison_doc(comparison)} if comparison else {})})
     else:
         lines = plan_lines(base, rate, inputs.attainment, result)
         if floor is not None:  # the planner met it as a TPOT target (planner.tokens_floor)
             lines.insert(1, f"  at >= {g(floor)} tokens/s per user: TPOT target <= {g(1000 / floor)} ms")
-        print_lines(lines)
+        if scheduled is not None:
+            lines.insert(1, f"  for the peak of --rate-schedule {scheduled.rate_schedule} (over {g(base.duration)} s "
+                            f"at that constant rate)")
+        print_lines(lines + (comparison_lines(comparison) if comparison else []))
     if no_plan:
         raise UsageError(f"no plan: {no_plan}")
     return 0
+
+
+def _at_peak(base: Scenario, autoscalers: str | None):
+    """(the scenario with its schedule, the autoscalers to compare, the scenario planned: the schedule's peak)."""
+    from sim_core.studies.autoscale_compare import at_peak, parse_autoscalers
+
+    if base.trace is not None or base.concurrency is not None:
+        return base, (), base  # refused by the planner, naming the field
+    try:
+        names = parse_autoscalers(autoscalers, base)
+    except ScenarioError as e:
+        raise UsageError("; ".join(f"{flag_name(f)}: {m}" for f, m in e.problems)) from None
+    return base, names, at_peak(base)[0]
+
+
+def _compare(scheduled: Scenario, plans: list, autoscalers: tuple[str, ...]):
+    from sim_core.studies.autoscale_compare import compare
+
+    return compare(scheduled, plans, autoscalers)
 
 
 # ---------------------------------------------------------------------------------------------------------
