@@ -32,4 +32,5 @@ echo "==> pytest"
 # to one module never runs against stale machine code compiled from another.
 SIM_HASH="$(find sim_core -name "*.py" | sort | xargs cat | sha1sum | cut -c1-12)"
 export NUMBA_CACHE_DIR="$REPO_ROOT/.numba_cache/$SIM_HASH"
-.venv/bin/python -m pytest -q "$@"
+# --durations: the slowest tests in the log, to keep the default run under 10 minutes.
+.venv/bin/python -m pytest -q --durations=30 "$@"

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sim_core import Scenario, ScenarioError, parse_scenario, run
@@ -66,6 +66,9 @@ def held_at_the_router(res) -> np.ndarray:
 
 
 @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+# Scaled to zero in the quiet pieces, then woken by the next request: requests wait at the router.
+@example(rates=[2.0, 0.0, 0.0, 2.0], lowest=0, policy="utilization", metric="running", router="least_outstanding",
+         delay=3.0, start=1, preemption="recompute", prefix_cache=False, workload="chat")
 @given(rates=st.lists(st.sampled_from([0.0, 0.5, 2.0, 5.0, 9.0]), min_size=1, max_size=4).filter(any),
        lowest=st.sampled_from([None, 0]),
        policy=st.sampled_from(["utilization", "predictive"]), metric=st.sampled_from(METRIC_NAMES),

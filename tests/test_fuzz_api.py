@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from app.web import app  # noqa: E402
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-CASES_PER_OPERATION = int(os.environ.get("FUZZ_CASES_PER_OPERATION", "25"))
+CASES_PER_OPERATION = int(os.environ.get("FUZZ_CASES_PER_OPERATION", "15"))
 CALLS: Counter = Counter()  # operation -> cases run; bench/fuzz.py prints it
 
 
