@@ -15,6 +15,8 @@ results page's: one run per scheduler).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,23 +208,35 @@ def _page(request: Request, pairs: list[tuple[str, str]], cancel) -> Response:
     if not pairs:
         pairs = [(k, v) for k, v in (kv.split("=", 1) for kv in EXAMPLE.split("&"))]
     try:
-        ct = parse_cluster_time(pairs)
-        ctx["ct"] = ct
-        if kernels_error(request):
-            ctx["errors"] = {"server": kernels_error(request)}
-        elif not kernels_ready(request):
-            ctx["warming"] = True
-        else:
-            ctx["result"] = comparison(ct, cancel)
+        with _errors_into(ctx):
+            ct = parse_cluster_time(pairs)
+            ctx["ct"] = ct
+            if kernels_error(request):
+                ctx["errors"] = {"server": kernels_error(request)}
+            elif not kernels_ready(request):
+                ctx["warming"] = True
+            else:
+                ctx["result"] = comparison(ct, cancel)
+    except Cancelled:
+        return Response(status_code=CLIENT_CLOSED)
+    ctx["form"] = _form(pairs, ctx["errors"])
+    return templates.TemplateResponse(request, "cluster_time.html", ctx, status_code=_status(ctx))
+
+
+@contextmanager
+def _errors_into(ctx: dict[str, Any]) -> Iterator[None]:
+    """The page's and the embed's failures as ctx["errors"]: a scenario's by field, the server's busy answer as
+    "server" (Cancelled goes on: the client left, nothing is drawn)."""
+    try:
+        yield
     except (ScenarioError, SetupError, TraceError) as e:
         ctx["errors"] = errors_by_field(problems_of(e))
     except service.BusyError as e:
         ctx["errors"] = {"server": str(e)}
-    except Cancelled:
-        return Response(status_code=CLIENT_CLOSED)
-    ctx["form"] = _form(pairs, ctx["errors"])
-    status = 503 if "server" in ctx["errors"] else 422 if ctx["errors"] else 200
-    return templates.TemplateResponse(request, "cluster_time.html", ctx, status_code=status)
+
+
+def _status(ctx: dict[str, Any]) -> int:
+    return 503 if "server" in ctx["errors"] else 422 if ctx["errors"] else 200
 
 
 def _form(pairs: list[tuple[str, str]], errors: dict[str, str]) -> dict:
@@ -263,22 +277,19 @@ def _embed(request: Request, pairs: list[tuple[str, str]], cancel) -> Response:
                            "errors": errors_by_field(option_problems), "options": options, "caption": "",
                            "caption_warnings": None, "embed": True}
     try:
-        ct = parse_cluster_time(pairs)
-        if not ctx["errors"]:
-            shown = comparison(ct, cancel)
-            ctx.update(card=shown["card"], query=shown["query"])
-            if options.caption == "1":
-                ctx["caption"] = f"{present.scenario_caption(ct.base)} · {', '.join(r.label for r in ct.runs)}"
-                ctx["caption_warnings"] = {"summary": shown["warnings_summary"], "groups": shown["warnings"]}
-            else:
-                ctx["caption"] = options.caption
-    except (ScenarioError, SetupError, TraceError) as e:
-        ctx["errors"] = errors_by_field(problems_of(e))
-    except service.BusyError as e:
-        ctx["errors"] = {"server": str(e)}
+        with _errors_into(ctx):
+            ct = parse_cluster_time(pairs)
+            if not ctx["errors"]:
+                shown = comparison(ct, cancel)
+                ctx.update(card=shown["card"], query=shown["query"])
+                if options.caption == "1":
+                    ctx["caption"] = f"{present.scenario_caption(ct.base)} · {', '.join(r.label for r in ct.runs)}"
+                    ctx["caption_warnings"] = {"summary": shown["warnings_summary"], "groups": shown["warnings"]}
+                else:
+                    ctx["caption"] = options.caption
     except Cancelled:
         return Response(status_code=CLIENT_CLOSED)
-    status = 503 if "server" in ctx["errors"] else 422 if ctx["errors"] else 200
+    status = _status(ctx)
     return templates.TemplateResponse(request, "embed.html", ctx, status_code=status,
                                       headers={"Retry-After": "5"} if status == 503 else None)
 
