@@ -43,7 +43,7 @@ def test_every_row_is_listed_and_quick_skips_with_the_reason():
     assert len(rows) == len(validation.read_rows(validation.VALIDATION_DIR / inferencex.FILE))
     assert all(c.predicted is None and c.note for c in rows)
     assert {c.group for c in rows} == {"inferencex_issue828_gptoss_h100", "inferencex_api_baselines",
-                                       "inferencex_site_compare"}
+                                       "inferencex_issue_experiments", "inferencex_site_compare"}
     # ~1000 users on one configuration: the site's B200 DeepSeek rows come from InferenceX's multi-node
     # disaggregated configuration with MTP, which the note names.
     beyond = [c for c in rows if "~1088" in c.what]
