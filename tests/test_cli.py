@@ -395,10 +395,12 @@ def test_compare_with_seeds_reports_means_and_intervals(capsys):
     assert code == 0 and "mean ± 95% CI over 2 seeds" in out and " ± " in out
 
 
-def test_trace_that_is_not_a_regular_file_and_escaped_errors(capsys, tmp_path):
+def test_trace_that_is_not_a_regular_file_and_escaped_errors(capsys, tmp_path, monkeypatch):
     code, _, err = cli_run(capsys, ["run", "--trace", "/dev/zero"])
     assert code == 2 and "is a character device, not a regular file" in err and "no such file" not in err
-    code, _, err = cli_run(capsys, ["run", "--trace", str(tmp_path / "no\x1b[31mred.csv")])
+    # A short relative path: the error shortens a long one with an ellipsis, which could cut the escape it shows.
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli_run(capsys, ["run", "--trace", "no\x1b[31mred.csv"])
     assert code == 2 and "\x1b" not in err and "\\x1b" in err
 
 
