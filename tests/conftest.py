@@ -21,6 +21,17 @@ if "SCHED_SIM_STORE_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["SCHED_SIM_STORE_DIR"], True)
 
 from sim_core import Scenario, run  # noqa: E402
+from sim_core.kernel import warm  # noqa: E402
+
+
+def pytest_sessionstart(session):
+    # With a cold cache, the cluster, prefill/decode and autoscaled kernels compile in a low-priority process on
+    # the core the session leaves idle, so the tests that first run them load them instead (warm.py).
+    session.config._fleet_compiler = warm.start_fleet_compiler()
+
+
+def pytest_sessionfinish(session):
+    warm.stop_fleet_compiler(getattr(session.config, "_fleet_compiler", None))
 
 
 def small_scenario(**overrides) -> Scenario:

@@ -52,6 +52,17 @@ def test_the_warm_up_compiles_what_the_engine_calls_and_nothing_else():
     assert warm.start_helper() is None  # warm now: no helper process
 
 
+def test_the_fleet_compiler_caches_each_fleet_kernel_as_runs_call_it():
+    """compile_fleet's tiny runs leave each fleet entry kernel (replicas, prefill/decode pools, autoscaled) with
+    one cached signature, the one a run calls: the background compiler's work is what the session loads."""
+    warm.compile_fleet()
+    for module, name in warm.FLEET_ENTRIES:
+        kernel = warm._kernel(module, name)
+        assert [str(s) for s in warm.cached_signatures(module, name)] == [str(s) for s in kernel.signatures], name
+    assert warm.start_fleet_compiler() is None  # all cached: no process started
+    warm.stop_fleet_compiler(None)
+
+
 def test_new_engine_inputs_match_a_real_run():
     cfg, table, frames = warm._engine_inputs()
     assert cfg.cost.dtype == np.float64 and table.arrival_s.dtype == np.float64 and frames.capacity == 0
