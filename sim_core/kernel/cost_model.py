@@ -55,6 +55,24 @@ ACTIVATION_BW_EFFICIENCY = 0.51
 STREAM_COPY_BW_EFFICIENCY = 0.93
 # Elementwise kernels per layer: two fused residual-add + RMSNorm, rotary embedding, SiLU-and-mul, KV-cache write.
 ELEMENTWISE_KERNELS_PER_LAYER = 5
+# Kernels a layer launches beyond a dense transformer's (QKV and O, gate/up and down: 4 GEMMs), as vLLM's model code
+# runs them; each pays its launch floor, their bytes and FLOPs being in the weights already. At small batches these
+# floors are most of a step: DeepSeek-R1 on 8 B200s decodes one sequence in 7.2 ms (validation/inferencex.csv),
+# ten times its weights' read time.
+#  - MLA (vllm/model_executor/models/deepseek_v2.py, the absorbed MLA path): the fused q_a + kv_a down-projection
+#    (fused_qkv_a_proj; q_proj and kv_a_proj_with_mqa without a query LoRA), q_b_proj, the absorbed key (W_UK) and
+#    value (W_UV) batched matmuls, o_proj: 5 GEMMs where a dense layer has 2; its latent RMSNorms (q_a_layernorm,
+#    kv_a_layernorm) add 2 elementwise kernels.
+#  - A MoE layer (vllm/model_executor/layers/fused_moe): the router's gate GEMM, then the top-k kernel,
+#    moe_align_block_size, two grouped expert GEMMs (gate/up, down) and moe_sum over each token's top-k outputs:
+#    3 GEMMs where a dense MLP has 2, and 3 more elementwise kernels; shared experts run beside them as a dense
+#    gated MLP, 2 GEMMs and their activation.
+MLA_GEMMS_PER_LAYER = 5
+MLA_EXTRA_ELEMENTWISE_PER_LAYER = 2
+MOE_GEMMS_PER_LAYER = 3
+MOE_EXTRA_ELEMENTWISE_PER_LAYER = 3
+SHARED_EXPERT_GEMMS = 2
+SHARED_EXPERT_EXTRA_ELEMENTWISE = 1
 # Fraction of dense tensor peak FlashAttention's forward pass reaches: FlashAttention-2 (Dao, 2023) reports
 # 50-73% of the theoretical maximum on A100, FlashAttention-3 (Shah et al., 2024) up to 75% on H100 (740 of
 # 989 TFLOPS in FP16), both at long sequences; serving chunks of a few hundred tokens sit at the low end.
@@ -212,7 +230,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[EXPERTS_PER_TOKEN] = m.experts_per_token
     p[LINEAR_FLOPS_PER_TOKEN] = 2.0 * m.active_matmul_params / tp
     p[LINEAR_ACT_BYTES_PER_TOKEN] = _linear_activation_bytes_per_token(setup)
-    p[GEMMS] = 4 * m.layers
+    p[GEMMS] = gemm_kernels(m)
     p[LINEAR_RATE] = linear_rate(setup, c.compute_efficiency)
     p[LM_HEAD_BYTES] = m.lm_head_params * 2.0 / tp  # the lm head stays 16-bit in quantized checkpoints
     p[LM_HEAD_FLOPS_PER_SAMPLE] = 2.0 * m.lm_head_params / tp
@@ -231,7 +249,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[STREAM_BW] = p[PEAK_BW] * c.bandwidth_efficiency
     # The bandwidth the mix reaches: bytes over the sum of each kernel's time at its own efficiency.
     p[ELEMENTWISE_BW] = p[PEAK_BW] * elementwise_bytes / sum(b / e for b, e in kernels)
-    p[ELEMENTWISE_KERNELS] = ELEMENTWISE_KERNELS_PER_LAYER * m.layers
+    p[ELEMENTWISE_KERNELS] = elementwise_kernels(m)
     p[PEAK_FLOPS] = setup.peak_tflops * 1e12
     p[LAYERS] = m.layers
     p[TP] = tp
@@ -251,6 +269,20 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
         expert_parallel_params(p, setup)
     p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
     return p
+
+
+def gemm_kernels(m) -> int:
+    """GEMM kernels of one forward pass, lm head apart: attention's projections and each layer's MLP or MoE."""
+    attention = MLA_GEMMS_PER_LAYER if m.is_mla else 2
+    moe = MOE_GEMMS_PER_LAYER + (SHARED_EXPERT_GEMMS if m.shared_ffn else 0)
+    return m.layers * attention + (m.layers - m.moe_layers) * 2 + m.moe_layers * moe
+
+
+def elementwise_kernels(m) -> int:
+    """Elementwise kernels of one forward pass: a dense layer's, plus MLA's latent norms and MoE routing's."""
+    mla = MLA_EXTRA_ELEMENTWISE_PER_LAYER * m.layers if m.is_mla else 0
+    moe = MOE_EXTRA_ELEMENTWISE_PER_LAYER + (SHARED_EXPERT_EXTRA_ELEMENTWISE if m.shared_ffn else 0)
+    return ELEMENTWISE_KERNELS_PER_LAYER * m.layers + mla + m.moe_layers * moe
 
 
 def _mlp_width(setup: Setup) -> int:
