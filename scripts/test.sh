@@ -32,5 +32,13 @@ echo "==> pytest"
 # to one module never runs against stale machine code compiled from another.
 SIM_HASH="$(find sim_core -name "*.py" | sort | xargs cat | sha1sum | cut -c1-12)"
 export NUMBA_CACHE_DIR="$REPO_ROOT/.numba_cache/$SIM_HASH"
+# Test files spread over the cores (pytest-xdist; at most 4 workers: each runs its own compiles, server and
+# chromium), one file's tests on one worker so a module's browser and server start once. One core: one process.
+WORKERS="$(.venv/bin/python -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')"
+if [ "$WORKERS" -gt 1 ]; then
+    PARALLEL=(-n "$WORKERS" --dist loadfile)
+else
+    PARALLEL=(-p no:xdist)
+fi
 # --durations: the slowest tests in the log, to keep the default run under 10 minutes.
-.venv/bin/python -m pytest -q --durations=30 "$@"
+.venv/bin/python -m pytest -q --durations=30 "${PARALLEL[@]}" "$@"

@@ -27,7 +27,9 @@ from sim_core.kernel import warm  # noqa: E402
 def pytest_sessionstart(session):
     # With a cold cache, the cluster, prefill/decode and autoscaled kernels compile in a low-priority process on
     # the core the session leaves idle, so the tests that first run them load them instead (warm.py).
-    session.config._fleet_compiler = warm.start_fleet_compiler()
+    # One for the whole run: under pytest-xdist, the controller's (its workers skip this).
+    if not hasattr(session.config, "workerinput"):
+        session.config._fleet_compiler = warm.start_fleet_compiler()
 
 
 def pytest_sessionfinish(session):

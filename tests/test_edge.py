@@ -249,6 +249,9 @@ def _closed(s: socket.socket, wait: float = 0.0) -> bool:
 
 def test_half_open_connections_are_bounded_and_dropped_after_the_header_timeout():
     limit, timeout = 5, 0.6
+    # What each wait below checks is that the server drops the connection, not how soon this thread sees it: the
+    # slack covers a loaded machine (the suite's other workers), and a wait ends as soon as the drop is seen.
+    slack = 5.0
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -268,14 +271,14 @@ def test_half_open_connections_are_bounded_and_dropped_after_the_header_timeout(
         time.sleep(0.2)
         open_now = [s for s in held if not _closed(s)]
         assert 0 < len(open_now) < limit  # the newest ones, and the 200's own connection was one of the limit
-        assert all(_closed(s, wait=timeout + 1.0) for s in open_now)  # dropped at the header deadline
+        assert all(_closed(s, wait=timeout + slack) for s in open_now)  # dropped at the header deadline
         # a kept-alive connection gets a new deadline after each answer, and is answered while within it
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             for _ in range(2):
                 s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 assert s.recv(1024).startswith(b"HTTP/1.1 200")
             s.sendall(b"GET / HTTP/1.1\r\n")
-            assert _closed(s, wait=timeout + 1.0)
+            assert _closed(s, wait=timeout + slack)
         # bodies that trickle: dropped at the body deadline, and to make room for a new client at the limit
         slow = []
         for _ in range(limit + 2):
@@ -286,7 +289,7 @@ def test_half_open_connections_are_bounded_and_dropped_after_the_header_timeout(
         time.sleep(0.2)
         assert _get(port).startswith(b"HTTP/1.1 200")
         assert 0 < sum(not _closed(s) for s in slow) < limit
-        assert all(_closed(s, wait=2 * timeout + 1.0) for s in slow)
+        assert all(_closed(s, wait=2 * timeout + slack) for s in slow)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # a whole body in time is answered
             s.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n\r\nab")
             time.sleep(timeout)  # past the header deadline, within the body's
