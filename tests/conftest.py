@@ -32,6 +32,24 @@ def pytest_sessionstart(session):
         session.config._fleet_compiler = warm.start_fleet_compiler()
 
 
+def pytest_collection_modifyitems(items):
+    # schemathesis (4.32) names each API operation's test "test_x[GET /api/run]" but sets its id the way pytest 8
+    # kept it (Node._nodeid), which pytest 9 no longer reads (Node._id, structured): every operation's test has the
+    # function's id, and pytest-xdist, which runs the suite and schedules by id, ran one operation of the 8
+    # (tests/test_fuzz_api.py). Each gets the id its name says.
+    for item in items:
+        if type(item).__name__ != "SchemathesisFunction":
+            continue
+        own = f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}"
+        if item.nodeid != own:
+            try:
+                from _pytest.nodeid import coerce_node_id  # pytest >= 9
+            except ImportError:
+                item._nodeid = own
+            else:
+                item._id = coerce_node_id(own)
+
+
 def pytest_sessionfinish(session):
     warm.stop_fleet_compiler(getattr(session.config, "_fleet_compiler", None))
 

@@ -44,3 +44,12 @@ def test_no_input_makes_the_api_fail_with_a_server_error(case):
         CALLS["503 busy, Retry-After"] += 1
         return
     assert response.status_code < 500, (response.status_code, case.path, case.query, response.text[:500])
+
+
+def test_each_operation_is_a_test_of_its_own_id(request):
+    """Under pytest-xdist a test runs once per node id: every operation's fuzz test needs its own (conftest)."""
+    ids = [item.nodeid for item in request.session.items if item.nodeid.startswith("tests/test_fuzz_api.py::")
+           and "test_no_input_makes_the_api_fail" in item.nodeid]
+    if not ids:
+        pytest.skip("the fuzz tests were deselected")
+    assert len(ids) == len(set(ids)) >= 8 and any(i.endswith("[GET /api/run]") for i in ids), ids
