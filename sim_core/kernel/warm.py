@@ -93,21 +93,30 @@ def _cores() -> int:
 
 def start_helper() -> subprocess.Popen | None:
     """Start the helper process if it would help: a cold cache that can be shared, and a second core."""
-    if numba_config.DISABLE_JIT or jit.CACHE_DIR is None or jit.CACHE_WRITE_ERROR is not None or _cores() < 2:
+    if not _can_share_a_cache() or all(cached_signatures(m, n) for m, n in HELPER + HERE):
         return None
-    if all(cached_signatures(m, n) for m, n in HELPER + HERE):
-        return None
+    return _compile_elsewhere("from {package}.warm import HELPER, compile_part; compile_part(HELPER)")
+
+
+def _can_share_a_cache() -> bool:
+    """Whether another process's compiles would reach this one: jitting on, a cache it can write, a second core."""
+    return not (numba_config.DISABLE_JIT or jit.CACHE_DIR is None or jit.CACHE_WRITE_ERROR is not None
+                or _cores() < 2)
+
+
+def _compile_elsewhere(statement: str, niceness: int = 0) -> subprocess.Popen | None:
+    """Run `statement` (`{package}`: this package) in a new Python process that shares this one's numba cache."""
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR,
                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
     env.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's BLAS threads would spin on the cores both processes use
     try:
-        # A helper that can write no cache (not even jit.FALLBACK_DIR) is of no use, this process would compile
-        # its part again: it ends then (jit.EXIT_ON_CACHE_WRITE_FAILURE) instead of taking a core to the end.
-        return subprocess.Popen([sys.executable, "-c", f"from {__package__} import jit; "
+        # A process that can write no cache (not even jit.FALLBACK_DIR) is of no use, this one would compile its
+        # part again: it ends then (jit.EXIT_ON_CACHE_WRITE_FAILURE) instead of taking a core to the end.
+        return subprocess.Popen([sys.executable, "-c", f"import os; os.nice({niceness}); "
+                                                       f"from {__package__} import jit; "
                                                        "jit.EXIT_ON_CACHE_WRITE_FAILURE = True; "
-                                                       f"from {__package__}.warm import HELPER, compile_part; "
-                                                       "compile_part(HELPER); import os; os._exit(0)"],
+                                                       f"{statement.format(package=__package__)}; os._exit(0)"],
                                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
     except OSError:
@@ -161,23 +170,9 @@ def compile_fleet() -> None:
 def start_fleet_compiler() -> subprocess.Popen | None:
     """Start compile_fleet in a low-priority process if the fleet's kernels are not all cached and it can share
     the cache (the conditions of start_helper); the caller ends it with stop_fleet_compiler."""
-    if numba_config.DISABLE_JIT or jit.CACHE_DIR is None or jit.CACHE_WRITE_ERROR is not None or _cores() < 2:
+    if not _can_share_a_cache() or all(cached_signatures(m, n) for m, n in FLEET_ENTRIES):
         return None
-    if all(cached_signatures(m, n) for m, n in FLEET_ENTRIES):
-        return None
-    root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR, OPENBLAS_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    try:
-        return subprocess.Popen([sys.executable, "-c", f"import os; os.nice({FLEET_NICENESS}); "
-                                                       f"from {__package__} import jit; "
-                                                       "jit.EXIT_ON_CACHE_WRITE_FAILURE = True; "
-                                                       f"from {__package__}.warm import compile_fleet; "
-                                                       "compile_fleet(); os._exit(0)"],
-                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-    except OSError:
-        return None
+    return _compile_elsewhere("from {package}.warm import compile_fleet; compile_fleet()", FLEET_NICENESS)
 
 
 def stop_fleet_compiler(process: subprocess.Popen | None) -> None:
