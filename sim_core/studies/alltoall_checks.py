@@ -30,7 +30,7 @@ from ..expert_parallel import (
     links_of,
     traffic_split,
 )
-from .validation import VALIDATION_DIR, Check, read_rows
+from .validation import VALIDATION_DIR, Check, measured_rows
 
 FILE = "alltoall.csv"
 # H800 is not in the GPU catalogue: an H100 with NVLink cut to 400 GB/s bidirectional, 200 GB/s per direction
@@ -74,15 +74,8 @@ def predicted(row: dict, links: AllToAllLinks) -> float:
 
 def alltoall_checks(directory: Path = VALIDATION_DIR) -> list[Check]:
     """Every row of validation/alltoall.csv, predicted, grouped by source_id."""
-    path = directory / FILE
-    if not path.is_file():
-        return []
     out = []
-    for i, r in enumerate(read_rows(path), start=2):
-        try:
-            reference = float(r["value"])
-        except ValueError:
-            raise ValueError(f"{FILE} line {i}: value {r['value']!r} is not a number") from None
+    for _, r, reference in measured_rows(directory / FILE):
         links, mapping = row_links(r["hardware"])
         # The EP8 low-latency rows: the latency was fitted on them (a bandwidth row is its latency twin's bytes / time).
         fitted = r["ep"] == "8" and "low-latency" in r["kernel"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .alltoall_checks import alltoall_checks
-from .validation import VALIDATION_DIR, Check, hardware_key, model_key, read_rows
+from .validation import VALIDATION_DIR, Check, hardware_key, measured_rows, model_key
 
 # Each gathered file, with what a prediction of its rows needs.
 GATHERED = {
@@ -25,14 +25,7 @@ def gathered_checks(directory: Path = VALIDATION_DIR) -> list[Check]:
     (sim_core/studies/alltoall_checks.py)."""
     out = []
     for name, reason in GATHERED.items():
-        path = directory / name
-        if not path.is_file():
-            continue
-        for i, r in enumerate(read_rows(path), start=2):
-            try:
-                reference = float(r["value"])
-            except ValueError:
-                raise ValueError(f"{name} line {i}: value {r['value']!r} is not a number") from None
+        for _, r, reference in measured_rows(directory / name):
             missing = [what for what, known in (("GPU", hardware_key(r["hardware"])),
                                                 ("model", model_key(r.get("model", "")) if "model" in r else True))
                        if known is None]

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..catalog import GPUS, MODELS
-from .validation import VALIDATION_DIR, Check, hardware_key, model_key, read_rows
+from .validation import VALIDATION_DIR, Check, hardware_key, measured_rows, model_key
 
 FILE = "inferencex.csv"
 RANGE_RATIO = 0.8  # RANDOM_RANGE_RATIO: lengths uniform in [0.8 L, L]
@@ -269,17 +269,8 @@ def frontier_at(hw: str, model: str, quantization: str, isl: int, osl: int,
 
 def inferencex_checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Check]:
     """Every row of inferencex.csv, predicted or skipped with its reason, grouped by source_id."""
-    path = directory / FILE
-    if not path.is_file():
-        return []
-    out = []
-    for i, r in enumerate(read_rows(path), start=2):
-        try:
-            float(r["value"])
-        except ValueError:
-            raise ValueError(f"{FILE} line {i}: value {r['value']!r} is not a number") from None
-        out.append(site_check(r, simulate) if "interpolated at" in r["measured_what"] else raw_check(r, simulate))
-    return out
+    return [site_check(r, simulate) if "interpolated at" in r["measured_what"] else raw_check(r, simulate)
+            for _, r, _ in measured_rows(directory / FILE)]
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from .validation import VALIDATION_DIR, Check, read_rows
+from .validation import VALIDATION_DIR, Check, measured_rows
 
 FILE = "lora_serving.csv"
 HARDWARE = {"A10G (24GB)": "a10g", "A100 (40GB)": "a100-40gb", "A100 (80GB)": "a100"}
@@ -78,18 +78,11 @@ def lora_check(row: dict, simulate: bool) -> Check:
 
 def lora_checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Check]:
     """Every row of validation/lora_serving.csv, grouped by source_id (simulated unless simulate is False)."""
-    path = directory / FILE
-    if not path.is_file():
-        return []
     out = []
-    for i, r in enumerate(read_rows(path), start=2):
+    for i, r, _ in measured_rows(directory / FILE):
         unknown = [v for v, known in ((r["hardware"], HARDWARE), (r["model"], MODELS)) if v not in known]
         if unknown:
             raise ValueError(f"{FILE} line {i}: {unknown[0]!r} has no catalogue entry here")
-        try:
-            float(r["value"])
-        except ValueError:
-            raise ValueError(f"{FILE} line {i}: value {r['value']!r} is not a number") from None
         out.append(lora_check(r, simulate))
     return out
 

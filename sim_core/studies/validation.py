@@ -340,6 +340,20 @@ def read_rows(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def measured_rows(path: Path) -> list[tuple[int, dict, float]]:
+    """(line, row, its `value` as a number) of each row of a gathered file (none if the file is absent); a value
+    that is no number is a ValueError naming the file and the line."""
+    if not path.is_file():
+        return []
+    out = []
+    for line, row in enumerate(read_rows(path), start=2):
+        try:
+            out.append((line, row, float(row["value"])))
+        except ValueError:
+            raise ValueError(f"{path.name} line {line}: value {row['value']!r} is not a number") from None
+    return out
+
+
 def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Check]:
     """Every row of the validation set, predicted (or skipped with its reason)."""
     out = [kernel_check(r) for r in read_rows(directory / "kernels.csv")]
