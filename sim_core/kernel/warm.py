@@ -93,19 +93,17 @@ def _cores() -> int:
 
 def start_helper() -> subprocess.Popen | None:
     """Start the helper process if it would help: a cold cache that can be shared, and a second core."""
-    if not _can_share_a_cache() or all(cached_signatures(m, n) for m, n in HELPER + HERE):
+    return _compile_elsewhere(HELPER + HERE, "from {package}.warm import HELPER, compile_part; compile_part(HELPER)")
+
+
+def _compile_elsewhere(kernels, statement: str, niceness: int = 0) -> subprocess.Popen | None:
+    """Run `statement` (`{package}`: this package) in a new Python process that shares this one's numba cache, if
+    it would help: some of `kernels` ((module, name) pairs) not cached yet, jitting on, a cache it can write to, a
+    second core. None otherwise."""
+    if numba_config.DISABLE_JIT or jit.CACHE_DIR is None or jit.CACHE_WRITE_ERROR is not None or _cores() < 2:
         return None
-    return _compile_elsewhere("from {package}.warm import HELPER, compile_part; compile_part(HELPER)")
-
-
-def _can_share_a_cache() -> bool:
-    """Whether another process's compiles would reach this one: jitting on, a cache it can write, a second core."""
-    return not (numba_config.DISABLE_JIT or jit.CACHE_DIR is None or jit.CACHE_WRITE_ERROR is not None
-                or _cores() < 2)
-
-
-def _compile_elsewhere(statement: str, niceness: int = 0) -> subprocess.Popen | None:
-    """Run `statement` (`{package}`: this package) in a new Python process that shares this one's numba cache."""
+    if all(cached_signatures(m, n) for m, n in kernels):
+        return None
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR,
                PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
@@ -170,9 +168,8 @@ def compile_fleet() -> None:
 def start_fleet_compiler() -> subprocess.Popen | None:
     """Start compile_fleet in a low-priority process if the fleet's kernels are not all cached and it can share
     the cache (the conditions of start_helper); the caller ends it with stop_fleet_compiler."""
-    if not _can_share_a_cache() or all(cached_signatures(m, n) for m, n in FLEET_ENTRIES):
-        return None
-    return _compile_elsewhere("from {package}.warm import compile_fleet; compile_fleet()", FLEET_NICENESS)
+    return _compile_elsewhere(FLEET_ENTRIES, "from {package}.warm import compile_fleet; compile_fleet()",
+                              FLEET_NICENESS)
 
 
 def stop_fleet_compiler(process: subprocess.Popen | None) -> None:
