@@ -96,7 +96,35 @@ class GPU:
     runtime_reserve_gib: float = DEFAULT_RUNTIME_RESERVE_GIB
     allreduce_busbw_efficiency: float = DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY
     nvlink_allreduce_latency_us: float = NVLINK_ALLREDUCE_LATENCY_US  # NCCL among more than 2 GPUs
+    # Fraction of peak DRAM bandwidth the GEMMs stream their weights at, by weight format, where the part's kernel
+    # library is measured to stay below bw_efficiency at decode sizes (AMD's: aiter's tuned GEMM tables, see
+    # docs/MODEL.md); None (the default): bw_efficiency. bf16 also stands for fp16; weight-only formats take
+    # bw_efficiency.
+    gemm_bw_efficiency_bf16: float | None = None
+    gemm_bw_efficiency_fp8: float | None = None
+    gemm_bw_efficiency_fp4: float | None = None
+    # Fraction of peak DRAM bandwidth the fused MoE kernels stream the routed experts' weights at, where measured
+    # below bw_efficiency (AMD's, the same tables); None: bw_efficiency.
+    moe_bw_efficiency: float | None = None
+    # Least time one fused MoE layer (its two grouped expert GEMMs) takes, however few tokens it routes: measured
+    # single-token times where they are far above the weights' read time (AMD's fused-MoE kernels); 0 (the
+    # default): none beyond the kernels' launch floors.
+    moe_kernel_floor_us: float = 0.0
+    # Least time one layer's decode attention kernel takes (one sequence, short context), where measured far above
+    # its KV read time; 0 (the default): the launch floor only.
+    decode_attention_floor_us: float = 0.0
     note: str = ""
+
+    def gemm_bw_efficiency(self, quantization: str) -> float:
+        """Fraction of peak DRAM bandwidth GEMMs with weights in this format stream them at."""
+        measured = {"bf16": self.gemm_bw_efficiency_bf16, "fp16": self.gemm_bw_efficiency_bf16,
+                    "fp8": self.gemm_bw_efficiency_fp8, "fp4": self.gemm_bw_efficiency_fp4}.get(quantization)
+        return self.bw_efficiency if measured is None else measured
+
+    @property
+    def expert_bw_efficiency(self) -> float:
+        """Fraction of peak DRAM bandwidth the fused MoE kernels stream routed experts at."""
+        return self.bw_efficiency if self.moe_bw_efficiency is None else self.moe_bw_efficiency
 
     def allreduce_latency_us(self, tp: int) -> float:
         if not self.tp_link_is_nvlink:
@@ -160,10 +188,26 @@ def models_from(doc) -> dict[str, Model]:
     return out
 
 
+# Fields that are fractions of a peak, and their range; and fields that are times, never negative.
+GPU_FRACTIONS = ("bw_efficiency", "compute_efficiency", "allreduce_busbw_efficiency", "gemm_bw_efficiency_bf16",
+                 "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp4", "moe_bw_efficiency")
+GPU_TIMES = ("step_overhead_ms", "nvlink_allreduce_latency_us", "moe_kernel_floor_us", "decode_attention_floor_us")
+
+
 def gpus_from(doc, models: dict[str, Model]) -> dict[str, GPU]:
-    """The GPUs of a gpus.json document, by key, in the file's order; each one's default_model must be a model."""
+    """The GPUs of a gpus.json document, by key, in the file's order; each one's default_model must be a model, its
+    efficiencies fractions in (0, 1] and its times not negative."""
     gpus = data.load(doc, GPUS_FILE, GPU, GPU_CONSTANTS)
     for key, gpu in gpus.items():
+        for name in GPU_FRACTIONS:
+            value = getattr(gpu, name)
+            if value is not None and not 0.0 < value <= 1.0:
+                raise CatalogDataError(f"{data.where(GPUS_FILE)}: entry {key!r}: key {name!r}: {value} is outside "
+                                       "(0, 1] (a fraction of the part's peak)")
+        for name in GPU_TIMES:
+            if getattr(gpu, name) < 0.0:
+                raise CatalogDataError(f"{data.where(GPUS_FILE)}: entry {key!r}: key {name!r}: {getattr(gpu, name)} "
+                                       "is negative (a time, >= 0)")
         if gpu.default_model not in models:
             raise CatalogDataError(f"{data.where(GPUS_FILE)}: entry {key!r}: key 'default_model': "
                                    f"{gpu.default_model!r} is not in {MODELS_FILE} ({', '.join(models)})")

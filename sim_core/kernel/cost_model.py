@@ -158,7 +158,13 @@ ACTIVATION_BYTES = 2.0
  EP_COMBINE_NVLINK_BYTES, EP_COMBINE_NETWORK_BYTES,
  EP_NVLINK_BW, EP_NETWORK_BW, EP_LATENCY_S,
  DECODE_ATTN_SLOWDOWN,  # the engine's decode attention kernel: time over its bytes at streaming bandwidth
- N_COST_PARAMS) = range(43)
+ DENSE_GEMM_BW,  # bytes/s the GEMMs stream dense weights at, in the weight format (STREAM_BW unless measured lower)
+ LM_HEAD_BW,  # ... and the 16-bit lm head's
+ EXPERT_BW,  # bytes/s the fused MoE kernels stream routed experts at (STREAM_BW unless measured lower)
+ MOE_LAYERS,  # layers with routed experts
+ MOE_KERNEL_FLOOR_S,  # least time of one fused MoE layer's two grouped GEMMs (0: launch floors only)
+ DECODE_ATTN_FLOOR_S,  # least time of one layer's decode attention kernel (0: its launch floor only)
+ N_COST_PARAMS) = range(49)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
@@ -268,6 +274,15 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
 
         expert_parallel_params(p, setup)
     p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
+    # GEMMs whose kernels are measured to stream weights below the part's streaming efficiency (catalog.GPU's
+    # gemm_bw_efficiency_*) keep that ratio to it, so a calibrated bandwidth_efficiency moves them along.
+    p[DENSE_GEMM_BW] = p[PEAK_BW] * c.bandwidth_efficiency * (g.gemm_bw_efficiency(setup.quantization)
+                                                              / g.bw_efficiency)
+    p[LM_HEAD_BW] = p[PEAK_BW] * c.bandwidth_efficiency * (g.gemm_bw_efficiency("bf16") / g.bw_efficiency)
+    p[EXPERT_BW] = p[PEAK_BW] * c.bandwidth_efficiency * (g.expert_bw_efficiency / g.bw_efficiency)
+    p[MOE_LAYERS] = m.moe_layers if m.experts > 1 else 0
+    p[MOE_KERNEL_FLOOR_S] = g.moe_kernel_floor_us * 1e-6
+    p[DECODE_ATTN_FLOOR_S] = g.decode_attention_floor_us * 1e-6
     return p
 
 
@@ -372,12 +387,24 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     stream_bw, layers = p[STREAM_BW], p[LAYERS]
     # GEMMs: dense weights are read once per step; of the routed experts, only those some token picks.
     weight_bytes = p[DENSE_WEIGHT_BYTES]
+    expert_bytes = 0.0
     if p[EXPERTS] > 1.0:
         untouched = (1.0 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens
-        weight_bytes += p[EXPERT_WEIGHT_BYTES] * (1.0 - untouched)
+        expert_bytes = p[EXPERT_WEIGHT_BYTES] * (1.0 - untouched)
+        weight_bytes += expert_bytes
     linear_bytes = weight_bytes + tokens * p[LINEAR_ACT_BYTES_PER_TOKEN]
     linear_flops = tokens * p[LINEAR_FLOPS_PER_TOKEN]
-    linear = p[GEMMS] * GEMM_LAUNCH_FLOOR_S + roofline_s(linear_bytes, linear_flops, stream_bw, p[LINEAR_RATE])
+    # Weights whose kernels stream them below the streaming bandwidth (DENSE_GEMM_BW, EXPERT_BW) count as the bytes
+    # that would take as long at it: +0.0 exactly where the bandwidths are the same.
+    slow_bytes = (p[DENSE_WEIGHT_BYTES] * (stream_bw / p[DENSE_GEMM_BW] - 1.0)
+                  + expert_bytes * (stream_bw / p[EXPERT_BW] - 1.0))
+    linear = p[GEMMS] * GEMM_LAUNCH_FLOOR_S + roofline_s(linear_bytes + slow_bytes, linear_flops, stream_bw,
+                                                         p[LINEAR_RATE])
+    if p[MOE_KERNEL_FLOOR_S] > 0.0:
+        # A fused MoE layer takes at least its measured single-token time: beyond the launch floors of its two
+        # grouped GEMMs (charged above) and its experts' read time, the rest of that floor.
+        expert_s = expert_bytes / p[EXPERT_BW]
+        linear += max(0.0, p[MOE_LAYERS] * (p[MOE_KERNEL_FLOOR_S] - 2.0 * GEMM_LAUNCH_FLOOR_S) - expert_s)
     # Attention: prefill chunks (causal, over their own tokens and the context they re-read) and decoding
     # sequences (each reads its whole KV) run as separate kernels; neither hides under the GEMMs.
     kv = p[KV_BYTES_PER_TOKEN]
@@ -392,8 +419,11 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     decode_attn_flops = p[ATTN_FLOPS_PER_PAIR] * decode_ctx
     if decode_seqs > 0:
         decode_attn_bytes = decode_ctx * kv + decode_seqs * p[ATTN_QO_BYTES_PER_TOKEN]
-        attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * p[DECODE_ATTN_SLOWDOWN],
-                                                                decode_attn_flops, stream_bw, p[ATTENTION_RATE])
+        decode_attn = layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * p[DECODE_ATTN_SLOWDOWN],
+                                                                 decode_attn_flops, stream_bw, p[ATTENTION_RATE])
+        if p[DECODE_ATTN_FLOOR_S] > 0.0:  # each layer's kernel takes at least its measured single-sequence time
+            decode_attn = max(decode_attn, layers * p[DECODE_ATTN_FLOOR_S])
+        attention += decode_attn
     # Norms, rotary embedding, activation, KV-cache write: bandwidth only.
     elementwise_bytes = tokens * p[ELEMENTWISE_BYTES_PER_TOKEN]
     elementwise = p[ELEMENTWISE_KERNELS] * ELEMENTWISE_LAUNCH_FLOOR_S + elementwise_bytes / p[ELEMENTWISE_BW]
@@ -404,7 +434,7 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     if samples > 0:
         lm_bytes = p[LM_HEAD_BYTES] + samples * p[LOGITS_BYTES_PER_SAMPLE]
         lm_head = (1.0 + SAMPLER_KERNELS) * GEMM_LAUNCH_FLOOR_S
-        lm_head += roofline_s(p[LM_HEAD_BYTES], lm_flops, stream_bw, p[LM_HEAD_RATE])
+        lm_head += roofline_s(p[LM_HEAD_BYTES], lm_flops, p[LM_HEAD_BW], p[LM_HEAD_RATE])
         lm_head += samples * p[LOGITS_BYTES_PER_SAMPLE] / stream_bw
     # Tensor parallelism: two ring all-reduces of the hidden states per layer (after attention, after the MLP).
     communication = 0.0

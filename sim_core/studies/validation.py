@@ -26,6 +26,7 @@ from ..kernel.cost_model import (
     ACTIVATION_BW_EFFICIENCY,
     ATTENTION_RATE,
     CUSTOM_AR_MAX_BYTES,
+    DENSE_GEMM_BW,
     ELEMENTWISE_LAUNCH_FLOOR_S,
     GEMM_LAUNCH_FLOOR_S,
     LINEAR_RATE,
@@ -193,9 +194,9 @@ ELEMENTWISE_OPS = {
 
 def gemm_s(p, m: int, n: int, k: int, operand_bytes: float = 2.0) -> float:
     """One M x K by K x N GEMM as the cost model charges it: the weights and the input in the GEMM's format
-    (`operand_bytes` per element), a 16-bit output, at `p`'s bandwidth and tensor rate, plus the launch floor."""
+    (`operand_bytes` per element), a 16-bit output, at `p`'s GEMM bandwidth and tensor rate, plus the launch floor."""
     moved = operand_bytes * (n * k + m * k) + 2.0 * m * n
-    return GEMM_LAUNCH_FLOOR_S + roofline_s(moved, 2.0 * m * n * k, p[STREAM_BW], p[LINEAR_RATE])
+    return GEMM_LAUNCH_FLOOR_S + roofline_s(moved, 2.0 * m * n * k, p[DENSE_GEMM_BW], p[LINEAR_RATE])
 
 
 def kernel_check(row: dict) -> Check:

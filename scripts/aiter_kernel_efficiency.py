@@ -1,0 +1,136 @@
+"""Derive the AMD GPUs' GEMM bandwidth efficiencies and fused-MoE floors (sim_core/data/gpus.json) from AMD's own
+kernel timings: the tuned-configuration tables of ROCm/aiter (aiter/configs/**/*tuned*.csv), in which AMD records,
+for each GEMM shape (M, N, K) or fused-MoE shape (tokens, model_dim, inter_dim, experts, top-k) it tuned on a given
+architecture and CU count, the time in microseconds of the fastest kernel it found.
+
+    python scripts/aiter_kernel_efficiency.py PATH_TO_AITER_CHECKOUT
+
+The figures in gpus.json come from ROCm/aiter at commit e4048607a535ace3a2b51ded31b1c8c2d45c0879 (2026-08-22).
+
+GEMMs: the rows at decode sizes (M <= 64 tokens) whose weights are large enough for their read to dominate
+(>= 10 MB); each row's efficiency is its weight bytes over (its time less the cost model's launch floor, 4 us),
+as a fraction of the part's peak bandwidth: the form in which sim_core/kernel/cost_model.py times a GEMM. The
+median per architecture and weight format (bytes per weight from the table's name: a8w8 1, a4w4 or fp4 0.5, else 2).
+Fused MoE: per shape, the bandwidth it streams the experts its tokens touch at (16-128 tokens), and its time at
+one token (two where the table starts there); the medians per architecture.
+Nothing here is run at simulation time: the numbers are copied into gpus.json with this script's output cited.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+# Architectures by (gfx, CU count): the parts whose tables these are, and the peak bandwidth they are read against.
+# gfx942 at 304 CUs is MI300X and MI325X (one table serves both; aiter PR #3951 tuned its DeepSeek rows on
+# MI325X); gfx950 at 256 CUs is MI355X (and MI350X, at the same 8 TB/s).
+PARTS = {("gfx942", 304): ("MI300X/MI325X", 6.0e12), ("gfx950", 256): ("MI355X", 8.0e12)}
+GEMM_LAUNCH_FLOOR_US = 4.0
+DECODE_ROWS = 64
+MIN_WEIGHT_BYTES = 10e6
+
+
+def weight_bytes_per_param(name: str) -> float:
+    """Bytes per weight from a table's name: a8w8 files are 8-bit even where the model's experts are MXFP4."""
+    return 1.0 if "a8w8" in name else 0.5 if "a4w4" in name or "fp4" in name else 2.0
+
+
+def gemm_efficiencies(configs: Path) -> dict[tuple, list[float]]:
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for path in sorted(configs.rglob("*tuned*gemm*.csv")):
+        if "untuned" in path.name or "batched" in path.name:
+            continue
+        bpp = weight_bytes_per_param(path.name)
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                try:
+                    part = (row["gfx"], int(row["cu_num"]))
+                    m, n, k, us = int(row["M"]), int(row["N"]), int(row["K"]), float(row["us"])
+                except (KeyError, ValueError):
+                    continue
+                weights = n * k * bpp
+                if part in PARTS and 0 < m <= DECODE_ROWS and weights >= MIN_WEIGHT_BYTES and us > GEMM_LAUNCH_FLOOR_US:
+                    out[(part, bpp)].append(weights / ((us - GEMM_LAUNCH_FLOOR_US) * 1e-6) / PARTS[part][1])
+    return out
+
+
+def moe_single_token_us(configs: Path) -> dict[tuple, list[float]]:
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for path in sorted(configs.rglob("*tuned*moe*.csv")):
+        if "untuned" in path.name or "grouped" in path.name:  # grouped: another kernel, top-k -1 in its rows
+            continue
+        first: dict[tuple, tuple[int, float]] = {}
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                try:
+                    part = (row["gfx"] if "gfx" in row else None, int(row["cu_num"]))
+                    tokens, us = int(row["token"]), float(row["us"])
+                except (KeyError, ValueError):
+                    continue
+                shape = (int(row["cu_num"]), row["model_dim"], row["inter_dim"], row["expert"], row["topk"],
+                         row.get("q_dtype_w"), row.get("q_type"))
+                if us > 0 and (shape not in first or tokens < first[shape][0]):
+                    first[shape] = (tokens, us)
+        for shape, (tokens, us) in first.items():
+            part = next((p for p in PARTS if p[1] == shape[0]), None)
+            if part and tokens <= 2:
+                out[part].append(us)
+    return out
+
+
+def moe_stream_efficiency(configs: Path) -> dict[tuple, list[float]]:
+    """Per tuned shape with all of a layer's experts (>= 64: not an expert-parallel rank's share), the median over
+    16-128 tokens of the expected bytes of the experts those tokens touch (E(1-(1-k/E)^T), uniform routing) over
+    the time, as a fraction of the part's peak bandwidth: the bandwidth the fused MoE streams experts at."""
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for path in sorted(configs.rglob("*tuned*moe*.csv")):
+        if "untuned" in path.name or "grouped" in path.name:  # grouped: another kernel, top-k -1 in its rows
+            continue
+        by_shape: dict[tuple, list[float]] = defaultdict(list)
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                try:
+                    cu, tokens, us = int(row["cu_num"]), int(row["token"]), float(row["us"])
+                    dim, inter, experts, top_k = (int(row[k]) for k in ("model_dim", "inter_dim", "expert", "topk"))
+                except (KeyError, ValueError):
+                    continue
+                part = next((p for p in PARTS if p[1] == cu), None)
+                if part is None or us <= 0 or experts < 64 or not 16 <= tokens <= 128:
+                    continue
+                w = row.get("q_dtype_w", "")
+                bpp = 0.5 if "float4" in w or "int4" in w else 1.0 if "float8" in w or "int8" in w else 2.0
+                touched = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+                by_shape[(part, dim, inter, experts, top_k, w, row.get("q_type"))].append(
+                    touched * 3 * dim * inter * bpp / (us * 1e-6) / PARTS[part][1])
+        for shape, effs in by_shape.items():
+            out[shape[0]].append(statistics.median(effs))
+    return out
+
+
+def main(checkout: str) -> None:
+    configs = Path(checkout) / "aiter" / "configs"
+    if not configs.is_dir():
+        sys.exit(f"{configs}: not a directory (give the root of a ROCm/aiter checkout)")
+    print("GEMMs at decode sizes: weight bytes / (time - 4 us), as a fraction of peak bandwidth")
+    for (part, bpp), effs in sorted(gemm_efficiencies(configs).items()):
+        q1, _, q3 = statistics.quantiles(effs, n=4)
+        absolute = statistics.median(effs) * PARTS[part][1] / 1e12
+        print(f"  {PARTS[part][0]:14s} {bpp:g} B/weight: {len(effs):4d} rows, median {statistics.median(effs):.3f} "
+              f"(IQR {q1:.3f}-{q3:.3f}; {absolute:.2f} TB/s)")
+    print("Fused MoE at 16-128 tokens: touched experts' bytes / time, as a fraction of peak bandwidth")
+    for part, effs in sorted(moe_stream_efficiency(configs).items()):
+        print(f"  {PARTS[part][0]:14s} {len(effs):3d} shapes, median {statistics.median(effs):.3f} "
+              f"(range {min(effs):.3f}-{max(effs):.3f})")
+    print("Fused MoE layer at one token, per tuned shape")
+    for part, times in sorted(moe_single_token_us(configs).items()):
+        print(f"  {PARTS[part][0]:14s} {len(times):3d} shapes, median {statistics.median(times):.1f} us "
+              f"(range {min(times):.1f}-{max(times):.1f})")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])

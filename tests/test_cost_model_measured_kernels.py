@@ -1,0 +1,142 @@
+"""GPUs whose kernel library is measured to stream weights below the part's streaming efficiency (AMD's, from aiter's
+tuned tables): dense GEMMs and the lm head at their format's bandwidth, routed experts at the fused MoE's, and a
+fused MoE layer's and a decode attention kernel's single-token floors. Where a GPU measures none of these, every step is what it was."""
+
+import dataclasses
+
+import pytest
+
+from sim_core import data
+from sim_core.catalog import GPUS, MODELS, ServingSettings, gpus_from, resolve_setup
+from sim_core.kernel.cost_model import (
+    DECODE_ATTN_FLOOR_S,
+    DENSE_GEMM_BW,
+    DENSE_WEIGHT_BYTES,
+    EXPERT_BW,
+    EXPERT_WEIGHT_BYTES,
+    EXPERTS,
+    EXPERTS_PER_TOKEN,
+    GEMM_LAUNCH_FLOOR_S,
+    LM_HEAD_BW,
+    MOE_KERNEL_FLOOR_S,
+    MOE_LAYERS,
+    PEAK_BW,
+    STREAM_BW,
+    Constants,
+    cost_params,
+    default_constants,
+    step_breakdown,
+)
+
+LINEAR, ATTENTION = 0, 1
+
+
+def setup(hw, model, quant, tp, **gpu_changes):
+    s = resolve_setup(hw, model, quant, tp, ServingSettings(0.9, 16, 8192, 256))
+    return dataclasses.replace(s, gpu=dataclasses.replace(s.gpu, **gpu_changes)) if gpu_changes else s
+
+
+def decode_linear(p, seqs, ctx=1024):
+    return step_breakdown(p, 0, 0, 0, 0, seqs, seqs * ctx, seqs)[LINEAR]
+
+
+@pytest.mark.parametrize("hw", [k for k, g in GPUS.items()
+                                if g.moe_bw_efficiency is None and g.moe_kernel_floor_us == 0.0
+                                and g.gemm_bw_efficiency_fp8 is None])
+def test_a_gpu_without_measured_kernels_streams_every_weight_at_its_streaming_bandwidth(hw):
+    p = cost_params(setup(hw, "llama-3.2-1b", "bf16", 1))
+    assert p[DENSE_GEMM_BW] == p[LM_HEAD_BW] == p[EXPERT_BW] == p[STREAM_BW]
+    assert p[MOE_KERNEL_FLOOR_S] == 0.0
+
+
+def test_the_gemm_bandwidth_follows_the_weight_format():
+    g = GPUS["mi355x"]
+    assert g.gemm_bw_efficiency("bf16") == g.gemm_bw_efficiency("fp16") == g.gemm_bw_efficiency_bf16
+    assert g.gemm_bw_efficiency("fp8") == g.gemm_bw_efficiency_fp8
+    assert g.gemm_bw_efficiency("fp4") == g.gemm_bw_efficiency_fp4
+    # Weight-only formats have no measured table: the streaming efficiency.
+    assert g.gemm_bw_efficiency("int4") == g.gemm_bw_efficiency("int8") == g.bw_efficiency
+    for quant in ("bf16", "fp8", "fp4"):
+        p = cost_params(setup("mi355x", "llama-3-70b", quant, 2))
+        assert p[DENSE_GEMM_BW] == pytest.approx(p[PEAK_BW] * g.gemm_bw_efficiency(quant))
+        assert p[LM_HEAD_BW] == pytest.approx(p[PEAK_BW] * g.gemm_bw_efficiency_bf16)
+
+
+def test_dense_weights_at_the_gemm_bandwidth_slow_a_small_decode_step_by_their_extra_read_time():
+    measured = cost_params(setup("mi355x", "llama-3-70b", "fp8", 2))
+    unmeasured = cost_params(setup("mi355x", "llama-3-70b", "fp8", 2, gemm_bw_efficiency_fp8=None))
+    extra = measured[DENSE_WEIGHT_BYTES] * (1 / measured[DENSE_GEMM_BW] - 1 / measured[STREAM_BW])
+    # One decoding sequence: the GEMMs are memory-bound, so the step's GEMMs take the weights' extra read time more.
+    assert decode_linear(measured, 1) - decode_linear(unmeasured, 1) == pytest.approx(extra, rel=1e-3)
+    assert extra > 0.5 * decode_linear(unmeasured, 1)  # 0.85 -> 0.5 of the peak: not a rounding matter
+
+
+def test_a_calibrated_bandwidth_moves_the_measured_gemm_bandwidths_with_it():
+    s = setup("mi325x", "deepseek-r1", "fp8", 8)
+    catalog = default_constants(s)
+    halved = Constants(catalog.compute_efficiency, catalog.bandwidth_efficiency / 2, catalog.attention_efficiency,
+                       catalog.step_overhead_ms, catalog.overhead_per_seq_us)
+    p, q = cost_params(s), cost_params(s, halved)
+    for slot in (STREAM_BW, DENSE_GEMM_BW, LM_HEAD_BW, EXPERT_BW):
+        assert q[slot] == pytest.approx(p[slot] / 2)
+
+
+def test_a_fused_moe_layer_takes_at_least_its_measured_single_token_time():
+    s = setup("mi325x", "deepseek-r1", "fp8", 8)
+    floored, unfloored = cost_params(s), cost_params(setup("mi325x", "deepseek-r1", "fp8", 8, moe_kernel_floor_us=0.0))
+    assert floored[MOE_LAYERS] == MODELS["deepseek-r1"].moe_layers == 58
+
+    def expert_s(p, tokens):
+        touched = 1 - (1 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens
+        return p[EXPERT_WEIGHT_BYTES] * touched / p[EXPERT_BW]
+
+    # One token touches 8 of 256 experts per layer: far less than the floor's worth of reads, so each MoE layer
+    # pays the rest of its 67.4 us beyond its two grouped GEMMs' launch floors.
+    gap = floored[MOE_LAYERS] * (floored[MOE_KERNEL_FLOOR_S] - 2 * GEMM_LAUNCH_FLOOR_S) - expert_s(floored, 1)
+    assert gap > 0
+    assert decode_linear(floored, 1) - decode_linear(unfloored, 1) == pytest.approx(gap)
+    # At 256 tokens nearly every expert is read: the reads take longer than the floor, which no longer binds.
+    assert floored[MOE_LAYERS] * floored[MOE_KERNEL_FLOOR_S] < expert_s(floored, 256)
+    assert decode_linear(floored, 256) == decode_linear(unfloored, 256)
+
+
+def test_routed_experts_stream_at_the_fused_moe_bandwidth():
+    s = setup("mi355x", "qwen3-30b-a3b", "bf16", 1, moe_kernel_floor_us=0.0)
+    at_stream = cost_params(setup("mi355x", "qwen3-30b-a3b", "bf16", 1, moe_kernel_floor_us=0.0,
+                                  moe_bw_efficiency=None))
+    p = cost_params(s)
+    tokens = 512  # every expert touched
+    touched = 1 - (1 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens
+    extra = p[EXPERT_WEIGHT_BYTES] * touched * (1 / p[EXPERT_BW] - 1 / p[STREAM_BW])
+    assert extra > 0
+    slower = decode_linear(p, tokens) - decode_linear(at_stream, tokens)
+    assert 0.5 * extra < slower <= extra * (1 + 1e-9)  # the roofline's blend with compute absorbs part of it
+
+
+@pytest.mark.parametrize(("field", "value"), [("gemm_bw_efficiency_fp8", 1.2), ("moe_bw_efficiency", 0.0),
+                                              ("bw_efficiency", -0.1), ("moe_kernel_floor_us", -1.0)])
+def test_a_gpu_entry_with_a_constant_out_of_its_range_is_refused_naming_it(field, value):
+    doc = data.read("gpus.json")
+    entry = next(e for e in doc["entries"] if e["key"] == "mi355x")
+    entry[field] = value
+    with pytest.raises(data.CatalogDataError, match=rf"entry 'mi355x': key '{field}': .*{value}"):
+        gpus_from(doc, MODELS)
+
+
+def test_a_layers_decode_attention_takes_at_least_its_measured_single_sequence_time():
+    s = setup("mi355x", "llama-3-70b", "fp8", 2)
+    floored, unfloored = cost_params(s), cost_params(setup("mi355x", "llama-3-70b", "fp8", 2,
+                                                           decode_attention_floor_us=0.0))
+    layers = MODELS["llama-3-70b"].layers
+
+    def attention(p, seqs, ctx):
+        return step_breakdown(p, 0, 0, 0, 0, seqs, seqs * ctx, seqs)[ATTENTION]
+
+    # One sequence of 1,024 tokens reads ~1 MB of KV per layer: the 23 us kernel floor binds.
+    assert attention(floored, 1, 1024) == pytest.approx(layers * floored[DECODE_ATTN_FLOOR_S])
+    assert attention(floored, 1, 1024) > 2 * attention(unfloored, 1, 1024)
+    # 64 sequences of 8,192 tokens read far more than 23 us worth of KV: the floor no longer binds.
+    assert attention(floored, 64, 8192) == attention(unfloored, 64, 8192)
+    # Prefill attention has no such floor.
+    assert step_breakdown(floored, 512, 1, 512 * 513 // 2, 0, 0, 0, 1)[ATTENTION] == \
+        step_breakdown(unfloored, 512, 1, 512 * 513 // 2, 0, 0, 0, 1)[ATTENTION]
