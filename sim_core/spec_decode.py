@@ -182,14 +182,18 @@ def _fill_pass(p: np.ndarray, c: np.ndarray, f: float) -> None:
     if c[C.TP] > 1.0:
         fixed += 2.0 * c[C.LAYERS] * f * C.CUSTOM_ALLREDUCE_LATENCY_S
     p[SP_PASS_FIXED_S] = fixed
-    p[SP_PASS_BYTES] = c[C.DENSE_WEIGHT_BYTES] * f + c[C.LM_HEAD_BYTES]
-    p[SP_PASS_EXPERT_BYTES] = c[C.EXPERT_WEIGHT_BYTES] * f
+    # Weights whose kernels stream them below the streaming bandwidth (cost_model's DENSE_GEMM_BW, LM_HEAD_BW,
+    # EXPERT_BW) count as the bytes that take as long at it (x 1.0 exactly where they are the same).
+    stream = c[C.STREAM_BW]
+    p[SP_PASS_BYTES] = (c[C.DENSE_WEIGHT_BYTES] * f * (stream / c[C.DENSE_GEMM_BW])
+                        + c[C.LM_HEAD_BYTES] * (stream / c[C.LM_HEAD_BW]))
+    p[SP_PASS_EXPERT_BYTES] = c[C.EXPERT_WEIGHT_BYTES] * f * (stream / c[C.EXPERT_BW])
     p[SP_PASS_EXPERT_FRAC] = c[C.EXPERTS_PER_TOKEN] / c[C.EXPERTS] if c[C.EXPERTS] > 1.0 else 0.0
     p[SP_PASS_ACT_BYTES] = ((c[C.LINEAR_ACT_BYTES_PER_TOKEN] + c[C.ELEMENTWISE_BYTES_PER_TOKEN]
                              + c[C.ATTN_QO_BYTES_PER_TOKEN]) * f + c[C.LOGITS_BYTES_PER_SAMPLE])
     p[SP_PASS_FLOPS] = c[C.LINEAR_FLOPS_PER_TOKEN] * f + c[C.LM_HEAD_FLOPS_PER_SAMPLE]
     p[SP_PASS_KV_BYTES] = c[C.KV_BYTES_PER_TOKEN] * f * c[C.DECODE_ATTN_SLOWDOWN]
-    p[SP_PASS_BW] = c[C.STREAM_BW]
+    p[SP_PASS_BW] = stream
     p[SP_PASS_RATE] = c[C.LINEAR_RATE]
 
 

@@ -8,7 +8,6 @@ import pytest
 from sim_core import Scenario, resolve, run
 from sim_core.catalog import ServingSettings, resolve_setup
 from sim_core.kernel.cost_model import (
-    ACTIVATION_BW_EFFICIENCY,
     ALLREDUCE_BUS_BW,
     ALLREDUCE_BYTES_PER_TOKEN,
     ALLREDUCE_LATENCY_S,
@@ -16,17 +15,20 @@ from sim_core.kernel.cost_model import (
     CUSTOM_ALLREDUCE_MAX_BYTES,
     ELEMENTWISE_BW,
     KV_BYTES_PER_TOKEN,
-    NORM_BW_EFFICIENCY,
     PAGED_ATTENTION_SLOWDOWN,
     PEAK_BW,
-    ROPE_BW_EFFICIENCY,
     STREAM_BW,
-    STREAM_COPY_BW_EFFICIENCY,
     allreduce_s,
     cost_params,
     engine_allreduce_s,
     step_breakdown,
     step_time,
+)
+from sim_core.kernel.layer_kernels import (
+    ACTIVATION_BW_EFFICIENCY,
+    NORM_BW_EFFICIENCY,
+    ROPE_BW_EFFICIENCY,
+    STREAM_COPY_BW_EFFICIENCY,
 )
 from sim_core.studies.validation import checks
 
@@ -150,7 +152,7 @@ def test_dashboard_form_offers_the_kv_cache_format():
 ])
 def test_each_layer_kind_pays_a_launch_floor_per_kernel_it_launches(key, gemms, elementwise):
     from sim_core.catalog import MODELS
-    from sim_core.kernel.cost_model import elementwise_kernels, gemm_kernels
+    from sim_core.kernel.layer_kernels import elementwise_kernels, gemm_kernels
 
     assert (gemm_kernels(MODELS[key]), elementwise_kernels(MODELS[key])) == (gemms, elementwise)
 

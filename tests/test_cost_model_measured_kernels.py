@@ -4,6 +4,7 @@ fused MoE layer's and a decode attention kernel's single-token floors. Where a G
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from sim_core import data
@@ -18,6 +19,7 @@ from sim_core.kernel.cost_model import (
     EXPERTS_PER_TOKEN,
     GEMM_LAUNCH_FLOOR_S,
     LM_HEAD_BW,
+    LM_HEAD_BYTES,
     MOE_KERNEL_FLOOR_S,
     MOE_LAYERS,
     PEAK_BW,
@@ -140,3 +142,24 @@ def test_a_layers_decode_attention_takes_at_least_its_measured_single_sequence_t
     # Prefill attention has no such floor.
     assert step_breakdown(floored, 512, 1, 512 * 513 // 2, 0, 0, 0, 1)[ATTENTION] == \
         step_breakdown(unfloored, 512, 1, 512 * 513 // 2, 0, 0, 0, 1)[ATTENTION]
+
+
+def test_a_speculative_proposers_pass_streams_its_weights_as_the_target_step_does():
+    from sim_core.kernel.spec_decode import N_SPEC_PARAMS, SP_PASS_BW, SP_PASS_BYTES, SP_PASS_EXPERT_BYTES
+    from sim_core.spec_decode import _fill_pass
+
+    def pass_of(s):
+        p, c = np.zeros(N_SPEC_PARAMS), cost_params(s)
+        _fill_pass(p, c, 1.0 / 61)  # one MTP layer of DeepSeek-R1's 61
+        return p, c
+
+    measured, c = pass_of(setup("mi355x", "deepseek-r1", "fp8", 8))
+    unmeasured, _ = pass_of(setup("mi355x", "deepseek-r1", "fp8", 8, gemm_bw_efficiency_fp8=None,
+                                  gemm_bw_efficiency_bf16=None, moe_bw_efficiency=None))
+    assert measured[SP_PASS_BW] == unmeasured[SP_PASS_BW] == c[STREAM_BW]
+    # Its reads take what they take at the GEMMs', the lm head's and the fused MoE's own bandwidths.
+    assert measured[SP_PASS_BYTES] / c[STREAM_BW] == pytest.approx(
+        c[DENSE_WEIGHT_BYTES] / 61 / c[DENSE_GEMM_BW] + c[LM_HEAD_BYTES] / c[LM_HEAD_BW])
+    assert measured[SP_PASS_EXPERT_BYTES] / c[STREAM_BW] == pytest.approx(c[EXPERT_WEIGHT_BYTES] / 61 / c[EXPERT_BW])
+    assert measured[SP_PASS_BYTES] > unmeasured[SP_PASS_BYTES]
+    assert measured[SP_PASS_EXPERT_BYTES] > unmeasured[SP_PASS_EXPERT_BYTES]

@@ -33,6 +33,13 @@ import numpy as np
 
 from ..catalog import HOST_LINK_EFFICIENCY, QUANTIZATIONS, Setup
 from .jit import entry, inline, numeric_entry
+from .layer_kernels import (
+    ACTIVATION_BYTES,
+    elementwise_kernel_bytes,
+    elementwise_kernels,
+    gemm_kernels,
+    linear_activation_bytes_per_token,
+)
 
 # ---------------------------------------------------------------------------------------------------------
 # Measured constants (the per-GPU ones, bandwidth and GEMM efficiency, live in catalog.GPU).
@@ -43,36 +50,6 @@ from .jit import entry, inline, numeric_entry
 # elementwise kernels on one token take 2-5 us (RMSNorm 4-5, rotary/activation/add 2).
 GEMM_LAUNCH_FLOOR_S = 4e-6
 ELEMENTWISE_LAUNCH_FLOOR_S = 3e-6
-# Fraction of peak DRAM bandwidth each elementwise kernel reaches, per kind of kernel: Vidur's A100 profile of
-# Meta-Llama-3-8B (microsoft/vidur data/profiling/compute/a100/meta-llama/Meta-Llama-3-8B/mlp.csv, median kernel
-# times at num_tokens=4096, less the launch floor below): RMSNorm 0.107 ms for 67 MB (32%; a reduction per row),
-# rotary embedding 0.099 ms for 84 MB (43%), SiLU-and-mul 0.343 ms for 352 MB (51%), residual add 0.056 ms for
-# 101 MB (93%: a plain stream). One efficiency for all of them (their 46% aggregate) put the add 2.2x and the norm
-# 0.7x off on H100; per kind, the H100 rows of validation/kernels.csv are an independent check of these numbers.
-NORM_BW_EFFICIENCY = 0.32
-ROPE_BW_EFFICIENCY = 0.43
-ACTIVATION_BW_EFFICIENCY = 0.51
-STREAM_COPY_BW_EFFICIENCY = 0.93
-# Elementwise kernels per layer: two fused residual-add + RMSNorm, rotary embedding, SiLU-and-mul, KV-cache write.
-ELEMENTWISE_KERNELS_PER_LAYER = 5
-# Kernels a layer launches beyond a dense transformer's (QKV and O, gate/up and down: 4 GEMMs), as vLLM's model code
-# runs them; each pays its launch floor, their bytes and FLOPs being in the weights already. At small batches these
-# floors are most of a step: DeepSeek-R1 on 8 B200s decodes one sequence in 7.2 ms (validation/inferencex.csv),
-# ten times its weights' read time.
-#  - MLA (vllm/model_executor/models/deepseek_v2.py, the absorbed MLA path): the fused q_a + kv_a down-projection
-#    (fused_qkv_a_proj; q_proj and kv_a_proj_with_mqa without a query LoRA), q_b_proj, the absorbed key (W_UK) and
-#    value (W_UV) batched matmuls, o_proj: 5 GEMMs where a dense layer has 2; its latent RMSNorms (q_a_layernorm,
-#    kv_a_layernorm) add 2 elementwise kernels.
-#  - A MoE layer (vllm/model_executor/layers/fused_moe): the router's gate GEMM, then the top-k kernel,
-#    moe_align_block_size, two grouped expert GEMMs (gate/up, down) and moe_sum over each token's top-k outputs:
-#    3 GEMMs where a dense MLP has 2, and 3 more elementwise kernels; shared experts run beside them as a dense
-#    gated MLP, 2 GEMMs and their activation.
-MLA_GEMMS_PER_LAYER = 5
-MLA_EXTRA_ELEMENTWISE_PER_LAYER = 2
-MOE_GEMMS_PER_LAYER = 3
-MOE_EXTRA_ELEMENTWISE_PER_LAYER = 3
-SHARED_EXPERT_GEMMS = 2
-SHARED_EXPERT_EXTRA_ELEMENTWISE = 1
 # Fraction of dense tensor peak FlashAttention's forward pass reaches: FlashAttention-2 (Dao, 2023) reports
 # 50-73% of the theoretical maximum on A100, FlashAttention-3 (Shah et al., 2024) up to 75% on H100 (740 of
 # 989 TFLOPS in FP16), both at long sequences; serving chunks of a few hundred tokens sit at the low end.
@@ -125,8 +102,6 @@ SAMPLER_KERNELS = 8
 # loop over sequences (vLLM RFC #6854 measured 5-13 ms GPU bubbles per decode step at serving batch sizes in V0).
 # Estimate: 10 us per scheduled sequence, 4.5 ms at 256 sequences.
 STEP_OVERHEAD_PER_SEQ_S = 10e-6
-# Bytes per element of the activations GEMMs read and write, and of the all-reduced hidden states (16-bit).
-ACTIVATION_BYTES = 2.0
 
 # ---------------------------------------------------------------------------------------------------------
 # Layout of the cost-parameter vector (a plain float64 array keeps the jitted signature small and stable).
@@ -235,7 +210,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[EXPERTS] = m.experts
     p[EXPERTS_PER_TOKEN] = m.experts_per_token
     p[LINEAR_FLOPS_PER_TOKEN] = 2.0 * m.active_matmul_params / tp
-    p[LINEAR_ACT_BYTES_PER_TOKEN] = _linear_activation_bytes_per_token(setup)
+    p[LINEAR_ACT_BYTES_PER_TOKEN] = linear_activation_bytes_per_token(setup)
     p[GEMMS] = gemm_kernels(m)
     p[LINEAR_RATE] = linear_rate(setup, c.compute_efficiency)
     p[LM_HEAD_BYTES] = m.lm_head_params * 2.0 / tp  # the lm head stays 16-bit in quantized checkpoints
@@ -248,7 +223,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.attn_layers * (m.heads * m.head_dim) / tp * ACTIVATION_BYTES
     p[KV_BYTES_PER_TOKEN] = setup.kv_bytes_per_token_per_gpu
     p[ATTENTION_RATE] = g.fp16_tflops * 1e12 * c.attention_efficiency
-    kernels = _elementwise_kernels(setup)
+    kernels = elementwise_kernel_bytes(setup)
     elementwise_bytes = sum(b for b, _ in kernels)
     p[ELEMENTWISE_BYTES_PER_TOKEN] = m.layers * elementwise_bytes
     p[PEAK_BW] = g.mem_bw_gbs * 1e9
@@ -274,67 +249,10 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
 
         expert_parallel_params(p, setup)
     p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
-    # GEMMs whose kernels are measured to stream weights below the part's streaming efficiency (catalog.GPU's
-    # gemm_bw_efficiency_*) keep that ratio to it, so a calibrated bandwidth_efficiency moves them along.
-    p[DENSE_GEMM_BW] = p[PEAK_BW] * c.bandwidth_efficiency * (g.gemm_bw_efficiency(setup.quantization)
-                                                              / g.bw_efficiency)
-    p[LM_HEAD_BW] = p[PEAK_BW] * c.bandwidth_efficiency * (g.gemm_bw_efficiency("bf16") / g.bw_efficiency)
-    p[EXPERT_BW] = p[PEAK_BW] * c.bandwidth_efficiency * (g.expert_bw_efficiency / g.bw_efficiency)
-    p[MOE_LAYERS] = m.moe_layers if m.experts > 1 else 0
-    p[MOE_KERNEL_FLOOR_S] = g.moe_kernel_floor_us * 1e-6
-    p[DECODE_ATTN_FLOOR_S] = g.decode_attention_floor_us * 1e-6
+    from .measured_kernels import measured_kernel_params  # it reads this module's slots
+
+    measured_kernel_params(p, setup, c.bandwidth_efficiency)
     return p
-
-
-def gemm_kernels(m) -> int:
-    """GEMM kernels of one forward pass, lm head apart: attention's projections and each layer's MLP or MoE."""
-    attention = MLA_GEMMS_PER_LAYER if m.is_mla else 2
-    moe = MOE_GEMMS_PER_LAYER + (SHARED_EXPERT_GEMMS if m.shared_ffn else 0)
-    return m.layers * attention + (m.layers - m.moe_layers) * 2 + m.moe_layers * moe
-
-
-def elementwise_kernels(m) -> int:
-    """Elementwise kernels of one forward pass: a dense layer's, plus MLA's latent norms and MoE routing's."""
-    mla = MLA_EXTRA_ELEMENTWISE_PER_LAYER * m.layers if m.is_mla else 0
-    moe = MOE_EXTRA_ELEMENTWISE_PER_LAYER + (SHARED_EXPERT_EXTRA_ELEMENTWISE if m.shared_ffn else 0)
-    return ELEMENTWISE_KERNELS_PER_LAYER * m.layers + mla + m.moe_layers * moe
-
-
-def _mlp_width(setup: Setup) -> int:
-    """The MLP width one token goes through: its routed experts' together in a mixture of experts."""
-    return setup.model.mlp_width_per_token
-
-
-def _linear_activation_bytes_per_token(setup: Setup) -> float:
-    """Bytes of activations the GEMMs read and write for one token, all layers, per GPU."""
-    m, tp = setup.model, setup.tp
-    # Column-parallel QKV and gate/up read the full hidden state and write their shard; row-parallel O and down
-    # read a shard and write the full hidden state (before the all-reduce).
-    q_out = m.heads * m.head_dim
-    qkv_out = (m.heads + 2 * m.kv_heads) * m.head_dim
-    mlp_width = _mlp_width(setup)
-    per_layer = (m.hidden + qkv_out / tp) + (q_out / tp + m.hidden) + (m.hidden + 2 * mlp_width / tp) \
-        + (mlp_width / tp + m.hidden)
-    return m.layers * per_layer * ACTIVATION_BYTES
-
-
-def _elementwise_kernels(setup: Setup) -> tuple[tuple[float, float], ...]:
-    """(bytes per token per layer per GPU, fraction of the DRAM bandwidth it reaches) of each elementwise kernel."""
-    m, tp = setup.model, setup.tp
-    # Per token per layer, each at its kind's fraction of the DRAM bandwidth: two residual adds and RMSNorms on
-    # the full hidden state (vLLM fuses each pair into one kernel; we charge what the two unfused kernels take in
-    # Vidur's profile, an upper bound: an RMSNorm reads and writes the state, an add reads two and writes one),
-    # rotary embedding in place on q and k, SiLU-and-mul (read gate and up, write one), KV-cache write (read k
-    # and v, write them into the cache).
-    kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers  # in the cache's format
-    kv_in = 2.0 * max(1, m.kv_heads // tp) * m.head_dim * ACTIVATION_BYTES  # k and v as the QKV GEMM wrote them
-    if m.is_mla:  # MLA writes its latent (kv_lora_rank + qk_rope_head_dim), whole on every rank
-        kv_in = (m.kv_lora_rank + m.qk_rope_head_dim) * ACTIVATION_BYTES
-    return ((2 * 2.0 * m.hidden * ACTIVATION_BYTES, NORM_BW_EFFICIENCY),
-            (2 * 3.0 * m.hidden * ACTIVATION_BYTES, STREAM_COPY_BW_EFFICIENCY),
-            (2.0 * (m.heads + m.kv_heads) / tp * m.head_dim * ACTIVATION_BYTES, ROPE_BW_EFFICIENCY),
-            (3.0 * _mlp_width(setup) / tp * ACTIVATION_BYTES, ACTIVATION_BW_EFFICIENCY),
-            (kv_in + kv_per_layer, STREAM_COPY_BW_EFFICIENCY))
 
 
 @inline
@@ -377,6 +295,29 @@ def ep_alltoall_s(p, tokens):
 
 
 @inline
+def linear_s(p, tokens):
+    """(seconds, bytes, FLOPs) of a step's GEMMs over `tokens` tokens: dense weights read once, of the routed
+    experts only those some token picks (uniform routing), every token's activations and arithmetic."""
+    stream_bw = p[STREAM_BW]
+    expert_bytes = 0.0
+    if p[EXPERTS] > 1.0:
+        expert_bytes = p[EXPERT_WEIGHT_BYTES] * (1.0 - (1.0 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens)
+    moved = p[DENSE_WEIGHT_BYTES] + expert_bytes + tokens * p[LINEAR_ACT_BYTES_PER_TOKEN]
+    flops = tokens * p[LINEAR_FLOPS_PER_TOKEN]
+    # Weights whose kernels stream them below the streaming bandwidth (DENSE_GEMM_BW, EXPERT_BW) count as the bytes
+    # that would take as long at it: +0.0 exactly where the bandwidths are the same.
+    slow_bytes = (p[DENSE_WEIGHT_BYTES] * (stream_bw / p[DENSE_GEMM_BW] - 1.0)
+                  + expert_bytes * (stream_bw / p[EXPERT_BW] - 1.0))
+    seconds = p[GEMMS] * GEMM_LAUNCH_FLOOR_S + roofline_s(moved + slow_bytes, flops, stream_bw, p[LINEAR_RATE])
+    if p[MOE_KERNEL_FLOOR_S] > 0.0:
+        # A fused MoE layer takes at least its measured single-token time: beyond the launch floors of its two
+        # grouped GEMMs (charged above) and its experts' read time, the rest of that floor.
+        seconds += max(0.0, p[MOE_LAYERS] * (p[MOE_KERNEL_FLOOR_S] - 2.0 * GEMM_LAUNCH_FLOOR_S)
+                       - expert_bytes / p[EXPERT_BW])
+    return seconds, moved, flops
+
+
+@inline
 def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx,
                     samples):
     """(linear, attention, elementwise, lm_head, communication, overhead) seconds of one step, then the bytes it
@@ -385,26 +326,7 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
     if tokens == 0:
         return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     stream_bw, layers = p[STREAM_BW], p[LAYERS]
-    # GEMMs: dense weights are read once per step; of the routed experts, only those some token picks.
-    weight_bytes = p[DENSE_WEIGHT_BYTES]
-    expert_bytes = 0.0
-    if p[EXPERTS] > 1.0:
-        untouched = (1.0 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens
-        expert_bytes = p[EXPERT_WEIGHT_BYTES] * (1.0 - untouched)
-        weight_bytes += expert_bytes
-    linear_bytes = weight_bytes + tokens * p[LINEAR_ACT_BYTES_PER_TOKEN]
-    linear_flops = tokens * p[LINEAR_FLOPS_PER_TOKEN]
-    # Weights whose kernels stream them below the streaming bandwidth (DENSE_GEMM_BW, EXPERT_BW) count as the bytes
-    # that would take as long at it: +0.0 exactly where the bandwidths are the same.
-    slow_bytes = (p[DENSE_WEIGHT_BYTES] * (stream_bw / p[DENSE_GEMM_BW] - 1.0)
-                  + expert_bytes * (stream_bw / p[EXPERT_BW] - 1.0))
-    linear = p[GEMMS] * GEMM_LAUNCH_FLOOR_S + roofline_s(linear_bytes + slow_bytes, linear_flops, stream_bw,
-                                                         p[LINEAR_RATE])
-    if p[MOE_KERNEL_FLOOR_S] > 0.0:
-        # A fused MoE layer takes at least its measured single-token time: beyond the launch floors of its two
-        # grouped GEMMs (charged above) and its experts' read time, the rest of that floor.
-        expert_s = expert_bytes / p[EXPERT_BW]
-        linear += max(0.0, p[MOE_LAYERS] * (p[MOE_KERNEL_FLOOR_S] - 2.0 * GEMM_LAUNCH_FLOOR_S) - expert_s)
+    linear, linear_bytes, linear_flops = linear_s(p, tokens)
     # Attention: prefill chunks (causal, over their own tokens and the context they re-read) and decoding
     # sequences (each reads its whole KV) run as separate kernels; neither hides under the GEMMs.
     kv = p[KV_BYTES_PER_TOKEN]

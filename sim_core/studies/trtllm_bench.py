@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from ..catalog import GPUS, MODELS, QUANTIZATIONS
-from ..kernel.cost_model import ACTIVATION_BYTES
+from ..kernel.layer_kernels import ACTIVATION_BYTES
 
 GIB = 1024**3
 # trtllm-bench's --kv_cache_free_gpu_mem_fraction default; the perf-overview runs used 0.95 "in many cases"

@@ -23,23 +23,25 @@ import numpy as np
 
 from ..catalog import GPUS, MODELS, ServingSettings, resolve_setup
 from ..kernel.cost_model import (
-    ACTIVATION_BW_EFFICIENCY,
     ATTENTION_RATE,
     CUSTOM_AR_MAX_BYTES,
     DENSE_GEMM_BW,
     ELEMENTWISE_LAUNCH_FLOOR_S,
     GEMM_LAUNCH_FLOOR_S,
     LINEAR_RATE,
-    NORM_BW_EFFICIENCY,
     PEAK_BW,
-    ROPE_BW_EFFICIENCY,
     STREAM_BW,
-    STREAM_COPY_BW_EFFICIENCY,
     allreduce_s,
     cost_params,
     prefill_pairs,
     roofline_s,
     step_cost,
+)
+from ..kernel.layer_kernels import (
+    ACTIVATION_BW_EFFICIENCY,
+    NORM_BW_EFFICIENCY,
+    ROPE_BW_EFFICIENCY,
+    STREAM_COPY_BW_EFFICIENCY,
 )
 from .row_names import HARDWARE_NAMES, hardware_key, kv_cache_dtype_of, model_key, quantization_of  # noqa: F401 (re-exported)
 

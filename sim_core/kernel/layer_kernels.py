@@ -1,0 +1,91 @@
+"""What one forward pass runs, layer by layer: how many GEMM and elementwise kernels (each paying a launch floor in
+cost_model), the bytes its elementwise kernels move at the fraction of bandwidth their kind reaches, and the
+activations its GEMMs read and write, per token and per GPU. cost_params reads these into the cost vector."""
+
+from __future__ import annotations
+
+from ..catalog import Setup
+
+# Fraction of peak DRAM bandwidth each elementwise kernel reaches, per kind of kernel: Vidur's A100 profile of
+# Meta-Llama-3-8B (microsoft/vidur data/profiling/compute/a100/meta-llama/Meta-Llama-3-8B/mlp.csv, median kernel
+# times at num_tokens=4096, less cost_model's launch floor): RMSNorm 0.107 ms for 67 MB (32%; a reduction per row),
+# rotary embedding 0.099 ms for 84 MB (43%), SiLU-and-mul 0.343 ms for 352 MB (51%), residual add 0.056 ms for
+# 101 MB (93%: a plain stream). One efficiency for all of them (their 46% aggregate) put the add 2.2x and the norm
+# 0.7x off on H100; per kind, the H100 rows of validation/kernels.csv are an independent check of these numbers.
+NORM_BW_EFFICIENCY = 0.32
+ROPE_BW_EFFICIENCY = 0.43
+ACTIVATION_BW_EFFICIENCY = 0.51
+STREAM_COPY_BW_EFFICIENCY = 0.93
+# Elementwise kernels per layer: two fused residual-add + RMSNorm, rotary embedding, SiLU-and-mul, KV-cache write.
+ELEMENTWISE_KERNELS_PER_LAYER = 5
+# Kernels a layer launches beyond a dense transformer's (QKV and O, gate/up and down: 4 GEMMs), as vLLM's model code
+# runs them; each pays its launch floor, their bytes and FLOPs being in the weights already. At small batches these
+# floors are most of a step: DeepSeek-R1 on 8 B200s decodes one sequence in 7.2 ms (validation/inferencex.csv),
+# ten times its weights' read time.
+#  - MLA (vllm/model_executor/models/deepseek_v2.py, the absorbed MLA path): the fused q_a + kv_a down-projection
+#    (fused_qkv_a_proj; q_proj and kv_a_proj_with_mqa without a query LoRA), q_b_proj, the absorbed key (W_UK) and
+#    value (W_UV) batched matmuls, o_proj: 5 GEMMs where a dense layer has 2; its latent RMSNorms (q_a_layernorm,
+#    kv_a_layernorm) add 2 elementwise kernels.
+#  - A MoE layer (vllm/model_executor/layers/fused_moe): the router's gate GEMM, then the top-k kernel,
+#    moe_align_block_size, two grouped expert GEMMs (gate/up, down) and moe_sum over each token's top-k outputs:
+#    3 GEMMs where a dense MLP has 2, and 3 more elementwise kernels; shared experts run beside them as a dense
+#    gated MLP, 2 GEMMs and their activation.
+MLA_GEMMS_PER_LAYER = 5
+MLA_EXTRA_ELEMENTWISE_PER_LAYER = 2
+MOE_GEMMS_PER_LAYER = 3
+MOE_EXTRA_ELEMENTWISE_PER_LAYER = 3
+SHARED_EXPERT_GEMMS = 2
+SHARED_EXPERT_EXTRA_ELEMENTWISE = 1
+# Bytes per element of the activations GEMMs read and write, and of the all-reduced hidden states (16-bit).
+ACTIVATION_BYTES = 2.0
+
+
+def gemm_kernels(m) -> int:
+    """GEMM kernels of one forward pass, lm head apart: attention's projections and each layer's MLP or MoE."""
+    attention = MLA_GEMMS_PER_LAYER if m.is_mla else 2
+    moe = MOE_GEMMS_PER_LAYER + (SHARED_EXPERT_GEMMS if m.shared_ffn else 0)
+    return m.layers * attention + (m.layers - m.moe_layers) * 2 + m.moe_layers * moe
+
+
+def elementwise_kernels(m) -> int:
+    """Elementwise kernels of one forward pass: a dense layer's, plus MLA's latent norms and MoE routing's."""
+    mla = MLA_EXTRA_ELEMENTWISE_PER_LAYER * m.layers if m.is_mla else 0
+    moe = MOE_EXTRA_ELEMENTWISE_PER_LAYER + (SHARED_EXPERT_EXTRA_ELEMENTWISE if m.shared_ffn else 0)
+    return ELEMENTWISE_KERNELS_PER_LAYER * m.layers + mla + m.moe_layers * moe
+
+
+def mlp_width(setup: Setup) -> int:
+    """The MLP width one token goes through: its routed experts' together in a mixture of experts."""
+    return setup.model.mlp_width_per_token
+
+
+def linear_activation_bytes_per_token(setup: Setup) -> float:
+    """Bytes of activations the GEMMs read and write for one token, all layers, per GPU."""
+    m, tp = setup.model, setup.tp
+    # Column-parallel QKV and gate/up read the full hidden state and write their shard; row-parallel O and down
+    # read a shard and write the full hidden state (before the all-reduce).
+    q_out = m.heads * m.head_dim
+    qkv_out = (m.heads + 2 * m.kv_heads) * m.head_dim
+    width = mlp_width(setup)
+    per_layer = (m.hidden + qkv_out / tp) + (q_out / tp + m.hidden) + (m.hidden + 2 * width / tp) \
+        + (width / tp + m.hidden)
+    return m.layers * per_layer * ACTIVATION_BYTES
+
+
+def elementwise_kernel_bytes(setup: Setup) -> tuple[tuple[float, float], ...]:
+    """(bytes per token per layer per GPU, fraction of the DRAM bandwidth it reaches) of each elementwise kernel."""
+    m, tp = setup.model, setup.tp
+    # Per token per layer, each at its kind's fraction of the DRAM bandwidth: two residual adds and RMSNorms on
+    # the full hidden state (vLLM fuses each pair into one kernel; we charge what the two unfused kernels take in
+    # Vidur's profile, an upper bound: an RMSNorm reads and writes the state, an add reads two and writes one),
+    # rotary embedding in place on q and k, SiLU-and-mul (read gate and up, write one), KV-cache write (read k
+    # and v, write them into the cache).
+    kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers  # in the cache's format
+    kv_in = 2.0 * max(1, m.kv_heads // tp) * m.head_dim * ACTIVATION_BYTES  # k and v as the QKV GEMM wrote them
+    if m.is_mla:  # MLA writes its latent (kv_lora_rank + qk_rope_head_dim), whole on every rank
+        kv_in = (m.kv_lora_rank + m.qk_rope_head_dim) * ACTIVATION_BYTES
+    return ((2 * 2.0 * m.hidden * ACTIVATION_BYTES, NORM_BW_EFFICIENCY),
+            (2 * 3.0 * m.hidden * ACTIVATION_BYTES, STREAM_COPY_BW_EFFICIENCY),
+            (2.0 * (m.heads + m.kv_heads) / tp * m.head_dim * ACTIVATION_BYTES, ROPE_BW_EFFICIENCY),
+            (3.0 * mlp_width(setup) / tp * ACTIVATION_BYTES, ACTIVATION_BW_EFFICIENCY),
+            (kv_in + kv_per_layer, STREAM_COPY_BW_EFFICIENCY))

@@ -1,0 +1,32 @@
+"""The cost-parameter vector's terms for kernels measured to run below the roofline cost_params assumes: catalog.GPU's
+gemm_bw_efficiency_* (dense GEMMs and the lm head), moe_bw_efficiency and moe_kernel_floor_us (fused MoE) and
+decode_attention_floor_us (docs/MODEL.md, "AMD's kernels at decode sizes"). A GPU that measures none of them gets
+bandwidths equal to the streaming bandwidth and no floors: its steps are exactly what they were without them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..catalog import Setup
+from .cost_model import (
+    DECODE_ATTN_FLOOR_S,
+    DENSE_GEMM_BW,
+    EXPERT_BW,
+    LM_HEAD_BW,
+    MOE_KERNEL_FLOOR_S,
+    MOE_LAYERS,
+    PEAK_BW,
+)
+
+
+def measured_kernel_params(p: np.ndarray, setup: Setup, bandwidth_efficiency: float) -> None:
+    """Fill the measured kernels' slots. Each measured bandwidth keeps its ratio to the catalog's streaming
+    efficiency, so a calibrated `bandwidth_efficiency` (a hardware profile's) moves it by the same factor."""
+    g, m = setup.gpu, setup.model
+    stream = p[PEAK_BW] * bandwidth_efficiency
+    p[DENSE_GEMM_BW] = stream * (g.gemm_bw_efficiency(setup.quantization) / g.bw_efficiency)
+    p[LM_HEAD_BW] = stream * (g.gemm_bw_efficiency("bf16") / g.bw_efficiency)  # the lm head stays 16-bit
+    p[EXPERT_BW] = stream * (g.expert_bw_efficiency / g.bw_efficiency)
+    p[MOE_LAYERS] = m.moe_layers if m.experts > 1 else 0
+    p[MOE_KERNEL_FLOOR_S] = g.moe_kernel_floor_us * 1e-6
+    p[DECODE_ATTN_FLOOR_S] = g.decode_attention_floor_us * 1e-6
