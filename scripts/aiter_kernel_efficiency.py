@@ -7,10 +7,12 @@ architecture and CU count, the time in microseconds of the fastest kernel it fou
 
 The figures in gpus.json come from ROCm/aiter at commit e4048607a535ace3a2b51ded31b1c8c2d45c0879 (2026-08-22).
 
-GEMMs: the rows at decode sizes (M <= 64 tokens) whose weights are large enough for their read to dominate
+GEMMs at decode sizes: the rows of at most 64 tokens whose weights are large enough for their read to dominate
 (>= 10 MB); each row's efficiency is its weight bytes over (its time less the cost model's launch floor, 4 us),
-as a fraction of the part's peak bandwidth: the form in which sim_core/kernel/cost_model.py times a GEMM. The
-median per architecture and weight format (bytes per weight from the table's name: a8w8 1, a4w4 or fp4 0.5, else 2).
+as a fraction of the part's peak bandwidth: the form in which sim_core/kernel/cost_model.py times a GEMM. GEMMs
+when compute-bound: the rows of at least 4,096 tokens, FLOPs over time as a fraction of the format's dense peak.
+Medians per architecture and weight format, from the table's name: a8w8 files are FP8 (block-scaled where the name
+says blockscale), a4w4 or fp4 ones MXFP4, the rest 16-bit.
 Fused MoE: per shape, the bandwidth it streams the experts its tokens touch at (16-128 tokens), and its time at
 one token (two where the table starts there); the medians per architecture.
 Nothing here is run at simulation time: the numbers are copied into gpus.json with this script's output cited.
@@ -33,6 +35,14 @@ DECODE_ROWS = 64
 MIN_WEIGHT_BYTES = 10e6
 
 
+def weight_format(name: str) -> str:
+    """A table's weight format from its name: fp8 with one scale per 128x128 block (DeepSeek's), fp8 with per-tensor
+    or per-row scales, fp4, or 16-bit (a8w8 files are 8-bit even where the model's experts are MXFP4)."""
+    if "a8w8" in name:
+        return "fp8 block" if "blockscale" in name else "fp8"
+    return "fp4" if "a4w4" in name or "fp4" in name else "bf16"
+
+
 def weight_bytes_per_param(name: str) -> float:
     """Bytes per weight from a table's name: a8w8 files are 8-bit even where the model's experts are MXFP4."""
     return 1.0 if "a8w8" in name else 0.5 if "a4w4" in name or "fp4" in name else 2.0
@@ -43,7 +53,7 @@ def gemm_efficiencies(configs: Path) -> dict[tuple, list[float]]:
     for path in sorted(configs.rglob("*tuned*gemm*.csv")):
         if "untuned" in path.name or "batched" in path.name:
             continue
-        bpp = weight_bytes_per_param(path.name)
+        bpp, fmt = weight_bytes_per_param(path.name), weight_format(path.name)
         with path.open() as f:
             for row in csv.DictReader(f):
                 try:
@@ -53,7 +63,7 @@ def gemm_efficiencies(configs: Path) -> dict[tuple, list[float]]:
                     continue
                 weights = n * k * bpp
                 if part in PARTS and 0 < m <= DECODE_ROWS and weights >= MIN_WEIGHT_BYTES and us > GEMM_LAUNCH_FLOOR_US:
-                    out[(part, bpp)].append(weights / ((us - GEMM_LAUNCH_FLOOR_US) * 1e-6) / PARTS[part][1])
+                    out[(part, fmt)].append(weights / ((us - GEMM_LAUNCH_FLOOR_US) * 1e-6) / PARTS[part][1])
     return out
 
 
@@ -78,6 +88,32 @@ def moe_single_token_us(configs: Path) -> dict[tuple, list[float]]:
             part = next((p for p in PARTS if p[1] == shape[0]), None)
             if part and tokens <= 2:
                 out[part].append(us)
+    return out
+
+
+# Dense tensor peaks (TFLOPS) by bytes per weight: the format's rate on the part (gpus.json).
+PEAK_TFLOPS = {("gfx942", 304): {2.0: 1307.4, 1.0: 2614.9}, ("gfx950", 256): {2.0: 2516.6, 1.0: 5033.2, 0.5: 10066.3}}
+COMPUTE_BOUND_ROWS = 4096
+
+
+def gemm_compute_efficiencies(configs: Path) -> dict[tuple, list[float]]:
+    """Per (part, bytes per weight): each GEMM row of at least 4,096 rows (compute-bound), its FLOPs over its time
+    as a fraction of the format's dense peak."""
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for path in sorted(configs.rglob("*tuned*gemm*.csv")):
+        if "untuned" in path.name or "batched" in path.name:
+            continue
+        bpp, fmt = weight_bytes_per_param(path.name), weight_format(path.name)
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                try:
+                    part = (row["gfx"], int(row["cu_num"]))
+                    m, n, k, us = int(row["M"]), int(row["N"]), int(row["K"]), float(row["us"])
+                except (KeyError, ValueError):
+                    continue
+                peak = PEAK_TFLOPS.get(part, {}).get(bpp)
+                if peak and m >= COMPUTE_BOUND_ROWS and us > 0:
+                    out[(part, fmt)].append(2.0 * m * n * k / (us * 1e-6) / (peak * 1e12))
     return out
 
 
@@ -115,11 +151,16 @@ def main(checkout: str) -> None:
     if not configs.is_dir():
         sys.exit(f"{configs}: not a directory (give the root of a ROCm/aiter checkout)")
     print("GEMMs at decode sizes: weight bytes / (time - 4 us), as a fraction of peak bandwidth")
-    for (part, bpp), effs in sorted(gemm_efficiencies(configs).items()):
+    for (part, fmt), effs in sorted(gemm_efficiencies(configs).items()):
         q1, _, q3 = statistics.quantiles(effs, n=4)
         absolute = statistics.median(effs) * PARTS[part][1] / 1e12
-        print(f"  {PARTS[part][0]:14s} {bpp:g} B/weight: {len(effs):4d} rows, median {statistics.median(effs):.3f} "
+        print(f"  {PARTS[part][0]:14s} {fmt:9s}: {len(effs):4d} rows, median {statistics.median(effs):.3f} "
               f"(IQR {q1:.3f}-{q3:.3f}; {absolute:.2f} TB/s)")
+    print("GEMMs of >= 4096 rows: FLOPs / time, as a fraction of the format's dense peak")
+    for (part, fmt), effs in sorted(gemm_compute_efficiencies(configs).items()):
+        q1, _, q3 = statistics.quantiles(effs, n=4)
+        print(f"  {PARTS[part][0]:14s} {fmt:9s}: {len(effs):5d} rows, median {statistics.median(effs):.3f} "
+              f"(IQR {q1:.3f}-{q3:.3f})")
     print("Fused MoE at 16-128 tokens: touched experts' bytes / time, as a fraction of peak bandwidth")
     for part, effs in sorted(moe_stream_efficiency(configs).items()):
         print(f"  {PARTS[part][0]:14s} {len(effs):3d} shapes, median {statistics.median(effs):.3f} "

@@ -52,6 +52,9 @@ class Model:
     # The published checkpoint's weight format, from its quantization_config ("fp8": DeepSeek's block-scaled FP8,
     # "mxfp4": gpt-oss's experts; "": 16-bit). Shown as a badge; the scenario's quantization decides the run.
     checkpoint_format: str = ""
+    # Its FP8 weights' scale blocks: weight_block_size's edge (DeepSeek's 128: one scale per 128 x 128 block, which
+    # block-scaled GEMM kernels apply per K slice); 0: per-tensor or per-channel scales, or not an FP8 checkpoint.
+    fp8_weight_block: int = 0
 
     # --- parameter counts (computed from the config, checked against published totals in the tests) ---
     @property

@@ -6,9 +6,9 @@ text that justifies its numbers ("source", "note"); this module reads them into 
 refuses an entry with a missing or unknown key, naming file, entry and key (sim_core/data/__init__.py). To add a
 GPU or a model, add an entry there (and a GPU's price row to prices.json).
 
-The calibration constants below are model parameters shared across GPUs and stay here. A GPU entry leaves a field
+The GPU record and the calibration constants shared across GPUs live in sim_core/gpu.py. A GPU entry leaves a field
 out to take its default, or names a constant in place of a number ("compute_efficiency":
-"MEASURED_GEMM_EFFICIENCY"; GPU_CONSTANTS lists the names), so each number is defined once, here, beside the
+"MEASURED_GEMM_EFFICIENCY"; GPU_CONSTANTS lists the names), so each number is defined once, there, beside the
 measurement it stands on, and the data file says which measurement an entry uses.
 
 Units: memory in GiB (GPU memory sizes are binary: an "80 GB" A100 has 80 GiB), bandwidth in GB/s (10^9 B/s),
@@ -24,130 +24,11 @@ from . import data
 from .architecture import Model
 from .data import CatalogDataError
 from .expert_parallel import NO_EP, ExpertParallel, ep_that_fits, weight_bytes_per_gpu
+from .gpu import GPU, GPU_CONSTANTS
 from .hf_config import ModelConfigError, model_from_config
 
 GIB = 1024**3
 
-# ---------------------------------------------------------------------------------------------------------
-# Calibration defaults. Each is a named value a GPU entry may override; comments say where the number comes from.
-# ---------------------------------------------------------------------------------------------------------
-
-# Fraction of peak DRAM bandwidth a streaming read reaches. Published STREAM/nvbandwidth-style copies reach
-# ~85-92% on HBM parts (e.g. ~1.8 of 2.04 TB/s on A100-80GB, ~3.0 of 3.35 TB/s on H100 SXM) and ~85% on GDDR6.
-DEFAULT_BW_EFFICIENCY = 0.85
-# Fraction of dense tensor peak that the model's FP16 GEMMs reach once compute-bound. Measured: Vidur's GEMM
-# profiles (microsoft/vidur data/profiling/compute, torch/cuBLAS, FP16) of the QKV/O/gate-up/down projections at
-# 512-8192 rows reach 65-77% of 312 TFLOPS on A100 (Meta-Llama-3-8B, Llama-2-7b/70b) and 58-88% of 989 on H100
-# (Llama-2-7b/70b); 0.72 (MEASURED_GEMM_EFFICIENCY) fits both with the cost model's smooth roofline (median
-# error 5% over 2,868 profiled GEMMs). Parts without such a profile keep 0.75 or their own noted value.
-DEFAULT_COMPUTE_EFFICIENCY = 0.75
-MEASURED_GEMM_EFFICIENCY = 0.72
-# Blackwell (B200 and its GB200/B300/GB300 siblings): early public B200 GEMM measurements land around 60-65% of the
-# dense BF16 peak; vLLM PR #20646's GEMM benchmark (benchmarks/kernels/bench_nvfp4_gemm.py, Llama-3.1-8B's
-# N=6144 K=4096 projection on a B200-class part) times torch BF16 at 1,285-1,421 TFLOPS over 512-16384 rows, 57-63% of
-# the B200's 2,250, which agrees.
-BLACKWELL_GEMM_EFFICIENCY = 0.62
-# Fixed CPU cost of one engine step (scheduling, input preparation, kernel launches with CUDA graphs). vLLM's
-# v1 announcement reports the scheduler + input-prep overhead brought down to a few ms per step; 2 ms is a
-# mid value for a 1-8B model.
-DEFAULT_STEP_OVERHEAD_MS = 2.0
-# Memory the serving runtime keeps outside weights and KV cache besides activations: CUDA context
-# (~300-500 MiB), cuBLAS workspaces, CUDA graphs (vLLM logs ~0.2-1 GiB for graph capture), NCCL buffers.
-DEFAULT_RUNTIME_RESERVE_GIB = 1.0
-# All-reduce latency per call: Vidur's NCCL profiles (2 KB fp16 all-reduce, kernel time inside a CUDA graph)
-# measure 7-10 us between 2 GPUs and 37-62 us among 4 or 8 on DGX H100 / DGX A100 (NVSwitch). Over PCIe we have
-# no measurement; 25 us is an estimate (no NVLink, traffic through the host bridge).
-# The floor among 4 or 8 GPUs differs by NVLink generation: Vidur's messages of 2 KB-1 MB take 34-41 us on DGX H100
-# (NVLink 4, mean 38) and 61-64 us on DGX A100 (NVLink 3, mean 62); parts without a profile take 50.
-NVLINK_ALLREDUCE_LATENCY_US_2_GPUS = 8.5
-NVLINK_ALLREDUCE_LATENCY_US = 50.0
-A100_NVLINK_ALLREDUCE_LATENCY_US = 62.0
-H100_NVLINK_ALLREDUCE_LATENCY_US = 38.0
-PCIE_ALLREDUCE_LATENCY_US = 25.0
-# Fraction of the per-direction GPU link bandwidth a ring all-reduce reaches as bus bandwidth,
-# 2(n-1)/n x bytes / time. Vidur's NCCL profiles at 64 MB: 160-190 GB/s of 300 on DGX A100 (TP2-8; 0.53-0.64),
-# 280-410 GB/s of 450 on DGX H100 (0.63-0.92, 0.80-0.92 at TP4-8). Parts without a profile take 0.65.
-DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY = 0.65
-A100_ALLREDUCE_BUSBW_EFFICIENCY = 0.62
-H100_ALLREDUCE_BUSBW_EFFICIENCY = 0.8
-# Achievable fraction of the host link (PCIe) for KV swap copies with pinned memory: ~80% of the theoretical
-# rate (e.g. ~25 of 32 GB/s on PCIe 4.0 x16 in bandwidthTest).
-HOST_LINK_EFFICIENCY = 0.8
-
-
-@dataclass(frozen=True)
-class GPU:
-    key: str
-    name: str
-    mem_gib: float
-    mem_bw_gbs: float
-    fp16_tflops: float  # dense FP16/BF16 tensor throughput
-    fp8_tflops: float | None  # dense FP8 tensor throughput; None where the part has no FP8 tensor cores
-    host_link_gbs: float  # host<->GPU, per direction (PCIe); used for KV swap
-    tp_link_gbs: float  # GPU<->GPU per direction, for tensor-parallel all-reduce
-    tp_link_is_nvlink: bool
-    default_model: str
-    # Dense FP4 tensor throughput (block-scaled: NVFP4/MXFP4 on Blackwell, MXFP4 on CDNA 4); None (the default)
-    # where the part has no FP4 tensor cores.
-    fp4_tflops: float | None = None
-    bw_efficiency: float = DEFAULT_BW_EFFICIENCY
-    compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
-    step_overhead_ms: float = DEFAULT_STEP_OVERHEAD_MS
-    runtime_reserve_gib: float = DEFAULT_RUNTIME_RESERVE_GIB
-    allreduce_busbw_efficiency: float = DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY
-    nvlink_allreduce_latency_us: float = NVLINK_ALLREDUCE_LATENCY_US  # NCCL among more than 2 GPUs
-    # Fraction of peak DRAM bandwidth the GEMMs stream their weights at, by weight format, where the part's kernel
-    # library is measured to stay below bw_efficiency at decode sizes (AMD's: aiter's tuned GEMM tables, see
-    # docs/MODEL.md); None (the default): bw_efficiency. bf16 also stands for fp16; weight-only formats take
-    # bw_efficiency.
-    gemm_bw_efficiency_bf16: float | None = None
-    gemm_bw_efficiency_fp8: float | None = None
-    gemm_bw_efficiency_fp4: float | None = None
-    # Fraction of peak DRAM bandwidth the fused MoE kernels stream the routed experts' weights at, where measured
-    # below bw_efficiency (AMD's, the same tables); None: bw_efficiency.
-    moe_bw_efficiency: float | None = None
-    # Least time one fused MoE layer (its two grouped expert GEMMs) takes, however few tokens it routes: measured
-    # single-token times where they are far above the weights' read time (AMD's fused-MoE kernels); 0 (the
-    # default): none beyond the kernels' launch floors.
-    moe_kernel_floor_us: float = 0.0
-    # Least time one layer's decode attention kernel takes (one sequence, short context), where measured far above
-    # its KV read time; 0 (the default): the launch floor only.
-    decode_attention_floor_us: float = 0.0
-    note: str = ""
-
-    def gemm_bw_efficiency(self, quantization: str) -> float:
-        """Fraction of peak DRAM bandwidth GEMMs with weights in this format stream them at."""
-        measured = {"bf16": self.gemm_bw_efficiency_bf16, "fp16": self.gemm_bw_efficiency_bf16,
-                    "fp8": self.gemm_bw_efficiency_fp8, "fp4": self.gemm_bw_efficiency_fp4}.get(quantization)
-        return self.bw_efficiency if measured is None else measured
-
-    @property
-    def expert_bw_efficiency(self) -> float:
-        """Fraction of peak DRAM bandwidth the fused MoE kernels stream routed experts at."""
-        return self.bw_efficiency if self.moe_bw_efficiency is None else self.moe_bw_efficiency
-
-    def allreduce_latency_us(self, tp: int) -> float:
-        if not self.tp_link_is_nvlink:
-            return PCIE_ALLREDUCE_LATENCY_US
-        return NVLINK_ALLREDUCE_LATENCY_US_2_GPUS if tp <= 2 else self.nvlink_allreduce_latency_us
-
-
-# The calibration constants a gpus.json entry may name in place of a number: the per-GPU values above, each defined
-# once with its measurement (the A100 and A100-40GB, H100 and H200 share theirs).
-GPU_CONSTANTS: dict[str, float] = {
-    "DEFAULT_BW_EFFICIENCY": DEFAULT_BW_EFFICIENCY,
-    "DEFAULT_COMPUTE_EFFICIENCY": DEFAULT_COMPUTE_EFFICIENCY,
-    "MEASURED_GEMM_EFFICIENCY": MEASURED_GEMM_EFFICIENCY,
-    "BLACKWELL_GEMM_EFFICIENCY": BLACKWELL_GEMM_EFFICIENCY,
-    "DEFAULT_STEP_OVERHEAD_MS": DEFAULT_STEP_OVERHEAD_MS,
-    "DEFAULT_RUNTIME_RESERVE_GIB": DEFAULT_RUNTIME_RESERVE_GIB,
-    "NVLINK_ALLREDUCE_LATENCY_US": NVLINK_ALLREDUCE_LATENCY_US,
-    "A100_NVLINK_ALLREDUCE_LATENCY_US": A100_NVLINK_ALLREDUCE_LATENCY_US,
-    "H100_NVLINK_ALLREDUCE_LATENCY_US": H100_NVLINK_ALLREDUCE_LATENCY_US,
-    "DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY": DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY,
-    "A100_ALLREDUCE_BUSBW_EFFICIENCY": A100_ALLREDUCE_BUSBW_EFFICIENCY,
-    "H100_ALLREDUCE_BUSBW_EFFICIENCY": H100_ALLREDUCE_BUSBW_EFFICIENCY,
-}
 MODELS_FILE = "models.json"
 GPUS_FILE = "gpus.json"
 
@@ -188,26 +69,14 @@ def models_from(doc) -> dict[str, Model]:
     return out
 
 
-# Fields that are fractions of a peak, and their range; and fields that are times, never negative.
-GPU_FRACTIONS = ("bw_efficiency", "compute_efficiency", "allreduce_busbw_efficiency", "gemm_bw_efficiency_bf16",
-                 "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp4", "moe_bw_efficiency")
-GPU_TIMES = ("step_overhead_ms", "nvlink_allreduce_latency_us", "moe_kernel_floor_us", "decode_attention_floor_us")
-
-
 def gpus_from(doc, models: dict[str, Model]) -> dict[str, GPU]:
     """The GPUs of a gpus.json document, by key, in the file's order; each one's default_model must be a model, its
     efficiencies fractions in (0, 1] and its times not negative."""
     gpus = data.load(doc, GPUS_FILE, GPU, GPU_CONSTANTS)
     for key, gpu in gpus.items():
-        for name in GPU_FRACTIONS:
-            value = getattr(gpu, name)
-            if value is not None and not 0.0 < value <= 1.0:
-                raise CatalogDataError(f"{data.where(GPUS_FILE)}: entry {key!r}: key {name!r}: {value} is outside "
-                                       "(0, 1] (a fraction of the part's peak)")
-        for name in GPU_TIMES:
-            if getattr(gpu, name) < 0.0:
-                raise CatalogDataError(f"{data.where(GPUS_FILE)}: entry {key!r}: key {name!r}: {getattr(gpu, name)} "
-                                       "is negative (a time, >= 0)")
+        out_of_range = gpu.out_of_range()
+        if out_of_range:
+            raise CatalogDataError(f"{data.where(GPUS_FILE)}: entry {key!r}: {out_of_range}")
         if gpu.default_model not in models:
             raise CatalogDataError(f"{data.where(GPUS_FILE)}: entry {key!r}: key 'default_model': "
                                    f"{gpu.default_model!r} is not in {MODELS_FILE} ({', '.join(models)})")
@@ -394,6 +263,12 @@ class Setup:
     @property
     def uses_fp4_tensor_cores(self) -> bool:
         return self.quantization == "fp4" and self.gpu.fp4_tflops is not None
+
+    @property
+    def fp8_block_scaled(self) -> bool:
+        """FP8 weights with a scale per block: the model's checkpoint has them (DeepSeek's), so its FP8 GEMMs run
+        block-scaled kernels."""
+        return self.quantization == "fp8" and self.model.fp8_weight_block > 0
 
     @property
     def peak_tflops(self) -> float:

@@ -252,6 +252,17 @@ def _checkpoint_format(doc: dict) -> str:
     return CHECKPOINT_FORMATS.get(method.lower(), "") if isinstance(method, str) else ""
 
 
+def _fp8_weight_block(doc: dict) -> int:
+    """The edge of the blocks an FP8 checkpoint's weights share a scale over (quantization_config's
+    weight_block_size, [128, 128] for DeepSeek's), 0 without one. Like the format, a description: never refused."""
+    q = doc.get("quantization_config")
+    block = q.get("weight_block_size") if isinstance(q, dict) else None
+    if isinstance(block, list) and block and all(isinstance(b, int) and not isinstance(b, bool) and b > 0
+                                                 for b in block):
+        return block[-1]
+    return 0
+
+
 def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", published_params_b: float = 0.0) -> Model:
     """The Model a parsed config.json describes (ModelConfigError, naming the key, if it cannot be read)."""
     outer = doc  # a multimodal wrapper keeps quantization_config beside text_config
@@ -280,7 +291,8 @@ def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", publishe
                  tie_embeddings=r.bool("tie_word_embeddings"),
                  qkv_bias=bool(MODEL_TYPES[mt].get("qkv_bias")) or r.bool("attention_bias"),
                  max_context=r.int("max_position_embeddings", hi=1 << 30), published_params_b=published_params_b,
-                 checkpoint_format=_checkpoint_format(doc) or _checkpoint_format(outer), **f, **moe)
+                 checkpoint_format=_checkpoint_format(doc) or _checkpoint_format(outer),
+                 fp8_weight_block=_fp8_weight_block(doc) or _fp8_weight_block(outer), **f, **moe)
 
 
 def model_from_text(text: str, key: str = "custom") -> Model:

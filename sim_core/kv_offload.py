@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .catalog import HOST_LINK_EFFICIENCY
 from .data import read
+from .gpu import HOST_LINK_EFFICIENCY
 from .kernel.kv_tiers import (
     LOW_CPU,
     LOW_DISK,

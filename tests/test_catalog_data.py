@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from sim_core import catalog, links, prices
+from sim_core import gpu as gpu_module
 from sim_core.data import CatalogDataError, read
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,9 @@ def _snapshot_gpus() -> dict[str, dict]:
 # GEMM and fused-MoE kernel figures (AMD's aiter tables; their effect is tested in tests/test_cost_model_kernels.py).
 CHANGED_SINCE_SNAPSHOT = {("b200", "fp4_tflops")} | {
     (gpu, field) for gpu in ("mi300x", "mi325x", "mi355x")
-    for field in ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp4", "moe_bw_efficiency",
+    for field in ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block",
+                  "gemm_bw_efficiency_fp4", "gemm_compute_efficiency_fp8", "gemm_compute_efficiency_fp8_block",
+                  "gemm_compute_efficiency_fp4", "moe_bw_efficiency",
                   "moe_kernel_floor_us", "decode_attention_floor_us")}
 
 
@@ -83,7 +86,7 @@ def test_named_constants_resolve_to_the_constants_in_code():
     assert named  # the A100s', H100's and H200's shared measured values
     for gpu, k, name in named:
         assert name in catalog.GPU_CONSTANTS
-        assert getattr(catalog.GPUS[gpu], k) == getattr(catalog, name), (gpu, k)
+        assert getattr(catalog.GPUS[gpu], k) == getattr(gpu_module, name), (gpu, k)
     for e in read("kv_links.json")["entries"]:
         assert links.KV_LINKS[e["key"]].latency_s == getattr(links, e["latency_s"]), e["key"]
 

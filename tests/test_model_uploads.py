@@ -59,6 +59,17 @@ def test_the_checkpoint_format_is_read_from_quantization_config_and_never_refuse
     assert model_from_config(doc).checkpoint_format == expected
 
 
+@pytest.mark.parametrize("qc, block", [
+    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, 128), ({"quant_method": "fp8"}, 0),
+    ({"quant_method": "fp8", "weight_block_size": [0, 128]}, 0), ({"quant_method": "fp8", "weight_block_size": "128"}, 0),
+    ({"quant_method": "fp8", "weight_block_size": [True, True]}, 0), ("fp8", 0), (None, 0),
+])
+def test_the_fp8_scale_block_is_read_from_quantization_config_and_never_refuses_one(qc, block):
+    doc = json.loads(QWEN3_8B)
+    doc["quantization_config"] = qc
+    assert model_from_config(doc).fp8_weight_block == block
+
+
 def test_sched_sim_list_shows_the_badges(capsys):
     assert main(["list", "--json"]) == 0
     models = {m["key"]: m for m in json.loads(capsys.readouterr().out)["models"]}

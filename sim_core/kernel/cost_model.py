@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..catalog import HOST_LINK_EFFICIENCY, QUANTIZATIONS, Setup
+from ..catalog import QUANTIZATIONS, Setup
+from ..gpu import HOST_LINK_EFFICIENCY
 from .jit import entry, inline, numeric_entry
 from .layer_kernels import (
     ACTIVATION_BYTES,
@@ -42,7 +43,7 @@ from .layer_kernels import (
 )
 
 # ---------------------------------------------------------------------------------------------------------
-# Measured constants (the per-GPU ones, bandwidth and GEMM efficiency, live in catalog.GPU).
+# Measured constants (the per-GPU ones, bandwidth and GEMM efficiency, live in gpu.GPU).
 # ---------------------------------------------------------------------------------------------------------
 # Time a kernel takes beyond its roofline when it is tiny (launch inside a CUDA graph, ramp-up, tail wave).
 # Vidur's profiles (microsoft/vidur data/profiling/compute, A100 Meta-Llama-3-8B at TP8 and H100 Llama-2-7b,
@@ -155,9 +156,17 @@ def linear_rate(setup: Setup, compute_efficiency: float | None = None) -> float:
     """FLOP/s the model's GEMMs reach in the setup's weight format."""
     g = setup.gpu
     fp16 = fp16_gemm_rate(setup, compute_efficiency)
+    # A part whose FP8/FP4 GEMMs are measured (gpu.GPU.gemm_compute_efficiency_*) reaches that fraction of the
+    # format's peak, moved by a calibrated compute_efficiency as the 16-bit rate is.
+    calibrated = 1.0 if compute_efficiency is None else compute_efficiency / g.compute_efficiency
+    measured = g.gemm_compute_efficiency(setup.quantization, setup.fp8_block_scaled)
     if setup.uses_fp4_tensor_cores:
+        if measured is not None:
+            return g.fp4_tflops * 1e12 * measured * calibrated
         return max(fp16, fp16 * FP4_GEMM_GAIN * g.fp4_tflops / (4.0 * g.fp16_tflops))
     if setup.uses_fp8_tensor_cores:
+        if measured is not None:
+            return g.fp8_tflops * 1e12 * measured * calibrated
         return max(fp16, fp16 * FP8_GEMM_GAIN * g.fp8_tflops / (2.0 * g.fp16_tflops))
     if QUANTIZATIONS[setup.quantization] < 2.0:
         return fp16 / (1.0 + WEIGHT_ONLY_DEQUANT_OVERHEAD)

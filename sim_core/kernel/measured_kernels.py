@@ -1,4 +1,4 @@
-"""The cost-parameter vector's terms for kernels measured to run below the roofline cost_params assumes: catalog.GPU's
+"""The cost-parameter vector's terms for kernels measured to run below the roofline cost_params assumes: gpu.GPU's
 gemm_bw_efficiency_* (dense GEMMs and the lm head), moe_bw_efficiency and moe_kernel_floor_us (fused MoE) and
 decode_attention_floor_us (docs/MODEL.md, "AMD's kernels at decode sizes"). A GPU that measures none of them gets
 bandwidths equal to the streaming bandwidth and no floors: its steps are exactly what they were without them."""
@@ -24,7 +24,7 @@ def measured_kernel_params(p: np.ndarray, setup: Setup, bandwidth_efficiency: fl
     efficiency, so a calibrated `bandwidth_efficiency` (a hardware profile's) moves it by the same factor."""
     g, m = setup.gpu, setup.model
     stream = p[PEAK_BW] * bandwidth_efficiency
-    p[DENSE_GEMM_BW] = stream * (g.gemm_bw_efficiency(setup.quantization) / g.bw_efficiency)
+    p[DENSE_GEMM_BW] = stream * (g.gemm_bw_efficiency(setup.quantization, setup.fp8_block_scaled) / g.bw_efficiency)
     p[LM_HEAD_BW] = stream * (g.gemm_bw_efficiency("bf16") / g.bw_efficiency)  # the lm head stays 16-bit
     p[EXPERT_BW] = stream * (g.expert_bw_efficiency / g.bw_efficiency)
     p[MOE_LAYERS] = m.moe_layers if m.experts > 1 else 0
