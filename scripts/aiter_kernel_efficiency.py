@@ -10,7 +10,9 @@ The figures in gpus.json come from ROCm/aiter at commit e4048607a535ace3a2b51ded
 GEMMs at decode sizes: the rows of at most 64 tokens whose weights are large enough for their read to dominate
 (>= 10 MB); each row's efficiency is its weight bytes over (its time less the cost model's launch floor, 4 us),
 as a fraction of the part's peak bandwidth: the form in which sim_core/kernel/cost_model.py times a GEMM. GEMMs
-when compute-bound: the rows of at least 4,096 tokens, FLOPs over time as a fraction of the format's dense peak.
+when compute-bound: the rows of at least 4,096 tokens with N and K of at least 2,048, FLOPs over time as a
+fraction of the format's dense peak. A shape tuned in several tables counts once (its fastest time); the a8w8
+tables' INT8 rows are left out.
 Medians per architecture and weight format, from the table's name: a8w8 files are FP8 (block-scaled where the name
 says blockscale), a4w4 or fp4 ones MXFP4, the rest 16-bit.
 Fused MoE: per shape, the bandwidth it streams the experts its tokens touch at (16-128 tokens), and its time at
@@ -43,17 +45,17 @@ def weight_format(name: str) -> str:
     return "fp4" if "a4w4" in name or "fp4" in name else "bf16"
 
 
-def weight_bytes_per_param(name: str) -> float:
-    """Bytes per weight from a table's name: a8w8 files are 8-bit even where the model's experts are MXFP4."""
-    return 1.0 if "a8w8" in name else 0.5 if "a4w4" in name or "fp4" in name else 2.0
+BYTES_PER_WEIGHT = {"fp8": 1.0, "fp8 block": 1.0, "fp4": 0.5, "bf16": 2.0}
 
 
-def gemm_efficiencies(configs: Path) -> dict[tuple, list[float]]:
-    out: dict[tuple, list[float]] = defaultdict(list)
+def gemm_rows(configs: Path) -> dict[tuple, float]:
+    """{(part, format, M, N, K): us}: every tuned GEMM row of the parts above, FP8 or FP4 or 16-bit (INT8 rows of the
+    a8w8 tables left out: they are not FP8), a shape tuned in several tables counted once, at its fastest time."""
+    rows: dict[tuple, float] = {}
     for path in sorted(configs.rglob("*tuned*gemm*.csv")):
         if "untuned" in path.name or "batched" in path.name:
             continue
-        bpp, fmt = weight_bytes_per_param(path.name), weight_format(path.name)
+        fmt = weight_format(path.name)
         with path.open() as f:
             for row in csv.DictReader(f):
                 try:
@@ -61,9 +63,21 @@ def gemm_efficiencies(configs: Path) -> dict[tuple, list[float]]:
                     m, n, k, us = int(row["M"]), int(row["N"]), int(row["K"]), float(row["us"])
                 except (KeyError, ValueError):
                     continue
-                weights = n * k * bpp
-                if part in PARTS and 0 < m <= DECODE_ROWS and weights >= MIN_WEIGHT_BYTES and us > GEMM_LAUNCH_FLOOR_US:
-                    out[(part, fmt)].append(weights / ((us - GEMM_LAUNCH_FLOOR_US) * 1e-6) / PARTS[part][1])
+                if part not in PARTS or us <= 0 or "int8" in row.get("q_dtype_w", ""):
+                    continue
+                key = (part, fmt, m, n, k)
+                rows[key] = min(us, rows.get(key, us))
+    return rows
+
+
+def gemm_efficiencies(rows: dict[tuple, float]) -> dict[tuple, list[float]]:
+    """Per (part, format): each row of at most 64 tokens whose weights reach 10 MB, its weight bytes over its time
+    less the launch floor, as a fraction of the part's peak bandwidth."""
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for (part, fmt, m, n, k), us in rows.items():
+        weights = n * k * BYTES_PER_WEIGHT[fmt]
+        if m <= DECODE_ROWS and weights >= MIN_WEIGHT_BYTES and us > GEMM_LAUNCH_FLOOR_US:
+            out[(part, fmt)].append(weights / ((us - GEMM_LAUNCH_FLOOR_US) * 1e-6) / PARTS[part][1])
     return out
 
 
@@ -91,29 +105,22 @@ def moe_single_token_us(configs: Path) -> dict[tuple, list[float]]:
     return out
 
 
-# Dense tensor peaks (TFLOPS) by bytes per weight: the format's rate on the part (gpus.json).
-PEAK_TFLOPS = {("gfx942", 304): {2.0: 1307.4, 1.0: 2614.9}, ("gfx950", 256): {2.0: 2516.6, 1.0: 5033.2, 0.5: 10066.3}}
+# Dense tensor peaks (TFLOPS) of each format on each part (gpus.json).
+PEAK_TFLOPS = {("gfx942", 304): {"bf16": 1307.4, "fp8": 2614.9, "fp8 block": 2614.9},
+               ("gfx950", 256): {"bf16": 2516.6, "fp8": 5033.2, "fp8 block": 5033.2, "fp4": 10066.3}}
+# Compute-bound: at least 4,096 rows, and N and K of at least 2,048 (a narrow GEMM stays short of the peak for want
+# of tiles, not of arithmetic).
 COMPUTE_BOUND_ROWS = 4096
+COMPUTE_BOUND_DIM = 2048
 
 
-def gemm_compute_efficiencies(configs: Path) -> dict[tuple, list[float]]:
-    """Per (part, bytes per weight): each GEMM row of at least 4,096 rows (compute-bound), its FLOPs over its time
-    as a fraction of the format's dense peak."""
+def gemm_compute_efficiencies(rows: dict[tuple, float]) -> dict[tuple, list[float]]:
+    """Per (part, format): each compute-bound row's FLOPs over its time, as a fraction of the format's dense peak."""
     out: dict[tuple, list[float]] = defaultdict(list)
-    for path in sorted(configs.rglob("*tuned*gemm*.csv")):
-        if "untuned" in path.name or "batched" in path.name:
-            continue
-        bpp, fmt = weight_bytes_per_param(path.name), weight_format(path.name)
-        with path.open() as f:
-            for row in csv.DictReader(f):
-                try:
-                    part = (row["gfx"], int(row["cu_num"]))
-                    m, n, k, us = int(row["M"]), int(row["N"]), int(row["K"]), float(row["us"])
-                except (KeyError, ValueError):
-                    continue
-                peak = PEAK_TFLOPS.get(part, {}).get(bpp)
-                if peak and m >= COMPUTE_BOUND_ROWS and us > 0:
-                    out[(part, fmt)].append(2.0 * m * n * k / (us * 1e-6) / (peak * 1e12))
+    for (part, fmt, m, n, k), us in rows.items():
+        peak = PEAK_TFLOPS[part].get(fmt)
+        if peak and m >= COMPUTE_BOUND_ROWS and min(n, k) >= COMPUTE_BOUND_DIM:
+            out[(part, fmt)].append(2.0 * m * n * k / (us * 1e-6) / (peak * 1e12))
     return out
 
 
@@ -142,6 +149,8 @@ def moe_stream_efficiency(configs: Path) -> dict[tuple, list[float]]:
                 by_shape[(part, dim, inter, experts, top_k, w, row.get("q_type"))].append(
                     touched * 3 * dim * inter * bpp / (us * 1e-6) / PARTS[part][1])
         for shape, effs in by_shape.items():
+            # Above 1.0 the uniform-routing count of touched experts is wrong for the shape (a fused shared expert
+            # always read, a router the tuner does not draw uniformly): left out, and counted.
             out[shape[0]].append(statistics.median(effs))
     return out
 
@@ -151,20 +160,22 @@ def main(checkout: str) -> None:
     if not configs.is_dir():
         sys.exit(f"{configs}: not a directory (give the root of a ROCm/aiter checkout)")
     print("GEMMs at decode sizes: weight bytes / (time - 4 us), as a fraction of peak bandwidth")
-    for (part, fmt), effs in sorted(gemm_efficiencies(configs).items()):
+    rows = gemm_rows(configs)
+    for (part, fmt), effs in sorted(gemm_efficiencies(rows).items()):
         q1, _, q3 = statistics.quantiles(effs, n=4)
         absolute = statistics.median(effs) * PARTS[part][1] / 1e12
         print(f"  {PARTS[part][0]:14s} {fmt:9s}: {len(effs):4d} rows, median {statistics.median(effs):.3f} "
               f"(IQR {q1:.3f}-{q3:.3f}; {absolute:.2f} TB/s)")
-    print("GEMMs of >= 4096 rows: FLOPs / time, as a fraction of the format's dense peak")
-    for (part, fmt), effs in sorted(gemm_compute_efficiencies(configs).items()):
+    print("GEMMs of >= 4096 rows, N and K >= 2048: FLOPs / time, as a fraction of the format's dense peak")
+    for (part, fmt), effs in sorted(gemm_compute_efficiencies(rows).items()):
         q1, _, q3 = statistics.quantiles(effs, n=4)
         print(f"  {PARTS[part][0]:14s} {fmt:9s}: {len(effs):5d} rows, median {statistics.median(effs):.3f} "
               f"(IQR {q1:.3f}-{q3:.3f})")
     print("Fused MoE at 16-128 tokens: touched experts' bytes / time, as a fraction of peak bandwidth")
     for part, effs in sorted(moe_stream_efficiency(configs).items()):
-        print(f"  {PARTS[part][0]:14s} {len(effs):3d} shapes, median {statistics.median(effs):.3f} "
-              f"(range {min(effs):.3f}-{max(effs):.3f})")
+        kept = [e for e in effs if e <= 1.0]
+        print(f"  {PARTS[part][0]:14s} {len(kept):3d} shapes, median {statistics.median(kept):.3f} "
+              f"(range {min(kept):.3f}-{max(kept):.3f}; {len(effs) - len(kept)} above 1.0 left out)")
     print("Fused MoE layer at one token, per tuned shape")
     for part, times in sorted(moe_single_token_us(configs).items()):
         print(f"  {PARTS[part][0]:14s} {len(times):3d} shapes, median {statistics.median(times):.1f} us "

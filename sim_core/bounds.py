@@ -46,6 +46,7 @@ from .kernel.cost_model import (
     CPU_OVERLAP,
     CUSTOM_ALLREDUCE_LATENCY_S,
     CUSTOM_AR_MAX_BYTES,
+    DENSE_GEMM_BW,
     DENSE_WEIGHT_BYTES,
     ELEMENTWISE_BW,
     ELEMENTWISE_BYTES_PER_TOKEN,
@@ -96,7 +97,8 @@ def step_floor_s(p: np.ndarray, tokens) -> np.ndarray:
     f(n)/n never rises with n: every term is a constant plus a part linear in n, or the GEMMs' roofline, whose
     per-token share sqrt(((W/n + a)/bw)^2 + (f/rate)^2) falls with n."""
     n = np.asarray(tokens, np.float64)
-    memory = (p[DENSE_WEIGHT_BYTES] + n * p[LINEAR_ACT_BYTES_PER_TOKEN]) / p[STREAM_BW]
+    # The dense weights at the GEMMs' own bandwidth, as cost_model.linear_s reads them (x 1.0 where it is STREAM_BW).
+    memory = (p[DENSE_WEIGHT_BYTES] * (p[STREAM_BW] / p[DENSE_GEMM_BW]) + n * p[LINEAR_ACT_BYTES_PER_TOKEN]) / p[STREAM_BW]
     compute = n * p[LINEAR_FLOPS_PER_TOKEN] / p[LINEAR_RATE]
     linear = p[GEMMS] * GEMM_LAUNCH_FLOOR_S + np.sqrt(memory * memory + compute * compute)
     elementwise = p[ELEMENTWISE_KERNELS] * ELEMENTWISE_LAUNCH_FLOOR_S + n * p[ELEMENTWISE_BYTES_PER_TOKEN] / p[

@@ -138,6 +138,10 @@ class GPU:
         for name in GPU_TIMES:
             if getattr(self, name) < 0.0:
                 return f"key {name!r}: {getattr(self, name)} is negative (a time, >= 0)"
+        for name in STREAMING_FRACTIONS:  # measured below the streaming efficiency: a kernel never streams faster
+            value = getattr(self, name)
+            if value is not None and value > self.bw_efficiency:
+                return f"key {name!r}: {value} is above bw_efficiency ({self.bw_efficiency}; a kernel's bandwidth is at most it)"
         return ""
 
 
@@ -163,4 +167,8 @@ GPU_FRACTIONS = ("bw_efficiency", "compute_efficiency", "allreduce_busbw_efficie
                  "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block", "gemm_bw_efficiency_fp4",
                  "gemm_compute_efficiency_fp8", "gemm_compute_efficiency_fp8_block", "gemm_compute_efficiency_fp4",
                  "moe_bw_efficiency")
+# The bandwidth fractions measured for particular kernels: at most bw_efficiency (the cost model counts their extra
+# time as bytes beyond the streaming bandwidth's).
+STREAMING_FRACTIONS = ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block",
+                       "gemm_bw_efficiency_fp4", "moe_bw_efficiency")
 GPU_TIMES = ("step_overhead_ms", "nvlink_allreduce_latency_us", "moe_kernel_floor_us", "decode_attention_floor_us")

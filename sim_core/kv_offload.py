@@ -2,7 +2,7 @@
 (kernel/kv_tiers.py), and the run's per-tier figures as `metrics.kv_tiers`.
 
 Bandwidths: the host link is the GPU's in the catalogue (PCIe, or NVLink-C2C on Grace parts) at the efficiency
-KV swap uses (catalog.HOST_LINK_EFFICIENCY), unless kv_offload_host_gbs sets it; the disk's defaults are a PCIe 5.0
+KV swap uses (gpu.HOST_LINK_EFFICIENCY), unless kv_offload_host_gbs sets it; the disk's defaults are a PCIe 5.0
 datacenter NVMe's sequential read and write (sim_core/data/kv_tiers.json, source samsung_pm1743_news). Capacities
 are per GPU, as swap_space_gb: each GPU of a tensor-parallel engine keeps and moves its own share of every block.
 """

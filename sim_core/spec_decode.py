@@ -35,6 +35,7 @@ from .kernel.spec_decode import (
     SP_METHOD,
     SP_NGRAM_FRAC,
     SP_PASS_ACT_BYTES,
+    SP_PASS_ATTN_FLOOR_S,
     SP_PASS_BW,
     SP_PASS_BYTES,
     SP_PASS_EXPERT_BYTES,
@@ -42,6 +43,7 @@ from .kernel.spec_decode import (
     SP_PASS_FIXED_S,
     SP_PASS_FLOPS,
     SP_PASS_KV_BYTES,
+    SP_PASS_MOE_FLOOR_S,
     SP_PASS_RATE,
     SP_PASSES_PER_DRAFT,
     SP_SEED,
@@ -195,6 +197,8 @@ def _fill_pass(p: np.ndarray, c: np.ndarray, f: float) -> None:
     p[SP_PASS_KV_BYTES] = c[C.KV_BYTES_PER_TOKEN] * f * c[C.DECODE_ATTN_SLOWDOWN]
     p[SP_PASS_BW] = stream
     p[SP_PASS_RATE] = c[C.LINEAR_RATE]
+    p[SP_PASS_MOE_FLOOR_S] = c[C.MOE_LAYERS] * f * max(0.0, c[C.MOE_KERNEL_FLOOR_S] - 2.0 * C.GEMM_LAUNCH_FLOOR_S)
+    p[SP_PASS_ATTN_FLOOR_S] = c[C.DECODE_ATTN_FLOOR_S] * f
 
 
 def kv_blocks_beside_proposer(scenario, setup) -> int | None:

@@ -16,10 +16,10 @@ from .fields import range_text
 from .hardware_profile import canonical, profile_constants
 from .kernel.cost_model import (
     COMPONENTS,
+    DENSE_GEMM_BW,
     DENSE_WEIGHT_BYTES,
     LINEAR_FLOPS_PER_TOKEN,
     LINEAR_RATE,
-    STREAM_BW,
     cost_params,
     step_aggregates,
     step_breakdown,
@@ -174,6 +174,6 @@ def step_time_curves(shape: StepShape, max_tokens: int, points: int = 40) -> dic
         kinds[kind] = {"step_ms": [float(sum(x)) * 1e3 if x else None for x in parts],
                        "components_ms": {c: [float(x[k]) * 1e3 if x else None for x in parts]
                                          for k, c in enumerate(COMPONENTS)}}
-    ridge = float(p[DENSE_WEIGHT_BYTES] * p[LINEAR_RATE] / (p[STREAM_BW] * p[LINEAR_FLOPS_PER_TOKEN]))
+    ridge = float(p[DENSE_WEIGHT_BYTES] * p[LINEAR_RATE] / (p[DENSE_GEMM_BW] * p[LINEAR_FLOPS_PER_TOKEN]))
     return {"tokens": tokens, "decode_context": ctx, "kinds": kinds, "ridge_tokens": ridge,
             "max_decode_seqs": max_decode_seqs}

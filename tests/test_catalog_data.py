@@ -36,7 +36,7 @@ def _snapshot_gpus() -> dict[str, dict]:
 
 # The fields added since the snapshot that a snapshot entry may set away from their default: the B200's dense FP4
 # rate (issue #22; checked against its published figure in tests/test_hardware_2026.py) and the AMD parts' measured
-# GEMM and fused-MoE kernel figures (AMD's aiter tables; their effect is tested in tests/test_cost_model_kernels.py).
+# GEMM and fused-MoE kernel figures (AMD's aiter tables; their effect is tested in tests/test_cost_model_measured_kernels.py).
 CHANGED_SINCE_SNAPSHOT = {("b200", "fp4_tflops")} | {
     (gpu, field) for gpu in ("mi300x", "mi325x", "mi355x")
     for field in ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block",

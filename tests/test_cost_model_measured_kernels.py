@@ -42,13 +42,24 @@ def decode_linear(p, seqs, ctx=1024):
     return step_breakdown(p, 0, 0, 0, 0, seqs, seqs * ctx, seqs)[LINEAR]
 
 
-@pytest.mark.parametrize("hw", [k for k, g in GPUS.items()
-                                if g.moe_bw_efficiency is None and g.moe_kernel_floor_us == 0.0
-                                and g.gemm_bw_efficiency_fp8 is None])
+UNMEASURED = [k for k, g in GPUS.items() if g.moe_bw_efficiency is None and g.moe_kernel_floor_us == 0.0
+              and g.decode_attention_floor_us == 0.0 and g.gemm_bw_efficiency_fp8 is None]
+
+
+@pytest.mark.parametrize("hw", UNMEASURED)
 def test_a_gpu_without_measured_kernels_streams_every_weight_at_its_streaming_bandwidth(hw):
     p = cost_params(setup(hw, "llama-3.2-1b", "bf16", 1))
     assert p[DENSE_GEMM_BW] == p[LM_HEAD_BW] == p[EXPERT_BW] == p[STREAM_BW]
-    assert p[MOE_KERNEL_FLOOR_S] == 0.0
+    assert p[MOE_KERNEL_FLOOR_S] == p[DECODE_ATTN_FLOOR_S] == 0.0 and p[MOE_LAYERS] == 0
+
+
+@pytest.mark.parametrize("hw", [k for k in ("h200", "b200", "b300") if k in UNMEASURED])
+def test_moe_and_block_scaled_fp8_on_an_unmeasured_gpu_take_the_streaming_bandwidth_and_no_floor(hw):
+    for model, quant in (("deepseek-r1", "fp8"), ("mixtral-8x7b", "bf16")):
+        s = setup(hw, model, quant, 8)
+        p = cost_params(s)
+        assert p[DENSE_GEMM_BW] == p[LM_HEAD_BW] == p[EXPERT_BW] == p[STREAM_BW], model
+        assert p[MOE_KERNEL_FLOOR_S] == p[DECODE_ATTN_FLOOR_S] == 0.0 and p[MOE_LAYERS] == s.model.moe_layers > 0
 
 
 def test_the_gemm_bandwidth_follows_the_weight_format():
@@ -80,15 +91,16 @@ def test_dense_weights_at_the_gemm_bandwidth_slow_a_small_decode_step_by_their_e
     extra = measured[DENSE_WEIGHT_BYTES] * (1 / measured[DENSE_GEMM_BW] - 1 / measured[STREAM_BW])
     # One decoding sequence: the GEMMs are memory-bound, so the step's GEMMs take the weights' extra read time more.
     assert decode_linear(measured, 1) - decode_linear(unmeasured, 1) == pytest.approx(extra, rel=1e-3)
-    assert extra > 0.2 * decode_linear(unmeasured, 1)  # 0.85 -> 0.62 of the peak: not a rounding matter
+    assert extra > 0.2 * decode_linear(unmeasured, 1)  # 0.85 -> 0.66 of the peak: not a rounding matter
 
 
 def test_a_calibrated_bandwidth_moves_the_measured_gemm_bandwidths_with_it():
-    s = setup("mi325x", "deepseek-r1", "fp8", 8)
+    s = setup("mi355x", "deepseek-r1", "fp8", 8)  # every one of its bandwidths measured, the lm head's too
     catalog = default_constants(s)
     halved = Constants(catalog.compute_efficiency, catalog.bandwidth_efficiency / 2, catalog.attention_efficiency,
                        catalog.step_overhead_ms, catalog.overhead_per_seq_us)
     p, q = cost_params(s), cost_params(s, halved)
+    assert len({p[STREAM_BW], p[DENSE_GEMM_BW], p[LM_HEAD_BW], p[EXPERT_BW]}) == 4
     for slot in (STREAM_BW, DENSE_GEMM_BW, LM_HEAD_BW, EXPERT_BW):
         assert q[slot] == pytest.approx(p[slot] / 2)
 
@@ -126,7 +138,8 @@ def test_routed_experts_stream_at_the_fused_moe_bandwidth():
 
 
 @pytest.mark.parametrize(("field", "value"), [("gemm_bw_efficiency_fp8", 1.2), ("moe_bw_efficiency", 0.0),
-                                              ("bw_efficiency", -0.1), ("moe_kernel_floor_us", -1.0)])
+                                              ("bw_efficiency", -0.1), ("moe_kernel_floor_us", -1.0),
+                                              ("gemm_bw_efficiency_bf16", 0.9)])  # above its bw_efficiency, 0.85
 def test_a_gpu_entry_with_a_constant_out_of_its_range_is_refused_naming_it(field, value):
     doc = data.read("gpus.json")
     entry = next(e for e in doc["entries"] if e["key"] == "mi355x")
@@ -145,10 +158,15 @@ def test_a_layers_decode_attention_takes_at_least_its_measured_single_sequence_t
         return step_breakdown(p, 0, 0, 0, 0, seqs, seqs * ctx, seqs)[ATTENTION]
 
     # One sequence of 1,024 tokens reads ~1 MB of KV per layer: the 23 us kernel floor binds.
-    assert attention(floored, 1, 1024) == pytest.approx(layers * floored[DECODE_ATTN_FLOOR_S])
+    assert attention(floored, 1, 1024) == pytest.approx(layers * GPUS["mi355x"].decode_attention_floor_us * 1e-6)
     assert attention(floored, 1, 1024) > 2 * attention(unfloored, 1, 1024)
     # 64 sequences of 8,192 tokens read far more than 23 us worth of KV: the floor no longer binds.
     assert attention(floored, 64, 8192) == attention(unfloored, 64, 8192)
+    # A hybrid model pays it on its attention layers only: Qwen3-Next's 12 of 48 (the others are linear attention).
+    q = MODELS["qwen3-next-80b-a3b"]
+    assert (q.attn_layers, q.layers) == (12, 48)
+    hybrid = cost_params(setup("mi355x", "qwen3-next-80b-a3b", "bf16", 4))
+    assert attention(hybrid, 1, 1024) == pytest.approx(12 * GPUS["mi355x"].decode_attention_floor_us * 1e-6)
     # Prefill attention has no such floor.
     assert step_breakdown(floored, 512, 1, 512 * 513 // 2, 0, 0, 0, 1)[ATTENTION] == \
         step_breakdown(unfloored, 512, 1, 512 * 513 // 2, 0, 0, 0, 1)[ATTENTION]
@@ -173,6 +191,41 @@ def test_a_speculative_proposers_pass_streams_its_weights_as_the_target_step_doe
     assert measured[SP_PASS_EXPERT_BYTES] / c[STREAM_BW] == pytest.approx(c[EXPERT_WEIGHT_BYTES] / 61 / c[EXPERT_BW])
     assert measured[SP_PASS_BYTES] > unmeasured[SP_PASS_BYTES]
     assert measured[SP_PASS_EXPERT_BYTES] > unmeasured[SP_PASS_EXPERT_BYTES]
+
+
+def test_a_speculative_proposers_pass_pays_its_layers_share_of_the_measured_floors():
+    from sim_core.kernel.spec_decode import (
+        N_SPEC_PARAMS,
+        SP_METHOD,
+        SP_PASS_ATTN_FLOOR_S,
+        SP_PASS_BW,
+        SP_PASS_EXPERT_BYTES,
+        SP_PASS_EXPERT_FRAC,
+        SP_PASS_KV_BYTES,
+        SP_PASS_MOE_FLOOR_S,
+        SP_PASSES_PER_DRAFT,
+        proposer_seconds,
+    )
+    from sim_core.spec_decode import _fill_pass
+
+    def pass_of(**changes):
+        p, c = np.zeros(N_SPEC_PARAMS), cost_params(setup("mi355x", "deepseek-r1", "fp8", 8, **changes))
+        _fill_pass(p, c, 1.0 / 61)  # one MTP layer of DeepSeek-R1's 61
+        p[SP_METHOD], p[SP_PASSES_PER_DRAFT] = 2.0, 1.0  # a neural proposer (not n-gram)
+        return p
+
+    g = GPUS["mi355x"]
+    floored, bare = pass_of(), pass_of(moe_kernel_floor_us=0.0, decode_attention_floor_us=0.0)
+    assert floored[SP_PASS_MOE_FLOOR_S] == pytest.approx(58 / 61 * (g.moe_kernel_floor_us - 8.0) * 1e-6)
+    assert floored[SP_PASS_ATTN_FLOOR_S] == pytest.approx(g.decode_attention_floor_us * 1e-6)
+    assert bare[SP_PASS_MOE_FLOOR_S] == bare[SP_PASS_ATTN_FLOOR_S] == 0.0
+    # One draft for one sequence of 1,024 tokens reads far less than the floors' worth: each binds, less the read
+    # time it covers (the touched experts' at the fused MoE's bandwidth, the KV's).
+    one, none = proposer_seconds(floored, 0, 0.0, 1, 1024, 1), proposer_seconds(bare, 0, 0.0, 1, 1024, 1)
+    expert_s = floored[SP_PASS_EXPERT_BYTES] * floored[SP_PASS_EXPERT_FRAC] / floored[SP_PASS_BW]
+    kv_s = 1024 * floored[SP_PASS_KV_BYTES] / floored[SP_PASS_BW]
+    assert 0 < expert_s < floored[SP_PASS_MOE_FLOOR_S] and 0 < kv_s < floored[SP_PASS_ATTN_FLOOR_S]
+    assert one - none == pytest.approx(floored[SP_PASS_MOE_FLOOR_S] - expert_s + floored[SP_PASS_ATTN_FLOOR_S] - kv_s)
 
 
 def test_fp8_and_fp4_gemms_reach_their_measured_fraction_of_the_formats_peak():

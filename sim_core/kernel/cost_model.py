@@ -139,7 +139,7 @@ STEP_OVERHEAD_PER_SEQ_S = 10e-6
  EXPERT_BW,  # bytes/s the fused MoE kernels stream routed experts at (STREAM_BW unless measured lower)
  MOE_LAYERS,  # layers with routed experts
  MOE_KERNEL_FLOOR_S,  # least time of one fused MoE layer's two grouped GEMMs (0: launch floors only)
- DECODE_ATTN_FLOOR_S,  # least time of one layer's decode attention kernel (0: its launch floor only)
+ DECODE_ATTN_FLOOR_S,  # least time of a step's decode attention kernels, one per attention layer (0: launch floors)
  N_COST_PARAMS) = range(49)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
@@ -352,8 +352,8 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
         decode_attn_bytes = decode_ctx * kv + decode_seqs * p[ATTN_QO_BYTES_PER_TOKEN]
         decode_attn = layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * p[DECODE_ATTN_SLOWDOWN],
                                                                  decode_attn_flops, stream_bw, p[ATTENTION_RATE])
-        if p[DECODE_ATTN_FLOOR_S] > 0.0:  # each layer's kernel takes at least its measured single-sequence time
-            decode_attn = max(decode_attn, layers * p[DECODE_ATTN_FLOOR_S])
+        if p[DECODE_ATTN_FLOOR_S] > 0.0:  # each attention layer's kernel takes at least its measured one-sequence time
+            decode_attn = max(decode_attn, p[DECODE_ATTN_FLOOR_S])
         attention += decode_attn
     # Norms, rotary embedding, activation, KV-cache write: bandwidth only.
     elementwise_bytes = tokens * p[ELEMENTWISE_BYTES_PER_TOKEN]

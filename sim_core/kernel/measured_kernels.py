@@ -1,7 +1,8 @@
 """The cost-parameter vector's terms for kernels measured to run below the roofline cost_params assumes: gpu.GPU's
 gemm_bw_efficiency_* (dense GEMMs and the lm head), moe_bw_efficiency and moe_kernel_floor_us (fused MoE) and
-decode_attention_floor_us (docs/MODEL.md, "AMD's kernels at decode sizes"). A GPU that measures none of them gets
-bandwidths equal to the streaming bandwidth and no floors: its steps are exactly what they were without them."""
+decode_attention_floor_us (docs/MODEL.md, "Hardware and weight formats", the paragraph on AMD's kernels). A GPU that
+measures none of them gets bandwidths equal to the streaming bandwidth and no floors: its steps are exactly what
+they were without them."""
 
 from __future__ import annotations
 
@@ -29,4 +30,4 @@ def measured_kernel_params(p: np.ndarray, setup: Setup, bandwidth_efficiency: fl
     p[EXPERT_BW] = stream * (g.expert_bw_efficiency / g.bw_efficiency)
     p[MOE_LAYERS] = m.moe_layers if m.experts > 1 else 0
     p[MOE_KERNEL_FLOOR_S] = g.moe_kernel_floor_us * 1e-6
-    p[DECODE_ATTN_FLOOR_S] = g.decode_attention_floor_us * 1e-6
+    p[DECODE_ATTN_FLOOR_S] = g.decode_attention_floor_us * 1e-6 * m.attn_layers  # one kernel per attention layer
