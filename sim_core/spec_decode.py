@@ -197,7 +197,7 @@ def _fill_pass(p: np.ndarray, c: np.ndarray, f: float) -> None:
     p[SP_PASS_KV_BYTES] = c[C.KV_BYTES_PER_TOKEN] * f * c[C.DECODE_ATTN_SLOWDOWN]
     p[SP_PASS_BW] = stream
     p[SP_PASS_RATE] = c[C.LINEAR_RATE]
-    p[SP_PASS_MOE_FLOOR_S] = c[C.MOE_LAYERS] * f * max(0.0, c[C.MOE_KERNEL_FLOOR_S] - 2.0 * C.GEMM_LAUNCH_FLOOR_S)
+    p[SP_PASS_MOE_FLOOR_S] = c[C.MOE_KERNEL_FLOOR_S] * f
     p[SP_PASS_ATTN_FLOOR_S] = c[C.DECODE_ATTN_FLOOR_S] * f
 
 

@@ -21,7 +21,6 @@ from sim_core.kernel.cost_model import (
     LM_HEAD_BW,
     LM_HEAD_BYTES,
     MOE_KERNEL_FLOOR_S,
-    MOE_LAYERS,
     PEAK_BW,
     STREAM_BW,
     Constants,
@@ -50,7 +49,7 @@ UNMEASURED = [k for k, g in GPUS.items() if g.moe_bw_efficiency is None and g.mo
 def test_a_gpu_without_measured_kernels_streams_every_weight_at_its_streaming_bandwidth(hw):
     p = cost_params(setup(hw, "llama-3.2-1b", "bf16", 1))
     assert p[DENSE_GEMM_BW] == p[LM_HEAD_BW] == p[EXPERT_BW] == p[STREAM_BW]
-    assert p[MOE_KERNEL_FLOOR_S] == p[DECODE_ATTN_FLOOR_S] == 0.0 and p[MOE_LAYERS] == 0
+    assert p[MOE_KERNEL_FLOOR_S] == p[DECODE_ATTN_FLOOR_S] == 0.0
 
 
 @pytest.mark.parametrize("hw", [k for k in ("h200", "b200", "b300") if k in UNMEASURED])
@@ -59,7 +58,7 @@ def test_moe_and_block_scaled_fp8_on_an_unmeasured_gpu_take_the_streaming_bandwi
         s = setup(hw, model, quant, 8)
         p = cost_params(s)
         assert p[DENSE_GEMM_BW] == p[LM_HEAD_BW] == p[EXPERT_BW] == p[STREAM_BW], model
-        assert p[MOE_KERNEL_FLOOR_S] == p[DECODE_ATTN_FLOOR_S] == 0.0 and p[MOE_LAYERS] == s.model.moe_layers > 0
+        assert p[MOE_KERNEL_FLOOR_S] == p[DECODE_ATTN_FLOOR_S] == 0.0 and s.model.moe_layers > 0
 
 
 def test_the_gemm_bandwidth_follows_the_weight_format():
@@ -108,7 +107,10 @@ def test_a_calibrated_bandwidth_moves_the_measured_gemm_bandwidths_with_it():
 def test_a_fused_moe_layer_takes_at_least_its_measured_single_token_time():
     s = setup("mi325x", "deepseek-r1", "fp8", 8)
     floored, unfloored = cost_params(s), cost_params(setup("mi325x", "deepseek-r1", "fp8", 8, moe_kernel_floor_us=0.0))
-    assert floored[MOE_LAYERS] == MODELS["deepseek-r1"].moe_layers == 58
+    # The step's floor: each of its 58 MoE layers' 67.4 us beyond its two grouped GEMMs' launch floors.
+    assert MODELS["deepseek-r1"].moe_layers == 58
+    assert floored[MOE_KERNEL_FLOOR_S] == pytest.approx(
+        58 * (GPUS["mi325x"].moe_kernel_floor_us * 1e-6 - 2 * GEMM_LAUNCH_FLOOR_S))
 
     def expert_s(p, tokens):
         touched = 1 - (1 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens
@@ -116,11 +118,11 @@ def test_a_fused_moe_layer_takes_at_least_its_measured_single_token_time():
 
     # One token touches 8 of 256 experts per layer: far less than the floor's worth of reads, so each MoE layer
     # pays the rest of its 67.4 us beyond its two grouped GEMMs' launch floors.
-    gap = floored[MOE_LAYERS] * (floored[MOE_KERNEL_FLOOR_S] - 2 * GEMM_LAUNCH_FLOOR_S) - expert_s(floored, 1)
+    gap = floored[MOE_KERNEL_FLOOR_S] - expert_s(floored, 1)
     assert gap > 0
     assert decode_linear(floored, 1) - decode_linear(unfloored, 1) == pytest.approx(gap)
     # At 256 tokens nearly every expert is read: the reads take longer than the floor, which no longer binds.
-    assert floored[MOE_LAYERS] * floored[MOE_KERNEL_FLOOR_S] < expert_s(floored, 256)
+    assert 58 * GPUS["mi325x"].moe_kernel_floor_us * 1e-6 < expert_s(floored, 256)
     assert decode_linear(floored, 256) == decode_linear(unfloored, 256)
 
 

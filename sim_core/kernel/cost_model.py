@@ -137,10 +137,9 @@ STEP_OVERHEAD_PER_SEQ_S = 10e-6
  DENSE_GEMM_BW,  # bytes/s the GEMMs stream dense weights at, in the weight format (STREAM_BW unless measured lower)
  LM_HEAD_BW,  # ... and the 16-bit lm head's
  EXPERT_BW,  # bytes/s the fused MoE kernels stream routed experts at (STREAM_BW unless measured lower)
- MOE_LAYERS,  # layers with routed experts
- MOE_KERNEL_FLOOR_S,  # least time of one fused MoE layer's two grouped GEMMs (0: launch floors only)
+ MOE_KERNEL_FLOOR_S,  # least time of a step's fused MoE layers beyond their grouped GEMMs' launch floors (0: none)
  DECODE_ATTN_FLOOR_S,  # least time of a step's decode attention kernels, one per attention layer (0: launch floors)
- N_COST_PARAMS) = range(49)
+ N_COST_PARAMS) = range(48)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
@@ -321,8 +320,7 @@ def linear_s(p, tokens):
     if p[MOE_KERNEL_FLOOR_S] > 0.0:
         # A fused MoE layer takes at least its measured single-token time: beyond the launch floors of its two
         # grouped GEMMs (charged above) and its experts' read time, the rest of that floor.
-        seconds += max(0.0, p[MOE_LAYERS] * (p[MOE_KERNEL_FLOOR_S] - 2.0 * GEMM_LAUNCH_FLOOR_S)
-                       - expert_bytes / p[EXPERT_BW])
+        seconds += max(0.0, p[MOE_KERNEL_FLOOR_S] - expert_bytes / p[EXPERT_BW])
     return seconds, moved, flops
 
 
