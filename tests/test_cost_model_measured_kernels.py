@@ -250,3 +250,19 @@ def test_fp8_and_fp4_gemms_reach_their_measured_fraction_of_the_formats_peak():
                                              gemm_compute_efficiency_fp8_block=None))
     chunk = step_breakdown(p, 4096, 1, 4096 * 4097 // 2, 0, 0, 0, 1)[LINEAR]
     assert chunk > 1.3 * step_breakdown(q, 4096, 1, 4096 * 4097 // 2, 0, 0, 0, 1)[LINEAR]
+
+
+def test_a_validation_gemm_reads_its_weights_at_the_gemm_bandwidth_and_its_activations_at_the_streaming_one():
+    from sim_core.kernel.cost_model import LINEAR_RATE, roofline_s
+    from sim_core.studies.validation import gemm_s
+
+    p = cost_params(setup("mi355x", "llama-3-70b", "bf16", 2))
+    m, n, k = 64, 8192, 8192
+    weights, activations, flops = 2.0 * n * k, 2.0 * m * k + 2.0 * m * n, 2.0 * m * n * k
+    # The weights' bytes count as what would take as long at the streaming bandwidth (linear_s's rule).
+    expected = GEMM_LAUNCH_FLOOR_S + roofline_s(weights * p[STREAM_BW] / p[DENSE_GEMM_BW] + activations, flops,
+                                                p[STREAM_BW], p[LINEAR_RATE])
+    assert gemm_s(p, m, n, k) == pytest.approx(expected, rel=1e-9)
+    # Everything at the GEMM bandwidth (the activations too) would be measurably slower.
+    all_slow = GEMM_LAUNCH_FLOOR_S + roofline_s(weights + activations, flops, p[DENSE_GEMM_BW], p[LINEAR_RATE])
+    assert gemm_s(p, m, n, k) < all_slow * (1 - 1e-4)

@@ -196,9 +196,11 @@ ELEMENTWISE_OPS = {
 
 def gemm_s(p, m: int, n: int, k: int, operand_bytes: float = 2.0) -> float:
     """One M x K by K x N GEMM as the cost model charges it: the weights and the input in the GEMM's format
-    (`operand_bytes` per element), a 16-bit output, at `p`'s GEMM bandwidth and tensor rate, plus the launch floor."""
+    (`operand_bytes` per element), a 16-bit output, at `p`'s bandwidths and tensor rate, plus the launch floor: the
+    weights at the GEMMs' own bandwidth, the activations at the streaming one, as cost_model.linear_s charges them."""
     moved = operand_bytes * (n * k + m * k) + 2.0 * m * n
-    return GEMM_LAUNCH_FLOOR_S + roofline_s(moved, 2.0 * m * n * k, p[DENSE_GEMM_BW], p[LINEAR_RATE])
+    slow_weight_bytes = operand_bytes * n * k * (p[STREAM_BW] / p[DENSE_GEMM_BW] - 1.0)  # +0.0 where they agree
+    return GEMM_LAUNCH_FLOOR_S + roofline_s(moved + slow_weight_bytes, 2.0 * m * n * k, p[STREAM_BW], p[LINEAR_RATE])
 
 
 def kernel_check(row: dict) -> Check:
