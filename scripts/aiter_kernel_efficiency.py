@@ -81,27 +81,34 @@ def gemm_efficiencies(rows: dict[tuple, float]) -> dict[tuple, list[float]]:
     return out
 
 
-def moe_single_token_us(configs: Path) -> dict[tuple, list[float]]:
-    out: dict[tuple, list[float]] = defaultdict(list)
+def moe_rows(configs: Path) -> dict[tuple, list[tuple[int, float]]]:
+    """{(table, part, model_dim, inter_dim, experts, top_k, weight dtype, quant type): [(tokens, us), ...]}: every
+    fused-MoE row of the parts above with a time, in each table's order (the grouped table left out: another
+    kernel, top-k -1 in its rows)."""
+    shapes: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
     for path in sorted(configs.rglob("*tuned*moe*.csv")):
-        if "untuned" in path.name or "grouped" in path.name:  # grouped: another kernel, top-k -1 in its rows
+        if "untuned" in path.name or "grouped" in path.name:
             continue
-        first: dict[tuple, tuple[int, float]] = {}
         with path.open() as f:
             for row in csv.DictReader(f):
                 try:
-                    part = (row["gfx"] if "gfx" in row else None, int(row["cu_num"]))
-                    tokens, us = int(row["token"]), float(row["us"])
+                    cu, tokens, us = int(row["cu_num"]), int(row["token"]), float(row["us"])
+                    dims = tuple(int(row[k]) for k in ("model_dim", "inter_dim", "expert", "topk"))
                 except (KeyError, ValueError):
                     continue
-                shape = (int(row["cu_num"]), row["model_dim"], row["inter_dim"], row["expert"], row["topk"],
-                         row.get("q_dtype_w"), row.get("q_type"))
-                if us > 0 and (shape not in first or tokens < first[shape][0]):
-                    first[shape] = (tokens, us)
-        for shape, (tokens, us) in first.items():
-            part = next((p for p in PARTS if p[1] == shape[0]), None)
-            if part and tokens <= 2:
-                out[part].append(us)
+                part = next((p for p in PARTS if p[1] == cu), None)
+                if part is not None and us > 0:
+                    shapes[(path.name, part, *dims, row.get("q_dtype_w", ""), row.get("q_type"))].append((tokens, us))
+    return shapes
+
+
+def moe_single_token_us(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[float]]:
+    """Per part: each tuned shape's time at its fewest tokens, where that is one or two."""
+    out: dict[tuple, list[float]] = defaultdict(list)
+    for shape, rows in shapes.items():
+        tokens, us = min(rows, key=lambda r: r[0])
+        if tokens <= 2:
+            out[shape[1]].append(us)
     return out
 
 
@@ -124,34 +131,19 @@ def gemm_compute_efficiencies(rows: dict[tuple, float]) -> dict[tuple, list[floa
     return out
 
 
-def moe_stream_efficiency(configs: Path) -> dict[tuple, list[float]]:
+def moe_stream_efficiency(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[float]]:
     """Per tuned shape with all of a layer's experts (>= 64: not an expert-parallel rank's share), the median over
     16-128 tokens of the expected bytes of the experts those tokens touch (E(1-(1-k/E)^T), uniform routing) over
     the time, as a fraction of the part's peak bandwidth: the bandwidth the fused MoE streams experts at."""
     out: dict[tuple, list[float]] = defaultdict(list)
-    for path in sorted(configs.rglob("*tuned*moe*.csv")):
-        if "untuned" in path.name or "grouped" in path.name:  # grouped: another kernel, top-k -1 in its rows
-            continue
-        by_shape: dict[tuple, list[float]] = defaultdict(list)
-        with path.open() as f:
-            for row in csv.DictReader(f):
-                try:
-                    cu, tokens, us = int(row["cu_num"]), int(row["token"]), float(row["us"])
-                    dim, inter, experts, top_k = (int(row[k]) for k in ("model_dim", "inter_dim", "expert", "topk"))
-                except (KeyError, ValueError):
-                    continue
-                part = next((p for p in PARTS if p[1] == cu), None)
-                if part is None or us <= 0 or experts < 64 or not 16 <= tokens <= 128:
-                    continue
-                w = row.get("q_dtype_w", "")
-                bpp = 0.5 if "float4" in w or "int4" in w else 1.0 if "float8" in w or "int8" in w else 2.0
-                touched = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
-                by_shape[(part, dim, inter, experts, top_k, w, row.get("q_type"))].append(
-                    touched * 3 * dim * inter * bpp / (us * 1e-6) / PARTS[part][1])
-        for shape, effs in by_shape.items():
+    for (_, part, dim, inter, experts, top_k, w, _), rows in shapes.items():
+        bpp = 0.5 if "float4" in w or "int4" in w else 1.0 if "float8" in w or "int8" in w else 2.0
+        effs = [experts * (1.0 - (1.0 - top_k / experts) ** tokens) * 3 * dim * inter * bpp / (us * 1e-6)
+                / PARTS[part][1] for tokens, us in rows if 16 <= tokens <= 128]
+        if experts >= 64 and effs:
             # Above 1.0 the uniform-routing count of touched experts is wrong for the shape (a fused shared expert
-            # always read, a router the tuner does not draw uniformly): left out, and counted.
-            out[shape[0]].append(statistics.median(effs))
+            # always read, a router the tuner does not draw uniformly): main leaves it out, and counts it.
+            out[part].append(statistics.median(effs))
     return out
 
 
@@ -172,12 +164,13 @@ def main(checkout: str) -> None:
         print(f"  {PARTS[part][0]:14s} {fmt:9s}: {len(effs):5d} rows, median {statistics.median(effs):.3f} "
               f"(IQR {q1:.3f}-{q3:.3f})")
     print("Fused MoE at 16-128 tokens: touched experts' bytes / time, as a fraction of peak bandwidth")
-    for part, effs in sorted(moe_stream_efficiency(configs).items()):
+    shapes = moe_rows(configs)
+    for part, effs in sorted(moe_stream_efficiency(shapes).items()):
         kept = [e for e in effs if e <= 1.0]
         print(f"  {PARTS[part][0]:14s} {len(kept):3d} shapes, median {statistics.median(kept):.3f} "
               f"(range {min(kept):.3f}-{max(kept):.3f}; {len(effs) - len(kept)} above 1.0 left out)")
     print("Fused MoE layer at one token, per tuned shape")
-    for part, times in sorted(moe_single_token_us(configs).items()):
+    for part, times in sorted(moe_single_token_us(shapes).items()):
         print(f"  {PARTS[part][0]:14s} {len(times):3d} shapes, median {statistics.median(times):.1f} us "
               f"(range {min(times):.1f}-{max(times):.1f})")
 
