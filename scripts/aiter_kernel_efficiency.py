@@ -1,4 +1,4 @@
-"""Derive the AMD GPUs' GEMM bandwidth efficiencies and fused-MoE floors (sim_core/data/gpus.json) from AMD's own
+"""Derive the AMD GPUs' GEMM bandwidth efficiencies and fused-MoE fixed times (sim_core/data/gpus.json) from AMD's own
 kernel timings: the tuned-configuration tables of ROCm/aiter (aiter/configs/**/*tuned*.csv), in which AMD records,
 for each GEMM shape (M, N, K) or fused-MoE shape (tokens, model_dim, inter_dim, experts, top-k) it tuned on a given
 architecture and CU count, the time in microseconds of the fastest kernel it found.
@@ -15,8 +15,9 @@ fraction of the format's dense peak. A shape tuned in several tables counts once
 tables' INT8 rows are left out.
 Medians per architecture and weight format, from the table's name: a8w8 files are FP8 (block-scaled where the name
 says blockscale), a4w4 or fp4 ones MXFP4, the rest 16-bit.
-Fused MoE: per shape, the bandwidth it streams the experts its tokens touch at (16-128 tokens), and its time at
-one token (two where the table starts there); the medians per architecture.
+Fused MoE: per shape, the line through its times at 1-128 tokens against the bytes of the experts those tokens
+touch, a fixed time plus those bytes at one bandwidth (the form of moe_layer_fixed_us and moe_bw_efficiency); the
+medians per architecture.
 Nothing here is run at simulation time: the numbers are copied into gpus.json with this script's output cited.
 """
 
@@ -102,13 +103,34 @@ def moe_rows(configs: Path) -> dict[tuple, list[tuple[int, float]]]:
     return shapes
 
 
-def moe_single_token_us(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[float]]:
-    """Per part: each tuned shape's time at its fewest tokens, where that is one or two."""
-    out: dict[tuple, list[float]] = defaultdict(list)
-    for shape, rows in shapes.items():
-        tokens, us = min(rows, key=lambda r: r[0])
-        if tokens <= 2:
-            out[shape[1]].append(us)
+def fixed_and_bandwidth(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares line through (bytes, us) points: (fixed us, bytes per second) of the form the cost model times
+    a fused MoE layer in, a fixed time plus the experts its tokens touch streamed at one bandwidth."""
+    n = len(points)
+    mean_b = sum(b for b, _ in points) / n
+    mean_t = sum(t for _, t in points) / n
+    slope = (sum((b - mean_b) * (t - mean_t) for b, t in points)
+             / sum((b - mean_b) ** 2 for b, _ in points))  # us per byte
+    return mean_t - slope * mean_b, 1.0 / (slope * 1e-6)
+
+
+MOE_MAX_TOKENS = 128
+MOE_MIN_ROWS = 4
+
+
+def moe_fits(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[tuple[float, float]]]:
+    """Per part: for each tuned shape with all of a layer's experts (>= 64: not an expert-parallel rank's share) and
+    at least four rows of 1-128 tokens, the fixed time (us) and the bandwidth (fraction of the part's peak) of the
+    line through its times against the expected bytes of the experts its tokens touch (E(1-(1-k/E)^T), uniform
+    routing)."""
+    out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for (_, part, dim, inter, experts, top_k, w, _), rows in shapes.items():
+        bpp = 0.5 if "float4" in w or "int4" in w else 1.0 if "float8" in w or "int8" in w else 2.0
+        points = [(experts * (1.0 - (1.0 - top_k / experts) ** tokens) * 3 * dim * inter * bpp, us)
+                  for tokens, us in rows if tokens <= MOE_MAX_TOKENS]
+        if experts >= 64 and len({b for b, _ in points}) >= MOE_MIN_ROWS:
+            fixed, bandwidth = fixed_and_bandwidth(points)
+            out[part].append((fixed, bandwidth / PARTS[part][1]))
     return out
 
 
@@ -131,22 +153,6 @@ def gemm_compute_efficiencies(rows: dict[tuple, float]) -> dict[tuple, list[floa
     return out
 
 
-def moe_stream_efficiency(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[float]]:
-    """Per tuned shape with all of a layer's experts (>= 64: not an expert-parallel rank's share), the median over
-    16-128 tokens of the expected bytes of the experts those tokens touch (E(1-(1-k/E)^T), uniform routing) over
-    the time, as a fraction of the part's peak bandwidth: the bandwidth the fused MoE streams experts at."""
-    out: dict[tuple, list[float]] = defaultdict(list)
-    for (_, part, dim, inter, experts, top_k, w, _), rows in shapes.items():
-        bpp = 0.5 if "float4" in w or "int4" in w else 1.0 if "float8" in w or "int8" in w else 2.0
-        effs = [experts * (1.0 - (1.0 - top_k / experts) ** tokens) * 3 * dim * inter * bpp / (us * 1e-6)
-                / PARTS[part][1] for tokens, us in rows if 16 <= tokens <= 128]
-        if experts >= 64 and effs:
-            # Above 1.0 the uniform-routing count of touched experts is wrong for the shape (a fused shared expert
-            # always read, a router the tuner does not draw uniformly): main leaves it out, and counts it.
-            out[part].append(statistics.median(effs))
-    return out
-
-
 def main(checkout: str) -> None:
     configs = Path(checkout) / "aiter" / "configs"
     if not configs.is_dir():
@@ -163,17 +169,14 @@ def main(checkout: str) -> None:
         q1, _, q3 = statistics.quantiles(effs, n=4)
         print(f"  {PARTS[part][0]:14s} {fmt:9s}: {len(effs):5d} rows, median {statistics.median(effs):.3f} "
               f"(IQR {q1:.3f}-{q3:.3f})")
-    print("Fused MoE at 16-128 tokens: touched experts' bytes / time, as a fraction of peak bandwidth")
-    shapes = moe_rows(configs)
-    for part, effs in sorted(moe_stream_efficiency(shapes).items()):
-        kept = [e for e in effs if e <= 1.0]
-        print(f"  {PARTS[part][0]:14s} {len(kept):3d} shapes, median {statistics.median(kept):.3f} "
-              f"(range {min(kept):.3f}-{max(kept):.3f}; {len(effs) - len(kept)} above 1.0 left out)")
-    print("Fused MoE layer at one token, per tuned shape")
-    for part, times in sorted(moe_single_token_us(shapes).items()):
-        print(f"  {PARTS[part][0]:14s} {len(times):3d} shapes, median {statistics.median(times):.1f} us "
-              f"(range {min(times):.1f}-{max(times):.1f})")
-
+    print("Fused MoE at 1-128 tokens, per tuned shape: time = fixed + touched experts' bytes / bandwidth")
+    for part, fits in sorted(moe_fits(moe_rows(configs)).items()):
+        # Above 1.0 of the peak, or below zero fixed time, the uniform-routing count of touched experts is wrong
+        # for the shape (a fused shared expert always read, a router the tuner does not draw uniformly): left out.
+        kept = [(f, e) for f, e in fits if f >= 0.0 and 0.0 < e <= 1.0]
+        print(f"  {PARTS[part][0]:14s} {len(kept):3d} shapes ({len(fits) - len(kept)} left out): fixed median "
+              f"{statistics.median(f for f, _ in kept):.1f} us, bandwidth median {statistics.median(e for _, e in kept):.3f}"
+              f" of peak ({statistics.median(e for _, e in kept) * PARTS[part][1] / 1e12:.2f} TB/s)")
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:

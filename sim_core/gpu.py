@@ -93,13 +93,13 @@ class GPU:
     gemm_compute_efficiency_fp8: float | None = None
     gemm_compute_efficiency_fp8_block: float | None = None
     gemm_compute_efficiency_fp4: float | None = None
-    # Fraction of peak DRAM bandwidth the fused MoE kernels stream the routed experts' weights at, where measured
-    # below bw_efficiency (AMD's, the same tables); None: bw_efficiency.
+    # A fused MoE layer takes moe_layer_fixed_us plus the weights of the experts its tokens touch read at
+    # moe_bw_efficiency of peak: the line through measured kernel times at 1-128 tokens (AMD's: the same tables,
+    # scripts/aiter_kernel_efficiency.py; NVIDIA's: published benchmarks, scripts/nvidia_moe_kernel_fit.py). The
+    # fixed time (routing, sorting, the grouped GEMMs' launches and tails, finalize) is far above two launch
+    # floors. None / 0 (the defaults): bw_efficiency, and no time beyond the launch floors.
     moe_bw_efficiency: float | None = None
-    # Least time one fused MoE layer (its two grouped expert GEMMs) takes, however few tokens it routes: measured
-    # single-token times where they are far above the weights' read time (AMD's fused-MoE kernels); 0 (the
-    # default): none beyond the kernels' launch floors.
-    moe_kernel_floor_us: float = 0.0
+    moe_layer_fixed_us: float = 0.0
     # Least time one layer's decode attention kernel takes (one sequence, short context), where measured far above
     # its KV read time; 0 (the default): the launch floor only.
     decode_attention_floor_us: float = 0.0
@@ -171,4 +171,4 @@ GPU_FRACTIONS = ("bw_efficiency", "compute_efficiency", "allreduce_busbw_efficie
 # time as bytes beyond the streaming bandwidth's).
 STREAMING_FRACTIONS = ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block",
                        "gemm_bw_efficiency_fp4", "moe_bw_efficiency")
-GPU_TIMES = ("step_overhead_ms", "nvlink_allreduce_latency_us", "moe_kernel_floor_us", "decode_attention_floor_us")
+GPU_TIMES = ("step_overhead_ms", "nvlink_allreduce_latency_us", "moe_layer_fixed_us", "decode_attention_floor_us")

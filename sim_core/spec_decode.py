@@ -43,7 +43,6 @@ from .kernel.spec_decode import (
     SP_PASS_FIXED_S,
     SP_PASS_FLOPS,
     SP_PASS_KV_BYTES,
-    SP_PASS_MOE_FLOOR_S,
     SP_PASS_RATE,
     SP_PASSES_PER_DRAFT,
     SP_SEED,
@@ -183,7 +182,8 @@ def _fill_pass(p: np.ndarray, c: np.ndarray, f: float) -> None:
     fixed = launches * C.GEMM_LAUNCH_FLOOR_S + c[C.ELEMENTWISE_KERNELS] * f * C.ELEMENTWISE_LAUNCH_FLOOR_S
     if c[C.TP] > 1.0:
         fixed += 2.0 * c[C.LAYERS] * f * C.CUSTOM_ALLREDUCE_LATENCY_S
-    p[SP_PASS_FIXED_S] = fixed
+    # Its MoE layers' measured fixed time (cost_model's MOE_FIXED_S; + 0.0 unless measured).
+    p[SP_PASS_FIXED_S] = fixed + c[C.MOE_FIXED_S] * f
     # Weights whose kernels stream them below the streaming bandwidth (cost_model's DENSE_GEMM_BW, LM_HEAD_BW,
     # EXPERT_BW) count as the bytes that take as long at it (x 1.0 exactly where they are the same).
     stream = c[C.STREAM_BW]
@@ -197,7 +197,6 @@ def _fill_pass(p: np.ndarray, c: np.ndarray, f: float) -> None:
     p[SP_PASS_KV_BYTES] = c[C.KV_BYTES_PER_TOKEN] * f * c[C.DECODE_ATTN_SLOWDOWN]
     p[SP_PASS_BW] = stream
     p[SP_PASS_RATE] = c[C.LINEAR_RATE]
-    p[SP_PASS_MOE_FLOOR_S] = c[C.MOE_KERNEL_FLOOR_S] * f
     p[SP_PASS_ATTN_FLOOR_S] = c[C.DECODE_ATTN_FLOOR_S] * f
 
 

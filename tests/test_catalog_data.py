@@ -35,14 +35,17 @@ def _snapshot_gpus() -> dict[str, dict]:
 
 
 # The fields added since the snapshot that a snapshot entry may set away from their default: the B200's dense FP4
-# rate (issue #22; checked against its published figure in tests/test_hardware_2026.py) and the AMD parts' measured
-# GEMM and fused-MoE kernel figures (AMD's aiter tables; their effect is tested in tests/test_cost_model_measured_kernels.py).
+# rate (issue #22; checked against its published figure in tests/test_hardware_2026.py), the AMD parts' measured
+# GEMM and fused-MoE kernel figures (AMD's aiter tables) and the NVIDIA parts' fused-MoE ones (published benchmarks;
+# their effect is tested in tests/test_cost_model_measured_kernels.py).
 CHANGED_SINCE_SNAPSHOT = {("b200", "fp4_tflops")} | {
+    (gpu, field) for gpu in ("h100", "h200", "b200", "b300", "gb200", "gb300")
+    for field in ("moe_bw_efficiency", "moe_layer_fixed_us")} | {
     (gpu, field) for gpu in ("mi300x", "mi325x", "mi355x")
     for field in ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block",
                   "gemm_bw_efficiency_fp4", "gemm_compute_efficiency_fp8", "gemm_compute_efficiency_fp8_block",
                   "gemm_compute_efficiency_fp4", "moe_bw_efficiency",
-                  "moe_kernel_floor_us", "decode_attention_floor_us")}
+                  "moe_layer_fixed_us", "decode_attention_floor_us")}
 
 
 def _as_snapshot(key: str, model, old: dict | None = None) -> dict:

@@ -1,6 +1,7 @@
 """GPUs whose kernel library is measured to stream weights below the part's streaming efficiency (AMD's, from aiter's
-tuned tables): dense GEMMs and the lm head at their format's bandwidth, routed experts at the fused MoE's, and a
-fused MoE layer's and a decode attention kernel's single-token floors. Where a GPU measures none of these, every step is what it was."""
+tuned tables; NVIDIA's fused MoE, from published benchmarks): dense GEMMs and the lm head at their format's
+bandwidth, routed experts at the fused MoE's, a fused MoE layer's fixed time and a decode attention kernel's
+single-sequence floor. Where a GPU measures none of these, every step is what it was."""
 
 import dataclasses
 
@@ -20,7 +21,7 @@ from sim_core.kernel.cost_model import (
     GEMM_LAUNCH_FLOOR_S,
     LM_HEAD_BW,
     LM_HEAD_BYTES,
-    MOE_KERNEL_FLOOR_S,
+    MOE_FIXED_S,
     PEAK_BW,
     STREAM_BW,
     Constants,
@@ -41,7 +42,7 @@ def decode_linear(p, seqs, ctx=1024):
     return step_breakdown(p, 0, 0, 0, 0, seqs, seqs * ctx, seqs)[LINEAR]
 
 
-UNMEASURED = [k for k, g in GPUS.items() if g.moe_bw_efficiency is None and g.moe_kernel_floor_us == 0.0
+UNMEASURED = [k for k, g in GPUS.items() if g.moe_bw_efficiency is None and g.moe_layer_fixed_us == 0.0
               and g.decode_attention_floor_us == 0.0 and g.gemm_bw_efficiency_fp8 is None]
 
 
@@ -49,16 +50,17 @@ UNMEASURED = [k for k, g in GPUS.items() if g.moe_bw_efficiency is None and g.mo
 def test_a_gpu_without_measured_kernels_streams_every_weight_at_its_streaming_bandwidth(hw):
     p = cost_params(setup(hw, "llama-3.2-1b", "bf16", 1))
     assert p[DENSE_GEMM_BW] == p[LM_HEAD_BW] == p[EXPERT_BW] == p[STREAM_BW]
-    assert p[MOE_KERNEL_FLOOR_S] == p[DECODE_ATTN_FLOOR_S] == 0.0
+    assert p[MOE_FIXED_S] == p[DECODE_ATTN_FLOOR_S] == 0.0
 
 
-@pytest.mark.parametrize("hw", [k for k in ("h200", "b200", "b300") if k in UNMEASURED])
-def test_moe_and_block_scaled_fp8_on_an_unmeasured_gpu_take_the_streaming_bandwidth_and_no_floor(hw):
-    for model, quant in (("deepseek-r1", "fp8"), ("mixtral-8x7b", "bf16")):
-        s = setup(hw, model, quant, 8)
-        p = cost_params(s)
-        assert p[DENSE_GEMM_BW] == p[LM_HEAD_BW] == p[EXPERT_BW] == p[STREAM_BW], model
-        assert p[MOE_KERNEL_FLOOR_S] == p[DECODE_ATTN_FLOOR_S] == 0.0 and s.model.moe_layers > 0
+@pytest.mark.parametrize(("hw", "model", "quant"), [("h20", "deepseek-r1", "fp8"), ("h20", "mixtral-8x7b", "bf16"),
+                                                   ("a100", "mixtral-8x7b", "bf16"), ("l40s", "qwen3-30b-a3b", "bf16")])
+def test_moe_and_block_scaled_fp8_on_an_unmeasured_gpu_take_the_streaming_bandwidth_and_no_fixed_time(hw, model, quant):
+    assert hw in UNMEASURED
+    s = setup(hw, model, quant, 8)
+    p = cost_params(s)
+    assert p[DENSE_GEMM_BW] == p[LM_HEAD_BW] == p[EXPERT_BW] == p[STREAM_BW]
+    assert p[MOE_FIXED_S] == p[DECODE_ATTN_FLOOR_S] == 0.0 and s.model.moe_layers > 0
 
 
 def test_the_gemm_bandwidth_follows_the_weight_format():
@@ -104,31 +106,43 @@ def test_a_calibrated_bandwidth_moves_the_measured_gemm_bandwidths_with_it():
         assert q[slot] == pytest.approx(p[slot] / 2)
 
 
-def test_a_fused_moe_layer_takes_at_least_its_measured_single_token_time():
-    s = setup("mi325x", "deepseek-r1", "fp8", 8)
-    floored, unfloored = cost_params(s), cost_params(setup("mi325x", "deepseek-r1", "fp8", 8, moe_kernel_floor_us=0.0))
-    # The step's floor: each of its 58 MoE layers' 67.4 us beyond its two grouped GEMMs' launch floors.
-    assert MODELS["deepseek-r1"].moe_layers == 58
-    assert floored[MOE_KERNEL_FLOOR_S] == pytest.approx(
-        58 * (GPUS["mi325x"].moe_kernel_floor_us * 1e-6 - 2 * GEMM_LAUNCH_FLOOR_S))
+@pytest.mark.parametrize("hw", ["mi325x", "mi355x", "h200", "b200"])
+def test_a_fused_moe_layer_takes_its_measured_fixed_time_on_top_of_its_experts_reads(hw):
+    g = GPUS[hw]
+    measured = cost_params(setup(hw, "deepseek-r1", "fp8", 8))
+    without = cost_params(setup(hw, "deepseek-r1", "fp8", 8, moe_layer_fixed_us=0.0))
+    # The step's fixed time: each of its 58 MoE layers' beyond its two grouped GEMMs' launch floors.
+    assert MODELS["deepseek-r1"].moe_layers == 58 and g.moe_layer_fixed_us > 8.0
+    assert measured[MOE_FIXED_S] == pytest.approx(58 * (g.moe_layer_fixed_us * 1e-6 - 2 * GEMM_LAUNCH_FLOOR_S))
+    assert without[MOE_FIXED_S] == 0.0
+    # It adds to the experts' reads at every batch (the line through the measured times), not only where they are
+    # short: at one token (8 of 256 experts) and at 256 (nearly all of them) alike.
+    for tokens in (1, 256):
+        assert decode_linear(measured, tokens) - decode_linear(without, tokens) == pytest.approx(measured[MOE_FIXED_S])
 
-    def expert_s(p, tokens):
-        touched = 1 - (1 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens
-        return p[EXPERT_WEIGHT_BYTES] * touched / p[EXPERT_BW]
 
-    # One token touches 8 of 256 experts per layer: far less than the floor's worth of reads, so each MoE layer
-    # pays the rest of its 67.4 us beyond its two grouped GEMMs' launch floors.
-    gap = floored[MOE_KERNEL_FLOOR_S] - expert_s(floored, 1)
-    assert gap > 0
-    assert decode_linear(floored, 1) - decode_linear(unfloored, 1) == pytest.approx(gap)
-    # At 256 tokens nearly every expert is read: the reads take longer than the floor, which no longer binds.
-    assert 58 * GPUS["mi325x"].moe_kernel_floor_us * 1e-6 < expert_s(floored, 256)
-    assert decode_linear(floored, 256) == decode_linear(unfloored, 256)
+def test_a_dense_model_pays_no_moe_fixed_time():
+    assert cost_params(setup("b200", "llama-3-70b", "fp8", 8))[MOE_FIXED_S] == 0.0
+
+
+def test_nvidia_moe_figures_are_the_published_fits():
+    """gpus.json carries what scripts/nvidia_moe_kernel_fit.py derives from the transcribed public timings."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import nvidia_moe_kernel_fit as fit
+
+    fixed, efficiency = fit.blackwell_fits()["NVFP4"]
+    for hw in ("b200", "b300", "gb200", "gb300"):
+        assert GPUS[hw].moe_layer_fixed_us == round(fixed, 1) and GPUS[hw].moe_bw_efficiency == round(efficiency, 2)
+    hopper_fixed, _ = fit.hopper_fit()
+    for hw in ("h100", "h200"):
+        assert GPUS[hw].moe_layer_fixed_us == round(hopper_fixed, 1) and GPUS[hw].moe_bw_efficiency is None
 
 
 def test_routed_experts_stream_at_the_fused_moe_bandwidth():
-    s = setup("mi355x", "qwen3-30b-a3b", "bf16", 1, moe_kernel_floor_us=0.0)
-    at_stream = cost_params(setup("mi355x", "qwen3-30b-a3b", "bf16", 1, moe_kernel_floor_us=0.0,
+    s = setup("mi355x", "qwen3-30b-a3b", "bf16", 1, moe_layer_fixed_us=0.0)
+    at_stream = cost_params(setup("mi355x", "qwen3-30b-a3b", "bf16", 1, moe_layer_fixed_us=0.0,
                                   moe_bw_efficiency=None))
     p = cost_params(s)
     tokens = 512  # every expert touched
@@ -140,7 +154,7 @@ def test_routed_experts_stream_at_the_fused_moe_bandwidth():
 
 
 @pytest.mark.parametrize(("field", "value"), [("gemm_bw_efficiency_fp8", 1.2), ("moe_bw_efficiency", 0.0),
-                                              ("bw_efficiency", -0.1), ("moe_kernel_floor_us", -1.0),
+                                              ("bw_efficiency", -0.1), ("moe_layer_fixed_us", -1.0),
                                               ("gemm_bw_efficiency_bf16", 0.9)])  # above its bw_efficiency, 0.85
 def test_a_gpu_entry_with_a_constant_out_of_its_range_is_refused_naming_it(field, value):
     doc = data.read("gpus.json")
@@ -195,16 +209,14 @@ def test_a_speculative_proposers_pass_streams_its_weights_as_the_target_step_doe
     assert measured[SP_PASS_EXPERT_BYTES] > unmeasured[SP_PASS_EXPERT_BYTES]
 
 
-def test_a_speculative_proposers_pass_pays_its_layers_share_of_the_measured_floors():
+def test_a_speculative_proposers_pass_pays_its_layers_share_of_the_measured_kernel_times():
     from sim_core.kernel.spec_decode import (
         N_SPEC_PARAMS,
         SP_METHOD,
         SP_PASS_ATTN_FLOOR_S,
         SP_PASS_BW,
-        SP_PASS_EXPERT_BYTES,
-        SP_PASS_EXPERT_FRAC,
+        SP_PASS_FIXED_S,
         SP_PASS_KV_BYTES,
-        SP_PASS_MOE_FLOOR_S,
         SP_PASSES_PER_DRAFT,
         proposer_seconds,
     )
@@ -217,17 +229,17 @@ def test_a_speculative_proposers_pass_pays_its_layers_share_of_the_measured_floo
         return p
 
     g = GPUS["mi355x"]
-    floored, bare = pass_of(), pass_of(moe_kernel_floor_us=0.0, decode_attention_floor_us=0.0)
-    assert floored[SP_PASS_MOE_FLOOR_S] == pytest.approx(58 / 61 * (g.moe_kernel_floor_us - 8.0) * 1e-6)
-    assert floored[SP_PASS_ATTN_FLOOR_S] == pytest.approx(g.decode_attention_floor_us * 1e-6)
-    assert bare[SP_PASS_MOE_FLOOR_S] == bare[SP_PASS_ATTN_FLOOR_S] == 0.0
-    # One draft for one sequence of 1,024 tokens reads far less than the floors' worth: each binds, less the read
-    # time it covers (the touched experts' at the fused MoE's bandwidth, the KV's).
-    one, none = proposer_seconds(floored, 0, 0.0, 1, 1024, 1), proposer_seconds(bare, 0, 0.0, 1, 1024, 1)
-    expert_s = floored[SP_PASS_EXPERT_BYTES] * floored[SP_PASS_EXPERT_FRAC] / floored[SP_PASS_BW]
-    kv_s = 1024 * floored[SP_PASS_KV_BYTES] / floored[SP_PASS_BW]
-    assert 0 < expert_s < floored[SP_PASS_MOE_FLOOR_S] and 0 < kv_s < floored[SP_PASS_ATTN_FLOOR_S]
-    assert one - none == pytest.approx(floored[SP_PASS_MOE_FLOOR_S] - expert_s + floored[SP_PASS_ATTN_FLOOR_S] - kv_s)
+    measured, bare = pass_of(), pass_of(moe_layer_fixed_us=0.0, decode_attention_floor_us=0.0)
+    moe_fixed = 58 / 61 * (g.moe_layer_fixed_us - 8.0) * 1e-6
+    assert measured[SP_PASS_FIXED_S] - bare[SP_PASS_FIXED_S] == pytest.approx(moe_fixed)
+    assert measured[SP_PASS_ATTN_FLOOR_S] == pytest.approx(g.decode_attention_floor_us * 1e-6)
+    assert bare[SP_PASS_ATTN_FLOOR_S] == 0.0
+    # One draft for one sequence of 1,024 tokens: the MoE layers' fixed time adds, and the attention floor binds,
+    # less the KV read time it covers.
+    one, none = proposer_seconds(measured, 0, 0.0, 1, 1024, 1), proposer_seconds(bare, 0, 0.0, 1, 1024, 1)
+    kv_s = 1024 * measured[SP_PASS_KV_BYTES] / measured[SP_PASS_BW]
+    assert 0 < kv_s < measured[SP_PASS_ATTN_FLOOR_S]
+    assert one - none == pytest.approx(moe_fixed + measured[SP_PASS_ATTN_FLOOR_S] - kv_s)
 
 
 def test_fp8_and_fp4_gemms_reach_their_measured_fraction_of_the_formats_peak():

@@ -137,7 +137,7 @@ STEP_OVERHEAD_PER_SEQ_S = 10e-6
  DENSE_GEMM_BW,  # bytes/s the GEMMs stream dense weights at, in the weight format (STREAM_BW unless measured lower)
  LM_HEAD_BW,  # ... and the 16-bit lm head's
  EXPERT_BW,  # bytes/s the fused MoE kernels stream routed experts at (STREAM_BW unless measured lower)
- MOE_KERNEL_FLOOR_S,  # least time of a step's fused MoE layers beyond their grouped GEMMs' launch floors (0: none)
+ MOE_FIXED_S,  # a step's fused MoE layers' fixed time beyond their grouped GEMMs' launch floors (0: none)
  DECODE_ATTN_FLOOR_S,  # least time of a step's decode attention kernels, one per attention layer (0: launch floors)
  N_COST_PARAMS) = range(48)
 
@@ -317,10 +317,8 @@ def linear_s(p, tokens):
     slow_bytes = (p[DENSE_WEIGHT_BYTES] * (stream_bw / p[DENSE_GEMM_BW] - 1.0)
                   + expert_bytes * (stream_bw / p[EXPERT_BW] - 1.0))
     seconds = p[GEMMS] * GEMM_LAUNCH_FLOOR_S + roofline_s(moved + slow_bytes, flops, stream_bw, p[LINEAR_RATE])
-    if p[MOE_KERNEL_FLOOR_S] > 0.0:
-        # A fused MoE layer takes at least its measured single-token time: beyond the launch floors of its two
-        # grouped GEMMs (charged above) and its experts' read time, the rest of that floor.
-        seconds += max(0.0, p[MOE_KERNEL_FLOOR_S] - expert_bytes / p[EXPERT_BW])
+    # A fused MoE layer's fixed time beyond its two grouped GEMMs' launch floors (charged above): + 0.0 unless measured.
+    seconds += p[MOE_FIXED_S]
     return seconds, moved, flops
 
 

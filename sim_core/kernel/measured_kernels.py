@@ -1,6 +1,6 @@
 """The cost-parameter vector's terms for kernels measured to run below the roofline cost_params assumes: gpu.GPU's
-gemm_bw_efficiency_* (dense GEMMs and the lm head), moe_bw_efficiency and moe_kernel_floor_us (fused MoE) and
-decode_attention_floor_us (docs/MODEL.md, "Hardware and weight formats", the paragraph on AMD's kernels). A GPU that
+gemm_bw_efficiency_* (dense GEMMs and the lm head), moe_bw_efficiency and moe_layer_fixed_us (fused MoE) and
+decode_attention_floor_us (docs/MODEL.md, "Hardware and weight formats", the paragraph on measured kernels). A GPU that
 measures none of them gets bandwidths equal to the streaming bandwidth and no floors: its steps are exactly what
 they were without them."""
 
@@ -15,7 +15,7 @@ from .cost_model import (
     EXPERT_BW,
     GEMM_LAUNCH_FLOOR_S,
     LM_HEAD_BW,
-    MOE_KERNEL_FLOOR_S,
+    MOE_FIXED_S,
     PEAK_BW,
 )
 
@@ -28,7 +28,7 @@ def measured_kernel_params(p: np.ndarray, setup: Setup, bandwidth_efficiency: fl
     p[DENSE_GEMM_BW] = stream * (g.gemm_bw_efficiency(setup.quantization, setup.fp8_block_scaled) / g.bw_efficiency)
     p[LM_HEAD_BW] = stream * (g.gemm_bw_efficiency("bf16") / g.bw_efficiency)  # the lm head stays 16-bit
     p[EXPERT_BW] = stream * (g.expert_bw_efficiency / g.bw_efficiency)
-    # Per step: each MoE layer's floor beyond its two grouped GEMMs' launch floors (cost_model charges those).
+    # Per step: each MoE layer's fixed time beyond its two grouped GEMMs' launch floors (cost_model charges those).
     moe_layers = m.moe_layers if m.experts > 1 else 0
-    p[MOE_KERNEL_FLOOR_S] = moe_layers * max(0.0, g.moe_kernel_floor_us * 1e-6 - 2.0 * GEMM_LAUNCH_FLOOR_S)
+    p[MOE_FIXED_S] = moe_layers * max(0.0, g.moe_layer_fixed_us * 1e-6 - 2.0 * GEMM_LAUNCH_FLOOR_S)
     p[DECODE_ATTN_FLOOR_S] = g.decode_attention_floor_us * 1e-6 * m.attn_layers  # one kernel per attention layer

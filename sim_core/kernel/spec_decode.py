@@ -37,10 +37,10 @@ SPEC_METHODS = {"ngram": SPEC_NGRAM, "draft": SPEC_DRAFT, "eagle": SPEC_EAGLE, "
  SP_PASS_FIXED_S, SP_PASS_BYTES, SP_PASS_EXPERT_BYTES, SP_PASS_EXPERT_FRAC, SP_PASS_ACT_BYTES, SP_PASS_FLOPS,
  SP_PASS_KV_BYTES, SP_PASS_BW, SP_PASS_RATE,
  SP_PASSES_PER_DRAFT,  # passes per draft token (1: a chain of k passes; MTP reuses its one module k times)
- # The pass's share of the GPU's measured kernel floors (cost_model's MOE_KERNEL_FLOOR_S, DECODE_ATTN_FLOOR_S; 0
- # without): its MoE layers' least time beyond their grouped GEMMs' launch floors, its attention layers' least time.
- SP_PASS_MOE_FLOOR_S, SP_PASS_ATTN_FLOOR_S,
- SP_CDF) = range(18)  # SP_CDF + j: P(accepted <= j), j = 0 .. MAX_SPEC_TOKENS
+ # The pass's share of the GPU's measured decode-attention floor (cost_model's DECODE_ATTN_FLOOR_S; 0 without):
+ # its attention layers' least time. (Its MoE layers' measured fixed time is in SP_PASS_FIXED_S.)
+ SP_PASS_ATTN_FLOOR_S,
+ SP_CDF) = range(17)  # SP_CDF + j: P(accepted <= j), j = 0 .. MAX_SPEC_TOKENS
 # 1: each step picks its draft count k in 0 .. SP_K for the most expected tokens per second of the step, as
 # SmartSpec (arXiv 2406.14066) does with its goodput estimate; 0: always SP_K (after the slots above, so theirs stay).
 SP_GOODPUT = SP_CDF + MAX_SPEC_TOKENS + 1
@@ -103,12 +103,10 @@ def proposer_seconds(pol, base, verify_s, seqs, ctx, drafts):
     memory_s = moved / pol[base + SP_PASS_BW]
     compute_s = seqs * pol[base + SP_PASS_FLOPS] / pol[base + SP_PASS_RATE]
     one = pol[base + SP_PASS_FIXED_S] + math.sqrt(memory_s * memory_s + compute_s * compute_s)
-    if pol[base + SP_PASS_MOE_FLOOR_S] > 0.0 or pol[base + SP_PASS_ATTN_FLOOR_S] > 0.0:
-        # As a target step charges them (cost_model.linear_s, the decode attention term): the experts' read time
-        # (their bytes are already counted at the fused MoE's bandwidth) and the KV's count toward the floors.
-        expert_s = (weight - pol[base + SP_PASS_BYTES]) / pol[base + SP_PASS_BW]
+    if pol[base + SP_PASS_ATTN_FLOOR_S] > 0.0:
+        # As a target step charges it (cost_model's decode attention term): the KV's read time counts toward the floor.
         kv_s = ctx * pol[base + SP_PASS_KV_BYTES] / pol[base + SP_PASS_BW]
-        one += max(0.0, pol[base + SP_PASS_MOE_FLOOR_S] - expert_s) + max(0.0, pol[base + SP_PASS_ATTN_FLOOR_S] - kv_s)
+        one += max(0.0, pol[base + SP_PASS_ATTN_FLOOR_S] - kv_s)
     return drafts * pol[base + SP_PASSES_PER_DRAFT] * one
 
 
