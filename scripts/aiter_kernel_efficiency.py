@@ -118,11 +118,17 @@ MOE_MAX_TOKENS = 128
 MOE_MIN_ROWS = 4
 
 
+def moe_expert_format(weight_dtype: str) -> str:
+    """The gpus.json expert format of a fused-MoE table's weight dtype: fp8 and fp4 (W8A8 / W4A4 experts, the
+    moe_*_fp8 / _fp4 fields); any other (16-bit, or INT4 weights read by a 16-bit kernel) the unsuffixed ones."""
+    return "fp4" if "float4" in weight_dtype else "fp8" if "float8" in weight_dtype else "other"
+
+
 def moe_fits(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[tuple[float, float]]]:
-    """Per part: for each tuned shape with all of a layer's experts (>= 64: not an expert-parallel rank's share) and
-    at least four rows of 1-128 tokens, the fixed time (us) and the bandwidth (fraction of the part's peak) of the
-    line through its times against the expected bytes of the experts its tokens touch (E(1-(1-k/E)^T), uniform
-    routing)."""
+    """Per (part, expert format): for each tuned shape with all of a layer's experts (>= 64: not an expert-parallel
+    rank's share) and at least four rows of 1-128 tokens, the fixed time (us) and the bandwidth (fraction of the
+    part's peak) of the line through its times against the expected bytes of the experts its tokens touch
+    (E(1-(1-k/E)^T), uniform routing)."""
     out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for (_, part, dim, inter, experts, top_k, w, _), rows in shapes.items():
         bpp = 0.5 if "float4" in w or "int4" in w else 1.0 if "float8" in w or "int8" in w else 2.0
@@ -130,7 +136,7 @@ def moe_fits(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[t
                   for tokens, us in rows if tokens <= MOE_MAX_TOKENS]
         if experts >= 64 and len({b for b, _ in points}) >= MOE_MIN_ROWS:
             fixed, bandwidth = fixed_and_bandwidth(points)
-            out[part].append((fixed, bandwidth / PARTS[part][1]))
+            out[(part, moe_expert_format(w))].append((fixed, bandwidth / PARTS[part][1]))
     return out
 
 
@@ -170,11 +176,14 @@ def main(checkout: str) -> None:
         print(f"  {PARTS[part][0]:14s} {fmt:9s}: {len(effs):5d} rows, median {statistics.median(effs):.3f} "
               f"(IQR {q1:.3f}-{q3:.3f})")
     print("Fused MoE at 1-128 tokens, per tuned shape: time = fixed + touched experts' bytes / bandwidth")
-    for part, fits in sorted(moe_fits(moe_rows(configs)).items()):
+    for (part, fmt), fits in sorted(moe_fits(moe_rows(configs)).items()):
         # Above 1.0 of the peak, or below zero fixed time, the uniform-routing count of touched experts is wrong
         # for the shape (a fused shared expert always read, a router the tuner does not draw uniformly): left out.
         kept = [(f, e) for f, e in fits if f >= 0.0 and 0.0 < e <= 1.0]
-        print(f"  {PARTS[part][0]:14s} {len(kept):3d} shapes ({len(fits) - len(kept)} left out): fixed median "
+        if not kept:
+            print(f"  {PARTS[part][0]:14s} {fmt:5s}: none of {len(fits)} shapes kept")
+            continue
+        print(f"  {PARTS[part][0]:14s} {fmt:5s}: {len(kept):3d} shapes ({len(fits) - len(kept)} left out): fixed median "
               f"{statistics.median(f for f, _ in kept):.1f} us, bandwidth median {statistics.median(e for _, e in kept):.3f}"
               f" of peak ({statistics.median(e for _, e in kept) * PARTS[part][1] / 1e12:.2f} TB/s)")
 

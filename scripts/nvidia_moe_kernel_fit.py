@@ -7,13 +7,14 @@ scripts/aiter_kernel_efficiency.py draws through AMD's tables.
 
 The timings are transcribed below from the public pages named with them; nothing here is run at simulation time.
 
-- Blackwell: flashinfer-ai/flashinfer#4985 (merged; benchmarks/bench_moe_deepseek.py, 2026) on one B300 SXM6
-  (SM103, 148 SMs, 8 TB/s HBM3e; the hardware table of its follow-up #5301, same benchmark and author). DeepSeek
-  shape (hidden 7168, expert intermediate 2048, 256 experts, top-8, 8 groups / top-4), an expert-parallel rank's
-  32 local experts, CUDA graphs, cold L2; routing, the experts, finalize and the activation quantisation timed.
-  The table's "Active experts" column counts the local experts the seeded routing touched: the bytes below are
-  that count times an expert's bytes, not an estimate. TRTLLM NVFP4 (E2M1 weights with one E4M3 scale per 16:
-  0.5625 bytes a weight) and TRTLLM BF16 columns, 1-16 tokens.
+- Blackwell: flashinfer-ai/flashinfer#5301 (benchmarks/bench_moe_deepseek.py, 2026-09) on one B300 SXM6 (SM103,
+  148 SMs, 8 TB/s HBM3e, per its hardware table): DeepSeek's shape (hidden 7168, expert intermediate 2048, 256
+  experts, top-8, 8 groups / top-4), an expert-parallel rank's 32 local experts, CUDA graphs, cold L2; routing,
+  the experts, finalize and the activation quantisation timed; the summary table's TRTLLM NVFP4 (E2M1 weights,
+  an E4M3 scale per 16: 0.5625 bytes a weight), TRTLLM MXFP8 (E4M3, a UE8M0 scale per 32: 1.03125 bytes) and
+  TRTLLM BF16 columns at 1-16 tokens. The experts touched are counted by the benchmark itself: the "Active
+  experts" column of its predecessor flashinfer-ai/flashinfer#4985 (same benchmark, workload and seed 42), so the
+  bytes below are that count times an expert's bytes, not an estimate.
 - Hopper: sgl-project/sglang#11730 (merged, 2025-10) on H200 (4.8 TB/s): SGLang's Triton fused MoE, FP8 W8A8,
   Qwen3-235B-A22B at TP8 (hidden 4096, expert intermediate 1536 / 8 = 192 per rank, 128 experts, top-8), the
   "Without tuned kernel" block of tuning_fused_moe_triton.py, 1-32 tokens. The tuner draws its routing at
@@ -27,9 +28,12 @@ from __future__ import annotations
 from aiter_kernel_efficiency import fixed_and_bandwidth
 
 DEEPSEEK_EXPERT_WEIGHTS = 3 * 7168 * 2048
-# flashinfer#4985: tokens -> (active local experts, TRTLLM NVFP4 ms, TRTLLM BF16 ms)
-B300_DEEPSEEK_EP8 = {1: (2, 0.026, 0.051), 2: (4, 0.036, 0.078), 4: (7, 0.051, 0.117), 8: (10, 0.064, 0.156),
-                     16: (13, 0.076, 0.189)}
+# tokens -> (active local experts (flashinfer#4985), TRTLLM NVFP4, MXFP8, BF16 ms (flashinfer#5301))
+B300_DEEPSEEK_EP8 = {1: (2, 0.025920, 0.038176, 0.051185), 2: (4, 0.036177, 0.055824, 0.079265),
+                     4: (7, 0.050096, 0.079152, 0.117761), 8: (10, 0.065120, 0.099168, 0.156817),
+                     16: (13, 0.075024, 0.120449, 0.192450)}
+# The expert formats of gpus.json's moe_* fields each column times: _fp4, _fp8, and the unsuffixed 16-bit pair.
+B300_COLUMNS = (("fp4", "NVFP4", 1, 0.5625), ("fp8", "MXFP8", 2, 1.03125), ("bf16", "BF16", 3, 2.0))
 B300_PEAK_BW = 8.0e12
 # sglang#11730: tokens -> Triton FP8 W8A8 kernel time (us), Qwen3-235B TP8 on H200, untuned configuration
 H200_QWEN3_235B_TP8 = {1: 31.70, 2: 36.56, 4: 49.67, 8: 66.87, 16: 92.36, 24: 117.38, 32: 124.99}
@@ -38,13 +42,13 @@ H200_PEAK_BW = 4.8e12
 
 
 def blackwell_fits() -> dict[str, tuple[float, float]]:
-    """{format: (fixed us, fraction of peak bandwidth)} of the B300 DeepSeek rank."""
+    """{expert format: (fixed us, fraction of peak bandwidth)} of the B300 DeepSeek rank."""
     out = {}
-    for name, column, bytes_per_weight in (("NVFP4", 1, 0.5625), ("BF16", 2, 2.0)):
+    for fmt, _, column, bytes_per_weight in B300_COLUMNS:
         points = [(row[0] * DEEPSEEK_EXPERT_WEIGHTS * bytes_per_weight, row[column] * 1000.0)
                   for row in B300_DEEPSEEK_EP8.values()]
         fixed, bandwidth = fixed_and_bandwidth(points)
-        out[name] = (fixed, bandwidth / B300_PEAK_BW)
+        out[fmt] = (fixed, bandwidth / B300_PEAK_BW)
     return out
 
 
@@ -59,8 +63,9 @@ def hopper_fit() -> tuple[float, float]:
 
 def main() -> None:
     print("Fused MoE: time = fixed + touched experts' bytes / bandwidth (least squares)")
-    for name, (fixed, efficiency) in blackwell_fits().items():
-        print(f"  B300 TRTLLM {name:5s} (flashinfer#4985): fixed {fixed:.1f} us, bandwidth {efficiency:.3f} of peak")
+    names = {fmt: name for fmt, name, _, _ in B300_COLUMNS}
+    for fmt, (fixed, efficiency) in blackwell_fits().items():
+        print(f"  B300 TRTLLM {names[fmt]:5s} (flashinfer#5301): fixed {fixed:.1f} us, bandwidth {efficiency:.3f} of peak")
     fixed, efficiency = hopper_fit()
     print(f"  H200 Triton FP8, untuned (sglang#11730): fixed {fixed:.1f} us, bandwidth {efficiency:.3f} of peak")
 

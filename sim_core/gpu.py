@@ -97,9 +97,14 @@ class GPU:
     # moe_bw_efficiency of peak: the line through measured kernel times at 1-128 tokens (AMD's: the same tables,
     # scripts/aiter_kernel_efficiency.py; NVIDIA's: published benchmarks, scripts/nvidia_moe_kernel_fit.py). The
     # fixed time (routing, sorting, the grouped GEMMs' launches and tails, finalize) is far above two launch
-    # floors. None / 0 (the defaults): bw_efficiency, and no time beyond the launch floors.
+    # floors. The unsuffixed pair holds for every expert format without its own (_fp8: W8A8 experts, _fp4: W4A4);
+    # None / 0 (the defaults): bw_efficiency, and no time beyond the launch floors.
     moe_bw_efficiency: float | None = None
+    moe_bw_efficiency_fp8: float | None = None
+    moe_bw_efficiency_fp4: float | None = None
     moe_layer_fixed_us: float = 0.0
+    moe_layer_fixed_us_fp8: float | None = None
+    moe_layer_fixed_us_fp4: float | None = None
     # Least time one layer's decode attention kernel takes (one sequence, short context), where measured far above
     # its KV read time; 0 (the default): the launch floor only.
     decode_attention_floor_us: float = 0.0
@@ -118,10 +123,16 @@ class GPU:
         fp8 = self.gemm_compute_efficiency_fp8_block if block_scaled else self.gemm_compute_efficiency_fp8
         return {"fp8": fp8, "fp4": self.gemm_compute_efficiency_fp4}.get(quantization)
 
-    @property
-    def expert_bw_efficiency(self) -> float:
-        """Fraction of peak DRAM bandwidth the fused MoE kernels stream routed experts at."""
-        return self.bw_efficiency if self.moe_bw_efficiency is None else self.moe_bw_efficiency
+    def expert_bw_efficiency(self, quantization: str) -> float:
+        """Fraction of peak DRAM bandwidth the fused MoE kernels stream routed experts in this format at."""
+        measured = {"fp8": self.moe_bw_efficiency_fp8, "fp4": self.moe_bw_efficiency_fp4}.get(quantization)
+        measured = self.moe_bw_efficiency if measured is None else measured
+        return self.bw_efficiency if measured is None else measured
+
+    def moe_fixed_us(self, quantization: str) -> float:
+        """A fused MoE layer's fixed time (us) with experts in this format."""
+        measured = {"fp8": self.moe_layer_fixed_us_fp8, "fp4": self.moe_layer_fixed_us_fp4}.get(quantization)
+        return self.moe_layer_fixed_us if measured is None else measured
 
     def allreduce_latency_us(self, tp: int) -> float:
         if not self.tp_link_is_nvlink:
@@ -136,7 +147,7 @@ class GPU:
             if value is not None and not 0.0 < value <= 1.0:
                 return f"key {name!r}: {value} is outside (0, 1] (a fraction of the part's peak)"
         for name in GPU_TIMES:
-            if getattr(self, name) < 0.0:
+            if getattr(self, name) is not None and getattr(self, name) < 0.0:
                 return f"key {name!r}: {getattr(self, name)} is negative (a time, >= 0)"
         for name in STREAMING_FRACTIONS:  # measured below the streaming efficiency: a kernel never streams faster
             value = getattr(self, name)
@@ -166,9 +177,10 @@ GPU_CONSTANTS: dict[str, float] = {
 GPU_FRACTIONS = ("bw_efficiency", "compute_efficiency", "allreduce_busbw_efficiency", "gemm_bw_efficiency_bf16",
                  "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block", "gemm_bw_efficiency_fp4",
                  "gemm_compute_efficiency_fp8", "gemm_compute_efficiency_fp8_block", "gemm_compute_efficiency_fp4",
-                 "moe_bw_efficiency")
+                 "moe_bw_efficiency", "moe_bw_efficiency_fp8", "moe_bw_efficiency_fp4")
 # The bandwidth fractions measured for particular kernels: at most bw_efficiency (the cost model counts their extra
 # time as bytes beyond the streaming bandwidth's).
 STREAMING_FRACTIONS = ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block",
-                       "gemm_bw_efficiency_fp4", "moe_bw_efficiency")
-GPU_TIMES = ("step_overhead_ms", "nvlink_allreduce_latency_us", "moe_layer_fixed_us", "decode_attention_floor_us")
+                       "gemm_bw_efficiency_fp4", "moe_bw_efficiency", "moe_bw_efficiency_fp8", "moe_bw_efficiency_fp4")
+GPU_TIMES = ("step_overhead_ms", "nvlink_allreduce_latency_us", "moe_layer_fixed_us", "moe_layer_fixed_us_fp8",
+             "moe_layer_fixed_us_fp4", "decode_attention_floor_us")

@@ -40,12 +40,14 @@ def _snapshot_gpus() -> dict[str, dict]:
 # their effect is tested in tests/test_cost_model_measured_kernels.py).
 CHANGED_SINCE_SNAPSHOT = {("b200", "fp4_tflops")} | {
     (gpu, field) for gpu in ("h100", "h200", "b200", "b300", "gb200", "gb300")
-    for field in ("moe_bw_efficiency", "moe_layer_fixed_us")} | {
+    for field in ("moe_layer_fixed_us", "moe_layer_fixed_us_fp8", "moe_bw_efficiency_fp8", "moe_layer_fixed_us_fp4",
+                  "moe_bw_efficiency_fp4")} | {
     (gpu, field) for gpu in ("mi300x", "mi325x", "mi355x")
     for field in ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block",
                   "gemm_bw_efficiency_fp4", "gemm_compute_efficiency_fp8", "gemm_compute_efficiency_fp8_block",
                   "gemm_compute_efficiency_fp4", "moe_bw_efficiency",
-                  "moe_layer_fixed_us", "decode_attention_floor_us")}
+                  "moe_layer_fixed_us", "moe_layer_fixed_us_fp8", "moe_bw_efficiency_fp8", "moe_layer_fixed_us_fp4",
+                  "moe_bw_efficiency_fp4", "decode_attention_floor_us")}
 
 
 def _as_snapshot(key: str, model, old: dict | None = None) -> dict:

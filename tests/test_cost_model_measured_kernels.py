@@ -110,15 +110,32 @@ def test_a_calibrated_bandwidth_moves_the_measured_gemm_bandwidths_with_it():
 def test_a_fused_moe_layer_takes_its_measured_fixed_time_on_top_of_its_experts_reads(hw):
     g = GPUS[hw]
     measured = cost_params(setup(hw, "deepseek-r1", "fp8", 8))
-    without = cost_params(setup(hw, "deepseek-r1", "fp8", 8, moe_layer_fixed_us=0.0))
+    without = cost_params(setup(hw, "deepseek-r1", "fp8", 8, moe_layer_fixed_us=0.0, moe_layer_fixed_us_fp8=None))
     # The step's fixed time: each of its 58 MoE layers' beyond its two grouped GEMMs' launch floors.
-    assert MODELS["deepseek-r1"].moe_layers == 58 and g.moe_layer_fixed_us > 8.0
-    assert measured[MOE_FIXED_S] == pytest.approx(58 * (g.moe_layer_fixed_us * 1e-6 - 2 * GEMM_LAUNCH_FLOOR_S))
+    assert MODELS["deepseek-r1"].moe_layers == 58 and g.moe_fixed_us("fp8") > 8.0
+    assert measured[MOE_FIXED_S] == pytest.approx(58 * (g.moe_fixed_us("fp8") * 1e-6 - 2 * GEMM_LAUNCH_FLOOR_S))
     assert without[MOE_FIXED_S] == 0.0
     # It adds to the experts' reads at every batch (the line through the measured times), not only where they are
     # short: at one token (8 of 256 experts) and at 256 (nearly all of them) alike.
     for tokens in (1, 256):
         assert decode_linear(measured, tokens) - decode_linear(without, tokens) == pytest.approx(measured[MOE_FIXED_S])
+
+
+def test_the_moe_figures_follow_the_expert_format():
+    """W8A8 and W4A4 experts take their own kernel's figures where measured, every other format the part's default."""
+    g = GPUS["b200"]
+    assert (g.moe_fixed_us("fp8"), g.expert_bw_efficiency("fp8")) == (g.moe_layer_fixed_us_fp8, g.moe_bw_efficiency_fp8)
+    assert (g.moe_fixed_us("fp4"), g.expert_bw_efficiency("fp4")) == (g.moe_layer_fixed_us_fp4, g.moe_bw_efficiency_fp4)
+    for quant in ("bf16", "fp16", "int4", "int8"):
+        assert (g.moe_fixed_us(quant), g.expert_bw_efficiency(quant)) == (g.moe_layer_fixed_us, g.bw_efficiency)
+    h = GPUS["h200"]  # one measurement, taken for every format
+    assert {h.moe_fixed_us(q) for q in ("bf16", "fp8", "fp4", "int4")} == {h.moe_layer_fixed_us}
+    fp8 = cost_params(setup("b200", "qwen3-30b-a3b", "fp8", 1))
+    bf16 = cost_params(setup("b200", "qwen3-30b-a3b", "bf16", 1))
+    layers = MODELS["qwen3-30b-a3b"].moe_layers
+    assert fp8[MOE_FIXED_S] == pytest.approx(layers * (g.moe_layer_fixed_us_fp8 * 1e-6 - 2 * GEMM_LAUNCH_FLOOR_S))
+    assert bf16[MOE_FIXED_S] == pytest.approx(layers * (g.moe_layer_fixed_us * 1e-6 - 2 * GEMM_LAUNCH_FLOOR_S))
+    assert fp8[EXPERT_BW] == pytest.approx(fp8[PEAK_BW] * g.moe_bw_efficiency_fp8) and bf16[EXPERT_BW] == bf16[STREAM_BW]
 
 
 def test_a_dense_model_pays_no_moe_fixed_time():
@@ -132,9 +149,15 @@ def test_nvidia_moe_figures_are_the_published_fits():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
     import nvidia_moe_kernel_fit as fit
 
-    fixed, efficiency = fit.blackwell_fits()["NVFP4"]
+    fits = fit.blackwell_fits()
     for hw in ("b200", "b300", "gb200", "gb300"):
-        assert GPUS[hw].moe_layer_fixed_us == round(fixed, 1) and GPUS[hw].moe_bw_efficiency == round(efficiency, 2)
+        g = GPUS[hw]
+        for quant in ("fp8", "fp4"):
+            assert (g.moe_fixed_us(quant), g.expert_bw_efficiency(quant)) == tuple(round(v, n) for v, n in
+                                                                                   zip(fits[quant], (1, 2), strict=True))
+        # 16-bit experts: the BF16 kernel's fixed time; its bandwidth (0.86) is at the part's streaming efficiency.
+        assert g.moe_layer_fixed_us == round(fits["bf16"][0], 1) and g.moe_bw_efficiency is None
+        assert round(fits["bf16"][1], 2) >= g.bw_efficiency
     hopper_fixed, _ = fit.hopper_fit()
     for hw in ("h100", "h200"):
         assert GPUS[hw].moe_layer_fixed_us == round(hopper_fixed, 1) and GPUS[hw].moe_bw_efficiency is None
@@ -199,7 +222,7 @@ def test_a_speculative_proposers_pass_streams_its_weights_as_the_target_step_doe
 
     measured, c = pass_of(setup("mi355x", "deepseek-r1", "fp8", 8))
     unmeasured, _ = pass_of(setup("mi355x", "deepseek-r1", "fp8", 8, gemm_bw_efficiency_fp8_block=None,
-                                  gemm_bw_efficiency_bf16=None, moe_bw_efficiency=None))
+                                  gemm_bw_efficiency_bf16=None, moe_bw_efficiency=None, moe_bw_efficiency_fp8=None))
     assert measured[SP_PASS_BW] == unmeasured[SP_PASS_BW] == c[STREAM_BW]
     # Its reads take what they take at the GEMMs', the lm head's and the fused MoE's own bandwidths.
     assert measured[SP_PASS_BYTES] / c[STREAM_BW] == pytest.approx(
@@ -229,8 +252,9 @@ def test_a_speculative_proposers_pass_pays_its_layers_share_of_the_measured_kern
         return p
 
     g = GPUS["mi355x"]
-    measured, bare = pass_of(), pass_of(moe_layer_fixed_us=0.0, decode_attention_floor_us=0.0)
-    moe_fixed = 58 / 61 * (g.moe_layer_fixed_us - 8.0) * 1e-6
+    measured, bare = pass_of(), pass_of(moe_layer_fixed_us=0.0, moe_layer_fixed_us_fp8=None,
+                                        decode_attention_floor_us=0.0)
+    moe_fixed = 58 / 61 * (g.moe_fixed_us("fp8") - 8.0) * 1e-6
     assert measured[SP_PASS_FIXED_S] - bare[SP_PASS_FIXED_S] == pytest.approx(moe_fixed)
     assert measured[SP_PASS_ATTN_FLOOR_S] == pytest.approx(g.decode_attention_floor_us * 1e-6)
     assert bare[SP_PASS_ATTN_FLOOR_S] == 0.0
