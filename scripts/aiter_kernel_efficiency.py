@@ -29,6 +29,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from sim_core.catalog import QUANTIZATIONS
+
 # Architectures by (gfx, CU count): the parts whose tables these are, and the peak bandwidth they are read against.
 # gfx942 at 304 CUs is MI300X and MI325X (one table serves both; aiter PR #3951 tuned its DeepSeek rows on
 # MI325X); gfx950 at 256 CUs is MI355X (and MI350X, at the same 8 TB/s).
@@ -46,7 +48,10 @@ def weight_format(name: str) -> str:
     return "fp4" if "a4w4" in name or "fp4" in name else "bf16"
 
 
-BYTES_PER_WEIGHT = {"fp8": 1.0, "fp8 block": 1.0, "fp4": 0.5, "bf16": 2.0}
+# Bytes per weight as the cost model counts them (sim_core.catalog.QUANTIZATIONS, scales included), so that its
+# bytes at the bandwidth read here take the measured time.
+BYTES_PER_WEIGHT = {"fp8": QUANTIZATIONS["fp8"], "fp8 block": QUANTIZATIONS["fp8"], "fp4": QUANTIZATIONS["fp4"],
+                    "bf16": QUANTIZATIONS["bf16"]}
 
 
 def gemm_rows(configs: Path) -> dict[tuple, float]:
@@ -83,9 +88,9 @@ def gemm_efficiencies(rows: dict[tuple, float]) -> dict[tuple, list[float]]:
 
 
 def moe_rows(configs: Path) -> dict[tuple, list[tuple[int, float]]]:
-    """{(table, part, model_dim, inter_dim, experts, top_k, weight dtype, quant type): [(tokens, us), ...]}: every
-    fused-MoE row of the parts above with a time, in each table's order (the grouped table left out: another
-    kernel, top-k -1 in its rows)."""
+    """{(table, part, model_dim, inter_dim, experts, top_k, weight dtype, activation dtype): [(tokens, us), ...]}:
+    every fused-MoE row of the parts above with a time (`us`: its two GEMM stages, us1 + us2; the sorting kernel
+    is not in it), in each table's order (the grouped table left out: another kernel, top-k -1 in its rows)."""
     shapes: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
     for path in sorted(configs.rglob("*tuned*moe*.csv")):
         if "untuned" in path.name or "grouped" in path.name:
@@ -99,7 +104,8 @@ def moe_rows(configs: Path) -> dict[tuple, list[tuple[int, float]]]:
                     continue
                 part = next((p for p in PARTS if p[1] == cu), None)
                 if part is not None and us > 0:
-                    shapes[(path.name, part, *dims, row.get("q_dtype_w", ""), row.get("q_type"))].append((tokens, us))
+                    key = (path.name, part, *dims, row.get("q_dtype_w", ""), row.get("q_dtype_a", ""))
+                    shapes[key].append((tokens, us))
     return shapes
 
 
@@ -118,25 +124,39 @@ MOE_MAX_TOKENS = 128
 MOE_MIN_ROWS = 4
 
 
-def moe_expert_format(weight_dtype: str) -> str:
-    """The gpus.json expert format of a fused-MoE table's weight dtype: fp8 and fp4 (W8A8 / W4A4 experts, the
-    moe_*_fp8 / _fp4 fields); any other (16-bit, or INT4 weights read by a 16-bit kernel) the unsuffixed ones."""
-    return "fp4" if "float4" in weight_dtype else "fp8" if "float8" in weight_dtype else "other"
+def moe_expert_format(weights: str, activations: str) -> str:
+    """The gpus.json expert format of a fused-MoE table's dtypes: fp8 (W8A8) and fp4 (W4A4), the moe_*_fp8 / _fp4
+    fields; bf16 (16-bit weights), the unsuffixed ones; "mixed" (W4A16, W4A8, INT4 weights): no field."""
+    if "float4" in weights and "float4" in activations:
+        return "fp4"
+    if "float8" in weights and "float8" in activations:
+        return "fp8"
+    return "bf16" if "bfloat16" in weights or "float16" in weights else "mixed"
 
 
-def moe_fits(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[tuple[float, float]]]:
+def touched_experts(experts: int, top_k: int, tokens: int) -> float:
+    """Expected experts `tokens` tokens touch under uniform routing. An odd count is a fused shared expert beside
+    an even number of routed ones (DeepSeek's 256 + 1, top-8 + 1): read at every step, the rest routed."""
+    shared = experts % 2
+    routed, k = experts - shared, top_k - shared
+    return shared + routed * (1.0 - (1.0 - k / routed) ** tokens)
+
+
+def moe_fits(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[tuple[float, float, float]]]:
     """Per (part, expert format): for each tuned shape with all of a layer's experts (>= 64: not an expert-parallel
-    rank's share) and at least four rows of 1-128 tokens, the fixed time (us) and the bandwidth (fraction of the
-    part's peak) of the line through its times against the expected bytes of the experts its tokens touch
-    (E(1-(1-k/E)^T), uniform routing)."""
-    out: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
-    for (_, part, dim, inter, experts, top_k, w, _), rows in shapes.items():
-        bpp = 0.5 if "float4" in w or "int4" in w else 1.0 if "float8" in w or "int8" in w else 2.0
-        points = [(experts * (1.0 - (1.0 - top_k / experts) ** tokens) * 3 * dim * inter * bpp, us)
+    rank's share) and at least four rows of 1-128 tokens, the fixed time (us), the bandwidth (fraction of the
+    part's peak) of the line through its times against the bytes of the experts its tokens touch, and the line's
+    worst relative miss over those rows."""
+    out: dict[tuple, list[tuple[float, float, float]]] = defaultdict(list)
+    for (_, part, dim, inter, experts, top_k, w, a), rows in shapes.items():
+        fmt = moe_expert_format(w, a)
+        bpp = QUANTIZATIONS["int4" if "int4" in w else "fp4" if "float4" in w else "fp8" if "float8" in w else "bf16"]
+        points = [(touched_experts(experts, top_k, tokens) * 3 * dim * inter * bpp, us)
                   for tokens, us in rows if tokens <= MOE_MAX_TOKENS]
         if experts >= 64 and len({b for b, _ in points}) >= MOE_MIN_ROWS:
             fixed, bandwidth = fixed_and_bandwidth(points)
-            out[(part, moe_expert_format(w))].append((fixed, bandwidth / PARTS[part][1]))
+            miss = max(abs(fixed + b / bandwidth * 1e6 - t) / t for b, t in points)
+            out[(part, fmt)].append((fixed, bandwidth / PARTS[part][1], miss))
     return out
 
 
@@ -178,14 +198,16 @@ def main(checkout: str) -> None:
     print("Fused MoE at 1-128 tokens, per tuned shape: time = fixed + touched experts' bytes / bandwidth")
     for (part, fmt), fits in sorted(moe_fits(moe_rows(configs)).items()):
         # Above 1.0 of the peak, or below zero fixed time, the uniform-routing count of touched experts is wrong
-        # for the shape (a fused shared expert always read, a router the tuner does not draw uniformly): left out.
-        kept = [(f, e) for f, e in fits if f >= 0.0 and 0.0 < e <= 1.0]
+        # for the shape (a router the tuner does not draw uniformly): left out.
+        kept = [(f, e, m) for f, e, m in fits if f >= 0.0 and 0.0 < e <= 1.0]
         if not kept:
             print(f"  {PARTS[part][0]:14s} {fmt:5s}: none of {len(fits)} shapes kept")
             continue
-        print(f"  {PARTS[part][0]:14s} {fmt:5s}: {len(kept):3d} shapes ({len(fits) - len(kept)} left out): fixed median "
-              f"{statistics.median(f for f, _ in kept):.1f} us, bandwidth median {statistics.median(e for _, e in kept):.3f}"
-              f" of peak ({statistics.median(e for _, e in kept) * PARTS[part][1] / 1e12:.2f} TB/s)")
+        eff = statistics.median(e for _, e, _ in kept)
+        print(f"  {PARTS[part][0]:14s} {fmt:5s}: {len(kept):3d} shapes ({len(fits) - len(kept)} left out): fixed "
+              f"median {statistics.median(f for f, _, _ in kept):.1f} us, bandwidth median {eff:.3f} of peak "
+              f"({eff * PARTS[part][1] / 1e12:.2f} TB/s); worst miss per shape, median "
+              f"{statistics.median(m for _, _, m in kept):.1%}")
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:

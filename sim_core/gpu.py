@@ -7,6 +7,7 @@ Units: memory in GiB, bandwidth in GB/s (10^9 B/s), tensor throughput in dense (
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 # ---------------------------------------------------------------------------------------------------------
@@ -144,11 +145,12 @@ class GPU:
         (an efficiency outside (0, 1], a negative time), or '' when every one is within it."""
         for name in GPU_FRACTIONS:
             value = getattr(self, name)
-            if value is not None and not 0.0 < value <= 1.0:
+            if value is not None and not 0.0 < value <= 1.0:  # NaN fails the comparison too
                 return f"key {name!r}: {value} is outside (0, 1] (a fraction of the part's peak)"
         for name in GPU_TIMES:
-            if getattr(self, name) is not None and getattr(self, name) < 0.0:
-                return f"key {name!r}: {getattr(self, name)} is negative (a time, >= 0)"
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < math.inf:
+                return f"key {name!r}: {value} is not a finite time >= 0"
         for name in STREAMING_FRACTIONS:  # measured below the streaming efficiency: a kernel never streams faster
             value = getattr(self, name)
             if value is not None and value > self.bw_efficiency:

@@ -10,6 +10,7 @@ import pytest
 
 from sim_core import data
 from sim_core.catalog import GPUS, MODELS, ServingSettings, gpus_from, resolve_setup
+from sim_core.gpu import GPU_FRACTIONS, GPU_TIMES, STREAMING_FRACTIONS
 from sim_core.kernel.cost_model import (
     DECODE_ATTN_FLOOR_S,
     DENSE_GEMM_BW,
@@ -42,15 +43,17 @@ def decode_linear(p, seqs, ctx=1024):
     return step_breakdown(p, 0, 0, 0, 0, seqs, seqs * ctx, seqs)[LINEAR]
 
 
-UNMEASURED = [k for k, g in GPUS.items() if g.moe_bw_efficiency is None and g.moe_layer_fixed_us == 0.0
-              and g.decode_attention_floor_us == 0.0 and g.gemm_bw_efficiency_fp8 is None]
+MOE_FIELDS = ("moe_bw_efficiency", "moe_bw_efficiency_fp8", "moe_bw_efficiency_fp4", "moe_layer_fixed_us_fp8",
+              "moe_layer_fixed_us_fp4")
+UNMEASURED = [k for k, g in GPUS.items() if all(getattr(g, f) is None for f in MOE_FIELDS)
+              and g.moe_layer_fixed_us == 0.0 and g.decode_attention_floor_us == 0.0 and g.gemm_bw_efficiency_fp8 is None]
 
 
 @pytest.mark.parametrize("hw", UNMEASURED)
 def test_a_gpu_without_measured_kernels_streams_every_weight_at_its_streaming_bandwidth(hw):
     p = cost_params(setup(hw, "llama-3.2-1b", "bf16", 1))
     assert p[DENSE_GEMM_BW] == p[LM_HEAD_BW] == p[EXPERT_BW] == p[STREAM_BW]
-    assert p[MOE_FIXED_S] == p[DECODE_ATTN_FLOOR_S] == 0.0
+    assert p[DECODE_ATTN_FLOOR_S] == 0.0
 
 
 @pytest.mark.parametrize(("hw", "model", "quant"), [("h20", "deepseek-r1", "fp8"), ("h20", "mixtral-8x7b", "bf16"),
@@ -142,23 +145,23 @@ def test_a_dense_model_pays_no_moe_fixed_time():
     assert cost_params(setup("b200", "llama-3-70b", "fp8", 8))[MOE_FIXED_S] == 0.0
 
 
-def test_nvidia_moe_figures_are_the_published_fits():
+def test_nvidia_moe_figures_are_the_published_fits(monkeypatch):
     """gpus.json carries what scripts/nvidia_moe_kernel_fit.py derives from the transcribed public timings."""
-    import sys
     from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "scripts"))
     import nvidia_moe_kernel_fit as fit
 
     fits = fit.blackwell_fits()
     for hw in ("b200", "b300", "gb200", "gb300"):
         g = GPUS[hw]
         for quant in ("fp8", "fp4"):
-            assert (g.moe_fixed_us(quant), g.expert_bw_efficiency(quant)) == tuple(round(v, n) for v, n in
-                                                                                   zip(fits[quant], (1, 2), strict=True))
+            fixed, efficiency, miss = fits[quant]
+            assert (g.moe_fixed_us(quant), g.expert_bw_efficiency(quant)) == (round(fixed, 1), round(efficiency, 2))
+            assert miss < 0.05  # the line holds every measured point within 5%
         # 16-bit experts: the BF16 kernel's fixed time; its bandwidth (0.86) is at the part's streaming efficiency.
         assert g.moe_layer_fixed_us == round(fits["bf16"][0], 1) and g.moe_bw_efficiency is None
         assert round(fits["bf16"][1], 2) >= g.bw_efficiency
-    hopper_fixed, _ = fit.hopper_fit()
+    hopper_fixed, _, _ = fit.hopper_fit()
     for hw in ("h100", "h200"):
         assert GPUS[hw].moe_layer_fixed_us == round(hopper_fixed, 1) and GPUS[hw].moe_bw_efficiency is None
 
@@ -176,14 +179,15 @@ def test_routed_experts_stream_at_the_fused_moe_bandwidth():
     assert 0.5 * extra < slower <= extra * (1 + 1e-9)  # the roofline's blend with compute absorbs part of it
 
 
-@pytest.mark.parametrize(("field", "value"), [("gemm_bw_efficiency_fp8", 1.2), ("moe_bw_efficiency", 0.0),
-                                              ("bw_efficiency", -0.1), ("moe_layer_fixed_us", -1.0),
-                                              ("gemm_bw_efficiency_bf16", 0.9)])  # above its bw_efficiency, 0.85
+@pytest.mark.parametrize(("field", "value"),
+                         [(f, v) for f in GPU_FRACTIONS for v in (0.0, 1.2, float("nan"))]
+                         + [(f, v) for f in GPU_TIMES for v in (-1.0, float("nan"), float("inf"))]
+                         + [(f, 0.9) for f in STREAMING_FRACTIONS])  # above the mi355x's bw_efficiency, 0.85
 def test_a_gpu_entry_with_a_constant_out_of_its_range_is_refused_naming_it(field, value):
     doc = data.read("gpus.json")
     entry = next(e for e in doc["entries"] if e["key"] == "mi355x")
     entry[field] = value
-    with pytest.raises(data.CatalogDataError, match=rf"entry 'mi355x': key '{field}': .*{value}"):
+    with pytest.raises(data.CatalogDataError, match=rf"entry 'mi355x': key '{field}': "):
         gpus_from(doc, MODELS)
 
 
