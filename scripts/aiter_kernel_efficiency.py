@@ -109,15 +109,17 @@ def moe_rows(configs: Path) -> dict[tuple, list[tuple[int, float]]]:
     return shapes
 
 
-def fixed_and_bandwidth(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares line through (bytes, us) points: (fixed us, bytes per second) of the form the cost model times
-    a fused MoE layer in, a fixed time plus the experts its tokens touch streamed at one bandwidth."""
+def fixed_and_bandwidth(points: list[tuple[float, float]]) -> tuple[float, float, float]:
+    """Least-squares line through (bytes, us) points: (fixed us, bytes per second, the line's worst relative miss
+    over the points) of the form the cost model times a fused MoE layer in, a fixed time plus the experts its
+    tokens touch streamed at one bandwidth."""
     n = len(points)
     mean_b = sum(b for b, _ in points) / n
     mean_t = sum(t for _, t in points) / n
     slope = (sum((b - mean_b) * (t - mean_t) for b, t in points)
              / sum((b - mean_b) ** 2 for b, _ in points))  # us per byte
-    return mean_t - slope * mean_b, 1.0 / (slope * 1e-6)
+    fixed, bandwidth = mean_t - slope * mean_b, 1.0 / (slope * 1e-6)
+    return fixed, bandwidth, max(abs(fixed + b / bandwidth * 1e6 - t) / t for b, t in points)
 
 
 MOE_MAX_TOKENS = 128
@@ -154,8 +156,7 @@ def moe_fits(shapes: dict[tuple, list[tuple[int, float]]]) -> dict[tuple, list[t
         points = [(touched_experts(experts, top_k, tokens) * 3 * dim * inter * bpp, us)
                   for tokens, us in rows if tokens <= MOE_MAX_TOKENS]
         if experts >= 64 and len({b for b, _ in points}) >= MOE_MIN_ROWS:
-            fixed, bandwidth = fixed_and_bandwidth(points)
-            miss = max(abs(fixed + b / bandwidth * 1e6 - t) / t for b, t in points)
+            fixed, bandwidth, miss = fixed_and_bandwidth(points)
             out[(part, fmt)].append((fixed, bandwidth / PARTS[part][1], miss))
     return out
 

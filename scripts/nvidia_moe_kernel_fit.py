@@ -35,7 +35,7 @@ its bytes at the bandwidth found here take the measured time.
 
 from __future__ import annotations
 
-from aiter_kernel_efficiency import fixed_and_bandwidth
+from aiter_kernel_efficiency import fixed_and_bandwidth, touched_experts
 
 from sim_core.catalog import QUANTIZATIONS
 from sim_core.kernel.cost_model import ELEMENTWISE_LAUNCH_FLOOR_S
@@ -60,8 +60,7 @@ H200_PEAK_BW = 4.8e12
 
 def fit(points: list[tuple[float, float]], peak_bw: float, apart: int) -> tuple[float, float, float]:
     """(the line's fixed us less `apart` elementwise launch floors, fraction of peak bandwidth, worst miss)."""
-    fixed, bandwidth = fixed_and_bandwidth(points)
-    miss = max(abs(fixed + b / bandwidth * 1e6 - t) / t for b, t in points)
+    fixed, bandwidth, miss = fixed_and_bandwidth(points)
     return fixed - apart * ELEMENTWISE_LAUNCH_FLOOR_S * 1e6, bandwidth / peak_bw, miss
 
 
@@ -74,10 +73,8 @@ def blackwell_fits() -> dict[str, tuple[float, float, float]]:
 
 def hopper_fit() -> tuple[float, float, float]:
     """The H200 Triton FP8 kernel's fit."""
-    experts, top_k = 128, 8
-    return fit([(experts * (1.0 - (1.0 - top_k / experts) ** tokens) * QWEN3_235B_RANK_EXPERT_WEIGHTS
-                 * QUANTIZATIONS["fp8"], us) for tokens, us in H200_QWEN3_235B_TP8.items()], H200_PEAK_BW,
-               SGLANG_TUNER_APART)
+    return fit([(touched_experts(128, 8, tokens) * QWEN3_235B_RANK_EXPERT_WEIGHTS * QUANTIZATIONS["fp8"], us)
+                for tokens, us in H200_QWEN3_235B_TP8.items()], H200_PEAK_BW, SGLANG_TUNER_APART)
 
 
 def main() -> None:
