@@ -115,25 +115,23 @@ class GPU:
         """Fraction of peak DRAM bandwidth GEMMs with weights in this format stream them at (`block_scaled`: FP8
         weights with a scale per block)."""
         fp8 = self.gemm_bw_efficiency_fp8_block if block_scaled else self.gemm_bw_efficiency_fp8
-        measured = {"bf16": self.gemm_bw_efficiency_bf16, "fp16": self.gemm_bw_efficiency_bf16, "fp8": fp8,
-                    "fp4": self.gemm_bw_efficiency_fp4}.get(quantization)
-        return self.bw_efficiency if measured is None else measured
+        return _first(_for_format(quantization, fp8, self.gemm_bw_efficiency_fp4, self.gemm_bw_efficiency_bf16),
+                      self.bw_efficiency)
 
     def gemm_compute_efficiency(self, quantization: str, block_scaled: bool = False) -> float | None:
         """Fraction of the format's dense tensor peak compute-bound FP8/FP4 GEMMs reach where measured, else None."""
         fp8 = self.gemm_compute_efficiency_fp8_block if block_scaled else self.gemm_compute_efficiency_fp8
-        return {"fp8": fp8, "fp4": self.gemm_compute_efficiency_fp4}.get(quantization)
+        return _for_format(quantization, fp8, self.gemm_compute_efficiency_fp4)
 
     def expert_bw_efficiency(self, quantization: str) -> float:
         """Fraction of peak DRAM bandwidth the fused MoE kernels stream routed experts in this format at."""
-        measured = {"fp8": self.moe_bw_efficiency_fp8, "fp4": self.moe_bw_efficiency_fp4}.get(quantization)
-        measured = self.moe_bw_efficiency if measured is None else measured
-        return self.bw_efficiency if measured is None else measured
+        return _first(_for_format(quantization, self.moe_bw_efficiency_fp8, self.moe_bw_efficiency_fp4),
+                      self.moe_bw_efficiency, self.bw_efficiency)
 
     def moe_fixed_us(self, quantization: str) -> float:
         """A fused MoE layer's fixed time (us) with experts in this format."""
-        measured = {"fp8": self.moe_layer_fixed_us_fp8, "fp4": self.moe_layer_fixed_us_fp4}.get(quantization)
-        return self.moe_layer_fixed_us if measured is None else measured
+        return _first(_for_format(quantization, self.moe_layer_fixed_us_fp8, self.moe_layer_fixed_us_fp4),
+                      self.moe_layer_fixed_us)
 
     def allreduce_latency_us(self, tp: int) -> float:
         if not self.tp_link_is_nvlink:
@@ -156,6 +154,17 @@ class GPU:
             if value is not None and value > self.bw_efficiency:
                 return f"key {name!r}: {value} is above bw_efficiency ({self.bw_efficiency}; a kernel's bandwidth is at most it)"
         return ""
+
+
+def _for_format(quantization: str, fp8, fp4, sixteen_bit=None):
+    """Of a family of per-format kernel figures, the one for this weight format (bf16 and fp16 share the 16-bit
+    one); None where the format has none (weight-only int8/int4) or the figure is not measured."""
+    return {"fp8": fp8, "fp4": fp4, "bf16": sixteen_bit, "fp16": sixteen_bit}.get(quantization)
+
+
+def _first(*values):
+    """The first value that is not None: a measured figure, else the fallbacks in order."""
+    return next(v for v in values if v is not None)
 
 
 # The calibration constants a gpus.json entry may name in place of a number: the per-GPU values above, each defined

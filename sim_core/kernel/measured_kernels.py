@@ -29,6 +29,5 @@ def measured_kernel_params(p: np.ndarray, setup: Setup, bandwidth_efficiency: fl
     p[LM_HEAD_BW] = stream * (g.gemm_bw_efficiency("bf16") / g.bw_efficiency)  # the lm head stays 16-bit
     p[EXPERT_BW] = stream * (g.expert_bw_efficiency(setup.quantization) / g.bw_efficiency)
     # Per step: each MoE layer's fixed time beyond its two grouped GEMMs' launch floors (cost_model charges those).
-    moe_layers = m.moe_layers if m.experts > 1 else 0
-    p[MOE_FIXED_S] = moe_layers * max(0.0, g.moe_fixed_us(setup.quantization) * 1e-6 - 2.0 * GEMM_LAUNCH_FLOOR_S)
+    p[MOE_FIXED_S] = m.moe_layers * max(0.0, g.moe_fixed_us(setup.quantization) * 1e-6 - 2.0 * GEMM_LAUNCH_FLOOR_S)
     p[DECODE_ATTN_FLOOR_S] = g.decode_attention_floor_us * 1e-6 * m.attn_layers  # one kernel per attention layer
