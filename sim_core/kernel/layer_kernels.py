@@ -54,11 +54,6 @@ def elementwise_kernels(m) -> int:
     return ELEMENTWISE_KERNELS_PER_LAYER * m.layers + mla + m.moe_layers * moe
 
 
-def mlp_width(setup: Setup) -> int:
-    """The MLP width one token goes through: its routed experts' together in a mixture of experts."""
-    return setup.model.mlp_width_per_token
-
-
 def linear_activation_bytes_per_token(setup: Setup) -> float:
     """Bytes of activations the GEMMs read and write for one token, all layers, per GPU."""
     m, tp = setup.model, setup.tp
@@ -66,7 +61,7 @@ def linear_activation_bytes_per_token(setup: Setup) -> float:
     # read a shard and write the full hidden state (before the all-reduce).
     q_out = m.heads * m.head_dim
     qkv_out = (m.heads + 2 * m.kv_heads) * m.head_dim
-    width = mlp_width(setup)
+    width = m.mlp_width_per_token  # its routed experts' together in a mixture of experts
     per_layer = (m.hidden + qkv_out / tp) + (q_out / tp + m.hidden) + (m.hidden + 2 * width / tp) \
         + (width / tp + m.hidden)
     return m.layers * per_layer * ACTIVATION_BYTES
@@ -87,5 +82,5 @@ def elementwise_kernel_bytes(setup: Setup) -> tuple[tuple[float, float], ...]:
     return ((2 * 2.0 * m.hidden * ACTIVATION_BYTES, NORM_BW_EFFICIENCY),
             (2 * 3.0 * m.hidden * ACTIVATION_BYTES, STREAM_COPY_BW_EFFICIENCY),
             (2.0 * (m.heads + m.kv_heads) / tp * m.head_dim * ACTIVATION_BYTES, ROPE_BW_EFFICIENCY),
-            (3.0 * mlp_width(setup) / tp * ACTIVATION_BYTES, ACTIVATION_BW_EFFICIENCY),
+            (3.0 * m.mlp_width_per_token / tp * ACTIVATION_BYTES, ACTIVATION_BW_EFFICIENCY),
             (kv_in + kv_per_layer, STREAM_COPY_BW_EFFICIENCY))
