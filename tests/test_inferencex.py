@@ -122,3 +122,41 @@ def test_raw_runs_are_also_compared_at_the_interactivity_they_reached():
     assert s["matched"]["max_ratio"] == pytest.approx(1200 / 700, rel=1e-3)
     assert inferencex._interpolate([(50.0, 1600.0), (100.0, 1000.0)], 75.0) == pytest.approx(1300.0)
     assert inferencex._interpolate([(50.0, 1600.0), (100.0, 1000.0)], 120.0) is None
+
+
+def _raw(**changes):
+    row = dict(source_id="g", hardware="B300", gpus="8", tp="8", ep="8", model="DeepSeek-R1-0528",
+               dtype="fp4 (NVFP4 weights)", framework="SGLang v0.5.12", input_len="1024", output_len="1024",
+               concurrency="4", measured_what="total (input+output) tokens/s per GPU", value="138.2",
+               unit="tok/s/GPU", notes="")
+    return row | changes
+
+
+def test_expert_parallel_rows_run_with_their_ep_and_attention_tensor_parallel(monkeypatch):
+    """InferenceX's SGLang DeepSeek EP runs pass --ep-size EP with --tensor-parallel-size TP and no DP attention:
+    the row runs at that ep (experts whole over the TP GPUs); an EP other than TP would need attention
+    data-parallel, which the rows do not record, so it is skipped with that reason rather than run as TP."""
+    calls = []
+
+    def fake_run(*args, **kwargs):
+        calls.append(kwargs)
+        return {"tput_per_gpu": 140.0, "preemptions": 0}
+
+    monkeypatch.setattr(inferencex, "run_point", fake_run)
+    c = inferencex.raw_check(_raw(), simulate=True)
+    assert calls == [{"engine": "sglang", "ep": 8}] and c.predicted == 140.0 and c.point.ep == 8
+    skipped = inferencex.raw_check(_raw(ep="16"), simulate=True)
+    assert skipped.predicted is None and "attention data-parallel" in skipped.note and len(calls) == 1
+    assert inferencex.raw_check(_raw(ep=""), simulate=True).point.ep == 1
+
+
+def test_matched_interactivity_keeps_each_ep_its_own_curve():
+    """Two deployments that differ only in EP are two curves: their runs at the same concurrencies all count."""
+    def row(level, ep, tput, tput_predicted, tpot, tpot_predicted):
+        return [Check(group="g", source=inferencex.FILE, what=level, reference=ref, unit="u", predicted=pred,
+                      point=Point("deepseek-r1", "fp4", "1024/1024", level, "b300", 8, q, ep))
+                for q, ref, pred in (("tput_per_gpu", tput, tput_predicted), ("tpot_mean", tpot, tpot_predicted))]
+
+    rows = (row("concurrency 4", 1, 700, 1000, 12.0, 10.0) + row("concurrency 8", 1, 1000, 1600, 1000 / 75, 20.0)
+            + row("concurrency 4", 8, 800, 1100, 12.0, 10.0) + row("concurrency 8", 8, 1100, 1700, 1000 / 75, 20.0))
+    assert inferencex.frontier_summary(rows)["models"]["deepseek-r1"]["matched"]["rows"] == 4

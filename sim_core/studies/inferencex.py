@@ -81,6 +81,7 @@ class Point(NamedTuple):
     gpu: str  # catalogue key
     tp: int  # 0: the site's best configuration
     quantity: str  # one of MEASURES' values
+    ep: int = 1  # expert-parallel degree (attention tensor-parallel over the same GPUs)
 
 
 # measured_what (lower case) -> the predicted quantity, first match wins.
@@ -123,10 +124,11 @@ def family(model: str) -> str:
 
 @cache
 def run_point(hw: str, model: str, quantization: str, tp: int, shape: tuple[int, int], concurrency: int,
-              prompts_per_user: int = PROMPTS_PER_USER, engine: str = "vllm") -> dict:
+              prompts_per_user: int = PROMPTS_PER_USER, engine: str = "vllm", ep: int = 1) -> dict:
     """One InferenceX point simulated: its throughputs per GPU, mean TTFT and TPOT (ms), median TPOT and the
-    interactivity (tok/s/user), `shape` being (ISL, OSL) and `engine` the engine profile it runs as. Cached: the
-    rows of one point (throughputs, TTFT, TPOT) share one run."""
+    interactivity (tok/s/user), `shape` being (ISL, OSL), `engine` the engine profile it runs as and `ep` its
+    expert-parallel degree (ep = tp, attention tensor-parallel). Cached: the rows of one point (throughputs, TTFT,
+    TPOT) share one run."""
     from ..runner import run  # imported here: the simulator is only needed for these rows
     from ..scenario import Scenario
 
@@ -138,7 +140,7 @@ def run_point(hw: str, model: str, quantization: str, tp: int, shape: tuple[int,
                  isl=round(isl * centre), osl=round(osl * centre), length_range=spread, concurrency=concurrency,
                  concurrency_mode="semaphore", num_requests=concurrency * prompts_per_user,
                  token_budget=TOKEN_BUDGET, max_seqs=concurrency, async_scheduling=True, max_model_len=isl + osl,
-                 engine=engine)
+                 engine=engine, ep=ep)
     m = run(s).metrics
     gpus = m["gpus"]
     return {"tput_per_gpu": m["total_token_throughput"] / gpus, "output_tput_per_gpu": m["output_throughput"] / gpus,
@@ -146,12 +148,14 @@ def run_point(hw: str, model: str, quantization: str, tp: int, shape: tuple[int,
             "intvty": 1000.0 / m["tpot_ms"]["p50"], "completed": m["completed"], "preemptions": m["preemptions"]}
 
 
-def _setup_error(hw: str, model: str, quantization: str, tp: int) -> str | None:
+def _setup_error(hw: str, model: str, quantization: str, tp: int, ep: int = 1) -> str | None:
     """Why this deployment cannot run (it does not fit, tp does not divide the heads), or None."""
     from ..catalog import ServingSettings, SetupError, resolve_setup
+    from ..expert_parallel import NO_EP, ExpertParallel
 
     try:
-        resolve_setup(hw, model, quantization, tp, ServingSettings(0.9, 16, TOKEN_BUDGET, 256))
+        resolve_setup(hw, model, quantization, tp, ServingSettings(0.9, 16, TOKEN_BUDGET, 256),
+                      expert_parallel=ExpertParallel(ep) if ep > 1 else NO_EP)
     except SetupError as e:
         return str(e)
     return None
@@ -172,22 +176,27 @@ def raw_check(row: dict, simulate: bool) -> Check:
             f"{row['input_len']}/{row['output_len']}, concurrency {row['concurrency']}: {row['measured_what']}")
     base = dict(group=row["source_id"], source=FILE, what=what, reference=float(row["value"]), unit=row["unit"])
     quantity = measure_of(row["measured_what"])
-    reason = ("; ".join(missing) or (int(row["ep"] or 1) > 1 and "expert parallelism (EP>1) is not modelled yet")
+    tp, ep = int(row["tp"]), int(row["ep"] or 1)
+    # The rows' EP runs (InferenceX's SGLang DeepSeek launchers: --ep-size EP --tensor-parallel-size TP, no DP
+    # attention) hold the experts whole over the TP GPUs and keep attention tensor-parallel; another EP would need
+    # attention data-parallel, which the rows do not record.
+    reason = ("; ".join(missing) or (ep not in (1, tp) and f"EP{ep} over TP{tp} needs attention data-parallel, "
+                                                            "which the row does not state")
               or (quantity is None and "measurement not recognised") or (not simulate and
                                                                          "closed-loop simulation skipped (--quick)"))
     if reason:
         return Check(predicted=None, note=reason, **base)
-    tp, isl, osl, conc = (int(row[k]) for k in ("tp", "input_len", "output_len", "concurrency"))
+    isl, osl, conc = (int(row[k]) for k in ("input_len", "output_len", "concurrency"))
     quantization, note = quantization_for(row["dtype"], hw)
-    error = _setup_error(hw, model, quantization, tp)
+    error = _setup_error(hw, model, quantization, tp, ep)
     if error:
         return Check(predicted=None, note=error, **base)
-    p = run_point(hw, model, quantization, tp, (isl, osl), conc, engine=engine_of(row["framework"]))
+    p = run_point(hw, model, quantization, tp, (isl, osl), conc, engine=engine_of(row["framework"]), ep=ep)
     notes = [note, p["preemptions"] and f"{p['preemptions']} preemptions",
              quantity == "ttft_mean" and "client-side: includes HTTP and tokenisation",
              "anomal" in row["notes"].lower() and "the source calls this point an anomaly (throughput below the "
                                                   "next-lower concurrency's)"]
-    point = Point(model, row["dtype"], f"{isl}/{osl}", f"concurrency {conc}", hw, tp, quantity)
+    point = Point(model, row["dtype"], f"{isl}/{osl}", f"concurrency {conc}", hw, tp, quantity, ep)
     return Check(predicted=p[quantity], note="; ".join(n for n in notes if n), point=point, **base)
 
 
@@ -314,7 +323,7 @@ def _matched_interactivity(rows: list[Check]) -> list[tuple[str, float]]:
     series: dict[tuple, dict[str, dict[str, Check]]] = {}
     for c in rows:
         if c.point and c.predicted is not None and c.point.level.startswith("concurrency"):
-            key = (c.group, c.point.model, c.point.dtype, c.point.shape, c.point.gpu, c.point.tp)
+            key = (c.group, c.point.model, c.point.dtype, c.point.shape, c.point.gpu, c.point.tp, c.point.ep)
             series.setdefault(key, {}).setdefault(c.point.level, {})[c.point.quantity] = c
     for key, levels in series.items():
         pairs = [(r.get("tpot_mean") or r.get("tpot_p50"), r.get("tput_per_gpu")) for r in levels.values()]
