@@ -160,3 +160,18 @@ def test_matched_interactivity_keeps_each_ep_its_own_curve():
     rows = (row("concurrency 4", 1, 700, 1000, 12.0, 10.0) + row("concurrency 8", 1, 1000, 1600, 1000 / 75, 20.0)
             + row("concurrency 4", 8, 800, 1100, 12.0, 10.0) + row("concurrency 8", 8, 1100, 1700, 1000 / 75, 20.0))
     assert inferencex.frontier_summary(rows)["models"]["deepseek-r1"]["matched"]["rows"] == 4
+
+
+def test_matched_measure_is_split_by_gpu_maker():
+    """The site rows (already at their interactivity) of b200 and h200 are NVIDIA's (+10%, -20%), of mi300x AMD's
+    (+50%): each maker's median and largest ratio, and the table line that prints them."""
+    level = "76 tok/s/user"
+    rows = [_row("llama-3-70b", "b200", level, 100, 110), _row("llama-3-70b", "h200", level, 50, 40),
+            _row("llama-3-70b", "mi300x", level, 80, 120), _row("deepseek-r1", "b200", level, 100, 300)]
+    assert inferencex.vendor("mi300x") == "AMD" and inferencex.vendor("b200") == "NVIDIA"
+    s = inferencex.frontier_summary(rows)
+    assert s["vendors"]["AMD"]["dense"] == {"rows": 1, "median_abs_error": pytest.approx(0.5),
+                                            "max_ratio": pytest.approx(1.5)}
+    assert s["vendors"]["NVIDIA"]["dense"]["median_abs_error"] == pytest.approx(0.15)
+    assert s["vendors"]["NVIDIA"]["MoE"]["rows"] == 1 and s["vendors"]["AMD"]["MoE"]["rows"] == 0
+    assert "| AMD | dense | 1 | 50.0% | 1.50x |" in inferencex.frontier_lines(s)

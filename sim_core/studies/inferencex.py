@@ -294,17 +294,21 @@ def frontier_summary(rows: list[Check]) -> dict:
     tput = [c for c in rows if c.point and c.point.quantity == "tput_per_gpu" and c.predicted is not None]
     matched = _matched_interactivity(rows)
     models = {m: {"family": family(m), **_stats([c.error for c in tput if c.point.model == m]),
-                  "matched": _stats([e for mm, e in matched if mm == m])}
+                  "matched": _stats([e for mm, _, e in matched if mm == m])}
               for m in sorted({c.point.model for c in tput})}
     per_family = {fam: {**_stats([c.error for c in tput if family(c.point.model) == fam]),
-                        "matched": _stats([e for m, e in matched if family(m) == fam])} for fam in (DENSE, MOE)}
+                        "matched": _stats([e for m, _, e in matched if family(m) == fam])} for fam in (DENSE, MOE)}
+    # The same measure per GPU maker: whose serving stacks' kernels the cost model's constants come from (the
+    # measured-kernel tables are mostly NVIDIA's) is where its error concentrates, which one overall figure hides.
+    vendors = {v: {fam: _stats([e for m, g, e in matched if family(m) == fam and vendor(g) == v])
+                   for fam in (DENSE, MOE)} for v in sorted({vendor(g) for _, g, _ in matched})}
     by_gpu = [{"model": m, "gpu": g, "rows": len(e), "median_error": statistics.median(e),
                "median_abs_error": statistics.median(abs(x) for x in e)}
               for m, g in sorted({(c.point.model, c.point.gpu) for c in tput})
               for e in [[c.error for c in tput if (c.point.model, c.point.gpu) == (m, g)]]]
     levels = _pair_agreement(tput)
     pairs, agree = sum(lv["pairs"] for lv in levels), sum(lv["agree"] for lv in levels)
-    return {"models": models, "families": per_family, "gpus": by_gpu, "levels": levels, "pairs": pairs, "pairs_agree": agree,
+    return {"models": models, "families": per_family, "vendors": vendors, "gpus": by_gpu, "levels": levels, "pairs": pairs, "pairs_agree": agree,
             "pair_agreement": agree / pairs if pairs else None, "targets": TARGETS}
 
 
@@ -313,12 +317,17 @@ def _stats(errors: list[float]) -> dict:
             "max_ratio": max(max(1 + e, 1 / (1 + e)) for e in errors) if errors else None}
 
 
-def _matched_interactivity(rows: list[Check]) -> list[tuple[str, float]]:
-    """(model, error) of throughput per GPU at the tokens/s per user the measurement reached: a site row as it is
+def vendor(gpu: str) -> str:
+    """The GPU's maker, the first word of its catalogue name ("NVIDIA", "AMD")."""
+    return GPUS[gpu].name.split()[0]
+
+
+def _matched_interactivity(rows: list[Check]) -> list[tuple[str, str, float]]:
+    """(model, GPU, error) of throughput per GPU at the tokens/s per user the measurement reached: a site row as it is
     (already at its target); a raw run against the prediction interpolated, along the simulated runs of the same
     deployment at its other concurrencies, at the measured interactivity (1000 / the row's TPOT); a run whose
     interactivity lies outside the simulated ones is left out (nothing to interpolate between)."""
-    out = [(c.point.model, c.error) for c in rows if c.point and c.predicted is not None
+    out = [(c.point.model, c.point.gpu, c.error) for c in rows if c.point and c.predicted is not None
            and c.point.quantity == "tput_per_gpu" and c.point.level.endswith("tok/s/user")]
     series: dict[tuple, dict[str, dict[str, Check]]] = {}
     for c in rows:
@@ -332,7 +341,7 @@ def _matched_interactivity(rows: list[Check]) -> list[tuple[str, float]]:
         for measured, _, c in runs:
             value = _interpolate(curve, measured)
             if value is not None:
-                out.append((key[1], value / c.reference - 1))
+                out.append((key[1], key[4], value / c.reference - 1))
     return out
 
 
@@ -384,6 +393,10 @@ def frontier_lines(summary: dict) -> list[str]:
     lines += ["", "| model | dtype | ISL/OSL | level | GPUs | pairs in the measured order |", "|---|---|---|---|---|--:|"]
     lines += [f"| {lv['model']} | {lv['dtype']} | {lv['shape']} | {lv['level']} | {', '.join(lv['gpus'])} | "
               f"{lv['agree']}/{lv['pairs']} |" for lv in summary["levels"]]
+    lines += ["", "| GPU maker | family | rows at matched tok/s/user | median abs. error there | largest ratio there |",
+              "|---|---|--:|--:|--:|"]
+    lines += [f"| {v} | {f} | {s['rows']} | {_pct(s['median_abs_error'])} | {_x(s['max_ratio'])} |"
+              for v, fams in summary["vendors"].items() for f, s in fams.items() if s["rows"]]
     fam = {f: v["matched"] for f, v in summary["families"].items()}
     lines += ["", f"At matched tokens/s per user, throughput per GPU's median |error|: dense "
                   f"{_pct(fam[DENSE]['median_abs_error'])} (target {t['dense_median'] * 100:.0f}%; largest ratio "
