@@ -70,7 +70,7 @@ def test_the_site_frontier_spans_inferencex_own_sweep_where_known():
 def test_a_point_is_inferencex_closed_loop_run():
     """A point runs CONC * 10 requests; its lengths are drawn from [0.8 L, L], so total over output tokens is the
     ISL/OSL ratio's (1 + ISL/OSL), and TPOT's inverse is the interactivity."""
-    p = inferencex.run_point("h100", "llama-3-8b", "fp8", 1, (1024, 128), 4)
+    p = inferencex.run_point("h100", "llama-3-8b", "fp8", inferencex.Parallelism(1), (1024, 128), 4)
     assert p["completed"] == 4 * inferencex.PROMPTS_PER_USER
     assert p["tput_per_gpu"] / p["output_tput_per_gpu"] == pytest.approx(1 + 1024 / 128, rel=0.05)
     assert p["intvty"] == pytest.approx(1000 / p["tpot_p50"])
@@ -138,13 +138,13 @@ def test_expert_parallel_rows_run_with_their_ep_and_attention_tensor_parallel(mo
     data-parallel, which the rows do not record, so it is skipped with that reason rather than run as TP."""
     calls = []
 
-    def fake_run(*args, **kwargs):
-        calls.append(kwargs)
+    def fake_run(hw, model, quantization, parallel, *args, **kwargs):
+        calls.append((parallel, kwargs))
         return {"tput_per_gpu": 140.0, "preemptions": 0}
 
     monkeypatch.setattr(inferencex, "run_point", fake_run)
     c = inferencex.raw_check(_raw(), simulate=True)
-    assert calls == [{"engine": "sglang", "ep": 8}] and c.predicted == 140.0 and c.point.ep == 8
+    assert calls == [((8, 8), {"engine": "sglang"})] and c.predicted == 140.0 and c.point.ep == 8
     skipped = inferencex.raw_check(_raw(ep="16"), simulate=True)
     assert skipped.predicted is None and "attention data-parallel" in skipped.note and len(calls) == 1
     assert inferencex.raw_check(_raw(ep=""), simulate=True).point.ep == 1

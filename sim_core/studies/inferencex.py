@@ -122,13 +122,19 @@ def family(model: str) -> str:
     return MOE if MODELS[model].experts > 1 else DENSE
 
 
+class Parallelism(NamedTuple):
+    """How a point spreads the model: tensor-parallel over tp GPUs, its experts whole over ep of them (ep = tp:
+    attention stays tensor-parallel, as InferenceX's single-node EP launchers serve it)."""
+    tp: int
+    ep: int = 1
+
+
 @cache
-def run_point(hw: str, model: str, quantization: str, tp: int, shape: tuple[int, int], concurrency: int,
-              prompts_per_user: int = PROMPTS_PER_USER, engine: str = "vllm", ep: int = 1) -> dict:
+def run_point(hw: str, model: str, quantization: str, parallel: Parallelism, shape: tuple[int, int],
+              concurrency: int, prompts_per_user: int = PROMPTS_PER_USER, engine: str = "vllm") -> dict:
     """One InferenceX point simulated: its throughputs per GPU, mean TTFT and TPOT (ms), median TPOT and the
-    interactivity (tok/s/user), `shape` being (ISL, OSL), `engine` the engine profile it runs as and `ep` its
-    expert-parallel degree (ep = tp, attention tensor-parallel). Cached: the rows of one point (throughputs, TTFT,
-    TPOT) share one run."""
+    interactivity (tok/s/user), `shape` being (ISL, OSL) and `engine` the engine profile it runs as. Cached: the
+    rows of one point (throughputs, TTFT, TPOT) share one run."""
     from ..runner import run  # imported here: the simulator is only needed for these rows
     from ..scenario import Scenario
 
@@ -136,11 +142,11 @@ def run_point(hw: str, model: str, quantization: str, tp: int, shape: tuple[int,
 
     # [0.8 L, L] is the random workload's [L' (1 - r'), L' (1 + r')] with L' = 0.9 L and r' = 1/9.
     centre, spread = (1 + RANGE_RATIO) / 2, (1 - RANGE_RATIO) / (1 + RANGE_RATIO)
-    s = Scenario(hardware=hw, model=model, quantization=quantization, tp=tp, workload="random",
+    s = Scenario(hardware=hw, model=model, quantization=quantization, tp=parallel.tp, workload="random",
                  isl=round(isl * centre), osl=round(osl * centre), length_range=spread, concurrency=concurrency,
                  concurrency_mode="semaphore", num_requests=concurrency * prompts_per_user,
                  token_budget=TOKEN_BUDGET, max_seqs=concurrency, async_scheduling=True, max_model_len=isl + osl,
-                 engine=engine, ep=ep)
+                 engine=engine, ep=parallel.ep)
     m = run(s).metrics
     gpus = m["gpus"]
     return {"tput_per_gpu": m["total_token_throughput"] / gpus, "output_tput_per_gpu": m["output_throughput"] / gpus,
@@ -191,7 +197,7 @@ def raw_check(row: dict, simulate: bool) -> Check:
     error = _setup_error(hw, model, quantization, tp, ep)
     if error:
         return Check(predicted=None, note=error, **base)
-    p = run_point(hw, model, quantization, tp, (isl, osl), conc, engine=engine_of(row["framework"]), ep=ep)
+    p = run_point(hw, model, quantization, Parallelism(tp, ep), (isl, osl), conc, engine=engine_of(row["framework"]))
     notes = [note, p["preemptions"] and f"{p['preemptions']} preemptions",
              quantity == "ttft_mean" and "client-side: includes HTTP and tokenisation",
              "anomal" in row["notes"].lower() and "the source calls this point an anomaly (throughput below the "
@@ -238,7 +244,7 @@ def frontier(hw: str, model: str, quantization: str, isl: int, osl: int) -> tupl
         if _setup_error(hw, model, quantization, tp):
             continue
         for conc in concurrencies:
-            p = run_point(hw, model, quantization, tp, (isl, osl), conc, FRONTIER_PROMPTS_PER_USER, engine)
+            p = run_point(hw, model, quantization, Parallelism(tp), (isl, osl), conc, FRONTIER_PROMPTS_PER_USER, engine)
             points.append((p["intvty"], p["tput_per_gpu"], f"{engine} TP{tp} concurrency {conc}"))
     return tuple(sorted(p for p in points if not any(q[0] >= p[0] and q[1] > p[1] for q in points)))
 
