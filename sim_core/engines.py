@@ -3,7 +3,7 @@ sim_core/data/engines.json, where each value is cited.
 
 A profile gives the defaults of the scheduler fields a scenario leaves unset (SCENARIO_FIELDS: the engine's max
 sequences and token budget, its capacity policy as a preemption mode, its overlap scheduling) and the kernel-level
-constants the cost model takes from it (decode_attention_slowdown). vllm is what sched-sim did before profiles
+constants the cost model takes from it (decode_attention_slowdown, decode_attention_kernel). vllm is what sched-sim did before profiles
 existed, so a scenario without `engine` runs exactly as it always did.
 """
 
@@ -15,6 +15,8 @@ from . import data
 from .kernel.cost_model import PAGED_ATTENTION_SLOWDOWN
 
 ENGINES_FILE = "engines.json"
+# The decode attention kernels whose least times gpus.json records (GPU.decode_attention_floor).
+DECODE_ATTENTION_KERNELS = ("paged", "xqa")
 DEFAULT_ENGINE = "vllm"
 # Scenario fields an engine gives defaults for, in the scenario's own order.
 SCENARIO_FIELDS = ("token_budget", "max_seqs", "async_scheduling", "preemption")
@@ -32,14 +34,19 @@ class EngineProfile:
     preemption: str
     async_scheduling: bool
     decode_attention_slowdown: float
+    decode_attention_kernel: str  # whose one-sequence floor the GPU's entry gives: "paged" or "xqa"
 
 
-def _load() -> dict[str, EngineProfile]:
-    profiles = data.load(data.read(ENGINES_FILE), ENGINES_FILE, EngineProfile, ENGINE_CONSTANTS)
+def profiles_from(doc: dict) -> dict[str, EngineProfile]:
+    """engines.json's entries as profiles; CatalogDataError naming the entry and key of a value out of range."""
+    profiles = data.load(doc, ENGINES_FILE, EngineProfile, ENGINE_CONSTANTS)
     for key, p in profiles.items():
         if p.preemption not in ("recompute", "swap", "none"):
             raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key 'preemption': "
                                         f"{p.preemption!r} is not recompute, swap or none")
+        if p.decode_attention_kernel not in DECODE_ATTENTION_KERNELS:
+            raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key 'decode_attention_kernel': "
+                                        f"{p.decode_attention_kernel!r} is not one of {', '.join(DECODE_ATTENTION_KERNELS)}")
         if not p.decode_attention_slowdown >= 1.0:
             raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key "
                                         f"'decode_attention_slowdown' must be at least 1 (a kernel's time over "
@@ -49,7 +56,7 @@ def _load() -> dict[str, EngineProfile]:
     return profiles
 
 
-ENGINES: dict[str, EngineProfile] = _load()
+ENGINES: dict[str, EngineProfile] = profiles_from(data.read(ENGINES_FILE))
 ENGINE_NAMES = tuple(ENGINES)
 
 
@@ -63,3 +70,10 @@ def scenario_defaults(engine: str, disaggregated: bool = False) -> dict[str, obj
     if disaggregated:
         out.pop("async_scheduling", None)
     return out
+
+
+def engine_of(framework: str) -> str:
+    """The profile a benchmark's framework, as its source names it, stands for: SGLang and TensorRT-LLM (and what
+    runs on it: NIM, NeMo's inference, MLPerf's harness) their own, anything else vLLM's."""
+    low = framework.lower()
+    return "sglang" if "sglang" in low else "trtllm" if "tensorrt" in low else DEFAULT_ENGINE

@@ -107,8 +107,11 @@ class GPU:
     moe_layer_fixed_us_fp8: float | None = None
     moe_layer_fixed_us_fp4: float | None = None
     # Least time one layer's decode attention kernel takes (one sequence, short context), where measured far above
-    # its KV read time; 0 (the default): the launch floor only.
+    # its KV read time; 0 (the default): the launch floor only. The unsuffixed one is the kernel vLLM and SGLang
+    # run (FlashAttention 3 / FlashInfer on Hopper, AITER on CDNA); _xqa, TensorRT-LLM's XQA generation kernel
+    # where measured apart (None: the unsuffixed one). An engine profile names which (engines.json).
     decode_attention_floor_us: float = 0.0
+    decode_attention_floor_us_xqa: float | None = None
     note: str = ""
 
     def gemm_bw_efficiency(self, quantization: str, block_scaled: bool = False) -> float:
@@ -132,6 +135,10 @@ class GPU:
         """A fused MoE layer's fixed time (us) with experts in this format."""
         return _first(_for_format(quantization, self.moe_layer_fixed_us_fp8, self.moe_layer_fixed_us_fp4),
                       self.moe_layer_fixed_us)
+
+    def decode_attention_floor(self, kernel: str) -> float:
+        """Least time (us) one layer's decode attention takes with the engine's kernel ("paged" or "xqa")."""
+        return _first(self.decode_attention_floor_us_xqa if kernel == "xqa" else None, self.decode_attention_floor_us)
 
     def allreduce_latency_us(self, tp: int) -> float:
         if not self.tp_link_is_nvlink:
@@ -194,4 +201,4 @@ GPU_FRACTIONS = ("bw_efficiency", "compute_efficiency", "allreduce_busbw_efficie
 STREAMING_FRACTIONS = ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block",
                        "gemm_bw_efficiency_fp4", "moe_bw_efficiency", "moe_bw_efficiency_fp8", "moe_bw_efficiency_fp4")
 GPU_TIMES = ("step_overhead_ms", "nvlink_allreduce_latency_us", "moe_layer_fixed_us", "moe_layer_fixed_us_fp8",
-             "moe_layer_fixed_us_fp4", "decode_attention_floor_us")
+             "moe_layer_fixed_us_fp4", "decode_attention_floor_us", "decode_attention_floor_us_xqa")

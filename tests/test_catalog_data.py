@@ -36,14 +36,15 @@ def _snapshot_gpus() -> dict[str, dict]:
 
 # The fields added since the snapshot that a snapshot entry may set away from their default: the B200's dense FP4
 # rate (issue #22; checked against its published figure in tests/test_hardware_2026.py), the AMD parts' measured
-# GEMM and fused-MoE kernel figures (AMD's aiter tables) and the NVIDIA parts' fused-MoE ones (published benchmarks;
-# their effect is tested in tests/test_cost_model_measured_kernels.py).
+# GEMM and fused-MoE kernel figures (AMD's aiter tables) and the NVIDIA parts' fused-MoE and Hopper decode-attention
+# ones (published benchmarks; their effect is tested in tests/test_cost_model_measured_kernels.py).
 _MOE = ("moe_layer_fixed_us", "moe_bw_efficiency", "moe_layer_fixed_us_fp8", "moe_bw_efficiency_fp8",
         "moe_layer_fixed_us_fp4", "moe_bw_efficiency_fp4")
 _GFX942 = ("gemm_bw_efficiency_fp8_block", "gemm_compute_efficiency_fp8_block") + _MOE[:4]
 CHANGED_SINCE_SNAPSHOT = (
     {("b200", "fp4_tflops")}
-    | {(gpu, "moe_layer_fixed_us") for gpu in ("h100", "h200")}
+    | {(gpu, f) for gpu in ("h100", "h200")
+       for f in ("moe_layer_fixed_us", "decode_attention_floor_us", "decode_attention_floor_us_xqa")}
     | {(gpu, field) for gpu in ("b200", "b300", "gb200", "gb300") for field in _MOE if field != "moe_bw_efficiency"}
     | {(gpu, field) for gpu in ("mi300x", "mi325x") for field in _GFX942}
     | {("mi355x", field) for field in _MOE + ("decode_attention_floor_us", "gemm_bw_efficiency_bf16",

@@ -306,3 +306,24 @@ def test_a_validation_gemm_reads_its_weights_at_the_gemm_bandwidth_and_its_activ
     # Everything at the GEMM bandwidth (the activations too) would be measurably slower.
     all_slow = GEMM_LAUNCH_FLOOR_S + roofline_s(weights + activations, flops, p[DENSE_GEMM_BW], p[LINEAR_RATE])
     assert gemm_s(p, m, n, k) < all_slow * (1 - 1e-4)
+
+
+def test_the_engine_names_the_decode_attention_kernel_whose_floor_it_pays():
+    """On a Hopper part vLLM and SGLang run FlashAttention 3 (11.0 us a layer for one short sequence), TensorRT-LLM
+    its XQA kernel (7.6 us); a part with one measured floor (the MI355X's AITER kernel) charges it to every engine."""
+    def attention(p, seqs, ctx):
+        return step_breakdown(p, 0, 0, 0, 0, seqs, seqs * ctx, seqs)[ATTENTION]
+
+    h100, layers = setup("h100", "llama-3-8b", "fp8", 1), MODELS["llama-3-8b"].attn_layers
+    vllm, sglang, trt = (cost_params(h100, engine=e) for e in ("vllm", "sglang", "trtllm"))
+    g = GPUS["h100"]
+    assert (g.decode_attention_floor("paged"), g.decode_attention_floor("xqa")) == (11.0, 7.6)
+    assert attention(vllm, 1, 1024) == pytest.approx(layers * 11.0e-6) == attention(sglang, 1, 1024)
+    assert attention(trt, 1, 1024) == pytest.approx(layers * 7.6e-6)
+    mi355x = setup("mi355x", "llama-3-8b", "fp8", 1)
+    assert attention(cost_params(mi355x, engine="trtllm"), 1, 1024) == pytest.approx(
+        attention(cost_params(mi355x), 1, 1024)) == pytest.approx(layers * GPUS["mi355x"].decode_attention_floor_us * 1e-6)
+    # A GPU that measures neither keeps the launch floor for every engine.
+    a100 = setup("a100", "llama-3-8b", "fp16", 1)
+    assert GPUS["a100"].decode_attention_floor("xqa") == 0.0
+    assert attention(cost_params(a100, engine="trtllm"), 1, 1024) < layers * 7.6e-6

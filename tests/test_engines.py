@@ -107,3 +107,28 @@ def test_a_field_set_to_none_takes_the_engines_default_and_round_trips():
     s = Scenario(engine="sglang", token_budget=None, max_seqs=None)
     assert s.token_budget == scenario_defaults("sglang")["token_budget"]
     assert Scenario.from_query(s.to_query()) == s
+
+
+def test_an_engine_entry_naming_an_unknown_decode_attention_kernel_is_refused_naming_it():
+    from sim_core import data, engines
+
+    doc = data.read(engines.ENGINES_FILE)
+    doc["entries"][2]["decode_attention_kernel"] = "flashmla"
+    with pytest.raises(data.CatalogDataError, match=r"entry 'trtllm': key 'decode_attention_kernel': 'flashmla'"):
+        engines.profiles_from(doc)
+
+
+def test_validation_rows_run_their_frameworks_engine_kernels():
+    """A TensorRT-LLM row's decode step costs what the trtllm profile's kernels cost; a row whose framework names
+    neither SGLang nor TensorRT-LLM takes vLLM's."""
+    from sim_core.engines import engine_of
+
+    assert engine_of("TensorRT-LLM 0.16.0 (C++ runtime engine)") == "trtllm"
+    assert engine_of("NVIDIA NIM 1.8.0 (TensorRT-LLM backend)") == "trtllm"
+    assert engine_of("LMDeploy TurboMind v0.1.0a1") == "vllm" and engine_of("SGLang v0.5.12") == "sglang"
+    row = {"source_id": "s", "hardware": "H100-SXM-80GB", "model": "Llama-3-8B", "value": "5", "unit": "ms",
+           "measured_what": "per-token latency (ITL, batch 1)", "decode_seqs": "1", "decode_context": "1024",
+           "framework": "TensorRT-LLM 0.16.0"}
+    trt = validation.step_check("step", row, "h100", "llama-3-8b", 1, "fp8")
+    vllm = validation.step_check("step", row | {"framework": "vLLM 0.6"}, "h100", "llama-3-8b", 1, "fp8")
+    assert trt.predicted < vllm.predicted

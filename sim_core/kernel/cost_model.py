@@ -259,7 +259,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
     from .measured_kernels import measured_kernel_params  # it reads this module's slots
 
-    measured_kernel_params(p, setup, c.bandwidth_efficiency)
+    measured_kernel_params(p, setup, c.bandwidth_efficiency, ENGINES[engine].decode_attention_kernel)
     return p
 
 

@@ -20,9 +20,11 @@ from .cost_model import (
 )
 
 
-def measured_kernel_params(p: np.ndarray, setup: Setup, bandwidth_efficiency: float) -> None:
+def measured_kernel_params(p: np.ndarray, setup: Setup, bandwidth_efficiency: float,
+                           attention_kernel: str = "paged") -> None:
     """Fill the measured kernels' slots. Each measured bandwidth keeps its ratio to the catalog's streaming
-    efficiency, so a calibrated `bandwidth_efficiency` (a hardware profile's) moves it by the same factor."""
+    efficiency, so a calibrated `bandwidth_efficiency` (a hardware profile's) moves it by the same factor;
+    `attention_kernel` is the engine's decode attention kernel (engines.json)."""
     g, m = setup.gpu, setup.model
     stream = p[PEAK_BW] * bandwidth_efficiency
     p[DENSE_GEMM_BW] = stream * (g.gemm_bw_efficiency(setup.quantization, setup.fp8_block_scaled) / g.bw_efficiency)
@@ -30,4 +32,4 @@ def measured_kernel_params(p: np.ndarray, setup: Setup, bandwidth_efficiency: fl
     p[EXPERT_BW] = stream * (g.expert_bw_efficiency(setup.quantization) / g.bw_efficiency)
     # Per step: each MoE layer's fixed time beyond its two grouped GEMMs' launch floors (cost_model charges those).
     p[MOE_FIXED_S] = m.moe_layers * max(0.0, g.moe_fixed_us(setup.quantization) * 1e-6 - 2.0 * GEMM_LAUNCH_FLOOR_S)
-    p[DECODE_ATTN_FLOOR_S] = g.decode_attention_floor_us * 1e-6 * m.attn_layers  # one kernel per attention layer
+    p[DECODE_ATTN_FLOOR_S] = g.decode_attention_floor(attention_kernel) * 1e-6 * m.attn_layers  # one per layer

@@ -31,6 +31,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..catalog import GPUS, MODELS
+
+# engine_of: a row's framework column as the engine profile it runs (capacity policy, decode-attention kernel); the
+# launch flags the rows share (token budget, max sequences, overlap scheduling) stay set explicitly.
+from ..engines import engine_of
 from .validation import VALIDATION_DIR, Check, hardware_key, measured_rows, model_key
 
 FILE = "inferencex.csv"
@@ -108,14 +112,6 @@ def quantization_for(dtype: str, gpu: str) -> tuple[str, str]:
             return "int4", "MXFP4 weights run weight-only (no FP4 tensor cores): int4"
         return "fp4", ""
     return ("fp8", "") if "fp8" in d else ("bf16", "")
-
-
-def engine_of(framework: str) -> str:
-    """The engine profile (sim_core/data/engines.json) a row's framework column names: SGLang and TensorRT-LLM
-    rows run with their own profile (capacity policy, decode-attention kernel), vLLM and unnamed ones with vLLM's.
-    The launch flags the rows share (token budget, max sequences, overlap scheduling) stay set explicitly."""
-    low = framework.lower()
-    return "sglang" if "sglang" in low else "trtllm" if "tensorrt" in low else "vllm"
 
 
 def family(model: str) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..catalog import GPUS, MODELS, ServingSettings, resolve_setup
+from ..engines import engine_of
 from ..kernel.cost_model import (
     ATTENTION_RATE,
     CUSTOM_AR_MAX_BYTES,
@@ -106,9 +107,9 @@ NCCL_NOTE = "engine all-reduces with NCCL (custom all-reduce not enabled in its 
 
 @cache
 def params(hardware: str, model: str, quantization: str, tp: int, kv_cache_dtype: str = "auto",
-           nccl_only: bool = False) -> np.ndarray:
+           nccl_only: bool = False, engine: str = "vllm") -> np.ndarray:
     setup = resolve_setup(hardware, model, quantization, tp, ServingSettings(0.9, 16, 8192, 256), kv_cache_dtype)
-    p = cost_params(setup)
+    p = cost_params(setup, engine=engine)
     if nccl_only:
         p[CUSTOM_AR_MAX_BYTES] = 0.0
     return p
@@ -237,7 +238,7 @@ def step_check(group: str, row: dict, hw: str | None, model: str | None, tp: int
     q = quantization_of(dtype)
     try:
         nccl = row["source_id"] in NCCL_ONLY_SOURCES and tp > 1
-        p = params(hw, model, q, tp, kv_cache_dtype_of(dtype), nccl)
+        p = params(hw, model, q, tp, kv_cache_dtype_of(dtype), nccl, engine_of(row.get("framework", "")))
     except ValueError as e:
         return Check(predicted=None, note=str(e), **base)
     notes = ["client-side: includes HTTP and detokenisation"] if "client-side" in what_text else []
@@ -252,7 +253,7 @@ def step_check(group: str, row: dict, hw: str | None, model: str | None, tp: int
         predicted = batch * output / static_batch_s(p, batch, prompt, output)
     elif "speed-up" in low and row["unit"] == "x" and shape:
         # A published ratio (no absolute times): the 16-bit engine's whole static batch over this row's.
-        p16 = params(hw, model, "fp16", tp, "auto", nccl)
+        p16 = params(hw, model, "fp16", tp, "auto", nccl, engine_of(row.get("framework", "")))
         predicted = static_batch_s(p16, *shape) / static_batch_s(p, *shape)
     elif "end-to-end" in low and shape:
         predicted = static_batch_s(p, *shape) * 1e3
@@ -311,7 +312,7 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
     m = re.search(r"static batch of (\d+)", row["measured_what"])
     kv_dtype = kv_cache_dtype_of(dtype)
     try:
-        p = params(hw, model, quantization_of(dtype), tp, kv_dtype, nccl)
+        p = params(hw, model, quantization_of(dtype), tp, kv_dtype, nccl, engine_of(row.get("framework", "")))
         if m:
             batch = int(m.group(1))
             rate = batch * output / static_batch_s(p, batch, prompt, output)
