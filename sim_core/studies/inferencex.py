@@ -8,7 +8,8 @@ semaphore: sched-sim's concurrency_mode "semaphore"), each prompt and output len
 sample_random_requests draws from [int(L * ratio), L]), `--ignore-eos`. Its vLLM launchers (e.g.
 benchmarks/gptoss_fp4_h100.sh) serve with `max-num-batched-tokens: 8192`, `async-scheduling: true`, no prefix
 caching and `--max-num-seqs=$CONC`; SGLang and TensorRT-LLM overlap the CPU's scheduling with the GPU's step by
-default, so every point runs with async scheduling. A row runs as the engine profile its framework column names
+default, so every point runs with async scheduling. Its SGLang DeepSeek-R1 launchers keep the KV cache in FP8 on the
+B200, B300, MI300X and MI325X (FP8_KV_DEPLOYMENTS), and so do those points. A row runs as the engine profile its framework column names
 (engine_of: sglang, trtllm, else vllm), the launch settings above set explicitly over the profile's defaults. Throughput per GPU is InferenceX's `tput_per_gpu`: total
 (input + output) tokens/s over the run divided by the GPUs; interactivity is 1000 / median TPOT (ms).
 
@@ -70,6 +71,11 @@ SITE_SWEEPS = {
     ("deepseek-r1", "mi300x", 8192, 1024): (("sglang", 8, 4, 64),),
     ("deepseek-r1", "mi325x", 8192, 1024): (("sglang", 8, 4, 64),),
 }
+# The deployments InferenceX serves with an FP8 KV cache, (model, engine, GPU): its SGLang DeepSeek-R1 launchers pass
+# `--kv-cache-dtype fp8_e4m3` on the B200, B300, MI300X and MI325X (benchmarks/dsr1_fp8_{b200,mi300x,mi325x}.sh and
+# dsr1_fp4_b200.sh before 8d81e0bf, 2026-02-19; benchmarks/single_node/fixed_seq_len/dsr1_fp{4,8}_b300.sh from their
+# first commit, 2026-04-17); the H200's and the vLLM and TensorRT-LLM launchers set none (the checkpoint's default).
+FP8_KV_DEPLOYMENTS = {("deepseek-r1", "sglang", gpu) for gpu in ("b200", "b300", "mi300x", "mi325x")}
 DENSE, MOE = "dense", "MoE"
 # Summary targets of issue #22: median |error| of throughput per GPU for the dense and the MoE models, the largest
 # ratio allowed for the dense model, and the share of GPU pairs whose order must agree.
@@ -142,7 +148,8 @@ def run_point(hw: str, model: str, quantization: str, parallel: Parallelism, sha
                  isl=round(isl * centre), osl=round(osl * centre), length_range=spread, concurrency=concurrency,
                  concurrency_mode="semaphore", num_requests=concurrency * prompts_per_user,
                  token_budget=TOKEN_BUDGET, max_seqs=concurrency, async_scheduling=True, max_model_len=isl + osl,
-                 engine=engine, ep=parallel.ep)
+                 engine=engine, ep=parallel.ep,
+                 kv_cache_dtype="fp8" if (model, engine, hw) in FP8_KV_DEPLOYMENTS else "auto")
     m = run(s).metrics
     gpus = m["gpus"]
     return {"tput_per_gpu": m["total_token_throughput"] / gpus, "output_tput_per_gpu": m["output_throughput"] / gpus,
