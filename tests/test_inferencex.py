@@ -115,7 +115,11 @@ def test_raw_runs_are_also_compared_at_the_interactivity_they_reached():
                 _row("deepseek-r1", "h200", level, tpot, tpot_predicted, "tpot_mean")]
 
     rows = run("concurrency 4", 700, 1000, 12.0, 10.0) + run("concurrency 8", 1000, 1600, 1000 / 75, 20.0)
-    s = inferencex.frontier_summary(rows)["models"]["deepseek-r1"]
+    summary = inferencex.frontier_summary(rows)
+    # Beside it, the runs' TPOT at their own concurrency: -16.7% and +50%, median |error| 33.3%.
+    assert summary["families"]["MoE"]["tpot"]["median_abs_error"] == pytest.approx((1 / 6 + 0.5) / 2)
+    assert any("median |error|: MoE 33.3% (2 rows)" in line for line in inferencex.frontier_lines(summary))
+    s = summary["models"]["deepseek-r1"]
     assert s["rows"] == 2 and s["max_ratio"] == pytest.approx(1.6)
     # concurrency 4's measured 83 tok/s/user: 1000 + (100 - 83.3) / 50 * 600 = 1200 on the curve
     assert s["matched"]["rows"] == 2
