@@ -3,8 +3,8 @@ sim_core/data/engines.json, where each value is cited.
 
 A profile gives the defaults of the scheduler fields a scenario leaves unset (SCENARIO_FIELDS: the engine's max
 sequences and token budget, its capacity policy as a preemption mode, its overlap scheduling) and the kernel-level
-constants the cost model takes from it (decode_attention_slowdown, decode_attention_kernel). vllm is what sched-sim did before profiles
-existed, so a scenario without `engine` runs exactly as it always did.
+constants the cost model takes from it (decode_attention_slowdown, decode_attention_kernel). vllm is what sched-sim
+did before profiles existed, so a scenario without `engine` runs exactly as it always did.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def profiles_from(doc: dict) -> dict[str, EngineProfile]:
                                         f"{p.preemption!r} is not recompute, swap or none")
         if p.decode_attention_kernel not in DECODE_ATTENTION_KERNELS:
             raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key 'decode_attention_kernel': "
-                                        f"{p.decode_attention_kernel!r} is not one of {', '.join(DECODE_ATTENTION_KERNELS)}")
+                                        f"{p.decode_attention_kernel!r} is not one of "
+                                        f"{', '.join(DECODE_ATTENTION_KERNELS)}")
         if not p.decode_attention_slowdown >= 1.0:
             raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key "
                                         f"'decode_attention_slowdown' must be at least 1 (a kernel's time over "

@@ -159,7 +159,8 @@ class GPU:
         for name in STREAMING_FRACTIONS:  # measured below the streaming efficiency: a kernel never streams faster
             value = getattr(self, name)
             if value is not None and value > self.bw_efficiency:
-                return f"key {name!r}: {value} is above bw_efficiency ({self.bw_efficiency}; a kernel's bandwidth is at most it)"
+                return (f"key {name!r}: {value} is above bw_efficiency ({self.bw_efficiency}; a kernel's bandwidth "
+                        f"is at most it)")
         return ""
 
 

@@ -9,9 +9,10 @@ sample_random_requests draws from [int(L * ratio), L]), `--ignore-eos`. Its vLLM
 benchmarks/gptoss_fp4_h100.sh) serve with `max-num-batched-tokens: 8192`, `async-scheduling: true`, no prefix
 caching and `--max-num-seqs=$CONC`; SGLang and TensorRT-LLM overlap the CPU's scheduling with the GPU's step by
 default, so every point runs with async scheduling. Its SGLang DeepSeek-R1 launchers keep the KV cache in FP8 on the
-B200, B300, MI300X and MI325X (FP8_KV_DEPLOYMENTS), and so do those points. A row runs as the engine profile its framework column names
-(engine_of: sglang, trtllm, else vllm), the launch settings above set explicitly over the profile's defaults. Throughput per GPU is InferenceX's `tput_per_gpu`: total
-(input + output) tokens/s over the run divided by the GPUs; interactivity is 1000 / median TPOT (ms).
+B200, B300, MI300X and MI325X (FP8_KV_DEPLOYMENTS), and so do those points. A row runs as the engine profile its
+framework column names (engines.engine_of: sglang, trtllm, else vllm: capacity policy, decode-attention kernel), the
+launch settings above set explicitly over the profile's defaults. Throughput per GPU is InferenceX's `tput_per_gpu`:
+total (input + output) tokens/s over the run divided by the GPUs; interactivity is 1000 / median TPOT (ms).
 
 The site's comparison rows ("inferencex_site_compare") are not runs but the site's interpolation along its
 frontier at a target interactivity, each GPU with its "best available serving configuration" (not named): they
@@ -32,9 +33,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..catalog import GPUS, MODELS
-
-# engine_of: a row's framework column as the engine profile it runs (capacity policy, decode-attention kernel); the
-# launch flags the rows share (token budget, max sequences, overlap scheduling) stay set explicitly.
 from ..engines import engine_of
 from .validation import VALIDATION_DIR, Check, hardware_key, measured_rows, model_key
 
@@ -160,11 +158,11 @@ def run_point(hw: str, model: str, quantization: str, parallel: Parallelism, sha
 def _setup_error(hw: str, model: str, quantization: str, tp: int, ep: int = 1) -> str | None:
     """Why this deployment cannot run (it does not fit, tp does not divide the heads), or None."""
     from ..catalog import ServingSettings, SetupError, resolve_setup
-    from ..expert_parallel import NO_EP, ExpertParallel
+    from ..expert_parallel import ExpertParallel
 
-    try:
+    try:  # ExpertParallel(1) is NO_EP: plain tensor parallelism
         resolve_setup(hw, model, quantization, tp, ServingSettings(0.9, 16, TOKEN_BUDGET, 256),
-                      expert_parallel=ExpertParallel(ep) if ep > 1 else NO_EP)
+                      expert_parallel=ExpertParallel(ep))
     except SetupError as e:
         return str(e)
     return None
@@ -310,7 +308,8 @@ def frontier_summary(rows: list[Check]) -> dict:
     tpot = [c for c in rows if c.point and c.point.quantity in ("tpot_mean", "tpot_p50") and c.predicted is not None]
     per_family = {fam: {**_stats([c.error for c in tput if family(c.point.model) == fam]),
                         "matched": _stats([e for m, _, e in matched if family(m) == fam]),
-                        "tpot": _stats([c.error for c in tpot if family(c.point.model) == fam])} for fam in (DENSE, MOE)}
+                        "tpot": _stats([c.error for c in tpot if family(c.point.model) == fam])}
+                  for fam in (DENSE, MOE)}
     # The same measure per GPU maker: whose serving stacks' kernels the cost model's constants come from (the
     # measured-kernel tables are mostly NVIDIA's) is where its error concentrates, which one overall figure hides.
     vendors = {v: {fam: _stats([e for m, g, e in matched if family(m) == fam and vendor(g) == v])
@@ -321,8 +320,9 @@ def frontier_summary(rows: list[Check]) -> dict:
               for e in [[c.error for c in tput if (c.point.model, c.point.gpu) == (m, g)]]]
     levels = _pair_agreement(tput)
     pairs, agree = sum(lv["pairs"] for lv in levels), sum(lv["agree"] for lv in levels)
-    return {"models": models, "families": per_family, "vendors": vendors, "gpus": by_gpu, "levels": levels, "pairs": pairs, "pairs_agree": agree,
-            "pair_agreement": agree / pairs if pairs else None, "targets": TARGETS}
+    return {"models": models, "families": per_family, "vendors": vendors, "gpus": by_gpu, "levels": levels,
+            "pairs": pairs, "pairs_agree": agree, "pair_agreement": agree / pairs if pairs else None,
+            "targets": TARGETS}
 
 
 def _stats(errors: list[float]) -> dict:

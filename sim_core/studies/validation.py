@@ -238,7 +238,8 @@ def step_check(group: str, row: dict, hw: str | None, model: str | None, tp: int
     q = quantization_of(dtype)
     try:
         nccl = row["source_id"] in NCCL_ONLY_SOURCES and tp > 1
-        p = params(hw, model, q, tp, kv_cache_dtype_of(dtype), nccl, engine_of(row.get("framework", "")))
+        engine = engine_of(row.get("framework", ""))
+        p = params(hw, model, q, tp, kv_cache_dtype_of(dtype), nccl, engine)
     except ValueError as e:
         return Check(predicted=None, note=str(e), **base)
     notes = ["client-side: includes HTTP and detokenisation"] if "client-side" in what_text else []
@@ -253,7 +254,7 @@ def step_check(group: str, row: dict, hw: str | None, model: str | None, tp: int
         predicted = batch * output / static_batch_s(p, batch, prompt, output)
     elif "speed-up" in low and row["unit"] == "x" and shape:
         # A published ratio (no absolute times): the 16-bit engine's whole static batch over this row's.
-        p16 = params(hw, model, "fp16", tp, "auto", nccl, engine_of(row.get("framework", "")))
+        p16 = params(hw, model, "fp16", tp, "auto", nccl, engine)
         predicted = static_batch_s(p16, *shape) / static_batch_s(p, *shape)
     elif "end-to-end" in low and shape:
         predicted = static_batch_s(p, *shape) * 1e3
