@@ -96,3 +96,7 @@ def site():
     deadline = time.monotonic() + 30
     while jobs.running_jobs() and time.monotonic() < deadline:
         time.sleep(0.05)
+    if jobs.running_jobs():  # each module after it would wait its 30 s too (a job left running for ever did)
+        import warnings
+
+        warnings.warn(f"{jobs.running_jobs()} job(s) still running 30 s after they were cancelled", stacklevel=1)

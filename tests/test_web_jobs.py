@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import budget, cache, http, inputs, plan_jobs, service
-from app.web.jobs import CANCELLED_TEXT, JobBoard, JobRecord
+from app.web.jobs import CANCELLED_TEXT, ENDED_WITHOUT_RESULT, JobBoard, JobRecord
 from sim_core import SCHEDULER_NAMES
 from sim_core.runner import Cancelled, make_requests, resolve, simulate_requests
 
@@ -235,6 +235,24 @@ def test_a_queued_job_that_is_cancelled_never_starts():
     release.set()
     second.state.future.result(5)
     assert ran == ["first"] and second.error == CANCELLED_TEXT
+
+
+def test_a_run_that_ends_without_a_result_leaves_no_job_running():
+    """A job whose run returned (or raised a BaseException past its handler) with neither result nor error would
+    count as running for ever: a place in the queue never freed, and a stopping server waiting on it."""
+    board = JobBoard("silent", 2, keep=4, busy=lambda retry: service.BusyError("busy", retry))
+
+    def interrupted(job):
+        raise KeyboardInterrupt  # past every `except Exception` of the real runs
+
+    quiet, _ = board.start(Job("quiet"), lambda job: None)
+    loud, _ = board.start(Job("loud"), interrupted)
+    quiet.state.future.result(5)
+    with pytest.raises(KeyboardInterrupt):
+        loud.state.future.result(5)
+    assert quiet.error == loud.error == ENDED_WITHOUT_RESULT
+    assert board.running_jobs() == 0 and board.find("quiet") is None  # asking again retries it
+    assert board.cancel_running() == 0  # a stopping server finds nothing left to stop
 
 
 def test_cancel_stops_a_plan_within_a_second(client, monkeypatch):

@@ -41,6 +41,8 @@ REAP_EVERY_S = 1.0
 DEFAULT_RETRY_S = 10
 MAX_RETRY_S = 600
 CANCELLED_TEXT = "cancelled"
+# A run that returned (or raised past its own handler) without setting a result or an error.
+ENDED_WITHOUT_RESULT = "the job ended without a result"
 
 
 def _seconds_left(job: Any, now: float) -> float | None:
@@ -220,6 +222,8 @@ class JobBoard:
         finally:
             if state.cancelled and job.result is None:
                 job.error = CANCELLED_TEXT  # whatever the run made of its Cancelled, it was cancelled
+            elif job.result is None and job.error is None:  # never left running once its thread is done
+                job.error = ENDED_WITHOUT_RESULT
             state.bytes = deep_size(job.result)
             with self._lock:
                 self._forget_old(job)
