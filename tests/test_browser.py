@@ -383,10 +383,7 @@ def test_every_embed_fits_a_960x540_slide_frame(page, figure):
                      f'height="{height}" style="border: 0"></iframe>')
     frame = page.main_frame.child_frames[0]
     frame.wait_for_function(EMBED_READY, timeout=90_000)
-    frame.wait_for_timeout(300)  # plotly's responsive resize settles
-    sizes = frame.evaluate("""() => { const d = document.documentElement;
-        return [d.scrollWidth, d.clientWidth, d.scrollHeight, d.clientHeight]; }""")
-    assert sizes[0] <= sizes[1] and sizes[2] <= sizes[3], sizes
+    wait_until_it_fits_the_width(frame, height=True)  # once plotly's responsive resize settles: no scrollbar
     boxes = frame.evaluate("""() => [...document.querySelectorAll('.plot[data-figure], #embed-caption, .embed-foot')]
         .map(e => { const r = e.getBoundingClientRect(); return [e.id || e.className, r.left, r.top, r.right, r.bottom]; })""")
     assert any(b[0] == "embed-caption" for b in boxes)
