@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .catalog import GIB, GPUS, MODELS, Model, ServingSettings, Setup, SetupError, resolve_setup
-from .expert_parallel import NO_EP, ExpertParallel
+from .expert_parallel import ExpertParallel, expert_parallel
 from .hf_config import ModelConfigError, model_from_text
 from .input_files import input_file_problem
 from .policies import BY_NAME, SCHEDULERS, Scheduler
@@ -115,7 +115,7 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget:
 
 def expert_parallel_of(s: Scenario) -> ExpertParallel:
     """The scenario's expert parallelism (NO_EP at ep 1; resolve_setup refuses it on a dense model)."""
-    return NO_EP if s.ep == 1 else ExpertParallel(s.ep, s.attention_dp, s.moe_imbalance or 1.0)
+    return expert_parallel(s.ep, s.attention_dp, s.moe_imbalance)
 
 
 def scenario_model(s: Scenario) -> Model:

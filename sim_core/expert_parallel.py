@@ -99,6 +99,11 @@ class ExpertParallel:
 NO_EP = ExpertParallel()
 
 
+def expert_parallel(ep: int, attention_dp: bool = False, imbalance: float | None = None) -> ExpertParallel:
+    """The plan a scenario's or a step shape's fields ask for: NO_EP at ep 1; an unset imbalance is uniform."""
+    return NO_EP if ep == 1 else ExpertParallel(ep, attention_dp, imbalance or 1.0)
+
+
 def experts_per_gpu(model: Model, ep: int) -> int:
     """Routed experts each GPU holds per MoE layer: all of them spread whole, the last GPUs one fewer when ep does
     not divide them (memory is sized for the fullest)."""

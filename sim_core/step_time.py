@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import ServingSettings, resolve_setup
-from .expert_parallel import NO_EP, ExpertParallel, shape_error
+from .expert_parallel import expert_parallel, shape_error
 from .fields import range_text
 from .hardware_profile import canonical, profile_constants
 from .kernel.cost_model import (
@@ -105,7 +105,7 @@ def _setup(shape: StepShape, prefill_tokens: int, decode_seqs: int):
     defaults = Scenario()
     serving = ServingSettings(defaults.gpu_memory_utilization, defaults.block_size, max(512, prefill_tokens),
                               max(defaults.max_seqs, decode_seqs))
-    plan = ExpertParallel(shape.ep, shape.attention_dp, shape.moe_imbalance or 1.0) if shape.ep > 1 else NO_EP
+    plan = expert_parallel(shape.ep, shape.attention_dp, shape.moe_imbalance)
     return resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp, serving, shape.kv_cache_dtype,
                          plan)
 
