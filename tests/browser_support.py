@@ -119,9 +119,9 @@ def screenshot_dir() -> Path:
 # A Plotly figure container the dashboard's script has finished drawing (it sets data-drawn="1").
 DRAWN = "id => { const d = document.getElementById(id); return !!d && d.dataset.drawn === '1'; }"
 
-# The page (selector null) or one element scrolls sideways nowhere (nor down, with `tall`); what reaches past its
-# right edge if it does.
-FITS_WIDTH = """([sel, tall]) => { const e = sel ? document.querySelector(sel) : document.documentElement;
+# The page (selector null) or one element scrolls sideways nowhere (nor downwards, with `height`); what reaches
+# past its right edge if it does.
+FITS = """([sel, tall]) => { const e = sel ? document.querySelector(sel) : document.documentElement;
   return e.scrollWidth <= e.clientWidth && (!tall || e.scrollHeight <= e.clientHeight); }"""
 PAST_RIGHT_EDGE = """sel => { const e = sel ? document.querySelector(sel) : document.documentElement;
   const edge = sel ? e.getBoundingClientRect().left + e.clientWidth : e.clientWidth;
@@ -131,8 +131,8 @@ PAST_RIGHT_EDGE = """sel => { const e = sel ? document.querySelector(sel) : docu
           clientHeight: e.clientHeight, past: past.slice(0, 10)}; }"""
 
 
-def wait_until_it_fits_the_width(page: Any, selector: str | None = None, timeout_ms: int = 15_000, *,
-                                 height: bool = False) -> None:
+def wait_until_it_fits(page: Any, selector: str | None = None, timeout_ms: int = 15_000, *,
+                       height: bool = False) -> None:
     """Wait until the page or frame (or the element at `selector`) needs no sideways scrolling after a resize (nor
     any downwards, with `height`); fail naming what still reaches past the edge. Plotly redraws a figure at its new
     width on a debounced timer, which a loaded machine runs late (a fixed 300 ms pause once saw the 1440 px figures
@@ -140,7 +140,7 @@ def wait_until_it_fits_the_width(page: Any, selector: str | None = None, timeout
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
-        page.wait_for_function(FITS_WIDTH, arg=[selector, height], timeout=timeout_ms)
+        page.wait_for_function(FITS, arg=[selector, height], timeout=timeout_ms)
     except PlaywrightTimeout:
         raise AssertionError(page.evaluate(PAST_RIGHT_EDGE, selector)) from None
 

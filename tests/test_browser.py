@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, open_page, screenshot_dir, wait_until_it_fits_the_width  # noqa: E402
+from browser_support import DRAWN, open_page, screenshot_dir, wait_until_it_fits  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 from app.web import figures, service  # noqa: E402
@@ -383,7 +383,7 @@ def test_every_embed_fits_a_960x540_slide_frame(page, figure):
                      f'height="{height}" style="border: 0"></iframe>')
     frame = page.main_frame.child_frames[0]
     frame.wait_for_function(EMBED_READY, timeout=90_000)
-    wait_until_it_fits_the_width(frame, height=True)  # once plotly's responsive resize settles: no scrollbar
+    wait_until_it_fits(frame, height=True)  # once plotly's responsive resize settles: no scrollbar
     boxes = frame.evaluate("""() => [...document.querySelectorAll('.plot[data-figure], #embed-caption, .embed-foot')]
         .map(e => { const r = e.getBoundingClientRect(); return [e.id || e.className, r.left, r.top, r.right, r.bottom]; })""")
     assert any(b[0] == "embed-caption" for b in boxes)
@@ -553,7 +553,7 @@ def test_landing_shows_the_takeaway_and_a_kv_view_that_plays_by_itself(page):
         assert box["y"] >= 0 and box["y"] + box["height"] <= 900, (selector, box)
     page.screenshot(path=SHOTS / "15-landing-1440x900.png")
     page.set_viewport_size({"width": 390, "height": 844})
-    wait_until_it_fits_the_width(page, "#card-kv")  # the player lays its grids out again: they fit a phone
+    wait_until_it_fits(page, "#card-kv")  # the player lays its grids out again: they fit a phone
     card = page.locator("#card-kv")
     card.scroll_into_view_if_needed()
     card.screenshot(path=SHOTS / "16-kv-390x844.png")

@@ -22,7 +22,7 @@ from browser_support import (  # noqa: E402
     THEME_DRAWN,
     open_page,
     screenshot_dir,
-    wait_until_it_fits_the_width,
+    wait_until_it_fits,
 )
 
 pytestmark = pytest.mark.browser
@@ -121,7 +121,7 @@ def test_the_cluster_embed_fits_a_960x540_slide_frame(site, kind):
     frame = page.main_frame.child_frames[0]
     frame.wait_for_function("() => [...document.querySelectorAll('[data-figure=cluster]')]"
                             ".every(d => d.dataset.drawn === '1')", timeout=90_000)
-    wait_until_it_fits_the_width(frame, height=True)  # no scrollbar, once plotly's responsive resize settles
+    wait_until_it_fits(frame, height=True)  # no scrollbar, once plotly's responsive resize settles
     boxes = frame.evaluate("""() => [...document.querySelectorAll('.plot[data-figure], #embed-caption')]
         .map(e => { const r = e.getBoundingClientRect(); return [e.id, r.left, r.top, r.right, r.bottom]; })""")
     assert [b[0] for b in boxes if b[0].startswith("plot-")] == [

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, open_page, screenshot_dir, wait_until_it_fits_the_width  # noqa: E402
+from browser_support import DRAWN, open_page, screenshot_dir, wait_until_it_fits  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
@@ -113,7 +113,7 @@ def test_model_intervals_show_as_ranges_error_bars_and_flip_warnings(site):
         page.locator("#card-cdf").screenshot(path=SHOTS / "76-model-cdf-1440x900.png")
         table.screenshot(path=SHOTS / "76-model-metrics-1440x900.png")
         page.set_viewport_size({"width": 390, "height": 844})  # on a phone: the ranges fit their cells
-        wait_until_it_fits_the_width(page)  # once plotly's responsive resize has run
+        wait_until_it_fits(page)  # once plotly's responsive resize has run
         page.locator("#card-cdf").screenshot(path=SHOTS / "76-model-cdf-390x844.png")
         assert page.errors == [], page.errors
     finally:

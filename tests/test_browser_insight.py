@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, open_page, screenshot_dir, wait_until_it_fits_the_width  # noqa: E402
+from browser_support import DRAWN, open_page, screenshot_dir, wait_until_it_fits  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 from sim_core.kernel.attribution import ATTRIBUTION_PARTS  # noqa: E402
@@ -52,7 +52,7 @@ def test_where_the_time_went_bars_sum_to_the_mean_e2el(page):
         assert bars[0]["x"][k] == pytest.approx(out["metrics"]["attribution_ms"]["queue"], abs=0.01)
     page.locator("#card-attribution").screenshot(path=SHOTS / "30-attribution-1440x900.png")
     page.set_viewport_size({"width": 390, "height": 844})
-    wait_until_it_fits_the_width(page)  # once plotly's responsive resize has run
+    wait_until_it_fits(page)  # once plotly's responsive resize has run
     page.locator("#card-attribution").scroll_into_view_if_needed()
     page.locator("#card-attribution").screenshot(path=SHOTS / "30-attribution-390x844.png")
 

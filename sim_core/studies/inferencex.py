@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..catalog import GPUS, MODELS
-from ..engines import engine_of
+from ..engines import DEFAULT_ENGINE, engine_of
 from .validation import VALIDATION_DIR, Check, hardware_key, measured_rows, model_key
 
 FILE = "inferencex.csv"
@@ -131,7 +131,8 @@ class Parallelism(NamedTuple):
 
 @cache
 def run_point(hw: str, model: str, quantization: str, parallel: Parallelism, shape: tuple[int, int],
-              concurrency: int, prompts_per_user: int = PROMPTS_PER_USER, engine: str = "vllm") -> dict:
+              concurrency: int, prompts_per_user: int = PROMPTS_PER_USER,
+              engine: str = DEFAULT_ENGINE) -> dict:
     """One InferenceX point simulated: its throughputs per GPU, mean TTFT and TPOT (ms), median TPOT and the
     interactivity (tok/s/user), `shape` being (ISL, OSL) and `engine` the engine profile it runs as. Cached: the
     rows of one point (throughputs, TTFT, TPOT) share one run."""
@@ -158,11 +159,11 @@ def run_point(hw: str, model: str, quantization: str, parallel: Parallelism, sha
 def _setup_error(hw: str, model: str, quantization: str, tp: int, ep: int = 1) -> str | None:
     """Why this deployment cannot run (it does not fit, tp does not divide the heads), or None."""
     from ..catalog import ServingSettings, SetupError, resolve_setup
-    from ..expert_parallel import ExpertParallel
+    from ..expert_parallel import expert_parallel
 
-    try:  # ExpertParallel(1) is NO_EP: plain tensor parallelism
+    try:
         resolve_setup(hw, model, quantization, tp, ServingSettings(0.9, 16, TOKEN_BUDGET, 256),
-                      expert_parallel=ExpertParallel(ep))
+                      expert_parallel=expert_parallel(ep))
     except SetupError as e:
         return str(e)
     return None

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..catalog import GPUS, MODELS, ServingSettings, resolve_setup
-from ..engines import engine_of
+from ..engines import DEFAULT_ENGINE, engine_of
 from ..kernel.cost_model import (
     ATTENTION_RATE,
     CUSTOM_AR_MAX_BYTES,
@@ -107,7 +107,7 @@ NCCL_NOTE = "engine all-reduces with NCCL (custom all-reduce not enabled in its 
 
 @cache
 def params(hardware: str, model: str, quantization: str, tp: int, kv_cache_dtype: str = "auto",
-           nccl_only: bool = False, engine: str = "vllm") -> np.ndarray:
+           nccl_only: bool = False, engine: str = DEFAULT_ENGINE) -> np.ndarray:
     setup = resolve_setup(hardware, model, quantization, tp, ServingSettings(0.9, 16, 8192, 256), kv_cache_dtype)
     p = cost_params(setup, engine=engine)
     if nccl_only:
