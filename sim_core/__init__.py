@@ -1,7 +1,7 @@
 """sched-sim's simulation core: a library with no web or plotting imports.
 
     from sim_core import Scenario, run
-    result = run(Scenario(scheduler="chunked", workload="rag", hardware="rtx3050"))
+    result = run(Scenario(scheduler="chunked", workload="rag", hardware="a100"))
     result.metrics["itl_ms"]["p99"]
 
 Faces read a Result's logs through `views` (named columns, enums), never the engine's own column numbers.

@@ -101,6 +101,46 @@ GPUS: dict[str, GPU] = gpus_from(data.read(GPUS_FILE), MODELS)
 FP4_BYTES_PER_PARAM = 4.5 / 8
 QUANTIZATIONS: dict[str, float] = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5625,
                                    "fp4": FP4_BYTES_PER_PARAM}
+# The scenario's quantization "auto" (its default): the published checkpoint's own format, run the way vLLM, SGLang
+# and TensorRT-LLM run it on the GPU (weight_format). They agree on the choice below; only their kernels differ.
+AUTO_QUANTIZATION = "auto"
+QUANTIZATION_CHOICES = (AUTO_QUANTIZATION, *QUANTIZATIONS)
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """The weight format a deployment runs (a QUANTIZATIONS key) and, in words, how its GEMMs execute it."""
+
+    quantization: str
+    path: str
+
+
+def weight_format(quantization: str, m: Model, gpu: GPU) -> WeightFormat:
+    """`quantization` as the deployment runs it: a named format as it is; "auto" the checkpoint's format
+    (Model.checkpoint_format, from its config's quantization_config), on the tensor cores that take it where the
+    GPU has them, weight-only (dequantised to 16 bits inside the GEMM) where it does not: vLLM runs FP8 checkpoints
+    through its FP8 Marlin kernel on GPUs without FP8 tensor cores (Ampere), and MXFP4/NVFP4 ones through its
+    4-bit Marlin kernels on Hopper and CDNA 3 (gpt-oss's MXFP4 experts on an H100), which int4's bytes and
+    dequantising GEMMs stand for."""
+    if quantization != AUTO_QUANTIZATION:
+        return WeightFormat(quantization, _path(quantization, gpu))
+    fmt = m.checkpoint_format
+    if fmt in ("mxfp4", "nvfp4"):
+        q = "fp4" if gpu.fp4_tflops is not None else "int4"
+    else:
+        q = fmt if fmt in QUANTIZATIONS else "fp16"
+    what = f"the checkpoint's {fmt.upper() or '16-bit'} weights"
+    return WeightFormat(q, f"{what}, {_path(q, gpu)} (quantization=auto)")
+
+
+def _path(q: str, gpu: GPU) -> str:
+    if q == "fp4":
+        return "on FP4 tensor cores"
+    if q == "fp8" and gpu.fp8_tflops is not None:
+        return "on FP8 tensor cores"
+    if q in ("fp16", "bf16"):
+        return "16-bit GEMMs"
+    return f"weight-only ({q} dequantised to 16 bits in the GEMM) on {gpu.key}"
 # KV-cache formats, bytes per element: "auto" keeps the model's 16-bit activations (vLLM's --kv-cache-dtype auto);
 # "fp8" stores K and V in 8 bits (vLLM's --kv-cache-dtype fp8, TensorRT-LLM's FP8 KV cache), halving the cache's
 # footprint and the bytes attention reads; attention still computes in 16 bits.
@@ -224,6 +264,17 @@ class Setup:
         per_block = self.kv_growth_bytes_per_token_per_gpu * self.block_size
         return max(0, int(self.kv_free_bytes // per_block)) * self.block_size if per_block else 0
 
+    @property
+    def longest_sequence_tokens(self) -> int:
+        """The longest sequence whose KV the free memory holds, in whole blocks, as vLLM checks it at start-up
+        (check_enough_kv_cache_memory: each layer's most memory for one sequence of max_model_len tokens, which
+        for windowed and linear layers is their fixed share): the context tokens over the memory left after one
+        sequence's fixed bytes."""
+        per_block = self.kv_growth_bytes_per_token_per_gpu * self.block_size
+        if not per_block:
+            return 0
+        return max(0, int((self.kv_free_bytes - self.kv_fixed_bytes_per_seq_per_gpu) // per_block)) * self.block_size
+
     def kv_report(self) -> dict[str, float | int]:
         """The KV figures a run reports, across all GPUs of one engine: what each further token of context adds
         (GQA heads split over the TP ranks; MLA's latent replicated on every rank, as vLLM keeps it), each
@@ -308,11 +359,12 @@ def resolve_setup(hardware: str, model: str | Model | None, quantization: str, t
     run."""
     gpu = GPUS[hardware]
     m = model if isinstance(model, Model) else MODELS[model or gpu.default_model]
+    quantization = weight_format(quantization, m, gpu).quantization
     if quantization == "fp4" and gpu.fp4_tflops is None:
         fp4_gpus = ", ".join(k for k, g in GPUS.items() if g.fp4_tflops is not None)
         raise SetupError(f"quantization=fp4 needs FP4 tensor cores, which {gpu.key} ({gpu.name}) does not have; "
-                         f"GPUs with them: {fp4_gpus}. On this GPU pick fp8 or int4 (weight-only 4-bit)",
-                         "quantization")
+                         f"GPUs with them: {fp4_gpus}. On this GPU pick fp8 or int4 (weight-only 4-bit), or auto "
+                         f"(an MXFP4/NVFP4 checkpoint then runs weight-only, as vLLM runs it here)", "quantization")
     if expert_parallel.enabled and m.experts <= 1:
         raise SetupError(f"{m.key} is dense: ep={expert_parallel.ep} spreads a mixture-of-experts model's experts "
                          f"(leave ep at 1 and use tp or replicas)", "ep")

@@ -9,7 +9,18 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from .catalog import GIB, GPUS, MODELS, Model, ServingSettings, Setup, SetupError, resolve_setup
+from .catalog import (
+    GIB,
+    GPUS,
+    MODELS,
+    Model,
+    ServingSettings,
+    Setup,
+    SetupError,
+    resolve_setup,
+    weight_format,
+)
+from .engines import ENGINES
 from .expert_parallel import ExpertParallel, expert_parallel
 from .hf_config import ModelConfigError, model_from_text
 from .input_files import input_file_problem
@@ -20,7 +31,6 @@ from .scenario import MAX_REQUESTS, Scenario, ScenarioError
 from .spec_decode import kv_blocks_beside_proposer
 from .workload import PRESETS, Preset, random_preset
 
-DEFAULT_MAX_MODEL_LEN = 8192
 MAX_MODEL_FILE_BYTES = 1 << 20  # a config.json is a few kB; it is read whole
 
 
@@ -46,6 +56,8 @@ class Resolved:
     # The arrival rate over time (scenario.rate_schedule), None for a constant rate; `rate` is then its mean over
     # the scenario's duration.
     schedule: RateSchedule | None = None
+    # How the first pool runs its weights, in words (catalog.weight_format: quantization auto's choice and path).
+    weight_path: str = ""
 
     @property
     def setup(self) -> Setup:
@@ -113,6 +125,28 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget:
     return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
 
 
+def _context_that_fits(s: Scenario, model: Model, deployment: tuple[PoolSetup, ...]) -> int:
+    """The default max_model_len: the model's context, limited as the engine limits it when the KV cache one
+    engine has (sized by memory: a kv_blocks override is the user's own, as vLLM checks memory before applying
+    num_gpu_blocks_override) cannot hold one sequence that long: vLLM refuses to start, naming the largest length
+    that fits; SGLang lowers the longest request it takes to the pool (engines.json's max_model_len_rule)."""
+    context = model.max_context
+    if s.kv_blocks is not None:
+        return context
+    pool = min(deployment, key=lambda p: p.setup.longest_sequence_tokens)
+    fits = pool.setup.longest_sequence_tokens
+    if context <= fits:
+        return context
+    if ENGINES[s.engine].max_model_len_rule == "cap":
+        return fits
+    where = f"{pool.setup.gpu.key} (tp={pool.setup.tp})" + (f", the {pool.role} pool" if pool.role != "replicas"
+                                                            else "")
+    raise SetupError(f"unset, it is {model.key}'s context of {context:,} tokens, but the KV cache on {where} holds "
+                     f"{fits:,} tokens, less than one such sequence, and {ENGINES[s.engine].name} refuses to start "
+                     f"so: set max_model_len to at most {fits:,}, or free memory for the KV cache (more GPUs, "
+                     f"gpu_memory_utilization, kv_cache_dtype fp8)", "max_model_len")
+
+
 def expert_parallel_of(s: Scenario) -> ExpertParallel:
     """The scenario's expert parallelism (NO_EP at ep 1; resolve_setup refuses it on a dense model)."""
     return expert_parallel(s.ep, s.attention_dp, s.moe_imbalance)
@@ -157,7 +191,7 @@ def resolve(s: Scenario) -> Resolved:
     # The random preset's lengths are the scenario's (isl, osl, length_range).
     preset = random_preset(s.isl, s.osl, s.length_range) if s.workload == "random" else PRESETS[s.workload]
     model = scenario_model(s)
-    max_model_len = s.max_model_len or min(model.max_context, DEFAULT_MAX_MODEL_LEN)
+    max_model_len = s.max_model_len or model.max_context
     if max_model_len > model.max_context:
         raise SetupError(f"max_model_len must be at most {model.max_context} for {model.key} (got {max_model_len})",
                          "max_model_len")
@@ -169,6 +203,8 @@ def resolve(s: Scenario) -> Resolved:
     else:
         deployment = (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, token_budget, "hardware",
                                                       "tp"), engines=s.engines),)
+    if s.max_model_len is None:
+        max_model_len = _context_that_fits(s, model, deployment)
     if s.adaptive_budget and not sched.chunked_prefill:
         # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.
         chunking = ", ".join(x.name for x in SCHEDULERS if x.chunked_prefill)
@@ -184,4 +220,4 @@ def resolve(s: Scenario) -> Resolved:
                     s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms,
                     s.admission or sched.default_admission,
                     (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching, deployment,
-                    schedule=schedule)
+                    schedule=schedule, weight_path=weight_format(s.quantization, model, deployment[0].setup.gpu).path)

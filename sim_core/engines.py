@@ -3,8 +3,8 @@ sim_core/data/engines.json, where each value is cited.
 
 A profile gives the defaults of the scheduler fields a scenario leaves unset (SCENARIO_FIELDS: the engine's max
 sequences and token budget, its capacity policy as a preemption mode, its overlap scheduling) and the kernel-level
-constants the cost model takes from it (decode_attention_slowdown, decode_attention_kernel). vllm is what sched-sim
-did before profiles existed, so a scenario without `engine` runs exactly as it always did.
+constants the cost model takes from it (decode_attention_slowdown, decode_attention_kernel). The default engine,
+vllm, gives the budgets its API server picks for the GPU (its entry says which source version).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import data
+from .catalog import GPUS
+from .gpu import GPU
 from .kernel.cost_model import PAGED_ATTENTION_SLOWDOWN
 
 ENGINES_FILE = "engines.json"
@@ -35,6 +37,27 @@ class EngineProfile:
     async_scheduling: bool
     decode_attention_slowdown: float
     decode_attention_kernel: str  # whose one-sequence floor the GPU's entry gives: "paged" or "xqa"
+    # The budgets the engine picks instead on a large GPU (vLLM's get_batch_defaults): at least this much memory,
+    # and a key or name containing none of large_gpu_except (comma-separated, lower case). 0: no such rule.
+    large_gpu_min_memory_gib: float = 0.0
+    large_gpu_except: str = ""
+    large_gpu_token_budget: int | None = None
+    large_gpu_max_seqs: int | None = None
+    budget_schedulers: str = "all"  # "chunked": the token budget is a chunked-prefill scheduler's only
+    max_model_len_rule: str = "refuse"  # when one sequence of the model's context does not fit: refuse or cap
+    version: str = ""  # the engine source the entry's values are read from
+
+    def is_large(self, gpu: GPU) -> bool:
+        if not self.large_gpu_min_memory_gib or gpu.mem_gib < self.large_gpu_min_memory_gib:
+            return False
+        names = f"{gpu.key} {gpu.name}".lower()
+        return not any(x.strip() and x.strip() in names for x in self.large_gpu_except.split(","))
+
+    def budgets(self, gpu: GPU) -> tuple[int | None, int]:
+        """(token_budget, max_seqs) the engine picks on `gpu` when they are left unset."""
+        if self.is_large(gpu):
+            return self.large_gpu_token_budget or self.token_budget, self.large_gpu_max_seqs or self.max_seqs
+        return self.token_budget, self.max_seqs
 
 
 def profiles_from(doc: dict) -> dict[str, EngineProfile]:
@@ -48,6 +71,10 @@ def profiles_from(doc: dict) -> dict[str, EngineProfile]:
             raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key 'decode_attention_kernel': "
                                         f"{p.decode_attention_kernel!r} is not one of "
                                         f"{', '.join(DECODE_ATTENTION_KERNELS)}")
+        for name, allowed in (("budget_schedulers", ("all", "chunked")), ("max_model_len_rule", ("refuse", "cap"))):
+            if getattr(p, name) not in allowed:
+                raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key {name!r}: "
+                                            f"{getattr(p, name)!r} is not {' or '.join(allowed)}")
         if not p.decode_attention_slowdown >= 1.0:
             raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key "
                                         f"'decode_attention_slowdown' must be at least 1 (a kernel's time over "
@@ -61,13 +88,23 @@ ENGINES: dict[str, EngineProfile] = profiles_from(data.read(ENGINES_FILE))
 ENGINE_NAMES = tuple(ENGINES)
 
 
-def scenario_defaults(engine: str, disaggregated: bool = False) -> dict[str, object]:
+def scenario_defaults(engine: str, disaggregated: bool = False, hardware: str = "",
+                      chunked_prefill: bool = True) -> dict[str, object]:
     """The scenario fields `engine` sets when they are left unset ({} for an unknown name: the field's own check
-    names it). A disaggregated deployment keeps synchronous scheduling (sched-sim does not model overlap there)."""
+    names it), on the GPU `hardware` (its budgets may depend on it; an unknown key takes the small-GPU ones), for a
+    scheduler that chunks prefills or not. A disaggregated deployment keeps synchronous scheduling (sched-sim does
+    not model overlap there)."""
     p = ENGINES.get(engine)
     if p is None:
         return {}
     out = {name: getattr(p, name) for name in SCENARIO_FIELDS if getattr(p, name) is not None}
+    gpu = GPUS.get(hardware)
+    if gpu is not None:
+        out["token_budget"], out["max_seqs"] = p.budgets(gpu)
+    if p.budget_schedulers == "chunked" and not chunked_prefill:
+        out.pop("token_budget", None)  # prefilled whole: the budget is max_model_len, as vLLM sets it
+    if out.get("token_budget") is None:
+        out.pop("token_budget", None)
     if disaggregated:
         out.pop("async_scheduling", None)
     return out

@@ -463,4 +463,5 @@ def warm_up() -> None:
 
     compile_in_two()
     for name in SCHEDULER_NAMES:
-        run(Scenario(scheduler=name, hardware="rtx3050", num_requests=4, seed=1), record_events=True)
+        run(Scenario(scheduler=name, hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192),
+            record_events=True)

@@ -9,13 +9,13 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from . import lora
-from .catalog import GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATIONS
+from .catalog import AUTO_QUANTIZATION, GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATION_CHOICES, weight_format
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, scenario_defaults
 from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
 from .kv_offload_fields import KVOffloadFields
 from .links import KV_LINKS
-from .policies import SCHEDULER_NAMES
+from .policies import BY_NAME, SCHEDULER_NAMES
 from .policies.autoscaling import AUTOSCALERS, SCALING_METRICS
 from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .rate_schedule import ScheduleError
@@ -25,7 +25,7 @@ from .workload import PRESETS, RANDOM_ISL, RANDOM_OSL
 SchedulerName = Literal[SCHEDULER_NAMES]  # type: ignore[valid-type]
 HardwareName = Literal[tuple(GPUS)]  # type: ignore[valid-type]
 ModelName = Literal[tuple(MODELS)]  # type: ignore[valid-type]
-Quantization = Literal[tuple(QUANTIZATIONS)]  # type: ignore[valid-type]
+Quantization = Literal[QUANTIZATION_CHOICES]  # type: ignore[valid-type]
 KvCacheDtype = Literal[tuple(KV_CACHE_DTYPES)]  # type: ignore[valid-type]
 WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 RouterName = Literal[tuple(ROUTERS)]  # type: ignore[valid-type]
@@ -67,7 +67,10 @@ class Scenario(KVOffloadFields):
     model_file: str | None = Field(None, min_length=1, max_length=4096,
                                    description="a Hugging Face config.json to read the model's architecture from, "
                                                "instead of model (the CLI flag is --model-config FILE)")
-    quantization: Quantization = Field("fp16", description="weight format")
+    quantization: Quantization = Field(AUTO_QUANTIZATION, description="weight format; auto: the checkpoint's own "
+                                       "(its config's quantization_config: FP8, MXFP4, NVFP4, int4/int8, else 16-bit), "
+                                       "run as the engine runs it on the GPU: on FP8/FP4 tensor cores where the GPU "
+                                       "has them, weight-only elsewhere")
     kv_cache_dtype: KvCacheDtype = Field("auto", description="KV-cache format: auto keeps K and V in 16 bits; fp8 "
                                          "stores them in 8 bits (vLLM's --kv-cache-dtype fp8): twice the tokens "
                                          "per GB and half the bytes attention reads")
@@ -187,8 +190,13 @@ class Scenario(KVOffloadFields):
                                                        "models spread as the cost model's validation errors are, "
                                                        "and report each metric's 90% model interval (model_ci)")
     token_budget: int | None = Field(None, ge=16, le=1 << 20,
-                                     description="max tokens per step; default: 512 for chunked, max_model_len otherwise")
-    max_seqs: int = Field(256, ge=1, le=4096, description="max sequences per step")
+                                     description="max tokens per step; default: the engine's for the GPU (vllm: "
+                                                 "8192 on GPUs of 70 GB or more other than the A100, 2048 "
+                                                 "elsewhere) for a chunked-prefill scheduler, max_model_len "
+                                                 "for one that prefills whole prompts")
+    max_seqs: int = Field(256, ge=1, le=4096, description="max sequences per step; default: the engine's for the "
+                                                          "GPU (vllm: 1024 on GPUs of 70 GB or more other than the "
+                                                          "A100, 256 elsewhere)")
     block_size: int = Field(16, description="tokens per KV block: 8, 16, 32, 64 or 128")
     gpu_memory_utilization: float = Field(0.9, ge=0.1, le=0.99, description="fraction of GPU memory to use")
     kv_blocks: int | None = Field(None, ge=1, le=50_000_000,
@@ -207,7 +215,10 @@ class Scenario(KVOffloadFields):
                                                            "costs (sim_core/data/engines.json cites each): "
                                                            + "; ".join(f"{k}: {e.name}" for k, e in ENGINES.items()))
     max_model_len: int | None = Field(None, ge=64, le=1 << 21,
-                                      description="max prompt + output tokens; default: min(model context, 8192)")
+                                      description="max prompt + output tokens; default: the model's context, "
+                                                  "limited as the engine limits it (vllm refuses to start when "
+                                                  "the KV cache cannot hold one such sequence, naming the "
+                                                  "largest that fits; sglang lowers it to what fits)")
     prefix_cache: bool = Field(False, description="reuse cached KV blocks of shared prompt prefixes "
                                                   "(always on for cache_aware)")
     system_prompt_tokens: int | None = Field(None, ge=0, le=32768,
@@ -266,9 +277,9 @@ class Scenario(KVOffloadFields):
     @classmethod
     def _engine_defaults(cls, data: object) -> object:
         """An engine's defaults for the fields the input leaves out (the input's own values win)."""
-        if not isinstance(data, dict) or data.get("engine", DEFAULT_ENGINE) == DEFAULT_ENGINE:
+        if not isinstance(data, dict):
             return data
-        defaults = scenario_defaults(str(data["engine"]), _positive(data.get("prefill_replicas")))
+        defaults = _engine_defaults_of(data)
         # None is "unset" here too, as a blank form field is: a query string has no way to say None, so a field
         # set to None and then to_query'd would not come back.
         return {**defaults, **{k: v for k, v in data.items() if v is not None}}
@@ -476,11 +487,10 @@ class Scenario(KVOffloadFields):
     def to_query(self) -> str:
         """Non-default fields in declaration order."""
         data = self.model_dump(exclude_defaults=True)
-        if self.engine != DEFAULT_ENGINE:  # the engine's defaults are left out too, and fields set to the plain ones kept
-            engine = scenario_defaults(self.engine, self.disaggregated)
-            dump = self.model_dump()
-            data = {k: v for k, v in dump.items()
-                    if (k in data or k in engine) and not (k in engine and v == engine[k])}
+        # The engine's defaults are left out too, and fields set to the plain ones kept.
+        engine = _engine_defaults_of(self.model_dump())
+        dump = self.model_dump()
+        data = {k: v for k, v in dump.items() if (k in data or k in engine) and not (k in engine and v == engine[k])}
         return urlencode([(k, query_value(v)) for k, v in data.items()])
 
     @classmethod
@@ -493,6 +503,15 @@ class Scenario(KVOffloadFields):
             data[k] = v
         # An empty value means "use the default", as a form field left blank does.
         return parse_scenario({k: v for k, v in data.items() if v != ""})
+
+
+def _engine_defaults_of(data: dict) -> dict[str, object]:
+    """The defaults a raw input's engine gives on its GPU, for its scheduler (unknown names give none here: their
+    fields' own checks name them)."""
+    hardware = data.get("hardware", Scenario.model_fields["hardware"].default)
+    scheduler = BY_NAME.get(str(data.get("scheduler", Scenario.model_fields["scheduler"].default)))
+    return scenario_defaults(str(data.get("engine", DEFAULT_ENGINE)), _positive(data.get("prefill_replicas")),
+                             str(hardware), scheduler is None or scheduler.chunked_prefill)
 
 
 def _positive(value: object) -> bool:
@@ -508,8 +527,9 @@ def profile_mismatch(s) -> str | None:
     any model with the deployment fields (Scenario, step_time.StepShape)."""
     if s.hardware_profile is None:
         return None
-    return mismatch(parse_compact(s.hardware_profile), s.hardware, s.model or GPUS[s.hardware].default_model,
-                    s.quantization, s.tp)
+    model = s.model or GPUS[s.hardware].default_model
+    return mismatch(parse_compact(s.hardware_profile), s.hardware, model,
+                    weight_format(s.quantization, MODELS[model], GPUS[s.hardware]).quantization, s.tp)
 
 
 def query_value(v: object) -> str:

@@ -56,7 +56,7 @@ def pytest_sessionfinish(session):
 
 def small_scenario(**overrides) -> Scenario:
     """A few dozen requests on a small GPU: fast, but with queueing."""
-    base = dict(hardware="rtx3050", workload="chat", num_requests=40, rate=8.0, seed=1)
+    base = dict(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=40, rate=8.0, seed=1)
     base.update(overrides)
     return Scenario(**base)
 
@@ -70,7 +70,7 @@ def scenario_factory():
 def rag_results():
     """Seed 004's experiment 1: rag on an RTX 3050, FCFS against chunked prefill, a minute of arrivals."""
     return {
-        seed: {s: run(Scenario(scheduler=s, workload="rag", hardware="rtx3050", duration=60, seed=seed))
+        seed: {s: run(Scenario(scheduler=s, workload="rag", hardware="rtx3050", max_model_len=8192, duration=60, seed=seed))
                for s in ("fcfs", "chunked")}
         for seed in (0, 1, 2)
     }

@@ -15,7 +15,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim_core import SCHEDULER_NAMES, Scenario  # noqa: E402
+from sim_core import SCHEDULER_NAMES  # noqa: E402
+from sim_core import Scenario as _Scenario  # noqa: E402
+from sim_core.deployment import scenario_model as resolve_model  # noqa: E402
+from sim_core.policies import BY_NAME  # noqa: E402
 from sim_core.policies.routing import ROUTER_NAMES  # noqa: E402
 from sim_core.runner import make_requests, resolve, simulate_requests  # noqa: E402
 
@@ -31,7 +34,28 @@ SCHEDULERS = SCHEDULER_NAMES
 CLUSTER_BASE = dict(workload="multiturn", hardware="rtx3050", rate=40.0, num_requests=200, kv_blocks=900, seed=6)
 
 
-def cases() -> dict[str, tuple[Scenario, str | None]]:
+# The defaults these cases were written under, before the engine's own (round 4, issue #35): max_model_len
+# min(context, 8192), the chunked schedulers' 512-token budget, 256 sequences. A case pins each one the new defaults
+# would change, so its run is the one its golden file records (only the file's scenario line names the pins).
+LEGACY_MAX_MODEL_LEN = 8192
+LEGACY_MAX_SEQS = 256
+
+
+def Scenario(**fields) -> _Scenario:  # noqa: N802 (it stands for the model, with the pins)
+    plain = _Scenario(**fields)
+    sched = BY_NAME[plain.scheduler]
+    context = resolve_model(plain).max_context
+    pins: dict = {}
+    if "max_model_len" not in fields and context > LEGACY_MAX_MODEL_LEN:
+        pins["max_model_len"] = LEGACY_MAX_MODEL_LEN
+    if "token_budget" not in fields and sched.default_token_budget and plain.token_budget != sched.default_token_budget:
+        pins["token_budget"] = sched.default_token_budget
+    if "max_seqs" not in fields and plain.max_seqs != LEGACY_MAX_SEQS:
+        pins["max_seqs"] = LEGACY_MAX_SEQS
+    return _Scenario(**fields, **pins) if pins else plain
+
+
+def cases() -> dict[str, tuple[_Scenario, str | None]]:
     """name -> (scenario, trace text). A tight KV pool on a small GPU so that preemption really happens."""
     out: dict[str, tuple[Scenario, str | None]] = {}
     for sched in SCHEDULERS:
@@ -76,7 +100,7 @@ def _digest(a: np.ndarray) -> str:
     return hashlib.sha256(str(a.dtype).encode() + str(a.shape).encode() + a.tobytes()).hexdigest()[:32]
 
 
-def record(scenario: Scenario, trace_text: str | None) -> dict:
+def record(scenario: _Scenario, trace_text: str | None) -> dict:
     """Everything a face can read off one run: the metrics, and digests of every per-request and log array."""
     return record_requests(scenario, make_requests(scenario, resolve(scenario), trace_text))
 
@@ -85,7 +109,7 @@ PER_REQUEST = ("status", "reject_reason", "generated", "first_scheduled_s", "fir
                "max_itl_s", "preemptions", "degraded", "on_time_tokens", "cached_prefix")
 
 
-def record_requests(scenario: Scenario, reqs) -> dict:
+def record_requests(scenario: _Scenario, reqs) -> dict:
     r = resolve(scenario)
     if scenario.engines > 1:
         return _record_cluster(scenario, r, reqs)

@@ -65,33 +65,33 @@ def run_all() -> dict[str, dict]:
         for mode in ("recompute", "swap", "none"):
             for seed in (0, 1):
                 s = Scenario(scheduler=sched, preemption=mode, kv_blocks=14, block_size=16, max_seqs=4,
-                             swap_space_gb=0.002, hardware="rtx3050", admission="admit")
+                             swap_space_gb=0.002, hardware="rtx3050", max_model_len=8192, admission="admit")
                 out[f"tight-{sched}-{mode}-{seed}"] = record_requests(s, tight_workload(seed))
     for sched in ("chunked", "fcfs"):  # asynchronous scheduling: blocks freed a step late, CPU under the GPU
-        s = Scenario(scheduler=sched, kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050",
+        s = Scenario(scheduler=sched, kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050", max_model_len=8192,
                      async_scheduling=True)
         out[f"tight-{sched}-async"] = record_requests(s, tight_workload(2))
     for policy, overlap in (("evict", False), ("store", True)):  # lower KV tiers: tiny, so both overflow
-        s = Scenario(hardware="rtx3050", workload="multiturn", num_requests=40, rate=4, kv_blocks=60,
+        s = Scenario(hardware="rtx3050", max_model_len=8192, workload="multiturn", num_requests=40, rate=4, kv_blocks=60,
                      prefix_cache=True, kv_offload_cpu_gb=0.004, kv_offload_disk_gb=0.02, kv_offload_policy=policy,
                      kv_offload_overlap=overlap, seed=3)
         out[f"kv-tiers-{policy}"] = record(s, None)
     for method, mode in (("eagle", "recompute"), ("ngram", "swap"), ("draft", "recompute")):  # speculative decoding
-        s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, swap_space_gb=0.002, hardware="rtx3050",
+        s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, swap_space_gb=0.002, hardware="rtx3050", max_model_len=8192,
                      preemption=mode, spec_method=method, spec_tokens=3, admission="admit")
         out[f"tight-spec-{method}-{mode}"] = record_requests(s, tight_workload(3))
-    s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050", spec_method="eagle", spec_tokens=3,
+    s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050", max_model_len=8192, spec_method="eagle", spec_tokens=3,
                  spec_k_policy="goodput", admission="admit")  # each step's k from the goodput estimate
     out["tight-spec-eagle-goodput"] = record_requests(s, tight_workload(3))
     for order in ("fcfs", "grouped"):  # LoRA adapters: the max_loras limit, host and disk loads, the grouped order
-        s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050", lora_adapters=3, max_loras=1,
+        s = Scenario(kv_blocks=14, block_size=16, max_seqs=4, hardware="rtx3050", max_model_len=8192, lora_adapters=3, max_loras=1,
                      max_cpu_loras=2, lora_order=order, lora_aging_s=1e5, seed=7)  # seed 7: the orders differ
         out[f"tight-lora-{order}"] = record_requests(s, tight_workload(3, 16))
     golden = golden_cases()
     for name in GOLDEN_SUBSET:
         out[name] = record(*golden[name])
     for router in ("prefix_affinity", "power_of_two"):  # replicas behind a router: the cluster loop
-        s = Scenario(hardware="rtx3050", workload="agent", num_requests=40, rate=2, replicas=3, router=router,
+        s = Scenario(hardware="rtx3050", max_model_len=8192, workload="agent", num_requests=40, rate=2, replicas=3, router=router,
                      prefix_cache=True, router_staleness_ms=50, seed=5)
         res = run(s)
         out[f"cluster-{router}"] = {"metrics": res.metrics, "replica_of": res.replica_of.tolist(),
@@ -101,13 +101,13 @@ def run_all() -> dict[str, dict]:
                                               "autoscale_cooldown_s": 4, "min_replicas": 0,
                                               "rate_schedule": "0:1,10:6,25:0,34:1"}),
                              ("predictive", {"autoscale_replica_rate": 1.5, "rate_schedule": "0:1,10:6,25:1"})):
-        s = Scenario(hardware="rtx3050", workload="agent", duration=40, seed=5,
+        s = Scenario(hardware="rtx3050", max_model_len=8192, workload="agent", duration=40, seed=5,
                      autoscaler=policy, autoscale_interval_s=2, provision_delay_s=3, max_replicas=4,
                      router="power_of_two", prefix_cache=True, **settings)
         res = run(s)
         out[f"autoscaled-{policy}"] = {"metrics": res.metrics, "replica_of": res.replica_of.tolist(),
                                        "finish_s": res.finish_s.tolist(), "lives": res.replica_lives.tolist()}
-    s = Scenario(hardware="rtx3050", workload="agent", num_requests=40, rate=2, prefill_replicas=2, decode_replicas=1,
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload="agent", num_requests=40, rate=2, prefill_replicas=2, decode_replicas=1,
                  kv_blocks=300, seed=5)  # disaggregated, a tight decode pool
     res = run(s)
     out["prefill-decode"] = {"metrics": res.metrics, "replica_of": res.replica_of.tolist(),

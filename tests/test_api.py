@@ -15,7 +15,7 @@ from app.web import app, inputs, service
 from sim_core import SCHEDULER_NAMES, Scenario, request_table
 from sim_core.step_time import parse_step_shape, step_time_doc
 
-SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3"
+SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=3"
 
 
 @pytest.fixture(scope="module")
@@ -64,19 +64,19 @@ def test_run_get_shape(client):
         assert {"goodput", "slo_attainment", "mbu", "mfu", "preemptions", "kv_cache_usage", "slo"} <= set(m)
         assert run["resolved"]["model"] == "llama-3.2-1b"
     # The canonical query names every field it needs, so the API and the pages read it the same way.
-    assert body["query"].startswith("schedulers=fcfs,chunked&hardware=rtx3050&workload=chat")
+    assert body["query"].startswith("schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat")
 
 
 def test_default_scheduler_is_the_models(client):
-    body = client.get("/api/run?hardware=rtx3050&num_requests=10").json()
+    body = client.get("/api/run?hardware=rtx3050&max_model_len=8192&num_requests=10").json()
     assert list(body["schedulers"]) == ["chunked"]
-    one = client.get("/api/run?scheduler=fcfs&hardware=rtx3050&num_requests=10").json()
+    one = client.get("/api/run?scheduler=fcfs&hardware=rtx3050&max_model_len=8192&num_requests=10").json()
     assert list(one["schedulers"]) == ["fcfs"]
 
 
 def test_post_json_matches_get(client):
     got = client.get("/api/run?" + SMALL).json()
-    posted = client.post("/api/run", json={"schedulers": ["fcfs", "chunked"], "hardware": "rtx3050",
+    posted = client.post("/api/run", json={"schedulers": ["fcfs", "chunked"], "hardware": "rtx3050", "max_model_len": 8192,
                                            "workload": "chat", "num_requests": 30, "seed": 3})
     assert posted.status_code == 200
     assert posted.json()["schedulers"] == got["schedulers"]
@@ -88,7 +88,7 @@ PROFILE = ("rtx3050/llama-3.2-1b/fp16/tp1:compute_efficiency=0.4,bandwidth_effic
 
 
 def test_a_hardware_profile_is_a_field_of_run_and_step_time(client):
-    base = {"scheduler": "chunked", "hardware": "rtx3050", "num_requests": 10, "seed": 3}
+    base = {"scheduler": "chunked", "hardware": "rtx3050", "max_model_len": 8192, "num_requests": 10, "seed": 3}
     plain = client.get("/api/run", params=base).json()
     fitted = client.get("/api/run", params={**base, "hardware_profile": PROFILE}).json()
     assert fitted["scenario"]["hardware_profile"] == PROFILE and "hardware_profile=" in fitted["query"]
@@ -96,7 +96,7 @@ def test_a_hardware_profile_is_a_field_of_run_and_step_time(client):
     assert tpot[1] > tpot[0]  # lower efficiencies, more overhead: slower tokens
     posted = client.post("/api/run", json={**base, "hardware_profile": PROFILE}).json()
     assert posted["schedulers"] == fitted["schedulers"]
-    step = {"hardware": "rtx3050", "decode_seqs": 8, "decode_context": 500}
+    step = {"hardware": "rtx3050", "max_model_len": 8192, "decode_seqs": 8, "decode_context": 500}
     ms = [client.get("/api/step-time", params=p).json()["step_ms"] for p in (step, {**step, "hardware_profile": PROFILE})]
     assert ms[1] > ms[0]
     assert fields_of(client.get("/api/step-time", params={**step, "hardware": "l4", "hardware_profile": PROFILE})) \
@@ -107,13 +107,13 @@ def test_a_hardware_profile_is_a_field_of_run_and_step_time(client):
 
 def test_post_trace_upload(client):
     files = {"trace": ("mine.csv", csv_trace(25), "text/csv")}
-    r = client.post("/api/run", files=files, data={"schedulers": "fcfs,chunked", "hardware": "rtx3050"})
+    r = client.post("/api/run", files=files, data={"schedulers": "fcfs,chunked", "hardware": "rtx3050", "max_model_len": 8192})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["upload"] and f"upload={body['upload']}" in body["query"]
     assert all(run["metrics"]["num_requests"] == 25 for run in body["schedulers"].values())
     # The upload id then works in a plain GET (and in page URLs).
-    again = client.get(f"/api/run?schedulers=fcfs&hardware=rtx3050&upload={body['upload']}").json()
+    again = client.get(f"/api/run?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&upload={body['upload']}").json()
     assert again["schedulers"]["fcfs"] == body["schedulers"]["fcfs"]
 
 
@@ -124,8 +124,8 @@ def test_post_trace_upload(client):
     ("rate=-1", "rate"),
     ("rate=abc", "rate"),
     ("rate=nan", "rate"),
-    ("hardware=rtx3050&model=llama-3-70b", "model"),  # 131 GB of weights on an 8 GB GPU
-    ("hardware=rtx3050&kv_blocks=99999999", "kv_blocks"),
+    ("hardware=rtx3050&max_model_len=8192&model=llama-3-70b", "model"),  # 131 GB of weights on an 8 GB GPU
+    ("hardware=rtx3050&max_model_len=8192&kv_blocks=99999999", "kv_blocks"),
     ("rate=100&duration=600", "rate"),  # 60,000 requests
     ("workload=chat&duration=6000", "duration"),
     ("num_requests=50000", "num_requests"),
@@ -148,7 +148,7 @@ def test_every_problem_is_reported_at_once(client):
 
 
 def test_model_too_big_says_why(client):
-    r = client.get("/api/run?hardware=rtx3050&model=llama-3-70b")
+    r = client.get("/api/run?hardware=rtx3050&max_model_len=8192&model=llama-3-70b")
     msg = r.json()["detail"][0]["msg"]
     assert "llama-3-70b needs" in msg and "rtx3050 has 8 GB" in msg and "int4" in msg
 
@@ -160,7 +160,7 @@ def test_too_many_requests_says_the_limit(client):
 
 @pytest.mark.parametrize("body, field", [
     ({"trace": "/etc/passwd"}, "trace"),
-    ({"hardware": "rtx3050", "tp": 16}, "tp"),
+    ({"hardware": "rtx3050", "max_model_len": 8192, "tp": 16}, "tp"),
     ({"schedulers": ["fcfs", "bogus"]}, "schedulers"),
     ({"rate": -1}, "rate"),
 ])
@@ -206,12 +206,12 @@ def test_trace_with_too_many_rows(client):
 
 def test_trace_larger_than_a_web_run(client):
     text = csv_trace(inputs.MAX_REQUESTS + 5, step=0.001)
-    r = client.post("/api/run", files={"trace": ("t.csv", text, "text/csv")}, data={"hardware": "rtx3050"})
+    r = client.post("/api/run", files={"trace": ("t.csv", text, "text/csv")}, data={"hardware": "rtx3050", "max_model_len": 8192})
     assert fields_of(r) == ["num_requests"]
 
 
 def test_sweep(client):
-    r = client.get("/api/sweep?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30"
+    r = client.get("/api/sweep?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30"
                    "&rate_min=2&rate_max=8&rate_step=3")
     assert r.status_code == 200, r.text
     body = r.json()
@@ -227,8 +227,8 @@ def test_a_sweep_replays_an_uploaded_trace_at_each_rate(client):
     requests each time, arriving faster, so TTFT does not fall as the rate rises. Without a range, the proposed
     one surrounds the trace's own rate (4 req/s: 40 arrivals 0.25 s apart)."""
     upload = client.post("/api/run", files={"trace": ("t.csv", csv_trace(40), "text/csv")},
-                         data={"schedulers": "fcfs", "hardware": "rtx3050"}).json()["upload"]
-    r = client.get(f"/api/sweep?schedulers=fcfs,chunked&hardware=rtx3050&upload={upload}"
+                         data={"schedulers": "fcfs", "hardware": "rtx3050", "max_model_len": 8192}).json()["upload"]
+    r = client.get(f"/api/sweep?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&upload={upload}"
                    "&rate_min=2&rate_max=20&rate_step=6")
     assert r.status_code == 200, r.text
     body = r.json()
@@ -239,20 +239,20 @@ def test_a_sweep_replays_an_uploaded_trace_at_each_rate(client):
         assert spans == sorted(spans, reverse=True)
         ttft = [p["metrics"]["ttft_ms"]["p99"] for p in run["points"]]
         assert ttft[-1] >= ttft[0]
-    proposed = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&upload={upload}").json()
+    proposed = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&upload={upload}").json()
     assert proposed["rates"][0] < 4.0 < proposed["rates"][-1] <= 8.0
 
 
 def test_a_trace_sweep_is_refused_where_it_cannot_be_replayed(client):
     at_once = "arrival_s,prompt_tokens,output_tokens\n" + "0,100,20\n" * 10
     flat = client.post("/api/run", files={"trace": ("t.csv", at_once, "text/csv")},
-                       data={"schedulers": "fcfs", "hardware": "rtx3050"}).json()["upload"]
-    r = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&upload={flat}")
+                       data={"schedulers": "fcfs", "hardware": "rtx3050", "max_model_len": 8192}).json()["upload"]
+    r = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&upload={flat}")
     assert fields_of(r) == ["upload"] and "one instant" in r.text
     upload = client.post("/api/run", files={"trace": ("t.csv", csv_trace(40), "text/csv")},
-                         data={"schedulers": "fcfs", "hardware": "rtx3050"}).json()["upload"]
+                         data={"schedulers": "fcfs", "hardware": "rtx3050", "max_model_len": 8192}).json()["upload"]
     # 40 arrivals at 0.05 req/s span 780 s, past the web's 600 s of arrivals.
-    r = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&upload={upload}&rate_min=0.05&rate_max=1"
+    r = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&upload={upload}&rate_min=0.05&rate_max=1"
                    "&rate_step=0.25")
     assert fields_of(r) == ["rate_min"] and "at least 0.065 req/s" in r.text
 
@@ -261,7 +261,7 @@ def test_a_sweep_the_scenario_cannot_run_is_refused_naming_the_field(client):
     # Found by the API fuzz: each refusal came from inside the background job, as a 500.
     for query, field in (("concurrency=1", "concurrency"), ("rate_schedule=0:5,30:10", "rate_schedule"),
                          ("kv_offload_cpu_gb=1", "kv_offload_cpu_gb")):  # the last one found by the run itself
-        r = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&{query}")
+        r = client.get(f"/api/sweep?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&{query}")
         assert r.status_code == 422 and fields_of(r) == [field], r.text
 
 
@@ -285,7 +285,7 @@ def test_concurrent_clients_all_get_correct_answers(client):
     """16 threads at once, half on the API and half on the page, each with its own scenario: every answer is
     the same as a sequential run of that scenario."""
     service.clear_caches()
-    queries = [f"schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=40&seed={k}" for k in range(8)]
+    queries = [f"schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=40&seed={k}" for k in range(8)]
     expected = {q: client.get("/api/run?" + q).json()["schedulers"] for q in queries}
     service.clear_caches()
 
@@ -341,16 +341,16 @@ def test_a_full_server_answers_busy_at_once_and_health_stays_quick(client, monke
     try:
         assert all(taken)
         start = time.perf_counter()
-        r = client.get("/api/run?hardware=rtx3050&num_requests=7&seed=11")
+        r = client.get("/api/run?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11")
         assert r.status_code == 503 and r.headers["retry-after"] == "5" and "retry" in r.json()["detail"]
-        assert client.get("/?hardware=rtx3050&num_requests=7&seed=11").text.count("The server is busy") == 1
-        assert client.get("/embed/cdf?hardware=rtx3050&num_requests=7&seed=11").status_code == 503
+        assert client.get("/?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11").text.count("The server is busy") == 1
+        assert client.get("/embed/cdf?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11").status_code == 503
         assert client.get("/healthz").status_code == 200
         assert time.perf_counter() - start < 2.0
     finally:
         for _ in taken:
             service.SIM_SLOTS.release()
-    assert client.get("/api/run?hardware=rtx3050&num_requests=7&seed=11").status_code == 200
+    assert client.get("/api/run?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11").status_code == 200
 
 
 def test_agent_turns_count_toward_the_request_limit(client):
@@ -386,7 +386,7 @@ def test_the_same_content_uploaded_under_two_names_keeps_both_names():
 
 def test_a_trace_replay_takes_no_seeds(client):
     r = client.post("/api/run", files={"trace": ("t.csv", csv_trace(), "text/csv")},
-                    data={"hardware": "rtx3050", "seeds": "2"})
+                    data={"hardware": "rtx3050", "max_model_len": 8192, "seeds": "2"})
     assert "seeds" in fields_of(r) and "same run" in r.text
 
 
@@ -458,7 +458,7 @@ def test_step_time_answers_the_breakdown_and_422_names_the_field(client):
 
 
 def test_run_answers_carry_validity_warnings(client):
-    r = client.get("/api/run?schedulers=chunked&hardware=rtx3050&workload=chat&num_requests=20")
+    r = client.get("/api/run?schedulers=chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=20")
     assert r.status_code == 200, r.text[:300]
     entry = r.json()["schedulers"]["chunked"]
     assert "metrics" in entry and any("rtx3050" in w for w in entry["warnings"])
@@ -466,7 +466,7 @@ def test_run_answers_carry_validity_warnings(client):
 
 
 def test_per_request_csv_download_has_a_row_per_request(client):
-    r = client.get("/download/requests.csv?scheduler=chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3")
+    r = client.get("/download/requests.csv?scheduler=chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=3")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/csv")
     assert 'filename="sched-sim-chunked-requests.csv"' in r.headers["content-disposition"]
@@ -482,7 +482,7 @@ def test_per_request_csv_download_has_a_row_per_request(client):
 
 
 def test_perfetto_trace_download_has_every_request(client):
-    r = client.get("/download/trace.json?scheduler=fcfs&hardware=rtx3050&workload=chat&num_requests=30&seed=3")
+    r = client.get("/download/trace.json?scheduler=fcfs&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=3")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "application/json"
     assert r.headers["content-disposition"].endswith('filename="sched-sim-fcfs.trace.json"')

@@ -22,7 +22,7 @@ from sim_core.kernel.attribution import (
 from sim_core.metric_catalog import METRICS
 from sim_core.runner import run
 
-TIGHT = dict(workload="rag", hardware="rtx3050", rate=6.0, num_requests=60, kv_blocks=700, swap_space_gb=0.05,
+TIGHT = dict(workload="rag", hardware="rtx3050", max_model_len=8192, rate=6.0, num_requests=60, kv_blocks=700, swap_space_gb=0.05,
              seed=3)
 
 
@@ -103,7 +103,7 @@ def test_catalogue_and_api_carry_it():
     assert {f"attribution_ms.{p}" for p in ATTRIBUTION_PARTS} <= keys
     with TestClient(app) as client:
         client.app.state.kernels_ready.wait(600)
-        body = client.get("/api/run?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30"
+        body = client.get("/api/run?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30"
                           "&seed=3").json()
     for name, out in body["schedulers"].items():
         m = out["metrics"]
@@ -130,7 +130,7 @@ def test_the_per_request_csv_carries_each_requests_split():
 def test_over_seeds_the_mean_parts_sum_to_the_mean_e2el():
     from sim_core.runner import run_seeds
 
-    runs = run_seeds(Scenario(scheduler="chunked", workload="chat", hardware="rtx3050", num_requests=40, seeds=3))
+    runs = run_seeds(Scenario(scheduler="chunked", workload="chat", hardware="rtx3050", max_model_len=8192, num_requests=40, seeds=3))
     parts = runs.metrics["attribution_ms"]
     assert sum(parts.values()) == pytest.approx(runs.metrics["e2el_ms"]["mean"], rel=1e-9)
     assert set(runs.ci95["attribution_ms"]) == set(ATTRIBUTION_PARTS)  # each with its 95% interval

@@ -30,7 +30,7 @@ from sim_core.studies.capacity import max_rate
 
 # A step in load on a small GPU: one replica serves the first rate, the second needs several (cheap: ~2.5k requests).
 STEP_AT_S = 100.0
-STEP = dict(hardware="rtx3050", workload="chat", rate_schedule=f"0:1,{STEP_AT_S:g}:6", duration=500, seed=1,
+STEP = dict(hardware="rtx3050", max_model_len=8192, workload="chat", rate_schedule=f"0:1,{STEP_AT_S:g}:6", duration=500, seed=1,
             autoscale_interval_s=10)
 REACTIVE = dict(autoscaler="utilization", autoscale_metric="running", autoscale_target=8)
 
@@ -81,7 +81,7 @@ def test_scaling_never_loses_a_request_or_a_block(rates, lowest, policy, metric,
     once, on a replica that was serving when it arrived (or, arriving to none, on the one it woke, computed once
     that one serves); every released replica gave back every KV block; replica counts stay in bounds."""
     schedule = ",".join(f"{8 * k}:{r:g}" for k, r in enumerate(rates))
-    s = Scenario(hardware="rtx3050", workload=workload, rate_schedule=schedule, duration=8 * len(rates), seed=4,
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload=workload, rate_schedule=schedule, duration=8 * len(rates), seed=4,
                  autoscaler=policy, autoscale_metric=metric if policy == "utilization" else None,
                  autoscale_target={"waiting": 1, "running": 2, "kv_usage": 0.05}[metric] if policy == "utilization"
                  else None, autoscale_replica_rate=1.5 if policy == "predictive" else None, autoscale_interval_s=2,
@@ -157,7 +157,7 @@ def test_gpu_hours_and_cost_bill_each_replica_from_asking_to_release():
 
 
 def test_without_an_autoscaler_no_key_is_added():
-    m = run(Scenario(hardware="rtx3050", num_requests=30, replicas=2, seed=1)).metrics
+    m = run(Scenario(hardware="rtx3050", max_model_len=8192, num_requests=30, replicas=2, seed=1)).metrics
     for key in ("gpu_hours", "cost", "slo_attainment_worst_window", "slo_attainment_by_window",
                 "replicas_over_time", "autoscaler"):
         assert key not in m
@@ -165,8 +165,8 @@ def test_without_an_autoscaler_no_key_is_added():
 
 def test_a_constant_schedule_runs_byte_for_byte_as_the_rate():
     for extra in ({}, {"replicas": 2}):
-        a = run(Scenario(hardware="rtx3050", workload="chat", rate=3, duration=30, seed=2, **extra))
-        b = run(Scenario(hardware="rtx3050", workload="chat", rate_schedule="0:3", duration=30, seed=2, **extra))
+        a = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", rate=3, duration=30, seed=2, **extra))
+        b = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", rate_schedule="0:3", duration=30, seed=2, **extra))
         assert json.dumps(a.metrics, sort_keys=True) == json.dumps(b.metrics, sort_keys=True)
         assert a.finish_s.tobytes() == b.finish_s.tobytes()
 
@@ -225,7 +225,7 @@ def test_the_defaults_come_from_the_capacity_study():
 
 def test_without_a_schedule_predictive_forecasts_from_the_arrivals():
     """At a constant 6 req/s and 1 req/s a replica, the last interval's arrivals ask for about 6 replicas."""
-    res = run(Scenario(hardware="rtx3050", workload="chat", rate=6, duration=200, seed=1, autoscaler="predictive",
+    res = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", rate=6, duration=200, seed=1, autoscaler="predictive",
                        autoscale_replica_rate=1.0, provision_delay_s=5, autoscale_interval_s=20))
     serving = res.metrics["replicas_over_time"]["serving"]
     assert 4.5 <= np.mean(serving[1:-1]) <= 8
@@ -234,7 +234,7 @@ def test_without_a_schedule_predictive_forecasts_from_the_arrivals():
 def test_scaling_down_sheds_replicas_still_provisioning_first():
     """A burst that is over before the replicas asked for it come up: they are shed while provisioning (never
     serving, billed until then), and the replica serving from the start keeps serving."""
-    res = run(Scenario(hardware="rtx3050", workload="chat", rate_schedule="0:1,20:8,30:1", duration=60, seed=2,
+    res = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", rate_schedule="0:1,20:8,30:1", duration=60, seed=2,
                        autoscaler="predictive", autoscale_replica_rate=1.0, provision_delay_s=40,
                        autoscale_interval_s=2))
     lives = res.replica_lives
@@ -248,7 +248,7 @@ def test_a_cluster_scales_to_zero_in_a_quiet_hour_and_a_request_wakes_it():
     """min_replicas 0: in a quiet piece utilization drains the last replica (no GPU billed), the first request
     after it waits at the router for the provisioning delay (its TTFT counts it), and the day costs less than with
     one replica kept."""
-    quiet = dict(hardware="rtx3050", workload="chat", rate_schedule="0:2,40:0,240:2", duration=300, seed=1,
+    quiet = dict(hardware="rtx3050", max_model_len=8192, workload="chat", rate_schedule="0:2,40:0,240:2", duration=300, seed=1,
                  autoscaler="utilization", provision_delay_s=30, autoscale_interval_s=10, autoscale_cooldown_s=30)
     kept, zero = run(Scenario(**quiet)), run(Scenario(min_replicas=0, **quiet))
     assert (zero.finished ^ zero.rejected).all() and zero.metrics["autoscaler"]["kv_blocks_leaked_on_release"] == 0

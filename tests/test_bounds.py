@@ -118,7 +118,7 @@ def test_srpt_with_everything_at_once_is_shortest_first():
 
 
 # ----- the floors hold for the engine's own steps -----
-SMALL = dict(hardware="rtx3050", kv_blocks=900)
+SMALL = dict(hardware="rtx3050", max_model_len=8192, kv_blocks=900)
 
 
 @pytest.fixture(scope="module")
@@ -292,11 +292,11 @@ def test_the_api_and_the_cli_json_carry_the_bounds_beside_the_metrics(capsys):
     from app.cli import main
     from app.web import app
 
-    query = {"schedulers": "fcfs,chunked", "hardware": "rtx3050", "num_requests": "30", "seed": "4"}
+    query = {"schedulers": "fcfs,chunked", "hardware": "rtx3050", "max_model_len": 8192, "num_requests": "30", "seed": "4"}
     with TestClient(app) as client:
         client.app.state.kernels_ready.wait(600)  # a cold cache compiles first (the API answers 503 meanwhile)
         body = client.get("/api/run", params=query).json()
-    assert main(["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--num-requests", "30",
+    assert main(["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "30",
                  "--seed", "4", "--json"]) in (0, None)
     cli = json.loads(capsys.readouterr().out)
     for doc in (body, cli):
@@ -315,7 +315,7 @@ def test_the_dashboard_says_each_schedulers_share_of_the_achievable_goodput():
 
     from app.web import app
 
-    query = {"schedulers": "fcfs,slo", "hardware": "rtx3050", "workload": "rag", "num_requests": "60", "seed": "3"}
+    query = {"schedulers": "fcfs,slo", "hardware": "rtx3050", "max_model_len": 8192, "workload": "rag", "num_requests": "60", "seed": "3"}
     with TestClient(app) as client:
         client.app.state.kernels_ready.wait(600)  # a cold cache compiles first (the API answers 503 meanwhile)
         page = client.get("/", params=query).text

@@ -55,7 +55,7 @@ def test_default_page_compare_share_and_back(page):
 
     # Add a scheduler: results update in place and the URL becomes the canonical one.
     page.locator("label.chip", has_text="spf").click()
-    page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=rtx3050&workload=rag&duration=20.0")
+    page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0")
     expect(page.locator("#card-metrics thead").first).to_contain_text("spf")
     wait_drawn(page, "plot-cdf")
     page.screenshot(path=SHOTS / "02-three-schedulers.png")
@@ -153,7 +153,7 @@ def test_click_on_a_time_axis_seeks_and_t_is_in_the_url(page):
 
 
 def test_gantt_has_one_row_per_shown_request(page):
-    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0")
+    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0")
     for name in ("fcfs", "chunked"):
         plot = "plot-gantt-" + name
         wait_drawn(page, plot)
@@ -247,7 +247,7 @@ def test_exports_at_a_fixed_slide_size_and_background(page):
 
 
 def test_the_page_downloads_each_schedulers_requests_and_trace(page):
-    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3")
+    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=3")
     expect(page.locator("#card-metrics thead").first).to_contain_text("chunked")
     page.locator("#card-gantt-chunked .card-head").screenshot(path=SHOTS / "30-gantt-downloads-1440x900.png")
     with page.expect_download() as info:
@@ -299,7 +299,7 @@ def test_a_390_px_phone_has_no_overlap_or_clipping(page):
     clipped. At 390x844 nothing is wider than the screen, the latency panels are stacked, captions stand apart,
     and a table wider than its card scrolls inside it to its last column."""
     page.set_viewport_size({"width": 390, "height": 844})
-    page.goto(page.base + "/?schedulers=fcfs,spf,chunked&hardware=rtx3050&workload=rag&duration=20.0&t=8")
+    page.goto(page.base + "/?schedulers=fcfs,spf,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0&t=8")
     wait_drawn(page, "plot-cdf")
     wait_drawn(page, "plot-kv")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
@@ -354,12 +354,12 @@ def test_a_tap_on_a_metric_name_shows_what_it_measures(site):
 
 
 def test_embed_page(page):
-    page.goto(page.base + "/embed/kv?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0")
+    page.goto(page.base + "/embed/kv?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0")
     wait_drawn(page, "plot-kv")
     assert page.locator("#scenario-form").count() == 0
     page.screenshot(path=SHOTS / "09-embed-kv.png")
     # An iframe on someone else's page, and a sandboxed one (an opaque origin: its scripts load "cross-site").
-    src = f"{page.base}/embed/cdf?schedulers=fcfs,chunked&amp;hardware=rtx3050&amp;workload=rag&amp;duration=20.0"
+    src = f"{page.base}/embed/cdf?schedulers=fcfs,chunked&amp;hardware=rtx3050&max_model_len=8192&amp;workload=rag&amp;duration=20.0"
     page.set_content(f'<iframe id="plain" src="{src}" width="1000" height="460"></iframe>'
                      f'<iframe id="sandboxed" sandbox="allow-scripts" src="{src}" width="1000" height="460"></iframe>')
     for frame in (page.frame_locator("#plain"), page.frame_locator("#sandboxed")):
@@ -378,7 +378,7 @@ EMBED_READY = """() => { const plots = [...document.querySelectorAll('.plot[data
 def test_every_embed_fits_a_960x540_slide_frame(page, figure):
     """Issue 12: in a 960x540 iframe nothing overflows (no scrollbar, every figure and the caption inside it)."""
     width, height = SLIDE_FRAME
-    query = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0&caption=1"
+    query = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0&caption=1"
     page.set_content(f'<iframe src="{page.base}/embed/{figure}?{query.replace("&", "&amp;")}" width="{width}" '
                      f'height="{height}" style="border: 0"></iframe>')
     frame = page.main_frame.child_frames[0]
@@ -397,7 +397,7 @@ def test_every_embed_fits_a_960x540_slide_frame(page, figure):
 
 
 def test_a_bare_embed_shows_one_panel_at_the_size_asked(page):
-    page.goto(page.base + "/embed/gantt?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+    page.goto(page.base + "/embed/gantt?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0"
               "&scheduler=chunked&chrome=0&caption=Chunked+prefill+on+an+RTX+3050&width=800&height=450")
     wait_drawn(page, "plot-gantt-chunked")
     assert page.locator("[data-figure=gantt]").count() == 1
@@ -436,7 +436,7 @@ def test_trace_upload_replays_it(page, tmp_path):
     trace = tmp_path / "my-trace.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n"
                      + "".join(f"{k * 0.25:.2f},{200 + 37 * k % 900},{30 + k % 40}\n" for k in range(40)), encoding="utf-8")
-    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&duration=10.0")
+    page.goto(page.base + "/?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&duration=10.0")
     page.set_input_files("#f-trace", str(trace))
     expect(page.locator(".trace-info")).to_contain_text("my-trace.csv: 40 requests")
     page.wait_for_url("**upload=*")
@@ -514,7 +514,7 @@ def test_a_typo_keeps_the_last_results_dimmed(page):
 
 def test_every_time_figure_of_a_comparison_shares_one_x_range(page):
     """Read from plotly's own layout once drawn: each Gantt and the engine timeline show the same time window."""
-    page.goto(page.base + "/?schedulers=fcfs,chunked,slo&hardware=rtx3050&workload=rag&duration=20.0")
+    page.goto(page.base + "/?schedulers=fcfs,chunked,slo&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0")
     plots = ["plot-gantt-fcfs", "plot-gantt-chunked", "plot-gantt-slo", "plot-timeline"]
     ranges = []
     for plot in plots:
@@ -538,7 +538,7 @@ def test_landing_shows_the_takeaway_and_a_kv_view_that_plays_by_itself(page):
         if (m.target.id === 'plot-kv' && m.attributeName === 'data-time') window.kvTimes.push(m.target.dataset.time);
       })).observe(document, {attributes: true, subtree: true, attributeFilter: ['data-time']});""")
     page.goto(page.base + "/")
-    m = {n: e["metrics"] for n, e in page.request.get(page.base + "/api/run?schedulers=fcfs,chunked&hardware=rtx3050"
+    m = {n: e["metrics"] for n, e in page.request.get(page.base + "/api/run?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192"
                                                       "&workload=rag&duration=20").json()["schedulers"].items()}
     expect(page.locator("#takeaway")).to_contain_text(f"chunked cuts P99 ITL from {m['fcfs']['itl_ms']['p99']:,.1f} "
                                                       f"ms (fcfs) to {m['chunked']['itl_ms']['p99']:,.1f} ms")

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.browser
 AXE = REPO_ROOT / "static" / "vendor" / "axe-core" / "axe.min.js"
 AXE_TAGS = ["wcag2a", "wcag2aa"]
 BLOCKING = ("serious", "critical")
-SCENARIO = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+SCENARIO = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0"
 PAGES = {
     "index": ("/", ["#results"]),
     # a small plan (one GPU, one TP degree, one scheduler): its table and Pareto plot, not only the form

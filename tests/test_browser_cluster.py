@@ -27,7 +27,7 @@ from browser_support import (  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-SMALL = "hardware=rtx3050&workload=rag&num_requests=40&seed=3"
+SMALL = "hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=40&seed=3"
 PAGES = {
     "replicas": ("/?schedulers=fcfs,chunked&" + SMALL + "&replicas=2&router=least_outstanding",
                  ["replica 0", "replica 1"]),

@@ -16,7 +16,7 @@ from browser_support import DRAWN, open_page, screenshot_dir, wait_until_it_fits
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-LANDING = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+LANDING = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0"
 
 
 @pytest.mark.parametrize("viewport", [(1440, 900), (390, 844)])
@@ -76,7 +76,7 @@ def test_a_bad_query_is_named_on_the_page(site):
         context.close()
 
 
-MODEL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&num_requests=60&seed=3"
+MODEL = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=60&seed=3"
 
 
 def test_model_intervals_show_as_ranges_error_bars_and_flip_warnings(site):

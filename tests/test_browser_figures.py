@@ -18,7 +18,7 @@ from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-SCENARIO = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+SCENARIO = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0"
 # A slide's axis titles: 12 px on a 540 px high figure, so at least 24 px on a 1080 px one.
 SLIDE_AXIS_PX = 24
 

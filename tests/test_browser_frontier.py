@@ -14,7 +14,7 @@ from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-SCENARIO = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=10.0"
+SCENARIO = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=10.0"
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from sim_core.kernel.attribution import ATTRIBUTION_PARTS  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0"
 
 
 
@@ -142,8 +142,8 @@ def test_zooming_a_sampled_gantt_draws_every_request_in_the_window(site, viewpor
         context.close()
 
 
-PREFIX = "schedulers=fcfs,cache_aware&hardware=rtx3050&workload=agent&prefix_cache=true&duration=20"
-SWAP = ("schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20&preemption=swap&kv_blocks=700"
+PREFIX = "schedulers=fcfs,cache_aware&hardware=rtx3050&max_model_len=8192&workload=agent&prefix_cache=true&duration=20"
+SWAP = ("schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20&preemption=swap&kv_blocks=700"
         "&swap_space_gb=0.5")
 # In the page: the frame the KV view painted for `name`, and for one cell of each state present in it, the colour
 # it should have (figures/kv.py's KV_STATES by app/web/kvstates.py's cell state and the owner's parity) and the pixel's.
@@ -230,7 +230,7 @@ def test_kv_view_shows_what_is_swapped_out(site):
             context.close()
 
 
-OFFLOAD = ("schedulers=fcfs&hardware=rtx3050&workload=multiturn&prefix_cache=true&duration=20&kv_blocks=300"
+OFFLOAD = ("schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=multiturn&prefix_cache=true&duration=20&kv_blocks=300"
            "&kv_offload_cpu_gb=0.1&kv_offload_disk_gb=1")
 
 
@@ -298,7 +298,7 @@ def test_the_preset_gallery_opens_each_experiment_in_one_click_and_says_whether_
 def test_a_600_s_run_zoomed_past_the_limit_says_so_and_a_box_zoom_draws_its_rows(page):
     """18,112 requests, thousands queued at once: a time-only zoom has more requests in flight than a Gantt can
     show (the note says how many); a box over fewer rows draws every one of them."""
-    query = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=600&rate=30"
+    query = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=600&rate=30"
     page.goto(page.base + "/?" + query)
     plot = "plot-gantt-fcfs"
     wait_drawn(page, plot)
@@ -339,7 +339,7 @@ def test_step_time_panel_stacks_the_kernel_groups_to_the_apis_step_time(page):
     prefill = [t for t in traces if t["stack"] == "s0"]
     for k in (0, -1):
         n = prefill[0]["x"][k]
-        api = page.request.get(page.base + f"/api/step-time?hardware=rtx3050&prefill_tokens={n}").json()
+        api = page.request.get(page.base + f"/api/step-time?hardware=rtx3050&max_model_len=8192&prefill_tokens={n}").json()
         assert sum(t["y"][k] for t in prefill) == pytest.approx(api["step_ms"], rel=1e-3)
     assert "ridge" in plot.inner_text()
     page.locator("#card-step-time").screenshot(path=SHOTS / "31-steptime-1440x900.png")

@@ -17,7 +17,7 @@ from sim_core import SCHEDULER_NAMES  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-LANDING = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+LANDING = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0"
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_the_metrics_table_fits_its_card_with_every_scheduler_ticked(page):
     """Issue 26: at 1440 with slo compared a long metric name made the table 814 px wide in a 489 px column. Over
     two seeds, each value with its "± half-width": nine such columns made it 1,248 px in 1,006."""
     page.goto(page.base + "/?schedulers=" + ",".join(SCHEDULER_NAMES)
-              + "&hardware=rtx3050&workload=rag&duration=20.0&seeds=2")
+              + "&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0&seeds=2")
     card = page.locator("#card-metrics")
     expect(card.locator("tbody th", has_text="shed by admission control")).to_have_count(1)  # slo's long row
     assert card.locator(".half-width").count() > 9 * 20

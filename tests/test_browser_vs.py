@@ -16,7 +16,7 @@ from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-A = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=40&seed=3"
+A = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=40&seed=3"
 
 # Everything a reader compares across the pair, read from the page: per plot its traces' lengths and its axes'
 # ranges as plotly holds them after drawing (the full layout: what is on screen), and every number in the text.

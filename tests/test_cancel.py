@@ -26,7 +26,7 @@ def test_setting_the_cancel_flag_stops_a_long_run_at_once():
 
 
 def test_an_unset_flag_changes_nothing():
-    s = Scenario(hardware="rtx3050", num_requests=50, seed=4)
+    s = Scenario(hardware="rtx3050", max_model_len=8192, num_requests=50, seed=4)
     r = resolve(s)
     reqs = make_requests(s, r)
     a = simulate_requests(s, r, reqs)
@@ -63,7 +63,7 @@ def test_a_cancelled_web_run_is_not_cached_and_the_next_request_computes_it():
     from app.web import service
     from app.web.inputs import parse_request
 
-    req = parse_request({"hardware": "rtx3050", "num_requests": "200", "seed": "17", "schedulers": "fcfs"})
+    req = parse_request({"hardware": "rtx3050", "max_model_len": 8192, "num_requests": "200", "seed": "17", "schedulers": "fcfs"})
     service.clear_caches()
     with pytest.raises(Cancelled):
         service.compare(req, np.ones(1, np.int64))  # already cancelled: stops at its first check

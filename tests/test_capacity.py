@@ -48,7 +48,7 @@ def test_capacity_over_seeds_is_a_mean_with_an_interval():
 
 
 def test_capacity_on_the_command_line(capsys):
-    code = main(["capacity", "--hardware", "rtx3050", "--workload", "chat", "--duration", "20", "--seeds", "2",
+    code = main(["capacity", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "chat", "--duration", "20", "--seeds", "2",
                  "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -61,10 +61,10 @@ def test_capacity_on_the_command_line(capsys):
 
 
 def test_a_dashboard_url_runs_from_the_command_line(capsys):
-    url = "http://localhost:8000/?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=5&t=2.5"
+    url = "http://localhost:8000/?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=5&t=2.5"
     assert main(["compare", "--scenario", url, "--json"]) == 0
     via_url = json.loads(capsys.readouterr().out)
-    assert main(["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--workload", "rag",
+    assert main(["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "rag",
                  "--duration", "5", "--json"]) == 0
     via_flags = json.loads(capsys.readouterr().out)
     assert via_url == via_flags and list(via_url["schedulers"]) == ["fcfs", "chunked"]

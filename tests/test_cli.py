@@ -20,10 +20,10 @@ from sim_core.fields import bounds_text
 
 # The seed lesson's command forms (the sweep and compare shortened to 10 s of arrivals to stay quick).
 RUN = ["run", "--scheduler", "chunked", "--workload", "rag", "--hardware", "a100"]
-COMPARE = ["compare", "--schedulers", "fcfs,chunked", "--workload", "rag", "--hardware", "rtx3050", "--duration", "10"]
+COMPARE = ["compare", "--schedulers", "fcfs,chunked", "--workload", "rag", "--hardware", "rtx3050", "--max-model-len", "8192", "--duration", "10"]
 # In process the sweep runs serially (forking a test process that other tests may have filled with threads is
 # asking for trouble); the console-script test runs it over worker processes and checks the documents agree.
-SWEEP = ["sweep", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--min-rate", "2", "--max-rate", "18",
+SWEEP = ["sweep", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--max-model-len", "8192", "--min-rate", "2", "--max-rate", "18",
          "--step", "4", "--duration", "10", "--workers", "1"]
 
 METRIC_KEYS = {"ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "request_throughput", "output_throughput", "goodput",
@@ -126,7 +126,7 @@ def test_human_tables(capsys):
     header = next(line for line in out.splitlines() if line.strip().startswith("fcfs"))
     assert header.split() == ["fcfs", "chunked"]
 
-    code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "30"])
+    code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "30"])
     assert code == 0 and "P99 ITL (ms)" in out and "chunked" in out
 
     code, out, err = cli_run(capsys, SWEEP)
@@ -173,11 +173,11 @@ BAD_INPUTS = [
     (["run", "--tp", "16"], "--tp", "between 1 and 8"),
     (["run", "--tp", "two"], "--tp", ">= 1, <= 8"),
     (["run", "--tp", "3"], "--tp", "pick one of 1, 2, 4, 8"),
-    (["run", "--hardware", "tpu-v9"], "--hardware", "rtx3050"),
+    (["run", "--hardware", "tpu-v9"], "--hardware", "rtx3050", "--max-model-len", "8192"),
     (["compare", "--schedulers", "fcfs,nope"], "--schedulers", "nope"),
     (["sweep", "--schedulers", "fcfs,nope", "--min-rate", "1", "--max-rate", "2"], "--schedulers", "chunked"),
     (["run", "--rate", "-1"], "--rate", "between 1e-06 and 10000"),
-    (["run", "--hardware", "rtx3050", "--model", "llama-3-70b"], "--model", "rtx3050"),
+    (["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--model", "llama-3-70b"], "--model", "rtx3050"),
     (["run", "--trace", "{tmp}/missing.csv"], "--trace", "no such file"),
     (["run", "--trace", "{tmp}/malformed.csv"], "--trace", "line 3"),
     (["sweep", "--min-rate", "18", "--max-rate", "2", "--step", "4"], "--min-rate", "--max-rate"),
@@ -264,7 +264,7 @@ def test_list_shows_every_name(capsys):
 
 
 def test_scenario_flags_reach_the_scenario(capsys):
-    doc = cli_json(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "20", "--block-size", "32",
+    doc = cli_json(capsys, ["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "20", "--block-size", "32",
                             "--token-budget", "256", "--max-seqs", "8", "--preemption", "swap", "--seed", "7",
                             "--slo-ttft-ms", "500", "--slo-tpot-ms", "50", "--rate", "3.5"])
     s = doc["scenario"]
@@ -280,7 +280,7 @@ def test_boolean_fields_are_switches(capsys):
     # attention_dp needs ep > 1 beside it (test_expert_parallel.py): the first switch that stands alone.
     name = next(f for f, info in Scenario.model_fields.items() if info.annotation is bool and f != "attention_dp")
     flag = cli.flag_name(name)
-    base = ["run", "--hardware", "rtx3050", "--num-requests", "10"]
+    base = ["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "10"]
     assert cli_json(capsys, base + [flag])["scenario"][name] is True  # bare switch
     assert cli_json(capsys, base + [flag, "false"])["scenario"][name] is False
     code, _, err = cli_run(capsys, base + [flag, "perhaps"])
@@ -291,7 +291,7 @@ def test_trace_file_replay(capsys, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{k * 0.2},{100 + k},{10 + k}\n"
                                                                        for k in range(12)), encoding="utf-8")
-    doc = cli_json(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--trace", trace])
+    doc = cli_json(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--max-model-len", "8192", "--trace", trace])
     assert all(e["metrics"]["completed"] == 12 for e in doc["schedulers"].values())
 
 
@@ -300,7 +300,7 @@ def test_trace_file_replay(capsys, tmp_path):
 # ---------------------------------------------------------------------------------------------------------
 def test_run_trace_out(capsys, tmp_path):
     path = tmp_path / "run.json"
-    code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--workload", "rag", "--num-requests", "30",
+    code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "rag", "--num-requests", "30",
                                       "--trace-out", path])
     assert code == 0, err
     assert str(path) in out and "ui.perfetto.dev" in out
@@ -315,7 +315,7 @@ def test_run_trace_out_with_json_keeps_stdout_one_document(capsys, tmp_path):
 
 
 def test_compare_trace_out_writes_one_file_per_scheduler(capsys, tmp_path):
-    code, out, err = cli_run(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050",
+    code, out, err = cli_run(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--max-model-len", "8192",
                                       "--num-requests", "20", "--trace-out", tmp_path / "cmp.json"])
     assert code == 0, err
     for s in ("fcfs", "chunked"):
@@ -328,7 +328,7 @@ def test_compare_trace_out_writes_one_file_per_scheduler(capsys, tmp_path):
 def test_sampled_step_log_warns_and_still_writes(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(simulate, "run", lambda sc, **kw: sim_core.run(sc, max_step_records=32, **kw))
     path = tmp_path / "big.json"
-    code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--num-requests", "30", "--trace-out", path])
+    code, out, err = cli_run(capsys, ["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "30", "--trace-out", path])
     assert code == 0 and "sampled" in err and err.startswith("note: ")
     assert json.loads(path.read_text(encoding="utf-8"))["metadata"]["requests_shown"] == 0
 
@@ -383,7 +383,7 @@ def test_run_and_list_load_neither_the_web_stack_nor_a_process_pool():
 
 
 def test_compare_with_seeds_reports_means_and_intervals(capsys):
-    doc = cli_json(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--workload", "rag",
+    doc = cli_json(capsys, ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "rag",
                             "--duration", "5", "--seeds", "3", "--json"])
     for name in ("fcfs", "chunked"):
         entry = doc["schedulers"][name]
@@ -391,7 +391,7 @@ def test_compare_with_seeds_reports_means_and_intervals(capsys):
         low, high = entry["ci95"]["ttft_ms"]["p99"]
         assert low <= entry["metrics"]["ttft_ms"]["p99"] <= high
         assert set(entry["ci95"]) <= set(entry["metrics"])
-    code, out, _ = cli_run(capsys, ["run", "--hardware", "rtx3050", "--duration", "5", "--seeds", "2"])
+    code, out, _ = cli_run(capsys, ["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--duration", "5", "--seeds", "2"])
     assert code == 0 and "mean ± 95% CI over 2 seeds" in out and " ± " in out
 
 
@@ -438,14 +438,14 @@ def test_serve_answers_at_once_and_stops_within_5_s_of_sigterm(tmp_path):
 def test_a_large_run_is_announced_with_its_step_estimate(capsys, monkeypatch):
     """The CLI runs anything, but says first when a run is long: its lower bound on engine steps, which is
     (prompt + output tokens) / token budget summed over the schedulers."""
-    argv = ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--workload", "chat",
+    argv = ["compare", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "chat",
             "--num-requests", "40", "--token-budget", "64"]
     code, _, err = cli_run(capsys, argv)
     assert code == 0 and "note:" not in err
     monkeypatch.setattr(simulate, "NOTE_REQUESTS", 10)
     monkeypatch.setattr(simulate, "NOTE_STEPS", 100)
     code, _, err = cli_run(capsys, argv)
-    s = Scenario(hardware="rtx3050", workload="chat", num_requests=40, token_budget=64)
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=40, token_budget=64)
     reqs = sim_core.runner.make_requests(s, sim_core.resolve(s))
     steps = 2 * -(-int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum()) // 64)
     assert code == 0 and f"note: 40 requests, at least {steps:,} engine steps over 2 runs" in err, err

@@ -52,7 +52,7 @@ def knee_at(knee: float, calls: list):
 @pytest.mark.parametrize("tolerance", ["0", "1e-300", "-0.1", "0.00009", "1.5"])
 def test_a_tolerance_out_of_bounds_is_refused_at_once(capsys, tolerance):
     start = time.perf_counter()
-    err = one_error(capsys, "--tolerance:", "capacity", "--hardware", "rtx3050", "--tolerance", tolerance)
+    err = one_error(capsys, "--tolerance:", "capacity", "--hardware", "rtx3050", "--max-model-len", "8192", "--tolerance", tolerance)
     assert "between 0.0001 and 1" in err and time.perf_counter() - start < 30
 
 
@@ -88,7 +88,7 @@ def test_the_flags_bounds_are_the_search_models(capsys):
 
 
 def test_a_target_of_zero_is_refused_and_the_search_never_passes_the_highest_rate(capsys):
-    err = one_error(capsys, "--target:", "capacity", "--hardware", "rtx3050", "--target", "0")
+    err = one_error(capsys, "--target:", "capacity", "--hardware", "rtx3050", "--max-model-len", "8192", "--target", "0")
     assert "greater than 0" in err
     calls = []
     rate, runs = max_rate(Scenario(rate=1.0), 0.0, 0.03, knee_at(float("inf"), calls))  # every rate meets it
@@ -137,7 +137,7 @@ def test_a_trace_over_the_row_limit_is_refused_before_any_row_is_parsed(tmp_path
     assert not parsed
     monkeypatch.undo()
     monkeypatch.setattr(sim_core.runner, "MAX_TRACE_ROWS", 39)
-    err = one_error(capsys, f"--trace {path}:", "run", "--trace", path, "--hardware", "rtx3050")
+    err = one_error(capsys, f"--trace {path}:", "run", "--trace", path, "--hardware", "rtx3050", "--max-model-len", "8192")
     assert "more than 39 requests (the limit)" in err
 
 
@@ -146,7 +146,7 @@ def test_a_trace_without_newlines_is_refused_after_one_line_not_read_whole(tmp_p
     path.write_text("arrival_s," + "9" * (MAX_LINE_CHARS + 10), encoding="utf-8")
     with pytest.raises(TraceError, match=r"line 1: longer than 1,048,576 characters"):
         read_trace_file(str(path), 100)
-    err = one_error(capsys, f"--trace {path}:", "run", "--trace", path, "--hardware", "rtx3050")
+    err = one_error(capsys, f"--trace {path}:", "run", "--trace", path, "--hardware", "rtx3050", "--max-model-len", "8192")
     assert "line 1: longer than" in err
     with open("/dev/zero", encoding="utf-8", errors="replace") as zeros:  # endless, no newline
         with pytest.raises(TraceError, match="line 1: longer than"):
@@ -274,7 +274,7 @@ def test_an_os_error_without_a_file_is_not_printed_with_an_empty_name(capsys, mo
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(run_command, "handle", full)  # the parser looks it up when it is built, in main
-    code = main(["run", "--hardware", "rtx3050"])
+    code = main(["run", "--hardware", "rtx3050", "--max-model-len", "8192"])
     err = capsys.readouterr().err
     assert code != 0 and err == "error: No space left on device\n", err
 
@@ -287,7 +287,7 @@ def test_a_shared_scenario_cannot_make_the_cli_read_a_file(capsys, tmp_path):
     secret.write_text("TOP-SECRET-LINE\n", encoding="utf-8")
     for command in ("run", "capacity", "sweep --min-rate 1 --max-rate 2", "plan"):
         err = one_error(capsys, "--scenario:", *command.split(), "--scenario",
-                        f"http://x/?hardware=rtx3050&trace={secret}")
+                        f"http://x/?hardware=rtx3050&max_model_len=8192&trace={secret}")
         assert "TOP-SECRET" not in err and "--trace FILE" in err
 
 
@@ -314,7 +314,7 @@ def test_diff_queries_cannot_make_the_cli_read_a_file(capsys, tmp_path):
 def test_a_scenario_naming_a_trace_runs_with_trace_given_beside_it(capsys, tmp_path):
     trace = tmp_path / "t.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,4\n0.5,20,5\n", encoding="utf-8")
-    code, err = cli(capsys, "run", "--scenario", "hardware=rtx3050&trace=/etc/passwd", "--trace", trace,
+    code, err = cli(capsys, "run", "--scenario", "hardware=rtx3050&max_model_len=8192&trace=/etc/passwd", "--trace", trace,
                     "--scheduler", "fcfs")
     assert code == 0, err
 

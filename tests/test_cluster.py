@@ -26,7 +26,7 @@ def requests(arrival, prompt, output) -> Requests:
 
 @pytest.mark.parametrize("router", ROUTER_NAMES)
 def test_every_request_is_served_once_and_every_block_comes_back(router):
-    s = Scenario(hardware="rtx3050", workload="agent", num_requests=300, rate=3, replicas=3, router=router,
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload="agent", num_requests=300, rate=3, replicas=3, router=router,
                  seed=2, prefix_cache=True)
     res = run(s)
     m = res.metrics
@@ -44,7 +44,7 @@ def test_every_request_is_served_once_and_every_block_comes_back(router):
 
 
 def test_each_replica_is_exactly_an_engine_alone_on_what_it_was_sent():
-    s = Scenario(hardware="rtx3050", workload="chat", num_requests=240, rate=30, replicas=3, seed=4)
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=240, rate=30, replicas=3, seed=4)
     together = run(s)
     assert (together.replica_of == np.arange(240) % 3).all()  # round robin
     for e in range(3):
@@ -56,7 +56,7 @@ def test_each_replica_is_exactly_an_engine_alone_on_what_it_was_sent():
 
 
 def test_more_replicas_serve_more_load():
-    base = dict(hardware="rtx3050", workload="chat", num_requests=400, rate=20, seed=1)
+    base = dict(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=400, rate=20, seed=1)
     one = run(Scenario(**base)).metrics
     three = run(Scenario(**base, replicas=3, router="least_outstanding")).metrics
     assert three["ttft_ms"]["p50"] * 10 < one["ttft_ms"]["p50"]
@@ -68,7 +68,7 @@ def test_least_outstanding_avoids_the_replica_with_a_long_prompt_to_prefill():
     reqs = requests([0.0, 0.01, 0.02, 0.03, 0.04], [8000, 10, 10, 10, 10], [2, 2, 2, 2, 2])
     routed = {}
     for router in ("round_robin", "least_outstanding"):
-        s = Scenario(hardware="rtx3050", replicas=2, router=router)
+        s = Scenario(hardware="rtx3050", max_model_len=8192, replicas=2, router=router)
         routed[router] = list(simulate_requests(s, resolve(s), reqs).replica_of)
     assert routed["round_robin"] == [0, 1, 0, 1, 0]
     assert routed["least_outstanding"] == [0, 1, 1, 1, 1]
@@ -78,7 +78,7 @@ def test_least_outstanding_does_not_count_decoding_requests_as_a_queue():
     # One long answer decoding on replica 0 while short requests come and go: each finds both replicas with
     # nothing to prefill (a decoding request barely delays a new prompt's first token), so they alternate.
     reqs = requests([0.0, 1.0, 2.0, 3.0, 4.0], [4000, 10, 10, 10, 10], [2000, 2, 2, 2, 2])
-    s = Scenario(hardware="rtx3050", replicas=2, router="least_outstanding")
+    s = Scenario(hardware="rtx3050", max_model_len=8192, replicas=2, router="least_outstanding")
     assert list(simulate_requests(s, resolve(s), reqs).replica_of) == [0, 1, 0, 1, 0]
 
 
@@ -87,7 +87,7 @@ def test_a_stale_router_sees_only_what_it_sent_since_it_last_looked():
     reqs = requests([0.0, 1.0, 2.0, 3.0, 4.0], [4000, 10, 10, 10, 10], [2, 2, 2, 2, 2])
     routed = {}
     for staleness in (0.0, 60_000.0):
-        s = Scenario(hardware="rtx3050", replicas=2, router="least_outstanding", router_staleness_ms=staleness)
+        s = Scenario(hardware="rtx3050", max_model_len=8192, replicas=2, router="least_outstanding", router_staleness_ms=staleness)
         routed[staleness] = list(simulate_requests(s, resolve(s), reqs).replica_of)
     assert routed[0.0] == [0, 1, 0, 1, 0]  # live: both idle at every arrival, so ties go in turn
     # Looking once at t=0 (both idle), it then counts only its own sends: replica 0 still looks loaded with the
@@ -117,14 +117,14 @@ def test_prefix_affinity_sends_a_prompt_to_the_replica_that_cached_its_prefix():
 
 def test_power_of_two_and_session_are_deterministic_and_use_every_replica():
     for router in ("power_of_two", "session"):
-        s = Scenario(hardware="rtx3050", workload="chat", num_requests=200, rate=10, replicas=4, router=router, seed=7)
+        s = Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=200, rate=10, replicas=4, router=router, seed=7)
         a, b = run(s), run(s)
         assert np.array_equal(a.replica_of, b.replica_of) and a.metrics == b.metrics
         assert set(a.replica_of) == {0, 1, 2, 3}
 
 
 def test_one_replica_is_the_plain_engine():
-    s = Scenario(hardware="rtx3050", workload="chat", num_requests=50, seed=3)
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=50, seed=3)
     assert run(s).metrics == run(s.model_copy(update={"router": "power_of_two"})).metrics
     assert "replicas" not in run(s).metrics
 
@@ -135,18 +135,18 @@ def test_the_cli_runs_replicas_and_the_web_runs_them_too(capsys, tmp_path):
     from app.cli import main
     from app.web import app
 
-    code = main(["run", "--hardware", "rtx3050", "--workload", "chat", "--num-requests", "60", "--replicas", "2",
+    code = main(["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "chat", "--num-requests", "60", "--replicas", "2",
                  "--router", "least_outstanding", "--json"])
     out, err = capsys.readouterr()
     metrics = json.loads(out)["schedulers"]["chunked"]["metrics"]
     assert code == 0 and [r["replica"] for r in metrics["replicas"]] == [0, 1] and metrics["completed"] == 60
-    assert main(["run", "--hardware", "rtx3050", "--workload", "chat", "--num-requests", "60", "--replicas", "2",
+    assert main(["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "chat", "--num-requests", "60", "--replicas", "2",
                  "--router-staleness-ms", "100"]) == 0
     text = capsys.readouterr().out
     assert "2 x the GPUs above (2 GPUs), round_robin router, load seen up to 100 ms late" in text
     assert "chunked: 2 engines, load imbalance (max / mean served tokens within a pool)" in text
     trace = tmp_path / "t.json"
-    assert main(["run", "--hardware", "rtx3050", "--num-requests", "30", "--replicas", "2", "--trace-out",
+    assert main(["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "30", "--replicas", "2", "--trace-out",
                  str(trace)]) == 0
     doc = json.loads(trace.read_text(encoding="utf-8"))
     names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
@@ -154,7 +154,7 @@ def test_the_cli_runs_replicas_and_the_web_runs_them_too(capsys, tmp_path):
     assert doc["metadata"]["requests_shown"] == 30  # the CLI records a cluster's events: every request's track
     with TestClient(app) as client:
         client.app.state.kernels_ready.wait(600)
-        r = client.get("/api/run?hardware=rtx3050&workload=chat&num_requests=60&replicas=2&router=least_outstanding"
+        r = client.get("/api/run?hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=60&replicas=2&router=least_outstanding"
                        "&scheduler=chunked")
         assert r.status_code == 200 and r.json()["schedulers"]["chunked"]["metrics"]["replicas"] == metrics["replicas"]
 
@@ -162,7 +162,7 @@ def test_the_cli_runs_replicas_and_the_web_runs_them_too(capsys, tmp_path):
 def agent_runs(router, weights=(1.0,)):
     out = {}
     for w in weights:
-        s = Scenario(hardware="rtx3050", workload="agent", num_requests=300, rate=3, replicas=3, router=router,
+        s = Scenario(hardware="rtx3050", max_model_len=8192, workload="agent", num_requests=300, rate=3, replicas=3, router=router,
                      seed=2, prefix_cache=True, router_cache_weight=w)
         res = run(s)
         parents = res.requests.parents()
@@ -268,7 +268,7 @@ def test_a_full_decode_pool_holds_requests_back_and_still_serves_them():
 def test_a_decode_pool_spares_decodes_the_prefill_chunks_at_the_price_of_ttft():
     """DistServe's trade-off on the same two GPUs: decoding apart from the retrieval prompts' prefill chunks keeps
     inter-token latency flat, while one prefill engine instead of two makes prompts queue longer."""
-    base = dict(hardware="rtx3050", workload="rag", duration=30, rate=3, seed=1)
+    base = dict(hardware="rtx3050", max_model_len=8192, workload="rag", duration=30, rate=3, seed=1)
     colocated = run(Scenario(replicas=2, router="least_outstanding", **base)).metrics
     apart = run(Scenario(prefill_replicas=1, decode_replicas=1, **base)).metrics
     assert apart["gpus"] == colocated["gpus"] == 2
@@ -362,7 +362,7 @@ def test_cluster_invariants(router, pools, replicas, scheduler, preemption, work
     """Every request finishes or is rejected once, no engine leaks a block, and a disaggregated request decodes
     only after its KV crossed the link."""
     p, d = pools
-    s = Scenario(hardware="rtx3050", workload=workload, num_requests=40, rate=6, seed=3, router=router,
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload=workload, num_requests=40, rate=6, seed=3, router=router,
                  replicas=1 if p else replicas, prefill_replicas=p, decode_replicas=d, scheduler=scheduler,
                  preemption=preemption, kv_blocks=kv_blocks, prefix_cache=prefix_cache, router_staleness_ms=staleness,
                  decode_tp=decode_tp if p else None)
@@ -417,7 +417,7 @@ def test_a_disaggregated_trace_has_a_process_per_engine_and_an_arrow_per_kv_tran
 def test_a_replicas_trace_has_a_process_per_replica_and_no_arrows():
     from sim_core.trace_export import chrome_trace
 
-    res = run(Scenario(hardware="rtx3050", workload="chat", num_requests=60, rate=10, replicas=3, seed=1))
+    res = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=60, rate=10, replicas=3, seed=1))
     events = chrome_trace(res)["traceEvents"]
     names = [e["args"]["name"] for e in events if e["name"] == "process_name"]
     assert [n for n in names if n.startswith("replica")] == ["replica 0", "replica 1", "replica 2"]
@@ -480,7 +480,7 @@ def test_stepping_each_replica_up_to_the_next_arrival_changes_nothing(monkeypatc
     time (its data stays in cache); every request's outcome and every metric are those of strict time order."""
     import sim_core.kernel.cluster as cluster
 
-    s = Scenario(hardware="rtx3050", workload=workload, num_requests=300, rate=12, replicas=3, router=router,
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload=workload, num_requests=300, rate=12, replicas=3, router=router,
                  router_staleness_ms=staleness, seed=4, prefix_cache=True, kv_blocks=600)
     runs = {}
     for batched in (False, True):

@@ -37,7 +37,7 @@ def autoscaled():
 
 
 def test_the_queue_per_window_is_the_time_requests_waited_in_it():
-    res = run(scenario("hardware=rtx3050&workload=rag&rate=4&duration=150&seed=2"))  # queues: past its knee
+    res = run(scenario("hardware=rtx3050&max_model_len=8192&workload=rag&rate=4&duration=150&seed=2"))  # queues: past its knee
     out = waiting_by_window(res, res.end_s)
     done = res.status == FINISHED
     begin, until = res.requests.arrival_s[done], res.first_scheduled_s[done]

@@ -21,9 +21,9 @@ from sim_core.kernel.state import S_DURATION, S_KV_BLOCKS, S_RUNNING, S_START, S
 from sim_core.runner import make_requests
 
 FIGURE_JSON = re.compile(r'<script type="application/json" (data-[a-z-]+)="([^"]+)">(.*?)</script>', re.S)
-BASE = dict(hardware="rtx3050", workload="chat", num_requests=60, seed=5)
-REPLICAS = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=60&seed=5&replicas=2"
-POOLS = ("schedulers=fcfs&hardware=rtx3050&workload=rag&num_requests=40&seed=3&prefill_replicas=1"
+BASE = dict(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=60, seed=5)
+REPLICAS = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=60&seed=5&replicas=2"
+POOLS = ("schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=40&seed=3&prefill_replicas=1"
          "&decode_replicas=2")
 
 
@@ -167,7 +167,7 @@ def test_disaggregated_page_shows_pools_and_kv_transfers(client):
     r = client.get("/?" + POOLS)
     assert r.status_code == 200, r.text[-2000:]
     fig = blobs(r.text)["plot-cluster-fcfs"]
-    res = run(Scenario(scheduler="fcfs", hardware="rtx3050", workload="rag", num_requests=40, seed=3,
+    res = run(Scenario(scheduler="fcfs", hardware="rtx3050", max_model_len=8192, workload="rag", num_requests=40, seed=3,
                        prefill_replicas=1, decode_replicas=2))
     check_engines_against_core(fig, res)
     assert [log.name for log in res.engine_logs] == ["prefill 0", "decode 0", "decode 1"]
@@ -208,7 +208,7 @@ def test_cluster_embed_and_downloads(client):
     one = POOLS.replace("schedulers=fcfs", "scheduler=fcfs")
     trace = client.get("/download/trace.json?" + one)
     assert trace.status_code == 200
-    check_trace(trace.json(), run(Scenario(scheduler="fcfs", hardware="rtx3050", workload="rag", num_requests=40,
+    check_trace(trace.json(), run(Scenario(scheduler="fcfs", hardware="rtx3050", max_model_len=8192, workload="rag", num_requests=40,
                                            seed=3, prefill_replicas=1, decode_replicas=2), record_events=True))
     csv = client.get("/download/requests.csv?" + one)
     assert csv.status_code == 200 and len(csv.text.strip().splitlines()) == 41
@@ -246,8 +246,8 @@ def test_single_engine_page_keeps_its_kv_view(client):
 
 # ----- issue 21: the KV view, the Gantt and the Perfetto trace of a cluster -----
 CLUSTERS = {
-    "replicas": "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&num_requests=60&seed=3&replicas=4",
-    "pools": "schedulers=fcfs&hardware=rtx3050&workload=rag&num_requests=60&seed=3&prefill_replicas=1"
+    "replicas": "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=60&seed=3&replicas=4",
+    "pools": "schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=60&seed=3&prefill_replicas=1"
              "&decode_replicas=3",
 }
 CLUSTER_ENGINES = {"replicas": [f"replica {e}" for e in range(4)],
@@ -346,7 +346,7 @@ def test_a_clusters_frames_share_what_one_engine_may_record():
 def test_kv_engine_refuses_what_it_cannot_show_naming_the_field(client):
     assert fields_of(client.get("/kv/engine?" + CLUSTERS["replicas"] + "&engine=replica 9")) == ["engine"]
     assert fields_of(client.get("/kv/engine?" + CLUSTERS["replicas"])) == ["engine"]
-    assert fields_of(client.get("/kv/engine?hardware=rtx3050&num_requests=10&engine=replica 0")) == ["engine"]
+    assert fields_of(client.get("/kv/engine?hardware=rtx3050&max_model_len=8192&num_requests=10&engine=replica 0")) == ["engine"]
     assert fields_of(client.get("/kv/engine?" + CLUSTERS["replicas"] + "&engine=replica 0&replicas=x")) == [
         "replicas"]
     # The page's view parameters are no scenario fields: a shared link with engine= and t= opens.
@@ -409,14 +409,14 @@ def test_a_zoomed_cluster_gantt_draws_every_request_in_flight(client):
     ("prefill_replicas=1&decode_replicas=1&kv_link=carrier-pigeon", "kv_link"),
 ])
 def test_bad_cluster_input_is_422_naming_the_field(client, query, field):
-    assert field in fields_of(client.get("/api/run?hardware=rtx3050&num_requests=10&" + query))
-    page = client.get("/?hardware=rtx3050&num_requests=10&" + query, headers={"HX-Request": "true"})
+    assert field in fields_of(client.get("/api/run?hardware=rtx3050&max_model_len=8192&num_requests=10&" + query))
+    page = client.get("/?hardware=rtx3050&max_model_len=8192&num_requests=10&" + query, headers={"HX-Request": "true"})
     assert page.status_code == 422 and f'id="err-{field}"' in page.text
 
 
 def test_every_engines_block_table_counts_against_the_web_limit(client):
     """One engine's block table fits; 64 of them do not, and the answer names max_seqs with a value that fits."""
-    s = Scenario(hardware="rtx3050", workload="rag", num_requests=20, seed=1, max_seqs=4096)
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload="rag", num_requests=20, seed=1, max_seqs=4096)
     reqs = make_requests(s, resolve(s))
     blocks = -(-int((reqs.prompt_tokens + reqs.output_tokens).max()) // s.block_size)
     assert 4096 * blocks <= MAX_BLOCK_TABLE_ENTRIES < 64 * 4096 * blocks  # the case this test is about
@@ -425,7 +425,7 @@ def test_every_engines_block_table_counts_against_the_web_limit(client):
     (field, message), = work_problems(cluster, 2048, reqs)
     allowed = int(re.search(r"at most ([\d,]+)", message).group(1).replace(",", ""))
     assert field == "max_seqs" and 64 * allowed * blocks <= MAX_BLOCK_TABLE_ENTRIES < 64 * (allowed + 1) * blocks
-    r = client.get("/api/run?hardware=rtx3050&workload=rag&num_requests=20&seed=1&max_seqs=4096&replicas=64")
+    r = client.get("/api/run?hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=20&seed=1&max_seqs=4096&replicas=64")
     assert fields_of(r) == ["max_seqs"]
 
 

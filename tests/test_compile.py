@@ -91,7 +91,7 @@ import io, sys
 from app.cli import main
 from sim_core.kernel import jit
 sys.stdout = io.StringIO()
-code = main(["run", "--hardware", "rtx3050", "--num-requests", "20", "--json"])
+code = main(["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "20", "--json"])
 sys.stdout = sys.__stdout__
 kernels = [v for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("sim_core")
            for v in vars(m).values() if isinstance(v, jit.OneSignature)]
@@ -116,7 +116,7 @@ def test_a_warm_cli_run_loads_its_kernel_without_numbas_registries_or_every_cach
 
     from app.cli import main
     with contextlib.redirect_stdout(io.StringIO()):
-        assert main(["run", "--hardware", "rtx3050", "--num-requests", "20", "--json"]) == 0
+        assert main(["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "20", "--json"]) == 0
     out = subprocess.run([sys.executable, "-c", WARM_RUN], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, NUMBA_CACHE_DIR=jit.CACHE_DIR))
     assert out.returncode == 0, out.stderr

@@ -107,7 +107,7 @@ def test_fp8_kv_cache_halves_kv_bytes_and_attention_reads_and_doubles_the_pool()
 
 def test_kv_cache_dtype_is_a_scenario_field_and_more_fits_in_fp8():
     assert Scenario().kv_cache_dtype == "auto"
-    base = dict(hardware="rtx3050", workload="rag", rate=1.0, duration=10, seed=3)
+    base = dict(hardware="rtx3050", max_model_len=8192, workload="rag", rate=1.0, duration=10, seed=3)
     auto, fp8 = resolve(Scenario(**base)), resolve(Scenario(kv_cache_dtype="fp8", **base))
     assert fp8.num_blocks > 1.9 * auto.num_blocks
     assert fp8.setup.kv_bytes_per_token_per_gpu == auto.setup.kv_bytes_per_token_per_gpu / 2

@@ -33,7 +33,7 @@ def requests(arrival, prompt, output) -> Requests:
 
 
 def simulate(reqs: Requests, **scenario) -> Result:
-    base = dict(hardware="rtx3050")
+    base = dict(hardware="rtx3050", max_model_len=8192)
     base.update(scenario)
     s = Scenario(**base)
     return simulate_requests(s, resolve(s), reqs, record_events=True,
@@ -58,9 +58,9 @@ def assert_same_result(a: Result, b: Result) -> None:
 # Determinism
 # -------------------------------------------------------------------------------------------------------------
 DETERMINISM_QUERIES = (
-    "scheduler=chunked&hardware=rtx3050&workload=rag&duration=8&seed=5",
-    "scheduler=spf&hardware=rtx3050&workload=chat&num_requests=120&rate=10&kv_blocks=300&preemption=swap&seed=2",
-    "scheduler=fcfs&hardware=rtx3050&workload=mixed&num_requests=80&rate=4&kv_blocks=400&seed=9",
+    "scheduler=chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=8&seed=5",
+    "scheduler=spf&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=120&rate=10&kv_blocks=300&preemption=swap&seed=2",
+    "scheduler=fcfs&hardware=rtx3050&max_model_len=8192&workload=mixed&num_requests=80&rate=4&kv_blocks=400&seed=9",
 )
 
 
@@ -109,7 +109,7 @@ def test_same_scenario_in_another_process_is_identical():
 # Logs and metrics
 # -------------------------------------------------------------------------------------------------------------
 def test_sampled_step_log_is_every_stride_th_step_and_summary_is_unchanged():
-    s = Scenario(scheduler="chunked", hardware="rtx3050", workload="chat", num_requests=30, rate=8, seed=1)
+    s = Scenario(scheduler="chunked", hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=30, rate=8, seed=1)
     full = run(s)
     assert full.step_stride == 1 and len(full.steps) > 100
     for cap in (7, 8, 50):
@@ -123,7 +123,7 @@ def test_sampled_step_log_is_every_stride_th_step_and_summary_is_unchanged():
 
 
 def test_a_capped_event_log_stops_at_a_step_boundary_and_changes_nothing_else():
-    s = Scenario(scheduler="chunked", hardware="rtx3050", workload="rag", num_requests=40, rate=4, seed=3, max_seqs=8)
+    s = Scenario(scheduler="chunked", hardware="rtx3050", max_model_len=8192, workload="rag", num_requests=40, rate=4, seed=3, max_seqs=8)
     full = run(s, record_events=True)
     assert full.events_complete and len(full.events) > 100
     cap = 3 * s.max_seqs + 40  # room for a few dozen steps of the 141 events
@@ -177,7 +177,7 @@ def test_histogram_percentile_uses_nearest_rank_across_fine_and_coarse_bins():
 
 
 def test_metrics_agree_with_the_per_request_arrays():
-    res = run(Scenario(scheduler="chunked", hardware="rtx3050", workload="rag", duration=10, seed=4))
+    res = run(Scenario(scheduler="chunked", hardware="rtx3050", max_model_len=8192, workload="rag", duration=10, seed=4))
     q, m = res.requests, res.metrics
     done = res.status == E.FINISHED
     transport = getattr(res.scenario, "transport_overhead_ms", 0.0) / 1e3
@@ -333,7 +333,7 @@ def test_adaptive_budget_needs_chunked_prefill(scheduler):
     from sim_core import ScenarioError
 
     with pytest.raises(ScenarioError) as err:
-        run(Scenario(scheduler=scheduler, workload="rag", hardware="rtx3050", duration=10, adaptive_budget=True))
+        run(Scenario(scheduler=scheduler, workload="rag", hardware="rtx3050", max_model_len=8192, duration=10, adaptive_budget=True))
     assert err.value.problems[0][0] == "adaptive_budget" and "chunked" in err.value.problems[0][1]
 
 
@@ -386,7 +386,7 @@ def test_shared_block_owner_is_a_request_still_holding_it():
     """Regression: a block's owner was set when first taken and not handed on: request 0, finished at 0.075 s,
     was still shown owning blocks 0-1 that request 1 held at 0.31 s."""
     reqs = shared_prefix_requests([0.0, 0.05], [32, 32], [1, 1], [5, 100])
-    s = Scenario(scheduler="chunked", hardware="rtx3050", prefix_cache=True, block_size=16)
+    s = Scenario(scheduler="chunked", hardware="rtx3050", max_model_len=8192, prefix_cache=True, block_size=16)
     res = simulate_requests(s, resolve(s), reqs, kv_frame_times=np.array([0.3]))
     t = res.kv_frame_s[0]
     assert res.finish_s[0] < t < res.finish_s[1]
@@ -445,7 +445,7 @@ def test_async_scheduling_frees_a_finished_requests_blocks_one_step_later():
 
 def test_async_scheduling_leaves_no_block_held_at_the_end_of_a_run_or_a_cluster_run():
     for extra in ({}, {"replicas": 2}):
-        s = Scenario(hardware="rtx3050", num_requests=30, seed=3, async_scheduling=True, kv_blocks=200, **extra)
+        s = Scenario(hardware="rtx3050", max_model_len=8192, num_requests=30, seed=3, async_scheduling=True, kv_blocks=200, **extra)
         res = run(s)
         assert res.finished.all()
         assert res.free_blocks_at_end == 200 * s.engines and not res.ref_counts_at_end.any(), extra
@@ -465,7 +465,7 @@ def test_async_scheduling_hides_the_engines_cpu_time_under_the_gpus():
 
     reqs = requests([0.0], [100], [20])
     sync, late = (simulate(reqs, scheduler="chunked", async_scheduling=mode) for mode in (False, True))
-    s = Scenario(hardware="rtx3050", num_requests=1, seed=1)
+    s = Scenario(hardware="rtx3050", max_model_len=8192, num_requests=1, seed=1)
     p = cost_params(resolve(s).setup)
     cpu_s = p[STEP_OVERHEAD_S] + p[STEP_OVERHEAD_PER_SEQ]
     gpu_s = sum(step_breakdown(p, 0, 0, 0, 0, 1, 150, 1)[:5])

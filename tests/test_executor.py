@@ -13,9 +13,9 @@ from app.cli import main
 from sim_core.kernel import jit
 from sim_core.studies.executor import LocalExecutor, RayExecutor, kernel_cache_stats, ray_init_options
 
-SWEEP = ["sweep", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--workload", "chat", "--duration", "8",
+SWEEP = ["sweep", "--schedulers", "fcfs,chunked", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "chat", "--duration", "8",
          "--min-rate", "0.5", "--max-rate", "2", "--step", "0.5", "--json"]
-CAPACITY = ["capacity", "--hardware", "rtx3050", "--workload", "chat", "--duration", "5", "--seeds", "2", "--json"]
+CAPACITY = ["capacity", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "chat", "--duration", "5", "--seeds", "2", "--json"]
 PLAN = ["plan", "--model", "llama-3-8b", "--workload", "chat", "--rate", "12", "--duration", "10",
         "--gpus", "l40s,a100", "--tp", "1", "--json"]
 

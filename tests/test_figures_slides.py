@@ -24,7 +24,7 @@ from app.web.pages import results_context
 from app.web.plan_page import pareto_figure
 from sim_core import SCHEDULER_NAMES
 
-QUERY = "hardware=rtx3050&workload=chat&num_requests=30&seed=5"
+QUERY = "hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=5"
 
 
 def lab(hex_color: str) -> tuple[float, float, float]:

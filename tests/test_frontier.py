@@ -171,7 +171,7 @@ def test_the_commands_table_marks_each_gpus_front(capsys):
     (["--requests-per-user", "0"], "--requests-per-user: must be from 1"),
     (["--hardware", "h100,nope"], "unknown GPU 'nope'"),
     (["--workload", "chat", "--isl", "5"], "--isl: sets the random workload's request lengths"),
-    (["--model", "llama-3-70b", "--hardware", "rtx3050"], "--hardware: the model fits none of the GPUs"),
+    (["--model", "llama-3-70b", "--hardware", "rtx3050", "--max-model-len", "8192"], "--hardware: the model fits none of the GPUs"),
 ])
 def test_bad_input_gets_one_line_naming_the_flag(capsys, argv, says):
     base = {"--model": "qwen2.5-0.5b", "--hardware": "h100"}

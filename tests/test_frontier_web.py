@@ -15,7 +15,7 @@ from app.web import app, figures
 from app.web.figures.frontier import frontier_figure, gpu_color, proposed_gpus
 from sim_core import Scenario
 
-PAGE = "hardware=rtx3050&workload=rag&duration=10"
+PAGE = "hardware=rtx3050&max_model_len=8192&workload=rag&duration=10"
 CARD = "frontier_gpus=rtx3050&frontier_gpus=h100&frontier_isl=256&frontier_osl=32&frontier_max_concurrency=4"
 
 

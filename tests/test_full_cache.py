@@ -96,10 +96,10 @@ def test_kernels_that_cannot_compile_are_reported_not_polled_forever(monkeypatch
         doc = health.json()
         assert doc["status"] == "error" and doc["kernels_ready"] is False
         assert doc["kernels_error"] == "MemoryError: LLVM ran out of memory"
-        api = client.get("/api/run?hardware=rtx3050&num_requests=5")
+        api = client.get("/api/run?hardware=rtx3050&max_model_len=8192&num_requests=5")
         assert api.status_code == 503 and "retry-after" not in api.headers
         assert "LLVM ran out of memory" in api.json()["detail"] and "retry shortly" not in api.json()["detail"]
-        page = client.get("/?schedulers=fcfs&hardware=rtx3050&num_requests=5")
+        page = client.get("/?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&num_requests=5")
         assert "LLVM ran out of memory" in page.text and 'id="kernels-error"' in page.text
         assert "Compiling the simulator" not in page.text and 'hx-trigger="every 2s"' not in page.text
 

@@ -77,7 +77,7 @@ def test_a_warm_read_only_cache_is_used_not_recompiled_and_not_written(tmp_path)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(warm), READ_ONLY_DIR=str(warm), TMPDIR=str(scratch))
     run = [sys.executable, "-c", READ_ONLY_CHILD]
 
-    cli = subprocess.run(run + ["cli", "run", "--hardware", "rtx3050", "--workload", "chat", "--num-requests", "20",
+    cli = subprocess.run(run + ["cli", "run", "--hardware", "rtx3050", "--max-model-len", "8192", "--workload", "chat", "--num-requests", "20",
                                 "--json"], env=env, capture_output=True, text=True, timeout=300)
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout)["schedulers"]["chunked"]["metrics"]["completed"] == 20
@@ -86,7 +86,7 @@ def test_a_warm_read_only_cache_is_used_not_recompiled_and_not_written(tmp_path)
     # Loaded, not compiled again: every kernel file in the fallback is the copy, untouched.
     assert _files(fallback) == before
 
-    server = subprocess.run(run + ["server", "schedulers=fcfs&hardware=rtx3050&workload=chat&num_requests=20"],
+    server = subprocess.run(run + ["server", "schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=20"],
                             env=env, capture_output=True, text=True, timeout=300)
     assert server.returncode == 0 and server.stdout.split() == ["200", "20"], server.stderr
     assert _files(warm) == before and _files(fallback) == before

@@ -61,7 +61,7 @@ def test_the_ab_json_text_is_request_json_key_for_key():
     from sim_core.request_diff import TEXT_DECIMALS, request_diff
     from sim_core.runner import run
 
-    base = dict(workload="mixed", hardware="rtx3050", rate=8.0, num_requests=40, seed=5)
+    base = dict(workload="mixed", hardware="rtx3050", max_model_len=8192, rate=8.0, num_requests=40, seed=5)
     d = request_diff(run(Scenario(scheduler="fcfs", **base)), run(Scenario(scheduler="chunked", **base)))
     want = d.requests_json()
     for chunk in (7, 1024):  # in pieces, or in one

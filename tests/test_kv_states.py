@@ -14,8 +14,8 @@ from sim_core import Scenario
 from sim_core.kernel import state as E
 from sim_core.runner import run
 
-PREFIX = "schedulers=fcfs,cache_aware&hardware=rtx3050&workload=agent&prefix_cache=true&duration=20"
-SWAP = ("schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20&preemption=swap&kv_blocks=700"
+PREFIX = "schedulers=fcfs,cache_aware&hardware=rtx3050&max_model_len=8192&workload=agent&prefix_cache=true&duration=20"
+SWAP = ("schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20&preemption=swap&kv_blocks=700"
         "&swap_space_gb=0.5")
 
 
@@ -69,7 +69,7 @@ def test_a_swap_run_shows_what_is_swapped_out_and_nowhere_else():
 
 def test_a_session_workload_gets_frames_over_the_whole_run():
     """Follow-up turns arrive when their parents end (inf until then): the frames still spread over the run."""
-    res = run(Scenario(hardware="rtx3050", workload="agent", duration=20.0, seed=1), kv_frames=40)
+    res = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="agent", duration=20.0, seed=1), kv_frames=40)
     assert len(res.kv_frame_s) >= 40
     assert np.isfinite(res.kv_frame_s).all() and np.diff(res.kv_frame_s).max() < res.end_s / 10
 
@@ -77,7 +77,7 @@ def test_a_session_workload_gets_frames_over_the_whole_run():
 def test_thinned_frames_come_back_in_time_order_ending_at_the_end():
     """A run far longer than its frames' first spacing thins them (every other one kept): only the frames taken
     come back, in time order, the last at the run's end, on one engine and on each of a cluster's."""
-    scenario = dict(hardware="rtx3050", workload="chat", rate=3, duration=30.0, seed=1)
+    scenario = dict(hardware="rtx3050", max_model_len=8192, workload="chat", rate=3, duration=30.0, seed=1)
     one = run(Scenario(**scenario), kv_frames=3)
     two = run(Scenario(replicas=2, **scenario), kv_frames=3)
     for times, frames in [(one.kv_frame_s, one.kv_frames)] + [(log.kv_frame_s, log.kv_frames)

@@ -17,7 +17,7 @@ from app.web.templating import TEMPLATES_DIR
 APP = Path(__file__).resolve().parent.parent / "app"
 # sim_core's engine and its records (sim_core/kernel/): faces read a Result through sim_core.views instead.
 KERNEL = "sim_core.kernel"
-SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=3"
+SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=3"
 
 
 def imported_modules(path: Path, root: Path = APP) -> list[str]:

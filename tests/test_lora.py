@@ -127,7 +127,7 @@ def test_bad_lora_input_names_its_field(query, field):
 @given(data=st.data())
 def test_invariants_hold_with_adapters_on(data):
     kw = dict(scheduler=data.draw(st.sampled_from(["fcfs", "chunked", "spf", "slo"])),
-              preemption=data.draw(st.sampled_from(["recompute", "none"])), hardware="rtx3050",
+              preemption=data.draw(st.sampled_from(["recompute", "none"])), hardware="rtx3050", max_model_len=8192,
               block_size=16, kv_blocks=data.draw(st.integers(3, 120)), max_seqs=data.draw(st.sampled_from([2, 8, 256])),
               prefix_cache=data.draw(st.booleans()), admission="admit",
               lora_adapters=data.draw(st.integers(1, 6)), max_loras=data.draw(st.integers(1, 3)),

@@ -31,7 +31,7 @@ def catalogued(key: str) -> bool:
 def runs():
     """Runs that between them report every kind of key: request classes, the prefix cache, shed and rejected
     requests."""
-    small = dict(hardware="rtx3050", num_requests=40, seed=1)
+    small = dict(hardware="rtx3050", max_model_len=8192, num_requests=40, seed=1)
     return {
         "rag-cache": run(Scenario(workload="rag", prefix_cache=True, **small), bounds=True).metrics,
         "one-class": run(Scenario(workload="code", scheduler="fcfs", **small)).metrics,

@@ -14,7 +14,7 @@ SUMMARIZE, CONVERSATION, CODE = 2, 0, 1
 
 
 def run(reqs: Requests, **scenario):
-    s = Scenario(hardware="rtx3050", workload="mixed", **scenario)
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload="mixed", **scenario)
     return simulate_requests(s, resolve(s), reqs, record_events=True)
 
 

@@ -9,9 +9,9 @@ from test_web import figure_blobs
 
 from app.web import app, figures
 
-EMPTY_RUNS = ("hardware=rtx3050&workload=rag&rate=0.01&duration=10",  # the first arrival is ~100 s away
-              "hardware=rtx3050&workload=rag&duration=0.1",
-              "hardware=rtx3050&workload=rag&duration=0.001")
+EMPTY_RUNS = ("hardware=rtx3050&max_model_len=8192&workload=rag&rate=0.01&duration=10",  # the first arrival is ~100 s away
+              "hardware=rtx3050&max_model_len=8192&workload=rag&duration=0.1",
+              "hardware=rtx3050&max_model_len=8192&workload=rag&duration=0.001")
 FIGURES_OF_A_RUN = [f.name for f in figures.all_figures() if f.simulates and f.embeds]  # every one drawn from runs
 
 
@@ -42,7 +42,7 @@ def test_every_embed_of_a_run_without_requests_renders(client, figure):
 
 
 def test_a_run_of_one_request_draws_every_figure(client):
-    r = client.get("/?hardware=rtx3050&workload=rag&num_requests=1")
+    r = client.get("/?hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=1")
     assert r.status_code == 200
     gantt = figure_blobs(r.text)["data-figure-for:plot-gantt-fcfs"]
     assert gantt["data"] and "annotations" not in gantt["layout"]
@@ -50,8 +50,8 @@ def test_a_run_of_one_request_draws_every_figure(client):
 
 
 # ----- sweeps around tiny rates -----
-@pytest.mark.parametrize("url", ["/api/sweep?hardware=rtx3050&workload=rag&duration=1&rate=1e-300",
-                                 "/api/sweep?hardware=rtx3050&rate_min=1e-300&rate_max=1e-299&rate_step=1e-300"])
+@pytest.mark.parametrize("url", ["/api/sweep?hardware=rtx3050&max_model_len=8192&workload=rag&duration=1&rate=1e-300",
+                                 "/api/sweep?hardware=rtx3050&max_model_len=8192&rate_min=1e-300&rate_max=1e-299&rate_step=1e-300"])
 def test_a_sweep_below_the_minimum_rate_is_refused_naming_it(client, url):
     r = client.get(url)
     assert r.status_code == 422, r.text[:300]
@@ -60,18 +60,18 @@ def test_a_sweep_below_the_minimum_rate_is_refused_naming_it(client, url):
 
 
 def test_a_goodput_embed_below_the_minimum_rate_names_it(client):
-    r = client.get("/embed/goodput?hardware=rtx3050&rate=1e-320")
+    r = client.get("/embed/goodput?hardware=rtx3050&max_model_len=8192&rate=1e-320")
     assert r.status_code == 422 and "between 1e-06 and 10000" in r.text
 
 
 def test_a_page_below_the_minimum_rate_names_it(client):
     # Every rate below one request in ~12 days is refused (Scenario.rate >= MIN_RATE), naming the field.
-    r = client.get("/?hardware=rtx3050&workload=rag&duration=1&rate=1e-300")
+    r = client.get("/?hardware=rtx3050&max_model_len=8192&workload=rag&duration=1&rate=1e-300")
     assert r.status_code == 422 and "between 1e-06 and 10000" in r.text
 
 
 def test_the_smallest_sweep_rate_has_a_usable_default_range(client):
-    r = client.get("/api/sweep?hardware=rtx3050&workload=chat&duration=1&rate=1e-6&schedulers=fcfs")
+    r = client.get("/api/sweep?hardware=rtx3050&max_model_len=8192&workload=chat&duration=1&rate=1e-6&schedulers=fcfs")
     assert r.status_code == 200
     assert r.json()["rates"][0] > 0
 
@@ -105,7 +105,7 @@ def test_an_azure_trace_starting_with_a_blank_line_is_read(client):
 
 
 @pytest.mark.parametrize("body", [{"hardware": "a" * 100_000}, {"schedulers": ["b" * 100_000]},
-                                  {"rate": "c" * 100_000}, {"hardware": "rtx3050", "rate_min": "d" * 100_000,
+                                  {"rate": "c" * 100_000}, {"hardware": "rtx3050", "max_model_len": 8192, "rate_min": "d" * 100_000,
                                                             "rate_max": "1", "rate_step": "1"}])
 def test_echoed_values_are_cut_short(client, body):
     r = client.post("/api/run", json=body)
@@ -186,5 +186,5 @@ def test_fuzzer_findings_stay_fixed():
         c.app.state.kernels_ready.wait(600)
         r = c.post("/api/run", json={"burstiness": 2.0, "controller_headroom": 1.0, "rate": 5e-324})
         assert r.status_code == 422 and "rate" in r.text and "1e-06" in r.text
-        r = c.get("/api/sweep?num_requests=1&rate_min=&hardware=rtx3050")
+        r = c.get("/api/sweep?num_requests=1&rate_min=&hardware=rtx3050&max_model_len=8192")
         assert r.status_code == 200, r.text

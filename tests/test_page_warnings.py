@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from app.web import app, pages, present
 from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
 
-LANDING_API = "/api/run?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20"
+LANDING_API = "/api/run?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20"
 UNWARNED = "schedulers=fcfs,chunked&hardware=a100&model=llama-3-8b&workload=chat&num_requests=30&rate=2&seed=5"
 
 
@@ -101,7 +101,7 @@ def test_a_run_with_nothing_to_warn_of_shows_no_warning(client):
 
 
 def test_an_embeds_generated_caption_carries_the_warnings_and_a_written_one_does_not(client):
-    query = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+    query = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0"
     caption = text(section(client.get(f"/embed/cdf?{query}&caption=1").text, "embed-caption"))
     assert "fcfs, chunked · llama-3.2-1b" in caption
     assert "⚠ hardware rtx3050 is outside the validation set; model llama-3.2-1b is outside the validation set; " \

@@ -53,7 +53,7 @@ def test_the_plan_is_for_the_peak_and_each_row_is_a_separate_run(doc):
 
 
 def test_the_table_has_one_row_per_deployment(doc):
-    base = Scenario(model="llama-3.2-1b", hardware="rtx3050", workload="chat", rate_schedule=SCHEDULE, duration=300)
+    base = Scenario(model="llama-3.2-1b", hardware="rtx3050", max_model_len=8192, workload="chat", rate_schedule=SCHEDULE, duration=300)
     first = doc["plans"][0]
     plan = Plan(Scenario.from_query(first["scenario"]), first["gpus"], None, None, first["replica_capacity"],
                 first["metrics"])

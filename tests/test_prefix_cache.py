@@ -88,7 +88,7 @@ def test_the_cache_raises_throughput_and_cuts_ttft_on_agent_and_rag():
 
 def test_cache_aware_beats_fcfs_with_the_cache_on_when_the_pool_is_tight():
     # Past the RTX 3050's capacity for rag (~5 req/s with the cache), where the queue lets cache-aware pick hits.
-    base = dict(workload="rag", hardware="rtx3050", rate=6, duration=60, prefix_cache=True, kv_blocks=1500)
+    base = dict(workload="rag", hardware="rtx3050", max_model_len=8192, rate=6, duration=60, prefix_cache=True, kv_blocks=1500)
     fcfs = run(Scenario(scheduler="fcfs", **base)).metrics
     aware = run(Scenario(scheduler="cache_aware", **base)).metrics
     assert aware["prefix_cache_hit_rate"] > fcfs["prefix_cache_hit_rate"] + 0.05
@@ -102,7 +102,7 @@ def test_cache_aware_beats_fcfs_with_the_cache_on_when_the_pool_is_tight():
        workload=st.sampled_from(["rag", "agent", "chat"]), kv_blocks=st.integers(300, 1500),
        n=st.integers(5, 30), seed=st.integers(0, 50), rate=st.floats(1, 20))
 def test_pool_invariants_hold_with_the_cache_on(scheduler, preemption, workload, kv_blocks, n, seed, rate):
-    s = Scenario(scheduler=scheduler, preemption=preemption, workload=workload, hardware="rtx3050",
+    s = Scenario(scheduler=scheduler, preemption=preemption, workload=workload, hardware="rtx3050", max_model_len=8192,
                  kv_blocks=kv_blocks, num_requests=n, seed=seed, rate=rate, prefix_cache=True)
     # debug_checks verifies, every step: reference counts equal the block tables (no leak, no double free,
     # never negative), referenced blocks are never in the free queue (so never evicted), free-queue length
@@ -153,6 +153,6 @@ def test_mooncake_and_azure_traces_are_read():
 
 
 def test_hit_rate_is_reported_in_the_metrics():
-    m = run(Scenario(scheduler="cache_aware", workload="rag", hardware="rtx3050", duration=20)).metrics
+    m = run(Scenario(scheduler="cache_aware", workload="rag", hardware="rtx3050", max_model_len=8192, duration=20)).metrics
     assert m["prefix_cache"] is True and 0 < m["prefix_cache_hit_rate"] < 1
     assert m["cache_evictions"] >= 0

@@ -379,7 +379,7 @@ def test_tight_pools_force_preemption_yet_everything_finishes(scheduler, preempt
     output = np.asarray(data.draw(st.lists(st.integers(1, cap // 2), min_size=n, max_size=n)), np.int64)
     reqs = Requests(np.zeros(n), prompt, output, np.zeros(n, np.int64), ("explicit",))
     admit = {"admission": "admit"} if "admission" in FIELDS else {}  # no shedding: all must finish
-    s = Scenario(scheduler=scheduler, preemption=preemption, hardware="rtx3050", kv_blocks=kv_blocks,
+    s = Scenario(scheduler=scheduler, preemption=preemption, hardware="rtx3050", max_model_len=8192, kv_blocks=kv_blocks,
                  block_size=block_size, max_seqs=data.draw(st.sampled_from([2, 4, 256])),
                  swap_space_gb=data.draw(st.sampled_from([0.0005, 4.0])), **admit)
     res = simulate_requests(s, resolve(s), reqs, kv_frame_times=FRAME_TIMES, record_events=True)

@@ -76,7 +76,7 @@ def test_default_range_uses_nice_steps_within_the_cap():
 
 
 def test_web_sweeps_use_the_same_grid():
-    s = Scenario(hardware="rtx3050", workload="chat", duration=20)
+    s = Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", duration=20)
     proposed = default_sweep(s)
     assert proposed.rates() == rate_grid(proposed.rate_min, proposed.rate_max, proposed.rate_step)
     req = parse_request({"rate_min": "0.1", "rate_max": "0.7", "rate_step": "0.1", "duration": "20"})

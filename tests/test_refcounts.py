@@ -26,7 +26,7 @@ cases = [
 ]
 out = []
 for case in cases:
-    s = Scenario(**{"hardware": "rtx3050", "num_requests": 500, "rate": 8.0, "seed": 3, **case})
+    s = Scenario(**{"hardware": "rtx3050", "max_model_len": 8192, "num_requests": 500, "rate": 8.0, "seed": 3, **case})
     run(s)  # compiled or loaded, so the counts below are the runs' own
     gc.collect()
     before = rtsys.get_allocation_stats()

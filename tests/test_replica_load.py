@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from app.web import app
 from sim_core import RequestState, Scenario, run, views
 
-BASE = dict(hardware="rtx3050", workload="chat", num_requests=60, seed=5)
+BASE = dict(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=60, seed=5)
 QUERY = "schedulers=fcfs,chunked&" + "&".join(f"{k}={v}" for k, v in BASE.items())
 BLOB = re.compile(r'<script type="application/json" data-figure-for="plot-replica-load">(.*?)</script>', re.S)
 

@@ -15,9 +15,9 @@ from sim_core.runner import run
 
 # Three presets of different kinds: one class of long prompts, several classes, and conversations (whose follow-up
 # turns arrive when their parent ends, so their arrivals differ from one scheduler to the next).
-PRESETS = {"rag": dict(workload="rag", hardware="rtx3050", rate=6.0, num_requests=36, seed=3),
-           "mixed": dict(workload="mixed", hardware="rtx3050", rate=8.0, num_requests=36, seed=5),
-           "multiturn": dict(workload="multiturn", hardware="rtx3050", rate=4.0, num_requests=36, seed=7)}
+PRESETS = {"rag": dict(workload="rag", hardware="rtx3050", max_model_len=8192, rate=6.0, num_requests=36, seed=3),
+           "mixed": dict(workload="mixed", hardware="rtx3050", max_model_len=8192, rate=8.0, num_requests=36, seed=5),
+           "multiturn": dict(workload="multiturn", hardware="rtx3050", max_model_len=8192, rate=4.0, num_requests=36, seed=7)}
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_ttft_split_is_the_attribution_at_the_first_token():
     whole-latency row only grows after it."""
     base = dict(hardware="h100", model="llama-3-8b", workload="chat", rate=20.0, num_requests=60, seed=4)
     for extra in ({}, {"replicas": 2}, {"prefill_replicas": 1, "decode_replicas": 1},
-                  {"workload": "rag", "hardware": "rtx3050", "model": "llama-3.2-1b", "kv_blocks": 700,
+                  {"workload": "rag", "hardware": "rtx3050", "max_model_len": 8192, "model": "llama-3.2-1b", "kv_blocks": 700,
                    "preemption": "recompute", "rate": 6.0}):
         res = run(Scenario(**{**base, **extra}))
         done = res.finished
@@ -112,15 +112,15 @@ def test_runs_over_different_requests_are_refused(runs, change, said):
 def test_whole_scenarios_over_the_same_requests_compare():
     """Two deployments (another GPU, a token budget) over the same requests: an A/B of whole scenarios."""
     base = dict(workload="chat", rate=10.0, num_requests=40, seed=2, model="llama-3.2-1b")
-    a = run(Scenario(scheduler="fcfs", hardware="rtx3050", **base))
+    a = run(Scenario(scheduler="fcfs", hardware="rtx3050", max_model_len=8192, **base))
     b = run(Scenario(scheduler="chunked", hardware="a100", token_budget=512, **base))
     assert _check_adds_up(a, b)
     assert request_diff(a, b).mean_change_ms()["e2el_ms"] < 0  # the bigger GPU is faster
 
 
 # ----- the CLI: sched-sim diff -----
-CLI_A = "scheduler=fcfs&workload=rag&hardware=rtx3050&num_requests=30&seed=3"
-CLI_B = "schedulers=chunked,fcfs&workload=rag&hardware=rtx3050&num_requests=30&seed=3"
+CLI_A = "scheduler=fcfs&workload=rag&hardware=rtx3050&max_model_len=8192&num_requests=30&seed=3"
+CLI_B = "schedulers=chunked,fcfs&workload=rag&hardware=rtx3050&max_model_len=8192&num_requests=30&seed=3"
 
 
 def _cli(capsys, argv):
@@ -175,7 +175,7 @@ def test_cli_refuses_bad_input_naming_the_run(capsys, a, b, said):
 
 
 # ----- the web: /api/diff, /diff and the results page's card -----
-WEB_A = "scheduler=fcfs&hardware=rtx3050&workload=rag&num_requests=30&seed=3"
+WEB_A = "scheduler=fcfs&hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=30&seed=3"
 WEB_B = WEB_A.replace("fcfs", "chunked")
 
 
@@ -228,7 +228,7 @@ def test_the_results_page_offers_the_ab_of_two_compared_schedulers(client):
     from html import unescape
     from urllib.parse import parse_qsl
 
-    page = client.get("/?schedulers=fcfs&schedulers=chunked&hardware=rtx3050&workload=rag&num_requests=30").text
+    page = client.get("/?schedulers=fcfs&schedulers=chunked&hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=30").text
     assert 'id="card-request-diff"' in page
     options = re.findall(r'<select name="a"[^>]*>(.*?)</select>', page, re.S)[0]
     queries = {name: unescape(q) for q, name in re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', options)}
@@ -240,5 +240,5 @@ def test_the_results_page_offers_the_ab_of_two_compared_schedulers(client):
     r = client.get("/diff?" + urlencode({"a": queries["fcfs"], "b": queries["chunked"]}))
     assert r.status_code == 200
     assert 'id="diff-hurt"' in r.text and r.text.count('data-figure="diff-timeline"') >= 2
-    one = client.get("/?schedulers=fcfs&hardware=rtx3050&workload=rag&num_requests=30").text
+    one = client.get("/?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=30").text
     assert 'id="card-request-diff"' not in one  # one scheduler: nothing to pair

@@ -42,7 +42,7 @@ def test_rag_fcfs_stalls_streams_and_chunked_prefill_keeps_itl_bounded(rag_resul
 
 def test_seed_004_experiment_1_command():
     """`sched-sim compare --schedulers fcfs,chunked --workload rag --hardware rtx3050 --duration 10`."""
-    m = {s: run(Scenario(scheduler=s, workload="rag", hardware="rtx3050", duration=10)).metrics
+    m = {s: run(Scenario(scheduler=s, workload="rag", hardware="rtx3050", max_model_len=8192, duration=10)).metrics
          for s in ("fcfs", "chunked")}
     assert m["fcfs"]["num_requests"] == m["chunked"]["num_requests"] > 20
     assert m["fcfs"]["itl_ms"]["p99"] > 400
@@ -68,7 +68,7 @@ def test_spf_lowers_mean_ttft_against_fcfs_once_a_queue_forms():
     # prompts range from a few tokens to 4-8k (first turns and follow-ups with history).
     ratios = []
     for seed in range(4):
-        m = {s: run(Scenario(scheduler=s, workload="chat", hardware="rtx3050", rate=10, duration=60,
+        m = {s: run(Scenario(scheduler=s, workload="chat", hardware="rtx3050", max_model_len=8192, rate=10, duration=60,
                              seed=seed)).metrics for s in ("fcfs", "spf")}
         assert m["fcfs"]["waiting"]["peak"] > 10  # a queue did form
         assert m["spf"]["ttft_ms"]["mean"] < m["fcfs"]["ttft_ms"]["mean"], seed
@@ -78,7 +78,7 @@ def test_spf_lowers_mean_ttft_against_fcfs_once_a_queue_forms():
 
 def _tight_pool_runs(scheduler: str, preemption: str) -> list[dict]:
     # 150 chat requests at 8 req/s into 300 KV blocks (4,800 tokens; a tenth of what the GPU has).
-    return [run(Scenario(scheduler=scheduler, preemption=preemption, workload="chat", hardware="rtx3050",
+    return [run(Scenario(scheduler=scheduler, preemption=preemption, workload="chat", hardware="rtx3050", max_model_len=8192,
                          rate=8, num_requests=150, seed=seed, kv_blocks=300, **ADMIT)).metrics for seed in range(3)]
 
 
@@ -129,7 +129,7 @@ def test_continuous_batching_beats_static_batching_2_to_4x(max_seqs):
         reqs = _seed_000_lesson_workload(seed)
         tput = {}
         for sched in ("static", "fcfs", "chunked"):
-            s = Scenario(scheduler=sched, hardware="rtx3050", max_seqs=max_seqs)
+            s = Scenario(scheduler=sched, hardware="rtx3050", max_model_len=8192, max_seqs=max_seqs)
             res = simulate_requests(s, resolve(s), reqs)
             assert res.metrics["completed"] == len(reqs)
             tput[sched] = res.metrics["output_throughput"]

@@ -16,9 +16,9 @@ from sim_core import Scenario, run
 from sim_core.statistics import aggregate
 from sim_core.studies.sweep import knee_interval, knee_rate, sweep
 
-BASE = Scenario(hardware="rtx3050", workload="chat", duration=10, seed=5, seeds=3)
+BASE = Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", duration=10, seed=5, seeds=3)
 RATES = [1.0, 4.0, 8.0]
-QUERY = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&duration=10&seed=5"
+QUERY = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&duration=10&seed=5"
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_one_seed_has_no_interval():
 
 
 def test_cli_sweep_over_seeds(capsys):
-    argv = ["sweep", "--schedulers", "chunked", "--hardware", "rtx3050", "--min-rate", "2", "--max-rate", "6",
+    argv = ["sweep", "--schedulers", "chunked", "--hardware", "rtx3050", "--max-model-len", "8192", "--min-rate", "2", "--max-rate", "6",
             "--step", "4", "--duration", "10", "--workers", "1", "--seeds", "2"]
     assert cli_main(argv + ["--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

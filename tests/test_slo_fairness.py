@@ -11,7 +11,7 @@ from sim_core.studies.sweep import knee_rate, rate_grid, sweep
 @pytest.fixture(scope="module")
 def seed004_sweep():
     """Seed 004 experiment 2: sched-sim sweep --schedulers fcfs,chunked,slo --hardware rtx3050 2..18 step 4."""
-    return sweep(Scenario(hardware="rtx3050"), ["fcfs", "chunked", "slo"], rate_grid(2, 18, 4), workers=2)
+    return sweep(Scenario(hardware="rtx3050", max_model_len=8192), ["fcfs", "chunked", "slo"], rate_grid(2, 18, 4), workers=2)
 
 
 def attainment(points):
@@ -44,7 +44,7 @@ def test_beyond_ten_fcfs_collapses_while_slo_sheds_and_keeps_goodput(seed004_swe
 
 
 def test_shed_requests_are_accounted_and_never_also_completed():
-    r = run(Scenario(scheduler="slo", hardware="rtx3050", rate=16, duration=30))
+    r = run(Scenario(scheduler="slo", hardware="rtx3050", max_model_len=8192, rate=16, duration=30))
     shed = r.reject_reason == E.REJECT_SHED
     assert shed.sum() == r.metrics["shed"] > 0
     assert (r.status[shed] == E.REJECTED).all()
@@ -53,7 +53,7 @@ def test_shed_requests_are_accounted_and_never_also_completed():
 
 
 def test_admission_modes_differ_as_documented():
-    base = dict(scheduler="slo", hardware="rtx3050", rate=16, duration=30)
+    base = dict(scheduler="slo", hardware="rtx3050", max_model_len=8192, rate=16, duration=30)
     admit = run(Scenario(admission="admit", **base)).metrics
     reject = run(Scenario(admission="reject", **base)).metrics
     degrade = run(Scenario(admission="degrade", **base)).metrics
@@ -66,15 +66,15 @@ def test_admission_modes_differ_as_documented():
 
 def test_least_slack_orders_by_deadline():
     # Two classes with different TTFT targets: under load the tight class is served first.
-    r = run(Scenario(scheduler="slo", workload="mixed", hardware="rtx3050", rate=5, duration=40, admission="admit"))
+    r = run(Scenario(scheduler="slo", workload="mixed", hardware="rtx3050", max_model_len=8192, rate=5, duration=40, admission="admit"))
     pc = r.metrics["per_class"]
     assert pc["code"]["slo"]["ttft_ms"] == 125 and pc["summarize"]["slo"]["ttft_ms"] == 15000
-    fcfs = run(Scenario(scheduler="chunked", workload="mixed", hardware="rtx3050", rate=5, duration=40)).metrics
+    fcfs = run(Scenario(scheduler="chunked", workload="mixed", hardware="rtx3050", max_model_len=8192, rate=5, duration=40)).metrics
     assert pc["code"]["ttft_ms"]["p50"] < fcfs["per_class"]["code"]["ttft_ms"]["p50"]
 
 
 def test_transport_overhead_is_added_to_client_latency_and_taken_from_the_budget():
-    base = dict(scheduler="chunked", hardware="rtx3050", rate=4, duration=20)
+    base = dict(scheduler="chunked", hardware="rtx3050", max_model_len=8192, rate=4, duration=20)
     device = run(Scenario(**base)).metrics
     client = run(Scenario(transport_overhead_ms=50, **base)).metrics
     assert client["ttft_ms"]["mean"] == pytest.approx(device["ttft_ms"]["mean"] + 50)
@@ -84,16 +84,16 @@ def test_transport_overhead_is_added_to_client_latency_and_taken_from_the_budget
 
 
 def test_token_goodput_counts_tokens_delivered_in_time():
-    light = run(Scenario(scheduler="chunked", hardware="rtx3050", rate=2, duration=20)).metrics
-    heavy = run(Scenario(scheduler="fcfs", hardware="rtx3050", rate=18, duration=60)).metrics
+    light = run(Scenario(scheduler="chunked", hardware="rtx3050", max_model_len=8192, rate=2, duration=20)).metrics
+    heavy = run(Scenario(scheduler="fcfs", hardware="rtx3050", max_model_len=8192, rate=18, duration=60)).metrics
     assert 0 < light["token_goodput"] <= light["output_throughput"] * 1.0001
     # Overloaded FCFS delivers plenty of tokens, few of them on time: the failure that looks like success.
     assert heavy["token_goodput"] < 0.5 * heavy["output_throughput"]
 
 
 def test_fair_share_bounds_the_light_tenant_while_fcfs_does_not():
-    fcfs = run(Scenario(scheduler="fcfs", workload="multitenant", hardware="rtx3050", duration=60)).metrics
-    fair = run(Scenario(scheduler="fair", workload="multitenant", hardware="rtx3050", duration=60)).metrics
+    fcfs = run(Scenario(scheduler="fcfs", workload="multitenant", hardware="rtx3050", max_model_len=8192, duration=60)).metrics
+    fair = run(Scenario(scheduler="fair", workload="multitenant", hardware="rtx3050", max_model_len=8192, duration=60)).metrics
     light_fcfs = fcfs["per_class"]["light"]["ttft_ms"]["p99"]
     light_fair = fair["per_class"]["light"]["ttft_ms"]["p99"]
     assert light_fair < 1000 < 10 * light_fair < light_fcfs
@@ -103,7 +103,7 @@ def test_fair_share_bounds_the_light_tenant_while_fcfs_does_not():
 
 
 def test_fair_service_gap_stays_within_a_few_step_budgets_while_both_are_backlogged():
-    r = run(Scenario(scheduler="fair", workload="multitenant", hardware="rtx3050", duration=30, rate=80))
+    r = run(Scenario(scheduler="fair", workload="multitenant", hardware="rtx3050", max_model_len=8192, duration=30, rate=80))
     light = r.requests.request_class == r.requests.class_names.index("light")
     # Both tenants are backlogged from when the queue has built up (at 80 req/s against a capacity of ~16) until
     # the light tenant's last request is admitted.
@@ -122,7 +122,7 @@ def test_fair_service_gap_stays_within_a_few_step_budgets_while_both_are_backlog
 
 def test_aging_bounds_the_wait_of_long_prompts_under_spf():
     # 1.5x the RTX 3050's chat capacity (~6 req/s): a queue that grows for the whole minute.
-    base = dict(scheduler="spf", hardware="rtx3050", rate=9, duration=60)
+    base = dict(scheduler="spf", hardware="rtx3050", max_model_len=8192, rate=9, duration=60)
     plain = run(Scenario(**base)).metrics["ttft_ms"]
     aged = run(Scenario(aging_rate=1000, **base)).metrics["ttft_ms"]
     assert aged["max"] < 0.5 * plain["max"]
@@ -130,7 +130,7 @@ def test_aging_bounds_the_wait_of_long_prompts_under_spf():
 
 
 def test_adaptive_budget_keeps_steps_under_the_itl_target():
-    base = dict(scheduler="chunked", workload="rag", hardware="rtx3050", token_budget=2048, duration=60)
+    base = dict(scheduler="chunked", workload="rag", hardware="rtx3050", max_model_len=8192, token_budget=2048, duration=60)
     fixed = run(Scenario(**base))
     adaptive = run(Scenario(adaptive_budget=True, **base))
     target = 0.100  # rag's TPOT target
@@ -149,6 +149,6 @@ def test_goodput_is_measured_over_the_arrival_window():
     assert abs(m["goodput"] - m["arrival_rate"]) <= 1e-9 * m["arrival_rate"]
     assert m["goodput_over_run"] < m["goodput"]
     # In general goodput is attainment x the arrival rate.
-    m = run(Scenario(hardware="rtx3050", workload="chat", rate=6.0, duration=30, seed=1)).metrics
+    m = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", rate=6.0, duration=30, seed=1)).metrics
     assert m["slo_attainment"] < 0.9
     assert abs(m["goodput"] - m["slo_attainment"] * m["arrival_rate"]) <= 1e-9 * m["arrival_rate"]

@@ -16,7 +16,7 @@ from sim_core.kernel import state as E
 from sim_core.kernel.spec_decode import MAX_SPEC_TOKENS, spec_uniform
 from sim_core.spec_decode import mean_acceptance_length, position_rates
 
-SMALL = dict(hardware="rtx3050", workload="chat", num_requests=30, seed=4)
+SMALL = dict(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=30, seed=4)
 ENTRIES = sim_data.read("spec_decode.json")["entries"]
 
 
@@ -212,5 +212,5 @@ def test_the_proposer_takes_its_share_of_the_gpu_memory():
         spec_method="draft", spec_draft_model="llama-3-8b")
     assert blocks(spec_method="eagle") > 0.95 * plain  # one layer of 32
     with pytest.raises(SetupError, match="spec_method") as caught:
-        resolve(Scenario(hardware="rtx3050", model="llama-3.2-1b", spec_method="draft", spec_draft_model="llama-3-8b"))
+        resolve(Scenario(hardware="rtx3050", max_model_len=8192, model="llama-3.2-1b", spec_method="draft", spec_draft_model="llama-3-8b"))
     assert caught.value.field == "spec_method"

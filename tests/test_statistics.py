@@ -28,7 +28,7 @@ def test_aggregate_keeps_the_nesting_and_leaves_non_numbers_alone():
 
 
 def small(**kw) -> Scenario:
-    return Scenario(hardware="rtx3050", workload="chat", rate=3.0, duration=20, **kw)
+    return Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", rate=3.0, duration=20, **kw)
 
 
 def test_seeds_run_consecutive_seeds_and_average_them():

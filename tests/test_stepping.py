@@ -35,7 +35,7 @@ def interleave(cfg_a, req_a, cfg_b, req_b, frames):
 
 
 def _inputs(**kw):
-    s = Scenario(hardware="rtx3050", num_requests=60, rate=12.0, **kw)
+    s = Scenario(hardware="rtx3050", max_model_len=8192, num_requests=60, rate=12.0, **kw)
     r = resolve(s)
     reqs = make_requests(s, r)
     cfg = engine_config(s, r, class_slos(s, r, reqs), record_events=True, max_step_records=1 << 20,

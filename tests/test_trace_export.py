@@ -30,12 +30,12 @@ def us(t_s):
 
 @pytest.fixture(scope="module")
 def rag_run():
-    return run(Scenario(hardware="rtx3050", workload="rag", num_requests=40, rate=4, seed=3), record_events=True)
+    return run(Scenario(hardware="rtx3050", max_model_len=8192, workload="rag", num_requests=40, rate=4, seed=3), record_events=True)
 
 
 @pytest.fixture(scope="module")
 def preempting_run():
-    result = run(Scenario(hardware="rtx3050", workload="rag", kv_blocks=600, rate=8, num_requests=60),
+    result = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="rag", kv_blocks=600, rate=8, num_requests=60),
                  record_events=True)
     assert result.metrics["preemptions"] > 0, "the scenario is meant to preempt"
     return result
@@ -179,7 +179,7 @@ def test_preempted_requests_show_preempted_slices(preempting_run):
 @pytest.mark.parametrize("scheduler", SCHEDULER_NAMES)
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
 def test_every_scheduler_exports(scheduler, preemption):
-    result = run(Scenario(scheduler=scheduler, preemption=preemption, hardware="rtx3050", workload="rag",
+    result = run(Scenario(scheduler=scheduler, preemption=preemption, hardware="rtx3050", max_model_len=8192, workload="rag",
                           kv_blocks=700, rate=6, num_requests=30, seed=2), record_events=True)
     check_trace(result, chrome_trace(result))
 
@@ -199,7 +199,7 @@ def test_rejected_requests_are_instant_marks():
 @pytest.mark.skipif("slo" not in SCHEDULER_NAMES, reason="no admission-controlling scheduler")
 def test_shed_requests_wait_then_get_a_rejected_mark():
     # The deadline-aware scheduler sheds queued requests whose TTFT target is out of reach, after they waited.
-    result = run(Scenario(scheduler="slo", hardware="rtx3050", workload="rag", rate=14, num_requests=80, seed=1),
+    result = run(Scenario(scheduler="slo", hardware="rtx3050", max_model_len=8192, workload="rag", rate=14, num_requests=80, seed=1),
                  record_events=True)
     shed = np.flatnonzero((result.status == E.REJECTED) & (result.finish_s > result.requests.arrival_s))
     assert len(shed) > 0, "the scenario is meant to shed requests from the queue"
@@ -223,7 +223,7 @@ def test_many_requests_are_sampled_evenly(rag_run):
 
 
 def test_sampled_step_log_exports_steps_and_counters_only():
-    result = run(Scenario(hardware="rtx3050", workload="rag", num_requests=40, rate=4, seed=3),
+    result = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="rag", num_requests=40, rate=4, seed=3),
                  record_events=True, max_step_records=64)
     assert result.step_stride > 1
     trace = chrome_trace(result)
@@ -237,7 +237,7 @@ def test_sampled_step_log_exports_steps_and_counters_only():
 
 
 def test_a_capped_event_log_exports_steps_and_says_so():
-    result = run(Scenario(hardware="rtx3050", workload="rag", num_requests=40, rate=4, seed=3, max_seqs=8),
+    result = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="rag", num_requests=40, rate=4, seed=3, max_seqs=8),
                  record_events=True, max_events=60)
     assert not result.events_complete
     trace = chrome_trace(result)
@@ -247,7 +247,7 @@ def test_a_capped_event_log_exports_steps_and_says_so():
 
 
 def test_run_without_events_exports_steps_and_says_so():
-    result = run(Scenario(hardware="rtx3050", workload="chat", num_requests=20, seed=1))
+    result = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=20, seed=1))
     trace = chrome_trace(result)
     check_trace(result, trace)
     assert trace["metadata"]["requests_shown"] == 0
@@ -288,7 +288,7 @@ def test_write_chrome_trace(tmp_path, rag_run):
 def test_a_clusters_engines_share_one_traces_step_slices():
     """Four replicas' traces hold at most max_steps step slices in all (each engine an even sample of its own
     log, said in the notes), as one engine's would; every request keeps its track."""
-    res = run(Scenario(hardware="rtx3050", workload="chat", num_requests=60, rate=20, replicas=4, seed=3),
+    res = run(Scenario(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=60, rate=20, replicas=4, seed=3),
               record_events=True)
     trace = chrome_trace(res, max_steps=100)
     steps = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "step"]

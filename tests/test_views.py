@@ -12,7 +12,7 @@ from sim_core import BlockState, EventKind, RequestState, Scenario, run, views
 
 @pytest.fixture(scope="module")
 def single():
-    return run(Scenario(scheduler="chunked", hardware="rtx3050", workload="rag", num_requests=40, seed=2,
+    return run(Scenario(scheduler="chunked", hardware="rtx3050", max_model_len=8192, workload="rag", num_requests=40, seed=2,
                         preemption="swap", kv_blocks=300, swap_space_gb=0.5), record_events=True, kv_frames=20)
 
 
@@ -48,7 +48,7 @@ def test_a_single_engine_has_no_engine_logs(single):
 @pytest.mark.parametrize("cluster", [dict(replicas=3), dict(prefill_replicas=1, decode_replicas=2)],
                          ids=["replicas", "pools"])
 def test_engine_logs_name_each_engine_and_the_requests_it_served(cluster):
-    res = run(Scenario(scheduler="fcfs", hardware="rtx3050", workload="chat", num_requests=50, seed=4, **cluster))
+    res = run(Scenario(scheduler="fcfs", hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=50, seed=4, **cluster))
     engines = views.engine_logs(res)
     assert [e.name for e in engines] == [log.name for log in res.engine_logs]
     rows = res.metrics["replicas"]

@@ -16,9 +16,9 @@ from app.web.inputs import MAX_PAGE_SEEDS, MAX_REQUESTS
 from app.web.vs_page import MAX_PAIR_REQUESTS, axis_extent, parse_vs, share_axes
 from sim_core import SCHEDULER_NAMES, ScenarioError
 
-A = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=5"
+A = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=5"
 B = A.replace("rtx3050", "a100")
-ONE = "scheduler=fcfs&hardware=rtx3050&workload=chat&num_requests=30&seed=5"
+ONE = "scheduler=fcfs&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=5"
 FIGURE_JSON = re.compile(r'<script type="application/json" data-figure-for="([^"]+)">(.*?)</script>', re.S)
 ERROR = re.compile(r'<p class="field-error" id="err-([^"]+)">(.*?)</p>', re.S)
 

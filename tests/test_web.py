@@ -15,7 +15,7 @@ from app.web import app
 from app.web.present import unserved_share
 
 HX = {"HX-Request": "true"}
-SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=5"
+SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=5"
 FIGURE_JSON = re.compile(r'<script type="application/json" (data-[a-z-]+)="([^"]+)">(.*?)</script>', re.S)
 
 
@@ -58,14 +58,14 @@ def test_fragment_and_full_page_from_one_url(client):
     assert "<html" in full.text and "<html" not in frag.text
     assert 'id="scenario-form"' in frag.text and 'id="card-metrics"' in frag.text
     assert frag.headers["vary"].startswith("HX-Request") and full.headers["vary"].startswith("HX-Request")
-    assert frag.headers["hx-push-url"] == "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&duration=20.0" \
+    assert frag.headers["hx-push-url"] == "/?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&duration=20.0" \
                                           "&num_requests=30&seed=5"
     restore = client.get("/?" + SMALL, headers={**HX, "HX-History-Restore-Request": "true"})
     assert "<html" in restore.text
 
 
 def test_pushed_url_renders_the_same_numbers(client):
-    messy = ("/?schedulers=fcfs&schedulers=chunked&hardware=rtx3050&workload=chat&num_requests=30&seed=5"
+    messy = ("/?schedulers=fcfs&schedulers=chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=5"
              "&rate=&model=&tp=")
     pushed = client.get(messy, headers=HX).headers["hx-push-url"]
     a = figure_blobs(client.get(messy).text)
@@ -77,12 +77,12 @@ def test_pushed_url_renders_the_same_numbers(client):
 
 def test_no_query_equals_the_explicit_default(client):
     pushed = client.get("/", headers=HX).headers["hx-push-url"]
-    assert pushed == "/?schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0"
+    assert pushed == "/?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0"
     assert figure_blobs(client.get("/").text) == figure_blobs(client.get(pushed).text)
 
 
 def test_inline_error_next_to_the_field(client):
-    r = client.get("/?hardware=rtx3050&model=llama-3-70b")
+    r = client.get("/?hardware=rtx3050&max_model_len=8192&model=llama-3-70b")
     assert r.status_code == 422
     html = r.text
     field = html[html.index('id="f-model"'):]
@@ -131,7 +131,7 @@ def test_upload_then_replay(client):
     r = client.post("/upload", headers=HX, files={"trace": ("mine.csv", csv, "text/csv")})
     assert r.status_code == 200 and r.headers["hx-trigger-after-settle"] == "trace-uploaded"
     upload_id = re.search(r'name="upload" value="([0-9a-f]+)"', r.text).group(1)
-    page = client.get(f"/?schedulers=fcfs&hardware=rtx3050&upload={upload_id}", headers=HX)
+    page = client.get(f"/?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&upload={upload_id}", headers=HX)
     assert page.status_code == 200
     assert f"upload={upload_id}" in page.headers["hx-push-url"]
     assert "Replaying <strong>mine.csv</strong>: 30 requests" in page.text
@@ -190,7 +190,7 @@ def test_embed_options_pick_a_panel_caption_and_bare_chrome(client):
     goodput = client.get(f"/embed/goodput?{SMALL}&scheduler=chunked&rate_min=2&rate_max=6&rate_step=2")
     assert goodput.status_code == 200 and "schedulers=chunked&" in goodput.text
     # Alone, `scheduler` is the one scheduler simulated.
-    alone = figure_blobs(client.get("/embed/gantt?scheduler=spf&hardware=rtx3050&workload=chat&num_requests=30").text)
+    alone = figure_blobs(client.get("/embed/gantt?scheduler=spf&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30").text)
     assert list(alone) == ["data-figure-for:plot-gantt-spf"]
 
 
@@ -243,7 +243,7 @@ def test_goodput_sweep_over_the_work_budget_is_inline(client):
 
 
 def test_unchecking_every_scheduler_is_an_error(client):
-    r = client.get("/?schedulers=&hardware=rtx3050", headers=HX)
+    r = client.get("/?schedulers=&hardware=rtx3050&max_model_len=8192", headers=HX)
     assert r.status_code == 422 and 'id="err-schedulers"' in r.text
 
 
@@ -324,7 +324,7 @@ def test_while_kernels_compile_pages_answer_and_poll_and_the_api_says_503(client
         page = client.get("/?" + SMALL)
         assert page.status_code == 200 and "Compiling the simulator" in page.text
         assert 'hx-trigger="every 2s"' in page.text and 'hx-select="#results"' in page.text
-        api = client.get("/api/run?hardware=rtx3050&num_requests=5")
+        api = client.get("/api/run?hardware=rtx3050&max_model_len=8192&num_requests=5")
         assert api.status_code == 503 and api.headers["retry-after"] == "5"
         assert client.get("/healthz").json()["kernels_ready"] is False
     finally:
@@ -336,7 +336,7 @@ def test_while_kernels_compile_pages_answer_and_poll_and_the_api_says_503(client
 def test_a_typo_shows_what_was_typed_and_keeps_results(client):
     """`/?duration=abc` shows "abc" in the field with the message beside it, and still shows results (the scenario
     without the typo, dimmed and said to be so), never "Nothing simulated yet"."""
-    r = client.get("/?schedulers=fcfs,chunked&hardware=rtx3050&workload=chat&num_requests=30&duration=abc")
+    r = client.get("/?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&duration=abc")
     assert r.status_code == 422
     html = r.text
     field = html[html.index('id="f-duration"'):]
@@ -361,7 +361,7 @@ def test_out_of_range_duration_states_the_web_limit(client):
     assert api.status_code == 422 and "at most 600 s on the web" in api.text
 
 
-THREE = "/?schedulers=fcfs,chunked,slo&hardware=rtx3050&workload=rag&duration=20"
+THREE = "/?schedulers=fcfs,chunked,slo&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20"
 
 
 def api_metrics(client, page_url: str) -> dict:
@@ -458,7 +458,7 @@ def test_takeaway_sentence_is_computed_from_the_results(client):
     assert (f"chunked cuts P99 ITL from {m['fcfs']['itl_ms']['p99']:,.1f} ms (fcfs) to "
             f"{m['chunked']['itl_ms']['p99']:,.1f} ms") in three
     assert f"slo leaves {unserved_share(m['slo']):.0%} of requests unserved (rejected or shed)" in three
-    one = client.get("/?schedulers=fcfs&hardware=rtx3050&workload=chat&num_requests=30").text
+    one = client.get("/?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30").text
     assert "fcfs serves 30 of 30 requests" in one and "tick another scheduler" in one
 
 

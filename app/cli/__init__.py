@@ -1,8 +1,8 @@
 """The `sched-sim` command line.
 
     sched-sim run --scheduler chunked --workload rag --hardware a100 [--trace-out trace.json] [--json]
-    sched-sim compare --schedulers fcfs,chunked --workload rag --hardware rtx3050 --duration 10 [--json]
-    sched-sim sweep --schedulers fcfs,chunked --hardware rtx3050 --min-rate 2 --max-rate 18 --step 4 [--json]
+    sched-sim compare --schedulers fcfs,chunked --workload rag --hardware a100 --duration 10 [--json]
+    sched-sim sweep --schedulers fcfs,chunked --hardware a100 --min-rate 2 --max-rate 18 --step 4 [--json]
     sched-sim serve [--host 127.0.0.1] [--port 8000]
     sched-sim list [--json]
 

@@ -125,6 +125,7 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
     rows = [
         ("GPU", f"{gpu.name} ({gpu.key}) x{su.tp}: {g(gpu.mem_gib)} GB, {g(gpu.mem_bw_gbs)} GB/s, {tflops}"),
         ("Model", f"{model.key} ({g(model.published_params_b)}B params), {su.quantization}, tp={su.tp}"),
+        ("Weights", f"{su.quantization}: {first.weight_path}"),
         ("KV cache", f"{kv}; {su.block_size} tokens/block"),
         ("Token budget", f"{budget} tokens/step"),
         ("Batching", f"max {su.max_num_seqs} seqs/step, max_model_len {first.max_model_len:,}, "

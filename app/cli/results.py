@@ -14,7 +14,7 @@ from sim_core import Scenario
 from sim_core.expert_parallel import ep_report
 from sim_core.metric_catalog import BY_KEY, table_sections, value_at
 from sim_core.studies import model_error
-from sim_core.validity import run_warnings
+from sim_core.validity import REJECTED_PREFIX, run_warnings
 
 from .flags import UsageError
 from .report import (
@@ -34,7 +34,8 @@ from .simulate import first_seed, model_ensembles
 
 def resolved_doc(resolved) -> dict:
     s = resolved.setup
-    return {"gpu": s.gpu.key, "model": s.model.key, "quantization": s.quantization, "tp": s.tp,
+    return {"gpu": s.gpu.key, "model": s.model.key, "quantization": s.quantization,
+            "weight_path": getattr(resolved, "weight_path", ""), "tp": s.tp,
             "kv_blocks": resolved.num_blocks, "block_size": s.block_size, "token_budget": resolved.token_budget,
             "max_seqs": s.max_num_seqs, "max_model_len": resolved.max_model_len, "rate": resolved.rate,
             "burstiness": resolved.burstiness, "slo_ttft_ms": resolved.slo_ttft_ms,
@@ -133,7 +134,11 @@ def print_results(args, base: Scenario, results: dict, drop: tuple[str, ...]) ->
                     "schedulers": {s: _scheduler_doc(r, ensembles.get(s), flips) for s, r in results.items()}})
         return
     first = next(iter(results.values()))
-    lines = setup_lines(base, {s: r.resolved for s, r in results.items()}, len(first.requests))
+    warned = {s: run_warnings(r) + model_error.flips_about(flips, s) for s, r in results.items()}
+    # Rejections change what every figure below counts: said before them.
+    lines = [f"warning: {w}" for w in dict.fromkeys(w for ws in warned.values() for w in ws)
+             if w.startswith(REJECTED_PREFIX)]
+    lines += setup_lines(base, {s: r.resolved for s, r in results.items()}, len(first.requests))
     lines.append("")
     seeds = getattr(first, "seeds", None)
     title = "Serving Benchmark Result" + (f", mean ± 95% CI over {len(seeds)} seeds" if seeds else "")
@@ -145,8 +150,7 @@ def print_results(args, base: Scenario, results: dict, drop: tuple[str, ...]) ->
     for s, r in results.items():
         if "replicas" in r.metrics:
             lines += ["", *replica_lines(s, r.metrics)]
-    warned = {s: run_warnings(r) + model_error.flips_about(flips, s) for s, r in results.items()}
-    for w in dict.fromkeys(w for ws in warned.values() for w in ws):
+    for w in dict.fromkeys(w for ws in warned.values() for w in ws if not w.startswith(REJECTED_PREFIX)):
         who = [s for s, ws in warned.items() if w in ws]
         lines.append(f"warning: {w}" + (f" [{', '.join(who)}]" if len(results) > 1 and len(who) < len(results) else ""))
     print_lines(lines)

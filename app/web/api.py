@@ -68,7 +68,7 @@ RUN_BODY = {
             "type": "object", "additionalProperties": False,
             "properties": {"schedulers": {"type": "array", "items": {"type": "string", "enum": list(SCHEDULER_NAMES)},
                                           "description": SCHEDULERS_DOC}, **SCENARIO_FIELDS}},
-            "example": {"schedulers": ["fcfs", "chunked"], "workload": "rag", "hardware": "rtx3050", "duration": 20}},
+            "example": {"schedulers": ["fcfs", "chunked"], "workload": "rag", "hardware": "a100", "duration": 20}},
         "multipart/form-data": {"schema": {
             "type": "object", "required": ["trace"],
             "properties": {"trace": {"type": "string", "format": "binary",
@@ -80,12 +80,12 @@ RUN_BODY = {
                               for k, v in SCENARIO_FIELDS.items()}}}},
     },
 }
-RUN_EXAMPLE = {"scenario": {"hardware": "rtx3050", "workload": "rag", "duration": 20.0, "...": "..."},
-               "query": "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20.0",
+RUN_EXAMPLE = {"scenario": {"hardware": "a100", "workload": "rag", "duration": 20.0, "...": "..."},
+               "query": "schedulers=fcfs,chunked&hardware=a100&workload=rag&duration=20.0",
                "schedulers": {"fcfs": {"metrics": {"ttft_ms": {"mean": 409.7, "p50": 390.6, "p99": 1078.4},
                                                    "goodput": 3.1, "...": "..."},
-                                       "resolved": {"model": "llama-3.2-1b", "num_blocks": 7476, "...": "..."},
-                                       "warnings": ["hardware rtx3050 is outside the validation set ..."]}}}
+                                       "resolved": {"model": "llama-3-8b", "num_blocks": 7476, "...": "..."},
+                                       "warnings": ["saturated: ..."]}}}
 
 
 def clean(x: Any) -> Any:

@@ -27,7 +27,7 @@ from .api import busy, clean, kernels_error, kernels_ready, unprocessable, warmi
 from .cache import DIFF_CACHE_BYTES
 from .figures import request_diff as figs
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
-from .inputs import PAGE_DEFAULTS, WebRequest, parse_request, problems_of, query_to_dict
+from .inputs import WebRequest, page_defaults, parse_request, problems_of, query_to_dict
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -36,7 +36,7 @@ api_router = APIRouter(prefix="/api", tags=["simulation"])
 PAGE_TOP = 10  # most-hurt (and most-helped) requests the page lists with their timelines
 MAX_TOP = 100
 PARAMS = ("a", "b", "by", "top")
-EXAMPLE_A = "scheduler=fcfs&hardware=rtx3050&workload=rag&duration=20"
+EXAMPLE_A = "scheduler=fcfs&hardware=rtx3050&workload=rag&duration=20&token_budget=512&max_model_len=8192"
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def _one_run(side: str, text: str, page: bool, problems: list) -> WebRequest | N
         data = query_to_dict(parse_qsl(text.partition("?")[2] if "?" in text else text, keep_blank_values=True))
         for k in ("t", "engine", "rate_min", "rate_max", "rate_step"):  # how a page was viewed, not what it ran
             data.pop(k, None)
-        req = parse_request(data, defaults=PAGE_DEFAULTS if page else None, uploads=service.upload_info)
+        req = parse_request(data, defaults=page_defaults(data) if page else None, uploads=service.upload_info)
     except (ScenarioError, SetupError, TraceError) as e:
         problems += [(side, f"{field}: {msg}") for field, msg in problems_of(e)]
         return None

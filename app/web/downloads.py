@@ -17,7 +17,7 @@ from sim_core.trace_export import chrome_trace
 from . import service
 from .api import busy, kernels_ready, unprocessable, warming_up
 from .http import CLIENT_CLOSED, run_until_disconnect
-from .inputs import PAGE_DEFAULTS, parse_request, problems_of, query_to_dict
+from .inputs import page_defaults, parse_request, problems_of, query_to_dict
 
 router = APIRouter(prefix="/download", include_in_schema=False)
 
@@ -26,7 +26,7 @@ def _one_scheduler_run(request: Request, cancel):
     """(scheduler, its Result), or a 422 / 503 response."""
     try:
         data = query_to_dict(request.query_params.multi_items())
-        req = parse_request(data, defaults=PAGE_DEFAULTS, uploads=service.upload_info)
+        req = parse_request(data, defaults=page_defaults(data), uploads=service.upload_info)
         if len(req.schedulers) != 1:
             raise ScenarioError([("scheduler", "a download is one scheduler's run: give scheduler=NAME (one of "
                                                f"{', '.join(SCHEDULER_NAMES)}) instead of schedulers")])

@@ -111,12 +111,20 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
     )
 
 
+def _budget_text(scheduler: str, engine: str, hardware: str) -> str:
+    """A scheduler's token budget left blank: the engine's for the GPU, or max_model_len for one that prefills whole
+    prompts when the engine's budget is a chunked scheduler's only."""
+    chunked = BY_NAME[scheduler].chunked_prefill
+    budget = scenario_defaults(engine, hardware=hardware, chunked_prefill=chunked).get("token_budget")
+    return f"{budget} ({engine} default)" if budget else "max model length"
+
+
 def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset, selected: list[str]) -> dict:
     """What an empty field shows: the default it stands for (the preset's, the GPU's, the scheduler's)."""
     hardware = str(values.get("hardware") or page_defaults.get("hardware") or "a100")
     gpu = GPUS.get(hardware)
     engine = str(values.get("engine") or page_defaults.get("engine") or DEFAULT_ENGINE)
-    own = scenario_defaults(engine)  # what an engine field left blank takes
+    own = scenario_defaults(engine, hardware=hardware)  # what an engine field left blank takes (chunked schedulers)
     return {
         **{f"engine:{k}": f"{engine}: {_fmt(v)}" for k, v in own.items()},
         "max_seqs": f"{_fmt(own.get('max_seqs', Scenario.model_fields['max_seqs'].default))} ({engine} default)",
@@ -126,11 +134,10 @@ def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset,
         "slo_ttft_ms": f"{preset.slo_ttft_ms:g} ({preset.name} default)",
         "slo_tpot_ms": f"{preset.slo_tpot_ms:g} ({preset.name} default)",
         "num_requests": "rate × duration",
-        "token_budget": f"{own['token_budget']} ({engine} default)" if own.get("token_budget") else
-        " · ".join(f"{s}: {BY_NAME[s].default_token_budget or 'max model length'}"
-                   for s in selected if s in BY_NAME) or "per scheduler",
+        "token_budget": " · ".join(f"{s}: {_budget_text(s, engine, hardware)}" for s in selected if s in BY_NAME)
+        or "per scheduler",
         "kv_blocks": "all that fit in memory",
-        "max_model_len": "min(model context, 8192)",
+        "max_model_len": "model context, if the KV cache holds it",
         "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",
         "duration": f"at most {MAX_DURATION_S:g} on the web",
         "rate_schedule": "e.g. 0:2,120:12 (from 0 s 2 req/s, from 120 s 12)",

@@ -35,7 +35,15 @@ from .http import (
     read_multipart,
     run_until_disconnect,
 )
-from .inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, WebRequest, parse_request, problems_of, query_to_dict
+from .inputs import (
+    PAGE_DEFAULTS,
+    PAGE_SCHEDULERS,
+    WebRequest,
+    page_defaults,
+    parse_request,
+    problems_of,
+    query_to_dict,
+)
 from .model_interval import model_intervals
 from .templating import templates
 
@@ -63,7 +71,7 @@ def parse_page(request: Request, view: tuple[str, ...] = VIEW_PARAMS
             given.setdefault(k, []).append(v)
         else:
             given.setdefault(k, v)  # what the user typed, even where a page default exists: the field shows it
-    values: dict[str, Any] = {**PAGE_DEFAULTS, **given}
+    values: dict[str, Any] = {**page_defaults(given), **given}
     values["schedulers"] = values.get("schedulers") or list(PAGE_SCHEDULERS)
     try:
         req = service.page_request(pairs)
@@ -206,10 +214,14 @@ def request_warnings(req: WebRequest) -> list[dict]:
             for w in coverage_warnings(setup.gpu.key, setup.model.key, setup.quantization)]
 
 
+def _page_request(query: str) -> WebRequest:
+    data = query_to_dict(parse_qsl(query))
+    return parse_request(data, defaults=page_defaults(data), default_schedulers=PAGE_SCHEDULERS)
+
+
 def _canonical(query: str) -> str | None:
     try:
-        return parse_request(query_to_dict(parse_qsl(query)), defaults=PAGE_DEFAULTS,
-                             default_schedulers=PAGE_SCHEDULERS).query(sweep=False)
+        return _page_request(query).query(sweep=False)
     except ScenarioError:
         return None
 
@@ -227,8 +239,7 @@ def experiment_verdict(req: WebRequest, views, cancel=None) -> dict | None:
     def run_query(query: str) -> dict[str, dict]:
         if query == e.query:
             return {v.scheduler: v.metrics for v in views}
-        other = parse_request(query_to_dict(parse_qsl(query)), defaults=PAGE_DEFAULTS,
-                              default_schedulers=PAGE_SCHEDULERS)
+        other = _page_request(query)
         return {v.scheduler: v.metrics for v in service.compare_seeds(other, cancel).views}
 
     claims = e.claims(run_query)

@@ -30,11 +30,11 @@ from .inputs import (
     MAX_QUEUED_SWEEPS,
     MAX_UPLOAD_BYTES,
     MAX_UPLOAD_ROWS,
-    PAGE_DEFAULTS,
     PAGE_SCHEDULERS,
     RateRange,
     TraceInfo,
     WebRequest,
+    page_defaults,
     parse_request,
     query_to_dict,
     sweep_work_problems,
@@ -171,7 +171,8 @@ def upload_info(uid: str) -> TraceInfo | None:
 def page_request(pairs: list[tuple[str, str]]) -> WebRequest:
     """A page's comparison from its query's scenario parameters (the page's defaults; uploads from this server's
     store). Raises ScenarioError with every problem."""
-    return parse_request(query_to_dict(pairs), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS,
+    data = query_to_dict(pairs)
+    return parse_request(data, defaults=page_defaults(data), default_schedulers=PAGE_SCHEDULERS,
                          uploads=upload_info)
 
 

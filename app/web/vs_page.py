@@ -40,7 +40,7 @@ router = APIRouter(include_in_schema=False)
 SIDES = ("a", "b")
 # How a page was viewed (KV playback time and engine) or swept, not what it ran: dropped from a side's query.
 NOT_SCENARIO = ("t", "engine", "rate_min", "rate_max", "rate_step")
-EXAMPLE_A = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20"
+EXAMPLE_A = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20&token_budget=512&max_model_len=8192"
 EXAMPLE_B = EXAMPLE_A.replace("rtx3050", "a100")
 # The fields the page's quick form changes on a side (any scenario field works in the URL as b.FIELD).
 QUICK_FIELDS = ("hardware", "model", "token_budget", "replicas", "workload", "rate", "max_seqs")

@@ -67,7 +67,7 @@ def _engine_inputs() -> tuple:
     )
     from ..scenario import Scenario
 
-    s = Scenario(scheduler="fcfs", hardware="rtx3050", num_requests=4, seed=1)
+    s = Scenario(scheduler="fcfs", hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192)
     r = resolve(s)
     reqs = make_requests(s, r)
     cfg = engine_config(s, r, class_slos(s, r, reqs), record_events=True, max_step_records=DEFAULT_MAX_STEP_RECORDS,
@@ -162,7 +162,7 @@ def compile_fleet() -> None:
     from ..scenario import Scenario
 
     for fleet in FLEET_SCENARIOS:
-        run(Scenario(hardware="rtx3050", num_requests=4, seed=1, **fleet))
+        run(Scenario(hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192, **fleet))
 
 
 def start_fleet_compiler() -> subprocess.Popen | None:

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog import MODELS, SetupError
-from ..deployment import DEFAULT_MAX_MODEL_LEN
 from ..runner import resolve, run
 from ..scenario import MAX_CONCURRENCY, Scenario, ScenarioError
 from ..workload import RANDOM_ISL, RANDOM_OSL, length_bounds
@@ -83,7 +82,7 @@ def frontier_scenario(base: Scenario, hardware: str, concurrency: int,
 
     data = {k: v for k, v in base.model_dump(exclude_defaults=True).items() if k not in OPEN_LOOP_FIELDS}
     longest = _longest_request(base)
-    if longest is not None and base.max_model_len is None and longest > DEFAULT_MAX_MODEL_LEN:
+    if longest is not None and base.max_model_len is None:
         # Room for the longest request, as InferenceX's servers get a --max-model-len for their ISL/OSL (past the
         # model's own context the requests are rejected, and the point says how many).
         data["max_model_len"] = min(longest, MODELS[base.model].max_context)

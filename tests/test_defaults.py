@@ -1,0 +1,134 @@
+"""Correct by default (issue #35): a scenario that names only its model, GPU and load runs as the engine it names
+would run it: the checkpoint's weight format on that GPU, the engine's budgets for that GPU, the model's context as
+max_model_len (refused, naming the field and the largest length that fits, where vLLM would refuse); and a run that
+rejects requests says so first, naming the setting that fixes it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from sim_core import Scenario, run
+from sim_core.catalog import GPUS, MODELS, SetupError
+from sim_core.deployment import resolve
+from sim_core.engines import ENGINES, scenario_defaults
+from sim_core.scenario import parse_scenario
+from sim_core.validity import REJECTED_PREFIX, rejection_warning, run_warnings
+
+# vllm-project/vllm at 99d7eb5d, vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults, the OpenAI API server's
+# usage context: `if device_memory >= 70 * GiB_bytes and "a100" not in device_name:` 8192 batched tokens and 1024
+# sequences, else 2048 and 256 (engines.json's vllm entry cites it).
+VLLM_LARGE_GPU, VLLM_SMALL_GPU = (8192, 1024), (2048, 256)
+
+
+@pytest.mark.parametrize("hardware, budgets", [("h100", VLLM_LARGE_GPU), ("h200", VLLM_LARGE_GPU),
+                                               ("b200", VLLM_LARGE_GPU), ("mi300x", VLLM_LARGE_GPU),
+                                               ("a100", VLLM_SMALL_GPU), ("a100-40gb", VLLM_SMALL_GPU),
+                                               ("l40s", VLLM_SMALL_GPU), ("rtx3050", VLLM_SMALL_GPU)])
+def test_vllm_takes_its_api_servers_budgets_for_the_gpu(hardware, budgets):
+    s = Scenario(hardware=hardware)  # engine vllm, scheduler chunked: both defaults
+    assert s.engine == "vllm" and (s.token_budget, s.max_seqs) == budgets
+    assert s.to_query() == f"hardware={hardware}"  # the engine's defaults are not spelled out in the URL
+
+
+def test_the_large_gpu_rule_is_read_from_memory_and_name_not_from_a_list_of_keys():
+    vllm = ENGINES["vllm"]
+    large = {k for k, g in GPUS.items() if vllm.is_large(g)}
+    assert large == {k for k, g in GPUS.items() if g.mem_gib >= 70 and "a100" not in f"{k} {g.name}".lower()}
+    assert "h100" in large and "a100" not in large and "l40s" not in large
+
+
+def test_a_scheduler_that_prefills_whole_prompts_takes_max_model_len_as_its_budget():
+    s = Scenario(hardware="h100", scheduler="fcfs")
+    assert s.token_budget is None and "token_budget" not in scenario_defaults("vllm", hardware="h100",
+                                                                              chunked_prefill=False)
+    r = resolve(s)
+    assert r.token_budget == r.max_model_len == MODELS["llama-3-8b"].max_context
+
+
+def test_explicit_budgets_win_and_survive_the_url():
+    s = parse_scenario({"hardware": "h100", "token_budget": "512", "max_seqs": "256"})
+    assert (s.token_budget, s.max_seqs) == (512, 256)
+    assert Scenario.from_query(s.to_query()) == s and "token_budget=512" in s.to_query()
+
+
+@pytest.mark.parametrize("model, hardware, tp, quantization, path", [
+    ("deepseek-r1", "h200", 8, "fp8", "FP8 tensor cores"),
+    ("deepseek-r1", "b200", 8, "fp8", "FP8 tensor cores"),
+    ("gpt-oss-120b", "h100", 1, "int4", "weight-only"),
+    ("gpt-oss-120b", "b200", 1, "fp4", "FP4 tensor cores"),
+    ("llama-3-8b", "a100", 1, "fp16", "16-bit"),
+])
+def test_quantization_auto_runs_the_checkpoints_format_as_the_engine_does_on_that_gpu(model, hardware, tp,
+                                                                                      quantization, path):
+    s = Scenario(model=model, hardware=hardware, tp=tp, num_requests=4)
+    assert s.quantization == "auto"
+    r = resolve(s)
+    assert r.setup.quantization == quantization
+    assert path in r.weight_path and MODELS[model].checkpoint_format.upper() in r.weight_path
+
+
+def test_a_named_format_is_run_as_named():
+    r = resolve(Scenario(model="deepseek-r1", hardware="h200", tp=8, quantization="int4"))
+    assert r.setup.quantization == "int4" and "weight-only" in r.weight_path
+
+
+def test_the_checkpoint_run_from_the_cli_names_its_format_and_path(capsys):
+    from app.cli import main
+
+    main(["run", "--model", "deepseek-r1", "--hardware", "h200", "--tp", "8", "--num-requests", "3", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    resolved = doc["schedulers"]["chunked"]["resolved"]
+    assert resolved["quantization"] == "fp8" and "FP8 tensor cores" in resolved["weight_path"]
+    main(["run", "--model", "gpt-oss-120b", "--hardware", "h100", "--num-requests", "3"])
+    out = capsys.readouterr().out
+    assert "Weights       int4: the checkpoint's MXFP4 weights, weight-only" in out
+
+
+def test_the_issues_8k_run_completes_every_request_without_max_model_len():
+    """`run --model deepseek-r1 --hardware b200 --tp 8 --quantization fp8 --workload random --concurrency 4 --isl
+    8192 --osl 1024 --num-requests 40` completed 17 of 40 with max_model_len 8,192 by default."""
+    res = run(Scenario(model="deepseek-r1", hardware="b200", tp=8, quantization="fp8", workload="random",
+                       concurrency=4, isl=8192, osl=1024, num_requests=40))
+    assert res.resolved.max_model_len == MODELS["deepseek-r1"].max_context
+    assert res.metrics["completed"] == 40 and res.metrics["rejected"] == 0
+    assert rejection_warning(res) is None
+
+
+def test_vllm_refuses_a_context_the_kv_cache_cannot_hold_naming_the_field_and_what_fits():
+    s = Scenario(hardware="rtx3050")  # llama-3.2-1b: 131,072 tokens of context in an 8 GB GPU
+    with pytest.raises(SetupError) as e:
+        resolve(s)
+    assert e.value.field == "max_model_len"
+    fits = int(re.search(r"at most ([\d,]+)", str(e.value)).group(1).replace(",", ""))
+    assert 0 < fits < MODELS["llama-3.2-1b"].max_context
+    assert resolve(Scenario(hardware="rtx3050", max_model_len=fits)).max_model_len == fits
+    with pytest.raises(SetupError):
+        resolve(Scenario(hardware="rtx3050", max_model_len=fits + 64))  # set by hand: still the KV pool's limit
+    # SGLang lowers the longest request it takes to what fits instead.
+    assert resolve(Scenario(hardware="rtx3050", engine="sglang")).max_model_len < MODELS["llama-3.2-1b"].max_context
+
+
+def test_a_kv_blocks_override_is_the_users_and_is_not_checked_against_the_context():
+    r = resolve(Scenario(hardware="rtx3050", kv_blocks=500))
+    assert r.max_model_len == MODELS["llama-3.2-1b"].max_context
+
+
+def test_rejected_requests_are_said_first_with_the_setting_that_fixes_them(capsys):
+    from app.cli import main
+
+    main(["run", "--model", "deepseek-r1", "--hardware", "b200", "--tp", "8", "--workload", "random",
+          "--concurrency", "4", "--isl", "8192", "--osl", "1024", "--num-requests", "20", "--max-model-len", "8192",
+          "--length-range", "0.5"])
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith("warning: " + REJECTED_PREFIX) and "max_model_len 8,192, which you set" in first
+    assert out.count(REJECTED_PREFIX) == 1
+
+
+def test_a_run_that_rejects_nothing_has_no_rejection_warning():
+    res = run(Scenario(hardware="a100", num_requests=20))
+    assert rejection_warning(res) is None
+    assert not any(w.startswith(REJECTED_PREFIX) for w in run_warnings(res))
