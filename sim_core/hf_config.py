@@ -60,6 +60,10 @@ MODEL_TYPES: dict[str, dict[str, Any]] = {
     # 384 experts, one dense layer.
     "kimi_k2": {"tie_word_embeddings": False, "attention_bias": False, "first_k_dense_replace": 0,
                 "n_shared_experts": 0, "moe_layer_freq": 1},
+    # GLM-4.5/4.6/4.7: GQA attention (biased q/k/v in the published configs, partial RoPE) over DeepSeek-V3's MoE
+    # keys; Glm4MoeConfig's defaults: one dense layer, one shared expert.
+    "glm4_moe": {"tie_word_embeddings": False, "attention_bias": False, "first_k_dense_replace": 1,
+                 "n_shared_experts": 1, "moe_layer_freq": 1},
     "gpt_oss": {"tie_word_embeddings": False, "attention_bias": True},
     # Llama 4's text config: one layer in 4 global without RoPE (no_rope_layer_interval), the rest chunked local.
     "llama4_text": {"tie_word_embeddings": False, "attention_bias": False, "interleave_moe_layer_step": 1,
@@ -74,6 +78,7 @@ MODEL_TYPES: dict[str, dict[str, Any]] = {
 WRAPPERS = {"llama4": "llama4_text", "gemma3": "gemma3_text", "mistral3": "mistral", "kimi_k25": "kimi_k2",
             "qwen3_5_moe": "qwen3_5_moe_text", "qwen3_5": "qwen3_5_text"}
 MLA_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")  # multi-head latent attention, DeepSeek's MoE keys
+DEEPSEEK_MOE_TYPES = (*MLA_TYPES, "glm4_moe")  # first_k_dense_replace, moe_layer_freq, n_shared_experts
 HYBRID_TYPES = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")  # Gated DeltaNet layers between gated attention
 QWEN_MOE_TYPES = ("qwen3_moe", "qwen3_next", "qwen3_5_moe_text")
 # Model types whose attention the simulator does not model, refused naming the key that makes it so (whether or not
@@ -181,7 +186,7 @@ def _layer_kinds(r: _Reader, mt: str, layers: int) -> list[str]:
 
 def _moe_layers(r: _Reader, mt: str, layers: int) -> int:
     """How many layers route to experts (the others keep a dense MLP)."""
-    if mt in MLA_TYPES:
+    if mt in DEEPSEEK_MOE_TYPES:
         first = r.int("first_k_dense_replace", lo=0, hi=layers)
         freq = r.int("moe_layer_freq", hi=MAX_LAYERS)
         return sum(1 for i in range(first, layers) if i % freq == 0)
@@ -279,7 +284,7 @@ def _moe_fields(r: _Reader, mt: str, layers: int, ffn: int) -> tuple[int, dict[s
     per_token_key = "num_experts_per_tok" if "num_experts_per_tok" in r.doc else "experts_per_token"
     f: dict[str, Any] = {"experts": experts, "experts_per_token": r.int(per_token_key, hi=experts),
                          "dense_layers": layers - _moe_layers(r, mt, layers)}
-    if mt in MLA_TYPES:
+    if mt in DEEPSEEK_MOE_TYPES:
         f["expert_ffn"] = r.int("moe_intermediate_size")
         f["shared_ffn"] = r.int("n_shared_experts", lo=0, hi=1024) * f["expert_ffn"]
     elif mt == "minimax_m2":  # experts as wide as intermediate_size (Mixtral's layout), a shared expert if any

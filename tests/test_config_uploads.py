@@ -164,3 +164,12 @@ def test_llama_3_3_70b_takes_the_8k_prompts_llama_3_70b_cannot():
         resolve(Scenario(model="llama-3-70b", **eight_k_one_k))
     # The same layers and widths as Llama 3 70B: only the context differs.
     assert architecture(MODELS["llama-3.3-70b"]) == {**architecture(MODELS["llama-3-70b"]), "max_context": 131072}
+
+
+def test_glm_4_6_reads_its_biased_gqa_attention_and_deepseek_style_experts():
+    m = model_from_config(published("glm-4.6"))
+    assert (m.layers, m.heads, m.kv_heads, m.head_dim, m.qkv_bias) == (92, 96, 8, 128, True)
+    assert (m.experts, m.experts_per_token, m.expert_ffn, m.shared_ffn, m.dense_layers) == (160, 8, 1536, 1536, 3)
+    # Model card: 355B total, 32B active (the Hub's total counts the MTP layer serving does not load).
+    assert m.total_params / 1e9 == pytest.approx(355, rel=0.02)
+    assert m.active_params / 1e9 == pytest.approx(32, rel=0.05)
