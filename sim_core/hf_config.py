@@ -87,7 +87,8 @@ QWEN_MOE_TYPES = ("qwen3_moe", "qwen3_next", "qwen3_5_moe_text")
 SPARSE_ATTENTION_TYPES = ("deepseek_v32", "glm_moe_dsa")
 _DSA = ("DeepSeek Sparse Attention (each query attends to the index_topk tokens an indexer picks) is not modelled: "
         "the simulator's attention reads every cached token, which would overstate its long-context attention time")
-# Keys that change the architecture in a way the reader does not model, with the values that leave it unchanged.
+# Keys that change the architecture in a way the reader does not model: (the values that leave it unchanged, or
+# "all 1" for a list whose every entry must be 1; why it is refused).
 UNMODELLED_KEYS: dict[str, tuple[Any, str]] = {
     "index_topk": ((None,), _DSA),
     "attn_type_list": ("all 1", "MiniMax's lightning (linear) attention layers (attn_type_list 0) are not modelled; "
