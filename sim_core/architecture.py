@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Model.checkpoint_format's values: the weight formats a published checkpoint's quantization_config can name.
+CHECKPOINT_FORMATS = ("", "fp8", "int8", "int4", "mxfp4", "nvfp4")
+
 
 @dataclass(frozen=True)
 class Badge:
@@ -49,8 +52,11 @@ class Model:
     linear_layers: int = 0  # linear-attention layers (Gated DeltaNet): no KV, a fixed state per sequence
     linear_params_per_layer: int = 0
     linear_state_elems: int = 0  # one linear layer's state per sequence, elements, across all TP ranks
-    # The published checkpoint's weight format, from its quantization_config ("fp8": DeepSeek's block-scaled FP8,
-    # "mxfp4": gpt-oss's experts; "": 16-bit). Shown as a badge; the scenario's quantization decides the run.
+    # The published checkpoint's weight format, from its quantization_config (hf_config._checkpoint_format): one of
+    # CHECKPOINT_FORMATS -- "" 16-bit (or a format not listed), "fp8" (quant_method fp8 / fbgemm_fp8, compressed-
+    # tensors W8A8-FP8, ModelOpt FP8), "int8" (GPTQ/AWQ 8-bit, compressed-tensors W8A8-INT8), "int4" (GPTQ/AWQ
+    # 4-bit, compressed-tensors W4A16 / pack-quantized), "mxfp4" (gpt-oss's experts), "nvfp4" (ModelOpt or
+    # compressed-tensors NVFP4). Shown as a badge; the scenario's quantization decides the run.
     checkpoint_format: str = ""
     # Its FP8 weights' scale blocks: weight_block_size's edge (DeepSeek's 128: one scale per 128 x 128 block, which
     # block-scaled GEMM kernels apply per K slice); 0: per-tensor or per-channel scales, or not an FP8 checkpoint.

@@ -50,6 +50,24 @@ ARCHITECTURES = {
                         tie_embeddings=True, experts=1),
     "qwen3-next-80b-a3b": dict(layers=48, linear_layers=36, window_layers=0, experts=512, experts_per_token=10,
                                shared_ffn=512, attn_gate=True),
+    # The late-2026 catalogue (issue #35).
+    "llama-3.3-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, max_context=131072, experts=1),
+    "kimi-k2-instruct": dict(layers=61, heads=64, kv_lora_rank=512, qk_rope_head_dim=64, q_lora_rank=1536,
+                             experts=384, experts_per_token=8, dense_layers=1, expert_ffn=2048, shared_ffn=2048,
+                             max_context=131072, checkpoint_format="fp8", fp8_weight_block=128),
+    "kimi-k2.5": dict(layers=61, heads=64, kv_lora_rank=512, experts=384, dense_layers=1, max_context=262144,
+                      checkpoint_format="int4"),
+    "qwen3-coder-480b-a35b": dict(layers=62, hidden=6144, heads=96, kv_heads=8, experts=160, experts_per_token=8,
+                                  expert_ffn=2560, shared_ffn=0, dense_layers=0, max_context=262144),
+    "minimax-m2.5": dict(layers=62, hidden=3072, heads=48, kv_heads=8, head_dim=128, experts=256, experts_per_token=8,
+                         ffn=1536, expert_ffn=0, shared_ffn=0, dense_layers=0, window_layers=0, max_context=196608,
+                         checkpoint_format="fp8"),
+    "minimax-m2.7": dict(layers=62, experts=256, max_context=204800),
+    "qwen3.5-397b-a17b": dict(layers=60, hidden=4096, heads=32, kv_heads=2, head_dim=256, linear_layers=45,
+                              experts=512, experts_per_token=10, expert_ffn=1024, shared_ffn=1024, dense_layers=0,
+                              attn_gate=True, max_context=262144),
+    "qwen3.5-122b-a10b": dict(layers=48, linear_layers=36, experts=256, experts_per_token=8, attn_gate=True),
+    "qwen3.5-35b-a3b": dict(layers=40, linear_layers=30, experts=256, experts_per_token=8, attn_gate=True),
 }
 
 
@@ -66,7 +84,12 @@ def test_active_parameters_match_the_published_active_counts():
     for key, active_b, rel in (("deepseek-v3", 37, 0.02), ("gpt-oss-120b", 5.1, 0.02), ("gpt-oss-20b", 3.6, 0.02),
                                ("qwen3-235b-a22b", 22, 0.03), ("qwen3-30b-a3b", 3.3, 0.1),
                                ("llama-4-scout", 17, 0.06), ("llama-4-maverick", 17, 0.06),
-                               ("qwen3-next-80b-a3b", 3.0, 0.2)):
+                               ("qwen3-next-80b-a3b", 3.0, 0.2),
+                               # Kimi K2 32B (card), Qwen3-Coder 35B, MiniMax-M2 10B (+0.6B: our untied lm head),
+                               # Qwen3.5-397B 17B (ours leaves out the 1B input embedding).
+                               ("kimi-k2-instruct", 32, 0.02), ("kimi-k2.5", 32, 0.02),
+                               ("qwen3-coder-480b-a35b", 35, 0.02), ("minimax-m2.5", 10, 0.05),
+                               ("qwen3.5-397b-a17b", 17, 0.05)):
         assert MODELS[key].active_params / 1e9 == pytest.approx(active_b, rel=rel), key
 
 
@@ -154,6 +177,13 @@ WHERE_IT_FITS = {
     "deepseek-v3": ("h200", "fp8", 8), "deepseek-r1": ("h200", "fp8", 8), "gpt-oss-20b": ("h100", "fp16", 1),
     "gpt-oss-120b": ("h100", "int4", 1), "llama-4-scout": ("h100", "fp8", 2), "llama-4-maverick": ("h200", "fp8", 4),
     "gemma-3-27b": ("h100", "fp16", 1), "qwen3-next-80b-a3b": ("h200", "fp8", 1),
+    # The late-2026 catalogue, each in its published format where the simulator has it (Kimi-K2.5's INT4 experts
+    # as int4, which it applies to all weights) and on GPUs whose memory holds it: 1.03T parameters in FP8 need
+    # B200s' 8 x 180 GB.
+    "llama-3.3-70b": ("h200", "fp8", 1), "kimi-k2-instruct": ("b200", "fp8", 8), "kimi-k2.5": ("h200", "int4", 8),
+    "qwen3-coder-480b-a35b": ("h200", "fp8", 8), "minimax-m2.5": ("h100", "fp8", 4),
+    "minimax-m2.7": ("h100", "fp8", 4), "qwen3.5-397b-a17b": ("h200", "fp8", 4),
+    "qwen3.5-122b-a10b": ("h100", "fp8", 2), "qwen3.5-35b-a3b": ("h100", "fp8", 1),
 }
 
 
