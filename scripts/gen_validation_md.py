@@ -43,6 +43,11 @@ The groups:
 - **serving**: throughput of a benchmark run (TensorRT-LLM, MLPerf); rows that describe an offline benchmark
   are simulated with the scheduler settings their engine documents (max batch size, max tokens, TensorRT-LLM's
   no-eviction admission, an overlap scheduler; `validation/engines.csv` cites them).
+- **serving, MoE**: the engines' own published maximum-throughput tables of mixture-of-experts models
+  (TensorRT-LLM's performance overview, per-GPU output tokens/s of DeepSeek-R1, gpt-oss, Llama-4 Maverick and
+  Qwen3 MoE at DEP and TP deployments; `validation/moe_offline.csv`), each run simulated as trtllm-bench ran it
+  (its request count at t=0, one engine per attention data-parallel rank, trtllm-bench's own batch limits;
+  `sim_core/studies/offline.py`).
 - **tp/fp8**: the tensor-parallel scaling and FP8-vs-16-bit rows (Splitwise, TensorRT-LLM, NeMo, Argonne's
   LLM-Inference-Bench); the second table compares their speed-ups over their baseline, measured and predicted.
 - **kernel, measured here**: a layer's GEMMs in 16-bit and FP8 and prefill attention, timed by

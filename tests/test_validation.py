@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from sim_core.studies import gathered, inferencex, lora_checks, model_error, trtllm_bench, validation
+from sim_core.studies import gathered, inferencex, lora_checks, model_error, offline, trtllm_bench, validation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -143,7 +143,8 @@ def test_coverage_names_the_measured_gpus_models_and_formats():
 def test_engine_settings_match_their_rows_and_are_used_by_the_offline_simulation():
     """Every validation/engines.csv entry names rows that exist (a typo would silently fall back to defaults),
     with a known capacity policy, and the offline rows of those sources run with them."""
-    ws = {name: validation.read_rows(validation.VALIDATION_DIR / name) for name in ("serving.csv", "tp_fp8.csv")}
+    ws = {name: validation.read_rows(validation.VALIDATION_DIR / name)
+          for name in ("serving.csv", "tp_fp8.csv", "moe_offline.csv")}
     data = [r for rows in ws.values() for r in rows]
     for e in validation.read_rows(validation.VALIDATION_DIR / "engines.csv"):
         assert e["capacity_scheduler_policy"] in validation.CAPACITY_POLICIES
@@ -209,3 +210,34 @@ def test_gathered_files_are_listed_skipped_one_group_per_cited_source(rows, tmp_
                                               "x,H100,DeepSeek-V3,fp8,tok/s,22k,tok/s\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"moe_serving.csv line 2: value '22k'"):
         gathered.gathered_checks(tmp_path)
+
+
+def test_moe_offline_rows_run_their_deployment_with_trtllm_bench_sizing():
+    """The MoE maximum-throughput rows: a DEP column is attention data-parallel over its GPUs with the experts spread
+    over them; trtllm-bench sizes such a run per rank (one GPU's memory less its share of the weights), leaves an
+    MXFP4 checkpoint at TensorRT-LLM's defaults, and an FP4 checkpoint on Hopper runs weight-only."""
+    rows = validation.read_rows(validation.VALIDATION_DIR / "moe_offline.csv")
+    assert len(rows) >= 80 and all(r["unit"] == "tok/s/GPU" and int(r["num_requests"]) >= 1000 for r in rows)
+    dep = next(r for r in rows if r["model"].startswith("DeepSeek") and "H200" in r["hardware"])
+    d = offline.row_deployment(dep, "deepseek-r1", "fp8", "fp8")
+    assert (d.tp, d.ep, d.attention_dp) == (1, 8, True)
+    per_rank = trtllm_bench.engine_setting("h200", "deepseek-r1", "fp8", 8, (1024, 1024), "fp8", 0.95, True)
+    whole = trtllm_bench.engine_setting("h200", "deepseek-r1", "fp8", 8, (1024, 1024), "fp8", 0.95, False)
+    assert per_rank[0] < whole[0]  # one rank's KV holds fewer requests than the eight GPUs' together
+    gptoss = next(r for r in rows if "gpt-oss-120b" in r["model"] and "H100" in r["hardware"])
+    assert trtllm_bench.row_setting(gptoss, {}, "") == trtllm_bench.UNTUNED_SETTING
+    notes = []
+    assert validation.row_quantization(gptoss["dtype"], "h100", notes) == "int4" and notes[0]
+    assert validation.row_quantization(gptoss["dtype"], "b200", []) == "fp4"
+    assert validation.kv_cache_dtype_of(gptoss["dtype"]) == "auto"
+
+
+def test_an_attention_dp_offline_run_reports_every_gpu():
+    """An attention-DP deployment's offline rate is the whole deployment's: per GPU it is comparable with a single
+    GPU's (the same model on one GPU of the same kind), not ep times it."""
+    d = offline.Deployment("h200", "qwen3-30b-a3b", "fp8", 1, "fp8")
+    engine = offline.EngineSettings(256, 4096, "none", True, "trtllm", "", 0.95)
+    one = offline.offline_output_rate(d, 512, 128, engine, requests=256)
+    two = offline.offline_output_rate(offline.Deployment("h200", "qwen3-30b-a3b", "fp8", 1, "fp8", 2, True), 512,
+                                      128, engine, requests=512)
+    assert 0.5 < (two / 2) / one < 1.5

@@ -2,7 +2,8 @@
 TensorRT-LLM's performance-overview rows ran (validation/engines.csv, "trtllm-bench").
 
 NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py (calc_engine_setting, finetune_setting; read at commit
-04cba882): the KV cache gets `kv_fraction` of the memory the weights leave (GPU memory x GPUs - parameters x
+04cba882; the same rules in tensorrt_llm/bench/tuning/heuristics.py at 0b42ceaf, which adds attention data-parallel
+ranks and MLA's latent cache, both in engine_setting below): the KV cache gets `kv_fraction` of the memory the weights leave (GPU memory x GPUs - parameters x
 bytes per element), the requests that fit at the dataset's ISL + OSL set the batch size (at most 4096), and the
 token budget is that batch times 1 + ISL/OSL (at most 32768), each rounded up a step ("slightly optimistic"), at
 least 64 sequences and 2048 tokens. Without chunked prefill (trtllm-bench's default) the budget is raised to hold
@@ -22,17 +23,28 @@ GIB = 1024**3
 DEFAULT_KV_FRACTION = 0.90
 MAX_BATCH = 4096  # "Cap total batch size to avoid decoder buffer size becoming too large"
 MAX_TOKENS = 32768  # "Cap num tokens to avoid TRT activation buffer becoming too large"
+# What trtllm-bench runs a checkpoint it does not size for with: TorchLlmArgs' max_batch_size and max_num_tokens
+# defaults (get_benchmark_engine_settings: "Using default settings because quant_algo not supported").
+UNTUNED_SETTING = (2048, 8192)
 
 
-def engine_setting(hardware: str, model: str, quantization: str, tp: int, isl: int, osl: int,
-                   kv_cache_dtype: str = "auto", kv_fraction: float = DEFAULT_KV_FRACTION) -> tuple[int, int]:
-    """(max batch size, max num tokens) trtllm-bench picks for a dataset of `isl`/`osl` requests."""
+def engine_setting(hardware: str, model: str, quantization: str, tp: int, shape: tuple[int, int],
+                   kv_cache_dtype: str = "auto", kv_fraction: float = DEFAULT_KV_FRACTION,
+                   attention_dp: bool = False) -> tuple[int, int]:
+    """(max batch size, max num tokens) trtllm-bench picks for a dataset of `shape` = (ISL, OSL) requests on `tp`
+    GPUs (trtllm-bench's tp_size: every GPU of the deployment). With attention data-parallel each of them is a rank
+    with its own KV cache and batch: the memory is one GPU's less its 1/tp share of the weights (heuristics.py at
+    0b42ceaf: "max_batch_size is computed per-rank"). MLA caches one latent per token and layer."""
     m, g = MODELS[model], GPUS[hardware]
+    isl, osl = shape
     kv_elem = 1.0 if kv_cache_dtype == "fp8" else ACTIVATION_BYTES
-    bytes_per_token = 2 * m.layers * max(tp, m.kv_heads) * m.head_dim * kv_elem / GIB
+    if m.is_mla:
+        bytes_per_token = m.layers * (m.kv_lora_rank + m.qk_rope_head_dim) * kv_elem / GIB
+    else:
+        bytes_per_token = 2 * m.layers * max(tp, m.kv_heads) * m.head_dim * kv_elem / GIB
     engine_gib = m.total_params * QUANTIZATIONS[quantization] / GIB
-    cache_gib = (g.mem_gib * tp - engine_gib) * kv_fraction
-    requests = cache_gib / (bytes_per_token * (isl + osl))
+    memory_gib, engine_gib = (g.mem_gib, engine_gib / tp) if attention_dp else (g.mem_gib * tp, engine_gib)
+    requests = (memory_gib - engine_gib) * kv_fraction / (bytes_per_token * (isl + osl))
     return finetune(requests, isl, osl)
 
 
@@ -57,13 +69,28 @@ def finetune(requests: float, isl: int, osl: int) -> tuple[int, int]:
 
 
 def row_setting(row: dict, engine_row: dict, kv_cache_dtype: str) -> tuple[int, int]:
-    """engine_setting for a validation row (serving.csv) run as its validation/engines.csv entry says."""
-    from .validation import hardware_key, int_of, kv_cache_dtype_of, model_key, quantization_of
+    """engine_setting for a validation row (serving.csv, moe_offline.csv) run as its validation/engines.csv entry
+    says. A checkpoint in a format trtllm-bench does not size for (MXFP4: its TUNED_QUANTS are NVFP4, FP8, FP8 block
+    scales and unquantized) runs at TensorRT-LLM's defaults instead."""
+    from .validation import (
+        hardware_key,
+        int_of,
+        kv_cache_dtype_of,
+        model_key,
+        quantization_of,
+        row_quantization,
+    )
 
-    return engine_setting(hardware_key(row["hardware"]), model_key(row["model"]), quantization_of(row["dtype"]),
-                          int_of(row.get("tp") or "1"), int(row["input_len"]), int(row["output_len"]),
+    if "mxfp4" in row["dtype"].lower():
+        return UNTUNED_SETTING
+    hardware, gpus = hardware_key(row["hardware"]), int_of(row.get("gpus") or row.get("tp") or "1")
+    quantization = row_quantization(row["dtype"], hardware, []) if "fp4" in row["dtype"].lower() else \
+        quantization_of(row["dtype"])
+    return engine_setting(hardware, model_key(row["model"]), quantization, gpus,
+                          (int(row["input_len"]), int(row["output_len"])),
                           kv_cache_dtype or kv_cache_dtype_of(row["dtype"]),
-                          float(engine_row.get("kv_cache_free_gpu_mem_fraction") or DEFAULT_KV_FRACTION))
+                          float(engine_row.get("kv_cache_free_gpu_mem_fraction") or DEFAULT_KV_FRACTION),
+                          row.get("attention_dp") == "yes")
 
 
 def utilization_for(setup, kv_fraction: float) -> float:

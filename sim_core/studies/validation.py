@@ -4,14 +4,14 @@ group. A row the model cannot predict honestly is kept with the reason it is ski
 
 Groups: "kernel" (single CUDA kernels: GEMMs, elementwise ops, NCCL all-reduces), "step" (one engine step or
 a few: TTFT, inter-token latency, short whole requests, static-batch decode throughput), "serving" (throughput
-of a benchmark run), "tp/fp8" (the TP-scaling and FP8-vs-BF16 comparison rows), "kernel, measured here" (GEMMs
+of a benchmark run), "serving, MoE" (the engines' published maximum-throughput tables of mixture-of-experts
+models, validation/moe_offline.csv, simulated with sim_core/studies/offline.py), "tp/fp8" (the TP-scaling and FP8-vs-BF16 comparison rows), "kernel, measured here" (GEMMs
 in 16-bit and FP8 and prefill attention that validation/measure_gpu.py timed on a GPU lent to the project; raw
 figures in validation/*_kernels.json, kept apart from the published rows).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import statistics
@@ -44,35 +44,23 @@ from ..kernel.layer_kernels import (
     ROPE_BW_EFFICIENCY,
     STREAM_COPY_BW_EFFICIENCY,
 )
+from .offline import (  # noqa: F401 (re-exported: the offline rows' settings)
+    CAPACITY_POLICIES,
+    OFFLINE_REQUESTS,
+    TRTLLM_MAX_BATCH_SIZE,
+    TRTLLM_MAX_NUM_TOKENS,
+    EngineSettings,
+    engine_settings,
+    offline_output_rate,
+    read_rows,
+    row_deployment,
+)
 from .row_names import HARDWARE_NAMES, hardware_key, kv_cache_dtype_of, model_key, quantization_of  # noqa: F401 (re-exported)
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
-GROUPS = ("kernel", "step", "serving", "tp/fp8", "kernel, measured here")
-# Requests per simulated offline benchmark: the published runs used 1,000-30,000; 1,000 reaches the same steady
-# state (every request is queued at t=0) in a fraction of the time.
-OFFLINE_REQUESTS = 1000
-# TensorRT-LLM's defaults for the offline benchmarks (trtllm-bench): max_num_tokens 8192, max_batch_size 2048.
-TRTLLM_MAX_NUM_TOKENS = 8192
-TRTLLM_MAX_BATCH_SIZE = 2048
-# How an offline benchmark's engine admits requests, as sched-sim's `preemption` field: TensorRT-LLM's
-# GUARANTEED_NO_EVICT reserves a request's whole KV (prompt + output) when it starts and never evicts it, as
-# preemption "none" does; MAX_UTILIZATION admits while the current tokens fit and pauses requests when the pool
-# runs out, as vLLM does (recompute).
-CAPACITY_POLICIES = {"guaranteed_no_evict": "none", "max_utilization": "recompute"}
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """The scheduler settings an offline benchmark row's engine ran with (validation/engines.csv cites them)."""
-    max_batch_size: int = TRTLLM_MAX_BATCH_SIZE
-    max_num_tokens: int = TRTLLM_MAX_NUM_TOKENS
-    preemption: str = "recompute"
-    async_scheduling: bool = False  # TensorRT-LLM's overlap scheduler, vLLM's async scheduling
-    engine: str = "vllm"  # whose kernels ran (sim_core/data/engines.json)
-    kv_cache_dtype: str = ""  # the cache's format where the row's dtype does not say it ("": as the dtype says)
-    kv_free_fraction: float = 0.0  # TensorRT-LLM's KV share of the memory the model leaves (0: vLLM's share of all)
-
-
+# The engines' own published maximum-throughput tables of mixture-of-experts models (validation/moe_offline.csv).
+MOE_OFFLINE_GROUP = "serving, MoE"
+GROUPS = ("kernel", "step", "serving", MOE_OFFLINE_GROUP, "tp/fp8", "kernel, measured here")
 @dataclass(frozen=True)
 class Check:
     group: str
@@ -140,44 +128,6 @@ def decode_s(p, seqs: int, context: int) -> float:
 def static_batch_s(p, batch: int, prompt: int, output: int) -> float:
     """A static batch: one prefill of every prompt (the first token), then output - 1 decode steps."""
     return prefill_s(p, batch, prompt) + sum(decode_s(p, batch, prompt + j) for j in range(1, output))
-
-
-def offline_output_rate(hardware: str, model: str, quantization: str, tp: int, prompt: int, output: int,
-                        kv_cache_dtype: str = "auto", engine: EngineSettings = EngineSettings()) -> float:
-    """Output tokens/s of a simulated offline run: OFFLINE_REQUESTS identical requests queued at t=0."""
-    from ..runner import run  # imported here: the simulator is only needed for these rows
-    from ..scenario import Scenario
-
-    text = "arrival_s,prompt_tokens,output_tokens\n" + f"0,{prompt},{output}\n" * OFFLINE_REQUESTS
-    memory = 0.9  # the scenario's default, vLLM's gpu_memory_utilization
-    if engine.kv_free_fraction:
-        from .trtllm_bench import utilization_for
-
-        setup = resolve_setup(hardware, model, quantization, tp, ServingSettings(0.9, 16, 8192, 256), kv_cache_dtype)
-        memory = utilization_for(setup, engine.kv_free_fraction)
-    s = Scenario(scheduler="chunked", hardware=hardware, model=model, quantization=quantization, tp=tp,
-                 kv_cache_dtype=kv_cache_dtype, token_budget=engine.max_num_tokens, max_seqs=engine.max_batch_size,
-                 preemption=engine.preemption, async_scheduling=engine.async_scheduling, engine=engine.engine,
-                 max_model_len=max(prompt + output, 1024), gpu_memory_utilization=memory)
-    return run(s, trace_text=text).metrics["output_throughput"]
-
-
-def engine_settings(row: dict, directory: Path = VALIDATION_DIR) -> EngineSettings:
-    """The settings validation/engines.csv records for this row's engine (by source and measurement, or for
-    every row of the source: measured_what "*"); TensorRT-LLM's defaults with vLLM-style admission if none.
-    A max batch size or max num tokens of "trtllm-bench" is what that tool picks for the row's lengths."""
-    for e in read_rows(directory / "engines.csv") if (directory / "engines.csv").is_file() else []:
-        if e["source_id"] == row["source_id"] and e["measured_what"] in (row["measured_what"], "*"):
-            kv = e.get("kv_cache_dtype") or ""
-            sizes = [int(e[k]) if e[k] != "trtllm-bench" else None for k in ("max_batch_size", "max_num_tokens")]
-            if None in sizes:
-                from .trtllm_bench import row_setting
-
-                sizes = [given or bench for given, bench in zip(sizes, row_setting(row, e, kv), strict=True)]
-            return EngineSettings(*sizes, CAPACITY_POLICIES[e["capacity_scheduler_policy"]],
-                                  e["overlap_scheduler"] == "yes", e.get("engine") or "vllm", kv,
-                                  float(e.get("kv_cache_free_gpu_mem_fraction") or 0.0))
-    return EngineSettings()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -294,7 +244,8 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
     dtype = row["dtype"]
     tp_text = row.get("tp") or row.get("gpus(tp)") or "1"
     tp = int_of(tp_text)
-    what = f"{row['model']} {dtype} tp={tp} on {row['hardware']}: {row['measured_what']}"
+    ep = f" ep={row['ep']}{' attention-DP' if row.get('attention_dp') == 'yes' else ''}" if row.get("ep") else ""
+    what = f"{row['model']} {dtype} tp={tp}{ep} on {row['hardware']}: {row['measured_what']}"
     base = dict(group=group, source=row["source_id"], what=what, reference=float(row["value"]), unit=row["unit"])
     if row["source_id"].startswith("mlperf"):
         return Check(predicted=None, note="MLPerf's OpenOrca length distribution was not read: lengths unknown",
@@ -312,9 +263,10 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
     notes = [NCCL_NOTE] if nccl else []
     m = re.search(r"static batch of (\d+)", row["measured_what"])
     kv_dtype = kv_cache_dtype_of(dtype)
+    quantization = row_quantization(dtype, hw, notes)
     try:
-        p = params(hw, model, quantization_of(dtype), tp, kv_dtype, nccl, engine_of(row.get("framework", "")))
         if m:
+            p = params(hw, model, quantization, tp, kv_dtype, nccl, engine_of(row.get("framework", "")))
             batch = int(m.group(1))
             rate = batch * output / static_batch_s(p, batch, prompt, output)
             notes.append("static batch; KV capacity not checked")
@@ -327,12 +279,9 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
             if not simulate:
                 return Check(predicted=None, note="offline simulation skipped (--quick)", **base)
             engine = engine_settings(row, directory)
-            kv_dtype, base["engine"] = engine.kv_cache_dtype or kv_dtype, engine.engine
-            rate = offline_output_rate(hw, model, quantization_of(dtype), tp, prompt, output, kv_dtype, engine)
-            notes.append(f"simulated: {OFFLINE_REQUESTS} requests at t=0, engine {engine.engine}, max batch "
-                         f"{engine.max_batch_size}, budget {engine.max_num_tokens}, preemption {engine.preemption}"
-                         + (", async scheduling" if engine.async_scheduling else "")
-                         + (f", {kv_dtype} KV cache" if engine.kv_cache_dtype else ""))
+            base["engine"] = engine.engine
+            rate = offline_rate(row, (model, quantization, engine.kv_cache_dtype or kv_dtype), (prompt, output),
+                                    engine, notes)
         else:
             return Check(predicted=None, note="measurement not recognised", **base)
     except ValueError as e:
@@ -342,9 +291,31 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
     return Check(predicted=rate, note="; ".join(n for n in notes if n), **base)
 
 
-def read_rows(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+def row_quantization(dtype: str, hw: str | None, notes: list[str]) -> str:
+    """The row's weight format as a quantization: an FP4 checkpoint on a GPU without FP4 tensor cores runs
+    weight-only (inferencex.quantization_for, which says so in `notes`)."""
+    if "fp4" in dtype.lower() and hw is not None:
+        from .inferencex import quantization_for
+
+        quantization, note = quantization_for(dtype, hw)
+        notes.append(note)
+        return quantization
+    return quantization_of(dtype)
+
+
+def offline_rate(row: dict, formats: tuple[str, str, str], shape: tuple[int, int], engine: EngineSettings,
+                 notes: list[str]) -> float:
+    """A row's offline benchmark simulated (sim_core/studies/offline.py): its deployment (`formats`: model,
+    quantization, KV-cache format), `shape` (prompt, output), as many requests as it ran where it says
+    (num_requests), its engine's settings; the settings go in `notes`."""
+    requests = int(row.get("num_requests") or OFFLINE_REQUESTS)
+    d = row_deployment(row, *formats)
+    notes.append(f"simulated: {requests} requests at t=0, engine {engine.engine}, max batch "
+                 f"{engine.max_batch_size}, budget {engine.max_num_tokens}"
+                 + (" per attention-DP rank" if d.attention_dp else "") + f", preemption {engine.preemption}"
+                 + (", async scheduling" if engine.async_scheduling else "")
+                 + (f", {formats[2]} KV cache" if engine.kv_cache_dtype else ""))
+    return offline_output_rate(d, *shape, engine, requests)
 
 
 def measured_rows(path: Path) -> list[tuple[int, dict, float]]:
@@ -368,6 +339,9 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
         out.append(step_check("step", r, hardware_key(r["hardware"]), model_key(r["model"]),
                               int_of(r["gpus(tp)"]), r["dtype"]))
     out += [serving_check("serving", r, simulate, directory) for r in read_rows(directory / "serving.csv")]
+    if (directory / "moe_offline.csv").is_file():
+        out += [serving_check(MOE_OFFLINE_GROUP, r, simulate, directory)
+                for r in read_rows(directory / "moe_offline.csv")]
     from .gathered import gathered_checks  # they read this module's rows and names
     from .inferencex import inferencex_checks
     from .lora_checks import lora_checks
