@@ -26,10 +26,12 @@ NAME = "frontier"
 HELP = ("throughput per GPU against tokens/s per user over closed-loop concurrencies, per GPU and configuration "
         "(InferenceX's axes)")
 
-# The frontier sets these per point (the GPU, its configuration, the closed loop's users and its request count);
-# open-loop arrivals have no place in a closed loop.
-FRONTIER_FIXED = ("hardware", "tp", "ep", "attention_dp", "concurrency", "num_requests", "rate", "rate_schedule",
-                  "burstiness", "seeds")
+# The frontier sets these per point (the GPU, the closed loop's users and its request count); open-loop arrivals
+# have no place in a closed loop. --json's "scenario" leaves them out.
+FRONTIER_FIXED = ("hardware", "concurrency", "num_requests", "rate", "rate_schedule", "burstiness", "seeds")
+# ... and each configuration sets these (--tp and --ep narrow the search instead); --json's "scenario" keeps them
+# as they were before the search (each point carries its own).
+PER_CONFIG = ("tp", "ep", "attention_dp")
 GRID_FLAGS = {"min_concurrency": "--min-concurrency", "max_concurrency": "--max-concurrency",
               "requests_per_user": "--requests-per-user", "basis": "--basis"}
 
@@ -93,7 +95,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--min-tokens-per-s-per-user", type=positive_float, default=None, metavar="X",
                    help="also name the cheapest point ($/Mtok) that gives the median user at least X tokens/s")
     add_executor_flags(p)
-    add_scenario_flags(p, exclude=FRONTIER_FIXED)
+    add_scenario_flags(p, exclude=FRONTIER_FIXED + PER_CONFIG)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
 
 
