@@ -18,6 +18,7 @@ from sim_core.studies.frontier import (
     ConfigSearch,
     cheapest_at,
     concurrency_grid,
+    envelope,
     frontier,
     parallel_configs,
     pareto_front,
@@ -78,6 +79,13 @@ def test_the_pareto_front_keeps_the_points_nothing_beats_on_both_axes():
     pts = [_p("a", 100, 10), _p("a", 80, 50), _p("a", 70, 40), _p("a", 50, 90), _p("a", 50, 80), _p("a", None, 5)]
     front = pareto_front(pts)
     assert [(p["tokens_per_s_per_user"], p["throughput_per_gpu"]) for p in front] == [(50, 90), (80, 50), (100, 10)]
+
+
+def test_the_envelope_draws_a_tie_once_the_first_configurations():
+    tie = [{**_p("a", 50, 90), "config": "tp2"}, {**_p("a", 50, 90), "config": "tp2 ep2"},
+           {**_p("a", 80, 50), "config": "tp4"}, {**_p("a", 40, 40), "config": "tp4"}]
+    assert len(pareto_front(tie)) == 3  # neither of the tie beats the other
+    assert [p["config"] for p in envelope(tie)] == ["tp2", "tp4"]
 
 
 def test_the_cheapest_point_at_a_floor_of_tokens_per_user():

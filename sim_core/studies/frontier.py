@@ -63,7 +63,6 @@ MAX_REQUESTS_PER_USER = 1000
 # users only queue.
 DEFAULT_MIN_CONCURRENCY = 1
 DEFAULT_MAX_CONCURRENCY = 256
-MAX_POINTS = 64  # points per configuration
 # The tensor-parallel degrees a frontier tries: InferenceX's tp-list [1, 2, 4, 8], within the GPUs of one node
 # (MAX_TP); expert-parallel degrees with attention data-parallel come from the same list.
 TP_CHOICES = tuple(t for t in (1, 2, 4, 8) if t <= MAX_TP)
@@ -115,7 +114,8 @@ def _checked_degrees(name: str, values: Sequence[int] | None) -> list[int] | Non
     f = field_info(name)
     bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or not f.lo <= v <= f.hi]
     if bad or not values:
-        raise ScenarioError([(name, f"each value must be an integer {range_text(name)} (got {bad[0] if bad else 'none'!r})")])
+        got = repr(bad[0]) if bad else "none"
+        raise ScenarioError([(name, f"each value must be an integer {range_text(name)} (got {got})")])
     return sorted(set(values))
 
 
@@ -151,6 +151,7 @@ class ConfigSearch(NamedTuple):
 
 
 EVERY_CONFIG = ConfigSearch()
+
 # Open-loop arrival settings a closed loop has no use for (the scenario refuses them beside concurrency), and
 # seeds: a frontier point is one run.
 OPEN_LOOP_FIELDS = ("rate", "rate_schedule", "burstiness", "seeds")
@@ -282,14 +283,10 @@ class FrontierResult:
         return out
 
     def envelope(self) -> dict[str, list[dict]]:
-        """Each GPU's Pareto envelope over all its configurations' points, by tokens/s per user ascending; of
-        configurations that tie on a point (tp2 and tp2 ep2 can), the first."""
+        """Each GPU's envelope (`envelope`) over all its configurations' points."""
         keys = ("config", "concurrency", "tokens_per_s_per_user", "throughput_per_gpu", "cost_per_mtok")
-        out: dict[str, list[dict]] = {}
-        for hw in dict.fromkeys(p["hardware"] for p in self.points):
-            front = pareto_front([q for q in self.points if q["hardware"] == hw])
-            out[hw] = [{k: p[k] for k in keys} for n, p in enumerate(front) if n == 0 or _axes(p) != _axes(front[n - 1])]
-        return out
+        return {hw: [{k: p[k] for k in keys} for p in envelope([q for q in self.points if q["hardware"] == hw])]
+                for hw in dict.fromkeys(p["hardware"] for p in self.points)}
 
 
 def _task(task: tuple[Scenario, str]) -> dict:
@@ -353,6 +350,12 @@ def pareto_front(points: Sequence[dict]) -> list[dict]:
         if not any(_axes(q)[0] >= x and _axes(q)[1] >= y and _axes(q) != (x, y) for q in points if q is not p):
             front.append(p)
     return sorted(front, key=lambda p: _axes(p))
+
+
+def envelope(points: Sequence[dict]) -> list[dict]:
+    """pareto_front drawn as a line: of points that tie on both axes (tp2 and tp2 ep2 can), the first only."""
+    front = pareto_front(points)
+    return [p for n, p in enumerate(front) if n == 0 or _axes(p) != _axes(front[n - 1])]
 
 
 def mark_pareto(points: Sequence[dict], key: str = "pareto") -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sim_core import GPUS, SetupError, resolve
-from sim_core.studies.frontier import TP_CHOICES, pareto_front
+from sim_core.studies.frontier import TP_CHOICES, envelope
 
 from ..charts import ENGINES, SERIES, _axis, _layout
 from . import Figure, Results
@@ -90,12 +90,8 @@ def frontier_figure(points: list[dict], basis: str, cheapest: dict | None = None
 
 
 def _envelope_trace(hw: str, points: list[dict]) -> dict | None:
-    """The GPU's envelope: the Pareto front of all its configurations' points (a tie drawn once)."""
-    front = []
-    for p in pareto_front(points):
-        if not front or (p["tokens_per_s_per_user"], p["throughput_per_gpu"]) != (
-                front[-1]["tokens_per_s_per_user"], front[-1]["throughput_per_gpu"]):
-            front.append(p)
+    """The GPU's envelope: the Pareto front of all its configurations' points (frontier.envelope)."""
+    front = envelope(points)
     if not front:
         return None
     c = gpu_color(hw)
