@@ -213,6 +213,7 @@ def test_a_mixture_of_experts_model_tries_expert_and_attention_data_parallel_con
         s = Scenario.from_query(p["scenario"])
         assert (s.tp, s.ep, s.attention_dp, s.spec_method) == (p["tp"], p["ep"], p["attention_dp"], p["spec_method"])
         assert p["gpus"] == (p["ep"] if p["attention_dp"] else p["tp"])  # per GPU: over every GPU it holds
+    assert all(c["gpus"] == (c["ep"] if c["attention_dp"] else c["tp"]) for c in result.configs)
     eagle = {p["concurrency"]: p for p in result.points if p["config"] == "tp1 +eagle"}
     plain = {p["concurrency"]: p for p in result.points if p["config"] == "tp1"}
     assert eagle[1]["tokens_per_s_per_user"] > plain[1]["tokens_per_s_per_user"]  # drafts speed up one user

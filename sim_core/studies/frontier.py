@@ -313,8 +313,8 @@ def frontier(base: Scenario, hardware: Sequence[str], concurrencies: Sequence[in
     tasks = [(s, basis) for _, _, s in labelled]
     found = executor.map(_task, tasks, on_point) if executor is not None else _run_here(tasks, on_point)
     out = FrontierResult(infeasible=plan.infeasible, ruled_out=plan.ruled_out,
-                         configs=[{"hardware": hw, **c.describe(), "gpus": c.ep if c.attention_dp else c.tp}
-                                  for hw, c, _ in plan.sweeps])
+                         configs=[{"hardware": hw, **c.describe(), "gpus": jobs[0].engines * jobs[0].tp}
+                                  for hw, c, jobs in plan.sweeps])
     for (hw, config, s), metrics in zip(labelled, found, strict=True):
         out.points.append({"hardware": hw, **config.describe(), "concurrency": s.concurrency,
                            "scenario": s.to_query(), **metrics})
