@@ -188,8 +188,9 @@ def _model_file(path: str, mtime_ns: int, size: int) -> Model:
 def resolve(s: Scenario) -> Resolved:
     """Fill defaults and check the deployment is possible (raises SetupError with a message saying why not)."""
     sched = BY_NAME[s.scheduler]
-    # The random preset's lengths are the scenario's (isl, osl, length_range).
-    preset = random_preset(s.isl, s.osl, s.length_range) if s.workload == "random" else PRESETS[s.workload]
+    # The random preset's lengths are the scenario's (isl, osl, length_range, length_range_mode).
+    preset = (random_preset(s.isl, s.osl, s.length_range, s.length_range_mode) if s.workload == "random"
+              else PRESETS[s.workload])
     model = scenario_model(s)
     max_model_len = s.max_model_len or model.max_context
     if max_model_len > model.max_context:

@@ -20,7 +20,7 @@ from .policies.autoscaling import AUTOSCALERS, SCALING_METRICS
 from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .rate_schedule import ScheduleError
 from .rate_schedule import parse as parse_schedule
-from .workload import PRESETS, RANDOM_ISL, RANDOM_OSL
+from .workload import LENGTH_RANGE_MODES, PRESETS, RANDOM_ISL, RANDOM_OSL
 
 SchedulerName = Literal[SCHEDULER_NAMES]  # type: ignore[valid-type]
 HardwareName = Literal[tuple(GPUS)]  # type: ignore[valid-type]
@@ -178,8 +178,12 @@ class Scenario(KVOffloadFields):
                                         f"--random-output-len); default {RANDOM_OSL}")
     length_range: float | None = Field(None, ge=0, lt=1,
                                        description="workload random: draw each length uniformly from "
-                                                   "[L(1-r), L(1+r)] (vLLM's --random-range-ratio); default 0: "
-                                                   "exactly isl and osl")
+                                                   "[L(1-r), L(1+r)] (vLLM's --random-range-ratio), or [rL, L] "
+                                                   "with length_range_mode inferencex; unset: exactly isl and osl")
+    length_range_mode: Literal[LENGTH_RANGE_MODES] = Field(  # type: ignore[valid-type]
+        "vllm", description="workload random: how length_range r spreads a length L: vllm: uniform in "
+                            "[L(1-r), L(1+r)] (vLLM's --random-range-ratio); inferencex: uniform in [rL, L] "
+                            "(InferenceX's benchmark client reads its --random-range-ratio so, e.g. 0.8)")
     duration: float = Field(60.0, gt=0, le=MAX_DURATION_S, description="seconds of arrivals")
     num_requests: int | None = Field(None, ge=1, le=MAX_REQUESTS,
                                      description="exact number of requests (overrides duration)")
@@ -457,8 +461,8 @@ class Scenario(KVOffloadFields):
 
     @model_validator(mode="after")
     def _lengths_for_random(self) -> Scenario:
-        for name in ("isl", "osl", "length_range"):
-            if getattr(self, name) is None:
+        for name in ("isl", "osl", "length_range", "length_range_mode"):
+            if getattr(self, name) in (None, "vllm"):  # unset (vllm: length_range_mode's default)
                 continue
             if self.workload != "random":
                 raise ValueError(f"{name}: sets the random workload's request lengths; use workload random with it "

@@ -168,19 +168,27 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def length_bounds(length: int, ratio: float) -> tuple[int, int]:
-    """The integer range vLLM's random dataset draws a length from, uniformly: [floor(L(1-r)), ceil(L(1+r))],
-    at least 1 (vllm/benchmarks/datasets.py RandomDataset.get_sampling_params; vLLM also subtracts the
-    tokenizer's special tokens from the input length, which a token-count simulation has none of)."""
+LENGTH_RANGE_MODES = ("vllm", "inferencex")  # how length_range r spreads a length: length_bounds
+
+
+def length_bounds(length: int, ratio: float | None, mode: str = "vllm") -> tuple[int, int]:
+    """The integer range a length is drawn from, uniformly, at least 1; L itself without a ratio (None). "vllm":
+    [floor(L(1-r)), ceil(L(1+r))] (vllm/benchmarks/datasets.py RandomDataset.get_sampling_params; vLLM also
+    subtracts the tokenizer's special tokens, which a token-count simulation has none of). "inferencex": [int(L r),
+    L], InferenceX's client reading the same --random-range-ratio as a lower bound (SemiAnalysisAI/InferenceX
+    utils/bench_serving/benchmark_serving.py sample_random_requests: np.random.randint(int(L * r), L + 1))."""
+    if ratio is None:
+        return max(1, length), max(1, length)
+    if mode == "inferencex":
+        return max(1, math.floor(length * ratio)), max(1, length)
     return max(1, math.floor(length * (1 - ratio))), max(1, math.ceil(length * (1 + ratio)))
 
 
-def random_preset(isl: int | None, osl: int | None, ratio: float | None) -> Preset:
-    """The `random` preset with the scenario's prompt length `isl`, output length `osl` and `ratio` (vLLM's
-    --random-input-len, --random-output-len, --random-range-ratio; None: their defaults 1024, 128, 0)."""
-    ratio = ratio or 0.0
-    p_lo, p_hi = length_bounds(RANDOM_ISL if isl is None else isl, ratio)
-    o_lo, o_hi = length_bounds(RANDOM_OSL if osl is None else osl, ratio)
+def random_preset(isl: int | None, osl: int | None, ratio: float | None, mode: str = "vllm") -> Preset:
+    """The `random` preset with the scenario's prompt length `isl`, output length `osl`, `ratio` and `mode`
+    (vLLM's --random-input-len, --random-output-len, --random-range-ratio; None: their defaults 1024, 128, 0)."""
+    p_lo, p_hi = length_bounds(RANDOM_ISL if isl is None else isl, ratio, mode)
+    o_lo, o_hi = length_bounds(RANDOM_OSL if osl is None else osl, ratio, mode)
     cls = RequestClass(RANDOM.name, 1.0, LengthDist(low=p_lo, high=p_hi, uniform=True),
                        LengthDist(low=o_lo, high=o_hi, uniform=True))
     return dataclasses.replace(PRESETS["random"], classes=(cls,))

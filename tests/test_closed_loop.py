@@ -112,6 +112,23 @@ def test_random_lengths_follow_vllm_random_range_ratio():
     assert length_bounds(1, 0.9) == (1, 2)  # never a zero-token request
 
 
+def test_inferencex_lengths_are_uniform_below_each_length():
+    """length_range_mode inferencex: [rL, L], as InferenceX's client draws (--random-range-ratio 0.8)."""
+    s = Scenario(workload="random", isl=1024, osl=1024, length_range=0.8, length_range_mode="inferencex",
+                 num_requests=4000)
+    reqs = make_requests(s, resolve(s))
+    lo = math.floor(1024 * 0.8)
+    assert length_bounds(1024, 0.8, "inferencex") == (lo, 1024)
+    for x in (reqs.prompt_tokens, reqs.output_tokens):
+        assert x.min() >= lo and x.max() <= 1024
+        assert x.min() < lo + 10 and x.max() > 1024 - 10  # uniform: both ends are reached
+        assert abs(x.mean() - (lo + 1024) / 2) < 10
+    exact = Scenario(workload="random", isl=300, osl=30, length_range_mode="inferencex", num_requests=20)
+    reqs = make_requests(exact, resolve(exact))
+    assert (reqs.prompt_tokens == 300).all() and (reqs.output_tokens == 30).all()  # no range: exact lengths
+    assert length_bounds(10, 0.0, "inferencex") == (1, 10)  # InferenceX would draw 0 tokens; never here
+
+
 @pytest.mark.parametrize(("fields", "named"), [
     ({"concurrency": 4, "rate": 2}, "rate"),
     ({"concurrency": 4, "rate_schedule": "0:5"}, "rate_schedule"),
@@ -124,6 +141,8 @@ def test_random_lengths_follow_vllm_random_range_ratio():
     ({"isl": 512}, "isl"),
     ({"workload": "chat", "osl": 64}, "osl"),
     ({"workload": "random", "length_range": 1}, "length_range"),
+    ({"workload": "chat", "length_range_mode": "inferencex"}, "length_range_mode"),
+    ({"workload": "random", "length_range_mode": "below"}, "length_range_mode"),
     ({"workload": "random", "isl": 512, "trace": "t.csv"}, "isl"),
 ])
 def test_closed_loop_and_length_errors_name_the_field(fields, named):

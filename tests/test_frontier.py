@@ -1,6 +1,7 @@
 """The throughput-per-GPU vs tokens/s-per-user frontier (sim_core/studies/frontier.py) and `sched-sim frontier`:
-InferenceX's axes from a run's metrics, the concurrency grid, the per-GPU Pareto front, the cheapest point at a
-tokens/s-per-user floor, and the command's JSON and one-line errors."""
+InferenceX's axes from a run's metrics, the concurrency grid, each GPU's viable configurations (tp, ep, attention
+data-parallel, speculative decoding) and its envelope over them, the cheapest point at a tokens/s-per-user floor,
+and the command's JSON and one-line errors."""
 
 from __future__ import annotations
 
@@ -9,16 +10,22 @@ import json
 import pytest
 
 from app.cli import main
-from sim_core import Scenario, ScenarioError, SetupError
+from sim_core import Scenario, ScenarioError, SetupError, resolve
 from sim_core.prices import GPU_PRICES
 from sim_core.studies.frontier import (
+    TP_CHOICES,
+    Config,
+    ConfigSearch,
     cheapest_at,
     concurrency_grid,
+    envelope,
     frontier,
+    parallel_configs,
     pareto_front,
     point_metrics,
     simulate_point,
 )
+from sim_core.workload import RANDOM_ISL, RANDOM_OSL
 
 # A small model at short lengths: a point is a few hundredths of a second.
 SMALL = dict(model="qwen2.5-0.5b", workload="random", isl=128, osl=32)
@@ -74,6 +81,13 @@ def test_the_pareto_front_keeps_the_points_nothing_beats_on_both_axes():
     assert [(p["tokens_per_s_per_user"], p["throughput_per_gpu"]) for p in front] == [(50, 90), (80, 50), (100, 10)]
 
 
+def test_the_envelope_draws_a_tie_once_the_first_configurations():
+    tie = [{**_p("a", 50, 90), "config": "tp2"}, {**_p("a", 50, 90), "config": "tp2 ep2"},
+           {**_p("a", 80, 50), "config": "tp4"}, {**_p("a", 40, 40), "config": "tp4"}]
+    assert len(pareto_front(tie)) == 3  # neither of the tie beats the other
+    assert [p["config"] for p in envelope(tie)] == ["tp2", "tp4"]
+
+
 def test_the_cheapest_point_at_a_floor_of_tokens_per_user():
     pts = [_p("a", 100, 10, 5.0), _p("b", 60, 50, 1.0), _p("c", 40, 90, 0.5), _p("d", 90, 60, None)]
     assert cheapest_at(pts, 50)["hardware"] == "b"  # c is cheaper but too slow per user; d has no price
@@ -82,8 +96,8 @@ def test_the_cheapest_point_at_a_floor_of_tokens_per_user():
 
 
 @pytest.fixture(scope="module")
-def swept():
-    return frontier(Scenario(**SMALL), ["a100", "h100", "rtx3050"], GRID)
+def swept():  # one configuration per GPU (--tp 1): a curve per GPU
+    return frontier(Scenario(**SMALL), ["a100", "h100", "rtx3050"], GRID, search=ConfigSearch(tps=[1]))
 
 
 def test_a_frontier_has_a_point_per_gpu_and_concurrency_and_trades_users_for_throughput(swept):
@@ -111,7 +125,11 @@ def test_long_requests_get_room_up_to_the_models_context_and_the_rest_are_counte
     long = dict(workload="random", isl=8192, osl=8192, length_range=0.5)
     assert frontier_scenario(Scenario(model="qwen2.5-7b", **long), "h100", 4).max_model_len == 24576
     assert frontier_scenario(Scenario(model="qwen2.5-7b", **long, max_model_len=4096), "h100", 4).max_model_len == 4096
-    assert frontier_scenario(Scenario(model="qwen2.5-7b", workload="random"), "h100", 4).max_model_len is None
+    default = frontier_scenario(Scenario(model="qwen2.5-7b", workload="random"), "h100", 4)
+    assert default.max_model_len == RANDOM_ISL + RANDOM_OSL  # InferenceX's --max-model-len ISL + OSL
+    below = Scenario(model="qwen2.5-7b", workload="random", isl=1000, osl=100, length_range=0.8,
+                     length_range_mode="inferencex")
+    assert frontier_scenario(below, "h100", 4).max_model_len == 1100  # [0.8 L, L]: L at most
     point = simulate_point("llama-3-8b", "h100", 1, 8000, 1000, 2)  # over llama-3-8b's 8192-token context
     assert point["rejected"] == 20 and point["completed"] == 0 and point["tokens_per_s_per_user"] is None
     assert pareto_front([{**point, "hardware": "h100"}]) == []
@@ -120,6 +138,85 @@ def test_long_requests_get_room_up_to_the_models_context_and_the_rest_are_counte
 def test_a_gpu_the_model_does_not_fit_is_ruled_out_with_the_reason():
     result = frontier(Scenario(model="llama-3-70b", workload="random", isl=128, osl=32), ["rtx3050"], [1])
     assert result.points == [] and "rtx3050 has 8 GB" in result.infeasible["rtx3050"]
+    assert [r["config"] for r in result.ruled_out] == [f"tp{t}" for t in TP_CHOICES]  # each with its reason
+    assert all("rtx3050 has 8 GB" in r["reason"] for r in result.ruled_out)
+
+
+def test_the_configurations_tried_dense_and_mixture_of_experts():
+    assert parallel_configs(False) == [Config(t) for t in TP_CHOICES]
+    moe = parallel_configs(True)
+    for c in moe:  # every one a shape the scenario accepts: ep 1, ep = tp, or attention-DP over a multiple of tp
+        assert c.ep == 1 or (c.ep == c.tp and not c.attention_dp) or (c.attention_dp and c.ep % c.tp == 0 < c.ep - c.tp)
+        assert max(c.tp, c.ep) <= max(TP_CHOICES)  # one node
+    assert Config(1, 8, True) in moe and Config(4, 4) in moe and Config(8, 8) in moe
+    assert [c.label for c in parallel_configs(True, [2], [2, 8])] == ["tp2 ep2", "tp2 ep8 dp-attn"]
+    assert [c.label for c in parallel_configs(False, [4], spec_method="mtp")] == ["tp4", "tp4 +mtp"]
+    for tps, eps, named in (([0], None, "tp"), ([2, 16], None, "tp"), (None, [2], "ep"), ([True], None, "tp")):
+        with pytest.raises(ScenarioError) as e:
+            parallel_configs(False, tps, eps)
+        assert e.value.problems[0][0] == named
+
+
+@pytest.fixture(scope="module")
+def llama70b():  # the issue's example, at short lengths: llama-3-70b on three GPUs
+    return frontier(Scenario(model="llama-3-70b", workload="random", isl=256, osl=32), ["h100", "h200", "b200"],
+                    [1, 8, 64])
+
+
+def test_each_gpu_sweeps_the_configurations_that_fit_it(llama70b):
+    for hw in ("h100", "h200", "b200"):
+        fits = []
+        for tp in TP_CHOICES:  # the catalogue's own fit check decides
+            try:
+                resolve(Scenario(model="llama-3-70b", hardware=hw, tp=tp, workload="random", isl=256, osl=32,
+                                 max_model_len=288, concurrency=64, num_requests=640))
+                fits.append(f"tp{tp}")
+            except SetupError:
+                pass
+        assert [c["config"] for c in llama70b.configs if c["hardware"] == hw] == fits and fits
+        assert [r["config"] for r in llama70b.ruled_out if r["hardware"] == hw] == [
+            f"tp{t}" for t in TP_CHOICES if f"tp{t}" not in fits]
+    # 70B in 16 bits fits one B200 but neither one H100 nor one H200: the frontier still draws all three
+    assert "tp1" not in {c["config"] for c in llama70b.configs if c["hardware"] in ("h100", "h200")}
+    assert {"tp1", "tp8"} <= {c["config"] for c in llama70b.configs if c["hardware"] == "b200"}
+    assert llama70b.infeasible == {}
+
+
+def test_each_gpus_envelope_is_the_front_of_all_its_configurations(llama70b):
+    envelope = llama70b.envelope()
+    assert list(envelope) == ["h100", "h200", "b200"]
+    for hw, front in envelope.items():
+        mine = [p for p in llama70b.points if p["hardware"] == hw]
+        on = {(p["config"], p["concurrency"]) for p in mine if p["pareto"]}
+        assert {(e["config"], e["concurrency"]) for e in front} <= on
+        for p in mine:  # off the envelope: some point of the GPU, of any configuration, beats it on both axes
+            beaten = any(q["tokens_per_s_per_user"] >= p["tokens_per_s_per_user"] and
+                         q["throughput_per_gpu"] >= p["throughput_per_gpu"] and q is not p for q in mine)
+            assert p["pareto"] != beaten
+        xs = [e["tokens_per_s_per_user"] for e in front]
+        ys = [e["throughput_per_gpu"] for e in front]
+        assert xs == sorted(xs) and ys == sorted(ys, reverse=True)  # a trade-off: more per user, less per GPU
+        assert len({e["config"] for e in front}) >= 2  # several configurations make it up
+    for curve in llama70b.curves():  # each configuration's own curve and its own front
+        mine = [p for p in llama70b.points if p["hardware"] == curve["hardware"] and p["config"] == curve["config"]]
+        assert curve["front"] == [p["config_pareto"] for p in mine] and any(curve["front"])
+        assert all(p["gpus"] == p["tp"] for p in mine)
+
+
+def test_a_mixture_of_experts_model_tries_expert_and_attention_data_parallel_configurations():
+    base = Scenario(model="qwen3-30b-a3b", workload="random", isl=128, osl=16, spec_method="eagle")
+    result = frontier(base, ["h100"], [1, 8], search=ConfigSearch([1, 2], [1, 2]))
+    assert [c["config"] for c in result.configs] == [
+        "tp1", "tp1 +eagle", "tp1 ep2 dp-attn", "tp1 ep2 dp-attn +eagle", "tp2", "tp2 +eagle", "tp2 ep2",
+        "tp2 ep2 +eagle"]
+    for p in result.points:
+        s = Scenario.from_query(p["scenario"])
+        assert (s.tp, s.ep, s.attention_dp, s.spec_method) == (p["tp"], p["ep"], p["attention_dp"], p["spec_method"])
+        assert p["gpus"] == (p["ep"] if p["attention_dp"] else p["tp"])  # per GPU: over every GPU it holds
+    assert all(c["gpus"] == (c["ep"] if c["attention_dp"] else c["tp"]) for c in result.configs)
+    eagle = {p["concurrency"]: p for p in result.points if p["config"] == "tp1 +eagle"}
+    plain = {p["concurrency"]: p for p in result.points if p["config"] == "tp1"}
+    assert eagle[1]["tokens_per_s_per_user"] > plain[1]["tokens_per_s_per_user"]  # drafts speed up one user
 
 
 def test_simulate_point_is_the_frontiers_point(swept):
@@ -149,20 +246,27 @@ def test_the_command_prints_inferencex_points_as_json(capsys):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["concurrencies"] == [1, 2, 4] and doc["basis"] == "output"
-    assert len(doc["points"]) == 6
+    viable = [(c["hardware"], c["config"]) for c in doc["configs"]]
+    assert len(doc["points"]) == 3 * len(viable) and len(viable) >= 2
     for p in doc["points"]:
         assert {"hardware", "scenario", "concurrency", "tokens_per_s_per_user", "throughput_per_gpu",
-                "cost_per_mtok", "pareto"} <= set(p)
+                "cost_per_mtok", "pareto", "config", "tp", "ep", "attention_dp", "config_pareto"} <= set(p)
         assert p["throughput_per_gpu"] == p["output_throughput_per_gpu"]
+        assert Scenario.from_query(p["scenario"]).tp == p["tp"]
+    assert [(c["hardware"], c["config"]) for c in doc["curves"]] == viable
+    assert all(c["concurrencies"] == [1, 2, 4] for c in doc["curves"])
+    for hw in ("h100", "a100"):
+        assert doc["envelope"][hw] == [{k: p[k] for k in doc["envelope"][hw][0]}
+                                       for p in pareto_front([p for p in doc["points"] if p["hardware"] == hw])]
     cheapest = min((p for p in doc["points"] if p["tokens_per_s_per_user"] >= 10), key=lambda p: p["cost_per_mtok"])
     assert doc["cheapest"] == cheapest
 
 
 def test_the_commands_table_marks_each_gpus_front(capsys):
     code, out, _ = _cli(capsys, ["frontier", "--model", "qwen2.5-0.5b", "--hardware", "h100", "--isl", 128,
-                                 "--osl", 32, "--max-concurrency", 2, "--workers", 1])
+                                 "--osl", 32, "--max-concurrency", 2, "--workers", 1, "--tp", 1])
     assert code == 0
-    assert "h100" in out and "tok/s/user" in out and out.count("\n*") == 2
+    assert "h100" in out and "tok/s/user" in out and out.count("\n*") == 2 and "tp1" in out
 
 
 @pytest.mark.parametrize(("argv", "says"), [
@@ -172,6 +276,10 @@ def test_the_commands_table_marks_each_gpus_front(capsys):
     (["--hardware", "h100,nope"], "unknown GPU 'nope'"),
     (["--workload", "chat", "--isl", "5"], "--isl: sets the random workload's request lengths"),
     (["--model", "llama-3-70b", "--hardware", "rtx3050", "--max-model-len", "8192"], "--hardware: the model fits none of the GPUs"),
+    (["--tp", "9"], "--tp: each value must be an integer between 1 and 8 (got 9)"),
+    (["--tp", "2,x"], "--tp: must be an integer"),
+    (["--ep", "2"], "--ep: no configuration has ep in 2"),
+    (["--ep", "0"], "--ep: each value must be an integer between 1"),
 ])
 def test_bad_input_gets_one_line_naming_the_flag(capsys, argv, says):
     base = {"--model": "qwen2.5-0.5b", "--hardware": "h100"}

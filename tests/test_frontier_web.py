@@ -1,6 +1,7 @@
 """The dashboard's Frontier card (app/web/figures/frontier.py, app/web/frontier_page.py): the card on the results
-page proposes GPUs where the model fits, /frontier runs the sweep as a background job the card polls until its
-figure (a line per GPU) is drawn, /api/frontier answers its points, bad inputs are named."""
+page proposes GPUs where the model fits, /frontier runs the sweep of every configuration that fits each GPU as a
+background job the card polls until its figure (each GPU's envelope, a curve per configuration) is drawn,
+/api/frontier answers its points, configurations and envelopes, bad inputs are named."""
 
 from __future__ import annotations
 
@@ -46,21 +47,50 @@ def test_the_card_is_registered_and_proposes_gpus_that_hold_the_model(client):
     assert proposed_gpus(Scenario(hardware="h200", model="llama-3.1-405b", tp=8)) == ["h200", "b200", "mi300x"]
 
 
-def test_a_frontier_is_drawn_as_a_line_per_gpu(client):
+def _figure(text: str) -> dict:
+    return json.loads(re.search(r'data-figure-for="plot-frontier">(.*?)</script>', text, re.S).group(1))
+
+
+def test_a_frontier_is_drawn_as_each_gpus_envelope_over_a_curve_per_configuration(client):
     text = _drawn(client, f"/frontier?{PAGE}&{CARD}")
-    fig = json.loads(re.search(r'data-figure-for="plot-frontier">(.*?)</script>', text, re.S).group(1))
-    lines = {t["name"]: t for t in fig["data"]}
-    assert set(lines) == {"rtx3050", "h100"}
-    for name, t in lines.items():
-        assert t["marker"]["color"] == gpu_color(name) and len(t["x"]) == 3  # users 1, 2, 4
-        assert t["x"] == sorted(t["x"])
-    assert "tokens/s per user" in fig["layout"]["xaxis"]["title"]["text"]
     doc = client.get(f"/api/frontier?{PAGE}&{CARD}").json()  # the same job, done
-    assert doc["status"] == "done" and doc["concurrencies"] == [1, 2, 4] and len(doc["points"]) == 6
+    assert doc["status"] == "done" and doc["concurrencies"] == [1, 2, 4]
+    configs = {hw: [c["config"] for c in doc["configs"] if c["hardware"] == hw] for hw in ("rtx3050", "h100")}
+    assert all(len(names) >= 2 for names in configs.values())  # several tp degrees fit a 1B model on each
+    assert len(doc["points"]) == 3 * sum(map(len, configs.values()))
     assert {"hardware", "scenario", "concurrency", "tokens_per_s_per_user", "throughput_per_gpu",
-            "cost_per_mtok"} <= set(doc["points"][0])
+            "cost_per_mtok", "config", "pareto"} <= set(doc["points"][0])
+    assert set(doc["envelope"]) == {"rtx3050", "h100"} and len(doc["curves"]) == len(doc["configs"])
     # one model on every GPU: the page's (rtx3050's default), not each GPU's own default
     assert len({re.search(r"model=([\w.-]+)", p["scenario"]).group(1) for p in doc["points"]}) == 1
+    fig = _figure(text)
+    envelopes = {t["name"]: t for t in fig["data"] if t.get("showlegend", True)}
+    assert set(envelopes) == {"rtx3050", "h100"}
+    for hw, t in envelopes.items():
+        assert t["line"]["color"] == gpu_color(hw) and t["line"]["width"] > 2
+        assert [round(e["tokens_per_s_per_user"], 3) for e in doc["envelope"][hw]] == t["x"]
+        assert {c for c, _, _ in t["customdata"]} <= set(configs[hw])  # hover names each point's configuration
+    curves = [t for t in fig["data"] if t.get("showlegend", True) is False]
+    assert sorted(t["name"] for t in curves) == sorted(f"{hw} {c}" for hw in configs for c in configs[hw])
+    assert all(len(t["x"]) == 3 for t in curves)  # users 1, 2, 4
+    assert "tokens/s per user" in fig["layout"]["xaxis"]["title"]["text"]
+    line = re.search(r'id="frontier-configs">(.*?)</p>', text, re.S).group(1)
+    assert all(f"<b>{hw}</b>: {', '.join(names)}" in line for hw, names in configs.items())
+
+
+def test_the_cards_tp_and_ep_narrow_the_search(client):
+    doc = _done(client, f"/api/frontier?{PAGE}&{CARD}&frontier_tp=1")
+    assert {(c["hardware"], c["config"]) for c in doc["configs"]} == {("rtx3050", "tp1"), ("h100", "tp1")}
+    assert len(doc["points"]) == 6
+
+
+def _done(client, url: str) -> dict:
+    for _ in range(300):
+        doc = client.get(url).json()
+        if doc["status"] != "running":
+            return doc
+        time.sleep(0.1)
+    raise AssertionError("the frontier did not finish in 30 s")
 
 
 @pytest.mark.parametrize(("query", "field"), [
@@ -69,12 +99,26 @@ def test_a_frontier_is_drawn_as_a_line_per_gpu(client):
     ("frontier_gpus=h100&frontier_basis=input", "frontier_basis"), ("frontier_gpus=h100&tp=9", "tp"),
     ("frontier_gpus=h100&frontier_min_tokens_per_s_per_user=-1", "frontier_min_tokens_per_s_per_user"),
     ("frontier_gpus=" + ",".join(["h100", "a100", "l4", "b200", "h200", "mi300x", "l40s"]), "frontier_gpus"),
+    ("frontier_gpus=h100&frontier_tp=9", "frontier_tp"), ("frontier_gpus=h100&frontier_tp=two", "frontier_tp"),
+    ("frontier_gpus=h100&frontier_ep=2", "frontier_ep"),  # the page's model is dense: no expert parallelism
 ])
 def test_bad_input_is_refused_naming_it(client, query, field):
     r = client.get(f"/frontier?{PAGE}&{query}")
     assert r.status_code == 422 and f"{field}:" in r.text, r.text[:400]
     api = client.get(f"/api/frontier?{PAGE}&{query}")
     assert api.status_code == 422 and field in [d["field"] for d in api.json()["detail"]]
+
+
+def test_a_frontier_of_more_points_than_the_server_draws_is_refused_naming_the_tp_degrees(client):
+    # a mixture-of-experts model in all its configurations on six GPUs up to 256 users
+    moe = "hardware=h100&model=qwen3-30b-a3b&workload=rag&duration=10"
+    many = "frontier_gpus=h100,h200,b200,mi300x,b300,mi325x&frontier_max_concurrency=256"
+    r = client.get(f"/frontier?{moe}&{many}")
+    assert r.status_code == 422 and "frontier_tp:" in r.text and "points" in r.text, r.text[:400]
+    assert client.get(f"/api/frontier?{moe}&{many}").json()["detail"][0]["field"] == "frontier_tp"
+    narrowed = client.get(f"/api/frontier?{moe}&{many}&frontier_tp=8&frontier_ep=8")  # tp8 ep8 only: 54 points
+    assert narrowed.status_code in (200, 202), narrowed.text[:300]
+    client.post(f"/frontier/{narrowed.json()['id']}/cancel")
 
 
 def test_a_gpu_the_model_does_not_fit_is_named_beside_the_others(client):
@@ -88,14 +132,19 @@ def test_a_gone_job_says_so(client):
     assert client.post("/frontier/0123456789abcdef/cancel").status_code == 404
 
 
-def test_the_figure_marks_points_off_a_gpus_front_apart():
-    pts = [{"hardware": "h100", "tokens_per_s_per_user": 50.0, "throughput_per_gpu": 100.0, "concurrency": 1,
-            "cost_per_mtok": 1.0, "pareto": True},
-           {"hardware": "h100", "tokens_per_s_per_user": 40.0, "throughput_per_gpu": 90.0, "concurrency": 2,
-            "cost_per_mtok": None, "pareto": False}]
+def test_the_figure_draws_the_envelope_over_the_configurations_curves():
+    def point(config, users, x, y, cost=1.0):
+        return {"hardware": "h100", "config": config, "concurrency": users, "tokens_per_s_per_user": x,
+                "throughput_per_gpu": y, "cost_per_mtok": cost}
+
+    pts = [point("tp2", 1, 50.0, 100.0), point("tp2", 8, 40.0, 300.0), point("tp4", 1, 80.0, 60.0),
+           point("tp4", 8, 38.0, 200.0, None)]  # tp4 at 8 users: beaten by tp2 at 8 on both axes
     fig = frontier_figure(pts, "total")
-    assert [t["mode"] for t in fig["data"]] == ["lines+markers", "markers"]
-    assert fig["data"][1]["customdata"] == [[2, "no price"]]
+    envelope, tp2, tp4 = fig["data"]
+    assert envelope["name"] == "h100" and envelope["x"] == [40.0, 50.0, 80.0]  # the front of both curves
+    assert [c for c, _, _ in envelope["customdata"]] == ["tp2", "tp2", "tp4"]
+    assert (tp2["name"], tp2["x"], tp4["name"], tp4["x"]) == ("h100 tp2", [50.0, 40.0], "h100 tp4", [80.0, 38.0])
+    assert tp4["customdata"][1] == [8, "no price"] and tp2["line"]["dash"] != tp4["line"]["dash"]
     assert frontier_figure([], "output")["layout"]["annotations"][0]["text"] == "No point to draw"
 
 
@@ -121,8 +170,8 @@ def test_the_cheapest_point_at_a_floor_is_named_and_ringed(client):
     best = doc["cheapest"]
     assert best == min((p for p in doc["points"] if p["cost_per_mtok"] is not None), key=lambda p: p["cost_per_mtok"])
     line = re.search(r'id="frontier-cheapest">(.*?)</p>', text, re.S).group(1)
-    assert f"<b>{best['hardware']}</b> with {best['concurrency']} users" in line
-    fig = json.loads(re.search(r'data-figure-for="plot-frontier">(.*?)</script>', text, re.S).group(1))
+    assert f"<b>{best['hardware']}</b> {best['config']} with {best['concurrency']} users" in line
+    fig = _figure(text)
     ring = next(t for t in fig["data"] if t["name"] == "cheapest at the floor")
     assert ring["x"] == [round(best["tokens_per_s_per_user"], 3)]
     unreachable = _drawn(client, f"/frontier?{PAGE}&{CARD}&frontier_min_tokens_per_s_per_user=99999")

@@ -72,6 +72,7 @@ STRATEGIES = {
     "isl": _maybe(st.integers(1, 1 << 20)),
     "osl": _maybe(st.integers(1, 1 << 20)),
     "length_range": _maybe(st.floats(0, 0.99)),
+    "length_range_mode": st.sampled_from(["vllm", "inferencex"]),
     "model_uncertainty": st.booleans(),
     # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
     "trace": _maybe(st.text(min_size=1, max_size=40)),
@@ -178,7 +179,7 @@ def scenarios(draw) -> Scenario:
         for name in ("rate", "rate_schedule", "burstiness"):
             fields.pop(name, None)
     if fields.get("workload", FIELDS["workload"].default) != "random" or fields.get("trace") is not None:
-        for name in ("isl", "osl", "length_range"):  # the random workload's lengths only
+        for name in ("isl", "osl", "length_range", "length_range_mode"):  # the random workload's lengths only
             fields.pop(name, None)
     if fields.get("max_cpu_loras") is not None:  # the host cache holds at least the GPU's adapters
         fields["max_loras"] = min(fields.get("max_loras", 1), fields["max_cpu_loras"])

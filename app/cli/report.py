@@ -203,7 +203,7 @@ def _policy_settings(scenario: Scenario, resolved: dict) -> dict[str, str]:
              "duration", "num_requests", "seed", "token_budget", "max_seqs", "block_size", "gpu_memory_utilization",
              "kv_blocks", "max_model_len", "preemption", "slo_ttft_ms", "slo_tpot_ms", "admission", "prefix_cache",
              "hardware_profile", "rate_schedule", "model_uncertainty", "concurrency", "think_time_s", "isl", "osl",
-             "length_range", "concurrency_mode"}
+             "length_range", "length_range_mode", "concurrency_mode"}
     for name in scenario.model_fields_set - shown:
         value = getattr(scenario, name)
         if value != Scenario.model_fields[name].default:

@@ -1,17 +1,18 @@
 """The Frontier card's background work (app/web/figures/frontier.py draws it): GET /frontier with the scenario
 form's fields and the card's (frontier_gpus, frontier_isl, frontier_osl, frontier_max_concurrency,
-frontier_basis) starts, or finds, a concurrency sweep of the scenario's model on each GPU
-(sim_core.studies.frontier); the card polls /frontier/<id> for its progress, then its figure; its Cancel button
-posts /frontier/<id>/cancel. /api/frontier answers the same job as JSON (`sched-sim frontier --json`'s points).
+frontier_basis, frontier_tp, frontier_ep) starts, or finds, a concurrency sweep of the scenario's model in every
+viable configuration on each GPU (sim_core.studies.frontier); the card polls /frontier/<id> for its progress,
+then its figure; its Cancel button posts /frontier/<id>/cancel. /api/frontier answers the same job as JSON
+(`sched-sim frontier --json`'s points, configs, ruled_out, curves and envelope).
 
 A frontier runs as a job like a rate sweep (jobs.JobBoard: one at a time, a few queued, each simulation holding
 one of the server's simulation slots, plan_jobs.SlotExecutor) and within the web's bounds: at most MAX_WEB_GPUS
-GPUs, MAX_WEB_CONCURRENCY users, MAX_WEB_LENGTH tokens of prompt or output.
+GPUs, MAX_WEB_CONCURRENCY users, MAX_WEB_LENGTH tokens of prompt or output, MAX_WEB_POINTS points in all.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -21,9 +22,12 @@ from sim_core import GPUS, Scenario, ScenarioError, parse_scenario
 from sim_core.studies.frontier import (
     BASES,
     REQUESTS_PER_USER,
+    ConfigSearch,
     cheapest_at,
     concurrency_grid,
     frontier,
+    parallel_configs,
+    plan_frontier,
 )
 
 from . import service
@@ -38,20 +42,38 @@ router = APIRouter(include_in_schema=False)
 MAX_WEB_GPUS = 6
 MAX_WEB_CONCURRENCY = 256
 MAX_WEB_LENGTH = 8192  # ISL and OSL each: a point is then at most 10 x 256 requests of 16k tokens
+# Points of one frontier (GPUs x configurations x users): three GPUs of a mixture-of-experts model in all 13 of
+# its configurations up to 64 users (273), or six GPUs of a dense model in its four up to 256 users (216).
+MAX_WEB_POINTS = 300
 MAX_QUEUED_FRONTIERS = 2
 INPUTS = ("frontier_gpus", "frontier_isl", "frontier_osl", "frontier_max_concurrency", "frontier_basis",
-          "frontier_min_tokens_per_s_per_user")
+          "frontier_min_tokens_per_s_per_user", "frontier_tp", "frontier_ep")
+# The scenario fields each configuration sets (the card's frontier_tp and frontier_ep narrow them), and those the
+# card's own lengths and closed loop replace.
+SET_PER_POINT = ("tp", "ep", "attention_dp", "trace", "workload", "isl", "osl", "concurrency", "num_requests")
 MAX_FLOOR = 100_000.0  # tokens/s per user the card's "cheapest at" input takes at most
+
+
+@dataclass(frozen=True)
+class FrontierAsk:
+    """What the card asks for: the base scenario at its ISL/OSL, the GPUs, the users, the basis, the
+    tokens/s-per-user floor ("cheapest at >= X") or None, and the tp/ep degrees to try."""
+    base: Scenario
+    gpus: tuple[str, ...]
+    grid: list[int]
+    basis: str
+    floor: float | None = None
+    search: ConfigSearch = field(default_factory=ConfigSearch)
+
+    def key(self) -> str:
+        return job_id("&".join([self.base.to_query(), ",".join(self.gpus), ",".join(map(str, self.grid)),
+                                self.basis, f"{self.floor}", f"{self.search}"]))
 
 
 @dataclass
 class FrontierJob(JobRecord):
     id: str
-    base: Scenario
-    gpus: tuple[str, ...]
-    grid: list[int]
-    basis: str
-    floor: float | None = None  # the card's "cheapest at >= X tokens/s per user"; result: a FrontierResult
+    ask: FrontierAsk  # result: a FrontierResult
 
 
 _jobs = JobBoard("frontier", MAX_QUEUED_FRONTIERS, keep=16, busy=lambda retry: service.BusyError(
@@ -70,11 +92,9 @@ def _int_input(name: str, raw: Any, lo: int, hi: int, problems: list) -> int | N
     return value
 
 
-def parse_frontier_request(pairs: list[tuple[str, str]]) -> tuple[Scenario, tuple[str, ...], list[int], str,
-                                                                  float | None]:
-    """(the base scenario at the card's ISL/OSL, the GPUs, the concurrency grid, the basis, the tokens/s-per-user
-    floor or None) from a query: the scenario form's fields and the card's. Raises ScenarioError naming every bad
-    input."""
+def parse_frontier_request(pairs: list[tuple[str, str]]) -> FrontierAsk:
+    """What a query asks for: the scenario form's fields and the card's. Raises ScenarioError naming every bad
+    input, or frontier_tp when the configurations that fit would make more than MAX_WEB_POINTS points."""
     gpus = [w.strip() for k, v in pairs if k == "frontier_gpus" for w in v.split(",") if w.strip()]
     rest = [(k, v) for k, v in pairs if k != "frontier_gpus"]
     mine = {k: v for k, v in rest if k in INPUTS}
@@ -91,21 +111,61 @@ def parse_frontier_request(pairs: list[tuple[str, str]]) -> tuple[Scenario, tupl
     if basis not in BASES:
         problems.append(("frontier_basis", f"must be one of {', '.join(BASES)} (got {basis[:40]!r})"))
     floor = _floor(mine.get("frontier_min_tokens_per_s_per_user", ""), problems)
-    base = None
+    search = ConfigSearch(*(_degrees(name, mine.get(f"frontier_{name}", ""), problems) for name in ("tp", "ep")))
+    base = _base(rest, isl or 1, osl or 1, problems)
+    if problems:
+        raise ScenarioError(problems)
+    ask = FrontierAsk(base, tuple(gpus), concurrency_grid(1, top), basis, floor, search)
+    _check_points(ask)
+    return ask
+
+
+def _base(rest: list[tuple[str, str]], isl: int, osl: int, problems: list) -> Scenario | None:
+    """The scenario form's scenario as the frontier's base: the random workload at the card's lengths, on the
+    page's model (one model on every GPU), without the fields each configuration and point set."""
     try:
         req = service.page_request([(k, v) for k, v in rest if k not in INPUTS])
         if req.scenario.model_file is not None:
             problems.append(("model_file", "a config file path on the server cannot be given over the web"))
-        data = {k: v for k, v in req.scenario.model_dump(exclude_defaults=True).items()
-                if k not in ("trace", "workload", "isl", "osl", "concurrency", "num_requests")}
+        data = {k: v for k, v in req.scenario.model_dump(exclude_defaults=True).items() if k not in SET_PER_POINT}
         if req.scenario.model is None and req.scenario.model_file is None:  # one model on every GPU: the page's
             data["model"] = _page_model(req.scenario)
-        base = parse_scenario({**data, "workload": "random", "isl": isl or 1, "osl": osl or 1})
+        return parse_scenario({**data, "workload": "random", "isl": isl, "osl": osl})
     except ScenarioError as e:
         problems += e.problems
-    if problems:
-        raise ScenarioError(problems)
-    return base, tuple(gpus), concurrency_grid(1, top), basis, floor
+        return None
+
+
+def _degrees(name: str, raw: str, problems: list) -> list[int] | None:
+    """frontier_tp / frontier_ep: blank (every degree that fits) or comma-separated integers, checked against the
+    scenario field's bounds (frontier.parallel_configs)."""
+    words = [w.strip() for w in raw.split(",") if w.strip()]
+    if not words:
+        return None
+    try:
+        values = [int(w) for w in words]
+        parallel_configs(True, **{f"{name}s": values})
+    except ValueError:
+        problems.append((f"frontier_{name}", f"give {name} degrees as integers, e.g. 2 or 1,2,4,8; blank for "
+                                             f"every one that fits (got {raw[:40]!r})"))
+        return None
+    except ScenarioError as e:
+        problems += [(f"frontier_{name}", m) for k, m in e.problems if k == name]
+        return None
+    return values
+
+
+def _check_points(ask: FrontierAsk) -> None:
+    """Refuse, naming frontier_tp, a frontier of more than MAX_WEB_POINTS points (or frontier_ep: no configuration
+    the lists allow)."""
+    try:
+        points = plan_frontier(ask.base, ask.gpus, ask.grid, REQUESTS_PER_USER, ask.search).points
+    except ScenarioError as e:
+        raise ScenarioError([(f"frontier_{k}" if k in ("tp", "ep") else k, m) for k, m in e.problems]) from None
+    if points > MAX_WEB_POINTS:
+        raise ScenarioError([("frontier_tp", f"{points} points (GPUs x the configurations that fit x users) is more "
+                                             f"than this server draws, {MAX_WEB_POINTS}: give fewer tp (or ep) "
+                                             f"degrees, GPUs or users")])
 
 
 def _floor(raw: str, problems: list) -> float | None:
@@ -132,10 +192,8 @@ def _page_model(s: Scenario) -> str:
         raise ScenarioError([(e.field, str(e))]) from None
 
 
-def start_frontier(base: Scenario, gpus: tuple[str, ...], grid: list[int], basis: str,
-                   floor: float | None = None) -> FrontierJob:
-    key = job_id("&".join([base.to_query(), ",".join(gpus), ",".join(map(str, grid)), basis, f"{floor}"]))
-    job = FrontierJob(key, base, gpus, grid, basis, floor, total=len(gpus) * len(grid))
+def start_frontier(ask: FrontierAsk) -> FrontierJob:
+    job = FrontierJob(ask.key(), ask, total=len(ask.gpus) * len(ask.grid))
     return _jobs.start(job, _run)[0]
 
 
@@ -143,9 +201,10 @@ def _run(job: FrontierJob) -> None:
     def progress(done: int, total: int) -> None:
         job.done, job.total = done, total
 
+    a = job.ask
     try:
-        job.result = frontier(job.base, job.gpus, job.grid, basis=job.basis,
-                              executor=SlotExecutor(job.state.cancel), on_point=progress)
+        job.result = frontier(a.base, a.gpus, a.grid, basis=a.basis, executor=SlotExecutor(job.state.cancel),
+                              on_point=progress, search=a.search)
     except Exception as e:  # shown on the card; asking for the same frontier again retries it
         job.error = f"{type(e).__name__}: {e}"
     finally:
@@ -158,20 +217,23 @@ def status(job: FrontierJob) -> dict[str, Any]:
         return {"job": job, "cancelled": True}
     out: dict[str, Any] = {"job": job, "error": job.error, "figure": None}
     if job.result is not None:
-        cheapest = cheapest_at(job.result.points, job.floor) if job.floor is not None else None
-        out["figure"] = frontier_figure(job.result.points, job.basis, cheapest)
-        if job.floor is not None:
-            out["cheapest"] = {"floor": job.floor, "point": cheapest}
+        floor = job.ask.floor
+        cheapest = cheapest_at(job.result.points, floor) if floor is not None else None
+        out["figure"] = frontier_figure(job.result.points, job.ask.basis, cheapest)
+        if floor is not None:
+            out["cheapest"] = {"floor": floor, "point": cheapest}
         out["figure"]["export"] = {"title": TITLE, "caption": _caption(job), "warnings": []}
         out["infeasible"] = job.result.infeasible
+        out["configs"] = {hw: [c["config"] for c in job.result.configs if c["hardware"] == hw]
+                          for hw in job.ask.gpus if hw not in job.result.infeasible}
         out["rejected"] = sum(p["rejected"] for p in job.result.points)  # longer than the model's context
     return out
 
 
 def _caption(job: FrontierJob) -> str:
-    b = job.base
-    return (f"{b.model} tp{b.tp} {b.quantization}, random {b.isl}/{b.osl}, {job.grid[0]}-{job.grid[-1]} users, "
-            f"{REQUESTS_PER_USER} requests each")
+    b, a = job.ask.base, job.ask
+    return (f"{b.model} {b.quantization}, every configuration that fits, random {b.isl}/{b.osl}, "
+            f"{a.grid[0]}-{a.grid[-1]} users, {REQUESTS_PER_USER} requests each")
 
 
 def _render(request: Request, ctx: dict, code: int = 200, headers: dict | None = None) -> Response:
@@ -183,7 +245,7 @@ def _render(request: Request, ctx: dict, code: int = 200, headers: dict | None =
 def frontier_start(request: Request) -> Response:
     """Start (or find) a frontier; answer with its progress, which polls until the figure is drawn."""
     try:
-        job = start_frontier(*parse_frontier_request(list(request.query_params.multi_items())))
+        job = start_frontier(parse_frontier_request(list(request.query_params.multi_items())))
     except ScenarioError as e:
         return _render(request, {"error": "; ".join(f"{k}: {m}" for k, m in errors_by_field(e.problems).items())},
                        422)
@@ -214,20 +276,22 @@ def api_frontier(request: Request) -> JSONResponse:
     """The frontier's job as JSON: 202 with its progress while it runs, 200 with `points` once done (the same
     inputs as /frontier; ask again to poll)."""
     try:
-        job = start_frontier(*parse_frontier_request(list(request.query_params.multi_items())))
+        job = start_frontier(parse_frontier_request(list(request.query_params.multi_items())))
     except ScenarioError as e:
         return JSONResponse({"detail": [{"field": k, "message": m} for k, m in e.problems]}, 422)
     except service.BusyError as e:
         from .api import busy_answer
 
         return busy_answer(e)
+    a = job.ask
     doc: dict[str, Any] = {"id": job.id, "status": "running" if job.running else ("error" if job.error else "done"),
-                           "done": job.done, "total": job.total, "basis": job.basis, "concurrencies": job.grid}
+                           "done": job.done, "total": job.total, "basis": a.basis, "concurrencies": a.grid}
     if job.error:
         doc["error"] = job.error
     if job.result is not None:
-        doc.update(points=job.result.points, infeasible=job.result.infeasible)
-        if job.floor is not None:
-            doc.update(min_tokens_per_s_per_user=job.floor, cheapest=cheapest_at(job.result.points, job.floor))
+        r = job.result
+        doc.update(points=r.points, infeasible=r.infeasible, configs=r.configs, ruled_out=r.ruled_out,
+                   curves=r.curves(), envelope=r.envelope())
+        if a.floor is not None:
+            doc.update(min_tokens_per_s_per_user=a.floor, cheapest=cheapest_at(r.points, a.floor))
     return JSONResponse(doc, 202 if job.running else 200)
-

@@ -20,21 +20,36 @@ The axes are InferenceX's own (SemiAnalysisAI/InferenceX, utils/process_result.p
   the same basis as the throughput (InferenceX's "Cost per Million Total Tokens", or output tokens); None for a
   GPU with no price.
 
+Configurations: as InferenceX sweeps each GPU's search space (its configs' `search-space` entries: `{ tp: 8 }`,
+`{ tp: 4, ep: 4, dp-attn: true }`, `spec-decoding: mtp`; SemiAnalysisAI/InferenceX, configs/nvidia-master.yaml)
+and draws each GPU's best, a frontier runs every viable parallel configuration of the model on each GPU: tensor
+parallelism over 1, 2, 4 or 8 GPUs of one node, and for a mixture-of-experts model its experts spread over the
+same GPUs (ep = tp) or attention data-parallel over ep GPUs (ep / tp ranks of tp each), and with the scenario's
+spec_method each of them with and without speculative decoding. A configuration is viable when it resolves
+(catalog.resolve_setup's fit check, the scenario's own shape rules); the rest are listed with the reason. Each
+configuration draws its own curve over the concurrencies; each GPU's Pareto envelope over all of its
+configurations' points (`pareto`) is its frontier.
+
 Random lengths: with `length_range` r the scenario draws each length from [L(1-r), L(1+r)] (vLLM's current
---random-range-ratio); InferenceX's copy of benchmark_serving.py draws from [L*r, L] (its RANDOM_RANGE_RATIO
-0.8), so the two are not the same number: the frontier leaves lengths exact unless the scenario sets a range.
+--random-range-ratio), or with length_range_mode "inferencex" from [rL, L] as InferenceX's client does (its
+RANDOM_RANGE_RATIO 0.8); the frontier leaves lengths exact unless the scenario sets a range. Each point's server
+gets room for its longest request (max_model_len; InferenceX's launchers pass --max-model-len ISL + OSL + 20, e.g.
+benchmarks/70b_fp8_h200_slurm.sh).
 
 `simulate_point` is one (model, hardware, tp, isl, osl, concurrency) point, for other studies (validation against
-InferenceX rows) to reuse; `frontier` sweeps the grid over GPUs; `pareto_front` and `cheapest_at` read it.
+InferenceX rows) to reuse; `frontier` sweeps the grid over GPUs and configurations; `pareto_front` and
+`cheapest_at` read it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..catalog import MODELS, SetupError
+from ..catalog import MAX_TP, MODELS, SetupError
+from ..deployment import scenario_model
+from ..fields import field_info, range_text
 from ..runner import resolve, run
 from ..scenario import MAX_CONCURRENCY, Scenario, ScenarioError
 from ..workload import RANDOM_ISL, RANDOM_OSL, length_bounds
@@ -48,7 +63,9 @@ MAX_REQUESTS_PER_USER = 1000
 # users only queue.
 DEFAULT_MIN_CONCURRENCY = 1
 DEFAULT_MAX_CONCURRENCY = 256
-MAX_POINTS = 64  # points per GPU
+# The tensor-parallel degrees a frontier tries: InferenceX's tp-list [1, 2, 4, 8], within the GPUs of one node
+# (MAX_TP); expert-parallel degrees with attention data-parallel come from the same list.
+TP_CHOICES = tuple(t for t in (1, 2, 4, 8) if t <= MAX_TP)
 
 
 def concurrency_grid(lo: int = DEFAULT_MIN_CONCURRENCY, hi: int = DEFAULT_MAX_CONCURRENCY) -> list[int]:
@@ -69,18 +86,91 @@ def concurrency_grid(lo: int = DEFAULT_MIN_CONCURRENCY, hi: int = DEFAULT_MAX_CO
     return grid + [hi]
 
 
+@dataclass(frozen=True)
+class Config:
+    """One way to serve the model on a GPU, an entry of InferenceX's search space: tensor parallelism over tp GPUs,
+    the routed experts over ep of them (attention tensor-parallel when ep = tp, data-parallel in ep / tp ranks
+    with attention_dp), speculative decoding by spec_method or none."""
+    tp: int
+    ep: int = 1
+    attention_dp: bool = False
+    spec_method: str | None = None
+
+    @property
+    def label(self) -> str:
+        """As the scenario's fields read: "tp4", "tp4 ep4", "tp1 ep8 dp-attn", "tp8 +mtp"."""
+        return (f"tp{self.tp}" + (f" ep{self.ep}" if self.ep > 1 else "") + (" dp-attn" if self.attention_dp else "")
+                + (f" +{self.spec_method}" if self.spec_method else ""))
+
+    def describe(self) -> dict[str, Any]:
+        return {"config": self.label, "tp": self.tp, "ep": self.ep, "attention_dp": self.attention_dp,
+                "spec_method": self.spec_method}
+
+
+def _checked_degrees(name: str, values: Sequence[int] | None) -> list[int] | None:
+    """`values` sorted, each checked against the scenario field `name`'s bounds (ScenarioError naming it)."""
+    if values is None:
+        return None
+    f = field_info(name)
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or not f.lo <= v <= f.hi]
+    if bad or not values:
+        got = repr(bad[0]) if bad else "none"
+        raise ScenarioError([(name, f"each value must be an integer {range_text(name)} (got {got})")])
+    return sorted(set(values))
+
+
+def parallel_configs(moe: bool, tps: Sequence[int] | None = None, eps: Sequence[int] | None = None,
+                     spec_method: str | None = None) -> list[Config]:
+    """The configurations a frontier tries, tp ascending: each tp of `tps` (default TP_CHOICES) with its experts
+    split tensor-parallel (ep 1) and, for a mixture-of-experts model (`moe`), spread over the tp GPUs (ep = tp)
+    and attention data-parallel over ep GPUs (ep a multiple of tp above it); only ep values in `eps` when given
+    (default: TP_CHOICES for attention-DP). With `spec_method` each also with speculative decoding. Raises
+    ScenarioError naming tp or ep for a value out of bounds, or when the lists leave no configuration."""
+    tps, eps = _checked_degrees("tp", tps), _checked_degrees("ep", eps)
+    out = []
+    for tp in TP_CHOICES if tps is None else tps:
+        shapes = [(1, False)]
+        if moe:
+            shapes += [(tp, False)] if tp > 1 else []
+            shapes += [(ep, True) for ep in (TP_CHOICES if eps is None else eps) if ep > tp and ep % tp == 0]
+        for ep, dp in shapes:
+            if eps is None or ep in eps:
+                out += [Config(tp, ep, dp)] + ([Config(tp, ep, dp, spec_method)] if spec_method else [])
+    if not out:
+        raise ScenarioError([("ep", f"no configuration has ep in {', '.join(map(str, eps or []))} with tp in "
+                                    f"{', '.join(map(str, tps or TP_CHOICES))}: ep > 1 spreads a mixture-of-experts "
+                                    f"model's experts, over the tp GPUs (ep = tp) or with attention data-parallel "
+                                    f"(ep a multiple of tp above it)" + ("" if moe else "; this model is dense"))])
+    return out
+
+
+class ConfigSearch(NamedTuple):
+    """The degrees a frontier may try (the CLI's --tp and --ep lists); None: all of parallel_configs'."""
+    tps: Sequence[int] | None = None
+    eps: Sequence[int] | None = None
+
+
+EVERY_CONFIG = ConfigSearch()
+
 # Open-loop arrival settings a closed loop has no use for (the scenario refuses them beside concurrency), and
 # seeds: a frontier point is one run.
 OPEN_LOOP_FIELDS = ("rate", "rate_schedule", "burstiness", "seeds")
 
 
-def frontier_scenario(base: Scenario, hardware: str, concurrency: int,
-                      requests_per_user: int = REQUESTS_PER_USER) -> Scenario:
+def frontier_scenario(base: Scenario, hardware: str, concurrency: int, requests_per_user: int = REQUESTS_PER_USER,
+                      config: Config | None = None) -> Scenario:
     """`base` on `hardware` as a closed loop of `concurrency` users, `requests_per_user` requests each (its
-    open-loop arrival settings dropped). Validated: raises ScenarioError naming a field the closed loop refuses."""
+    open-loop arrival settings dropped), in `config` (None: base's own tp, ep and speculative decoding).
+    Validated: raises ScenarioError naming a field the closed loop or the configuration refuses."""
     from ..scenario import parse_scenario
 
     data = {k: v for k, v in base.model_dump(exclude_defaults=True).items() if k not in OPEN_LOOP_FIELDS}
+    if config is not None:
+        data.update(tp=config.tp, ep=config.ep, attention_dp=config.attention_dp)
+        if config.ep == 1:
+            data.pop("moe_imbalance", None)  # an expert-parallel setting
+        if config.spec_method is None:
+            data = {k: v for k, v in data.items() if not k.startswith("spec_")}
     longest = _longest_request(base)
     if longest is not None and base.max_model_len is None:
         # Room for the longest request, as InferenceX's servers get a --max-model-len for their ISL/OSL (past the
@@ -95,9 +185,9 @@ def _longest_request(base: Scenario) -> int | None:
     trace, or a model read from a config file)."""
     if base.workload != "random" or base.trace is not None or base.model is None:
         return None
-    ratio = base.length_range or 0.0
-    return (length_bounds(RANDOM_ISL if base.isl is None else base.isl, ratio)[1]
-            + length_bounds(RANDOM_OSL if base.osl is None else base.osl, ratio)[1])
+    mode = base.length_range_mode
+    return (length_bounds(RANDOM_ISL if base.isl is None else base.isl, base.length_range, mode)[1]
+            + length_bounds(RANDOM_OSL if base.osl is None else base.osl, base.length_range, mode)[1])
 
 
 def point_metrics(metrics: dict, basis: str = DEFAULT_BASIS) -> dict[str, Any]:
@@ -134,9 +224,69 @@ def simulate_point(model: str, hardware: str, tp: int, isl: int, osl: int, concu
 
 
 @dataclass
+class FrontierPlan:
+    """What a frontier will simulate: a (GPU, configuration) per viable pair, each with its concurrencies'
+    scenarios, and the pairs ruled out."""
+    sweeps: list[tuple[str, Config, list[Scenario]]] = field(default_factory=list)
+    ruled_out: list[dict] = field(default_factory=list)  # hardware, the configuration's fields, reason
+    infeasible: dict[str, str] = field(default_factory=dict)  # GPU -> why no configuration runs there
+
+    @property
+    def points(self) -> int:
+        return sum(len(jobs) for _, _, jobs in self.sweeps)
+
+
+def plan_frontier(base: Scenario, hardware: Sequence[str], concurrencies: Sequence[int],
+                  requests_per_user: int = REQUESTS_PER_USER, search: ConfigSearch = EVERY_CONFIG) -> FrontierPlan:
+    """Each GPU's viable configurations of parallel_configs (narrowed by `search`): those whose largest
+    point resolves (catalog.resolve_setup's fit check, the scenario's shape rules); the others are ruled out
+    with the reason, and a GPU none fits is infeasible with the reason of its configuration of the most GPUs."""
+    configs = parallel_configs(scenario_model(base).experts > 1, search.tps, search.eps, base.spec_method)
+    plan = FrontierPlan()
+    for hw in hardware:
+        fits = 0
+        for config in configs:
+            try:  # fail fast, here, on a deployment that does not fit (the largest point holds the most KV)
+                resolve(frontier_scenario(base, hw, max(concurrencies), requests_per_user, config))
+            except (SetupError, ScenarioError) as e:
+                plan.ruled_out.append({"hardware": hw, **config.describe(), "reason": _reason(e)})
+                continue
+            fits += 1
+            plan.sweeps.append((hw, config, [frontier_scenario(base, hw, c, requests_per_user, config)
+                                             for c in concurrencies]))
+        if not fits:
+            mine = [r for r in plan.ruled_out if r["hardware"] == hw]
+            plan.infeasible[hw] = max(mine, key=lambda r: r["ep"] if r["attention_dp"] else r["tp"])["reason"]
+    return plan
+
+
+def _reason(e: SetupError | ScenarioError) -> str:
+    return "; ".join(f"{k}: {m}" for k, m in e.problems) if isinstance(e, ScenarioError) else str(e)
+
+
+@dataclass
 class FrontierResult:
-    points: list[dict] = field(default_factory=list)  # every GPU's points, GPU by GPU, concurrency ascending
-    infeasible: dict[str, str] = field(default_factory=dict)  # GPU -> why the model cannot run there
+    points: list[dict] = field(default_factory=list)  # GPU by GPU, configuration by configuration, users ascending
+    infeasible: dict[str, str] = field(default_factory=dict)  # GPU -> why no configuration runs there
+    configs: list[dict] = field(default_factory=list)  # each (GPU, configuration) swept: hardware, config, tp ...
+    ruled_out: list[dict] = field(default_factory=list)  # each (GPU, configuration) that cannot run, and why
+
+    def curves(self) -> list[dict]:
+        """Each swept configuration's curve, its points by concurrency as columns (`front`: on its own front)."""
+        out = []
+        for c in self.configs:
+            mine = [p for p in self.points if p["hardware"] == c["hardware"] and p["config"] == c["config"]]
+            out.append({**c, "concurrencies": [p["concurrency"] for p in mine],
+                        "tokens_per_s_per_user": [p["tokens_per_s_per_user"] for p in mine],
+                        "throughput_per_gpu": [p["throughput_per_gpu"] for p in mine],
+                        "front": [p["config_pareto"] for p in mine]})
+        return out
+
+    def envelope(self) -> dict[str, list[dict]]:
+        """Each GPU's envelope (`envelope`) over all its configurations' points."""
+        keys = ("config", "concurrency", "tokens_per_s_per_user", "throughput_per_gpu", "cost_per_mtok")
+        return {hw: [{k: p[k] for k in keys} for p in envelope([q for q in self.points if q["hardware"] == hw])]
+                for hw in dict.fromkeys(p["hardware"] for p in self.points)}
 
 
 def _task(task: tuple[Scenario, str]) -> dict:
@@ -146,39 +296,43 @@ def _task(task: tuple[Scenario, str]) -> dict:
 
 def frontier(base: Scenario, hardware: Sequence[str], concurrencies: Sequence[int], *,
              basis: str = DEFAULT_BASIS, requests_per_user: int = REQUESTS_PER_USER, executor=None,
-             on_point: Callable[[int, int], None] | None = None) -> FrontierResult:
-    """Every (GPU, concurrency) point of `base` (its workload, lengths, tp and other fields as they are), with
-    each GPU's own Pareto front marked (`pareto`). A GPU the model does not fit is in `infeasible` with the
-    reason. `executor` (sim_core.studies.executor) runs the points; without one they run here in turn."""
+             on_point: Callable[[int, int], None] | None = None, search: ConfigSearch = EVERY_CONFIG
+             ) -> FrontierResult:
+    """Every (GPU, viable configuration, concurrency) point of `base` (its workload, lengths and other fields as
+    they are; plan_frontier's configurations, narrowed by `search`), each marked on its GPU's envelope
+    (`pareto`) and on its configuration's own front (`config_pareto`). A GPU the model fits in no configuration
+    is in `infeasible` with the reason. `executor` (sim_core.studies.executor) runs the points; without one they
+    run here in turn."""
     if basis not in BASES:
         raise ScenarioError([("basis", f"must be one of {', '.join(BASES)} (got {basis!r})")])
     if not (1 <= requests_per_user <= MAX_REQUESTS_PER_USER):
         raise ScenarioError([("requests_per_user", f"must be from 1 to {MAX_REQUESTS_PER_USER} "
                                                    f"(got {requests_per_user!r})")])
-    out = FrontierResult()
-    jobs: list[Scenario] = []
-    for hw in hardware:
-        try:  # fail fast, here, on a deployment that does not fit (the largest point holds the most KV)
-            resolve(frontier_scenario(base, hw, max(concurrencies), requests_per_user))
-        except SetupError as e:
-            out.infeasible[hw] = str(e)
-            continue
-        jobs += [frontier_scenario(base, hw, c, requests_per_user) for c in concurrencies]
-    tasks = [(s, basis) for s in jobs]
-    if executor is not None:
-        found = executor.map(_task, tasks, on_point)
-    else:
-        found = []
-        for k, t in enumerate(tasks):
-            found.append(_task(t))
-            if on_point:
-                on_point(k + 1, len(tasks))
-    for s, metrics in zip(jobs, found, strict=True):
-        out.points.append({"hardware": s.hardware, "tp": s.tp, "concurrency": s.concurrency,
+    plan = plan_frontier(base, hardware, concurrencies, requests_per_user, search)
+    labelled = [(hw, config, s) for hw, config, jobs in plan.sweeps for s in jobs]
+    tasks = [(s, basis) for _, _, s in labelled]
+    found = executor.map(_task, tasks, on_point) if executor is not None else _run_here(tasks, on_point)
+    out = FrontierResult(infeasible=plan.infeasible, ruled_out=plan.ruled_out,
+                         configs=[{"hardware": hw, **c.describe(), "gpus": jobs[0].engines * jobs[0].tp}
+                                  for hw, c, jobs in plan.sweeps])
+    for (hw, config, s), metrics in zip(labelled, found, strict=True):
+        out.points.append({"hardware": hw, **config.describe(), "concurrency": s.concurrency,
                            "scenario": s.to_query(), **metrics})
     for hw in hardware:
-        mark_pareto([p for p in out.points if p["hardware"] == hw])
+        mine = [p for p in out.points if p["hardware"] == hw]
+        mark_pareto(mine)
+        for config in dict.fromkeys(p["config"] for p in mine):
+            mark_pareto([p for p in mine if p["config"] == config], "config_pareto")
     return out
+
+
+def _run_here(tasks: list, on_point: Callable[[int, int], None] | None) -> list[dict]:
+    found = []
+    for k, t in enumerate(tasks):
+        found.append(_task(t))
+        if on_point:
+            on_point(k + 1, len(tasks))
+    return found
 
 
 def _axes(p: dict) -> tuple[float, float]:
@@ -198,10 +352,16 @@ def pareto_front(points: Sequence[dict]) -> list[dict]:
     return sorted(front, key=lambda p: _axes(p))
 
 
-def mark_pareto(points: Sequence[dict]) -> None:
+def envelope(points: Sequence[dict]) -> list[dict]:
+    """pareto_front drawn as a line: of points that tie on both axes (tp2 and tp2 ep2 can), the first only."""
+    front = pareto_front(points)
+    return [p for n, p in enumerate(front) if n == 0 or _axes(p) != _axes(front[n - 1])]
+
+
+def mark_pareto(points: Sequence[dict], key: str = "pareto") -> None:
     front = {id(p) for p in pareto_front(points)}
     for p in points:
-        p["pareto"] = id(p) in front
+        p[key] = id(p) in front
 
 
 def cheapest_at(points: Sequence[dict], min_tokens_per_s_per_user: float) -> dict | None:

@@ -1,14 +1,16 @@
 """Frontier: throughput per GPU against tokens/s per user for several GPUs at once, InferenceX's chart
 (sim_core/studies/frontier.py defines the axes and cites theirs). The card proposes GPUs, ISL/OSL and the most
-users; "Draw frontier" starts a closed-loop concurrency sweep of the scenario's model on each GPU in the
-background (app/web/frontier_page.py), the card polls its progress, then draws one line per GPU, each point a
-concurrency, its Pareto front solid."""
+users; "Draw frontier" starts a closed-loop concurrency sweep of the scenario's model in every configuration
+that fits each GPU in the background (app/web/frontier_page.py), the card polls its progress, then draws each
+GPU's envelope over its configurations as a bold line in the GPU's colour, and each configuration's own curve
+(a point per concurrency) thin and pale beneath it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from sim_core import GPUS, SetupError, resolve
+from sim_core.studies.frontier import TP_CHOICES, envelope
 
 from ..charts import ENGINES, SERIES, _axis, _layout
 from . import Figure, Results
@@ -18,7 +20,10 @@ TITLE = "Frontier: throughput per GPU vs tokens/s per user"
 PROPOSED_GPUS = ("h100", "b200", "mi300x")
 PROPOSED_COUNT = 3
 DEFAULT_ISL = DEFAULT_OSL = 1024  # InferenceX's 1k/1k shape
-DEFAULT_WEB_MAX_CONCURRENCY = 64  # the card's default grid: 1 .. 64 users (7 points a GPU), a few seconds
+DEFAULT_WEB_MAX_CONCURRENCY = 64  # the card's default grid: 1 .. 64 users (7 points a configuration)
+# Each configuration's curve is told apart from the others of its GPU by its dash and marker, in turn.
+CONFIG_DASHES = ("dot", "dash", "dashdot", "longdash", "longdashdot", "solid")
+CONFIG_SYMBOLS = ("circle-open", "square-open", "diamond-open", "triangle-up-open", "cross-open", "star-open")
 
 
 def gpu_color(hw: str) -> str:
@@ -27,7 +32,7 @@ def gpu_color(hw: str) -> str:
 
 
 def proposed_gpus(scenario) -> list[str]:
-    """The scenario's GPU and up to two of PROPOSED_GPUS that hold its model at its tp."""
+    """The scenario's GPU and up to two of PROPOSED_GPUS that hold its model at some tp the frontier tries."""
     chosen = [scenario.hardware]
     if scenario.model is None and scenario.model_file is None:  # the page's model, not each GPU's default
         try:
@@ -37,49 +42,80 @@ def proposed_gpus(scenario) -> list[str]:
     for hw in PROPOSED_GPUS:
         if len(chosen) >= PROPOSED_COUNT:
             break
-        if hw in chosen:
-            continue
-        try:
-            resolve(scenario.model_copy(update={"hardware": hw, "trace": None, "workload": "random"}))
-        except (SetupError, ValueError):
-            continue
-        chosen.append(hw)
+        if hw not in chosen and _fits_some_tp(scenario, hw):
+            chosen.append(hw)
     return chosen
 
 
+def _fits_some_tp(scenario, hw: str) -> bool:
+    for tp in TP_CHOICES:
+        try:
+            resolve(scenario.model_copy(update={"hardware": hw, "tp": tp, "ep": 1, "attention_dp": False,
+                                                "moe_imbalance": None, "trace": None, "workload": "random"}))
+        except (SetupError, ValueError):
+            continue
+        return True
+    return False
+
+
 def frontier_figure(points: list[dict], basis: str, cheapest: dict | None = None) -> dict:
-    """One line per GPU over its points by tokens/s per user (its Pareto front; points off it as open markers);
-    `cheapest` (frontier.cheapest_at's point) ringed."""
-    layout = _layout(380, margin={"l": 72, "r": 24, "t": 40, "b": 56})
+    """Each GPU's envelope over its configurations (a bold line; hover names the configuration and users of each
+    point), then each configuration's curve (thin, pale, by concurrency); `cheapest` (frontier.cheapest_at's
+    point) ringed. The envelopes come first, so the figure's text summary reads them first; zorder draws them
+    on top."""
+    layout = _layout(420, margin={"l": 72, "r": 24, "t": 40, "b": 56})
     layout["xaxis"] = _axis("tokens/s per user (1000 / median TPOT)", rangemode="tozero")
     layout["yaxis"] = _axis(f"{basis} tokens/s per GPU", rangemode="tozero")
-    data = []
-    for hw in dict.fromkeys(p["hardware"] for p in points):
-        mine = sorted((p for p in points if p["hardware"] == hw and p["tokens_per_s_per_user"] is not None),
-                      key=lambda p: p["tokens_per_s_per_user"])
-        front = [p for p in mine if p.get("pareto")]
-        off = [p for p in mine if not p.get("pareto")]
-        c = gpu_color(hw)
-        for pts, extra in ((front, {"mode": "lines+markers", "line": {"color": c, "width": 2}, "name": hw}),
-                           (off, {"mode": "markers", "name": f"{hw} (off its front)", "showlegend": False})):
-            if not pts:
-                continue
-            data.append({"type": "scatter", "x": [round(p["tokens_per_s_per_user"], 3) for p in pts],
-                         "y": [round(p["throughput_per_gpu"], 3) for p in pts], "legendgroup": hw,
-                         "marker": {"color": c, "size": 7, "symbol": "circle" if pts is front else "circle-open"},
-                         "customdata": [[p["concurrency"], _cost(p["cost_per_mtok"])] for p in pts],
-                         "hovertemplate": f"{hw}: %{{customdata[0]}} users, %{{x:.1f}} tok/s/user, "
-                                          f"%{{y:,.0f}} tok/s/GPU, %{{customdata[1]}}<extra></extra>", **extra})
+    gpus = list(dict.fromkeys(p["hardware"] for p in points))
+    data = [_envelope_trace(hw, [p for p in points if p["hardware"] == hw]) for hw in gpus]
+    data = [t for t in data if t is not None]
+    for hw in gpus:
+        mine = [p for p in points if p["hardware"] == hw]
+        for k, config in enumerate(dict.fromkeys(p.get("config", "") for p in mine)):
+            curve = sorted((p for p in mine if p.get("config", "") == config and p["tokens_per_s_per_user"] is not None),
+                           key=lambda p: p["concurrency"])
+            if curve:
+                data.append(_config_trace(hw, config, k, curve))
     if cheapest is not None:
-        data.append({"type": "scatter", "mode": "markers", "name": "cheapest at the floor",
+        data.append({"type": "scatter", "mode": "markers", "name": "cheapest at the floor", "zorder": 3,
                      "x": [round(cheapest["tokens_per_s_per_user"], 3)], "y": [round(cheapest["throughput_per_gpu"], 3)],
                      "marker": {"color": SERIES["reference"], "size": 16, "symbol": "circle-open", "line": {"width": 2}},
-                     "hovertemplate": f"cheapest: {cheapest['hardware']}, {cheapest['concurrency']} users, "
-                                      f"{_cost(cheapest['cost_per_mtok'])}<extra></extra>"})
+                     "hovertemplate": f"cheapest: {cheapest['hardware']} {cheapest.get('config', '')}, "
+                                      f"{cheapest['concurrency']} users, {_cost(cheapest['cost_per_mtok'])}"
+                                      "<extra></extra>"})
     if not data:
         layout["annotations"] = [{"text": "No point to draw", "showarrow": False, "xref": "paper", "yref": "paper",
                                   "x": 0.5, "y": 0.5, "font": {"color": SERIES["reference"]}}]
     return {"data": data, "layout": layout}
+
+
+def _envelope_trace(hw: str, points: list[dict]) -> dict | None:
+    """The GPU's envelope: the Pareto front of all its configurations' points (frontier.envelope)."""
+    front = envelope(points)
+    if not front:
+        return None
+    c = gpu_color(hw)
+    return {"type": "scatter", "mode": "lines+markers", "name": hw, "legendgroup": hw, "zorder": 2,
+            "x": [round(p["tokens_per_s_per_user"], 3) for p in front],
+            "y": [round(p["throughput_per_gpu"], 3) for p in front],
+            "line": {"color": c, "width": 3}, "marker": {"color": c, "size": 8, "symbol": "circle"},
+            "customdata": [[p.get("config", ""), p["concurrency"], _cost(p["cost_per_mtok"])] for p in front],
+            "hovertemplate": f"{hw} envelope: %{{customdata[0]}}, %{{customdata[1]}} users, %{{x:.1f}} tok/s/user, "
+                             f"%{{y:,.0f}} tok/s/GPU, %{{customdata[2]}}<extra></extra>"}
+
+
+def _config_trace(hw: str, config: str, k: int, curve: list[dict]) -> dict:
+    """One configuration's curve on one GPU, by concurrency: thin and pale under its GPU's envelope."""
+    c = gpu_color(hw)
+    return {"type": "scatter", "mode": "lines+markers", "name": f"{hw} {config}".strip(), "legendgroup": hw,
+            "showlegend": False, "opacity": 0.55, "zorder": 1,
+            "x": [round(p["tokens_per_s_per_user"], 3) for p in curve],
+            "y": [round(p["throughput_per_gpu"], 3) for p in curve],
+            "line": {"color": c, "width": 1.2, "dash": CONFIG_DASHES[k % len(CONFIG_DASHES)]},
+            "marker": {"color": c, "size": 6, "symbol": CONFIG_SYMBOLS[k % len(CONFIG_SYMBOLS)]},
+            "customdata": [[p["concurrency"], _cost(p["cost_per_mtok"])] for p in curve],
+            "hovertemplate": f"{hw} {config}: %{{customdata[0]}} users, %{{x:.1f}} tok/s/user, "
+                             f"%{{y:,.0f}} tok/s/GPU, %{{customdata[1]}}<extra></extra>"}
 
 
 def _cost(cost: float | None) -> str:
@@ -93,12 +129,13 @@ def frontier_defaults(results: Results) -> dict[str, Any]:
     return {"gpus": proposed_gpus(s), "all_gpus": [(k, f"{k} · {g.mem_gib:g} GB") for k, g in GPUS.items()],
             "isl": (s.isl or DEFAULT_ISL) if random else DEFAULT_ISL,
             "osl": (s.osl or DEFAULT_OSL) if random else DEFAULT_OSL,
-            "max_concurrency": DEFAULT_WEB_MAX_CONCURRENCY, "basis": "total", "floor": ""}
+            "max_concurrency": DEFAULT_WEB_MAX_CONCURRENCY, "basis": "total", "floor": "", "tp": "", "ep": ""}
 
 
 FIGURE = Figure(
     name="frontier", title=TITLE, order=85, build=frontier_defaults, template="_figure_frontier.html",
-    explain="Each point is a closed loop of that many users on the scenario's model and tp, at fixed ISL/OSL "
-            "(InferenceX's axes: throughput per GPU against 1000 / median TPOT).",
+    explain="Each GPU in every configuration (tp, ep, attention data-parallel) that holds the scenario's model: a "
+            "thin curve per configuration, a point per closed loop of that many users at fixed ISL/OSL, and the "
+            "GPU's envelope over them in bold (InferenceX's axes: throughput per GPU against 1000 / median TPOT).",
     embeds=False, simulates=False,
 )
