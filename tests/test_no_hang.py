@@ -168,3 +168,21 @@ def test_every_run_ends_and_every_request_ends_once(engine, deployment, arrival)
     note(scenario.to_query())
     result, reqs = run_with_watchdog(scenario, requests)
     check_each_request_ended_once(result, reqs)
+
+
+# Issue #35's runs: one request, so one replica or rank serves it and the others never get any (the replica that
+# got every request is the one whose held finished request kept it from reading as idle).
+ISSUE_DEPLOYMENTS = {
+    "two replicas": dict(replicas=2),
+    "attention-DP ranks": dict(MOE, ep=2),
+    "autoscaled": dict(autoscaler="utilization", autoscale_target=1.0, max_replicas=2, replicas=2),
+}
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+@pytest.mark.parametrize("deployment", ISSUE_DEPLOYMENTS, ids=str)
+def test_one_request_on_several_engines_ends(engine, deployment):
+    scenario = Scenario(**{**BASE, **ISSUE_DEPLOYMENTS[deployment], "num_requests": 1, "engine": engine})
+    result, reqs = run_with_watchdog(scenario)
+    assert result.status.tolist() == [FINISHED]
+    check_each_request_ended_once(result, reqs)
