@@ -163,6 +163,10 @@ def _step(eng):
     admit_arrivals(eng)
     take_due_frames(eng)
     if eng.loop[DONE] == eng.req.arrival_s.shape[0]:
+        # Every request ended here (a replica that got them all): free what asynchronous scheduling still holds
+        # for a next step that never comes, so the engine reads as idle. Held, it would count as work due now,
+        # and a cluster loop would step it again and again, each step returning here.
+        release_finished(eng)
         return
     if idle(eng):
         eng.now = next_arrival_s(eng)
