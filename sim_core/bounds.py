@@ -112,7 +112,7 @@ def max_step_tokens(scenario, resolved) -> int:
     against it; an adaptive budget grows to at most max(token_budget, max_model_len)); a static batch prefills
     up to max_seqs prompts padded to the longest."""
     if resolved.scheduler.static_batching:
-        return int(scenario.max_seqs) * int(resolved.max_model_len)
+        return int(resolved.max_seqs) * int(resolved.max_model_len)
     return max(int(resolved.token_budget), int(resolved.max_model_len))
 
 

@@ -58,6 +58,8 @@ class Resolved:
     schedule: RateSchedule | None = None
     # How the first pool runs its weights, in words (catalog.weight_format: quantization auto's choice and path).
     weight_path: str = ""
+    # Most sequences one step runs (the scenario's max_seqs, or the engine's for the GPU).
+    max_seqs: int = 256
 
     @property
     def setup(self) -> Setup:
@@ -100,11 +102,22 @@ class PoolSetup:
         return [f"{word} {k}" for k in range(self.engines)]
 
 
-def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget: int, hw_field: str,
+def engine_budgets(s: Scenario, chunked_prefill: bool) -> tuple[int | None, int]:
+    """(token_budget, max_seqs): the scenario's, or its engine's on its GPU where it leaves them unset (token_budget
+    None: the scheduler's own default, or max_model_len)."""
+    budget, seqs = ENGINES[s.engine].budgets(GPUS[s.hardware], chunked_prefill)
+    return s.token_budget or budget, s.max_seqs or seqs
+
+
+def max_seqs_of(s: Scenario) -> int:
+    return engine_budgets(s, True)[1]
+
+
+def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tuple[int, int], hw_field: str,
                 tp_field: str) -> PoolSetup:
     """One deployment's setup and KV pool (SetupError names the field that sets it)."""
     try:
-        serving = ServingSettings(s.gpu_memory_utilization, s.block_size, token_budget, s.max_seqs)
+        serving = ServingSettings(s.gpu_memory_utilization, s.block_size, *budgets)
         setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype,
                               expert_parallel_of(s))
     except SetupError as e:
@@ -125,26 +138,26 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, token_budget:
     return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
 
 
-def _context_that_fits(s: Scenario, model: Model, deployment: tuple[PoolSetup, ...]) -> int:
-    """The default max_model_len: the model's context, limited as the engine limits it when the KV cache one
-    engine has (sized by memory: a kv_blocks override is the user's own, as vLLM checks memory before applying
-    num_gpu_blocks_override) cannot hold one sequence that long: vLLM refuses to start, naming the largest length
-    that fits; SGLang lowers the longest request it takes to the pool (engines.json's max_model_len_rule)."""
-    context = model.max_context
-    if s.kv_blocks is not None:
-        return context
+def _length_that_fits(s: Scenario, length: int, model: Model, deployment: tuple[PoolSetup, ...]) -> int:
+    """max_model_len (the scenario's, or the model's context when unset) limited as the engine limits it when the
+    KV cache one engine has, sized by memory, cannot hold one sequence that long: vLLM refuses to start, naming the
+    largest length that fits; SGLang lowers the longest request it takes to what fits (engines.json's
+    max_model_len_rule). A kv_blocks override is the user's own: vLLM checks memory before applying
+    num_gpu_blocks_override."""
     pool = min(deployment, key=lambda p: p.setup.longest_sequence_tokens)
     fits = pool.setup.longest_sequence_tokens
-    if context <= fits:
-        return context
-    if ENGINES[s.engine].max_model_len_rule == "cap":
+    if s.kv_blocks is not None or length <= fits:
+        return length
+    engine = ENGINES[s.engine]
+    if engine.max_model_len_rule == "cap":
         return fits
     where = f"{pool.setup.gpu.key} (tp={pool.setup.tp})" + (f", the {pool.role} pool" if pool.role != "replicas"
                                                             else "")
-    raise SetupError(f"unset, it is {model.key}'s context of {context:,} tokens, but the KV cache on {where} holds "
-                     f"{fits:,} tokens, less than one such sequence, and {ENGINES[s.engine].name} refuses to start "
-                     f"so: set max_model_len to at most {fits:,}, or free memory for the KV cache (more GPUs, "
-                     f"gpu_memory_utilization, kv_cache_dtype fp8)", "max_model_len")
+    what = (f"{length:,} tokens" if s.max_model_len is not None
+            else f"unset, it is {model.key}'s context of {length:,} tokens")
+    raise SetupError(f"{what}, but the KV cache on {where} holds {fits:,} tokens, less than one such sequence, and "
+                     f"{engine.name} refuses to start so: set max_model_len to at most {fits:,}, or free memory for "
+                     f"the KV cache (more GPUs, gpu_memory_utilization, kv_cache_dtype fp8)", "max_model_len")
 
 
 def expert_parallel_of(s: Scenario) -> ExpertParallel:
@@ -196,16 +209,17 @@ def resolve(s: Scenario) -> Resolved:
     if max_model_len > model.max_context:
         raise SetupError(f"max_model_len must be at most {model.max_context} for {model.key} (got {max_model_len})",
                          "max_model_len")
-    token_budget = s.token_budget or sched.default_token_budget or max_model_len
+    token_budget, max_seqs = engine_budgets(s, sched.chunked_prefill)
+    token_budget = token_budget or sched.default_token_budget or max_model_len
+    budgets = (token_budget, max_seqs)
     if s.disaggregated:
         deployment = tuple(dataclasses.replace(
-            _pool_setup(s, *s.pool_deployment(p), model, token_budget, f"{p}_hardware", f"{p}_tp"), role=p,
+            _pool_setup(s, *s.pool_deployment(p), model, budgets, f"{p}_hardware", f"{p}_tp"), role=p,
             engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
     else:
-        deployment = (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, token_budget, "hardware",
+        deployment = (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, budgets, "hardware",
                                                       "tp"), engines=s.engines),)
-    if s.max_model_len is None:
-        max_model_len = _context_that_fits(s, model, deployment)
+    max_model_len = _length_that_fits(s, max_model_len, model, deployment)
     if s.adaptive_budget and not sched.chunked_prefill:
         # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.
         chunking = ", ".join(x.name for x in SCHEDULERS if x.chunked_prefill)
@@ -221,4 +235,5 @@ def resolve(s: Scenario) -> Resolved:
                     s.slo_ttft_ms or preset.slo_ttft_ms, s.slo_tpot_ms or preset.slo_tpot_ms,
                     s.admission or sched.default_admission,
                     (s.prefix_cache or sched.needs_prefix_cache) and not sched.static_batching, deployment,
-                    schedule=schedule, weight_path=weight_format(s.quantization, model, deployment[0].setup.gpu).path)
+                    schedule=schedule, weight_path=weight_format(s.quantization, model, deployment[0].setup.gpu).path,
+                    max_seqs=max_seqs)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import data
-from .catalog import GPUS
 from .gpu import GPU
 from .kernel.cost_model import PAGED_ATTENTION_SLOWDOWN
 
@@ -20,8 +19,12 @@ ENGINES_FILE = "engines.json"
 # The decode attention kernels whose least times gpus.json records (GPU.decode_attention_floor).
 DECODE_ATTENTION_KERNELS = ("paged", "xqa")
 DEFAULT_ENGINE = "vllm"
-# Scenario fields an engine gives defaults for, in the scenario's own order.
-SCENARIO_FIELDS = ("token_budget", "max_seqs", "async_scheduling", "preemption")
+# Scenario fields an engine gives defaults for, in the scenario's own order: the ones that depend on nothing but
+# the engine are filled in the scenario itself (SCENARIO_FIELDS); its budgets, which depend on the GPU and the
+# scheduler too (EngineProfile.budgets), are filled when the scenario is resolved (deployment.engine_budgets), so a
+# scenario copied onto another GPU or scheduler takes that one's.
+SCENARIO_FIELDS = ("async_scheduling", "preemption")
+BUDGET_FIELDS = ("token_budget", "max_seqs")
 # Constants an entry may name instead of a number (defined beside their measurements in the cost model).
 ENGINE_CONSTANTS = {"PAGED_ATTENTION_SLOWDOWN": PAGED_ATTENTION_SLOWDOWN}
 
@@ -53,11 +56,15 @@ class EngineProfile:
         names = f"{gpu.key} {gpu.name}".lower()
         return not any(x.strip() and x.strip() in names for x in self.large_gpu_except.split(","))
 
-    def budgets(self, gpu: GPU) -> tuple[int | None, int]:
-        """(token_budget, max_seqs) the engine picks on `gpu` when they are left unset."""
+    def budgets(self, gpu: GPU, chunked_prefill: bool = True) -> tuple[int | None, int]:
+        """(token_budget, max_seqs) the engine picks on `gpu` when they are left unset, for a scheduler that chunks
+        prefills or not (token_budget None: the scheduler's own, or max_model_len)."""
+        budget, seqs = self.token_budget, self.max_seqs
         if self.is_large(gpu):
-            return self.large_gpu_token_budget or self.token_budget, self.large_gpu_max_seqs or self.max_seqs
-        return self.token_budget, self.max_seqs
+            budget, seqs = self.large_gpu_token_budget or budget, self.large_gpu_max_seqs or seqs
+        if self.budget_schedulers == "chunked" and not chunked_prefill:
+            budget = None  # prefilled whole: the budget is max_model_len, as vLLM sets it with chunked prefill off
+        return budget, seqs
 
 
 def profiles_from(doc: dict) -> dict[str, EngineProfile]:
@@ -88,23 +95,13 @@ ENGINES: dict[str, EngineProfile] = profiles_from(data.read(ENGINES_FILE))
 ENGINE_NAMES = tuple(ENGINES)
 
 
-def scenario_defaults(engine: str, disaggregated: bool = False, hardware: str = "",
-                      chunked_prefill: bool = True) -> dict[str, object]:
+def scenario_defaults(engine: str, disaggregated: bool = False) -> dict[str, object]:
     """The scenario fields `engine` sets when they are left unset ({} for an unknown name: the field's own check
-    names it), on the GPU `hardware` (its budgets may depend on it; an unknown key takes the small-GPU ones), for a
-    scheduler that chunks prefills or not. A disaggregated deployment keeps synchronous scheduling (sched-sim does
-    not model overlap there)."""
+    names it). A disaggregated deployment keeps synchronous scheduling (sched-sim does not model overlap there)."""
     p = ENGINES.get(engine)
     if p is None:
         return {}
     out = {name: getattr(p, name) for name in SCENARIO_FIELDS if getattr(p, name) is not None}
-    gpu = GPUS.get(hardware)
-    if gpu is not None:
-        out["token_budget"], out["max_seqs"] = p.budgets(gpu)
-    if p.budget_schedulers == "chunked" and not chunked_prefill:
-        out.pop("token_budget", None)  # prefilled whole: the budget is max_model_len, as vLLM sets it
-    if out.get("token_budget") is None:
-        out.pop("token_budget", None)
     if disaggregated:
         out.pop("async_scheduling", None)
     return out

@@ -15,7 +15,7 @@ from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
 from .kv_offload_fields import KVOffloadFields
 from .links import KV_LINKS
-from .policies import BY_NAME, SCHEDULER_NAMES
+from .policies import SCHEDULER_NAMES
 from .policies.autoscaling import AUTOSCALERS, SCALING_METRICS
 from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .rate_schedule import ScheduleError
@@ -198,9 +198,9 @@ class Scenario(KVOffloadFields):
                                                  "8192 on GPUs of 70 GB or more other than the A100, 2048 "
                                                  "elsewhere) for a chunked-prefill scheduler, max_model_len "
                                                  "for one that prefills whole prompts")
-    max_seqs: int = Field(256, ge=1, le=4096, description="max sequences per step; default: the engine's for the "
-                                                          "GPU (vllm: 1024 on GPUs of 70 GB or more other than the "
-                                                          "A100, 256 elsewhere)")
+    max_seqs: int | None = Field(None, ge=1, le=4096,
+                                 description="max sequences per step; default: the engine's for the GPU (vllm: 1024 "
+                                             "on GPUs of 70 GB or more other than the A100, 256 elsewhere)")
     block_size: int = Field(16, description="tokens per KV block: 8, 16, 32, 64 or 128")
     gpu_memory_utilization: float = Field(0.9, ge=0.1, le=0.99, description="fraction of GPU memory to use")
     kv_blocks: int | None = Field(None, ge=1, le=50_000_000,
@@ -214,9 +214,9 @@ class Scenario(KVOffloadFields):
                                                       "under the GPU's, and a request's last token is seen, and "
                                                       "its KV blocks and batch slot freed, one step later")
     engine: EngineName = Field(DEFAULT_ENGINE, description="the serving engine: its documented defaults for "
-                                                           "token_budget, max_seqs, async_scheduling and "
-                                                           "preemption where those are unset, and its kernels' "
-                                                           "costs (sim_core/data/engines.json cites each): "
+                                                           "token_budget and max_seqs (for the GPU), "
+                                                           "async_scheduling and preemption where those are "
+                                                           "unset, and its kernels' costs (sim_core/data/engines.json cites each): "
                                                            + "; ".join(f"{k}: {e.name}" for k, e in ENGINES.items()))
     max_model_len: int | None = Field(None, ge=64, le=1 << 21,
                                       description="max prompt + output tokens; default: the model's context, "
@@ -510,12 +510,8 @@ class Scenario(KVOffloadFields):
 
 
 def _engine_defaults_of(data: dict) -> dict[str, object]:
-    """The defaults a raw input's engine gives on its GPU, for its scheduler (unknown names give none here: their
-    fields' own checks name them)."""
-    hardware = data.get("hardware", Scenario.model_fields["hardware"].default)
-    scheduler = BY_NAME.get(str(data.get("scheduler", Scenario.model_fields["scheduler"].default)))
-    return scenario_defaults(str(data.get("engine", DEFAULT_ENGINE)), _positive(data.get("prefill_replicas")),
-                             str(hardware), scheduler is None or scheduler.chunked_prefill)
+    """The defaults a raw input's engine gives (an unknown name gives none here: the field's own check names it)."""
+    return scenario_defaults(str(data.get("engine", DEFAULT_ENGINE)), _positive(data.get("prefill_replicas")))
 
 
 def _positive(value: object) -> bool:

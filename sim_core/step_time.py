@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .catalog import ServingSettings, resolve_setup
+from .deployment import max_seqs_of
 from .expert_parallel import expert_parallel, shape_error
 from .fields import range_text
 from .hardware_profile import canonical, profile_constants
@@ -102,9 +103,9 @@ def parse_step_shape(data: dict) -> StepShape:
 
 
 def _setup(shape: StepShape, prefill_tokens: int, decode_seqs: int):
-    defaults = Scenario()
+    defaults = Scenario(hardware=shape.hardware, engine=shape.engine)
     serving = ServingSettings(defaults.gpu_memory_utilization, defaults.block_size, max(512, prefill_tokens),
-                              max(defaults.max_seqs, decode_seqs))
+                              max(max_seqs_of(defaults), decode_seqs))
     plan = expert_parallel(shape.ep, shape.attention_dp, shape.moe_imbalance)
     return resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp, serving, shape.kv_cache_dtype,
                          plan)

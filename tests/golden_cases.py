@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sim_core import SCHEDULER_NAMES  # noqa: E402
 from sim_core import Scenario as _Scenario  # noqa: E402
+from sim_core.deployment import engine_budgets  # noqa: E402
 from sim_core.deployment import scenario_model as resolve_model  # noqa: E402
 from sim_core.policies import BY_NAME  # noqa: E402
 from sim_core.policies.routing import ROUTER_NAMES  # noqa: E402
@@ -45,12 +46,13 @@ def Scenario(**fields) -> _Scenario:  # noqa: N802 (it stands for the model, wit
     plain = _Scenario(**fields)
     sched = BY_NAME[plain.scheduler]
     context = resolve_model(plain).max_context
+    budget, seqs = engine_budgets(plain, sched.chunked_prefill)
     pins: dict = {}
     if "max_model_len" not in fields and context > LEGACY_MAX_MODEL_LEN:
         pins["max_model_len"] = LEGACY_MAX_MODEL_LEN
-    if "token_budget" not in fields and sched.default_token_budget and plain.token_budget != sched.default_token_budget:
+    if "token_budget" not in fields and budget != sched.default_token_budget:
         pins["token_budget"] = sched.default_token_budget
-    if "max_seqs" not in fields and plain.max_seqs != LEGACY_MAX_SEQS:
+    if "max_seqs" not in fields and seqs != LEGACY_MAX_SEQS:
         pins["max_seqs"] = LEGACY_MAX_SEQS
     return _Scenario(**fields, **pins) if pins else plain
 

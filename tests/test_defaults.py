@@ -13,7 +13,7 @@ import pytest
 from sim_core import Scenario, run
 from sim_core.catalog import GPUS, MODELS, SetupError
 from sim_core.deployment import resolve
-from sim_core.engines import ENGINES, scenario_defaults
+from sim_core.engines import ENGINES
 from sim_core.scenario import parse_scenario
 from sim_core.validity import REJECTED_PREFIX, rejection_warning, run_warnings
 
@@ -28,9 +28,21 @@ VLLM_LARGE_GPU, VLLM_SMALL_GPU = (8192, 1024), (2048, 256)
                                                ("a100", VLLM_SMALL_GPU), ("a100-40gb", VLLM_SMALL_GPU),
                                                ("l40s", VLLM_SMALL_GPU), ("rtx3050", VLLM_SMALL_GPU)])
 def test_vllm_takes_its_api_servers_budgets_for_the_gpu(hardware, budgets):
-    s = Scenario(hardware=hardware)  # engine vllm, scheduler chunked: both defaults
-    assert s.engine == "vllm" and (s.token_budget, s.max_seqs) == budgets
-    assert s.to_query() == f"hardware={hardware}"  # the engine's defaults are not spelled out in the URL
+    s = Scenario(hardware=hardware, max_model_len=4096)  # engine vllm, scheduler chunked: both defaults
+    assert s.engine == "vllm" and (s.token_budget, s.max_seqs) == (None, None)  # the URL does not spell them out
+    r = resolve(s)
+    assert (r.token_budget, r.max_seqs) == budgets
+    assert (r.setup.token_budget, r.setup.max_num_seqs) == budgets  # the memory budget reserves for them too
+
+
+def test_a_scenario_moved_to_another_gpu_takes_that_gpus_budgets():
+    """The budgets are resolved with the deployment, not frozen into the scenario: a plan or a sweep that copies a
+    scenario onto another GPU or scheduler gets the engine's budgets there."""
+    h100 = Scenario(hardware="h100")
+    a100 = h100.model_copy(update={"hardware": "a100"})
+    assert (resolve(h100).token_budget, resolve(a100).token_budget) == (VLLM_LARGE_GPU[0], VLLM_SMALL_GPU[0])
+    fcfs = h100.model_copy(update={"scheduler": "fcfs"})
+    assert resolve(fcfs).token_budget == resolve(fcfs).max_model_len
 
 
 def test_the_large_gpu_rule_is_read_from_memory_and_name_not_from_a_list_of_keys():
@@ -42,15 +54,14 @@ def test_the_large_gpu_rule_is_read_from_memory_and_name_not_from_a_list_of_keys
 
 def test_a_scheduler_that_prefills_whole_prompts_takes_max_model_len_as_its_budget():
     s = Scenario(hardware="h100", scheduler="fcfs")
-    assert s.token_budget is None and "token_budget" not in scenario_defaults("vllm", hardware="h100",
-                                                                              chunked_prefill=False)
+    assert ENGINES["vllm"].budgets(GPUS["h100"], chunked_prefill=False)[0] is None
     r = resolve(s)
     assert r.token_budget == r.max_model_len == MODELS["llama-3-8b"].max_context
 
 
 def test_explicit_budgets_win_and_survive_the_url():
     s = parse_scenario({"hardware": "h100", "token_budget": "512", "max_seqs": "256"})
-    assert (s.token_budget, s.max_seqs) == (512, 256)
+    assert (resolve(s).token_budget, resolve(s).max_seqs) == (512, 256)
     assert Scenario.from_query(s.to_query()) == s and "token_budget=512" in s.to_query()
 
 
@@ -105,8 +116,9 @@ def test_vllm_refuses_a_context_the_kv_cache_cannot_hold_naming_the_field_and_wh
     fits = int(re.search(r"at most ([\d,]+)", str(e.value)).group(1).replace(",", ""))
     assert 0 < fits < MODELS["llama-3.2-1b"].max_context
     assert resolve(Scenario(hardware="rtx3050", max_model_len=fits)).max_model_len == fits
-    with pytest.raises(SetupError):
-        resolve(Scenario(hardware="rtx3050", max_model_len=fits + 64))  # set by hand: still the KV pool's limit
+    with pytest.raises(SetupError) as e:
+        resolve(Scenario(hardware="rtx3050", max_model_len=fits + 64))  # set by hand: vLLM refuses it too
+    assert e.value.field == "max_model_len" and f"{fits + 64:,} tokens" in str(e.value)
     # SGLang lowers the longest request it takes to what fits instead.
     assert resolve(Scenario(hardware="rtx3050", engine="sglang")).max_model_len < MODELS["llama-3.2-1b"].max_context
 

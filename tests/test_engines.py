@@ -7,29 +7,31 @@ from __future__ import annotations
 import pytest
 
 from sim_core.catalog import ServingSettings, resolve_setup
+from sim_core.deployment import resolve
 from sim_core.engines import DEFAULT_ENGINE, ENGINES, SCENARIO_FIELDS, scenario_defaults
 from sim_core.kernel.cost_model import DECODE_ATTN_SLOWDOWN, PAGED_ATTENTION_SLOWDOWN, cost_params, step_cost
 from sim_core.scenario import Scenario, ScenarioError, parse_scenario
 from sim_core.studies import trtllm_bench, validation
 
 
-def test_vllm_is_the_scenario_as_it_always_was():
+def test_vllm_is_the_default_engine_and_spells_out_nothing():
     plain, vllm = Scenario(), parse_scenario({"engine": "vllm"})
     assert plain == vllm and vllm.to_query() == ""
-    assert {k: getattr(plain, k) for k in SCENARIO_FIELDS} == scenario_defaults(DEFAULT_ENGINE) | {"token_budget": None}
+    assert {k: getattr(plain, k) for k in SCENARIO_FIELDS} == scenario_defaults(DEFAULT_ENGINE)
     setup = resolve_setup("h100", "llama-3-8b", "fp8", 1, ServingSettings(0.9, 16, 8192, 256))
     assert cost_params(setup)[DECODE_ATTN_SLOWDOWN] == PAGED_ATTENTION_SLOWDOWN
 
 
 def test_an_engine_fills_only_the_fields_left_unset_and_its_query_round_trips():
     s = parse_scenario({"engine": "trtllm", "hardware": "h100"})
-    assert (s.max_seqs, s.token_budget, s.preemption, s.async_scheduling) == (2048, 8192, "none", True)
+    r = resolve(s)
+    assert (r.max_seqs, r.token_budget, s.preemption, s.async_scheduling) == (2048, 8192, "none", True)
     assert s.to_query() == "hardware=h100&engine=trtllm"  # the engine's own defaults are not spelled out
     # A field set to the plain default is kept in the query: leaving it out would bring back the engine's.
     mine = parse_scenario({"engine": "trtllm", "max_seqs": "256", "preemption": "recompute"})
-    assert (mine.max_seqs, mine.preemption, mine.token_budget) == (256, "recompute", 8192)
+    assert (resolve(mine).max_seqs, mine.preemption, resolve(mine).token_budget) == (256, "recompute", 8192)
     assert Scenario.from_query(mine.to_query()) == mine and "max_seqs=256" in mine.to_query()
-    assert parse_scenario({"engine": "sglang"}).token_budget == ENGINES["sglang"].token_budget
+    assert resolve(parse_scenario({"engine": "sglang"})).token_budget == ENGINES["sglang"].token_budget
 
 
 def test_a_disaggregated_deployment_keeps_synchronous_scheduling_and_a_bad_name_is_named():
@@ -104,8 +106,8 @@ def test_step_time_takes_the_engine_as_the_run_does():
 
 def test_a_field_set_to_none_takes_the_engines_default_and_round_trips():
     # Found by the round-trip property: None for a field the engine sets was written to the query as "None".
-    s = Scenario(engine="sglang", token_budget=None, max_seqs=None)
-    assert s.token_budget == scenario_defaults("sglang")["token_budget"]
+    s = Scenario(engine="sglang", token_budget=None, max_seqs=None, preemption=None)
+    assert resolve(s).token_budget == ENGINES["sglang"].token_budget and s.preemption == "recompute"
     assert Scenario.from_query(s.to_query()) == s
 
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
-from sim_core.engines import DEFAULT_ENGINE, SCENARIO_FIELDS, scenario_defaults
+from sim_core.engines import DEFAULT_ENGINE, ENGINES, SCENARIO_FIELDS, EngineProfile, scenario_defaults
 from sim_core.fields import field_info, range_text
+from sim_core.gpu import GPU
 from sim_core.policies import BY_NAME
 from sim_core.scenario import DEFAULT_MAX_REPLICAS
 
@@ -111,12 +112,24 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
     )
 
 
-def _budget_text(scheduler: str, engine: str, hardware: str) -> str:
-    """A scheduler's token budget left blank: the engine's for the GPU, or max_model_len for one that prefills whole
-    prompts when the engine's budget is a chunked scheduler's only."""
-    chunked = BY_NAME[scheduler].chunked_prefill
-    budget = scenario_defaults(engine, hardware=hardware, chunked_prefill=chunked).get("token_budget")
-    return f"{budget} ({engine} default)" if budget else "max model length"
+def _budget_text(scheduler: str, engine: EngineProfile, gpu: GPU | None) -> str:
+    """A scheduler's token budget left blank: the engine's for the GPU, the scheduler's own, or max_model_len."""
+    sched = BY_NAME[scheduler]
+    budget = engine.budgets(gpu, sched.chunked_prefill)[0] if gpu else engine.token_budget
+    key = next(k for k, e in ENGINES.items() if e is engine)
+    if budget:
+        return f"{budget} ({key} default)"
+    return str(sched.default_token_budget) if sched.default_token_budget else "max model length"
+
+
+def _budgets_text(selected: list[str], engine: EngineProfile, gpu: GPU | None) -> str:
+    """The token budget left blank: one value when every selected scheduler takes the same, else each one's."""
+    texts = {s: _budget_text(s, engine, gpu) for s in selected if s in BY_NAME}
+    if not texts:
+        return _budget_text("chunked", engine, gpu)
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return " · ".join(f"{s}: {t}" for s, t in texts.items())
 
 
 def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset, selected: list[str]) -> dict:
@@ -124,18 +137,19 @@ def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset,
     hardware = str(values.get("hardware") or page_defaults.get("hardware") or "a100")
     gpu = GPUS.get(hardware)
     engine = str(values.get("engine") or page_defaults.get("engine") or DEFAULT_ENGINE)
-    own = scenario_defaults(engine, hardware=hardware)  # what an engine field left blank takes (chunked schedulers)
+    own = scenario_defaults(engine)  # what an engine field left blank takes
+    profile = ENGINES.get(engine, ENGINES[DEFAULT_ENGINE])
+    seqs = profile.budgets(gpu)[1] if gpu else profile.max_seqs
     return {
         **{f"engine:{k}": f"{engine}: {_fmt(v)}" for k, v in own.items()},
-        "max_seqs": f"{_fmt(own.get('max_seqs', Scenario.model_fields['max_seqs'].default))} ({engine} default)",
+        "max_seqs": f"{seqs} ({engine} default)",
         "model": f"GPU default ({gpu.default_model})" if gpu else "GPU default",
         "rate": f"{preset.rate:g} ({preset.name} default)",
         "burstiness": f"{preset.burstiness:g} ({preset.name} default)",
         "slo_ttft_ms": f"{preset.slo_ttft_ms:g} ({preset.name} default)",
         "slo_tpot_ms": f"{preset.slo_tpot_ms:g} ({preset.name} default)",
         "num_requests": "rate × duration",
-        "token_budget": " · ".join(f"{s}: {_budget_text(s, engine, hardware)}" for s in selected if s in BY_NAME)
-        or "per scheduler",
+        "token_budget": _budgets_text(selected, profile, gpu),
         "kv_blocks": "all that fit in memory",
         "max_model_len": "model context, if the KV cache holds it",
         "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",

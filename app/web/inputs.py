@@ -23,6 +23,7 @@ from sim_core import (
     parse_scenario,
     resolve,
 )
+from sim_core.deployment import max_seqs_of
 from sim_core.fields import field_info, number_text
 from sim_core.quoting import quote
 from sim_core.runner import least_engine_steps
@@ -352,7 +353,7 @@ def _run_size_problems(s: Scenario, trace: TraceInfo | None, limit: str) -> list
             return [("upload", f"the trace's arrivals span {span:,.0f} s; the web simulates at most "
                                f"{MAX_DURATION_S:g} s of arrivals — set num_requests to replay fewer")]
         blocks = -(-trace.longest_tokens // s.block_size)
-        if s.engines * s.max_seqs * blocks > MAX_BLOCK_TABLE_ENTRIES:  # each engine has its own table
+        if s.engines * max_seqs_of(s) * blocks > MAX_BLOCK_TABLE_ENTRIES:  # each engine has its own table
             return [_block_table_problem(s, blocks, "the trace's longest request")]
         return []
     if s.num_requests is not None:
@@ -405,7 +406,7 @@ MAX_SWEEP_STEPS = 4 * MAX_WEB_STEPS
 def _block_table_problem(s: Scenario, blocks: int, what: str) -> tuple[str, str]:
     """max_seqs too large for the block tables of every engine (one table per engine of a cluster)."""
     per_engine = "" if s.engines == 1 else f" on each of the {s.engines} engines"
-    return ("max_seqs", f"{what} needs {blocks:,} KV blocks; with max_seqs {s.max_seqs}{per_engine} the block "
+    return ("max_seqs", f"{what} needs {blocks:,} KV blocks; with max_seqs {max_seqs_of(s)}{per_engine} the block "
                         f"tables would be too large for the web — max_seqs must be at most "
                         f"{max(1, MAX_BLOCK_TABLE_ENTRIES // (blocks * s.engines)):,}")
 
@@ -426,7 +427,7 @@ def work_problems(s: Scenario, token_budget: int, reqs) -> list[tuple[str, str]]
                         f"most {MAX_REQUESTS:,} per scheduler — lower it (the CLI has no such limit)")]
     if s.engines > 1 and n:
         blocks = -(-int((reqs.prompt_tokens + reqs.output_tokens).max()) // s.block_size)
-        if s.engines * s.max_seqs * blocks > MAX_BLOCK_TABLE_ENTRIES:
+        if s.engines * max_seqs_of(s) * blocks > MAX_BLOCK_TABLE_ENTRIES:
             return [_block_table_problem(s, blocks, "this workload's longest request")]
     steps = least_engine_steps(reqs, token_budget)
     if steps > MAX_WEB_STEPS:

@@ -33,7 +33,7 @@ def policy_params(scenario, resolved, class_tpot_s: np.ndarray) -> np.ndarray:
     p[P_ITL_TARGET_S] = float(class_tpot_s.min())  # the tightest class sets the bound
     # The controller never goes below one decode token per sequence slot (or the configured budget, if
     # smaller), nor above one max-length prompt per step.
-    p[P_BUDGET_MIN] = min(r.token_budget, s.max_seqs)
+    p[P_BUDGET_MIN] = min(r.token_budget, r.max_seqs)
     p[P_BUDGET_MAX] = max(r.token_budget, r.max_model_len)
     p[P_BUDGET_INCREASE] = 32
     # Virtual Token Counter costs: an output token counts double an input token (VTC's default w_q = 2 w_p).

@@ -34,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..catalog import ServingSettings, Setup, resolve_setup
+from ..deployment import max_seqs_of
 from ..hardware_profile import CONSTANT_NAMES, Profile, profile_document
 from ..kernel.cost_model import (
     CONSTANT_BOUNDS,
@@ -67,7 +68,7 @@ class CalibrationTarget(BaseModel):
     quantization: Quantization = Scenario.model_fields["quantization"]
     tp: int = Scenario.model_fields["tp"]
     token_budget: int | None = Scenario.model_fields["token_budget"]
-    max_seqs: int = Scenario.model_fields["max_seqs"]
+    max_seqs: int | None = Scenario.model_fields["max_seqs"]
 
 
 def parse_target(data: dict) -> CalibrationTarget:
@@ -81,7 +82,8 @@ def parse_target(data: dict) -> CalibrationTarget:
 def target_setup(t: CalibrationTarget) -> Setup:
     """The deployment (SetupError if it cannot run)."""
     d = Scenario()
-    serving = ServingSettings(d.gpu_memory_utilization, d.block_size, t.token_budget or 2048, t.max_seqs)
+    serving = ServingSettings(d.gpu_memory_utilization, d.block_size, t.token_budget or 2048,
+                              t.max_seqs or max_seqs_of(Scenario(hardware=t.hardware)))
     return resolve_setup(t.hardware, t.model, t.quantization, t.tp, serving)
 
 
@@ -243,7 +245,8 @@ class Replay:
         if longest > setup.model.max_context:
             raise CalibrationError(f"a request of {longest:,} tokens exceeds {setup.model.key}'s context of "
                                    f"{setup.model.max_context:,}: was the benchmark run on this model?")
-        max_seqs = min(target.max_seqs, bench.max_concurrency) if bench.closed_loop else target.max_seqs
+        engine_seqs = target.max_seqs or max_seqs_of(Scenario(hardware=target.hardware))
+        max_seqs = min(engine_seqs, bench.max_concurrency) if bench.closed_loop else engine_seqs
         self.scenario = Scenario(scheduler="chunked", hardware=target.hardware, model=setup.model.key,
                                  quantization=target.quantization, tp=target.tp, token_budget=target.token_budget,
                                  max_seqs=max_seqs, max_model_len=max(longest, min(setup.model.max_context, 8192)),
