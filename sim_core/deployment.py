@@ -138,6 +138,26 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tupl
     return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
 
 
+def _deployment(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[PoolSetup, ...]:
+    """The scenario's pools. A scheduler that prefills whole prompts reserves activations for max_model_len tokens
+    per step; when that leaves no memory and max_model_len was left at the model's context, max_model_len is the
+    setting to name."""
+    try:
+        if s.disaggregated:
+            return tuple(dataclasses.replace(
+                _pool_setup(s, *s.pool_deployment(p), model, budgets, f"{p}_hardware", f"{p}_tp"), role=p,
+                engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
+        return (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, budgets, "hardware", "tp"),
+                                    engines=s.engines),)
+    except SetupError as e:
+        if e.field != "model" or s.max_model_len is not None or budgets[0] != model.max_context:
+            raise
+        raise SetupError(f"unset, it is {model.key}'s context of {model.max_context:,} tokens, and {s.scheduler} "
+                         f"prefills whole prompts, so each step may take that many tokens, whose activations leave "
+                         f"no room ({e}): set max_model_len (and so the token budget) lower, or pick a scheduler "
+                         f"that chunks prefills", "max_model_len") from None
+
+
 def _length_that_fits(s: Scenario, length: int, model: Model, deployment: tuple[PoolSetup, ...]) -> int:
     """max_model_len (the scenario's, or the model's context when unset) limited as the engine limits it when the
     KV cache one engine has, sized by memory, cannot hold one sequence that long: vLLM refuses to start, naming the
@@ -211,14 +231,7 @@ def resolve(s: Scenario) -> Resolved:
                          "max_model_len")
     token_budget, max_seqs = engine_budgets(s, sched.chunked_prefill)
     token_budget = token_budget or sched.default_token_budget or max_model_len
-    budgets = (token_budget, max_seqs)
-    if s.disaggregated:
-        deployment = tuple(dataclasses.replace(
-            _pool_setup(s, *s.pool_deployment(p), model, budgets, f"{p}_hardware", f"{p}_tp"), role=p,
-            engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
-    else:
-        deployment = (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, budgets, "hardware",
-                                                      "tp"), engines=s.engines),)
+    deployment = _deployment(s, model, (token_budget, max_seqs))
     max_model_len = _length_that_fits(s, max_model_len, model, deployment)
     if s.adaptive_budget and not sched.chunked_prefill:
         # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.

@@ -118,7 +118,7 @@ def step_time_doc(shape: StepShape) -> dict:
     st = step_time(setup, shape.prefill_tokens, shape.context_tokens, shape.decode_seqs, shape.decode_context,
                    profile_constants(shape.hardware_profile), cpu_overlap=shape.async_scheduling, engine=shape.engine)
     return {
-        "hardware": setup.gpu.key, "model": setup.model.key, "quantization": shape.quantization, "tp": shape.tp,
+        "hardware": setup.gpu.key, "model": setup.model.key, "quantization": setup.quantization, "tp": shape.tp,
         "kv_cache_dtype": shape.kv_cache_dtype,
         "hardware_profile": shape.hardware_profile, "async_scheduling": shape.async_scheduling, "engine": shape.engine,
         **({"ep": shape.ep, "attention_dp": shape.attention_dp} if shape.ep > 1 else {}),
@@ -127,7 +127,7 @@ def step_time_doc(shape: StepShape) -> dict:
         "step_ms": st.seconds * 1e3,
         "components_ms": {k: v * 1e3 for k, v in st.components_s.items()},
         "mbu": st.mbu, "mfu": st.mfu, "bound": st.bound,
-        "warnings": coverage_warnings(setup.gpu.key, setup.model.key, shape.quantization) + _batch_warnings(
+        "warnings": coverage_warnings(setup.gpu.key, setup.model.key, setup.quantization, shape.engine) + _batch_warnings(
             setup, shape),
     }
 

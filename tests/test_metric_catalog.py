@@ -35,8 +35,8 @@ def runs():
     return {
         "rag-cache": run(Scenario(workload="rag", prefix_cache=True, **small), bounds=True).metrics,
         "one-class": run(Scenario(workload="code", scheduler="fcfs", **small)).metrics,
-        "shed": run(Scenario(workload="chat", scheduler="slo", rate=200, slo_ttft_ms=50, max_model_len=1024,
-                             **small)).metrics,
+        "shed": run(Scenario(workload="chat", scheduler="slo", rate=200, slo_ttft_ms=50,
+                             **{**small, "max_model_len": 1024})).metrics,
         "replicas": run(Scenario(workload="chat", replicas=2, **small)).metrics,
         "pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, **small)).metrics,
         "kv-tiers": run(Scenario(workload="multiturn", prefix_cache=True, kv_blocks=60, kv_offload_cpu_gb=0.004,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import seed_scenario
 
 from sim_core import Scenario, run
 from sim_core.kernel import state as E
@@ -41,8 +42,9 @@ def test_rag_fcfs_stalls_streams_and_chunked_prefill_keeps_itl_bounded(rag_resul
 
 
 def test_seed_004_experiment_1_command():
-    """`sched-sim compare --schedulers fcfs,chunked --workload rag --hardware rtx3050 --duration 10`."""
-    m = {s: run(Scenario(scheduler=s, workload="rag", hardware="rtx3050", max_model_len=8192, duration=10)).metrics
+    """`sched-sim compare --schedulers fcfs,chunked --workload rag --hardware rtx3050 --duration 10`, with the settings
+    the seed was written with (`--max-model-len 8192 --token-budget 512` for chunked)."""
+    m = {s: run(seed_scenario(s, workload="rag", duration=10)).metrics
          for s in ("fcfs", "chunked")}
     assert m["fcfs"]["num_requests"] == m["chunked"]["num_requests"] > 20
     assert m["fcfs"]["itl_ms"]["p99"] > 400

@@ -31,27 +31,7 @@ from sim_core.scenario import query_value
 from sim_core.studies.sweep import rate_grid
 
 from . import model_uploads
-
-# What a page shows with no query: seed 004's experiment, FCFS's inter-token stalls against chunked prefill.
-PAGE_DEFAULTS: dict[str, str] = {"hardware": "rtx3050", "workload": "rag", "duration": "20"}
-PAGE_SCHEDULERS: tuple[str, ...] = ("fcfs", "chunked")
-# ... with the settings the seed was written with, which the page's own deployment (a URL that picks neither GPU nor
-# model) keeps: the chunked scheduler's 512-token steps (vLLM would take 2048 on this GPU) and an 8,192-token
-# max_model_len (vLLM would refuse llama-3.2-1b's 131k context, which this GPU's KV cache cannot hold). A URL that
-# picks its GPU or model takes the engine's defaults for it.
-SEED_SETTINGS: dict[str, str] = {"token_budget": "512", "max_model_len": "8192"}
-DEPLOYMENT_KEYS = ("hardware", "model", "model_file")
-
-
-def page_defaults(given: Mapping[str, Any]) -> dict[str, str]:
-    """The defaults a page fills the fields its query leaves out with: PAGE_DEFAULTS, and the seed's settings while
-    the deployment is the page's own."""
-    if any(k in given for k in DEPLOYMENT_KEYS):
-        return dict(PAGE_DEFAULTS)
-    return {**PAGE_DEFAULTS, **SEED_SETTINGS}
-# Written into every canonical query, even at the model's default, so a page URL means the same scenario
-# to the pages (whose defaults are above) and to /api/run (whose defaults are the Scenario model's).
-ALWAYS_IN_QUERY: tuple[str, ...] = ("hardware", "workload", "duration")
+from .page_scenario import ALWAYS_IN_QUERY, PAGE_DEFAULTS, PAGE_SCHEDULERS, SEED_SETTINGS, page_defaults  # noqa: F401
 
 # Limits for one web request (the CLI has none of these).
 MAX_REQUESTS = 20_000  # per scheduler

@@ -260,7 +260,7 @@ class Replay:
     def statistics(self, constants: Constants, with_ttft: bool) -> dict[str, float]:
         from ..runner import simulate_requests
 
-        profile = Profile(self.setup.gpu.key, self.setup.model.key, self.scenario.quantization, self.scenario.tp,
+        profile = Profile(self.setup.gpu.key, self.setup.model.key, self.setup.quantization, self.scenario.tp,
                           constants)
         sc = self.scenario.model_copy(update={"hardware_profile": profile.compact()})
         res = simulate_requests(sc, self.resolved, self.requests)
@@ -363,7 +363,7 @@ def calibrate(target: CalibrationTarget, text: str, source: str) -> dict:
     setup = target_setup(target)
     is_json = text.lstrip().removeprefix("\ufeff")[:1] in ("{", "[")
     fit = fit_bench(target, read_vllm_bench(text)) if is_json else fit_steps(setup, read_steps_csv(text))
-    profile = Profile(setup.gpu.key, setup.model.key, target.quantization, target.tp, fit.constants)
+    profile = Profile(setup.gpu.key, setup.model.key, setup.quantization, target.tp, fit.constants)
     catalog = default_constants(setup)
     info = {"source": Path(source).name, "kind": "vllm_bench_serve" if is_json else "steps_csv",
             "fitted": list(fit.fitted), "catalog_constants": asdict(catalog)} | fit.doc
