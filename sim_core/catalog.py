@@ -161,6 +161,7 @@ class Setup:
     max_num_seqs: int
     kv_cache_dtype: str = "auto"
     expert_parallel: ExpertParallel = NO_EP  # ep > 1: routed experts spread whole over ep GPUs (expert_parallel.py)
+    windowed_kv: str = "hybrid"  # how the engine's KV pool holds windowed layers (engines.json windowed_kv)
     weight_bytes_per_gpu: float = field(init=False)
     activation_bytes_per_gpu: float = field(init=False)
     # What the engine's KV pool charges per token of context on one GPU (its blocks are this x block_size), and
@@ -224,11 +225,24 @@ class Setup:
         whichever leaves more blocks. Models without windows or linear layers: (growth, 0, False) exactly."""
         if not window:
             return growth, state * self.max_num_seqs, False
+        if self.windowed_kv == "equal_pools" and growth > 0:
+            return self.equal_pools_plan(growth, window, state)
         free = self.usable_bytes - self.weight_bytes_per_gpu - self.reserve_bytes - state * self.max_num_seqs
         reserve_windows = free - window_fixed * self.max_num_seqs
         if growth > 0 and reserve_windows / growth > free / (growth + window):
             return growth, (state + window_fixed) * self.max_num_seqs, False
         return growth + window, state * self.max_num_seqs, True
+
+    def equal_pools_plan(self, growth: float, window: float, state: float) -> tuple[float, float, bool]:
+        """kv_pool_plan for an engine that groups layers by attention window and gives each group an equal share
+        of the KV memory (TensorRT-LLM: BaseKVCacheManager::calculateMaxNumBlocks, engines.json windowed_kv
+        equal_pools). Its chunked-attention layers are no window to the cache (the chunk is an attention-kernel
+        argument), so they hold every token like full attention; sliding-window layers get a pool as large as the
+        full-attention layers' own, whose share then bounds the context: each token costs the full-attention layers'
+        bytes once per group. The window pool, needing only a window's blocks per sequence, is never the bound."""
+        if self.model.window_kind == "chunked":
+            return growth + window, state * self.max_num_seqs, True
+        return 2.0 * growth, state * self.max_num_seqs, False
 
     @property
     def usable_bytes(self) -> float:
@@ -293,6 +307,12 @@ class Setup:
         m = self.model
         if not (m.window_layers or m.linear_layers):
             return None
+        if self.windowed_kv == "equal_pools" and m.full_attn_layers and not m.linear_layers:
+            how = ("keep every token, like full attention" if m.window_kind == "chunked" else
+                   "in a pool as large as the full-attention layers' own")
+            return (f"{m.key}: as the engine holds them, its {m.window_layers} {m.window_kind}-window layers "
+                    f"(window {m.window}) {how}: each token of context costs "
+                    f"{fmt_gb(self.kv_bytes_per_token_per_gpu * 1e6)} per million on each GPU (docs/MODEL.md)")
         parts = []
         if m.window_layers:
             how = ("charged for every token of context, like full attention (vLLM with "
@@ -350,6 +370,7 @@ class ServingSettings:
     block_size: int  # tokens per KV-cache block
     token_budget: int  # most tokens one step computes: sizes the activations reserved
     max_num_seqs: int  # most sequences one step runs: sizes the logits reserved
+    windowed_kv: str = "hybrid"  # how the engine's KV pool holds windowed layers (engines.json windowed_kv)
 
 
 def resolve_setup(hardware: str, model: str | Model | None, quantization: str, tp: int, serving: ServingSettings,
@@ -373,7 +394,7 @@ def resolve_setup(hardware: str, model: str | Model | None, quantization: str, t
         raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick one of {divisors}",
                          "tp")
     setup = Setup(gpu, m, quantization, tp, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
-                  serving.max_num_seqs, kv_cache_dtype, expert_parallel)
+                  serving.max_num_seqs, kv_cache_dtype, expert_parallel, serving.windowed_kv)
     usable = setup.usable_bytes
     if setup.weight_bytes_per_gpu + setup.reserve_bytes >= usable:
         total_weights = setup.weight_bytes_per_gpu * tp
@@ -406,17 +427,17 @@ def _what_fits(m: Model, gpu: GPU, quantization: str, tp: int, serving: ServingS
         if m.heads % t:
             continue
         s = Setup(gpu, m, quantization, t, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
-                  serving.max_num_seqs, kv_cache_dtype)
+                  serving.max_num_seqs, kv_cache_dtype, windowed_kv=serving.windowed_kv)
         if s.weight_bytes_per_gpu + s.reserve_bytes < s.usable_bytes and s.num_kv_blocks >= 1:
             return f"it fits at tp={t} ({t} GPUs)"
     one = Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
-                serving.max_num_seqs, kv_cache_dtype)
+                serving.max_num_seqs, kv_cache_dtype, windowed_kv=serving.windowed_kv)
     room = one.usable_bytes - one.reserve_bytes
     need = math.ceil(one.weight_bytes_per_gpu / room) if room > 0 else 0
     gpus = f"at least {need} GPUs' memory for its weights alone, " if need else ""
     ep = ep_that_fits(m, lambda plan: Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization,
                                             serving.block_size, serving.token_budget, serving.max_num_seqs,
-                                            kv_cache_dtype, plan))
+                                            kv_cache_dtype, plan, serving.windowed_kv))
     return f"it needs {gpus}more than tp={MAX_TP} of {gpu.key} gives one engine" + (f"; {ep}" if ep else "")
 
 

@@ -117,7 +117,7 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tupl
                 tp_field: str) -> PoolSetup:
     """One deployment's setup and KV pool (SetupError names the field that sets it)."""
     try:
-        serving = ServingSettings(s.gpu_memory_utilization, s.block_size, *budgets)
+        serving = ServingSettings(s.gpu_memory_utilization, s.block_size, *budgets, ENGINES[s.engine].windowed_kv)
         setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype,
                               expert_parallel_of(s))
     except SetupError as e:

@@ -49,6 +49,10 @@ class EngineProfile:
     budget_schedulers: str = "all"  # "chunked": the token budget is a chunked-prefill scheduler's only
     max_model_len_rule: str = "refuse"  # when one sequence of the model's context does not fit: refuse or cap
     version: str = ""  # the engine source the entry's values are read from
+    # How the KV pool holds windowed layers: "hybrid" (vLLM's hybrid manager: a window's blocks freed as it slides,
+    # catalog.Setup.kv_pool_plan's conservative stand-in) or "equal_pools" (TensorRT-LLM: one pool per window size,
+    # each an equal share of the memory; chunked attention no window to the cache: catalog.Setup.equal_pools_plan).
+    windowed_kv: str = "hybrid"
 
     def is_large(self, gpu: GPU) -> bool:
         if not self.large_gpu_min_memory_gib or gpu.mem_gib < self.large_gpu_min_memory_gib:
@@ -78,7 +82,8 @@ def profiles_from(doc: dict) -> dict[str, EngineProfile]:
             raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key 'decode_attention_kernel': "
                                         f"{p.decode_attention_kernel!r} is not one of "
                                         f"{', '.join(DECODE_ATTENTION_KERNELS)}")
-        for name, allowed in (("budget_schedulers", ("all", "chunked")), ("max_model_len_rule", ("refuse", "cap"))):
+        for name, allowed in (("budget_schedulers", ("all", "chunked")), ("max_model_len_rule", ("refuse", "cap")),
+                              ("windowed_kv", ("hybrid", "equal_pools"))):
             if getattr(p, name) not in allowed:
                 raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key {name!r}: "
                                             f"{getattr(p, name)!r} is not {' or '.join(allowed)}")

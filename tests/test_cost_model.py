@@ -249,3 +249,37 @@ def test_overlapped_cpu_time_shows_only_beyond_the_gpu_time():
     slow_host = overlap.copy()
     slow_host[STEP_OVERHEAD_S] = 1.0
     assert decode(slow_host, 4, 100)[0] == pytest.approx(1.0 + 4 * slow_host[STEP_OVERHEAD_PER_SEQ], rel=1e-12)
+
+
+def test_a_windowed_layer_reads_at_most_its_window_when_decoding():
+    # gpt-oss-20b: 12 sliding-window layers (window 128) beside 12 full-attention ones. Past the window, each further
+    # token of context adds only the full-attention layers' KV to a decode step's attention reads.
+    s = setup("h100", "gpt-oss-20b", "bf16", budget=2048)
+    p = cost_params(s)
+    short, long = (step_breakdown(p, 0, 0, 0, 0, 64, 64 * ctx, 64) for ctx in (4096, 8192))
+    full = s.kv_growth_bytes_per_token_per_gpu
+    assert 0 < s.kv_window_bytes_per_token_per_gpu and 0 < full
+    extra_bytes = long[-2] - short[-2]
+    assert extra_bytes == pytest.approx(64 * 4096 * full, rel=1e-9)
+    # Below the window every layer reads the whole context.
+    tiny = [step_breakdown(p, 0, 0, 0, 0, 64, 64 * ctx, 64)[-2] for ctx in (32, 64)]
+    assert tiny[1] - tiny[0] == pytest.approx(64 * 32 * (full + s.kv_window_bytes_per_token_per_gpu), rel=1e-9)
+
+
+def test_tensorrt_llm_holds_windowed_layers_as_its_kv_manager_does():
+    # TensorRT-LLM gives each attention-window size an equal share of the KV memory (gpt-oss: the full-attention
+    # layers' pool holds half of it) and keeps every token of Llama 4's chunked-attention layers; vLLM's hybrid
+    # manager pays for the full-attention layers only (kv_pool_plan's stand-in).
+    def pool(model, windowed_kv, max_seqs=2048):
+        return resolve_setup("h200", model, "fp8", 8 if "llama-4" in model else 1,
+                             ServingSettings(0.9, 16, 8192, max_seqs, windowed_kv))
+
+    oss, oss_trt = pool("gpt-oss-120b", "hybrid", 256), pool("gpt-oss-120b", "equal_pools")
+    assert oss.kv_bytes_per_token_per_gpu == oss.kv_growth_bytes_per_token_per_gpu
+    assert oss_trt.kv_bytes_per_token_per_gpu == 2 * oss_trt.kv_growth_bytes_per_token_per_gpu
+    assert oss_trt.kv_reserved_bytes_per_gpu == 0
+    mav, mav_trt = pool("llama-4-maverick", "hybrid", 64), pool("llama-4-maverick", "equal_pools", 64)
+    every_layer = mav_trt.kv_growth_bytes_per_token_per_gpu + mav_trt.kv_window_bytes_per_token_per_gpu
+    assert mav_trt.kv_bytes_per_token_per_gpu == every_layer
+    assert mav.kv_bytes_per_token_per_gpu < every_layer and mav_trt.num_kv_blocks < mav.num_kv_blocks
+    assert "as the engine holds them" in oss_trt.kv_simplification()

@@ -134,3 +134,13 @@ def test_validation_rows_run_their_frameworks_engine_kernels():
     trt = validation.step_check("step", row, "h100", "llama-3-8b", 1, "fp8")
     vllm = validation.step_check("step", row | {"framework": "vLLM 0.6"}, "h100", "llama-3-8b", 1, "fp8")
     assert trt.predicted < vllm.predicted
+
+
+def test_an_engine_entry_naming_an_unknown_windowed_kv_rule_is_refused_naming_it():
+    from sim_core import data, engines
+
+    doc = data.read(engines.ENGINES_FILE)
+    doc["entries"][0]["windowed_kv"] = "cyclic"
+    with pytest.raises(data.CatalogDataError, match=r"entry 'vllm': key 'windowed_kv': 'cyclic'"):
+        engines.profiles_from(doc)
+    assert ENGINES["trtllm"].windowed_kv == "equal_pools" and ENGINES["vllm"].windowed_kv == "hybrid"

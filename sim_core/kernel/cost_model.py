@@ -139,7 +139,11 @@ STEP_OVERHEAD_PER_SEQ_S = 10e-6
  EXPERT_BW,  # bytes/s the fused MoE kernels stream routed experts at (STREAM_BW unless measured lower)
  MOE_FIXED_S,  # a step's fused MoE layers' fixed time beyond their grouped GEMMs' launch floors (0: none)
  DECODE_ATTN_FLOOR_S,  # least time of a step's decode attention kernels, one per attention layer (0: launch floors)
- N_COST_PARAMS) = range(48)
+ # Windowed attention layers (sliding or chunked; all 0 without): the KV one token of their window holds per GPU,
+ # the window, and their FLOPs per query-key pair (ATTN_FLOPS_PER_PAIR and KV_BYTES_PER_TOKEN count the others).
+ WINDOW_KV_BYTES_PER_TOKEN, WINDOW_TOKENS, WINDOW_ATTN_FLOPS_PER_PAIR,
+ KV_POOL_BYTES_PER_TOKEN,  # what the engine's KV pool holds per token of context (what a swap copies)
+ N_COST_PARAMS) = range(52)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
@@ -225,11 +229,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[LM_HEAD_FLOPS_PER_SAMPLE] = 2.0 * m.lm_head_params / tp
     p[LOGITS_BYTES_PER_SAMPLE] = m.vocab / tp * 4.0 * LOGITS_PASSES
     p[LM_HEAD_RATE] = fp16_gemm_rate(setup, c.compute_efficiency)
-    # Softmax attention runs in the attention layers only (not a hybrid model's linear-attention ones). A windowed
-    # layer is charged as if it attended to the whole context: an upper bound (docs/MODEL.md).
-    p[ATTN_FLOPS_PER_PAIR] = 4.0 * m.attn_layers * m.heads * m.head_dim / tp
-    p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.attn_layers * (m.heads * m.head_dim) / tp * ACTIVATION_BYTES
-    p[KV_BYTES_PER_TOKEN] = setup.kv_bytes_per_token_per_gpu
+    attention_params(p, setup)
     p[ATTENTION_RATE] = g.fp16_tflops * 1e12 * c.attention_efficiency
     kernels = elementwise_kernel_bytes(setup)
     elementwise_bytes = sum(b for b, _ in kernels)
@@ -261,6 +261,21 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
 
     measured_kernel_params(p, setup, c.bandwidth_efficiency, ENGINES[engine].decode_attention_kernel)
     return p
+
+
+def attention_params(p: np.ndarray, setup: Setup) -> None:
+    """The attention slots. Softmax attention runs in the attention layers only (not a hybrid model's
+    linear-attention ones): the layers that attend to all context read its KV and pair every query with it; a
+    windowed layer (sliding or chunked) reads at most its window (window_attention, docs/MODEL.md). What the KV
+    pool holds per token (KV_POOL_BYTES_PER_TOKEN) is the engine's own accounting (catalog.Setup.kv_pool_plan)."""
+    m, tp = setup.model, setup.tp
+    p[ATTN_FLOPS_PER_PAIR] = 4.0 * m.full_attn_layers * m.heads * m.head_dim / tp
+    p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.attn_layers * (m.heads * m.head_dim) / tp * ACTIVATION_BYTES
+    p[KV_BYTES_PER_TOKEN] = setup.kv_growth_bytes_per_token_per_gpu
+    p[WINDOW_KV_BYTES_PER_TOKEN] = setup.kv_window_bytes_per_token_per_gpu
+    p[WINDOW_TOKENS] = m.window if m.window_layers else 0.0
+    p[WINDOW_ATTN_FLOPS_PER_PAIR] = 4.0 * m.window_layers * m.heads * m.head_dim / tp
+    p[KV_POOL_BYTES_PER_TOKEN] = setup.kv_bytes_per_token_per_gpu
 
 
 @inline
@@ -323,6 +338,52 @@ def linear_s(p, tokens):
 
 
 @inline
+def window_attention(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx):
+    """(prefill pairs, prefill context re-read, decode context read) of the windowed layers. A decoding sequence
+    reads at most a window of KV (the engines free or detach the blocks that slide out: vLLM's hybrid manager,
+    TensorRT-LLM since NVIDIA/TensorRT-LLM#6768; the mean context stands for each sequence's, an upper bound, min
+    being concave, and exact once every context passes the window; a chunked layer reads less still, its context
+    restarting at each chunk) and a prefill chunk re-reads at most a window of cached context. A prefill's
+    query-key pairs stay those of full causal attention: an upper bound, as prefill kernels that visit every
+    masked tile of a window were public until lately (sgl-project/sglang#34462's Triton kernel: 1.35-8.2x on a
+    window of 1,024 once bounded), and no timing of TensorRT-LLM's windowed context kernel was found."""
+    w = p[WINDOW_TOKENS]
+    if w <= 0.0:
+        return 0.0, 0.0, 0.0
+    decode_read = decode_seqs * min(decode_ctx / decode_seqs, w) if decode_seqs > 0 else 0.0
+    return prefill_attn_pairs, min(prefill_ctx_read, prefill_seqs * w), decode_read
+
+
+@inline
+def attention_s(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx):
+    """(seconds, prefill bytes, prefill FLOPs, decode bytes, decode FLOPs) of a step's attention: prefill chunks
+    (causal, over their own tokens and the context they re-read) and decoding sequences (each reads its KV) run as
+    separate kernels; neither hides under the GEMMs. Windowed layers attend within their window."""
+    stream_bw, layers, kv, wkv = p[STREAM_BW], p[LAYERS], p[KV_BYTES_PER_TOKEN], p[WINDOW_KV_BYTES_PER_TOKEN]
+    w_pairs, w_read, w_decode = window_attention(p, prefill_tokens, prefill_seqs, prefill_attn_pairs,
+                                                 prefill_ctx_read, decode_seqs, decode_ctx)
+    attention = 0.0
+    prefill_attn_bytes = 0.0
+    # + 0.0 exactly for a model without windowed layers.
+    prefill_attn_flops = p[ATTN_FLOPS_PER_PAIR] * prefill_attn_pairs + p[WINDOW_ATTN_FLOPS_PER_PAIR] * w_pairs
+    if prefill_tokens > 0:
+        prefill_attn_bytes = ((prefill_ctx_read + prefill_tokens) * kv + (w_read + prefill_tokens) * wkv
+                              + prefill_tokens * p[ATTN_QO_BYTES_PER_TOKEN])
+        attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(prefill_attn_bytes, prefill_attn_flops, stream_bw,
+                                                                p[ATTENTION_RATE])
+    decode_attn_bytes = 0.0
+    decode_attn_flops = p[ATTN_FLOPS_PER_PAIR] * decode_ctx + p[WINDOW_ATTN_FLOPS_PER_PAIR] * w_decode
+    if decode_seqs > 0:
+        decode_attn_bytes = decode_ctx * kv + w_decode * wkv + decode_seqs * p[ATTN_QO_BYTES_PER_TOKEN]
+        decode_attn = layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * p[DECODE_ATTN_SLOWDOWN],
+                                                                 decode_attn_flops, stream_bw, p[ATTENTION_RATE])
+        if p[DECODE_ATTN_FLOOR_S] > 0.0:  # each attention layer's kernel takes at least its measured one-sequence time
+            decode_attn = max(decode_attn, p[DECODE_ATTN_FLOOR_S])
+        attention += decode_attn
+    return attention, prefill_attn_bytes, prefill_attn_flops, decode_attn_bytes, decode_attn_flops
+
+
+@inline
 def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx,
                     samples):
     """(linear, attention, elementwise, lm_head, communication, overhead) seconds of one step, then the bytes it
@@ -332,25 +393,8 @@ def step_components(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill
         return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     stream_bw, layers = p[STREAM_BW], p[LAYERS]
     linear, linear_bytes, linear_flops = linear_s(p, tokens)
-    # Attention: prefill chunks (causal, over their own tokens and the context they re-read) and decoding
-    # sequences (each reads its whole KV) run as separate kernels; neither hides under the GEMMs.
-    kv = p[KV_BYTES_PER_TOKEN]
-    attention = 0.0
-    prefill_attn_bytes = 0.0
-    prefill_attn_flops = p[ATTN_FLOPS_PER_PAIR] * prefill_attn_pairs
-    if prefill_tokens > 0:
-        prefill_attn_bytes = (prefill_ctx_read + prefill_tokens) * kv + prefill_tokens * p[ATTN_QO_BYTES_PER_TOKEN]
-        attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(prefill_attn_bytes, prefill_attn_flops, stream_bw,
-                                                                p[ATTENTION_RATE])
-    decode_attn_bytes = 0.0
-    decode_attn_flops = p[ATTN_FLOPS_PER_PAIR] * decode_ctx
-    if decode_seqs > 0:
-        decode_attn_bytes = decode_ctx * kv + decode_seqs * p[ATTN_QO_BYTES_PER_TOKEN]
-        decode_attn = layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * p[DECODE_ATTN_SLOWDOWN],
-                                                                 decode_attn_flops, stream_bw, p[ATTENTION_RATE])
-        if p[DECODE_ATTN_FLOOR_S] > 0.0:  # each attention layer's kernel takes at least its measured one-sequence time
-            decode_attn = max(decode_attn, p[DECODE_ATTN_FLOOR_S])
-        attention += decode_attn
+    attention, prefill_attn_bytes, prefill_attn_flops, decode_attn_bytes, decode_attn_flops = attention_s(
+        p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx_read, decode_seqs, decode_ctx)
     # Norms, rotary embedding, activation, KV-cache write: bandwidth only.
     elementwise_bytes = tokens * p[ELEMENTWISE_BYTES_PER_TOKEN]
     elementwise = p[ELEMENTWISE_KERNELS] * ELEMENTWISE_LAUNCH_FLOOR_S + elementwise_bytes / p[ELEMENTWISE_BW]
@@ -402,7 +446,7 @@ def step_breakdown(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_
 @entry
 def swap_seconds(p, tokens):
     """Time to copy `tokens` tokens of KV between GPU and host memory over the host link."""
-    return tokens * p[KV_BYTES_PER_TOKEN] / p[HOST_LINK_BW]
+    return tokens * p[KV_POOL_BYTES_PER_TOKEN] / p[HOST_LINK_BW]
 
 
 def prefill_pairs(chunk: int, cached: int) -> int:

@@ -75,7 +75,8 @@ def elementwise_kernel_bytes(setup: Setup) -> tuple[tuple[float, float], ...]:
     # Vidur's profile, an upper bound: an RMSNorm reads and writes the state, an add reads two and writes one),
     # rotary embedding in place on q and k, SiLU-and-mul (read gate and up, write one), KV-cache write (read k
     # and v, write them into the cache).
-    kv_per_layer = setup.kv_bytes_per_token_per_gpu / m.layers  # in the cache's format
+    # Every attention layer writes its new token's KV, windowed or not (in the cache's format).
+    kv_per_layer = (setup.kv_growth_bytes_per_token_per_gpu + setup.kv_window_bytes_per_token_per_gpu) / m.layers
     kv_in = 2.0 * max(1, m.kv_heads // tp) * m.head_dim * ACTIVATION_BYTES  # k and v as the QKV GEMM wrote them
     if m.is_mla:  # MLA writes its latent (kv_lora_rank + qk_rope_head_dim), whole on every rank
         kv_in = (m.kv_lora_rank + m.qk_rope_head_dim) * ACTIVATION_BYTES
