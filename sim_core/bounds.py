@@ -32,7 +32,8 @@ feasible schedule of the relaxation (the argument for each is beside it; docs/MO
   arrival window.
 
 Follow-up turns of closed-loop workloads arrive when their parents end, so the run's own arrival times are used:
-the bounds hold for that run (for open-loop workloads they are the same for every scheduler).
+the bounds hold for that run (for open-loop workloads they are the same for every scheduler that serves the
+same requests; the latency bounds follow the requests each run served).
 """
 
 from __future__ import annotations
