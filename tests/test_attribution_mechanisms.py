@@ -2,10 +2,12 @@
 parts (kernel/attribution.py) sum to its device-side TTFT (Result.attr_first) and E2EL (Result.attribution), none
 negative, whatever combination of speculative decoding, LoRA adapter loads, KV-tier loads, preemption (recompute
 or swap), admission control, asynchronous scheduling, closed-loop load and cluster shape (one engine, replicas
-behind a router, prefill/decode pools with their KV transfers) the run has. Hypothesis draws the combinations;
-bench/bench_attribution.py runs a bigger campaign of the same property."""
+behind a router, prefill/decode pools with their KV transfers) the run has. Hypothesis draws the combinations, a
+few per shape; the long campaign: `bench/fuzz.py attribution N` (ATTRIBUTION_EXAMPLES=N per shape)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 from hypothesis import given, settings
@@ -16,7 +18,10 @@ from sim_core.runner import run
 
 # Float slack: each part is a sum of step times, the latency a difference of clock readings.
 ATOL_S = 1e-9
-SHAPES = ("one engine", "replicas", "prefill/decode pools")
+EXAMPLES = int(os.environ.get("ATTRIBUTION_EXAMPLES", "6"))
+# A dense model with every proposer but MTP, and an MoE one with its MTP module.
+DEPLOYMENTS = (dict(hardware="a100", model="llama-3-8b"),
+               dict(hardware="b200", model="deepseek-r1", tp=8, quantization="fp8"))
 
 
 def assert_parts_add_up(res) -> None:
@@ -34,7 +39,9 @@ def assert_parts_add_up(res) -> None:
 def mechanisms(draw, shape: str) -> dict:
     """A scenario's fields with a drawn combination of mechanisms on `shape`'s deployment."""
     scheduler = draw(st.sampled_from(SCHEDULER_NAMES))
-    kw = dict(scheduler=scheduler, hardware="a100", model="llama-3-8b", seed=draw(st.integers(0, 99)),
+    deployment = draw(st.sampled_from(DEPLOYMENTS))
+    dense = deployment["model"] == "llama-3-8b"
+    kw = dict(scheduler=scheduler, **deployment, seed=draw(st.integers(0, 99)),
               workload=draw(st.sampled_from(["chat", "rag", "multiturn", "agent", "mixed"])),
               num_requests=draw(st.sampled_from([12, 30])), engine=draw(st.sampled_from(["vllm", "sglang", "trtllm"])),
               transport_overhead_ms=draw(st.sampled_from([0.0, 5.0])))
@@ -43,7 +50,8 @@ def mechanisms(draw, shape: str) -> dict:
     else:
         kw["rate"] = draw(st.sampled_from([2.0, 20.0, 80.0]))
     if draw(st.booleans()):
-        kw.update(spec_method=draw(st.sampled_from(["eagle", "ngram", "draft"])), spec_tokens=draw(st.integers(1, 5)),
+        methods = ["eagle", "ngram", "draft"] if dense else ["mtp", "eagle", "ngram"]
+        kw.update(spec_method=draw(st.sampled_from(methods)), spec_tokens=draw(st.integers(1, 5)),
                   spec_k_policy=draw(st.sampled_from(["fixed", "goodput"])))
     preemption = draw(st.sampled_from(["recompute", "swap", "none"]))
     kw.update(preemption=preemption, kv_blocks=draw(st.sampled_from([None, 300, 900])), swap_space_gb=0.1)
@@ -51,32 +59,33 @@ def mechanisms(draw, shape: str) -> dict:
         kw.update(prefix_cache=True, kv_offload_cpu_gb=draw(st.sampled_from([0.3, 2.0])),
                   kv_offload_disk_gb=draw(st.sampled_from([0.0, 4.0])),
                   kv_offload_policy=draw(st.sampled_from(["evict", "store"])), kv_offload_overlap=draw(st.booleans()))
-    if shape == "one engine" and scheduler != "static" and preemption != "swap" and draw(st.booleans()):
+    if shape == "one engine" and dense and scheduler != "static" and preemption != "swap" and draw(st.booleans()):
         kw.update(lora_adapters=draw(st.sampled_from([4, 16])), max_loras=draw(st.sampled_from([1, 2])))
     if shape == "replicas":
         kw.update(replicas=draw(st.integers(2, 3)),
                   router=draw(st.sampled_from(["round_robin", "least_outstanding", "prefix_affinity"])))
     elif shape == "prefill/decode pools":
-        kw.update(prefill_replicas=draw(st.integers(1, 2)), decode_replicas=draw(st.integers(1, 2)))
+        kw.update(prefill_replicas=draw(st.integers(1, 2)), decode_replicas=draw(st.integers(1, 2)),
+                  prefill_hardware=draw(st.sampled_from([None, "h200"])))
     if shape != "prefill/decode pools" and draw(st.booleans()):
         kw["async_scheduling"] = True
     kw["admission"] = draw(st.sampled_from([None, "reject", "degrade"]))
     return {k: v for k, v in kw.items() if v is not None}
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(mechanisms("one engine"))
 def test_parts_add_up_on_one_engine(fields):
     assert_parts_add_up(run(Scenario(**fields)))
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(mechanisms("replicas"))
 def test_parts_add_up_on_replicas(fields):
     assert_parts_add_up(run(Scenario(**fields)))
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(mechanisms("prefill/decode pools"))
 def test_parts_add_up_on_prefill_decode_pools(fields):
     assert_parts_add_up(run(Scenario(**fields)))

@@ -5,6 +5,7 @@ stand on hold for the engine's own steps."""
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -229,6 +230,12 @@ def test_no_scheduler_beats_the_bounds_on_presets(extra):
         check_bounds_hold(run(Scenario(scheduler=name, num_requests=60, seed=2, **setup), bounds=True))
 
 
+BOUNDED_DEPLOYMENTS = (dict(hardware="rtx3050"), dict(hardware="h100", model="llama-3-8b"),
+                       dict(hardware="b200", model="deepseek-r1", tp=8, quantization="fp8"))
+# The long campaign: `bench/fuzz.py bounds N`.
+BOUNDS_EXAMPLES = int(os.environ.get("BOUNDS_EXAMPLES", "12"))
+
+
 @st.composite
 def deployments_and_loads(draw) -> dict:
     """A preset or random workload on one engine, replicas or P/D pools of any engine, open or closed loop, often
@@ -240,7 +247,7 @@ def deployments_and_loads(draw) -> dict:
               max_model_len=draw(st.sampled_from([None, 256, 1024])), kv_blocks=draw(st.sampled_from([None, 20, 150])),
               preemption=draw(st.sampled_from(["recompute", "swap", "none"])), swap_space_gb=0.1,
               admission=draw(st.sampled_from([None, "reject"])), prefix_cache=draw(st.booleans()),
-              **draw(st.sampled_from([dict(hardware="rtx3050"), dict(hardware="h100", model="llama-3-8b")])))
+              **draw(st.sampled_from(BOUNDED_DEPLOYMENTS)))
     if kw["workload"] == "random":
         kw.update(isl=draw(st.sampled_from([256, 2000])), osl=draw(st.sampled_from([16, 300])), length_range=0.5)
     if draw(st.booleans()):
@@ -248,7 +255,8 @@ def deployments_and_loads(draw) -> dict:
     else:
         kw["rate"] = draw(st.sampled_from([2.0, 20.0, 80.0]))
     if draw(st.booleans()):
-        kw.update(spec_method=draw(st.sampled_from(["eagle", "ngram"])), spec_tokens=draw(st.integers(1, 6)))
+        methods = ["mtp", "ngram"] if kw.get("model") == "deepseek-r1" else ["eagle", "ngram"]
+        kw.update(spec_method=draw(st.sampled_from(methods)), spec_tokens=draw(st.integers(1, 6)))
     shape = draw(st.sampled_from(["one", "replicas", "pd"]))
     if shape == "replicas":
         kw["replicas"] = 2
@@ -259,7 +267,7 @@ def deployments_and_loads(draw) -> dict:
     return {k: v for k, v in kw.items() if v is not None}
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=BOUNDS_EXAMPLES, deadline=None)
 @given(deployments_and_loads())
 def test_no_run_beats_its_bounds_whatever_it_turns_away(fields):
     """Every metric within its bound on every run: rejected requests (the means and their bounds are both over
