@@ -155,7 +155,10 @@ def request_floors_s(p_prefill, p_decode, uncached, cached):
     causal pairs sum to the same; only the all-reduce may be cheaper in chunks (one-kernel all-reduce under its
     size limit), so it is taken at its floor. Decode: a lower bound on each step that decodes one of its tokens
     on `p_decode`'s engine, it alone in the batch at the shortest context it decodes at (its prompt and first
-    token); a longer context or a fuller batch only adds."""
+    token); a longer context or a fuller batch only adds. The engine costs such a token as a decode row, or as a
+    one-token prefill row when it admits the request with only that token to compute (a decode engine taking a
+    handed-over prompt's KV; a recomputed request whose prefix the cache kept), a little cheaper on some GPUs
+    (no decode-attention floor): the floor is the cheaper of the two."""
     n = uncached.shape[0]
     prefill = np.empty(n, np.float64)
     decode = np.empty(n, np.float64)
@@ -166,8 +169,10 @@ def request_floors_s(p_prefill, p_decode, uncached, cached):
             p_prefill, u, 1, u * c + u * (u + 1) // 2, c, 0, 0, 1)
         gpu = linear + attention + elementwise + lm_head + _allreduce_floor_one(p_prefill, u)
         prefill[i] = (max(gpu, cpu) if p_prefill[CPU_OVERLAP] > 0 else gpu + cpu) * p_prefill[STEP_TIME_SCALE]
-        parts = step_components(p_decode, 0, 0, 0, 0, 1, u + c + 1, 1)
-        decode[i] = (parts[0] + parts[1] + parts[2] + parts[3] + parts[4] + parts[5]) * p_decode[STEP_TIME_SCALE]
+        row = step_components(p_decode, 0, 0, 0, 0, 1, u + c + 1, 1)
+        one = step_components(p_decode, 1, 1, u + c + 1, u + c, 0, 0, 1)
+        decode[i] = min(row[0] + row[1] + row[2] + row[3] + row[4] + row[5],
+                        one[0] + one[1] + one[2] + one[3] + one[4] + one[5]) * p_decode[STEP_TIME_SCALE]
     return prefill, decode
 
 

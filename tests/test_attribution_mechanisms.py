@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim_core import SCHEDULER_NAMES, Scenario
+from sim_core.request_diff import request_values_ms
 from sim_core.runner import run
 
 # Float slack: each part is a sum of step times, the latency a difference of clock readings.
@@ -25,7 +26,8 @@ DEPLOYMENTS = (dict(hardware="a100", model="llama-3-8b"),
 
 
 def assert_parts_add_up(res) -> None:
-    """Every finished request's parts sum to its TTFT (at its first token) and to its E2EL, none negative."""
+    """Every finished request's parts sum to its TTFT (at its first token) and to its E2EL, none negative: on the
+    device, and as the client sees them (the transport overhead in `transport`), the split `sched-sim diff` reads."""
     done = res.finished
     arrival = res.requests.arrival_s[done]
     for parts, latency in ((res.attr_first[done], res.first_token_s[done] - arrival),
@@ -33,6 +35,9 @@ def assert_parts_add_up(res) -> None:
         assert np.allclose(parts.sum(axis=1), latency, rtol=1e-12, atol=ATOL_S), \
             np.abs(parts.sum(axis=1) - latency).max()
         assert (parts >= -ATOL_S).all(), parts.min()
+    values, splits, served = request_values_ms(res)
+    for metric in ("ttft_ms", "e2el_ms"):
+        assert np.allclose(splits[metric][served].sum(axis=1), values[metric][served], rtol=1e-12, atol=ATOL_S * 1e3)
 
 
 @st.composite

@@ -162,8 +162,11 @@ def test_a_prompt_in_chunks_never_beats_its_prefill_floor(params, gpu, prompt, c
         if last:
             break
     assert total >= floor * (1 - REL)
-    assert decode_floor_s(p, np.array([prompt]))[0] <= step_cost(p, 0, 0, 0, 0, 1 + others,
-                                                                  (1 + others) * (prompt + 1), 1 + others)[0]
+    # A step that computes one of its later tokens costs at least its decode floor, whether as a decode row or as
+    # a one-token prefill row (a decode engine admitting a handed-over prompt's KV).
+    floor = decode_floor_s(p, np.array([prompt]))[0]
+    assert floor <= step_cost(p, 0, 0, 0, 0, 1 + others, (1 + others) * (prompt + 1), 1 + others)[0]
+    assert floor <= step_cost(p, 1, 1, prefill_pairs(1, prompt), prompt, others, others * (prompt + 1), 1 + others)[0]
 
 
 # ----- the bounds hold for every scheduler -----
@@ -246,7 +249,7 @@ def deployments_and_loads(draw) -> dict:
               transport_overhead_ms=draw(st.sampled_from([0.0, 7.0])),
               max_model_len=draw(st.sampled_from([None, 256, 1024])), kv_blocks=draw(st.sampled_from([None, 20, 150])),
               preemption=draw(st.sampled_from(["recompute", "swap", "none"])), swap_space_gb=0.1,
-              admission=draw(st.sampled_from([None, "reject"])), prefix_cache=draw(st.booleans()),
+              admission=draw(st.sampled_from([None, "reject", "degrade"])), prefix_cache=draw(st.booleans()),
               **draw(st.sampled_from(BOUNDED_DEPLOYMENTS)))
     if kw["workload"] == "random":
         kw.update(isl=draw(st.sampled_from([256, 2000])), osl=draw(st.sampled_from([16, 300])), length_range=0.5)
@@ -268,6 +271,10 @@ def deployments_and_loads(draw) -> dict:
 
 
 @settings(max_examples=BOUNDS_EXAMPLES, deadline=None)
+# Found by hypothesis: a decode engine costs a handed-over request's first token as a one-token prefill row, 2.5%
+# cheaper than the decode row the floor assumed on H100 (E2EL 0.9998x its floor).
+@example(fields=dict(scheduler="fcfs", workload="chat", num_requests=10, seed=1, kv_blocks=20, preemption="none",
+                     hardware="h100", model="llama-3-8b", rate=2.0, prefill_replicas=1, decode_replicas=1))
 @given(deployments_and_loads())
 def test_no_run_beats_its_bounds_whatever_it_turns_away(fields):
     """Every metric within its bound on every run: rejected requests (the means and their bounds are both over
@@ -276,18 +283,20 @@ def test_no_run_beats_its_bounds_whatever_it_turns_away(fields):
 
 
 def test_the_issues_run_whose_rejections_put_its_mean_ttft_under_its_bound():
-    """DeepSeek-R1 on B200 with most requests longer than max_model_len: the run's mean TTFT (over the 14 it
-    served) came to 0.89x a bound taken over all 40; and the deadline bound counted the 26 no scheduler serves."""
+    """DeepSeek-R1 on B200 with most requests longer than max_model_len: the run's mean TTFT, over the ones it
+    served, came in under a bound taken over all 40 (0.95x; 0.89x in the issue's run), and the deadline bound
+    counted the ones no scheduler serves."""
     res = run(Scenario(model="deepseek-r1", hardware="b200", tp=8, quantization="fp8", workload="random",
                        concurrency=4, isl=8192, osl=1024, num_requests=40, length_range=0.5), bounds=True)
-    assert res.metrics["rejected_reasons"]["prompt + output tokens exceed max_model_len"] > 0 and res.metrics["completed"] > 0
+    assert res.metrics["rejected_reasons"]["prompt + output tokens exceed max_model_len"] > 0
+    assert res.metrics["completed"] > 0
     check_bounds_hold(res)
     assert res.metrics["bounds"]["deadline_met_upper"] <= res.metrics["completed"]
 
 
 def test_speculative_decoding_emits_up_to_one_plus_k_tokens_a_step():
     """One user with EAGLE at k = 6: its requests finish in fewer steps than tokens, so the floor counts a step
-    per 1 + k tokens (one per token put them above their floor's E2EL)."""
+    per 1 + k tokens (a step per token put the floor above their E2EL)."""
     res = run(Scenario(hardware="h100", model="llama-3-8b", workload="random", isl=256, osl=300, num_requests=6,
                        concurrency=1, spec_method="eagle", spec_tokens=6, seed=1), bounds=True)
     check_bounds_hold(res)
