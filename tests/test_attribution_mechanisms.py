@@ -2,7 +2,7 @@
 parts (kernel/attribution.py) sum to its device-side TTFT (Result.attr_first) and E2EL (Result.attribution), none
 negative, whatever combination of speculative decoding, LoRA adapter loads, KV-tier loads, preemption (recompute
 or swap), admission control, asynchronous scheduling, closed-loop load and cluster shape (one engine, replicas
-behind a router, prefill/decode pools with their KV transfers) the run has. Hypothesis draws the combinations, a
+behind a router, prefill/decode pools with their KV transfers; and, not drawn, an autoscaled fleet) the run has. Hypothesis draws the combinations, a
 few per shape; the long campaign: `bench/fuzz.py attribution N` (ATTRIBUTION_EXAMPLES=N per shape)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -109,3 +110,13 @@ def test_every_mechanism_at_once_adds_up_and_shows_where_it_acts():
     assert m["lora"]["loads_host"] + m["lora"]["loads_disk"] > 0 and m["kv_tiers"]["cpu"]["hit_tokens"] > 0
     parts = m["attribution_ms"]
     assert parts["preemption"] > 0 and parts["decode"] > 0 and parts["prefill_stall"] > 0 and parts["queue"] > 0
+
+
+@pytest.mark.parametrize("autoscaler", ["utilization", "predictive"])
+def test_parts_add_up_on_an_autoscaled_fleet(autoscaler):
+    """Replicas that come and go (kernel/autoscaled.py), with speculation and rejections (a tight KV pool)."""
+    res = run(Scenario(hardware="a100", model="llama-3-8b", workload="rag", rate=20.0, num_requests=40, seed=3,
+                       kv_blocks=150, spec_method="eagle", autoscaler=autoscaler, min_replicas=1, max_replicas=3,
+                       autoscale_interval_s=1.0, provision_delay_s=0.5))
+    assert res.metrics["rejected"] > 0
+    assert_parts_add_up(res)
