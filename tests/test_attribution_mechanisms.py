@@ -2,8 +2,9 @@
 parts (kernel/attribution.py) sum to its device-side TTFT (Result.attr_first) and E2EL (Result.attribution), none
 negative, whatever combination of speculative decoding, LoRA adapter loads, KV-tier loads, preemption (recompute
 or swap), admission control, asynchronous scheduling, closed-loop load and cluster shape (one engine, replicas
-behind a router, prefill/decode pools with their KV transfers; and, not drawn, an autoscaled fleet) the run has. Hypothesis draws the combinations, a
-few per shape; the long campaign: `bench/fuzz.py attribution N` (ATTRIBUTION_EXAMPLES=N per shape)."""
+behind a router, prefill/decode pools with their KV transfers; and, not drawn, an autoscaled fleet) the run has.
+Hypothesis draws the combinations, a few per shape; the long campaign: `bench/fuzz.py attribution N`
+(ATTRIBUTION_EXAMPLES=N per shape)."""
 
 from __future__ import annotations
 
