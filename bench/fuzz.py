@@ -1,10 +1,13 @@
 """The long fuzz campaigns: the HTTP API from its OpenAPI schema (schemathesis), every trace reader with arbitrary
 text (hypothesis) and the command line with arbitrary flags and values. No 5xx, no traceback, no hang allowed.
+And two over runs: `attribution N`, N drawn combinations of mechanisms per cluster shape whose every request's
+attribution must sum to its TTFT and E2EL (default 200); `bounds N`, N drawn runs none of whose metrics may pass
+its bound (default 500).
 
-    .venv/bin/python bench/fuzz.py [api N] [readers N] [cli N]
+    .venv/bin/python bench/fuzz.py [api N] [readers N] [cli N] [attribution N] [bounds N]
 
 `api N`: N cases per API operation (default 1000); `readers N`: N inputs per reader (default 2500: the four
-readers make 10,000); `cli N`: N command lines (default 10000). With no argument, all three at their defaults.
+readers make 10,000); `cli N`: N command lines (default 10000). With no argument, all of them at their defaults.
 Prints the counts each campaign ran; exits non-zero if any case failed."""
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ CAMPAIGNS = {  # name: (test file, environment variable, default count)
     "api": ("tests/test_fuzz_api.py", "FUZZ_CASES_PER_OPERATION", "1000"),
     "readers": ("tests/test_trace_errors.py", "FUZZ_READER_EXAMPLES", "2500"),
     "cli": ("tests/test_fuzz_cli.py", "FUZZ_CLI_EXAMPLES", "10000"),
+    # Invariants of runs rather than inputs (issue #35): where the time went adds up, no run beats its bounds.
+    "attribution": ("tests/test_attribution_mechanisms.py", "ATTRIBUTION_EXAMPLES", "200"),
+    "bounds": ("tests/test_bounds.py", "BOUNDS_EXAMPLES", "500"),
 }
 
 
 def campaign(name: str, count: str) -> int:
     path, var, _ = CAMPAIGNS[name]
     env = dict(os.environ, **{var: count}, PYTHONPATH=str(ROOT))
-    select = ["-k", "fuzzed"] if name == "readers" else []
+    select = {"readers": ["-k", "fuzzed"], "bounds": ["-k", "whatever_it_turns_away"]}.get(name, [])
     print(f"== {name}: {var}={count}", flush=True)
     return subprocess.call([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", path, *select],
                            env=env, cwd=ROOT)

@@ -8,7 +8,9 @@ feasible schedule of the relaxation (the argument for each is beside it; docs/MO
   its batch, and splitting a prompt into chunks never costs less than computing it in one step, so request i's
   first token comes at least `prefill_floor` after it arrives (its uncached prompt alone, in one step, on an idle
   engine), and every later token needs a step of its own: E2EL_i >= prefill_floor_i + (output_i - 1) x
-  decode_floor_i, with decode_floor the step of that request alone (its context at its shortest).
+  decode_floor_i, with decode_floor the step of that request alone (its context at its shortest). With
+  speculative decoding a step emits at most 1 + k of its tokens (k drafts all accepted, and the bonus token), and
+  verifying them costs no less than decoding one: ceil((output_i - 1) / (1 + k)) such steps.
 - Capacity: a step of n tokens takes at least f(n), the step's weight read, GEMM arithmetic, elementwise and
   all-reduce terms and CPU time with attention and the lm head left out; f(n)/n only falls with n, so an engine
   computes at most N / f(N) tokens per second, N the most tokens a step can hold. The deployment becomes one
@@ -16,8 +18,11 @@ feasible schedule of the relaxation (the argument for each is beside it; docs/MO
   compute in each step, the server computes in at most that step's time.
 - Mean E2EL/TTFT: SRPT is optimal for mean flow time on one preemptive server with release dates (Schrage 1968),
   so SRPT on that server (work = a request's tokens, release = its arrival) bounds the mean from below; so does
-  the mean of the floors. The bound is the larger of the two.
-- TTFT deadlines met: a request whose floor exceeds its TTFT target never meets it; the rest must have their
+  the mean of the floors. The bound is the larger of the two. A run's means are over the requests it served, so
+  its bounds are over those same requests: what the run did for them is a schedule of them alone (what it spent
+  on the requests it rejected or shed only adds), so it holds whichever requests a scheduler turns away.
+- TTFT deadlines met: a request whose floor exceeds its TTFT target never meets it, nor does one the deployment
+  can never run (NEVER_RUNS: the run rejected it for a reason any scheduler would); the rest must have their
   prompts computed on the server by arrival + target. The most such deadlines a preemptive server meets
   (1|r_j,pmtn|sum U_j) is solved exactly here when deadlines follow arrivals (one SLO class): then EDF never
   preempts, and Kise, Ibaraki and Mine's algorithm (1978) for agreeable release and due dates is optimal. Where
@@ -27,7 +32,8 @@ feasible schedule of the relaxation (the argument for each is beside it; docs/MO
   arrival window.
 
 Follow-up turns of closed-loop workloads arrive when their parents end, so the run's own arrival times are used:
-the bounds hold for that run (for open-loop workloads they are the same for every scheduler).
+the bounds hold for that run (for open-loop workloads they are the same for every scheduler that serves the
+same requests; the latency bounds follow the requests each run served).
 """
 
 from __future__ import annotations
@@ -67,8 +73,13 @@ from .kernel.cost_model import (
     step_components,
 )
 from .kernel.jit import entry, inline
+from .kernel.state import REJECT_LARGER_THAN_KV_POOL, REJECT_LONGER_THAN_MODEL
 from .metrics import arrival_window_s, request_latencies_s
+from .spec_decode import spec_tokens
 
+# Why a request was rejected that no scheduler on the deployment could have served it (REJECT_*): it does not fit
+# the model's context or the whole KV pool. (Longer than the token budget depends on the scheduler's chunking.)
+NEVER_RUNS = (REJECT_LONGER_THAN_MODEL, REJECT_LARGER_THAN_KV_POOL)
 # Slack on deadlines in the relaxed problem, seconds: the run's own check allows 1e-12 (metrics.py); a little more
 # keeps float rounding in the server's clock from ever cutting the bound below a run.
 DEADLINE_SLACK_S = 1e-9
@@ -144,7 +155,10 @@ def request_floors_s(p_prefill, p_decode, uncached, cached):
     causal pairs sum to the same; only the all-reduce may be cheaper in chunks (one-kernel all-reduce under its
     size limit), so it is taken at its floor. Decode: a lower bound on each step that decodes one of its tokens
     on `p_decode`'s engine, it alone in the batch at the shortest context it decodes at (its prompt and first
-    token); a longer context or a fuller batch only adds."""
+    token); a longer context or a fuller batch only adds. The engine costs such a token as a decode row, or as a
+    one-token prefill row when it admits the request with only that token to compute (a decode engine taking a
+    handed-over prompt's KV; a recomputed request whose prefix the cache kept), a little cheaper on some GPUs
+    (no decode-attention floor): the floor is the cheaper of the two."""
     n = uncached.shape[0]
     prefill = np.empty(n, np.float64)
     decode = np.empty(n, np.float64)
@@ -155,8 +169,10 @@ def request_floors_s(p_prefill, p_decode, uncached, cached):
             p_prefill, u, 1, u * c + u * (u + 1) // 2, c, 0, 0, 1)
         gpu = linear + attention + elementwise + lm_head + _allreduce_floor_one(p_prefill, u)
         prefill[i] = (max(gpu, cpu) if p_prefill[CPU_OVERLAP] > 0 else gpu + cpu) * p_prefill[STEP_TIME_SCALE]
-        parts = step_components(p_decode, 0, 0, 0, 0, 1, u + c + 1, 1)
-        decode[i] = (parts[0] + parts[1] + parts[2] + parts[3] + parts[4] + parts[5]) * p_decode[STEP_TIME_SCALE]
+        row = step_components(p_decode, 0, 0, 0, 0, 1, u + c + 1, 1)
+        one = step_components(p_decode, 1, 1, u + c + 1, u + c, 0, 0, 1)
+        decode[i] = min(row[0] + row[1] + row[2] + row[3] + row[4] + row[5],
+                        one[0] + one[1] + one[2] + one[3] + one[4] + one[5]) * p_decode[STEP_TIME_SCALE]
     return prefill, decode
 
 
@@ -344,20 +360,33 @@ class Relaxation:
     uncached: np.ndarray
     output: np.ndarray
     ttft_floor: np.ndarray  # seconds
-    decode_floor: np.ndarray  # seconds per output token after the first
+    decode_floor: np.ndarray  # seconds per step that decodes it, at least one step per `tokens_per_step` tokens
     ttft_target: np.ndarray  # seconds from arrival, device side
     tpot_target: np.ndarray
+    servable: np.ndarray  # False where the deployment can never run it (longer than max_model_len, than the KV pool)
     prefill_rate: float  # the engines that compute prompts
     total_rate: float  # every engine
     transport_s: float
+    tokens_per_step: int = 1  # the most output tokens of one request a step emits: 1 + speculative drafts
+
+    @property
+    def decode_steps(self) -> np.ndarray:
+        """The fewest steps that emit each request's tokens after the first."""
+        return -(-(self.output - 1) // self.tokens_per_step)
 
     @property
     def e2el_floor(self) -> np.ndarray:
-        return self.ttft_floor + (self.output - 1) * self.decode_floor
+        return self.ttft_floor + self.decode_steps * self.decode_floor
+
+    @property
+    def tpot_floor(self) -> np.ndarray:
+        """Each request's least TPOT (0 for a single output token)."""
+        return self.decode_steps * self.decode_floor / np.maximum(self.output - 1, 1)
 
     def subset(self, keep: np.ndarray) -> Relaxation:
         return dataclasses.replace(self, **{f: getattr(self, f)[keep] for f in (
-            "arrival", "uncached", "output", "ttft_floor", "decode_floor", "ttft_target", "tpot_target")})
+            "arrival", "uncached", "output", "ttft_floor", "decode_floor", "ttft_target", "tpot_target",
+            "servable")})
 
     def ttft_mean_lower_s(self) -> float:
         """Mean TTFT (client side) no scheduler beats: the larger of the floors' mean and SRPT's on prompts."""
@@ -376,9 +405,9 @@ class Relaxation:
     def deadline_problem(self, paced: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(release, work, deadline) of the requests that could meet their TTFT target, and their TPOT target as
         well with `paced`, on the prompt server."""
-        keep = self.ttft_floor <= self.ttft_target + DEADLINE_SLACK_S
+        keep = self.servable & (self.ttft_floor <= self.ttft_target + DEADLINE_SLACK_S)
         if paced:
-            keep &= (self.output <= 1) | (self.decode_floor <= self.tpot_target + DEADLINE_SLACK_S)
+            keep &= self.tpot_floor <= self.tpot_target + DEADLINE_SLACK_S
         return (self.arrival[keep], self.uncached[keep] / self.prefill_rate,
                 self.arrival[keep] + self.ttft_target[keep] + DEADLINE_SLACK_S)
 
@@ -395,7 +424,7 @@ class Relaxation:
         # All arrived at once: goodput divides by the run's makespan, which a scheduler shortens by not serving
         # its slowest requests (admission control rejects them). Serving k on time takes at least the k-th
         # smallest floor, so no run beats the best k / (k-th smallest floor) over k <= the on-time maximum.
-        ends = np.sort(self.arrival + self.e2el_floor - self.arrival.min())[:on_time]
+        ends = np.sort((self.arrival + self.e2el_floor - self.arrival.min())[self.servable])[:on_time]
         ends = ends[ends > 0]
         return float((np.arange(1, len(ends) + 1) / ends).max()) if len(ends) else 0.0
 
@@ -421,7 +450,9 @@ def relaxation(result) -> Relaxation:
         arrival=np.asarray(reqs.arrival_s, np.float64), uncached=uncached, output=output,
         ttft_floor=floors[0], decode_floor=floors[1],
         ttft_target=result.class_ttft_s[cls] - transport_s, tpot_target=result.class_tpot_s[cls],
-        prefill_rate=rates[0] if r.pools else sum(rates), total_rate=sum(rates), transport_s=transport_s)
+        servable=~np.isin(result.reject_reason, NEVER_RUNS),
+        prefill_rate=rates[0] if r.pools else sum(rates), total_rate=sum(rates), transport_s=transport_s,
+        tokens_per_step=1 + spec_tokens(s))
     return relaxed.subset(np.isfinite(relaxed.arrival))
 
 
@@ -429,11 +460,13 @@ def bounds(result) -> dict:
     """The bounds on `result`'s requests (runner.Result), and how much of each the run reaches: the keys of
     metrics.bounds (metric_catalog.py describes each)."""
     relaxed = relaxation(result)
-    e2el_lower_ms = relaxed.e2el_mean_lower_s() * 1e3
-    ttft_lower_ms = relaxed.ttft_mean_lower_s() * 1e3
+    latency = request_latencies_s(result)
+    # The run's means are over the requests it served: their bounds too (see the module's docstring).
+    served = relaxed.subset(latency["finished"][np.isfinite(result.requests.arrival_s)])
+    e2el_lower_ms = served.e2el_mean_lower_s() * 1e3
+    ttft_lower_ms = served.ttft_mean_lower_s() * 1e3
     deadline_upper = relaxed.deadline_met_upper()
     goodput_upper = relaxed.goodput_upper()
-    latency = request_latencies_s(result)
     met = int((latency["finished"]
                & (latency["ttft"] <= result.class_ttft_s[result.requests.request_class] + 1e-12)).sum())
     m = result.metrics

@@ -164,24 +164,24 @@ METRICS: tuple[Metric, ...] = (
            "scheduler serves by their TTFT target: the most whose prompts the relaxed engine computes by "
            "arrival + target (offline EDF feasibility, solved exactly when every request has the same target; "
            "with several classes each deadline is first relaxed to the latest of those arrived before it), "
-           "counting only requests whose prefill alone on an idle engine meets the target.", None, _BOUNDS,
-           "count", "docs"),
+           "counting only requests the deployment can run (within max_model_len and the KV pool) whose prefill "
+           "alone on an idle engine meets the target.", None, _BOUNDS, "count", "docs"),
     Metric("bounds.ttft_mean_fraction", "Mean TTFT, share of bound", "%", "The mean-TTFT lower bound over this "
-           "run's mean TTFT: 100% is as fast as a clairvoyant scheduler could be. Means are over served "
-           "requests, so a run that sheds requests may exceed 100%.", "higher", _BOUNDS, "fraction",
-           served_only=True),
+           "run's mean TTFT, both over the requests it served: 100% is as fast as a clairvoyant scheduler "
+           "could serve them.", "higher", _BOUNDS, "fraction", served_only=True),
     Metric("bounds.ttft_mean_lower_ms", "Mean TTFT bound", "ms", "A lower bound on any scheduler's mean TTFT over "
-           "these requests: the larger of the mean of each request's floor (its uncached prompt alone in one "
-           "step) and SRPT's mean on the relaxed engine (optimal there), plus the transport overhead.", None,
+           "the requests this run served: the larger of the mean of each request's floor (its uncached prompt "
+           "alone in one step) and SRPT's mean on the relaxed engine (optimal there), plus the transport "
+           "overhead.", None,
            _BOUNDS, "ms", "docs"),
     Metric("bounds.e2el_mean_fraction", "Mean E2EL, share of bound", "%", "The mean-E2EL lower bound over this "
-           "run's mean E2EL: 100% is as fast as a clairvoyant scheduler could be. Means are over served "
-           "requests, so a run that sheds requests may exceed 100%.", "higher", _BOUNDS, "fraction",
-           served_only=True),
+           "run's mean E2EL, both over the requests it served: 100% is as fast as a clairvoyant scheduler "
+           "could serve them.", "higher", _BOUNDS, "fraction", served_only=True),
     Metric("bounds.e2el_mean_lower_ms", "Mean E2EL bound", "ms", "A lower bound on any scheduler's mean E2EL over "
-           "these requests: the larger of the mean of each request's floor (prefill alone, then each output "
-           "token a step of its own at the fastest a step decoding it can be) and SRPT's mean on the relaxed "
-           "engine over all its tokens, plus the transport overhead.", None, _BOUNDS, "ms", "docs"),
+           "the requests this run served: the larger of the mean of each request's floor (prefill alone, then each "
+           "output token a step of its own, or 1 + k of them with k speculative drafts, at the fastest a step "
+           "decoding it can be) and SRPT's mean on the relaxed engine over all its tokens, plus the transport "
+           "overhead.", None, _BOUNDS, "ms", "docs"),
     # ----- latencies -----
     *_distribution("ttft_ms", "TTFT", _TTFT, "Time to first token", _TABLE_STATS),
     *_distribution("tpot_ms", "TPOT", _TPOT, "Time per output token", _TABLE_STATS),

@@ -12,9 +12,11 @@ the time since then is classified by `attr_wait`, what it has been doing since:
   prefill        a step that computes a chunk of its own prompt counts whole as its prefill time (the chunk is done
                  only when the step is: the request cannot get its tokens any sooner within that step).
   prefill_stall  decode steps made slower by other requests' prefill chunks: the step's time minus what the step
-                 would cost with its decodes alone (cost_model.step_cost with no prefill tokens); and a decoding
-                 request's wait when the token budget ran out on others' chunks before its token.
-  decode         decode steps at the cost of the decodes alone (the step time when nothing prefills).
+                 would cost with its decodes alone (spec_decode.decodes_alone_seconds: no prefill tokens); and a
+                 decoding request's wait when the token budget ran out on others' chunks before its token.
+  decode         decode steps at the cost of the decodes alone (the step time when nothing prefills). A decoding
+                 request that verifies draft tokens (speculative decoding) is decoding: its step is decode time,
+                 the verification and the proposer's passes included.
   preemption     time lost to preemption: waiting after being preempted until it runs again (W_PREEMPTED), the
                  part of a prefill chunk that recomputes KV it had before it was preempted (tokens below
                  `attr_lost`, pro rata), and every step's swap-traffic time (swap out or in: the step waits for it).
@@ -26,9 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cost_model import step_cost
+from ..policies.options import P_SPEC
 from .jit import inline, kernel
-from .state import B_DECODE_CTX, B_DECODE_SEQS, B_PREFILL_TOKENS, B_SCHEDULED
+from .spec_decode import decodes_alone_seconds
+from .state import B_DECODE_SEQS, B_PREFILL_TOKENS, B_SCHEDULED
 
 AT_QUEUE, AT_PREFILL, AT_PREFILL_STALL, AT_DECODE, AT_PREEMPTION, AT_TRANSPORT = range(6)
 N_ATTR = 6
@@ -55,8 +58,7 @@ def attribute_step(eng):
     body = end - start - swap
     decode_alone = body
     if n[B_PREFILL_TOKENS] > 0 and n[B_DECODE_SEQS] > 0:
-        decode_alone = min(body, step_cost(eng.cfg.cost, 0, 0, 0, 0, n[B_DECODE_SEQS], n[B_DECODE_CTX],
-                                           n[B_DECODE_SEQS])[0])
+        decode_alone = min(body, decodes_alone_seconds(eng, P_SPEC))
     stall = body - decode_alone
     if n[B_PREFILL_TOKENS] == 0 and swap == 0:
         _attribute_decode_step(eng, start, end, body)
@@ -71,7 +73,8 @@ def attribute_step(eng):
         # (Parts that get nothing are not written: most steps swap nothing, and most decode with no prefill.)
         if swap > 0:
             attr[r, AT_PREEMPTION] += swap
-        if t == 1 and generated[r] > 0 and c == prompt[r] + generated[r] - 1:  # the KV of its latest token
+        # A decoding request: the KV of its latest token (and of the drafts it verifies: speculative decoding).
+        if generated[r] > 0 and c == prompt[r] + generated[r] - 1:
             attr[r, AT_DECODE] += decode_alone
             if stall > 0:
                 attr[r, AT_PREFILL_STALL] += stall

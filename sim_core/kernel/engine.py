@@ -43,7 +43,7 @@ from .queues import (
     remove_running,
 )
 from .scheduler import enqueue, note_empty_step, reject, release_follow_up, schedule
-from .spec_decode import SP_GOODPUT, SP_K, accepted_drafts, proposer_seconds
+from .spec_decode import accepted_drafts, proposer_passes, proposer_seconds
 from .state import (
     A_BUSY_S,
     A_BYTES,
@@ -348,16 +348,7 @@ def run_batch(eng):
 def _with_proposer(eng, verify_s):
     """A step that verifies drafts, plus its proposer's time (spec_decode.py), both accounted."""
     n, acc, pol = eng.batch.n, eng.logs.acc, eng.cfg.pol
-    passes = int(pol[P_SPEC + SP_K])
-    if pol[P_SPEC + SP_GOODPUT] > 0.0:  # the k this step picked: its longest chain of drafts
-        passes = 0
-        scheduled, tokens, admitted = eng.batch.req, eng.batch.tokens, eng.batch.admitted
-        prompt, generated, computed = eng.req.prompt_tokens, eng.st.generated, eng.st.computed
-        for j in range(n[B_SCHEDULED]):
-            r = scheduled[j]
-            if not admitted[j] and generated[r] > 0 and computed[r] == prompt[r] + generated[r] - 1:
-                passes = max(passes, tokens[j] - 1)
-    draft_s = proposer_seconds(pol, P_SPEC, verify_s, n[B_VERIFY_SEQS], n[B_VERIFY_CTX], passes)
+    draft_s = proposer_seconds(pol, P_SPEC, verify_s, n[B_VERIFY_SEQS], n[B_VERIFY_CTX], proposer_passes(eng, P_SPEC))
     acc[A_SPEC_VERIFY_S] += verify_s
     acc[A_SPEC_DRAFT_S] += draft_s
     return verify_s + draft_s

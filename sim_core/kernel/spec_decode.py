@@ -19,7 +19,17 @@ import math
 
 from .cost_model import step_cost
 from .jit import inline, numeric_entry
-from .state import FINISHED, N_RUNNING
+from .state import (
+    B_DECODE_CTX,
+    B_DECODE_SEQS,
+    B_SCHEDULED,
+    B_VERIFY_CTX,
+    B_VERIFY_PAIRS,
+    B_VERIFY_SEQS,
+    B_VERIFY_TOKENS,
+    FINISHED,
+    N_RUNNING,
+)
 
 # The most draft tokens per step (vLLM's num_speculative_tokens; SGLang's speculative_num_steps defaults to 5).
 MAX_SPEC_TOKENS = 16
@@ -177,3 +187,34 @@ def step_goodput_drafts(eng, base, k_max):
     if seqs == 0:
         return k_max
     return goodput_drafts(eng.cfg.pol, base, eng.cfg.cost, k_max, seqs, ctx)
+
+
+@inline
+def proposer_passes(eng, base):
+    """How many passes the proposer makes this step: k, or with the goodput policy the k the step picked (its
+    longest chain of drafts: the scheduler may give a sequence fewer, near its end or the budget's)."""
+    pol, n = eng.cfg.pol, eng.batch.n
+    passes = int(pol[base + SP_K])
+    if pol[base + SP_GOODPUT] > 0.0:
+        passes = 0
+        scheduled, tokens, admitted = eng.batch.req, eng.batch.tokens, eng.batch.admitted
+        prompt, generated, computed = eng.req.prompt_tokens, eng.st.generated, eng.st.computed
+        for j in range(n[B_SCHEDULED]):
+            r = scheduled[j]
+            if not admitted[j] and generated[r] > 0 and computed[r] == prompt[r] + generated[r] - 1:
+                passes = max(passes, tokens[j] - 1)
+    return passes
+
+
+@inline
+def decodes_alone_seconds(eng, base):
+    """The step's time had it held its decoding sequences alone: their one token each, the drafts they verify
+    and the proposer's passes, costed as run_batch costs them (attribution.py: what a step's prefill chunks add
+    to this is the decodes' prefill stall)."""
+    n, cost = eng.batch.n, eng.cfg.cost
+    vt, vs = n[B_VERIFY_TOKENS], n[B_VERIFY_SEQS]
+    seqs = n[B_DECODE_SEQS]
+    seconds = step_cost(cost, vt - vs, 0, n[B_VERIFY_PAIRS], 0, seqs, n[B_DECODE_CTX], seqs - vs + vt)[0]
+    if vs > 0:
+        seconds += proposer_seconds(eng.cfg.pol, base, seconds, vs, n[B_VERIFY_CTX], proposer_passes(eng, base))
+    return seconds
