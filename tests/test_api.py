@@ -64,7 +64,9 @@ def test_run_get_shape(client):
         assert {"goodput", "slo_attainment", "mbu", "mfu", "preemptions", "kv_cache_usage", "slo"} <= set(m)
         assert run["resolved"]["model"] == "llama-3.2-1b"
     # The canonical query names every field it needs, so the API and the pages read it the same way.
-    assert body["query"].startswith("schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat")
+    # max_model_len is not at its default (the model's context), so the query carries it, in declaration order.
+    assert body["query"].startswith("schedulers=fcfs,chunked&hardware=rtx3050&workload=chat")
+    assert "&max_model_len=8192" in body["query"]
 
 
 def test_default_scheduler_is_the_models(client):
@@ -96,7 +98,7 @@ def test_a_hardware_profile_is_a_field_of_run_and_step_time(client):
     assert tpot[1] > tpot[0]  # lower efficiencies, more overhead: slower tokens
     posted = client.post("/api/run", json={**base, "hardware_profile": PROFILE}).json()
     assert posted["schedulers"] == fitted["schedulers"]
-    step = {"hardware": "rtx3050", "max_model_len": 8192, "decode_seqs": 8, "decode_context": 500}
+    step = {"hardware": "rtx3050", "decode_seqs": 8, "decode_context": 500}  # one step: no max_model_len
     ms = [client.get("/api/step-time", params=p).json()["step_ms"] for p in (step, {**step, "hardware_profile": PROFILE})]
     assert ms[1] > ms[0]
     assert fields_of(client.get("/api/step-time", params={**step, "hardware": "l4", "hardware_profile": PROFILE})) \

@@ -185,6 +185,10 @@ def test_api_run_without_parameters_runs_the_landing_pages_scenario(client):
     assert bare.json() == explicit.json()
     assert set(bare.json()["schedulers"]) == {"fcfs", "chunked"}
     assert client.post("/api/run", json={}).json() == bare.json()
+    # The catalogue's page_defaults are that scenario too (max_model_len included: the page's own deployment keeps
+    # the seed's 8,192 tokens, which a URL naming the GPU would not get by default).
+    defaults = client.get("/api/catalog").json()["page_defaults"]
+    assert client.get("/api/run", params=defaults).json() == bare.json()
 
 
 def test_docs_show_the_address_they_were_served_from(tmp_path, own_store):

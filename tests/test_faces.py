@@ -14,8 +14,8 @@ from app.cli import main
 from app.web import app
 from sim_core.metric_catalog import METRICS, Metric
 
-ARGS = {"schedulers": "fcfs,chunked", "hardware": "rtx3050", "max_model_len": 8192, "workload": "rag", "num_requests": "40",
-        "prefix_cache": "true"}  # two request classes and the prefix cache: every kind of row shows
+ARGS = {"schedulers": "fcfs,chunked", "hardware": "rtx3050", "max_model_len": "8192", "workload": "rag",
+        "num_requests": "40", "prefix_cache": "true"}  # two request classes and the prefix cache: every kind of row shows
 DASHBOARD_ROW = re.compile(r'<th scope="row" title="([^"]*)"><button type="button" class="term"[^>]*>([^<]*?)</button>'
                            r'(?: <span class="unit">([^<]*)</span>)?</th>')
 DOCS_ROW = re.compile(r'<tr id="metric-[^"]*"><td>([^<]*)</td><td>([^<]*)</td><td><code>([^<]*)</code></td>'

@@ -187,7 +187,7 @@ def gate(data: dict):
 def landing_or(data: dict) -> dict:
     """`data`, or with no parameters at all the landing page's scenario (its defaults and schedulers): the API
     answers a bare /api/run with the comparison the dashboard opens on, not the model's one-scheduler default."""
-    return data or {**inputs.PAGE_DEFAULTS, "schedulers": list(inputs.PAGE_SCHEDULERS)}
+    return data or {**inputs.page_defaults({}), "schedulers": list(inputs.PAGE_SCHEDULERS)}
 
 
 def _run(data: dict, where: str, cancel=None) -> JSONResponse:
@@ -443,7 +443,7 @@ async def api_catalog() -> dict:  # async: answered on the event loop, never beh
                        "classes": [c.name for c in p.classes]} for k, p in PRESETS.items()],
         "quantizations": list(QUANTIZATIONS),
         "limits": budget.web_limits(),
-        "page_defaults": {"schedulers": list(inputs.PAGE_SCHEDULERS), **inputs.PAGE_DEFAULTS},
+        "page_defaults": {"schedulers": list(inputs.PAGE_SCHEDULERS), **inputs.page_defaults({})},
     }
 
 
