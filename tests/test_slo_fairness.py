@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import seed_scenario
 
 from sim_core import Scenario, run
 from sim_core.kernel import state as E
@@ -10,8 +11,11 @@ from sim_core.studies.sweep import knee_rate, rate_grid, sweep
 
 @pytest.fixture(scope="module")
 def seed004_sweep():
-    """Seed 004 experiment 2: sched-sim sweep --schedulers fcfs,chunked,slo --hardware rtx3050 2..18 step 4."""
-    return sweep(Scenario(hardware="rtx3050", max_model_len=8192), ["fcfs", "chunked", "slo"], rate_grid(2, 18, 4), workers=2)
+    """Seed 004 experiment 2: sched-sim sweep --schedulers fcfs,chunked,slo --hardware rtx3050 2..18 step 4, with the
+    settings it was written with: the chunked-prefill schedulers (chunked, slo) at vLLM V0's 512-token budget, fcfs
+    at max_model_len (one scenario per scheduler, as a token_budget would apply to fcfs too). At vLLM's 2,048 on the
+    rtx3050, slo's attainment at 14 req/s is 0.22 against fcfs's 0.001, short of the 0.25 margin below."""
+    return {s: sweep(seed_scenario(s), [s], rate_grid(2, 18, 4), workers=2)[s] for s in ("fcfs", "chunked", "slo")}
 
 
 def attainment(points):

@@ -37,7 +37,7 @@ from .jit import entry_nogil, inline
 from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for
 from .queues import followup_pop, heap_pop, heap_push
 from .scheduler import next_in_queue
-from .state import KV_BLOCKS, N_FOLLOWUPS, NEXT_IN_QUEUE, REJECTED, STALLED, FrameSpec, Outcome
+from .state import KV_BLOCKS, N_FOLLOWUPS, NEXT_IN_QUEUE, REJECTED, STALLED, WAITING, FrameSpec, Outcome
 
 
 class Handover(NamedTuple):
@@ -82,6 +82,8 @@ class Pulls(NamedTuple):
     parked: np.ndarray  # per prefill engine: stalled with its memory held, waiting for a transfer to end
     link_free: np.ndarray  # per prefill engine: when its link is free
     heading: np.ndarray  # per decode engine: prompts chosen for it and not yet arrived
+    landed_next: np.ndarray  # per request: the next one delivered to the same decode engine and not yet admitted
+    landed_head: np.ndarray  # per decode engine: the first prompt delivered and not yet admitted, or -1
 
 
 @inline
@@ -155,11 +157,32 @@ def _hand_over(eng, e, decode, handover, trace, pulls, turns, n_turns):
 
 
 @inline
+def _settle(eng, d, pulls):
+    """Prompts delivered to decode engine `d` keep the blocks promised them until it admits them (or refuses
+    them): until then their blocks are still in its free count, and pulling on that room would promise them
+    twice (more prompts queued on the decode side than it can hold)."""
+    prev, r = -1, pulls.landed_head[d]
+    while r >= 0:
+        after = pulls.landed_next[r]
+        if eng.st.status[r] == WAITING:
+            prev = r
+        else:
+            pulls.reserved[d] -= pulls.reserved_of[r]
+            if prev < 0:
+                pulls.landed_head[d] = after
+            else:
+                pulls.landed_next[prev] = after
+        r = after
+
+
+@inline
 def _pull(eng, d, now, handover, trace, pulls, transfers, n_out):
     """Decode engine `d` pulls the prompts waiting for it, in order, while it has blocks for them beyond those
-    promised to prompts on their way (idle, it pulls the next whatever it needs); each crosses its prefill
-    engine's link (one transfer at a time, in pull order). Returns the transfers heap's size."""
+    promised to prompts on their way or landed and not yet admitted (idle, it pulls the next whatever it needs);
+    each crosses its prefill engine's link (one transfer at a time, in pull order). Returns the transfers heap's
+    size."""
     cfg = eng.cfg
+    _settle(eng, d, pulls)
     while pulls.ready_head[d] >= 0:
         r = pulls.ready_head[d]
         need = blocks_for(eng.req.prompt_tokens[r] + 1, cfg.block_size)
@@ -186,7 +209,7 @@ def _deliver(prefill, decode, r, t_out, trace, pulls, next_p):
     for want of them, steps again), the decode engine queues it. Returns the decode engine."""
     d, p = trace.to_decode[r], trace.to_prefill[r]
     pulls.heading[d] -= 1
-    pulls.reserved[d] -= pulls.reserved_of[r]
+    pulls.landed_next[r], pulls.landed_head[d] = pulls.landed_head[d], r  # promised its blocks until admitted
     pulls.n_held[p] = _unhold(prefill[p].kv, pulls.held[r], pulls.held_ids[p], pulls.n_held[p])
     if pulls.parked[p]:
         pulls.parked[p] = False
@@ -324,7 +347,8 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: RouterSettings, 
                   np.full(decode_replicas, -1, np.int64), np.zeros(decode_replicas, np.int64), np.zeros(n, np.int64),
                   np.zeros(n, np.int64), np.zeros((prefill_replicas, cfgs[0].num_blocks), np.int64),
                   np.zeros(prefill_replicas, np.int64), np.zeros(prefill_replicas, np.bool_),
-                  np.zeros(prefill_replicas), np.zeros(decode_replicas, np.int64))
+                  np.zeros(prefill_replicas), np.zeros(decode_replicas, np.int64), np.full(n, -1, np.int64),
+                  np.full(decode_replicas, -1, np.int64))
     p_outs, d_outs = simulate_disaggregated(cfgs, (prefill_table, decode_table), pools, frames, routing,
                                             PoolLink(handover, trace, pulls))
     outs = list(p_outs) + list(d_outs)
