@@ -138,6 +138,27 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tupl
     return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
 
 
+def _pools(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[tuple[PoolSetup, ...], int]:
+    """(the pools, the max_seqs they run). A model with windowed or linear-attention layers reserves their state
+    for max_seqs sequences (catalog.Setup's simplification); vLLM takes each running request's state from the KV
+    pool instead, so with max_seqs left at the engine's default it starts even where that reservation would fill
+    memory, running as many sequences as the pool holds. Then max_seqs is lowered to the most that leave a KV
+    cache (halving, as the reservation is linear in it), and Resolved.max_seqs says so."""
+    try:
+        return _deployment(s, model, budgets), budgets[1]
+    except SetupError:
+        if s.max_seqs is not None or not (model.window_layers or model.linear_layers) or budgets[1] <= 1:
+            raise
+    seqs = budgets[1]
+    while seqs > 1:
+        seqs //= 2
+        try:
+            return _deployment(s, model, (budgets[0], seqs)), seqs
+        except SetupError:
+            continue
+    return _deployment(s, model, budgets), budgets[1]  # raises the default's own error
+
+
 def _deployment(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[PoolSetup, ...]:
     """The scenario's pools. A scheduler that prefills whole prompts reserves activations for max_model_len tokens
     per step; when that leaves no memory and max_model_len was left at the model's context, max_model_len is the
@@ -231,7 +252,7 @@ def resolve(s: Scenario) -> Resolved:
                          "max_model_len")
     token_budget, max_seqs = engine_budgets(s, sched.chunked_prefill)
     token_budget = token_budget or sched.default_token_budget or max_model_len
-    deployment = _deployment(s, model, (token_budget, max_seqs))
+    deployment, max_seqs = _pools(s, model, (token_budget, max_seqs))
     max_model_len = _length_that_fits(s, max_model_len, model, deployment)
     if s.adaptive_budget and not sched.chunked_prefill:
         # Without chunking a prompt is prefilled whole: the token budget cannot bound the step time.

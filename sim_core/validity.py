@@ -8,6 +8,7 @@ from functools import cache
 
 import numpy as np
 
+from .deployment import engine_budgets
 from .engines import engine_of
 from .kernel.state import (
     REJECT_LARGER_THAN_KV_POOL,
@@ -134,6 +135,21 @@ def _too_long_for_budget(s, r) -> str:
             f"prefills: raise token_budget or pick a chunked-prefill scheduler")
 
 
+def _max_seqs_lowered(result) -> str | None:
+    """max_seqs below the engine's default because the model's per-sequence state would leave no KV cache
+    (deployment._pools)."""
+    s, r = getattr(result, "scenario", None), result.resolved
+    if s is None or s.max_seqs is not None:
+        return None
+    default = engine_budgets(s, True)[1]
+    if r.max_seqs >= default:
+        return None
+    return (f"max_seqs: {s.engine}'s default of {default:,} sequences would reserve {r.setup.model.key}'s windowed "
+            f"and linear-attention state for that many and leave no KV cache, so the run holds at most "
+            f"{r.max_seqs:,} at once (vLLM takes each running request's state from the pool instead); set max_seqs "
+            f"to choose")
+
+
 def run_warnings(result) -> list[str]:
     """Every warning about a run (a Result), or about the seeds of a SeedRuns: requests rejected first."""
     setup = result.resolved.setup
@@ -145,6 +161,9 @@ def run_warnings(result) -> list[str]:
     simplified = setup.kv_simplification()
     if simplified:
         out.append(simplified)
+    lowered = _max_seqs_lowered(result)
+    if lowered:
+        out.append(lowered)
     saturated = [w for w in (saturation_warning(r) for r in runs) if w]
     if saturated:
         out.append(saturated[0] + (f" (in {len(saturated)} of {len(runs)} seeds)" if len(runs) > 1 else ""))

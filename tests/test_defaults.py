@@ -144,3 +144,17 @@ def test_a_run_that_rejects_nothing_has_no_rejection_warning():
     res = run(Scenario(hardware="a100", num_requests=20))
     assert rejection_warning(res) is None
     assert not any(w.startswith(REJECTED_PREFIX) for w in run_warnings(res))
+
+
+def test_a_hybrid_model_whose_state_would_fill_memory_runs_fewer_sequences_and_says_so():
+    """vLLM takes each running request's linear-attention state from its KV pool, so qwen3.5-122b-a10b starts on
+    two H100s with its default 1,024 sequences; the simulated pool reserves that state per sequence, which for 1,024
+    would leave no KV cache: the run holds fewer and warns. An explicit max_seqs is the user's, refused as before."""
+    s = Scenario(model="qwen3.5-122b-a10b", hardware="h100", tp=2, quantization="fp8", num_requests=3)
+    r = resolve(s)
+    assert 1 <= r.max_seqs < VLLM_LARGE_GPU[1] and r.num_blocks > 0
+    res = run(s)
+    assert res.metrics["completed"] == 3
+    assert any(w.startswith("max_seqs: vllm's default of 1,024") for w in run_warnings(res))
+    with pytest.raises(SetupError):
+        resolve(s.model_copy(update={"max_seqs": 1024}))
