@@ -251,6 +251,8 @@ def deployments_and_loads(draw) -> dict:
               preemption=draw(st.sampled_from(["recompute", "swap", "none"])), swap_space_gb=0.1,
               admission=draw(st.sampled_from([None, "reject", "degrade"])), prefix_cache=draw(st.booleans()),
               **draw(st.sampled_from(BOUNDED_DEPLOYMENTS)))
+    if kw["max_model_len"] is None and kw["hardware"] == "rtx3050":
+        kw["max_model_len"] = 8192  # llama-3.2-1b's 131k context does not fit this GPU: vLLM refuses it
     if kw["workload"] == "random":
         kw.update(isl=draw(st.sampled_from([256, 2000])), osl=draw(st.sampled_from([16, 300])), length_range=0.5)
     if draw(st.booleans()):
@@ -287,7 +289,8 @@ def test_the_issues_run_whose_rejections_put_its_mean_ttft_under_its_bound():
     served, came in under a bound taken over all 40 (0.95x; 0.89x in the issue's run), and the deadline bound
     counted the ones no scheduler serves."""
     res = run(Scenario(model="deepseek-r1", hardware="b200", tp=8, quantization="fp8", workload="random",
-                       concurrency=4, isl=8192, osl=1024, num_requests=40, length_range=0.5), bounds=True)
+                       concurrency=4, isl=8192, osl=1024, num_requests=40, length_range=0.5, max_model_len=8192),
+              bounds=True)  # the issue's run, with the 8,192 max_model_len that was then the default
     assert res.metrics["rejected_reasons"]["prompt + output tokens exceed max_model_len"] > 0
     assert res.metrics["completed"] > 0
     check_bounds_hold(res)

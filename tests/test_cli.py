@@ -88,7 +88,9 @@ def test_compare_json_same_requests_for_every_scheduler(capsys):
         check_metrics(entry["metrics"])
     fcfs, chunked = (doc["schedulers"][s]["metrics"] for s in ("fcfs", "chunked"))
     assert fcfs["num_requests"] == chunked["num_requests"] > 0
-    assert doc["schedulers"]["chunked"]["resolved"]["token_budget"] == 512
+    # vLLM's budget on this GPU for the chunked scheduler (engines.json); fcfs prefills whole prompts: max_model_len.
+    assert doc["schedulers"]["chunked"]["resolved"]["token_budget"] == 2048
+    assert doc["schedulers"]["fcfs"]["resolved"]["token_budget"] == doc["schedulers"]["fcfs"]["resolved"]["max_model_len"]
 
 
 def test_sweep_json_has_every_rate_and_a_knee(capsys):
@@ -173,7 +175,7 @@ BAD_INPUTS = [
     (["run", "--tp", "16"], "--tp", "between 1 and 8"),
     (["run", "--tp", "two"], "--tp", ">= 1, <= 8"),
     (["run", "--tp", "3"], "--tp", "pick one of 1, 2, 4, 8"),
-    (["run", "--hardware", "tpu-v9"], "--hardware", "rtx3050", "--max-model-len", "8192"),
+    (["run", "--hardware", "tpu-v9"], "--hardware", "rtx3050"),
     (["compare", "--schedulers", "fcfs,nope"], "--schedulers", "nope"),
     (["sweep", "--schedulers", "fcfs,nope", "--min-rate", "1", "--max-rate", "2"], "--schedulers", "chunked"),
     (["run", "--rate", "-1"], "--rate", "between 1e-06 and 10000"),
@@ -372,7 +374,7 @@ def test_run_and_list_load_neither_the_web_stack_nor_a_process_pool():
     """`sched-sim run` starts faster for not importing what only `serve` and `sweep` need."""
     code = ("import sys\n"
             "from app.cli import main\n"
-            "assert main(['run', '--num-requests', '5', '--hardware', 'rtx3050', '--json']) == 0\n"
+            "assert main(['run', '--num-requests', '5', '--hardware', 'rtx3050', '--max-model-len', '8192', '--json']) == 0\n"
             "assert main(['list']) == 0\n"
             "heavy = ('fastapi', 'starlette', 'uvicorn', 'jinja2', 'plotly', 'multiprocessing', 'concurrent.futures.process')\n"
             "print(sorted(m for m in sys.modules if m.startswith(heavy)), file=sys.stderr)\n")

@@ -17,8 +17,8 @@ from sim_core.studies.autoscale_compare import PEAK_PLAN_S, compare
 from sim_core.studies.planner import Plan
 
 SCHEDULE = "0:1,100:6"
-PLAN = ["plan", "--model", "llama-3.2-1b", "--gpus", "rtx3050", "--workload", "chat", "--rate-schedule", SCHEDULE,
-        "--duration", "300"]
+PLAN = ["plan", "--model", "llama-3.2-1b", "--gpus", "rtx3050", "--max-model-len", "8192", "--workload", "chat",
+        "--rate-schedule", SCHEDULE, "--duration", "300"]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioError, parse_scenario
-from sim_core.catalog import KV_CACHE_DTYPES, QUANTIZATIONS
+from sim_core.catalog import KV_CACHE_DTYPES, QUANTIZATIONS, weight_format
 from sim_core.engines import ENGINE_NAMES
 from sim_core.hardware_profile import Profile
 from sim_core.kernel.cost_model import CONSTANT_BOUNDS, Constants
@@ -194,10 +194,11 @@ def scenarios(draw) -> Scenario:
             fields.pop(name, None)
 
         hardware = fields.get("hardware", FIELDS["hardware"].default)
-        fields["hardware_profile"] = Profile(
-            hardware, fields.get("model") or GPUS[hardware].default_model,
-            fields.get("quantization", FIELDS["quantization"].default), fields.get("tp", FIELDS["tp"].default),
-            fields["hardware_profile"]).compact()
+        model = fields.get("model") or GPUS[hardware].default_model
+        quantization = weight_format(fields.get("quantization", FIELDS["quantization"].default), MODELS[model],
+                                     GPUS[hardware]).quantization  # a profile names the format run, never auto
+        fields["hardware_profile"] = Profile(hardware, model, quantization, fields.get("tp", FIELDS["tp"].default),
+                                             fields["hardware_profile"]).compact()
     return Scenario(**fields)
 
 
