@@ -434,6 +434,17 @@ def test_inline_error_for_an_impossible_setup(page):
     assert page.locator("#f-token_budget").input_value() == "lots"
 
 
+def test_weights_auto_names_the_format_the_model_runs(page):
+    """quantization's default, auto (the checkpoint's format), says which format that is, and follows the model
+    picked, even one that does not fit (the form's labels come from every answer, a 422 included)."""
+    page.goto(page.base + "/")
+    auto = page.locator('#f-quantization option[value="auto"]')
+    expect(auto).to_have_text("auto: fp16")
+    assert page.locator("#f-quantization").input_value() == "auto"
+    page.select_option("#f-model", "gpt-oss-20b")
+    expect(auto).to_have_text("auto: mxfp4 as int4")  # no FP4 tensor cores: vLLM's weight-only Marlin path
+
+
 def test_trace_upload_replays_it(page, tmp_path):
     trace = tmp_path / "my-trace.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n"
