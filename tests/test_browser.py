@@ -55,7 +55,9 @@ def test_default_page_compare_share_and_back(page):
 
     # Add a scheduler: results update in place and the URL becomes the canonical one.
     page.locator("label.chip", has_text="spf").click()
-    page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0")
+    # The page's own max_model_len (8192, the seed's: the model's 131k context does not fit this GPU) is written
+    # into the URL in the fields' order, so the shared URL, which names the GPU, runs it too.
+    page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=rtx3050&workload=rag&duration=20.0&max_model_len=8192")
     expect(page.locator("#card-metrics thead").first).to_contain_text("spf")
     wait_drawn(page, "plot-cdf")
     page.screenshot(path=SHOTS / "02-three-schedulers.png")
@@ -359,7 +361,7 @@ def test_embed_page(page):
     assert page.locator("#scenario-form").count() == 0
     page.screenshot(path=SHOTS / "09-embed-kv.png")
     # An iframe on someone else's page, and a sandboxed one (an opaque origin: its scripts load "cross-site").
-    src = f"{page.base}/embed/cdf?schedulers=fcfs,chunked&amp;hardware=rtx3050&max_model_len=8192&amp;workload=rag&amp;duration=20.0"
+    src = f"{page.base}/embed/cdf?schedulers=fcfs,chunked&amp;hardware=rtx3050&amp;max_model_len=8192&amp;workload=rag&amp;duration=20.0"
     page.set_content(f'<iframe id="plain" src="{src}" width="1000" height="460"></iframe>'
                      f'<iframe id="sandboxed" sandbox="allow-scripts" src="{src}" width="1000" height="460"></iframe>')
     for frame in (page.frame_locator("#plain"), page.frame_locator("#sandboxed")):
@@ -432,6 +434,17 @@ def test_inline_error_for_an_impossible_setup(page):
     assert page.locator("#f-token_budget").input_value() == "lots"
 
 
+def test_weights_auto_names_the_format_the_model_runs(page):
+    """quantization's default, auto (the checkpoint's format), says which format that is, and follows the model
+    picked, even one that does not fit (the form's labels come from every answer, a 422 included)."""
+    page.goto(page.base + "/")
+    auto = page.locator('#f-quantization option[value="auto"]')
+    expect(auto).to_have_text("auto: fp16")
+    assert page.locator("#f-quantization").input_value() == "auto"
+    page.select_option("#f-model", "gpt-oss-20b")
+    expect(auto).to_have_text("auto: mxfp4 as int4")  # no FP4 tensor cores: vLLM's weight-only Marlin path
+
+
 def test_trace_upload_replays_it(page, tmp_path):
     trace = tmp_path / "my-trace.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens\n"
@@ -473,7 +486,8 @@ def test_an_edit_during_a_run_is_never_lost(page, monkeypatch):
     page.wait_for_timeout(400)
     assert "htmx-request" in page.locator("#workspace").get_attribute("class")  # the first run is in flight
     page.locator("label.chip", has_text="spf").click()
-    page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=l4&workload=rag&duration=20.0")
+    # The form carries the page's max_model_len (8192, shown in its field) to the GPU picked.
+    page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=l4&workload=rag&duration=20.0&max_model_len=8192")
     expect(page.locator("#card-metrics thead").first).to_contain_text("spf")
     expect(page.locator(".summary")).to_contain_text("L4")
     expect(page.locator("#workspace")).not_to_have_class(re.compile("htmx-request"))
@@ -506,7 +520,7 @@ def test_a_typo_keeps_the_last_results_dimmed(page):
     page.set_viewport_size({"width": 1440, "height": 900})
     page.locator("#f-duration").fill("10")
     page.locator("#f-duration").press("Enter")
-    page.wait_for_url("**&rate=4.0&duration=10.0")
+    page.wait_for_url("**&rate=4.0&duration=10.0&max_model_len=8192")  # the page's own max_model_len, carried
     expect(page.locator("#err-duration")).to_have_count(0)
     expect(page.locator("#results")).not_to_have_class(re.compile(r"\bstale\b"))
     assert table_numbers(page) != numbers

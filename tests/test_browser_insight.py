@@ -339,7 +339,7 @@ def test_step_time_panel_stacks_the_kernel_groups_to_the_apis_step_time(page):
     prefill = [t for t in traces if t["stack"] == "s0"]
     for k in (0, -1):
         n = prefill[0]["x"][k]
-        api = page.request.get(page.base + f"/api/step-time?hardware=rtx3050&max_model_len=8192&prefill_tokens={n}").json()
+        api = page.request.get(page.base + f"/api/step-time?hardware=rtx3050&prefill_tokens={n}").json()
         assert sum(t["y"][k] for t in prefill) == pytest.approx(api["step_ms"], rel=1e-3)
     assert "ridge" in plot.inner_text()
     page.locator("#card-step-time").screenshot(path=SHOTS / "31-steptime-1440x900.png")

@@ -32,10 +32,12 @@ def page(site):
 def test_the_saturated_landing_scenario_warns_by_its_headline_on_its_cards_and_in_an_embeds_caption(page):
     page.goto(page.base + "/")
     api = page.request.get(page.base + "/api/run?" + LANDING).json()["schedulers"]
-    own = {name: next(w for w in e["warnings"] if w.startswith("saturated")) for name, e in api.items()}
-    expect(page.locator("#takeaway")).to_contain_text("fcfs and chunked run past saturation")
+    own = {name: w for name, e in api.items() for w in e["warnings"] if w.startswith("saturated")}
+    # Only fcfs saturates since chunked takes vLLM's 2048-token budget on this GPU (it saturated too at 512).
+    assert list(own) == ["fcfs"], own
+    expect(page.locator("#takeaway")).to_contain_text("fcfs runs past saturation")
     summary = page.locator("#run-warnings summary")
-    expect(summary).to_contain_text("saturated (fcfs, chunked)")
+    expect(summary).to_contain_text("saturated (fcfs)")
     expect(summary).to_contain_text("hardware rtx3050 is outside the validation set")
     head, warned = page.locator("#takeaway").bounding_box(), summary.bounding_box()
     assert 0 <= warned["y"] - (head["y"] + head["height"]) <= 40 and warned["y"] + warned["height"] <= 900
@@ -46,12 +48,13 @@ def test_the_saturated_landing_scenario_warns_by_its_headline_on_its_cards_and_i
         card.scroll_into_view_if_needed()
         expect(card).to_be_visible()
         expect(card).to_have_text("⚠ " + text)
+    expect(page.locator("#card-gantt-chunked .card-warning")).to_have_count(0)  # no warning of its own
     page.locator("#takeaway").scroll_into_view_if_needed()
     page.screenshot(path=SHOTS / "40-landing-warnings-1440x900.png")
     page.goto(page.base + f"/embed/cdf?{LANDING}&caption=1")
     caption = page.locator("#embed-caption .caption-warning")
     expect(caption).to_be_visible()
-    expect(caption).to_contain_text("saturated (fcfs, chunked)")
+    expect(caption).to_contain_text("saturated (fcfs)")
     assert own["fcfs"] in caption.get_attribute("title")
 
 
@@ -74,7 +77,7 @@ def test_a_phones_first_screen_shows_the_headline(site):
     context, page = open_page(site, 390, 844, has_touch=True, is_mobile=True)
     page.goto(page.base + "/")
     takeaway = page.locator("#takeaway")
-    expect(takeaway).to_contain_text("run past saturation")
+    expect(takeaway).to_contain_text("runs past saturation")
     assert takeaway.bounding_box()["y"] < 844
     page.screenshot(path=SHOTS / "42-phone-first-screen-390x844.png")
     link = page.locator(".to-form")  # and the form is one tap away

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
+from sim_core.catalog import weight_format
 from sim_core.engines import DEFAULT_ENGINE, ENGINES, SCENARIO_FIELDS, EngineProfile, scenario_defaults
 from sim_core.fields import field_info, range_text
 from sim_core.gpu import GPU
@@ -104,12 +105,18 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
     form_names = set(fields) | {"schedulers", "upload", "rate_min", "rate_max", "rate_step", "trace", "model_file"}
     return Form(
         groups=groups, advanced=advanced,
-        advanced_open=any(values.get(f.name) not in (None, "") or f.error for f in advanced),
+        advanced_open=any(_set_by_user(values, f.name, page_defaults) or f.error for f in advanced),
         schedulers=[{"name": s, "checked": s in selected, "summary": BY_NAME[s].summary if s in BY_NAME else ""}
                     for s in SCHEDULER_NAMES],
         errors=errors,
         other_errors=[(k, v) for k, v in errors.items() if k not in form_names],
     )
+
+
+def _set_by_user(values: dict[str, Any], name: str, page_defaults: dict[str, str]) -> bool:
+    """Whether a field holds a value other than the page's own default (the landing page's max_model_len)."""
+    value = values.get(name)
+    return value not in (None, "") and _fmt(value) != _fmt(page_defaults.get(name, ""))
 
 
 def _budget_text(scheduler: str, engine: EngineProfile, gpu: GPU | None) -> str:
@@ -123,13 +130,15 @@ def _budget_text(scheduler: str, engine: EngineProfile, gpu: GPU | None) -> str:
 
 
 def _budgets_text(selected: list[str], engine: EngineProfile, gpu: GPU | None) -> str:
-    """The token budget left blank: one value when every selected scheduler takes the same, else each one's."""
+    """The token budget left blank: one value when every selected scheduler takes the same, else each one's, the
+    engine's number first (a narrow box shows the start of it), those taking max_model_len last."""
     texts = {s: _budget_text(s, engine, gpu) for s in selected if s in BY_NAME}
     if not texts:
         return _budget_text("chunked", engine, gpu)
     if len(set(texts.values())) == 1:
         return next(iter(texts.values()))
-    return " · ".join(f"{s}: {t}" for s, t in texts.items())
+    ordered = sorted(texts.items(), key=lambda item: not item[1][0].isdigit())
+    return " · ".join(f"{s}: {t}" for s, t in ordered)
 
 
 def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset, selected: list[str]) -> dict:
@@ -140,7 +149,9 @@ def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset,
     own = scenario_defaults(engine)  # what an engine field left blank takes
     profile = ENGINES.get(engine, ENGINES[DEFAULT_ENGINE])
     seqs = profile.budgets(gpu)[1] if gpu else profile.max_seqs
+    model = None if values.get("model_file") else MODELS.get(str(values.get("model") or (gpu and gpu.default_model)))
     return {
+        "quantization:auto": _auto_weights_text(model, gpu),
         **{f"engine:{k}": f"{engine}: {_fmt(v)}" for k, v in own.items()},
         "max_seqs": f"{seqs} ({engine} default)",
         "model": f"GPU default ({gpu.default_model})" if gpu else "GPU default",
@@ -151,13 +162,21 @@ def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset,
         "num_requests": "rate × duration",
         "token_budget": _budgets_text(selected, profile, gpu),
         "kv_blocks": "all that fit in memory",
-        "max_model_len": "model context, if the KV cache holds it",
+        "max_model_len": f"{model.max_context} (model context)" if model else "the model's context",
         "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",
         "duration": f"at most {MAX_DURATION_S:g} on the web",
         "rate_schedule": "e.g. 0:2,120:12 (from 0 s 2 req/s, from 120 s 12)",
         "max_replicas": f"{DEFAULT_MAX_REPLICAS}, or replicas if more",
         "provision_delay_s": "weight load + engine start-up",
     }
+
+
+def _auto_weights_text(model, gpu: GPU | None) -> str:
+    """quantization's "auto" as the form lists it: the format it runs (the checkpoint's, as the GPU takes it)."""
+    if model is None or gpu is None:
+        return "auto (the checkpoint's format)"
+    ckpt, run = model.checkpoint_format, weight_format("auto", model, gpu).quantization
+    return f"auto: {run}" if ckpt in ("", run) else f"auto: {ckpt} as {run}"
 
 
 def _form_field(name: str, values: dict[str, Any], errors: dict[str, str], page_defaults: dict[str, str], preset,
@@ -181,7 +200,7 @@ def _form_field(name: str, values: dict[str, Any], errors: dict[str, str], page_
         f.help = preset.summary
     elif choices:
         f.kind = "select"
-        f.options = [(c, c) for c in choices]
+        f.options = [(c, placeholders.get(f"{name}:{c}", c)) for c in choices]
         if info.optional:
             f.options.insert(0, ("", "default"))
         elif name in SCENARIO_FIELDS:  # left blank, the engine's default applies (sim_core/engines.py)

@@ -18,6 +18,15 @@ def page_defaults(given: Mapping[str, Any]) -> dict[str, str]:
     return {**PAGE_DEFAULTS, **(SEED_SETTINGS if own else {})}
 
 
+def form_defaults(values: Mapping[str, Any]) -> dict[str, str]:
+    """The defaults a page's form stands at (a field holding one is not the user's setting, and does not unfold the
+    "Advanced" group): PAGE_DEFAULTS, and the seed's settings while the form's GPU and model are the page's own (its
+    canonical URL names the GPU, so `given` cannot tell)."""
+    own = str(values.get("hardware") or PAGE_DEFAULTS["hardware"]) == PAGE_DEFAULTS["hardware"] and not any(
+        values.get(k) for k in ("model", "model_file"))
+    return {**PAGE_DEFAULTS, **(SEED_SETTINGS if own else {})}
+
+
 # Written into every canonical query, even at the model's default, so a page URL means the same scenario
 # to the pages (whose defaults are above) and to /api/run (whose defaults are the Scenario model's).
 ALWAYS_IN_QUERY: tuple[str, ...] = ("hardware", "workload", "duration")

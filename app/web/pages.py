@@ -36,7 +36,6 @@ from .http import (
     run_until_disconnect,
 )
 from .inputs import (
-    PAGE_DEFAULTS,
     PAGE_SCHEDULERS,
     WebRequest,
     page_defaults,
@@ -45,6 +44,7 @@ from .inputs import (
     query_to_dict,
 )
 from .model_interval import model_intervals
+from .page_scenario import form_defaults
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -131,7 +131,7 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
     upload_id = values.get("upload") or (req.upload if req else None)
     ctx["upload"] = service.get_upload(upload_id) if upload_id else None
     ctx["model_upload"] = model_uploads.get(str(values.get("model_file") or ""))
-    ctx["form"] = present.build_form(values, ctx["errors"], page_defaults=PAGE_DEFAULTS)
+    ctx["form"] = present.build_form(values, ctx["errors"], page_defaults=form_defaults(values))
     ctx["limits_text"] = present.LIMITS_TEXT
     return ctx, status
 
