@@ -173,10 +173,28 @@ def _deployment(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[Po
     except SetupError as e:
         if e.field != "model" or s.max_model_len is not None or budgets[0] != model.max_context:
             raise
+        fits = _longest_whole_prefill(s, model, budgets[1])
+        fix = f"set max_model_len to at most {fits:,}" if fits else "set max_model_len (and so the token budget) lower"
         raise SetupError(f"unset, it is {model.key}'s context of {model.max_context:,} tokens, and {s.scheduler} "
                          f"prefills whole prompts, so each step may take that many tokens, whose activations leave "
-                         f"no room ({e}): set max_model_len (and so the token budget) lower, or pick a scheduler "
-                         f"that chunks prefills", "max_model_len") from None
+                         f"no room ({e}): {fix}, or pick a scheduler that chunks prefills", "max_model_len") from None
+
+
+def _longest_whole_prefill(s: Scenario, model: Model, max_seqs: int) -> int:
+    """The largest max_model_len (in whole blocks) whose budget of as many tokens still leaves a KV cache that holds
+    one sequence that long, for a scheduler that prefills whole prompts; 0 when not even one block does."""
+    def fits(length: int) -> bool:
+        try:
+            pools = _deployment(s.model_copy(update={"max_model_len": length}), model, (length, max_seqs))
+        except SetupError:
+            return False
+        return s.kv_blocks is not None or all(p.setup.longest_sequence_tokens >= length for p in pools)
+
+    lo, hi = 0, model.max_context // s.block_size  # in blocks: fits(lo * block) holds, fits(hi * block) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid * s.block_size) else (lo, mid)
+    return lo * s.block_size
 
 
 def _length_that_fits(s: Scenario, length: int, model: Model, deployment: tuple[PoolSetup, ...]) -> int:

@@ -158,3 +158,17 @@ def test_a_hybrid_model_whose_state_would_fill_memory_runs_fewer_sequences_and_s
     assert any(w.startswith("max_seqs: vllm's default of 1,024") for w in run_warnings(res))
     with pytest.raises(SetupError):
         resolve(s.model_copy(update={"max_seqs": 1024}))
+
+
+def test_a_prefill_whole_scheduler_refused_at_the_models_context_is_told_the_largest_length_that_runs():
+    """fcfs prefills whole prompts, so its budget is max_model_len: llama-3.2-1b's 131k context leaves the rtx3050
+    no memory at all. The refusal names max_model_len and the largest value that does run, and that value runs
+    while one block more is refused."""
+    with pytest.raises(SetupError) as e:
+        resolve(Scenario(hardware="rtx3050", scheduler="fcfs"))
+    assert e.value.field == "max_model_len" and "prefills whole prompts" in str(e.value)
+    fits = int(re.search(r"at most ([\d,]+)", str(e.value)).group(1).replace(",", ""))
+    assert 0 < fits < MODELS["llama-3.2-1b"].max_context
+    assert resolve(Scenario(hardware="rtx3050", scheduler="fcfs", max_model_len=fits)).max_model_len == fits
+    with pytest.raises(SetupError):
+        resolve(Scenario(hardware="rtx3050", scheduler="fcfs", max_model_len=fits + 16))
