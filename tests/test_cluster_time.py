@@ -141,3 +141,17 @@ def test_a_policy_no_replica_can_serve_is_refused_naming_the_field():
     with pytest.raises(ScenarioError) as e:
         comparison(ct)
     assert [name for name, _ in e.value.problems] == ["autoscale_replica_rate"]
+
+
+def test_the_form_can_set_max_model_len_which_the_rtx3050s_default_model_needs():
+    """llama-3.2-1b's 131k context does not fit the rtx3050's KV cache, so a /cluster-time URL naming that GPU is
+    refused naming max_model_len: the page's form must offer the field to fix it (it did not), and the page's own
+    deployment (no GPU or model in the URL) keeps the seed's 8,192 as the landing page does."""
+    from app.web.cluster_time_page import _form
+
+    fields = [f.name for f in _form([("hardware", "rtx3050")], {})["fields"]]
+    assert "max_model_len" in fields
+    with pytest.raises(ScenarioError) as e:
+        parse_cluster_time(parse_qsl("hardware=rtx3050&workload=chat&autoscaler=utilization"))
+    assert "max_model_len" in dict(e.value.problems)
+    assert parse_cluster_time(parse_qsl("workload=chat&autoscaler=utilization")).base.scenario.max_model_len == 8192

@@ -37,7 +37,7 @@ from .charts import DARK_TEXT_BACKGROUNDS, ENGINES, LIGHT_TEXT_BACKGROUNDS, _rea
 from .embed_options import EMBED_OPTIONS, parse_embed_options
 from .figures.cluster_time import NAME, Run, cluster_time_figure, summary_rows, windows_csv
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
-from .inputs import MAX_REQUESTS, PAGE_DEFAULTS, WebRequest, problems_of
+from .inputs import MAX_REQUESTS, PAGE_DEFAULTS, WebRequest, page_defaults, problems_of
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -49,8 +49,8 @@ MAX_RUNS = len(POLICIES)
 # Each policy's colour on every row (charts.ENGINES: none is a scheduler's colour, nor a replica state's).
 POLICY_COLOURS = dict(zip(POLICIES, (ENGINES[0], ENGINES[2], ENGINES[4], ENGINES[7]), strict=False))
 # The scenario fields the page's form shows (any scenario field works in the URL).
-FORM_FIELDS = ("hardware", "model", "workload", "rate_schedule", "duration", "replicas", "min_replicas",
-               "max_replicas", "provision_delay_s", "autoscale_target", "autoscale_replica_rate")
+FORM_FIELDS = ("hardware", "model", "max_model_len", "workload", "rate_schedule", "duration", "replicas",
+               "min_replicas", "max_replicas", "provision_delay_s", "autoscale_target", "autoscale_replica_rate")
 VIEW = (PARAM, STATIC_PARAM)
 
 
@@ -248,7 +248,7 @@ def _form(pairs: list[tuple[str, str]], errors: dict[str, str]) -> dict:
             given.setdefault("schedulers", []).append(v)
         else:
             given.setdefault(k, v)
-    values: dict[str, Any] = {**PAGE_DEFAULTS, **given}
+    values: dict[str, Any] = {**page_defaults(given), **given}
     built = present.build_form(values, errors, page_defaults=PAGE_DEFAULTS)
     by_name = {f.name: f for _, group in built.groups for f in group} | {f.name: f for f in built.advanced}
     policies, size, _ = _policies(pairs)
