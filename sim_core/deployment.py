@@ -94,6 +94,9 @@ class PoolSetup:
     swap_blocks: int
     role: str = "replicas"  # "replicas" (each engine serves its requests whole), "prefill" or "decode"
     engines: int = 1
+    # Engines in a row that step in lock-step: a deployment's attention data-parallel ranks (ep / tp; each MoE
+    # layer's all-to-all is a collective across them: cluster.step_together). 1: each engine steps on its own.
+    lockstep: int = 1
 
     @property
     def engine_names(self) -> list[str]:
@@ -169,7 +172,7 @@ def _deployment(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[Po
                 _pool_setup(s, *s.pool_deployment(p), model, budgets, f"{p}_hardware", f"{p}_tp"), role=p,
                 engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
         return (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, budgets, "hardware", "tp"),
-                                    engines=s.engines),)
+                                    engines=s.engines, lockstep=s.ep // s.tp if s.attention_dp else 1),)
     except SetupError as e:
         if e.field != "model" or s.max_model_len is not None or budgets[0] != model.max_context:
             raise

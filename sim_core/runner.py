@@ -370,7 +370,8 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
             frames)
         return PoolsRun(merged, outs, served_by, handover, transfer)
     if pools[0].engines > 1:
-        merged, outs, served_by = simulate_replicas(cfgs[0], table, pools[0].engines, router, frames)
+        merged, outs, served_by = simulate_replicas(cfgs[0], table, pools[0].engines, router, frames,
+                                                      pools[0].lockstep)
         return PoolsRun(merged, list(outs), served_by)
     out = engine.simulate(cfgs[0], table, frames)
     return PoolsRun(out, [out], np.zeros(len(table.arrival_s), np.int64))

@@ -3,6 +3,7 @@ tables, the memory and step cost of attention data-parallel + EP against pure TP
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from sim_core import Scenario, ScenarioError, parse_scenario, run
@@ -159,3 +160,39 @@ def test_step_time_shows_the_all_to_all_and_refuses_a_bad_shape():
     with pytest.raises(ScenarioError) as e:
         parse_step_shape({**batch, "tp": "4", "ep": "8"})
     assert [f for f, _ in e.value.problems] == ["ep"]
+
+
+def _rank_steps(result):
+    """Each attention-DP rank's logged steps as (start, end, prefill tokens) rows."""
+    from sim_core.views import columns_of_steps
+
+    out = []
+    for log in result.engine_logs:
+        c = columns_of_steps(log.steps)
+        out.append(np.stack([c["start_s"], c["start_s"] + c["duration_s"], c["prefill_tokens"]], axis=1))
+    return out
+
+
+def test_attention_dp_ranks_step_in_lock_step():
+    """Attention-DP ranks of one deployment run each step together (each MoE layer's all-to-all is a collective
+    across them: cluster.step_together): with unequal work (one rank's prompts 8x the other's), every step that
+    two ranks both run starts and ends at the same time on both, so a rank that only decodes while the other
+    prefills lasts the prefill's step (the max), and no step of one rank straddles a step boundary of the other."""
+    rows = "".join(f"{0.05 * k},{2048 if k % 2 == 0 else 256},{16 + 8 * (k % 3)}\n" for k in range(40))
+    s = Scenario(hardware="h100", model="qwen3-30b-a3b", tp=1, ep=2, attention_dp=True, router="round_robin",
+                 seed=3)
+    assert resolve(s).deployment[0].lockstep == 2
+    res = run(s, trace_text="arrival_s,prompt_tokens,output_tokens\n" + rows)
+    assert res.step_stride == 1 and res.metrics["completed"] == 40
+    a, b = _rank_steps(res)
+    shared = 0
+    prefill_against_decode = 0
+    for start, end, prefill in a:
+        same = b[b[:, 0] == start]
+        if len(same):
+            shared += 1
+            assert same[0, 1] == end  # the step ends together on both ranks: at the longer one's end
+            prefill_against_decode += (prefill > 0) != (same[0, 2] > 0)
+        # the other rank's steps are either this very step or wholly before or after it
+        assert not np.any((b[:, 0] < end) & (b[:, 1] > start) & (b[:, 0] != start))
+    assert shared > 20 and prefill_against_decode > 0

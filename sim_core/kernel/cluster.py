@@ -18,7 +18,11 @@ from ..policies.routing import RouterSettings, choose, router_load, sent_load
 from .build import engine_over, new_engine, outcome, request_record, sibling_engine
 from .engine import (
     CANCEL_CHECK_STEPS,
+    account_step,
+    batch_seconds,
+    begin_step,
     idle,
+    land_step,
     next_arrival_s,
     release_finished,
     route_in,
@@ -123,10 +127,54 @@ def refresh(eng, e, next_t, done_e):
     return finished, eng.loop[STALLED] != 0
 
 
+@inline
+def step_together(engines, lo, size):
+    """Step engines lo .. lo + size - 1, attention data-parallel ranks of one deployment, in lock-step (each MoE
+    layer's all-to-all is a collective across them): every rank starts its step at the group's clock, and the step
+    ends for all at the longest rank's. A rank with a batch is charged the whole step (it waits in the collective);
+    an idle rank, or one that scheduled nothing, waits through it with its dummy batch's cost neglected (it is never
+    the longest: a batch of no tokens)."""
+    start = -np.inf
+    for j in range(lo, lo + size):
+        start = max(start, engines[j].now)
+    ran = np.zeros(size, np.bool_)
+    costs = np.zeros((size, 3))
+    for j in range(lo, lo + size):
+        eng = engines[j]
+        if idle(eng):
+            continue
+        eng.now = start
+        if begin_step(eng):
+            ran[j - lo] = True
+            costs[j - lo, 0], costs[j - lo, 1], costs[j - lo, 2] = batch_seconds(eng)
+    longest = costs[:, 0].max()
+    for j in range(lo, lo + size):
+        eng = engines[j]
+        if ran[j - lo]:
+            account_step(eng, longest, costs[j - lo, 1], costs[j - lo, 2])
+            land_step(eng)
+        else:
+            eng.now = start + longest
+
+
+@inline
+def step_group(engines, e, lockstep):
+    """Step engine e alone (lockstep 1), or the lock-step group of `lockstep` engines it is in. Returns the
+    engines stepped, lo .. hi - 1."""
+    if lockstep == 1:
+        step(engines[e])
+        return e, e + 1
+    lo = e - e % lockstep
+    step_together(engines, lo, lockstep)
+    return lo, lo + lockstep
+
+
 @entry_nogil
-def simulate_cluster(cfg, table, replicas, frames, routing):
+def simulate_cluster(cfg, table, replicas, frames, routing, lockstep):
     """Run `replicas` engines (one Config, one RequestTable whose arrivals the router hands in) until every request
-    has finished or been rejected. Returns (each replica's Outcome, the replica each request was sent to)."""
+    has finished or been rejected; `lockstep` engines in a row form one lock-step group (attention-DP ranks of one
+    deployment: step_together), 1 for independent replicas. Returns (each replica's Outcome, the replica each
+    request was sent to)."""
     engines = new_engines(cfg, table, replicas, frames, None)
     n_rep = len(engines)
     total = routing.arrival_s.shape[0]
@@ -152,6 +200,7 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
                 seen[:] = load
                 next_look = t_arr + routing.staleness_s
             e = choose(engines, seen, r, routing, cfg.block_size, sent)
+            lo, hi = e, e + 1  # the engines that changed
             route_in(engines[e], r, t_arr)
             seen[e] += sent_load(engines[e], r)  # the router counts what it sent since it looked
             routed_to[r] = e
@@ -165,16 +214,19 @@ def simulate_cluster(cfg, table, replicas, frames, routing):
                 if stuck or cfg.cancel[0] != 0:
                     break
                 continue
-            step(engines[e])
+            lo, hi = step_group(engines, e, lockstep)  # the engines that changed: e, or its lock-step group
             steps += 1
             if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
                 break
         else:
             break  # nothing left to happen, yet not everything finished: the runner reports it
-        n_turns = collect_turns(engines[e], turns[0], turns[1], n_turns)  # a request that ended releases its turn
-        finished, stuck = refresh(engines[e], e, next_t, done_e)
-        load[e] = router_load(engines[e], routing.router)
-        done += finished
+        stuck = False
+        for j in range(lo, hi):
+            n_turns = collect_turns(engines[j], turns[0], turns[1], n_turns)  # a request that ended releases its turn
+            finished, stuck_j = refresh(engines[j], j, next_t, done_e)
+            load[j] = router_load(engines[j], routing.router)
+            done += finished
+            stuck = stuck or stuck_j
         if stuck:
             break
     return outcomes(engines), routed_to
@@ -222,12 +274,15 @@ PER_REQUEST = ("arrival_s", "status", "reject_reason", "generated", "first_sched
 PEAK_ACCUMULATORS = (A_KV_PEAK, A_WAITING_PEAK, A_END_S)
 
 
-def simulate_replicas(cfg, table, replicas: int, router: RouterSettings, frames: FrameSpec = NO_FRAMES):
+def simulate_replicas(cfg, table, replicas: int, router: RouterSettings, frames: FrameSpec = NO_FRAMES,
+                      lockstep: int = 1):
     """Run the cluster; returns (one Outcome for the whole cluster, each replica's Outcome, the replica each
     request was sent to). Each engine snapshots its own KV pool per `frames`; the merged Outcome carries no step
-    log or KV frames (those are per engine) and the engines' event logs in one (see _pooled_logs)."""
-    routing = router.routing(table, replicas, BATCH_INDEPENDENT_STEPS and not bool((table.child != -1).any()))
-    outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, frames, routing)
+    log or KV frames (those are per engine) and the engines' event logs in one (see _pooled_logs). `lockstep`:
+    engines in a row that step together (PoolSetup.lockstep: attention-DP ranks), 1 for independent replicas."""
+    independent = BATCH_INDEPENDENT_STEPS and lockstep == 1 and not bool((table.child != -1).any())
+    routing = router.routing(table, replicas, independent)
+    outs, routed_to = simulate_cluster(cfg, routed_table(table), replicas, frames, routing, lockstep)
     outs = list(outs)
     merged = {f: getattr(outs[0], f) for f in PER_REQUEST}  # the engines shared one per-request state
     merged.update(pooled_logs(outs))

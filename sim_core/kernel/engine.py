@@ -159,6 +159,15 @@ def step(eng):
 def _step(eng):
     """`step`'s body. `run_to_end` inlines it rather than call `step`: a kernel's compile emits machine code for
     everything linked into it, and `run_to_end` would emit all of it again (~1.7 s of a cold compile)."""
+    if begin_step(eng):
+        run_batch(eng)
+        land_step(eng)
+
+
+@kernel
+def begin_step(eng):
+    """A step up to its batch: arrivals in, the batch scheduled. Whether there is a batch to run (run_batch,
+    land_step; cluster.py's step_together runs attention-DP ranks' batches in lock-step between the two)."""
     make_log_room(eng)
     admit_arrivals(eng)
     take_due_frames(eng)
@@ -167,18 +176,23 @@ def _step(eng):
         # for a next step that never comes, so the engine reads as idle. Held, it would count as work due now,
         # and a cluster loop would step it again and again, each step returning here.
         release_finished(eng)
-        return
+        return False
     if idle(eng):
         eng.now = next_arrival_s(eng)
-        return
+        return False
     rekey_waiting(eng)
     schedule(eng)
     released = release_finished(eng) if eng.cfg.pol[P_ASYNC] != 0 else 0
     if eng.batch.n[B_SCHEDULED] == 0:
         if released == 0:
             note_empty_step(eng)
-        return
-    run_batch(eng)
+        return False
+    return True
+
+
+@kernel
+def land_step(eng):
+    """After run_batch: the step's time shared among its requests, its tokens landed."""
     attribute_step(eng)
     land_tokens(eng)
     if eng.cfg.static_batching:
@@ -296,7 +310,15 @@ def _never_fits(eng, r):
 @kernel
 def run_batch(eng):
     """Cost the step, account for it, log it and advance the clock."""
-    cfg, n, acc, size = eng.cfg, eng.batch.n, eng.logs.acc, eng.q.size
+    seconds, moved, flops = batch_seconds(eng)
+    account_step(eng, seconds, moved, flops)
+
+
+@kernel
+def batch_seconds(eng):
+    """The scheduled batch's (seconds, bytes moved, FLOPs): compute, speculative decoding's proposer, lower-tier
+    KV loads, swaps, LoRA."""
+    cfg, n = eng.cfg, eng.batch.n
     # Speculative decoding's verification rows: each a decoding sequence (its KV read once by the decode kernel),
     # its drafts extra tokens through every layer with their attention FLOPs, and all k + 1 positions sampled.
     vt, vs = n[B_VERIFY_TOKENS], n[B_VERIFY_SEQS]
@@ -310,6 +332,14 @@ def run_batch(eng):
     seconds += eng.batch.swap_s[0]
     if cfg.lora.shape[0] > 0:  # LoRA adapters: their loads and kernels lengthen the step (kernel/lora.py)
         seconds += lora_step_seconds(eng)
+    return seconds, moved, flops
+
+
+@kernel
+def account_step(eng, seconds, moved, flops):
+    """Account for a step of `seconds` (its batch's own, or a lock-step group's longest) that moved `moved`
+    bytes and did `flops`, log it and advance the clock by it."""
+    cfg, n, acc, size = eng.cfg, eng.batch.n, eng.logs.acc, eng.q.size
     used_blocks = cfg.num_blocks - eng.kv.free[KV_BLOCKS]
     waiting, running, swapped = size[N_WAITING], size[N_RUNNING], size[N_SWAPPED]
     acc[A_STEPS] += 1
