@@ -46,6 +46,9 @@ class EngineProfile:
     large_gpu_except: str = ""
     large_gpu_token_budget: int | None = None
     large_gpu_max_seqs: int | None = None
+    # The token budget the engine picks instead on a GPU with less than this much memory (SGLang's). 0: no such rule.
+    small_gpu_max_memory_gib: float = 0.0
+    small_gpu_token_budget: int | None = None
     budget_schedulers: str = "all"  # "chunked": the token budget is a chunked-prefill scheduler's only
     max_model_len_rule: str = "refuse"  # when one sequence of the model's context does not fit: refuse or cap
     version: str = ""  # the engine source the entry's values are read from
@@ -66,6 +69,8 @@ class EngineProfile:
         budget, seqs = self.token_budget, self.max_seqs
         if self.is_large(gpu):
             budget, seqs = self.large_gpu_token_budget or budget, self.large_gpu_max_seqs or seqs
+        elif gpu.mem_gib < self.small_gpu_max_memory_gib:
+            budget = self.small_gpu_token_budget or budget
         if self.budget_schedulers == "chunked" and not chunked_prefill:
             budget = None  # prefilled whole: the budget is max_model_len, as vLLM sets it with chunked prefill off
         return budget, seqs

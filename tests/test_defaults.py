@@ -172,3 +172,13 @@ def test_a_prefill_whole_scheduler_refused_at_the_models_context_is_told_the_lar
     assert resolve(Scenario(hardware="rtx3050", scheduler="fcfs", max_model_len=fits)).max_model_len == fits
     with pytest.raises(SetupError):
         resolve(Scenario(hardware="rtx3050", scheduler="fcfs", max_model_len=fits + 16))
+
+
+@pytest.mark.parametrize("hardware, budget", [("l4", 2048), ("rtx3050", 2048), ("l40s", 8192), ("h200", 8192),
+                                              ("b200", 16384), ("mi300x", 16384)])
+def test_sglang_takes_its_chunk_size_for_the_gpus_memory(hardware, budget):
+    """sgl-project/sglang python/sglang/srt/server_args.py: chunked_prefill_size 2048 when the GPU has under 35 GB,
+    8192 under 160 GB, 16384 above (engines.json's sglang entry cites it); for every scheduler, as SGLang chunks."""
+    s = Scenario(engine="sglang", hardware=hardware, max_model_len=4096)
+    assert resolve(s).token_budget == budget
+    assert resolve(s.model_copy(update={"scheduler": "fcfs"})).token_budget == budget
