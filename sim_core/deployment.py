@@ -150,16 +150,16 @@ def _pools(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[tuple[P
     try:
         return _deployment(s, model, budgets), budgets[1]
     except SetupError:
-        if s.max_seqs is not None or not (model.window_layers or model.linear_layers) or budgets[1] <= 1:
+        if s.max_seqs is not None or not (model.window_layers or model.linear_layers):
             raise
-    seqs = budgets[1]
-    while seqs > 1:
-        seqs //= 2
-        try:
-            return _deployment(s, model, (budgets[0], seqs)), seqs
-        except SetupError:
-            continue
-    return _deployment(s, model, budgets), budgets[1]  # raises the default's own error
+        seqs = budgets[1]
+        while seqs > 1:
+            seqs //= 2
+            try:
+                return _deployment(s, model, (budgets[0], seqs)), seqs
+            except SetupError:
+                continue
+        raise  # not even one sequence leaves a KV cache: the default's own error
 
 
 def _deployment(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[PoolSetup, ...]:

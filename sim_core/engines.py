@@ -1,10 +1,10 @@
 """Engine profiles: the serving engine a scenario stands for (its `engine` field), read from
 sim_core/data/engines.json, where each value is cited.
 
-A profile gives the defaults of the scheduler fields a scenario leaves unset (SCENARIO_FIELDS: the engine's max
-sequences and token budget, its capacity policy as a preemption mode, its overlap scheduling) and the kernel-level
-constants the cost model takes from it (decode_attention_slowdown, decode_attention_kernel). The default engine,
-vllm, gives the budgets its API server picks for the GPU (its entry says which source version).
+A profile gives the defaults of the scheduler fields a scenario leaves unset (its capacity policy as a preemption
+mode and its overlap scheduling, SCENARIO_FIELDS; its max sequences and token budget for the GPU, budgets) and the
+kernel-level constants the cost model takes from it (decode_attention_slowdown, decode_attention_kernel). The
+default engine, vllm, gives the budgets its API server picks for the GPU (its entry says which source version).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ ENGINES_FILE = "engines.json"
 # The decode attention kernels whose least times gpus.json records (GPU.decode_attention_floor).
 DECODE_ATTENTION_KERNELS = ("paged", "xqa")
 DEFAULT_ENGINE = "vllm"
-# Scenario fields an engine gives defaults for, in the scenario's own order: the ones that depend on nothing but
-# the engine are filled in the scenario itself (SCENARIO_FIELDS); its budgets, which depend on the GPU and the
-# scheduler too (EngineProfile.budgets), are filled when the scenario is resolved (deployment.engine_budgets), so a
-# scenario copied onto another GPU or scheduler takes that one's.
+# Scenario fields an engine gives defaults for that depend on nothing but the engine, filled in the scenario itself,
+# in the scenario's own order. Its budgets (token_budget, max_seqs) depend on the GPU and the scheduler too
+# (EngineProfile.budgets) and are filled when the scenario is resolved (deployment.engine_budgets), so a scenario
+# copied onto another GPU or scheduler takes that one's.
 SCENARIO_FIELDS = ("async_scheduling", "preemption")
-BUDGET_FIELDS = ("token_budget", "max_seqs")
 # Constants an entry may name instead of a number (defined beside their measurements in the cost model).
 ENGINE_CONSTANTS = {"PAGED_ATTENTION_SLOWDOWN": PAGED_ATTENTION_SLOWDOWN}
 

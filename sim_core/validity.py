@@ -8,7 +8,7 @@ from functools import cache
 
 import numpy as np
 
-from .deployment import engine_budgets
+from .deployment import max_seqs_of
 from .engines import engine_of
 from .kernel.state import (
     REJECT_LARGER_THAN_KV_POOL,
@@ -141,7 +141,7 @@ def _max_seqs_lowered(result) -> str | None:
     s, r = getattr(result, "scenario", None), result.resolved
     if s is None or s.max_seqs is not None:
         return None
-    default = engine_budgets(s, True)[1]
+    default = max_seqs_of(s)
     if r.max_seqs >= default:
         return None
     return (f"max_seqs: {s.engine}'s default of {default:,} sequences would reserve {r.setup.model.key}'s windowed "

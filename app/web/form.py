@@ -8,7 +8,7 @@ from typing import Any
 
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.catalog import weight_format
-from sim_core.engines import DEFAULT_ENGINE, ENGINES, SCENARIO_FIELDS, EngineProfile, scenario_defaults
+from sim_core.engines import DEFAULT_ENGINE, ENGINES, SCENARIO_FIELDS, scenario_defaults
 from sim_core.fields import field_info, range_text
 from sim_core.gpu import GPU
 from sim_core.policies import BY_NAME
@@ -119,17 +119,17 @@ def _set_by_user(values: dict[str, Any], name: str, page_defaults: dict[str, str
     return value not in (None, "") and _fmt(value) != _fmt(page_defaults.get(name, ""))
 
 
-def _budget_text(scheduler: str, engine: EngineProfile, gpu: GPU | None) -> str:
+def _budget_text(scheduler: str, engine: str, gpu: GPU | None) -> str:
     """A scheduler's token budget left blank: the engine's for the GPU, the scheduler's own, or max_model_len."""
     sched = BY_NAME[scheduler]
-    budget = engine.budgets(gpu, sched.chunked_prefill)[0] if gpu else engine.token_budget
-    key = next(k for k, e in ENGINES.items() if e is engine)
+    profile = ENGINES.get(engine, ENGINES[DEFAULT_ENGINE])
+    budget = profile.budgets(gpu, sched.chunked_prefill)[0] if gpu else profile.token_budget
     if budget:
-        return f"{budget} ({key} default)"
+        return f"{budget} ({engine} default)"
     return str(sched.default_token_budget) if sched.default_token_budget else "max model length"
 
 
-def _budgets_text(selected: list[str], engine: EngineProfile, gpu: GPU | None) -> str:
+def _budgets_text(selected: list[str], engine: str, gpu: GPU | None) -> str:
     """The token budget left blank: one value when every selected scheduler takes the same, else each one's, the
     engine's number first (a narrow box shows the start of it), those taking max_model_len last."""
     texts = {s: _budget_text(s, engine, gpu) for s in selected if s in BY_NAME}
@@ -160,7 +160,7 @@ def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset,
         "slo_ttft_ms": f"{preset.slo_ttft_ms:g} ({preset.name} default)",
         "slo_tpot_ms": f"{preset.slo_tpot_ms:g} ({preset.name} default)",
         "num_requests": "rate × duration",
-        "token_budget": _budgets_text(selected, profile, gpu),
+        "token_budget": _budgets_text(selected, engine, gpu),
         "kv_blocks": "all that fit in memory",
         "max_model_len": f"{model.max_context} (model context)" if model else "the model's context",
         "hardware_profile": "the catalog's constants (paste a profile's scenario_field)",

@@ -29,6 +29,17 @@ class ExecutorError(RuntimeError):
     """The executor cannot run (Ray not installed, no cluster at the address): a message for the user."""
 
 
+def map_in_process(fn: Callable[[Any], Any], tasks: Sequence, on_done: Callable[[int, int], None] | None = None
+                   ) -> list:
+    """fn over tasks in this process, in order, reporting (done, total) after each: an executor's map without one."""
+    out = []
+    for k, task in enumerate(tasks):
+        out.append(fn(task))
+        if on_done:
+            on_done(k + 1, len(tasks))
+    return out
+
+
 class LocalExecutor:
     """This machine's processes: a pool of `workers` forked processes, kept for the executor's life (close() or a
     `with` block ends it), or the calling process itself with one worker."""
@@ -41,13 +52,9 @@ class LocalExecutor:
 
     def map(self, fn: Callable[[Any], Any], tasks: Sequence, on_done: Callable[[int, int], None] | None = None) -> list:
         tasks = list(tasks)
-        results: list = [None] * len(tasks)
         if self.workers <= 1 or len(tasks) <= 1:
-            for k, task in enumerate(tasks):
-                results[k] = fn(task)
-                if on_done:
-                    on_done(k + 1, len(tasks))
-            return results
+            return map_in_process(fn, tasks, on_done)
+        results: list = [None] * len(tasks)
         from concurrent.futures import as_completed
 
         pool = self._get_pool()

@@ -53,6 +53,7 @@ from ..fields import field_info, range_text
 from ..runner import resolve, run
 from ..scenario import MAX_CONCURRENCY, Scenario, ScenarioError
 from ..workload import RANDOM_ISL, RANDOM_OSL, length_bounds
+from .executor import map_in_process
 
 BASES = ("total", "output")
 DEFAULT_BASIS = "total"  # InferenceX's headline: total (prompt + output) tokens per second per GPU
@@ -311,7 +312,7 @@ def frontier(base: Scenario, hardware: Sequence[str], concurrencies: Sequence[in
     plan = plan_frontier(base, hardware, concurrencies, requests_per_user, search)
     labelled = [(hw, config, s) for hw, config, jobs in plan.sweeps for s in jobs]
     tasks = [(s, basis) for _, _, s in labelled]
-    found = executor.map(_task, tasks, on_point) if executor is not None else _run_here(tasks, on_point)
+    found = (executor.map if executor is not None else map_in_process)(_task, tasks, on_point)
     out = FrontierResult(infeasible=plan.infeasible, ruled_out=plan.ruled_out,
                          configs=[{"hardware": hw, **c.describe(), "gpus": jobs[0].engines * jobs[0].tp}
                                   for hw, c, jobs in plan.sweeps])
@@ -324,15 +325,6 @@ def frontier(base: Scenario, hardware: Sequence[str], concurrencies: Sequence[in
         for config in dict.fromkeys(p["config"] for p in mine):
             mark_pareto([p for p in mine if p["config"] == config], "config_pareto")
     return out
-
-
-def _run_here(tasks: list, on_point: Callable[[int, int], None] | None) -> list[dict]:
-    found = []
-    for k, t in enumerate(tasks):
-        found.append(_task(t))
-        if on_point:
-            on_point(k + 1, len(tasks))
-    return found
 
 
 def _axes(p: dict) -> tuple[float, float]:

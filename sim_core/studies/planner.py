@@ -39,6 +39,7 @@ from ..scenario import MAX_REPLICAS, Scenario
 from ..statistics import aggregate
 from ..workload import PRESETS
 from .capacity import DEFAULT_TARGET, DEFAULT_TOLERANCE, max_rate, summarize
+from .executor import map_in_process
 
 MAX_EXTRA_UNITS = 3  # verification adds at most this many units to the capacity estimate
 PLAN_ROUTER = "least_outstanding"
@@ -167,15 +168,6 @@ def metrics_task(scenario: Scenario) -> dict:
     return run(scenario).metrics
 
 
-def _serial_map(fn, tasks, on_done=None):
-    out = []
-    for k, t in enumerate(tasks):
-        out.append(fn(t))
-        if on_done:
-            on_done(k + 1, len(tasks))
-    return out
-
-
 class _Progress:
     """Tasks done out of an estimate of all (the verification rounds are not known ahead), never past it."""
 
@@ -219,7 +211,7 @@ def plan(base: Scenario, rate: float, space: SearchSpace, *, target: float = DEF
     base.require_constant_rate("the planner")
     base = tokens_floor(base, space.min_tokens_per_s_per_user)
     out = PlanResult()
-    pmap = executor.map if executor is not None else _serial_map
+    pmap = executor.map if executor is not None else map_in_process
     candidates = space.candidates()
     max_gpus = space.max_gpus
     out.candidates = len(candidates)
