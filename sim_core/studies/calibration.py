@@ -79,11 +79,15 @@ def parse_target(data: dict) -> CalibrationTarget:
                              for err in e.errors()]) from None
 
 
+def target_max_seqs(t: CalibrationTarget) -> int:
+    """The target's max_seqs, or the engine's default for its GPU."""
+    return max_seqs_of(Scenario(hardware=t.hardware, max_seqs=t.max_seqs))
+
+
 def target_setup(t: CalibrationTarget) -> Setup:
     """The deployment (SetupError if it cannot run)."""
     d = Scenario()
-    serving = ServingSettings(d.gpu_memory_utilization, d.block_size, t.token_budget or 2048,
-                              t.max_seqs or max_seqs_of(Scenario(hardware=t.hardware)))
+    serving = ServingSettings(d.gpu_memory_utilization, d.block_size, t.token_budget or 2048, target_max_seqs(t))
     return resolve_setup(t.hardware, t.model, t.quantization, t.tp, serving)
 
 
@@ -245,7 +249,7 @@ class Replay:
         if longest > setup.model.max_context:
             raise CalibrationError(f"a request of {longest:,} tokens exceeds {setup.model.key}'s context of "
                                    f"{setup.model.max_context:,}: was the benchmark run on this model?")
-        engine_seqs = target.max_seqs or max_seqs_of(Scenario(hardware=target.hardware))
+        engine_seqs = target_max_seqs(target)
         max_seqs = min(engine_seqs, bench.max_concurrency) if bench.closed_loop else engine_seqs
         self.scenario = Scenario(scheduler="chunked", hardware=target.hardware, model=setup.model.key,
                                  quantization=target.quantization, tp=target.tp, token_budget=target.token_budget,
