@@ -110,6 +110,10 @@ def test_same_origin_requests_navigations_and_scripts_without_origin_pass(client
     r = client.get("/static/js/app.js", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
                                                  "Sec-Fetch-Dest": "script"})
     assert r.status_code == 200
+    # ... and module scripts come in CORS mode (Origin: null): the answer must let that opaque origin run them
+    r = client.get("/static/js/figures.js", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors",
+                                                     "Sec-Fetch-Dest": "script", "Origin": "null"})
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
     assert client.get("/healthz", headers={"Origin": "https://status.example"}).status_code == 200  # a monitor
     assert client.get("/api/catalog", headers={"Origin": "http://testserver"}).status_code == 200  # our own page
 

@@ -91,7 +91,9 @@ async def lifespan(app: FastAPI):
 
 class VersionedStaticFiles(StaticFiles):
     """A URL with `?v=<asset version>` names one version of a file for good: browsers may keep it a year. Without
-    it, they revalidate (ETag) on every use."""
+    it, they revalidate (ETag) on every use. Any page may read them (CORS): the dashboard's scripts are ES
+    modules, which browsers fetch in CORS mode, and an embed in a sandboxed iframe has an opaque origin, so
+    without Access-Control-Allow-Origin its figures would never draw. They are public and start no work."""
 
     async def get_response(self, path, scope):
         if (STATIC_DIR / path).resolve().is_relative_to(TEST_ONLY_STATIC):
@@ -99,6 +101,7 @@ class VersionedStaticFiles(StaticFiles):
         response = await super().get_response(path, scope)
         versioned = b"v=" in scope.get("query_string", b"")
         response.headers["cache-control"] = "public, max-age=31536000, immutable" if versioned else "no-cache"
+        response.headers["access-control-allow-origin"] = "*"
         return response
 
 

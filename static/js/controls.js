@@ -1,0 +1,50 @@
+/* The page's small controls: a metric's glossary entry, and Copy link. */
+
+export function wireControls() {
+  document.addEventListener("click", function (e) {
+    var term = e.target.closest(".metrics .term");
+    if (term) { toggleGlossary(term); return; }
+    var copy = e.target.closest("[data-copy-link]");
+    if (copy) {
+      copyText(window.location.href).then(function () { flash(copy, "Link copied ✓"); },
+        function () { window.prompt("Copy this link:", window.location.href); });
+    }
+  });
+}
+
+// ----- the metric glossary: a tap (or a click, or Enter) on a metric's name shows what it measures -----
+// The description is the row's title (the metric catalogue's), which only a mouse could hover.
+function toggleGlossary(term) {
+  var cell = term.closest("th"), help = cell.querySelector(".term-help");
+  if (!help) {
+    help = document.createElement("span");
+    help.className = "term-help";
+    help.textContent = cell.title;
+    help.hidden = true;
+    cell.appendChild(help);
+  }
+  help.hidden = !help.hidden;
+  term.setAttribute("aria-expanded", help.hidden ? "false" : "true");
+}
+
+// The clipboard API where the page may use it (a secure context), else the old copy command.
+function copyText(text) {
+  if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+  var area = document.createElement("textarea");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  area.style.position = "fixed";
+  area.style.opacity = "0";
+  document.body.appendChild(area);
+  area.select();
+  var ok = document.execCommand("copy");
+  document.body.removeChild(area);
+  return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+}
+
+function flash(button, text) {
+  var old = button.dataset.label || button.textContent;
+  button.dataset.label = old;
+  button.textContent = text;
+  setTimeout(function () { button.textContent = old; }, 1600);
+}
