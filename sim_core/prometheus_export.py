@@ -38,6 +38,13 @@ from .prometheus_names import (
 from .views import RequestState, engine_logs, step_columns
 
 ENGINE_LABEL_POOLS = ("replicas", "decode")  # the pools whose engines see a request finish
+# The most points a series holds: each is a full snapshot (every histogram over every request), and Grafana shows
+# a few thousand points per series anyway.
+MAX_SERIES_POINTS = 10_000
+
+
+class SeriesTooLong(ValueError):
+    """An interval that would make more than MAX_SERIES_POINTS points; the message says how many."""
 
 
 @dataclass(frozen=True)
@@ -315,6 +322,12 @@ def series_times(end_s: float, interval_s: float) -> list[float]:
 def openmetrics_series(result, flavour: str, interval_s: float, start_unix_s: float) -> str:
     """A sample of every metric every interval_s of simulated time (and at the end), timestamped start_unix_s +
     simulated seconds, in OpenMetrics text: each series' points in time order, families one after another."""
+    points = math.ceil(result.end_s / interval_s)
+    if points > MAX_SERIES_POINTS:
+        raise SeriesTooLong(
+            f"{interval_s:g} s over a {result.end_s:.6g} s run is {points:,} points; at most "
+            f"{MAX_SERIES_POINTS:,} (a longer interval)"
+        )
     times = series_times(result.end_s, interval_s)
     snaps = [snapshot(result, flavour, t) for t in times[:-1]] + [snapshot(result, flavour)]
     per_family: dict[str, tuple[MetricSpec, dict[str, list]]] = {}

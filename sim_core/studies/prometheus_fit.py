@@ -35,6 +35,7 @@ from ..prometheus_names import COUNTER, GAUGE, HISTOGRAM, flavour_of_engine
 from ..prometheus_parse import HistogramWindow, ScrapeError, Window
 from ..runner import make_requests, resolve, simulate_requests
 from ..scenario import Scenario
+from ..scenario_errors import parse_scenario
 from .calibration import PRIOR_WEIGHT, nelder_mead, residual_summary, to_coord, with_coords
 
 PROM_FITTED = ("compute_efficiency", "bandwidth_efficiency")
@@ -85,7 +86,7 @@ def statistics(w: Window) -> dict[str, float]:
     for c in MEAN_CONCEPTS:
         h = w.histograms.get(c)
         if h is not None and h.count > 0:
-            out[f"mean_{c}"] = h.sum / h.count
+            out[f"mean_{c}{'' if c == 'iteration_tokens' else '_s'}"] = h.sum / h.count
     return out
 
 
@@ -97,8 +98,8 @@ def cdf_points(w: Window, concept: str) -> dict[float, float]:
 
 
 def derive_load(stated: Scenario, w: Window) -> tuple[Scenario, dict]:
-    """The scenario to replay: the stated one, with what it leaves out derived from the scrape (module docstring).
-    ScrapeError when the scrape cannot give what is missing."""
+    """The scenario to replay: the stated one (the fields the user gave: model_fields_set), with what it leaves out
+    derived from the scrape (module docstring). ScrapeError when the scrape cannot give what is missing."""
     given = stated.model_fields_set
     engine = flavour_of_engine(stated.engine)
     if "engine" in given and engine != w.flavour:
@@ -129,7 +130,8 @@ def derive_load(stated: Scenario, w: Window) -> tuple[Scenario, dict]:
         update["rate"] = derived["rate"] = requests / w.seconds
     if "num_requests" not in given and "duration" not in given and "trace" not in given and requests:
         update["num_requests"] = derived["num_requests"] = int(min(max(requests, 1), FIT_MAX_REQUESTS))
-    return stated.model_copy(update=update), derived
+    # Validated again (ScenarioError naming a field): a derived length or rate may be out of a field's bounds.
+    return parse_scenario({k: getattr(stated, k) for k in given} | update), derived
 
 
 class PromReplay:
@@ -154,7 +156,7 @@ def _compare(measured: Window, predicted: Window) -> np.ndarray:
     """Residuals: log-ratios of the histogram means. (The bucket fractions are step functions of the constants:
     a simplex stalls on their plateaus, so they are reported, not fitted.)"""
     ms, ps = statistics(measured), statistics(predicted)
-    keys = [f"mean_{c}" for c in FIT_CONCEPTS if f"mean_{c}" in ms]
+    keys = [k for c in FIT_CONCEPTS for k in (f"mean_{c}", f"mean_{c}_s") if k in ms]
     return np.array([np.log(max(ps.get(k, 0.0), 1e-12) / max(ms[k], 1e-12)) for k in keys])
 
 
