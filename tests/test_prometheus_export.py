@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.cli import main
 from sim_core import Scenario, run
 from sim_core.prometheus_export import exposition_text, fine_histogram, openmetrics_series
-from sim_core.prometheus_names import VLLM_ITL_BUCKETS, VLLM_TTFT_BUCKETS, length_buckets
+from sim_core.prometheus_names import VLLM_TTFT_BUCKETS, length_buckets
 from sim_core.prometheus_parse import parse_text, window
 
 SCENARIO = Scenario(hardware="h100", model="llama-3-8b", num_requests=120, rate=12, seed=4)
