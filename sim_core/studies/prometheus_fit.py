@@ -3,8 +3,8 @@ Prometheus metrics (read by sim_core/prometheus_parse.py).
 
 A scrape holds distributions, not the load that made them, so the user states the load as a scenario (model, GPU,
 rate, lengths: `--scenario QUERY`); what it leaves out is derived from the scrape and reported as derived: the
-mean prompt and output lengths from the token counters over the request counter (the random workload's
-isl/osl), the
+mean prompt and output lengths from the length histograms' means (or the token counters over the request counter;
+the random workload's isl/osl), the
 arrival rate from the request counter over the window's seconds (only a series or a query answer has times), the
 number of requests to replay from the request counter (at most FIT_MAX_REQUESTS, the fit's cost).
 
@@ -112,13 +112,11 @@ def derive_load(stated: Scenario, w: Window) -> tuple[Scenario, dict]:
         update["engine"] = derived["engine"] = "sglang"
     requests = w.counters.get("requests")
     if not any(f in given for f in LENGTH_FIELDS):
-        for field, counter in (("isl", "prompt_tokens"), ("osl", "generation_tokens")):
-            if not requests or counter not in w.counters:
-                raise ScrapeError(
-                    f"the load states no lengths and the scrape has no {counter} and request "
-                    f"counters to derive them from: state them (--scenario isl=N&osl=M or workload=)"
-                )
-            update[field] = derived[field] = max(1, round(w.counters[counter] / requests))
+        for field, hist, counter in (
+            ("isl", "prompt_len", "prompt_tokens"),
+            ("osl", "output_len", "generation_tokens"),
+        ):
+            update[field] = derived[field] = mean_length(w, hist, counter)
         update["workload"] = derived["workload"] = "random"  # the preset isl and osl set
     if not any(f in given for f in ARRIVAL_FIELDS):
         if not (requests and w.seconds):
@@ -132,6 +130,21 @@ def derive_load(stated: Scenario, w: Window) -> tuple[Scenario, dict]:
         update["num_requests"] = derived["num_requests"] = int(min(max(requests, 1), FIT_MAX_REQUESTS))
     # Validated again (ScenarioError naming a field): a derived length or rate may be out of a field's bounds.
     return parse_scenario({k: getattr(stated, k) for k in given} | update), derived
+
+
+def mean_length(w: Window, hist: str, counter: str) -> int:
+    """A request's mean length: its histogram's mean (both observed at a request's end, so a window's edges cut
+    none in half), else the token counter over the request counter (a token is counted as it is computed, a request
+    at its end: only right over a whole run)."""
+    h = w.histograms.get(hist)
+    if h is not None and h.count > 0:
+        return max(1, round(h.sum / h.count))
+    if not w.counters.get("requests") or counter not in w.counters:
+        raise ScrapeError(
+            f"the load states no lengths and the scrape has no {hist} histogram nor {counter} and "
+            f"request counters to derive them from: state them (--scenario workload=random&isl=N&osl=M)"
+        )
+    return max(1, round(w.counters[counter] / w.counters["requests"]))
 
 
 class PromReplay:
