@@ -197,6 +197,22 @@ def _gauges(t: dict, e: EngineRecord, at_s: float, end_s: float) -> dict[str, fl
     return {"running": float(running.sum()), "waiting": float(waiting.sum()), "kv_usage": usage}
 
 
+def time_averages(result) -> dict[str, float]:
+    """The KV gauge (mean over engines) and the running requests (summed) averaged over the run's time: what the
+    mean of a series' samples estimates. Each logged step's values hold until the next logged step starts."""
+    end_s = result.end_s
+    kv, running = [], 0.0
+    for e in engines_of(result):
+        start = e.steps["start_s"]
+        if end_s <= 0 or not len(start):
+            kv.append(0.0)
+            continue
+        held = np.diff(np.append(start, max(end_s, float(start[-1]))))
+        kv.append(float(np.sum(e.steps["kv_blocks"] * held)) / end_s / max(e.num_blocks, 1))
+        running += float(np.sum(e.steps["running"] * held)) / end_s
+    return {"kv_usage": float(np.mean(kv)), "running": running}
+
+
 def snapshot(result, flavour: str, at_s: float | None = None) -> list[tuple[MetricSpec, dict, object]]:
     """Every metric of `flavour` as it stands at simulated time at_s (None: the end of the run, drained):
     (spec, labels, value) with a Histogram or a number for value, in METRICS' order."""

@@ -22,6 +22,8 @@ from sim_core.studies.prometheus_fit import (
     PromReplay,
     calibrate_prometheus,
     derive_load,
+    drift_report,
+    run_window,
     statistics,
 )
 
@@ -93,6 +95,19 @@ def test_an_unstated_rate_and_lengths_come_from_a_series(scrape):
     # the requests that finished in the window, over its seconds
     assert load.rate == derived["rate"] == pytest.approx(w.counters["requests"] / w.seconds)
     assert load.num_requests == derived["num_requests"] == w.counters["requests"]
+
+
+def test_a_series_gauges_means_match_the_runs_time_averages():
+    res = server_run(Scenario(**LOAD))
+    w = read_scrapes([("series.om", openmetrics_series(res, "vllm", 0.1, 1_700_000_000.0))])
+    rows = drift_report(w, run_window(res, "vllm"), Scenario(**LOAD))["statistics"]
+    for key in ("mean_kv_cache_usage", "mean_running_requests"):
+        assert rows[key]["measured"] > 0 and abs(rows[key]["error_pct"]) < 10, (key, rows[key])
+    one = read_scrapes([("end.prom", exposition_text(res, "vllm"))])
+    assert (
+        "mean_kv_cache_usage"
+        not in drift_report(one, run_window(res, "vllm"), Scenario(**LOAD))["statistics"]
+    )
 
 
 def cli(capsys, argv) -> tuple[int, str, str]:

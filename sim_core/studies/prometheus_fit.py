@@ -30,8 +30,8 @@ import numpy as np
 
 from ..hardware_profile import Profile, profile_document
 from ..kernel.cost_model import Constants, default_constants
-from ..prometheus_export import Histogram, snapshot
-from ..prometheus_names import COUNTER, GAUGE, HISTOGRAM, flavour_of_engine
+from ..prometheus_export import Histogram, snapshot, time_averages
+from ..prometheus_names import COUNTER, HISTOGRAM, flavour_of_engine
 from ..prometheus_parse import HistogramWindow, ScrapeError, Window
 from ..runner import make_requests, resolve, simulate_requests
 from ..scenario import Scenario
@@ -60,10 +60,10 @@ ARRIVAL_FIELDS = ("rate", "rate_schedule", "concurrency", "trace")
 
 
 def run_window(result, flavour: str) -> Window:
-    """A simulated run's end-of-run metrics as the window a scrape of it would give (series summed over labels)."""
+    """A simulated run's end-of-run metrics as the window a scrape of it would give (series summed over labels);
+    its gauges are their averages over the run, what a series' mean estimates (the end-of-run gauges are 0)."""
     hists: dict[str, HistogramWindow] = {}
     counters: dict[str, float] = {}
-    gauges: dict[str, float] = {}
     for m, _, value in snapshot(result, flavour):
         if m.kind == HISTOGRAM:
             h: Histogram = value
@@ -74,10 +74,8 @@ def run_window(result, flavour: str) -> Window:
             )
         elif m.kind == COUNTER and m.concept != "requests":  # vLLM's counts aborts too: recounted below
             counters[m.concept] = counters.get(m.concept, 0.0) + float(value)
-        elif m.kind == GAUGE:
-            gauges[m.concept] = gauges.get(m.concept, 0.0) + float(value)
     counters["requests"] = float(result.finished.sum())
-    return Window(flavour, hists, counters, gauges, None, 1, ())
+    return Window(flavour, hists, counters, time_averages(result), None, 1, ())
 
 
 def statistics(w: Window) -> dict[str, float]:
@@ -223,8 +221,14 @@ def drift_report(measured: Window, predicted: Window, load: Scenario) -> dict:
 
 
 def _ratios(measured: Window, predicted: Window) -> dict:
-    """Per-request ratios of counters (lengths, preemptions, prefix-cache hits) and the KV gauge's mean."""
+    """Per-request ratios of counters (lengths, preemptions, prefix-cache hits), and with a window of several
+    snapshots (a single scrape's gauge is one instant) the means of the KV-usage and running-requests gauges."""
     out = {}
+    if measured.snapshots > 1:
+        for key, gauge in (("mean_kv_cache_usage", "kv_usage"), ("mean_running_requests", "running")):
+            mv, pv = measured.gauges.get(gauge), predicted.gauges.get(gauge)
+            if mv is not None and pv is not None:
+                out[key] = {"measured": mv, "predicted": pv, "error_pct": (pv / mv - 1) * 100 if mv else None}
     pairs = {
         "mean_prompt_tokens": ("prompt_tokens", "requests"),
         "mean_generation_tokens": ("generation_tokens", "requests"),
