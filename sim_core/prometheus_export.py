@@ -237,7 +237,10 @@ def snapshot(result, flavour: str, at_s: float | None = None) -> list[tuple[Metr
             if m.kind == HISTOGRAM and m.concept in hists:
                 out.append((m, labels, hists[m.concept]))
             elif m.kind == COUNTER and m.concept == "requests" and flavour == "vllm":
-                aborted = float((mask & t["rejected"] & (t["arrival"] <= at)).sum()) if label == "0" else 0.0
+                # A refused request has no engine: all are counted on the first (their sum is what a query sums).
+                aborted = (
+                    float((t["rejected"] & (t["arrival"] <= at)).sum()) if label == groups[0][0] else 0.0
+                )
                 out.append((m, labels | {"finished_reason": FINISHED_REASON}, counters["requests"]))
                 out.append((m, labels | {"finished_reason": ABORTED_REASON}, aborted))
             elif m.kind == COUNTER:
@@ -338,10 +341,10 @@ def series_times(end_s: float, interval_s: float) -> list[float]:
 def openmetrics_series(result, flavour: str, interval_s: float, start_unix_s: float) -> str:
     """A sample of every metric every interval_s of simulated time (and at the end), timestamped start_unix_s +
     simulated seconds, in OpenMetrics text: each series' points in time order, families one after another."""
-    points = math.ceil(result.end_s / interval_s)
-    if points > MAX_SERIES_POINTS:
+    points = result.end_s / interval_s
+    if not points <= MAX_SERIES_POINTS:  # also an interval so small the quotient overflows
         raise SeriesTooLong(
-            f"{interval_s:g} s over a {result.end_s:.6g} s run is {points:,} points; at most "
+            f"{interval_s:g} s over a {result.end_s:.6g} s run is {points:,.0f} points; at most "
             f"{MAX_SERIES_POINTS:,} (a longer interval)"
         )
     times = series_times(result.end_s, interval_s)

@@ -10,11 +10,11 @@ a scrape of several models is refused. Errors are ScrapeError, naming the file, 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
 
+from .json_input import JSONInputError, loads
 from .prometheus_names import COUNTER, FLAVOURS, GAUGE, HISTOGRAM, LEGACY_NAMES, METRICS, MetricSpec
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+(\S+))?\s*$")
@@ -86,10 +86,10 @@ def parse_text(text: str, source: str) -> list[Snapshot]:
 def parse_query_json(text: str, source: str) -> list[Snapshot]:
     """A Prometheus HTTP API answer (matrix or vector) -> snapshots per timestamp."""
     try:
-        doc = json.loads(text)
+        doc = loads(text)
         data = doc["data"]
         kind, result = data["resultType"], data["result"]
-    except (ValueError, KeyError, TypeError):
+    except (JSONInputError, ValueError, KeyError, TypeError):
         raise ScrapeError(
             f"{source}: not a Prometheus query answer (JSON with data.resultType and data.result)"
         ) from None

@@ -172,6 +172,7 @@ BAD = [
     ("badnum.prom", lambda s: "vllm:x 3x\n", "line 1: '3x' is not a number"),
     ("json.prom", lambda s: '{"data": {"resultType": "scalar", "result": 3}}', "must be matrix or vector"),
     ("json2.prom", lambda s: '{"status": "success"}', "not a Prometheus query answer"),
+    ("deep.prom", lambda s: "{" + '"a":[' * 100_000, "not a Prometheus query answer"),
 ]
 
 

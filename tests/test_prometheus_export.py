@@ -136,6 +136,28 @@ def test_replicas_are_engines():
     assert all(v > 0 for v in counts.values())
 
 
+def test_refused_requests_are_aborts_counted_once():
+    overload = Scenario(
+        hardware="h100",
+        model="llama-3-8b",
+        scheduler="slo",
+        rate=80,
+        num_requests=150,
+        seed=1,
+        replicas=2,
+        workload="random",
+        isl=4000,
+        osl=64,
+    )
+    res = run(overload)
+    assert res.rejected.sum() > 0
+    fams = families(exposition_text(res, "vllm"))
+    by_reason = {}
+    for s in fams["vllm:request_success"].samples:
+        by_reason[s.labels["finished_reason"]] = by_reason.get(s.labels["finished_reason"], 0) + s.value
+    assert by_reason == {"length": res.finished.sum(), "abort": res.rejected.sum()}
+
+
 def cli(capsys, argv) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -184,6 +206,11 @@ def test_run_writes_metrics_and_follows_the_engine(capsys, tmp_path):
         (["--metrics-out", "{tmp}/m", "--metrics-start", "5"], "--metrics-start: timestamps a series"),
         (["--metrics-out", "{tmp}/nodir/m"], "--metrics-out: cannot write"),
         (["--metrics-out", "{tmp}/m", "--metrics-interval", "0.0001"], "points; at most 10,000"),
+        (["--metrics-out", "{tmp}/m", "--metrics-interval", "1e-320"], "inf points; at most 10,000"),
+        (
+            ["--metrics-out", "{tmp}/m", "--metrics-interval", "1", "--metrics-start", "1e300"],
+            "--metrics-start: must be a Unix time between 0 and 4102444800",
+        ),
     ],
 )
 def test_bad_metrics_flags_are_one_error_line(capsys, tmp_path, extra, words):

@@ -11,7 +11,7 @@ from pathlib import Path
 from sim_core.prometheus_names import FLAVOURS
 
 from .. import results
-from ..flags import UsageError, add_scenario_flags, build_scenario, positive_float
+from ..flags import UsageError, add_scenario_flags, build_scenario, positive_float, unix_seconds
 from ..report import check_writable
 from ..simulate import first_seed, run_schedulers
 
@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--metrics-out",
         metavar="FILE",
         help="write the run's Prometheus metrics to FILE, as its engine's /metrics would show them at the "
-        "end of the run (text format: names, labels and buckets of vLLM's or SGLang's exporter)",
+        "end of the run (text format: names, labels and buckets of vLLM's or SGLang's exporter; with --seeds, "
+        "the first seed's run)",
     )
     p.add_argument(
         "--metrics-format",
@@ -45,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--metrics-start",
-        type=positive_float,
+        type=unix_seconds,
         metavar="UNIX_S",
         help="with --metrics-interval: the Unix time simulated time 0 maps to; default: now",
     )
