@@ -71,7 +71,12 @@ def test_a_scrape_of_known_constants_fits_them_back(fitted):
     fit = fitted["fit"]
     assert fit["kind"] == "prometheus" and fit["residuals"]["max_abs_pct_error"] < 1.0
     assert fit["catalog_residuals"]["max_abs_pct_error"] > 5.0  # the catalog's H100 is not this server
-    assert fit["drift"]["unexplained"] == [] and fit["load"]["derived"] == {}
+    # What the fit does not minimise may still drift: at this light load the queue is ~10 ms that jumps as step
+    # boundaries move (the module docstring), so constants 1% off can move it by more than 10%.
+    assert (
+        set(fit["drift"]["unexplained"]) <= {"mean_queue_s", "mean_prefill_s"}
+        and fit["load"]["derived"] == {}
+    )
 
 
 def test_the_fit_moves_a_held_out_load_toward_the_server(fitted):
@@ -81,6 +86,31 @@ def test_the_fit_moves_a_held_out_load_toward_the_server(fitted):
     catalog = statistics(replay.window(default_constants(replay.setup)))
     profile = replace(default_constants(replay.setup), **{k: fitted["constants"][k] for k in PROM_FITTED})
     ours = statistics(replay.window(profile))
+    for key in ("mean_ttft_s", "mean_itl_s", "mean_e2e_s"):
+        assert abs(ours[key] / truth[key] - 1) < 0.5 * abs(catalog[key] / truth[key] - 1), key
+
+
+def test_a_scrape_of_another_gpu_moves_a_held_out_load_toward_that_gpu():
+    """A server stated as an H100 whose scrape came from an A100 (a third of the tensor peak, 60% of the bandwidth):
+    the fitted H100 predicts a held-out load much as the A100 runs it."""
+    a100 = Scenario(**(LOAD | {"hardware": "a100", "rate": 6}))
+    text = exposition_text(run(a100), "vllm")
+    doc = calibrate_prometheus(
+        Scenario(**(LOAD | {"rate": 6})), read_scrapes([("a100.prom", text)]), ["a100.prom"]
+    )
+    held_out = LOAD | {"rate": 3, "isl": 3000, "osl": 300, "num_requests": 80, "seed": 9}
+    truth = statistics(
+        PromReplay(Scenario(**(held_out | {"hardware": "a100"})), "vllm").window(
+            default_constants(resolve(a100).setup)
+        )
+    )
+    replay = PromReplay(Scenario(**held_out), "vllm")
+    catalog = statistics(replay.window(default_constants(replay.setup)))
+    ours = statistics(
+        replay.window(
+            replace(default_constants(replay.setup), **{k: doc["constants"][k] for k in PROM_FITTED})
+        )
+    )
     for key in ("mean_ttft_s", "mean_itl_s", "mean_e2e_s"):
         assert abs(ours[key] / truth[key] - 1) < 0.5 * abs(catalog[key] / truth[key] - 1), key
 

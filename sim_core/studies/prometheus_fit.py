@@ -13,7 +13,8 @@ compares the same statistics computed the same way from the simulated run's metr
 the metrics `run --metrics-out` writes): each histogram's mean (its _sum / _count, exact, unlike a bucketed
 quantile) for TTFT, inter-token latency, E2E, queue, prefill and decode time and tokens per engine step, and the
 TTFT and ITL histograms' cumulative fractions at their bucket bounds. It fits GEMM compute efficiency (prefill,
-hence TTFT and prefill time) and bandwidth efficiency (decode steps, hence ITL) by a simplex search. The per-step
+hence TTFT and prefill time) and bandwidth efficiency (decode steps, hence ITL): the best point of a coarse grid,
+then a simplex search from it. The per-step
 overhead is not fitted: at one load a decode step is overhead + bytes / bandwidth with nearly the same bytes in
 every step, so the two trade off along a ridge the histograms cannot resolve (a round trip with both moved found
 a 3 ms overhead at 4.4 ms and bandwidth 19% off, every mean within 1%); it keeps the catalog's value, attention
@@ -24,12 +25,13 @@ model, is the drift report.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict
 
 import numpy as np
 
 from ..hardware_profile import Profile, profile_document
-from ..kernel.cost_model import Constants, default_constants
+from ..kernel.cost_model import CONSTANT_BOUNDS, Constants, default_constants
 from ..prometheus_export import Histogram, snapshot, time_averages
 from ..prometheus_names import COUNTER, HISTOGRAM, flavour_of_engine
 from ..prometheus_parse import HistogramWindow, ScrapeError, Window
@@ -39,6 +41,9 @@ from ..scenario_errors import parse_scenario
 from .calibration import PRIOR_WEIGHT, nelder_mead, residual_summary, to_coord, with_coords
 
 PROM_FITTED = ("compute_efficiency", "bandwidth_efficiency")
+# The grid a fit starts from, as factors on the catalog's constants: a GPU a third as fast as the catalog's to one
+# faster than it (an efficiency stops just under 1).
+GRID_FACTORS = (0.2, 0.3, 0.45, 0.65, 1.0, 1.35)
 # Simulations one fit may run (a simplex over two coordinates settles in well under this).
 MAX_EVALS = 100
 MEAN_CONCEPTS = ("ttft", "itl", "e2e", "queue", "prefill", "decode", "iteration_tokens")
@@ -163,11 +168,16 @@ class PromReplay:
         return run_window(simulate_requests(sc, self.resolved, self.requests), self.flavour)
 
 
+def fitted_keys(stats: dict[str, float]) -> list[str]:
+    """The statistics the fit minimises (FIT_CONCEPTS' means), of those the scrape has."""
+    return [k for c in FIT_CONCEPTS for k in (f"mean_{c}", f"mean_{c}_s") if k in stats]
+
+
 def _compare(measured: Window, predicted: Window) -> np.ndarray:
     """Residuals: log-ratios of the histogram means. (The bucket fractions are step functions of the constants:
     a simplex stalls on their plateaus, so they are reported, not fitted.)"""
     ms, ps = statistics(measured), statistics(predicted)
-    keys = [k for c in FIT_CONCEPTS for k in (f"mean_{c}", f"mean_{c}_s") if k in ms]
+    keys = fitted_keys(ms)
     return np.array([np.log(max(ps.get(k, 0.0), 1e-12) / max(ms[k], 1e-12)) for k in keys])
 
 
@@ -181,9 +191,21 @@ def fit_window(replay: PromReplay, measured: Window) -> tuple[Constants, Constan
         r = _compare(measured, replay.window(with_coords(base, names, x)))
         return float(r @ r) + PRIOR_WEIGHT**2 * float((x - x0) @ (x - x0))
 
-    x = nelder_mead(objective, x0, step=0.3, max_evals=MAX_EVALS)
+    x = nelder_mead(objective, grid_start(objective, base, names), step=0.3, max_evals=MAX_EVALS)
     x = nelder_mead(objective, x, step=0.05, max_evals=MAX_EVALS // 2)  # a restart: a simplex that collapsed
     return with_coords(base, names, x), base
+
+
+def grid_start(objective, base: Constants, names: tuple[str, ...]) -> np.ndarray:
+    """The best point of a coarse grid of GRID_FACTORS times the catalog's values: a simplex started at the catalog
+    slid into a wrong valley on an A100's scrape read as an H100's (bandwidth down to 0.27, compute up to 0.83,
+    residuals 20-55%), where the answer lay at a third of the compute."""
+    axes = [
+        sorted({to_coord(n, min(getattr(base, n) * f, CONSTANT_BOUNDS[n][1] * 0.999)) for f in GRID_FACTORS})
+        for n in names
+    ]
+    points = [np.array(p) for p in itertools.product(*axes)]
+    return min(points, key=objective)
 
 
 def drift_report(measured: Window, predicted: Window, load: Scenario) -> dict:
@@ -252,7 +274,7 @@ def calibrate_prometheus(stated: Scenario, window: Window, sources: list[str]) -
 
     def residuals(pred: Window) -> dict:
         ms, ps = statistics(window), statistics(pred)
-        keys = list(ms)
+        keys = fitted_keys(ms)  # the others are the drift report's
         errors = np.array([abs(ps.get(k, 0.0) / ms[k] - 1) * 100 for k in keys])
         return residual_summary(errors, keys) | {"predicted": {k: ps.get(k) for k in keys}}
 
@@ -264,7 +286,7 @@ def calibrate_prometheus(stated: Scenario, window: Window, sources: list[str]) -
         "engine_metrics": window.flavour,
         "fitted": list(PROM_FITTED),
         "catalog_constants": asdict(catalog),
-        "method": "replay of the stated load in the simulator, Nelder-Mead on the log-ratios of the histogram "
+        "method": "replay of the stated load in the simulator, a coarse grid then Nelder-Mead on the log-ratios of the histogram "
         "means (TTFT, ITL, E2E, decode time, tokens per step); fitted " + ", ".join(PROM_FITTED),
         "observations": len(_compare(window, fitted_run)),
         "snapshots": window.snapshots,
