@@ -239,6 +239,11 @@ def window(snapshots: list[Snapshot], source: str) -> Window:
             f"{source}: no {' or '.join(missing)}: the fit needs the TTFT and inter-token latency "
             f"histograms ({flavour} exports them by default)"
         )
+    if hists["ttft"].count <= 0:
+        raise ScrapeError(
+            f"{source}: no request reached its first token in the window (identical scrapes, or an "
+            f"idle server?): the fit needs traffic"
+        )
     known = {n for m in METRICS[flavour] for n in (m.name, *LEGACY_NAMES.get(flavour, {}).get(m.concept, ()))}
     unknown = sorted(
         {_family_name(n, known) for s in snapshots for n, _ in s.samples if n.startswith(flavour + ":")}

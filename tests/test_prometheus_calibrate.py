@@ -265,6 +265,20 @@ def test_scenario_goes_with_from_prometheus(capsys, tmp_path):
     assert code == 2 and "--scenario: states the load of a Prometheus scrape" in err
 
 
+def test_an_empty_window_is_refused(scrape):
+    with pytest.raises(ScrapeError, match="no request reached its first token in the window"):
+        read_scrapes([("a", scrape), ("b", scrape)])
+
+
+def test_an_sglang_scrape_makes_the_load_sglangs():
+    res = run(Scenario(hardware="h100", model="llama-3-8b", num_requests=20, rate=5, engine="sglang"))
+    w = read_scrapes([("s.prom", exposition_text(res, "sglang"))])
+    assert w.flavour == "sglang" and w.counters["requests"] == res.finished.sum()
+    load, derived = derive_load(Scenario(hardware="h100", model="llama-3-8b", rate=5), w)
+    assert load.engine == derived["engine"] == "sglang"
+    assert derived["isl"] == round(res.requests.prompt_tokens[res.finished].mean())
+
+
 def test_a_counter_that_went_down_is_a_restart(scrape):
     lower = "\n".join(
         line.rsplit(" ", 1)[0] + " 1.0" if line.startswith("vllm:generation_tokens_total") else line
