@@ -64,7 +64,7 @@ def argvs(draw):
     argv = [command]
     for flag in draw(st.lists(st.sampled_from(FLAGS[command]), max_size=6)):
         argv.append(flag)
-        if flag in ("--trace-out", "--out"):
+        if flag in ("--trace-out", "--out", "--metrics-out"):
             argv.append(draw(SAFE_NAME))
         elif draw(st.integers(0, 9)):  # now and then a flag without its value
             argv.append(draw(VALUES))

@@ -236,6 +236,17 @@ def positive_float(text: str) -> float:
     return value
 
 
+# The latest Unix time a flag takes: 2100-01-01 (a later timestamp is no run anyone compares with today's metrics).
+LATEST_UNIX_S = 4_102_444_800
+
+
+def unix_seconds(text: str) -> float:
+    value = _number(text)
+    if not 0 <= value <= LATEST_UNIX_S:
+        raise argparse.ArgumentTypeError(f"must be a Unix time between 0 and {LATEST_UNIX_S} (2100-01-01) (got {text})")
+    return value
+
+
 def fraction(text: str) -> float:
     value = _number(text)
     if not 0 <= value <= 1:

@@ -1,5 +1,6 @@
-"""One scheduler's run as a file, from the page: its requests as CSV (sim_core.request_table) and its Perfetto
-trace (sim_core.trace_export). The query is a page's scenario query naming one scheduler (`scheduler=`); bad input
+"""One scheduler's run as a file, from the page: its requests as CSV (sim_core.request_table), its Perfetto
+trace (sim_core.trace_export) and its engine's Prometheus metrics at the end of the run (sim_core.prometheus_export,
+what `sched-sim run --metrics-out` writes). The query is a page's scenario query naming one scheduler (`scheduler=`); bad input
 is a 422 in the JSON API's shape."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from sim_core import SCHEDULER_NAMES, ScenarioError, SetupError, TraceError
+from sim_core.prometheus_export import exposition_text
+from sim_core.prometheus_names import flavour_of_engine
 from sim_core.request_table import requests_csv
 from sim_core.runner import Cancelled
 from sim_core.trace_export import chrome_trace
@@ -63,6 +66,12 @@ def _trace(name: str, result) -> tuple[str, str, str]:
     return body, "application/json", f"sched-sim-{name}.trace.json"
 
 
+def _metrics(name: str, result) -> tuple[str, str, str]:
+    flavour = flavour_of_engine(result.scenario.engine)
+    # The text format's own media type, as a server's /metrics serves it.
+    return exposition_text(result, flavour), "text/plain; version=0.0.4; charset=utf-8", f"sched-sim-{name}.prom"
+
+
 @router.get("/requests.csv")
 async def download_requests_csv(request: Request) -> Response:
     """One row per request of one scheduler's run (sim_core.request_table.COLUMNS)."""
@@ -77,3 +86,12 @@ async def download_trace(request: Request) -> Response:
     if not kernels_ready(request):
         return warming_up(request)
     return await run_until_disconnect(request, _download, request, _trace, busy=busy)
+
+
+@router.get("/metrics.prom")
+async def download_metrics(request: Request) -> Response:
+    """One scheduler's run as its engine's Prometheus /metrics at the end of the run (vLLM's names; SGLang's for
+    engine=sglang)."""
+    if not kernels_ready(request):
+        return warming_up(request)
+    return await run_until_disconnect(request, _download, request, _metrics, busy=busy)

@@ -6,7 +6,8 @@ replicas to match (provisioning takes `provision_delay_s`; a draining replica ge
 once its running ones finish).
 
 - utilization: target utilisation on one metric vLLM exports on /metrics (vllm:num_requests_waiting,
-  vllm:num_requests_running, vllm:gpu_cache_usage_perc), as the Kubernetes HPA or KEDA would scale on it:
+  vllm:num_requests_running, vllm:kv_cache_usage_perc: vLLM 0.9 renamed vllm:gpu_cache_usage_perc), as the
+  Kubernetes HPA or KEDA would scale on it:
   desired = ceil(replicas x mean metric / target), no change within 10% of the target (the HPA's tolerance),
   scale-down only once `autoscale_cooldown_s` has passed since the last change (the HPA's scale-down
   stabilisation window and KEDA's cooldownPeriod both default to 300 s; sim_core/data/startup.json).
@@ -26,6 +27,7 @@ import numpy as np
 
 from ..kernel.jit import inline
 from ..kernel.state import KV_BLOCKS, N_RUNNING, N_WAITING
+from ..prometheus_names import spec as metric_spec
 
 SCALE_UTILIZATION, SCALE_PREDICTIVE = range(2)
 AUTOSCALERS = {  # name -> (code, what it does)
@@ -36,13 +38,12 @@ AUTOSCALERS = {  # name -> (code, what it does)
 }
 AUTOSCALER_NAMES = tuple(AUTOSCALERS)
 METRIC_WAITING, METRIC_RUNNING, METRIC_KV_USAGE = range(3)
-# name -> (code, vLLM's Prometheus metric). Only running has a default target (scaling_settings: the requests one
-# replica holds at the rate it serves within the SLO, by Little's law); waiting and kv_usage need one given.
-SCALING_METRICS = {
-    "waiting": (METRIC_WAITING, "vllm:num_requests_waiting"),
-    "running": (METRIC_RUNNING, "vllm:num_requests_running"),
-    "kv_usage": (METRIC_KV_USAGE, "vllm:gpu_cache_usage_perc"),
-}
+# name -> (code, vLLM's Prometheus metric, named in prometheus_names.py). Only running has a default target
+# (scaling_settings: the requests one replica holds at the rate it serves within the SLO, by Little's law); waiting
+# and kv_usage need one given.
+SCALING_METRICS = {name: (code, metric_spec("vllm", name).name)
+                   for name, code in (("waiting", METRIC_WAITING), ("running", METRIC_RUNNING),
+                                      ("kv_usage", METRIC_KV_USAGE))}
 METRIC_NAMES = tuple(SCALING_METRICS)
 # The HPA leaves the replica count alone while the metric is within this fraction of its target.
 HPA_TOLERANCE = 0.1
