@@ -23,6 +23,7 @@ from sim_core.kernel.cost_model import (
     LINEAR_FLOPS_PER_TOKEN,
     LINEAR_RATE,
     LOCAL_EXPERTS,
+    MOE_FIXED_S,
     MOE_LAYER_ELEMENTWISE_BYTES,
     MOE_LAYERS,
     STREAM_BW,
@@ -154,6 +155,13 @@ def test_one_moe_layer_is_its_share_of_the_steps_expert_gemms_and_its_routing_ke
             + (MOE_EXTRA_ELEMENTWISE_PER_LAYER + 1) * ELEMENTWISE_LAUNCH_FLOOR_S
             + tokens * p[MOE_LAYER_ELEMENTWISE_BYTES] / p[ELEMENTWISE_BW])
     assert moe_layer_s(p, float(tokens)) == pytest.approx(want)
+
+
+def test_a_moe_layer_without_tokens_pays_its_launches_only():
+    p = cost_params(setup("h100", "qwen3-30b-a3b", "fp8"))
+    seconds, moved, flops = expert_gemms_s(p, 0.0)
+    assert moved == 0.0 and flops == 0.0 and seconds == pytest.approx(2 * p[MOE_LAYERS] * GEMM_LAUNCH_FLOOR_S
+                                                                       + p[MOE_FIXED_S])
 
 
 def test_one_moe_layer_grows_with_the_tokens():

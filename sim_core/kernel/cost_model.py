@@ -297,7 +297,7 @@ def expert_gemms_s(p, tokens):
     weight_bytes = p[EXPERT_WEIGHT_BYTES] * touched
     pairs = tokens * p[EXPERT_PAIRS_PER_TOKEN]  # per layer
     experts = p[LOCAL_EXPERTS] * touched
-    padded_pairs = experts * tile_rows(pairs / experts)
+    padded_pairs = experts * tile_rows(pairs / experts) if experts > 0.0 else 0.0
     act_bytes = layers * pairs * p[EXPERT_ACT_BYTES_PER_PAIR]
     flops = layers * padded_pairs * p[EXPERT_FLOPS_PER_PAIR]
     seconds = layers * 2.0 * GEMM_LAUNCH_FLOOR_S + roofline_s(weight_bytes * (stream_bw / p[EXPERT_BW]) + act_bytes,
