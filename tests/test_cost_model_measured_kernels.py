@@ -285,11 +285,12 @@ def test_fp8_and_fp4_gemms_reach_their_measured_fraction_of_the_formats_peak():
     s = setup("mi325x", "deepseek-r1", "fp8", 8)
     assert linear_rate(s, GPUS["mi325x"].compute_efficiency / 2) == pytest.approx(linear_rate(s) / 2)
     # A prefill's GEMMs lean on compute: at 0.31 of the FP8 peak (for 0.54 unmeasured) a 4,096-token chunk's take
-    # a third longer (the weights' read time blends in).
+    # a quarter longer (the weights' read time blends in, and, since the routed experts are timed as a kernel group of
+    # their own, their k-fold activations' read time: issue #35; a third longer before).
     p, q = cost_params(s), cost_params(setup("mi325x", "deepseek-r1", "fp8", 8,
                                              gemm_compute_efficiency_fp8_block=None))
     chunk = step_breakdown(p, 4096, 1, 4096 * 4097 // 2, 0, 0, 0, 1)[LINEAR]
-    assert chunk > 1.3 * step_breakdown(q, 4096, 1, 4096 * 4097 // 2, 0, 0, 0, 1)[LINEAR]
+    assert chunk > 1.25 * step_breakdown(q, 4096, 1, 4096 * 4097 // 2, 0, 0, 0, 1)[LINEAR]
 
 
 def test_a_validation_gemm_reads_its_weights_at_the_gemm_bandwidth_and_its_activations_at_the_streaming_one():

@@ -33,6 +33,13 @@ import numpy as np
 
 from ..catalog import QUANTIZATIONS, Setup
 from ..gpu import HOST_LINK_EFFICIENCY
+from .gemm_rates import (  # noqa: F401 (re-exported: the GEMM rates' constants and functions)
+    FP4_GEMM_GAIN,
+    FP8_GEMM_GAIN,
+    WEIGHT_ONLY_DEQUANT_OVERHEAD,
+    fp16_gemm_rate,
+    linear_rate,
+)
 from .jit import entry, inline, numeric_entry
 from .layer_kernels import (
     ACTIVATION_BYTES,
@@ -40,6 +47,7 @@ from .layer_kernels import (
     elementwise_kernels,
     gemm_kernels,
     linear_activation_bytes_per_token,
+    tile_rows,
 )
 
 # ---------------------------------------------------------------------------------------------------------
@@ -71,28 +79,6 @@ PAGED_ATTENTION_SLOWDOWN = 1.2
 CUSTOM_ALLREDUCE_LATENCY_S = 9e-6
 CUSTOM_ALLREDUCE_MAX_BYTES = 8.0 * 1024 * 1024
 CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's CustomAllreduce._SUPPORTED_WORLD_SIZES
-# FP8 (W8A8) GEMMs on FP8 tensor cores against FP16 ones on the same part (whose FP8 peak is twice the FP16
-# peak): TensorRT-LLM's tuning guide measures a 2048-token prefill of Llama-3.3-70B (TP4, H100) 1.53x faster with
-# FP8 weights (147.6 -> 96.2 ms, validation/tp_fp8.csv); with attention, norms and all-reduces unchanged that
-# takes GEMMs ~1.8-2x faster. vLLM's FP8 documentation reports "up to a 1.6x improvement in throughput" end to
-# end. We take the low end, 1.8x: FP8 GEMMs reach 90% of the fraction of peak FP16 GEMMs reach. (That TTFT row
-# is therefore not an independent check of this constant; validation/h200_kernels.json is: a layer's GEMMs of
-# Llama-3-8B and Llama-3-70B/TP4 timed on an H200 in FP8 and BF16 run 1.66-1.89x faster in FP8 at 1024-8192 rows.)
-FP8_GEMM_GAIN = 1.8
-# FP4 (W4A4: NVFP4 on Blackwell, MXFP4 on Blackwell and MI355X) GEMMs on FP4 tensor cores against BF16 ones on the
-# same part (whose FP4 peak is four times the FP16 peak). Measured: vLLM PR #20646 timed its NVFP4 CUTLASS GEMM
-# (benchmarks/kernels/bench_nvfp4_gemm.py, activation quantization included) against torch BF16 for Llama-3.1-8B's
-# N=6144 K=4096 projection on a B200-class GPU (inferred: BF16 at 1,421 TFLOPS exceeds any Hopper): 1.68x at 1024
-# rows, 1.93x at 2048, 2.16x at 4096, 2.13x at 8192 (3,025 of 9,000 TFLOPS: 34% of the FP4 peak, where BF16 reaches
-# 63% of its own). We take 2.0: FP4 GEMMs reach half the fraction of peak FP16 GEMMs reach, ~1.1x FP8's rate on a
-# B200. No MXFP4 GEMM measurement on MI355X was found, so MI355X takes the same constant (its FP4 peak is also 4x its
-# FP16 peak). On Blackwell Ultra (B300/GB300: FP4 peak 6x FP16) the gain scales with the peak ratio, as FP8's does:
-# an extrapolation, not a measurement.
-FP4_GEMM_GAIN = 2.0
-# Weight-only formats (int4/int8 GPTQ/AWQ via Marlin, FP8 on parts without FP8 tensor cores) dequantise weights
-# to FP16 in registers: the Marlin paper (Frantar et al., 2024) shows large-batch throughput close to, but below,
-# FP16 cuBLAS. Estimate (no measurement in validation/): 15% of the FP16 tensor rate lost to dequantisation.
-WEIGHT_ONLY_DEQUANT_OVERHEAD = 0.15
 # The sampler reads the fp32 logits of each sampled row a few times (softmax, top-k/top-p, the draw); with the lm
 # head's write, ~4 passes over vocab x 4 bytes. Estimate, from the kernels vLLM's sampler runs.
 LOGITS_PASSES = 4.0
@@ -143,37 +129,15 @@ STEP_OVERHEAD_PER_SEQ_S = 10e-6
  # the window, and their FLOPs per query-key pair (ATTN_FLOPS_PER_PAIR and KV_BYTES_PER_TOKEN count the others).
  WINDOW_KV_BYTES_PER_TOKEN, WINDOW_TOKENS, WINDOW_ATTN_FLOPS_PER_PAIR,
  KV_POOL_BYTES_PER_TOKEN,  # what the engine's KV pool holds per token of context (what a swap copies)
- N_COST_PARAMS) = range(52)
+ # A MoE model's routed experts as grouped GEMMs of their own (expert_gemms_s; all 0 for a dense model), per MoE layer:
+ MOE_LAYERS, LOCAL_EXPERTS,  # routed-expert layers; the routed experts of one layer this GPU holds
+ EXPERT_PAIRS_PER_TOKEN,  # (token, expert) pairs this GPU computes, per token of its batch (layer_kernels)
+ EXPERT_FLOPS_PER_PAIR, EXPERT_ACT_BYTES_PER_PAIR,  # the two grouped GEMMs' FLOPs and activations of one pair
+ MOE_LAYER_ELEMENTWISE_BYTES,  # per token, one MoE layer's routing and activation kernels (also in ELEMENTWISE_*)
+ N_COST_PARAMS) = range(58)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")
-
-
-def fp16_gemm_rate(setup: Setup, compute_efficiency: float | None = None) -> float:
-    """FLOP/s large 16-bit GEMMs reach on the setup's GPU (at its catalog efficiency unless one is given)."""
-    eff = setup.gpu.compute_efficiency if compute_efficiency is None else compute_efficiency
-    return setup.gpu.fp16_tflops * 1e12 * eff
-
-
-def linear_rate(setup: Setup, compute_efficiency: float | None = None) -> float:
-    """FLOP/s the model's GEMMs reach in the setup's weight format."""
-    g = setup.gpu
-    fp16 = fp16_gemm_rate(setup, compute_efficiency)
-    # A part whose FP8/FP4 GEMMs are measured (gpu.GPU.gemm_compute_efficiency_*) reaches that fraction of the
-    # format's peak, moved by a calibrated compute_efficiency as the 16-bit rate is.
-    calibrated = 1.0 if compute_efficiency is None else compute_efficiency / g.compute_efficiency
-    measured = g.gemm_compute_efficiency(setup.quantization, setup.fp8_block_scaled)
-    if setup.uses_fp4_tensor_cores:
-        if measured is not None:
-            return g.fp4_tflops * 1e12 * measured * calibrated
-        return max(fp16, fp16 * FP4_GEMM_GAIN * g.fp4_tflops / (4.0 * g.fp16_tflops))
-    if setup.uses_fp8_tensor_cores:
-        if measured is not None:
-            return g.fp8_tflops * 1e12 * measured * calibrated
-        return max(fp16, fp16 * FP8_GEMM_GAIN * g.fp8_tflops / (2.0 * g.fp16_tflops))
-    if QUANTIZATIONS[setup.quantization] < 2.0:
-        return fp16 / (1.0 + WEIGHT_ONLY_DEQUANT_OVERHEAD)
-    return fp16
 
 
 @dataclass(frozen=True)
@@ -256,6 +220,10 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
         from .ep_params import expert_parallel_params  # it reads this module's slots
 
         expert_parallel_params(p, setup)
+    if m.moe_layers:
+        from .moe_layer import moe_params  # it reads this module's slots
+
+        moe_params(p, setup)
     p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
     from .measured_kernels import measured_kernel_params  # it reads this module's slots
 
@@ -318,23 +286,47 @@ def ep_alltoall_s(p, tokens):
 
 
 @inline
+def expert_gemms_s(p, tokens):
+    """(seconds, bytes, FLOPs) of a step's grouped expert GEMMs (two per MoE layer) over `tokens` tokens: a kernel
+    group of their own, after the dense GEMMs, timed by its own roofline. Of the routed experts only those some
+    token picks are read (uniform routing), at the fused MoE kernels' bandwidth (EXPERT_BW; their weights count as
+    the bytes that would take as long at the streaming one); every (token, expert) pair's activations; the FLOPs
+    of each touched expert's rows padded to its tile (layer_kernels.tile_rows) at the GEMMs' rate."""
+    stream_bw, layers = p[STREAM_BW], p[MOE_LAYERS]
+    touched = 1.0 - (1.0 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens  # fraction of the local experts
+    weight_bytes = p[EXPERT_WEIGHT_BYTES] * touched
+    pairs = tokens * p[EXPERT_PAIRS_PER_TOKEN]  # per layer
+    experts = p[LOCAL_EXPERTS] * touched
+    padded_pairs = experts * tile_rows(pairs / experts) if experts > 0.0 else 0.0
+    act_bytes = layers * pairs * p[EXPERT_ACT_BYTES_PER_PAIR]
+    flops = layers * padded_pairs * p[EXPERT_FLOPS_PER_PAIR]
+    seconds = layers * 2.0 * GEMM_LAUNCH_FLOOR_S + roofline_s(weight_bytes * (stream_bw / p[EXPERT_BW]) + act_bytes,
+                                                              flops, stream_bw, p[LINEAR_RATE])
+    # Each fused MoE layer's fixed time beyond its two grouped GEMMs' launch floors (+ 0.0 unless measured).
+    return seconds + p[MOE_FIXED_S], weight_bytes + act_bytes, flops
+
+
+@inline
 def linear_s(p, tokens):
-    """(seconds, bytes, FLOPs) of a step's GEMMs over `tokens` tokens: dense weights read once, of the routed
-    experts only those some token picks (uniform routing), every token's activations and arithmetic."""
-    stream_bw = p[STREAM_BW]
-    expert_bytes = 0.0
-    if p[EXPERTS] > 1.0:
-        expert_bytes = p[EXPERT_WEIGHT_BYTES] * (1.0 - (1.0 - p[EXPERTS_PER_TOKEN] / p[EXPERTS]) ** tokens)
-    moved = p[DENSE_WEIGHT_BYTES] + expert_bytes + tokens * p[LINEAR_ACT_BYTES_PER_TOKEN]
+    """(seconds, bytes, FLOPs) of a step's GEMMs over `tokens` tokens: the dense GEMMs (weights every token
+    multiplies by, read once, and every token's activations and arithmetic) as one kernel group, then a MoE
+    model's grouped expert GEMMs (expert_gemms_s), kernels that run one after the other."""
     flops = tokens * p[LINEAR_FLOPS_PER_TOKEN]
-    # Weights whose kernels stream them below the streaming bandwidth (DENSE_GEMM_BW, EXPERT_BW) count as the bytes
-    # that would take as long at it: +0.0 exactly where the bandwidths are the same.
-    slow_bytes = (p[DENSE_WEIGHT_BYTES] * (stream_bw / p[DENSE_GEMM_BW] - 1.0)
-                  + expert_bytes * (stream_bw / p[EXPERT_BW] - 1.0))
-    seconds = p[GEMMS] * GEMM_LAUNCH_FLOOR_S + roofline_s(moved + slow_bytes, flops, stream_bw, p[LINEAR_RATE])
-    # A fused MoE layer's fixed time beyond its two grouped GEMMs' launch floors (charged above): + 0.0 unless measured.
-    seconds += p[MOE_FIXED_S]
-    return seconds, moved, flops
+    act_bytes = tokens * p[LINEAR_ACT_BYTES_PER_TOKEN]
+    gemms = p[GEMMS]
+    expert_s, expert_bytes, expert_flops = 0.0, 0.0, 0.0
+    if p[MOE_LAYERS] > 0.0:
+        expert_s, expert_bytes, expert_flops = expert_gemms_s(p, tokens)
+        pairs = tokens * p[MOE_LAYERS] * p[EXPERT_PAIRS_PER_TOKEN]
+        flops -= pairs * p[EXPERT_FLOPS_PER_PAIR]
+        act_bytes -= pairs * p[EXPERT_ACT_BYTES_PER_PAIR]
+        gemms -= 2.0 * p[MOE_LAYERS]
+    moved = p[DENSE_WEIGHT_BYTES] + act_bytes
+    # Dense weights whose GEMMs stream them below the streaming bandwidth (DENSE_GEMM_BW) count as the bytes that
+    # would take as long at it: +0.0 exactly where the bandwidths are the same.
+    slow_bytes = p[DENSE_WEIGHT_BYTES] * (p[STREAM_BW] / p[DENSE_GEMM_BW] - 1.0)
+    seconds = gemms * GEMM_LAUNCH_FLOOR_S + roofline_s(moved + slow_bytes, flops, p[STREAM_BW], p[LINEAR_RATE])
+    return seconds + expert_s, moved + expert_bytes, flops + expert_flops
 
 
 @inline

@@ -2,7 +2,8 @@
 each measured) predicted by the model, with the relative error, and the median and worst absolute error per
 group. A row the model cannot predict honestly is kept with the reason it is skipped.
 
-Groups: "kernel" (single CUDA kernels: GEMMs, elementwise ops, NCCL all-reduces), "step" (one engine step or
+Groups: "kernel" (single CUDA kernels: GEMMs, elementwise ops, NCCL all-reduces), "kernel, MoE" (one fused MoE layer
+at 1 to 16,384 tokens, validation/moe_kernels.csv, sim_core/studies/moe_kernels.py), "step" (one engine step or
 a few: TTFT, inter-token latency, short whole requests, static-batch decode throughput), "serving" (throughput
 of a benchmark run), "serving, MoE" (the engines' published maximum-throughput tables of mixture-of-experts
 models, validation/moe_offline.csv, simulated with sim_core/studies/offline.py), "tp/fp8" (the TP-scaling and FP8-vs-BF16 comparison rows), "kernel, measured here" (GEMMs
@@ -60,7 +61,9 @@ from .row_names import HARDWARE_NAMES, hardware_key, kv_cache_dtype_of, model_ke
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
 # The engines' own published maximum-throughput tables of mixture-of-experts models (validation/moe_offline.csv).
 MOE_OFFLINE_GROUP = "serving, MoE"
-GROUPS = ("kernel", "step", "serving", MOE_OFFLINE_GROUP, "tp/fp8", "kernel, measured here")
+# Published timings of one fused MoE layer (validation/moe_kernels.csv, sim_core/studies/moe_kernels.py).
+MOE_KERNEL_GROUP = "kernel, MoE"
+GROUPS = ("kernel", MOE_KERNEL_GROUP, "step", "serving", MOE_OFFLINE_GROUP, "tp/fp8", "kernel, measured here")
 @dataclass(frozen=True)
 class Check:
     group: str
@@ -345,8 +348,9 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
     from .gathered import gathered_checks  # they read this module's rows and names
     from .inferencex import inferencex_checks
     from .lora_checks import lora_checks
+    from .moe_kernels import moe_kernel_checks
 
-    return (out + comparison_checks(directory, simulate) + measured_kernel_checks(directory)
+    return (out + moe_kernel_checks(directory) + comparison_checks(directory, simulate) + measured_kernel_checks(directory)
             + inferencex_checks(directory, simulate) + gathered_checks(directory) + lora_checks(directory, simulate))
 
 

@@ -71,10 +71,10 @@ def _abs_pct(value) -> str:
 
 
 def validate_doc(rows, summary: dict, speedups: list[dict]) -> dict:
-    from sim_core.studies import inferencex, lora_checks
+    from sim_core.studies import inferencex, lora_checks, moe_kernels
 
     return {"summary": summary, "speedups": speedups, "frontier": inferencex.frontier_summary(rows),
-            "lora_shape": lora_checks.shape(rows),
+            "lora_shape": lora_checks.shape(rows), "moe_kernel_by_tokens": moe_kernels.errors_by_tokens(rows),
             "rows": [{"group": c.group, "source": c.source, "what": c.what, "reference": c.reference,
                       "predicted": c.predicted, "unit": c.unit, "error": c.error, "note": c.note} for c in rows]}
 
@@ -92,6 +92,7 @@ def validate_lines(doc: dict) -> list[str]:
          for s in doc["speedups"]], right={2, 3})]
     lines += _frontier_lines(doc)
     lines += _lora_shape_lines(doc)
+    lines += _moe_kernel_lines(doc)
     lines += ["", "Rows"]
     lines += ["  " + x for x in columns(
         ["group", "reference", "predicted", "unit", "error", "row (note)"],
@@ -121,6 +122,17 @@ def _lora_shape_lines(doc: dict) -> list[str]:
             "| source | series | adapters | measured | predicted | error |", "|---|---|--:|--:|--:|--:|"] + [
         f"| {s['group']} | {s['series']} | {s['adapters']} | {s['measured']:.3f} | {s['predicted']:.3f} | "
         f"{s['error'] * 100:+.1f}% |" for s in shape]
+
+
+def _moe_kernel_lines(doc: dict) -> list[str]:
+    """The "kernel, MoE" group's signed errors by batch size (issue #35; studies/moe_kernels.py)."""
+    bands = doc.get("moe_kernel_by_tokens") or {}
+    if not bands:
+        return []
+    return ["", "One fused MoE layer against kernel timings, by tokens (studies/moe_kernels.py)"] + ["  " + x for x in columns(
+        ["tokens", "rows", "median error", "least", "greatest"],
+        [[band, str(b["rows"]), _err(b["median_error"]), _err(b["min_error"]), _err(b["max_error"])]
+         for band, b in bands.items()], right={1, 2, 3, 4})]
 
 
 def validate_markdown(doc: dict) -> list[str]:

@@ -1,0 +1,57 @@
+"""The FLOP rates a step's GEMMs reach: the 16-bit rate at the GPU's measured efficiency, and what each weight format
+(FP8 and FP4 tensor cores, weight-only dequantisation) makes of it; cost_model reads them into the cost vector."""
+
+from __future__ import annotations
+
+from ..catalog import QUANTIZATIONS, Setup
+
+# FP8 (W8A8) GEMMs on FP8 tensor cores against FP16 ones on the same part (whose FP8 peak is twice the FP16
+# peak): TensorRT-LLM's tuning guide measures a 2048-token prefill of Llama-3.3-70B (TP4, H100) 1.53x faster with
+# FP8 weights (147.6 -> 96.2 ms, validation/tp_fp8.csv); with attention, norms and all-reduces unchanged that
+# takes GEMMs ~1.8-2x faster. vLLM's FP8 documentation reports "up to a 1.6x improvement in throughput" end to
+# end. We take the low end, 1.8x: FP8 GEMMs reach 90% of the fraction of peak FP16 GEMMs reach. (That TTFT row
+# is therefore not an independent check of this constant; validation/h200_kernels.json is: a layer's GEMMs of
+# Llama-3-8B and Llama-3-70B/TP4 timed on an H200 in FP8 and BF16 run 1.66-1.89x faster in FP8 at 1024-8192 rows.)
+FP8_GEMM_GAIN = 1.8
+# FP4 (W4A4: NVFP4 on Blackwell, MXFP4 on Blackwell and MI355X) GEMMs on FP4 tensor cores against BF16 ones on the
+# same part (whose FP4 peak is four times the FP16 peak). Measured: vLLM PR #20646 timed its NVFP4 CUTLASS GEMM
+# (benchmarks/kernels/bench_nvfp4_gemm.py, activation quantization included) against torch BF16 for Llama-3.1-8B's
+# N=6144 K=4096 projection on a B200-class GPU (inferred: BF16 at 1,421 TFLOPS exceeds any Hopper): 1.68x at 1024
+# rows, 1.93x at 2048, 2.16x at 4096, 2.13x at 8192 (3,025 of 9,000 TFLOPS: 34% of the FP4 peak, where BF16 reaches
+# 63% of its own). We take 2.0: FP4 GEMMs reach half the fraction of peak FP16 GEMMs reach, ~1.1x FP8's rate on a
+# B200. No MXFP4 GEMM measurement on MI355X was found, so MI355X takes the same constant (its FP4 peak is also 4x its
+# FP16 peak). On Blackwell Ultra (B300/GB300: FP4 peak 6x FP16) the gain scales with the peak ratio, as FP8's does:
+# an extrapolation, not a measurement.
+FP4_GEMM_GAIN = 2.0
+# Weight-only formats (int4/int8 GPTQ/AWQ via Marlin, FP8 on parts without FP8 tensor cores) dequantise weights
+# to FP16 in registers: the Marlin paper (Frantar et al., 2024) shows large-batch throughput close to, but below,
+# FP16 cuBLAS. Estimate (no measurement in validation/): 15% of the FP16 tensor rate lost to dequantisation.
+WEIGHT_ONLY_DEQUANT_OVERHEAD = 0.15
+
+
+def fp16_gemm_rate(setup: Setup, compute_efficiency: float | None = None) -> float:
+    """FLOP/s large 16-bit GEMMs reach on the setup's GPU (at its catalog efficiency unless one is given)."""
+    eff = setup.gpu.compute_efficiency if compute_efficiency is None else compute_efficiency
+    return setup.gpu.fp16_tflops * 1e12 * eff
+
+
+def linear_rate(setup: Setup, compute_efficiency: float | None = None) -> float:
+    """FLOP/s the model's GEMMs reach in the setup's weight format."""
+    g = setup.gpu
+    fp16 = fp16_gemm_rate(setup, compute_efficiency)
+    # A part whose FP8/FP4 GEMMs are measured (gpu.GPU.gemm_compute_efficiency_*) reaches that fraction of the
+    # format's peak, moved by a calibrated compute_efficiency as the 16-bit rate is.
+    calibrated = 1.0 if compute_efficiency is None else compute_efficiency / g.compute_efficiency
+    measured = g.gemm_compute_efficiency(setup.quantization, setup.fp8_block_scaled)
+    if setup.uses_fp4_tensor_cores:
+        if measured is not None:
+            return g.fp4_tflops * 1e12 * measured * calibrated
+        return max(fp16, fp16 * FP4_GEMM_GAIN * g.fp4_tflops / (4.0 * g.fp16_tflops))
+    if setup.uses_fp8_tensor_cores:
+        if measured is not None:
+            return g.fp8_tflops * 1e12 * measured * calibrated
+        return max(fp16, fp16 * FP8_GEMM_GAIN * g.fp8_tflops / (2.0 * g.fp16_tflops))
+    if QUANTIZATIONS[setup.quantization] < 2.0:
+        return fp16 / (1.0 + WEIGHT_ONLY_DEQUANT_OVERHEAD)
+    return fp16
+
