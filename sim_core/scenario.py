@@ -148,7 +148,8 @@ class Scenario(KVOffloadFields):
                                                      + "; ".join(f"{k}: {v.name}" for k, v in KV_LINKS.items()))
     workload: WorkloadName = Field("chat", description="workload preset")
     trace: str | None = Field(None, min_length=1, max_length=4096,
-                              description="CSV trace file arrival_s,prompt_tokens,output_tokens (replaces the preset)")
+                              description="trace file to replay, any trace_format, or a bundled sample's name such "
+                                          "as weka-cc-trace-0291 (replaces the preset)")
     trace_format: TraceFormatName | None = Field(None, description="the trace's format (default: told by its first "
                                                                 "line): " + "; ".join(f"{k}: {v.title}" for k, v in
                                                                                      FORMATS.items()))

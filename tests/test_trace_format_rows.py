@@ -297,3 +297,16 @@ def test_a_weka_line_longer_than_other_formats_allow_is_read():
     assert "longer than" in error_of(
         '{"timestamp": 1, "input_length": 5, "output_length": 5, "x": "' + "9" * (2 << 20) + '"}'
     )
+
+
+@pytest.mark.parametrize("written", ["²", "9" * 5000, "12.5", "-3"])
+def test_otel_integers_written_as_odd_strings_are_named(written):
+    span = {
+        "startTimeUnixNano": "1",
+        "attributes": [
+            {"key": "gen_ai.usage.input_tokens", "value": {"intValue": written}},
+            {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "3"}},
+        ],
+    }
+    message = error_of(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}))
+    assert "line 1" in message and "gen_ai.usage.input_tokens" in message

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from ..quoting import quote
 from .common import (
+    MAX_NUMBER_CHARS,
     ParsedTrace,
     TraceBuilder,
     TraceError,
@@ -204,6 +205,15 @@ OTEL_CACHED = "gen_ai.usage.cache_read.input_tokens"
 OTEL_SESSION = "gen_ai.conversation.id"
 
 
+def _int_text(value: object) -> object:
+    """OTLP/JSON writes 64-bit integers as strings ("intValue": "12"): such a string as an int, else the value
+    as it is (for the field's check to quote)."""
+    digits = (
+        isinstance(value, str) and value.isascii() and value.isdecimal() and len(value) <= MAX_NUMBER_CHARS
+    )
+    return int(value) if digits else value
+
+
 def _otel_attributes(span: dict) -> dict[str, object]:
     """An OTLP/JSON span's attributes [{"key": k, "value": {"intValue": "12"}}, ...] as {k: value}."""
     found: dict[str, object] = {}
@@ -211,7 +221,7 @@ def _otel_attributes(span: dict) -> dict[str, object]:
     for item in attributes if isinstance(attributes, list) else ():
         if isinstance(item, dict) and isinstance(item.get("value"), dict) and item["value"]:
             value = next(iter(item["value"].values()))
-            found[str(item.get("key"))] = int(value) if isinstance(value, str) and value.isdigit() else value
+            found[str(item.get("key"))] = _int_text(value)
     return found
 
 
@@ -228,7 +238,7 @@ def _otel_spans(line_no: int, row: dict):
 
 
 def _nanos(line_no: int, name: str, value: object) -> float:
-    number = int(value) if isinstance(value, str) and value.isdigit() and len(value) < 30 else value
+    number = _int_text(value)
     return seconds(line_no, name, number, scale=1e-9, unit="nanoseconds")
 
 
