@@ -20,6 +20,7 @@ from .policies.autoscaling import AUTOSCALERS, SCALING_METRICS
 from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .rate_schedule import ScheduleError
 from .rate_schedule import parse as parse_schedule
+from .trace_formats import FORMATS, TRACE_FORMAT_NAMES
 from .workload import LENGTH_RANGE_MODES, PRESETS, RANDOM_ISL, RANDOM_OSL
 
 SchedulerName = Literal[SCHEDULER_NAMES]  # type: ignore[valid-type]
@@ -32,6 +33,7 @@ RouterName = Literal[tuple(ROUTERS)]  # type: ignore[valid-type]
 KvLinkName = Literal[tuple(KV_LINKS)]  # type: ignore[valid-type]
 EngineName = Literal[ENGINE_NAMES]  # type: ignore[valid-type]
 AutoscalerName = Literal[tuple(AUTOSCALERS)]  # type: ignore[valid-type]
+TraceFormatName = Literal[TRACE_FORMAT_NAMES]  # type: ignore[valid-type]
 ScalingMetric = Literal[tuple(SCALING_METRICS)]  # type: ignore[valid-type]
 
 # Limits that keep one simulation bounded; the web layer applies tighter ones of its own.
@@ -146,7 +148,16 @@ class Scenario(KVOffloadFields):
                                                      + "; ".join(f"{k}: {v.name}" for k, v in KV_LINKS.items()))
     workload: WorkloadName = Field("chat", description="workload preset")
     trace: str | None = Field(None, min_length=1, max_length=4096,
-                              description="CSV trace file arrival_s,prompt_tokens,output_tokens (replaces the preset)")
+                              description="trace file to replay, any trace_format, or a bundled sample's name such "
+                                          "as weka-cc-trace-0291 (replaces the preset)")
+    trace_format: TraceFormatName | None = Field(None, description="the trace's format (default: told by its first "
+                                                                "line): " + "; ".join(f"{k}: {v.title}" for k, v in
+                                                                                     FORMATS.items()))
+    trace_block_tokens: int | None = Field(None, ge=1, le=1 << 16,
+                                           description="tokens each of the trace's block hash ids covers (default: "
+                                                       "the format's, e.g. Mooncake 512, Bailian 16, Weka its "
+                                                       "block_size); the prefix cache sees that content at the "
+                                                       "engine's own block size")
     rate: float | None = Field(None, ge=MIN_RATE, le=10_000,
                                description="arrival rate, requests/s; default: the preset's (a trace: its recorded "
                                            "timing; with rate set, its gaps scaled to this mean rate)")

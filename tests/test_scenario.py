@@ -18,6 +18,7 @@ from sim_core.links import KV_LINKS
 from sim_core.policies.autoscaling import AUTOSCALER_NAMES, METRIC_NAMES
 from sim_core.policies.routing import ROUTER_NAMES
 from sim_core.scenario import AUTOSCALE_FIELDS, MAX_DP_ENGINES
+from sim_core.trace_formats import TRACE_FORMAT_NAMES
 
 FIELDS = Scenario.model_fields
 
@@ -76,6 +77,8 @@ STRATEGIES = {
     "model_uncertainty": st.booleans(),
     # An empty path is rejected: see test_an_empty_trace_path_is_rejected.
     "trace": _maybe(st.text(min_size=1, max_size=40)),
+    "trace_format": _maybe(st.sampled_from(TRACE_FORMAT_NAMES)),
+    "trace_block_tokens": _maybe(st.integers(1, 1 << 16)),
     "model_file": _maybe(st.text(min_size=1, max_size=40)),
     "rate": _maybe(_floats(1e-6, 10_000.0)),
     "burstiness": _maybe(_floats(0.05, 20.0)),
