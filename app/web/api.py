@@ -147,8 +147,25 @@ def kernels_error(request: Request) -> str | None:
     return getattr(request.app.state, "kernels_error", None)
 
 
+# Seconds between warm-ups after one failed on an OSError (server._warm_up): a full disk (numba's cache, /tmp), too
+# many open files, no memory for a thread; each passes once someone frees the resource, and the server then serves
+# by itself.
+WARM_UP_RETRY_S = 30
+
+
+def kernels_retrying(request: Request) -> str | None:
+    """Why the last warm-up failed on the machine's state (a full disk...) while the next one is due, or None."""
+    return getattr(request.app.state, "kernels_retrying", None)
+
+
 def warming_up(request: Request | None = None) -> JSONResponse:
     error = kernels_error(request) if request is not None else None
+    retrying = kernels_retrying(request) if request is not None else None
+    if retrying:
+        return JSONResponse({"detail": f"the simulator's kernels could not be loaded or compiled ({retrying}); the "
+                                       f"server tries again by itself every {WARM_UP_RETRY_S:g} s (free disk space or "
+                                       "memory if that is the cause); retry then", "kernels_retrying": retrying},
+                            status_code=503, headers={"Retry-After": str(WARM_UP_RETRY_S)})
     if error:  # no Retry-After: retrying will not help until the server is fixed and restarted
         return JSONResponse({"detail": f"the simulator's kernels could not be compiled, so this server cannot run "
                                        f"simulations until it is restarted: {error}", "kernels_error": error},
@@ -452,10 +469,13 @@ health_router = APIRouter()
 
 @health_router.get("/healthz", summary="Liveness", tags=["service"])
 async def healthz(request: Request):  # async: answered on the event loop, never behind simulations
-    error = kernels_error(request)
-    doc = {"status": "error" if error else "ok", "kernels_ready": kernels_ready(request), "kernels_error": error,
+    error, retrying = kernels_error(request), kernels_retrying(request)
+    doc = {"status": "error" if error else "retrying" if retrying else "ok", "kernels_ready": kernels_ready(request),
+           "kernels_error": error, "kernels_retrying": retrying,
+           "store_problem": getattr(request.app.state, "store_problem", None),
            "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
            "cache": service.cache_stats()}
     # A server whose kernels failed to compile can serve no simulation: a 503 takes it out of a load balancer's
     # rotation (and lets an orchestrator restart it) instead of "ok" while every run is refused.
-    return JSONResponse(doc, status_code=503) if error else doc
+    # One whose warm-up waits for room on the disk is out of rotation too, until it has warmed up.
+    return JSONResponse(doc, status_code=503) if error or retrying else doc

@@ -50,11 +50,14 @@ ERROR_RESPONSES = {
                            "simulations; retry after Retry-After seconds",
             "headers": _RETRY, "content": {"application/json": {"schema": _DETAIL}}},
 }
-_HEALTH_503 = {"description": "the simulator's kernels could not be compiled: no simulation can run until the server is "
-                              "restarted (`kernels_error` says why)",
+_HEALTH_503 = {"description": "status `error`: the simulator's kernels could not be compiled, so no simulation can run "
+                              "until the server is restarted (`kernels_error` says why); status `retrying`: their "
+                              "warm-up failed on the machine's state (a full disk: `kernels_retrying` says why) and "
+                              "the server tries again by itself",
                "content": {"application/json": {"schema": {"type": "object", "required": ["status", "kernels_error"],
-                                                           "properties": {"status": {"const": "error"},
-                                                                          "kernels_error": {"type": "string"}}}}}}
+                                                           "properties": {"status": {"enum": ["error", "retrying"]},
+                                                                          "kernels_error": {"type": ["string", "null"]},
+                                                                          "kernels_retrying": {"type": ["string", "null"]}}}}}}
 # The error answers each operation gives besides the ones every operation may give (ANY_OPERATION_ERRORS).
 OPERATION_ERRORS = {
     ("get", "/api/run"): ("422", "503"), ("post", "/api/run"): ("413", "422", "503"),

@@ -24,7 +24,7 @@ from sim_core.studies.experiments import EXPERIMENTS
 from sim_core.validity import coverage_warnings
 
 from . import charts, figures, model_uploads, present, rendered, service
-from .api import kernels_error, kernels_ready
+from .api import kernels_error, kernels_ready, kernels_retrying
 from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
 from .figures.goodput import goodput_context, sweep_status
 from .http import (
@@ -115,6 +115,7 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
         ctx["kernels_error"] = kernels_error(request)  # they will never be ready: say why, and do not poll
     elif run is not None and not kernels_ready(request):
         ctx["warming"] = True  # the form answers now; the results region polls until the kernels are ready
+        ctx["kernels_retrying"] = kernels_retrying(request)  # a full disk, say: the server retries by itself
         ctx["poll_query"] = run.query()
     elif run is not None:
         try:

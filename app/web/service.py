@@ -22,6 +22,7 @@ from sim_core.statistics import aggregate
 from sim_core.studies.sweep import knee_interval, knee_rate, sweep
 from sim_core.traces import TraceError, own_rate, read_trace
 
+from ..write_problems import describe
 from . import figures, model_uploads, rendered
 from .budget import request_work_problems
 from .cache import UPLOAD_CACHE_BYTES, VIEW_CACHE_BYTES, SingleFlightLRU, release_memory
@@ -133,7 +134,7 @@ def add_upload(data: bytes, filename: str) -> Upload:
         except ValueError as e:
             raise UploadError(str(e)) from None
         except OSError as e:  # a full or read-only disk: the upload still works until this server stops
-            log.warning("upload %s kept in memory only: %s", up.id, e)
+            log.warning("upload %s kept in memory only: %s", up.id, describe(e, _store.root))
     return _uploads.get_or_compute(up.id, lambda: up)
 
 
