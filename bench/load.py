@@ -2,11 +2,14 @@
 
   1. mixed load: 32 clients for 60 s, each looping over a page, a cached result, a fresh simulation and an embed;
   2. a burst of 60 slow simulations at once (the excess must be answered 503 + Retry-After quickly);
-  3. the largest scenarios the web accepts, one request each, for the server's peak memory.
+  3. the largest scenarios the web accepts, one request each, for the server's peak memory;
+  4. (only, with --line N) N clients of slow runs, each retrying when told with its Queue-Ticket, and an invalid
+     page every 100 ms: the invalid page's latency, tries per run and waits against the announced Retry-After.
 Throughout, a probe in its own process asks /healthz every 50 ms. Prints answers by status, latencies, /healthz p50/p99 and the
 server's RSS (now and peak, from /proc). Asserts nothing.
 
     NUMBA_CACHE_DIR=.numba_cache .venv/bin/python bench/load.py [--clients 32] [--seconds 60] [--burst 60]
+    NUMBA_CACHE_DIR=.numba_cache .venv/bin/python bench/load.py --line 40 --seconds 60
 """
 
 from __future__ import annotations
@@ -177,6 +180,62 @@ def largest(base: str, pid: int) -> None:
             print(f"  {name}: {r.status_code} in {took:.1f} s{detail}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
 
 
+INVALID_PAGE = f"/?{SMALL}&duration=abc"  # a typo: the 422 names the field, whatever the server is doing
+
+
+def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) -> None:
+    """`clients` clients each asking for slow simulations of their own, one after another, honouring the 503's
+    Retry-After and sending its Queue-Ticket back; meanwhile an invalid page every 100 ms. Prints the invalid
+    page's latency, and per run: tries, the wait from first try to answer, and that wait over the first
+    Retry-After announced (how honest the announcement was). A client stops asking `grace_s` after the end."""
+    deadline = time.monotonic() + seconds
+    runs: list[tuple[int, float, float | None]] = []  # (tries, seconds to the answer, first Retry-After)
+    statuses: Counter = Counter()
+    seeds = itertools.count(9000)
+
+    def client(k: int) -> None:
+        with httpx.Client(base_url=base, timeout=300) as c:
+            while time.monotonic() < deadline:
+                url, headers, tries, first_retry, t = f"/api/run?{SLOW}&seed={next(seeds)}", {}, 0, None, time.monotonic()
+                while True:
+                    r = c.get(url, headers=headers)
+                    tries += 1
+                    statuses[r.status_code] += 1
+                    if r.status_code != 503:
+                        break
+                    retry = float(r.headers.get("retry-after", "1"))
+                    first_retry = retry if first_retry is None else first_retry
+                    if r.headers.get("queue-ticket"):
+                        headers = {"Queue-Ticket": r.headers["queue-ticket"]}
+                    if time.monotonic() + retry > deadline + grace_s:  # the bench is over: give up the place
+                        statuses["gave up"] += 1
+                        break
+                    time.sleep(retry)
+                if r.status_code != 503:
+                    runs.append((tries, time.monotonic() - t, first_retry))
+
+    invalid: list[float] = []
+    invalid_status: Counter = Counter()
+
+    def prober() -> None:
+        with httpx.Client(base_url=base, timeout=60) as c:
+            while time.monotonic() < deadline:
+                t = time.perf_counter()
+                invalid_status[c.get(INVALID_PAGE).status_code] += 1
+                invalid.append(time.perf_counter() - t)
+                time.sleep(0.1)
+
+    with ThreadPoolExecutor(clients + 1) as pool:
+        list(pool.map(lambda k: prober() if k == clients else client(k), range(clients + 1)))
+    print(f"  invalid page {dict(invalid_status)}: p50 {pct(invalid, 50) * 1e3:.0f} ms, "
+          f"p99 {pct(invalid, 99) * 1e3:.0f} ms, max {max(invalid, default=float('nan')) * 1e3:.0f} ms")
+    told = [w / ra for _, w, ra in runs if ra]
+    print(f"  slow runs: {len(runs)} answered, statuses {dict(statuses)}; tries p50 {pct([n for n, _, _ in runs], 50)}, "
+          f"max {max((n for n, _, _ in runs), default=0)}; wait p50 {pct([w for _, w, _ in runs], 50):.1f} s, "
+          f"max {max((w for _, w, _ in runs), default=float('nan')):.1f} s; wait / first Retry-After p50 "
+          f"{pct(told, 50):.2f}, max {max(told, default=float('nan')):.2f} (n={len(told)})")
+
+
 @contextlib.contextmanager
 def served():
     """A server of its own (uvicorn in a child process, as `sched-sim serve` runs it), its kernels ready:
@@ -211,10 +270,18 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--burst", type=int, default=60)
+    ap.add_argument("--line", type=int, default=0, metavar="CLIENTS",
+                    help="only phase 4: CLIENTS clients of slow runs in line, for --seconds, and invalid pages")
     args = ap.parse_args()
     with served() as (base, _, pid):
         probe = HealthProbe(base)
         probe.start()
+        if args.line:
+            print(f"4. {args.line} clients of slow runs ({SLOW}) for {args.seconds:g} s, an invalid page every 0.1 s:")
+            line_load(base, args.line, args.seconds)
+            print(f"  {probe.report_and_reset()}")
+            probe.close()
+            return
 
         print(f"1. mixed load, {args.clients} clients for {args.seconds:g} s:")
         mixed_load(base, args.clients, args.seconds)

@@ -186,19 +186,20 @@ def busy_answer(e: service.BusyError) -> JSONResponse:
     return busy(str(e), e.retry_after, e.limit)
 
 
-def _gate_busy(message: str) -> JSONResponse:
-    return busy(message, limit=("max_in_flight_requests", service.MAX_IN_FLIGHT))
+def _line_busy(message: str, retry_after: int, queue: dict | None = None) -> JSONResponse:
+    """The 503 of a request not run now (http.run_until_disconnect): when to retry, and its place in the line."""
+    return busy(message, retry_after, ("max_in_flight_requests", service.MAX_IN_FLIGHT), queue=queue)
 
 
-def gate(data: dict):
-    """The in-flight limit applies to requests that may simulate: one whose runs are all cached is answered from
-    the cache without it, and so is an invalid one (its 422). Parsing a scenario takes microseconds, so it is
-    done here on the event loop."""
+def runs_to_simulate(data: dict) -> int:
+    """How many runs answering `data` may simulate (a scheduler at a seed each), or 0 when none: every run
+    cached, or the request invalid (its 422). Parsing a scenario takes microseconds, so it is done here on the
+    event loop, before the request takes a place in the simulation lane's line."""
     try:
         req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
     except (ScenarioError, SetupError, TraceError):
-        return None
-    return None if service.is_cached(req) else _gate_busy
+        return 0
+    return 0 if service.answers_from_cache(req) else len(req.schedulers) * req.scenario.seeds
 
 
 def landing_or(data: dict) -> dict:
@@ -230,13 +231,13 @@ def _over_budget(data: dict, where: str) -> JSONResponse | None:
 
 
 async def _gated_run(request: Request, data: dict, where: str) -> JSONResponse:
-    """A run in the simulation lane behind the in-flight gate, or, when it needs no simulation (all cached, or
-    invalid: its 422), at once on a request thread. One that would simulate has its budget checked first, on a
-    request thread: over budget, it is refused at once, however full the gate and the lane are."""
-    check = gate(data)
-    if check is not None and (refused := await run_in_threadpool(_over_budget, data, where)) is not None:
+    """A run in its turn in the simulation lane's line, or, when it needs no simulation (all cached, or invalid:
+    its 422), at once on a request thread. One that would simulate has its budget checked first, on a request
+    thread: over budget, it is refused at once, however long the line is."""
+    runs = runs_to_simulate(data)
+    if runs and (refused := await run_in_threadpool(_over_budget, data, where)) is not None:
         return refused
-    return await run_until_disconnect(request, _run, data, where, busy=check, quick=check is None)
+    return await run_until_disconnect(request, _run, data, where, busy=_line_busy, quick=not runs, work=runs)
 
 
 @router.get("/run", summary="Simulate a scenario under one or more schedulers",

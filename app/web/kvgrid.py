@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim_core.compiled import allocating_kernel, entry_nogil
+from sim_core.compiled import entry_nogil
 
 
-@allocating_kernel  # called by cell_codes only (np.sort allocates: reference counting on)
+@entry_nogil  # called by cell_codes (and by tests from Python); np.sort allocates: reference counting on
 def _majority(values, k):
     """Most frequent non-negative value among values[:k] (-1 if none); ties go to the smaller value."""
     best, best_count = -1, 0

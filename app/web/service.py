@@ -53,9 +53,13 @@ SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
 # A request waits this long for a free slot, then gets "busy" (503 / a page that retries) instead of holding a
 # request thread while it queues: threads held by queued simulations would starve every other route.
 SIM_WAIT_S = 2.0
-# API requests let into the thread pool at once (running, waiting for a slot, or answering from the cache); past
-# this the answer is an immediate 503 (app/http.py), so a burst never fills the pool's threads with waiters.
-MAX_IN_FLIGHT = 3 * MAX_SIMULATIONS
+# Requests that may simulate, running or in line for the simulation lane (lane.FairLine: a connection waiting for
+# its turn holds no thread; a client told to come back holds its place by a ticket). Past this the answer is an
+# immediate 503 with the time the line needs to drain (http.run_until_disconnect).
+MAX_IN_FLIGHT = 64
+# A request whose turn is estimated further away than this is answered at once (503, Retry-After: its estimated
+# wait) and keeps its place under a ticket, rather than holding its connection open (proxies time out idle ones).
+LINE_HOLD_S = 15.0
 KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
 
 
@@ -183,6 +187,14 @@ def is_cached_query(pairs: list[tuple[str, str]]) -> bool:
     lane (http.run_until_disconnect's `quick`)."""
     try:
         return is_cached(page_request(pairs))
+    except (ScenarioError, SetupError, TraceError):
+        return False
+
+
+def answers_from_cache(req: WebRequest) -> bool:
+    """is_cached, False where the deployment cannot be set up (the run says why, as a 422)."""
+    try:
+        return is_cached(req)
     except (ScenarioError, SetupError, TraceError):
         return False
 
