@@ -4,7 +4,7 @@
   2. a burst of 60 slow simulations at once (the excess must be answered 503 + Retry-After quickly);
   3. the largest scenarios the web accepts, one request each, for the server's peak memory;
   4. (only, with --line N) N clients of slow runs, each retrying when told with its Queue-Ticket, and an invalid
-     page every 100 ms: the invalid page's latency, tries per run and waits against the announced Retry-After.
+     page every 50 ms: the invalid page's latency, tries per run and waits against the announced Retry-After.
 Throughout, a probe in its own process asks /healthz every 50 ms. Prints answers by status, latencies, /healthz p50/p99 and the
 server's RSS (now and peak, from /proc). Asserts nothing.
 
@@ -60,9 +60,10 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, max(0, round(q / 100 * (len(v) - 1))))] if v else float("nan")
 
 
-def _probe_loop(base: str, stop, reset, out) -> None:
-    """A health checker of its own (as a load balancer's or kubelet's is): /healthz every 50 ms; on `reset` it
-    sends the times so far to `out` and starts again; on `stop` it sends them and ends."""
+def _probe_loop(base: str, stop, reset, out, path: str = "/healthz", expect: int = 200) -> None:
+    """A health checker of its own (as a load balancer's or kubelet's is): `path` every 50 ms, answered `expect`
+    or counted failed; on `reset` it sends the times so far to `out` and starts again; on `stop` it sends them and
+    ends."""
     times, failures = [], 0
     with httpx.Client(base_url=base, timeout=30) as c:
         while True:
@@ -73,7 +74,7 @@ def _probe_loop(base: str, stop, reset, out) -> None:
                 if stop.is_set():
                     return
             t = time.perf_counter()
-            ok = c.get("/healthz").status_code == 200
+            ok = c.get(path).status_code == expect
             times.append(time.perf_counter() - t)
             failures += not ok
             time.sleep(0.05)
@@ -84,11 +85,12 @@ class HealthProbe:
     its own wait for this process's GIL behind the 32 client threads (which parse every page they get), and
     report the load generator's contention as the server's."""
 
-    def __init__(self, base: str):
+    def __init__(self, base: str, path: str = "/healthz", expect: int = 200):
         ctx = multiprocessing.get_context("spawn")
+        self.path = path
         self.stop_event, self.reset_event, self.out = ctx.Event(), ctx.Event(), ctx.Queue()
-        self.process = ctx.Process(target=_probe_loop, args=(base, self.stop_event, self.reset_event, self.out),
-                                   daemon=True)
+        self.process = ctx.Process(target=_probe_loop, daemon=True,
+                                   args=(base, self.stop_event, self.reset_event, self.out, path, expect))
 
     def start(self) -> None:
         self.process.start()
@@ -99,7 +101,7 @@ class HealthProbe:
 
     def report_and_reset(self) -> str:
         times, failures = self._take(self.reset_event)
-        return (f"/healthz p50 {pct(times, 50) * 1e3:.1f} ms, p99 {pct(times, 99) * 1e3:.1f} ms, "
+        return (f"{self.path} p50 {pct(times, 50) * 1e3:.1f} ms, p99 {pct(times, 99) * 1e3:.1f} ms, "
                 f"max {max(times, default=float('nan')) * 1e3:.1f} ms (n={len(times)}, failed {failures})")
 
     def close(self) -> None:
@@ -180,12 +182,12 @@ def largest(base: str, pid: int) -> None:
             print(f"  {name}: {r.status_code} in {took:.1f} s{detail}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
 
 
-INVALID_PAGE = f"/?{SMALL}&duration=abc"  # a typo: the 422 names the field, whatever the server is doing
+INVALID_PAGE = "/?hardware=rtx3050&max_model_len=8192&workload=chat&duration=abc"  # a typo: its 422 names the field
 
 
 def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) -> None:
     """`clients` clients each asking for slow simulations of their own, one after another, honouring the 503's
-    Retry-After and sending its Queue-Ticket back; meanwhile an invalid page every 100 ms. Prints the invalid
+    Retry-After and sending its Queue-Ticket back; meanwhile an invalid page every 50 ms. Prints the invalid
     page's latency, and per run: tries, the wait from first try to answer, and that wait over the first
     Retry-After announced (how honest the announcement was). A client stops asking `grace_s` after the end."""
     deadline = time.monotonic() + seconds
@@ -214,21 +216,12 @@ def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) ->
                 if r.status_code != 503:
                     runs.append((tries, time.monotonic() - t, first_retry))
 
-    invalid: list[float] = []
-    invalid_status: Counter = Counter()
-
-    def prober() -> None:
-        with httpx.Client(base_url=base, timeout=60) as c:
-            while time.monotonic() < deadline:
-                t = time.perf_counter()
-                invalid_status[c.get(INVALID_PAGE).status_code] += 1
-                invalid.append(time.perf_counter() - t)
-                time.sleep(0.1)
-
-    with ThreadPoolExecutor(clients + 1) as pool:
-        list(pool.map(lambda k: prober() if k == clients else client(k), range(clients + 1)))
-    print(f"  invalid page {dict(invalid_status)}: p50 {pct(invalid, 50) * 1e3:.0f} ms, "
-          f"p99 {pct(invalid, 99) * 1e3:.0f} ms, max {max(invalid, default=float('nan')) * 1e3:.0f} ms")
+    invalid = HealthProbe(base, INVALID_PAGE, 422)  # its own process, as the /healthz probe (see HealthProbe)
+    invalid.start()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client, range(clients)))
+    print(f"  invalid page (422 expected): {invalid.report_and_reset()}")
+    invalid.close()
     told = [w / ra for _, w, ra in runs if ra]
     print(f"  slow runs: {len(runs)} answered, statuses {dict(statuses)}; tries p50 {pct([n for n, _, _ in runs], 50)}, "
           f"max {max((n for n, _, _ in runs), default=0)}; wait p50 {pct([w for _, w, _ in runs], 50):.1f} s, "
@@ -277,7 +270,7 @@ def main() -> None:
         probe = HealthProbe(base)
         probe.start()
         if args.line:
-            print(f"4. {args.line} clients of slow runs ({SLOW}) for {args.seconds:g} s, an invalid page every 0.1 s:")
+            print(f"4. {args.line} clients of slow runs ({SLOW}) for {args.seconds:g} s, an invalid page every 50 ms:")
             line_load(base, args.line, args.seconds)
             print(f"  {probe.report_and_reset()}")
             probe.close()

@@ -12,6 +12,8 @@ import math
 import time
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -191,6 +193,12 @@ def _line_busy(message: str, retry_after: int, queue: dict | None = None) -> JSO
     return busy(message, retry_after, ("max_in_flight_requests", service.MAX_IN_FLIGHT), queue=queue)
 
 
+# Threads for the budget check of requests that may simulate (it generates one workload: milliseconds, a few
+# hundred of a large one on a busy machine): their own, so that a burst of new runs never holds up the request
+# threads that answer pages, invalid input and cached results.
+_CHECKS = anyio.CapacityLimiter(2)
+
+
 def runs_to_simulate(data: dict) -> int:
     """How many runs answering `data` may simulate (a scheduler at a seed each), or 0 when none: every run
     cached, or the request invalid (its 422). Parsing a scenario takes microseconds, so it is done here on the
@@ -235,7 +243,7 @@ async def _gated_run(request: Request, data: dict, where: str) -> JSONResponse:
     its 422), at once on a request thread. One that would simulate has its budget checked first, on a request
     thread: over budget, it is refused at once, however long the line is."""
     runs = runs_to_simulate(data)
-    if runs and (refused := await run_in_threadpool(_over_budget, data, where)) is not None:
+    if runs and (refused := await anyio.to_thread.run_sync(_over_budget, data, where, limiter=_CHECKS)) is not None:
         return refused
     return await run_until_disconnect(request, _run, data, where, busy=_line_busy, quick=not runs, work=runs)
 
