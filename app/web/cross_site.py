@@ -7,8 +7,9 @@ is answered without starting anything: a page already rendered from cached runs 
 else a page naming the scenario with a Run button (clicking it is a navigation from this server's own page,
 Sec-Fetch-Site: same-origin, which runs); the JSON API answers 403 saying how to proceed.
 
-Direct use stays one step: a typed URL, a bookmark or a link opened in a new tab (Sec-Fetch-Site: none), this
-server's own pages (same-origin), and clients that send no Fetch Metadata (curl, scripts). Browsers without Fetch
+Direct use stays one step: a typed URL, a bookmark or a shared link pasted into a new tab (Sec-Fetch-Site: none; a
+link clicked on another site is cross-site even into a new tab), this server's own pages (same-origin), and
+clients that send no Fetch Metadata (curl, scripts). Browsers without Fetch
 Metadata (Safari before 16.4) cannot be told apart from those, and run: the rule degrades to the old behaviour.
 """
 

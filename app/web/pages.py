@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -19,13 +19,12 @@ from markupsafe import escape
 from sim_core import ScenarioError, SetupError, TraceError, resolve
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
-from sim_core.studies.experiments import BY_KEY as EXPERIMENTS_BY_KEY
-from sim_core.studies.experiments import EXPERIMENTS
 from sim_core.validity import coverage_warnings
 
 from . import charts, figures, model_uploads, present, rendered, service
 from .api import kernels_error, kernels_ready, kernels_retrying
 from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
+from .experiment_check import experiment_verdict
 from .figures.goodput import goodput_context, sweep_status
 from .http import (
     CLIENT_CLOSED,
@@ -39,9 +38,7 @@ from .inputs import (
     PAGE_SCHEDULERS,
     WebRequest,
     page_defaults,
-    parse_request,
     problems_of,
-    query_to_dict,
 )
 from .model_interval import model_intervals
 from .page_scenario import form_defaults
@@ -218,39 +215,6 @@ def request_warnings(req: WebRequest) -> list[dict]:
     setup = resolve(req.scenario).setup
     return [{"text": w, "schedulers": []}
             for w in coverage_warnings(setup.gpu.key, setup.model.key, setup.quantization)]
-
-
-def _page_request(query: str) -> WebRequest:
-    data = query_to_dict(parse_qsl(query))
-    return parse_request(data, defaults=page_defaults(data), default_schedulers=PAGE_SCHEDULERS)
-
-
-def _canonical(query: str) -> str | None:
-    try:
-        return _page_request(query).query(sweep=False)
-    except ScenarioError:
-        return None
-
-
-EXPERIMENT_QUERIES = {e.key: _canonical(e.query) for e in EXPERIMENTS}
-
-
-def experiment_verdict(req: WebRequest, views, cancel=None) -> dict | None:
-    """When the page shows one of the gallery's experiments: what it should show and whether it did here."""
-    key = next((k for k, q in EXPERIMENT_QUERIES.items() if q == req.query(sweep=False)), None)
-    if key is None:
-        return None
-    e = EXPERIMENTS_BY_KEY[key]
-
-    def run_query(query: str) -> dict[str, dict]:
-        if query == e.query:
-            return {v.scheduler: v.metrics for v in views}
-        other = _page_request(query)
-        return {v.scheduler: v.metrics for v in service.compare_seeds(other, cancel).views}
-
-    claims = e.claims(run_query)
-    return {"title": e.title, "source": e.source, "expect": e.expect, "claims": claims,
-            "held": all(ok for _, ok in claims)}
 
 
 def _render(name: str, ctx: dict, status: int = 200, headers: dict | None = None) -> HTMLResponse:
