@@ -57,6 +57,9 @@ def test_an_invalid_page_embed_or_api_request_is_answered_without_a_place_in_lin
     assert frag.status_code == 422
     assert client.get("/embed/cdf?" + PAGE + "&tp=99").status_code == 422
     assert client.get("/api/run?" + PAGE + "&tp=99").status_code == 422
+    bad = "hardware%3Drtx3050%26tp%3D99"
+    for url in (f"/vs?a={bad}&b={bad}", f"/diff?a={bad}&b={bad}", "/cluster-time?" + PAGE + "&tp=99"):
+        assert client.get(url).status_code == 422, url
     assert busy_line.waiting == 0 and busy_line.running == 2 and simulated == []
 
 
