@@ -193,6 +193,7 @@ def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) ->
     deadline = time.monotonic() + seconds
     runs: list[tuple[int, float, float | None]] = []  # (tries, seconds to the answer, first Retry-After)
     statuses: Counter = Counter()
+    busy_s: list[float] = []  # how long each 503 took to arrive
     seeds = itertools.count(9000)
 
     def client(k: int) -> None:
@@ -200,11 +201,13 @@ def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) ->
             while time.monotonic() < deadline:
                 url, headers, tries, first_retry, t = f"/api/run?{SLOW}&seed={next(seeds)}", {}, 0, None, time.monotonic()
                 while True:
+                    asked = time.perf_counter()
                     r = c.get(url, headers=headers)
                     tries += 1
                     statuses[r.status_code] += 1
                     if r.status_code != 503:
                         break
+                    busy_s.append(time.perf_counter() - asked)
                     retry = float(r.headers.get("retry-after", "1"))
                     first_retry = retry if first_retry is None else first_retry
                     if r.headers.get("queue-ticket"):
@@ -226,7 +229,9 @@ def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) ->
     print(f"  slow runs: {len(runs)} answered, statuses {dict(statuses)}; tries p50 {pct([n for n, _, _ in runs], 50)}, "
           f"max {max((n for n, _, _ in runs), default=0)}; wait p50 {pct([w for _, w, _ in runs], 50):.1f} s, "
           f"max {max((w for _, w, _ in runs), default=float('nan')):.1f} s; wait / first Retry-After p50 "
-          f"{pct(told, 50):.2f}, max {max(told, default=float('nan')):.2f} (n={len(told)})")
+          f"{pct(told, 50):.2f}, max {max(told, default=float('nan')):.2f} (n={len(told)}); a 503 arrived in p50 "
+          f"{pct(busy_s, 50) * 1e3:.0f} ms, p99 {pct(busy_s, 99) * 1e3:.0f} ms, max "
+          f"{max(busy_s, default=float('nan')) * 1e3:.0f} ms")
 
 
 @contextlib.contextmanager
