@@ -10,7 +10,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from app.web import app, http, service
+from app.web import api, app, http, service
 from app.web.lane import FairLine
 
 PAGE = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=10&seed=21"
@@ -87,8 +87,11 @@ def test_a_request_told_to_come_back_keeps_its_place_with_its_ticket(client, mon
     line = FairLine(slots=1, max_line=64, hold_s=0.0)  # any wait at all: come back
     running = line.join().place
     monkeypatch.setattr(http, "LINE", line)
+    checks = []
+    real_check = api._over_budget
+    monkeypatch.setattr(api, "_over_budget", lambda *a: checks.append(a) or real_check(*a))
     first = client.get("/api/run?" + PAGE)
-    assert first.status_code == 503 and simulated == []
+    assert first.status_code == 503 and simulated == [] and len(checks) == 1
     queue = first.json()["queue"]
     assert queue["position"] == 1 and first.headers["retry-after"] == str(queue["retry_after_s"])
     assert first.headers["queue-ticket"] == queue["ticket"] and "number 1 in line" in first.json()["detail"]
@@ -97,6 +100,7 @@ def test_a_request_told_to_come_back_keeps_its_place_with_its_ticket(client, mon
     line.leave(running)  # the slot frees while both are away: it is not held for either
     back = client.get("/api/run?" + PAGE, headers={"Queue-Ticket": queue["ticket"]})
     assert back.status_code == 200 and sorted(simulated) == ["chunked", "fcfs"]
+    assert len(checks) == 2  # the second seed's; the retry's budget was checked the first time (a lookup now)
     assert (
         line.waiting == 1 and line.running == 0
     )  # its place used and given back; the later one's still held

@@ -199,15 +199,18 @@ def _line_busy(message: str, retry_after: int, queue: dict | None = None) -> JSO
 _CHECKS = anyio.CapacityLimiter(2)
 
 
-def runs_to_simulate(data: dict) -> int:
-    """How many runs answering `data` may simulate (a scheduler at a seed each), or 0 when none: every run
-    cached, or the request invalid (its 422). Parsing a scenario takes microseconds, so it is done here on the
-    event loop, before the request takes a place in the simulation lane's line."""
+def runs_to_simulate(data: dict) -> tuple[int, bool]:
+    """How many runs answering `data` may simulate (a scheduler at a seed each; 0 when none: every run cached, or
+    the request invalid, its 422), and whether its budget is still to be checked (service.work_checked). Parsing a
+    scenario takes microseconds, so it is done here on the event loop, before the request takes a place in the
+    simulation lane's line."""
     try:
         req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
     except (ScenarioError, SetupError, TraceError):
-        return 0
-    return 0 if service.answers_from_cache(req) else len(req.schedulers) * req.scenario.seeds
+        return 0, False
+    if service.answers_from_cache(req):
+        return 0, False
+    return len(req.schedulers) * req.scenario.seeds, not service.work_checked(req)
 
 
 def landing_or(data: dict) -> dict:
@@ -242,8 +245,8 @@ async def _gated_run(request: Request, data: dict, where: str) -> JSONResponse:
     """A run in its turn in the simulation lane's line, or, when it needs no simulation (all cached, or invalid:
     its 422), at once on a request thread. One that would simulate has its budget checked first, on a request
     thread: over budget, it is refused at once, however long the line is."""
-    runs = runs_to_simulate(data)
-    if runs and (refused := await anyio.to_thread.run_sync(_over_budget, data, where, limiter=_CHECKS)) is not None:
+    runs, unchecked = runs_to_simulate(data)
+    if unchecked and (refused := await anyio.to_thread.run_sync(_over_budget, data, where, limiter=_CHECKS)):
         return refused
     return await run_until_disconnect(request, _run, data, where, busy=_line_busy, quick=not runs, work=runs)
 

@@ -300,6 +300,12 @@ class SeedViews:
 _within_budget = SingleFlightLRU(max_bytes=1024 * 1024, sizeof=lambda _: 1024)
 
 
+def work_checked(req: WebRequest) -> bool:
+    """Whether check_work has nothing left to do for `req` (found within the budget lately): a lookup, fit for the
+    event loop, so that a request asked again (a retry with its queue ticket) does not wait for a check thread."""
+    return bool(_within_budget.get(req.query(sweep=False)))
+
+
 def check_work(req: WebRequest) -> None:
     """Refuse (ScenarioError) a request whose whole work, every scheduler at every seed, is more than the web's
     budget, before any of it runs: the first seed's workload is generated (milliseconds) and stands for every
