@@ -53,12 +53,11 @@ SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
 # A request waits this long for a free slot, then gets "busy" (503 / a page that retries) instead of holding a
 # request thread while it queues: threads held by queued simulations would starve every other route.
 SIM_WAIT_S = 2.0
-# Requests that may simulate, running or in line for the simulation lane (lane.FairLine: a connection waiting for
-# its turn holds no thread; a client told to come back holds its place by a ticket). Past this the answer is an
-# immediate 503 with the time the line needs to drain (http.run_until_disconnect).
+# Requests that may simulate, running or in line for the simulation lane (lane.FairLine); past this the answer is
+# an immediate 503 with the time the line needs to drain (http.run_until_disconnect).
 MAX_IN_FLIGHT = 64
-# A request whose turn is estimated further away than this is answered at once (503, Retry-After: its estimated
-# wait) and keeps its place under a ticket, rather than holding its connection open (proxies time out idle ones).
+# A request whose turn is further away than this is answered at once (503, Retry-After: its estimated wait) and
+# keeps its place with a ticket, rather than holding its connection open (proxies time out idle ones).
 LINE_HOLD_S = 15.0
 KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
 
@@ -182,9 +181,8 @@ def page_request(pairs: list[tuple[str, str]]) -> WebRequest:
 
 
 def is_cached_query(pairs: list[tuple[str, str]]) -> bool:
-    """Whether a page query's runs are all cached (answering it simulates nothing). Parsing takes microseconds,
-    so routes ask this on the event loop, to answer such a request on a request thread, not in the simulation
-    lane (http.run_until_disconnect's `quick`)."""
+    """Whether a page query's runs are all cached (answering it simulates nothing): parsing takes microseconds,
+    so routes ask this on the event loop (http.run_until_disconnect's `quick`)."""
     try:
         return is_cached(page_request(pairs))
     except (ScenarioError, SetupError, TraceError):
@@ -192,7 +190,7 @@ def is_cached_query(pairs: list[tuple[str, str]]) -> bool:
 
 
 def answers_from_cache(req: WebRequest) -> bool:
-    """is_cached, False where the deployment cannot be set up (the run says why, as a 422)."""
+    """is_cached, False where the deployment cannot be set up (the run says why: a 422)."""
     try:
         return is_cached(req)
     except (ScenarioError, SetupError, TraceError):
@@ -295,15 +293,9 @@ class SeedViews:
     ci95: list[dict]
 
 
-# Requests found within the budget lately (their canonical queries): the API checks a request before it queues
-# for the simulation lane, and its run checks it again; the second check is this lookup.
+# Requests found within the budget lately (canonical queries): the API checks a request before its place in line,
+# and its run (or its retry) checks it again: a lookup.
 _within_budget = SingleFlightLRU(max_bytes=1024 * 1024, sizeof=lambda _: 1024)
-
-
-def work_checked(req: WebRequest) -> bool:
-    """Whether check_work has nothing left to do for `req` (found within the budget lately): a lookup, fit for the
-    event loop, so that a request asked again (a retry with its queue ticket) does not wait for a check thread."""
-    return bool(_within_budget.get(req.query(sweep=False)))
 
 
 def check_work(req: WebRequest) -> None:
@@ -315,6 +307,11 @@ def check_work(req: WebRequest) -> None:
         return
     _check_work(req)
     _within_budget.put(key, True)
+
+
+def work_checked(req: WebRequest) -> bool:
+    """Whether check_work found `req` within the budget lately: a lookup, for the event loop (a retry's check)."""
+    return bool(_within_budget.get(req.query(sweep=False)))
 
 
 def _check_work(req: WebRequest) -> None:
