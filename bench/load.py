@@ -2,11 +2,14 @@
 
   1. mixed load: 32 clients for 60 s, each looping over a page, a cached result, a fresh simulation and an embed;
   2. a burst of 60 slow simulations at once (the excess must be answered 503 + Retry-After quickly);
-  3. the largest scenarios the web accepts, one request each, for the server's peak memory.
+  3. the largest scenarios the web accepts, one request each, for the server's peak memory;
+  4. (only, with --line N) N clients of slow runs, each retrying when told with its Queue-Ticket, and an invalid
+     page every 50 ms: the invalid page's latency, tries per run and waits against the announced Retry-After.
 Throughout, a probe in its own process asks /healthz every 50 ms. Prints answers by status, latencies, /healthz p50/p99 and the
 server's RSS (now and peak, from /proc). Asserts nothing.
 
     NUMBA_CACHE_DIR=.numba_cache .venv/bin/python bench/load.py [--clients 32] [--seconds 60] [--burst 60]
+    NUMBA_CACHE_DIR=.numba_cache .venv/bin/python bench/load.py --line 40 --seconds 60
 """
 
 from __future__ import annotations
@@ -57,9 +60,10 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, max(0, round(q / 100 * (len(v) - 1))))] if v else float("nan")
 
 
-def _probe_loop(base: str, stop, reset, out) -> None:
-    """A health checker of its own (as a load balancer's or kubelet's is): /healthz every 50 ms; on `reset` it
-    sends the times so far to `out` and starts again; on `stop` it sends them and ends."""
+def _probe_loop(base: str, stop, reset, out, path: str = "/healthz", expect: int = 200) -> None:
+    """A health checker of its own (as a load balancer's or kubelet's is): `path` every 50 ms, answered `expect`
+    or counted failed; on `reset` it sends the times so far to `out` and starts again; on `stop` it sends them and
+    ends."""
     times, failures = [], 0
     with httpx.Client(base_url=base, timeout=30) as c:
         while True:
@@ -70,7 +74,7 @@ def _probe_loop(base: str, stop, reset, out) -> None:
                 if stop.is_set():
                     return
             t = time.perf_counter()
-            ok = c.get("/healthz").status_code == 200
+            ok = c.get(path).status_code == expect
             times.append(time.perf_counter() - t)
             failures += not ok
             time.sleep(0.05)
@@ -81,11 +85,12 @@ class HealthProbe:
     its own wait for this process's GIL behind the 32 client threads (which parse every page they get), and
     report the load generator's contention as the server's."""
 
-    def __init__(self, base: str):
+    def __init__(self, base: str, path: str = "/healthz", expect: int = 200):
         ctx = multiprocessing.get_context("spawn")
+        self.path = path
         self.stop_event, self.reset_event, self.out = ctx.Event(), ctx.Event(), ctx.Queue()
-        self.process = ctx.Process(target=_probe_loop, args=(base, self.stop_event, self.reset_event, self.out),
-                                   daemon=True)
+        self.process = ctx.Process(target=_probe_loop, daemon=True,
+                                   args=(base, self.stop_event, self.reset_event, self.out, path, expect))
 
     def start(self) -> None:
         self.process.start()
@@ -96,7 +101,7 @@ class HealthProbe:
 
     def report_and_reset(self) -> str:
         times, failures = self._take(self.reset_event)
-        return (f"/healthz p50 {pct(times, 50) * 1e3:.1f} ms, p99 {pct(times, 99) * 1e3:.1f} ms, "
+        return (f"{self.path} p50 {pct(times, 50) * 1e3:.1f} ms, p99 {pct(times, 99) * 1e3:.1f} ms, "
                 f"max {max(times, default=float('nan')) * 1e3:.1f} ms (n={len(times)}, failed {failures})")
 
     def close(self) -> None:
@@ -177,6 +182,59 @@ def largest(base: str, pid: int) -> None:
             print(f"  {name}: {r.status_code} in {took:.1f} s{detail}; server RSS now {now:.0f} MB, peak {peak:.0f} MB")
 
 
+INVALID_PAGE = "/?hardware=rtx3050&max_model_len=8192&workload=chat&duration=abc"  # a typo: its 422 names the field
+
+
+def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) -> None:
+    """`clients` clients each asking for slow simulations of their own, one after another, honouring the 503's
+    Retry-After and sending its Queue-Ticket back; meanwhile an invalid page every 50 ms. Prints the invalid
+    page's latency, and per run: tries, the wait from first try to answer, and that wait over the first
+    Retry-After announced (how honest the announcement was). A client stops asking `grace_s` after the end."""
+    deadline = time.monotonic() + seconds
+    runs: list[tuple[int, float, float | None]] = []  # (tries, seconds to the answer, first Retry-After)
+    statuses: Counter = Counter()
+    busy_first: list[float] = []  # how long each 503 took to arrive: a new request's (its budget checked first)
+    busy_retry: list[float] = []  # and one asked again
+    seeds = itertools.count(9000)
+
+    def client(k: int) -> None:
+        with httpx.Client(base_url=base, timeout=300) as c:
+            while time.monotonic() < deadline:
+                url, headers, tries, first_retry, t = f"/api/run?{SLOW}&seed={next(seeds)}", {}, 0, None, time.monotonic()
+                while True:
+                    asked = time.perf_counter()
+                    r = c.get(url, headers=headers)
+                    tries += 1
+                    statuses[r.status_code] += 1
+                    if r.status_code != 503:
+                        break
+                    (busy_first if tries == 1 else busy_retry).append(time.perf_counter() - asked)
+                    retry = float(r.headers.get("retry-after", "1"))
+                    first_retry = retry if first_retry is None else first_retry
+                    if r.headers.get("queue-ticket"):
+                        headers = {"Queue-Ticket": r.headers["queue-ticket"]}
+                    if time.monotonic() + retry > deadline + grace_s:  # its turn comes after the bench: stop
+                        statuses["gave up"] += 1
+                        return
+                    time.sleep(retry)
+                runs.append((tries, time.monotonic() - t, first_retry))
+
+    invalid = HealthProbe(base, INVALID_PAGE, 422)  # its own process, as the /healthz probe (see HealthProbe)
+    invalid.start()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client, range(clients)))
+    print(f"  invalid page (422 expected): {invalid.report_and_reset()}")
+    invalid.close()
+    told = [w / ra for _, w, ra in runs if ra]
+    print(f"  slow runs: {len(runs)} answered, statuses {dict(statuses)}; tries p50 {pct([n for n, _, _ in runs], 50)}, "
+          f"max {max((n for n, _, _ in runs), default=0)}; wait p50 {pct([w for _, w, _ in runs], 50):.1f} s, "
+          f"max {max((w for _, w, _ in runs), default=float('nan')):.1f} s; wait / first Retry-After p50 "
+          f"{pct(told, 50):.2f}, max {max(told, default=float('nan')):.2f} (n={len(told)})")
+    for name, took in (("new request's", busy_first), ("retry's", busy_retry)):
+        print(f"  a {name} 503 arrived in p50 {pct(took, 50) * 1e3:.0f} ms, p99 {pct(took, 99) * 1e3:.0f} ms, "
+              f"max {max(took, default=float('nan')) * 1e3:.0f} ms (n={len(took)})")
+
+
 @contextlib.contextmanager
 def served():
     """A server of its own (uvicorn in a child process, as `sched-sim serve` runs it), its kernels ready:
@@ -211,10 +269,18 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--burst", type=int, default=60)
+    ap.add_argument("--line", type=int, default=0, metavar="CLIENTS",
+                    help="only phase 4: CLIENTS clients of slow runs in line, for --seconds, and invalid pages")
     args = ap.parse_args()
     with served() as (base, _, pid):
         probe = HealthProbe(base)
         probe.start()
+        if args.line:
+            print(f"4. {args.line} clients of slow runs ({SLOW}) for {args.seconds:g} s, an invalid page every 50 ms:")
+            line_load(base, args.line, args.seconds)
+            print(f"  {probe.report_and_reset()}")
+            probe.close()
+            return
 
         print(f"1. mixed load, {args.clients} clients for {args.seconds:g} s:")
         mixed_load(base, args.clients, args.seconds)

@@ -216,3 +216,11 @@ def open_page(site: tuple[str, Any], width: int = 1440, height: int = 900, *, ti
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.on("console", on_console)
     return context, page
+
+
+def frame_page(page: Any, html: str) -> None:
+    """Show `html` (a slide with an iframe, say) as a page of the site's own origin. Written into a blank page it
+    would be another site's, whose frames get a Run button instead of running (app/web/cross_site.py)."""
+    if not page.url.startswith(page.base):
+        page.goto(page.base + "/healthz")
+    page.set_content(html)

@@ -409,17 +409,21 @@ def test_a_sweep_over_the_work_budget_is_refused_before_it_runs(client):
 
 def test_past_the_in_flight_limit_the_api_answers_503_at_once_without_a_thread(client, monkeypatch):
     from app.web import http
+    from app.web.lane import FairLine
 
-    monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT)
+    full = FairLine(service.MAX_SIMULATIONS, service.MAX_SIMULATIONS, service.LINE_HOLD_S)  # room for the running
+    held = [full.join().place for _ in range(service.MAX_SIMULATIONS)]
+    monkeypatch.setattr(http, "LINE", full)
     started = time.monotonic()
     r = client.get("/api/run?" + SMALL.replace("seed=3", "seed=77"))
-    assert r.status_code == 503 and r.headers["retry-after"] == "5" and "busy" in r.json()["detail"]
+    assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1 and "busy" in r.json()["detail"]
+    assert r.json()["queue"]["ticket"] is None and r.json()["limit"]["name"] == "max_in_flight_requests"
     assert time.monotonic() - started < 0.5  # not the SIM_WAIT_S a request inside the pool waits for a slot
-    monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT - 1)
+    full.leave(held.pop())
     assert client.get("/api/run?" + SMALL.replace("seed=3", "seed=77")).status_code == 200
-    assert http._Gate.inside == service.MAX_IN_FLIGHT - 1  # its seat given back
-    # A full gate still answers what needs no simulation: a cached result, an invalid scenario.
-    monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT)
+    assert full.running == service.MAX_SIMULATIONS - 1 and full.waiting == 0  # its place given back
+    # A full line still answers what needs no simulation: a cached result, an invalid scenario.
+    held.append(full.join().place)
     assert client.get("/api/run?" + SMALL.replace("seed=3", "seed=77")).status_code == 200
     assert client.get("/api/run?" + SMALL + "&tp=99").status_code == 422
 

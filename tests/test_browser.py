@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, open_page, screenshot_dir, wait_until_it_fits  # noqa: E402
+from browser_support import DRAWN, frame_page, open_page, screenshot_dir, wait_until_it_fits  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 from app.web import figures, service  # noqa: E402
@@ -381,7 +381,7 @@ def test_every_embed_fits_a_960x540_slide_frame(page, figure):
     """Issue 12: in a 960x540 iframe nothing overflows (no scrollbar, every figure and the caption inside it)."""
     width, height = SLIDE_FRAME
     query = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20.0&caption=1"
-    page.set_content(f'<iframe src="{page.base}/embed/{figure}?{query.replace("&", "&amp;")}" width="{width}" '
+    frame_page(page, f'<iframe src="{page.base}/embed/{figure}?{query.replace("&", "&amp;")}" width="{width}" '
                      f'height="{height}" style="border: 0"></iframe>')
     frame = page.main_frame.child_frames[0]
     frame.wait_for_function(EMBED_READY, timeout=90_000)

@@ -20,6 +20,7 @@ from browser_support import (  # noqa: E402
     LIGHT_PAPER,
     LOW_CONTRAST_PLOT_TEXT,
     THEME_DRAWN,
+    frame_page,
     open_page,
     screenshot_dir,
     wait_until_it_fits,
@@ -116,7 +117,7 @@ def test_the_cluster_embed_fits_a_960x540_slide_frame(site, kind):
     """/embed/kv of a cluster shows each scheduler's cluster figure alone, every one inside the frame."""
     context, page = open_page(site, 1200, 700)
     query = PAGES[kind][0].removeprefix("/?") + "&caption=1"
-    page.set_content(f'<iframe src="{page.base}/embed/kv?{query.replace("&", "&amp;")}" width="960" height="540" '
+    frame_page(page, f'<iframe src="{page.base}/embed/kv?{query.replace("&", "&amp;")}" width="960" height="540" '
                      'style="border: 0"></iframe>')
     frame = page.main_frame.child_frames[0]
     frame.wait_for_function("() => [...document.querySelectorAll('[data-figure=cluster]')]"

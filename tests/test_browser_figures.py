@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
+from browser_support import DRAWN, frame_page, open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -116,7 +116,7 @@ def test_a_1080p_export_scales_its_text_carries_title_caption_and_warnings_and_b
 
 def embed_frame(page, figure: str, width: int, height: int, query: str = SCENARIO + "&caption=1"):
     page.set_viewport_size({"width": width + 20, "height": height + 20})
-    page.set_content(f'<iframe src="{page.base}/embed/{figure}?{query.replace("&", "&amp;")}" width="{width}" '
+    frame_page(page, f'<iframe src="{page.base}/embed/{figure}?{query.replace("&", "&amp;")}" width="{width}" '
                      f'height="{height}" style="border: 0"></iframe>')
     frame = page.main_frame.child_frames[0]
     frame.wait_for_function("""() => { const plots = [...document.querySelectorAll('.plot[data-figure]')];

@@ -48,6 +48,8 @@ def test_a_client_that_goes_away_cancels_its_simulation_within_a_second():
         seen["stopped_after_s"] = time.perf_counter() - start
 
     class GoneAfter:
+        headers: dict = {}  # no Queue-Ticket
+
         def __init__(self, seconds):
             self.at = time.perf_counter() + seconds
 

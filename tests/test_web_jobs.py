@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from app.web import budget, cache, http, inputs, plan_jobs, service
 from app.web.jobs import CANCELLED_TEXT, ENDED_WITHOUT_RESULT, JobBoard, JobRecord
+from app.web.lane import FairLine
 from sim_core import SCHEDULER_NAMES
 from sim_core.runner import Cancelled, make_requests, resolve, simulate_requests
 
@@ -291,7 +292,10 @@ def test_cancel_stops_a_plan_within_a_second(client, monkeypatch):
 # ----- the whole request's budget ----------------------------------------------------------------------------
 def test_a_request_over_the_work_budget_is_refused_at_once_naming_the_field_and_budget(client, monkeypatch):
     query = f"/api/run?schedulers={','.join(SCHEDULER_NAMES)}&seeds=10&duration=600&rate=33"
-    monkeypatch.setattr(http._Gate, "inside", service.MAX_IN_FLIGHT)  # the gate full: checked before it, still
+    full = FairLine(service.MAX_SIMULATIONS, service.MAX_SIMULATIONS, service.LINE_HOLD_S)
+    for _ in range(service.MAX_SIMULATIONS):
+        full.join()
+    monkeypatch.setattr(http, "LINE", full)  # the line full: the budget is checked before it, still
     response, took = _timed(lambda: client.get(query))
     assert response.status_code == 422, response.text
     assert took < 1.0
@@ -379,6 +383,8 @@ def test_a_simulation_past_the_time_limit_is_stopped(monkeypatch):
         seen["flag"] = int(cancel[0])
 
     class Stays:
+        headers: dict = {}  # no Queue-Ticket
+
         async def is_disconnected(self):
             return False
 

@@ -20,6 +20,7 @@ from sim_core.expert_parallel import ep_text
 from sim_core.links import KV_LINKS
 from sim_core.metric_catalog import Metric
 
+from ..write_problems import read_only
 from .flags import UsageError
 
 EXIT_USAGE = 2
@@ -269,6 +270,8 @@ def check_writable(path: str, flag: str = "--trace-out") -> None:
         raise UsageError(f"{flag}: {path!r} is a directory")
     if not parent.is_dir():
         raise UsageError(f"{flag}: cannot write {path!r}: directory {str(parent)!r} does not exist")
+    if read_only(parent):
+        raise UsageError(f"{flag}: cannot write {path!r}: read-only file system")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise UsageError(f"{flag}: cannot write {path!r}: permission denied")
 

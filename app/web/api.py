@@ -12,6 +12,8 @@ import math
 import time
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -147,8 +149,25 @@ def kernels_error(request: Request) -> str | None:
     return getattr(request.app.state, "kernels_error", None)
 
 
+# Seconds between warm-ups after one failed on an OSError (server._warm_up): a full disk (numba's cache, /tmp), too
+# many open files, no memory for a thread; each passes once someone frees the resource, and the server then serves
+# by itself.
+WARM_UP_RETRY_S = 30
+
+
+def kernels_retrying(request: Request) -> str | None:
+    """Why the last warm-up failed on the machine's state (a full disk...) while the next one is due, or None."""
+    return getattr(request.app.state, "kernels_retrying", None)
+
+
 def warming_up(request: Request | None = None) -> JSONResponse:
     error = kernels_error(request) if request is not None else None
+    retrying = kernels_retrying(request) if request is not None else None
+    if retrying:
+        return JSONResponse({"detail": f"the simulator's kernels could not be loaded or compiled ({retrying}); the "
+                                       f"server tries again by itself every {WARM_UP_RETRY_S:g} s (free disk space or "
+                                       "memory if that is the cause); retry then", "kernels_retrying": retrying},
+                            status_code=503, headers={"Retry-After": str(WARM_UP_RETRY_S)})
     if error:  # no Retry-After: retrying will not help until the server is fixed and restarted
         return JSONResponse({"detail": f"the simulator's kernels could not be compiled, so this server cannot run "
                                        f"simulations until it is restarted: {error}", "kernels_error": error},
@@ -169,19 +188,29 @@ def busy_answer(e: service.BusyError) -> JSONResponse:
     return busy(str(e), e.retry_after, e.limit)
 
 
-def _gate_busy(message: str) -> JSONResponse:
-    return busy(message, limit=("max_in_flight_requests", service.MAX_IN_FLIGHT))
+def _line_busy(message: str, retry_after: int, queue: dict | None = None) -> JSONResponse:
+    """The 503 of a request not run now (http.run_until_disconnect): when to retry, and its place in the line."""
+    return busy(message, retry_after, ("max_in_flight_requests", service.MAX_IN_FLIGHT), queue=queue)
 
 
-def gate(data: dict):
-    """The in-flight limit applies to requests that may simulate: one whose runs are all cached is answered from
-    the cache without it, and so is an invalid one (its 422). Parsing a scenario takes microseconds, so it is
-    done here on the event loop."""
+# Threads for the budget check of requests that may simulate (it generates one workload: milliseconds, a few
+# hundred of a large one on a busy machine): their own, so that a burst of new runs never holds up the request
+# threads that answer pages, invalid input and cached results.
+_CHECKS = anyio.CapacityLimiter(2)
+
+
+def runs_to_simulate(data: dict) -> tuple[int, bool]:
+    """How many runs answering `data` may simulate (a scheduler at a seed each; 0 when none: every run cached, or
+    the request invalid, its 422), and whether its budget is still to be checked (service.work_checked). Parsing a
+    scenario takes microseconds, so it is done here on the event loop, before the request takes a place in the
+    simulation lane's line."""
     try:
         req = parse_request(data, uploads=service.upload_info, max_seeds=inputs.MAX_API_SEEDS)
     except (ScenarioError, SetupError, TraceError):
-        return None
-    return None if service.is_cached(req) else _gate_busy
+        return 0, False
+    if service.answers_from_cache(req):
+        return 0, False
+    return len(req.schedulers) * req.scenario.seeds, not service.work_checked(req)
 
 
 def landing_or(data: dict) -> dict:
@@ -213,13 +242,13 @@ def _over_budget(data: dict, where: str) -> JSONResponse | None:
 
 
 async def _gated_run(request: Request, data: dict, where: str) -> JSONResponse:
-    """A run in the simulation lane behind the in-flight gate, or, when it needs no simulation (all cached, or
-    invalid: its 422), at once on a request thread. One that would simulate has its budget checked first, on a
-    request thread: over budget, it is refused at once, however full the gate and the lane are."""
-    check = gate(data)
-    if check is not None and (refused := await run_in_threadpool(_over_budget, data, where)) is not None:
+    """A run in its turn in the simulation lane's line, or, when it needs no simulation (all cached, or invalid:
+    its 422), at once on a request thread. One that would simulate has its budget checked first, on a request
+    thread: over budget, it is refused at once, however long the line is."""
+    runs, unchecked = runs_to_simulate(data)
+    if unchecked and (refused := await anyio.to_thread.run_sync(_over_budget, data, where, limiter=_CHECKS)):
         return refused
-    return await run_until_disconnect(request, _run, data, where, busy=check, quick=check is None)
+    return await run_until_disconnect(request, _run, data, where, busy=_line_busy, quick=not runs, work=runs)
 
 
 @router.get("/run", summary="Simulate a scenario under one or more schedulers",
@@ -452,10 +481,13 @@ health_router = APIRouter()
 
 @health_router.get("/healthz", summary="Liveness", tags=["service"])
 async def healthz(request: Request):  # async: answered on the event loop, never behind simulations
-    error = kernels_error(request)
-    doc = {"status": "error" if error else "ok", "kernels_ready": kernels_ready(request), "kernels_error": error,
+    error, retrying = kernels_error(request), kernels_retrying(request)
+    doc = {"status": "error" if error else "retrying" if retrying else "ok", "kernels_ready": kernels_ready(request),
+           "kernels_error": error, "kernels_retrying": retrying,
+           "store_problem": getattr(request.app.state, "store_problem", None),
            "warm_up_s": round(getattr(request.app.state, "warmed_up_s", 0.0), 2),
            "cache": service.cache_stats()}
     # A server whose kernels failed to compile can serve no simulation: a 503 takes it out of a load balancer's
     # rotation (and lets an orchestrator restart it) instead of "ok" while every run is refused.
-    return JSONResponse(doc, status_code=503) if error else doc
+    # One whose warm-up waits for room on the disk is out of rotation too, until it has warmed up.
+    return JSONResponse(doc, status_code=503) if error or retrying else doc

@@ -33,13 +33,17 @@ _PROBLEMS = {"type": "object", "required": ["detail"], "properties": {"detail": 
     "items": {"type": "object", "required": ["loc", "msg", "type"],
               "properties": {"loc": {"type": "array", "items": {"type": "string"}}, "msg": {"type": "string"},
                              "type": {"type": "string"}}}}}}
-_RETRY = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}}
+_RETRY = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}},
+          "Queue-Ticket": {"description": "the request's place in the simulation lane's line: send the same request "
+                                          "again with this header after Retry-After to resume it (the JSON's "
+                                          "`queue` has it too, with the `position`)", "schema": {"type": "string"}}}
 ERROR_RESPONSES = {
     "400": {"description": "the Host header names a host this server does not answer to (a DNS-rebinding guard; "
                            "`sched-sim serve --allowed-hosts` names more)",
             "content": {"application/json": {"schema": _DETAIL}}},
     "403": {"description": "a cross-site request: another site's page may not start work here (Origin or "
-                           "Sec-Fetch-Site names another site)",
+                           "Sec-Fetch-Site names another site); a link or frame on another site gets `reason` "
+                           "`cross_site_navigation` and the URL to open directly in `open`",
             "content": {"application/json": {"schema": _DETAIL}}},
     "413": {"description": "the body is larger than a scenario can be",
             "content": {"application/json": {"schema": _DETAIL}}},
@@ -47,14 +51,18 @@ ERROR_RESPONSES = {
                            "the fields' combinations are checked (see the parameters' rules)",
             "content": {"application/json": {"schema": _PROBLEMS}}},
     "503": {"description": "the simulator's kernels are still compiling, or the server is busy with other "
-                           "simulations; retry after Retry-After seconds",
+                           "simulations (its place in line is `queue.position`; retry after Retry-After seconds with "
+                           "header Queue-Ticket to keep it)",
             "headers": _RETRY, "content": {"application/json": {"schema": _DETAIL}}},
 }
-_HEALTH_503 = {"description": "the simulator's kernels could not be compiled: no simulation can run until the server is "
-                              "restarted (`kernels_error` says why)",
+_HEALTH_503 = {"description": "status `error`: the simulator's kernels could not be compiled, so no simulation can run "
+                              "until the server is restarted (`kernels_error` says why); status `retrying`: their "
+                              "warm-up failed on the machine's state (a full disk: `kernels_retrying` says why) and "
+                              "the server tries again by itself",
                "content": {"application/json": {"schema": {"type": "object", "required": ["status", "kernels_error"],
-                                                           "properties": {"status": {"const": "error"},
-                                                                          "kernels_error": {"type": "string"}}}}}}
+                                                           "properties": {"status": {"enum": ["error", "retrying"]},
+                                                                          "kernels_error": {"type": ["string", "null"]},
+                                                                          "kernels_retrying": {"type": ["string", "null"]}}}}}}
 # The error answers each operation gives besides the ones every operation may give (ANY_OPERATION_ERRORS).
 OPERATION_ERRORS = {
     ("get", "/api/run"): ("422", "503"), ("post", "/api/run"): ("413", "422", "503"),

@@ -4,34 +4,34 @@ turning input problems into FastAPI-style 422 details."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
 import anyio
 import anyio.to_thread
 import numpy as np
+from markupsafe import escape
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from .inputs import MAX_UPLOAD_BYTES, REQUEST_TIME_LIMIT_S
-from .service import MAX_IN_FLIGHT
+from .lane import FairLine, Turn
+from .service import LINE_HOLD_S, MAX_IN_FLIGHT, MAX_SIMULATIONS
 
 DISCONNECT_POLL_S = 0.25
 CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never seen by anyone
 # Why a run's cancel flag was set (the engine stops on any non-zero value).
 CANCEL_GONE, CANCEL_TOO_LONG = 1, 2
 # Threads for requests that may simulate: a lane of their own, so that pages answered from the cache, static
-# files and health checks (anyio's default limiter, server.REQUEST_THREADS) never queue behind simulations.
-# Waiting for one of these holds no thread; at most MAX_IN_FLIGHT API requests wait at all (the gate below).
-WORK_THREADS = MAX_IN_FLIGHT
+# files and health checks (anyio's default limiter, server.REQUEST_THREADS) never queue behind simulations. The
+# line (lane.FairLine) admits at most MAX_SIMULATIONS requests at once; waiting in it holds no thread.
+WORK_THREADS = MAX_SIMULATIONS
 _WORK_LANE = anyio.CapacityLimiter(WORK_THREADS)
-
-
-class _Gate:
-    """How many gated requests are in the thread pool; touched only on the event loop, so it needs no lock."""
-
-    inside = 0
+LINE = FairLine(MAX_SIMULATIONS, MAX_IN_FLIGHT, LINE_HOLD_S)
+# The header a client told to come back (503) sends again to resume its place in the line; the 503 carries it too.
+TICKET_HEADER = "Queue-Ticket"
 
 
 def too_long_text() -> str:
@@ -43,25 +43,55 @@ def _too_long_json(message: str) -> Response:
     return JSONResponse({"detail": message}, status_code=503)
 
 
-async def run_until_disconnect(request: Request, fn, *args, busy: Callable[[str], Response] | None = None,
-                               quick: bool = False, too_long: Callable[[str], Response] = _too_long_json):
+def busy_html(message: str, retry_after: int, queue: dict | None = None) -> Response:
+    """The busy answer of a page or fragment that says no more (an embed, a download's page)."""
+    return HTMLResponse(f"<p class=\"field-error\">{escape(message)}</p>", 503,
+                        headers={"Retry-After": str(retry_after)})
+
+
+def line_message(turn: Turn) -> str:
+    """Why a request is not run now, and when to come back (its place, or the line being full)."""
+    if turn.place is None:
+        return (f"the server is busy: {LINE.running} requests are simulating and {LINE.waiting} are in line, its "
+                f"limit (max_in_flight_requests, {MAX_IN_FLIGHT}); retry in about {turn.retry_after} s")
+    return (f"the server is busy: this request is number {turn.position} in line, its turn in about "
+            f"{turn.retry_after} s; retry then with header {TICKET_HEADER}: {turn.place.id} to keep its place")
+
+
+def queue_doc(turn: Turn) -> dict:
+    return {"position": turn.position, "retry_after_s": turn.retry_after,
+            "ticket": turn.place.id if turn.place is not None else None, "ticket_header": TICKET_HEADER}
+
+
+async def run_until_disconnect(request: Request, fn, *args, busy: Callable[..., Response] | None = None,
+                               quick: bool = False, too_long: Callable[[str], Response] = _too_long_json,
+                               work: float = 1.0):
     """`fn(*args, cancel)` in a thread. If the client goes away first, `cancel[0]` is set, which stops the
     simulation within milliseconds (the engine checks it), and the answer is a 499 nobody reads; past
     REQUEST_TIME_LIMIT_S it is stopped too and `too_long(message)` answers. `quick`: the answer needs no
-    simulation (every run is cached), so it takes a request thread instead of the simulation lane's, and no place
-    at the gate. With `busy`, at most service.MAX_IN_FLIGHT such calls are in the lane at once; past that
-    `busy(message)` answers at once, without taking a thread."""
-    gated = busy is not None and not quick
-    if gated:
-        if _Gate.inside >= MAX_IN_FLIGHT:
-            return busy(f"the server is busy with {MAX_IN_FLIGHT} simulation requests, its limit "
-                        "(max_in_flight_requests); retry in a few seconds")
-        _Gate.inside += 1
+    simulation (every run is cached, or the input is invalid), so it takes a request thread at once instead of a
+    place in the line. Otherwise it waits its turn in LINE (first come, first served; `work`: the runs it may
+    simulate, for the line's estimates), or, when its turn is further away than the line holds a connection for
+    or the line is full, `busy(message, retry_after, queue=...)` answers at once (default: busy_html) with the
+    ticket that keeps its place."""
+    if quick:
+        return await _run_watching(request, fn, *args, too_long=too_long)
+    admitted = asyncio.Event()
+    turn = LINE.join(work, request.headers.get(TICKET_HEADER), on_admit=admitted.set)
+    if turn.place is None or not turn.place.present:
+        response = (busy or busy_html)(line_message(turn), turn.retry_after, queue=queue_doc(turn))
+        if turn.place is not None:
+            response.headers[TICKET_HEADER] = turn.place.id
+        return response
     try:
-        return await _run_watching(request, fn, *args, limiter=None if quick else _WORK_LANE, too_long=too_long)
+        while not admitted.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(admitted.wait(), DISCONNECT_POLL_S)
+            if not admitted.is_set() and await request.is_disconnected():
+                return Response(status_code=CLIENT_CLOSED)
+        return await _run_watching(request, fn, *args, limiter=_WORK_LANE, too_long=too_long)
     finally:
-        if gated:
-            _Gate.inside -= 1
+        LINE.leave(turn.place)
 
 
 async def _run_watching(request: Request, fn, *args, limiter=None, too_long=_too_long_json):

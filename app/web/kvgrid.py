@@ -7,10 +7,11 @@ owner is the request holding most of the cell's blocks (ties to the smaller id) 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from sim_core.compiled import entry_nogil
 
 
-@njit(cache=True, nogil=True)  # the web calls it from request threads: let the event loop run
+@entry_nogil  # called by cell_codes (and by tests from Python); np.sort allocates: reference counting on
 def _majority(values, k):
     """Most frequent non-negative value among values[:k] (-1 if none); ties go to the smaller value."""
     best, best_count = -1, 0
@@ -37,7 +38,7 @@ def _majority(values, k):
     return best
 
 
-@njit(cache=True, nogil=True)  # the web calls it from request threads: let the event loop run
+@entry_nogil  # the web calls it from request threads: let the event loop run
 def cell_codes(frames, k):
     """frames[f, block] (owner or -1) -> codes[f, cell] as described above."""
     n_frames, n_blocks = frames.shape

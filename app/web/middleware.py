@@ -17,6 +17,8 @@ import anyio.to_thread
 from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Mount
 
+from . import cross_site
+
 # Embeds are meant to be framed by other sites (slides, docs); nothing else is.
 EMBED_PREFIX = "/embed/"
 COMMON_HEADERS = (
@@ -94,8 +96,9 @@ def cross_site_problem(method: str, headers: dict[bytes, bytes], path: str = "/"
     """Why a request is refused as cross-site, or None. Browsers send Origin with every POST and with a script's
     cross-origin GET, and the Fetch Metadata headers with every request: a form or script on another site posting
     here (which would start a simulation) is refused, and so is a page elsewhere fetching our URLs or loading them
-    as images or scripts. Navigations are not (shared links and framed embeds come from other sites), nor are
-    clients that send neither header (curl, scripts), nor resources that start no work (NO_WORK_PATHS)."""
+    as images or scripts. Navigations are not (shared links and framed embeds come from other sites: they pass to
+    cross_site.py, which answers them without starting work), nor are clients that send neither header (curl,
+    scripts), nor resources that start no work (NO_WORK_PATHS)."""
     site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
     if method not in SAFE_METHODS:
         origin = _foreign_origin(headers)
@@ -116,7 +119,8 @@ def cross_site_problem(method: str, headers: dict[bytes, bytes], path: str = "/"
 
 class AllowedHostsAndOrigin:
     """400 for a Host the server does not answer to (a DNS-rebinding page could otherwise read the API from a
-    browser on this machine), 403 for a cross-site request that would start work (cross_site_problem)."""
+    browser on this machine), 403 for a cross-site request that would start work (cross_site_problem), and for
+    another site's navigation to work, an answer that starts none (cross_site.needs_click)."""
 
     def __init__(self, app, allowed_hosts: tuple[str, ...] = ()):
         self.app = app
@@ -134,6 +138,9 @@ class AllowedHostsAndOrigin:
                                     "--allowed-hosts (or SCHED_SIM_ALLOWED_HOSTS) naming it")
         elif scope["type"] == "http":
             status, problem = 403, cross_site_problem(scope["method"], headers, scope["path"])
+            if problem is None and cross_site.needs_click(scope["method"], scope["path"], headers):
+                await _send_without_work(scope, send, headers)
+                return
         if problem is None:
             try:
                 await self.app(scope, receive, send)
@@ -145,6 +152,18 @@ class AllowedHostsAndOrigin:
             return
         for message in _json(status, problem):
             await send(message)
+
+
+async def _send_without_work(scope, send, headers: dict[bytes, bytes]) -> None:
+    """Another site's navigation to work (cross_site.needs_click): its answer, which starts none, with the headers
+    every page gets."""
+    status, out, body = cross_site.answer(scope, headers)
+    frame = FRAMEABLE if scope["path"].startswith(EMBED_PREFIX) else NOT_FRAMEABLE
+    names = {k.lower() for k, _ in out}
+    out = [(k, v) for k, v in out if k.lower() != b"content-length"] + [
+        (k, v) for k, v in COMMON_HEADERS + frame if k not in names] + [(b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": out})
+    await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body, "more_body": False})
 
 
 class SecurityHeadersAndHead:

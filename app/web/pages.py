@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -19,13 +19,12 @@ from markupsafe import escape
 from sim_core import ScenarioError, SetupError, TraceError, resolve
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
-from sim_core.studies.experiments import BY_KEY as EXPERIMENTS_BY_KEY
-from sim_core.studies.experiments import EXPERIMENTS
 from sim_core.validity import coverage_warnings
 
 from . import charts, figures, model_uploads, present, rendered, service
-from .api import kernels_error, kernels_ready
+from .api import kernels_error, kernels_ready, kernels_retrying
 from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
+from .experiment_check import experiment_verdict
 from .figures.goodput import goodput_context, sweep_status
 from .http import (
     CLIENT_CLOSED,
@@ -39,9 +38,7 @@ from .inputs import (
     PAGE_SCHEDULERS,
     WebRequest,
     page_defaults,
-    parse_request,
     problems_of,
-    query_to_dict,
 )
 from .model_interval import model_intervals
 from .page_scenario import form_defaults
@@ -105,16 +102,22 @@ def form_values(req: WebRequest) -> dict[str, Any]:
 
 
 def workspace_context(request: Request, req: WebRequest | None, values: dict, errors: dict,
-                      cancel=None, fallback: WebRequest | None = None) -> tuple[dict, int]:
+                      cancel=None, fallback: WebRequest | None = None, line: dict | None = None) -> tuple[dict, int]:
     """Everything the workspace (form + results) shows, and the HTTP status to send. With errors, `fallback`
-    (the scenario without the invalid fields) is simulated instead and shown as stale."""
+    (the scenario without the invalid fields) is simulated instead and shown as stale. `line`: the request is not
+    run now (http.run_until_disconnect's busy answer: `message`, `ticket`): the results region says so and polls
+    with the ticket that keeps its place."""
     ctx: dict[str, Any] = {"request": request, "req": req, "results": None, "errors": errors, "warming": False,
-                           "busy": None, "stale": [], "poll_query": None}
+                           "busy": None, "stale": [], "poll_query": None, "ticket": None,
+                           "lazy_fallback": None}
     run = req or fallback
-    if run is not None and kernels_error(request):
+    if run is not None and line is not None:
+        ctx.update(busy=line["message"], poll_query=run.query(), ticket=line["ticket"])
+    elif run is not None and kernels_error(request):
         ctx["kernels_error"] = kernels_error(request)  # they will never be ready: say why, and do not poll
     elif run is not None and not kernels_ready(request):
         ctx["warming"] = True  # the form answers now; the results region polls until the kernels are ready
+        ctx["kernels_retrying"] = kernels_retrying(request)  # a full disk, say: the server retries by itself
         ctx["poll_query"] = run.query()
     elif run is not None:
         try:
@@ -214,47 +217,9 @@ def request_warnings(req: WebRequest) -> list[dict]:
             for w in coverage_warnings(setup.gpu.key, setup.model.key, setup.quantization)]
 
 
-def _page_request(query: str) -> WebRequest:
-    data = query_to_dict(parse_qsl(query))
-    return parse_request(data, defaults=page_defaults(data), default_schedulers=PAGE_SCHEDULERS)
-
-
-def _canonical(query: str) -> str | None:
-    try:
-        return _page_request(query).query(sweep=False)
-    except ScenarioError:
-        return None
-
-
-EXPERIMENT_QUERIES = {e.key: _canonical(e.query) for e in EXPERIMENTS}
-
-
-def experiment_verdict(req: WebRequest, views, cancel=None) -> dict | None:
-    """When the page shows one of the gallery's experiments: what it should show and whether it did here."""
-    key = next((k for k, q in EXPERIMENT_QUERIES.items() if q == req.query(sweep=False)), None)
-    if key is None:
-        return None
-    e = EXPERIMENTS_BY_KEY[key]
-
-    def run_query(query: str) -> dict[str, dict]:
-        if query == e.query:
-            return {v.scheduler: v.metrics for v in views}
-        other = _page_request(query)
-        return {v.scheduler: v.metrics for v in service.compare_seeds(other, cancel).views}
-
-    claims = e.claims(run_query)
-    return {"title": e.title, "source": e.source, "expect": e.expect, "claims": claims,
-            "held": all(ok for _, ok in claims)}
-
-
 def _render(name: str, ctx: dict, status: int = 200, headers: dict | None = None) -> HTMLResponse:
     return templates.TemplateResponse(ctx["request"], name, ctx, status_code=status,
                                       headers={**VARY, **(headers or {})})
-
-
-def answers_from_cache(request: Request, view: tuple[str, ...] = VIEW_PARAMS) -> bool:
-    """Whether the page's runs are all cached (its answer simulates nothing; service.is_cached_query)."""
-    return service.is_cached_query(scenario_params(request, view))
 
 
 def _rendered(request: Request) -> Response | None:
@@ -268,23 +233,34 @@ def too_long_page(message: str) -> Response:
 
 @router.get("/", response_class=HTMLResponse)
 async def index(request: Request) -> Response:
-    """The dashboard; simulating in the simulation lane (answered from the cache on a request thread), and
-    stopping if the browser leaves before it is done."""
-    quick = answers_from_cache(request)
+    """The dashboard; simulating in its turn in the simulation lane's line (answered from the cache on a request
+    thread), and stopping if the browser leaves before it is done. The query is parsed first, on the event loop
+    (microseconds): an invalid one never waits in the line for its 422."""
+    req, _, errors = parse_page(request)
+    if errors:
+        return await run_in_threadpool(_index, request, None, True)
+    quick = service.answers_from_cache(req)
     if quick and (kept := _rendered(request)) is not None:
         return kept
-    return await run_until_disconnect(request, _index, request, quick=quick, too_long=too_long_page)
+    runs = len(req.schedulers) * req.scenario.seeds
+    return await run_until_disconnect(request, _index, request, quick=quick, too_long=too_long_page,
+                                      busy=lambda message, retry_after, queue: _busy_page(request, message, queue),
+                                      work=runs)
 
 
-def _index(request: Request, cancel) -> Response:
+def _index(request: Request, cancel, cached_fallback_only: bool = False) -> Response:
     req, values, errors = parse_page(request)
     # An htmx request keeps the results it already shows (app.js dims them); a page opened cold has none, so it
-    # shows the scenario without the invalid fields.
+    # shows the scenario without the invalid fields: at once where its runs are cached, else loaded after the
+    # page (stale_results) so that the 422 never waits for a simulation.
     fallback = fallback_request(request, errors) if errors and not is_fragment(request) else None
+    lazy = fallback is not None and cached_fallback_only and not service.is_cached(fallback)
     try:
-        ctx, status = workspace_context(request, req, values, errors, cancel, fallback)
+        ctx, status = workspace_context(request, req, values, errors, cancel, None if lazy else fallback)
     except Cancelled:
         return Response(status_code=CLIENT_CLOSED)
+    if lazy:  # the valid fields alone (what the results show), and the names of those left at their defaults
+        ctx["lazy_fallback"] = fallback.query() + "&" + urlencode({STALE_PARAM: ",".join(stale_names(errors))})
     if is_fragment(request):
         headers = {"HX-Push-Url": "/?" + req.query()} if status == 200 and req else {}
         response = _render("_workspace.html", ctx, status, headers)
@@ -293,6 +269,44 @@ def _index(request: Request, cancel) -> Response:
     if ctx["results"] is not None and not (ctx["busy"] or ctx["stale"]) and req is not None and req.sweep is None:
         rendered.keep(request, response)  # not with a sweep: its card shows (and starts) a job that comes and goes
     return response
+
+
+def _busy_page(request: Request, message: str, queue: dict) -> Response:
+    """The dashboard not run now (its turn is further away than a connection is held): the form, and a results
+    region that polls with the ticket keeping its place. No simulation: rendered on the event loop (~ms)."""
+    req, values, errors = parse_page(request)
+    ctx, _ = workspace_context(request, req, values, errors, line={"message": message, "ticket": queue["ticket"]})
+    headers = {"Retry-After": str(queue["retry_after_s"])}
+    return _render("_workspace.html" if is_fragment(request) else "index.html", ctx, 503, headers)
+
+
+# /stale-results' parameter naming the fields its results leave at their defaults (the page's invalid ones).
+STALE_PARAM = "stale"
+_FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def stale_names(names) -> list[str]:
+    """Field names as the stale note shows them: names only (nothing else a URL could carry is echoed)."""
+    return [n for n in names if _FIELD_NAME.match(n)]
+
+
+@router.get("/stale-results", response_class=HTMLResponse)
+async def stale_results(request: Request) -> Response:
+    """The results of a page's scenario without its invalid fields (`/stale-results?<those fields>&stale=<the
+    invalid ones' names>`), loaded by its 422 page when they were not cached: in its turn in the line, like any
+    run; shown dimmed, naming the fields left at their defaults."""
+    return await run_until_disconnect(request, _stale_results, request, too_long=too_long_page)
+
+
+def _stale_results(request: Request, cancel) -> Response:
+    req, values, errors = parse_page(request, VIEW_PARAMS + (STALE_PARAM,))
+    try:
+        ctx, status = workspace_context(request, None, values, errors, cancel, req)
+    except Cancelled:
+        return Response(status_code=CLIENT_CLOSED)
+    if ctx["results"] is not None:
+        ctx["stale"] = stale_names(request.query_params.get(STALE_PARAM, "").split(","))
+    return _render("_workspace.html", ctx, status)
 
 
 @router.get("/goodput", response_class=HTMLResponse)
@@ -340,11 +354,20 @@ async def embed(request: Request, figure: str) -> Response:
     Simulating in the simulation lane, and stopping if the frame goes away first."""
     fig = figures.get(figure)
     picks_panel = "schedulers" in request.query_params  # as _embed reads `scheduler`
-    quick = fig is None or not fig.simulates or answers_from_cache(
-        request, VIEW_PARAMS + EMBED_OPTIONS + (("scheduler",) if picks_panel else ()))
+    view = VIEW_PARAMS + EMBED_OPTIONS + (("scheduler",) if picks_panel else ())
+    req, _, errors = parse_page(request, view)  # microseconds, on the event loop: an invalid one is answered at once
+    invalid = bool(errors) or bool(parse_embed_options(request.query_params)[1])
+    quick = fig is None or not fig.simulates or invalid or service.answers_from_cache(req)
     if quick and fig is not None and fig.simulates and (kept := _rendered(request)) is not None:
         return kept
-    return await run_until_disconnect(request, _embed, request, figure, quick=quick, too_long=too_long_page)
+    work = len(req.schedulers) * req.scenario.seeds if req is not None else 1
+    return await run_until_disconnect(request, _embed, request, figure, quick=quick, too_long=too_long_page,
+                                      busy=_busy_embed, work=work)
+
+
+def _busy_embed(message: str, retry_after: int, queue: dict) -> Response:
+    return HTMLResponse(f"<p class=\"field-error\" id=\"embed-busy\">{escape(message)}</p>", 503,
+                        headers={"Retry-After": str(retry_after), **VARY})
 
 
 def _embed(request: Request, figure: str, cancel) -> Response:

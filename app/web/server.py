@@ -63,13 +63,21 @@ REQUEST_THREADS = 4
 
 def _warm_up(app: FastAPI) -> None:
     start = time.perf_counter()
-    try:
-        sim_core.warm_up()  # compile, or load from numba's cache, every engine code path
-        kvgrid.warm_up()
-    except Exception as e:  # the kernels will never be ready: say why (/healthz, the API's 503s, the page)
-        app.state.kernels_error = f"{type(e).__name__}: {e}"
-        log.exception("numba warm-up failed; simulations cannot run")
-        return
+    while True:
+        try:
+            sim_core.warm_up()  # compile, or load from numba's cache, every engine code path
+            kvgrid.warm_up()
+            break
+        except OSError as e:  # the machine's state, not the code's: say why, and try again
+            app.state.kernels_retrying = f"{type(e).__name__}: {e}"
+            log.warning("numba warm-up failed (%s); retrying in %g s", e, api.WARM_UP_RETRY_S)
+            if app.state.stopping.wait(api.WARM_UP_RETRY_S):
+                return
+        except Exception as e:  # the kernels will never be ready: say why (/healthz, the API's 503s, the page)
+            app.state.kernels_error = f"{type(e).__name__}: {e}"
+            log.exception("numba warm-up failed; simulations cannot run")
+            return
+    app.state.kernels_retrying = None
     app.state.warmed_up_s = time.perf_counter() - start
     app.state.kernels_ready.set()
     log.info("numba warm-up took %.1f s", app.state.warmed_up_s)
@@ -79,11 +87,14 @@ def _warm_up(app: FastAPI) -> None:
 async def lifespan(app: FastAPI):
     app.state.kernels_ready = threading.Event()
     app.state.kernels_error = None
+    app.state.kernels_retrying = None  # why the last warm-up failed while the next is due (api.WARM_UP_RETRY_S)
+    app.state.stopping = threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
     threading.Thread(target=_warm_up, args=(app,), name="numba-warm-up", daemon=True).start()
     await asyncio.to_thread(app.state.kernels_ready.wait, WARM_UP_WAIT_S)
     yield
+    app.state.stopping.set()
     # A stopping server stops its sweeps, plans and frontiers: their job threads would keep the process alive
     # until each ended (minutes), and a test's next server would queue behind them.
     cancel_all_jobs()
@@ -109,7 +120,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """The application, configured by `settings` (default: from the environment, settings.py). Uploads go to the
     settings' store from now on (the store is the process's, like the run caches)."""
     settings = settings or Settings.from_env()
-    service.use_store(BlobStore(settings.store_dir, settings.store_max_mb * 1024 * 1024))
+    store = BlobStore(settings.store_dir, settings.store_max_mb * 1024 * 1024)
+    service.use_store(store)
+    store_problem = store.problem()
+    if store_problem:  # uploads still work, from memory: links naming them break at the next restart
+        log.warning("uploads cannot be kept on disk (%s): they last until this server stops", store_problem)
     app = FastAPI(
         title="sched-sim",
         summary="Simulate LLM-serving schedulers: latency, goodput and KV-cache behaviour per policy.",
@@ -137,6 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(apidocs.router)
     apidocs.install(app)
     app.state.settings = settings
+    app.state.store_problem = store_problem
     return app
 
 

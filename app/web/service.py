@@ -22,6 +22,7 @@ from sim_core.statistics import aggregate
 from sim_core.studies.sweep import knee_interval, knee_rate, sweep
 from sim_core.traces import TraceError, own_rate, read_trace
 
+from ..write_problems import describe
 from . import figures, model_uploads, rendered
 from .budget import request_work_problems
 from .cache import UPLOAD_CACHE_BYTES, VIEW_CACHE_BYTES, SingleFlightLRU, release_memory
@@ -52,9 +53,12 @@ SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
 # A request waits this long for a free slot, then gets "busy" (503 / a page that retries) instead of holding a
 # request thread while it queues: threads held by queued simulations would starve every other route.
 SIM_WAIT_S = 2.0
-# API requests let into the thread pool at once (running, waiting for a slot, or answering from the cache); past
-# this the answer is an immediate 503 (app/http.py), so a burst never fills the pool's threads with waiters.
-MAX_IN_FLIGHT = 3 * MAX_SIMULATIONS
+# Requests that may simulate, running or in line for the simulation lane (lane.FairLine); past this the answer is
+# an immediate 503 with the time the line needs to drain (http.run_until_disconnect).
+MAX_IN_FLIGHT = 64
+# A request whose turn is further away than this is answered at once (503, Retry-After: its estimated wait) and
+# keeps its place with a ticket, rather than holding its connection open (proxies time out idle ones).
+LINE_HOLD_S = 15.0
 KNEE_TARGET = 0.9  # SLO attainment that defines the saturation knee
 
 
@@ -133,7 +137,7 @@ def add_upload(data: bytes, filename: str) -> Upload:
         except ValueError as e:
             raise UploadError(str(e)) from None
         except OSError as e:  # a full or read-only disk: the upload still works until this server stops
-            log.warning("upload %s kept in memory only: %s", up.id, e)
+            log.warning("upload %s kept in memory only: %s", up.id, describe(e, _store.root))
     return _uploads.get_or_compute(up.id, lambda: up)
 
 
@@ -177,11 +181,18 @@ def page_request(pairs: list[tuple[str, str]]) -> WebRequest:
 
 
 def is_cached_query(pairs: list[tuple[str, str]]) -> bool:
-    """Whether a page query's runs are all cached (answering it simulates nothing). Parsing takes microseconds,
-    so routes ask this on the event loop, to answer such a request on a request thread, not in the simulation
-    lane (http.run_until_disconnect's `quick`)."""
+    """Whether a page query's runs are all cached (answering it simulates nothing): parsing takes microseconds,
+    so routes ask this on the event loop (http.run_until_disconnect's `quick`)."""
     try:
         return is_cached(page_request(pairs))
+    except (ScenarioError, SetupError, TraceError):
+        return False
+
+
+def answers_from_cache(req: WebRequest) -> bool:
+    """is_cached, False where the deployment cannot be set up (the run says why: a 422)."""
+    try:
+        return is_cached(req)
     except (ScenarioError, SetupError, TraceError):
         return False
 
@@ -282,8 +293,8 @@ class SeedViews:
     ci95: list[dict]
 
 
-# Requests found within the budget lately (their canonical queries): the API checks a request before it queues
-# for the simulation lane, and its run checks it again; the second check is this lookup.
+# Requests found within the budget lately (canonical queries): the API checks a request before its place in line,
+# and its run (or its retry) checks it again: a lookup.
 _within_budget = SingleFlightLRU(max_bytes=1024 * 1024, sizeof=lambda _: 1024)
 
 
@@ -296,6 +307,11 @@ def check_work(req: WebRequest) -> None:
         return
     _check_work(req)
     _within_budget.put(key, True)
+
+
+def work_checked(req: WebRequest) -> bool:
+    """Whether check_work found `req` within the budget lately: a lookup, for the event loop (a retry's check)."""
+    return bool(_within_budget.get(req.query(sweep=False)))
 
 
 def _check_work(req: WebRequest) -> None:

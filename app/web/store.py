@@ -22,6 +22,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..write_problems import folder_problem
+
 ID_LENGTH = 16  # hex digits of the sha256: 64 bits, no collision among any plausible number of uploads
 _ID = re.compile(rf"^[0-9a-f]{{{ID_LENGTH}}}$")
 _KIND = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -47,6 +49,10 @@ class BlobStore:
         self._lock = threading.Lock()
         self._sizes: OrderedDict[tuple[str, str], int] = OrderedDict()  # (kind, id) -> bytes, least recent first
         self._scan()
+
+    def problem(self) -> str | None:
+        """Why items cannot be written here ("read-only file system: <folder>", ...), or None."""
+        return folder_problem(self.root)
 
     @property
     def total_bytes(self) -> int:

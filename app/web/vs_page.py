@@ -419,6 +419,19 @@ def _page(request: Request, cancel) -> Response:
     return templates.TemplateResponse(request, "vs.html", ctx, status_code=status, headers=headers)
 
 
+def _simulates(pairs: list[tuple[str, str]]) -> bool:
+    """Whether answering may simulate: not for the example form (no query) nor an invalid pair (its 422, answered
+    at once, never behind the simulation lane's line). Parsing takes microseconds: asked on the event loop."""
+    if not pairs:
+        return False
+    try:
+        parse_vs(pairs)
+    except (ScenarioError, SetupError, TraceError):
+        return False
+    return True
+
+
 @router.get("/vs", response_class=HTMLResponse)
 async def vs_page(request: Request) -> Response:
-    return await run_until_disconnect(request, _page, request)
+    quick = not _simulates(list(request.query_params.multi_items()))
+    return await run_until_disconnect(request, _page, request, quick=quick)
