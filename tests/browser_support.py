@@ -174,7 +174,7 @@ LOW_CONTRAST_PLOT_TEXT = """() => {
 }"""
 
 # A theme applied to what is drawn (page.emulate_media switches it): the page's colours at once, each plot's once
-# app.js has recoloured it to its paper (the argument: LIGHT_PAPER or DARK_PAPER, app.js's LIGHT.paper, DARK.paper).
+# static/js/theme.js has recoloured it to its paper (the argument: LIGHT_PAPER or DARK_PAPER, theme.js's LIGHT.paper, DARK.paper).
 THEME_DRAWN = """paper => [...document.querySelectorAll('.js-plotly-plot')].every(d => d._fullLayout.paper_bgcolor === paper)"""
 LIGHT_PAPER, DARK_PAPER = "#ffffff", "#161b22"
 

@@ -258,7 +258,7 @@ def test_static_and_favicon(client):
 
 
 def test_kv_cells_code_the_majority_owner_and_stay_bounded():
-    """Cells decode (as static/js/app.js does) to the owner holding most of their blocks; a fragmented pool
+    """Cells decode (as static/js/kv_paint.js does) to the owner holding most of their blocks; a fragmented pool
     is coarsened instead of growing the page without bound."""
     import numpy as np
 
@@ -357,7 +357,7 @@ def test_a_typo_shows_what_was_typed_and_keeps_results(client):
     assert 'id="card-metrics"' in html and "Nothing simulated yet" not in html
     assert 'class="results stale"' in html and 'id="stale-note"' in html
     assert "<code>duration</code> at its default" in html
-    # An htmx request gets no fallback: the page keeps the results it shows (static/js/app.js dims them).
+    # An htmx request gets no fallback: the page keeps the results it shows (static/js/form.js dims them).
     frag = client.get("/?duration=abc", headers=HX)
     assert frag.status_code == 422 and 'id="card-metrics"' not in frag.text
     assert 'id="stale-note-template"' in frag.text
@@ -402,7 +402,7 @@ def test_one_time_axis_and_one_kv_grid_per_comparison(client):
     grids = frames["schedulers"]
     assert len({g["blocks"] for g in grids}) == 2  # fcfs's pool is smaller: its token budget needs more memory
     assert len({g["k"] for g in grids}) == 1 and len({g["cols"] for g in grids}) == 1
-    grid = blobs["data-figure-for:plot-kv"]["grid"]  # one canvas size for every scheduler (app.js)
+    grid = blobs["data-figure-for:plot-kv"]["grid"]  # one canvas size for every scheduler (static/js/kv_player.js)
     assert grid["cols"] == grids[0]["cols"] and grid["rows"] == max(g["rows"] for g in grids)
     assert grid["cols"] * grid["rows"] >= max(g["cells"] for g in grids)
     # vLLM's 2,048-token budget on this GPU for chunked and slo, max_model_len's 8,192 for fcfs

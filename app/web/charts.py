@@ -43,7 +43,7 @@ ENGINES = ("#1c2f80", "#fab005", "#087f5b", "#e599f7", "#9c6644", "#74c0fc", "#9
            "#b197fc", "#66d9e8")
 SCHEDULER_MARGIN = 15.0
 # A trace's `meta` saying its line width is a row's thickness (a Gantt's bars drawn as thick lines), fitted to the
-# figure's height: app.js leaves it as it is when it scales a figure's lines for a slide (they would overlap).
+# figure's height: static/js/slides.js leaves it as it is when it scales a figure's lines for a slide (they would overlap).
 ROW_BARS = "rows"
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 

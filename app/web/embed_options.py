@@ -21,7 +21,7 @@ EMBED_OPTIONS = ("width", "height", "caption", "chrome", "present")
 class EmbedOptions:
     """How an embed shows its figure: its size (None: the frame's), one scheduler's panel only, a caption under
     the figure ("1": the scenario's; other text as given), whether its buttons and links show, and present mode
-    (the figure fills the window; the arrow keys step to the previous or next figure, static/js/app.js)."""
+    (the figure fills the window; the arrow keys step to the previous or next figure, static/js/embed.js)."""
 
     width: int | None = None
     height: int | None = None

@@ -1,5 +1,5 @@
 """`/kv/engine`: the KV view of one engine of a cluster, from the cached runs (every engine's KV data is kept with
-each run's view, clusterview.engine_kv), for the page's engine list to switch to (static/js/app.js): the grid's
+each run's view, clusterview.engine_kv), for the page's engine list to switch to (static/js/kv_player.js): the grid's
 spec and every scheduler's frames of that engine, as the page embeds the busiest engine's (figures/kv.py)."""
 
 from __future__ import annotations

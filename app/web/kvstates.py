@@ -5,7 +5,7 @@ a request's KV leaves the GPU at its swap-out and comes back at its swap-in).
 
 The grid's cells (runview.kv_data) already say who holds them; `state_runs` adds, per frame, the run-length code
 [state, length, ...] of each cell's CELL_* state, and `swap_frames` per frame [owner, blocks, ...] of the requests
-swapped out then. static/js/app.js paints them with figures/kv.py's KV_STATES colours.
+swapped out then. static/js/kv_paint.js paints them with figures/kv.py's KV_STATES colours.
 """
 
 from __future__ import annotations

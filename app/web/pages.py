@@ -250,7 +250,7 @@ async def index(request: Request) -> Response:
 
 def _index(request: Request, cancel, cached_fallback_only: bool = False) -> Response:
     req, values, errors = parse_page(request)
-    # An htmx request keeps the results it already shows (app.js dims them); a page opened cold has none, so it
+    # An htmx request keeps the results it already shows (static/js/form.js dims them); a page opened cold has none, so it
     # shows the scenario without the invalid fields: at once where its runs are cached, else loaded after the
     # page (stale_results) so that the 422 never waits for a simulation.
     fallback = fallback_request(request, errors) if errors and not is_fragment(request) else None

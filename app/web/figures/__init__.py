@@ -89,7 +89,7 @@ class Card:
 
 
 def export_info(results: Results, title: str, only: str | None = None) -> dict:
-    """What an exported PNG or SVG of a figure carries beside the plot (static/js/app.js draws it in): its title,
+    """What an exported PNG or SVG of a figure carries beside the plot (static/js/export.js draws it in): its title,
     the scenario's caption with its seeds and settings, and the runs' warnings (saturated, extrapolated); with
     `only`, one scheduler's panel: its caption names that scheduler and its footer has that run's warnings alone."""
     views = [v for v in results.views if only is None or v.scheduler == only] or results.views

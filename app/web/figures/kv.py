@@ -1,5 +1,5 @@
 """KV-cache blocks over time: each scheduler's block pool as a grid of cells, coloured by what the request holding
-them is doing, played as an animation (static/js/app.js paints the frames on canvases; it is no plotly figure).
+them is doing, played as an animation (static/js/kv_player.js and kv_paint.js paint the frames on canvases; it is no plotly figure).
 A run of several engines has a pool per engine: the card shows one engine's, picked from a list (the busiest by
 default; kv_engine.py serves another's frames, and the URL's `engine=` keeps the choice), and under it the cluster
 view (clusterview.py: the router's choices, each engine's queue and KV use, the KV transfers between pools,
@@ -16,7 +16,7 @@ from ..runview import RunView
 from . import Figure, Results
 
 # What a cell's majority owner is doing, with two shades each so that neighbouring requests stay apart.
-# static/js/app.js draws the grids on canvases with these colours (charts.SERIES: no scheduler's); the card's
+# static/js/kv_paint.js draws the grids on canvases with these colours (charts.SERIES: no scheduler's); the card's
 # legend lists them.
 KV_STATES = (
     ("free", "free", (FREE_CELL, FREE_CELL)),
@@ -40,7 +40,7 @@ def kv_grid(views: list[RunView]) -> tuple[int, int]:
 
 
 def kv_figure(views: list[RunView]) -> dict:
-    """The KV view's drawing spec (not a plotly figure: app.js paints canvases): the shared grid and the colours
+    """The KV view's drawing spec (not a plotly figure: static/js/kv_paint.js paints canvases): the shared grid and the colours
     of each state. The frames travel beside it (kv_frames)."""
     cols, rows = kv_grid(views)
     states = KV_STATES + ((HELD_STATE,) if views and views[0].cluster and views[0].cluster["disaggregated"] else ())

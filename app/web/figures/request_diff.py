@@ -90,7 +90,7 @@ def causes_figure(d) -> dict:
     metrics = list(d.causes)
     causes, means = d.causes_ms(), d.mean_change_ms()
     labels = ["total", *(PART_STYLE[p][0] for p in ATTRIBUTION_PARTS)]
-    domains = _columns(len(metrics), gap=0.16)  # room for each panel's part names (stacked on a phone: app.js)
+    domains = _columns(len(metrics), gap=0.16)  # room for each panel's part names (stacked on a phone: static/js/slides.js)
     layout = _layout(330, margin={"l": 100, "r": 20, "t": 40, "b": 52}, showlegend=False, hovermode="closest",
                      annotations=[])
     data = []
