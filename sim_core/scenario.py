@@ -57,7 +57,7 @@ DEFAULT_MAX_REPLICAS = 8
 POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
 
 
-class Scenario(KVOffloadFields, EnergyFields):
+class Scenario(EnergyFields, KVOffloadFields):
     """Everything one simulation needs. Unset optional fields take the workload preset's or the GPU's default."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
