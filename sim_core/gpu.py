@@ -112,6 +112,11 @@ class GPU:
     # where measured apart (None: the unsuffixed one). An engine profile names which (engines.json).
     decode_attention_floor_us: float = 0.0
     decode_attention_floor_us_xqa: float | None = None
+    # Power (issue #40, sim_core/energy.py): the board power limit (TDP) and the draw with a model loaded and no
+    # kernel running, in W, each cited in gpus.json's power_source (validation/energy_constants.md has every
+    # capture); None where no measurement exists, and energy is refused on that part.
+    board_power_w: float | None = None
+    idle_power_w: float | None = None
     note: str = ""
 
     def gemm_bw_efficiency(self, quantization: str, block_scaled: bool = False) -> float:
@@ -156,6 +161,8 @@ class GPU:
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < math.inf:
                 return f"key {name!r}: {value} is not a finite time >= 0"
+        if self.idle_power_w is not None and not 0.0 < self.idle_power_w < (self.board_power_w or 0.0):
+            return f"key 'idle_power_w': {self.idle_power_w} is not a power in (0, board_power_w)"
         for name in STREAMING_FRACTIONS:  # measured below the streaming efficiency: a kernel never streams faster
             value = getattr(self, name)
             if value is not None and value > self.bw_efficiency:

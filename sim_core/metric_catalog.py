@@ -19,8 +19,9 @@ from typing import Any
 
 # How a value is shown (each face formats these its own way):
 #   count    an integer; "ms" / "seconds" a duration; "rate" requests/s; "tokens" tokens/s;
-#   fraction a fraction 0-1, shown as a percentage; "average" a mean of counts; "flag" true/false; "usd" dollars
-KINDS = ("count", "ms", "seconds", "rate", "tokens", "fraction", "average", "flag", "usd")
+#   fraction a fraction 0-1, shown as a percentage; "average" a mean of counts; "flag" true/false; "usd" dollars;
+#   "joules" energy (J, J/tok); "watts" power
+KINDS = ("count", "ms", "seconds", "rate", "tokens", "fraction", "average", "flag", "usd", "joules", "watts")
 # Which tables show a metric:
 #   always        whenever some run has a value
 #   nonzero       only when some run's value is not zero (rare events: shed, degraded)
@@ -350,6 +351,32 @@ METRICS: tuple[Metric, ...] = (
            "steps that ran adapters.", None, "LoRA adapters", "average", "docs"),
     Metric("lora.max_groups_per_step", "Adapters per step, most", "count", "The most distinct adapters one step "
            "batched (at most max_loras).", None, "LoRA adapters", "count", "docs"),
+    # ----- energy (scenario field energy; sim_core/energy.py; present only when asked for) -----
+    Metric("energy.joules_per_output_token", "Energy per output token", "J/tok", "Energy of the run (GPU boards, "
+           "plus host power and PUE where set) over the output tokens generated.", "lower", "Energy", "joules"),
+    Metric("energy.joules_per_token", "Energy per token", "J/tok", "The same energy over every token, prompt and "
+           "output, of the completed requests.", "lower", "Energy", "joules"),
+    Metric("energy.joules_per_request", "Energy per request", "J", "The same energy over the completed requests.",
+           "lower", "Energy", "joules"),
+    Metric("energy.energy_j", "Energy", "J", "The run's energy: GPU boards from the first arrival to the end (each "
+           "step's modelled power x its seconds, idle power between steps), plus node_power_w per GPU, times pue.",
+           "lower", "Energy", "joules"),
+    Metric("energy.gpu_energy_j", "GPU energy", "J", "The GPU boards' part of the energy, before host power and "
+           "PUE.", "lower", "Energy", "joules", "docs"),
+    Metric("energy.idle_energy_j", "Idle energy", "J", "GPU energy while engines ran no step (waiting for work; an "
+           "autoscaled replica's provisioning too), at the GPUs' idle power.", "lower", "Energy", "joules", "docs"),
+    Metric("energy.node_energy_j", "Host energy", "J", "The host power node_power_w x GPUs x seconds held, before "
+           "PUE (0 unless node_power_w is set).", None, "Energy", "joules", "docs"),
+    Metric("energy.avg_power_w_per_gpu", "Average power per GPU", "W", "GPU energy over GPU-seconds held: the mean "
+           "board power of one GPU.", None, "Energy", "watts"),
+    Metric("energy.peak_power_w_per_gpu", "Peak power per GPU", "W", "The highest modelled board power of one GPU "
+           "in any step (at most its board limit).", None, "Energy", "watts"),
+    Metric("energy.engines", "Energy per engine", "count", "With several engines: a list, one entry per engine, with "
+           "its name, pool, gpus, energy_j, idle_j and avg_power_w_per_gpu.", None, "Energy", "count", "docs"),
+    Metric("energy.pool_energy_j.prefill", "Prefill pool energy", "J", "Disaggregated serving: GPU energy of the "
+           "prefill pool's engines.", None, "Energy", "joules", "docs"),
+    Metric("energy.pool_energy_j.decode", "Decode pool energy", "J", "Disaggregated serving: GPU energy of the decode "
+           "pool's engines.", None, "Energy", "joules", "docs"),
     # ----- per request class (shown when a workload mixes classes) -----
     Metric("per_class.*.requests", "{}: requests", "count", "Requests of this class.", None, "Per request class",
            "count", part="class"),

@@ -15,6 +15,7 @@ from . import lora
 from .bounds import bounds as run_bounds
 from .cluster_over_time import over_time_metrics, run_autoscaled
 from .deployment import Resolved, resolve
+from .energy import energy_metrics
 from .hardware_profile import profile_constants
 from .kernel import engine
 from .kernel.cluster import (
@@ -421,6 +422,8 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     if ran.autoscaled is not None:
         result.replica_lives = ran.autoscaled[0]
         result.metrics.update(over_time_metrics(result, *ran.autoscaled))
+    if scenario.energy:  # the key exists only when asked for: output without it is unchanged
+        result.metrics["energy"] = energy_metrics(result)
     if bounds:
         result.metrics["bounds"] = run_bounds(result)
     return result

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from . import lora
 from .catalog import AUTO_QUANTIZATION, GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATION_CHOICES, weight_format
+from .energy_fields import EnergyFields
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, scenario_defaults
 from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
@@ -58,7 +59,7 @@ DEFAULT_MAX_REPLICAS = 8
 POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
 
 
-class Scenario(KVOffloadFields):
+class Scenario(EnergyFields, KVOffloadFields):
     """Everything one simulation needs. Unset optional fields take the workload preset's or the GPU's default."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -43,6 +43,8 @@ _MOE = ("moe_layer_fixed_us", "moe_bw_efficiency", "moe_layer_fixed_us_fp8", "mo
 _GFX942 = ("gemm_bw_efficiency_fp8_block", "gemm_compute_efficiency_fp8_block") + _MOE[:4]
 CHANGED_SINCE_SNAPSHOT = (
     {("b200", "fp4_tflops")}
+    # every GPU's power figures (issue #40; each cited in gpus.json's power_source, checked in tests/test_energy.py)
+    | {(gpu, f) for gpu in catalog.GPUS for f in ("board_power_w", "idle_power_w")}
     | {(gpu, f) for gpu in ("h100", "h200")
        for f in ("moe_layer_fixed_us", "decode_attention_floor_us", "decode_attention_floor_us_xqa")}
     | {(gpu, field) for gpu in ("b200", "b300", "gb200", "gb300") for field in _MOE if field != "moe_bw_efficiency"}

@@ -13,7 +13,7 @@ import pytest
 from sim_core import Scenario, run
 from sim_core.metric_catalog import BY_KEY, KINDS, METRICS, SHOWN, table_sections, value_at
 
-UNITS = {"ms", "s", "req/s", "tok/s", "%", "count", "flag", "$/h", "$"}
+UNITS = {"ms", "s", "req/s", "tok/s", "%", "count", "flag", "$/h", "$", "J", "J/tok", "W"}
 
 
 def leaf_keys(d: dict, prefix: str = "") -> set[str]:
@@ -44,6 +44,8 @@ def runs():
         "spec": run(Scenario(workload="chat", spec_method="eagle", **small)).metrics,
         "autoscaled": run(Scenario(workload="chat", autoscaler="predictive", autoscale_replica_rate=2, **small)).metrics,
         "lora": run(Scenario(workload="chat", lora_adapters=4, max_loras=2, **small)).metrics,
+        "energy-pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, energy=True,
+                                     **{**small, "hardware": "l4"})).metrics,
     }
 
 

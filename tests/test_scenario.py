@@ -129,6 +129,9 @@ STRATEGIES = {
     "lora_order": st.sampled_from(["fcfs", "grouped"]),
     "lora_aging_s": _floats(0.0, 1e6),
     "lora_disk_load_s": _floats(0.0, 3600.0),
+    "energy": st.booleans(),
+    "node_power_w": _floats(0.0, 2000.0),
+    "pue": _floats(1.0, 3.0),
     "engine": st.sampled_from(ENGINE_NAMES),
     # The constants only: a profile must name the scenario's own deployment, which scenarios() fills in.
     "hardware_profile": _maybe(st.builds(Constants, **{k: _floats(max(lo, 1e-6), hi)
@@ -189,6 +192,13 @@ def scenarios(draw) -> Scenario:
     if (fields.get("preemption") == "swap" or fields.get("replicas", 1) > 1 or max(pools) > 0 or "ep" in fields
             or fields.get("scheduler") == "static"):
         fields.pop("lora_adapters", None)  # adapters run on one engine, without swap (refused, naming the field)
+    unpowered = {k for k, g in GPUS.items() if g.idle_power_w is None}  # energy is refused there, naming energy
+    if {fields.get("hardware", FIELDS["hardware"].default), fields.get("prefill_hardware"),
+            fields.get("decode_hardware")} & unpowered:
+        fields.pop("energy", None)
+    if not fields.get("energy"):  # host power and PUE count only with energy
+        fields.pop("node_power_w", None)
+        fields.pop("pue", None)
     if fields.get("model_file") is not None:  # the model's architecture itself: no model, no fitted profile
         fields.pop("model", None)
         fields.pop("hardware_profile", None)

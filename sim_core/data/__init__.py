@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-DOC_KEYS = ("source", "note")
+DOC_KEYS = ("source", "note", "power_source")
 FILE_KEYS = ("about", "entries")
 # The field annotations the catalogue's dataclasses use (strings under `from __future__ import annotations`) and
 # the JSON values each accepts. bool is an int to Python, so it is refused where a number is meant.

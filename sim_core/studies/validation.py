@@ -8,7 +8,8 @@ a few: TTFT, inter-token latency, short whole requests, static-batch decode thro
 of a benchmark run), "serving, MoE" (the engines' published maximum-throughput tables of mixture-of-experts
 models, validation/moe_offline.csv, simulated with sim_core/studies/offline.py), "tp/fp8" (the TP-scaling and FP8-vs-BF16 comparison rows), "kernel, measured here" (GEMMs
 in 16-bit and FP8 and prefill attention that validation/measure_gpu.py timed on a GPU lent to the project; raw
-figures in validation/*_kernels.json, kept apart from the published rows).
+figures in validation/*_kernels.json, kept apart from the published rows), "energy" and "energy: throughput"
+(ML.ENERGY's joules per output token and the same rows' throughput, sim_core/studies/energy_checks.py).
 """
 
 from __future__ import annotations
@@ -345,13 +346,15 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
     if (directory / "moe_offline.csv").is_file():
         out += [serving_check(MOE_OFFLINE_GROUP, r, simulate, directory)
                 for r in read_rows(directory / "moe_offline.csv")]
+    from .energy_checks import energy_checks
     from .gathered import gathered_checks  # they read this module's rows and names
     from .inferencex import inferencex_checks
     from .lora_checks import lora_checks
     from .moe_kernels import moe_kernel_checks
 
     return (out + moe_kernel_checks(directory) + comparison_checks(directory, simulate) + measured_kernel_checks(directory)
-            + inferencex_checks(directory, simulate) + gathered_checks(directory) + lora_checks(directory, simulate))
+            + inferencex_checks(directory, simulate) + gathered_checks(directory) + lora_checks(directory, simulate)
+            + energy_checks(directory, simulate))
 
 
 def measured_kernel_checks(directory: Path = VALIDATION_DIR) -> list[Check]:

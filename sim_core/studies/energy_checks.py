@@ -1,0 +1,175 @@
+"""The energy model against ML.ENERGY's measurements (validation group "energy", issue #40): each row of
+validation/energy_mlenergy.csv whose model and GPU the catalogue has, simulated as the benchmark ran it (vLLM held at
+`max_num_seqs` running requests, the row's mean output length), its steady state's joules per output token
+compared with the measured one. Group "energy: throughput" holds the same rows' output throughput, so that an
+energy error can be told apart from a step-time error (J/token = power x time / tokens).
+
+Nothing here is fitted: the power model's constants come from sim_core/energy.py's cited measurements; the
+settings below from the benchmark's published description (validation/ENERGY_SOURCES.md).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from ..catalog import MODELS
+from ..energy import power_model, step_power_trace
+from ..kernel.state import S_DECODE_SEQS, S_RUNNING
+from .offline import read_rows
+from .row_names import model_key
+
+ENERGY_GROUP = "energy"
+THROUGHPUT_GROUP = "energy: throughput"
+GPU_KEYS = {"H100": "h100", "B200": "b200"}
+# Llama-3.1-70B is Llama-3-70B's architecture (only RoPE scaling for long context differs: row_names.model_key),
+# which the catalogue keys as llama-3-70b; model_key maps "llama-3.1-8b" but not the 70B's name.
+QUANTIZATIONS = {
+    "bfloat16": "auto",
+    "fp8": "fp8",
+    "mxfp4": "auto",
+}  # auto: the checkpoint's own (MXFP4 experts)
+# Prompt tokens per request. ML.ENERGY does not publish input lengths per configuration (ENERGY_SOURCES.md), so a
+# stand-in: LM Arena chat prompts as the chat preset's first turns (ShareGPT's median, sim_core/workload.py
+# FIRST_TURN); GPQA Diamond questions with their answer choices and instructions, a few hundred tokens. Both are
+# small beside the outputs (hundreds to thousands of tokens), which set the decode batch's context.
+PROMPT_TOKENS = {"lm-arena-chat": 150, "gpqa": 300}
+# Output lengths vary request to request in the benchmark (the row gives only their mean): draw each uniformly in
+# [0.1 L, 1.9 L] (mean L), which keeps the closed loop's requests from finishing in lock-step waves.
+LENGTH_SPREAD = 0.9
+REQUESTS_PER_SEAT = 4
+# ML.ENERGY's steady state: the server held at its batch size; its runs count as stable when the mean running
+# batch is at least 0.85 x max_num_seqs (ENERGY_SOURCES.md), the share used here to find the window.
+STEADY_SHARE = 0.85
+FAR = 1.5  # a prediction more than 1.5x off either way
+
+
+def _row_settings(row: dict) -> tuple[dict | None, str]:
+    """The scenario fields of one row, or None and why it is skipped."""
+    model, hw = model_key(row["model"].replace("Llama-3.1-70B", "Llama-3-70B")), GPU_KEYS.get(row["gpu"])
+    if model not in MODELS or hw is None:
+        return None, f"model {row['model']} or GPU {row['gpu']} not in the catalogue"
+    if int(row["ep"]) > 1:
+        return None, (
+            f"tp {row['tp']} x ep {row['ep']} x dp {row['dp']} on {row['num_gpus']} GPUs: vLLM's expert "
+            f"parallel group spans tp x dp, so how these GPUs split the attention is not published"
+        )
+    seats = int(row["max_num_seqs"])
+    osl = round(float(row["avg_output_len"]))
+    isl = PROMPT_TOKENS[row["task"]]
+    return {
+        "model": model,
+        "hardware": hw,
+        "tp": int(row["tp"]),
+        "quantization": QUANTIZATIONS[row["weight_precision"]],
+        "workload": "random",
+        "isl": isl,
+        "osl": osl,
+        "length_range": LENGTH_SPREAD,
+        "concurrency": seats,
+        "max_seqs": seats,
+        "num_requests": seats * REQUESTS_PER_SEAT,
+        "energy": True,
+        "max_model_len": isl + int(osl * (1 + LENGTH_SPREAD)) + 2,
+    }, ""
+
+
+def steady_state(result, seats: int) -> dict:
+    """Joules per output token, output tokens/s and mean power per GPU over the run's steady state: the steps from
+    the first to the last that ran at least STEADY_SHARE x the most requests the engine held (max_num_seqs where
+    the KV cache allows it), idle gaps between them at idle power."""
+    setup = result.resolved.setup
+    model = power_model(setup)
+    steps = np.asarray(result.steps)
+    running = steps[:, S_RUNNING]
+    held = running >= STEADY_SHARE * min(seats, running.max())
+    first, last = np.flatnonzero(held)[[0, -1]]
+    window = steps[first : last + 1]
+    start, seconds, power = step_power_trace(window, model)
+    span = float(start[-1] + seconds[-1] - start[0])
+    stride = int(result.step_stride)
+    busy_j = float((power * seconds).sum()) * stride
+    idle_j = model.idle_w * max(span - float(seconds.sum()) * stride, 0.0)
+    joules = (busy_j + idle_j) * setup.tp
+    tokens = float(window[:, S_DECODE_SEQS].sum()) * stride  # each decoding sequence emits one token a step
+    return {
+        "joules_per_output_token": joules / tokens,
+        "throughput_tok_s": tokens / span,
+        "power_w_per_gpu": joules / setup.tp / span,
+        "batch": float(running[first : last + 1].mean()),
+    }
+
+
+def simulate_row(row: dict) -> dict | str:
+    """One row's steady state as steady_state gives it, or why it cannot be simulated."""
+    from ..runner import run  # imported here: the simulator is only needed when simulating
+    from ..scenario import ScenarioError, parse_scenario
+
+    fields, why = _row_settings(row)
+    if fields is None:
+        return why
+    try:
+        result = run(parse_scenario(fields))
+    except (ScenarioError, ValueError) as e:  # SetupError is a ValueError: a deployment that does not fit
+        return f"cannot simulate: {e}"
+    return steady_state(result, int(row["max_num_seqs"]))
+
+
+def energy_checks(directory: Path, simulate: bool = True) -> list:
+    """The "energy" and "energy: throughput" rows (validation.Check), each measured row predicted or skipped."""
+    from .validation import Check  # this module is imported from validation's checks()
+
+    path = directory / "energy_mlenergy.csv"
+    if not path.is_file():
+        return []
+    out = []
+    for row in read_rows(path):
+        what = (
+            f"{row['model']} {row['task']} on {row['num_gpus']}x {row['gpu']} tp{row['tp']} ep{row['ep']}, "
+            f"max_num_seqs {row['max_num_seqs']}"
+        )
+        series, variant = (
+            f"{row['model']} {row['task']} on {row['gpu']} tp{row['tp']} ep{row['ep']}",
+            row["max_num_seqs"],
+        )
+        got = simulate_row(row) if simulate else (_row_settings(row)[1] or "simulated rows skipped (--quick)")
+        for group, key, unit, column in (
+            (ENERGY_GROUP, "joules_per_output_token", "J/tok", "joules_per_output_token"),
+            (THROUGHPUT_GROUP, "throughput_tok_s", "tok/s", "throughput_tok_s"),
+        ):
+            predicted = got[key] if isinstance(got, dict) else None
+            note = "" if isinstance(got, dict) else got
+            out.append(
+                Check(group, row["source"], what, float(row[column]), unit, predicted, note, series, variant)
+            )
+    return out
+
+
+def energy_summary(rows: list) -> dict:
+    """Median and worst |error| of the energy rows, how many are more than FAR x off, and the same for their
+    throughput, so that the share of the energy error the step-time model carries shows."""
+    out = {}
+    for group in (ENERGY_GROUP, THROUGHPUT_GROUP):
+        errors = [c.error for c in rows if c.group == group and c.error is not None]
+        far = sum(1 for e in errors if not 1 / FAR <= 1 + e <= FAR)
+        out[group] = {
+            "rows": len(errors),
+            "median_abs_error": statistics.median(abs(e) for e in errors) if errors else None,
+            "worst_abs_error": max((abs(e) for e in errors), default=None),
+            "median_error": statistics.median(errors) if errors else None,
+            "beyond_1_5x": far,
+        }
+    return out
+
+
+def batch_trend(rows: list, series: str) -> list[tuple[int, float, float | None]]:
+    """(max_num_seqs, measured J/token, predicted J/token) of one series (model, task, GPU, parallelism) in batch
+    order: the trend to compare."""
+    points = [
+        (int(c.variant), c.reference, c.predicted)
+        for c in rows
+        if c.group == ENERGY_GROUP and c.series == series
+    ]
+    return sorted(points)

@@ -1,0 +1,74 @@
+"""sim_core/studies/energy_checks.py: the "energy" validation group (ML.ENERGY's J per output token) is registered,
+its rows are mapped or skipped with a reason, a simulated row's steady state is physical, and J/token falls with
+the batch as measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim_core.catalog import GPUS
+from sim_core.studies.energy_checks import (
+    ENERGY_GROUP,
+    THROUGHPUT_GROUP,
+    batch_trend,
+    energy_checks,
+    energy_summary,
+    simulate_row,
+)
+from sim_core.studies.offline import read_rows
+from sim_core.studies.validation import VALIDATION_DIR, Check, checks
+
+ROWS = read_rows(VALIDATION_DIR / "energy_mlenergy.csv")
+LLAMA_8B_H100 = "meta-llama/Llama-3.1-8B-Instruct lm-arena-chat on H100 tp1 ep1"
+
+
+def _row(model: str, gpu: str, seats: int) -> dict:
+    return next(
+        r for r in ROWS if r["model"] == model and r["gpu"] == gpu and int(r["max_num_seqs"]) == seats
+    )
+
+
+def test_the_group_is_registered_and_every_row_is_predicted_or_skipped_with_a_reason():
+    rows = [c for c in checks(simulate=False) if c.group in (ENERGY_GROUP, THROUGHPUT_GROUP)]
+    assert len(rows) == 2 * len(ROWS)
+    assert all(c.predicted is None and c.note for c in rows)
+    mapped = energy_checks(VALIDATION_DIR, simulate=False)
+    ep = [c for c in mapped if "ep8" in c.what]
+    assert ep and all("expert parallel" in c.note for c in ep)
+
+
+def test_a_simulated_row_is_physical():
+    row = _row("meta-llama/Llama-3.1-8B-Instruct", "H100", 64)
+    got = simulate_row(row)
+    assert isinstance(got, dict), got
+    assert GPUS["h100"].idle_power_w < got["power_w_per_gpu"] <= GPUS["h100"].board_power_w
+    assert got["joules_per_output_token"] == pytest.approx(got["power_w_per_gpu"] / got["throughput_tok_s"])
+    assert 0.85 * 64 <= got["batch"] <= 64
+
+
+def test_energy_per_token_falls_with_the_batch_as_measured():
+    seats = (8, 64, 512)
+    measured = [
+        float(_row("meta-llama/Llama-3.1-8B-Instruct", "H100", n)["joules_per_output_token"]) for n in seats
+    ]
+    predicted = [
+        simulate_row(_row("meta-llama/Llama-3.1-8B-Instruct", "H100", n))["joules_per_output_token"]
+        for n in seats
+    ]
+    assert measured == sorted(measured, reverse=True)
+    assert predicted == sorted(predicted, reverse=True)
+
+
+def test_summary_counts_rows_beyond_one_and_a_half_times_either_way():
+    rows = [
+        Check(ENERGY_GROUP, "s", "a", 1.0, "J/tok", 1.1, series="x", variant="8"),
+        Check(ENERGY_GROUP, "s", "b", 1.0, "J/tok", 0.6, series="x", variant="16"),
+        Check(ENERGY_GROUP, "s", "c", 1.0, "J/tok", 1.6, series="x", variant="32"),
+        Check(ENERGY_GROUP, "s", "d", 1.0, "J/tok", None, "skipped"),
+        Check(THROUGHPUT_GROUP, "s", "a", 10.0, "tok/s", 10.0),
+    ]
+    s = energy_summary(rows)
+    assert s[ENERGY_GROUP]["rows"] == 3 and s[ENERGY_GROUP]["beyond_1_5x"] == 2
+    assert s[ENERGY_GROUP]["worst_abs_error"] == pytest.approx(0.6)
+    assert s[THROUGHPUT_GROUP]["median_abs_error"] == 0.0
+    assert batch_trend(rows, "x") == [(8, 1.0, 1.1), (16, 1.0, 0.6), (32, 1.0, 1.6)]
