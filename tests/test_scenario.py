@@ -94,7 +94,7 @@ STRATEGIES = {
     "preemption": st.sampled_from(["recompute", "swap", "none"]),
     "swap_space_gb": _floats(0.0, 4096.0),
     "kv_offload_cpu_gb": _floats(0.0, 4096.0),
-    "kv_offload_disk_gb": _floats(0.0, float(1 << 20)),
+    "kv_offload_disk_gb": _floats(0.0, 16_384.0),
     "kv_offload_policy": st.sampled_from(["evict", "store"]),
     "kv_offload_overlap": st.booleans(),
     "kv_offload_host_gbs": _maybe(_floats(0.0, 10_000.0, exclude_min=True)),

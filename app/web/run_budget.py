@@ -1,0 +1,35 @@
+"""One web run's host memory and CPU against the web's limits, as sim_core.run_cost estimates them (issue #37).
+
+inputs.work_problems asks this for every run the web is about to simulate (a page, the API, a sweep's largest
+point, a plan), and budget.request_work_problems for a whole request's CPU; nothing is allocated before the
+estimate says it fits, so a request that would exhaust the server is a 422 naming the field and the most it may be.
+"""
+
+from __future__ import annotations
+
+from sim_core import resolve
+from sim_core.run_cost import RunCost, over_limit, run_cost
+
+from .runview import FRAME_BUDGET
+
+# One simulation's host memory, estimated: the server runs MAX_SIMULATIONS (2) at once beside its caches (a few
+# hundred MB), and the 4-core / 8 GB machines it is sized for must keep both runs in memory.
+MAX_RUN_BYTES = 2_000_000_000
+# One request's CPU seconds, estimated over every scheduler and seed: half of REQUEST_TIME_LIMIT_S (120 s), since
+# the estimate is within 2x of what runs take (bench/bench_run_cost.py) and the box's cores are shared.
+MAX_REQUEST_CPU_S = 60.0
+
+
+def web_run_cost(s, reqs, resolved=None) -> RunCost:
+    """What one web run of `s` over `reqs` costs: with its event log and the KV frames the web records (at most
+    runview.FRAME_BUDGET frames x blocks per run)."""
+    r = resolved or resolve(s)
+    blocks = max(1, sum(p.num_blocks * p.engines for p in r.deployment))
+    return run_cost(s, r, reqs, record_events=True, kv_frames=max(8, FRAME_BUDGET // (2 * blocks)))
+
+
+def memory_problem(s, reqs, resolved=None) -> tuple[str, str] | None:
+    """(field, message) when one run of `s` needs more host memory than MAX_RUN_BYTES."""
+    problem = over_limit(web_run_cost(s, reqs, resolved), MAX_RUN_BYTES)
+    return None if problem is None else (problem[0], f"{problem[1]} (the web's limit max_run_bytes; the CLI's is "
+                                                     "the machine's available memory)")
