@@ -20,9 +20,13 @@ import numpy as np
 
 from .bounds import step_floor_s
 from .catalog import GPUS
+from .cluster_over_time import PROBE_S
 from .fields import field_info
 from .hardware_profile import profile_constants
 from .kernel.cost_model import cost_params
+from .kernel.state import ITL_COARSE_BINS, ITL_FINE_BINS, N_EVENT_COLS, N_STEP_COLS
+from .policies.autoscaling import AUTOSCALERS, SCALE_PREDICTIVE
+from .runner import CLUSTER_STEP_RECORDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_STEP_RECORDS
 from .scenario import Scenario
 
 GB = 1e9
@@ -35,15 +39,12 @@ FRAME_BYTES_PER_BLOCK = I32 + I8
 # request table's copies, the KV rows (4 int64) and the Result's copies and metrics: measured, bench_run_cost.py
 # (20,000 chat requests on llama-3.2-1b: ~1.2 KB each above the run's fixed arrays).
 BYTES_PER_REQUEST = 1200
-STEP_LOG_COLS = 14 + 1  # state.N_STEP_COLS float64 columns, plus the service log's one tenant
-EVENT_BYTES = 4 * I64  # state.N_EVENT_COLS int64
+STEP_LOG_COLS = N_STEP_COLS + 1  # float64 columns, plus the service log's one tenant
+EVENT_BYTES = N_EVENT_COLS * I64
 EVENTS_PER_REQUEST = 6  # arrival, scheduled, first token, finished, ... (a preemption adds two)
-ITL_HISTOGRAM_BYTES = ((1 << 20) + 1_000_000) * I64  # state.ITL_FINE_BINS + ITL_COARSE_BINS, one per run
+ITL_HISTOGRAM_BYTES = (ITL_FINE_BINS + ITL_COARSE_BINS) * I64  # one pair per run (a cluster's engines share it)
 # Log arrays grow by doubling (logs._grown): up to twice the rows used, and the old copy while the new one fills.
 GROWTH_SLACK = 2.0
-DEFAULT_MAX_STEP_RECORDS = 1 << 20  # runner.DEFAULT_MAX_STEP_RECORDS / DEFAULT_MAX_EVENTS (imported there)
-DEFAULT_MAX_EVENTS = 1 << 22
-CLUSTER_STEP_RECORDS = 1024
 # CPU seconds, measured by bench/bench_run_cost.py on this project's 2-core build box (numba-compiled engine): per
 # engine step, per output token, per request, per adapter a LoRA step walks (kernel/lora.py), per
 # autoscaler evaluation and replica (policies/autoscaling.py reads every replica's metric), per byte first written.
@@ -53,6 +54,11 @@ CPU_S_PER_REQUEST = 5e-6
 CPU_S_PER_ADAPTER_STEP = 1e-9
 CPU_S_PER_LORA_STEP = 4e-6  # a LoRA step's own work beyond the walk: residency, loads, the grouped kernels
 CPU_S_PER_EVAL_REPLICA = 5e-8
+# The predictive autoscaler's capacity probes (cluster_over_time.replica_capacity, studies/capacity.max_rate): a
+# search takes one or two doublings and about six bisections (to 3%), so ~9 runs a level; levels 1, 2, 4, ...
+# replicas at their capacity sum to about 3 x the peak rate.
+PROBE_RUNS = 9
+PROBE_RATE_SUM = 3.0
 CPU_S_PER_BYTE = 0.7e-9  # page faults and zeroing on first touch: about 1.4 GB/s
 
 
@@ -97,14 +103,23 @@ def run_cost(scenario, resolved, reqs, *, record_events: bool = True, kv_frames:
     serving = engines if scenario.autoscaler is None else [max(1, scenario.replicas, scenario.scaling_bounds[0])]
     steps = sum(_pool_steps(scenario, resolved, k, reqs, count) for k, count in enumerate(serving))
     total_engines = sum(engines)
-    terms = [Term("num_requests" if scenario.num_requests is not None else "duration", f"{n:,} requests",
-                  n * BYTES_PER_REQUEST + ITL_HISTOGRAM_BYTES,
-                  n * CPU_S_PER_REQUEST + out_tokens * CPU_S_PER_OUTPUT_TOKEN + steps * CPU_S_PER_STEP, n, BYTES_PER_REQUEST)]
+    terms = [_request_term(scenario, n, n * CPU_S_PER_REQUEST + out_tokens * CPU_S_PER_OUTPUT_TOKEN +
+                           steps * CPU_S_PER_STEP)]
     terms += _kv_terms(scenario, resolved, reqs, engines, kv_frames)
     terms.append(_log_term(scenario, n, steps, total_engines, record_events))
     terms += [t for t in (_lora_term(scenario, steps), _autoscaler_term(scenario, resolved),
                           _handover_term(scenario, resolved)) if t is not None]
-    return RunCost(tuple(_with_touch_time(t) for t in terms), steps)
+    probes = _probe_term(scenario, resolved, reqs)
+    return RunCost(tuple(_with_touch_time(t) for t in terms + probes), steps)
+
+
+def _request_term(scenario, n: int, cpu_s: float) -> Term:
+    """The per-request arrays and the steps' work, sized by num_requests (or the duration's arrivals)."""
+    size = n * BYTES_PER_REQUEST + ITL_HISTOGRAM_BYTES
+    if scenario.num_requests is not None:
+        return Term("num_requests", f"{n:,} requests", size, cpu_s, scenario.num_requests, BYTES_PER_REQUEST)
+    per_s = n * BYTES_PER_REQUEST / scenario.duration if scenario.trace is None else 0.0
+    return Term("duration", f"{n:,} requests", size, cpu_s, scenario.duration, per_s)
 
 
 def _with_touch_time(t: Term) -> Term:
@@ -233,6 +248,31 @@ def _autoscaler_term(scenario, resolved) -> Term | None:
                 evals * replicas * CPU_S_PER_EVAL_REPLICA, interval)
 
 
+def _probe_term(scenario, resolved, reqs) -> list[Term]:
+    """An autoscaler's default from a capacity search (cluster_over_time): predictive without
+    autoscale_replica_rate finds what 1, 2, 4, ... replicas serve, about PROBE_RUNS runs of PROBE_S seconds a
+    level whose rates sum to about PROBE_RATE_SUM x the peak; utilization without autoscale_target searches one
+    replica's rate (PROBE_RUNS runs at about a replica's share). Cached per process: this is a cold run's cost."""
+    if scenario.autoscaler is None:
+        return []
+    peak = resolved.schedule.peak_rate(scenario.duration) if resolved.schedule is not None else resolved.rate
+    if AUTOSCALERS[scenario.autoscaler][0] == SCALE_PREDICTIVE:
+        field, rate_sum, top = "autoscale_replica_rate", PROBE_RATE_SUM * peak, 2 * peak
+    else:
+        field, top = "autoscale_target", 2 * peak / max(1, scenario.replicas)
+        rate_sum = top / 2
+    if getattr(scenario, field) is not None:
+        return []
+    probed = PROBE_RUNS * PROBE_S * rate_sum
+    # A probe loads its replicas near capacity: a request costs what it costs on one engine serving the workload.
+    n = max(1, len(reqs))
+    cpu_s_per_request = (CPU_S_PER_REQUEST + float(reqs.output_tokens.sum()) / n * CPU_S_PER_OUTPUT_TOKEN +
+                         _pool_steps(scenario, resolved, 0, reqs, 1) / n * CPU_S_PER_STEP)
+    largest = PROBE_S * top * BYTES_PER_REQUEST  # the largest probe run holds this many requests at once
+    return [Term(field, f"~{probed:,.0f} requests simulated by the {scenario.autoscaler} autoscaler's capacity "
+                        "search", largest, probed * cpu_s_per_request)]
+
+
 def _handover_term(scenario, resolved) -> Term | None:
     """Disaggregated serving: each prefill replica's pull marks over its blocks (disaggregated.Pulls), int64."""
     pools = resolved.deployment
@@ -259,23 +299,17 @@ def _pow2_at_least(n: int) -> int:
     return size
 
 
-def over_limit(cost: RunCost, limit_bytes: float, limit_s: float | None = None,
-               limit_text: str = "the limit is {gb} GB") -> tuple[str, str] | None:
-    """(field, message) when the run needs more host memory than `limit_bytes` (or more CPU seconds than
-    `limit_s`): the term that weighs most, with the most its field may be where the term is linear in it.
-    `limit_text`: how the message states the memory limit ({gb}: it in GB)."""
-    if cost.bytes > limit_bytes:
-        t = cost.largest("bytes")
-        room = limit_bytes - (cost.bytes - t.bytes)
-        most = f": at most {_most(t, room)}" if t.per_unit_bytes > 0 and room > 0 else \
-            " — lower it, or simulate less"
-        return t.field, (f"{_value_text(t)} ({t.what}) needs ~{cost.bytes / GB:.2f} GB of host memory for the "
-                         f"simulation; {limit_text.format(gb=f'{limit_bytes / GB:.2f}')}{most}")
-    if limit_s is not None and cost.cpu_s > limit_s:
-        t = cost.largest("cpu_s")
-        return t.field, (f"{_value_text(t)} ({t.what}) needs ~{cost.cpu_s:,.0f} s of CPU to simulate; the limit is "
-                         f"{limit_s:,.0f} s — lower it, or simulate less")
-    return None
+def over_limit(cost: RunCost, limit_bytes: float, limit_text: str = "the limit is {gb} GB") -> tuple[str, str] | None:
+    """(field, message) when the run needs more host memory than `limit_bytes`: the term that weighs most, with
+    the most its field may be where the term is linear in it. `limit_text`: how the message states the limit
+    ({gb}: it in GB)."""
+    if cost.bytes <= limit_bytes:
+        return None
+    t = cost.largest("bytes")
+    room = limit_bytes - (cost.bytes - t.bytes)
+    most = f": at most {_most(t, room)}" if t.per_unit_bytes > 0 and room > 0 else " — lower it, or simulate less"
+    return t.field, (f"{_value_text(t)} ({t.what}) needs ~{cost.bytes / GB:.2f} GB of host memory for the "
+                     f"simulation; {limit_text.format(gb=f'{limit_bytes / GB:.2f}')}{most}")
 
 
 def _value_text(t: Term) -> str:

@@ -164,3 +164,13 @@ def test_the_sweep_accepts_the_range_it_proposes_for_a_dense_trace():
         req = inputs.parse_request({"schedulers": "fcfs", "upload": "x" * 16, **dict(proposed.query_pairs())},
                                    uploads=lambda _, info=info: info)
         assert req.sweep == proposed
+
+
+def test_n2_the_cli_refuses_a_one_wide_config_in_one_line_naming_kv_blocks(capsys, monkeypatch, tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(ONE_WIDE))
+    monkeypatch.setattr("app.cli.simulate.available_memory_bytes", lambda: 4e9)
+    code = cli_main(["run", "--model-config", str(path), "--duration", "1", "--scheduler", "fcfs"])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "--kv-blocks" in err and "this machine has 4.00 GB available: at most" in err

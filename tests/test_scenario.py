@@ -50,7 +50,7 @@ STRATEGIES = {
     "autoscaler": _maybe(st.sampled_from(AUTOSCALER_NAMES)),
     "min_replicas": _maybe(st.integers(1, 64)),
     "max_replicas": _maybe(st.integers(1, 64)),
-    "autoscale_interval_s": _maybe(_floats(0.0, 86_400.0, exclude_min=True)),
+    "autoscale_interval_s": _maybe(_floats(0.001, 86_400.0)),
     "autoscale_metric": _maybe(st.sampled_from(METRIC_NAMES)),
     "autoscale_target": _maybe(_floats(0.0, 100_000.0, exclude_min=True)),
     "autoscale_cooldown_s": _maybe(_floats(0.0, 86_400.0)),

@@ -88,6 +88,10 @@ def cpu_problems(req: WebRequest, reqs, runs_each: int) -> list[tuple[str, str]]
         walked = sum(c.steps for c in costs) * runs_each * CPU_S_PER_ADAPTER_STEP  # CPU seconds per adapter
         most = max(0, int(s.lora_adapters - (total - MAX_REQUEST_CPU_S) / walked))
         return [("lora_adapters", f"{what} — at most {most:,} adapters with this workload{tail}")]
+    if heaviest.field == "autoscale_interval_s":  # every evaluation reads every replica: fewer of them
+        return [(heaviest.field, f"{what} — raise it (the HPA evaluates every 15 s){tail}")]
+    if heaviest.field in ("autoscale_replica_rate", "autoscale_target"):  # its default comes from a search
+        return [(heaviest.field, f"{what} — set {heaviest.field} to skip the search{tail}")]
     return [(heaviest.field, f"{what} — lower it, or simulate fewer requests{tail}")]
 
 
