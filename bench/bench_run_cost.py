@@ -77,8 +77,11 @@ def child(query: str) -> None:
     s = Scenario.from_query(query)
     tiny = {"duration": 1.0, "num_requests": 2}
     tiny.update({f: min(getattr(s, f), 0.01) for f in ("kv_offload_cpu_gb", "kv_offload_disk_gb") if getattr(s, f)})
-    if s.autoscaler == "predictive" and s.autoscale_replica_rate is None:  # its capacity probes are measured too
+    # An autoscaler's capacity search is cached per process: the warm-up skips it, so the run measures it.
+    if s.autoscaler == "predictive" and s.autoscale_replica_rate is None:
         tiny["autoscale_replica_rate"] = 1.0
+    if s.autoscaler == "utilization" and s.autoscale_target is None:
+        tiny["autoscale_target"] = 4.0
     warm = s.model_copy(update=tiny)
     rw = resolve(warm)
     simulate_requests(warm, rw, make_requests(warm, rw), record_events=True, kv_frames=KV_FRAMES, bounds=True)

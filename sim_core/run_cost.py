@@ -53,12 +53,14 @@ CPU_S_PER_OUTPUT_TOKEN = 1e-8  # a running request's decode work in each step (a
 CPU_S_PER_REQUEST = 5e-6
 CPU_S_PER_ADAPTER_STEP = 1e-9
 CPU_S_PER_LORA_STEP = 4e-6  # a LoRA step's own work beyond the walk: residency, loads, the grouped kernels
-CPU_S_PER_EVAL_REPLICA = 5e-8
-# The predictive autoscaler's capacity probes (cluster_over_time.replica_capacity, studies/capacity.max_rate): a
-# search takes one or two doublings and about six bisections (to 3%), so ~9 runs a level; levels 1, 2, 4, ...
-# replicas at their capacity sum to about 3 x the peak rate.
+CPU_S_PER_EVAL_REPLICA = 1e-8  # 1.28M evaluation-replicas took under 0.04 s in all (bench)
+# The autoscalers' capacity searches (cluster_over_time.replica_capacity, studies/capacity.max_rate): a search
+# takes a few doublings and about six bisections (to 3%), ~9 runs a level at rates around the level's capacity;
+# one level when a replica serves the peak, else levels 1, 2, 4, ... replicas. Counted on two N5 shapes (issue
+# #37): 7 runs and 13,848 requests at a 5 req/s peak, 13 runs and 12,379 at 4 req/s; 9 x 300 s x 1.5 x the peak
+# is 20,250 and 16,200.
 PROBE_RUNS = 9
-PROBE_RATE_SUM = 3.0
+PROBE_RATE_SUM = 1.5
 CPU_S_PER_BYTE = 0.7e-9  # page faults and zeroing on first touch: about 1.4 GB/s
 
 
