@@ -174,3 +174,13 @@ def test_n2_the_cli_refuses_a_one_wide_config_in_one_line_naming_kv_blocks(capsy
     err = capsys.readouterr().err
     assert code != 0 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert "--kv-blocks" in err and "this machine has 4.00 GB available: at most" in err
+
+
+def test_a_memory_error_in_a_sweep_is_a_422_naming_rate_max(client, monkeypatch):
+    def exhausted(*a, **k):
+        raise MemoryError
+
+    monkeypatch.setattr(service, "sweep", exhausted)
+    r = client.get("/api/sweep?schedulers=fcfs&duration=2&rate_min=1&rate_max=2&rate_step=1&seed=991")
+    field, msg = _problem(r)
+    assert field == "rate_max" and "max_run_bytes" in msg

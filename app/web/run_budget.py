@@ -18,6 +18,9 @@ MAX_RUN_BYTES = 2_000_000_000
 # One request's CPU seconds, estimated over every scheduler and seed: half of REQUEST_TIME_LIMIT_S (120 s), since
 # the estimate is within 2x of what runs take (bench/bench_run_cost.py) and the box's cores are shared.
 MAX_REQUEST_CPU_S = 60.0
+# What a run that still runs out of memory past the estimate answers (service: a 503, a sweep's 422).
+OUT_OF_MEMORY = (f"the server ran out of memory for this simulation (its limit max_run_bytes is "
+                 f"{MAX_RUN_BYTES / 1e9:g} GB per run, and other runs share the machine); retry later, or ask for less")
 
 
 def web_run_cost(s, reqs, resolved=None) -> RunCost:

@@ -41,7 +41,7 @@ from .inputs import (
     work_problems,
 )
 from .jobs import JobBoard, JobRecord, job_id
-from .run_budget import MAX_RUN_BYTES
+from .run_budget import MAX_RUN_BYTES, OUT_OF_MEMORY
 from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
 from .store import BlobStore, content_id
 from .sweep_range import default_sweep
@@ -74,13 +74,6 @@ def slots_busy() -> BusyError:
     return BusyError(f"the server runs at most {MAX_SIMULATIONS} simulations at once (its limit max_simulations) "
                      f"and is already running its {MAX_SIMULATIONS} simulations; retry in a few seconds",
                      limit=("max_simulations", MAX_SIMULATIONS))
-
-
-def out_of_memory() -> BusyError:
-    """A run that still ran out of memory past run_budget's estimate: a 503 naming the limit, never a 500."""
-    return BusyError(f"the server ran out of memory for this simulation (its limit max_run_bytes is "
-                     f"{MAX_RUN_BYTES / 1e9:g} GB per run, other runs share the machine); retry later, or ask for "
-                     "less", limit=("max_run_bytes", MAX_RUN_BYTES))
 
 
 # ----- uploaded traces -----
@@ -348,8 +341,8 @@ def full_run(req: WebRequest, name: str, cancel: np.ndarray | None = None) -> Re
     try:
         return simulate_requests(scenario, resolved, _workload(req, scenario, resolved),
                                  record_events=True, cancel=cancel)
-    except MemoryError:
-        raise out_of_memory() from None
+    except MemoryError:  # past run_budget's estimate: a 503 naming the limit, never a 500
+        raise BusyError(OUT_OF_MEMORY, limit=("max_run_bytes", MAX_RUN_BYTES)) from None
     finally:
         SIM_SLOTS.release()
 
@@ -369,8 +362,8 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
             view = cluster_view(res, kv_cell)
         else:
             view = build_view(res, *pick_frames(res), kv_cell=kv_cell)
-    except MemoryError:
-        raise out_of_memory() from None
+    except MemoryError:  # past run_budget's estimate: a 503 naming the limit, never a 500
+        raise BusyError(OUT_OF_MEMORY, limit=("max_run_bytes", MAX_RUN_BYTES)) from None
     finally:
         SIM_SLOTS.release()
     view.kept = figures.keep(res)  # what figures draw beyond the view (the Result is not kept)
@@ -456,6 +449,9 @@ def _run_sweep(job: SweepJob) -> dict:
         job.result = sweep_summary(req, points)
     except ScenarioError as e:  # a check only the deployment can make (e.g. KV offload without a prefix cache)
         job.problems, job.error = e.problems, str(e)
+    except MemoryError:  # past run_budget's estimate: a 422 naming the sweep's size and the limit, never a 500
+        job.problems = [("rate_max", f"{OUT_OF_MEMORY}; sweep to a lower rate_max")]
+        job.error = job.problems[0][1]
     except Exception as e:  # reported on the page; asking for the same sweep again retries it
         job.error = f"{type(e).__name__}: {e}"
     finally:
