@@ -1,7 +1,7 @@
 """Running the simulations `run` and `compare` ask for, and the checks every simulating command makes first:
-impossible deployments, missing traces, runs too large for this machine's memory (sim_core.run_cost); notes on flags a trace ignores and on
-runs that will take a while; a trace's replay rate for the commands that search over rates (sweep, capacity,
-plan).
+impossible deployments, missing traces, runs too large for this machine's memory (sim_core.run_cost); notes on
+flags a trace ignores and on runs that will take a while; a trace's replay rate for the commands that search over
+rates (sweep, capacity, plan).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The web's budget for one request's whole work, and the web's limits as /api/catalog lists them. The limits
-themselves are inputs.py's constants: the checks, their error messages and the catalog all read them there."""
+themselves are inputs.py's constants (the memory and CPU ones, run_budget.py's, read by sim_core.run_cost's
+estimate): the checks, their error messages and the catalog all read them there."""
 
 from __future__ import annotations
 
