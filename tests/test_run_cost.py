@@ -13,9 +13,11 @@ from fastapi.testclient import TestClient
 
 from app.cli.dispatch import main as cli_main
 from app.web import app, inputs, service
-from app.web.run_budget import MAX_REQUEST_CPU_S, MAX_RUN_BYTES
+from app.web.run_budget import MAX_REQUEST_CPU_S, MAX_RUN_BYTES, memory_problem, recorded_frames_for
+from app.web.runview import FRAME_BUDGET
 from app.web.sweep_range import default_sweep
 from sim_core import Scenario, resolve
+from sim_core.catalog import MODELS
 from sim_core.hf_config import model_from_text
 from sim_core.run_cost import MAX_KV_BLOCKS, run_cost, tiny_kv_problem
 from sim_core.runner import make_requests
@@ -61,8 +63,6 @@ def test_n1_the_most_the_refusal_names_is_accepted_by_the_estimate():
     s = Scenario.from_query(N1.split("&", 1)[1] + "&kv_offload_disk_gb=15000")
     over = run_cost(s, resolve(s), make_requests(s, resolve(s)))
     assert over.bytes > MAX_RUN_BYTES
-    from app.web.run_budget import memory_problem
-
     msg = memory_problem(s, make_requests(s, resolve(s)))[1]
     most = float(msg.split("at most ")[1].split()[0].replace(",", ""))
     fits = s.model_copy(update={"kv_offload_disk_gb": most})
@@ -117,8 +117,6 @@ def test_n2_a_one_wide_config_is_refused_at_upload_naming_the_key(client):
 
 
 def test_n2_every_catalogue_model_passes_the_rule():
-    from sim_core.catalog import MODELS
-
     assert [k for k, m in MODELS.items() if tiny_kv_problem(m)] == []
     assert tiny_kv_problem(model_from_text(json.dumps(ONE_WIDE))) is not None
 
@@ -184,3 +182,13 @@ def test_a_memory_error_in_a_sweep_is_a_422_naming_rate_max(client, monkeypatch)
     r = client.get("/api/sweep?schedulers=fcfs&duration=2&rate_min=1&rate_max=2&rate_step=1&seed=991")
     field, msg = _problem(r)
     assert field == "rate_max" and "max_run_bytes" in msg
+
+
+def test_n5_an_autoscaled_fleets_kv_frames_count_every_slot():
+    """Each of max_replicas slots records its own KV frames once provisioned: counted as one engine, a predictive
+    fleet of 64 recorded 64 engines' worth (5 GB estimated; 2.2-3.6 GB measured by the probe)."""
+    s = Scenario.from_query("duration=600&rate=5&autoscaler=predictive&max_replicas=64&autoscale_interval_s=0.001")
+    r = resolve(s)
+    frames = recorded_frames_for(r, s)
+    assert 2 * frames * r.deployment[0].num_blocks * 64 <= FRAME_BUDGET
+    assert memory_problem(s, make_requests(s, r)) is None

@@ -41,8 +41,8 @@ from .inputs import (
     work_problems,
 )
 from .jobs import JobBoard, JobRecord, job_id
-from .run_budget import MAX_RUN_BYTES, OUT_OF_MEMORY
-from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
+from .run_budget import MAX_RUN_BYTES, OUT_OF_MEMORY, engine_blocks, recorded_frames_for  # noqa: F401
+from .runview import RunView, build_view, cell_blocks, pick_frames
 from .store import BlobStore, content_id
 from .sweep_range import default_sweep
 
@@ -233,22 +233,6 @@ def first_cell(req: WebRequest) -> int:
                for pool in resolve(req.for_scheduler(name)).deployment)
 
 
-def engine_blocks(resolved) -> list[int]:
-    """Each engine's KV pool in blocks (one engine: its pool)."""
-    return [pool.num_blocks for pool in resolved.deployment for _ in range(pool.engines)]
-
-
-def recorded_frames_for(resolved) -> int:
-    """How many KV frames each engine records (runview.recorded_frames): a cluster's engines share what one
-    engine may record, by their blocks together, so that frames x blocks stay within runview.FRAME_BUDGET. Past
-    the fewest frames a single engine gets (8) a very large cluster records fewer, none where even one pair of
-    frames per engine would not fit."""
-    blocks = engine_blocks(resolved)
-    if len(blocks) == 1:
-        return recorded_frames(blocks[0])
-    return min(recorded_frames(sum(blocks)), FRAME_BUDGET // (2 * sum(blocks)))
-
-
 def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
     """One RunView per scheduler of the request, from the cache or simulated now. Setting `cancel[0]` (the client
     went away) stops a simulation in progress: Cancelled is raised and nothing is cached."""
@@ -357,7 +341,7 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
         if cancel is not None and cancel[0]:  # the client left while the workload was made: simulate nothing
             raise Cancelled("cancelled before the run started")
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
-                                kv_frames=recorded_frames_for(resolved), cancel=cancel, bounds=True)
+                                kv_frames=recorded_frames_for(resolved, scenario), cancel=cancel, bounds=True)
         if scenario.engines > 1:  # each engine's KV frames and step log, one event log for the cluster
             view = cluster_view(res, kv_cell)
         else:
