@@ -4,10 +4,11 @@ And two over runs: `attribution N`, N drawn combinations of mechanisms per clust
 attribution must sum to its TTFT and E2EL (default 200); `bounds N`, N drawn runs none of whose metrics may pass
 its bound (default 500).
 
-    .venv/bin/python bench/fuzz.py [api N] [readers N] [cli N] [attribution N] [bounds N]
+    .venv/bin/python bench/fuzz.py [api N] [readers N] [cli N] [attribution N] [bounds N] [limits N]
 
 `api N`: N cases per API operation (default 1000); `readers N`: N inputs per reader (default 2500: the four
-readers make 10,000); `cli N`: N command lines (default 10000). With no argument, all of them at their defaults.
+readers make 10,000); `cli N`: N command lines (default 10000); `limits N`: N API requests with every
+mechanism's fields at their bounds and N / 4 uploaded configs (default 5000). With no argument, all of them at their defaults.
 Prints the counts each campaign ran; exits non-zero if any case failed."""
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ CAMPAIGNS = {  # name: (test file, environment variable, default count)
     # Invariants of runs rather than inputs (issue #35): where the time went adds up, no run beats its bounds.
     "attribution": ("tests/test_attribution_mechanisms.py", "ATTRIBUTION_EXAMPLES", "200"),
     "bounds": ("tests/test_bounds.py", "BOUNDS_EXAMPLES", "500"),
+    # Every mechanism's fields at their bounds through /api/run, and uploaded configs (issue #37): N requests and
+    # N / 4 uploads, each accepted upload run once; no 5xx but a 503 naming its limit.
+    "limits": ("tests/test_fuzz_limits.py", "FUZZ_LIMITS_CASES", "5000"),
 }
 
 

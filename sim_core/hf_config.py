@@ -406,9 +406,10 @@ def model_from_config(doc: Any, key: str = "custom", hf_name: str = "", publishe
 
 
 def model_from_text(text: str, key: str = "custom") -> Model:
-    """model_from_config of a config.json's text (ModelConfigError if it is not JSON)."""
+    """model_from_config of a config.json's text (ModelConfigError if it is not JSON). A leading UTF-8 byte-order
+    mark is no part of the JSON (Windows editors write one): it is dropped, so an upload and a run read alike."""
     try:
-        doc = json.loads(text)
+        doc = json.loads(text.removeprefix("\ufeff"))
     except (ValueError, RecursionError) as e:
         raise ModelConfigError("config.json", f"not valid JSON ({e})") from None
     return model_from_config(doc, key)

@@ -13,7 +13,9 @@ class KVOffloadFields(BaseModel):
     kv_offload_cpu_gb: float = Field(0.0, ge=0, le=4096,
                                      description="host memory for KV blocks offloaded below the GPU's prefix cache "
                                                  "(a lower tier, per GPU; needs prefix_cache; 0: off)")
-    kv_offload_disk_gb: float = Field(0.0, ge=0, le=1 << 20,
+    # At most 16 TiB a GPU: a DGX H100 holds 8 x 3.84 TB of NVMe for its 8 GPUs (3.84 TB each), so this leaves 4x
+    # room; it was 1 PiB, a tier of ~2 billion small blocks whose arrays (~90 bytes each) no host holds (issue #37).
+    kv_offload_disk_gb: float = Field(0.0, ge=0, le=16_384,
                                       description="local disk (NVMe) for KV blocks offloaded below the host tier "
                                                   "(per GPU; needs prefix_cache; 0: off)")
     kv_offload_policy: Literal["evict", "store"] = Field(

@@ -115,7 +115,9 @@ class Scenario(EnergyFields, KVOffloadFields):
     max_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS,
                                      description="autoscaler: the most replicas alive at once (provisioning, serving "
                                                  "or draining: each holds its GPUs); default 8, or replicas if more")
-    autoscale_interval_s: float | None = Field(None, gt=0, le=86_400, description="autoscaler: seconds between "
+    # At least 1 ms (issue #37): the HPA evaluates every 15 s and KEDA polls every 30 s; a nanosecond period was
+    # accepted and meant 6e11 evaluations of every replica in 600 s, a run no machine finishes.
+    autoscale_interval_s: float | None = Field(None, ge=0.001, le=86_400, description="autoscaler: seconds between "
                                                "evaluations; default 15 (the Kubernetes HPA's sync period)")
     autoscale_metric: ScalingMetric | None = Field(None, description="autoscaler utilization: the vLLM metric it "
                                                    "scales on (waiting, running requests or kv_usage); default running")

@@ -159,7 +159,8 @@ def own_rate(reqs: Requests) -> float | None:
     when it has none (one request, or every request at one instant)."""
     open_loop = reqs.arrival_s[reqs.parents() == -1]
     span = float(open_loop[-1] - open_loop[0]) if len(open_loop) else 0.0
-    return (len(open_loop) - 1) / span if span > 0 else None
+    rate = (len(open_loop) - 1) / span if span > 0 else np.inf
+    return float(rate) if np.isfinite(rate) else None  # gaps of 5e-324 s overflow: as good as one instant
 
 
 def at_rate(reqs: Requests, rate: float) -> Requests:

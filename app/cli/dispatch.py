@@ -93,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         if trace is not None and e.filename is not None and str(e.filename) == str(trace):
             return error(f"--trace {trace}: cannot read it: {e.strerror}")
         return error(f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}", EXIT_INTERNAL)
+    except MemoryError:  # past check_memory's estimate (sim_core.run_cost): one line, never a traceback
+        return error("out of memory: this run needs more memory than the machine could give it; simulate fewer "
+                     "requests or a smaller deployment (KV blocks, offload tiers, replicas)", EXIT_INTERNAL)
     except SimulationError as e:
         return error(f"internal error in the simulator (please report it with the command line): {e}", EXIT_INTERNAL)
     except SystemExit as e:  # --help / --version

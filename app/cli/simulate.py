@@ -1,18 +1,20 @@
 """Running the simulations `run` and `compare` ask for, and the checks every simulating command makes first:
-impossible deployments, missing traces, runs too large to hold in memory; notes on flags a trace ignores and on
-runs that will take a while; a trace's replay rate for the commands that search over rates (sweep, capacity,
-plan).
+impossible deployments, missing traces, runs too large for this machine's memory (sim_core.run_cost); notes on
+flags a trace ignores and on runs that will take a while; a trace's replay rate for the commands that search over
+rates (sweep, capacity, plan).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from sim_core import Scenario, SeedRuns, TraceError, resolve, run, run_seeds
 from sim_core.input_files import input_file_problem
 from sim_core.quoting import quote
+from sim_core.run_cost import over_limit, run_cost
 from sim_core.runner import least_engine_steps, make_requests
 from sim_core.scenario import MAX_REQUESTS
 from sim_core.traces import BUNDLED_TRACES, trace_path
@@ -43,6 +45,28 @@ def check_setup(scenario: Scenario) -> None:
             raise UsageError(
                 f"--duration: {g(scenario.duration)} s at {g(resolved.rate)} req/s is about "
                 f"{expected:,.0f} requests; at most {MAX_REQUESTS:,} (shorten --duration or lower --rate)")
+    check_memory(scenario, resolved)
+
+
+def available_memory_bytes() -> float:
+    """The memory this machine can give a new run now (/proc/meminfo's MemAvailable; elsewhere all of RAM)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_memory(scenario: Scenario, resolved) -> None:
+    """Refuse, naming the flag and the most it may be, a run whose arrays (every mechanism's: KV blocks of each
+    tier, logs, requests, adapters, ...) would not fit in this machine's available memory."""
+    reqs = make_requests(scenario, resolved)
+    problem = over_limit(run_cost(scenario, resolved, reqs, record_events=True), available_memory_bytes(),
+                         limit_text="this machine has {gb} GB available")
+    if problem:
+        raise UsageError(f"{flag_name(problem[0])}: {problem[1]}")
 
 
 def _note_ignored_with_trace(scenario: Scenario) -> None:

@@ -1,11 +1,14 @@
 """The web's budget for one request's whole work, and the web's limits as /api/catalog lists them. The limits
-themselves are inputs.py's constants: the checks, their error messages and the catalog all read them there."""
+themselves are inputs.py's constants (the memory and CPU ones, run_budget.py's, read by sim_core.run_cost's
+estimate): the checks, their error messages and the catalog all read them there."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from sim_core import resolve
+from sim_core.run_cost import CPU_S_PER_ADAPTER_STEP
 from sim_core.runner import least_engine_steps
 from sim_core.studies import model_error
 
@@ -26,18 +29,7 @@ from .inputs import (
     REQUEST_TIME_LIMIT_S,
     WebRequest,
 )
-
-# A LoRA run's engine step walks every adapter (sim_core/kernel/lora.py: which are resident, loading, in the step),
-# so its cost grows with lora_adapters: about 1/200 of a plain step's per adapter, measured on qwen3-8b chat on an
-# A100, 120 s of arrivals (0.02 s of CPU with 1 adapter, 6.3 s with 68,391). The budget counts such a step as
-# 1 + lora_adapters / LORA_ADAPTERS_PER_STEP steps: unweighted, 600 s of that chat at 33 req/s with 68,391
-# adapters (about 5 minutes of a core, extrapolated) was accepted, and stopped at the time limit.
-LORA_ADAPTERS_PER_STEP = 200
-
-
-def step_weight(s) -> float:
-    """What one engine step of scenario `s` costs, in plain steps."""
-    return 1.0 + s.lora_adapters / LORA_ADAPTERS_PER_STEP
+from .run_budget import MAX_REQUEST_CPU_S, MAX_RUN_BYTES, web_run_cost
 
 
 def request_work_problems(req: WebRequest, reqs, token_budgets: Mapping[str, int]) -> list[tuple[str, str]]:
@@ -51,10 +43,9 @@ def request_work_problems(req: WebRequest, reqs, token_budgets: Mapping[str, int
     each = s.seeds + members  # runs of each scheduler
     n, runs, engines = len(reqs), len(req.schedulers) * each, s.engines
     total = n * runs
-    plain = sum(least_engine_steps(reqs, b) for b in token_budgets.values()) * each * engines
-    steps = int(plain * step_weight(s))
+    steps = sum(least_engine_steps(reqs, b) for b in token_budgets.values()) * each * engines
     if total <= MAX_REQUEST_REQUESTS and steps <= MAX_REQUEST_STEPS:
-        return []
+        return cpu_problems(req, reqs, each)
     product = f"{len(req.schedulers)} scheduler(s) x ({s.seeds} seed(s) + {members} ensemble runs)" if members \
         else f"{len(req.schedulers)} scheduler(s) x {s.seeds} seed(s)"
     if total > MAX_REQUEST_REQUESTS:
@@ -67,10 +58,6 @@ def request_work_problems(req: WebRequest, reqs, token_budgets: Mapping[str, int
         budget, per_run = MAX_REQUEST_STEPS, max(1, steps // runs)
     fit_runs = budget // per_run  # scheduler runs of this size that fit
     tail = " (the budget is in /api/catalog's limits; the CLI has no such limit)"
-    if s.lora_adapters and total <= MAX_REQUEST_REQUESTS and plain <= MAX_REQUEST_STEPS:  # the adapters alone
-        most = int((MAX_REQUEST_STEPS / max(1, plain) - 1) * LORA_ADAPTERS_PER_STEP)
-        return [("lora_adapters", f"{what}, each step walking the {s.lora_adapters:,} adapters — at most "
-                                  f"{most:,} adapters with this workload{tail}")]
     if members and fit_runs >= len(req.schedulers) * s.seeds:
         return [("model_uncertainty", f"{what} — turn it off, or compare fewer schedulers{tail}")]
     if s.seeds > 1 and fit_runs >= len(req.schedulers) * (1 + members):
@@ -86,6 +73,29 @@ def request_work_problems(req: WebRequest, reqs, token_budgets: Mapping[str, int
     return [(field, f"{what} — simulate fewer requests per run{tail}")]
 
 
+def cpu_problems(req: WebRequest, reqs, runs_each: int) -> list[tuple[str, str]]:
+    """The request's CPU seconds, as sim_core.run_cost estimates every scheduler's run (times its seeds and
+    ensemble runs), against MAX_REQUEST_CPU_S: the term that weighs most is named (LoRA's adapters walked each
+    step, the autoscaler's evaluations, the steps themselves), with the most adapters that fit for LoRA."""
+    costs = [web_run_cost(sc, reqs, resolve(sc)) for sc in (req.for_scheduler(n) for n in req.schedulers)]
+    total = sum(c.cpu_s for c in costs) * runs_each
+    if total <= MAX_REQUEST_CPU_S:
+        return []
+    s, tail = req.scenario, " (the budget is in /api/catalog's limits; the CLI has no such limit)"
+    heaviest = max((t for c in costs for t in c.terms), key=lambda t: t.cpu_s)
+    what = (f"{len(req.schedulers)} scheduler(s) x {runs_each} run(s) each is ~{total:,.0f} s of CPU to simulate "
+            f"({heaviest.what}); the web simulates at most {MAX_REQUEST_CPU_S:g} s per request")
+    if heaviest.field == "lora_adapters":
+        walked = sum(c.steps for c in costs) * runs_each * CPU_S_PER_ADAPTER_STEP  # CPU seconds per adapter
+        most = max(0, int(s.lora_adapters - (total - MAX_REQUEST_CPU_S) / walked))
+        return [("lora_adapters", f"{what} — at most {most:,} adapters with this workload{tail}")]
+    if heaviest.field == "autoscale_interval_s":  # every evaluation reads every replica: fewer of them
+        return [(heaviest.field, f"{what} — raise it (the HPA evaluates every 15 s){tail}")]
+    if heaviest.field in ("autoscale_replica_rate", "autoscale_target"):  # its default comes from a search
+        return [(heaviest.field, f"{what} — set {heaviest.field} to skip the search{tail}")]
+    return [(heaviest.field, f"{what} — lower it, or simulate fewer requests{tail}")]
+
+
 def web_limits() -> dict[str, Any]:
     """The web's limits, as /api/catalog lists them (the error messages quote the same constants)."""
     return {"max_requests": MAX_REQUESTS, "max_duration_s": MAX_DURATION_S, "max_upload_bytes": MAX_UPLOAD_BYTES,
@@ -93,7 +103,8 @@ def web_limits() -> dict[str, Any]:
             "max_sweep_requests": MAX_SWEEP_REQUESTS, "max_sweep_steps": MAX_SWEEP_STEPS,
             "max_run_steps": MAX_WEB_STEPS, "max_page_seeds": MAX_PAGE_SEEDS, "max_api_seeds": MAX_API_SEEDS,
             "max_request_requests": MAX_REQUEST_REQUESTS, "max_request_steps": MAX_REQUEST_STEPS,
-            "request_time_limit_s": REQUEST_TIME_LIMIT_S, "max_queued_sweeps": MAX_QUEUED_SWEEPS,
+            "request_time_limit_s": REQUEST_TIME_LIMIT_S,
+            "max_run_bytes": MAX_RUN_BYTES, "max_request_cpu_s": MAX_REQUEST_CPU_S, "max_queued_sweeps": MAX_QUEUED_SWEEPS,
             **_busy_limits()}
 
 

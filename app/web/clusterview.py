@@ -100,7 +100,7 @@ def engine_kv(res, kv_cell: int = 1) -> list[dict]:
     times of the requests in them, block states, swapped-out requests), plus its name (`engine`) and `pool`. Every
     engine's cells are the same size (the largest any needed), so that switching engines keeps cells comparable.
     Frames: frame_count of the whole cluster's blocks, each engine's share (what the run recorded, see
-    service.recorded_frames_for)."""
+    run_budget.recorded_frames_for)."""
     engines = engine_logs(res)
     if not engines:
         return []

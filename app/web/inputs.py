@@ -32,6 +32,7 @@ from sim_core.studies.sweep import rate_grid
 
 from . import model_uploads
 from .page_scenario import ALWAYS_IN_QUERY, PAGE_DEFAULTS, PAGE_SCHEDULERS, SEED_SETTINGS, page_defaults  # noqa: F401
+from .run_budget import memory_problem
 
 # Limits for one web request (the CLI has none of these).
 MAX_REQUESTS = 20_000  # per scheduler
@@ -409,6 +410,9 @@ def work_problems(s: Scenario, token_budget: int, reqs) -> list[tuple[str, str]]
         blocks = -(-int((reqs.prompt_tokens + reqs.output_tokens).max()) // s.block_size)
         if s.engines * max_seqs_of(s) * blocks > MAX_BLOCK_TABLE_ENTRIES:
             return [_block_table_problem(s, blocks, "this workload's longest request")]
+    memory = memory_problem(s, reqs)  # every mechanism's arrays (sim_core.run_cost), before any is allocated
+    if memory:
+        return [memory]
     steps = least_engine_steps(reqs, token_budget)
     if steps > MAX_WEB_STEPS:
         tokens = int(reqs.prompt_tokens.sum() + reqs.output_tokens.sum())

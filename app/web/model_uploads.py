@@ -23,6 +23,7 @@ from pathlib import Path
 
 from sim_core.architecture import Model
 from sim_core.hf_config import ModelConfigError, model_from_text
+from sim_core.run_cost import tiny_kv_problem
 
 from .cache import SingleFlightLRU
 from .store import ID_LENGTH, BlobStore, content_id
@@ -89,9 +90,13 @@ def check(data: bytes, filename: str) -> tuple[str, Model]:
         doc = None  # model_from_text says why
     name = model_name(filename, doc)
     try:
-        return name, model_from_text(text, name)
+        model = model_from_text(text, name)
     except ModelConfigError as e:
         raise ModelUploadError(str(e)) from None
+    degenerate = tiny_kv_problem(model)  # no run could hold its KV pool: refused now, not at every run
+    if degenerate:
+        raise ModelUploadError(f"{degenerate[0]}: {degenerate[1]}")
+    return name, model
 
 
 def _materialize(uid: str, name: str, data: bytes) -> str:

@@ -42,7 +42,8 @@ from .inputs import (
     work_problems,
 )
 from .jobs import JobBoard, JobRecord, job_id
-from .runview import FRAME_BUDGET, RunView, build_view, cell_blocks, pick_frames, recorded_frames
+from .run_budget import MAX_RUN_BYTES, OUT_OF_MEMORY, engine_blocks, recorded_frames_for  # noqa: F401
+from .runview import RunView, build_view, cell_blocks, pick_frames
 from .store import BlobStore, content_id
 from .sweep_range import default_sweep
 
@@ -243,22 +244,6 @@ def first_cell(req: WebRequest) -> int:
                for pool in resolve(req.for_scheduler(name)).deployment)
 
 
-def engine_blocks(resolved) -> list[int]:
-    """Each engine's KV pool in blocks (one engine: its pool)."""
-    return [pool.num_blocks for pool in resolved.deployment for _ in range(pool.engines)]
-
-
-def recorded_frames_for(resolved) -> int:
-    """How many KV frames each engine records (runview.recorded_frames): a cluster's engines share what one
-    engine may record, by their blocks together, so that frames x blocks stay within runview.FRAME_BUDGET. Past
-    the fewest frames a single engine gets (8) a very large cluster records fewer, none where even one pair of
-    frames per engine would not fit."""
-    blocks = engine_blocks(resolved)
-    if len(blocks) == 1:
-        return recorded_frames(blocks[0])
-    return min(recorded_frames(sum(blocks)), FRAME_BUDGET // (2 * sum(blocks)))
-
-
 def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
     """One RunView per scheduler of the request, from the cache or simulated now. Setting `cancel[0]` (the client
     went away) stops a simulation in progress: Cancelled is raised and nothing is cached."""
@@ -356,6 +341,8 @@ def full_run(req: WebRequest, name: str, cancel: np.ndarray | None = None) -> Re
     try:
         return simulate_requests(scenario, resolved, _workload(req, scenario, resolved),
                                  record_events=True, cancel=cancel)
+    except MemoryError:  # past run_budget's estimate: a 503 naming the limit, never a 500
+        raise BusyError(OUT_OF_MEMORY, limit=("max_run_bytes", MAX_RUN_BYTES)) from None
     finally:
         SIM_SLOTS.release()
 
@@ -370,11 +357,13 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
         if cancel is not None and cancel[0]:  # the client left while the workload was made: simulate nothing
             raise Cancelled("cancelled before the run started")
         res = simulate_requests(scenario, resolved, reqs, record_events=True,
-                                kv_frames=recorded_frames_for(resolved), cancel=cancel, bounds=True)
+                                kv_frames=recorded_frames_for(resolved, scenario), cancel=cancel, bounds=True)
         if scenario.engines > 1:  # each engine's KV frames and step log, one event log for the cluster
             view = cluster_view(res, kv_cell)
         else:
             view = build_view(res, *pick_frames(res), kv_cell=kv_cell)
+    except MemoryError:  # past run_budget's estimate: a 503 naming the limit, never a 500
+        raise BusyError(OUT_OF_MEMORY, limit=("max_run_bytes", MAX_RUN_BYTES)) from None
     finally:
         SIM_SLOTS.release()
     view.kept = figures.keep(res)  # what figures draw beyond the view (the Result is not kept)
@@ -460,6 +449,9 @@ def _run_sweep(job: SweepJob) -> dict:
         job.result = sweep_summary(req, points)
     except ScenarioError as e:  # a check only the deployment can make (e.g. KV offload without a prefix cache)
         job.problems, job.error = e.problems, str(e)
+    except MemoryError:  # past run_budget's estimate: a 422 naming the sweep's size and the limit, never a 500
+        job.problems = [("rate_max", f"{OUT_OF_MEMORY}; sweep to a lower rate_max")]
+        job.error = job.problems[0][1]
     except Exception as e:  # reported on the page; asking for the same sweep again retries it
         job.error = f"{type(e).__name__}: {e}"
     finally:

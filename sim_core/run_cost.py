@@ -1,0 +1,350 @@
+"""What a run will cost before it starts: host memory and CPU seconds, mechanism by mechanism (issue #37).
+
+Every face asks this one model before it simulates (the web's budget, the CLI's memory guard, the job queue): each
+mechanism declares its share as a `Term` — the scenario field that sizes it, its bytes and its CPU seconds — as a
+function of the resolved scenario and its requests, so a refusal can name the field and the most it may be.
+
+Bytes are counted from the arrays the engine allocates (sim_core/kernel: build.py, kv_pool.py, kv_tiers.py,
+logs.py, cluster.py, disaggregated.py), element sizes times counts; what a run keeps per request and per step
+beyond those arrays (the Result, its metrics and bounds) and the CPU seconds per step, token, request and adapter
+are measured on this project's runs by bench/bench_run_cost.py, which prints the estimate against the measured peak
+RSS and CPU time of 30+ scenarios spanning every mechanism.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .bounds import step_floor_s
+from .catalog import GPUS
+from .cluster_over_time import PROBE_S
+from .fields import field_info
+from .hardware_profile import profile_constants
+from .kernel.cost_model import cost_params
+from .kernel.state import ITL_COARSE_BINS, ITL_FINE_BINS, N_EVENT_COLS, N_STEP_COLS
+from .policies.autoscaling import AUTOSCALERS, SCALE_PREDICTIVE
+from .runner import CLUSTER_STEP_RECORDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_STEP_RECORDS
+from .scenario import Scenario
+
+GB = 1e9
+I64, F64, I32, I8 = 8, 8, 4, 1
+# Engine arrays per GPU KV block: the free list's four int64 rows (kv_pool.new_kv_cache links).
+POOL_BYTES_PER_BLOCK = 4 * I64
+# A KV frame (logs.new_logs): each block's request (int32) and state (int8).
+FRAME_BYTES_PER_BLOCK = I32 + I8
+# The per-request state (build.new_request_state: 3 int8, 9 int64/float64 columns, two N_ATTR=6 float rows), the
+# request table's copies, the KV rows (4 int64) and the Result's copies and metrics: measured, bench_run_cost.py
+# (20,000 chat requests on llama-3.2-1b: ~1.2 KB each above the run's fixed arrays).
+BYTES_PER_REQUEST = 1200
+STEP_LOG_COLS = N_STEP_COLS + 1  # float64 columns, plus the service log's one tenant
+EVENT_BYTES = N_EVENT_COLS * I64
+EVENTS_PER_REQUEST = 6  # arrival, scheduled, first token, finished, ... (a preemption adds two)
+ITL_HISTOGRAM_BYTES = (ITL_FINE_BINS + ITL_COARSE_BINS) * I64  # one pair per run (a cluster's engines share it)
+# Log arrays grow by doubling (logs._grown): up to twice the rows used, and the old copy while the new one fills.
+GROWTH_SLACK = 2.0
+# CPU seconds, measured by bench/bench_run_cost.py on this project's 2-core build box (numba-compiled engine): per
+# engine step, per output token, per request, per adapter a LoRA step walks (kernel/lora.py), per
+# autoscaler evaluation and replica (policies/autoscaling.py reads every replica's metric), per byte first written.
+CPU_S_PER_STEP = 1e-6
+CPU_S_PER_OUTPUT_TOKEN = 1e-8  # a running request's decode work in each step (a prompt is one chunk a step)
+CPU_S_PER_REQUEST = 5e-6
+CPU_S_PER_ADAPTER_STEP = 1e-9
+CPU_S_PER_LORA_STEP = 4e-6  # a LoRA step's own work beyond the walk: residency, loads, the grouped kernels
+CPU_S_PER_EVAL_REPLICA = 1e-8  # 1.28M evaluation-replicas took under 0.04 s in all (bench)
+# The autoscalers' capacity searches (cluster_over_time.replica_capacity, studies/capacity.max_rate): a search
+# takes a few doublings and about six bisections (to 3%), ~9 runs a level at rates around the level's capacity;
+# one level when a replica serves the peak, else levels 1, 2, 4, ... replicas. Counted on two N5 shapes (issue
+# #37): 7 runs and 13,848 requests at a 5 req/s peak, 13 runs and 12,379 at 4 req/s; 9 x 300 s x 1.5 x the peak
+# is 20,250 and 16,200.
+PROBE_RUNS = 9
+PROBE_RATE_SUM = 1.5
+CPU_S_PER_BYTE = 0.7e-9  # page faults and zeroing on first touch: about 1.4 GB/s
+
+
+@dataclass(frozen=True)
+class Term:
+    """One mechanism's share of a run: `field`, the scenario field that sizes it (what a refusal names), its value,
+    and the bytes and CPU seconds it adds; `per_unit_bytes`: bytes per unit of the field (0: not linear in it)."""
+
+    field: str
+    what: str
+    bytes: float
+    cpu_s: float
+    value: float = 0.0
+    per_unit_bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunCost:
+    terms: tuple[Term, ...]
+    steps: float  # engine steps, estimated (summed over engines)
+
+    @property
+    def bytes(self) -> float:
+        return sum(t.bytes for t in self.terms)
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(t.cpu_s for t in self.terms)
+
+    def largest(self, key: str) -> Term:
+        return max(self.terms, key=lambda t: getattr(t, key))
+
+
+def run_cost(scenario, resolved, reqs, *, record_events: bool = True, kv_frames: int = 0) -> RunCost:
+    """The run's host memory and CPU time, term by term (see the module's docstring). `kv_frames`: the KV
+    snapshots asked for (the engine keeps up to twice as many)."""
+    engines = _engine_counts(scenario, resolved)
+    n = len(reqs)
+    out_tokens = float(reqs.output_tokens.sum()) if n else 0.0
+    # An autoscaled fleet's memory is that of max_replicas slots (what a burst may provision), its steps those of
+    # the replicas it starts with: it adds replicas only when they are busy.
+    serving = engines if scenario.autoscaler is None else [max(1, scenario.replicas, scenario.scaling_bounds[0])]
+    steps = sum(_pool_steps(scenario, resolved, k, reqs, count) for k, count in enumerate(serving))
+    total_engines = sum(engines)
+    terms = [_request_term(scenario, n, n * CPU_S_PER_REQUEST + out_tokens * CPU_S_PER_OUTPUT_TOKEN +
+                           steps * CPU_S_PER_STEP)]
+    terms += _kv_terms(scenario, resolved, reqs, engines, kv_frames)
+    terms.append(_log_term(scenario, n, steps, total_engines, record_events))
+    terms += [t for t in (_lora_term(scenario, steps), _autoscaler_term(scenario, resolved),
+                          _handover_term(scenario, resolved)) if t is not None]
+    probes = _probe_term(scenario, resolved, reqs)
+    return RunCost(tuple(_with_touch_time(t) for t in terms + probes), steps)
+
+
+def _request_term(scenario, n: int, cpu_s: float) -> Term:
+    """The per-request arrays and the steps' work, sized by num_requests (or the duration's arrivals)."""
+    size = n * BYTES_PER_REQUEST + ITL_HISTOGRAM_BYTES
+    if scenario.num_requests is not None:
+        return Term("num_requests", f"{n:,} requests", size, cpu_s, scenario.num_requests, BYTES_PER_REQUEST)
+    per_s = n * BYTES_PER_REQUEST / scenario.duration if scenario.trace is None else 0.0
+    return Term("duration", f"{n:,} requests", size, cpu_s, scenario.duration, per_s)
+
+
+def _with_touch_time(t: Term) -> Term:
+    return Term(t.field, t.what, t.bytes, t.cpu_s + t.bytes * CPU_S_PER_BYTE, t.value, t.per_unit_bytes)
+
+
+def _engine_counts(scenario, resolved) -> list[int]:
+    """Engines per pool, as the run allocates them (an autoscaler: a slot per replica it may scale to)."""
+    if scenario.autoscaler is not None:
+        return [scenario.scaling_bounds[1]]
+    return [pool.engines for pool in resolved.deployment]
+
+
+def _pool_steps(scenario, resolved, k: int, reqs, count: int) -> float:
+    """The pool's engine steps, estimated by Little's law: a loaded engine's step carries the decode tokens of
+    the requests running (out/s x step time) and the prompt tokens arriving meanwhile (prompt/s x step time, at
+    most the token budget), and takes the cost model's floor for that many tokens (bounds.step_floor_s) plus the
+    decode attention's context reads; the engine steps for the arrival span and the last request's output, one
+    running request's token a step at least, and never fewer steps than the tokens over the token budget."""
+    n = len(reqs)
+    if n == 0:
+        return 0.0
+    pool = resolved.deployment[k]
+    decode, prefill = pool.role != "prefill", pool.role != "decode"
+    prompt, out = float(reqs.prompt_tokens.sum()), float(reqs.output_tokens.sum())
+    least = ((out if decode else 0.0) + (prompt if prefill else 0.0)) / resolved.token_budget
+    finite = reqs.arrival_s[np.isfinite(reqs.arrival_s)]  # agent turns arrive once their parent ends (inf now)
+    span = max(float(finite.max() - finite.min()) if len(finite) else 0.0, scenario.duration, 1e-3)
+    p = cost_params(pool.setup, profile_constants(scenario.hardware_profile), cpu_overlap=scenario.async_scheduling,
+                    engine=scenario.engine)
+    setup = pool.setup
+    read_s = (prompt + out / 2) / n * setup.kv_bytes_per_token_per_gpu / (setup.gpu.mem_bw_gbs * 1e9 *
+                                                                        setup.gpu.bw_efficiency)
+    out_rate = (out if decode else n) / count / span
+    prompt_rate = (prompt if prefill else 0.0) / count / span
+    cap = _batch_cap(scenario, resolved, reqs)
+    t = float(step_floor_s(p, 1.0))
+    for _ in range(12):  # the fixed point converges in a few rounds: step time grows slowly with the tokens
+        batch = min(cap, max(1.0, out_rate * t))
+        t = float(step_floor_s(p, batch + min(prompt_rate * t, resolved.token_budget))) + batch * read_s
+    busy = span + float(reqs.output_tokens.max() if decode else 1) * t
+    # Past what the batch cap lets it serve, an engine works through the backlog at cap tokens a step.
+    work = (out if decode else n) / count
+    per_engine = min(work + n / count, max(busy / t, work / cap))
+    return max(least, per_engine * count)
+
+
+def _batch_cap(scenario, resolved, reqs) -> float:
+    """The most requests a step decodes: max_seqs; with LoRA adapters, those of at most max_loras adapters, which
+    hold about max(1, requests / adapters) requests each (kernel/lora.py admits no request of another adapter)."""
+    cap = float(resolved.max_seqs)
+    if scenario.lora_adapters:
+        cap = min(cap, scenario.max_loras * max(1.0, len(reqs) / scenario.lora_adapters))
+    return cap
+
+
+def _kv_terms(scenario, resolved, reqs, engines: list[int], kv_frames: int) -> list[Term]:
+    out = []
+    for k, count in enumerate(engines):
+        pool = resolved.deployment[k]
+        blocks = pool.num_blocks
+        table = 2 * _pow2_at_least(2 * blocks) * I64 if resolved.prefix_cache else 0
+        frames = 2 * kv_frames * blocks * FRAME_BYTES_PER_BLOCK
+        width = _block_table_width(reqs, scenario.block_size, blocks, resolved.max_model_len)
+        per_engine = blocks * POOL_BYTES_PER_BLOCK + table + frames + resolved.max_seqs * width * I64
+        out.append(Term("kv_blocks", f"{count} engine(s) x {blocks:,} GPU KV blocks", per_engine * count, 0.0,
+                        blocks, (per_engine / max(1, blocks)) * count))
+        out += _tier_terms(scenario, pool, count)
+    return out
+
+
+def _tier_terms(scenario, pool, count: int) -> list[Term]:
+    """The lower KV tiers (kernel/kv_tiers.new_tiers): a hash table at most half full over both tiers' blocks
+    (two int64 rows) and a ring of twice each tier's blocks (two int64 rows, the larger tier's width)."""
+    if scenario.kv_offload_cpu_gb <= 0 and scenario.kv_offload_disk_gb <= 0:
+        return []
+    block = pool.setup.kv_bytes_per_block
+    gib = float(1 << 30)
+    cpu, disk = int(scenario.kv_offload_cpu_gb * gib // block), int(scenario.kv_offload_disk_gb * gib // block)
+    table = 2 * _pow2_at_least(2 * (cpu + disk)) * I64
+    ring = 2 * 2 * max(cpu, disk) * I64
+    out = []
+    for field, blocks in (("kv_offload_cpu_gb", cpu), ("kv_offload_disk_gb", disk)):
+        if blocks:
+            share = (table + ring) * blocks / (cpu + disk)
+            # Per GB of the field: its blocks' table entries (at most 4 slots each, the power of two) and ring.
+            per_gb = (gib / block) * (2 * 4 * I64 + 2 * 2 * I64)
+            out.append(Term(field, f"{count} engine(s) x {blocks:,} offloaded KV blocks", share * count, 0.0,
+                            getattr(scenario, field), per_gb * count))
+    return out
+
+
+def _log_term(scenario, n: int, steps: float, engines: int, record_events: bool) -> Term:
+    """Step and event logs (logs.new_logs), bounded per engine as runner.simulate_requests bounds them."""
+    max_steps, max_events = DEFAULT_MAX_STEP_RECORDS, DEFAULT_MAX_EVENTS
+    if engines > 1 and record_events:
+        max_steps = max(CLUSTER_STEP_RECORDS, max_steps // engines) * engines
+        max_events = max(CLUSTER_STEP_RECORDS, max_events // engines) * engines
+    elif engines > 1:
+        max_steps = CLUSTER_STEP_RECORDS * engines
+    rows = min(steps, max_steps)
+    events = min(EVENTS_PER_REQUEST * n, max_events) if record_events else 0
+    size = (rows * STEP_LOG_COLS * F64 + events * EVENT_BYTES) * GROWTH_SLACK
+    return Term("duration", f"about {steps:,.0f} engine steps logged", size, 0.0)
+
+
+def _lora_term(scenario, steps: float) -> Term | None:
+    """Each LoRA step walks every adapter (kernel/lora.py), and the residency state is 4 numbers an adapter."""
+    if not scenario.lora_adapters:
+        return None
+    a = scenario.lora_adapters
+    return Term("lora_adapters", f"{a:,} adapters walked each of ~{steps:,.0f} steps", 4 * a * F64,
+                steps * (a * CPU_S_PER_ADAPTER_STEP + CPU_S_PER_LORA_STEP), a)
+
+
+def _autoscaler_term(scenario, resolved) -> Term | None:
+    """Every evaluation reads each replica slot's metric; a rate schedule's forecast holds FORECAST_POINTS rates
+    per evaluation while it is built (cluster_over_time.schedule_forecast)."""
+    if scenario.autoscaler is None:
+        return None
+    interval = scenario.autoscale_interval_s or 15.0
+    evals = math.ceil(scenario.duration / interval) + 2
+    replicas = scenario.scaling_bounds[1]
+    forecast = evals * 16 * F64 * 3 if resolved.schedule is not None else 0.0
+    return Term("autoscale_interval_s", f"{evals:,} autoscaler evaluations x {replicas} replicas", forecast + evals * F64,
+                evals * replicas * CPU_S_PER_EVAL_REPLICA, interval)
+
+
+def _probe_term(scenario, resolved, reqs) -> list[Term]:
+    """An autoscaler's default from a capacity search (cluster_over_time): predictive without
+    autoscale_replica_rate finds what 1, 2, 4, ... replicas serve, about PROBE_RUNS runs of PROBE_S seconds a
+    level whose rates sum to about PROBE_RATE_SUM x the peak; utilization without autoscale_target searches one
+    replica's rate (PROBE_RUNS runs at about a replica's share). Cached per process: this is a cold run's cost."""
+    if scenario.autoscaler is None:
+        return []
+    peak = resolved.schedule.peak_rate(scenario.duration) if resolved.schedule is not None else resolved.rate
+    if AUTOSCALERS[scenario.autoscaler][0] == SCALE_PREDICTIVE:
+        field, rate_sum, top = "autoscale_replica_rate", PROBE_RATE_SUM * peak, 2 * peak
+    else:
+        field, top = "autoscale_target", 2 * peak / max(1, scenario.replicas)
+        rate_sum = top / 2
+    if getattr(scenario, field) is not None:
+        return []
+    probed = PROBE_RUNS * PROBE_S * rate_sum
+    # A probe loads its replicas near capacity: a request costs what it costs on one engine serving the workload.
+    n = max(1, len(reqs))
+    cpu_s_per_request = (CPU_S_PER_REQUEST + float(reqs.output_tokens.sum()) / n * CPU_S_PER_OUTPUT_TOKEN +
+                         _pool_steps(scenario, resolved, 0, reqs, 1) / n * CPU_S_PER_STEP)
+    largest = PROBE_S * top * BYTES_PER_REQUEST  # the largest probe run holds this many requests at once
+    return [Term(field, f"~{probed:,.0f} requests simulated by the {scenario.autoscaler} autoscaler's capacity "
+                        "search", largest, probed * cpu_s_per_request)]
+
+
+def _handover_term(scenario, resolved) -> Term | None:
+    """Disaggregated serving: each prefill replica's pull marks over its blocks (disaggregated.Pulls), int64."""
+    pools = resolved.deployment
+    if len(pools) < 2 or pools[0].role != "prefill":
+        return None
+    size = pools[0].engines * pools[0].num_blocks * I64
+    return Term("prefill_replicas", f"{pools[0].engines} prefill replica(s) x {pools[0].num_blocks:,} blocks of "
+                                    "hand-over marks", size, 0.0, pools[0].engines, pools[0].num_blocks * I64)
+
+
+def _block_table_width(reqs, block_size: int, num_blocks: int, max_model_len: int) -> int:
+    if not len(reqs):
+        return 1
+    full = reqs.prompt_tokens + reqs.output_tokens
+    need = -(-full // block_size)
+    ok = (need <= num_blocks) & (full <= max_model_len)
+    return int(need[ok].max()) if ok.any() else 1
+
+
+def _pow2_at_least(n: int) -> int:
+    size = 2
+    while size < n:
+        size *= 2
+    return size
+
+
+def over_limit(cost: RunCost, limit_bytes: float, limit_text: str = "the limit is {gb} GB") -> tuple[str, str] | None:
+    """(field, message) when the run needs more host memory than `limit_bytes`: the term that weighs most, with
+    the most its field may be where the term is linear in it. `limit_text`: how the message states the limit
+    ({gb}: it in GB)."""
+    if cost.bytes <= limit_bytes:
+        return None
+    t = cost.largest("bytes")
+    room = limit_bytes - (cost.bytes - t.bytes)
+    most = f": at most {_most(t, room)}" if t.per_unit_bytes > 0 and room > 0 else " — lower it, or simulate less"
+    return t.field, (f"{_value_text(t)} ({t.what}) needs ~{cost.bytes / GB:.2f} GB of host memory for the "
+                     f"simulation; {limit_text.format(gb=f'{limit_bytes / GB:.2f}')}{most}")
+
+
+def _value_text(t: Term) -> str:
+    return f"{t.field}={t.value:g}" if t.value else t.field
+
+
+def _most(t: Term, room_bytes: float) -> str:
+    most = room_bytes / t.per_unit_bytes
+    return f"{math.floor(most):,}" if most >= 10 else f"{most:.3g}"
+
+
+
+# The most KV blocks one engine's pool may hold: the scenario's own bound on kv_blocks (50M blocks, ~100 bytes of
+# host arrays each: 5 GB), which a run that sets no kv_blocks must not pass either.
+MAX_KV_BLOCKS = int(field_info("kv_blocks").hi)
+DEFAULT_BLOCK_SIZE = Scenario.model_fields["block_size"].default
+
+
+def tiny_kv_problem(model) -> tuple[str, str] | None:
+    """(config key, why) for a model whose KV cache is so small per token that its ordinary run — tp=1 on the
+    catalogue's largest GPU, the default block size, an 8-bit KV cache — would hold more than MAX_KV_BLOCKS blocks
+    (a 1-wide config: 4 bytes a token, a billion blocks); None for every real model (the smallest catalogue
+    model, llama-3.2-1b, keeps 32 KB a token in 16 bits). A model without attention layers has no pool to size."""
+    per_token = model.attn_layers * model.kv_bytes_per_token_per_layer(model.kv_heads, 1.0)
+    if per_token <= 0:
+        return None
+    gpu = max(GPUS.values(), key=lambda g: g.mem_gib)
+    least = gpu.mem_gib * (1 << 30) / (MAX_KV_BLOCKS * DEFAULT_BLOCK_SIZE)
+    if per_token >= least:
+        return None
+    key = "kv_lora_rank" if model.is_mla else "head_dim"
+    return key, (f"this model's KV cache is {per_token:g} bytes a token per GPU (8-bit, tp=1): one {gpu.name} would "
+                 f"hold {gpu.mem_gib * (1 << 30) / (per_token * DEFAULT_BLOCK_SIZE):,.0f} KV blocks, more than the "
+                 f"simulator's {MAX_KV_BLOCKS:,} (the bound on kv_blocks); a model needs at least {least:,.0f} "
+                 "bytes a token (num_hidden_layers x num_key_value_heads x head_dim x 2; real models keep 20 KB or "
+                 "more)")
