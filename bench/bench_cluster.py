@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sim_core import Scenario, run, warm_up  # noqa: E402
+from sim_core.kernel.content_hash import content_hashes  # noqa: E402
 from sim_core.runner import make_requests, resolve, simulate_requests  # noqa: E402
 
 
@@ -58,7 +59,7 @@ def ideal_hit_rate(res, replica_of=None) -> float:
     per replica under the given routing. Requests in arrival order; a prompt's leading blocks hit while some
     earlier request (prompt or answer) on the same cache had them; one token is always computed."""
     reqs, block = res.requests, res.scenario.block_size
-    hashes, off = reqs.block_hashes(block)
+    hashes, off = content_hashes(*reqs.content(), block)
     where = np.zeros(len(reqs), np.int64) if replica_of is None else replica_of
     seen: dict[int, set] = {}
     hit = 0

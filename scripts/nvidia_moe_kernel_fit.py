@@ -38,7 +38,7 @@ from __future__ import annotations
 from aiter_kernel_efficiency import fixed_and_bandwidth, touched_experts
 
 from sim_core.catalog import QUANTIZATIONS
-from sim_core.kernel.cost_model import ELEMENTWISE_LAUNCH_FLOOR_S
+from sim_core.kernel.cost_constants import ELEMENTWISE_LAUNCH_FLOOR_S
 from sim_core.kernel.layer_kernels import MOE_EXTRA_ELEMENTWISE_PER_LAYER
 
 # Elementwise kernels each benchmark times inside its block that the cost model charges apart (see above).

@@ -45,7 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .hardware_profile import profile_constants
-from .kernel.cost_model import (
+from .kernel.content_hash import content_hashes
+from .kernel.cost_constants import (
     ALLREDUCE_BUS_BW,
     ALLREDUCE_BYTES_PER_TOKEN,
     ALLREDUCE_LATENCY_S,
@@ -69,9 +70,8 @@ from .kernel.cost_model import (
     STEP_TIME_SCALE,
     STREAM_BW,
     TP,
-    cost_params,
-    step_components,
 )
+from .kernel.cost_model import cost_params, step_components
 from .kernel.jit import entry, inline
 from .kernel.state import REJECT_LARGER_THAN_KV_POOL, REJECT_LONGER_THAN_MODEL
 from .metrics import arrival_window_s, request_latencies_s
@@ -194,7 +194,7 @@ def cacheable_prefix_tokens(reqs, block_size: int) -> np.ndarray:
     """Per request, the most prompt tokens the prefix cache could ever serve it: its leading full blocks whose
     chained content hash some other request also has (a block only this request computes is never cached
     before its first admission)."""
-    hashes, off = reqs.block_hashes(block_size)
+    hashes, off = content_hashes(*reqs.content(), block_size)
     _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
     shared = counts[inverse] > 1
     out = np.zeros(len(reqs), np.int64)

@@ -22,14 +22,14 @@ from .kernel.autoscaled import (
 from .kernel.cluster import routed_table
 from .kernel.state import A_BUSY_S
 from .metrics import request_latencies_s
-from .policies.autoscaling import (
+from .policies.autoscalers import (
     AUTOSCALERS,
     DEFAULT_COOLDOWN_S,
     DEFAULT_INTERVAL_S,
     SCALE_PREDICTIVE,
     SCALING_METRICS,
-    Scaling,
 )
+from .policies.autoscaling import Scaling
 from .policies.routing import RouterSettings
 from .prices import GPU_PRICES
 from .provisioning import provision_delay_s

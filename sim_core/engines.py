@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from . import data
 from .gpu import GPU
-from .kernel.cost_model import PAGED_ATTENTION_SLOWDOWN
+from .kernel.cost_constants import PAGED_ATTENTION_SLOWDOWN
 
 ENGINES_FILE = "engines.json"
 # The decode attention kernels whose least times gpus.json records (GPU.decode_attention_floor).

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, fields
 
 from .catalog import GPUS, MODELS, QUANTIZATIONS
 from .json_input import JSONInputError, loads
-from .kernel.cost_model import CONSTANT_BOUNDS, Constants
+from .kernel.cost_constants import CONSTANT_BOUNDS, Constants
 from .quoting import quote
 
 # Marks a JSON document as a profile (and its format version), so any other JSON is refused by name.

@@ -6,10 +6,10 @@ constants; what is a modelling choice says so.
 - Defaults: vLLM's LoRAConfig (max_lora_rank 16, max_loras 1, max_cpu_loras = max_loras when unset).
 - The batched LoRA kernels (Punica's SGMV, vLLM's punica kernels) run a shrink (d_in -> r) and an expand
   (r -> d_out) GEMM per targeted projection per layer: 2 r (d_in + d_out) FLOPs per token, and each adapter group
-  reads its own A and B matrices. Per step: a launch floor per kernel (cost_model.GEMM_LAUNCH_FLOOR_S, measured
+  reads its own A and B matrices. Per step: a launch floor per kernel (cost_constants.GEMM_LAUNCH_FLOOR_S, measured
   for the smallest GEMMs), and per group the roofline of its weights' bytes and its tokens' FLOPs. Punica reports
   2 ms added per token (tests/test_lora.py checks the model stays at or under it at Punica's setting).
-- Loading an adapter into a GPU slot: its bytes over the host link (as KV swap, cost_model.HOST_LINK_BW); from
+- Loading an adapter into a GPU slot: its bytes over the host link (as KV swap, cost_constants.HOST_LINK_BW); from
   disk, LoRAX's measured 0.5 s (the low end of its '500ms ~ 1+s' per load) first.
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import data
-from .kernel.cost_model import GEMM_LAUNCH_FLOOR_S, HOST_LINK_BW, LINEAR_RATE, STREAM_BW
-from .kernel.lora import (
+from .kernel.cost_constants import GEMM_LAUNCH_FLOOR_S, HOST_LINK_BW, LINEAR_RATE, STREAM_BW
+from .kernel.lora_slots import (
     LP_ADAPTERS,
     LP_AGING_S,
     LP_BYTES_PER_ADAPTER,

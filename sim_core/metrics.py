@@ -18,7 +18,8 @@ import numpy as np
 
 from .kernel import state as E
 from .kernel.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
-from .kernel.cost_model import PEAK_BW, PEAK_FLOPS, cost_params
+from .kernel.cost_constants import PEAK_BW, PEAK_FLOPS
+from .kernel.cost_model import cost_params
 from .prices import deployment_cost_per_hour
 from .spec_decode import spec_tokens
 

@@ -26,7 +26,9 @@ from .kernel.cluster import (
     replica_metrics,
     simulate_replicas,
 )
-from .kernel.cost_model import PEAK_BW, PEAK_FLOPS, cost_params
+from .kernel.content_hash import content_hashes
+from .kernel.cost_constants import PEAK_BW, PEAK_FLOPS
+from .kernel.cost_model import cost_params
 from .kernel.disaggregated import PoolTrace, simulate_pools
 from .kernel.state import (
     A_END_S,
@@ -45,8 +47,8 @@ from .kernel.state import (
 from .kv_offload import offload_on, tier_metrics, tier_params
 from .links import KV_LINKS
 from .metrics import summarize
-from .policies import policy_params
-from .policies.ordering import ORDER_TENANT_SHARE
+from .policies.options import policy_params
+from .policies.orders import ORDER_TENANT_SHARE
 from .policies.routing import RouterSettings, conversations
 from .scenario import Scenario, ScenarioError
 from .statistics import aggregate
@@ -308,7 +310,7 @@ def request_table(reqs: Requests, cfg: Config, adapters: np.ndarray | None = Non
         child[child == -1] = NEXT_IN_QUEUE  # a request that ends its chain frees its slot
     arrival_s = np.where(parents == -1, reqs.arrival_s, np.inf)  # a follow-up arrives when its parent ends
     if cfg.prefix_caching:
-        hashes, hash_off = reqs.block_hashes(cfg.block_size)
+        hashes, hash_off = content_hashes(*reqs.content(), cfg.block_size)
     else:
         hashes, hash_off = np.zeros(0, np.int64), np.zeros(n + 1, np.int64)
     fair = cfg.order == ORDER_TENANT_SHARE

@@ -17,8 +17,8 @@ from .hardware_profile import canonical, mismatch, parse_compact
 from .kv_offload_fields import KVOffloadFields
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
-from .policies.autoscaling import AUTOSCALERS, SCALING_METRICS
-from .policies.routing import DEFAULT_CACHE_WEIGHT, ROUTERS
+from .policies.autoscalers import AUTOSCALERS, SCALING_METRICS
+from .policies.routers import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .rate_schedule import ScheduleError
 from .rate_schedule import parse as parse_schedule
 from .trace_formats import FORMATS, TRACE_FORMAT_NAMES

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import data
 from .catalog import MODELS
+from .kernel import cost_constants as CC
 from .kernel import cost_model as C
 from .kernel.spec_decode import (
     MAX_SPEC_TOKENS,
@@ -170,7 +171,7 @@ def spec_params(scenario, resolved) -> np.ndarray:
     else:
         source = "eagle_repo" if method == "eagle" else "deepseek_v3_repo"
         layers = _entry(source_id=source, method=method, unit="layers")["value"]
-        _fill_pass(p, target, layers / target[C.LAYERS])
+        _fill_pass(p, target, layers / target[CC.LAYERS])
     p[SP_PASSES_PER_DRAFT] = 1.0
     return p
 
@@ -178,26 +179,26 @@ def spec_params(scenario, resolved) -> np.ndarray:
 def _fill_pass(p: np.ndarray, c: np.ndarray, f: float) -> None:
     """One proposer pass: fraction f of the layers of the model whose cost vector is c, plus its whole lm head
     and sampler (EAGLE and MTP heads reuse the target's lm head), costed as cost_model costs a decode step."""
-    launches = c[C.GEMMS] * f + c[C.LAYERS] * f + 1.0 + C.SAMPLER_KERNELS
-    fixed = launches * C.GEMM_LAUNCH_FLOOR_S + c[C.ELEMENTWISE_KERNELS] * f * C.ELEMENTWISE_LAUNCH_FLOOR_S
-    if c[C.TP] > 1.0:
-        fixed += 2.0 * c[C.LAYERS] * f * C.CUSTOM_ALLREDUCE_LATENCY_S
+    launches = c[CC.GEMMS] * f + c[CC.LAYERS] * f + 1.0 + CC.SAMPLER_KERNELS
+    fixed = launches * CC.GEMM_LAUNCH_FLOOR_S + c[CC.ELEMENTWISE_KERNELS] * f * CC.ELEMENTWISE_LAUNCH_FLOOR_S
+    if c[CC.TP] > 1.0:
+        fixed += 2.0 * c[CC.LAYERS] * f * CC.CUSTOM_ALLREDUCE_LATENCY_S
     # Its MoE layers' measured fixed time (cost_model's MOE_FIXED_S; + 0.0 unless measured).
-    p[SP_PASS_FIXED_S] = fixed + c[C.MOE_FIXED_S] * f
+    p[SP_PASS_FIXED_S] = fixed + c[CC.MOE_FIXED_S] * f
     # Weights whose kernels stream them below the streaming bandwidth (cost_model's DENSE_GEMM_BW, LM_HEAD_BW,
     # EXPERT_BW) count as the bytes that take as long at it (x 1.0 exactly where they are the same).
-    stream = c[C.STREAM_BW]
-    p[SP_PASS_BYTES] = (c[C.DENSE_WEIGHT_BYTES] * f * (stream / c[C.DENSE_GEMM_BW])
-                        + c[C.LM_HEAD_BYTES] * (stream / c[C.LM_HEAD_BW]))
-    p[SP_PASS_EXPERT_BYTES] = c[C.EXPERT_WEIGHT_BYTES] * f * (stream / c[C.EXPERT_BW])
-    p[SP_PASS_EXPERT_FRAC] = c[C.EXPERTS_PER_TOKEN] / c[C.EXPERTS] if c[C.EXPERTS] > 1.0 else 0.0
-    p[SP_PASS_ACT_BYTES] = ((c[C.LINEAR_ACT_BYTES_PER_TOKEN] + c[C.ELEMENTWISE_BYTES_PER_TOKEN]
-                             + c[C.ATTN_QO_BYTES_PER_TOKEN]) * f + c[C.LOGITS_BYTES_PER_SAMPLE])
-    p[SP_PASS_FLOPS] = c[C.LINEAR_FLOPS_PER_TOKEN] * f + c[C.LM_HEAD_FLOPS_PER_SAMPLE]
-    p[SP_PASS_KV_BYTES] = c[C.KV_BYTES_PER_TOKEN] * f * c[C.DECODE_ATTN_SLOWDOWN]
+    stream = c[CC.STREAM_BW]
+    p[SP_PASS_BYTES] = (c[CC.DENSE_WEIGHT_BYTES] * f * (stream / c[CC.DENSE_GEMM_BW])
+                        + c[CC.LM_HEAD_BYTES] * (stream / c[CC.LM_HEAD_BW]))
+    p[SP_PASS_EXPERT_BYTES] = c[CC.EXPERT_WEIGHT_BYTES] * f * (stream / c[CC.EXPERT_BW])
+    p[SP_PASS_EXPERT_FRAC] = c[CC.EXPERTS_PER_TOKEN] / c[CC.EXPERTS] if c[CC.EXPERTS] > 1.0 else 0.0
+    p[SP_PASS_ACT_BYTES] = ((c[CC.LINEAR_ACT_BYTES_PER_TOKEN] + c[CC.ELEMENTWISE_BYTES_PER_TOKEN]
+                             + c[CC.ATTN_QO_BYTES_PER_TOKEN]) * f + c[CC.LOGITS_BYTES_PER_SAMPLE])
+    p[SP_PASS_FLOPS] = c[CC.LINEAR_FLOPS_PER_TOKEN] * f + c[CC.LM_HEAD_FLOPS_PER_SAMPLE]
+    p[SP_PASS_KV_BYTES] = c[CC.KV_BYTES_PER_TOKEN] * f * c[CC.DECODE_ATTN_SLOWDOWN]
     p[SP_PASS_BW] = stream
-    p[SP_PASS_RATE] = c[C.LINEAR_RATE]
-    p[SP_PASS_ATTN_FLOOR_S] = c[C.DECODE_ATTN_FLOOR_S] * f
+    p[SP_PASS_RATE] = c[CC.LINEAR_RATE]
+    p[SP_PASS_ATTN_FLOOR_S] = c[CC.DECODE_ATTN_FLOOR_S] * f
 
 
 def kv_blocks_beside_proposer(scenario, setup) -> int | None:

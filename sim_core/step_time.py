@@ -15,17 +15,14 @@ from .deployment import max_seqs_of
 from .expert_parallel import expert_parallel, shape_error
 from .fields import range_text
 from .hardware_profile import canonical, profile_constants
-from .kernel.cost_model import (
+from .kernel.cost_constants import (
     COMPONENTS,
     DENSE_GEMM_BW,
     DENSE_WEIGHT_BYTES,
     LINEAR_FLOPS_PER_TOKEN,
     LINEAR_RATE,
-    cost_params,
-    step_aggregates,
-    step_breakdown,
-    step_time,
 )
+from .kernel.cost_model import cost_params, step_aggregates, step_breakdown, step_time
 from .quoting import quote
 from .scenario import (
     EngineName,

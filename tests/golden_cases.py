@@ -20,7 +20,7 @@ from sim_core import Scenario as _Scenario  # noqa: E402
 from sim_core.deployment import engine_budgets  # noqa: E402
 from sim_core.deployment import scenario_model as resolve_model  # noqa: E402
 from sim_core.policies import BY_NAME  # noqa: E402
-from sim_core.policies.routing import ROUTER_NAMES  # noqa: E402
+from sim_core.policies.routers import ROUTER_NAMES  # noqa: E402
 from sim_core.runner import make_requests, resolve, simulate_requests  # noqa: E402
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"

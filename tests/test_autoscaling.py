@@ -21,8 +21,8 @@ from sim_core.kernel.autoscaled import (
     LIFE_SLOT,
 )
 from sim_core.metrics import request_latencies_s
-from sim_core.policies.autoscaling import METRIC_NAMES
-from sim_core.policies.routing import ROUTER_NAMES
+from sim_core.policies.autoscalers import METRIC_NAMES
+from sim_core.policies.routers import ROUTER_NAMES
 from sim_core.prices import GPU_PRICES
 from sim_core.provisioning import provision_delay, startup_constants
 from sim_core.runner import resolve

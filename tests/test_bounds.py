@@ -26,7 +26,8 @@ from sim_core.bounds import (
     srpt_mean_flow,
     step_floor_s,
 )
-from sim_core.kernel.cost_model import CPU_OVERLAP, STEP_TIME_SCALE, prefill_pairs, step_cost
+from sim_core.kernel.cost_constants import CPU_OVERLAP, STEP_TIME_SCALE
+from sim_core.kernel.cost_model import prefill_pairs, step_cost
 from sim_core.metrics import request_latencies_s
 from sim_core.runner import make_requests, resolve, simulate_requests
 

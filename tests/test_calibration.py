@@ -14,7 +14,7 @@ import pytest
 from app.cli import main
 from sim_core import Scenario, ScenarioError, parse_scenario, run
 from sim_core.hardware_profile import Profile, ProfileError, parse_compact
-from sim_core.kernel.cost_model import CONSTANT_BOUNDS, default_constants
+from sim_core.kernel.cost_constants import CONSTANT_BOUNDS, default_constants
 from sim_core.step_time import parse_step_shape, step_time_doc
 from sim_core.studies.calibration import (
     CalibrationTarget,

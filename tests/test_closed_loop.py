@@ -11,6 +11,7 @@ import pytest
 from app.cli import main
 from sim_core import Scenario
 from sim_core.deployment import resolve
+from sim_core.kernel.content_hash import content_hashes
 from sim_core.runner import make_requests, run
 from sim_core.scenario import ScenarioError, parse_scenario
 from sim_core.workload import UNIQUE, closed_loop, length_bounds
@@ -67,7 +68,7 @@ def test_the_closed_loop_sends_the_open_loop_requests_dealt_round_robin():
     for f in ("prompt_tokens", "output_tokens", "request_class"):
         assert np.array_equal(getattr(open_loop, f), getattr(closed, f))
     # Content is untouched: what the prefix cache can share is what the open-loop run could.
-    for a, b in zip(open_loop.block_hashes(16), closed.block_hashes(16), strict=True):
+    for a, b in zip(content_hashes(*open_loop.content(), 16), content_hashes(*closed.content(), 16), strict=True):
         assert np.array_equal(a, b)
     assert np.array_equal(np.flatnonzero(closed.arrival_s == 0), np.arange(4))
     assert np.isinf(closed.arrival_s[4:]).all()

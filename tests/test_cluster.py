@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sim_core import Scenario, run
 from sim_core.links import KV_LINKS
-from sim_core.policies.routing import ROUTER_NAMES
+from sim_core.policies.routers import ROUTER_NAMES
 from sim_core.runner import resolve, simulate_requests
 from sim_core.workload import Requests
 

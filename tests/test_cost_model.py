@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sim_core.catalog import GPUS, MODELS, ServingSettings, SetupError, resolve_setup
-from sim_core.kernel.cost_model import (
+from sim_core.kernel.cost_constants import (
     ALLREDUCE_BUS_BW,
     ALLREDUCE_LATENCY_S,
     COMPONENTS,
@@ -21,6 +21,8 @@ from sim_core.kernel.cost_model import (
     STEP_OVERHEAD_S,
     STREAM_BW,
     TP,
+)
+from sim_core.kernel.cost_model import (
     cost_params,
     prefill_pairs,
     step_breakdown,

@@ -7,7 +7,7 @@ import pytest
 
 from sim_core import Scenario, resolve, run
 from sim_core.catalog import ServingSettings, resolve_setup
-from sim_core.kernel.cost_model import (
+from sim_core.kernel.cost_constants import (
     ALLREDUCE_BUS_BW,
     ALLREDUCE_BYTES_PER_TOKEN,
     ALLREDUCE_LATENCY_S,
@@ -18,12 +18,8 @@ from sim_core.kernel.cost_model import (
     PAGED_ATTENTION_SLOWDOWN,
     PEAK_BW,
     STREAM_BW,
-    allreduce_s,
-    cost_params,
-    engine_allreduce_s,
-    step_breakdown,
-    step_time,
 )
+from sim_core.kernel.cost_model import allreduce_s, cost_params, engine_allreduce_s, step_breakdown, step_time
 from sim_core.kernel.layer_kernels import (
     ACTIVATION_BW_EFFICIENCY,
     NORM_BW_EFFICIENCY,

@@ -11,7 +11,7 @@ import pytest
 from sim_core import data
 from sim_core.catalog import GPUS, MODELS, ServingSettings, gpus_from, resolve_setup
 from sim_core.gpu import GPU_FRACTIONS, GPU_TIMES, STREAMING_FRACTIONS
-from sim_core.kernel.cost_model import (
+from sim_core.kernel.cost_constants import (
     DECODE_ATTN_FLOOR_S,
     DENSE_GEMM_BW,
     DENSE_WEIGHT_BYTES,
@@ -26,10 +26,9 @@ from sim_core.kernel.cost_model import (
     PEAK_BW,
     STREAM_BW,
     Constants,
-    cost_params,
     default_constants,
-    step_breakdown,
 )
+from sim_core.kernel.cost_model import cost_params, step_breakdown
 
 LINEAR, ATTENTION = 0, 1
 
@@ -271,7 +270,7 @@ def test_a_speculative_proposers_pass_pays_its_layers_share_of_the_measured_kern
 
 
 def test_fp8_and_fp4_gemms_reach_their_measured_fraction_of_the_formats_peak():
-    from sim_core.kernel.cost_model import linear_rate
+    from sim_core.kernel.cost_constants import linear_rate
 
     g = GPUS["mi355x"]
     assert linear_rate(setup("mi355x", "llama-3-70b", "fp8", 2)) == pytest.approx(
@@ -294,7 +293,8 @@ def test_fp8_and_fp4_gemms_reach_their_measured_fraction_of_the_formats_peak():
 
 
 def test_a_validation_gemm_reads_its_weights_at_the_gemm_bandwidth_and_its_activations_at_the_streaming_one():
-    from sim_core.kernel.cost_model import LINEAR_RATE, roofline_s
+    from sim_core.kernel.cost_constants import LINEAR_RATE
+    from sim_core.kernel.cost_model import roofline_s
     from sim_core.studies.validation import gemm_s
 
     p = cost_params(setup("mi355x", "llama-3-70b", "bf16", 2))

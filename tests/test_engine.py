@@ -466,7 +466,8 @@ def test_async_scheduling_hides_the_engines_cpu_time_under_the_gpus():
     """With asynchronous scheduling the CPU prepares step n+1 while the GPU runs step n: a step takes the longer of
     the two, not their sum. One decoding request: each gap between tokens shrinks by exactly the CPU overhead the
     cost model charges a step (its GPU time is longer), and nothing else about the run changes."""
-    from sim_core.kernel.cost_model import STEP_OVERHEAD_PER_SEQ, STEP_OVERHEAD_S, cost_params, step_breakdown
+    from sim_core.kernel.cost_constants import STEP_OVERHEAD_PER_SEQ, STEP_OVERHEAD_S
+    from sim_core.kernel.cost_model import cost_params, step_breakdown
 
     reqs = requests([0.0], [100], [20])
     sync, late = (simulate(reqs, scheduler="chunked", async_scheduling=mode) for mode in (False, True))

@@ -9,7 +9,8 @@ import pytest
 from sim_core.catalog import ServingSettings, resolve_setup
 from sim_core.deployment import resolve
 from sim_core.engines import DEFAULT_ENGINE, ENGINES, SCENARIO_FIELDS, scenario_defaults
-from sim_core.kernel.cost_model import DECODE_ATTN_SLOWDOWN, PAGED_ATTENTION_SLOWDOWN, cost_params, step_cost
+from sim_core.kernel.cost_constants import DECODE_ATTN_SLOWDOWN, PAGED_ATTENTION_SLOWDOWN
+from sim_core.kernel.cost_model import cost_params, step_cost
 from sim_core.scenario import Scenario, ScenarioError, parse_scenario
 from sim_core.studies import trtllm_bench, validation
 

@@ -13,7 +13,7 @@ from app.cli import main
 from sim_core import Scenario, SetupError, run
 from sim_core.catalog import GPUS, QUANTIZATIONS, ServingSettings, resolve_setup
 from sim_core.data import read
-from sim_core.kernel.cost_model import FP4_GEMM_GAIN, FP8_GEMM_GAIN, linear_rate
+from sim_core.kernel.cost_constants import FP4_GEMM_GAIN, FP8_GEMM_GAIN, linear_rate
 from sim_core.step_time import parse_step_shape, step_time_doc
 
 NEW_GPUS = ("gb200", "gb300", "b300", "mi325x", "mi355x", "h20")

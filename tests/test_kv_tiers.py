@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from sim_core import Scenario, ScenarioError
 from sim_core.data import read
-from sim_core.kernel.cost_model import KV_BYTES_PER_TOKEN, step_aggregates, step_cost
+from sim_core.kernel.cost_constants import KV_BYTES_PER_TOKEN
+from sim_core.kernel.cost_model import step_aggregates, step_cost
 from sim_core.kernel.state import A_CACHED_TOKENS
 from sim_core.kv_offload import GIB, cited_disk_gbs, tier_occupancy, tier_params
 from sim_core.runner import engine_config, resolve, run, simulate_requests

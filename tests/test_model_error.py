@@ -14,7 +14,8 @@ import pytest
 
 from app.cli import main
 from sim_core import Scenario, resolve
-from sim_core.kernel.cost_model import STEP_TIME_SCALE, cost_params, step_cost
+from sim_core.kernel.cost_constants import STEP_TIME_SCALE
+from sim_core.kernel.cost_model import cost_params, step_cost
 from sim_core.runner import make_requests, simulate_requests
 from sim_core.studies import model_error
 from sim_core.studies.model_error import Ensemble, Residual, Spread, spread

@@ -10,7 +10,7 @@ import pytest
 
 from sim_core.catalog import MODELS, ServingSettings, resolve_setup
 from sim_core.expert_parallel import expert_parallel
-from sim_core.kernel.cost_model import (
+from sim_core.kernel.cost_constants import (
     DENSE_GEMM_BW,
     DENSE_WEIGHT_BYTES,
     ELEMENTWISE_BW,
@@ -27,11 +27,8 @@ from sim_core.kernel.cost_model import (
     MOE_LAYER_ELEMENTWISE_BYTES,
     MOE_LAYERS,
     STREAM_BW,
-    cost_params,
-    expert_gemms_s,
-    linear_s,
-    roofline_s,
 )
+from sim_core.kernel.cost_model import cost_params, expert_gemms_s, linear_s, roofline_s
 from sim_core.kernel.layer_kernels import (
     ACTIVATION_BYTES,
     MAX_TILE_ROWS,

@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from sim_core import Scenario, run
+from sim_core.kernel.content_hash import content_hashes
 from sim_core.workload import CHAT_THINK_S, CHAT_TURNS, PRESETS, synthesize
 
 
 def test_a_follow_up_turn_starts_with_every_block_of_its_parent_turn():
     reqs = synthesize(PRESETS["multiturn"], 2.0, 1.0, None, 120.0, 3)
-    hashes, off = reqs.block_hashes(16)
+    hashes, off = content_hashes(*reqs.content(), 16)
     parent = reqs.parents()
     follow = np.flatnonzero(parent >= 0)
     assert len(follow) > 20
@@ -36,7 +37,7 @@ def test_the_chat_preset_follow_ups_share_nothing():
     """`chat` draws follow-up lengths from the Azure conversation trace without their history's content: nothing
     for a prefix cache to reuse (which is why multiturn exists)."""
     reqs = synthesize(PRESETS["chat"], 4.0, 1.0, None, 60.0, 1)
-    hashes, _ = reqs.block_hashes(16)
+    hashes, _ = content_hashes(*reqs.content(), 16)
     assert len(np.unique(hashes)) == len(hashes)
 
 

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from sim_core import SCHEDULER_NAMES, Scenario, run
 from sim_core.catalog import ServingSettings, resolve_setup
 from sim_core.kernel import state as E
+from sim_core.kernel.content_hash import PRIVATE_BIT, content_hashes
 from sim_core.kernel.cost_model import cost_params, prefill_pairs, step_cost
 from sim_core.traces import TraceError, read_trace
-from sim_core.workload import PRIVATE_BIT, content_hashes
 
 
 def tokens_of(seg_ids, seg_lens):
@@ -139,7 +139,7 @@ def test_mooncake_and_azure_traces_are_read():
         {"timestamp": 500, "input_length": 512, "output_length": 9, "hash_ids": [1]},
     ]), 100)
     assert reqs.arrival_s.tolist() == [0.0, 1.0] and reqs.prompt_tokens.tolist() == [512, 700]
-    h, off = reqs.block_hashes(16)
+    h, off = content_hashes(*reqs.content(), 16)
     assert (h[off[0]:off[0] + 32] == h[off[1]:off[1] + 32]).all()  # the shared 512-token block
     azure = read_trace("TIMESTAMP,ContextTokens,GeneratedTokens\n"
                        "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.1805900,396,109\n", 100)

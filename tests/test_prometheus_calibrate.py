@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from app.cli import main
 from sim_core import Scenario, resolve, run
 from sim_core.hardware_profile import Profile
-from sim_core.kernel.cost_model import default_constants
+from sim_core.kernel.cost_constants import default_constants
 from sim_core.prometheus_export import exposition_text, openmetrics_series
 from sim_core.prometheus_parse import ScrapeError, parse_scrape, read_scrapes
 from sim_core.studies.prometheus_fit import (

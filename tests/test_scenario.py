@@ -13,10 +13,10 @@ from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario, ScenarioE
 from sim_core.catalog import KV_CACHE_DTYPES, QUANTIZATIONS, weight_format
 from sim_core.engines import ENGINE_NAMES
 from sim_core.hardware_profile import Profile
-from sim_core.kernel.cost_model import CONSTANT_BOUNDS, Constants
+from sim_core.kernel.cost_constants import CONSTANT_BOUNDS, Constants
 from sim_core.links import KV_LINKS
-from sim_core.policies.autoscaling import AUTOSCALER_NAMES, METRIC_NAMES
-from sim_core.policies.routing import ROUTER_NAMES
+from sim_core.policies.autoscalers import AUTOSCALER_NAMES, METRIC_NAMES
+from sim_core.policies.routers import ROUTER_NAMES
 from sim_core.scenario import AUTOSCALE_FIELDS, MAX_DP_ENGINES
 from sim_core.trace_formats import TRACE_FORMAT_NAMES
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.web.figures.step_time import COMPONENT_STYLE, steptime_figure, typical_decode_context
-from sim_core.kernel.cost_model import COMPONENTS
+from sim_core.kernel.cost_constants import COMPONENTS
 from sim_core.step_time import CURVE_KINDS, StepShape, step_time_curves, step_time_doc
 
 SHAPE = dict(hardware="a100", model="llama-3-8b", decode_seqs=1, decode_context=900)

@@ -481,10 +481,9 @@ def test_jitted_code_the_web_runs_from_request_threads_releases_the_gil():
     from numba import config
 
     from app.web import kvgrid
-    from sim_core import workload
-    from sim_core.kernel import engine
+    from sim_core.kernel import content_hash, engine
 
     if config.DISABLE_JIT:
         pytest.skip("plain Python: nothing is compiled")
-    for fn in (kvgrid.cell_codes, kvgrid._majority, workload.block_hashes, engine.simulate):
+    for fn in (kvgrid.cell_codes, kvgrid._majority, content_hash.block_hashes, engine.simulate):
         assert fn.targetoptions.get("nogil"), fn.__name__

@@ -11,6 +11,7 @@ import pytest
 
 from sim_core import PRESETS, TraceError
 from sim_core import workload as W
+from sim_core.kernel.content_hash import content_hashes
 from sim_core.traces import read_csv_trace, read_trace
 from sim_core.workload import LengthDist, arrival_times, synthesize
 
@@ -194,7 +195,7 @@ def test_mooncake_jsonl_trace():
     assert list(reqs.arrival_s) == [0.0, 1.5]  # ms -> s, sorted, shifted
     assert list(reqs.prompt_tokens) == [600, 700] and list(reqs.output_tokens) == [5, 10]
     # Both prompts start with the same 512-token block (hash id 1): their first block hashes match.
-    hashes, off = reqs.block_hashes(16)
+    hashes, off = content_hashes(*reqs.content(), 16)
     assert np.array_equal(hashes[off[0]:off[0] + 32], hashes[off[1]:off[1] + 32])
     assert not np.array_equal(hashes[off[0] + 32:off[0] + 37], hashes[off[1] + 32:off[1] + 37])
 

@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from sim_core import ScenarioError, SetupError, TraceError
 from sim_core.cluster_over_time import PROBE_S
-from sim_core.policies.autoscaling import AUTOSCALERS
+from sim_core.policies.autoscalers import AUTOSCALERS
 from sim_core.quoting import quote
 from sim_core.rate_schedule import parse as parse_schedule
 from sim_core.runner import Cancelled

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import types
 
-from ..policies.autoscaling import SCALE_UTILIZATION, replica_metric, wanted_replicas
+from ..policies.autoscalers import SCALE_UTILIZATION
+from ..policies.autoscaling import replica_metric, wanted_replicas
 from ..policies.routing import choose_serving, router_load, sent_load
 from .build import sibling_engine
 from .cluster import (

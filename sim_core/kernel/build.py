@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..policies.adaptive_budget import initial_budget
-from ..policies.ordering import ORDER_TENANT_SHARE
+from ..policies.orders import ORDER_TENANT_SHARE
 from .attribution import N_ATTR
 from .cost_model import step_cost
 from .jit import allocating_kernel

@@ -29,7 +29,8 @@ from ..policies.ordering import rekey_waiting, waiting_key
 from ..policies.static_batching import end_static_batch
 from .attribution import attribute_step, note_arrival, note_first_token, note_handed_over
 from .build import new_engine, outcome
-from .cost_model import LAYERS, step_cost
+from .cost_constants import LAYERS
+from .cost_model import step_cost
 from .jit import entry_nogil, inline, kernel
 from .kv_pool import (
     blocks_for,

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import expert_parallel as ep_model
 from ..catalog import QUANTIZATIONS, Setup
-from .cost_model import (
+from .cost_constants import (
     EP_COMBINE_NETWORK_BYTES,
     EP_COMBINE_NVLINK_BYTES,
     EP_DISPATCH_NETWORK_BYTES,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .content_hash import PRIVATE_BIT
 from .jit import allocating_kernel, inline, kernel
 from .kv_table import NO_HASH, _table_delete, _table_find, _table_insert, _table_slot
 from .kv_tiers import (
@@ -41,7 +42,6 @@ from .state import (
 # Rows of KVCache.links.
 PL_NEXT, PL_PREV, PL_REF, PL_HASH = range(4)
 N_POOL_ROWS = 4
-PRIVATE_BIT = 1 << 62  # workload.PRIVATE_BIT: content only one request holds
 
 
 @allocating_kernel

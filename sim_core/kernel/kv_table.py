@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .jit import kernel
 
-NO_HASH = 0  # block hashes are never 0 (see workload.block_hashes)
+NO_HASH = 0  # block hashes are never 0 (see content_hash.block_hashes)
 
 
 # ----- content hash -> block ids: open addressing, linear probing, backward-shift deletion. A hash may have several

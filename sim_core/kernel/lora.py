@@ -18,17 +18,31 @@ from __future__ import annotations
 
 from ..policies.ordering import waiting_key
 from .jit import kernel
+from .lora_slots import (
+    LP_ADAPTERS,
+    LP_AGING_S,
+    LP_BYTES_PER_ADAPTER,
+    LP_DISK_LOAD_S,
+    LP_FLOPS_PER_TOKEN,
+    LP_HOST_BW,
+    LP_LAUNCH_S,
+    LP_LINEAR_RATE,
+    LP_MAX_CPU_LORAS,
+    LP_MAX_LORAS,
+    LP_STREAM_BW,
+    LS_GROUPS,
+    LS_KERNEL_S,
+    LS_LOAD_S,
+    LS_LOADS_DISK,
+    LS_LOADS_HOST,
+    LS_MAX_GROUPS,
+    LS_NEXT,
+    LS_SKIPPED,
+    LS_STEPS,
+)
 from .queues import to_compute, wait_pop, wait_push
 from .state import B_SCHEDULED, N_RUNNING, STEP
 
-# cfg.lora[] slots.
-(LP_ADAPTERS, LP_MAX_LORAS, LP_MAX_CPU_LORAS, LP_LAUNCH_S, LP_FLOPS_PER_TOKEN, LP_BYTES_PER_ADAPTER, LP_LINEAR_RATE,
- LP_STREAM_BW, LP_HOST_BW, LP_DISK_LOAD_S, LP_GROUPED, LP_AGING_S) = range(12)
-N_LORA_PARAMS = 12
-# cfg.lora_state[] counters after the 4 per-adapter rows.
-(LS_SKIPPED, LS_LOADS_HOST, LS_LOADS_DISK, LS_LOAD_S, LS_KERNEL_S, LS_STEPS, LS_GROUPS, LS_NEXT,
- LS_MAX_GROUPS) = range(9)
-N_LORA_COUNTERS = 9
 # Admission passes: vLLM's limit alone, or the grouped order's first pass (kernel choose_next).
 PASS_LIMIT, PASS_GROUPED = 1, 2
 

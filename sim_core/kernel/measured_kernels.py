@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..catalog import Setup
-from .cost_model import (
+from .cost_constants import (
     DECODE_ATTN_FLOOR_S,
     DENSE_GEMM_BW,
     EXPERT_BW,

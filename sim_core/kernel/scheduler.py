@@ -47,6 +47,7 @@ from .kv_tiers import (
     tiers_on,
 )
 from .logs import log_event
+from .lora_slots import LP_GROUPED
 from .queues import (
     add_running,
     followup_push,
@@ -284,7 +285,7 @@ def admit_waiting(eng):
     # LoRA adapters (kernel/lora.py): vLLM's limit on a step's adapters; the grouped order first lets in the
     # adapters with the most waiting requests (and requests past the aging limit), then the rest.
     in_step = lora.mark_running(eng)
-    if eng.cfg.lora[lora.LP_GROUPED] != 0:
+    if eng.cfg.lora[LP_GROUPED] != 0:
         lora.choose_next(eng)
         in_step = _admit_waiting(eng, lora.PASS_GROUPED, in_step)
         lora.put_back_skipped(eng)

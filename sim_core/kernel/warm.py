@@ -23,7 +23,7 @@ from . import jit
 # What the helper process compiles, and what this one compiles meanwhile (module, kernel) — each a subtree of
 # `simulate` whose argument types do not depend on a run. Split by measured compile time (bench/bench_startup.py).
 HELPER = (("scheduler", "schedule"),)
-HERE = (("workload", "block_hashes"), ("build", "new_engine"), ("engine", "admit_arrivals"), ("engine", "run_batch"), ("engine", "land_tokens"),
+HERE = (("content_hash", "block_hashes"), ("build", "new_engine"), ("engine", "admit_arrivals"), ("engine", "run_batch"), ("engine", "land_tokens"),
         ("attribution", "attribute_step"), ("policies.ordering", "_rekey_by_cached_prefix"),
         ("policies.ordering", "_rekey_on_step_time_drift"), ("logs", "take_frames"), ("build", "outcome"),
         ("engine", "release_finished"), ("policies.static_batching", "end_static_batch"), ("logs", "_grow_logs"))
@@ -32,8 +32,8 @@ HERE = (("workload", "block_hashes"), ("build", "new_engine"), ("engine", "admit
 def _kernel(module: str, name: str):
     import importlib
 
-    # Kernels live in sim_core.kernel, but for the workload's block hashing and two policies' kernels.
-    package = "sim_core" if module == "workload" or module.startswith("policies.") else __package__
+    # Kernels live in sim_core.kernel, but for two policies' kernels.
+    package = "sim_core" if module.startswith("policies.") else __package__
     return getattr(importlib.import_module(f"{package}.{module}"), name)
 
 
@@ -45,7 +45,7 @@ def signatures(module: str, name: str) -> list[tuple]:
 
     if (module, name) == ("build", "new_engine"):
         return [tuple(typeof(a) for a in _engine_inputs())]
-    if (module, name) == ("workload", "block_hashes"):
+    if (module, name) == ("content_hash", "block_hashes"):
         return [(types.int64[::1], types.int64[::1], types.int64[::1], types.boolean[::1], types.int64)]
     if (module, name) == ("logs", "take_frames"):
         return [(ENGINE, types.boolean)]

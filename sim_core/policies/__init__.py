@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .options import ADMISSION_CODES, N_POLICY_PARAMS, policy_params
-from .ordering import (
-    LPM_QUEUE_LIMIT,
+from .orders import (
     ORDER_ARRIVAL,
     ORDER_CACHED_PREFIX,
     ORDER_DEADLINE,
@@ -82,5 +80,4 @@ SCHEDULER_NAMES: tuple[str, ...] = tuple(s.name for s in SCHEDULERS)
 BY_NAME: dict[str, Scheduler] = {s.name: s for s in SCHEDULERS}
 
 
-__all__ = ["ADMISSION_CODES", "BY_NAME", "LPM_QUEUE_LIMIT", "N_POLICY_PARAMS", "SCHEDULERS", "SCHEDULER_NAMES",
-           "Scheduler", "policy_params"]
+__all__ = ["BY_NAME", "SCHEDULERS", "SCHEDULER_NAMES", "Scheduler"]

@@ -7,7 +7,8 @@ from ..kernel.kv_pool import blocks_for
 from ..kernel.queues import wait_top
 from ..kernel.state import FINISHED, KV_BLOCKS, N_RUNNING, N_WAITING, PREEMPT_NONE
 from .fair import next_tenant
-from .ordering import ORDER_MLFQ, waiting_key
+from .ordering import waiting_key
+from .orders import ORDER_MLFQ
 
 
 @inline

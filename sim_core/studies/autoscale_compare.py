@@ -59,7 +59,7 @@ def at_peak(base: Scenario) -> tuple[Scenario, float]:
 def parse_autoscalers(text: str | None, base: Scenario) -> tuple[str, ...]:
     """`--autoscalers`: comma-separated names, or `none`; default: the scenario's own autoscaler, else
     DEFAULT_AUTOSCALERS. ScenarioError naming the field for an unknown name."""
-    from ..policies.autoscaling import AUTOSCALERS
+    from ..policies.autoscalers import AUTOSCALERS
 
     if text is None:
         return (base.autoscaler,) if base.autoscaler else DEFAULT_AUTOSCALERS

@@ -1,11 +1,11 @@
-"""`sched-sim calibrate`: refit the cost model's measured constants (cost_model.Constants) on a user's own
+"""`sched-sim calibrate`: refit the cost model's measured constants (cost_constants.Constants) on a user's own
 deployment, from one of two kinds of measurement (read by measurements.py).
 
 Measured steps (CSV: prefill_tokens,context_tokens,decode_seqs,decode_context,step_ms, the batch shapes of
 `sched-sim step-time`). Each row is one observation of the step-time model; all five constants are fitted by
 least squares on the log of predicted / measured time (relative error: a 2 ms decode step and a 300 ms prefill
 count alike), with Levenberg-Marquardt. Each constant moves in a logistic coordinate between its physical bounds
-(cost_model.CONSTANT_BOUNDS), so a fit can never leave them, and a weak pull toward the catalog's value keeps a
+(cost_constants.CONSTANT_BOUNDS), so a fit can never leave them, and a weak pull toward the catalog's value keeps a
 constant the rows cannot see (no long prefill: attention efficiency) where the catalog has it instead of letting it
 drift.
 
@@ -36,14 +36,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..catalog import ServingSettings, Setup, resolve_setup
 from ..deployment import max_seqs_of
 from ..hardware_profile import CONSTANT_NAMES, Profile, profile_document
-from ..kernel.cost_model import (
-    CONSTANT_BOUNDS,
-    Constants,
-    cost_params,
-    default_constants,
-    step_aggregates,
-    step_cost,
-)
+from ..kernel.cost_constants import CONSTANT_BOUNDS, Constants, default_constants
+from ..kernel.cost_model import cost_params, step_aggregates, step_cost
 from ..scenario import HardwareName, ModelName, Quantization, Scenario, ScenarioError, describe_error
 from ..workload import Requests
 from .measurements import Bench, CalibrationError, Steps, read_steps_csv, read_vllm_bench

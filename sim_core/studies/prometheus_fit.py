@@ -31,7 +31,7 @@ from dataclasses import asdict
 import numpy as np
 
 from ..hardware_profile import Profile, profile_document
-from ..kernel.cost_model import CONSTANT_BOUNDS, Constants, default_constants
+from ..kernel.cost_constants import CONSTANT_BOUNDS, Constants, default_constants
 from ..prometheus_export import Histogram, snapshot, time_averages
 from ..prometheus_names import COUNTER, HISTOGRAM, flavour_of_engine
 from ..prometheus_parse import HistogramWindow, ScrapeError, Window

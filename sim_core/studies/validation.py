@@ -25,7 +25,7 @@ import numpy as np
 
 from ..catalog import GPUS, MODELS, ServingSettings, resolve_setup
 from ..engines import DEFAULT_ENGINE, engine_of
-from ..kernel.cost_model import (
+from ..kernel.cost_constants import (
     ATTENTION_RATE,
     CUSTOM_AR_MAX_BYTES,
     DENSE_GEMM_BW,
@@ -34,12 +34,8 @@ from ..kernel.cost_model import (
     LINEAR_RATE,
     PEAK_BW,
     STREAM_BW,
-    allreduce_s,
-    cost_params,
-    prefill_pairs,
-    roofline_s,
-    step_cost,
 )
+from ..kernel.cost_model import allreduce_s, cost_params, prefill_pairs, roofline_s, step_cost
 from ..kernel.layer_kernels import (
     ACTIVATION_BW_EFFICIENCY,
     NORM_BW_EFFICIENCY,

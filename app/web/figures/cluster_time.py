@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sim_core.cluster_over_time import WINDOW_S, attainment_by_window
-from sim_core.policies.autoscaling import AUTOSCALERS
+from sim_core.policies.autoscalers import AUTOSCALERS
 from sim_core.queue_by_window import waiting_by_window
 from sim_core.rate_schedule import parse as parse_schedule
 from sim_core.studies.capacity import DEFAULT_TARGET
