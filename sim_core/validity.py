@@ -19,7 +19,7 @@ from .kernel.state import (
     S_WAITING,
 )
 from .studies.inferencex import FILE as INFERENCEX_FILE
-from .studies.inferencex import quantization_for
+from .studies.row_names import quantization_for
 from .studies.validation import VALIDATION_DIR, coverage, hardware_key, model_key, read_rows
 
 # A run is saturated when, as arrivals end, more than this share of its requests (and at least

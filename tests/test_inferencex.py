@@ -184,12 +184,10 @@ def test_matched_measure_is_split_by_gpu_maker():
 def test_points_run_with_the_kv_cache_format_their_launcher_sets(monkeypatch):
     """InferenceX's SGLang DeepSeek-R1 launchers on the B200/B300/MI300X/MI325X pass --kv-cache-dtype fp8_e4m3; the
     H200's sets none, nor do its vLLM launchers."""
-    from sim_core import runner
-
     seen = []
     metrics = {"gpus": 8, "total_token_throughput": 1.0, "output_throughput": 1.0, "ttft_ms": {"mean": 1.0},
                "tpot_ms": {"mean": 1.0, "p50": 1.0}, "completed": 3, "preemptions": 0}
-    monkeypatch.setattr(runner, "run", lambda s: seen.append(s) or type("R", (), {"metrics": metrics}))
+    monkeypatch.setattr(inferencex, "run", lambda s: seen.append(s) or type("R", (), {"metrics": metrics}))
     for hw in ("b300", "h200"):  # concurrency 3: a point no other test caches
         inferencex.run_point(hw, "deepseek-r1", "fp8", inferencex.Parallelism(8), (1024, 1024), 3, 1, "sglang")
     inferencex.run_point("b200", "deepseek-r1", "fp8", inferencex.Parallelism(8), (1024, 1024), 3, 1, "vllm")

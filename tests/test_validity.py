@@ -26,7 +26,7 @@ def _predicted_rows():
     """(hardware, model, weight format, engine) of every row `validate` predicts against a measurement: the
     kernel, step and serving files and InferenceX's closed-loop points, as those studies read them."""
     from sim_core.engines import engine_of
-    from sim_core.studies.inferencex import quantization_for
+    from sim_core.studies.row_names import quantization_for
     from sim_core.studies.validation import (
         VALIDATION_DIR,
         hardware_key,

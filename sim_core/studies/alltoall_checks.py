@@ -30,7 +30,7 @@ from ..expert_parallel import (
     links_of,
     traffic_split,
 )
-from .validation import VALIDATION_DIR, Check, measured_rows
+from .check_rows import VALIDATION_DIR, Check, measured_rows
 
 FILE = "alltoall.csv"
 # H800 is not in the GPU catalogue: an H100 with NVLink cut to 400 GB/s bidirectional, 200 GB/s per direction

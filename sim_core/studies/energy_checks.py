@@ -18,7 +18,7 @@ import numpy as np
 from ..catalog import MODELS
 from ..energy import power_model, step_power_trace
 from ..kernel.state import S_DECODE_SEQS, S_RUNNING
-from .offline import read_rows
+from .check_rows import read_rows
 from .row_names import model_key
 
 ENERGY_GROUP = "energy"

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .alltoall_checks import alltoall_checks
-from .validation import VALIDATION_DIR, Check, hardware_key, measured_rows, model_key
+from .check_rows import VALIDATION_DIR, Check, measured_rows
+from .row_names import hardware_key, model_key
 
 # Each gathered file, with what a prediction of its rows needs.
 GATHERED = {

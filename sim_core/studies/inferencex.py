@@ -32,9 +32,13 @@ from itertools import combinations
 from pathlib import Path
 from typing import NamedTuple
 
-from ..catalog import GPUS, MODELS
+from ..catalog import GPUS, MODELS, ServingSettings, SetupError, resolve_setup
 from ..engines import DEFAULT_ENGINE, engine_of
-from .validation import VALIDATION_DIR, Check, hardware_key, measured_rows, model_key
+from ..expert_parallel import expert_parallel
+from ..runner import run
+from ..scenario import Scenario
+from .check_rows import VALIDATION_DIR, Check, measured_rows
+from .row_names import hardware_key, model_key, quantization_for
 
 FILE = "inferencex.csv"
 RANGE_RATIO = 0.8  # RANDOM_RANGE_RATIO: lengths uniform in [0.8 L, L]
@@ -103,21 +107,6 @@ def measure_of(measured_what: str) -> str | None:
     return next((key for text, key in MEASURES if text in low), None)
 
 
-def quantization_for(dtype: str, gpu: str) -> tuple[str, str]:
-    """The row's weight format as a sched-sim quantization, with a note when it is run another way: an MXFP4
-    checkpoint on a GPU without FP4 tensor cores runs weight-only (vLLM's Marlin MXFP4 kernel on Hopper,
-    VLLM_MXFP4_USE_MARLIN=1 in InferenceX's H100 launcher; on CDNA 3, whose launcher names no backend, vLLM's MXFP4
-    MoE oracle, vllm/model_executor/layers/fused_moe/oracle/mxfp4.py, takes AITER's CK or the triton_kernels
-    experts, both reading the 4-bit weights and upcasting them in the kernel: W4A16, not BF16 weights), which is
-    int4."""
-    d = dtype.lower()
-    if "fp4" in d:
-        if GPUS[gpu].fp4_tflops is None:
-            return "int4", "MXFP4 weights run weight-only (no FP4 tensor cores): int4"
-        return "fp4", ""
-    return ("fp8", "") if "fp8" in d else ("bf16", "")
-
-
 def family(model: str) -> str:
     return MOE if MODELS[model].experts > 1 else DENSE
 
@@ -136,9 +125,6 @@ def run_point(hw: str, model: str, quantization: str, parallel: Parallelism, sha
     """One InferenceX point simulated: its throughputs per GPU, mean TTFT and TPOT (ms), median TPOT and the
     interactivity (tok/s/user), `shape` being (ISL, OSL) and `engine` the engine profile it runs as. Cached: the
     rows of one point (throughputs, TTFT, TPOT) share one run."""
-    from ..runner import run  # imported here: the simulator is only needed for these rows
-    from ..scenario import Scenario
-
     isl, osl = shape
 
     # [0.8 L, L] is the random workload's [L' (1 - r'), L' (1 + r')] with L' = 0.9 L and r' = 1/9.
@@ -158,9 +144,6 @@ def run_point(hw: str, model: str, quantization: str, parallel: Parallelism, sha
 
 def _setup_error(hw: str, model: str, quantization: str, tp: int, ep: int = 1) -> str | None:
     """Why this deployment cannot run (it does not fit, tp does not divide the heads), or None."""
-    from ..catalog import ServingSettings, SetupError, resolve_setup
-    from ..expert_parallel import expert_parallel
-
     try:
         resolve_setup(hw, model, quantization, tp, ServingSettings(0.9, 16, TOKEN_BUDGET, 256),
                       expert_parallel=expert_parallel(ep))

@@ -25,7 +25,10 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from .validation import VALIDATION_DIR, Check, measured_rows
+from ..kernel import state as E
+from ..runner import run
+from ..scenario import Scenario
+from .check_rows import VALIDATION_DIR, Check, measured_rows
 
 FILE = "lora_serving.csv"
 HARDWARE = {"A10G (24GB)": "a10g", "A100 (40GB)": "a100-40gb", "A100 (80GB)": "a100"}
@@ -49,10 +52,6 @@ def mean_rank(ranks: str) -> int:
 def simulated_throughput(hardware: str, model: str, rank: int, adapters: int, rate: float, duration: float,
                          kv_tokens: int) -> float:
     """Requests per second over the whole run (to the last finish), as S-LoRA's run_exp.py measures it."""
-    from ..kernel import state as E
-    from ..runner import run
-    from ..scenario import Scenario
-
     kw = dict(workload="random", isl=LENGTH, osl=LENGTH, length_range=LENGTH_RANGE, rate=rate,
               num_requests=int(rate * duration), seed=SEED, hardware=hardware, model=model, scheduler="fcfs",
               preemption="none", kv_blocks=kv_tokens // 16, gpu_memory_utilization=GPU_MEMORY_UTILIZATION)

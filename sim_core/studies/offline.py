@@ -6,15 +6,17 @@ benchmarks"). sim_core/studies/validation.py predicts the serving rows with it.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..catalog import ServingSettings, resolve_setup
 from ..expert_parallel import expert_parallel
+from ..runner import run
+from ..scenario import Scenario
+from .check_rows import VALIDATION_DIR, int_of, read_rows
 from .row_names import hardware_key
+from .trtllm_bench import row_setting, utilization_for
 
-VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
 # Requests per simulated offline benchmark where the row does not say how many ran: the published runs used
 # 1,000-30,000; 1,000 reaches the same steady state (every request is queued at t=0) in a fraction of the time.
 OFFLINE_REQUESTS = 1000
@@ -60,8 +62,6 @@ class Deployment:
 
 def row_deployment(row: dict, model: str, quantization: str, kv_cache_dtype: str) -> Deployment:
     """A row's deployment: its tp, and its ep and attention_dp columns where it has them (moe_offline.csv)."""
-    from .validation import int_of
-
     return Deployment(hardware_key(row["hardware"]), model, quantization, int_of(row.get("tp") or "1"),
                       kv_cache_dtype, int(row.get("ep") or 1), row.get("attention_dp") == "yes")
 
@@ -71,14 +71,9 @@ def offline_output_rate(d: Deployment, prompt: int, output: int, engine: EngineS
     """Output tokens/s of the whole deployment (every GPU) in a simulated offline run: `requests` identical
     requests queued at t=0, handed out round-robin to the attention data-parallel ranks (each one engine with its
     own KV pool and batch limits, as TensorRT-LLM's attention-DP ranks schedule their own batches)."""
-    from ..runner import run  # imported here: the simulator is only needed for these rows
-    from ..scenario import Scenario
-
     text = "arrival_s,prompt_tokens,output_tokens\n" + f"0,{prompt},{output}\n" * requests
     memory = 0.9  # the scenario's default, vLLM's gpu_memory_utilization
     if engine.kv_free_fraction:
-        from .trtllm_bench import utilization_for
-
         memory = utilization_for(d.setup(), engine.kv_free_fraction)
     s = Scenario(scheduler="chunked", hardware=d.hardware, model=d.model, quantization=d.quantization, tp=d.tp,
                  ep=d.ep, attention_dp=d.attention_dp, kv_cache_dtype=d.kv_cache_dtype,
@@ -86,11 +81,6 @@ def offline_output_rate(d: Deployment, prompt: int, output: int, engine: EngineS
                  async_scheduling=engine.async_scheduling, engine=engine.engine,
                  max_model_len=max(prompt + output, 1024), gpu_memory_utilization=memory)
     return run(s, trace_text=text).metrics["output_throughput"]
-
-
-def read_rows(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def engine_settings(row: dict, directory: Path = VALIDATION_DIR) -> EngineSettings:
@@ -102,8 +92,6 @@ def engine_settings(row: dict, directory: Path = VALIDATION_DIR) -> EngineSettin
             kv = e.get("kv_cache_dtype") or ""
             sizes = [int(e[k]) if e[k] != "trtllm-bench" else None for k in ("max_batch_size", "max_num_tokens")]
             if None in sizes:
-                from .trtllm_bench import row_setting
-
                 sizes = [given or bench for given, bench in zip(sizes, row_setting(row, e, kv), strict=True)]
             return EngineSettings(*sizes, CAPACITY_POLICIES[e["capacity_scheduler_policy"]],
                                   e["overlap_scheduler"] == "yes", e.get("engine") or "vllm", kv,

@@ -16,6 +16,8 @@ import math
 
 from ..catalog import GPUS, MODELS, QUANTIZATIONS
 from ..kernel.layer_kernels import ACTIVATION_BYTES
+from .check_rows import int_of
+from .row_names import hardware_key, kv_cache_dtype_of, model_key, quantization_of, row_quantization
 
 GIB = 1024**3
 # trtllm-bench's --kv_cache_free_gpu_mem_fraction default; the perf-overview runs used 0.95 "in many cases"
@@ -72,15 +74,6 @@ def row_setting(row: dict, engine_row: dict, kv_cache_dtype: str) -> tuple[int, 
     """engine_setting for a validation row (serving.csv, moe_offline.csv) run as its validation/engines.csv entry
     says. A checkpoint in a format trtllm-bench does not size for (MXFP4: its TUNED_QUANTS are NVFP4, FP8, FP8 block
     scales and unquantized) runs at TensorRT-LLM's defaults instead."""
-    from .validation import (
-        hardware_key,
-        int_of,
-        kv_cache_dtype_of,
-        model_key,
-        quantization_of,
-        row_quantization,
-    )
-
     if "mxfp4" in row["dtype"].lower():
         return UNTUNED_SETTING
     hardware, gpus = hardware_key(row["hardware"]), int_of(row.get("gpus") or row.get("tp") or "1")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -42,6 +42,13 @@ from ..kernel.layer_kernels import (
     ROPE_BW_EFFICIENCY,
     STREAM_COPY_BW_EFFICIENCY,
 )
+from .check_rows import VALIDATION_DIR, Check, int_of, read_rows
+from .energy_checks import energy_checks
+from .gathered import gathered_checks
+from .inferencex import inferencex_checks
+from .lora_checks import lora_checks
+from .moe_kernels import GROUP as MOE_KERNEL_GROUP
+from .moe_kernels import moe_kernel_checks
 from .offline import (  # noqa: F401 (re-exported: the offline rows' settings)
     CAPACITY_POLICIES,
     OFFLINE_REQUESTS,
@@ -50,36 +57,20 @@ from .offline import (  # noqa: F401 (re-exported: the offline rows' settings)
     EngineSettings,
     engine_settings,
     offline_output_rate,
-    read_rows,
     row_deployment,
 )
-from .row_names import HARDWARE_NAMES, hardware_key, kv_cache_dtype_of, model_key, quantization_of  # noqa: F401 (re-exported)
+from .row_names import (  # noqa: F401 (re-exported)
+    HARDWARE_NAMES,
+    hardware_key,
+    kv_cache_dtype_of,
+    model_key,
+    quantization_of,
+    row_quantization,
+)
 
-VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
 # The engines' own published maximum-throughput tables of mixture-of-experts models (validation/moe_offline.csv).
 MOE_OFFLINE_GROUP = "serving, MoE"
-# Published timings of one fused MoE layer (validation/moe_kernels.csv, sim_core/studies/moe_kernels.py).
-MOE_KERNEL_GROUP = "kernel, MoE"
 GROUPS = ("kernel", MOE_KERNEL_GROUP, "step", "serving", MOE_OFFLINE_GROUP, "tp/fp8", "kernel, measured here")
-@dataclass(frozen=True)
-class Check:
-    group: str
-    source: str
-    what: str
-    reference: float
-    unit: str
-    predicted: float | None  # None: skipped, `note` says why
-    note: str = ""
-    # tp/fp8 rows: what a speed-up compares, and this row's side of it
-    series: str = ""  # e.g. "Llama-2-7B on A100 80GB SXM4: end-to-end latency"
-    variant: str = ""  # e.g. "tp=4", "fp8"
-    point: tuple = ()  # InferenceX rows: an inferencex.Point (model, dtype, shape, level, GPU, TP, quantity)
-    engine: str = ""  # offline rows: the engine profile simulated (sim_core/data/engines.json)
-
-    @property
-    def error(self) -> float | None:
-        """Relative error of the prediction, (predicted - reference) / reference."""
-        return None if self.predicted is None else self.predicted / self.reference - 1.0
 
 
 
@@ -101,10 +92,6 @@ def params(hardware: str, model: str, quantization: str, tp: int, kv_cache_dtype
     if nccl_only:
         p[CUSTOM_AR_MAX_BYTES] = 0.0
     return p
-
-
-def int_of(text: str) -> int:
-    return int(re.match(r"\s*(\d+)", text).group(1))
 
 
 def middle(text: str) -> int:
@@ -291,18 +278,6 @@ def serving_check(group: str, row: dict, simulate: bool, directory: Path = VALID
     return Check(predicted=rate, note="; ".join(n for n in notes if n), **base)
 
 
-def row_quantization(dtype: str, hw: str | None, notes: list[str]) -> str:
-    """The row's weight format as a quantization: an FP4 checkpoint on a GPU without FP4 tensor cores runs
-    weight-only (inferencex.quantization_for, which says so in `notes`)."""
-    if "fp4" in dtype.lower() and hw is not None:
-        from .inferencex import quantization_for
-
-        quantization, note = quantization_for(dtype, hw)
-        notes.append(note)
-        return quantization
-    return quantization_of(dtype)
-
-
 def offline_rate(row: dict, formats: tuple[str, str, str], shape: tuple[int, int], engine: EngineSettings,
                  notes: list[str]) -> float:
     """A row's offline benchmark simulated (sim_core/studies/offline.py): its deployment (`formats`: model,
@@ -318,20 +293,6 @@ def offline_rate(row: dict, formats: tuple[str, str, str], shape: tuple[int, int
     return offline_output_rate(d, *shape, engine, requests)
 
 
-def measured_rows(path: Path) -> list[tuple[int, dict, float]]:
-    """(line, row, its `value` as a number) of each row of a gathered file (none if the file is absent); a value
-    that is no number is a ValueError naming the file and the line."""
-    if not path.is_file():
-        return []
-    out = []
-    for line, row in enumerate(read_rows(path), start=2):
-        try:
-            out.append((line, row, float(row["value"])))
-        except ValueError:
-            raise ValueError(f"{path.name} line {line}: value {row['value']!r} is not a number") from None
-    return out
-
-
 def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Check]:
     """Every row of the validation set, predicted (or skipped with its reason)."""
     out = [kernel_check(r) for r in read_rows(directory / "kernels.csv")]
@@ -342,12 +303,6 @@ def checks(directory: Path = VALIDATION_DIR, simulate: bool = True) -> list[Chec
     if (directory / "moe_offline.csv").is_file():
         out += [serving_check(MOE_OFFLINE_GROUP, r, simulate, directory)
                 for r in read_rows(directory / "moe_offline.csv")]
-    from .energy_checks import energy_checks
-    from .gathered import gathered_checks  # they read this module's rows and names
-    from .inferencex import inferencex_checks
-    from .lora_checks import lora_checks
-    from .moe_kernels import moe_kernel_checks
-
     return (out + moe_kernel_checks(directory) + comparison_checks(directory, simulate) + measured_kernel_checks(directory)
             + inferencex_checks(directory, simulate) + gathered_checks(directory) + lora_checks(directory, simulate)
             + energy_checks(directory, simulate))
