@@ -41,7 +41,7 @@ from .links import KV_LINKS
 
 if TYPE_CHECKING:
     from .architecture import Model
-    from .catalog import GPU
+    from .gpu import GPU
 
 # ---------------------------------------------------------------------------------------------------------
 # Constants

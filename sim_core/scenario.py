@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import lora
 from .catalog import AUTO_QUANTIZATION, GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATION_CHOICES, weight_format
@@ -21,6 +21,7 @@ from .policies.autoscalers import AUTOSCALERS, SCALING_METRICS
 from .policies.routers import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .rate_schedule import ScheduleError
 from .rate_schedule import parse as parse_schedule
+from .scenario_errors import ScenarioError, describe_error, model_error_field
 from .trace_formats import FORMATS, TRACE_FORMAT_NAMES
 from .workload import LENGTH_RANGE_MODES, PRESETS, RANDOM_ISL, RANDOM_OSL
 
@@ -555,5 +556,13 @@ def query_value(v: object) -> str:
     return str(v)
 
 
-# Invalid input, reported field by field (its own module; parse_scenario is from_query's, so it is re-exported).
-from .scenario_errors import ScenarioError, describe_error, model_error_field, parse_scenario  # noqa: E402, F401
+def parse_scenario(data: dict) -> Scenario:
+    """Validate raw input (strings allowed) into a Scenario, or raise ScenarioError naming each bad field."""
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            field, err = model_error_field(err, "scenario", Scenario)
+            problems.append((field, describe_error(err, Scenario, "is not a scenario field")))
+        raise ScenarioError(problems) from None

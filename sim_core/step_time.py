@@ -90,7 +90,7 @@ def parse_step_shape(data: dict) -> StepShape:
     except ValidationError as e:
         problems = []
         for err in e.errors():
-            field, err = model_error_field(err, "prefill_tokens")
+            field, err = model_error_field(err, "prefill_tokens", Scenario)
             message = describe_error(err, StepShape)
             if err["type"] in ("int_parsing", "int_from_float", "int_type") and field in StepShape.model_fields:
                 got = f" (got {quote(err['input'])})" if err.get("input") is not None else ""
