@@ -100,7 +100,7 @@ def main() -> None:
     # utilization at its default running target, and at twice and four times it (less headroom).
     policies = [("utilization", {}), ("predictive", {})]
     for k in (2, 4):
-        policies.append((f"util x{k}", {"autoscaler": "utilization", "autoscale_target": k * running_target(base.model_copy(update={"autoscaler": "utilization"}))}))
+        policies.append((f"util x{k}", {"autoscaler": "utilization", "autoscale_target": k * running_target(base.model_copy(update={"autoscaler": "utilization"}), run)}))
     for name, extra in policies:
         t = time.perf_counter()
         res = run(base.model_copy(update={"autoscaler": name, "max_replicas": max(8, n + 2), **extra}))

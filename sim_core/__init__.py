@@ -5,21 +5,37 @@
     result.metrics["itl_ms"]["p99"]
 
 Faces read a Result's logs through `views` (named columns, enums), never the engine's own column numbers.
+
+Each name below is imported from its module when first read (PEP 562), not with the package: every
+`import sim_core.<module>` runs this file first, and importing the runner here made each of them load numba and
+every engine kernel (~0.4 s), even for `sched-sim --help`, which reads the scenario's fields and nothing else.
 """
 
-# .views after .runner: numba is first imported through sim_core.kernel.jit (which keeps PyYAML out of a CLI run), not
-# through views' import of state. Importing it sets `sim_core.views` too.
-from .catalog import GPUS, MODELS, SetupError
-from .policies import SCHEDULER_NAMES
-from .runner import Result, SeedRuns, SimulationError, resolve, run, run_seeds, warm_up
-from .scenario import Scenario, ScenarioError, parse_scenario
-from .traces import TraceError
-from .views import BlockState, EventKind, RequestState
-from .workload import PRESETS
+import importlib
 
-__all__ = [
-    "GPUS", "MODELS", "PRESETS", "SCHEDULER_NAMES", "BlockState", "EventKind", "RequestState", "Result", "Scenario",
-    "ScenarioError", "SetupError", "SeedRuns", "SimulationError", "TraceError", "parse_scenario", "resolve", "run",
-    "run_seeds", "views", "warm_up",
-]
+# name -> the module of sim_core that defines it
+_EXPORTS = {
+    "GPUS": "catalog", "MODELS": "catalog", "SetupError": "catalog",
+    "SCHEDULER_NAMES": "policies",
+    "Result": "runner", "SeedRuns": "runner", "resolve": "runner", "run": "runner",
+    "run_seeds": "runner", "warm_up": "kernel.warm",
+    "SimulationError": "simulation_error",
+    "Scenario": "scenario", "ScenarioError": "scenario", "parse_scenario": "scenario",
+    "TraceError": "traces",
+    "BlockState": "views", "EventKind": "views", "RequestState": "views",
+    "PRESETS": "workload",
+}
 
+__all__ = [*sorted(_EXPORTS), "views"]
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value  # read once: later reads find it here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

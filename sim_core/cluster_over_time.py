@@ -8,7 +8,8 @@ These metrics are added only when an autoscaler runs, so a run without one repor
 from __future__ import annotations
 
 import math
-from functools import cache
+from collections.abc import Callable
+from functools import cache, partial
 
 import numpy as np
 
@@ -33,7 +34,10 @@ from .policies.autoscaling import Scaling
 from .policies.routing import RouterSettings
 from .prices import GPU_PRICES
 from .provisioning import provision_delay_s
+from .rate_schedule import parse
+from .scenario import AUTOSCALE_FIELDS
 from .scenario_errors import ScenarioError
+from .studies.rate_search import search_rate, slo_attainment
 
 # SLO attainment and replica counts are reported per window of this many seconds (a minute, as dashboards plot).
 WINDOW_S = 60.0
@@ -47,15 +51,16 @@ PROBE_S = 300.0
 FORECAST_POINTS = 16
 
 
-def scaling_settings(scenario, resolved) -> Scaling:
-    """The kernel's Scaling record for a scenario with an autoscaler."""
+def scaling_settings(scenario, resolved, run: Callable) -> Scaling:
+    """The kernel's Scaling record for a scenario with an autoscaler (`run`: the runner's, for the probes that size
+    replicas by simulating them)."""
     lo, hi = scenario.scaling_bounds
     interval = scenario.autoscale_interval_s or DEFAULT_INTERVAL_S
     delay = provision_delay_s(scenario, resolved)
     metric = scenario.autoscale_metric or "running"
     predictive = AUTOSCALERS[scenario.autoscaler][0] == SCALE_PREDICTIVE
-    capacity = replica_capacity(scenario) if predictive else np.zeros(0)
-    target = 1.0 if predictive else float(scenario.autoscale_target or running_target(scenario))
+    capacity = replica_capacity(scenario, run) if predictive else np.zeros(0)
+    target = 1.0 if predictive else float(scenario.autoscale_target or running_target(scenario, run))
     forecast = schedule_forecast(resolved.schedule, scenario.duration, interval, delay) if predictive else np.zeros(0)
     return Scaling(AUTOSCALERS[scenario.autoscaler][0], lo, hi, scenario.replicas, float(interval), float(delay),
                    SCALING_METRICS[metric][0], target,
@@ -74,7 +79,7 @@ def schedule_forecast(schedule, duration_s: float, interval_s: float, delay_s: f
     return np.ascontiguousarray(schedule.rate_at(ticks[:, None] + offsets[None, :]).max(axis=1), np.float64)
 
 
-def replica_capacity(scenario) -> np.ndarray:
+def replica_capacity(scenario, run: Callable) -> np.ndarray:
     """[k] the requests/s k replicas serve with PLANNING_ATTAINMENT of their requests within the SLO, k = 0 ..
     max_replicas: `autoscale_replica_rate` x k if set, else the capacity study's on a constant rate for 1, 2, 4,
     ... replicas up to what the peak needs, per replica interpolated between (and held past the last). Not one
@@ -85,49 +90,43 @@ def replica_capacity(scenario) -> np.ndarray:
     if scenario.autoscale_replica_rate is not None:
         return np.arange(hi + 1) * float(scenario.autoscale_replica_rate)
     probe = _probe_scenario(scenario)
-    alone = _probe_rate(probe)
+    alone = _probe_rate(probe, run)
     need = min(hi, max(1, math.ceil(probe.rate * max(1, scenario.replicas) / alone)))
-    return _capacity_curve(probe, alone, need, hi)
+    return _capacity_curve(probe, alone, need, hi, run)
 
 
 @cache
-def _capacity_curve(probe, alone: float, need: int, hi: int) -> np.ndarray:
+def _capacity_curve(probe, alone: float, need: int, hi: int, run: Callable) -> np.ndarray:
     counts = [1]
     while counts[-1] < need:
         counts.append(min(2 * counts[-1], need))
-    per = [alone] + [_probe_rate(probe.model_copy(update={"replicas": k, "rate": alone * k})) / k
+    per = [alone] + [_probe_rate(probe.model_copy(update={"replicas": k, "rate": alone * k}), run) / k
                      for k in counts[1:]]
     k = np.arange(hi + 1)
     capacity = k * np.interp(k, counts, per)  # np.interp holds the ends flat
     return np.ascontiguousarray(np.maximum.accumulate(capacity), np.float64)
 
 
-def running_target(scenario) -> float:
+def running_target(scenario, run: Callable) -> float:
     """utilization's default target on running requests: what one replica alone holds when it serves the rate it
     can within the SLO, by Little's law that rate times the mean time a request spends there. One alone: the
     HPA reacts only once the metric is past its target, so the target keeps the headroom a lone replica needs (at
     eight pooled replicas' figure, 4x higher on A100 + Llama-3-8B chat, the diurnal hour of
     bench/bench_autoscale.py fell to 79% attainment)."""
     probe = _probe_scenario(scenario)
-    return _probe_running(probe, _probe_rate(probe))
+    return _probe_running(probe, _probe_rate(probe, run), run)
 
 
 @cache
-def _probe_running(probe, rate: float) -> float:
-    from .runner import run
-
+def _probe_running(probe, rate: float, run: Callable) -> float:
     m = run(probe.model_copy(update={"rate": rate})).metrics
     return max(1.0, rate * m["e2el_ms"]["mean"] / 1e3)
 
 
 def _probe_scenario(scenario):
     """The scenario at a constant rate on one replica, for the capacity search (its peak rate to start)."""
-    from .scenario import AUTOSCALE_FIELDS
-
     rate = scenario.offered_rate()
     if scenario.rate_schedule is not None:
-        from .rate_schedule import parse
-
         rate = parse(scenario.rate_schedule).peak_rate(scenario.duration)
     update = {name: None for name in AUTOSCALE_FIELDS}
     update.update(autoscaler=None, replicas=1, rate_schedule=None, rate=max(rate / max(1, scenario.replicas), 1e-3),
@@ -136,10 +135,8 @@ def _probe_scenario(scenario):
 
 
 @cache
-def _probe_rate(probe) -> float:
-    from .studies.capacity import max_rate  # the studies run the runner: imported here, not at load
-
-    found, _ = max_rate(probe, PLANNING_ATTAINMENT)
+def _probe_rate(probe, run: Callable) -> float:
+    found, _ = search_rate(probe, partial(slo_attainment, run), PLANNING_ATTAINMENT)
     if found is None:
         # A ScenarioError naming the field (a ValueError still): the web answers it as a 422, not a 500.
         raise ScenarioError([("autoscale_replica_rate", "one replica meets the SLO at no rate the capacity search "
@@ -148,10 +145,10 @@ def _probe_rate(probe) -> float:
     return found
 
 
-def run_autoscaled(scenario, resolved, cfg, table, frames, sessions=None):
+def run_autoscaled(scenario, resolved, cfg, table, frames, run: Callable, sessions=None):
     """Run the autoscaled cluster: (each slot's Outcome, the slot each request was sent to, the lives log, KV
-    blocks leaked on release)."""
-    scaling = scaling_settings(scenario, resolved)
+    blocks leaked on release). `run`: the runner's, which the autoscaler's probes simulate with."""
+    scaling = scaling_settings(scenario, resolved, run)
     router = RouterSettings(scenario.router, scenario.router_staleness_ms / 1e3, scenario.seed,
                             scenario.router_cache_weight, sessions)
     independent = not bool((table.child != -1).any())

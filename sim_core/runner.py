@@ -51,6 +51,7 @@ from .policies.options import policy_params
 from .policies.orders import ORDER_TENANT_SHARE
 from .policies.routing import RouterSettings, conversations
 from .scenario import Scenario, ScenarioError
+from .simulation_error import SimulationError
 from .statistics import aggregate
 from .traces import at_rate, read_trace, read_trace_file
 from .workload import QUEUED, Requests, closed_loop, synthesize
@@ -66,10 +67,6 @@ DEFAULT_MAX_EVENTS = 1 << 22
 # would. Logging every step of 4 replicas costs ~4.5% of a 100k-request run (1.050 vs 1.004 s, best of 5).
 CLUSTER_STEP_RECORDS = 1024
 MAX_TRACE_ROWS = 10_000_000
-
-
-class SimulationError(RuntimeError):
-    """The engine ended with requests neither finished nor rejected: a bug, never a valid outcome."""
 
 
 class Cancelled(RuntimeError):
@@ -360,7 +357,7 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
     the table's follow-up chains are not only conversations)."""
     pools = r.deployment
     if scenario.autoscaler is not None:
-        outs, served_by, lives, leaked, scaling = run_autoscaled(scenario, r, cfgs[0], table, frames, sessions)
+        outs, served_by, lives, leaked, scaling = run_autoscaled(scenario, r, cfgs[0], table, frames, run, sessions)
         merged = Outcome(**{f: getattr(outs[0], f) for f in PER_REQUEST}, **pooled_logs(outs))
         return PoolsRun(merged, outs, served_by, autoscaled=(lives, leaked, scaling))
     router = RouterSettings(scenario.router, scenario.router_staleness_ms / 1e3, scenario.seed,
@@ -460,15 +457,3 @@ def _add_engines(result: Result, ran: PoolsRun, cfgs: list[Config]) -> None:
         link_busy = extra.pop("kv_link_busy_s")
         extra["kv_link_utilization"] = link_busy / (makespan * pools[0].engines) if makespan > 0 else 0.0
         result.metrics.update(extra)
-
-
-def warm_up() -> None:
-    """Compile (or load from numba's on-disk cache) every engine code path with tiny runs (a cold cache: on two
-    cores, warm.py)."""
-    from .kernel.warm import compile_in_two
-    from .policies import SCHEDULER_NAMES
-
-    compile_in_two()
-    for name in SCHEDULER_NAMES:
-        run(Scenario(scheduler=name, hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192),
-            record_events=True)

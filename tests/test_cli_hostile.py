@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-import sim_core.studies.capacity as capacity_module
+import sim_core.studies.rate_search as search_module
 from app.cli import main
 from app.cli.commands import run as run_command
 from sim_core import Scenario
@@ -62,11 +62,11 @@ def test_the_bisection_ends_whatever_tolerance_a_library_caller_passes(monkeypat
     rate, runs = max_rate(Scenario(rate=5.0), 0.9, tolerance, knee_at(7.3, calls))
     assert 7.3 * (1 - 2e-4) <= rate <= 7.3 and runs == len(calls) < 30  # the floor, MIN_TOLERANCE
     # Without the floor, the iteration cap (or the bracket reaching adjacent floats) still ends it.
-    monkeypatch.setattr(capacity_module, "MIN_TOLERANCE", 0.0)
+    monkeypatch.setattr(search_module, "MIN_TOLERANCE", 0.0)  # what the search reads
     calls.clear()
     rate, runs = max_rate(Scenario(rate=5.0), 0.9, tolerance, knee_at(7.3, calls))
     assert rate <= 7.3 and rate == pytest.approx(7.3, rel=1e-12) and runs <= 2 + MAX_BISECTIONS
-    monkeypatch.setattr(capacity_module, "MAX_BISECTIONS", 5)
+    monkeypatch.setattr(search_module, "MAX_BISECTIONS", 5)
     calls.clear()
     _, runs = max_rate(Scenario(rate=5.0), 0.9, tolerance, knee_at(7.3, calls))
     assert runs == 2 + 5  # the start, one doubling, five bisections
@@ -254,10 +254,9 @@ def test_calibrate_out_problems_name_out_not_trace_out(capsys, tmp_path, monkeyp
 
 
 def test_a_write_that_fails_late_names_out(capsys, tmp_path, monkeypatch):
-    import sim_core.studies.calibration
     from app.cli.commands import calibrate as calibrate_command
 
-    monkeypatch.setattr(sim_core.studies.calibration, "calibrate", lambda target, text, source: {"fit": {}})
+    monkeypatch.setattr(calibrate_command, "calibrate", lambda target, text, source: {"fit": {}})
 
     def full(self, *a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -18,7 +18,20 @@ from pathlib import Path
 
 from numba import config as numba_config
 
+from ..policies import SCHEDULER_NAMES
+from ..runner import (
+    DEFAULT_MAX_STEP_RECORDS,
+    class_slos,
+    engine_config,
+    frame_spec,
+    make_requests,
+    request_table,
+    resolve,
+    run,
+)
+from ..scenario import Scenario
 from . import jit
+from .state import ENGINE
 
 # What the helper process compiles, and what this one compiles meanwhile (module, kernel) — each a subtree of
 # `simulate` whose argument types do not depend on a run. Split by measured compile time (bench/bench_startup.py).
@@ -41,8 +54,6 @@ def signatures(module: str, name: str) -> list[tuple]:
     """The argument types the engine calls this kernel with."""
     from numba import typeof, types
 
-    from .state import ENGINE
-
     if (module, name) == ("build", "new_engine"):
         return [tuple(typeof(a) for a in _engine_inputs())]
     if (module, name) == ("content_hash", "block_hashes"):
@@ -56,17 +67,6 @@ def signatures(module: str, name: str) -> list[tuple]:
 
 def _engine_inputs() -> tuple:
     """(Config, RequestTable, FrameSpec) of a tiny run, as runner.simulate_requests builds them."""
-    from ..runner import (
-        DEFAULT_MAX_STEP_RECORDS,
-        class_slos,
-        engine_config,
-        frame_spec,
-        make_requests,
-        request_table,
-        resolve,
-    )
-    from ..scenario import Scenario
-
     s = Scenario(scheduler="fcfs", hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192)
     r = resolve(s)
     reqs = make_requests(s, r)
@@ -158,9 +158,6 @@ FLEET_NICENESS = 10  # below the process it works for: it takes a core only when
 
 def compile_fleet() -> None:
     """Compile (or load) the fleet's entry kernels with a tiny run of each."""
-    from ..runner import run
-    from ..scenario import Scenario
-
     for fleet in FLEET_SCENARIOS:
         run(Scenario(hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192, **fleet))
 
@@ -177,3 +174,12 @@ def stop_fleet_compiler(process: subprocess.Popen | None) -> None:
     if process is not None and process.poll() is None:
         process.kill()
         process.wait()
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's on-disk cache) every engine code path with tiny runs (a cold cache: on two
+    cores, compile_in_two)."""
+    compile_in_two()
+    for name in SCHEDULER_NAMES:
+        run(Scenario(scheduler=name, hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192),
+            record_events=True)

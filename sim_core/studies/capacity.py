@@ -13,22 +13,19 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from ..runner import resolve, run
-from ..scenario import MIN_RATE, Scenario
+from ..runner import run
+from ..scenario import Scenario
 from ..statistics import mean_ci95
-
-DEFAULT_TARGET = 0.9
-DEFAULT_TOLERANCE = 0.03  # the bracket's width relative to its low end
-MAX_DOUBLINGS = 20  # from the scenario's rate: a million-fold range up or down
-# The highest rate a scenario accepts (its `rate` field's bound): the search never simulates above it. A target
-# that every rate meets (0, or one below the attainment of an overloaded run) doubled the rate 20 times, a
-# million-fold the requests: 2.85 GB before it was killed.
-MAX_RATE = next(m.le for m in Scenario.model_fields["rate"].metadata if getattr(m, "le", None) is not None)
-# The narrowest bracket the bisection aims for, relative, and the most bisections it makes: each halves the
-# bracket's logarithm, so from a doubling (the widest bracket) 1e-4 takes 13; without a floor a tolerance of 0
-# (or one below a float's resolution) never ended: sqrt(lo * hi) rounds to lo once they are adjacent floats.
-MIN_TOLERANCE = 1e-4
-MAX_BISECTIONS = 64
+from .rate_search import (  # noqa: F401 (the search's bounds, re-exported: the capacity command's and tests' names)
+    DEFAULT_TARGET,
+    DEFAULT_TOLERANCE,
+    MAX_BISECTIONS,
+    MAX_DOUBLINGS,
+    MAX_RATE,
+    MIN_TOLERANCE,
+    search_rate,
+    slo_attainment,
+)
 
 
 class CapacitySearch(BaseModel):
@@ -51,52 +48,15 @@ class Capacity:
 
 
 def attainment_at(scenario: Scenario, rate: float) -> float:
-    return run(scenario.model_copy(update={"rate": rate, "seeds": 1})).metrics["slo_attainment"]
+    return slo_attainment(run, scenario, rate)
 
 
 def max_rate(scenario: Scenario, target: float = DEFAULT_TARGET, tolerance: float = DEFAULT_TOLERANCE,
              attainment: Callable[[Scenario, float], float] = attainment_at,
              ceiling: float | None = None) -> tuple[float | None, int]:
-    """(the highest rate meeting `target` SLO attainment for this scenario's seed, simulations run). With a
-    `ceiling`, a rate at or above it that meets the target ends the search (a planner needs no more)."""
-    scenario.require_constant_rate("capacity")
-    start = min(scenario.rate or resolve(scenario).rate, MAX_RATE)
-    runs = 1
-    if attainment(scenario, start) >= target:
-        lo, hi = start, None
-        for _ in range(MAX_DOUBLINGS):
-            if (ceiling is not None and lo >= ceiling) or lo >= MAX_RATE:
-                return lo, runs
-            runs += 1
-            up = min(2 * lo, MAX_RATE)
-            if attainment(scenario, up) < target:
-                hi = up
-                break
-            lo = up
-        if hi is None:
-            return lo, runs  # met even a million-fold the scenario's rate: report the highest rate tried
-    else:
-        lo, hi = None, start
-        for _ in range(MAX_DOUBLINGS):
-            if hi / 2 < MIN_RATE:
-                break
-            runs += 1
-            if attainment(scenario, hi / 2) >= target:
-                lo = hi / 2
-                break
-            hi /= 2
-        if lo is None:
-            return None, runs
-    for _ in range(MAX_BISECTIONS):
-        mid = (lo * hi) ** 0.5
-        if hi / lo <= 1 + max(tolerance, MIN_TOLERANCE) or not lo < mid < hi:
-            break
-        runs += 1
-        if attainment(scenario, mid) >= target:
-            lo = mid
-        else:
-            hi = mid
-    return lo, runs
+    """(the highest rate meeting `target` SLO attainment for this scenario's seed, simulations run): rate_search's
+    search, simulated here by the runner unless `attainment` says otherwise."""
+    return search_rate(scenario, attainment, target, tolerance, ceiling)
 
 
 def _seed_search(task: tuple) -> tuple[float | None, int]:

@@ -22,6 +22,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..kernel import jit
+from ..kernel.warm import warm_up
+
 EXECUTORS = ("local", "ray")
 
 
@@ -71,8 +74,6 @@ class LocalExecutor:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            from ..runner import warm_up
-
             warm_up()  # compile (or load) the engine once here, so forked workers inherit it
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
             self._pool = ProcessPoolExecutor(max_workers=self.workers,
@@ -94,8 +95,6 @@ class LocalExecutor:
 def ray_init_options(address: str | None = None, num_cpus: int | None = None) -> dict:
     """ray.init's arguments: the workers are told where this process caches compiled kernels (NUMBA_CACHE_DIR, the
     directory sim_core.kernel.jit chose), so that they load them instead of compiling."""
-    from ..kernel import jit
-
     env = {"NUMBA_CACHE_DIR": jit.CACHE_DIR} if jit.CACHE_DIR else {}
     return {"address": address, "num_cpus": num_cpus if address is None else None,
             "runtime_env": {"env_vars": env} if env else None, "include_dashboard": False, "log_to_driver": False,
@@ -157,8 +156,6 @@ def kernel_cache_stats(_task=None) -> dict:
     import sys
 
     from numba.core.registry import CPUDispatcher
-
-    from ..runner import warm_up
 
     warm_up()
     hits = misses = 0
