@@ -6,6 +6,7 @@ the web modules, so that neither face imports the other.
 from __future__ import annotations
 
 from sim_core import Scenario
+from sim_core.studies.autoscale_compare import comparison_doc as doc
 
 
 def plan_doc(rate: float, target: float, result) -> dict:
@@ -28,8 +29,6 @@ def deployment_text(s: Scenario) -> str:
 
 def comparison_doc(c) -> dict:
     """`sched-sim plan --json`'s `autoscaling` key (sim_core.studies.autoscale_compare)."""
-    from sim_core.studies.autoscale_compare import comparison_doc as doc
-
     return {**doc(c), "deployment": deployment_text(c.plan.scenario) if c.plan else None}
 
 

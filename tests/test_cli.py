@@ -13,8 +13,9 @@ import pytest
 
 import sim_core
 from app import cli
-from app.cli import main, report, simulate, trace_path_for
+from app.cli import main, report, simulate
 from app.cli.commands import COMMANDS, serve
+from app.cli.results import trace_path_for
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.fields import bounds_text
 
@@ -579,10 +580,10 @@ def test_every_command_module_is_registered_in_order():
 
     on_disk = {m.name for m in pkgutil.iter_modules(commands.__path__)}
     assert on_disk == set(commands.COMMANDS) and len(commands.COMMANDS) == len(on_disk)
-    modules = commands.load()
-    for name, module in zip(commands.COMMANDS, modules, strict=True):
+    modules = commands.load_all()
+    for (name, summary), module in zip(commands.COMMANDS.items(), modules, strict=True):
         assert module.NAME == name.replace("_", "-"), module.__name__
-        assert module.HELP and callable(module.add_arguments) and callable(module.handle), module.__name__
+        assert summary and callable(module.add_arguments) and callable(module.handle), module.__name__
     sub = next(a for a in dispatch.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert list(sub.choices) == [m.NAME for m in modules]
 
@@ -593,23 +594,12 @@ def test_each_command_has_its_help(capsys, name):
 
     from app.cli import commands
 
-    module = next(m for m in commands.load() if m.NAME == name)
+    summary = commands.COMMANDS[name.replace("-", "_")]
     code, out, err = cli_run(capsys, [name, "--help"])
     assert code == 0 and not err
-    assert out.startswith(f"usage: sched-sim {name} ") and " ".join(module.HELP.split()) in " ".join(out.split())
+    assert out.startswith(f"usage: sched-sim {name} ") and " ".join(summary.split()) in " ".join(out.split())
     code, out, _ = cli_run(capsys, ["--help"])
     assert code == 0 and re.search(rf"^    {re.escape(name)}(\s|$)", out, re.M), out
-
-
-def test_the_old_path_of_the_validate_tables_still_imports():
-    """Scripts import validate_markdown from app.cli.report, its home before the commands had modules."""
-    from app.cli import report as old_home
-    from app.cli.commands import validate
-
-    assert old_home.validate_markdown is validate.validate_markdown
-    assert old_home.validate_doc is validate.validate_doc
-    with pytest.raises(AttributeError):
-        old_home.no_such_name  # noqa: B018
 
 
 def test_nothing_outside_the_cli_imports_it():

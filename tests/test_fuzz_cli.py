@@ -26,6 +26,7 @@ import sim_core.studies.planner
 import sim_core.studies.sweep
 import sim_core.studies.validation
 from app.cli import dispatch, main, simulate
+from app.cli.commands import sweep as sweep_command
 
 EXAMPLES = int(os.environ.get("FUZZ_CLI_EXAMPLES", "150"))
 # `serve` starts a server; tests/test_cli.py covers its flags
@@ -86,7 +87,7 @@ def bounded_cli(monkeypatch, tmp_path):
     monkeypatch.setattr(sim_core.studies.capacity, "run", lambda sc, **kw: real_run(_small(sc), **kw))
     monkeypatch.setattr(sim_core.studies.planner, "run", lambda sc, **kw: real_run(_small(sc), **kw))
     monkeypatch.setattr(sim_core.studies.frontier, "run", lambda sc, **kw: real_run(_small(sc), **kw))
-    monkeypatch.setattr(sim_core.studies.sweep, "sweep", lambda sc, names, rates, **kw: real_sweep(
+    monkeypatch.setattr(sweep_command, "sweep", lambda sc, names, rates, **kw: real_sweep(  # the name the command calls
         _small(sc), names, list(rates)[:3], **{**kw, "workers": 1}))
     monkeypatch.setattr(simulate, "NOTE_REQUESTS", float("inf"))  # the note generates the whole workload
     # Any --executor runs here, in this process: the fuzzing is about the flags (tests/test_executor.py runs Ray).

@@ -30,7 +30,6 @@ gc.disable()
 try:
     from .dispatch import build_parser, main
     from .flags import flag_name
-    from .results import trace_path_for
 finally:
     gc.freeze()
     if _collecting:
@@ -65,4 +64,4 @@ def _nothing_left_running() -> bool:
     return mp is None or not mp.active_children()
 
 
-__all__ = ["build_parser", "entry", "flag_name", "main", "trace_path_for"]
+__all__ = ["build_parser", "entry", "flag_name", "main"]

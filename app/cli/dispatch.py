@@ -1,5 +1,5 @@
-"""The `sched-sim` parser and `main`: one subparser per module app.cli.commands lists (its NAME, HELP,
-add_arguments, handle), and the mapping of what a command raises to one line on stderr and an exit status."""
+"""The `sched-sim` parser and `main`: one subparser per command app.cli.commands lists (its module's NAME,
+add_arguments, handle; its line of help from COMMANDS), and the mapping of what a command raises to one line on stderr and an exit status."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from .flags import Parser, UsageError, scenario_error_text, setup_error_text, tr
 from .report import EXIT_INTERNAL, EXIT_INTERRUPTED, error
 
 PROG = "sched-sim"
-# Imported with the package (app/cli/__init__.py freezes what the imports built out of garbage collection).
-COMMAND_MODULES = commands.load()
 
 
 class _VersionAction(argparse.Action):
@@ -30,21 +28,23 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """Every command's parser; with `only` (the command a command line names), the flags of that command only:
-    some read a model's fields off modules the run does not otherwise import (plan, step-time, calibrate), and a
-    `run` need not import the planner, the step-time model and the calibrator to parse its flags. (argparse reads
-    only the named command's subparser, so the others' flags are never consulted.)"""
+    """Every command's parser; with `only` (the command a command line names, or "" for none), the module and
+    flags of that command only: a command's module imports what it runs on (the engine, the planner, the web
+    stack), which `sched-sim --help`, `sched-sim list` or another command's parse need not load. (argparse reads
+    only the named command's subparser, so the others' flags and handlers are never consulted.)"""
     parser = Parser(prog=PROG, allow_abbrev=False,
                     description="Simulate LLM-serving schedulers: latency, throughput and goodput of a policy on "
                                 "a GPU, model and workload. 'sched-sim list' shows the valid names and what each "
                                 "metric measures.")
     parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMAND_MODULES:
-        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP, allow_abbrev=False)
-        if only is None or only == module.NAME:
+    for name, summary in commands.COMMANDS.items():
+        command = name.replace("_", "-")
+        p = sub.add_parser(command, help=summary, description=summary, allow_abbrev=False)
+        if only is None or only == command:
+            module = commands.load(name)
             module.add_arguments(p)
-        p.set_defaults(func=module.handle)
+            p.set_defaults(func=module.handle)
     return parser
 
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     _write_any_text(sys.stdout, sys.stderr)
     try:
         words = sys.argv[1:] if argv is None else [str(a) for a in argv]
-        args = build_parser(only=next((w for w in words if not w.startswith("-")), None)).parse_args(argv)
+        args = build_parser(only=next((w for w in words if not w.startswith("-")), "")).parse_args(argv)
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows up here, inside the handlers below, not at exit
         return code

@@ -19,6 +19,8 @@ from pydantic import BaseModel
 
 from sim_core import SCHEDULER_NAMES, Scenario, ScenarioError, SetupError, TraceError, parse_scenario
 from sim_core.fields import bounds_text, field_info
+from sim_core.hardware_profile import ProfileError, read_profile_document
+from sim_core.input_files import input_file_problem
 from sim_core.quoting import quote
 
 
@@ -175,8 +177,6 @@ def read_text_file(path: str, flag: str, max_bytes: int, what: str) -> str:
     """A file a flag names, as text, read no further than `max_bytes`: a UsageError naming the flag if it is
     missing, a directory, a device or a FIFO (never opened: a FIFO blocks, /dev/zero never ends), unreadable or
     larger."""
-    from sim_core.input_files import input_file_problem
-
     problem = input_file_problem(path, what)
     if problem == "no such file":
         raise UsageError(f"{flag}: no such file {path!r}")
@@ -196,8 +196,6 @@ def read_hardware_profile(path: str) -> str:
     """--hardware-profile FILE: the profile `sched-sim calibrate --out` wrote, as the scenario field's string.
     (A string already in that form passes as it is, so a URL's value can be pasted.)"""
     import os
-
-    from sim_core.hardware_profile import ProfileError, read_profile_document
 
     if not os.path.exists(path):
         if ":" in path and "=" in path:

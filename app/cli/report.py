@@ -2,9 +2,6 @@
 run, compare, sweep and capacity head their text with, the progress bar, and the one-line errors. What only one
 command prints lives in that command's module (app/cli/commands/); run's and compare's metrics tables in
 `results`.
-
-`validate_doc` and `validate_markdown` (now `app.cli.commands.validate`'s) are still importable from here, for
-scripts written before the commands had modules of their own.
 """
 
 from __future__ import annotations
@@ -274,13 +271,3 @@ def check_writable(path: str, flag: str = "--trace-out") -> None:
         raise UsageError(f"{flag}: cannot write {path!r}: read-only file system")
     if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise UsageError(f"{flag}: cannot write {path!r}: permission denied")
-
-
-def __getattr__(name: str):
-    """`app.cli.report.validate_doc` / `validate_markdown`: their home before each command had its own module
-    (imported on first use: the validate command's module imports this one)."""
-    if name in ("validate_doc", "validate_markdown"):
-        from .commands import validate
-
-        return getattr(validate, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,6 +14,7 @@ from sim_core import Scenario
 from sim_core.expert_parallel import ep_report
 from sim_core.metric_catalog import BY_KEY, table_sections, value_at
 from sim_core.studies import model_error
+from sim_core.trace_export import write_chrome_trace
 from sim_core.validity import REJECTED_PREFIX, run_warnings
 
 from .flags import UsageError
@@ -225,8 +226,6 @@ def trace_path_for(path: str, scheduler: str) -> str:
 
 
 def write_trace(result, path: str, out) -> None:
-    from sim_core.trace_export import write_chrome_trace
-
     try:
         meta = write_chrome_trace(result, path)
     except OSError as e:

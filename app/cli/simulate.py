@@ -17,7 +17,8 @@ from sim_core.quoting import quote
 from sim_core.run_cost import over_limit, run_cost
 from sim_core.runner import least_engine_steps, make_requests
 from sim_core.scenario import MAX_REQUESTS
-from sim_core.traces import BUNDLED_TRACES, trace_path
+from sim_core.studies import model_error
+from sim_core.traces import BUNDLED_TRACES, own_rate, trace_path
 
 from .flags import UsageError, build_scenario, flag_name
 from .report import g
@@ -81,8 +82,6 @@ def _note_ignored_with_trace(scenario: Scenario) -> None:
 def trace_rate(scenario: Scenario, searched: str) -> Scenario:
     """A search over arrival rates replays a trace at each rate tried, its recorded gaps scaled (--rate: where it
     starts; default: the trace's own mean rate, made explicit so the plans' scenario strings reproduce it)."""
-    from sim_core.traces import own_rate
-
     if scenario.trace is None:
         return scenario
     check_setup(scenario)
@@ -127,8 +126,6 @@ def run_schedulers(args: argparse.Namespace, schedulers: list[str], record_event
 def model_ensembles(results: dict) -> dict:
     """With --model-uncertainty: each scheduler's model-error ensemble (its first seed's requests replayed under
     every member's step-time factor); else {}."""
-    from sim_core.studies import model_error
-
     first = {s: first_seed(r) for s, r in results.items()}
     if not any(r.scenario.model_uncertainty for r in first.values()):
         return {}

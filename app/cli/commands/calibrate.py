@@ -6,7 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sim_core import ScenarioError
+from sim_core import ScenarioError, SetupError, parse_scenario
+from sim_core.prometheus_parse import ScrapeError, read_scrapes
+from sim_core.studies.calibration import CalibrationTarget, calibrate, parse_target
+from sim_core.studies.measurements import CalibrationError
+from sim_core.studies.prometheus_fit import calibrate_prometheus
 
 from ..flags import (
     UsageError,
@@ -23,15 +27,9 @@ from ..report import check_writable, columns, g, print_json, print_lines
 MAX_FROM_BYTES = 256 << 20
 
 NAME = "calibrate"
-HELP = (
-    "fit the cost model's efficiency and overhead constants to your own hardware from measured steps or a vllm "
-    "bench serve result, and write a profile for --hardware-profile"
-)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from sim_core.studies.calibration import CalibrationTarget  # the engine loads only on use
-
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--from",
@@ -69,9 +67,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from sim_core.studies.calibration import CalibrationTarget, calibrate, parse_target
-    from sim_core.studies.measurements import CalibrationError
-
     if args.scenario_query and not args.from_prometheus:
         raise UsageError("--scenario: states the load of a Prometheus scrape; it goes with --from-prometheus")
     if args.from_prometheus:
@@ -105,10 +100,6 @@ def _write_and_report(args: argparse.Namespace, doc: dict) -> int:
 
 def _from_prometheus(args: argparse.Namespace) -> int:
     """--from-prometheus: the scrapes read, the load stated (and derived), the fit."""
-    from sim_core import SetupError, parse_scenario
-    from sim_core.prometheus_parse import ScrapeError, read_scrapes
-    from sim_core.studies.prometheus_fit import calibrate_prometheus
-
     files = [
         (path, read_text_file(path, "--from-prometheus", MAX_FROM_BYTES, "a Prometheus scrape"))
         for path in args.from_prometheus

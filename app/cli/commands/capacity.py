@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from sim_core import Scenario, resolve
+from sim_core.fields import bounds_text, field_info, range_text
 from sim_core.scenario import MIN_RATE
+from sim_core.studies.capacity import CapacitySearch, capacity
 
 from ..flags import (
     _number,
@@ -18,14 +20,10 @@ from ..report import g, pct, print_json, print_lines, scenario_doc, setup_lines
 from ..simulate import check_setup, trace_rate
 
 NAME = "capacity"
-HELP = "the highest arrival rate a deployment serves within its SLOs, over seeds"
 
 
 def _search_value(name: str, text: str) -> float:
     """--target / --tolerance: a number within sim_core.studies.capacity.CapacitySearch's bounds for `name`."""
-    from sim_core.fields import field_info, range_text
-    from sim_core.studies.capacity import CapacitySearch
-
     value = _number(text)
     f = field_info(name, CapacitySearch)
     if (value <= f.lo if f.lo_exclusive else value < f.lo) or value > f.hi:
@@ -42,9 +40,6 @@ def tolerance(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from sim_core.fields import bounds_text, field_info
-    from sim_core.studies.capacity import CapacitySearch
-
     for name, parse in (("target", slo_target), ("tolerance", tolerance)):
         f = field_info(name, CapacitySearch)
         p.add_argument(f"--{name}", type=parse, default=f.default, metavar="FRACTION",
@@ -56,8 +51,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from sim_core.studies.capacity import capacity
-
     base = trace_rate(build_scenario(args), "a capacity search")
     check_setup(base)
     with executor(args) as ex:

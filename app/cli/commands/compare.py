@@ -11,7 +11,6 @@ from ..report import check_writable
 from ..simulate import first_seed, run_schedulers
 
 NAME = "compare"
-HELP = "simulate several schedulers on the same scenario and requests, side by side"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

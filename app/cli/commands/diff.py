@@ -7,12 +7,15 @@ from __future__ import annotations
 import argparse
 
 from sim_core import Scenario, ScenarioError, SetupError, TraceError, parse_scenario
+from sim_core.metric_catalog import REQUEST_METRICS
+from sim_core.request_diff import RequestsDiffer, diff_document
+from sim_core.views import ATTRIBUTION_PARTS
 
+from .. import simulate
 from ..flags import UsageError, query_scenario, scenario_error_text, setup_error_text, trace_error_text
-from ..report import jsonable, print_lines, scenario_doc
+from ..report import columns, jsonable, print_lines, scenario_doc
 
 NAME = "diff"
-HELP = "compare two runs over the same requests request by request: who won, who lost, and why"
 RANK_METRICS = ("e2el_ms", "ttft_ms", "tpot_ms", "max_itl_ms")
 
 
@@ -61,8 +64,6 @@ def query_to_scenario(flag: str, text: str):
 
 
 def _run(flag: str, scenario, events: bool):
-    from .. import simulate
-
     try:
         simulate.check_setup(scenario)
         return simulate.run(scenario, record_events=events)
@@ -81,16 +82,12 @@ def _query(scenario) -> str:
 def ab_document(sa, sb, ra, rb, top: int, by: str) -> tuple[dict, object]:
     """The A/B's JSON document less its `requests` (sim_core.request_diff.diff_document, with each run's scenario)
     and its RequestDiff, whose requests_texts write them."""
-    from sim_core.request_diff import diff_document
-
     doc, d = diff_document(ra, rb, top=top, by=by, with_requests=False)
     return {"a": {"scheduler": sa.scheduler, "query": _query(sa), "scenario": scenario_doc(sa)},
             "b": {"scheduler": sb.scheduler, "query": _query(sb), "scenario": scenario_doc(sb)}, **doc}, d
 
 
 def handle(args: argparse.Namespace) -> int:
-    from sim_core.request_diff import RequestsDiffer
-
     sa, sb = query_to_scenario("--a", args.a), query_to_scenario("--b", args.b)
     ra, rb = _run("--a", sa, not args.no_timelines), _run("--b", sb, not args.no_timelines)
     try:
@@ -142,10 +139,6 @@ def _timeline_text(segments) -> str:
 
 
 def report_lines(doc: dict, d) -> list[str]:
-    from sim_core.metric_catalog import REQUEST_METRICS
-    from sim_core.views import ATTRIBUTION_PARTS
-
-    from ..report import columns
 
     labels = {m.key: m.label for m in REQUEST_METRICS}
     out = [f"A: {doc['a']['query']}", f"B: {doc['b']['query']}",

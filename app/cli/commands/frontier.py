@@ -9,6 +9,18 @@ import argparse
 
 from sim_core import ScenarioError
 from sim_core.catalog import GPUS
+from sim_core.studies.frontier import (
+    BASES,
+    DEFAULT_BASIS,
+    DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_MIN_CONCURRENCY,
+    REQUESTS_PER_USER,
+    TP_CHOICES,
+    ConfigSearch,
+    cheapest_at,
+    concurrency_grid,
+    frontier,
+)
 
 from ..flags import (
     UsageError,
@@ -23,8 +35,6 @@ from ..flags import (
 from ..report import Progress, columns, fmt, print_json, print_lines, scenario_doc
 
 NAME = "frontier"
-HELP = ("throughput per GPU against tokens/s per user over closed-loop concurrencies, per GPU and configuration "
-        "(InferenceX's axes)")
 
 # The frontier sets these per point (the GPU, the closed loop's users and its request count); open-loop arrivals
 # have no place in a closed loop. --json's "scenario" leaves them out.
@@ -63,15 +73,6 @@ def degrees(text: str) -> list[int]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from sim_core.studies.frontier import (
-        BASES,
-        DEFAULT_BASIS,
-        DEFAULT_MAX_CONCURRENCY,
-        DEFAULT_MIN_CONCURRENCY,
-        REQUESTS_PER_USER,
-        TP_CHOICES,
-    )
-
     g = p.add_argument_group("frontier", "the GPUs compared and the concurrency grid (users: 1, 2, 4, ... max)")
     g.add_argument("--hardware", "--gpus", dest="gpus", type=gpu_list, required=True, metavar="H[,H2...]",
                    help="the GPUs to compare, comma-separated (each in every configuration that fits it)")
@@ -100,8 +101,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from sim_core.studies.frontier import ConfigSearch, cheapest_at, concurrency_grid, frontier
-
     try:
         grid = concurrency_grid(args.min_concurrency, args.max_concurrency)
     except ScenarioError as e:

@@ -11,7 +11,6 @@ from sim_core.policies import BY_NAME
 from ..report import columns, g, print_json, print_lines
 
 NAME = "list"
-HELP = "list the GPUs, models, workload presets, schedulers and metrics (name, unit, meaning)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

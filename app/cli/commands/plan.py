@@ -7,6 +7,9 @@ from __future__ import annotations
 import argparse
 
 from sim_core import Scenario, ScenarioError, resolve
+from sim_core.studies.autoscale_compare import at_peak, compare, parse_autoscalers
+from sim_core.studies.plan_space import LIST_INPUTS, PlanInputs, parse_plan_inputs
+from sim_core.studies.planner import no_plan_text, plan
 
 from ...plan_report import comparison_doc, comparison_lines, deployment_text, plan_doc
 from ..flags import UsageError, add_executor_flags, add_scenario_flags, build_scenario, executor, flag_name
@@ -14,7 +17,6 @@ from ..report import Progress, columns, fmt, g, pct, print_json, print_lines
 from ..simulate import trace_rate
 
 NAME = "plan"
-HELP = "the cheapest deployments (GPU, TP, scheduler, replicas) that meet the SLOs at a rate"
 
 PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "decode_replicas")  # the search sets them
 
@@ -37,8 +39,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_plan_flags(p: argparse.ArgumentParser) -> None:
     """The search space's flags, one per sim_core.studies.plan_space.PlanInputs field (its help and bounds come from there)."""
-    from sim_core.studies.plan_space import LIST_INPUTS, PlanInputs
-
     group = p.add_argument_group("search space", "what a plan may choose from; lists are comma-separated")
     for name, info in PlanInputs.model_fields.items():
         default = info.default
@@ -52,8 +52,6 @@ def _add_plan_flags(p: argparse.ArgumentParser) -> None:
 
 def _plan_inputs(args: argparse.Namespace):
     """The plan flags through sim_core.studies.plan_space (the dashboard's Plan form and /api/plan parse the same way)."""
-    from sim_core.studies.plan_space import parse_plan_inputs
-
     try:
         return parse_plan_inputs({name: getattr(args, f"plan__{name}") for name in PLAN_INPUT_FLAGS})
     except ScenarioError as e:
@@ -61,8 +59,6 @@ def _plan_inputs(args: argparse.Namespace):
 
 
 def handle(args: argparse.Namespace) -> int:
-    from sim_core.studies.planner import no_plan_text, plan
-
     inputs = _plan_inputs(args)
     base = build_scenario(args)
     scheduled, autoscalers = None, ()
@@ -103,8 +99,6 @@ def handle(args: argparse.Namespace) -> int:
 
 def _at_peak(base: Scenario, autoscalers: str | None):
     """(the scenario with its schedule, the autoscalers to compare, the scenario planned: the schedule's peak)."""
-    from sim_core.studies.autoscale_compare import at_peak, parse_autoscalers
-
     if base.trace is not None or base.concurrency is not None:
         return base, (), base  # refused by the planner, naming the field
     try:
@@ -115,8 +109,6 @@ def _at_peak(base: Scenario, autoscalers: str | None):
 
 
 def _compare(scheduled: Scenario, plans: list, autoscalers: tuple[str, ...]):
-    from sim_core.studies.autoscale_compare import compare
-
     return compare(scheduled, plans, autoscalers)
 
 

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from sim_core.prometheus_names import FLAVOURS
+from sim_core.prometheus_export import SeriesTooLong, exposition_text, openmetrics_series
+from sim_core.prometheus_names import FLAVOURS, flavour_of_engine
 
 from .. import results
 from ..flags import UsageError, add_scenario_flags, build_scenario, positive_float, unix_seconds
@@ -16,7 +17,6 @@ from ..report import check_writable
 from ..simulate import first_seed, run_schedulers
 
 NAME = "run"
-HELP = "simulate one scheduler on one scenario and print its metrics"
 METRICS_FLAGS = ("metrics_format", "metrics_interval", "metrics_start")
 
 
@@ -76,9 +76,6 @@ def handle(args: argparse.Namespace) -> int:
 
 def write_metrics(result, args: argparse.Namespace, out) -> None:
     """--metrics-out: one scrape, or with --metrics-interval a timestamped series (the first seed's run)."""
-    from sim_core.prometheus_export import SeriesTooLong, exposition_text, openmetrics_series
-    from sim_core.prometheus_names import flavour_of_engine
-
     flavour = args.metrics_format or flavour_of_engine(result.scenario.engine)
     if args.metrics_interval is None:
         text, what = exposition_text(result, flavour), "one scrape at the end of the run"

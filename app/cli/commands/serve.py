@@ -9,7 +9,6 @@ from ..flags import port
 from ..report import EXIT_INTERNAL, error
 
 NAME = "serve"
-HELP = "start the web dashboard"
 
 
 def _settings_options():

@@ -6,26 +6,21 @@ from __future__ import annotations
 import argparse
 
 from sim_core import ScenarioError
+from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
 
 from ..flags import UsageError, add_model_flags, scenario_error_text, scenario_input
 from ..report import columns, fmt, pct, print_json, print_lines
 
 NAME = "step-time"
-HELP = ("predict one engine step's time and where it goes (GEMMs, attention, elementwise, lm head, communication, "
-        "CPU overhead)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from sim_core.step_time import StepShape  # a small module: pydantic model and the cost model's entry
-
     add_model_flags(p, StepShape, "step", "the deployment and the step's batch: one prefill chunk plus "
                                           "decoding sequences")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
 
 
 def handle(args: argparse.Namespace) -> int:
-    from sim_core.step_time import StepShape, parse_step_shape, step_time_doc
-
     try:
         shape = parse_step_shape(scenario_input(args, StepShape))
     except ScenarioError as e:

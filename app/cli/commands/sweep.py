@@ -8,6 +8,7 @@ import os
 
 from sim_core import ScenarioError, resolve
 from sim_core.metric_catalog import BY_KEY, value_at
+from sim_core.studies.sweep import knee_interval, knee_rate, rate_grid, sweep
 
 from ..flags import (
     DEFAULT_SLO_TARGET,
@@ -38,7 +39,6 @@ from ..report import (
 from ..simulate import check_setup, trace_rate
 
 NAME = "sweep"
-HELP = "simulate schedulers over a grid of arrival rates and find each one's saturation knee"
 
 # The rate grid's inputs (as sim_core.studies.sweep.rate_grid names them) and the flags that give them.
 RATE_GRID_FLAGS = {"rate_min": "--min-rate", "rate_max": "--max-rate", "rate_step": "--step"}
@@ -61,8 +61,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _rate_grid(args: argparse.Namespace) -> list[float]:
-    from sim_core.studies.sweep import rate_grid
-
     try:
         return rate_grid(args.min_rate, args.max_rate, args.step)
     except ScenarioError as e:
@@ -72,8 +70,6 @@ def _rate_grid(args: argparse.Namespace) -> list[float]:
 def handle(args: argparse.Namespace) -> int:
     # Imported here: only a sweep needs the process pool (and multiprocessing behind it).
     from concurrent.futures.process import BrokenProcessPool
-
-    from sim_core.studies.sweep import knee_interval, knee_rate
 
     args.schedulers = chosen_schedulers(args)
     rates = _rate_grid(args)
@@ -110,8 +106,6 @@ def _simulate(args: argparse.Namespace, base, rates: list[float]) -> dict[str, l
     ends it quietly; the parent reports the interrupt."""
     import signal
     import threading
-
-    from sim_core.studies.sweep import sweep
 
     progress = Progress(len(args.schedulers) * len(rates) * base.seeds)
     main_pid = os.getpid()

@@ -6,14 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sim_core.input_files import input_file_problem
 from sim_core.quoting import quote
 
 from ..flags import UsageError
 from ..report import columns, print_json, print_lines
 
 NAME = "validate"
-HELP = ("predict every row of the validation set (public kernel, step and serving measurements) and print the "
-        "errors, per row and per group")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,8 +45,6 @@ def handle(args: argparse.Namespace) -> int:
 def _checks(validation, directory: Path, simulate: bool) -> list:
     """validation.checks on a --dir: its tables refused, naming --dir, when one is missing, not a regular file (a
     FIFO there hung the command) or not a validation table."""
-    from sim_core.input_files import input_file_problem
-
     for path in sorted(directory.iterdir()):
         problem = input_file_problem(str(path), "a validation table") if path.suffix in (".csv", ".json") else None
         if problem:
