@@ -12,6 +12,7 @@ from sim_core.run_cost import CPU_S_PER_ADAPTER_STEP
 from sim_core.runner import least_engine_steps
 from sim_core.studies import model_error
 
+from . import lanes
 from .inputs import (
     MAX_API_SEEDS,
     MAX_DURATION_S,
@@ -110,8 +111,6 @@ def web_limits() -> dict[str, Any]:
 
 def _busy_limits() -> dict[str, int]:
     """The limits a 503 names (service.BusyError.limit): simulations at once, API requests in the simulation
-    lane, plans and frontiers running or queued. Imported here, not at the top: those modules import this one."""
-    from . import frontier_page, plan_jobs, service
-
-    return {"max_simulations": service.MAX_SIMULATIONS, "max_in_flight_requests": service.MAX_IN_FLIGHT,
-            "max_queued_plans": plan_jobs.MAX_QUEUED_PLANS, "max_queued_frontiers": frontier_page.MAX_QUEUED_FRONTIERS}
+    lane, plans and frontiers running or queued (lanes.py)."""
+    return {"max_simulations": lanes.MAX_SIMULATIONS, "max_in_flight_requests": lanes.MAX_IN_FLIGHT,
+            "max_queued_plans": lanes.MAX_QUEUED_PLANS, "max_queued_frontiers": lanes.MAX_QUEUED_FRONTIERS}

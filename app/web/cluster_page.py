@@ -19,6 +19,7 @@ from .clusterview import (
     TRANSFER_ROW_PX,
     TRANSFER_WAIT,
 )
+from .present import fmt_value
 from .runview import RunView
 
 
@@ -210,8 +211,6 @@ SHARE_COLUMNS = (  # the engine table's columns: (key in metrics["replicas"], he
 def cluster_context(views: list[RunView], span: list[float] | None = None) -> list[dict] | None:
     """Per scheduler of a cluster comparison: its cluster figure, per-request figure, engine table and a line
     saying what the cluster is; None when the runs are single engines (the page shows its KV animation)."""
-    from .present import fmt_value  # present imports inputs, which the service imports: keep this one lazy
-
     if not views or getattr(views[0], "cluster", None) is None:
         return None
     out = []

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from sim_core import GPUS, Scenario, ScenarioError, parse_scenario
+from sim_core import GPUS, Scenario, ScenarioError, SetupError, parse_scenario, resolve
 from sim_core.studies.frontier import (
     BASES,
     REQUESTS_PER_USER,
@@ -31,9 +31,11 @@ from sim_core.studies.frontier import (
 )
 
 from . import service
+from .api import busy_answer
 from .figures.frontier import TITLE, frontier_figure
 from .http import errors_by_field
 from .jobs import JobBoard, JobRecord, job_id
+from .lanes import MAX_QUEUED_FRONTIERS
 from .plan_jobs import SlotExecutor
 from .templating import templates
 
@@ -45,7 +47,6 @@ MAX_WEB_LENGTH = 8192  # ISL and OSL each: a point is then at most 10 x 256 requ
 # Points of one frontier (GPUs x configurations x users): three GPUs of a mixture-of-experts model in all 13 of
 # its configurations up to 64 users (273), or six GPUs of a dense model in its four up to 256 users (216).
 MAX_WEB_POINTS = 300
-MAX_QUEUED_FRONTIERS = 2
 INPUTS = ("frontier_gpus", "frontier_isl", "frontier_osl", "frontier_max_concurrency", "frontier_basis",
           "frontier_min_tokens_per_s_per_user", "frontier_tp", "frontier_ep")
 # The scenario fields each configuration sets (the card's frontier_tp and frontier_ep narrow them), and those the
@@ -184,8 +185,6 @@ def _floor(raw: str, problems: list) -> float | None:
 
 def _page_model(s: Scenario) -> str:
     """The model the page runs (its GPU's default when the scenario names none)."""
-    from sim_core import SetupError, resolve
-
     try:
         return resolve(s).setup.model.key
     except SetupError as e:
@@ -280,8 +279,6 @@ def api_frontier(request: Request) -> JSONResponse:
     except ScenarioError as e:
         return JSONResponse({"detail": [{"field": k, "message": m} for k, m in e.problems]}, 422)
     except service.BusyError as e:
-        from .api import busy_answer
-
         return busy_answer(e)
     a = job.ask
     doc: dict[str, Any] = {"id": job.id, "status": "running" if job.running else ("error" if job.error else "done"),

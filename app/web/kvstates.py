@@ -60,12 +60,22 @@ def state_runs(res, kv: dict) -> list[list[int]]:
     return pool_state_runs(getattr(res, "kv_frame_state", np.zeros((0, 0))), res.kv_frame_s, kv)
 
 
+def run_lengths(code: np.ndarray) -> list[list[int]]:
+    """Per row of a 2-D array: [value, run length, value, run length, ...]."""
+    rows, n = code.shape
+    start = np.ones(code.shape, bool)
+    start[:, 1:] = code[:, 1:] != code[:, :-1]
+    flat = np.flatnonzero(start.ravel())
+    lengths = np.diff(np.append(flat, rows * n))  # every row begins a run, so runs never cross rows
+    pairs = np.stack([code.ravel()[flat], lengths], axis=1)
+    per_row = np.cumsum(start.sum(axis=1))[:-1]
+    return [p.ravel().tolist() for p in np.split(pairs, per_row)]
+
+
 def pool_state_runs(frame_state, recorded_s, kv: dict, owners=None) -> list[list[int]]:
     """state_runs of one KV pool: its recorded block states [frame, block] and their instants `recorded_s` (a
     single engine's run, or one engine of a cluster). With `owners` (the recorded frames [frame, block]: the
     request holding each block, or -1), cells in use that no request owns are CELL_HELD."""
-    from .runview import run_lengths  # runview imports this module
-
     states = np.asarray(frame_state if frame_state is not None else np.zeros((0, 0)))
     if states.ndim != 2 or states.shape[0] == 0 or not kv["frame_s"]:
         return []

@@ -20,12 +20,12 @@ from sim_core.studies.planner import no_plan_text, plan
 from . import service
 from .inputs import MAX_REQUESTS, expected_requests, scenario_query_pairs, work_problems
 from .jobs import JobBoard, JobRecord, job_id
+from .lanes import MAX_QUEUED_PLANS
 
 MAX_PLAN_CANDIDATES = 16
 MAX_PLAN_SEEDS = 3
 RUNS_PER_CANDIDATE = 16  # a capacity search's bracket and bisection, and the verification's runs, per seed
 MAX_PLAN_REQUESTS = 2_000_000  # requests simulated in all, estimated: about a minute or two of one core
-MAX_QUEUED_PLANS = 2
 KEEP_PLANS = 16  # finished plans kept for their pages
 
 

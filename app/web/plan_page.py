@@ -17,7 +17,9 @@ from sim_core.studies.plan_space import LIST_INPUTS, TP_DEGREES, PlanInputs, par
 from sim_core.studies.planner import PLAN_FIXED_FIELDS
 
 from ..plan_report import deployment_text
+from ..plan_report import plan_doc as cli_plan_doc
 from . import charts, present, service
+from .api import busy_answer, kernels_ready, unprocessable, warming_up
 from .http import errors_by_field
 from .inputs import WebRequest, _with_web_bounds, query_to_dict
 from .plan_jobs import (
@@ -237,8 +239,6 @@ def plan_job_cancel(request: Request, job_id: str) -> Response:
 
 def plan_doc(job: PlanJob) -> dict:
     """/api/plan's answer: the job's state and, once done, what `sched-sim plan --json` prints."""
-    from ..plan_report import plan_doc as cli_plan_doc
-
     cancelled = job.result is None and job.cancelled
     doc: dict[str, Any] = {"id": job.id, "query": job.query(), "status": "cancelled" if cancelled else "running"
                            if job.running else ("error" if job.error else "done"), "done": job.done,
@@ -259,8 +259,6 @@ def api_plan(request: Request) -> JSONResponse:
     """Start a capacity plan (or find the same one already started): the scenario's fields and the search space
     (gpus, tp, schedulers, token_budgets, topologies, max_gpus, attainment) as query parameters. Answers 202 with
     the job's progress while it runs, 200 with the plans once done; poll `poll`."""
-    from .api import busy_answer, kernels_ready, unprocessable, warming_up
-
     if not kernels_ready(request):
         return warming_up(request)
     try:

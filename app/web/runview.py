@@ -16,7 +16,7 @@ from sim_core.validity import run_warnings, saturation_warning
 
 from .ganttindex import GanttIndex, gantt_index, row_arrays, rows_for
 from .kvgrid import cell_codes
-from .kvstates import state_runs, swap_frames, tier_frames
+from .kvstates import run_lengths, state_runs, swap_frames, tier_frames
 
 MAX_CELLS = 4096  # KV grid cells (blocks are aggregated when the pool is larger)
 MIN_CELLS = 256
@@ -172,18 +172,6 @@ def step_data(res, points: int = STEP_POINTS) -> dict:
 
 
 # ----- KV pool frames -----
-def run_lengths(code: np.ndarray) -> list[list[int]]:
-    """Per row of a 2-D array: [value, run length, value, run length, ...]."""
-    rows, n = code.shape
-    start = np.ones(code.shape, bool)
-    start[:, 1:] = code[:, 1:] != code[:, :-1]
-    flat = np.flatnonzero(start.ravel())
-    lengths = np.diff(np.append(flat, rows * n))  # every row begins a run, so runs never cross rows
-    pairs = np.stack([code.ravel()[flat], lengths], axis=1)
-    per_row = np.cumsum(start.sum(axis=1))[:-1]
-    return [p.ravel().tolist() for p in np.split(pairs, per_row)]
-
-
 def cell_blocks(num_blocks: int) -> int:
     """Blocks per KV grid cell for a pool of `num_blocks`: one, or as many as keep the grid to MAX_CELLS cells."""
     return max(1, math.ceil(num_blocks / MAX_CELLS))

@@ -42,6 +42,7 @@ from .inputs import (
     work_problems,
 )
 from .jobs import JobBoard, JobRecord, job_id
+from .lanes import MAX_IN_FLIGHT, MAX_SIMULATIONS  # noqa: F401 (MAX_IN_FLIGHT: service's, as the pages read it)
 from .run_budget import MAX_RUN_BYTES, OUT_OF_MEMORY, engine_blocks, recorded_frames_for  # noqa: F401
 from .runview import RunView, build_view, cell_blocks, pick_frames
 from .store import BlobStore, content_id
@@ -49,14 +50,10 @@ from .sweep_range import default_sweep
 
 log = logging.getLogger("sched_sim.web")
 
-MAX_SIMULATIONS = 2  # at once: each allocates tens of MB, and two cores are busy with two
 SIM_SLOTS = threading.BoundedSemaphore(MAX_SIMULATIONS)
 # A request waits this long for a free slot, then gets "busy" (503 / a page that retries) instead of holding a
 # request thread while it queues: threads held by queued simulations would starve every other route.
 SIM_WAIT_S = 2.0
-# Requests that may simulate, running or in line for the simulation lane (lane.FairLine); past this the answer is
-# an immediate 503 with the time the line needs to drain (http.run_until_disconnect).
-MAX_IN_FLIGHT = 64
 # A request whose turn is further away than this is answered at once (503, Retry-After: its estimated wait) and
 # keeps its place with a ticket, rather than holding its connection open (proxies time out idle ones).
 LINE_HOLD_S = 15.0

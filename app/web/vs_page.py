@@ -31,6 +31,7 @@ from sim_core.runner import Cancelled
 
 from . import charts, figures, present, service
 from .api import kernels_ready
+from .figures.kv import kv_figure, kv_frames
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
 from .inputs import MAX_PAGE_SEEDS, MAX_REQUESTS, PAGE_DEFAULTS, WebRequest, expected_requests, problems_of
 from .templating import templates
@@ -212,8 +213,6 @@ def kv_pair(fig, sides: list[Side]) -> list[dict]:
     """The KV view of each side, a player each, on one grid (the same cells a row, so the larger pool is the
     longer grid) and the pair's time span. A side of several engines (its pool per engine, the cluster view) is
     left to its own page."""
-    from .figures.kv import kv_figure, kv_frames
-
     if any(s.results.cluster or not s.results.views for s in sides):
         return []
     spec = kv_figure([v for s in sides for v in s.results.views])

@@ -5,7 +5,10 @@ depends on the deployment only, not on the schedulers compared."""
 
 from __future__ import annotations
 
+from sim_core import lora
 from sim_core.catalog import SetupError
+from sim_core.runner import resolve
+from sim_core.spec_decode import decode_step_parts_ms, spec_tokens
 from sim_core.step_time import CURVE_KINDS, StepShape, step_time_curves
 from sim_core.views import COST_COMPONENTS as COMPONENTS
 
@@ -63,10 +66,6 @@ def steptime_context(scenario, view) -> dict | None:
 def mechanism_parts_ms(scenario, tokens: list[int], context: int) -> dict[str, list[float]]:
     """The decode panel's extra bands for the run's mechanisms, per batch size: speculative decoding's
     verification (the drafts' extra query tokens) and proposer, and the LoRA kernels; {} when neither is on."""
-    from sim_core import lora
-    from sim_core.runner import resolve
-    from sim_core.spec_decode import decode_step_parts_ms, spec_tokens
-
     if spec_tokens(scenario) == 0 and scenario.lora_adapters == 0:
         return {}
     try:
@@ -142,8 +141,6 @@ def _explain(results: Results, figure: dict) -> str:
 
 
 def _mechanisms_explained(results: Results) -> str:
-    from sim_core.spec_decode import spec_tokens
-
     s = results.req.scenario
     k = spec_tokens(s)
     parts = ([f"verifying {k} draft tokens per sequence and the {s.spec_method} proposer's passes"] if k else []) + \
