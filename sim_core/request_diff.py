@@ -28,8 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import timeline
+from .json_text import number_chars, records, string_chars
 from .kernel.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
 from .metric_catalog import REQUEST_METRICS
+from .metrics import request_latencies_s
 
 METRICS = tuple(m.key for m in REQUEST_METRICS)  # ttft_ms, tpot_ms, max_itl_ms, e2el_ms
 CAUSE_METRICS = ("ttft_ms", "tpot_ms", "e2el_ms")  # the metrics split into ATTRIBUTION_PARTS
@@ -78,8 +81,6 @@ def check_same_requests(a, b) -> None:
 def request_values_ms(result) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
     """Per request of one run: (each METRICS value in ms, each CAUSE_METRICS split [request, part] in ms, whether
     it was served). Values are the metrics' own (metrics.request_latencies_s); meaningful where served."""
-    from .metrics import request_latencies_s
-
     if result.attribution is None or getattr(result, "attr_first", None) is None:
         raise ValueError("this run carries no attribution (where each request's time went): run it with "
                          "sim_core.runner.run")
@@ -207,8 +208,6 @@ class RequestDiff:
             yield self._text(slice(lo, lo + chunk), sep)
 
     def _text(self, rows: slice, sep: str) -> str:
-        from .json_text import number_chars, records, string_chars
-
         floats = np.column_stack([self.arrival_s[rows], *(v[rows] for v in self.a.values()),
                                   *(v[rows] for v in self.b.values()), *(v[rows] for v in self.change.values()),
                                   *(v[rows] for v in self.causes.values())])
@@ -271,8 +270,6 @@ def request_diff(a, b) -> RequestDiff:
 def request_timelines(result, ids) -> dict[int, list[tuple[str, float, float]]] | None:
     """What each of the requests `ids` was doing when in one run (sim_core.timeline's segments: kind, start_s,
     end_s), or None where the run cannot say (it recorded no events, or its logs were bounded)."""
-    from . import timeline
-
     if not len(result.events) and len(ids):
         return None
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernel.spec_decode import N_SPEC_PARAMS
+from ..spec_decode import spec_params as fill
 
 (P_AGING, P_ADMISSION, P_DEGRADE_FACTOR, P_TRANSPORT_S, P_ADAPTIVE, P_HEADROOM, P_ITL_TARGET_S, P_BUDGET_MIN,
  P_BUDGET_MAX, P_BUDGET_INCREASE, P_FAIR_INPUT_COST, P_FAIR_OUTPUT_COST, P_MLFQ_QUANTUM, P_MLFQ_LEVELS,
@@ -48,5 +49,4 @@ def policy_params(scenario, resolved, class_tpot_s: np.ndarray) -> np.ndarray:
 
 
 def spec_params(scenario, resolved) -> np.ndarray:
-    from ..spec_decode import spec_params as fill  # sim_core.spec_decode reads the catalogue: imported on use
     return fill(scenario, resolved)

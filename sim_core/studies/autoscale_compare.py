@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cluster_over_time import attainment_by_window
+from ..policies.autoscalers import AUTOSCALERS
 from ..rate_schedule import parse as parse_schedule
 from ..runner import run
 from ..scenario import AUTOSCALE_FIELDS, Scenario, ScenarioError
@@ -59,8 +60,6 @@ def at_peak(base: Scenario) -> tuple[Scenario, float]:
 def parse_autoscalers(text: str | None, base: Scenario) -> tuple[str, ...]:
     """`--autoscalers`: comma-separated names, or `none`; default: the scenario's own autoscaler, else
     DEFAULT_AUTOSCALERS. ScenarioError naming the field for an unknown name."""
-    from ..policies.autoscalers import AUTOSCALERS
-
     if text is None:
         return (base.autoscaler,) if base.autoscaler else DEFAULT_AUTOSCALERS
     names = tuple(n.strip() for n in text.split(",") if n.strip())

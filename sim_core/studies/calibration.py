@@ -38,6 +38,7 @@ from ..deployment import max_seqs_of
 from ..hardware_profile import CONSTANT_NAMES, Profile, profile_document
 from ..kernel.cost_constants import CONSTANT_BOUNDS, Constants, default_constants
 from ..kernel.cost_model import cost_params, step_aggregates, step_cost
+from ..runner import resolve, simulate_requests
 from ..scenario import HardwareName, ModelName, Quantization, Scenario, ScenarioError, describe_error
 from ..workload import Requests
 from .measurements import Bench, CalibrationError, Steps, read_steps_csv, read_vllm_bench
@@ -236,8 +237,6 @@ class Replay:
     """Runs a benchmark's requests through the simulator with given constants."""
 
     def __init__(self, target: CalibrationTarget, bench: Bench):
-        from ..runner import resolve  # the engine: only a benchmark replay needs it
-
         setup = target_setup(target)
         longest = int((bench.input_lens + bench.output_lens).max())
         if longest > setup.model.max_context:
@@ -256,8 +255,6 @@ class Replay:
                                  np.zeros(n, np.int64), ("benchmark",))
 
     def statistics(self, constants: Constants, with_ttft: bool) -> dict[str, float]:
-        from ..runner import simulate_requests
-
         profile = Profile(self.setup.gpu.key, self.setup.model.key, self.setup.quantization, self.scenario.tp,
                           constants)
         sc = self.scenario.model_copy(update={"hardware_profile": profile.compact()})

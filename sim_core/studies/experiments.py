@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
 
+from ..runner import run
 from ..scenario import Scenario
 
 Metrics = dict[str, dict]  # scheduler -> its metrics
@@ -216,7 +217,5 @@ def split_query(query: str) -> tuple[list[str], str]:
 
 def run_query(query: str) -> Metrics:
     """Each scheduler of a dashboard query simulated with sim_core's runner."""
-    from ..runner import run
-
     schedulers, rest = split_query(query)
     return {name: run(Scenario.from_query(f"{rest}&scheduler={name}")).metrics for name in schedulers}

@@ -51,7 +51,7 @@ from ..catalog import MAX_TP, MODELS, SetupError
 from ..deployment import scenario_model
 from ..fields import field_info, range_text
 from ..runner import resolve, run
-from ..scenario import MAX_CONCURRENCY, Scenario, ScenarioError
+from ..scenario import MAX_CONCURRENCY, Scenario, ScenarioError, parse_scenario
 from ..workload import RANDOM_ISL, RANDOM_OSL, length_bounds
 from .executor import map_in_process
 
@@ -163,8 +163,6 @@ def frontier_scenario(base: Scenario, hardware: str, concurrency: int, requests_
     """`base` on `hardware` as a closed loop of `concurrency` users, `requests_per_user` requests each (its
     open-loop arrival settings dropped), in `config` (None: base's own tp, ep and speculative decoding).
     Validated: raises ScenarioError naming a field the closed loop or the configuration refuses."""
-    from ..scenario import parse_scenario
-
     data = {k: v for k, v in base.model_dump(exclude_defaults=True).items() if k not in OPEN_LOOP_FIELDS}
     if config is not None:
         data.update(tp=config.tp, ep=config.ep, attention_dp=config.attention_dp)
@@ -217,8 +215,6 @@ def simulate_point(model: str, hardware: str, tp: int, isl: int, osl: int, concu
     engine options). Returns point_metrics' dict: tokens_per_s_per_user, total_throughput_per_gpu (InferenceX's
     tput_per_gpu, also throughput_per_gpu) and output_throughput_per_gpu, cost_per_mtok (per total token), ...
     Raises ScenarioError or SetupError naming the field when the point cannot be simulated."""
-    from ..scenario import parse_scenario
-
     base = parse_scenario({"model": model, "hardware": hardware, "tp": tp, "workload": "random", "isl": isl,
                            "osl": osl, **fields})
     return point_metrics(run(frontier_scenario(base, hardware, concurrency, requests_per_user)).metrics)

@@ -37,7 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..deployment import resolve
 from ..metric_catalog import value_at
+from ..runner import make_requests, simulate_requests
 from ..statistics import is_number
 
 PATH = Path(__file__).resolve().parents[1] / "data" / "model_error.json"
@@ -172,9 +174,6 @@ def ensemble(scenario, *, members: int = MEMBERS, level: float = LEVEL, residual
              trace_text: str | None = None, cancel: np.ndarray | None = None) -> Ensemble:
     """Run `scenario` (its first seed) once per ensemble member, every step's time scaled by the member's factor;
     the requests are made once, so the members differ by the model alone."""
-    from ..deployment import resolve
-    from ..runner import make_requests, simulate_requests  # studies sit above the runner
-
     factors = spread(residuals if residuals is not None else load()).factors(members)
     one = scenario.model_copy(update={"seeds": 1})
     r = resolve(one)

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..catalog import GPUS
+from ..fields import field_info, range_text
 from ..policies import SCHEDULER_NAMES
 from ..quoting import quote
 from ..scenario import ScenarioError, describe_error
@@ -77,7 +78,6 @@ def _one(name: str, word: str) -> Any:
         return word
     if name == "topologies":
         return parse_topology(word)
-    from ..fields import field_info, range_text  # reads the Scenario model: imported on use
 
     try:
         value = int(word)

@@ -16,6 +16,7 @@ from ..fields import field_info, number_text, range_text
 from ..runner import resolve, run
 from ..scenario import MIN_RATE, Scenario, ScenarioError
 from ..statistics import aggregate
+from .executor import LocalExecutor
 
 MAX_RATE_POINTS = 1000  # rates per scheduler; the web asks for fewer
 # The lowest rate a sweep takes, about one request in 12 days: the grid rounds rates to 10 decimals,
@@ -112,8 +113,6 @@ def sweep(scenario: Scenario, schedulers: Sequence[str], rates: Sequence[float],
     = N > 1 each point runs seeds seed .. seed + N - 1: its `metrics` are the means, with `ci95` ([low, high]
     under the same keys) and `seeds` beside them, as a run's are. `trace_text`: a trace's text (an upload), which
     every point replays at its rate, as a scenario's `trace` file would be."""
-    from .executor import LocalExecutor
-
     scenario.require_constant_rate("a sweep")
     seeds = [scenario.seed + k for k in range(scenario.seeds)]
     jobs = [scenario.model_copy(update={"scheduler": s, "rate": float(r), "seed": seed, "seeds": 1})
