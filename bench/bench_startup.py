@@ -1,6 +1,13 @@
 """Start-up costs: a cold compile of every engine kernel, and a whole `sched-sim run` of a 1000-request CSV trace
 with a warm cache. Prints figures; asserts nothing.
 
+    python bench/bench_startup.py --commands [--against ../main] [--cache-dirs A,B]  # everyday commands
+
+--commands times, per checkout, whole `sched-sim` processes (app.cli:entry, run by this interpreter) with a warm kernel cache (medians of 5 after
+one warm-up each, alternating between checkouts): `--help`, `list`, a 10-request `run`, and a `run` of a steady
+1000-request trace (Poisson arrivals at 10/s, written here) on a100 / llama-3-8b / chunked at budget 512 with
+--json; and the load average, since on a shared machine wall time moves with it.
+
     .venv/bin/python bench/bench_startup.py                       # this checkout
     .venv/bin/python bench/bench_startup.py --against ../main     # A/B, interleaved, against another checkout
                                                                   # (its own .venv, pip install -e'd)
@@ -86,13 +93,63 @@ def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def command_lines(trace: Path) -> dict[str, list[str]]:
+    return {
+        "help": ["--help"],
+        "list": ["list"],
+        "run_10_requests": ["run", "--num-requests", "10"],
+        "run_1000_request_trace": ["run", "--trace", str(trace), "--hardware", "a100", "--model", "llama-3-8b",
+                                   "--scheduler", "chunked", "--token-budget", "512", "--json"],
+    }
+
+
+# What the `sched-sim` console script runs (app.cli:entry, which exits at once once the output is out).
+SCHED_SIM = "import sys; from app.cli import entry; sys.argv[0] = 'sched-sim'; entry()"
+
+
+def time_commands(roots: list[Path], runs: int, caches: list[str | None]) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    try:
+        trace = work / "steady.csv"
+        write_trace(trace)
+        lines = command_lines(trace)
+        envs = {}
+        for root, cache in zip(roots, caches, strict=True):
+            # Each checkout's own warm kernel cache (by default jit.py's directory, keyed on its sources).
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "NUMBA_CACHE_DIR")}
+            env["PYTHONPATH"] = str(root)
+            if cache:
+                env["NUMBA_CACHE_DIR"] = cache
+            envs[root] = env
+            for argv in lines.values():  # warm: the kernel cache and the bytecode
+                timed([sys.executable, "-c", SCHED_SIM, *argv], env, root)
+        samples = {(root, name): [] for root in roots for name in lines}
+        for _ in range(runs):
+            for name, argv in lines.items():
+                for root in roots:
+                    samples[root, name].append(timed([sys.executable, "-c", SCHED_SIM, *argv], envs[root], root)[0])
+        for root in roots:
+            print(json.dumps({"checkout": str(root), "load_average": [round(x, 2) for x in os.getloadavg()],
+                              "wall_s_median": {name: round(statistics.median(samples[root, name]), 3)
+                                                for name in lines}}), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--against", type=Path, help="another checkout to measure interleaved with this one")
     ap.add_argument("--cold", type=int, default=1, help="cold compiles per checkout")
     ap.add_argument("--runs", type=int, default=7, help="CLI runs per checkout")
+    ap.add_argument("--commands", action="store_true", help="time everyday commands (medians of --runs, default 5)")
+    ap.add_argument("--cache-dirs", help="NUMBA_CACHE_DIR of each checkout, comma-separated (default: jit.py's)")
     a = ap.parse_args()
     roots = [HERE] + ([a.against.resolve()] if a.against else [])
+    if a.commands:
+        print(json.dumps({"load_average_before": [round(x, 2) for x in os.getloadavg()]}), flush=True)
+        caches = a.cache_dirs.split(",") if a.cache_dirs else [None] * len(roots)
+        time_commands(roots, 5 if a.runs == 7 else a.runs, caches)
+        return
     for _ in range(a.cold):
         for root in roots:
             r = cold_compile(root)
