@@ -127,11 +127,13 @@ def time_commands(roots: list[Path], runs: int, caches: list[str | None]) -> Non
         for _ in range(runs):
             for name, argv in lines.items():
                 for root in roots:
-                    samples[root, name].append(timed([sys.executable, "-c", SCHED_SIM, *argv], envs[root], root)[0])
+                    samples[root, name].append(timed([sys.executable, "-c", SCHED_SIM, *argv], envs[root], root))
         for root in roots:
             print(json.dumps({"checkout": str(root), "load_average": [round(x, 2) for x in os.getloadavg()],
-                              "wall_s_median": {name: round(statistics.median(samples[root, name]), 3)
-                                                for name in lines}}), flush=True)
+                              "wall_s_median": {name: round(statistics.median(w for w, _ in samples[root, name]), 3)
+                                                for name in lines},
+                              "cpu_s_median": {name: round(statistics.median(c for _, c in samples[root, name]), 3)
+                                               for name in lines}}), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import sim_core
-from app import cli
 from app.cli import main, report, simulate
 from app.cli.commands import COMMANDS, serve
+from app.cli.flags import flag_name
 from app.cli.results import trace_path_for
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.fields import bounds_text
@@ -243,7 +243,7 @@ def test_help_lists_generated_scenario_flags(capsys):
     code, out, _ = cli_run(capsys, ["run", "--help"])
     assert code == 0
     for field in Scenario.model_fields:
-        assert cli.flag_name(field) in out
+        assert flag_name(field) in out
     for flag in ("--scheduler", "--hardware", "--model", "--tp", "--workload", "--trace", "--rate", "--duration",
                  "--num-requests", "--seed", "--token-budget", "--max-seqs", "--preemption", "--slo-ttft-ms",
                  "--slo-tpot-ms", "--trace-out", "--json"):
@@ -282,7 +282,7 @@ def test_scenario_flags_reach_the_scenario(capsys):
 def test_boolean_fields_are_switches(capsys):
     # attention_dp needs ep > 1 beside it (test_expert_parallel.py): the first switch that stands alone.
     name = next(f for f, info in Scenario.model_fields.items() if info.annotation is bool and f != "attention_dp")
-    flag = cli.flag_name(name)
+    flag = flag_name(name)
     base = ["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "10"]
     assert cli_json(capsys, base + [flag])["scenario"][name] is True  # bare switch
     assert cli_json(capsys, base + [flag, "false"])["scenario"][name] is False

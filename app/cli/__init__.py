@@ -29,7 +29,6 @@ _collecting = gc.isenabled()
 gc.disable()
 try:
     from .dispatch import build_parser, main
-    from .flags import flag_name
 finally:
     gc.freeze()
     if _collecting:
@@ -64,4 +63,4 @@ def _nothing_left_running() -> bool:
     return mp is None or not mp.active_children()
 
 
-__all__ = ["build_parser", "entry", "flag_name", "main"]
+__all__ = ["build_parser", "entry", "main"]

@@ -1,5 +1,6 @@
 """The `sched-sim` parser and `main`: one subparser per command app.cli.commands lists (its module's NAME,
-add_arguments, handle; its line of help from COMMANDS), and the mapping of what a command raises to one line on stderr and an exit status."""
+add_arguments, handle; its line of help from COMMANDS), and the mapping of what a command raises to one line on
+stderr and an exit status."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import argparse
 import os
 import sys
 
-from sim_core import ScenarioError, SetupError, SimulationError, TraceError
+import sim_core  # its names load on first use: the error classes below only once an error reaches main
 
 from . import commands
-from .flags import Parser, UsageError, scenario_error_text, setup_error_text, trace_error_text
-from .report import EXIT_INTERNAL, EXIT_INTERRUPTED, error
+from .usage import EXIT_INTERNAL, EXIT_INTERRUPTED, Parser, UsageError, error
 
 PROG = "sched-sim"
 
@@ -75,15 +75,17 @@ def main(argv: list[str] | None = None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows up here, inside the handlers below, not at exit
         return code
+    except SystemExit as e:  # --help / --version; first, so that answering them reads none of the errors below
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else error(str(e.code)))
     except UsageError as e:
         return error(str(e))
-    except ScenarioError as e:
-        return error(scenario_error_text(e))
-    except SetupError as e:
-        return error(setup_error_text(e))
-    except TraceError as e:
+    except sim_core.ScenarioError as e:
+        return error(_flags().scenario_error_text(e))
+    except sim_core.SetupError as e:
+        return error(_flags().setup_error_text(e))
+    except sim_core.TraceError as e:
         path = getattr(args, "scenario__trace", None) if args is not None else None
-        return error(trace_error_text(e, path))
+        return error(_flags().trace_error_text(e, path))
     except BrokenPipeError:  # e.g. `sched-sim list | head`
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -96,10 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:  # past check_memory's estimate (sim_core.run_cost): one line, never a traceback
         return error("out of memory: this run needs more memory than the machine could give it; simulate fewer "
                      "requests or a smaller deployment (KV blocks, offload tiers, replicas)", EXIT_INTERNAL)
-    except SimulationError as e:
+    except sim_core.SimulationError as e:
         return error(f"internal error in the simulator (please report it with the command line): {e}", EXIT_INTERNAL)
-    except SystemExit as e:  # --help / --version
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else error(str(e.code)))
     except KeyboardInterrupt:
         print(("\n" if sys.stderr.isatty() else "") + "interrupted", file=sys.stderr)  # after a progress bar
         return EXIT_INTERRUPTED
+
+
+def _flags():
+    """app.cli.flags, whose error texts name each field's flag from the Scenario model: imported when an error is
+    reported, not with the parser (`sched-sim --help` reads no model)."""
+    from . import flags
+
+    return flags

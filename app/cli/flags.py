@@ -13,7 +13,6 @@ import argparse
 import math
 import os
 import re
-import typing
 
 from pydantic import BaseModel
 
@@ -23,18 +22,7 @@ from sim_core.hardware_profile import ProfileError, read_profile_document
 from sim_core.input_files import input_file_problem
 from sim_core.quoting import quote
 
-
-class UsageError(Exception):
-    """A user error: printed as one `error: ...` line, exit status 2."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but an error is one line (no usage dump) raised as UsageError so `main` can return 2."""
-
-    def error(self, message: str) -> typing.NoReturn:
-        message = re.sub(r"^argument (\S+?)(/\S+)?: ", r"\1: ", message)
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
+from .usage import UsageError
 
 # ---------------------------------------------------------------------------------------------------------
 # Scenario flags, generated from the pydantic model

@@ -18,19 +18,7 @@ from sim_core.links import KV_LINKS
 from sim_core.metric_catalog import Metric
 
 from ..write_problems import read_only
-from .flags import UsageError
-
-EXIT_USAGE = 2
-EXIT_INTERNAL = 1
-EXIT_INTERRUPTED = 130
-
-
-def error(message: str, code: int = EXIT_USAGE) -> int:
-    """One line on stderr; control characters escaped (a trace or a path may carry terminal escapes)."""
-    line = " ".join(message.split())
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
-    print(f"error: {line}", file=sys.stderr)
-    return code
+from .usage import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, error  # noqa: F401 (what the commands import from here)
 
 
 # ---------------------------------------------------------------------------------------------------------
