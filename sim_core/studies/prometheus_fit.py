@@ -36,8 +36,7 @@ from ..prometheus_export import Histogram, snapshot, time_averages
 from ..prometheus_names import COUNTER, HISTOGRAM, flavour_of_engine
 from ..prometheus_parse import HistogramWindow, ScrapeError, Window
 from ..runner import make_requests, resolve, simulate_requests
-from ..scenario import Scenario
-from ..scenario_errors import parse_scenario
+from ..scenario import Scenario, parse_scenario
 from .calibration import PRIOR_WEIGHT, nelder_mead, residual_summary, to_coord, with_coords
 
 PROM_FITTED = ("compute_efficiency", "bandwidth_efficiency")
