@@ -25,7 +25,7 @@ from .fields import field_info
 from .hardware_profile import profile_constants
 from .kernel.cost_model import cost_params
 from .kernel.state import ITL_COARSE_BINS, ITL_FINE_BINS, N_EVENT_COLS, N_STEP_COLS
-from .policies.autoscaling import AUTOSCALERS, SCALE_PREDICTIVE
+from .policies.autoscalers import AUTOSCALERS, SCALE_PREDICTIVE
 from .runner import CLUSTER_STEP_RECORDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_STEP_RECORDS
 from .scenario import Scenario
 

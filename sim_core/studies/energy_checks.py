@@ -18,7 +18,9 @@ import numpy as np
 from ..catalog import MODELS
 from ..energy import power_model, step_power_trace
 from ..kernel.state import S_DECODE_SEQS, S_RUNNING
-from .check_rows import read_rows
+from ..runner import run
+from ..scenario import ScenarioError, parse_scenario
+from .check_rows import Check, read_rows
 from .row_names import model_key
 
 ENERGY_GROUP = "energy"
@@ -104,9 +106,6 @@ def steady_state(result, seats: int) -> dict:
 
 def simulate_row(row: dict) -> dict | str:
     """One row's steady state as steady_state gives it, or why it cannot be simulated."""
-    from ..runner import run  # imported here: the simulator is only needed when simulating
-    from ..scenario import ScenarioError, parse_scenario
-
     fields, why = _row_settings(row)
     if fields is None:
         return why
@@ -119,8 +118,6 @@ def simulate_row(row: dict) -> dict | str:
 
 def energy_checks(directory: Path, simulate: bool = True) -> list:
     """The "energy" and "energy: throughput" rows (validation.Check), each measured row predicted or skipped."""
-    from .validation import Check  # this module is imported from validation's checks()
-
     path = directory / "energy_mlenergy.csv"
     if not path.is_file():
         return []
