@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim_core import Scenario, ScenarioError, parse_scenario, run
+from sim_core.kernel.content_hash import content_hashes
 from sim_core.trace_formats import FORMATS, ParsedTrace, detect_format, read_trace_records
 from sim_core.traces import BUNDLED_TRACE_DIR, BUNDLED_TRACES, TraceError, read_trace_file_records, trace_path
 from sim_core.workload import TRACE_BLOCK_SEGMENT, UNIQUE, Requests
@@ -115,7 +116,7 @@ def trace_own_reuse(rows: list[tuple[int, list[int]]], block: int) -> float:
 def simulated_reuse(parsed, block: int) -> float:
     """The same share from the simulator's content hashes at block size `block` (full blocks only)."""
     reqs = parsed.requests
-    hashes, off = reqs.block_hashes(block)
+    hashes, off = content_hashes(*reqs.content(), block)
     seen, hit = set(), 0
     for i in range(len(reqs)):
         own = hashes[off[i] : off[i] + reqs.prompt_tokens[i] // block].tolist()
