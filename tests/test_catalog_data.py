@@ -110,8 +110,9 @@ def test_the_data_files_are_package_data():
     assert [f for f in files if "/" not in f] == ["engines.json", "gpus.json", "kv_links.json", "kv_tiers.json", "lora.json",
                                                     "model_error.json", "models.json", "prices.json", "spec_decode.json",
                                                     "startup.json"]
-    bundled = [f for f in files if "/" in f]  # the bundled Hugging Face configs
-    assert bundled and all(f.startswith("hf_configs/") for f in bundled)
+    bundled = [f for f in files if "/" in f]  # the bundled Hugging Face configs and trace samples
+    assert any(f.startswith("hf_configs/") for f in bundled)
+    assert all(f.startswith(("hf_configs/", "traces/")) for f in bundled)
     assert all(any(fnmatch.fnmatch(f, g) for g in globs["sim_core.data"]) for f in files)
 
 

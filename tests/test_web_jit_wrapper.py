@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import errno
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -73,9 +75,12 @@ def test_a_warm_up_failing_on_a_full_disk_recovers_by_itself_once_there_is_room(
         OSError(errno.ENOSPC, "No space left on device"),
     ]
 
+    seen = threading.Event()  # the disk is freed only once the test has seen the retrying state (no race on load)
+
     def full_then_freed():
         if failures:
             raise failures.pop(0)
+        seen.wait(60)
         real_warm_up()
 
     monkeypatch.setattr(server.kvgrid, "warm_up", full_then_freed)
@@ -84,11 +89,13 @@ def test_a_warm_up_failing_on_a_full_disk_recovers_by_itself_once_there_is_room(
     app = create_app()
     with TestClient(app) as client:
         seen_retrying = None
-        for _ in range(200):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             if app.state.kernels_retrying is not None:
                 seen_retrying = client.get("/api/run?hardware=rtx3050&max_model_len=8192&num_requests=5")
                 break
             app.state.kernels_ready.wait(0.01)
+        seen.set()
         assert seen_retrying is not None, "the failed warm-up was never reported"
         assert seen_retrying.status_code == 503 and "retry-after" in seen_retrying.headers
         assert "No space left on device" in seen_retrying.json()["detail"]
