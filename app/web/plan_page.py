@@ -56,6 +56,7 @@ def parse_plan_request(pairs: list[tuple[str, str]], *, page: bool) -> tuple[Sce
     for k, v in pairs:
         if k in LIST_INPUTS:  # checkboxes repeat a list input
             plan_raw.setdefault(k, []).append(v)
+    problems += _none_chosen(plan_raw)
     data = query_to_dict((k, v) for k, v in pairs if k not in LIST_INPUTS)  # any other key at most once
     plan_raw.update({k: data.pop(k) for k in list(data) if k in PlanInputs.model_fields})
     for k in list(data):
@@ -81,6 +82,23 @@ def parse_plan_request(pairs: list[tuple[str, str]], *, page: bool) -> tuple[Sce
     if problems:
         raise ScenarioError(problems)
     return scenario, inputs
+
+
+# The candidates the form picks with checkboxes, and what each allows. The form sends each one blank before its
+# boxes (templates/plan.html), so a form with every box of one unchecked sends it blank: an error naming it, never
+# the defaults planned in silence.
+CHOSEN_INPUTS: dict[str, tuple[str, ...]] = {"gpus": tuple(GPUS), "tp": tuple(str(t) for t in TP_DEGREES),
+                                             "schedulers": tuple(SCHEDULER_NAMES)}
+
+
+def _none_chosen(plan_raw: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """Each checkbox input given, but with nothing in it (removed from plan_raw): a problem naming it."""
+    problems = []
+    for name, allowed in CHOSEN_INPUTS.items():
+        if name in plan_raw and not any(str(v).strip(" ,") for v in plan_raw[name]):
+            del plan_raw[name]
+            problems.append((name, f"choose at least one of {', '.join(allowed)}"))
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@
    without a build step. The server answers URLs without ?v= with Cache-Control: no-cache (app/web/server.py),
    so the browser revalidates each imported module (its ETag: a 304 when unchanged) on each page load and never
    runs a stale one beside a new app.js. htmx swaps do not reload modules: a page loads its module graph once. */
-import { followScenario, wireControls } from "./controls.js";
+import { followScenario, tickElapsed, wireControls } from "./controls.js";
 import { fitEmbed, presentOnKeys, rescaleEmbed } from "./embed.js";
 import { exportOnClick, rememberExportChoice, showExportChoice } from "./export.js";
 import { drawFigures, followColorScheme, purgePlots } from "./figures.js";
@@ -52,6 +52,7 @@ presentOnKeys();
 rememberExportChoice();
 exportOnClick();
 wireControls();
+tickElapsed();
 wireForm(); // its htmx:beforeSwap may cancel a swap: before goodput_curves' and release's, which check that
 keepGoodputCurves();
 htmx.onLoad(keepChangesHere);

@@ -64,3 +64,14 @@ export function followScenario(root) {
     a.setAttribute("href", a.dataset.path + search + a.dataset.hash);
   });
 }
+
+// ----- how long the page has waited for the kernels (the compile card, templates/_workspace.html) -----
+// Counted from the page's own start: the card is swapped in again by each poll, and the server does not say when
+// its compile began. A second's tick touches only a card that is there.
+export function tickElapsed() {
+  setInterval(function () {
+    document.querySelectorAll("[data-elapsed]").forEach(function (e) {
+      e.textContent = Math.round(performance.now() / 1000) + " s";
+    });
+  }, 1000);
+}
