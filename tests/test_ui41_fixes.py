@@ -30,8 +30,14 @@ def client():
 def test_the_api_docs_list_the_plan_and_frontier_routes(client):
     html = client.get("/docs").text
     listed = set(re.findall(r'<span class="method method-\w+">(\w+)</span> <code>([^<]+)</code>', html))
-    for op in (("GET", "/api/plan"), ("GET", "/api/plan/{job_id}"), ("POST", "/api/plan/{job_id}/cancel"),
-               ("GET", "/api/frontier"), ("GET", "/api/run"), ("GET", "/api/diff")):
+    for op in (
+        ("GET", "/api/plan"),
+        ("GET", "/api/plan/{job_id}"),
+        ("POST", "/api/plan/{job_id}/cancel"),
+        ("GET", "/api/frontier"),
+        ("GET", "/api/run"),
+        ("GET", "/api/diff"),
+    ):
         assert op in listed, op
     assert "frontier_max_concurrency" in html  # what /api/frontier takes, from its docstring
 
@@ -59,8 +65,17 @@ def test_the_plan_form_sends_each_group_even_with_every_box_unchecked(client):
 def test_a_plan_of_several_engines_opens_on_the_main_page_as_it_is(client):
     source = (REPO / "templates" / "_plan_status.html").read_text()
     assert "with a note" not in source and "several engines" in source
-    link = scenario_link(Scenario(hardware="a100", model="llama-3-8b", workload="chat", rate=6, duration=5,
-                                  replicas=2, scheduler="chunked"))
+    link = scenario_link(
+        Scenario(
+            hardware="a100",
+            model="llama-3-8b",
+            workload="chat",
+            rate=6,
+            duration=5,
+            replicas=2,
+            scheduler="chunked",
+        )
+    )
     r = client.get(link)
     assert r.status_code == 200 and 'id="results"' in r.text
     assert re.search(r"\b2 replicas\b|2× A100", r.text), "the page shows the two engines"
@@ -87,7 +102,7 @@ def test_the_page_names_them_too(client):
 
 # ----- item 9: the A/B page's won/lost colours read at 4.5:1 on its cards and page, light and dark -----
 def luminance(hex_colour: str) -> float:
-    c = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    c = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     c = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
     return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
 
@@ -100,8 +115,10 @@ def contrast(a: str, b: str) -> float:
 def test_the_ab_colours_meet_4_5_to_1():
     app_css = (REPO / "static" / "css" / "app.css").read_text()
     light, dark = app_css.split("@media (prefers-color-scheme: dark)", 1)
-    backgrounds = {theme: [re.search(rf"--{v}: (#[0-9a-f]{{6}})", css).group(1) for v in ("card", "bg")]
-                   for theme, css in (("light", light), ("dark", dark))}
+    backgrounds = {
+        theme: [re.search(rf"--{v}: (#[0-9a-f]{{6}})", css).group(1) for v in ("card", "bg")]
+        for theme, css in (("light", light), ("dark", dark))
+    }
     diff_css = (REPO / "static" / "css" / "diff.css").read_text()
     light_rules, dark_rules = diff_css.split("@media (prefers-color-scheme: dark)", 1)
     for theme, rules in (("light", light_rules), ("dark", dark_rules)):
