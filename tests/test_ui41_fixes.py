@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.web import app, pages
+from app.web.figures.goodput import _ci_bands
 from app.web.plan_page import CHOSEN_INPUTS, scenario_link
 from sim_core import Scenario
 from sim_core.rate_schedule import ScheduleError, parse
@@ -147,3 +148,48 @@ def test_the_compile_card_promises_no_time(client, monkeypatch):
     assert "Compiling the simulator" in card and "half a minute" not in card and "about a second" not in card
     assert "data-elapsed" in card
     assert "tickElapsed" in (REPO / "static" / "js" / "app.js").read_text()
+
+
+# ----- item 8: /diff refuses a side of several schedulers rather than take the first -----
+def test_a_diff_side_of_two_schedulers_is_refused_naming_them(client):
+    one = "hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=30&seed=3"
+    query = {"a": "schedulers=fcfs,chunked&" + one, "b": "scheduler=slo&" + one}
+    api = client.get("/api/diff", params=query)
+    assert api.status_code == 422
+    msg = [d["msg"] for d in api.json()["detail"] if d["loc"][-1] == "a"][0]
+    assert "2 schedulers (fcfs, chunked)" in msg and "scheduler=fcfs" in msg
+    page = client.get("/diff", params=query)
+    assert page.status_code == 422 and "2 schedulers (fcfs, chunked)" in page.text
+
+
+# ----- item 3: over seeds, a value every seed agrees on shows no "± 0" -----
+def test_a_value_the_same_in_every_seed_has_no_plus_minus(client):
+    html = client.get(
+        "/?schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=40&seeds=2"
+    ).text
+    cells = re.findall(r'<td class="num[^"]*">(.*?)</td>', html, re.S)
+    assert any("half-width" in c for c in cells)  # a latency varies: it has its ± half-width
+    assert not any(re.search(r"± 0(?:\.0+)?\s*<", c) for c in cells), [c for c in cells if "± 0" in c]
+
+
+# ----- item 12: a goodput band never rises above the offered load -----
+def test_the_goodput_band_stops_at_the_offered_load():
+    def point(rate, good, good_ci, arrivals_ci):
+        return {
+            "rate": rate,
+            "goodput": good,
+            "slo_attainment": 0.9,
+            "ci95": {"goodput": good_ci, "slo_attainment": [0.8, 1.0], "arrival_rate": arrivals_ci},
+        }
+
+    points = [
+        point(5.0, 4.9, [3.96, 5.84], [4.5, 5.9]),
+        point(8.0, 8.1, [7.0, 9.2], [7.4, 8.8]),
+        point(2.0, 1.0, [0.5, 1.5], [1.7, 2.3]),
+    ]
+    high = next(t["y"] for t in _ci_bands("fcfs", "#e8590c", points) if "fill" not in t and "yaxis" not in t)
+    assert high == [
+        5.0,
+        8.1,
+        1.5,
+    ]  # 5.84 at 5 offered before; a mean above the rate keeps its band to the line

@@ -133,6 +133,8 @@ def _half_width(ci95: dict, key: str, kind: str) -> str:
     interval = value_at(ci95, key)
     if not (isinstance(interval, list) and len(interval) == 2 and all(_is_number(v) for v in interval)):
         return ""
+    if interval[0] == interval[1]:  # the same in every seed (a deployment's GPUs, a fixed count): no "± 0"
+        return ""
     return f" ± {fmt_value((interval[1] - interval[0]) / 2, kind)}"
 
 
@@ -141,7 +143,8 @@ def seeds_note(scenario) -> str:
     if scenario.seeds <= 1:
         return ""
     return (f"Table: means over {scenario.seeds} seeds ({scenario.seed} to {scenario.seed + scenario.seeds - 1}), "
-            f"± the half-width of their 95% confidence interval. Figures: seed {scenario.seed}.")
+            f"± the half-width of their 95% confidence interval (none where every seed gives the same). "
+            f"Figures: seed {scenario.seed}.")
 
 
 def bounds_note(views: list) -> str:
