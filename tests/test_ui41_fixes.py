@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from app.web import app, pages
 from app.web.figures.goodput import _ci_bands
 from app.web.plan_page import CHOSEN_INPUTS, scenario_link
+from app.web.present import cluster_phrase
 from sim_core import Scenario
 from sim_core.rate_schedule import ScheduleError, parse
 
@@ -193,3 +194,26 @@ def test_the_goodput_band_stops_at_the_offered_load():
         8.1,
         1.5,
     ]  # 5.84 at 5 offered before; a mean above the rate keeps its band to the line
+
+
+# ----- item 2: the summary chips state the deployment's GPUs, the fleet's bounds, the load as it arrived -----
+def test_the_deployment_chip_counts_every_gpu_and_the_fleets_bounds():
+    dp = cluster_phrase(Scenario(hardware="h200", model="deepseek-v3", tp=1, ep=16, attention_dp=True))
+    assert "16 GPUs in all" in dp and "EP16" in dp and "16 attention data-parallel ranks" in dp
+    assert "1 replicas" not in dp
+    fleet = Scenario(
+        hardware="a100", autoscaler="utilization", max_replicas=6, rate_schedule="0:1,60:6", duration=120
+    )
+    assert "1–6 replicas" in cluster_phrase(fleet) and "(1–6 GPUs)" in cluster_phrase(fleet)
+    pd = cluster_phrase(Scenario(hardware="a100", prefill_replicas=1, decode_replicas=2))
+    assert "router to the prefill engines" in pd and "3 GPUs in all" in pd
+    assert cluster_phrase(Scenario(hardware="a100")) == ""
+
+
+def test_the_workload_chip_says_the_rate_and_time_the_requests_arrived_over(client):
+    query = "schedulers=fcfs&hardware=a100&model=llama-3-8b&workload=multiturn&duration=30&seed=2"
+    metrics = client.get("/api/run?" + query).json()["schedulers"]["fcfs"]["metrics"]
+    html = client.get("/?" + query).text
+    chip = re.search(r"<li>multiturn workload: (.*?)</li>", html).group(1)
+    n, rate = metrics["num_requests"], metrics["arrival_rate"]
+    assert chip == f"{n:,} requests at {rate:.3g} req/s over {n / rate:,.0f} s, seed 2", chip
