@@ -217,3 +217,9 @@ def test_the_workload_chip_says_the_rate_and_time_the_requests_arrived_over(clie
     chip = re.search(r"<li>multiturn workload: (.*?)</li>", html).group(1)
     n, rate = metrics["num_requests"], metrics["arrival_rate"]
     assert chip == f"{n:,} requests at {rate:.3g} req/s over {n / rate:,.0f} s, seed 2", chip
+
+
+def test_the_plan_form_ticks_each_groups_defaults(client):
+    html = client.get("/plan").text
+    for name in CHOSEN_INPUTS:  # no group stands empty, meaning a default the page does not show
+        assert re.search(rf'name="{name}" value="[^"]+" checked', html), name

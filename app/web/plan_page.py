@@ -37,7 +37,9 @@ api_router = APIRouter()
 # What the Plan tab shows with no query: issue 11's example (chat at 40 req/s on four GPU types, TP 1 and 2).
 PLAN_PAGE_DEFAULTS: dict[str, str] = {"model": "llama-3-8b", "workload": "chat", "rate": "40",
                                       "slo_ttft_ms": "1000", "slo_tpot_ms": "100", "duration": "30"}
-PLAN_INPUT_DEFAULTS: dict[str, str] = {"gpus": "l4,l40s,a100,h100", "tp": "1,2"}
+# The schedulers' box stands ticked at the search's own default, so that no group's boxes mean a default unseen.
+PLAN_INPUT_DEFAULTS: dict[str, str] = {"gpus": "l4,l40s,a100,h100", "tp": "1,2",
+                                       "schedulers": ",".join(PlanInputs.model_fields["schedulers"].default)}
 SCENARIO_FIELDS = ("model", "workload", "rate", "slo_ttft_ms", "slo_tpot_ms", "duration", "seeds")
 NOT_FOR_PLANS = {"trace": "the Plan tab plans for a workload preset; to plan for a trace (replayed at the plan's "
                           "rate), run sched-sim plan --trace FILE",
