@@ -149,13 +149,21 @@ def parse(text: str) -> RateSchedule:
     """The field's text -> a RateSchedule, or ScheduleError naming what is wrong and what is allowed."""
     text = text.strip()
     if not text:
-        raise ScheduleError(f"is empty; expected {SYNTAX}")
+        raise ScheduleError(f"is empty; {_expected()}")
     if len(text) > 20_000:
         raise ScheduleError("is longer than 20,000 characters")
     head, _, rest = text.partition(":")
     if head in SHAPES:
         return _shape(head, rest)
+    if head.strip().isidentifier() and head.strip().lower() not in ("inf", "infinity", "nan"):  # a shape's name?
+        raise ScheduleError(f"has no shape {head.strip()!r}; {_expected()}")
     return _piecewise(text)
+
+
+def _expected() -> str:
+    """The accepted forms and the ranges of their numbers, for the errors of a text that has no form."""
+    return (f"expected {SYNTAX}; rates (R) from {_num(MIN_RATE)} to {_num(MAX_RATE)} req/s (a piece's may be 0), "
+            f"times (S) from 0 to {_num(MAX_TIME_S)} s")
 
 
 def _piecewise(text: str) -> RateSchedule:
@@ -166,7 +174,7 @@ def _piecewise(text: str) -> RateSchedule:
     for part in parts:
         t_text, sep, r_text = part.partition(":")
         if not sep:
-            raise ScheduleError(f"piece {part.strip()!r} is not 'seconds:rate'; expected {SYNTAX}")
+            raise ScheduleError(f"piece {part.strip()!r} is not 'seconds:rate'; {_expected()}")
         t = _number(t_text, f"piece {part.strip()!r}: the start", 0.0, MAX_TIME_S, "s")
         # A piece may be quiet (rate 0: a night, or the gap a cluster scaled to zero waits through).
         r = 0.0 if _is_zero(r_text) else _number(r_text, f"piece {part.strip()!r}: the rate", MIN_RATE, MAX_RATE,

@@ -143,7 +143,7 @@ def test_replicas_page_shows_an_engines_kv_view_and_the_cluster(client):
     assert r.text.index('id="card-kv"') < r.text.index('id="card-cluster-fcfs"')  # the cluster view under it
     assert r.text.count('data-figure="cluster"') == 2
     assert 'data-engines="2"' in r.text
-    assert "<li>2 replicas, round_robin router</li>" in r.text
+    assert "<li>2 replicas, round_robin router, 2 GPUs in all</li>" in r.text
     for name in ("fcfs", "chunked"):
         res = run(Scenario(scheduler=name, replicas=2, **BASE), record_events=True)  # as the page runs it
         fig = figs[f"plot-cluster-{name}"]
@@ -180,7 +180,7 @@ def test_disaggregated_page_shows_pools_and_kv_transfers(client):
         assert len(starts) == len(mine) > 0
         assert sorted(starts) == sorted(rounded(h.transfer_start[mine], 5))
         assert sorted(ends) == sorted(rounded(h.delivered[mine], 5))
-    assert "<li>1 prefill + 2 decode engines, KV over ib400, round_robin router</li>" in r.text
+    assert "<li>1 prefill + 2 decode engines, KV over ib400, round_robin router to the prefill engines, 3 GPUs in all</li>" in r.text
     metrics = r.text[r.text.index('id="card-metrics"'):]
     for label in ("KV transfer", "KV transfers", "Load imbalance"):
         assert label in metrics

@@ -166,9 +166,10 @@ def test_goodput_bands_are_translucent_under_the_lines_and_clipped():
     goodput = [y for t in fig["data"] if t["name"].endswith("band") and "yaxis" not in t for y in t["y"]]
     assert max(attainment) == 100 and min(attainment) >= 0  # 106.3% before: clipped at 100
     assert min(goodput) == 0  # 1.0 - 1.5 clipped at 0
-    # goodput is at most the arrival rate: 1.0 + 1.5 at 2 req/s offered is clipped at the arrival's 2.3
+    # goodput is at most the offered load: 1.0 + 1.5 at 2 req/s offered is clipped at 2 (issue #41: at the
+    # arrivals' upper bound 2.3 before, above the offered load)
     high = next(t["y"] for t in fig["data"] if t["name"] == "fcfs 95% band" and "fill" not in t and "yaxis" not in t)
-    assert high == [2.3, 4.3, 3.5]
+    assert high == [2.0, 4.0, 3.5]
     assert fig["layout"]["yaxis"]["range"] == [0, 6.6]  # the offered 6 req/s and 10% above: no band sets it
     assert "range" not in goodput_figure(sweep_result(ci=False))["layout"]["yaxis"]  # one seed: plotly's own
     assert _ci_bands("fcfs", "#e8590c", sweep_result(ci=False)["schedulers"]["fcfs"]["points"]) == []

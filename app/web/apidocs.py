@@ -10,10 +10,12 @@ wire) carrying them; a fuzzer or client working from the schema then sends what 
 
 from __future__ import annotations
 
+import inspect
 import json
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
 
 from sim_core import SCHEDULER_NAMES
 from sim_core.fields import field_info
@@ -256,12 +258,42 @@ def _metric_groups() -> list[tuple[str, list]]:
     return list(groups.items())
 
 
+# Why an API route is kept out of /openapi.json, said on its /docs entry (its docstring says the rest).
+UNLISTED_NOTE = ("Starts or follows background work, so it is not in /openapi.json (a fuzzer working from the schema "
+                 "would start jobs); the route's own description follows.")
+
+
+def _api_routes(routes) -> list:
+    """Every route, those of included routers too (FastAPI >= 0.165 keeps an included router whole, as an object
+    with its `original_router`; none of the app's is included under a prefix)."""
+    out = []
+    for r in routes:
+        inner = getattr(r, "routes", None) or getattr(getattr(r, "original_router", None), "routes", None)
+        out += _api_routes(inner) if inner and not isinstance(r, APIRoute) else [r]
+    return out
+
+
+def _unlisted_operations(app: FastAPI, spec: dict) -> list[dict]:
+    """The /api routes the schema leaves out (the plan's and the frontier's jobs), from their docstrings: /docs
+    lists every route a script may call."""
+    ops = []
+    for route in _api_routes(app.routes):
+        if not isinstance(route, APIRoute) or not route.path.startswith("/api/") or route.path in spec.get("paths", {}):
+            continue
+        doc = inspect.getdoc(route.endpoint) or ""
+        for method in sorted(route.methods - {"HEAD"}):
+            ops.append({"method": method, "path": route.path, "summary": doc.split("\n\n")[0].replace("\n", " "),
+                        "description": "", "params": [], "notes": [UNLISTED_NOTE], "bodies": [], "examples": {},
+                        "errors": []})
+    return ops
+
+
 @router.get("/docs", response_class=HTMLResponse)
 def docs(request: Request) -> HTMLResponse:
     spec = request.app.openapi()
     # The examples' address is the one this page was served from (behind a proxy: the public one, from its Host
     # and X-Forwarded-Proto), so they can be pasted as they are.
     base = str(request.base_url).rstrip("/")
-    ctx = {"request": request, "base": base, "info": spec.get("info", {}), "operations": _operations(spec),
+    ctx = {"request": request, "base": base, "info": spec.get("info", {}), "operations": _operations(spec) + _unlisted_operations(request.app, spec),
            "metric_groups": _metric_groups()}
     return templates.TemplateResponse(request, "docs.html", ctx)

@@ -64,6 +64,11 @@ def _one_run(side: str, text: str, page: bool, problems: list) -> WebRequest | N
     except (ScenarioError, SetupError, TraceError) as e:
         problems += [(side, f"{field}: {msg}") for field, msg in problems_of(e)]
         return None
+    if len(req.schedulers) > 1:  # an A/B is one run a side: never one of them picked in silence
+        names = ", ".join(req.schedulers)
+        problems.append((side, f"names {len(req.schedulers)} schedulers ({names}); run {side.upper()} is one run: "
+                               f"keep one, e.g. scheduler={req.schedulers[0]}"))
+        return None
     name = req.schedulers[0]
     return WebRequest(req.scenario.model_copy(update={"scheduler": name, "seeds": 1}), (name,), req.upload)
 

@@ -272,8 +272,11 @@ def frontier_cancel(request: Request, key: str) -> Response:
 
 @router.get("/api/frontier")
 def api_frontier(request: Request) -> JSONResponse:
-    """The frontier's job as JSON: 202 with its progress while it runs, 200 with `points` once done (the same
-    inputs as /frontier; ask again to poll)."""
+    """Start a frontier (or find the same one already started): the scenario's model fields and frontier_gpus,
+    frontier_isl, frontier_osl, frontier_max_concurrency, frontier_tp, frontier_ep, frontier_basis (total or
+    output) and frontier_min_tokens_per_s_per_user as query parameters, as the results page's Frontier card sends
+    them. Answers 202 with the job's progress while it runs, 200 with `points`, `curves` and `envelope` once done;
+    ask again with the same query to poll."""
     try:
         job = start_frontier(parse_frontier_request(list(request.query_params.multi_items())))
     except ScenarioError as e:

@@ -39,7 +39,9 @@ api_router = APIRouter()
 # What the Plan tab shows with no query: issue 11's example (chat at 40 req/s on four GPU types, TP 1 and 2).
 PLAN_PAGE_DEFAULTS: dict[str, str] = {"model": "llama-3-8b", "workload": "chat", "rate": "40",
                                       "slo_ttft_ms": "1000", "slo_tpot_ms": "100", "duration": "30"}
-PLAN_INPUT_DEFAULTS: dict[str, str] = {"gpus": "l4,l40s,a100,h100", "tp": "1,2"}
+# The schedulers' box stands ticked at the search's own default, so that no group's boxes mean a default unseen.
+PLAN_INPUT_DEFAULTS: dict[str, str] = {"gpus": "l4,l40s,a100,h100", "tp": "1,2",
+                                       "schedulers": ",".join(PlanInputs.model_fields["schedulers"].default)}
 SCENARIO_FIELDS = ("model", "workload", "rate", "slo_ttft_ms", "slo_tpot_ms", "duration", "seeds")
 NOT_FOR_PLANS = {"trace": "the Plan tab plans for a workload preset; to plan for a trace (replayed at the plan's "
                           "rate), run sched-sim plan --trace FILE",
@@ -58,6 +60,7 @@ def parse_plan_request(pairs: list[tuple[str, str]], *, page: bool) -> tuple[Sce
     for k, v in pairs:
         if k in LIST_INPUTS:  # checkboxes repeat a list input
             plan_raw.setdefault(k, []).append(v)
+    problems += _none_chosen(plan_raw)
     data = query_to_dict((k, v) for k, v in pairs if k not in LIST_INPUTS)  # any other key at most once
     plan_raw.update({k: data.pop(k) for k in list(data) if k in PlanInputs.model_fields})
     for k in list(data):
@@ -83,6 +86,23 @@ def parse_plan_request(pairs: list[tuple[str, str]], *, page: bool) -> tuple[Sce
     if problems:
         raise ScenarioError(problems)
     return scenario, inputs
+
+
+# The candidates the form picks with checkboxes, and what each allows. The form sends each one blank before its
+# boxes (templates/plan.html), so a form with every box of one unchecked sends it blank: an error naming it, never
+# the defaults planned in silence.
+CHOSEN_INPUTS: dict[str, tuple[str, ...]] = {"gpus": tuple(GPUS), "tp": tuple(str(t) for t in TP_DEGREES),
+                                             "schedulers": tuple(SCHEDULER_NAMES)}
+
+
+def _none_chosen(plan_raw: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """Each checkbox input given, but with nothing in it (removed from plan_raw): a problem naming it."""
+    problems = []
+    for name, allowed in CHOSEN_INPUTS.items():
+        if name in plan_raw and not any(str(v).strip(" ,") for v in plan_raw[name]):
+            del plan_raw[name]
+            problems.append((name, f"choose at least one of {', '.join(allowed)}"))
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------------------

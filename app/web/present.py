@@ -10,6 +10,7 @@ from typing import Any
 from sim_core import Scenario, resolve
 from sim_core.fields import field_info
 from sim_core.metric_catalog import BY_KEY, Metric, table_sections, value_at
+from sim_core.metrics import deployment
 
 from .form import GROUPS, LABELS, NOT_IN_FORM, Form, FormField, _fmt, build_form, model_label  # noqa: F401
 from .inputs import MAX_DURATION_S, MAX_REQUESTS
@@ -133,6 +134,8 @@ def _half_width(ci95: dict, key: str, kind: str) -> str:
     interval = value_at(ci95, key)
     if not (isinstance(interval, list) and len(interval) == 2 and all(_is_number(v) for v in interval)):
         return ""
+    if interval[0] == interval[1]:  # the same in every seed (a deployment's GPUs, a fixed count): no "± 0"
+        return ""
     return f" ± {fmt_value((interval[1] - interval[0]) / 2, kind)}"
 
 
@@ -141,7 +144,8 @@ def seeds_note(scenario) -> str:
     if scenario.seeds <= 1:
         return ""
     return (f"Table: means over {scenario.seeds} seeds ({scenario.seed} to {scenario.seed + scenario.seeds - 1}), "
-            f"± the half-width of their 95% confidence interval. Figures: seed {scenario.seed}.")
+            f"± the half-width of their 95% confidence interval (none where every seed gives the same). "
+            f"Figures: seed {scenario.seed}.")
 
 
 def bounds_note(views: list) -> str:
@@ -257,14 +261,13 @@ def scenario_summary(req, views: list, upload=None) -> list[str]:
     v = views[0]
     st = v.setup
     out = [f"{st['model']} · {st['quantization']} · {st['tp']}× {st['gpu']}"]
-    if s.engines > 1:  # the line above is one engine's deployment
-        out.append(cluster_phrase(s))
+    if phrase := cluster_phrase(s):  # the line above is one engine's deployment
+        out.append(phrase)
     n = v.requests
     if upload is not None:
         out.append(f"trace {upload.filename}: {n:,} requests over {upload.info.span_s:,.0f} s")
     else:
-        span = f"{s.num_requests:,} requests" if s.num_requests else f"{st['rate']:g} req/s for {s.duration:g} s"
-        out.append(f"{s.workload} workload: {span} → {n:,} requests, seed {s.seed}")
+        out.append(f"{s.workload} workload: {arrivals_phrase(v.metrics, n) or _asked_load(s, st)}, seed {s.seed}")
     slo, classes = v.metrics.get("slo") or {}, v.metrics.get("per_class") or {}
     if slo.get("by_class") and classes:
         out.append("SLOs per class, TTFT/TPOT ms: " + ", ".join(
@@ -282,14 +285,39 @@ def scenario_summary(req, views: list, upload=None) -> list[str]:
     return out
 
 
-def cluster_phrase(s) -> str:
-    """What a scenario of several engines deploys, beyond one engine's GPUs ("" for one engine)."""
-    if s.engines == 1:
+def arrivals_phrase(metrics: dict, n: int) -> str:
+    """The load the run was offered, as its arrivals went: how many, at what rate, over how long ("" where the
+    metrics do not say). The fields can differ a lot from it: a multiturn workload's `rate` starts sessions, whose
+    turns arrive at their own pace, and `num_requests` at a rate runs as long as they take to arrive."""
+    rate = metrics.get("arrival_rate")
+    if not _is_number(rate) or rate <= 0 or n <= 0:
         return ""
+    return f"{n:,} requests at {rate:.3g} req/s over {n / rate:,.0f} s"
+
+
+def _asked_load(s, st: dict) -> str:
+    return f"{s.num_requests:,} requests" if s.num_requests else f"{st['rate']:g} req/s for {s.duration:g} s"
+
+
+def cluster_phrase(s) -> str:
+    """What a deployment of several engines, or an autoscaled fleet, deploys beyond one engine's GPUs, with its
+    GPUs in all ("" for one engine of tp GPUs)."""
+    if s.autoscaler is not None:
+        lo, hi = s.scaling_bounds
+        return (f"{s.autoscaler} autoscaler: {lo}–{hi} replicas of {s.tp} GPU{'s' if s.tp > 1 else ''} "
+                f"({lo * s.tp}–{hi * s.tp} GPUs), {s.router} router")
+    if s.engines == 1 and s.ep == 1:
+        return ""
+    gpus = f"{deployment(s, resolve(s))[0]:,} GPUs in all"
     if s.disaggregated:
         return (f"{s.prefill_replicas} prefill + {s.decode_replicas} decode engines, KV over {s.kv_link}, "
-                f"{s.router} router")
-    return f"{s.replicas} replicas, {s.router} router"
+                f"{s.router} router to the prefill engines, {gpus}")
+    replicas = f"{s.replicas} replica{'s' if s.replicas > 1 else ''}"
+    if s.attention_dp:
+        return (f"{replicas} of EP{s.ep} with {s.ep // s.tp} attention data-parallel ranks of TP{s.tp}, "
+                f"{s.router} router, {gpus}")
+    expert = f" of EP{s.ep}" if s.ep > 1 else ""
+    return f"{replicas}{expert}, {s.router} router, {gpus}" if s.replicas > 1 else f"{replicas}{expert}, {gpus}"
 
 
 def scenario_caption(req) -> str:
@@ -299,7 +327,7 @@ def scenario_caption(req) -> str:
     load = f"{s.num_requests:,} requests" if s.num_requests else f"{r.rate:g} req/s for {s.duration:g} s"
     work = "an uploaded trace" if req.upload else f"{s.workload} workload, {load}"
     setup = r.setup
-    cluster = f" · {cluster_phrase(s)}" if s.engines > 1 else ""
+    cluster = f" · {cluster_phrase(s)}" if cluster_phrase(s) else ""
     return (f"{', '.join(req.schedulers)} · {setup.model.key} · {setup.quantization} · {setup.tp}× {setup.gpu.name}"
             f"{cluster} · {work}, seed {s.seed}")
 

@@ -8,7 +8,7 @@
      form.js           the scenario form: field errors copied in, model and trace uploads
      goodput_curves.js drawn goodput sweeps kept across a change of the scenario
      embed.js          an embed fitted to its frame, present mode's keys
-     controls.js       the metric glossary, Copy link
+     controls.js       the metric glossary, Copy link, the top bar's links on the scenario shown
    theme.js (dark mode) and slides.js (narrow screens, slide scaling) serve several of them.
 
    Caching: this file's URL carries ?v=<asset version> (the hash of every static file), so browsers keep it for
@@ -17,7 +17,7 @@
    without a build step. The server answers URLs without ?v= with Cache-Control: no-cache (app/web/server.py),
    so the browser revalidates each imported module (its ETag: a 304 when unchanged) on each page load and never
    runs a stale one beside a new app.js. htmx swaps do not reload modules: a page loads its module graph once. */
-import { wireControls } from "./controls.js";
+import { followScenario, tickElapsed, wireControls } from "./controls.js";
 import { fitEmbed, presentOnKeys, rescaleEmbed } from "./embed.js";
 import { exportOnClick, rememberExportChoice, showExportChoice } from "./export.js";
 import { drawFigures, followColorScheme, purgePlots } from "./figures.js";
@@ -52,11 +52,13 @@ presentOnKeys();
 rememberExportChoice();
 exportOnClick();
 wireControls();
+tickElapsed();
 wireForm(); // its htmx:beforeSwap may cancel a swap: before goodput_curves' and release's, which check that
 keepGoodputCurves();
 htmx.onLoad(keepChangesHere);
 htmx.onLoad(showExportChoice);
 htmx.onLoad(drawFigures);
+htmx.onLoad(followScenario);
 if (EMBED) htmx.onLoad(fitEmbed);
 document.body.addEventListener("htmx:beforeSwap", function (e) {
   if (e.detail.shouldSwap && e.detail.target) release(e.detail.target);

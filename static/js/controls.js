@@ -1,4 +1,4 @@
-/* The page's small controls: a metric's glossary entry, and Copy link. */
+/* The page's small controls: a metric's glossary entry, Copy link, and the top bar's links kept on the scenario shown. */
 
 export function wireControls() {
   document.addEventListener("click", function (e) {
@@ -47,4 +47,31 @@ function flash(button, text) {
   button.dataset.label = old;
   button.textContent = text;
   setTimeout(function () { button.textContent = old; }, 1600);
+}
+
+// ----- the top bar's links follow the scenario the dashboard shows -----
+// The server writes them with the page's scenario (templates/_macros.html, topbar); a change of the form swaps in
+// new results, whose region names their scenario in data-scenario-query, so the links open that one.
+export function followScenario(root) {
+  var shown = root.querySelector ? root.querySelector("[data-scenario-query]") : null;
+  if (root.matches && root.matches("[data-scenario-query]")) shown = root;
+  if (!shown) return;
+  var q = shown.getAttribute("data-scenario-query");
+  document.querySelectorAll(".topnav a[data-carry]").forEach(function (a) {
+    var search = "";
+    if (q && a.dataset.carry === "query") search = "?" + q;
+    if (q && a.dataset.carry === "pair") search = "?" + new URLSearchParams({ a: q, b: q }).toString();
+    a.setAttribute("href", a.dataset.path + search + a.dataset.hash);
+  });
+}
+
+// ----- how long the page has waited for the kernels (the compile card, templates/_workspace.html) -----
+// Counted from the page's own start: the card is swapped in again by each poll, and the server does not say when
+// its compile began. A second's tick touches only a card that is there.
+export function tickElapsed() {
+  setInterval(function () {
+    document.querySelectorAll("[data-elapsed]").forEach(function (e) {
+      e.textContent = Math.round(performance.now() / 1000) + " s";
+    });
+  }, 1000);
 }

@@ -108,18 +108,18 @@ def _knee_text(knee: float | None) -> str:
 def _ci_bands(name: str, c: str, points: list[dict]) -> list[dict]:
     """Over seeds: the 95% band of goodput and of SLO attainment around each mean line, translucent in the
     scheduler's colour (nothing for one seed). A band is its upper edge, then its lower edge filled up to it. An
-    interval is clipped to what the quantity can be: attainment within [0, 100] %, goodput from 0 to the arrival
-    rate (each seed's goodput is its attainment times its arrival rate: a 2-seed Student-t band reached 19 req/s
-    at 6 req/s offered and stretched the axis past every line)."""
+    interval is clipped to what the quantity can be: attainment within [0, 100] %, goodput from 0 to the offered
+    load (_offered_top: a 2-seed Student-t band reached 19 req/s at 6 req/s offered and stretched the axis past
+    every line; one at 5 offered reached 5.84)."""
     if not points or any("ci95" not in p for p in points):
         return []
     x = [p["rate"] for p in points]
     out = []
     for key, axes, scale in (("goodput", {}, 1.0), ("slo_attainment", {"xaxis": "x2", "yaxis": "y2"}, 100.0)):
-        tops = [100.0 if key == "slo_attainment" else _arrival_top(p) for p in points]
+        tops = [100.0 if key == "slo_attainment" else _offered_top(p) for p in points]
 
-        def clip(v: float, hi: float | None) -> float:
-            return round(max(0.0, v if hi is None else min(hi, v)), 4)
+        def clip(v: float, hi: float) -> float:
+            return round(max(0.0, min(hi, v)), 4)
 
         low = [clip(p["ci95"].get(key, [p[key]] * 2)[0] * scale, hi) for p, hi in zip(points, tops, strict=True)]
         high = [clip(p["ci95"].get(key, [p[key]] * 2)[1] * scale, hi) for p, hi in zip(points, tops, strict=True)]
@@ -131,12 +131,14 @@ def _ci_bands(name: str, c: str, points: list[dict]) -> list[dict]:
     return out
 
 
-def _arrival_top(point: dict) -> float | None:
-    """The most goodput a sweep point's seeds can have: the upper end of their arrival rate's interval (its mean
-    with no interval; None where the point does not say), never below the mean goodput drawn."""
-    ci = point["ci95"].get("arrival_rate")
-    top = ci[1] if isinstance(ci, list) and len(ci) == 2 else (point.get("metrics") or {}).get("arrival_rate")
-    return max(top, point["goodput"]) if isinstance(top, int | float) else None
+def _offered_top(point: dict) -> float:
+    """The most goodput a sweep point's band reaches: the offered load. The band is an interval for the mean
+    goodput, which is at most the mean arrival rate, and that is the offered rate (a run's arrivals are drawn at
+    it); a Student-t interval over a few seeds knows nothing of that bound and overshoots it, so the band stops at
+    the offered load (intersecting an interval with the values the quantity can take keeps its coverage). A mean
+    of a few seeds may still sit a little above the offered rate (their arrivals drawn above it): the band then
+    reaches up to the mean line, never below it."""
+    return max(float(point["rate"]), point["goodput"])
 
 
 def goodput_context(req: WebRequest) -> dict:
