@@ -4,7 +4,7 @@ still growing when arrivals ended (its latencies then depend on how long the run
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 
@@ -70,18 +70,24 @@ def coverage_warnings(hardware: str, model: str, quantization: str, engine: str 
     return out
 
 
+def _waiting_at(result, t: float) -> int:
+    """Requests waiting at time t: the step log's count for one engine; for several engines, which keep no merged
+    step log, the requests that had arrived and were not yet scheduled (rejected ones never wait)."""
+    steps = result.steps
+    if len(steps):
+        k = int(np.searchsorted(steps[:, S_START], t, side="right")) - 1
+        return int(steps[k, S_WAITING]) if k >= 0 else 0
+    served = result.status != REJECTED
+    return int((served & (result.requests.arrival_s <= t) & (result.first_scheduled_s > t)).sum())
+
+
 def saturation_warning(result) -> str | None:
     """A warning if the run's waiting queue was still long, and longer than at mid-run, when arrivals ended."""
     arrivals = result.requests.arrival_s
-    steps = result.steps
-    if len(arrivals) == 0 or len(steps) == 0:
+    if len(arrivals) == 0:
         return None
     first, last = float(arrivals.min()), float(arrivals.max())
-
-    def waiting_at(t: float) -> int:
-        k = int(np.searchsorted(steps[:, S_START], t, side="right")) - 1
-        return int(steps[k, S_WAITING]) if k >= 0 else 0
-
+    waiting_at = partial(_waiting_at, result)
     at_end, at_mid = waiting_at(last), waiting_at((first + last) / 2)
     if at_end >= max(SATURATED_MIN_WAITING, SATURATED_WAITING_SHARE * len(arrivals)) and at_end > at_mid:
         return (f"saturated: {at_end} requests were still waiting when arrivals ended ({at_mid} at mid-run): the "

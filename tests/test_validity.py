@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from app.cli import main
 from sim_core import Scenario, run
 from sim_core.validity import coverage_warnings, run_warnings, saturation_warning
@@ -71,6 +73,17 @@ def test_a_run_past_capacity_is_flagged_saturated_and_a_light_one_is_not():
     assert "saturated" in (saturation_warning(over) or "")
     light = run(Scenario(hardware="a100", model="llama-3-8b", rate=1, duration=30))
     assert saturation_warning(light) is None and run_warnings(light) == []
+
+
+@pytest.mark.parametrize("fleet", [{"replicas": 2}, {"prefill_replicas": 1, "decode_replicas": 1}],
+                         ids=["replicas", "pd"])
+def test_a_fleet_past_capacity_is_flagged_saturated_as_one_engine_is(fleet):
+    """Several engines keep no merged step log; the flag counts the requests that arrived and wait (issue #41: /vs
+    flagged a saturated single engine but never a saturated pair of replicas or P/D pools)."""
+    over = run(Scenario(hardware="a100", model="llama-3-8b", rate=80, duration=20, **fleet))
+    assert len(over.steps) == 0 and "saturated" in (saturation_warning(over) or "")
+    light = run(Scenario(hardware="a100", model="llama-3-8b", rate=1, duration=20, **fleet))
+    assert saturation_warning(light) is None
 
 
 def test_json_outputs_add_warnings_beside_the_existing_keys(capsys):
