@@ -240,7 +240,7 @@ def test_exports_at_a_fixed_slide_size_and_background(page):
     page.locator("#f-duration").fill("10")
     page.locator("#f-duration").press("Tab")  # one change, one run
     page.wait_for_url("**duration=10.0**")
-    expect(page.locator(".summary")).to_contain_text("for 10 s")
+    expect(page.locator(".summary")).to_contain_text("over 10 s")
     expect(page.locator("#workspace")).not_to_have_class(re.compile("htmx-request"))
     wait_drawn(page, "plot-cdf")
     assert page.locator("[data-export-size]").input_value() == "1920x1080"

@@ -94,7 +94,7 @@ def test_a_warm_read_only_cache_is_used_not_recompiled_and_not_written(tmp_path)
 
 YAML_CHILD = """
 import os, sys
-import sim_core  # imports numba through sim_core.kernel.jit
+import sim_core.kernel.jit  # the first import of numba, through the project's jit wrapper
 from numba.core import config
 hidden = "yaml" not in sys.modules
 if sys.argv[1] == "later":
