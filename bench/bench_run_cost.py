@@ -10,9 +10,10 @@ target is every ratio within 2x both ways. Memory under FLOOR_MB measured is com
 interpreter's noise is a few MB), CPU under FLOOR_CPU_S as FLOOR_CPU_S. The child runs with glibc's mmap threshold
 fixed (MALLOC_MMAP_THRESHOLD_): otherwise glibc raises it after the warm-up frees its arrays, and the run's
 arrays reuse heap pages the warm-up left resident, which the baseline already counts (a 64-slot fleet measured
-1 MB a slot instead of the 4 MB its arrays hold). Known miss: a utilization fleet without autoscale_target is
-estimated at max_replicas slots (run_cost.autoscaled_slots: its default target is known only once its capacity
-search has run), an upper bound far above the one slot it uses at a light load."""
+1 MB a slot instead of the 4 MB its arrays hold). Known misses, over-estimates: a utilization fleet is estimated
+at ceil(requests / target) slots, at most max_replicas (run_cost.autoscaled_slots: the running requests are at most
+the run's; the default target, known only once its capacity search has run, is at least 1), a sound bound far
+above the one slot a light load uses (autoscale-1ms-eval, autoscale-util-target)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,9 @@ SCENARIOS = {  # name: query
     "pd-2p4d": f"{L1B}&duration=60&rate=20&prefill_replicas=2&decode_replicas=4",
     "autoscale-util": "duration=120&rate=8&autoscaler=utilization&max_replicas=8",
     "autoscale-pred": "duration=120&rate=8&autoscaler=predictive&max_replicas=8&autoscale_replica_rate=4",
+    "autoscale-schedule": "duration=120&rate_schedule=0:2,60:12&autoscaler=predictive&max_replicas=16"
+                          "&autoscale_replica_rate=3",
+    "autoscale-util-target": f"{L1B}&duration=60&rate=5&autoscaler=utilization&max_replicas=64&autoscale_target=8",
     "autoscale-fast-eval": f"{L1B}&duration=60&rate=5&autoscaler=predictive&max_replicas=64"
                            "&autoscale_interval_s=0.01&autoscale_replica_rate=5",
     "autoscale-1ms-eval": f"{L1B}&duration=20&rate=5&autoscaler=utilization&max_replicas=64&autoscale_interval_s=0.001",
