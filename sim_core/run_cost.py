@@ -58,7 +58,7 @@ CPU_S_PER_LORA_STEP = 4e-6  # a LoRA step's own work beyond the walk: residency,
 CPU_S_PER_EVAL_REPLICA = 1e-8  # 1.28M evaluation-replicas took under 0.04 s in all (bench)
 # The autoscalers' capacity searches (cluster_over_time.replica_capacity and running_target, over
 # studies/capacity.max_rate) are counted by running max_rate itself against a replica whose attainment falls at
-# the rate its engine's throughput allows (_throughput_ceiling): the search's own doublings and bisections, each
+# the rate its engine's throughput allows (throughput_ceiling): the search's own doublings and bisections, each
 # trial rate PROBE_S seconds of requests. Predictive searches 1, 2, 4, ... replicas up to what the peak needs.
 # A throughput ceiling never below this (requests/s): max_rate's doublings need a positive rate to stop at.
 MIN_RATE_CEILING = 1e-3
