@@ -29,7 +29,7 @@ from .policies.autoscalers import AUTOSCALERS, DEFAULT_INTERVAL_S, SCALE_PREDICT
 from .provisioning import provision_delay_s
 from .runner import CLUSTER_STEP_RECORDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_STEP_RECORDS
 from .scenario import Scenario
-from .studies.capacity import max_rate
+from .studies.rate_search import search_rate
 
 GB = 1e9
 I64, F64, I32, I8 = 8, 8, 4, 1
@@ -57,10 +57,10 @@ CPU_S_PER_ADAPTER_STEP = 1e-9
 CPU_S_PER_LORA_STEP = 4e-6  # a LoRA step's own work beyond the walk: residency, loads, the grouped kernels
 CPU_S_PER_EVAL_REPLICA = 1e-8  # 1.28M evaluation-replicas took under 0.04 s in all (bench)
 # The autoscalers' capacity searches (cluster_over_time.replica_capacity and running_target, over
-# studies/capacity.max_rate) are counted by running max_rate itself against a replica whose attainment falls at
+# studies/rate_search.search_rate) are counted by running search_rate itself against a replica whose attainment falls at
 # the rate its engine's throughput allows (throughput_ceiling): the search's own doublings and bisections, each
 # trial rate PROBE_S seconds of requests. Predictive searches 1, 2, 4, ... replicas up to what the peak needs.
-# A throughput ceiling never below this (requests/s): max_rate's doublings need a positive rate to stop at.
+# A throughput ceiling never below this (requests/s): search_rate's doublings need a positive rate to stop at.
 MIN_RATE_CEILING = 1e-3
 CPU_S_PER_BYTE = 0.7e-9  # page faults and zeroing on first touch: about 1.4 GB/s
 
@@ -313,7 +313,7 @@ def _probe_term(scenario, resolved, reqs) -> list[Term]:
     """An autoscaler's default from its capacity search (cluster_over_time): predictive without
     autoscale_replica_rate searches what one replica serves, then 2, 4, ... replicas up to what the peak needs;
     utilization without autoscale_target searches one replica's rate and runs once at it (running_target). Each
-    search's trial rates are studies/capacity.max_rate's own, against replicas that serve up to their
+    search's trial rates are studies/rate_search.search_rate's own, against replicas that serve up to their
     throughput ceiling; each trial simulates PROBE_S seconds. Cached per process: this is a cold run's cost."""
     if scenario.autoscaler is None:
         return []
@@ -343,7 +343,7 @@ def _probe_term(scenario, resolved, reqs) -> list[Term]:
 
 
 def searched_rates(probe, ceiling: float) -> tuple[float | None, list[float]]:
-    """(the rate found, every rate tried) by studies/capacity.max_rate on `probe`, as cluster_over_time's
+    """(the rate found, every rate tried) by studies/rate_search.search_rate on `probe`, as cluster_over_time's
     search calls it, were attainment met exactly up to `ceiling` requests/s: its own doublings from the probe's
     rate and bisections to its tolerance."""
     tried: list[float] = []
@@ -352,7 +352,7 @@ def searched_rates(probe, ceiling: float) -> tuple[float | None, list[float]]:
         tried.append(rate)
         return 1.0 if rate <= ceiling else 0.0
 
-    found, _ = max_rate(probe, PLANNING_ATTAINMENT, attainment=attainment)
+    found, _ = search_rate(probe, attainment, PLANNING_ATTAINMENT)
     return found, tried
 
 
