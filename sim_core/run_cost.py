@@ -20,14 +20,16 @@ import numpy as np
 
 from .bounds import step_floor_s
 from .catalog import GPUS
-from .cluster_over_time import PROBE_S
+from .cluster_over_time import PLANNING_ATTAINMENT, PROBE_S, _probe_scenario
 from .fields import field_info
 from .hardware_profile import profile_constants
 from .kernel.cost_model import cost_params
 from .kernel.state import ITL_COARSE_BINS, ITL_FINE_BINS, N_EVENT_COLS, N_STEP_COLS
-from .policies.autoscalers import AUTOSCALERS, SCALE_PREDICTIVE
+from .policies.autoscalers import AUTOSCALERS, DEFAULT_INTERVAL_S, SCALE_PREDICTIVE
+from .provisioning import provision_delay_s
 from .runner import CLUSTER_STEP_RECORDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_STEP_RECORDS
 from .scenario import Scenario
+from .studies.rate_search import search_rate
 
 GB = 1e9
 I64, F64, I32, I8 = 8, 8, 4, 1
@@ -54,13 +56,12 @@ CPU_S_PER_REQUEST = 5e-6
 CPU_S_PER_ADAPTER_STEP = 1e-9
 CPU_S_PER_LORA_STEP = 4e-6  # a LoRA step's own work beyond the walk: residency, loads, the grouped kernels
 CPU_S_PER_EVAL_REPLICA = 1e-8  # 1.28M evaluation-replicas took under 0.04 s in all (bench)
-# The autoscalers' capacity searches (cluster_over_time.replica_capacity, studies/capacity.max_rate): a search
-# takes a few doublings and about six bisections (to 3%), ~9 runs a level at rates around the level's capacity;
-# one level when a replica serves the peak, else levels 1, 2, 4, ... replicas. Counted on two N5 shapes (issue
-# #37): 7 runs and 13,848 requests at a 5 req/s peak, 13 runs and 12,379 at 4 req/s; 9 x 300 s x 1.5 x the peak
-# is 20,250 and 16,200.
-PROBE_RUNS = 9
-PROBE_RATE_SUM = 1.5
+# The autoscalers' capacity searches (cluster_over_time.replica_capacity and running_target, over
+# studies/rate_search.search_rate) are counted by running search_rate itself against a replica whose attainment falls at
+# the rate its engine's throughput allows (throughput_ceiling): the search's own doublings and bisections, each
+# trial rate PROBE_S seconds of requests. Predictive searches 1, 2, 4, ... replicas up to what the peak needs.
+# A throughput ceiling never below this (requests/s): search_rate's doublings need a positive rate to stop at.
+MIN_RATE_CEILING = 1e-3
 CPU_S_PER_BYTE = 0.7e-9  # page faults and zeroing on first touch: about 1.4 GB/s
 
 
@@ -97,11 +98,11 @@ class RunCost:
 def run_cost(scenario, resolved, reqs, *, record_events: bool = True, kv_frames: int = 0) -> RunCost:
     """The run's host memory and CPU time, term by term (see the module's docstring). `kv_frames`: the KV
     snapshots asked for (the engine keeps up to twice as many)."""
-    engines = _engine_counts(scenario, resolved)
+    engines = _engine_counts(scenario, resolved, reqs)
     n = len(reqs)
     out_tokens = float(reqs.output_tokens.sum()) if n else 0.0
-    # An autoscaled fleet's memory is that of max_replicas slots (what a burst may provision), its steps those of
-    # the replicas it starts with: it adds replicas only when they are busy.
+    # An autoscaled fleet's memory is that of the slots it provisions (autoscaled_slots), its steps those of the
+    # replicas it starts with: it adds replicas only when they are busy.
     serving = engines if scenario.autoscaler is None else [max(1, scenario.replicas, scenario.scaling_bounds[0])]
     steps = sum(_pool_steps(scenario, resolved, k, reqs, count) for k, count in enumerate(serving))
     total_engines = sum(engines)
@@ -128,33 +129,82 @@ def _with_touch_time(t: Term) -> Term:
     return Term(t.field, t.what, t.bytes, t.cpu_s + t.bytes * CPU_S_PER_BYTE, t.value, t.per_unit_bytes)
 
 
-def _engine_counts(scenario, resolved) -> list[int]:
-    """Engines per pool, as the run allocates them (an autoscaler: a slot per replica it may scale to)."""
+def _engine_counts(scenario, resolved, reqs) -> list[int]:
+    """Engines per pool, as the run allocates them (an autoscaler: the slots it provisions, autoscaled_slots)."""
     if scenario.autoscaler is not None:
-        return [scenario.scaling_bounds[1]]
+        return [autoscaled_slots(scenario, resolved, reqs)]
     return [pool.engines for pool in resolved.deployment]
 
 
-def _pool_steps(scenario, resolved, k: int, reqs, count: int) -> float:
+def autoscaled_slots(scenario, resolved, reqs) -> int:
+    """The engines an autoscaled fleet allocates. kernel/autoscaled.scale_up gives a slot its engine the first
+    time more replicas are wanted than are alive (draining ones are taken back first, released slots reused), so
+    the fleet holds as many engines as the most replicas its policy wants at once: at least those it starts with
+    (one, which a request wakes a fleet scaled to zero into), at most max_replicas.
+
+    Predictive with autoscale_replica_rate plans the fewest replicas whose capacity (k x that rate) covers its
+    forecast (policies/autoscaling.by_forecast), so the peak forecast bounds it. Utilization on running or
+    waiting requests asks for at most ceil(their sum / target) (by_utilization), and their sum is at most the
+    run's requests; its default target on running requests (cluster_over_time.running_target) is at least 1.
+    Every other case falls back to max_replicas, the bound the kernel keeps: predictive's capacity is known only
+    once its capacity search has run, a kv_usage target below 1 may double the fleet at every evaluation, and
+    follow-up turns arrive when their parent ends (no forecast of them before the run)."""
+    hi = scenario.scaling_bounds[1]
+    least = max(1, scenario.replicas, scenario.scaling_bounds[0])
+    if AUTOSCALERS[scenario.autoscaler][0] != SCALE_PREDICTIVE:
+        if (scenario.autoscale_metric or "running") == "kv_usage":  # at most 1 a replica: a target of 1 holds
+            return hi if scenario.autoscale_target < 1 else least
+        return max(least, min(hi, math.ceil(len(reqs) / (scenario.autoscale_target or 1.0))))
+    rate = scenario.autoscale_replica_rate
+    if rate is None:
+        return hi
+    peak = peak_forecast_rate(scenario, resolved, reqs)
+    if peak is None:
+        return hi
+    capacity = np.arange(hi + 1) * float(rate)  # cluster_over_time.replica_capacity's, for a rate given
+    want = int(np.searchsorted(capacity[1:], peak, side="left")) + 1 if peak > 0 else 0
+    return max(least, min(hi, want))
+
+
+def peak_forecast_rate(scenario, resolved, reqs) -> float | None:
+    """The highest rate the predictive policy plans for over the run (policies/autoscaling.forecast_rate). With a
+    rate schedule: its peak over every window a forecast reads (cluster_over_time.schedule_forecast: up to the
+    last evaluation, an interval past the run, plus the provisioning delay and an interval). Without: the arrivals
+    of the last interval over the interval, at most the most arrivals any interval-long window holds (a burst:
+    at 1 ms intervals a single arrival forecasts 1000 req/s). None where the arrivals are not known before the
+    run (follow-up turns arrive when their parent ends)."""
+    interval = scenario.autoscale_interval_s or DEFAULT_INTERVAL_S
+    if resolved.schedule is not None:
+        last = (math.ceil(scenario.duration / interval) + 1) * interval
+        return float(resolved.schedule.peak_rate(last + provision_delay_s(scenario, resolved) + interval))
+    arrivals = np.sort(reqs.arrival_s)
+    if not np.isfinite(arrivals).all():
+        return None
+    if not len(arrivals):
+        return 0.0
+    in_window = np.searchsorted(arrivals, arrivals + interval, side="left") - np.arange(len(arrivals))
+    return float(in_window.max()) / interval
+
+
+def _pool_steps(scenario, resolved, k: int, reqs, count: int, probe_rate: float | None = None) -> float:
     """The pool's engine steps, estimated by Little's law: a loaded engine's step carries the decode tokens of
     the requests running (out/s x step time) and the prompt tokens arriving meanwhile (prompt/s x step time, at
     most the token budget), and takes the cost model's floor for that many tokens (bounds.step_floor_s) plus the
     decode attention's context reads; the engine steps for the arrival span and the last request's output, one
-    running request's token a step at least, and never fewer steps than the tokens over the token budget."""
-    n = len(reqs)
-    if n == 0:
+    running request's token a step at least, and never fewer steps than the tokens over the token budget.
+    `probe_rate`: a capacity search's run instead, PROBE_S seconds of these requests at that rate."""
+    if len(reqs) == 0:
         return 0.0
+    scale = 1.0 if probe_rate is None else probe_rate * PROBE_S / len(reqs)
+    n = len(reqs) * scale
     pool = resolved.deployment[k]
     decode, prefill = pool.role != "prefill", pool.role != "decode"
-    prompt, out = float(reqs.prompt_tokens.sum()), float(reqs.output_tokens.sum())
+    prompt, out = float(reqs.prompt_tokens.sum()) * scale, float(reqs.output_tokens.sum()) * scale
     least = ((out if decode else 0.0) + (prompt if prefill else 0.0)) / resolved.token_budget
     finite = reqs.arrival_s[np.isfinite(reqs.arrival_s)]  # agent turns arrive once their parent ends (inf now)
     span = max(float(finite.max() - finite.min()) if len(finite) else 0.0, scenario.duration, 1e-3)
-    p = cost_params(pool.setup, profile_constants(scenario.hardware_profile), cpu_overlap=scenario.async_scheduling,
-                    engine=scenario.engine)
-    setup = pool.setup
-    read_s = (prompt + out / 2) / n * setup.kv_bytes_per_token_per_gpu / (setup.gpu.mem_bw_gbs * 1e9 *
-                                                                        setup.gpu.bw_efficiency)
+    span = span if probe_rate is None else PROBE_S
+    p, read_s = _step_inputs(scenario, pool.setup, reqs)
     out_rate = (out if decode else n) / count / span
     prompt_rate = (prompt if prefill else 0.0) / count / span
     cap = _batch_cap(scenario, resolved, reqs)
@@ -167,6 +217,15 @@ def _pool_steps(scenario, resolved, k: int, reqs, count: int) -> float:
     work = (out if decode else n) / count
     per_engine = min(work + n / count, max(busy / t, work / cap))
     return max(least, per_engine * count)
+
+
+def _step_inputs(scenario, setup, reqs):
+    """(the cost model's parameters, the decode attention's context read per request a step, seconds)."""
+    p = cost_params(setup, profile_constants(scenario.hardware_profile), cpu_overlap=scenario.async_scheduling,
+                    engine=scenario.engine)
+    n = len(reqs)
+    context = (float(reqs.prompt_tokens.sum()) + float(reqs.output_tokens.sum()) / 2) / n
+    return p, context * setup.kv_bytes_per_token_per_gpu / (setup.gpu.mem_bw_gbs * 1e9 * setup.gpu.bw_efficiency)
 
 
 def _batch_cap(scenario, resolved, reqs) -> float:
@@ -251,28 +310,64 @@ def _autoscaler_term(scenario, resolved) -> Term | None:
 
 
 def _probe_term(scenario, resolved, reqs) -> list[Term]:
-    """An autoscaler's default from a capacity search (cluster_over_time): predictive without
-    autoscale_replica_rate finds what 1, 2, 4, ... replicas serve, about PROBE_RUNS runs of PROBE_S seconds a
-    level whose rates sum to about PROBE_RATE_SUM x the peak; utilization without autoscale_target searches one
-    replica's rate (PROBE_RUNS runs at about a replica's share). Cached per process: this is a cold run's cost."""
+    """An autoscaler's default from its capacity search (cluster_over_time): predictive without
+    autoscale_replica_rate searches what one replica serves, then 2, 4, ... replicas up to what the peak needs;
+    utilization without autoscale_target searches one replica's rate and runs once at it (running_target). Each
+    search's trial rates are studies/rate_search.search_rate's own, against replicas that serve up to their
+    throughput ceiling; each trial simulates PROBE_S seconds. Cached per process: this is a cold run's cost."""
     if scenario.autoscaler is None:
         return []
-    peak = resolved.schedule.peak_rate(scenario.duration) if resolved.schedule is not None else resolved.rate
-    if AUTOSCALERS[scenario.autoscaler][0] == SCALE_PREDICTIVE:
-        field, rate_sum, top = "autoscale_replica_rate", PROBE_RATE_SUM * peak, 2 * peak
-    else:
-        field, top = "autoscale_target", 2 * peak / max(1, scenario.replicas)
-        rate_sum = top / 2
+    predictive = AUTOSCALERS[scenario.autoscaler][0] == SCALE_PREDICTIVE
+    field = "autoscale_replica_rate" if predictive else "autoscale_target"
     if getattr(scenario, field) is not None:
         return []
-    probed = PROBE_RUNS * PROBE_S * rate_sum
-    # A probe loads its replicas near capacity: a request costs what it costs on one engine serving the workload.
-    n = max(1, len(reqs))
-    cpu_s_per_request = (CPU_S_PER_REQUEST + float(reqs.output_tokens.sum()) / n * CPU_S_PER_OUTPUT_TOKEN +
-                         _pool_steps(scenario, resolved, 0, reqs, 1) / n * CPU_S_PER_STEP)
-    largest = PROBE_S * top * BYTES_PER_REQUEST  # the largest probe run holds this many requests at once
-    return [Term(field, f"~{probed:,.0f} requests simulated by the {scenario.autoscaler} autoscaler's capacity "
-                        "search", largest, probed * cpu_s_per_request)]
+    probe = _probe_scenario(scenario)
+    ceiling = throughput_ceiling(scenario, resolved, reqs)
+    alone, rates = searched_rates(probe, ceiling)
+    runs = [(rate, 1) for rate in rates]
+    if alone is not None and predictive:
+        need = min(scenario.scaling_bounds[1], max(1, math.ceil(probe.rate * max(1, scenario.replicas) / alone)))
+        k = 1
+        while k < need:  # cluster_over_time._capacity_curve's levels
+            k = min(2 * k, need)
+            level = searched_rates(probe.model_copy(update={"replicas": k, "rate": alone * k}), ceiling * k)[1]
+            runs += [(rate, k) for rate in level]
+    elif alone is not None:
+        runs.append((alone, 1))  # running_target's run at the rate found
+    probed = PROBE_S * sum(rate for rate, _ in runs)
+    per_request = CPU_S_PER_REQUEST + float(reqs.output_tokens.mean()) * CPU_S_PER_OUTPUT_TOKEN if len(reqs) else 0.0
+    steps = sum(_pool_steps(scenario, resolved, 0, reqs, k, rate) for rate, k in runs)
+    largest = PROBE_S * max(rate for rate, _ in runs) * BYTES_PER_REQUEST  # the largest run's requests
+    return [Term(field, f"~{probed:,.0f} requests in {len(runs)} runs simulated by the {scenario.autoscaler} "
+                        "autoscaler's capacity search", largest, probed * per_request + steps * CPU_S_PER_STEP)]
+
+
+def searched_rates(probe, ceiling: float) -> tuple[float | None, list[float]]:
+    """(the rate found, every rate tried) by studies/rate_search.search_rate on `probe`, as cluster_over_time's
+    search calls it, were attainment met exactly up to `ceiling` requests/s: its own doublings from the probe's
+    rate and bisections to its tolerance."""
+    tried: list[float] = []
+
+    def attainment(_scenario, rate: float) -> float:
+        tried.append(rate)
+        return 1.0 if rate <= ceiling else 0.0
+
+    found, _ = search_rate(probe, attainment, PLANNING_ATTAINMENT)
+    return found, tried
+
+
+def throughput_ceiling(scenario, resolved, reqs) -> float:
+    """The most requests/s one engine of the first pool completes whatever its SLO: a full batch (_batch_cap)
+    decoding one token each a step, with the prompt tokens that arrive meanwhile (at most the token budget), at
+    the cost model's floor for that step plus the decode attention's context reads. An SLO can only lower it."""
+    if not len(reqs):
+        return MIN_RATE_CEILING
+    prompt, out = float(reqs.prompt_tokens.mean()), max(1.0, float(reqs.output_tokens.mean()))
+    p, read_s = _step_inputs(scenario, resolved.deployment[0].setup, reqs)
+    batch = _batch_cap(scenario, resolved, reqs)
+    prompts = min(batch * prompt / out, resolved.token_budget)
+    step_s = float(step_floor_s(p, batch + prompts)) + batch * read_s
+    return max(MIN_RATE_CEILING, min(batch / out, prompts / max(prompt, 1.0)) / step_s)
 
 
 def _handover_term(scenario, resolved) -> Term | None:

@@ -19,8 +19,8 @@ from app.web.sweep_range import default_sweep
 from sim_core import Scenario, resolve
 from sim_core.catalog import MODELS
 from sim_core.hf_config import model_from_text
-from sim_core.run_cost import MAX_KV_BLOCKS, run_cost, tiny_kv_problem
-from sim_core.runner import make_requests
+from sim_core.run_cost import MAX_KV_BLOCKS, autoscaled_slots, run_cost, tiny_kv_problem
+from sim_core.runner import make_requests, run
 from sim_core.traces import own_rate, read_trace
 
 N1 = "schedulers=chunked&model=llama-3.2-1b&duration=5&prefix_cache=true"
@@ -192,3 +192,62 @@ def test_n5_an_autoscaled_fleets_kv_frames_count_every_slot():
     frames = recorded_frames_for(r, s)
     assert 2 * frames * r.deployment[0].num_blocks * 64 <= FRAME_BUDGET
     assert memory_problem(s, make_requests(s, r)) is None
+
+
+def _slots(query: str) -> int:
+    s = Scenario.from_query(query)
+    r = resolve(s)
+    return autoscaled_slots(s, r, make_requests(s, r))
+
+
+PREDICTIVE = "autoscaler=predictive&autoscale_replica_rate=2&seed=3"
+
+
+def test_an_autoscaled_fleets_slots_grow_with_its_load_within_min_and_max_replicas():
+    slots = [_slots(f"{PREDICTIVE}&duration=120&max_replicas=16&rate={rate}") for rate in (0.5, 2, 4, 8, 16, 64)]
+    assert slots == sorted(slots) and slots[0] < slots[-1]
+    assert all(1 <= k <= 16 for k in slots) and slots[-1] == 16  # 64 req/s needs 32 replicas of 2: capped
+    assert _slots(f"{PREDICTIVE}&duration=120&max_replicas=16&rate=0.5&min_replicas=5&replicas=5") == 5
+
+
+def test_the_slots_cover_a_rate_schedules_peak_over_what_one_replica_serves():
+    # 30 req/s from t=60 s, at 2 req/s a replica: 15 replicas, whatever the quieter start.
+    assert _slots(f"{PREDICTIVE}&duration=120&rate_schedule=0:1,60:30&max_replicas=64") == 15
+
+
+def test_the_slots_fall_back_to_max_replicas_where_nothing_bounds_the_policy():
+    assert _slots("duration=60&rate=1&autoscaler=predictive&max_replicas=40") == 40  # capacity searched in the run
+    assert _slots("duration=60&rate=1&autoscaler=utilization&max_replicas=40&autoscale_metric=kv_usage"
+                  "&autoscale_target=0.5") == 40
+
+
+def test_a_utilization_fleet_wants_at_most_its_requests_over_the_target():
+    """by_utilization asks for ceil(running / target); the running requests are at most the run's."""
+    s = Scenario.from_query("duration=60&rate=1&autoscaler=utilization&max_replicas=40&autoscale_target=8")
+    n = len(make_requests(s, resolve(s)))
+    assert _slots("duration=60&rate=1&autoscaler=utilization&max_replicas=40&autoscale_target=8") == -(-n // 8) < 40
+    assert _slots("duration=60&rate=1&autoscaler=utilization&max_replicas=40&autoscale_target=1") == min(40, n)
+    assert _slots("duration=60&rate=1&autoscaler=utilization&max_replicas=40&autoscale_metric=kv_usage"
+                  "&autoscale_target=1") == 1
+    # Follow-up turns arrive when their parent finishes: the forecast's arrivals are not known before the run.
+    assert _slots("workload=agent&duration=60&rate=1&autoscaler=predictive&max_replicas=40"
+                  "&autoscale_replica_rate=2") == 40
+
+
+def test_the_slots_bound_what_the_fleet_provisions():
+    s = Scenario.from_query(f"{PREDICTIVE}&duration=60&max_replicas=16&rate=6&autoscale_interval_s=5")
+    r = resolve(s)
+    slots = autoscaled_slots(s, r, make_requests(s, r))
+    held = run(s).metrics["gpus"] // r.deployment[0].setup.tp
+    assert 1 < held <= slots < 16
+
+
+def test_an_autoscaled_fleet_too_large_at_its_real_peak_is_refused_and_a_lighter_one_runs(client, no_simulation):
+    """4M KV blocks an engine (llama-3.2-1b on 8 MI355X): ~150 MB a slot. At 1 req/s a replica, 40 req/s needs
+    20+ slots (over MAX_RUN_BYTES); 2 req/s needs a few, which the fleet's max_replicas of 64 would not fit."""
+    base = "schedulers=chunked&model=llama-3.2-1b&hardware=mi355x&tp=8&duration=30&autoscaler=predictive" \
+           "&max_replicas=64&autoscale_replica_rate=1"
+    field, msg = _problem(client.get(f"/api/run?{base}&rate=40"))
+    assert field == "kv_blocks" and "host memory" in msg and no_simulation == []
+    light = Scenario.from_query(base.split("&", 1)[1] + "&rate=2")
+    assert memory_problem(light, make_requests(light, resolve(light))) is None
