@@ -59,15 +59,15 @@ def test_csvs_parse_with_one_row_per_configuration(name):
 
 @pytest.mark.parametrize("name", CSV_FILES)
 def test_every_row_cites_a_documented_source(name):
-    documented = set(re.findall(r"^## (\S+)$", (VALIDATION / "ENERGY_SOURCES.md").read_text(), re.M))
+    documented = set(re.findall(r"^## (\S+)$", (VALIDATION / "ENERGY_SOURCES.md").read_text(encoding="utf-8"), re.M))
     assert {r["source"] for r in _rows(name)} <= documented
 
 
 def test_every_catalog_gpu_has_a_board_limit_and_constants_are_in_range():
-    catalog = json.loads((ROOT / "sim_core" / "data" / "gpus.json").read_text())["entries"]
+    catalog = json.loads((ROOT / "sim_core" / "data" / "gpus.json").read_text(encoding="utf-8"))["entries"]
     limits = _board_limits()
     assert {g["key"] for g in catalog} <= set(limits)
-    sources = (VALIDATION / "energy_constants.md").read_text().split("## Sources", 1)[1]
+    sources = (VALIDATION / "energy_constants.md").read_text(encoding="utf-8").split("## Sources", 1)[1]
     for r in _constants():
         assert r["gpu"] in limits and r["unit"] == "W", r
         for value in map(float, r["value"].split("-")):

@@ -167,7 +167,7 @@ def test_calibrate_from_prometheus_through_the_cli(capsys, tmp_path, scrape):
         ],
     )
     assert code == 0, err
-    doc = json.loads(out_file.read_text())
+    doc = json.loads(out_file.read_text(encoding="utf-8"))
     assert doc["fit"]["load"]["derived"] == {"isl": 1024, "osl": 128, "workload": "random"}
     assert "derived from the scrape: isl=1024, osl=128, workload=random" in out and "drift:" in out
     assert f"--hardware-profile {out_file}" in out

@@ -171,7 +171,7 @@ def test_run_writes_metrics_and_follows_the_engine(capsys, tmp_path):
     path = tmp_path / "m.prom"
     code, out, _ = cli(capsys, [*RUN, "--metrics-out", path])
     assert code == 0 and f"wrote {path} (vllm metrics" in out
-    assert "vllm:time_to_first_token_seconds" in families(path.read_text())
+    assert "vllm:time_to_first_token_seconds" in families(path.read_text(encoding="utf-8"))
     code, out, _ = cli(
         capsys,
         [
@@ -187,7 +187,7 @@ def test_run_writes_metrics_and_follows_the_engine(capsys, tmp_path):
         ],
     )
     assert code == 0 and "sglang metrics" in out
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8")
     assert text.endswith("# EOF\n") and re.search(
         r"^sglang:num_requests_total\{.*\} \S+ 1700000001\.000$", text, re.M
     )

@@ -65,7 +65,7 @@ def test_the_plan_form_sends_each_group_even_with_every_box_unchecked(client):
 
 # ----- item 6: the plan page's note on plans of several engines is what the main page does -----
 def test_a_plan_of_several_engines_opens_on_the_main_page_as_it_is(client):
-    source = (REPO / "templates" / "_plan_status.html").read_text()
+    source = (REPO / "templates" / "_plan_status.html").read_text(encoding="utf-8")
     assert "with a note" not in source and "several engines" in source
     link = scenario_link(
         Scenario(
@@ -115,13 +115,13 @@ def contrast(a: str, b: str) -> float:
 
 
 def test_the_ab_colours_meet_4_5_to_1():
-    app_css = (REPO / "static" / "css" / "app.css").read_text()
+    app_css = (REPO / "static" / "css" / "app.css").read_text(encoding="utf-8")
     light, dark = app_css.split("@media (prefers-color-scheme: dark)", 1)
     backgrounds = {
         theme: [re.search(rf"--{v}: (#[0-9a-f]{{6}})", css).group(1) for v in ("card", "bg")]
         for theme, css in (("light", light), ("dark", dark))
     }
-    diff_css = (REPO / "static" / "css" / "diff.css").read_text()
+    diff_css = (REPO / "static" / "css" / "diff.css").read_text(encoding="utf-8")
     light_rules, dark_rules = diff_css.split("@media (prefers-color-scheme: dark)", 1)
     for theme, rules in (("light", light_rules), ("dark", dark_rules)):
         for cls in ("diff-won", "diff-lost"):
@@ -148,7 +148,7 @@ def test_the_compile_card_promises_no_time(client, monkeypatch):
     card = re.search(r'<div class="card empty" id="warming".*?</div>', r.text, re.S).group(0)
     assert "Compiling the simulator" in card and "half a minute" not in card and "about a second" not in card
     assert "data-elapsed" in card
-    assert "tickElapsed" in (REPO / "static" / "js" / "app.js").read_text()
+    assert "tickElapsed" in (REPO / "static" / "js" / "app.js").read_text(encoding="utf-8")
 
 
 # ----- item 8: /diff refuses a side of several schedulers rather than take the first -----
