@@ -4,7 +4,7 @@ still growing when arrivals ended (its latencies then depend on how long the run
 
 from __future__ import annotations
 
-from functools import cache, partial
+from functools import cache
 
 import numpy as np
 
@@ -87,8 +87,7 @@ def saturation_warning(result) -> str | None:
     if len(arrivals) == 0:
         return None
     first, last = float(arrivals.min()), float(arrivals.max())
-    waiting_at = partial(_waiting_at, result)
-    at_end, at_mid = waiting_at(last), waiting_at((first + last) / 2)
+    at_end, at_mid = _waiting_at(result, last), _waiting_at(result, (first + last) / 2)
     if at_end >= max(SATURATED_MIN_WAITING, SATURATED_WAITING_SHARE * len(arrivals)) and at_end > at_mid:
         return (f"saturated: {at_end} requests were still waiting when arrivals ended ({at_mid} at mid-run): the "
                 "offered load exceeds what this deployment sustains, so latencies grow with the run's length")

@@ -162,13 +162,13 @@ def core_run(query: str):
     """sim_core's own run of the page's scenario (its one scheduler), recording what the web records."""
     from urllib.parse import parse_qsl
 
-    from app.web import service
+    from app.web import run_budget
     from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
     from sim_core import resolve, run
 
     req = parse_request(query_to_dict(parse_qsl(query)), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS)
     s = req.for_scheduler(req.schedulers[0])
-    return run(s, record_events=True, kv_frames=service.recorded_frames_for(resolve(s)))
+    return run(s, record_events=True, kv_frames=run_budget.recorded_frames_for(resolve(s)))
 
 
 def frame_facts(spec: dict, frames: dict, t: float) -> tuple[int, int]:

@@ -258,12 +258,12 @@ def core_run(query: str, scheduler: str):
     """sim_core's own run of a page's scenario, recording what the web records (events, each engine's frames)."""
     from urllib.parse import parse_qsl
 
-    from app.web import service
+    from app.web import run_budget
     from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
 
     req = parse_request(query_to_dict(parse_qsl(query)), defaults=PAGE_DEFAULTS, default_schedulers=PAGE_SCHEDULERS)
     s = req.for_scheduler(scheduler)
-    return run(s, record_events=True, kv_frames=service.recorded_frames_for(resolve(s)))
+    return run(s, record_events=True, kv_frames=run_budget.recorded_frames_for(resolve(s)))
 
 
 def used_blocks(runs: list[int], k: int) -> int:
@@ -326,18 +326,18 @@ def test_the_kv_view_of_a_cluster_is_each_engines_pool_as_sim_core_recorded_it(c
 
 
 def test_a_clusters_frames_share_what_one_engine_may_record():
-    from app.web import runview, service
+    from app.web import run_budget, runview
 
     for deployment in (dict(replicas=4), dict(prefill_replicas=1, decode_replicas=3), dict(replicas=64)):
         s = Scenario(hardware="a100", workload="chat", **deployment)
         r = resolve(s)
-        blocks = service.engine_blocks(r)
+        blocks = run_budget.engine_blocks(r)
         assert len(blocks) == s.engines
-        n = service.recorded_frames_for(r)
+        n = run_budget.recorded_frames_for(r)
         # An engine keeps up to twice the frames asked for: all of them together within one engine's budget.
         assert 2 * n * sum(blocks) <= runview.FRAME_BUDGET
         assert 0 < n <= runview.recorded_frames(sum(blocks)) <= runview.recorded_frames(blocks[0])
-    assert service.recorded_frames_for(resolve(Scenario(hardware="a100", replicas=64))) < runview.recorded_frames(
+    assert run_budget.recorded_frames_for(resolve(Scenario(hardware="a100", replicas=64))) < runview.recorded_frames(
         resolve(Scenario(hardware="a100")).num_blocks)  # many engines: fewer frames each
     res = core_run(CLUSTERS["replicas"], "fcfs")
     assert sum(log.kv_frames.size for log in res.engine_logs) <= runview.FRAME_BUDGET

@@ -36,6 +36,7 @@ from .http import (
     run_until_disconnect,
 )
 from .inputs import WebRequest, parse_request, problems_of, query_to_dict
+from .lanes import MAX_IN_FLIGHT
 from .model_interval import model_intervals
 
 router = APIRouter(prefix="/api", tags=["simulation"])
@@ -190,7 +191,7 @@ def busy_answer(e: service.BusyError) -> JSONResponse:
 
 def _line_busy(message: str, retry_after: int, queue: dict | None = None) -> JSONResponse:
     """The 503 of a request not run now (http.run_until_disconnect): when to retry, and its place in the line."""
-    return busy(message, retry_after, ("max_in_flight_requests", service.MAX_IN_FLIGHT), queue=queue)
+    return busy(message, retry_after, ("max_in_flight_requests", MAX_IN_FLIGHT), queue=queue)
 
 
 # Threads for the budget check of requests that may simulate (it generates one workload: milliseconds, a few

@@ -18,7 +18,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from .inputs import MAX_UPLOAD_BYTES, REQUEST_TIME_LIMIT_S
 from .lane import FairLine, Turn
-from .service import LINE_HOLD_S, MAX_IN_FLIGHT, MAX_SIMULATIONS
+from .lanes import MAX_IN_FLIGHT, MAX_SIMULATIONS
+from .service import LINE_HOLD_S
 
 DISCONNECT_POLL_S = 0.25
 CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never seen by anyone

@@ -42,8 +42,8 @@ from .inputs import (
     work_problems,
 )
 from .jobs import JobBoard, JobRecord, job_id
-from .lanes import MAX_IN_FLIGHT, MAX_SIMULATIONS  # noqa: F401 (MAX_IN_FLIGHT: service's, as the pages read it)
-from .run_budget import MAX_RUN_BYTES, OUT_OF_MEMORY, engine_blocks, recorded_frames_for  # noqa: F401
+from .lanes import MAX_SIMULATIONS
+from .run_budget import MAX_RUN_BYTES, OUT_OF_MEMORY, recorded_frames_for
 from .runview import RunView, build_view, cell_blocks, pick_frames
 from .store import BlobStore, content_id
 from .sweep_range import default_sweep
