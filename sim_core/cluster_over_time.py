@@ -89,7 +89,7 @@ def replica_capacity(scenario, run: Callable) -> np.ndarray:
     hi = scenario.scaling_bounds[1]
     if scenario.autoscale_replica_rate is not None:
         return np.arange(hi + 1) * float(scenario.autoscale_replica_rate)
-    probe = _probe_scenario(scenario)
+    probe = probe_scenario(scenario)
     alone = _probe_rate(probe, run)
     need = min(hi, max(1, math.ceil(probe.rate * max(1, scenario.replicas) / alone)))
     return _capacity_curve(probe, alone, need, hi, run)
@@ -113,7 +113,7 @@ def running_target(scenario, run: Callable) -> float:
     HPA reacts only once the metric is past its target, so the target keeps the headroom a lone replica needs (at
     eight pooled replicas' figure, 4x higher on A100 + Llama-3-8B chat, the diurnal hour of
     bench/bench_autoscale.py fell to 79% attainment)."""
-    probe = _probe_scenario(scenario)
+    probe = probe_scenario(scenario)
     return _probe_running(probe, _probe_rate(probe, run), run)
 
 
@@ -123,7 +123,7 @@ def _probe_running(probe, rate: float, run: Callable) -> float:
     return max(1.0, rate * m["e2el_ms"]["mean"] / 1e3)
 
 
-def _probe_scenario(scenario):
+def probe_scenario(scenario):
     """The scenario at a constant rate on one replica, for the capacity search (its peak rate to start)."""
     rate = scenario.offered_rate()
     if scenario.rate_schedule is not None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .bounds import step_floor_s
 from .catalog import GPUS
-from .cluster_over_time import PLANNING_ATTAINMENT, PROBE_S, _probe_scenario
+from .cluster_over_time import PLANNING_ATTAINMENT, PROBE_S, probe_scenario
 from .fields import field_info
 from .hardware_profile import profile_constants
 from .kernel.cost_model import cost_params
@@ -321,7 +321,7 @@ def _probe_term(scenario, resolved, reqs) -> list[Term]:
     field = "autoscale_replica_rate" if predictive else "autoscale_target"
     if getattr(scenario, field) is not None:
         return []
-    probe = _probe_scenario(scenario)
+    probe = probe_scenario(scenario)
     ceiling = throughput_ceiling(scenario, resolved, reqs)
     alone, rates = searched_rates(probe, ceiling)
     runs = [(rate, 1) for rate in rates]

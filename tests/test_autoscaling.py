@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sim_core import Scenario, ScenarioError, parse_scenario, run
-from sim_core.cluster_over_time import PLANNING_ATTAINMENT, _probe_scenario
+from sim_core.cluster_over_time import PLANNING_ATTAINMENT, probe_scenario
 from sim_core.kernel.autoscaled import (
     LIFE_ASKED_S,
     LIFE_DRAINING_S,
@@ -214,7 +214,7 @@ def test_the_defaults_come_from_the_capacity_study():
     (PLANNING_ATTAINMENT of the requests within the SLO) for k = 1, 2, 4, ... up to what the peak needs;
     utilization's running target is what one replica alone holds at its own rate (Little's law)."""
     s = Scenario(**STEP, autoscaler="predictive", provision_delay_s=60)
-    probe = _probe_scenario(s)
+    probe = probe_scenario(s)
     assert probe.replicas == 1 and probe.autoscaler is None and probe.rate_schedule is None and probe.rate == 6
     alone, _ = max_rate(probe, PLANNING_ATTAINMENT)
     two, _ = max_rate(probe.model_copy(update={"replicas": 2, "rate": 2 * alone}), PLANNING_ATTAINMENT)
