@@ -1,5 +1,5 @@
-"""Every cached numba kernel in app/ and sim_core/ goes through sim_core's compile flavours
-(sim_core/kernel/jit.py), whose cache save survives a full disk; and a server whose warm-up failed on a full disk
+"""Every cached numba kernel in app/ and sim_core/ goes through sim_core's compile flavours (sim_core/compiled.py,
+sim_core/kernel/jit.py), whose cache save survives a full disk; and a server whose warm-up failed on a full disk
 serves once there is room again, without a restart (issue #37)."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_no_kernel_bypasses_the_cache_save_guard(path):
     found = bare_cached_jits(path.read_text(encoding="utf-8"), str(path))
     assert not found, (
         f"{path.relative_to(ROOT)}:{found}: a bare numba decorator with cache=True; use "
-        "sim_core.kernel.jit's flavours (their cache save survives a full disk)"
+        "sim_core.compiled's flavours (their cache save survives a full disk)"
     )
 
 

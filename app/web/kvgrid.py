@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim_core.kernel.jit import entry_nogil  # its cache save survives a full or read-only disk
+from sim_core.compiled import entry_nogil
 
 
 @entry_nogil  # called by cell_codes (and by tests from Python); np.sort allocates: reference counting on
