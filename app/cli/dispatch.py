@@ -10,7 +10,7 @@ import sys
 
 import sim_core  # its names load on first use: the error classes below only once an error reaches main
 
-from . import commands
+from . import commands, worker
 from .usage import EXIT_INTERNAL, EXIT_INTERRUPTED, Parser, UsageError, error
 
 PROG = "sched-sim"
@@ -37,6 +37,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                                 "a GPU, model and workload. 'sched-sim list' shows the valid names and what each "
                                 "metric measures.")
     parser.add_argument("--version", action=_VersionAction, help="show the version and exit")
+    parser.add_argument(worker.NO_WORKER_FLAG, action="store_true",
+                        help=f"run the command in this process even when a 'sched-sim worker' is running (as does "
+                             f"{worker.OPT_OUT_ENV}=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, summary in commands.COMMANDS.items():
         command = name.replace("_", "-")

@@ -34,6 +34,8 @@ COMMANDS = {
     "validate": ("predict every row of the validation set (public kernel, step and serving measurements) and print the "
             "errors, per row and per group"),
     "list": "list the GPUs, models, workload presets, schedulers and metrics (name, unit, meaning)",
+    "worker": ("start, stop or show a process that keeps the simulator loaded, which later commands of this "
+               "checkout run in (milliseconds instead of a second of imports)"),
 }
 
 
