@@ -11,6 +11,17 @@ one warm-up each, alternating between checkouts): `--help`, `list`, a 10-request
     .venv/bin/python bench/bench_startup.py                       # this checkout
     .venv/bin/python bench/bench_startup.py --against ../main     # A/B, interleaved, against another checkout
                                                                   # (its own .venv, pip install -e'd)
+    .venv/bin/python bench/bench_startup.py --worker [--blis PATH]  # with and without `sched-sim worker`, and BLIS
+    .venv/bin/python bench/bench_startup.py --cold-run              # a 10-request run into an empty kernel cache
+
+--worker times the same four commands with and without a live `sched-sim worker` of this checkout (one started
+here, in a private directory of its own, and stopped at the end), alternating, medians of 5. With --blis (a built
+BLIS binary: github.com/inference-sim/inference-sim, `go build -o blis main.go`; or $BLIS), it times BLIS on the
+comparable runs too, alternating with sched-sim's: a 10-request `blis run` (its synthetic workload at 10/s) and a
+`blis replay` of the same 1000-request steady trace (written as its TraceV2 CSV), on A100 / llama-3.1-8b at a
+512-token batch budget; without one it says it skipped them. --cold-run times a whole `sched-sim run` of 10
+requests into an empty NUMBA_CACHE_DIR (what a fresh install's first run costs), with numba's compilations, the
+ten slowest of them by their own compile seconds, and the same run again from the cache it left.
 
 Each figure is measured in fresh processes: wall-clock seconds and CPU seconds (user + system, the compile's
 helper process included). On a machine other work shares, wall time moves with the load; CPU time and the
@@ -138,6 +149,139 @@ def time_commands(roots: list[Path], runs: int, caches: list[str | None]) -> Non
         shutil.rmtree(work, ignore_errors=True)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# With and without the worker, and BLIS side by side
+# ---------------------------------------------------------------------------------------------------------
+BLIS_MODEL = ["--model", "meta-llama/llama-3.1-8b-instruct", "--hardware", "A100-80", "--tp", "1",
+              "--max-num-batched-tokens", "512"]
+TRACE_V2_COLUMNS = ("request_id,client_id,tenant_id,slo_class,session_id,round_index,prefix_group,prefix_length,"
+                    "streaming,input_tokens,output_tokens,text_tokens,image_tokens,audio_tokens,video_tokens,"
+                    "reason_ratio,model,deadline_us,server_input_tokens,arrival_time_us,send_time_us,"
+                    "first_chunk_time_us,last_chunk_time_us,num_chunks,status,error_message,finish_reason")
+
+
+def write_trace_v2(csv_trace: Path, header: Path, data: Path) -> None:
+    """The steady trace as BLIS's TraceV2 (a YAML header and a CSV of one request a row): the same arrivals and
+    lengths."""
+    header.write_text("trace_version: 3\ntime_unit: microseconds\nmode: replay\nwarm_up_requests: 0\n",
+                      encoding="utf-8")
+    rows = [TRACE_V2_COLUMNS]
+    for i, line in enumerate(csv_trace.read_text(encoding="utf-8").splitlines()[1:]):
+        arrival, prompt, output = line.split(",")
+        us = round(float(arrival) * 1e6)
+        rows.append(f"{i},trace,,,,0,,0,false,{prompt},{output},{prompt},0,0,0,0,,0,0,{us},{us},0,0,0,ok,,")
+    data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def blis_binary(given: str | None) -> Path | None:
+    path = given or os.environ.get("BLIS")
+    return Path(path).resolve() if path and os.access(path, os.X_OK) else None
+
+
+def blis_lines(blis: Path, work: Path, trace: Path) -> dict[str, list[str]]:
+    write_trace_v2(trace, work / "steady.yaml", work / "steady-v2.csv")
+    return {"run_10_requests": [str(blis), "run", *BLIS_MODEL, "--num-requests", "10", "--rate", "10"],
+            "run_1000_request_trace": [str(blis), "replay", *BLIS_MODEL, "--trace-header", str(work / "steady.yaml"),
+                                       "--trace-data", str(work / "steady-v2.csv")]}
+
+
+def time_with_worker(runs: int, blis_path: str | None) -> None:
+    """This checkout's commands without and with a live worker (and BLIS's, if given), alternating; medians."""
+    work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    try:
+        trace = work / "steady.csv"
+        write_trace(trace)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "SCHED_SIM_NO_WORKER")}
+        env.update(PYTHONPATH=str(HERE), SCHED_SIM_WORKER_DIR=str(work / "worker"))
+        ways = {"without_worker": {**env, "SCHED_SIM_NO_WORKER": "1"}, "with_worker": env}
+        commands = {name: [sys.executable, "-c", SCHED_SIM, *argv] for name, argv in command_lines(trace).items()}
+        started = subprocess.run([sys.executable, "-c", SCHED_SIM, "worker", "start", "--idle-timeout", "3600"],
+                                 env=env, cwd=HERE, capture_output=True, text=True, timeout=1800)
+        if started.returncode != 0:
+            raise SystemExit(f"the worker did not start: {started.stderr.strip()}")
+        blis = blis_binary(blis_path)
+        lines = {(way, name): (cmd, ways[way], HERE) for way in ways for name, cmd in commands.items()}
+        if blis is None:
+            print(json.dumps({"blis": "skipped: no BLIS binary (--blis PATH or $BLIS; build it with the Go "
+                                      "toolchain: go build -o blis main.go in inference-sim/inference-sim)"}))
+        else:
+            # (in its own directory: it reads defaults.yaml and model_configs/ there)
+            lines.update({("blis", name): (cmd, dict(os.environ), blis.parent) for name, cmd in
+                          blis_lines(blis, work, trace).items()})
+        for cmd, e, cwd in lines.values():  # warm: the kernel cache, the bytecode, the worker's first fork
+            timed(cmd, e, cwd)
+        samples = {key: [] for key in lines}
+        for _ in range(runs):
+            for key, (cmd, e, cwd) in lines.items():
+                samples[key].append(timed(cmd, e, cwd))
+        for way in ("without_worker", "with_worker", "blis"):
+            names = [name for w, name in samples if w == way]
+            if names:
+                print(json.dumps({way: {"load_average": [round(x, 2) for x in os.getloadavg()],
+                                        "wall_s_median": {n: round(statistics.median(w for w, _ in samples[way, n]), 3)
+                                                          for n in names},
+                                        "cpu_s_median": {n: round(statistics.median(c for _, c in samples[way, n]), 3)
+                                                         for n in names}}}), flush=True)
+    finally:
+        subprocess.run([sys.executable, "-c", SCHED_SIM, "worker", "stop"], env=env, cwd=HERE, capture_output=True,
+                       timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A first run into an empty kernel cache
+# ---------------------------------------------------------------------------------------------------------
+# sched-sim's own `run` (app.cli.entry), numba's compilations counted and each one's own seconds (its nested
+# compilations' taken out) reported at exit.
+COLD_RUN_CHILD = """
+import atexit, json, os, sys, time
+from numba.core import event
+stack, own = [], {}
+class Times(event.Listener):
+    def on_start(self, ev):
+        stack.append([ev.data["dispatcher"].py_func.__qualname__, time.perf_counter(), 0.0])
+    def on_end(self, ev):
+        name, t0, nested = stack.pop()
+        spent = time.perf_counter() - t0
+        if stack:
+            stack[-1][2] += spent
+        own[name] = own.get(name, 0.0) + spent - nested
+event.register("numba:compile", Times())
+def report():
+    slowest = sorted(own.items(), key=lambda kv: -kv[1])[:10]
+    print(json.dumps({"compilations_s": round(sum(own.values()), 2), "kernels": len(own),
+                      "slowest_s": {k: round(v, 2) for k, v in slowest}}), file=sys.stderr)
+from app.cli import main
+code = main(sys.argv[1:])
+report()
+sys.stdout.flush()
+os._exit(code)
+"""
+
+
+def cold_run(runs: int) -> None:
+    for _ in range(runs):
+        cache = Path(tempfile.mkdtemp(prefix="bench-startup-cache-"))
+        try:
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            env.update(NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(HERE), SCHED_SIM_NO_WORKER="1")
+            argv = [sys.executable, "-c", COLD_RUN_CHILD, "run", "--num-requests", "10"]
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            done = subprocess.run(argv, env=env, cwd=HERE, capture_output=True, text=True, check=True, timeout=1800)
+            wall = time.perf_counter() - t
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            warm_wall, warm_cpu = timed(argv, env, HERE)
+            print(json.dumps({"cold_run_10_requests": {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                                                       **json.loads(done.stderr.strip().splitlines()[-1]),
+                                                       "then_warm_wall_s": round(warm_wall, 2),
+                                                       "then_warm_cpu_s": round(warm_cpu, 2)},
+                              "load_average": [round(x, 2) for x in os.getloadavg()]}), flush=True)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--against", type=Path, help="another checkout to measure interleaved with this one")
@@ -145,7 +289,17 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7, help="CLI runs per checkout")
     ap.add_argument("--commands", action="store_true", help="time everyday commands (medians of --runs, default 5)")
     ap.add_argument("--cache-dirs", help="NUMBA_CACHE_DIR of each checkout, comma-separated (default: jit.py's)")
+    ap.add_argument("--worker", action="store_true", help="time the commands with and without a worker (and BLIS)")
+    ap.add_argument("--blis", help="with --worker: a built BLIS binary to time side by side (default: $BLIS)")
+    ap.add_argument("--cold-run", action="store_true", help="a 10-request run into an empty kernel cache (x --cold)")
     a = ap.parse_args()
+    if a.worker:
+        print(json.dumps({"load_average_before": [round(x, 2) for x in os.getloadavg()]}), flush=True)
+        time_with_worker(5 if a.runs == 7 else a.runs, a.blis)
+        return
+    if a.cold_run:
+        cold_run(a.cold)
+        return
     roots = [HERE] + ([a.against.resolve()] if a.against else [])
     if a.commands:
         print(json.dumps({"load_average_before": [round(x, 2) for x in os.getloadavg()]}), flush=True)
