@@ -22,6 +22,8 @@ comparable runs too, alternating with sched-sim's: a 10-request `blis run` (its 
 512-token batch budget; without one it says it skipped them. --cold-run times a whole `sched-sim run` of 10
 requests into an empty NUMBA_CACHE_DIR (what a fresh install's first run costs), with numba's compilations, the
 ten slowest of them by their own compile seconds, and the same run again from the cache it left.
+--cold-dashboard PORT times `sched-sim serve` from its start with an empty kernel cache to the landing page's first
+result (what a fresh clone's `bash scripts/serve.sh` shows once its install is done).
 
 Each figure is measured in fresh processes: wall-clock seconds and CPU seconds (user + system, the compile's
 helper process included). On a machine other work shares, wall time moves with the load; CPU time and the
@@ -42,6 +44,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
@@ -185,6 +189,17 @@ def blis_lines(blis: Path, work: Path, trace: Path) -> dict[str, list[str]]:
                                        "--trace-data", str(work / "steady-v2.csv")]}
 
 
+def commands_cpu(env: dict) -> float:
+    """CPU seconds of the commands the worker has run, once none is running (it reaps them as it answers)."""
+    while True:
+        done = subprocess.run([sys.executable, "-c", SCHED_SIM, "worker", "status", "--json"], env=env, cwd=HERE,
+                              capture_output=True, text=True, check=True, timeout=60)
+        status = json.loads(done.stdout)
+        if status["running"] == 0:
+            return status["commands_cpu_s"]
+        time.sleep(0.01)
+
+
 def time_with_worker(runs: int, blis_path: str | None) -> None:
     """This checkout's commands without and with a live worker (and BLIS's, if given), alternating; medians."""
     work = Path(tempfile.mkdtemp(prefix="bench-startup-"))
@@ -213,7 +228,10 @@ def time_with_worker(runs: int, blis_path: str | None) -> None:
         samples = {key: [] for key in lines}
         for _ in range(runs):
             for key, (cmd, e, cwd) in lines.items():
-                samples[key].append(timed(cmd, e, cwd))
+                before = commands_cpu(env) if key[0] == "with_worker" else 0.0
+                wall, cpu = timed(cmd, e, cwd)
+                # The command's own CPU is spent in the worker's child: added to the client's.
+                samples[key].append((wall, cpu + (commands_cpu(env) - before if key[0] == "with_worker" else 0.0)))
         for way in ("without_worker", "with_worker", "blis"):
             names = [name for w, name in samples if w == way]
             if names:
@@ -222,6 +240,7 @@ def time_with_worker(runs: int, blis_path: str | None) -> None:
                                                           for n in names},
                                         "cpu_s_median": {n: round(statistics.median(c for _, c in samples[way, n]), 3)
                                                          for n in names}}}), flush=True)
+        print(json.dumps({"with_worker_cpu": "the client's CPU and the worker's child's, which ran the command"}))
     finally:
         subprocess.run([sys.executable, "-c", SCHED_SIM, "worker", "stop"], env=env, cwd=HERE, capture_output=True,
                        timeout=60)
@@ -282,6 +301,48 @@ def cold_run(runs: int) -> None:
             shutil.rmtree(cache, ignore_errors=True)
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """A live process's CPU seconds, its finished children's included (Linux's /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return round(sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK"), 2)  # utime stime cutime cstime
+
+
+def cold_dashboard(port: int) -> None:
+    """Seconds from `sched-sim serve` starting, with an empty kernel cache, to the landing page's first result
+    (/api/run without parameters, which answers 503 while the kernels compile); /healthz's warm-up seconds; the
+    server's CPU seconds by then (its compile helpers' included)."""
+    cache = Path(tempfile.mkdtemp(prefix="bench-startup-cache-"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(NUMBA_CACHE_DIR=str(cache), PYTHONPATH=str(HERE))
+    t = time.perf_counter()
+    server = subprocess.Popen([sys.executable, "-c", SCHED_SIM, "serve", "--port", str(port)], env=env, cwd=HERE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/run", timeout=600) as answer:
+                    answer.read()
+                    break
+            except (urllib.error.URLError, ConnectionError) as e:  # not listening yet, or 503 while compiling
+                if server.poll() is not None:
+                    raise SystemExit(f"the server exited: {e}") from None
+                time.sleep(0.2)
+        first = time.perf_counter() - t
+        cpu = process_cpu_s(server.pid)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=60) as answer:
+            health = json.loads(answer.read())
+        print(json.dumps({"cold_dashboard": {"first_result_s": round(first, 2), "warm_up_s": health.get("warm_up_s"),
+                                             "server_cpu_s": cpu},
+                          "load_average": [round(x, 2) for x in os.getloadavg()]}), flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--against", type=Path, help="another checkout to measure interleaved with this one")
@@ -292,7 +353,12 @@ def main() -> None:
     ap.add_argument("--worker", action="store_true", help="time the commands with and without a worker (and BLIS)")
     ap.add_argument("--blis", help="with --worker: a built BLIS binary to time side by side (default: $BLIS)")
     ap.add_argument("--cold-run", action="store_true", help="a 10-request run into an empty kernel cache (x --cold)")
+    ap.add_argument("--cold-dashboard", type=int, metavar="PORT",
+                    help="seconds from `sched-sim serve` on PORT, with an empty kernel cache, to its first result")
     a = ap.parse_args()
+    if a.cold_dashboard:
+        cold_dashboard(a.cold_dashboard)
+        return
     if a.worker:
         print(json.dumps({"load_average_before": [round(x, 2) for x in os.getloadavg()]}), flush=True)
         time_with_worker(5 if a.runs == 7 else a.runs, a.blis)

@@ -19,6 +19,9 @@ os.environ.setdefault("SCHED_SIM_ALLOWED_HOSTS", "testserver")
 if "SCHED_SIM_STORE_DIR" not in os.environ:
     os.environ["SCHED_SIM_STORE_DIR"] = tempfile.mkdtemp(prefix="sched-sim-test-store-")
     atexit.register(shutil.rmtree, os.environ["SCHED_SIM_STORE_DIR"], True)
+# A `sched-sim worker` the developer left running never runs the suite's commands (tests/test_worker.py asks for
+# one of its own).
+os.environ.setdefault("SCHED_SIM_NO_WORKER", "1")
 
 from sim_core import Scenario, run  # noqa: E402
 from sim_core.kernel import warm  # noqa: E402

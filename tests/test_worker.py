@@ -94,10 +94,12 @@ def test_no_worker_flag_and_environment_opt_out(live):
     assert served(live) == before + 1
 
 
-def test_a_worker_started_with_other_startup_settings_is_not_used(live):
-    """NUMBA_* and PYTHON* are read once at start-up: a caller with others runs in its own process."""
+@pytest.mark.parametrize("flags, env", [([], {"NUMBA_OPT": "2"}), (["-O"], {})], ids=["NUMBA_OPT", "python -O"])
+def test_a_worker_started_with_other_startup_settings_is_not_used(live, flags, env):
+    """NUMBA_*, PYTHON* and Python's flags are fixed at start-up: a caller with others runs in its own process."""
     before, pid = served(live), status(live)["pid"]
-    other = cli(["list", "--json"], {**live, "NUMBA_OPT": "2"})
+    other = subprocess.run([sys.executable, *flags, "-c", SCHED_SIM, "list", "--json"], env={**live, **env},
+                           cwd=ROOT, capture_output=True, timeout=120)
     assert other.returncode == 0 and json.loads(other.stdout)
     assert served(live) == before and status(live)["pid"] == pid  # not used, still running
 

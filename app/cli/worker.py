@@ -13,8 +13,8 @@ status comes back over the socket.
 Safety: the socket sits in a directory of the user's own (mode 0700), the socket itself is 0600, and both are
 checked (owner, mode, kind) before each use; the worker checks its peer's uid too. A worker whose sources differ
 from the caller's (a hash of sim_core's and app's files and of the interpreter) is never used, and told to exit.
-One started with other settings that Python or numba read at start-up (NUMBA_*, PYTHON*, locale, BLAS threads) is
-not used either. This module imports only the standard library: the path to the socket loads no numpy or numba.
+One started with other settings that Python or numba read at start-up (NUMBA_*, PYTHON*, locale, BLAS threads,
+Python's flags) is not used either. This module imports only the standard library: the path to the socket loads no numpy or numba.
 """
 
 from __future__ import annotations
@@ -113,8 +113,11 @@ def source_hash() -> str:
     return h.hexdigest()
 
 
-def startup_env(environ=os.environ) -> dict[str, str]:
-    return {k: v for k, v in environ.items() if k in STARTUP_ENV_NAMES or k.startswith(STARTUP_ENV_PREFIXES)}
+def startup_settings(environ=os.environ) -> dict:
+    """What this interpreter fixed at its start and a worker must share: the environment variables Python and
+    numba read then, and Python's command-line flags (-O, -X utf8, ...), in their JSON form."""
+    env = {k: v for k, v in environ.items() if k in STARTUP_ENV_NAMES or k.startswith(STARTUP_ENV_PREFIXES)}
+    return {"env": env, "flags": [int(flag) for flag in sys.flags]}
 
 
 # ------------------------------------------------------------------ messages -----------------------------------
@@ -248,7 +251,7 @@ def _std_streams_open() -> bool:
 def _run_request(argv: list[str]) -> dict:
     umask = os.umask(0o022)
     os.umask(umask)
-    return {"protocol": PROTOCOL, "kind": "run", "source_hash": source_hash(), "startup_env": startup_env(),
+    return {"protocol": PROTOCOL, "kind": "run", "source_hash": source_hash(), "startup": startup_settings(),
             "argv": argv, "cwd": os.getcwd(), "umask": umask, "env": dict(os.environ),
             "streams": [stream_spec(s) for s in (sys.stdin, sys.stdout, sys.stderr)]}
 

@@ -19,6 +19,7 @@ import contextlib
 import gc
 import io
 import os
+import resource
 import signal
 import socket
 import sys
@@ -71,7 +72,7 @@ class Server:
     def __init__(self, path, idle_timeout: float):
         self.path, self.idle_timeout = path, idle_timeout
         self.source_hash = worker.source_hash()
-        self.startup_env = worker.startup_env()
+        self.startup = worker.startup_settings()
         self.started_at, self.served, self.children = time.time(), 0, set()
         self.stopping = False
         self.listener = self._listen()
@@ -161,16 +162,19 @@ class Server:
         if request.get("source_hash") != self.source_hash:
             self.stopping = True  # the sources changed since this worker loaded them: it is of no more use
             return {"stale": True, "pid": os.getpid()}
-        if request.get("startup_env") != self.startup_env:
+        if request.get("startup") != self.startup:
             return {"other_env": True, "pid": os.getpid()}
         if len(fds) != 3:
             return {"error": "a command line comes with its stdin, stdout and stderr"}
         return None
 
     def status(self) -> dict:
+        self._reap()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the finished commands' CPU (bench_startup)
         return {"pid": os.getpid(), "socket": str(self.path), "source_hash": self.source_hash,
                 "python": sys.executable, "started_at": self.started_at, "idle_timeout_s": self.idle_timeout,
-                "served": self.served, "running": len(self.children)}
+                "served": self.served, "running": len(self.children),
+                "commands_cpu_s": children.ru_utime + children.ru_stime}
 
     def _fork(self, conn: socket.socket, request: dict, fds: list[int]) -> None:
         pid = os.fork()

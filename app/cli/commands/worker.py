@@ -36,7 +36,7 @@ def idle_seconds(text: str) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("start", "stop", "status"),
-                   help="start a worker for this checkout (or say it runs), stop it, or show it")
+                   help="start a worker for this checkout (or say it runs), stop it, or show it (status exits 1 when none runs)")
     p.add_argument("--idle-timeout", type=idle_seconds, default=DEFAULT_IDLE_S, metavar="SECONDS",
                    help=f"start: the worker exits after this many seconds without a command "
                         f"(default {DEFAULT_IDLE_S}; {IDLE_RANGE_S[0]} to {IDLE_RANGE_S[1]})")
