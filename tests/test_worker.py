@@ -234,6 +234,15 @@ def test_a_killed_worker_leaves_a_socket_that_is_passed_over(tmp_path):
     cli(["worker", "stop"], env)
 
 
+def test_sigterm_stops_the_worker_and_removes_its_socket(tmp_path):
+    env = env_for(tmp_path / "sockets")
+    assert cli(["worker", "start", "--idle-timeout", "900"], env).returncode == 0
+    pid, path = status(env)["pid"], Path(status(env)["socket"])
+    os.kill(pid, signal.SIGTERM)
+    _wait(lambda: not _alive(pid), timeout=30)
+    assert not path.exists()
+
+
 def test_an_idle_worker_exits_and_removes_its_socket(tmp_path):
     env = env_for(tmp_path / "sockets")
     assert cli(["worker", "start", "--idle-timeout", "1"], env).returncode == 0
