@@ -125,6 +125,16 @@ def test_an_interrupt_reaches_the_command_as_in_its_own_process(live):
     assert (client.returncode, out, err) == (130, b"", b"interrupted\n")
 
 
+def test_a_directory_the_worker_cannot_enter_is_refused_before_anything_is_written(live):
+    """The client then runs the command itself (relay answers None)."""
+    code = ("import json; from app.cli import worker; s = worker.connect(); r = worker._run_request(['list']); "
+            "r['cwd'] = '/nonexistent-sched-sim-dir'; worker.send_message(s, r, fds=(0, 1, 2)); "
+            "print(json.dumps(worker.receive_message(s)[0]))")
+    done = subprocess.run([sys.executable, "-c", code], env=live, cwd=ROOT, capture_output=True, timeout=120)
+    answer = json.loads(done.stdout.decode().splitlines()[-1])
+    assert "started" not in answer and "/nonexistent-sched-sim-dir" in answer["refused"], answer
+
+
 def test_a_killed_client_ends_its_command(live):
     client = subprocess.Popen([sys.executable, "-c", SCHED_SIM, "run", "--num-requests", "200000", "--rate", "1000"],
                               env=live, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

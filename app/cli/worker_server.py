@@ -191,26 +191,31 @@ class Server:
 
 # ------------------------------------------------------------------ the child ----------------------------------
 def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
-    """Become the client's command: its standard streams, directory, umask, environment and command line; run it
-    as the console script would (app.cli.entry); send the exit status; exit."""
+    """Become the client's command: its directory, umask, environment, standard streams and command line; run it
+    as the console script would (app.cli.entry); send the exit status; exit. Where its directory cannot be entered
+    here, the client is told before anything is written, and runs the command itself."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    conn.settimeout(None)
+    try:
+        os.chdir(request["cwd"])
+    except OSError as e:
+        worker.send_message(conn, {"refused": f"cannot enter {request['cwd']!r}: {e.strerror}"})
+        os._exit(0)
+    os.umask(int(request["umask"]))
+    os.environ.clear()
+    os.environ.update(request["env"])
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     for fd in fds:
         if fd > 2:
             os.close(fd)
-    os.chdir(request["cwd"])
-    os.umask(int(request["umask"]))
-    os.environ.clear()
-    os.environ.update(request["env"])
     specs = request["streams"]
     sys.stdin = sys.__stdin__ = _text_stream(0, "rb", specs[0])
     sys.stdout = sys.__stdout__ = _text_stream(1, "wb", specs[1])
     sys.stderr = sys.__stderr__ = _text_stream(2, "wb", specs[2])
     argv = [str(word) for word in request["argv"]]
     sys.argv = ["sched-sim", *argv]
-    conn.settimeout(None)
     worker.send_message(conn, {"started": os.getpid()})
     threading.Thread(target=_watch_client, args=(conn,), daemon=True).start()
     code = _run_as_entry(argv)
