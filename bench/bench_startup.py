@@ -195,7 +195,7 @@ def commands_cpu(env: dict) -> float:
         done = subprocess.run([sys.executable, "-c", SCHED_SIM, "worker", "status", "--json"], env=env, cwd=HERE,
                               capture_output=True, text=True, check=True, timeout=60)
         status = json.loads(done.stdout)
-        if status["running"] == 0:
+        if status["commands_running"] == 0:
             return status["commands_cpu_s"]
         time.sleep(0.01)
 

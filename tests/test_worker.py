@@ -118,7 +118,7 @@ def test_an_interrupt_reaches_the_command_as_in_its_own_process(live):
     client = subprocess.Popen([sys.executable, "-c", SCHED_SIM, *args], env=live, cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while status(live)["running"] == 0 and client.poll() is None and time.monotonic() < deadline:
+    while status(live)["commands_running"] == 0 and client.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     client.send_signal(signal.SIGINT)
     out, err = client.communicate(timeout=120)
@@ -138,11 +138,11 @@ def test_a_directory_the_worker_cannot_enter_is_refused_before_anything_is_writt
 def test_a_killed_client_ends_its_command(live):
     client = subprocess.Popen([sys.executable, "-c", SCHED_SIM, "run", "--num-requests", "200000", "--rate", "1000"],
                               env=live, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _wait(lambda: status(live)["running"] == 1 or client.poll() is not None)
+    _wait(lambda: status(live)["commands_running"] == 1 or client.poll() is not None)
     assert client.poll() is None, "it ended before it could be killed"
     client.kill()
     client.wait()
-    _wait(lambda: status(live)["running"] == 0, timeout=60)
+    _wait(lambda: status(live)["commands_running"] == 0, timeout=60)
 
 
 # ----- private to its owner -----
@@ -219,12 +219,14 @@ def test_stop_removes_the_socket_and_commands_run_here_after(tmp_path):
     assert cli(["worker", "stop"], env).stdout == b"no worker running\n"
     assert cli(["worker", "start", "--idle-timeout", "900"], env).returncode == 0
     pid, path = status(env)["pid"], Path(status(env)["socket"])
+    assert status(env)["running"] is True and status(env)["commands_running"] == 0
     assert cli(["worker", "start"], env).stdout.decode().startswith(f"a worker is already running: pid {pid}")
     stopped = cli(["worker", "stop"], env)
     assert stopped.returncode == 0 and stopped.stdout.decode() == f"worker stopped: pid {pid}\n"
     assert not path.exists()  # gone once `stop` returns; the process ends right after
     _wait(lambda: not _alive(pid), timeout=30)
     assert cli(["worker", "status"], env).returncode == 1
+    assert status(env) == {"running": False, "socket": str(path)}
     here = cli(["list", "--json"], env)
     assert here.returncode == 0 and json.loads(here.stdout)
 

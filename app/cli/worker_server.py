@@ -173,7 +173,7 @@ class Server:
         children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the finished commands' CPU (bench_startup)
         return {"pid": os.getpid(), "socket": str(self.path), "source_hash": self.source_hash,
                 "python": sys.executable, "started_at": self.started_at, "idle_timeout_s": self.idle_timeout,
-                "served": self.served, "running": len(self.children),
+                "served": self.served, "commands_running": len(self.children),
                 "commands_cpu_s": children.ru_utime + children.ru_stime}
 
     def _fork(self, conn: socket.socket, request: dict, fds: list[int]) -> None:

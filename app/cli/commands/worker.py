@@ -111,7 +111,7 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     started = datetime.datetime.fromtimestamp(live["started_at"]).isoformat(timespec="seconds")
     print(f"worker running: pid {live['pid']}, socket {live['socket']}\n"
-          f"  started {started}, {live['served']} commands served, {live['running']} running now, "
+          f"  started {started}, {live['served']} commands served, {live['commands_running']} running now, "
           f"exits after {live['idle_timeout_s']:g} s idle\n"
           f"  sources: {'the same as this checkout' if live['current'] else 'stale (the next command stops it)'}")
     return 0
