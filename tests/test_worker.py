@@ -84,6 +84,25 @@ def test_output_is_byte_identical_with_and_without_the_worker(live, tmp_path, ar
     assert through.stdout or through.stderr
 
 
+def test_two_clients_at_once_each_get_their_own_directory(live, tmp_path):
+    """Each command's child enters its own client's directory: two at once read their own `steady.csv`."""
+    folders = [tmp_path / "a", tmp_path / "b"]
+    for i, folder in enumerate(folders):
+        folder.mkdir()
+        rows = STEADY.splitlines()[: 12 + 10 * i]
+        (folder / "steady.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    args = ["run", "--trace", "steady.csv", "--json"]
+    before = served(live)
+    clients = [subprocess.Popen([sys.executable, "-c", SCHED_SIM, *args], env=live, cwd=folder,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for folder in folders]
+    outputs = [client.communicate(timeout=300) for client in clients]
+    assert served(live) == before + 2
+    for folder, (out, err) in zip(folders, outputs, strict=True):
+        here = cli(args, {**live, worker.OPT_OUT_ENV: "1"}, cwd=folder)
+        assert (out, err) == (here.stdout, here.stderr)
+    assert outputs[0][0] != outputs[1][0]
+
+
 def test_no_worker_flag_and_environment_opt_out(live):
     before = served(live)
     flagged = cli(["--no-worker", "list", "--json"], live)

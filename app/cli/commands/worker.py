@@ -47,7 +47,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         return {"start": _start, "stop": _stop, "status": _status}[args.action](args)
     except worker.WorkerUnsafe as e:
-        return error(f"worker: {e}", EXIT_INTERNAL)
+        return error(f"worker: {e} ({worker.DIR_ENV} names another directory for the worker)", EXIT_INTERNAL)
 
 
 def _start(args: argparse.Namespace) -> int:
