@@ -98,7 +98,7 @@ def socket_path() -> Path:
 
 
 def source_hash() -> str:
-    """A hash of every file under sim_core/ and app/ (code, catalogue data, templates) and of the interpreter."""
+    """A hash of every file under sim_core/ and app/ (code and catalogue data) and of the interpreter."""
     h = hashlib.sha1(f"{sys.executable}\0{sys.version}\0".encode())
     for root in checkout_roots():
         for folder, subfolders, files in os.walk(root):
