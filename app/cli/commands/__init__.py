@@ -35,7 +35,7 @@ COMMANDS = {
             "errors, per row and per group"),
     "list": "list the GPUs, models, workload presets, schedulers and metrics (name, unit, meaning)",
     "worker": ("start, stop or show a process that keeps the simulator loaded, which later commands of this "
-               "checkout run in (milliseconds instead of a second of imports)"),
+               "checkout run in, skipping their imports and kernel loads"),
 }
 
 
