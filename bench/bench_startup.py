@@ -21,7 +21,7 @@ comparable runs too, alternating with sched-sim's: a 10-request `blis run` (its 
 `blis replay` of the same 1000-request steady trace (written as its TraceV2 CSV), on A100 / llama-3.1-8b at a
 512-token batch budget; without one it says it skipped them. --cold-run times a whole `sched-sim run` of 10
 requests into an empty NUMBA_CACHE_DIR (what a fresh install's first run costs), with numba's compilations, the
-ten slowest of them by their own compile seconds, and the same run again from the cache it left.
+ten slowest of them by their own compile CPU seconds, and the same run again from the cache it left.
 --cold-dashboard PORT times `sched-sim serve` from its start with an empty kernel cache to the landing page's first
 result (what a fresh clone's `bash scripts/serve.sh` shows once its install is done).
 
@@ -258,10 +258,10 @@ from numba.core import event
 stack, own = [], {}
 class Times(event.Listener):
     def on_start(self, ev):
-        stack.append([ev.data["dispatcher"].py_func.__qualname__, time.perf_counter(), 0.0])
+        stack.append([ev.data["dispatcher"].py_func.__qualname__, time.process_time(), 0.0])
     def on_end(self, ev):
         name, t0, nested = stack.pop()
-        spent = time.perf_counter() - t0
+        spent = time.process_time() - t0
         if stack:
             stack[-1][2] += spent
         own[name] = own.get(name, 0.0) + spent - nested
