@@ -119,7 +119,7 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
     """The scenario's requests: an uploaded trace's text, the trace file it names, or the preset."""
     if trace_text is not None or s.trace is not None:
         # A file is streamed, never read whole (a 1 GB trace took 6.25 GB as text and lists)
-        fmt = (s.trace_format, s.trace_block_tokens)
+        fmt = (s.trace_format, s.trace_block_tokens, s.replay)
         reqs = read_trace(trace_text, MAX_TRACE_ROWS, *fmt) if trace_text is not None else \
             read_trace_file(s.trace, MAX_TRACE_ROWS, *fmt)
         reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
