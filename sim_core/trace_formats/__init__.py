@@ -48,7 +48,13 @@ class TraceFormat:
 FORMATS = {
     f.name: f
     for f in (
-        TraceFormat("csv", "sched-sim's CSV: arrival_s,prompt_tokens,output_tokens", read_own_csv, (), None),
+        TraceFormat(
+            "csv",
+            "sched-sim's CSV: arrival_s,prompt_tokens,output_tokens[,thinking_tokens]",
+            read_own_csv,
+            ("thinking_tokens",),
+            None,
+        ),
         TraceFormat(
             "azure",
             "Azure LLM inference trace 2023/2024 CSV; 2025 multimodal (NumImages)",
