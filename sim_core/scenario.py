@@ -14,6 +14,7 @@ from .energy_fields import EnergyFields
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, scenario_defaults
 from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
+from .hybrid_blocks import HybridBlockFields
 from .kv_offload_fields import KVOffloadFields
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
@@ -61,7 +62,7 @@ DEFAULT_MAX_REPLICAS = 8
 POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
 
 
-class Scenario(EnergyFields, KVOffloadFields, ReplayFields):
+class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
     """Everything one simulation needs. Unset optional fields take the workload preset's or the GPU's default."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -81,6 +81,7 @@ STRATEGIES = {
     "trace_format": _maybe(st.sampled_from(TRACE_FORMAT_NAMES)),
     "trace_block_tokens": _maybe(st.integers(1, 1 << 16)),
     "replay": _maybe(st.sampled_from(REPLAY_MODES)),
+    "hybrid_blocks": st.booleans(),
     "model_file": _maybe(st.text(min_size=1, max_size=40)),
     "rate": _maybe(_floats(1e-6, 10_000.0)),
     "burstiness": _maybe(_floats(0.05, 20.0)),
