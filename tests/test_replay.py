@@ -99,6 +99,18 @@ def test_sessions_on_a_trace_without_sessions_is_a_trace_error_naming_the_format
     assert "weka" in str(caught.value) and "bailian" in str(caught.value)
 
 
+def test_sessions_on_a_trace_whose_session_field_links_nothing_is_refused_too():
+    """BurstGPT's reader keeps Session ID, but the bundled file has no such column: no request waits for another."""
+    with pytest.raises(TraceError, match="links no request"):
+        run(Scenario(trace="burstgpt-1-first400", replay="sessions", num_requests=5))
+
+
+def test_sessions_keeps_whole_chains_when_cut_to_num_requests():
+    result = weka_run("sessions", num_requests=20)
+    parent = result.requests.parents()
+    assert result.metrics["completed"] == 20 and (parent[1:] == np.arange(19)).all()  # one chain, its first 20
+
+
 def test_timestamps_sends_at_the_recorded_times_whatever_the_server_and_is_the_default():
     parsed = read_trace_file_records(WEKA, 10_000)
     fast, slow = weka_run("timestamps"), weka_run("timestamps", tp=2, model="llama-3-8b")
