@@ -39,12 +39,18 @@ def rows_of(parsed, result, mode: str) -> tuple[np.ndarray, np.ndarray]:
 
 def report(name: str, trace: str, parsed, server: dict) -> None:
     print(f"\n{name}: {len(parsed.requests)} requests; server {server}")
-    print(f"{'mode':<22}{'TTFT p50 ms':>12}{'p99 ms':>10}{'hit %':>8}{'early':>7}{'|send-rec| s':>14}{'|gap-think| s':>15}")
+    print(
+        f"{'mode':<22}{'TTFT p50 ms':>12}{'p99 ms':>10}{'hit %':>8}{'early':>7}{'|send-rec| s':>14}{'|gap-think| s':>15}"
+    )
     deps = waited_for(parsed)
     parent = recorded_parents(parsed)
     think = parsed.fields.get("think_s")
-    for mode, extra in (("timestamps", {}), ("sessions", {}), ("closed", {"concurrency": 1}),
-                        ("closed", {"concurrency": 8})):
+    for mode, extra in (
+        ("timestamps", {}),
+        ("sessions", {}),
+        ("closed", {"concurrency": 1}),
+        ("closed", {"concurrency": 8}),
+    ):
         result = run(Scenario(trace=trace, replay=mode, **server, **extra))
         sent, done = rows_of(parsed, result, mode)
         early = sum(1 for x, rows in enumerate(deps) if rows and sent[x] < max(done[rows]) - 1e-9)
@@ -55,24 +61,43 @@ def report(name: str, trace: str, parsed, server: dict) -> None:
             gap = f"{np.mean(np.abs(sent[has] - done[parent[has]] - think[has])):.1f}"
         m = result.metrics
         label = mode + (f" x{extra['concurrency']}" if extra else "")
-        print(f"{label:<22}{m['ttft_ms']['p50']:>12.0f}{m['ttft_ms']['p99']:>10.0f}"
-              f"{100 * m['prefix_cache_hit_rate']:>8.1f}{early:>7}{send_err:>14.1f}{gap:>15}")
+        print(
+            f"{label:<22}{m['ttft_ms']['p50']:>12.0f}{m['ttft_ms']['p99']:>10.0f}"
+            f"{100 * m['prefix_cache_hit_rate']:>8.1f}{early:>7}{send_err:>14.1f}{gap:>15}"
+        )
 
 
 def main() -> None:
     weka = "weka-cc-trace-0291"
     for hardware, tp in (("h100", 4), ("a100", 4)):
-        report("Claude Code (Weka) trace_0291", weka, read_trace_file_records(weka, 10_000),
-               dict(hardware=hardware, tp=tp, model="llama-3.3-70b", prefix_cache="on", block_size=64))
+        report(
+            "Claude Code (Weka) trace_0291",
+            weka,
+            read_trace_file_records(weka, 10_000),
+            dict(hardware=hardware, tp=tp, model="llama-3.3-70b", prefix_cache="on", block_size=64),
+        )
     rows = bailian_rows(sessions=200)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bailian.jsonl"
         path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
         parsed = read_trace_records(path.read_text(encoding="utf-8"), 10_000)
-        for kv_blocks in (None, 2000):  # the GPU's whole pool, then 32k tokens: turns evict each other's prefixes
-            report(f"Qwen-Bailian-shaped rows (README schema, synthetic), kv_blocks {kv_blocks or 'all'}",
-                   str(path), parsed, dict(hardware="a100", tp=1, model="llama-3-8b", prefix_cache="on",
-                                           block_size=16, kv_blocks=kv_blocks))
+        for kv_blocks in (
+            None,
+            2000,
+        ):  # the GPU's whole pool, then 32k tokens: turns evict each other's prefixes
+            report(
+                f"Qwen-Bailian-shaped rows (README schema, synthetic), kv_blocks {kv_blocks or 'all'}",
+                str(path),
+                parsed,
+                dict(
+                    hardware="a100",
+                    tp=1,
+                    model="llama-3-8b",
+                    prefix_cache="on",
+                    block_size=16,
+                    kv_blocks=kv_blocks,
+                ),
+            )
 
 
 if __name__ == "__main__":

@@ -31,11 +31,17 @@ class ReplayFields(BaseModel):
         if mode is None:
             return self
         if getattr(self, "trace", None) is None:
-            raise ValueError(f"replay: says how a trace's requests are sent; set trace with it (replay is {mode})")
+            raise ValueError(
+                f"replay: says how a trace's requests are sent; set trace with it (replay is {mode})"
+            )
         closed = getattr(self, "concurrency", None) is not None
         if mode == "closed" and not closed:
-            raise ValueError("replay: closed sends the trace's requests from concurrency users; set concurrency")
+            raise ValueError(
+                "replay: closed sends the trace's requests from concurrency users; set concurrency"
+            )
         if mode != "closed" and closed:
-            raise ValueError(f"replay: {mode} sends requests by the trace's own timing; unset concurrency (or use "
-                             "replay closed)")
+            raise ValueError(
+                f"replay: {mode} sends requests by the trace's own timing; unset concurrency (or use "
+                "replay closed)"
+            )
         return self

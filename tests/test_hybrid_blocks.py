@@ -31,10 +31,14 @@ def config(key: str) -> dict:
 
 def block_from_config(c: dict, tp: int, ssm_bytes: int, kv_heads: int | None = None) -> int:
     """vLLM's rule, written out from the config's numbers alone (no sim_core Model)."""
-    conv_dim = 2 * c["linear_num_key_heads"] * c["linear_key_head_dim"] + \
-        c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    conv_dim = (
+        2 * c["linear_num_key_heads"] * c["linear_key_head_dim"]
+        + c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    )
     conv = conv_dim // tp * (c["linear_conv_kernel_dim"] - 1) * 2
-    ssm = c["linear_num_value_heads"] // tp * c["linear_value_head_dim"] * c["linear_key_head_dim"] * ssm_bytes
+    ssm = (
+        c["linear_num_value_heads"] // tp * c["linear_value_head_dim"] * c["linear_key_head_dim"] * ssm_bytes
+    )
     attn = 2 * max(1, (kv_heads or c["num_key_value_heads"]) // tp) * c["head_dim"] * 2
     return 16 * math.ceil((conv + ssm) / (16 * attn))
 
@@ -42,8 +46,12 @@ def block_from_config(c: dict, tp: int, ssm_bytes: int, kv_heads: int | None = N
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
 def test_the_rule_gives_the_block_sizes_vllm_logs(tp):
     assert vllm_block_size(MODELS[NEXT], tp) == block_from_config(config(NEXT), tp, 2)
-    assert vllm_block_size(MODELS["qwen3.5-35b-a3b"], tp) == block_from_config(config("qwen3.5-35b-a3b"), tp, 4)
-    assert vllm_block_size(MODELS["qwen3-30b-a3b"], tp) is None  # a dense-attention model keeps its block size
+    assert vllm_block_size(MODELS["qwen3.5-35b-a3b"], tp) == block_from_config(
+        config("qwen3.5-35b-a3b"), tp, 4
+    )
+    assert (
+        vllm_block_size(MODELS["qwen3-30b-a3b"], tp) is None
+    )  # a dense-attention model keeps its block size
 
 
 def test_qwen3_next_pages_544_token_blocks_and_qwen3_5_4b_the_528_vllm_issue_40696_logged():
@@ -78,7 +86,9 @@ def test_the_config_s_ssm_dtype_is_read_and_a_bad_one_named():
         model_from_text(json.dumps(doc), "bad")
 
 
-SERVER = dict(workload="multiturn", hardware="h200", tp=2, prefix_cache="on", num_requests=400, rate=2.0, seed=4)
+SERVER = dict(
+    workload="multiturn", hardware="h200", tp=2, prefix_cache="on", num_requests=400, rate=2.0, seed=4
+)
 
 
 def test_the_field_sets_the_engines_block_size_only_for_hybrid_models():
@@ -91,8 +101,17 @@ def test_the_field_sets_the_engines_block_size_only_for_hybrid_models():
 
 def test_pools_that_would_page_differently_are_refused_naming_the_field():
     with pytest.raises(SetupError, match="hybrid_blocks") as caught:
-        resolve(Scenario(model=NEXT, hardware="h200", hybrid_blocks=True, prefill_replicas=1, decode_replicas=1,
-                         prefill_tp=2, decode_tp=4))
+        resolve(
+            Scenario(
+                model=NEXT,
+                hardware="h200",
+                hybrid_blocks=True,
+                prefill_replicas=1,
+                decode_replicas=1,
+                prefill_tp=2,
+                decode_tp=4,
+            )
+        )
     assert "544" in str(caught.value) and "272" in str(caught.value)
 
 

@@ -49,7 +49,9 @@ def test_a_traces_thinking_tokens_column_becomes_the_requests_hidden_tokens():
     assert parsed.fields["thinking_tokens"].tolist() == [30, -1, 0]  # -1: not recorded
 
 
-@pytest.mark.parametrize("cell, says", [("51", "from 0 to 50"), ("-1", "between 0 and"), ("x", "thinking_tokens")])
+@pytest.mark.parametrize(
+    "cell, says", [("51", "from 0 to 50"), ("-1", "between 0 and"), ("x", "thinking_tokens")]
+)
 def test_a_bad_thinking_count_is_named_by_line_and_field(cell, says):
     with pytest.raises(TraceError, match=says) as caught:
         read_trace_records(csv_trace([(0.0, 10, 5, 1)]) + f"\n1.0,100,50,{cell}", 100)
@@ -57,13 +59,27 @@ def test_a_bad_thinking_count_is_named_by_line_and_field(cell, says):
 
 
 def test_openai_reasoning_tokens_are_hidden_thinking():
-    rows = [{"created": 1_700_000_000 + k, "usage": {"prompt_tokens": 50, "completion_tokens": 400,
-                                                     "completion_tokens_details": {"reasoning_tokens": 300}}}
-            for k in range(3)]
+    rows = [
+        {
+            "created": 1_700_000_000 + k,
+            "usage": {
+                "prompt_tokens": 50,
+                "completion_tokens": 400,
+                "completion_tokens_details": {"reasoning_tokens": 300},
+            },
+        }
+        for k in range(3)
+    ]
     parsed = read_trace_records("\n".join(json.dumps(r) for r in rows), 100)
     assert parsed.requests.thinking_tokens.tolist() == [300, 300, 300]
-    bad = {"created": 1_700_000_000, "usage": {"prompt_tokens": 5, "completion_tokens": 4,
-                                               "completion_tokens_details": {"reasoning_tokens": 9}}}
+    bad = {
+        "created": 1_700_000_000,
+        "usage": {
+            "prompt_tokens": 5,
+            "completion_tokens": 4,
+            "completion_tokens_details": {"reasoning_tokens": 9},
+        },
+    }
     with pytest.raises(TraceError, match="line 1: reasoning_tokens"):
         read_trace_records(json.dumps(bad), 100)
 
@@ -76,7 +92,9 @@ def paired_traces(tmp_path, n: int = 1000, gap_s: float = 10.0) -> tuple[str, st
     visible = REASONING.output.draw(rng, n)
     hidden = np.minimum(REASONING.thinking.draw(rng, n), 12_000)
     plain = csv_trace([(k * gap_s, int(prompt[k]), int(visible[k]), None) for k in range(n)])
-    thinking = csv_trace([(k * gap_s, int(prompt[k]), int(visible[k] + hidden[k]), int(hidden[k])) for k in range(n)])
+    thinking = csv_trace(
+        [(k * gap_s, int(prompt[k]), int(visible[k] + hidden[k]), int(hidden[k])) for k in range(n)]
+    )
     paths = tmp_path / "plain.csv", tmp_path / "thinking.csv"
     for path, text in zip(paths, (plain, thinking), strict=True):
         path.write_text(text, encoding="utf-8")
@@ -92,7 +110,9 @@ def test_thinking_tokens_change_tpot_kv_and_energy_but_not_visible_output_throug
     # Every output token but each request's first (sampled by its prefill) is a decode step's token, less those
     # a preemption's recompute prefilled again.
     decoded = thinking["decode_tokens"] + thinking["completed"]
-    assert 0.99 * decoded <= r["visible_output_tokens"] + r["thinking_tokens"] and thinking["preemptions"] >= 0
+    assert (
+        0.99 * decoded <= r["visible_output_tokens"] + r["thinking_tokens"] and thinking["preemptions"] >= 0
+    )
     # Decoded: each thinking token is a decode step's token, so more requests run at once, over longer contexts.
     assert thinking["decode_tokens"] > 5 * plain["decode_tokens"]
     assert thinking["tpot_ms"]["mean"] > 1.05 * plain["tpot_ms"]["mean"]
@@ -103,8 +123,10 @@ def test_thinking_tokens_change_tpot_kv_and_energy_but_not_visible_output_throug
     # a little longer (the last requests think for up to 12,000 tokens after the last arrival).
     assert r["visible_output_tokens"] == round(plain["output_throughput"] * plain["duration_s"])
     assert r["visible_output_throughput"] * thinking["duration_s"] == pytest.approx(
-        plain["output_throughput"] * plain["duration_s"])
+        plain["output_throughput"] * plain["duration_s"]
+    )
     assert thinking["duration_s"] - plain["duration_s"] < 0.05 * plain["duration_s"]
     assert r["visible_output_throughput"] == pytest.approx(plain["output_throughput"], rel=0.05)
-    assert r["thinking_share"] == pytest.approx(r["thinking_tokens"] / (r["thinking_tokens"] +
-                                                                         r["visible_output_tokens"]))
+    assert r["thinking_share"] == pytest.approx(
+        r["thinking_tokens"] / (r["thinking_tokens"] + r["visible_output_tokens"])
+    )

@@ -23,7 +23,9 @@ from sim_core.traces import read_trace_file_records
 
 WEKA = "weka-cc-trace-0291"
 # A 70B model on 4 H100s, as test_trace_formats replays the Weka session; 64-token blocks, the trace's own.
-SERVER = dict(hardware="h100", tp=4, model="llama-3.3-70b", scheduler="chunked", prefix_cache="on", block_size=64)
+SERVER = dict(
+    hardware="h100", tp=4, model="llama-3.3-70b", scheduler="chunked", prefix_cache="on", block_size=64
+)
 EPS = 1e-6
 
 
@@ -108,7 +110,9 @@ def test_sessions_on_a_trace_whose_session_field_links_nothing_is_refused_too():
 def test_sessions_keeps_whole_chains_when_cut_to_num_requests():
     result = weka_run("sessions", num_requests=20)
     parent = result.requests.parents()
-    assert result.metrics["completed"] == 20 and (parent[1:] == np.arange(19)).all()  # one chain, its first 20
+    assert (
+        result.metrics["completed"] == 20 and (parent[1:] == np.arange(19)).all()
+    )  # one chain, its first 20
 
 
 def test_timestamps_sends_at_the_recorded_times_whatever_the_server_and_is_the_default():
@@ -119,7 +123,9 @@ def test_timestamps_sends_at_the_recorded_times_whatever_the_server_and_is_the_d
     assert fast.metrics == weka_run(None).metrics
     # Open loop, the session's next request goes out before the server answered the one it waited for.
     deps = waited_for(parsed)
-    early = [x for x, rows in enumerate(deps) if rows and fast.requests.arrival_s[x] < max(fast.finish_s[rows])]
+    early = [
+        x for x, rows in enumerate(deps) if rows and fast.requests.arrival_s[x] < max(fast.finish_s[rows])
+    ]
     assert early
 
 
@@ -170,7 +176,9 @@ def test_closed_hands_requests_to_users_ignoring_the_sessions_order():
     assert np.all(one.requests.arrival_s[1:] == pytest.approx(one.finish_s[:-1]))
     assert (four.requests.arrival_s == 0.0).sum() == 4
     deps = waited_for(parsed)
-    early = [x for x, rows in enumerate(deps) if rows and four.requests.arrival_s[x] < max(four.finish_s[rows])]
+    early = [
+        x for x, rows in enumerate(deps) if rows and four.requests.arrival_s[x] < max(four.finish_s[rows])
+    ]
     assert early  # a session's requests overlap: what they waited for is not kept
     assert one.metrics["duration_s"] < weka_run("sessions").metrics["duration_s"]  # no think time at all
 
@@ -224,8 +232,16 @@ def bailian_rows(sessions: int = 40, seed: int = 3) -> list[dict]:
             turns.append((p, pt + float(rng.uniform(5, 60)), plen + grow, new, pturn + 1))
         for p, at, n, h, turn in turns:
             rows.append(
-                {"chat_id": len(rows), "parent_chat_id": p, "timestamp": round(at, 3), "input_length": n,
-                 "output_length": int(rng.integers(20, 400)), "type": "text", "turn": turn, "hash_ids": h}
+                {
+                    "chat_id": len(rows),
+                    "parent_chat_id": p,
+                    "timestamp": round(at, 3),
+                    "input_length": n,
+                    "output_length": int(rng.integers(20, 400)),
+                    "type": "text",
+                    "turn": turn,
+                    "hash_ids": h,
+                }
             )
     return rows
 
@@ -249,7 +265,7 @@ def test_bailian_sessions_keep_every_parent_and_hit_the_traces_own_reuse(tmp_pat
     assert result.metrics["prefix_cache_hit_rate"] == pytest.approx(own, rel=0.05)
     # Without recorded response times, a turn waits its recorded gap after the turn before it ended.
     stamps = run(Scenario(trace=str(path), replay="timestamps", **server))
-    assert (result.requests.arrival_s.sum() > stamps.requests.arrival_s.sum())
+    assert result.requests.arrival_s.sum() > stamps.requests.arrival_s.sum()
 
 
 # ----- random Weka-shaped sessions: forks and joins at any depth -----
@@ -267,15 +283,26 @@ def weka_session(draw):
             ids = list(range(next_id[0], next_id[0] + n))
             next_id[0] += n
             api = draw(st.floats(0.1, 5.0))
-            out.append({"t": t, "type": "n", "model": "m", "in": n * 16 + draw(st.integers(0, 15)),
-                        "out": draw(st.integers(1, 64)), "hash_ids": ids, "api_time": api,
-                        "think_time": 0.0 if not out else draw(st.floats(0.0, 3.0))})
+            out.append(
+                {
+                    "t": t,
+                    "type": "n",
+                    "model": "m",
+                    "in": n * 16 + draw(st.integers(0, 15)),
+                    "out": draw(st.integers(1, 64)),
+                    "hash_ids": ids,
+                    "api_time": api,
+                    "think_time": 0.0 if not out else draw(st.floats(0.0, 3.0)),
+                }
+            )
             t += api + draw(st.floats(0.5, 3.0))
             if depth < 2 and draw(st.booleans()):
                 for _ in range(draw(st.integers(1, 3))):
                     inner = requests(depth + 1)
                     took = max(r["t"] + r["api_time"] for r in inner if r["type"] == "n")
-                    out.append({"t": t + took, "type": "subagent", "duration_ms": took * 1e3, "requests": inner})
+                    out.append(
+                        {"t": t + took, "type": "subagent", "duration_ms": took * 1e3, "requests": inner}
+                    )
         return out
 
     return {"id": "x", "models": ["m"], "block_size": 16, "hash_id_scope": "local", "requests": requests(0)}

@@ -21,7 +21,9 @@ from .common import (
 )
 
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
-TRACE_THINKING = "thinking_tokens"  # our CSV's optional column of hidden thinking tokens (common.HIDDEN_FIELDS)
+TRACE_THINKING = (
+    "thinking_tokens"  # our CSV's optional column of hidden thinking tokens (common.HIDDEN_FIELDS)
+)
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 AZURE_IMAGES = "NumImages"  # the 2025 multimodal trace's (AzureLMMInferenceDataset2025.md, "Schema")
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")

@@ -28,7 +28,9 @@ SESSION_FIELDS = ("parent", "parent_chat_id", "session")
 
 def has_sessions(parsed: ParsedTrace) -> bool:
     """Whether the trace links any request to one it waited for (a BurstGPT file without Session IDs links none)."""
-    return any(name in parsed.fields for name in SESSION_FIELDS) and bool((recorded_parents(parsed) >= 0).any())
+    return any(name in parsed.fields for name in SESSION_FIELDS) and bool(
+        (recorded_parents(parsed) >= 0).any()
+    )
 
 
 def recorded_parents(parsed: ParsedTrace) -> np.ndarray:
@@ -41,7 +43,9 @@ def recorded_parents(parsed: ParsedTrace) -> np.ndarray:
         return np.array([row_of.get(int(c), -1) for c in f["parent_chat_id"]], np.int64)
     parent = np.full(n, -1, np.int64)
     last: dict[int, int] = {}
-    for k, sid in enumerate(f["session"].tolist()):  # rows are in arrival order: the previous one is the parent
+    for k, sid in enumerate(
+        f["session"].tolist()
+    ):  # rows are in arrival order: the previous one is the parent
         if sid >= 0:
             parent[k] = last.get(sid, -1)
             last[sid] = k

@@ -153,7 +153,11 @@ def _subagent_start(s: _Session, where: str, marker: dict, base: float) -> float
     if not counts_from_spawn:
         return base
     duration = marker.get("duration_ms")
-    took = 0.0 if duration is None else seconds(s.line_no, f"{where}.duration_ms", duration, scale=1e-3, unit="ms")
+    took = (
+        0.0
+        if duration is None
+        else seconds(s.line_no, f"{where}.duration_ms", duration, scale=1e-3, unit="ms")
+    )
     return max(base, marker_t - took)
 
 
