@@ -325,7 +325,7 @@ class TraceBuilder:
             None,
             *(seg or (None, None, None)),
         )
-        reqs = _in_order(reqs, order)
+        reqs = in_order(reqs, order)
         fields = {name: np.array(column)[order] for name, column in self.columns.items()}
         hidden = next((fields[name] for name in HIDDEN_FIELDS if name in fields), None)
         if hidden is not None and (hidden > 0).any():  # decoded like any output token, not shown
@@ -338,9 +338,10 @@ class TraceBuilder:
         return ParsedTrace(reqs, fields, labels, self.block_tokens, self.skipped)
 
 
-def _in_order(reqs: Requests, order: np.ndarray) -> Requests:
+def in_order(reqs: Requests, order: np.ndarray) -> Requests:
     """reqs.subset(order) for open-loop requests, with their segments gathered in one vectorised pass (subset
-    builds an index array a request, ~100 bytes each: 1 GB for a 10M-request trace); unchanged if in order."""
+    builds an index array a request, ~100 bytes each: 1 GB for a 10M-request trace); unchanged if in order.
+    Parents and think times are left for the caller to set (sessions.py)."""
     if np.array_equal(order, np.arange(len(order))):
         return reqs
     seg = (None, None, None)
@@ -349,6 +350,7 @@ def _in_order(reqs: Requests, order: np.ndarray) -> Requests:
         off = np.concatenate([[0], np.cumsum(counts)])
         gather = np.repeat(reqs.seg_off[order] - off[:-1], counts) + np.arange(off[-1])
         seg = (reqs.seg_ids[gather], reqs.seg_lens[gather], off)
+    hidden = None if reqs.thinking_tokens is None else reqs.thinking_tokens[order]
     return Requests(
         reqs.arrival_s[order],
         reqs.prompt_tokens[order],
@@ -358,4 +360,5 @@ def _in_order(reqs: Requests, order: np.ndarray) -> Requests:
         None,
         None,
         *seg,
+        thinking_tokens=hidden,
     )

@@ -20,7 +20,7 @@ import dataclasses
 import numpy as np
 
 from ..workload import Requests
-from .common import ParsedTrace
+from .common import ParsedTrace, in_order
 
 # The fields that link a trace's requests into sessions, by the readers that keep them (trace_formats.FORMATS).
 SESSION_FIELDS = ("parent", "parent_chat_id", "session")
@@ -111,7 +111,7 @@ def session_requests(parsed: ParsedTrace) -> tuple[Requests, np.ndarray]:
     think = _think(parsed, parent, order, pred)
     at = np.empty(len(order), np.int64)
     at[order] = np.arange(len(order))
-    chained = parsed.requests.subset(order)
+    chained = in_order(parsed.requests, order)
     engine_parent = np.where(pred >= 0, at[np.maximum(pred, 0)], -1)
     arrival = np.where(engine_parent < 0, chained.arrival_s, np.inf)
     return dataclasses.replace(chained, arrival_s=arrival, parent=engine_parent, think_s=think), order
