@@ -52,6 +52,8 @@ class Model:
     linear_layers: int = 0  # linear-attention layers (Gated DeltaNet): no KV, a fixed state per sequence
     linear_params_per_layer: int = 0
     linear_state_elems: int = 0  # one linear layer's state per sequence, elements, across all TP ranks
+    linear_conv_elems: int = 0  # of which the convolution's last inputs (kept in the model's 16-bit dtype)
+    linear_ssm_bytes: float = 2.0  # bytes per element of the rest, the recurrent state (config mamba_ssm_dtype)
     # The published checkpoint's weight format, from its quantization_config (hf_config._checkpoint_format): one of
     # CHECKPOINT_FORMATS -- "" 16-bit (or a format not listed), "fp8" (quant_method fp8 / fbgemm_fp8, compressed-
     # tensors W8A8-FP8, ModelOpt FP8), "int8" (GPTQ/AWQ 8-bit, compressed-tensors W8A8-INT8), "int4" (GPTQ/AWQ
@@ -228,7 +230,13 @@ class Model:
         """Each sequence's fixed cache on one GPU (16-bit, tp=1): its windows' blocks and linear layers' state."""
         window_tokens = self.window_hold_tokens(block_size)
         window = self.window_layers * self.kv_bytes_per_token_per_layer(self.kv_heads, bytes_per_elem)
-        return window * window_tokens + self.linear_layers * self.linear_state_elems * 2.0
+        return window * window_tokens + self.linear_layers * self.linear_state_bytes_per_gpu(1)
+
+    def linear_state_bytes_per_gpu(self, tp: int) -> float:
+        """One linear-attention layer's state per sequence on one of `tp` GPUs (its heads split over them): the
+        convolution's inputs in 16 bits, the recurrent state in linear_ssm_bytes (vLLM's mamba page size)."""
+        return (self.linear_conv_elems * 2.0 + (self.linear_state_elems - self.linear_conv_elems)
+                * self.linear_ssm_bytes) / tp
 
     def kv_bytes_per_token_per_layer(self, kv_heads_per_gpu: int, bytes_per_elem: float) -> float:
         """One attention layer's cache per token on one GPU: k and v of its KV heads, or MLA's latent (one copy

@@ -436,7 +436,7 @@ def relaxation(result) -> Relaxation:
     reqs = result.requests
     prompt, output = reqs.prompt_tokens.astype(np.int64), reqs.output_tokens.astype(np.int64)
     n = len(reqs)
-    cached = cacheable_prefix_tokens(reqs, s.block_size) if r.prefix_cache and n else np.zeros(n, np.int64)
+    cached = cacheable_prefix_tokens(reqs, r.setup.block_size) if r.prefix_cache and n else np.zeros(n, np.int64)
     uncached = np.maximum(prompt - cached, 1)  # an engine computes at least a prompt's last token
     pools = r.deployment
     step_tokens = max_step_tokens(s, r)

@@ -201,8 +201,9 @@ class Setup:
             growth = 2.0 * m.full_attn_layers * kv_heads_per_gpu * m.head_dim * elem
         window = m.window_layers * m.kv_bytes_per_token_per_layer(kv_heads_per_gpu, elem)
         window_tokens = m.window_hold_tokens(self.block_size)
-        # Linear-attention state stays 16-bit (vLLM's mamba_ssm_cache_dtype auto) and its heads split over TP.
-        state = m.linear_layers * m.linear_state_elems * 2.0 / tp
+        # Linear-attention state: 16-bit, or the config's mamba_ssm_dtype (vLLM's mamba_ssm_cache_dtype); its heads
+        # split over TP.
+        state = m.linear_layers * m.linear_state_bytes_per_gpu(tp)
         fixed = window * window_tokens + state
         object.__setattr__(self, "kv_growth_bytes_per_token_per_gpu", growth)
         object.__setattr__(self, "kv_window_bytes_per_token_per_gpu", window)

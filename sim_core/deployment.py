@@ -23,6 +23,7 @@ from .catalog import (
 from .engines import ENGINES
 from .expert_parallel import ExpertParallel, expert_parallel
 from .hf_config import ModelConfigError, model_from_text
+from .hybrid_blocks import kv_block_size
 from .input_files import input_file_problem
 from .policies import BY_NAME, SCHEDULERS, Scheduler
 from .rate_schedule import RateSchedule
@@ -120,7 +121,8 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tupl
                 tp_field: str) -> PoolSetup:
     """One deployment's setup and KV pool (SetupError names the field that sets it)."""
     try:
-        serving = ServingSettings(s.gpu_memory_utilization, s.block_size, *budgets, ENGINES[s.engine].windowed_kv)
+        block = kv_block_size(s.block_size, s.hybrid_blocks, model, tp, s.kv_cache_dtype)
+        serving = ServingSettings(s.gpu_memory_utilization, block, *budgets, ENGINES[s.engine].windowed_kv)
         setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype,
                               expert_parallel_of(s))
     except SetupError as e:
@@ -168,9 +170,15 @@ def _deployment(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[Po
     setting to name."""
     try:
         if s.disaggregated:
-            return tuple(dataclasses.replace(
+            pools = tuple(dataclasses.replace(
                 _pool_setup(s, *s.pool_deployment(p), model, budgets, f"{p}_hardware", f"{p}_tp"), role=p,
                 engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
+            blocks = [p.setup.block_size for p in pools]
+            if blocks[0] != blocks[1]:  # a prompt's KV crosses in whole blocks of one size
+                raise SetupError(f"hybrid_blocks: vLLM's rule pages {model.key}'s KV in blocks of {blocks[0]} tokens "
+                                 f"on the prefill pool and {blocks[1]} on the decode pool (their tp differ); give "
+                                 "both pools the same tp, or unset hybrid_blocks", "hybrid_blocks")
+            return pools
         return (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, budgets, "hardware", "tp"),
                                     engines=s.engines, lockstep=s.ep // s.tp if s.attention_dp else 1),)
     except SetupError as e:
@@ -193,11 +201,12 @@ def _longest_whole_prefill(s: Scenario, model: Model, max_seqs: int) -> int:
             return False
         return s.kv_blocks is not None or all(p.setup.longest_sequence_tokens >= length for p in pools)
 
-    lo, hi = 0, model.max_context // s.block_size  # in blocks: fits(lo * block) holds, fits(hi * block) does not
+    block = kv_block_size(s.block_size, s.hybrid_blocks, model, s.tp, s.kv_cache_dtype)
+    lo, hi = 0, model.max_context // block  # in blocks: fits(lo * block) holds, fits(hi * block) does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid * s.block_size) else (lo, mid)
-    return lo * s.block_size
+        lo, hi = (mid, hi) if fits(mid * block) else (lo, mid)
+    return lo * block
 
 
 def _length_that_fits(s: Scenario, length: int, model: Model, deployment: tuple[PoolSetup, ...]) -> int:

@@ -261,8 +261,8 @@ def _layer_fields(r: _Reader, mt: str, layers: int, hidden: int) -> dict[str, An
     return f
 
 
-def _gated_deltanet(r: _Reader, hidden: int) -> dict[str, int]:
-    """One Gated DeltaNet layer's weights and per-sequence state (elements)."""
+def _gated_deltanet(r: _Reader, hidden: int) -> dict[str, float]:
+    """One Gated DeltaNet layer's weights and per-sequence state (elements; its recurrent part's bytes each)."""
     kh, vh = r.int("linear_num_key_heads"), r.int("linear_num_value_heads")
     kd, vd = r.int("linear_key_head_dim"), r.int("linear_value_head_dim")
     conv = r.int("linear_conv_kernel_dim", hi=1024)
@@ -273,7 +273,22 @@ def _gated_deltanet(r: _Reader, hidden: int) -> dict[str, int]:
     # dim) and the convolution's last conv-1 inputs (vLLM's mamba state shapes for qwen3_next).
     return {"linear_params_per_layer": (hidden * (2 * key_dim + 2 * value_dim) + hidden * 2 * vh
                                         + conv_dim * conv + 2 * vh + vd + value_dim * hidden),
-            "linear_state_elems": vh * kd * vd + conv_dim * (conv - 1)}
+            "linear_state_elems": vh * kd * vd + conv_dim * (conv - 1), "linear_conv_elems": conv_dim * (conv - 1),
+            "linear_ssm_bytes": _ssm_bytes(r)}
+
+
+# The recurrent state's dtype a config may name (Qwen3.5's "mamba_ssm_dtype": "float32"), which vLLM keeps it in
+# (Qwen3_5ForConditionalGenerationConfig.verify_and_update_config sets mamba_ssm_cache_dtype from it); without
+# it, the model's 16-bit dtype.
+SSM_DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0}
+
+
+def _ssm_bytes(r: _Reader) -> float:
+    name = r.doc.get("mamba_ssm_dtype", "bfloat16")
+    if name not in SSM_DTYPE_BYTES:
+        raise ModelConfigError(r.name("mamba_ssm_dtype"), f"must be one of {', '.join(SSM_DTYPE_BYTES)}, got "
+                                                          f"{str(name)[:40]!r}")
+    return SSM_DTYPE_BYTES[name]
 
 
 def _moe_fields(r: _Reader, mt: str, layers: int, ffn: int) -> tuple[int, dict[str, Any]]:

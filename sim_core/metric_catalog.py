@@ -336,6 +336,16 @@ METRICS: tuple[Metric, ...] = (
            "SLO targets", "flag", "docs"),
     Metric("slo.transport_overhead_ms", "Transport overhead", "ms", "Client-visible minus device latency, added to "
            "every TTFT and E2EL.", None, "SLO targets", "ms", "docs"),
+    # ----- reasoning (present only when some request has hidden thinking tokens) -----
+    Metric("reasoning.thinking_tokens", "Thinking tokens", "count", "Hidden thinking tokens the completed requests "
+           "decoded: counted in output throughput, TPOT and the KV cache, never shown.", None, "Reasoning",
+           "count"),
+    Metric("reasoning.visible_output_tokens", "Visible output tokens", "count", "Output tokens of the completed "
+           "requests a user sees: output tokens less thinking tokens.", None, "Reasoning", "count"),
+    Metric("reasoning.thinking_share", "Thinking share", "%", "Thinking tokens as a share of all output tokens of "
+           "the completed requests.", None, "Reasoning", "fraction"),
+    Metric("reasoning.visible_output_throughput", "Visible output throughput", "tok/s", "Visible output tokens "
+           "of completed requests per second of benchmark duration.", "higher", "Reasoning", "tokens"),
     # ----- LoRA adapters (sim_core/lora.py; present only when a run has adapters) -----
     Metric("lora.loads_disk", "Adapter loads from disk", "count", "LoRA adapters read from disk into a GPU slot "
            "(and the host cache).", "lower", "LoRA adapters", "count", "docs"),

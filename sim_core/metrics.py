@@ -152,7 +152,26 @@ def summarize(result) -> dict:
         "prefill_tokens": int(acc[E.A_PREFILL_TOKENS]),
         "decode_tokens": int(acc[E.A_DECODE_TOKENS]),
         **_spec_decode(result, span),
+        **_reasoning(result, latency, span),
     }
+
+
+def _reasoning(result, latency, span: _Span) -> dict:
+    """A reasoning workload's output split (only when some request thinks): the completed requests' hidden
+    thinking and visible output tokens, and the visible ones per second of the run. output_throughput, TPOT and
+    the KV figures count both, as the engine decodes both."""
+    hidden = result.requests.thinking_tokens
+    if hidden is None:
+        return {}
+    done = latency["finished"]
+    thinking = int(hidden[done].sum())
+    output = int(result.requests.output_tokens[done].sum())
+    return {"reasoning": {
+        "thinking_tokens": thinking,
+        "visible_output_tokens": output - thinking,
+        "thinking_share": thinking / output if output else 0.0,
+        "visible_output_throughput": (output - thinking) * span.per_s,
+    }}
 
 
 def _spec_decode(result, span: _Span) -> dict:

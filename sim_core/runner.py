@@ -119,7 +119,7 @@ def make_requests(s: Scenario, r: Resolved, trace_text: str | None = None) -> Re
     """The scenario's requests: an uploaded trace's text, the trace file it names, or the preset."""
     if trace_text is not None or s.trace is not None:
         # A file is streamed, never read whole (a 1 GB trace took 6.25 GB as text and lists)
-        fmt = (s.trace_format, s.trace_block_tokens)
+        fmt = (s.trace_format, s.trace_block_tokens, s.replay)
         reqs = read_trace(trace_text, MAX_TRACE_ROWS, *fmt) if trace_text is not None else \
             read_trace_file(s.trace, MAX_TRACE_ROWS, *fmt)
         reqs = reqs if s.num_requests is None else reqs.take(s.num_requests)
@@ -279,7 +279,7 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
     return Config(
         order=sched.order, chunked_prefill=sched.chunked_prefill, static_batching=sched.static_batching,
         preempts_for_priority=sched.preempts_for_priority, preempt_mode=PREEMPTION_MODES[scenario.preemption],
-        token_budget=int(r.token_budget), max_num_seqs=int(r.max_seqs), block_size=int(scenario.block_size),
+        token_budget=int(r.token_budget), max_num_seqs=int(r.max_seqs), block_size=int(r.setup.block_size),
         num_blocks=int(r.num_blocks), swap_blocks=int(r.swap_blocks), max_model_len=int(r.max_model_len),
         prefix_caching=bool(r.prefix_cache), record_events=bool(record_events), max_events=int(max_events),
         max_step_records=int(max_step_records), debug_checks=bool(debug_checks),

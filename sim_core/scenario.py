@@ -14,6 +14,7 @@ from .energy_fields import EnergyFields
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, scenario_defaults
 from .expert_parallel import MAX_EP, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
+from .hybrid_blocks import HybridBlockFields
 from .kv_offload_fields import KVOffloadFields
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
@@ -21,6 +22,7 @@ from .policies.autoscalers import AUTOSCALERS, SCALING_METRICS
 from .policies.routers import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .rate_schedule import ScheduleError
 from .rate_schedule import parse as parse_schedule
+from .replay_fields import ReplayFields
 from .scenario_errors import ScenarioError, describe_error, model_error_field
 from .trace_formats import FORMATS, TRACE_FORMAT_NAMES
 from .workload import LENGTH_RANGE_MODES, PRESETS, RANDOM_ISL, RANDOM_OSL
@@ -60,7 +62,7 @@ DEFAULT_MAX_REPLICAS = 8
 POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
 
 
-class Scenario(EnergyFields, KVOffloadFields):
+class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
     """Everything one simulation needs. Unset optional fields take the workload preset's or the GPU's default."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

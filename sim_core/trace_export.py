@@ -319,7 +319,7 @@ def _metadata(result, shown: np.ndarray, notes: list[str]) -> dict:
         "quantization": setup.quantization,
         "tp": setup.tp,
         "kv_blocks": int(r.num_blocks),
-        "block_size": int(s.block_size),
+        "block_size": int(setup.block_size),
         "token_budget": int(r.token_budget),
         "workload": "trace" if s.trace else s.workload,
         "rate": r.rate,

@@ -16,7 +16,14 @@ from typing import TextIO
 import numpy as np
 
 from .input_files import input_file_problem
-from .trace_formats import FORMATS, TRACE_FORMAT_NAMES, ParsedTrace, detect_format, read_trace_records
+from .trace_formats import (
+    FORMATS,
+    SESSION_FORMATS,
+    TRACE_FORMAT_NAMES,
+    ParsedTrace,
+    detect_format,
+    read_trace_records,
+)
 from .trace_formats.common import (
     MAX_HASH_ID,
     MAX_LINE_CHARS,
@@ -28,6 +35,7 @@ from .trace_formats.common import (
 )
 from .trace_formats.csv_readers import AZURE_COLUMNS, BURSTGPT_COLUMNS, TRACE_COLUMNS
 from .trace_formats.jsonl_readers import MOONCAKE_BLOCK_TOKENS
+from .trace_formats.sessions import has_sessions, session_requests
 from .workload import Requests
 
 __all__ = [
@@ -52,15 +60,35 @@ __all__ = [
     "read_trace",
     "read_trace_file",
     "read_trace_records",
+    "replayed_requests",
 ]
 
 
 def read_trace(
-    text: str | TextIO, max_rows: int, fmt: str | None = None, block_tokens: int | None = None
+    text: str | TextIO,
+    max_rows: int,
+    fmt: str | None = None,
+    block_tokens: int | None = None,
+    replay: str | None = None,
 ) -> Requests:
     """Any supported trace's requests (FORMATS), its format told by its first line unless `fmt` names it.
-    `text`: the trace's text, or an open text file to stream."""
-    return read_trace_records(text, max_rows, fmt, block_tokens).requests
+    `text`: the trace's text, or an open text file to stream. `replay` "sessions": replayed as its sessions
+    (replayed_requests); otherwise open loop at the recorded times."""
+    return replayed_requests(read_trace_records(text, max_rows, fmt, block_tokens), replay)
+
+
+def replayed_requests(parsed: ParsedTrace, replay: str | None) -> Requests:
+    """A parsed trace's requests as `replay` (sim_core/replay_fields.py REPLAY_MODES) sends them: "sessions",
+    each after what it waited for (trace_formats/sessions.py); any other, open loop at the recorded times (a
+    closed loop is built from these by runner.make_requests)."""
+    if replay != "sessions":
+        return parsed.requests
+    if not has_sessions(parsed):
+        raise TraceError(
+            "replay: sessions needs a trace that records its sessions (formats "
+            f"{', '.join(SESSION_FORMATS)}); this one links no request to another: use replay timestamps or closed"
+        )
+    return session_requests(parsed)[0]
 
 
 def read_csv_trace(text: str | TextIO, max_rows: int) -> Requests:
@@ -119,10 +147,14 @@ def read_trace_file_records(
 
 
 def read_trace_file(
-    path: str, max_rows: int, fmt: str | None = None, block_tokens: int | None = None
+    path: str,
+    max_rows: int,
+    fmt: str | None = None,
+    block_tokens: int | None = None,
+    replay: str | None = None,
 ) -> Requests:
-    """The requests of the trace file at `path` (read_trace_file_records)."""
-    return read_trace_file_records(path, max_rows, fmt, block_tokens).requests
+    """The requests of the trace file at `path` (read_trace_file_records), as `replay` sends them (read_trace)."""
+    return replayed_requests(read_trace_file_records(path, max_rows, fmt, block_tokens), replay)
 
 
 MIN_ROW_CHARS = 5  # the shortest row any trace format has ("1,2,3"); shorter lines are blank or noise

@@ -58,6 +58,9 @@ class RequestClass:
     slo_ttft_ms: float | None = None
     slo_tpot_ms: float | None = None
     weight: float = 1.0
+    # A reasoning model's hidden thinking, decoded before the visible answer (`output`): a request's output
+    # tokens are both, Requests.thinking_tokens the hidden part.
+    thinking: LengthDist | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,21 @@ RANDOM_ISL = 1024
 RANDOM_OSL = 128
 RANDOM = RequestClass("random", 1.0, LengthDist(low=RANDOM_ISL, high=RANDOM_ISL, uniform=True),
                       LengthDist(low=RANDOM_OSL, high=RANDOM_OSL, uniform=True))
+# Reasoning (thinking) models. ML.ENERGY leaderboard v3 (Chung et al., arXiv 2601.22076; its blog, over B200
+# minimum-energy configurations): "Problem Solving" (GPQA Diamond, reasoning on) averages 6,988 output tokens,
+# "Text Conversation" (LM Arena, reasoning off) 717; per model in validation/energy_mlenergy.csv, Qwen3-8B's same
+# weights give 8,122 tokens on GPQA with reasoning on against 647 in conversation without, Qwen3-30B-A3B-Thinking
+# 8,143, DeepSeek-R1 11,445, gpt-oss-120b 1,739. The visible answer is taken as a conversation answer (mean 717)
+# and the hidden thinking as the rest (mean 6,988 - 717 = 6,271). Those sources publish means only: the spread is
+# FIRST_TURN's answer sigma (0.7), an assumption until a per-request trace of thinking lengths (Bailian Thinking,
+# a Git LFS object we could not fetch: sim_core/data/traces/README.md) can be read; a lognormal's median is its
+# mean / exp(sigma^2 / 2). Thinking is cut at 32,768 tokens, the output length Qwen3's model card suggests for
+# most queries; the question is a ShareGPT first turn.
+REASONING_SIGMA = 0.7
+REASONING = RequestClass(
+    "reasoning", 1.0, FIRST_TURN.prompt,
+    LengthDist(717 / math.exp(REASONING_SIGMA ** 2 / 2), REASONING_SIGMA, 4, 4000),
+    thinking=LengthDist((6988 - 717) / math.exp(REASONING_SIGMA ** 2 / 2), REASONING_SIGMA, 1, 32768))
 # Per-class SLOs in `mixed` and `multitenant` follow DistServe's evaluation settings (OSDI'24): chatbot (OPT-66B)
 # TTFT 0.4 s / TPOT 0.1 s, code completion TTFT 0.125 s / TPOT 0.2 s, summarisation TTFT 15 s / TPOT 0.15 s.
 
@@ -163,6 +181,10 @@ PRESETS: dict[str, Preset] = {
         # long) and every preset's TPOT.
         Preset("random", "fixed-length synthetic requests: prompt ~isl, output ~osl tokens, uniform within "
                "length_range (vLLM's random dataset); for load frontiers", (RANDOM,), 4.0, 1.0, 1000, 100),
+        # ~7,000 decoded tokens a request: 0.5 req/s is ~3,500 decode tokens/s. SLOs: chat's TTFT (the first,
+        # hidden, token) and every preset's TPOT.
+        Preset("reasoning", "a thinking model's answers: ~6,300 hidden thinking tokens before a ~700-token visible "
+               "answer (ML.ENERGY v3 problem solving vs conversation)", (REASONING,), 0.5, 1.0, 400, 100),
     ]
 }
 
@@ -260,6 +282,8 @@ class Requests:
     seg_off: np.ndarray | None = None
     # bool: the parent link is a closed-loop user's next request (closed_loop), not a conversation's next turn
     loop_link: np.ndarray | None = None
+    # int64: how many of each request's output tokens are hidden thinking (decoded, not shown); None: none are
+    thinking_tokens: np.ndarray | None = None
 
     def conversation_parents(self) -> np.ndarray:
         """parents() without the closed-loop links: each request's previous turn in its own conversation."""
@@ -274,6 +298,10 @@ class Requests:
 
     def think_times(self) -> np.ndarray:
         return self.think_s if self.think_s is not None else np.zeros(len(self))
+
+    def hidden_tokens(self) -> np.ndarray:
+        """Each request's hidden thinking tokens (zeros when none): its visible output is output_tokens less them."""
+        return self.thinking_tokens if self.thinking_tokens is not None else np.zeros(len(self), np.int64)
 
     def content(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.seg_ids is not None:
@@ -310,7 +338,8 @@ class Requests:
         return Requests(self.arrival_s[idx], self.prompt_tokens[idx], self.output_tokens[idx],
                         self.request_class[idx], self.class_names, parent,
                         None if self.think_s is None else self.think_s[idx], *seg,
-                        None if self.loop_link is None else self.loop_link[idx] & (parent >= 0))
+                        None if self.loop_link is None else self.loop_link[idx] & (parent >= 0),
+                        None if self.thinking_tokens is None else self.thinking_tokens[idx])
 
 
 def arrival_times(rng: np.random.Generator, rate: float | RateSchedule, burstiness: float, n: int | None,
@@ -365,11 +394,15 @@ def synthesize(preset: Preset, rate: float | RateSchedule, burstiness: float, n:
     cls = rng.choice(len(preset.classes), size=count, p=shares / shares.sum())
     own = np.zeros(count, np.int64)  # the request's own prompt text
     output = np.zeros(count, np.int64)
+    thinking = np.zeros(count, np.int64) if any(c.thinking is not None for c in preset.classes) else None
     for k, c in enumerate(preset.classes):
         mask = cls == k
         m = int(mask.sum())
         own[mask] = c.prompt.draw(rng, m)
         output[mask] = c.output.draw(rng, m)
+        if c.thinking is not None:  # drawn after the rest: presets without thinking draw what they always drew
+            thinking[mask] = c.thinking.draw(rng, m)
+            output[mask] += thinking[mask]
     uid = UNIQUE + 2 * np.arange(count, dtype=np.int64)
     system = (np.full(count, SYSTEM_PROMPT_SEGMENT, np.int64), np.full(count, sys_len, np.int64))
     doc_ids = np.zeros(count, np.int64)
@@ -385,7 +418,7 @@ def synthesize(preset: Preset, rate: float | RateSchedule, burstiness: float, n:
     prompt = sys_len + doc_lens + own
     seg = _segments([system, (doc_ids, doc_lens), (uid, own), (uid + 1, output)], count)
     return Requests(arrivals.astype(np.float64), prompt, output, cls.astype(np.int64),
-                    tuple(c.name for c in preset.classes), None, None, *seg)
+                    tuple(c.name for c in preset.classes), None, None, *seg, thinking_tokens=thinking)
 
 
 def _agent_sessions(preset: Preset, rng: np.random.Generator, rate: float | RateSchedule, burstiness: float,

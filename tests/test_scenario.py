@@ -17,6 +17,7 @@ from sim_core.kernel.cost_constants import CONSTANT_BOUNDS, Constants
 from sim_core.links import KV_LINKS
 from sim_core.policies.autoscalers import AUTOSCALER_NAMES, METRIC_NAMES
 from sim_core.policies.routers import ROUTER_NAMES
+from sim_core.replay_fields import REPLAY_MODES
 from sim_core.scenario import AUTOSCALE_FIELDS, MAX_DP_ENGINES
 from sim_core.trace_formats import TRACE_FORMAT_NAMES
 
@@ -79,6 +80,8 @@ STRATEGIES = {
     "trace": _maybe(st.text(min_size=1, max_size=40)),
     "trace_format": _maybe(st.sampled_from(TRACE_FORMAT_NAMES)),
     "trace_block_tokens": _maybe(st.integers(1, 1 << 16)),
+    "replay": _maybe(st.sampled_from(REPLAY_MODES)),
+    "hybrid_blocks": st.booleans(),
     "model_file": _maybe(st.text(min_size=1, max_size=40)),
     "rate": _maybe(_floats(1e-6, 10_000.0)),
     "burstiness": _maybe(_floats(0.05, 20.0)),
@@ -178,6 +181,9 @@ def scenarios(draw) -> Scenario:
     if fields.get("rate_schedule") is not None:  # a schedule replaces rate and a trace's timing
         fields.pop("rate", None)
         fields.pop("trace", None)
+    if fields.get("replay") is not None and (fields.get("trace") is None or
+                                             (fields["replay"] == "closed") != (fields.get("concurrency") is not None)):
+        fields.pop("replay")  # a replay mode needs a trace; closed is the closed loop and only it
     if fields.get("concurrency") is None:  # a closed loop's own settings need one
         fields.pop("think_time_s", None)
         fields.pop("concurrency_mode", None)

@@ -81,9 +81,12 @@ def test_the_weka_sample_flattens_its_subagents_into_the_session():
     assert len(reqs) == len(raw["requests"]) - len(markers) + sum(len(m["requests"]) for m in markers)
     assert parsed.block_tokens == 64 and np.all(f["session"] == 0)
     assert sorted(set(f["agent"].tolist())) == [0, 1, 2] and set(f["depth"].tolist()) == {0, 1}
-    # Subagent times count from the spawn (marker at 1148.013 s, its first request at t=0.0).
+    # Subagent times count from the spawn, its first request at t=0.0; the marker's t (1148.013 s) is when it
+    # finished, duration_ms (46,656) after the spawn, 0.7 s after the main request that called it ended.
     first_sub = np.flatnonzero(f["agent"] == 1)[0]
-    assert reqs.arrival_s[first_sub] == pytest.approx(markers[0]["t"])
+    assert reqs.arrival_s[first_sub] == pytest.approx(markers[0]["t"] - markers[0]["duration_ms"] / 1e3)
+    spawner = raw["requests"][15]
+    assert 0 < reqs.arrival_s[first_sub] - (spawner["t"] + spawner["api_time"]) < 1
     # Its parent is the main agent's request just before the marker; the main agent's chain runs on past it.
     main = np.flatnonzero(f["agent"] == 0)
     assert f["parent"][first_sub] == main[15] and f["parent"][main[16]] == main[15]
@@ -182,7 +185,7 @@ def test_prefix_hits_from_the_hashes_match_the_traces_own_reuse(name, block):
 def _abs_t(raw: dict, req: dict) -> float:
     for x in raw["requests"]:
         if x["type"] == "subagent" and any(r is req for r in x["requests"]):
-            return x["t"] + req["t"]
+            return x["t"] - x["duration_ms"] / 1e3 + req["t"]  # the marker's t is when the subagent finished
     return req["t"]
 
 

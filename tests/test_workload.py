@@ -53,8 +53,13 @@ def test_preset_lengths_stay_within_their_clip_bounds(name):
         mine = reqs.request_class == k
         if not mine.any():
             continue
-        out = reqs.output_tokens[mine]
+        hidden = reqs.hidden_tokens()[mine]  # a reasoning class's thinking, decoded before its visible answer
+        out = reqs.output_tokens[mine] - hidden
         assert out.min() >= cls.output.low and out.max() <= cls.output.high
+        if cls.thinking is not None:
+            assert hidden.min() >= cls.thinking.low and hidden.max() <= cls.thinking.high
+        else:
+            assert not hidden.any()
         if structure == "plain":  # the prompt is the shared system prompt + the request's own text
             own = reqs.prompt_tokens[mine] - system
             assert own.min() >= cls.prompt.low and own.max() <= cls.prompt.high
@@ -62,7 +67,7 @@ def test_preset_lengths_stay_within_their_clip_bounds(name):
     # The draws themselves, many of them: clipped, never outside the bounds, and not all at a bound.
     rng = np.random.default_rng(0)
     for cls in p.classes:
-        for dist in (cls.prompt, cls.output):
+        for dist in (cls.prompt, cls.output) + (() if cls.thinking is None else (cls.thinking,)):
             x = dist.draw(rng, 20_000)
             assert x.dtype == np.int64 and x.min() >= dist.low and x.max() <= dist.high
             if dist.low == dist.high:  # an exact length (the random preset's default: vLLM's range ratio 0)

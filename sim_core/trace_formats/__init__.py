@@ -28,6 +28,7 @@ from .jsonl_readers import (
     read_otel,
     read_swissai,
 )
+from .sessions import SESSION_FIELDS
 from .weka import WEKA_FIELDS, WEKA_MAX_LINE_CHARS, is_weka_head, read_weka
 
 
@@ -47,7 +48,13 @@ class TraceFormat:
 FORMATS = {
     f.name: f
     for f in (
-        TraceFormat("csv", "sched-sim's CSV: arrival_s,prompt_tokens,output_tokens", read_own_csv, (), None),
+        TraceFormat(
+            "csv",
+            "sched-sim's CSV: arrival_s,prompt_tokens,output_tokens[,thinking_tokens]",
+            read_own_csv,
+            ("thinking_tokens",),
+            None,
+        ),
         TraceFormat(
             "azure",
             "Azure LLM inference trace 2023/2024 CSV; 2025 multimodal (NumImages)",
@@ -111,6 +118,8 @@ FORMATS = {
     )
 }
 TRACE_FORMAT_NAMES = tuple(FORMATS)
+# The formats whose readers keep what links requests into sessions (replay=sessions replays them).
+SESSION_FORMATS = tuple(name for name, f in FORMATS.items() if set(f.fields) & set(SESSION_FIELDS))
 
 # JSON keys that tell a JSON-lines format by its first row, tried in order; Mooncake when none matches.
 _JSON_KEYS = (

@@ -201,6 +201,9 @@ def hash_ids(line_no: int, value: object, name: str = "hash_ids") -> list[int] |
 
 # A field a reader keeps beside the Requests: (array typecode, the value that means "not recorded").
 FIELD_KINDS = {"d": math.nan, "q": -1}
+# The fields that count a request's hidden thinking tokens among its output tokens (our CSV's thinking_tokens,
+# OpenAI's usage.completion_tokens_details.reasoning_tokens): they become Requests.thinking_tokens.
+HIDDEN_FIELDS = ("thinking_tokens", "reasoning_tokens")
 
 
 @dataclass
@@ -259,6 +262,11 @@ class TraceBuilder:
         self.outputs.append(output)
         for name, column in self.columns.items():
             value = values.get(name)
+            if name in HIDDEN_FIELDS and value is not None and value > output:
+                raise TraceError(
+                    f"line {line_no}: {name} counts hidden tokens among the {output} output tokens, so it must "
+                    f"be from 0 to {output}, got {value}"
+                )
             column.append(FIELD_KINDS[self.kinds[name]] if value is None else value)
 
     def _add_content(self, line_no: int, prompt: int, output: int, hashes) -> None:
@@ -317,8 +325,11 @@ class TraceBuilder:
             None,
             *(seg or (None, None, None)),
         )
-        reqs = _in_order(reqs, order)
+        reqs = in_order(reqs, order)
         fields = {name: np.array(column)[order] for name, column in self.columns.items()}
+        hidden = next((fields[name] for name in HIDDEN_FIELDS if name in fields), None)
+        if hidden is not None and (hidden > 0).any():  # decoded like any output token, not shown
+            reqs.thinking_tokens = np.maximum(hidden, 0).astype(np.int64)
         rank = np.empty(len(a), np.int64)
         rank[order] = np.arange(len(a))
         for name in self.row_fields:  # a row number points at the same request after sorting
@@ -327,9 +338,10 @@ class TraceBuilder:
         return ParsedTrace(reqs, fields, labels, self.block_tokens, self.skipped)
 
 
-def _in_order(reqs: Requests, order: np.ndarray) -> Requests:
+def in_order(reqs: Requests, order: np.ndarray) -> Requests:
     """reqs.subset(order) for open-loop requests, with their segments gathered in one vectorised pass (subset
-    builds an index array a request, ~100 bytes each: 1 GB for a 10M-request trace); unchanged if in order."""
+    builds an index array a request, ~100 bytes each: 1 GB for a 10M-request trace); unchanged if in order.
+    Parents and think times are left for the caller to set (sessions.py)."""
     if np.array_equal(order, np.arange(len(order))):
         return reqs
     seg = (None, None, None)
@@ -338,6 +350,7 @@ def _in_order(reqs: Requests, order: np.ndarray) -> Requests:
         off = np.concatenate([[0], np.cumsum(counts)])
         gather = np.repeat(reqs.seg_off[order] - off[:-1], counts) + np.arange(off[-1])
         seg = (reqs.seg_ids[gather], reqs.seg_lens[gather], off)
+    hidden = None if reqs.thinking_tokens is None else reqs.thinking_tokens[order]
     return Requests(
         reqs.arrival_s[order],
         reqs.prompt_tokens[order],
@@ -347,4 +360,5 @@ def _in_order(reqs: Requests, order: np.ndarray) -> Requests:
         None,
         None,
         *seg,
+        thinking_tokens=hidden,
     )

@@ -21,6 +21,9 @@ from .common import (
 )
 
 TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+TRACE_THINKING = (
+    "thinking_tokens"  # our CSV's optional column of hidden thinking tokens (common.HIDDEN_FIELDS)
+)
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 AZURE_IMAGES = "NumImages"  # the 2025 multimodal trace's (AzureLMMInferenceDataset2025.md, "Schema")
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
@@ -28,17 +31,23 @@ BURSTGPT_SESSION = "Session ID"  # in BurstGPT's later files (its README, "Schem
 
 
 def read_own_csv(lines: Iterable[str], max_rows: int, block_tokens: int | None = None) -> ParsedTrace:
-    """Our CSV: header arrival_s,prompt_tokens,output_tokens (extra columns are ignored)."""
+    """Our CSV: header arrival_s,prompt_tokens,output_tokens, and optionally thinking_tokens: how many of the
+    output tokens are a reasoning model's hidden thinking (decoded, not shown; empty: none). Other columns are
+    ignored."""
     rows = csv_rows(lines)
-    width, idx = csv_header(rows, TRACE_COLUMNS)
-    out = TraceBuilder(max_rows)
+    width, idx = csv_header(rows, TRACE_COLUMNS, (TRACE_THINKING,))
+    out = TraceBuilder(max_rows, {TRACE_THINKING: "q"} if idx[3] >= 0 else None)
     for line_no, row in data_rows(rows, width):
-        cells = [row[k] for k in idx]
+        cells = [row[k] for k in idx[:3]]
+        hidden = row[idx[3]].strip() if idx[3] >= 0 else ""
         out.add(
             line_no,
             seconds(line_no, "arrival_s", cell_number(cells[0], float), cells[0]),
             token_count(line_no, "prompt_tokens", cell_number(cells[1], int), cells[1]),
             token_count(line_no, "output_tokens", cell_number(cells[2], int), cells[2]),
+            thinking_tokens=token_count(line_no, TRACE_THINKING, cell_number(hidden, int), hidden, least=0)
+            if hidden
+            else None,
         )
     return out.finish()
 

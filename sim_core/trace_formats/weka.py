@@ -133,9 +133,14 @@ def _add_request(s: _Session, where: str, req: dict, agent: int, depth: int, par
 
 def _subagent_start(s: _Session, where: str, marker: dict, base: float) -> float:
     """What a subagent's request times count from. kv-cache-tester's traces count them from the subagent's
-    spawn (its marker at t=1148.0, its first request at t=0.0); AIPerf's fixtures from the session's start
-    (marker 2.0, first request 2.5). A first request before the spawn can only be the former."""
-    spawn = base + seconds(s.line_no, f"{where}.t", marker.get("t"))
+    spawn, its first request at t=0.0, and the marker's t is when it *finished*: t - duration_ms is the spawn.
+    In the bundled trace_0291 both Explore markers (t 1148.013 and 1180.553, durations 46.656 and 79.184 s) give
+    a spawn of 1101.36 s, 0.7 s after the main request that called them ended (t 1085 + api_time 15.64), and
+    their requests span 44.8 and 75.6 s; the same holds for every subagent of traces 0003, 0010, 0254 and 0270
+    of the 739 (spawn within 1 s of the calling request's end, siblings spawned together). Without a
+    duration_ms, the marker's t is taken as the spawn. AIPerf's fixtures count from the session's start instead
+    (marker 2.0, first request 2.5): a first request after the marker can only be that."""
+    marker_t = base + seconds(s.line_no, f"{where}.t", marker.get("t"))
     inner = marker.get("requests")
     first = (
         next((r.get("t") for r in inner if isinstance(r, dict) and r.get("type") != "subagent"), None)
@@ -143,9 +148,17 @@ def _subagent_start(s: _Session, where: str, marker: dict, base: float) -> float
         else None
     )
     counts_from_spawn = (
-        isinstance(first, int | float) and not isinstance(first, bool) and base + first < spawn
+        isinstance(first, int | float) and not isinstance(first, bool) and base + first < marker_t
     )
-    return spawn if counts_from_spawn else base
+    if not counts_from_spawn:
+        return base
+    duration = marker.get("duration_ms")
+    took = (
+        0.0
+        if duration is None
+        else seconds(s.line_no, f"{where}.duration_ms", duration, scale=1e-3, unit="ms")
+    )
+    return max(base, marker_t - took)
 
 
 def _flatten(
