@@ -157,6 +157,9 @@ def engine_energy(
     power = model.step_power_w(seconds, steps[:, S_BYTES], steps[:, S_FLOPS])
     busy_s = float(seconds.sum()) * stride
     busy_j = float((power * seconds).sum()) * stride * gpus
+    if busy_s > held_s > 0:  # a strided log overestimates a saturated engine's busy time: keep it within held_s
+        busy_j *= held_s / busy_s
+        busy_s = held_s
     idle_j = model.idle_w * max(held_s - busy_s, 0.0) * gpus
     peak = float(power.max()) if power.size else model.idle_w
     return EngineEnergy(name, pool, gpus, held_s, busy_s, busy_j, idle_j, peak)
