@@ -29,14 +29,25 @@ def _integral(steps: dict, stride: int, model, held_s: float) -> float:
     """∫ power dt: steps' power x seconds (x stride; a strided estimate kept within held_s), idle power after."""
     busy_s = float(steps["duration_s"].sum()) * stride
     power = model.step_power_w(steps["duration_s"], steps["bytes"], steps["flops"])
-    busy_j = float((power * steps["duration_s"]).sum()) * stride * min(1.0, held_s / busy_s if busy_s else 1.0)
+    busy_j = (
+        float((power * steps["duration_s"]).sum()) * stride * min(1.0, held_s / busy_s if busy_s else 1.0)
+    )
     return busy_j + model.idle_w * max(held_s - busy_s, 0.0)
 
 
-@settings(max_examples=6, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(shape=st.sampled_from(TOPOLOGIES), cap_share=st.floats(0.05, 1.0), rate=st.floats(1.0, 60.0),
-       seed=st.integers(0, 1000))
+@settings(
+    max_examples=6,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    shape=st.sampled_from(TOPOLOGIES),
+    cap_share=st.floats(0.05, 1.0),
+    rate=st.floats(1.0, 60.0),
+    seed=st.integers(0, 1000),
+)
 def test_power_never_exceeds_the_cap_and_energy_is_its_integral(shape, cap_share, rate, seed):
     cap = L4.idle_power_w + cap_share * (L4.board_power_w - L4.idle_power_w)
     r = run(Scenario(num_requests=30, rate=rate, seed=seed, power_cap_w=cap, **SMALL, **shape))
@@ -49,7 +60,9 @@ def test_power_never_exceeds_the_cap_and_energy_is_its_integral(shape, cap_share
             power = model.step_power_w(log.steps["duration_s"], log.steps["bytes"], log.steps["flops"])
             assert (power <= cap + 1e-9).all()
         if "autoscaler" not in shape:  # autoscaled slots are held over their lives (tests/test_energy.py)
-            expected = [_integral(v.steps, v.step_stride, model, r.metrics["duration_s"]) for v in engine_logs(r)]
+            expected = [
+                _integral(v.steps, v.step_stride, model, r.metrics["duration_s"]) for v in engine_logs(r)
+            ]
             assert [x["energy_j"] for x in e["engines"]] == pytest.approx(expected, rel=1e-9)
     else:
         expected = _integral(step_columns(r), r.step_stride, model, r.metrics["duration_s"])
@@ -95,20 +108,28 @@ def test_price_is_folded_into_cost_and_carbon_is_per_thousand_requests():
     assert e["energy_cost_per_hour"] == pytest.approx(kwh * 0.2 / (priced["duration_s"] / 3600))
     assert priced["cost_per_hour"] == pytest.approx(plain["cost_per_hour"] + e["energy_cost_per_hour"])
     assert priced["cost_per_mtok"] / priced["cost_per_hour"] == pytest.approx(
-        plain["cost_per_mtok"] / plain["cost_per_hour"])
+        plain["cost_per_mtok"] / plain["cost_per_hour"]
+    )
     assert e["gco2_per_1k_requests"] == pytest.approx(kwh * 400 / priced["completed"] * 1000)
     assert "gco2_per_1k_requests" not in plain["energy"] and "energy_cost" not in plain["energy"]
 
 
-@pytest.mark.parametrize("data, field, words", [
-    ({"hardware": "h100", "power_cap_w": 100}, "power_cap_w", "above its idle power"),
-    ({"hardware": "h100", "power_cap_w": 800, "energy": True}, "power_cap_w", "at most its board limit (700 W)"),
-    ({"hardware": "rtx3050", "power_cap_w": 100}, "power_cap_w", "no measured idle power"),
-    ({"power_cap_w": 5000}, "power_cap_w", "2000"),
-    ({"energy_price_per_kwh": 0.1}, "energy_price_per_kwh", "set energy"),
-    ({"grid_gco2_per_kwh": 300}, "grid_gco2_per_kwh", "set energy"),
-    ({"energy": True, "energy_price_per_kwh": -1}, "energy_price_per_kwh", "0"),
-])
+@pytest.mark.parametrize(
+    "data, field, words",
+    [
+        ({"hardware": "h100", "power_cap_w": 100}, "power_cap_w", "above its idle power"),
+        (
+            {"hardware": "h100", "power_cap_w": 800, "energy": True},
+            "power_cap_w",
+            "at most its board limit (700 W)",
+        ),
+        ({"hardware": "rtx3050", "power_cap_w": 100}, "power_cap_w", "no measured idle power"),
+        ({"power_cap_w": 5000}, "power_cap_w", "2000"),
+        ({"energy_price_per_kwh": 0.1}, "energy_price_per_kwh", "set energy"),
+        ({"grid_gco2_per_kwh": 300}, "grid_gco2_per_kwh", "set energy"),
+        ({"energy": True, "energy_price_per_kwh": -1}, "energy_price_per_kwh", "0"),
+    ],
+)
 def test_bad_knob_input_names_its_field_and_range(data, field, words):
     with pytest.raises(ScenarioError) as e:
         parse_scenario(data)
@@ -117,8 +138,23 @@ def test_bad_knob_input_names_its_field_and_range(data, field, words):
 
 
 def test_cli_takes_power_cap_in_watts(capsys):
-    code = main(["run", "--hardware", "l4", "--model", "llama-3.2-1b", "--max-model-len", "4096",
-                 "--num-requests", "10", "--energy", "--power-cap", "50", "--json"])
+    code = main(
+        [
+            "run",
+            "--hardware",
+            "l4",
+            "--model",
+            "llama-3.2-1b",
+            "--max-model-len",
+            "4096",
+            "--num-requests",
+            "10",
+            "--energy",
+            "--power-cap",
+            "50",
+            "--json",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and '"power_cap_w": 50' in out.replace(".0,", ",")
     assert main(["run", "--hardware", "l4", "--power-cap", "10"]) != 0

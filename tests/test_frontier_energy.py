@@ -15,8 +15,26 @@ from sim_core.studies.frontier import frontier_scenario, point_metrics
 
 
 def test_points_carry_joules_per_token_and_tokens_per_mw(capsys):
-    code = main(["frontier", "--model", "qwen2.5-0.5b", "--hardware", "h100,rtx3050", "--isl", "128", "--osl",
-                 "32", "--max-concurrency", "4", "--workers", "1", "--basis", "output", "--json"])
+    code = main(
+        [
+            "frontier",
+            "--model",
+            "qwen2.5-0.5b",
+            "--hardware",
+            "h100,rtx3050",
+            "--isl",
+            "128",
+            "--osl",
+            "32",
+            "--max-concurrency",
+            "4",
+            "--workers",
+            "1",
+            "--basis",
+            "output",
+            "--json",
+        ]
+    )
     assert code == 0
     points = json.loads(capsys.readouterr().out)["points"]
     powered = [p for p in points if p["hardware"] == "h100"]
@@ -36,9 +54,18 @@ def test_points_carry_joules_per_token_and_tokens_per_mw(capsys):
 
 def test_the_token_basis_of_the_energy_axis_follows_the_throughput():
     """On the total basis prompt tokens count too: the same run's energy over more tokens."""
-    run_metrics = run(frontier_scenario(parse_scenario({"model": "llama-3.2-1b", "hardware": "l4", "workload": "random",
-                                                        "isl": 512, "osl": 64}), "l4", 4, 2)).metrics
+    run_metrics = run(
+        frontier_scenario(
+            parse_scenario(
+                {"model": "llama-3.2-1b", "hardware": "l4", "workload": "random", "isl": 512, "osl": 64}
+            ),
+            "l4",
+            4,
+            2,
+        )
+    ).metrics
     total, output = point_metrics(run_metrics, "total"), point_metrics(run_metrics, "output")
     assert total["joules_per_token"] < output["joules_per_token"]
     assert total["joules_per_token"] * total["throughput_per_gpu"] == pytest.approx(
-        output["joules_per_token"] * output["throughput_per_gpu"], rel=0.05)  # the same power per GPU
+        output["joules_per_token"] * output["throughput_per_gpu"], rel=0.05
+    )  # the same power per GPU

@@ -18,8 +18,15 @@ GPUS = ("l40s", "a100", "h100")
 
 def _plan(hardware: str, kw: float, cost: float) -> Plan:
     s = BASE.model_copy(update={"hardware": hardware})
-    return Plan(s, 1, cost, None, 1.0, {"energy": {"energy_j": kw * 1000.0 * 10}, "duration_s": 10.0,
-                                        "ttft_ms": {"p99": 1.0}}, candidate=Candidate(hardware, 1, "chunked", None))
+    return Plan(
+        s,
+        1,
+        cost,
+        None,
+        1.0,
+        {"energy": {"energy_j": kw * 1000.0 * 10}, "duration_s": 10.0, "ttft_ms": {"p99": 1.0}},
+        candidate=Candidate(hardware, 1, "chunked", None),
+    )
 
 
 def test_plans_over_the_budget_become_infeasible_with_their_power():

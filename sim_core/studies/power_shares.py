@@ -36,7 +36,9 @@ def calibration_rows(directory: Path = VALIDATION_DIR) -> list[dict]:
     return [
         r
         for r in read_rows(directory / "energy_inferencex.csv")
-        if r["source"] == SOURCE and r["gpu"] == "B200" and r["spec_decode"] == "none"
+        if r["source"] == SOURCE
+        and r["gpu"] == "B200"
+        and r["spec_decode"] == "none"
         and r["workload"] == "fixed 8k/1k"
     ]
 
@@ -45,11 +47,24 @@ def utilisation(row: dict) -> tuple[float, float, float]:
     """(u_compute, u_memory, measured share of the dynamic range) of one record, simulated as it ran."""
     conc, isl, osl = int(row["concurrency"]), int(row["input_len"]), int(row["output_len"])
     centre, spread = (1 + RANGE_RATIO) / 2, (1 - RANGE_RATIO) / (1 + RANGE_RATIO)
-    s = Scenario(hardware="b200", model=MODEL, quantization=row["precision"], tp=int(row["tp"]),
-                 workload="random", isl=round(isl * centre), osl=round(osl * centre), length_range=spread,
-                 concurrency=conc, concurrency_mode="semaphore", num_requests=conc * REQUESTS_PER_USER,
-                 token_budget=TOKEN_BUDGET, max_seqs=conc, async_scheduling=True, max_model_len=isl + osl,
-                 engine="sglang")
+    s = Scenario(
+        hardware="b200",
+        model=MODEL,
+        quantization=row["precision"],
+        tp=int(row["tp"]),
+        workload="random",
+        isl=round(isl * centre),
+        osl=round(osl * centre),
+        length_range=spread,
+        concurrency=conc,
+        concurrency_mode="semaphore",
+        num_requests=conc * REQUESTS_PER_USER,
+        token_budget=TOKEN_BUDGET,
+        max_seqs=conc,
+        async_scheduling=True,
+        max_model_len=isl + osl,
+        engine="sglang",
+    )
     result = run(s)
     model = power_model(result.resolved.setup)
     steps, span = np.asarray(result.steps), float(result.metrics["duration_s"])
@@ -63,7 +78,9 @@ def derive_shares(directory: Path = VALIDATION_DIR) -> dict:
     """ACTIVE_SHARE and MEMORY_SHARE by least squares over the calibration records, with the fit's residuals."""
     points = np.array([utilisation(r) for r in calibration_rows(directory)])
     u_compute, u_memory, share = points.T
-    (active, memory), *_ = np.linalg.lstsq(np.c_[np.ones_like(u_memory), u_memory], share - u_compute, rcond=None)
+    (active, memory), *_ = np.linalg.lstsq(
+        np.c_[np.ones_like(u_memory), u_memory], share - u_compute, rcond=None
+    )
     fitted = np.minimum(active + u_compute + memory * u_memory, 1.0)
     return {
         "records": len(points),
