@@ -14,7 +14,8 @@ def plan_doc(rate: float, target: float, result) -> dict:
     docs = [{"scenario": p.scenario.to_query(), "gpus": p.gpus, "cost_per_hour": p.cost_per_hour,
              "cost_per_mtok": p.cost_per_mtok, "replica_capacity": p.replica_capacity, "pareto": p.pareto,
              "topology": p.candidate.topology if p.candidate else "colocated",
-             "attainment_low": p.attainment_low, "metrics": p.metrics} for p in result.plans]
+             "attainment_low": p.attainment_low, "power_kw": p.power_kw, "metrics": p.metrics}
+            for p in result.plans]
     return {"rate": rate, "target_attainment": target, "plans": docs,
             "infeasible": [vars(i) for i in result.infeasible], "simulations": result.simulations,
             "candidates": result.candidates}

@@ -74,11 +74,14 @@ The groups:
   `validation/lora_serving.csv`): each run simulated as S-LoRA's benchmark ran it, adapters on
   (`sim_core/studies/lora_checks.py` states the mapping); the table after the frontier points gives the curve's
   shape, each count's throughput over its series' fewest adapters (issue #23: within 20%).
-- **energy** and **energy: throughput** (issue #40, `validation/energy_mlenergy.csv`): ML.ENERGY v3's joules per
-  output token of vLLM held at `max_num_seqs` running requests on H100 and B200, each dense or tensor-parallel row
-  simulated as a closed loop of that many requests with the row's mean output length, its steady state's energy
-  from the power model (`sim_core/energy.py`); the same rows' output throughput in the second group, to tell a
-  power error from a step-time one. Expert-parallel rows are skipped with the reason.
+- **energy**, **energy: power** and **energy: throughput** (issue #40, `validation/energy_mlenergy.csv`): ML.ENERGY
+  v3's joules per output token of vLLM held at `max_num_seqs` running requests on H100 and B200, each dense or
+  tensor-parallel row simulated as a closed loop of that many requests with the row's mean output length, its
+  steady state's energy from the power model (`sim_core/energy.py`, its two shares derived from InferenceX's B200
+  power records, a disjoint source: `sim_core/studies/power_shares.py`); J/token = power / throughput, so the
+  second group holds the power model's error alone (the measured power per GPU against the model's for the
+  simulated work at the measured throughput) and the third the same rows' output throughput, the step-time
+  model's part. Expert-parallel rows are skipped with the reason.
 
 A row the model cannot predict honestly is kept, marked skipped, with its reason. Error is predicted /
 reference - 1.

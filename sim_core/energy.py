@@ -2,30 +2,37 @@
 over the run into `metrics.energy` (scenario field `energy`; sim_core/energy_fields.py).
 
 The power model. A GPU with a model loaded and no kernel running draws its idle power (GPU.idle_power_w, a measured
-nvidia-smi/rocm-smi capture); what a step adds is dynamic power, switching in the tensor cores and in the memory
-system, which grows with how much of each the step keeps busy:
+nvidia-smi/rocm-smi capture). A GPU running a step draws more, as a share of its dynamic range (board limit minus
+idle power):
 
-    P = P_idle + (P_board - P_idle) x min(1, u_compute + MEMORY_SATURATED_SHARE x u_memory)
+    P = P_idle + (P_board - P_idle) x min(1, ACTIVE_SHARE + u_compute + MEMORY_SHARE x u_memory)
 
 u_compute: the step's FLOPs over its seconds at the rate the cost model's compute-bound GEMMs reach (LINEAR_RATE,
-per GPU: 1 is a step that runs tensor cores flat out); u_memory: its bytes over its seconds at the streaming
-bandwidth (STREAM_BW, per GPU: 1 is a step that saturates HBM), each at most 1. Both shares are of the dynamic
-range (board limit minus idle), from measurements, not fitted to the rows we validate against
-(validation/energy_constants.md):
+per GPU; 1 is a step that runs the tensor cores flat out, which reaches the board limit, where power management
+holds it); u_memory: its bytes over its seconds at the streaming bandwidth (STREAM_BW, per GPU). ACTIVE_SHARE is what
+running kernels at all costs (clocks up, schedulers, NVLink) whatever their work; MEMORY_SHARE what streaming HBM
+costs per unit of bandwidth (the DRAM and its I/O, and the SMs issuing the loads). Both are derived, not assumed:
+sim_core/studies/power_shares.py regresses the validated per-GPU power of InferenceX's B200 runs (23 records,
+SGLang serving Qwen3.5-397B at 8k/1k, concurrency 1 to 640; validation/energy_inferencex.csv) on the utilisations
+the simulator gives those runs: ACTIVE_SHARE 0.133, MEMORY_SHARE 1.042 (a memory-saturated step reaches the board
+limit). Those records are disjoint from what `validate` checks the model against (ML.ENERGY's vLLM runs on H100
+and B200, validation/energy_mlenergy.csv). The earlier memory share from Ma et al. (H200 decode at 137-300 W of
+700; arXiv 2605.11999) is not used: ML.ENERGY's H100 decode draws 400-500 W at batch 8, and InferenceX's B200
+decode 350-530 W, each far above it (validation/energy_constants.md).
 
-- a compute-saturated step reaches the board limit, where power management holds it (so the achieved GEMM rate the
-  cost model uses is already the power-limited one): B200s serving 8k/1k at conc 256-640 average 974-979 W per GPU
-  of 1,000 W (InferenceX's validated power records, energy_inferencex.csv); MI300X prefill spikes to 89 % of TDP.
-- a memory-saturated step draws MEMORY_SATURATED_SHARE of the range: memory-bound decode "saturates HBM bandwidth"
-  yet "draws only 137-300 W on a 700 W GPU" (H200; Ma et al., arXiv 2605.11999): the top of that range over the
-  H200's 122 W loaded idle and 700 W limit.
-- power never exceeds the board limit (the min).
+A power cap (`power_cap_w`, per GPU) lowers the clock: dynamic power goes as f x V^2 and the voltage with the
+clock in the DVFS range, so as f^3, and a compute-saturated step at the cap runs at CLOCK = ((cap - idle) /
+(board - idle))^(1/3) of the full clock. The cost model runs its compute-bound kernels (GEMMs, attention) at CLOCK
+x their rate (capped_constants), so compute-bound steps slow; the clock-driven part of a step's power (active and
+compute shares) scales by CLOCK^3, the memory share does not (HBM keeps its own clock), and no step draws more than
+the cap. Memory-bound steps then barely slow while their power falls, as clock-locking and capping studies report
+for decode (validation/energy_constants.md: Ma et al.; Samsi et al. 2023; the llmgarage RTX 3090 sweep).
 
 Between steps an engine waits for work at its idle power; an autoscaled replica draws idle power from being asked
 for (weights loading) to its release. Whole-node power (CPUs, NICs, fans: node_power_w per GPU) and the facility's
 PUE are separate terms, off by default. What is not modelled yet: communication time at a level of its own (the
 step log keeps a step's seconds, bytes and FLOPs, not its split, so all-reduce time counts as low-utilisation time
-of the step); power capping (steps never slow down for power); temperature.
+of the step); temperature; a memory-bound step slowing under a cap tighter than its own power.
 
 Energy is the integral of power over time, taken from the step log: every logged step's power x its seconds, plus
 idle power x the time no step ran. A step log that outgrew its bound keeps every `stride`-th step; each kept step
@@ -34,32 +41,40 @@ then stands for `stride` steps (exact while the log holds every step, as it does
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from .catalog import GPUS, Setup
+from .catalog import Setup
+from .hardware_profile import profile_constants
 from .kernel.autoscaled import LIFE_ASKED_S, LIFE_RELEASED_S, LIFE_SLOT
+from .kernel.cost_constants import Constants, default_constants
 from .kernel.cost_model import LINEAR_RATE, STREAM_BW, cost_params
 from .kernel.state import FINISHED, N_STEP_COLS, S_BYTES, S_DURATION, S_FLOPS, S_START
 
-# The H200 decode measurement the memory term stands on (Ma et al. 2026, see above): the most a memory-bound decode
-# step drew, in W, on a GPU whose idle and board power gpus.json holds.
-MEMORY_BOUND_DECODE_W = 300.0
-_H200 = GPUS["h200"]
-MEMORY_SATURATED_SHARE = (MEMORY_BOUND_DECODE_W - _H200.idle_power_w) / (
-    _H200.board_power_w - _H200.idle_power_w
-)
+# Shares of the dynamic range (sim_core/studies/power_shares.py derives them; tests/test_power_shares.py checks
+# that the derivation still gives these figures).
+ACTIVE_SHARE = 0.133
+MEMORY_SHARE = 1.042
+J_PER_KWH = 3.6e6
 
 
 @dataclass(frozen=True)
 class PowerModel:
-    """One GPU's power: idle and board limit (W), and the per-GPU rates a step's work is measured against."""
+    """One GPU's power: idle and board limit (W), the per-GPU rates a step's work is measured against, and the
+    power cap (W; the board limit when uncapped) with the clock it holds (1 uncapped)."""
 
     idle_w: float
     board_w: float
-    compute_flops_per_s: float  # the cost model's compute-bound GEMM rate (LINEAR_RATE)
+    compute_flops_per_s: float  # the cost model's compute-bound GEMM rate (LINEAR_RATE), at the capped clock
     stream_bytes_per_s: float  # the cost model's streaming bandwidth (STREAM_BW)
+    cap_w: float | None = None  # power_cap_w; None: the board limit
+    clock: float = 1.0  # the share of the full clock the cap leaves (capped_clock)
+
+    @property
+    def limit_w(self) -> float:
+        return self.board_w if self.cap_w is None else min(self.cap_w, self.board_w)
 
     def step_power_w(self, seconds: np.ndarray, moved: np.ndarray, flops: np.ndarray) -> np.ndarray:
         """Per-GPU power (W) of steps that took `seconds` and moved `moved` bytes and did `flops` FLOPs on each GPU
@@ -69,21 +84,49 @@ class PowerModel:
         span = np.where(timed, seconds, 1.0)
         compute = np.where(timed, np.minimum(flops / (span * self.compute_flops_per_s), 1.0), 0.0)
         memory = np.where(timed, np.minimum(moved / (span * self.stream_bytes_per_s), 1.0), 0.0)
-        share = np.minimum(compute + MEMORY_SATURATED_SHARE * memory, 1.0)
-        return self.idle_w + (self.board_w - self.idle_w) * share
+        clocked = np.where(timed, ACTIVE_SHARE + compute, 0.0) * self.clock**3
+        share = np.minimum(clocked + MEMORY_SHARE * memory, 1.0)
+        return np.minimum(self.idle_w + (self.board_w - self.idle_w) * share, self.limit_w)
 
 
-def power_model(setup: Setup) -> PowerModel:
-    """The power model of one GPU of a deployment (its kind, model, weight format and TP degree set the rates)."""
+def capped_clock(idle_w: float, board_w: float, cap_w: float | None) -> float:
+    """The share of its full clock a GPU capped at `cap_w` holds when compute-saturated: dynamic power ~ f^3."""
+    if cap_w is None or cap_w >= board_w:
+        return 1.0
+    return float(((cap_w - idle_w) / (board_w - idle_w)) ** (1.0 / 3.0))
+
+
+def capped_constants(setup: Setup, constants: Constants | None, cap_w: float | None) -> Constants | None:
+    """The cost model's constants on a GPU capped at `cap_w` W: its compute-bound kernels (GEMMs, attention) run
+    at the capped clock's share of their rate; `constants` unchanged (None: the catalogue's) when uncapped."""
+    gpu = setup.gpu
+    if cap_w is None:
+        return constants
+    clock = capped_clock(float(gpu.idle_power_w), float(gpu.board_power_w), cap_w)
+    c = constants or default_constants(setup)
+    return dataclasses.replace(
+        c, compute_efficiency=c.compute_efficiency * clock, attention_efficiency=c.attention_efficiency * clock
+    )
+
+
+def power_model(setup: Setup, cap_w: float | None = None, constants: Constants | None = None) -> PowerModel:
+    """The power model of one GPU of a deployment (its kind, model, weight format and TP degree set the rates),
+    capped at `cap_w` W per GPU (None: uncapped), with the cost model's constants (None: the catalogue's)."""
     gpu = setup.gpu
     if gpu.idle_power_w is None or gpu.board_power_w is None:
         raise ValueError(
             f"energy: {gpu.key} has no measured idle power (sim_core/data/gpus.json power_source)"
         )
-    p = cost_params(setup)
+    p = cost_params(setup, capped_constants(setup, constants, cap_w))
+    idle, board = float(gpu.idle_power_w), float(gpu.board_power_w)
     return PowerModel(
-        float(gpu.idle_power_w), float(gpu.board_power_w), float(p[LINEAR_RATE]), float(p[STREAM_BW])
+        idle, board, float(p[LINEAR_RATE]), float(p[STREAM_BW]), cap_w, capped_clock(idle, board, cap_w)
     )
+
+
+def scenario_power_model(scenario, setup: Setup) -> PowerModel:
+    """The power model of one GPU of a scenario's pool: its power cap and hardware profile applied."""
+    return power_model(setup, scenario.power_cap_w, profile_constants(scenario.hardware_profile))
 
 
 @dataclass(frozen=True)
@@ -114,6 +157,9 @@ def engine_energy(
     power = model.step_power_w(seconds, steps[:, S_BYTES], steps[:, S_FLOPS])
     busy_s = float(seconds.sum()) * stride
     busy_j = float((power * seconds).sum()) * stride * gpus
+    if busy_s > held_s > 0:  # a strided log overestimates a saturated engine's busy time: keep it within held_s
+        busy_j *= held_s / busy_s
+        busy_s = held_s
     idle_j = model.idle_w * max(held_s - busy_s, 0.0) * gpus
     peak = float(power.max()) if power.size else model.idle_w
     return EngineEnergy(name, pool, gpus, held_s, busy_s, busy_j, idle_j, peak)
@@ -143,7 +189,7 @@ def run_engines(result) -> list[EngineEnergy]:
                 "engine",
                 result.steps,
                 int(result.step_stride),
-                power_model(pool.setup),
+                scenario_power_model(result.scenario, pool.setup),
                 pool.setup.tp,
                 span,
             )
@@ -158,7 +204,7 @@ def run_engines(result) -> list[EngineEnergy]:
         if held is None
         else [pools[0].setup] * len(result.engine_logs)
     )
-    models = {id(s): power_model(s) for s in setups}
+    models = {id(s): scenario_power_model(result.scenario, s) for s in setups}
     return [
         engine_energy(
             log.name,
@@ -218,8 +264,33 @@ def energy_metrics(result) -> dict:
             }
             for e in engines
         ]
+    if s.grid_gco2_per_kwh:
+        out["gco2_per_1k_requests"] = (
+            total_j / J_PER_KWH * s.grid_gco2_per_kwh / completed * 1000.0 if completed else None
+        )
     if any(e.pool in ("prefill", "decode") for e in engines):
         out["pool_energy_j"] = {
             pool: sum(e.joules for e in engines if e.pool == pool) for pool in ("prefill", "decode")
         }
     return out
+
+
+def add_energy_metrics(result) -> None:
+    """Put `metrics.energy` into a finished run's metrics, and fold the electricity it bought into cost_per_hour and
+    cost_per_mtok (each at the convention the cost metric already uses: the ratio of the two is kept)."""
+    energy = energy_metrics(result)
+    result.metrics["energy"] = energy
+    price = result.scenario.energy_price_per_kwh
+    if not price:
+        return
+    m = result.metrics
+    kwh = energy["energy_j"] / J_PER_KWH
+    hours = float(m["duration_s"]) / 3600.0
+    output_mtok = float(result.generated.sum()) / 1e6
+    energy["energy_cost"] = kwh * price
+    energy["energy_cost_per_hour"] = kwh * price / hours if hours > 0 else None
+    energy["energy_cost_per_mtok"] = kwh * price / output_mtok if output_mtok > 0 else None
+    if m.get("cost_per_hour") and m.get("cost_per_mtok") is not None and energy["energy_cost_per_hour"]:
+        per_mtok_per_hour = m["cost_per_mtok"] / m["cost_per_hour"]
+        m["cost_per_hour"] += energy["energy_cost_per_hour"]
+        m["cost_per_mtok"] = m["cost_per_hour"] * per_mtok_per_hour

@@ -204,7 +204,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("gpus", "GPUs", "count", "GPUs the deployment uses: replicas x tensor-parallel degree.", None, "Deployment",
            "count"),
     Metric("cost_per_hour", "Cost per hour", "$/h", "The deployment's GPUs at their on-demand list price "
-           "(sim_core/data/prices.json names each price's provider, source and date); none where no price is known.",
+           "(sim_core/data/prices.json names each price's provider, source and date), plus electricity where "
+           "energy_price_per_kwh is set; none where no price is known.",
            "lower", "Deployment", "usd"),
     Metric("cost_per_mtok", "Cost per 1M output tokens", "$", "Cost per hour over output tokens served per hour at "
            "this arrival rate: an idle deployment's tokens are dear, a saturated one's cheapest.", "lower",
@@ -387,6 +388,15 @@ METRICS: tuple[Metric, ...] = (
            "prefill pool's engines.", None, "Energy", "joules", "docs"),
     Metric("energy.pool_energy_j.decode", "Decode pool energy", "J", "Disaggregated serving: GPU energy of the decode "
            "pool's engines.", None, "Energy", "joules", "docs"),
+    Metric("energy.energy_cost", "Electricity cost", "$", "The run's energy at energy_price_per_kwh (present only "
+           "when a price is set).", "lower", "Energy", "usd", "docs"),
+    Metric("energy.energy_cost_per_hour", "Electricity per hour", "$/h", "Electricity bought per hour of the run, "
+           "at energy_price_per_kwh: included in cost_per_hour.", "lower", "Energy", "usd"),
+    Metric("energy.energy_cost_per_mtok", "Electricity per 1M output tokens", "$", "Electricity bought per million "
+           "output tokens, at energy_price_per_kwh: included in cost_per_mtok.", "lower", "Energy", "usd"),
+    Metric("energy.gco2_per_1k_requests", "Carbon per 1k requests", "gCO2", "The run's energy at the grid's carbon "
+           "intensity grid_gco2_per_kwh, per thousand completed requests (present only when it is set).", "lower",
+           "Energy", "average"),
     # ----- per request class (shown when a workload mixes classes) -----
     Metric("per_class.*.requests", "{}: requests", "count", "Requests of this class.", None, "Per request class",
            "count", part="class"),

@@ -15,7 +15,7 @@ from . import lora
 from .bounds import bounds as run_bounds
 from .cluster_over_time import over_time_metrics, run_autoscaled
 from .deployment import Resolved, resolve
-from .energy import energy_metrics
+from .energy import add_energy_metrics, capped_constants
 from .hardware_profile import profile_constants
 from .kernel import engine
 from .kernel.cluster import (
@@ -273,7 +273,8 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
                   debug_checks: bool, cancel: np.ndarray | None = None, max_events: int = DEFAULT_MAX_EVENTS) -> Config:
     class_ttft_s, class_tpot_s, class_weight = class_slo
     sched = r.scheduler
-    cost = np.ascontiguousarray(cost_params(r.setup, profile_constants(scenario.hardware_profile),
+    constants = capped_constants(r.setup, profile_constants(scenario.hardware_profile), scenario.power_cap_w)
+    cost = np.ascontiguousarray(cost_params(r.setup, constants,
                                             cpu_overlap=scenario.async_scheduling, time_scale=r.step_time_scale,
                                             engine=scenario.engine))
     return Config(
@@ -422,7 +423,7 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
         result.replica_lives = ran.autoscaled[0]
         result.metrics.update(over_time_metrics(result, *ran.autoscaled))
     if scenario.energy:  # the key exists only when asked for: output without it is unchanged
-        result.metrics["energy"] = energy_metrics(result)
+        add_energy_metrics(result)
     if bounds:
         result.metrics["bounds"] = run_bounds(result)
     return result

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from app.cli import main
 from sim_core import Scenario, run
 from sim_core.catalog import GPUS
-from sim_core.energy import MEMORY_BOUND_DECODE_W, MEMORY_SATURATED_SHARE, PowerModel, power_model
+from sim_core.energy import ACTIVE_SHARE, MEMORY_SHARE, PowerModel, power_model
 from sim_core.kernel.autoscaled import LIFE_ASKED_S, LIFE_SERVING_S
 from sim_core.scenario import ScenarioError, parse_scenario
 from sim_core.views import columns_of_steps, engine_logs, step_columns
@@ -21,30 +21,33 @@ H200 = PowerModel(idle_w=122.0, board_w=700.0, compute_flops_per_s=700e12, strea
 SMALL = dict(hardware="l4", model="llama-3.2-1b", max_model_len=4096, energy=True)
 
 
-def test_a_step_that_does_nothing_draws_idle_power():
-    assert H200.step_power_w(np.array([0.01]), np.array([0.0]), np.array([0.0]))[0] == pytest.approx(122.0)
+def test_a_step_of_no_time_draws_idle_power_and_one_of_no_work_the_active_share():
     assert H200.step_power_w(np.array([0.0]), np.array([1e9]), np.array([1e12]))[0] == pytest.approx(122.0)
+    idle_kernels = H200.step_power_w(np.array([0.01]), np.array([0.0]), np.array([0.0]))[0]
+    assert idle_kernels == pytest.approx(122.0 + ACTIVE_SHARE * (700.0 - 122.0))
 
 
 def test_a_compute_saturated_step_draws_the_board_limit_and_never_more():
     seconds = np.array([0.02, 0.02, 0.02])
     flops = seconds * H200.compute_flops_per_s * np.array([1.0, 3.0, 1.0])
-    moved = np.array(
-        [0.0, 0.0, 0.02 * H200.stream_bytes_per_s]
-    )  # compute and memory both flat out: still capped
+    moved = np.array([0.0, 0.0, 0.02 * H200.stream_bytes_per_s])  # compute and memory both flat out: still capped
     assert H200.step_power_w(seconds, moved, flops) == pytest.approx([700.0, 700.0, 700.0])
-    half = H200.step_power_w(np.array([0.02]), np.array([0.0]), np.array([0.01 * H200.compute_flops_per_s]))[
-        0
-    ]
-    assert half == pytest.approx(122.0 + 0.5 * (700.0 - 122.0))
 
 
-def test_a_memory_saturated_step_draws_the_measured_decode_power():
-    """Ma et al.'s H200 decode: HBM saturated, at most 300 W of 700 (the constant's citation)."""
+def test_a_running_step_draws_the_active_share_plus_its_compute_and_memory_shares():
+    seconds = np.array([0.02])
+    half_compute = H200.step_power_w(seconds, np.array([0.0]), np.array([0.01 * H200.compute_flops_per_s]))[0]
+    assert half_compute == pytest.approx(122.0 + (ACTIVE_SHARE + 0.5) * (700.0 - 122.0))
+    a_fifth_memory = H200.step_power_w(seconds, seconds * 0.2 * H200.stream_bytes_per_s, np.array([0.0]))[0]
+    assert a_fifth_memory == pytest.approx(122.0 + (ACTIVE_SHARE + 0.2 * MEMORY_SHARE) * (700.0 - 122.0))
+
+
+def test_a_memory_saturated_step_reaches_the_board_limit():
+    """The derived shares (studies/power_shares.py) say streaming HBM flat out draws what compute flat out does."""
     seconds = np.array([0.01])
     got = H200.step_power_w(seconds, seconds * H200.stream_bytes_per_s, np.array([0.0]))[0]
-    assert got == pytest.approx(MEMORY_BOUND_DECODE_W)
-    assert 0.0 < MEMORY_SATURATED_SHARE < 1.0
+    assert got == pytest.approx(700.0)
+    assert 0.0 < ACTIVE_SHARE < 0.5 and ACTIVE_SHARE + MEMORY_SHARE >= 1.0
 
 
 def test_every_gpu_with_an_idle_power_has_a_board_limit_above_it():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from urllib.parse import parse_qsl
 
 import pytest
@@ -135,6 +136,9 @@ STRATEGIES = {
     "energy": st.booleans(),
     "node_power_w": _floats(0.0, 2000.0),
     "pue": _floats(1.0, 3.0),
+    "power_cap_w": _floats(1.0, 2000.0),
+    "energy_price_per_kwh": _floats(0.0, 10.0),
+    "grid_gco2_per_kwh": _floats(0.0, 2000.0),
     "engine": st.sampled_from(ENGINE_NAMES),
     # The constants only: a profile must name the scenario's own deployment, which scenarios() fills in.
     "hardware_profile": _maybe(st.builds(Constants, **{k: _floats(max(lo, 1e-6), hi)
@@ -202,9 +206,18 @@ def scenarios(draw) -> Scenario:
     if {fields.get("hardware", FIELDS["hardware"].default), fields.get("prefill_hardware"),
             fields.get("decode_hardware")} & unpowered:
         fields.pop("energy", None)
-    if not fields.get("energy"):  # host power and PUE count only with energy
-        fields.pop("node_power_w", None)
-        fields.pop("pue", None)
+    if not fields.get("energy"):  # host power, PUE, price and carbon count only with energy
+        for name in ("node_power_w", "pue", "energy_price_per_kwh", "grid_gco2_per_kwh"):
+            fields.pop(name, None)
+    if fields.get("power_cap_w") is not None:  # a cap lies above each GPU's idle power, at most its board limit
+        used = [GPUS[k] for k in (fields.get("hardware", FIELDS["hardware"].default), fields.get("prefill_hardware"),
+                                  fields.get("decode_hardware")) if k is not None]
+        lo = max((g.idle_power_w or math.inf) for g in used)
+        hi = min(g.board_power_w for g in used)
+        if hi > lo:
+            fields["power_cap_w"] = hi - fields["power_cap_w"] % (hi - lo) * 0.999
+        else:
+            fields.pop("power_cap_w")
     if fields.get("model_file") is not None:  # the model's architecture itself: no model, no fitted profile
         fields.pop("model", None)
         fields.pop("hardware_profile", None)

@@ -11,7 +11,7 @@ import pytest
 
 from app.cli import main
 from sim_core.studies import gathered, inferencex, lora_checks, model_error, offline, trtllm_bench, validation
-from sim_core.studies.energy_checks import ENERGY_GROUP, THROUGHPUT_GROUP
+from sim_core.studies.energy_checks import GROUPS as ENERGY_GROUPS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,10 +93,11 @@ def test_validate_command_prints_tables_json_and_markdown(capsys):
     # Last, S-LoRA's runs (lora_serving.csv, simulated with adapters: skipped under --quick).
     slora = {r["group"] for r in doc["rows"] if r["source"] == lora_checks.FILE}
     order = list(doc["summary"]).index
-    # Then ML.ENERGY's energy rows and the same rows' throughput (issue #40; simulated: skipped under --quick).
+    # Then ML.ENERGY's energy rows and the same rows' power and throughput (issue #40; simulated: skipped under
+    # --quick).
     assert list(doc["summary"]) == (list(validation.GROUPS) + sorted(points, key=order) + sorted(waiting, key=order)
-                                    + sorted(slora, key=order) + [ENERGY_GROUP, THROUGHPUT_GROUP])
-    assert all(r["predicted"] is None for r in doc["rows"] if r["group"] in (ENERGY_GROUP, THROUGHPUT_GROUP))
+                                    + sorted(slora, key=order) + list(ENERGY_GROUPS))
+    assert all(r["predicted"] is None for r in doc["rows"] if r["group"] in ENERGY_GROUPS)
     assert slora == {"slora_table3", "slora_fig_num_adapters"} and doc["lora_shape"] == []
     assert waiting and points and not (waiting | points) & set(validation.GROUPS)
     assert "frontier" in doc and all(r["predicted"] is None for r in doc["rows"] if r["group"] in points)

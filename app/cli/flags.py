@@ -28,8 +28,8 @@ from .usage import UsageError
 # Scenario flags, generated from the pydantic model
 # ---------------------------------------------------------------------------------------------------------
 # Fields whose flag is not their name with dashes: model_file takes a Hugging Face config.json, --model-config
-# as issue #22 names it (pydantic reserves the field name model_config).
-FLAG_NAMES = {"model_file": "--model-config"}
+# as issue #22 names it (pydantic reserves the field name model_config); power_cap_w takes watts, --power-cap.
+FLAG_NAMES = {"model_file": "--model-config", "power_cap_w": "--power-cap"}  # issue #40 names --power-cap W
 
 
 def flag_name(field: str) -> str:

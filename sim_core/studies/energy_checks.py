@@ -1,11 +1,15 @@
 """The energy model against ML.ENERGY's measurements (validation group "energy", issue #40): each row of
 validation/energy_mlenergy.csv whose model and GPU the catalogue has, simulated as the benchmark ran it (vLLM held at
 `max_num_seqs` running requests, the row's mean output length), its steady state's joules per output token
-compared with the measured one. Group "energy: throughput" holds the same rows' output throughput, so that an
-energy error can be told apart from a step-time error (J/token = power x time / tokens).
+compared with the measured one. J/token = power / throughput, so the error splits in two, each a group of its own:
+"energy: power" compares the measured power per GPU with the power the model gives the simulated steady state's
+work (its steps' bytes and FLOPs) done at the measured throughput (each step stretched by the simulated over the
+measured throughput): the power model's error alone, which is also its J/token error at the measured throughput;
+"energy: throughput" compares output throughput, the step-time model's part.
 
-Nothing here is fitted: the power model's constants come from sim_core/energy.py's cited measurements; the
-settings below from the benchmark's published description (validation/ENERGY_SOURCES.md).
+Nothing here is fitted: the power model's constants are derived from InferenceX's B200 records
+(sim_core/studies/power_shares.py), a source disjoint from these rows; the settings below come from the
+benchmark's published description (validation/ENERGY_SOURCES.md).
 """
 
 from __future__ import annotations
@@ -17,14 +21,16 @@ import numpy as np
 
 from ..catalog import MODELS
 from ..energy import power_model, step_power_trace
-from ..kernel.state import S_DECODE_SEQS, S_RUNNING
+from ..kernel.state import S_BYTES, S_DECODE_SEQS, S_DURATION, S_FLOPS, S_RUNNING
 from ..runner import run
 from ..scenario import ScenarioError, parse_scenario
 from .check_rows import Check, read_rows
 from .row_names import model_key
 
 ENERGY_GROUP = "energy"
+POWER_GROUP = "energy: power"
 THROUGHPUT_GROUP = "energy: throughput"
+GROUPS = (ENERGY_GROUP, POWER_GROUP, THROUGHPUT_GROUP)
 GPU_KEYS = {"H100": "h100", "B200": "b200"}
 # Llama-3.1-70B is Llama-3-70B's architecture (only RoPE scaling for long context differs: row_names.model_key),
 # which the catalogue keys as llama-3-70b; model_key maps "llama-3.1-8b" but not the 70B's name.
@@ -101,7 +107,17 @@ def steady_state(result, seats: int) -> dict:
         "throughput_tok_s": tokens / span,
         "power_w_per_gpu": joules / setup.tp / span,
         "batch": float(running[first : last + 1].mean()),
+        "window": window,
     }
+
+
+def power_at_pace(window: np.ndarray, model, stretch: float) -> float:
+    """Mean power per GPU (W) of a steady state's steps each taking `stretch` times as long, with the same bytes
+    and FLOPs: the power the model gives the simulated work at another pace (the measured one)."""
+    seconds = window[:, S_DURATION] * stretch
+    power = model.step_power_w(seconds, window[:, S_BYTES], window[:, S_FLOPS])
+    busy = float(seconds.sum())
+    return float((power * seconds).sum() / busy) if busy > 0 else model.idle_w
 
 
 def simulate_row(row: dict) -> dict | str:
@@ -113,7 +129,11 @@ def simulate_row(row: dict) -> dict | str:
         result = run(parse_scenario(fields))
     except (ScenarioError, ValueError) as e:  # SetupError is a ValueError: a deployment that does not fit
         return f"cannot simulate: {e}"
-    return steady_state(result, int(row["max_num_seqs"]))
+    got = steady_state(result, int(row["max_num_seqs"]))
+    window = got.pop("window")
+    stretch = got["throughput_tok_s"] / float(row["throughput_tok_s"])
+    got["power_w_per_gpu_at_measured_pace"] = power_at_pace(window, power_model(result.resolved.setup), stretch)
+    return got
 
 
 def energy_checks(directory: Path, simulate: bool = True) -> list:
@@ -134,6 +154,7 @@ def energy_checks(directory: Path, simulate: bool = True) -> list:
         got = simulate_row(row) if simulate else (_row_settings(row)[1] or "simulated rows skipped (--quick)")
         for group, key, unit, column in (
             (ENERGY_GROUP, "joules_per_output_token", "J/tok", "joules_per_output_token"),
+            (POWER_GROUP, "power_w_per_gpu_at_measured_pace", "W", "avg_power_w_per_gpu_derived"),
             (THROUGHPUT_GROUP, "throughput_tok_s", "tok/s", "throughput_tok_s"),
         ):
             predicted = got[key] if isinstance(got, dict) else None
@@ -145,10 +166,10 @@ def energy_checks(directory: Path, simulate: bool = True) -> list:
 
 
 def energy_summary(rows: list) -> dict:
-    """Median and worst |error| of the energy rows, how many are more than FAR x off, and the same for their
-    throughput, so that the share of the energy error the step-time model carries shows."""
+    """Median and worst |error| of the energy rows, how many are more than FAR x off, and the same for their power
+    and throughput, so that the shares of the energy error the power and step-time models carry show."""
     out = {}
-    for group in (ENERGY_GROUP, THROUGHPUT_GROUP):
+    for group in GROUPS:
         errors = [c.error for c in rows if c.group == group and c.error is not None]
         far = sum(1 for e in errors if not 1 / FAR <= 1 + e <= FAR)
         out[group] = {

@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..catalog import MAX_TP, MODELS, SetupError
+from ..catalog import GPUS, MAX_TP, MODELS, SetupError
 from ..deployment import scenario_model
 from ..fields import field_info, range_text
 from ..runner import resolve, run
@@ -175,6 +175,8 @@ def frontier_scenario(base: Scenario, hardware: str, concurrency: int, requests_
         # Room for the longest request, as InferenceX's servers get a --max-model-len for their ISL/OSL (past the
         # model's own context the requests are rejected, and the point says how many).
         data["max_model_len"] = min(longest, MODELS[base.model].max_context)
+    if GPUS[hardware].idle_power_w is not None:  # energy where the GPU's power is modelled (sim_core/energy.py)
+        data["energy"] = True
     return parse_scenario({**data, "hardware": hardware, "concurrency": concurrency,
                            "num_requests": concurrency * requests_per_user})
 
@@ -202,10 +204,14 @@ def point_metrics(metrics: dict, basis: str = DEFAULT_BASIS) -> dict[str, Any]:
     per_gpu = total if basis == "total" else output
     cost = metrics["cost_per_hour"]
     per_mtok = cost / gpus / (per_gpu * 3600) * 1e6 if cost is not None and per_gpu > 0 else None
+    energy = metrics.get("energy", {})
+    joules = energy.get("joules_per_token" if basis == "total" else "joules_per_output_token")
     return {"gpus": gpus, "tokens_per_s_per_user": per_user, "throughput_per_gpu": per_gpu,
             "total_throughput_per_gpu": total, "output_throughput_per_gpu": output, "cost_per_mtok": per_mtok,
             "ttft_ms_p50": metrics["ttft_ms"]["p50"], "tpot_ms_p50": tpot, "e2el_ms_p50": metrics["e2el_ms"]["p50"],
-            "completed": metrics["completed"], "rejected": metrics["rejected"]}
+            "completed": metrics["completed"], "rejected": metrics["rejected"],
+            # InferenceX's energy axes, on the same token basis: J per token, and tokens/s per MW (= 1e6 / J/token)
+            "joules_per_token": joules, "tokens_per_mw": 1e6 / joules if joules else None}
 
 
 def simulate_point(model: str, hardware: str, tp: int, isl: int, osl: int, concurrency: int, *,

@@ -20,6 +20,8 @@ from ..scenario import ScenarioError, describe_error
 from .planner import COLOCATED, SearchSpace, parse_topology
 
 TP_DEGREES = (1, 2, 4, 8)
+# The bound of --power-budget-kw: a 1,024-GPU plan (max_gpus' bound) at 2 kW per GPU with its host, under PUE 3.
+MAX_POWER_BUDGET_KW = 1024 * 2.0 * 3.0
 LIST_INPUTS = ("gpus", "tp", "schedulers", "token_budgets", "topologies")
 
 
@@ -43,9 +45,14 @@ class PlanInputs(BaseModel):
         None, ge=0.001, le=100_000, description="tokens/s each user must get at least (1000 / TPOT, InferenceX's "
                                                 "interactivity): the TPOT target becomes at most 1000/X ms")
 
+    power_budget_kw: float | None = Field(
+        None, ge=0.001, le=MAX_POWER_BUDGET_KW, description="most power a plan may draw, kW: its GPUs' modelled "
+                                                            "average power over the verifying run (host power and "
+                                                            "PUE where set; sim_core/energy.py)")
+
     def space(self) -> SearchSpace:
         return SearchSpace(self.gpus, self.tp, self.schedulers, self.token_budgets or (None,), self.topologies,
-                           self.max_gpus, self.min_tokens_per_s_per_user)
+                           self.max_gpus, self.min_tokens_per_s_per_user, self.power_budget_kw)
 
     def candidates(self) -> int:
         return (len(self.gpus) * len(self.tp) * len(self.schedulers) * max(1, len(self.token_budgets))

@@ -111,6 +111,13 @@ class Plan:
     attainment_low: float | None = None  # with several seeds: the attainment's 95% interval low end
     meets: bool = True  # reached the target (the verification's trials that did not are no plans)
 
+    @property
+    def power_kw(self) -> float | None:
+        """The deployment's modelled average power (kW) over the verifying run, where energy was on."""
+        energy = self.metrics.get("energy")
+        span = self.metrics.get("duration_s")
+        return energy["energy_j"] / span / 1000.0 if energy and span else None
+
 
 @dataclass
 class Infeasible:
@@ -120,10 +127,11 @@ class Infeasible:
     reason: str
     token_budget: int | None = None
     topology: str = COLOCATED
-    kind: str = "fit"  # fit | slo | gpus | verify | pruned
+    kind: str = "fit"  # fit | slo | gpus | verify | pruned | power
     attainment: float | None = None  # the best SLO attainment seen (slo, verify)
     gpus_needed: int | None = None  # the estimate's GPU count (gpus)
     p99_ttft_ms: float | None = None  # of the nearest miss (slo)
+    power_kw: float | None = None  # what a plan over the power budget draws (power)
 
 
 @dataclass
@@ -198,6 +206,7 @@ class SearchSpace:
     topologies: Sequence[str] = (COLOCATED,)
     max_gpus: int = 64
     min_tokens_per_s_per_user: float | None = None  # every request streams at least this fast (see tokens_floor)
+    power_budget_kw: float | None = None  # the most average power a plan may draw (see within_power_budget)
 
     def candidates(self) -> list[Candidate]:
         return [Candidate(g, tp, s, b, t) for g in self.gpus for tp in self.tps for s in self.schedulers
@@ -210,6 +219,8 @@ def plan(base: Scenario, rate: float, space: SearchSpace, *, target: float = DEF
     (sim_core.studies.executor) runs the independent simulations; without one they run here in turn."""
     base.require_constant_rate("the planner")
     base = tokens_floor(base, space.min_tokens_per_s_per_user)
+    if space.power_budget_kw is not None:  # a budget needs each deployment's power: energy on (no other change)
+        base = base.model_copy(update={"energy": True})
     out = PlanResult()
     pmap = executor.map if executor is not None else map_in_process
     candidates = space.candidates()
@@ -222,6 +233,10 @@ def plan(base: Scenario, rate: float, space: SearchSpace, *, target: float = DEF
             resolve(unit)
         except SetupError as e:
             out.reject(c, str(e), "fit")
+            continue
+        if space.power_budget_kw is not None and GPUS[c.hardware].idle_power_w is None:
+            out.reject(c, f"{c.hardware} has no measured idle power, so its draw under --power-budget-kw is not "
+                          f"modelled (sim_core/data/gpus.json power_source)", "fit")
             continue
         if c.unit_engines * c.tp > max_gpus:
             out.reject(c, f"one unit is {c.unit_engines * c.tp} GPUs, over --max-gpus {max_gpus}", "gpus",
@@ -243,9 +258,27 @@ def plan(base: Scenario, rate: float, space: SearchSpace, *, target: float = DEF
     _prune(estimates, out)
     searches = [_Search(c, units[c], e["capacity"], c.units(e["units"]), e["units"]) for c, e in estimates.items()]
     _verify(searches, base, rate, target, max_gpus, pmap, progress, out)
+    within_power_budget(out, space.power_budget_kw)
     out.plans.sort(key=lambda p: (p.cost_per_hour is None, p.cost_per_hour or 0.0, _ttft_p99(p)))
     _mark_pareto(out.plans)
     return out
+
+
+def within_power_budget(out: PlanResult, budget_kw: float | None) -> None:
+    """Move the plans that draw more than `budget_kw` (their modelled average power) to the infeasible ones."""
+    if budget_kw is None:
+        return
+    over = [p for p in out.plans if p.power_kw is None or p.power_kw > budget_kw]
+    for p in over:
+        drawn = "an unmodelled power" if p.power_kw is None else f"{p.power_kw:.3g} kW"
+        out.reject(p.candidate, f"{_size_text(p.candidate, _plan_size(p))} meets the SLOs but draws {drawn}, over "
+                                f"--power-budget-kw {budget_kw:g}", "power", power_kw=p.power_kw)
+    out.plans = [p for p in out.plans if p not in over]
+
+
+def _plan_size(p: Plan) -> tuple[int, int]:
+    s = p.scenario
+    return (s.prefill_replicas, s.decode_replicas) if s.disaggregated else (s.replicas, 0)
 
 
 def tokens_floor(base: Scenario, min_tokens_per_s_per_user: float | None) -> Scenario:
@@ -435,6 +468,9 @@ def no_plan_text(result: PlanResult, model: str, max_gpus: int, target: float) -
     for i in result.infeasible:
         by_kind.setdefault(i.kind, []).append(i)
     label = lambda i: Candidate(i.hardware, i.tp, i.scheduler, i.token_budget, i.topology).label()  # noqa: E731
+    if by_kind.get("power"):
+        near = min(by_kind["power"], key=lambda i: i.power_kw or math.inf)
+        return f"no plan meets {target:.0%} SLO attainment within the power budget; closest: {label(near)}: {near.reason}"
     if by_kind.get("gpus") or by_kind.get("verify"):
         near = min(by_kind.get("gpus", []) + by_kind.get("verify", []), key=lambda i: i.gpus_needed or math.inf)
         return (f"no deployment within --max-gpus {max_gpus} meets {target:.0%} SLO attainment; closest: "

@@ -8,8 +8,9 @@ a few: TTFT, inter-token latency, short whole requests, static-batch decode thro
 of a benchmark run), "serving, MoE" (the engines' published maximum-throughput tables of mixture-of-experts
 models, validation/moe_offline.csv, simulated with sim_core/studies/offline.py), "tp/fp8" (the TP-scaling and FP8-vs-BF16 comparison rows), "kernel, measured here" (GEMMs
 in 16-bit and FP8 and prefill attention that validation/measure_gpu.py timed on a GPU lent to the project; raw
-figures in validation/*_kernels.json, kept apart from the published rows), "energy" and "energy: throughput"
-(ML.ENERGY's joules per output token and the same rows' throughput, sim_core/studies/energy_checks.py).
+figures in validation/*_kernels.json, kept apart from the published rows), "energy", "energy: power" and
+"energy: throughput" (ML.ENERGY's joules per output token and the same rows' power per GPU and throughput,
+sim_core/studies/energy_checks.py).
 """
 
 from __future__ import annotations

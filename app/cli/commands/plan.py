@@ -23,7 +23,7 @@ PLAN_FIXED = ("hardware", "tp", "scheduler", "replicas", "prefill_replicas", "de
 
 PLAN_INPUT_FLAGS = {"gpus": "gpus", "tp": "tp", "schedulers": "schedulers", "token_budgets": "token_budgets",
                     "topologies": "topologies", "max_gpus": "max_gpus", "attainment": "attainment",
-                    "min_tokens_per_s_per_user": "min_tokens_per_s_per_user"}
+                    "min_tokens_per_s_per_user": "min_tokens_per_s_per_user", "power_budget_kw": "power_budget_kw"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
