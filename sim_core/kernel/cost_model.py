@@ -165,7 +165,7 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[CPU_OVERLAP] = 1.0 if cpu_overlap else 0.0
     p[STEP_TIME_SCALE] = time_scale
     if setup.expert_parallel.enabled:
-        expert_parallel_params(p, setup)
+        expert_parallel_params(p, setup, ENGINES[engine].ep_exchange)
     if m.moe_layers:
         moe_params(p, setup)
     p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
