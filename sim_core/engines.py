@@ -21,6 +21,9 @@ DECODE_ATTENTION_KERNELS = ("paged", "xqa")
 DEFAULT_ENGINE = "vllm"
 # How an engine's attention data-parallel ranks exchange tokens with the expert-parallel GPUs (EngineProfile.ep_exchange).
 EP_EXCHANGES = ("alltoall", "allgather_off_mnnvl")
+# What an engine's fused MoE multiplies an MXFP4 checkpoint's experts by on FP4 tensor cores
+# (EngineProfile.mxfp4_moe_activations).
+MXFP4_MOE_ACTIVATIONS = ("fp4", "fp8")
 # Scenario fields an engine gives defaults for that depend on nothing but the engine, filled in the scenario itself,
 # in the scenario's own order. Its budgets (token_budget, max_seqs) depend on the GPU and the scheduler too
 # (EngineProfile.budgets) and are filled when the scenario is resolved (deployment.engine_budgets), so a scenario
@@ -63,6 +66,10 @@ class EngineProfile:
     # multi-node NVLink domain and with more EP ranks than top-k; elsewhere every rank's tokens are all-gathered to
     # every GPU and the outputs reduce-scattered).
     ep_exchange: str = "alltoall"
+    # The activations an MXFP4 checkpoint's experts (gpt-oss's) are multiplied by on a GPU with FP4 tensor cores:
+    # "fp4" (W4A4 at the FP4 rate, the weight format's own) or "fp8" (W4A8, MXFP8 activations: the block-scaled
+    # MMA with an FP8 operand runs at the FP8 rate; kernel/gemm_rates.py expert_rate).
+    mxfp4_moe_activations: str = "fp4"
 
     def is_large(self, gpu: GPU) -> bool:
         if not self.large_gpu_min_memory_gib or gpu.mem_gib < self.large_gpu_min_memory_gib:
@@ -96,7 +103,8 @@ def profiles_from(doc: dict) -> dict[str, EngineProfile]:
                                         f"{', '.join(DECODE_ATTENTION_KERNELS)}")
         for name, allowed in (("budget_schedulers", ("all", "chunked")), ("max_model_len_rule", ("refuse", "cap")),
                               ("windowed_kv", ("hybrid", "equal_pools")),
-                              ("ep_exchange", EP_EXCHANGES)):
+                              ("ep_exchange", EP_EXCHANGES),
+                              ("mxfp4_moe_activations", MXFP4_MOE_ACTIVATIONS)):
             if getattr(p, name) not in allowed:
                 raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key {name!r}: "
                                             f"{getattr(p, name)!r} is not {' or '.join(allowed)}")

@@ -19,7 +19,13 @@ from sim_core.expert_parallel import (
     gathered_bytes_per_copy,
     links_of,
 )
-from sim_core.kernel.cost_constants import EP_COMBINE_NVLINK_BYTES, EP_DISPATCH_NVLINK_BYTES
+from sim_core.kernel.cost_constants import (
+    EP_COMBINE_NVLINK_BYTES,
+    EP_DISPATCH_NVLINK_BYTES,
+    EXPERT_RATE,
+    LINEAR_RATE,
+    linear_rate,
+)
 from sim_core.kernel.cost_model import cost_params, step_breakdown, step_cost
 from sim_core.kernel.ep_params import expert_input_format, gathers
 from sim_core.step_time import parse_step_shape, step_time_doc
@@ -251,3 +257,24 @@ def test_a_gathered_exchange_lengthens_a_top_1_models_step_and_ignores_routing_i
     assert comm("trtllm") > 3 * comm("vllm")  # 7x the bytes, the same fixed cost per collective
     assert comm("trtllm", 2.0) == comm("trtllm")  # every token goes to every GPU, wherever it is routed
     assert comm("vllm", 2.0) > comm("vllm")
+
+
+def test_trtllm_runs_mxfp4_experts_w4a8_at_the_fp8_rate_on_blackwell():
+    """TensorRT-LLM feeds an MXFP4 checkpoint's experts MXFP8 activations on Blackwell (W4A8_MXFP4_MXFP8, engines.json
+    mxfp4_moe_activations): an MMA with an FP8 operand runs at the FP8 rate, not the FP4 one. Only those experts:
+    NVFP4 checkpoints stay W4A4, Hopper runs MXFP4 weight-only either way, and vLLM's profile keeps the FP4 rate."""
+    def rates(hardware, model, quantization, engine):
+        p = cost_params(resolve_setup(hardware, model, quantization, 1, SERVING), engine=engine)
+        return p[LINEAR_RATE], p[EXPERT_RATE]
+    b200 = resolve_setup("b200", "gpt-oss-20b", "fp4", 1, SERVING)
+    fp8 = resolve_setup("b200", "llama-3-8b", "fp8", 1, SERVING)  # per-tensor FP8 W8A8
+    linear, experts = rates("b200", "gpt-oss-20b", "fp4", "trtllm")
+    assert linear == linear_rate(b200) and experts == pytest.approx(linear_rate(fp8), rel=1e-12) != linear
+    assert rates("b200", "gpt-oss-20b", "fp4", "vllm") == (linear, linear)
+    assert len(set(rates("b200", "qwen3-30b-a3b", "fp4", "trtllm"))) == 1  # an NVFP4 checkpoint: W4A4
+    assert len(set(rates("h100", "gpt-oss-20b", "int4", "trtllm"))) == 1  # Hopper: weight-only, unchanged
+    assert expert_input_format(b200, "fp8") == (1.0, 32) and expert_input_format(b200) == (0.5, 16)
+    # A compute-bound prefill step's expert GEMMs take the FP8 rate's time.
+    step = (8192, 1, 8192 * 8193 // 2, 0, 0, 0, 1)
+    slow, fast = (float(step_breakdown(cost_params(b200, engine=e), *step)[0]) for e in ("trtllm", "vllm"))
+    assert slow > fast

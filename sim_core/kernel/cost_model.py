@@ -67,6 +67,7 @@ from .cost_constants import (
     EXPERT_BW,
     EXPERT_FLOPS_PER_PAIR,
     EXPERT_PAIRS_PER_TOKEN,
+    EXPERT_RATE,
     EXPERT_WEIGHT_BYTES,
     EXPERTS,
     EXPERTS_PER_TOKEN,
@@ -106,6 +107,7 @@ from .cost_constants import (
     linear_rate,
 )
 from .ep_params import expert_parallel_params
+from .gemm_rates import expert_rate
 from .jit import entry, inline, numeric_entry
 from .layer_kernels import (
     ACTIVATION_BYTES,
@@ -165,9 +167,10 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[CPU_OVERLAP] = 1.0 if cpu_overlap else 0.0
     p[STEP_TIME_SCALE] = time_scale
     if setup.expert_parallel.enabled:
-        expert_parallel_params(p, setup, ENGINES[engine].ep_exchange)
+        expert_parallel_params(p, setup, ENGINES[engine])
     if m.moe_layers:
         moe_params(p, setup)
+        p[EXPERT_RATE] = expert_rate(setup, ENGINES[engine].mxfp4_moe_activations, c.compute_efficiency)
     p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
     measured_kernel_params(p, setup, c.bandwidth_efficiency, ENGINES[engine].decode_attention_kernel)
     return p
@@ -243,7 +246,7 @@ def expert_gemms_s(p, tokens):
     act_bytes = layers * pairs * p[EXPERT_ACT_BYTES_PER_PAIR]
     flops = layers * padded_pairs * p[EXPERT_FLOPS_PER_PAIR]
     seconds = layers * 2.0 * GEMM_LAUNCH_FLOOR_S + roofline_s(weight_bytes * (stream_bw / p[EXPERT_BW]) + act_bytes,
-                                                              flops, stream_bw, p[LINEAR_RATE])
+                                                              flops, stream_bw, p[EXPERT_RATE])
     # Each fused MoE layer's fixed time beyond its two grouped GEMMs' launch floors (+ 0.0 unless measured).
     return seconds + p[MOE_FIXED_S], weight_bytes + act_bytes, flops
 
