@@ -19,6 +19,11 @@ ENGINES_FILE = "engines.json"
 # The decode attention kernels whose least times gpus.json records (GPU.decode_attention_floor).
 DECODE_ATTENTION_KERNELS = ("paged", "xqa")
 DEFAULT_ENGINE = "vllm"
+# How an engine's attention data-parallel ranks exchange tokens with the expert-parallel GPUs (EngineProfile.ep_exchange).
+EP_EXCHANGES = ("alltoall", "allgather_off_mnnvl")
+# What an engine's fused MoE multiplies an MXFP4 checkpoint's experts by on FP4 tensor cores
+# (EngineProfile.mxfp4_moe_activations).
+MXFP4_MOE_ACTIVATIONS = ("fp4", "fp8")
 # Scenario fields an engine gives defaults for that depend on nothing but the engine, filled in the scenario itself,
 # in the scenario's own order. Its budgets (token_budget, max_seqs) depend on the GPU and the scheduler too
 # (EngineProfile.budgets) and are filled when the scenario is resolved (deployment.engine_budgets), so a scenario
@@ -55,6 +60,16 @@ class EngineProfile:
     # catalog.Setup.kv_pool_plan's conservative stand-in) or "equal_pools" (TensorRT-LLM: one pool per window size,
     # each an equal share of the memory; chunked attention no window to the cache: catalog.Setup.equal_pools_plan).
     windowed_kv: str = "hybrid"
+    # How attention data-parallel ranks hand tokens to the expert-parallel GPUs (sim_core/kernel/ep_params.py):
+    # "alltoall" (each token dispatched to its top-k experts' GPUs and combined back: DeepEP, the wide-EP
+    # deployments of vLLM and SGLang) or "allgather_off_mnnvl" (TensorRT-LLM's fused MoE: all-to-all only inside a
+    # multi-node NVLink domain and with more EP ranks than top-k; elsewhere every rank's tokens are all-gathered to
+    # every GPU and the outputs reduce-scattered).
+    ep_exchange: str = "alltoall"
+    # The activations an MXFP4 checkpoint's experts (gpt-oss's) are multiplied by on a GPU with FP4 tensor cores:
+    # "fp4" (W4A4 at the FP4 rate, the weight format's own) or "fp8" (W4A8, MXFP8 activations: the block-scaled
+    # MMA with an FP8 operand runs at the FP8 rate; kernel/gemm_rates.py expert_rate).
+    mxfp4_moe_activations: str = "fp4"
 
     def is_large(self, gpu: GPU) -> bool:
         if not self.large_gpu_min_memory_gib or gpu.mem_gib < self.large_gpu_min_memory_gib:
@@ -87,7 +102,9 @@ def profiles_from(doc: dict) -> dict[str, EngineProfile]:
                                         f"{p.decode_attention_kernel!r} is not one of "
                                         f"{', '.join(DECODE_ATTENTION_KERNELS)}")
         for name, allowed in (("budget_schedulers", ("all", "chunked")), ("max_model_len_rule", ("refuse", "cap")),
-                              ("windowed_kv", ("hybrid", "equal_pools"))):
+                              ("windowed_kv", ("hybrid", "equal_pools")),
+                              ("ep_exchange", EP_EXCHANGES),
+                              ("mxfp4_moe_activations", MXFP4_MOE_ACTIVATIONS)):
             if getattr(p, name) not in allowed:
                 raise data.CatalogDataError(f"{data.where(ENGINES_FILE)}: entry {key!r}: key {name!r}: "
                                             f"{getattr(p, name)!r} is not {' or '.join(allowed)}")

@@ -55,6 +55,15 @@ DISPATCH_HEADER_BYTES = 16
 FP8_SCALE_BLOCK = 128
 FP8_SCALE_BYTES = 4
 COMBINE_BYTES_PER_ELEM = 2.0
+# NVFP4 activations carry one E4M3 scale (1 byte) per 16 FP4 values (NVIDIA, "Introducing NVFP4 for Efficient and
+# Accurate Low-Precision Inference", 2025: "a high-precision scale encoded in FP8 E4M3 to each 16-value micro-block").
+NVFP4_SCALE_BLOCK = 16
+NVFP4_SCALE_BYTES = 1
+# MX formats (MXFP8, MXFP4) carry one E8M0 scale (1 byte) per 32 values (OCP Microscaling Formats (MX) v1.0).
+MX_SCALE_BLOCK = 32
+# A token's routing as TensorRT-LLM's fused MoE gathers it with the activations: token_selected_experts (int32) and
+# token_final_scales (fp32), one each per expert it goes to.
+ROUTING_BYTES_PER_EXPERT = 8
 # Fraction of the per-direction NVLink line rate an all-to-all reaches: DeepEP's README gives H800's "~160 GB/s
 # NVLink maximum bandwidth" (H800 NVLink: 400 GB/s bidirectional, 200 per direction), 0.8; its intranode normal
 # kernels reach 153-158 GB/s of it (validation/alltoall.csv).
@@ -130,6 +139,17 @@ def dispatch_bytes_per_copy(hidden: int) -> float:
 
 def combine_bytes_per_copy(hidden: int) -> float:
     return hidden * COMBINE_BYTES_PER_ELEM
+
+
+def gathered_bytes_per_copy(hidden: int, topk: int, activation_bytes: float, scale_block: int) -> float:
+    """One token as an all-gather carries it to one GPU (TensorRT-LLM's fused MoE without all-to-all gathers the
+    activations already quantized for the experts' GEMMs): `activation_bytes` per value, one scale per
+    `scale_block` values (0: none; 4-byte fp32 scales per 128 values for FP8 block scales, a 1-byte scale per 16
+    for NVFP4 and per 32 for the MX formats), and the token's routing, its top-k expert ids (int32) and weights (fp32)."""
+    scale = 0.0
+    if scale_block:
+        scale = hidden / scale_block * (FP8_SCALE_BYTES if scale_block == FP8_SCALE_BLOCK else NVFP4_SCALE_BYTES)
+    return hidden * activation_bytes + scale + topk * ROUTING_BYTES_PER_EXPERT
 
 
 def domain_gpus(gpu: GPU) -> int:

@@ -11,8 +11,10 @@ from sim_core.kernel.cost_constants import (
     ALLREDUCE_BUS_BW,
     ALLREDUCE_BYTES_PER_TOKEN,
     ALLREDUCE_LATENCY_S,
+    ATTN_FLOPS_PER_PAIR,
     CUSTOM_ALLREDUCE_LATENCY_S,
     CUSTOM_ALLREDUCE_MAX_BYTES,
+    DECODE_ATTN_FLOPS_PER_PAIR,
     ELEMENTWISE_BW,
     KV_BYTES_PER_TOKEN,
     PAGED_ATTENTION_SLOWDOWN,
@@ -159,3 +161,20 @@ def test_a_moe_models_small_batch_step_is_mostly_launch_floors():
     setup = resolve_setup("b200", "deepseek-r1", "fp8", 8, ServingSettings(0.9, 16, 8192, 256))
     st = step_time(setup, 0, 0, 1, 1500, engine="sglang", cpu_overlap=True)
     assert st.seconds * 1e3 == pytest.approx(7.18, rel=0.25)
+
+
+def test_mla_decode_attends_in_the_latent_space_with_its_flops():
+    """A decoding MLA query runs the absorbed form (MQA over the 512-wide latent plus the 64-wide RoPE key, values
+    the latent): per head and cached token 2 (512 + 64) + 2 x 512 FLOPs, 2.8x the expanded form's 2 x 192 + 2 x
+    192 that prefill is charged; a GQA model's decode keeps its prefill's count."""
+    s = setup("h200", "deepseek-r1", "fp8", 8)
+    p = cost_params(s)
+    m = s.model
+    assert (m.kv_lora_rank, m.qk_rope_head_dim, m.heads) == (512, 64, 128)
+    per_pair = 2 * m.full_attn_layers * m.heads * (2 * 512 + 64) / 8
+    assert p[DECODE_ATTN_FLOPS_PER_PAIR] == pytest.approx(per_pair, rel=1e-12)
+    assert p[DECODE_ATTN_FLOPS_PER_PAIR] > 2.5 * p[ATTN_FLOPS_PER_PAIR]
+    dense = cost_params(setup())
+    assert dense[DECODE_ATTN_FLOPS_PER_PAIR] == dense[ATTN_FLOPS_PER_PAIR]
+    flops = step_breakdown(p, 0, 0, 0, 0, 64, 64 * 4096, 64)[7]
+    assert flops >= 64 * 4096 * per_pair

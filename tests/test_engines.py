@@ -145,3 +145,24 @@ def test_an_engine_entry_naming_an_unknown_windowed_kv_rule_is_refused_naming_it
     with pytest.raises(data.CatalogDataError, match=r"entry 'vllm': key 'windowed_kv': 'cyclic'"):
         engines.profiles_from(doc)
     assert ENGINES["trtllm"].windowed_kv == "equal_pools" and ENGINES["vllm"].windowed_kv == "hybrid"
+
+
+def test_an_engine_entry_naming_an_unknown_ep_exchange_is_refused_naming_it():
+    from sim_core import data, engines
+
+    doc = data.read(engines.ENGINES_FILE)
+    doc["entries"][0]["ep_exchange"] = "broadcast"
+    with pytest.raises(data.CatalogDataError, match=r"entry 'vllm': key 'ep_exchange': 'broadcast'"):
+        engines.profiles_from(doc)
+    assert ENGINES["trtllm"].ep_exchange == "allgather_off_mnnvl" and ENGINES["vllm"].ep_exchange == "alltoall"
+    assert ENGINES["sglang"].ep_exchange == "alltoall"
+
+
+def test_an_engine_entry_naming_unknown_mxfp4_moe_activations_is_refused_naming_it():
+    from sim_core import data, engines
+
+    doc = data.read(engines.ENGINES_FILE)
+    doc["entries"][0]["mxfp4_moe_activations"] = "int8"
+    with pytest.raises(data.CatalogDataError, match=r"entry 'vllm': key 'mxfp4_moe_activations': 'int8'"):
+        engines.profiles_from(doc)
+    assert ENGINES["trtllm"].mxfp4_moe_activations == "fp8" and ENGINES["vllm"].mxfp4_moe_activations == "fp4"

@@ -7,17 +7,27 @@ import numpy as np
 import pytest
 
 from sim_core import Scenario, ScenarioError, parse_scenario, run
-from sim_core.catalog import GIB, QUANTIZATIONS, ServingSettings, SetupError, resolve_setup
+from sim_core.catalog import GIB, MODELS, QUANTIZATIONS, ServingSettings, SetupError, resolve_setup
 from sim_core.deployment import resolve
+from sim_core.engines import ENGINES
 from sim_core.expert_parallel import (
     NO_EP,
     ExpertParallel,
     all_to_all_seconds,
     combine_bytes_per_copy,
     dispatch_bytes_per_copy,
+    gathered_bytes_per_copy,
     links_of,
 )
+from sim_core.kernel.cost_constants import (
+    EP_COMBINE_NVLINK_BYTES,
+    EP_DISPATCH_NVLINK_BYTES,
+    EXPERT_RATE,
+    LINEAR_RATE,
+    linear_rate,
+)
 from sim_core.kernel.cost_model import cost_params, step_breakdown, step_cost
+from sim_core.kernel.ep_params import expert_input_format, gathers
 from sim_core.step_time import parse_step_shape, step_time_doc
 from sim_core.studies import gathered, validation
 from sim_core.studies.alltoall_checks import FITTED_NOTE, alltoall_checks
@@ -196,3 +206,75 @@ def test_attention_dp_ranks_step_in_lock_step():
         # the other rank's steps are either this very step or wholly before or after it
         assert not np.any((b[:, 0] < end) & (b[:, 1] > start) & (b[:, 0] != start))
     assert shared > 20 and prefill_against_decode > 0
+
+
+# ----- how the engine hands tokens to the experts: all-to-all, or TensorRT-LLM's all-gather -----
+def ep_bytes(hardware, model, quantization, ep, engine):
+    """(dispatch, combine) NVLink bytes per token of one GPU's batch, and whether they are gathered."""
+    s = resolve_setup(hardware, model, quantization, 1, SERVING, expert_parallel=ExpertParallel(ep, True))
+    p = cost_params(s, engine=engine)
+    return p[EP_DISPATCH_NVLINK_BYTES], p[EP_COMBINE_NVLINK_BYTES], gathers(s, ENGINES[engine].ep_exchange)
+
+
+def test_trtllm_all_gathers_tokens_on_a_dgx_node_where_vllm_dispatches_them():
+    """TensorRT-LLM's fused MoE has no all-to-all on an 8-GPU node (CutlassFusedMoE.select_alltoall_method_type,
+    engines.json): every token of a rank goes to all ep - 1 other GPUs, quantized as the experts take it, with
+    its routing; the outputs come back by a reduce-scatter, ep - 1 16-bit copies. Llama-4 Maverick routes each
+    token to one expert, so an all-to-all sends 1 x 7/8 copies and the gather 7: 7x the bytes at FP8."""
+    m = MODELS["llama-4-maverick"]
+    dispatch, combine, gathered_ = ep_bytes("h200", "llama-4-maverick", "fp8", 8, "trtllm")
+    assert gathered_ and m.experts_per_token == 1
+    values, per_scale = expert_input_format(resolve_setup("h200", "llama-4-maverick", "fp8", 1, SERVING,
+                                                          expert_parallel=ExpertParallel(8, True)))
+    assert values == 1.0
+    assert dispatch == pytest.approx(7 * gathered_bytes_per_copy(m.hidden, 1, values, per_scale), rel=1e-12)
+    assert dispatch >= 7 * (m.hidden + 8)  # FP8 values and an int32 id + fp32 weight per expert, at least
+    assert combine == pytest.approx(7 * m.hidden * 2.0, rel=1e-12)
+    v_dispatch, v_combine, v_gathered = ep_bytes("h200", "llama-4-maverick", "fp8", 8, "vllm")
+    assert not v_gathered
+    assert v_dispatch == pytest.approx(dispatch_bytes_per_copy(m.hidden) * 7 / 8, rel=1e-12)
+    assert v_combine == pytest.approx(combine / 8, rel=1e-12)
+
+
+def test_trtllm_uses_its_all_to_all_only_in_an_nvl72_domain_with_more_ranks_than_top_k():
+    # GB200 NVL72, EP4 > top-1: the multi-node NVLink all-to-all, as vLLM's.
+    assert ep_bytes("gb200", "llama-4-maverick", "fp4", 4, "trtllm")[:2] == pytest.approx(
+        ep_bytes("gb200", "llama-4-maverick", "fp4", 4, "vllm")[:2])
+    # DeepSeek-R1 routes to 8 experts: at EP4 (<= top-k) even an NVL72 rack gathers, in NVFP4 (half a byte a
+    # value and one 1-byte scale per 16) on FP4 tensor cores.
+    dispatch, _, gathered_ = ep_bytes("gb200", R1, "fp4", 4, "trtllm")
+    assert gathered_
+    hidden = MODELS[R1].hidden
+    assert dispatch == pytest.approx(3 * (hidden * 0.5 + hidden / 16 + 8 * 8), rel=1e-12)
+
+
+def test_a_gathered_exchange_lengthens_a_top_1_models_step_and_ignores_routing_imbalance():
+    shape = (1024, 1, 1024 * 1025 // 2, 0, 256, 256 * 2000, 257)
+    def comm(engine, imbalance=1.0):
+        s = resolve_setup("h200", "llama-4-maverick", "fp8", 1, SERVING,
+                          expert_parallel=ExpertParallel(8, True, imbalance))
+        return float(step_breakdown(cost_params(s, engine=engine), *shape)[4])
+    assert comm("trtllm") > 3 * comm("vllm")  # 7x the bytes, the same fixed cost per collective
+    assert comm("trtllm", 2.0) == comm("trtllm")  # every token goes to every GPU, wherever it is routed
+    assert comm("vllm", 2.0) > comm("vllm")
+
+
+def test_trtllm_runs_mxfp4_experts_w4a8_at_the_fp8_rate_on_blackwell():
+    """TensorRT-LLM feeds an MXFP4 checkpoint's experts MXFP8 activations on Blackwell (W4A8_MXFP4_MXFP8, engines.json
+    mxfp4_moe_activations): an MMA with an FP8 operand runs at the FP8 rate, not the FP4 one. Only those experts:
+    NVFP4 checkpoints stay W4A4, Hopper runs MXFP4 weight-only either way, and vLLM's profile keeps the FP4 rate."""
+    def rates(hardware, model, quantization, engine):
+        p = cost_params(resolve_setup(hardware, model, quantization, 1, SERVING), engine=engine)
+        return p[LINEAR_RATE], p[EXPERT_RATE]
+    b200 = resolve_setup("b200", "gpt-oss-20b", "fp4", 1, SERVING)
+    fp8 = resolve_setup("b200", "llama-3-8b", "fp8", 1, SERVING)  # per-tensor FP8 W8A8
+    linear, experts = rates("b200", "gpt-oss-20b", "fp4", "trtllm")
+    assert linear == linear_rate(b200) and experts == pytest.approx(linear_rate(fp8), rel=1e-12) != linear
+    assert rates("b200", "gpt-oss-20b", "fp4", "vllm") == (linear, linear)
+    assert len(set(rates("b200", "qwen3-30b-a3b", "fp4", "trtllm"))) == 1  # an NVFP4 checkpoint: W4A4
+    assert len(set(rates("h100", "gpt-oss-20b", "int4", "trtllm"))) == 1  # Hopper: weight-only, unchanged
+    assert expert_input_format(b200, "fp8") == (1.0, 32) and expert_input_format(b200) == (0.5, 16)
+    # A compute-bound prefill step's expert GEMMs take the FP8 rate's time.
+    step = (8192, 1, 8192 * 8193 // 2, 0, 0, 0, 1)
+    slow, fast = (float(step_breakdown(cost_params(b200, engine=e), *step)[0]) for e in ("trtllm", "vllm"))
+    assert slow > fast

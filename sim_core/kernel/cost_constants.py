@@ -99,7 +99,9 @@ STEP_OVERHEAD_PER_SEQ_S = 10e-6
  EXPERT_PAIRS_PER_TOKEN,  # (token, expert) pairs this GPU computes, per token of its batch (layer_kernels)
  EXPERT_FLOPS_PER_PAIR, EXPERT_ACT_BYTES_PER_PAIR,  # the two grouped GEMMs' FLOPs and activations of one pair
  MOE_LAYER_ELEMENTWISE_BYTES,  # per token, one MoE layer's routing and activation kernels (also in ELEMENTWISE_*)
- N_COST_PARAMS) = range(58)
+ EXPERT_RATE,  # FLOP/s the routed experts' grouped GEMMs reach (LINEAR_RATE unless their activations differ)
+ DECODE_ATTN_FLOPS_PER_PAIR,  # ATTN_FLOPS_PER_PAIR of a decoding query (MLA's absorbed form: more; else the same)
+ N_COST_PARAMS) = range(60)
 
 # Components of a step, in the order step_components returns them (the CLI's and API's breakdown keys).
 COMPONENTS = ("linear", "attention", "elementwise", "lm_head", "communication", "overhead")

@@ -48,6 +48,7 @@ from .cost_constants import (
     CUSTOM_ALLREDUCE_WORLD_SIZES,
     CUSTOM_AR_MAX_BYTES,
     DECODE_ATTN_FLOOR_S,
+    DECODE_ATTN_FLOPS_PER_PAIR,
     DECODE_ATTN_SLOWDOWN,
     DENSE_GEMM_BW,
     DENSE_WEIGHT_BYTES,
@@ -67,6 +68,7 @@ from .cost_constants import (
     EXPERT_BW,
     EXPERT_FLOPS_PER_PAIR,
     EXPERT_PAIRS_PER_TOKEN,
+    EXPERT_RATE,
     EXPERT_WEIGHT_BYTES,
     EXPERTS,
     EXPERTS_PER_TOKEN,
@@ -106,6 +108,7 @@ from .cost_constants import (
     linear_rate,
 )
 from .ep_params import expert_parallel_params
+from .gemm_rates import expert_rate
 from .jit import entry, inline, numeric_entry
 from .layer_kernels import (
     ACTIVATION_BYTES,
@@ -165,9 +168,10 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[CPU_OVERLAP] = 1.0 if cpu_overlap else 0.0
     p[STEP_TIME_SCALE] = time_scale
     if setup.expert_parallel.enabled:
-        expert_parallel_params(p, setup)
+        expert_parallel_params(p, setup, ENGINES[engine])
     if m.moe_layers:
         moe_params(p, setup)
+        p[EXPERT_RATE] = expert_rate(setup, ENGINES[engine].mxfp4_moe_activations, c.compute_efficiency)
     p[DECODE_ATTN_SLOWDOWN] = ENGINES[engine].decode_attention_slowdown
     measured_kernel_params(p, setup, c.bandwidth_efficiency, ENGINES[engine].decode_attention_kernel)
     return p
@@ -180,6 +184,15 @@ def attention_params(p: np.ndarray, setup: Setup) -> None:
     pool holds per token (KV_POOL_BYTES_PER_TOKEN) is the engine's own accounting (catalog.Setup.kv_pool_plan)."""
     m, tp = setup.model, setup.tp
     p[ATTN_FLOPS_PER_PAIR] = 4.0 * m.full_attn_layers * m.heads * m.head_dim / tp
+    p[DECODE_ATTN_FLOPS_PER_PAIR] = p[ATTN_FLOPS_PER_PAIR]
+    if m.is_mla:
+        # A decoding query attends in MLA's latent space, its key projection absorbed into the query and its value
+        # projection into the output (DeepSeek-V2, arXiv 2405.04434; vLLM's mla_attention.py, "Data-Movement
+        # Friendly Approach": "MQA with QK headdim = Lkv + R, V headdim = Lkv ... less compute-friendly since
+        # Lkv > P", the form the MLA decode kernels run): per head and cached token, 2 (Lkv + R) FLOPs for QK and
+        # 2 Lkv for AV, against 2 (P + R) and 2 V of the expanded form prefill runs.
+        p[DECODE_ATTN_FLOPS_PER_PAIR] = (2.0 * m.full_attn_layers * m.heads
+                                         * (2.0 * m.kv_lora_rank + m.qk_rope_head_dim) / tp)
     p[ATTN_QO_BYTES_PER_TOKEN] = 2.0 * m.attn_layers * (m.heads * m.head_dim) / tp * ACTIVATION_BYTES
     p[KV_BYTES_PER_TOKEN] = setup.kv_growth_bytes_per_token_per_gpu
     p[WINDOW_KV_BYTES_PER_TOKEN] = setup.kv_window_bytes_per_token_per_gpu
@@ -243,7 +256,7 @@ def expert_gemms_s(p, tokens):
     act_bytes = layers * pairs * p[EXPERT_ACT_BYTES_PER_PAIR]
     flops = layers * padded_pairs * p[EXPERT_FLOPS_PER_PAIR]
     seconds = layers * 2.0 * GEMM_LAUNCH_FLOOR_S + roofline_s(weight_bytes * (stream_bw / p[EXPERT_BW]) + act_bytes,
-                                                              flops, stream_bw, p[LINEAR_RATE])
+                                                              flops, stream_bw, p[EXPERT_RATE])
     # Each fused MoE layer's fixed time beyond its two grouped GEMMs' launch floors (+ 0.0 unless measured).
     return seconds + p[MOE_FIXED_S], weight_bytes + act_bytes, flops
 
@@ -306,7 +319,7 @@ def attention_s(p, prefill_tokens, prefill_seqs, prefill_attn_pairs, prefill_ctx
         attention += layers * GEMM_LAUNCH_FLOOR_S + roofline_s(prefill_attn_bytes, prefill_attn_flops, stream_bw,
                                                                 p[ATTENTION_RATE])
     decode_attn_bytes = 0.0
-    decode_attn_flops = p[ATTN_FLOPS_PER_PAIR] * decode_ctx + p[WINDOW_ATTN_FLOPS_PER_PAIR] * w_decode
+    decode_attn_flops = p[DECODE_ATTN_FLOPS_PER_PAIR] * decode_ctx + p[WINDOW_ATTN_FLOPS_PER_PAIR] * w_decode
     if decode_seqs > 0:
         decode_attn_bytes = decode_ctx * kv + w_decode * wkv + decode_seqs * p[ATTN_QO_BYTES_PER_TOKEN]
         decode_attn = layers * GEMM_LAUNCH_FLOOR_S + roofline_s(decode_attn_bytes * p[DECODE_ATTN_SLOWDOWN],

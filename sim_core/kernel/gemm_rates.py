@@ -48,10 +48,35 @@ def linear_rate(setup: Setup, compute_efficiency: float | None = None) -> float:
             return g.fp4_tflops * 1e12 * measured * calibrated
         return max(fp16, fp16 * FP4_GEMM_GAIN * g.fp4_tflops / (4.0 * g.fp16_tflops))
     if setup.uses_fp8_tensor_cores:
-        if measured is not None:
-            return g.fp8_tflops * 1e12 * measured * calibrated
-        return max(fp16, fp16 * FP8_GEMM_GAIN * g.fp8_tflops / (2.0 * g.fp16_tflops))
+        return _fp8_rate(setup, fp16, calibrated, measured)
     if QUANTIZATIONS[setup.quantization] < 2.0:
         return fp16 / (1.0 + WEIGHT_ONLY_DEQUANT_OVERHEAD)
     return fp16
+
+
+def _fp8_rate(setup: Setup, fp16: float, calibrated: float, measured: float | None) -> float:
+    """FP8 tensor-core GEMMs: the part's measured fraction of its FP8 peak, else FP8_GEMM_GAIN over the 16-bit rate."""
+    g = setup.gpu
+    if measured is not None:
+        return g.fp8_tflops * 1e12 * measured * calibrated
+    return max(fp16, fp16 * FP8_GEMM_GAIN * g.fp8_tflops / (2.0 * g.fp16_tflops))
+
+
+def w4a8_experts(setup: Setup, mxfp4_activations: str) -> bool:
+    """Whether the routed experts run W4A8: an MXFP4 checkpoint's experts (gpt-oss's) on FP4 tensor cores, fed MXFP8
+    activations by an engine that does so (engines.json mxfp4_moe_activations "fp8")."""
+    return (mxfp4_activations == "fp8" and setup.uses_fp4_tensor_cores
+            and setup.model.checkpoint_format == "mxfp4")
+
+
+def expert_rate(setup: Setup, mxfp4_activations: str = "fp4", compute_efficiency: float | None = None) -> float:
+    """FLOP/s the routed experts' grouped GEMMs reach: the model's GEMM rate (linear_rate), except W4A8 experts
+    (w4a8_experts), whose MMA with an FP8 operand runs at the FP8 rate (CUTLASS's Blackwell table: kind::mxf8f6f4
+    '2x Hopper Fp8 Tensor Core', kind::mxf4 '4x'), at the part's measured per-block-scaled FP8 efficiency."""
+    if not w4a8_experts(setup, mxfp4_activations):
+        return linear_rate(setup, compute_efficiency)
+    g = setup.gpu
+    calibrated = 1.0 if compute_efficiency is None else compute_efficiency / g.compute_efficiency
+    return _fp8_rate(setup, fp16_gemm_rate(setup, compute_efficiency), calibrated,
+                     g.gemm_compute_efficiency("fp8", False))
 
