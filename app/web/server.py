@@ -30,6 +30,7 @@ from . import (
     downloads,
     frontier_page,
     gantt_window,
+    guide,
     kv_engine,
     kvgrid,
     pages,
@@ -150,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(kv_engine.router)
     app.include_router(api.health_router)
     app.include_router(apidocs.router)
+    app.include_router(guide.router)
     apidocs.install(app)
     app.state.settings = settings
     app.state.store_problem = store_problem
