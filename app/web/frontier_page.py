@@ -31,6 +31,7 @@ from sim_core.studies.frontier import (
 )
 
 from . import service
+from .accuracy import verdict
 from .api import busy_answer
 from .figures.frontier import TITLE, frontier_figure
 from .http import errors_by_field
@@ -226,6 +227,8 @@ def status(job: FrontierJob) -> dict[str, Any]:
         out["configs"] = {hw: [c["config"] for c in job.result.configs if c["hardware"] == hw]
                           for hw in job.ask.gpus if hw not in job.result.infeasible}
         out["rejected"] = sum(p["rejected"] for p in job.result.points)  # longer than the model's context
+        out["accuracy"] = {hw: verdict(_page_model(job.ask.base), hw, job.ask.base.engine) for hw in out["configs"]}
+        out["accuracy_pending"] = any(v["pending"] for v in out["accuracy"].values())
     return out
 
 

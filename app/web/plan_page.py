@@ -8,6 +8,7 @@ a link to its scenario on the main page, and the Pareto plot of cost per hour ag
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -19,6 +20,7 @@ from sim_core.studies.planner import PLAN_FIXED_FIELDS
 from ..plan_report import deployment_text
 from ..plan_report import plan_doc as cli_plan_doc
 from . import charts, present, service
+from .accuracy import verdict
 from .api import busy_answer, kernels_ready, unprocessable, warming_up
 from .http import errors_by_field
 from .inputs import WebRequest, _with_web_bounds, query_to_dict
@@ -201,10 +203,18 @@ def job_context(job: PlanJob) -> dict:
     out: dict[str, Any] = {"job": job, "running": running, "result": result, "rows": [], "figure": None}
     if result is not None and not running:
         out["rows"] = [{"n": i + 1, "plan": p, "what": deployment_text(p.scenario), "link": scenario_link(p.scenario),
-                        "cli": f"sched-sim run --scenario '{p.scenario.to_query()}'"}
+                        "cli": f"sched-sim run --scenario '{p.scenario.to_query()}'", "accuracy": _verdict(p.scenario)}
                        for i, p in enumerate(result.plans)]
+        out["accuracy_pending"] = any(r["accuracy"]["pending"] for r in out["rows"])
         out["figure"] = pareto_figure(job) if result.plans else None
     return out
+
+
+def _verdict(s: Scenario) -> dict:
+    """The validated error of a plan's model x GPU x engine (app/web/accuracy.py), with its /accuracy link."""
+    model = s.model or GPUS[s.hardware].default_model
+    found = verdict(model, s.hardware, s.engine)
+    return {**found, "link": "/accuracy?" + urlencode({"model": model, "gpu": s.hardware})}
 
 
 def _render(request: Request, name: str, ctx: dict, status: int = 200, headers: dict | None = None) -> Response:

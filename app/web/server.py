@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 import sim_core
 
 from . import (
+    accuracy_page,
     api,
     apidocs,
     cluster_time_page,
@@ -152,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(api.health_router)
     app.include_router(apidocs.router)
     app.include_router(guide.router)
+    app.include_router(accuracy_page.router)
     apidocs.install(app)
     app.state.settings = settings
     app.state.store_problem = store_problem
