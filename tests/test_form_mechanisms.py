@@ -111,7 +111,7 @@ def test_the_guide_renders_the_markdown_it_uses():
                   "\n```\na < b\n```\n")
     assert '<h3 id="speculative-decoding-in-short">' in html
     assert "<p>A <code>k</code> and <b>b</b> <a href=\"#y\">x</a> f</p>" in html
-    assert "<ul><li>one more</li><li>two</li></ul>" in html and "<pre><code>a &lt; b</code></pre>" in html
+    assert "<ul><li>one more</li><li>two</li></ul>" in html and '<pre tabindex="0"><code>a &lt; b</code></pre>' in html
     assert slug("Frontiers: throughput per GPU") == "frontiers-throughput-per-gpu"
 
 

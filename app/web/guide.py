@@ -44,13 +44,14 @@ def _inline(text: str) -> str:
 
 
 def render(markdown: str) -> str:
-    """The docs' Markdown as HTML: blocks split on blank lines, a fenced block kept whole."""
+    """The docs' Markdown as HTML: blocks split on blank lines, a fenced block kept whole. A preformatted block
+    may scroll sideways, so it is a Tab stop (keyboard users scroll it too)."""
     blocks, lines, fence = [], [], False
     for line in markdown.splitlines() + [""]:
         if line.startswith("```"):
             fence = not fence
             if not fence:
-                blocks.append("<pre><code>" + html.escape("\n".join(lines)) + "</code></pre>")
+                blocks.append('<pre tabindex="0"><code>' + html.escape("\n".join(lines)) + "</code></pre>")
                 lines = []
             continue
         if fence or line.strip():
@@ -67,7 +68,7 @@ def _block(lines: list[str]) -> str:
         level, title = len(heading.group(1)), heading.group(2).strip()
         return f'<h{level + 1} id="{slug(title)}">{_inline(title)}</h{level + 1}>'
     if lines[0].startswith("|") or lines[0].startswith("    "):  # a table, or an indented example: as written
-        return "<pre>" + html.escape("\n".join(lines)) + "</pre>"
+        return '<pre tabindex="0">' + html.escape("\n".join(lines)) + "</pre>"
     if lines[0].startswith(("- ", "* ", "1. ")):
         items, current = [], []
         for line in lines:
