@@ -1,9 +1,12 @@
 """axe-core on the pages issue #41's grouped form and Accuracy page touched (axe vendored under
 static/vendor/axe-core/, injected by the test as tests/test_browser_a11y.py does): no serious or critical WCAG 2
 A/AA violation on the dashboard with Advanced open and a mechanism switched on, on /accuracy with its tables, on
-/guide/model and on a finished plan whose rows carry the optimistic badge, at 1440x900 and 390x844, in the light and the dark theme. Run with -s to read axe's summaries."""
+/guide/model, on a finished plan whose rows carry the optimistic badge and on /vs with B's whole form, at 1440x900
+and 390x844, in the light and the dark theme. Run with -s to read axe's summaries."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 import pytest
 
@@ -18,6 +21,8 @@ PAGES = {
     # a mechanism set: Advanced opens with its section on (its switch, explanation, docs link and fields)
     "index": ("/?" + SCENARIO + "&spec_method=eagle", "#card-metrics"),
     "accuracy": ("/accuracy?model=deepseek-r1", "#acc-rows"),
+    # spec decoding off against on: B's form with every field, folded by group and mechanism
+    "vs": ("/vs?" + urlencode({"a": SCENARIO, "b": SCENARIO + "&spec_method=eagle"}), "#vs-summary"),
     "guide": ("/guide/model", "#speculative-decoding"),
     # a finished plan whose rows carry their validated error and the optimistic badge (llama-3-8b on the H100)
     "plan": ("/plan?model=llama-3-8b&workload=chat&rate=4&duration=10&gpus=h100&tp=1&schedulers=chunked",
