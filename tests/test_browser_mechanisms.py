@@ -1,7 +1,7 @@
 """The form's Advanced sections in a real browser (Debian's chromium through Playwright), issue #41 item 2, at
 1440x900 and on a 390x844 phone: speculative decoding is reachable from the landing page in three actions (open
 Advanced, switch it on, pick EAGLE) and the run and the URL follow each; switched off, its fields fold away and
-the scenario drops them; every section shows its one-line explanation and a docs link that opens its part of the
+the scenario drops them, and on again it runs with EAGLE once more; every section shows its one-line explanation and a docs link that opens its part of the
 docs; a section without a switch (the engine's) unfolds on a click; nothing overflows the phone. Screenshots go
 to test-output/screenshots/."""
 
@@ -66,6 +66,8 @@ def test_spec_decoding_in_three_actions_and_off_again(site, width, height):
     expect(spec.locator(".mech-fields")).to_be_hidden()
     wait_for_scenario(page, r"^(?!.*spec_method)")
     assert "spec_method" not in parse_qs(urlsplit(page.url).query)
+    spec.get_by_role("checkbox", name="Speculative decoding").check()  # on again: with the proposer it had
+    wait_for_scenario(page, r"spec_method=eagle")
     assert not page.errors, page.errors
     context.close()
 

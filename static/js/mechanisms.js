@@ -1,7 +1,8 @@
 /* The form's Advanced sections, one per mechanism (templates/_form.html, sim_core/field_groups.py). A mechanism
    with a switch shows its fields while on. Switching it on enables them and, where the mechanism names an on
    value (speculative decoding: its first proposer), sets its switch field to it and runs; where the switch is a
-   number the user gives (LoRA adapters, replicas), it focuses that field instead. Switching it off disables its
+   number the user gives (LoRA adapters, replicas), it focuses that field instead (or runs with the number it had
+   before the mechanism was switched off). Switching it off disables its
    fields, so the next run (started here) leaves them at their defaults and the URL drops them. A section
    without a switch (the engine's settings) only folds. The switch's own change never reaches the form
    (data-change-stays-here): the run starts from the field it set, or from the form once the fields are off. */
@@ -32,12 +33,9 @@ function onSwitch(e) {
     return;
   }
   if (!field) return;
-  if (sw.dataset.onValue && !field.value) {
-    field.value = sw.dataset.onValue;
-    changed(field);
-  } else {
-    field.focus();
-  }
+  if (sw.dataset.onValue && !field.value) field.value = sw.dataset.onValue;
+  if (field.value) changed(field); // on again with the value it had: run with it
+  else field.focus();
 }
 
 function onFold(e) {
