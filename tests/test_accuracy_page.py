@@ -113,6 +113,13 @@ def test_a_plans_rows_carry_their_validated_error(client, acc):
     assert unescape(cell.group(1)) == "/accuracy?model=llama-3-8b&gpu=h100"
     assert cell.group(2) == f"validated {combo.median_error:+.0%} ({combo.rows} rows)"
     assert ("badge-optimistic" in cell.group(3)) == combo.optimistic
+    api = client.get("/api/plan?" + url.split("?", 1)[1])  # its JSON says the same
+    while api.status_code == 202 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        api = client.get(api.json()["poll"])
+    doc = api.json()
+    assert doc["plans"][0]["validation"] == {"text": cell.group(2), "optimistic": combo.optimistic,
+                                             "pending": False, "link": "/accuracy?model=llama-3-8b&gpu=h100"}
 
 
 def test_a_frontiers_gpus_carry_their_validated_error(client, acc):

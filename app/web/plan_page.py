@@ -279,6 +279,8 @@ def plan_doc(job: PlanJob) -> dict:
         doc.update(cli_plan_doc(job.rate, job.inputs.attainment, job.result))
         for d, p in zip(doc["plans"], job.result.plans, strict=True):
             d["link"] = scenario_link(p.scenario)
+            found = _verdict(p.scenario)  # the model's validated error on its model x GPU x engine (/accuracy)
+            d["validation"] = {k: found[k] for k in ("text", "optimistic", "pending", "link")}
         if job.no_plan:
             doc["no_plan"] = job.no_plan
     return doc
