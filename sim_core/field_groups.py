@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from . import lora
 from .energy_fields import EnergyFields
+from .fields import field_info
 from .kv_offload_fields import KVOffloadFields
-from .policies.autoscalers import AUTOSCALERS
 from .scenario import AUTOSCALE_FIELDS, POOL_FIELDS, Scenario
 
 
@@ -58,7 +58,7 @@ ENGINE_FIELDS = _own(lambda n: n not in _CLAIMED)
 
 def _first_choice(name: str) -> str:
     """The first of a choice field's values (what switching its mechanism on picks)."""
-    return str(Scenario.model_fields[name].annotation.__args__[0].__args__[0])
+    return str(field_info(name).choices[0])
 
 
 MECHANISMS: tuple[Mechanism, ...] = (
@@ -88,7 +88,7 @@ MECHANISMS: tuple[Mechanism, ...] = (
     Mechanism("autoscaling", "Autoscaling",
               "An autoscaler adds and releases replicas over the run, each serving only after its "
               "provisioning delay.", "usage#the-dashboard", AUTOSCALING_FIELDS,
-              "autoscaler", next(iter(AUTOSCALERS))),
+              "autoscaler", _first_choice("autoscaler")),
     Mechanism("power", "Power and energy",
               "GPU board power per step from what the step does: joules per token and per request, average "
               "and peak power.", "model#energy", POWER_FIELDS, "energy", "true"),

@@ -108,7 +108,8 @@ def test_a_plans_rows_carry_their_validated_error(client, acc):
     while job and time.monotonic() < deadline and 'data-accuracy' not in r.text:
         time.sleep(0.5)
         r = client.get(job.group(1))
-    cell = re.search(r'<td class="plan-accuracy" data-accuracy[^>]*><a href="([^"]+)">([^<]+)</a>(.*?)</td>', r.text)
+    cell = re.search(r'<td class="plan-accuracy"><span class="accuracy-verdict" data-accuracy[^>]*><a href="([^"]+)">'
+                     r'([^<]+)</a>(.*?)</td>', r.text)
     assert cell, r.text[-2000:]
     assert unescape(cell.group(1)) == "/accuracy?model=llama-3-8b&gpu=h100"
     assert cell.group(2) == f"validated {combo.median_error:+.0%} ({combo.rows} rows)"
@@ -132,3 +133,16 @@ def test_a_frontiers_gpus_carry_their_validated_error(client, acc):
     assert line, r.text[-1500:]
     # llama-3.2-1b (the RTX 3050's model) was measured on no GPU of the validation set
     assert re.sub(r"<[^>]+>", "", line.group(1)) == "Model error (Accuracy): rtx3050 not validated"
+
+
+def test_a_verdict_is_a_fragment_that_polls_until_known(client, acc, monkeypatch):
+    r = client.get("/accuracy/verdict?model=deepseek-r1&gpu=mi300x&engine=vllm")
+    assert r.status_code == 200 and "not validated on vllm (sglang +" in r.text and "badge-optimistic" in r.text
+    assert "hx-get" not in r.text
+    bad = client.get("/accuracy/verdict?model=nope&gpu=x100&engine=vllm")
+    assert bad.status_code == 422
+    assert "model: &#x27;nope&#x27; is not one of" in bad.text and "gpu: &#x27;x100&#x27; is not one of" in bad.text
+    monkeypatch.setattr(accuracy, "current", lambda start=True: {"result": None, "error": "", "running_s": 1.0})
+    pending = client.get("/accuracy/verdict?model=deepseek-r1&gpu=mi300x&engine=vllm").text
+    assert "validation being checked" in pending
+    assert 'hx-get="/accuracy/verdict?model=deepseek-r1&amp;gpu=mi300x&amp;engine=vllm" hx-trigger="every 2s"' in pending

@@ -475,10 +475,10 @@ def test_an_edit_during_a_run_is_never_lost(page, monkeypatch):
     Both changes end up in the form, the URL and the simulated results."""
     compare = service.compare
 
-    def slow_first_run(req, cancel=None):  # the GPU change alone simulates slowly, so the tick lands mid-run
+    def slow_first_run(req, cancel=None, min_cell=1):  # the GPU change alone simulates slowly, so the tick lands mid-run
         if req.scenario.hardware == "l4" and "spf" not in req.schedulers:
             time.sleep(1.5)
-        return compare(req, cancel)
+        return compare(req, cancel, min_cell)
 
     monkeypatch.setattr(service, "compare", slow_first_run)
     page.goto(page.base + "/")

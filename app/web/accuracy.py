@@ -18,6 +18,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from sim_core.engines import DEFAULT_ENGINE, ENGINE_NAMES
 from sim_core.studies import validation
@@ -124,15 +125,18 @@ def current(start: bool = True) -> dict:
 
 
 def verdict(model: str | None, gpu: str, engine: str) -> dict:
-    """What a plan's or a frontier's row says of its model x GPU x engine: its validated error, or "not
+    """What a plan's or a frontier's row says of its model x GPU x engine (`link`: its rows on /accuracy): its
+    validated error, or "not
     validated" (naming the engines validated there, if any); `optimistic` where that combination is known to be,
     or, not validated itself, where another engine's on the same model and GPU is; `pending` while the checks
-    run."""
+    run, with `poll`, the URL of this verdict as a fragment (the row's cell asks it again until it is known)."""
+    link = "/accuracy?" + urlencode({"model": model or "", "gpu": gpu})
     known = current()
     acc = known["result"]
     if acc is None:
         return {"text": "validation being checked" if not known["error"] else "validation unavailable",
-                "optimistic": False, "title": known["error"], "pending": not known["error"]}
+                "optimistic": False, "title": known["error"], "pending": not known["error"], "link": link,
+                "poll": "/accuracy/verdict?" + urlencode({"model": model or "", "gpu": gpu, "engine": engine})}
     combo = acc.combos.get((model or "", gpu, engine))
     others = [c for (m, g, e), c in acc.combos.items() if (m, g) == (model, gpu) and e != engine]
     optimistic = [c for c in ([combo] if combo else others) if c.optimistic]  # its own engine's, where validated
@@ -143,6 +147,6 @@ def verdict(model: str | None, gpu: str, engine: str) -> dict:
     else:
         text = "not validated" + (f" on {engine} (" + ", ".join(
             f"{c.engine} {c.median_error:+.0%}" for c in others) + ")" if others else "")
-    return {"text": text, "optimistic": bool(optimistic), "pending": False,
+    return {"text": text, "optimistic": bool(optimistic), "pending": False, "link": link,
             "title": (title + f"; optimistic: above the set's typical {acc.optimistic_above:.0%}")
             if optimistic else title}

@@ -5,11 +5,15 @@ form: the URL is the view. While the checks run (once per process) the page says
 
 from __future__ import annotations
 
+import html
 import statistics
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
+
+from sim_core import GPUS, MODELS
+from sim_core.engines import ENGINE_NAMES
 
 from . import accuracy
 from .templating import templates
@@ -72,3 +76,16 @@ def _summary(rows: list[accuracy.Row]) -> dict[str, Any]:
     """The shown rows' count, how many were predicted, and the median absolute error of those."""
     errors = [abs(r.error) for r in rows if r.error is not None]
     return {"predicted": len(errors), "median_abs_error": statistics.median(errors) if errors else None}
+
+
+@router.get("/accuracy/verdict", response_class=HTMLResponse)
+def verdict_fragment(request: Request, model: str = "", gpu: str = "", engine: str = "") -> HTMLResponse:
+    """A plan row's or a frontier GPU's validated error as a fragment (templates/_accuracy_verdict.html), which
+    polls itself while the checks run; an unknown model, GPU or engine is a 422 naming it and what it takes."""
+    problems = [f"{name}: {value!r} is not one of {', '.join(choices)}"
+                for name, value, choices in (("model", model, MODELS), ("gpu", gpu, GPUS), ("engine", engine, ENGINE_NAMES))
+                if value not in choices]
+    if problems:
+        return HTMLResponse('<span class="field-error">' + html.escape("; ".join(problems)) + "</span>", 422)
+    return templates.TemplateResponse(request, "_accuracy_verdict.html",
+                                      {"request": request, "v": accuracy.verdict(model, gpu, engine)})

@@ -228,7 +228,6 @@ def status(job: FrontierJob) -> dict[str, Any]:
                           for hw in job.ask.gpus if hw not in job.result.infeasible}
         out["rejected"] = sum(p["rejected"] for p in job.result.points)  # longer than the model's context
         out["accuracy"] = {hw: verdict(_page_model(job.ask.base), hw, job.ask.base.engine) for hw in out["configs"]}
-        out["accuracy_pending"] = any(v["pending"] for v in out["accuracy"].values())
     return out
 
 

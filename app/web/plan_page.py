@@ -8,7 +8,6 @@ a link to its scenario on the main page, and the Pareto plot of cost per hour ag
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -205,16 +204,13 @@ def job_context(job: PlanJob) -> dict:
         out["rows"] = [{"n": i + 1, "plan": p, "what": deployment_text(p.scenario), "link": scenario_link(p.scenario),
                         "cli": f"sched-sim run --scenario '{p.scenario.to_query()}'", "accuracy": _verdict(p.scenario)}
                        for i, p in enumerate(result.plans)]
-        out["accuracy_pending"] = any(r["accuracy"]["pending"] for r in out["rows"])
         out["figure"] = pareto_figure(job) if result.plans else None
     return out
 
 
 def _verdict(s: Scenario) -> dict:
-    """The validated error of a plan's model x GPU x engine (app/web/accuracy.py), with its /accuracy link."""
-    model = s.model or GPUS[s.hardware].default_model
-    found = verdict(model, s.hardware, s.engine)
-    return {**found, "link": "/accuracy?" + urlencode({"model": model, "gpu": s.hardware})}
+    """The validated error of a plan's model x GPU x engine (app/web/accuracy.py)."""
+    return verdict(s.model or GPUS[s.hardware].default_model, s.hardware, s.engine)
 
 
 def _render(request: Request, name: str, ctx: dict, status: int = 200, headers: dict | None = None) -> Response:
@@ -280,7 +276,7 @@ def plan_doc(job: PlanJob) -> dict:
         for d, p in zip(doc["plans"], job.result.plans, strict=True):
             d["link"] = scenario_link(p.scenario)
             found = _verdict(p.scenario)  # the model's validated error on its model x GPU x engine (/accuracy)
-            d["validation"] = {k: found[k] for k in ("text", "optimistic", "pending", "link")}
+            d["validation"] = {k: found[k] for k in ("text", "optimistic", "pending", "link")}  # no poll: the API's
         if job.no_plan:
             doc["no_plan"] = job.no_plan
     return doc
