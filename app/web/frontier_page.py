@@ -227,7 +227,9 @@ def status(job: FrontierJob) -> dict[str, Any]:
         out["configs"] = {hw: [c["config"] for c in job.result.configs if c["hardware"] == hw]
                           for hw in job.ask.gpus if hw not in job.result.infeasible}
         out["rejected"] = sum(p["rejected"] for p in job.result.points)  # longer than the model's context
-        out["accuracy"] = {hw: verdict(_page_model(job.ask.base), hw, job.ask.base.engine) for hw in out["configs"]}
+        b = job.ask.base  # its model as named (resolving the base on its own GPU may not fit, as the card's may)
+        model = b.model or ("" if b.model_file else GPUS[b.hardware].default_model)
+        out["accuracy"] = {hw: verdict(model, hw, b.engine) for hw in out["configs"]}
     return out
 
 
