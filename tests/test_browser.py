@@ -440,10 +440,10 @@ def test_weights_auto_names_the_format_the_model_runs(page):
     picked, even one that does not fit (the form's labels come from every answer, a 422 included)."""
     page.goto(page.base + "/")
     auto = page.locator('#f-quantization option[value="auto"]')
-    expect(auto).to_have_text("auto: fp16")
+    expect(auto).to_have_text("checkpoint default: fp16")
     assert page.locator("#f-quantization").input_value() == "auto"
     page.select_option("#f-model", "gpt-oss-20b")
-    expect(auto).to_have_text("auto: mxfp4 as int4")  # no FP4 tensor cores: vLLM's weight-only Marlin path
+    expect(auto).to_have_text("checkpoint default: mxfp4 as int4")  # no FP4 tensor cores: vLLM's weight-only Marlin path
 
 
 def test_trace_upload_replays_it(page, tmp_path):
@@ -475,10 +475,10 @@ def test_an_edit_during_a_run_is_never_lost(page, monkeypatch):
     Both changes end up in the form, the URL and the simulated results."""
     compare = service.compare
 
-    def slow_first_run(req, cancel=None):  # the GPU change alone simulates slowly, so the tick lands mid-run
+    def slow_first_run(req, cancel=None, min_cell=1):  # the GPU change alone simulates slowly, so the tick lands mid-run
         if req.scenario.hardware == "l4" and "spf" not in req.schedulers:
             time.sleep(1.5)
-        return compare(req, cancel)
+        return compare(req, cancel, min_cell)
 
     monkeypatch.setattr(service, "compare", slow_first_run)
     page.goto(page.base + "/")

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
 VIEWPORTS = [(1440, 900), (390, 844)]
 # The light pages: none of them simulates on opening (the dashboard's default scenario is cached after its first).
-URLS = ("/", "/plan", "/diff", "/docs")
+URLS = ("/", "/plan", "/diff", "/accuracy", "/docs")
 BOXES = """() => [...document.querySelectorAll('.topbar .brand, .topbar .tagline, .topnav a')].map(e => {
     const r = e.getBoundingClientRect(), s = getComputedStyle(e);
     return {name: e.dataset.nav || e.className, x: r.x, y: r.y, w: r.width, h: r.height,

@@ -27,7 +27,7 @@ def test_blank_fields_name_the_engines_defaults_for_the_gpu_and_model():
     """quantization auto lists the format it runs (the checkpoint's, as the GPU takes it); max_model_len's
     placeholder names the model's context; token budget and max sequences name vLLM's for the GPU."""
     fields = _fields(build_form({"hardware": "rtx3050", "schedulers": ["chunked"]}, {}, page_defaults={}))
-    assert fields["quantization"].value == "auto" and ("auto", "auto: fp16") in fields["quantization"].options
+    assert fields["quantization"].value == "auto" and ("auto", "checkpoint default: fp16") in fields["quantization"].options
     assert fields["max_model_len"].placeholder == "131072 (model context)"  # llama-3.2-1b, the rtx3050's model
     assert fields["token_budget"].placeholder == "2048 (vllm default)"
     assert fields["max_seqs"].placeholder == "256 (vllm default)"
@@ -36,8 +36,8 @@ def test_blank_fields_name_the_engines_defaults_for_the_gpu_and_model():
     assert mixed["token_budget"].placeholder == "chunked: 2048 (vllm default) · fcfs: max model length"
     fields = _fields(build_form({"hardware": "h100", "model": "gpt-oss-120b", "schedulers": ["chunked"]}, {},
                                 page_defaults={}))
-    assert ("auto", "auto: mxfp4 as int4") in fields["quantization"].options  # Marlin's weight-only path
+    assert ("auto", "checkpoint default: mxfp4 as int4") in fields["quantization"].options  # Marlin's weight-only path
     assert fields["token_budget"].placeholder == "8192 (vllm default)"
     assert fields["max_seqs"].placeholder == "1024 (vllm default)"
     fields = _fields(build_form({"hardware": "b200", "model": "gpt-oss-120b"}, {}, page_defaults={}))
-    assert ("auto", "auto: mxfp4 as fp4") in fields["quantization"].options
+    assert ("auto", "checkpoint default: mxfp4 as fp4") in fields["quantization"].options

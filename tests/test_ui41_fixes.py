@@ -131,7 +131,7 @@ def test_the_ab_colours_meet_4_5_to_1():
 
 
 # ----- item 10: every page's first focusable element skips to its content -----
-@pytest.mark.parametrize("url", ["/", "/plan", "/vs", "/diff", "/cluster-time", "/docs"])
+@pytest.mark.parametrize("url", ["/", "/plan", "/vs", "/diff", "/cluster-time", "/docs", "/accuracy", "/guide/model"])
 def test_every_page_starts_with_a_skip_link(client, url):
     html = client.get(url).text
     body = html.split("<body", 1)[1]

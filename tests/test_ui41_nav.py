@@ -21,6 +21,7 @@ PAGES = {
     "Autoscaling": "/cluster-time",
     "A/B requests": "/diff",
     "/vs": "/vs",
+    "Accuracy": "/accuracy",
     "API": "/docs",
 }
 NAV = re.compile(r'<nav class="topnav"[^>]*>(.*?)</nav>', re.S)
@@ -40,7 +41,7 @@ def nav_links(html: str) -> dict[str, str]:
     return {unescape(label): unescape(href) for href, label in LINK.findall(navs[0])}
 
 
-@pytest.mark.parametrize("url", ["/", "/plan", "/cluster-time", "/diff", "/vs", "/docs"])
+@pytest.mark.parametrize("url", ["/", "/plan", "/cluster-time", "/diff", "/vs", "/accuracy", "/docs"])
 def test_every_page_links_every_page(client, url):
     r = client.get(url)
     assert r.status_code == 200

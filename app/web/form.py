@@ -1,5 +1,6 @@
-"""The scenario form, built from the Scenario model (so a new scenario field appears in the "advanced" group
-without touching a template): its groups, labels, placeholders and help texts."""
+"""The scenario form, built from the Scenario model (so a new scenario field appears in its mechanism's section of
+"Advanced" without touching a template): its groups, labels, placeholders and help texts. Advanced is laid out by
+sim_core.field_groups' MECHANISMS: a section per mechanism, with its switch, explanation and docs link."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from sim_core import GPUS, MODELS, PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.catalog import weight_format
 from sim_core.engines import DEFAULT_ENGINE, ENGINES, SCENARIO_FIELDS, scenario_defaults
+from sim_core.field_groups import MECHANISMS, Mechanism
 from sim_core.fields import field_info, range_text
 from sim_core.gpu import GPU
 from sim_core.policies import BY_NAME
@@ -16,7 +18,8 @@ from sim_core.scenario import DEFAULT_MAX_REPLICAS
 
 from .inputs import MAX_DURATION_S, web_range_text
 
-# Form layout: (group title, fields). Scenario fields not named here (bar NOT_IN_FORM's) go to "advanced".
+# Form layout: (group title, fields). Scenario fields not named here (bar NOT_IN_FORM's) go to "advanced", in the
+# section of their mechanism (sim_core.field_groups).
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Deployment", ("hardware", "model", "quantization", "tp")),
     ("Workload", ("workload", "rate", "duration", "burstiness", "num_requests", "seed", "seeds")),
@@ -75,10 +78,25 @@ class FormField:
 
 
 @dataclass
+class Section:
+    """One mechanism's part of Advanced: its fields shown while it is on (or, without a switch, while open)."""
+
+    key: str
+    title: str
+    explanation: str
+    doc_href: str
+    fields: list[FormField]
+    switch: str | None  # the field that turns the mechanism on; None: always on (the section only folds)
+    on_value: str | None  # what switching it on sets `switch` to (None: the user types it)
+    on: bool  # a field of it is set (or refused): it is on and shown
+
+
+@dataclass
 class Form:
     groups: list[tuple[str, list[FormField]]]
     advanced: list[FormField]
     advanced_open: bool
+    sections: list[Section]
     schedulers: list[dict]
     errors: dict[str, str]
     other_errors: list[tuple[str, str]]
@@ -100,17 +118,28 @@ def build_form(values: dict[str, Any], errors: dict[str, str], *, page_defaults:
               for name in Scenario.model_fields if name not in NOT_IN_FORM}
     groups = [(title, [fields[n] for n in names if n in fields]) for title, names in GROUPS]
     placed = {n for _, names in GROUPS for n in names}
-    advanced = [fields[n] for n in ADVANCED_FIRST if n in fields]
-    advanced += [f for n, f in fields.items() if n not in placed and n not in ADVANCED_FIRST]
+    sections = [_section(m, fields, placed, values, page_defaults) for m in MECHANISMS]
+    sections = [s for s in sections if s.fields]
+    advanced = [f for s in sections for f in s.fields]
     form_names = set(fields) | {"schedulers", "upload", "rate_min", "rate_max", "rate_step", "trace", "model_file"}
     return Form(
-        groups=groups, advanced=advanced,
-        advanced_open=any(_set_by_user(values, f.name, page_defaults) or f.error for f in advanced),
+        groups=groups, advanced=advanced, sections=sections, advanced_open=any(s.on for s in sections),
         schedulers=[{"name": s, "checked": s in selected, "summary": BY_NAME[s].summary if s in BY_NAME else ""}
                     for s in SCHEDULER_NAMES],
         errors=errors,
         other_errors=[(k, v) for k, v in errors.items() if k not in form_names],
     )
+
+
+def _section(m: Mechanism, fields: dict[str, FormField], placed: set[str], values: dict[str, Any],
+             page_defaults: dict[str, str]) -> Section:
+    """A mechanism's section: its fields the main groups do not show (the engine's first ADVANCED_FIRST)."""
+    names = [n for n in m.fields if n in fields and n not in placed]
+    names = [n for n in ADVANCED_FIRST if n in names] + [n for n in names if n not in ADVANCED_FIRST]
+    shown = [fields[n] for n in names]
+    on = any(_set_by_user(values, f.name, page_defaults) or f.error for f in shown)
+    doc_file, _, anchor = m.doc.partition("#")
+    return Section(m.key, m.title, m.explanation, f"/guide/{doc_file}#{anchor}", shown, m.switch, m.on_value, on)
 
 
 def _set_by_user(values: dict[str, Any], name: str, page_defaults: dict[str, str]) -> bool:
@@ -172,11 +201,12 @@ def _placeholders(values: dict[str, Any], page_defaults: dict[str, str], preset,
 
 
 def _auto_weights_text(model, gpu: GPU | None) -> str:
-    """quantization's "auto" as the form lists it: the format it runs (the checkpoint's, as the GPU takes it)."""
+    """quantization's "auto" as the form lists it ("Weights: checkpoint default"): the format it runs (the
+    checkpoint's, as the GPU takes it)."""
     if model is None or gpu is None:
-        return "auto (the checkpoint's format)"
+        return "checkpoint default"
     ckpt, run = model.checkpoint_format, weight_format("auto", model, gpu).quantization
-    return f"auto: {run}" if ckpt in ("", run) else f"auto: {ckpt} as {run}"
+    return f"checkpoint default: {run}" if ckpt in ("", run) else f"checkpoint default: {ckpt} as {run}"
 
 
 def _form_field(name: str, values: dict[str, Any], errors: dict[str, str], page_defaults: dict[str, str], preset,

@@ -31,6 +31,7 @@ from sim_core.studies.frontier import (
 )
 
 from . import service
+from .accuracy import verdict
 from .api import busy_answer
 from .figures.frontier import TITLE, frontier_figure
 from .http import errors_by_field
@@ -226,6 +227,9 @@ def status(job: FrontierJob) -> dict[str, Any]:
         out["configs"] = {hw: [c["config"] for c in job.result.configs if c["hardware"] == hw]
                           for hw in job.ask.gpus if hw not in job.result.infeasible}
         out["rejected"] = sum(p["rejected"] for p in job.result.points)  # longer than the model's context
+        b = job.ask.base  # its model as named (resolving the base on its own GPU may not fit, as the card's may)
+        model = b.model or ("" if b.model_file else GPUS[b.hardware].default_model)
+        out["accuracy"] = {hw: verdict(model, hw, b.engine) for hw in out["configs"]}
     return out
 
 

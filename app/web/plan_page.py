@@ -19,6 +19,7 @@ from sim_core.studies.planner import PLAN_FIXED_FIELDS
 from ..plan_report import deployment_text
 from ..plan_report import plan_doc as cli_plan_doc
 from . import charts, present, service
+from .accuracy import verdict
 from .api import busy_answer, kernels_ready, unprocessable, warming_up
 from .http import errors_by_field
 from .inputs import WebRequest, _with_web_bounds, query_to_dict
@@ -201,10 +202,15 @@ def job_context(job: PlanJob) -> dict:
     out: dict[str, Any] = {"job": job, "running": running, "result": result, "rows": [], "figure": None}
     if result is not None and not running:
         out["rows"] = [{"n": i + 1, "plan": p, "what": deployment_text(p.scenario), "link": scenario_link(p.scenario),
-                        "cli": f"sched-sim run --scenario '{p.scenario.to_query()}'"}
+                        "cli": f"sched-sim run --scenario '{p.scenario.to_query()}'", "accuracy": _verdict(p.scenario)}
                        for i, p in enumerate(result.plans)]
         out["figure"] = pareto_figure(job) if result.plans else None
     return out
+
+
+def _verdict(s: Scenario) -> dict:
+    """The validated error of a plan's model x GPU x engine (app/web/accuracy.py)."""
+    return verdict(s.model or GPUS[s.hardware].default_model, s.hardware, s.engine)
 
 
 def _render(request: Request, name: str, ctx: dict, status: int = 200, headers: dict | None = None) -> Response:
@@ -269,6 +275,8 @@ def plan_doc(job: PlanJob) -> dict:
         doc.update(cli_plan_doc(job.rate, job.inputs.attainment, job.result))
         for d, p in zip(doc["plans"], job.result.plans, strict=True):
             d["link"] = scenario_link(p.scenario)
+            found = _verdict(p.scenario)  # the model's validated error on its model x GPU x engine (/accuracy)
+            d["validation"] = {k: found[k] for k in ("text", "optimistic", "pending", "link")}  # no poll: the API's
         if job.no_plan:
             doc["no_plan"] = job.no_plan
     return doc

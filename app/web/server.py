@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 import sim_core
 
 from . import (
+    accuracy_page,
     api,
     apidocs,
     cluster_time_page,
@@ -30,6 +31,7 @@ from . import (
     downloads,
     frontier_page,
     gantt_window,
+    guide,
     kv_engine,
     kvgrid,
     pages,
@@ -150,6 +152,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(kv_engine.router)
     app.include_router(api.health_router)
     app.include_router(apidocs.router)
+    app.include_router(guide.router)
+    app.include_router(accuracy_page.router)
     apidocs.install(app)
     app.state.settings = settings
     app.state.store_problem = store_problem

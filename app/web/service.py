@@ -241,9 +241,10 @@ def first_cell(req: WebRequest) -> int:
                for pool in resolve(req.for_scheduler(name)).deployment)
 
 
-def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
+def compare(req: WebRequest, cancel: np.ndarray | None = None, min_cell: int = 1) -> list[RunView]:
     """One RunView per scheduler of the request, from the cache or simulated now. Setting `cancel[0]` (the client
-    went away) stops a simulation in progress: Cancelled is raised and nothing is cached."""
+    went away) stops a simulation in progress: Cancelled is raised and nothing is cached. `min_cell`: the fewest
+    blocks a KV cell holds (a pair of scenarios draws both at the coarser side's)."""
     shared: dict[str, object] = {}
 
     def requests_for(scenario, resolved):  # the workload is the same for every scheduler: build it once
@@ -258,7 +259,7 @@ def compare(req: WebRequest, cancel: np.ndarray | None = None) -> list[RunView]:
 
     # Every scheduler's KV pool is drawn with one cell size, so grids compare cell for cell (first_cell). A pool
     # so fragmented that its cells had to grow sets the size for all: the others are drawn again with it.
-    views = views_at(first_cell(req))
+    views = views_at(max(first_cell(req), min_cell))
     coarsest = max(v.kv["k"] for v in views)
     if any(v.kv["k"] != coarsest for v in views):
         views = views_at(coarsest)
@@ -309,9 +310,9 @@ def _check_work(req: WebRequest) -> None:
         raise ScenarioError(problems)
 
 
-def compare_seeds(req: WebRequest, cancel: np.ndarray | None = None) -> SeedViews:
+def compare_seeds(req: WebRequest, cancel: np.ndarray | None = None, min_cell: int = 1) -> SeedViews:
     check_work(req)
-    runs = [compare(one, cancel) for one in per_seed(req)]
+    runs = [compare(one, cancel, min_cell) for one in per_seed(req)]
     if len(runs) == 1:
         return SeedViews(runs[0], [v.metrics for v in runs[0]], [{} for _ in runs[0]])
     pairs = [aggregate([views[i].metrics for views in runs]) for i in range(len(runs[0]))]

@@ -43,7 +43,8 @@ SIDES = ("a", "b")
 NOT_SCENARIO = ("t", "engine", "rate_min", "rate_max", "rate_step")
 EXAMPLE_A = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20&token_budget=512&max_model_len=8192"
 EXAMPLE_B = EXAMPLE_A.replace("rtx3050", "a100")
-# The fields the page's quick form changes on a side (any scenario field works in the URL as b.FIELD).
+# The fields B's form shows first; every other scenario field follows in its group (any works in the URL as
+# a.FIELD or b.FIELD too).
 QUICK_FIELDS = ("hardware", "model", "token_budget", "replicas", "workload", "rate", "max_seqs")
 # One pair is one page's worth of work: what the largest comparison the dashboard allows simulates (every
 # scheduler, the most seeds, the most requests each), summed over both sides.
@@ -165,15 +166,22 @@ class Side:
     seeds_note: str
 
 
+def _compare_side(vs: VsRequest, side: str, cancel, min_cell: int = 1) -> service.SeedViews:
+    try:
+        return service.compare_seeds(vs.side(side), cancel, min_cell)
+    except (ScenarioError, SetupError, TraceError) as e:  # found only when simulating (the workload's size)
+        raise ScenarioError([(side, f"{field}: {msg}") for field, msg in problems_of(e)]) from None
+
+
 def compute(vs: VsRequest, cancel=None) -> list[Side]:
     """Both sides' comparisons (service.compare_seeds: cached, limited like the results page's), on the pair's
     time span."""
-    compared = []
-    for s in SIDES:
-        try:
-            compared.append(service.compare_seeds(vs.side(s), cancel))
-        except (ScenarioError, SetupError, TraceError) as e:  # found only when simulating (the workload's size)
-            raise ScenarioError([(s, f"{field}: {msg}") for field, msg in problems_of(e)]) from None
+    compared = [_compare_side(vs, s, cancel) for s in SIDES]
+    # Both sides' KV grids at one scale (issue #41: one cell per 28 blocks beside one per 7): the finer side is
+    # drawn again at the coarser side's cell size.
+    cell = max(c.views[0].kv["k"] for c in compared)
+    compared = [c if c.views[0].kv["k"] == cell else _compare_side(vs, s, cancel, cell)
+                for s, c in zip(SIDES, compared, strict=True)]
     span = charts.time_range([v for c in compared for v in c.views])
     out = []
     for s, c in zip(SIDES, compared, strict=True):
@@ -224,8 +232,9 @@ def kv_pair(fig, sides: list[Side]) -> list[dict]:
             entry.update(cols=cols, rows=math.ceil(entry["cells"] / cols))
         cards.append({"kv": spec, "frames": frames, "k": s.results.views[0].kv["k"]})
     return [{"figure": fig, "name": fig.name, "title": fig.title, "cards": dict(zip(SIDES, cards, strict=True)),
-             "explain": "Each side's block pools played over the pair's time, on one grid: one cell per block "
-                        "(or per k blocks, as each side says), coloured by state; a larger pool is a longer grid.",
+             "explain": "Each side's block pools played over the pair's time, on one grid at one scale: one cell "
+                        "per block (or per k blocks, the same on both sides), coloured by state; a larger pool is "
+                        "a longer grid.",
              "states": spec["states"]}]
 
 
@@ -361,13 +370,20 @@ def scenario_changes(vs: VsRequest) -> list[tuple[str, str, str]]:
             if fa.get(k) != fb.get(k)]
 
 
-def quick_form(req: WebRequest | None) -> list:
-    """The quick form's fields for B: the dashboard form's fields, shown blank (unchanged), B's value as the
-    placeholder."""
+def quick_form(req: WebRequest | None) -> list[dict]:
+    """B's form: every field of the dashboard's form, shown blank (unchanged) with B's value as the placeholder;
+    first QUICK_FIELDS, then the rest in the dashboard's groups and mechanism sections (folded), so any setting,
+    speculative decoding or a KV tier say, is changed in the form (issue #41: B's spec decoding needed URL
+    editing)."""
     values: dict[str, Any] = dict(req.scenario_pairs()) if req else dict(PAGE_DEFAULTS)
     form = present.build_form(values, {}, page_defaults=PAGE_DEFAULTS)
     by_name = {f.name: f for _, fs in form.groups for f in fs} | {f.name: f for f in form.advanced}
-    return [by_name[n] for n in QUICK_FIELDS if n in by_name]
+    groups = [{"key": "quick", "title": "", "explanation": "", "fields": [by_name[n] for n in QUICK_FIELDS]}]
+    groups += [{"key": title.lower().replace(" ", "-"), "title": title, "explanation": "",
+                "fields": [f for f in fs if f.name not in QUICK_FIELDS]} for title, fs in form.groups]
+    groups += [{"key": sec.key, "title": sec.title, "explanation": sec.explanation,
+                "fields": [f for f in sec.fields if f.name not in QUICK_FIELDS]} for sec in form.sections]
+    return [g for g in groups if g["fields"]]
 
 
 # ----- /vs -----

@@ -94,6 +94,7 @@ class Point(NamedTuple):
     tp: int  # 0: the site's best configuration
     quantity: str  # one of MEASURES' values
     ep: int = 1  # expert-parallel degree (attention tensor-parallel over the same GPUs)
+    engine: str = ""  # the engine profile the point ran as (its framework column); "": the site's best of several
 
 
 # measured_what (lower case) -> the predicted quantity, first match wins.
@@ -187,7 +188,8 @@ def raw_check(row: dict, simulate: bool) -> Check:
              quantity == "ttft_mean" and "client-side: includes HTTP and tokenisation",
              "anomal" in row["notes"].lower() and "the source calls this point an anomaly (throughput below the "
                                                   "next-lower concurrency's)"]
-    point = Point(model, row["dtype"], f"{isl}/{osl}", f"concurrency {conc}", hw, tp, quantity, ep)
+    point = Point(model, row["dtype"], f"{isl}/{osl}", f"concurrency {conc}", hw, tp, quantity, ep,
+                  engine_of(row["framework"]))
     return Check(predicted=p[quantity], note="; ".join(n for n in notes if n), point=point, **base)
 
 

@@ -6,6 +6,7 @@
      gantt_window.js   a long run's Gantt: every request of a zoomed window
      export.js         PNG/SVG exports (export_text.js: what they say beside the plot)
      form.js           the scenario form: field errors copied in, model and trace uploads
+     mechanisms.js     the form's Advanced sections: a mechanism switched on or off, a section folded
      goodput_curves.js drawn goodput sweeps kept across a change of the scenario
      embed.js          an embed fitted to its frame, present mode's keys
      controls.js       the metric glossary, Copy link, the top bar's links on the scenario shown
@@ -23,6 +24,7 @@ import { exportOnClick, rememberExportChoice, showExportChoice } from "./export.
 import { drawFigures, followColorScheme, purgePlots } from "./figures.js";
 import { keepChangesHere, wireForm } from "./form.js";
 import { watchGanttWindows } from "./gantt_window.js";
+import { wireMechanisms } from "./mechanisms.js";
 import { keepGoodputCurves } from "./goodput_curves.js";
 import { players, releasePlayers, seekPlayers } from "./kv_player.js";
 import { EMBED } from "./slides.js";
@@ -53,6 +55,7 @@ rememberExportChoice();
 exportOnClick();
 wireControls();
 tickElapsed();
+wireMechanisms();
 wireForm(); // its htmx:beforeSwap may cancel a swap: before goodput_curves' and release's, which check that
 keepGoodputCurves();
 htmx.onLoad(keepChangesHere);

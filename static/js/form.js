@@ -4,6 +4,8 @@
    nothing typed or ticked meanwhile is lost. The model picker shows each model's badges and takes an uploaded
    config.json in place of a catalogue model; a trace upload can be cleared. */
 
+import { revealSection } from "./mechanisms.js";
+
 // Capture phase and the listeners' order matter (see each); app.js calls this once.
 export function wireForm() {
   document.addEventListener("change", onModelPicked, true);
@@ -127,6 +129,7 @@ function syncForm(live, fresh) {
     l.classList.toggle("invalid", f.classList.contains("invalid"));
     var folded = l.closest("details");
     if (folded && f.classList.contains("invalid")) folded.open = true; // an error must not hide in "Advanced"
+    if (f.classList.contains("invalid")) revealSection(l); // nor in a mechanism's folded section
     ownErrors(l).forEach(function (p) { l.removeChild(p); });
     ownErrors(f).forEach(function (p) { l.appendChild(document.importNode(p, true)); });
     var fc = f.querySelector("input[id^='f-'], select"), lc = fc && l.querySelector("#" + fc.id);
