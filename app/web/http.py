@@ -84,13 +84,21 @@ async def run_until_disconnect(request: Request, fn, *args, busy: Callable[..., 
         if turn.place is not None:
             response.headers[TICKET_HEADER] = turn.place.id
         return response
+    asked = time.monotonic()
     try:
         while not admitted.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(admitted.wait(), DISCONNECT_POLL_S)
+            LINE.poll()  # a slot held for an absent client past its grace comes to the next in line
             if not admitted.is_set() and await request.is_disconnected():
                 return Response(status_code=CLIENT_CLOSED)
-        return await _run_watching(request, fn, *args, limiter=_WORK_LANE, too_long=too_long)
+        waited_ms = (time.monotonic() - asked) * 1e3
+        response = await _run_watching(request, fn, *args, limiter=_WORK_LANE, too_long=too_long)
+        # How long this request waited for its place (the Server-Timing header: a client, or bench/load.py, can
+        # tell it from the run's own time and check it against the turn it was announced).
+        if isinstance(response, Response):
+            response.headers["Server-Timing"] = f'line;dur={waited_ms:.0f};desc="waited in line"'
+        return response
     finally:
         LINE.leave(turn.place)
 
