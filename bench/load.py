@@ -195,6 +195,7 @@ class LineRun:
     first_at: float  # its first request sent
     tries: int = 0
     retry_after: float | None = None  # the first 503's Retry-After (None: it never had one)
+    told_at: float | None = None  # when that 503 arrived
     position: int | None = None  # and the place in line it announced
     admitted_at: float | None = None  # its last request sent + the server's "line" Server-Timing
     answered_at: float | None = None
@@ -233,6 +234,7 @@ def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) ->
                     retry = float(r.headers.get("retry-after", "1"))
                     if run.retry_after is None:
                         run.retry_after, run.position = retry, (r.json().get("queue") or {}).get("position")
+                        run.told_at = time.monotonic()
                     if r.headers.get("queue-ticket"):
                         headers = {"Queue-Ticket": r.headers["queue-ticket"]}
                     if time.monotonic() + retry > deadline + grace_s:  # its turn comes after the bench: stop
@@ -257,13 +259,13 @@ def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) ->
 
 
 def line_report(runs: list[LineRun], statuses: Counter) -> None:
-    """Tries per run; for runs told to come back: the wait for their place over the first Retry-After (the
-    announcement kept: at most 1), that ratio for the wait to the answer (the run's own time included), and the
-    runs that came later (their first try 50 ms or more after) yet were admitted first."""
+    """Tries per run; for runs told to come back: from the first 503 to their admission over its Retry-After (the
+    announcement kept: at most 1), that ratio up to the answer (the run's own time included), and the runs that
+    came later (their first try 50 ms or more after) yet were admitted first."""
     admitted = [r for r in runs if r.admitted_at is not None]
     told = [r for r in admitted if r.retry_after]
-    place = [(r.admitted_at - r.first_at) / r.retry_after for r in told]
-    answer = [(r.answered_at - r.first_at) / r.retry_after for r in told]
+    place = [(r.admitted_at - r.told_at) / r.retry_after for r in told]
+    answer = [(r.answered_at - r.told_at) / r.retry_after for r in told]
     overtaken = [sum(1 for o in admitted if o.first_at > r.first_at + 0.05 and o.admitted_at < r.admitted_at)
                  for r in told]
     print(f"  slow runs: {len(runs)} answered, statuses {dict(statuses)}; tries p50 {pct([r.tries for r in runs], 50)}, "
@@ -271,8 +273,8 @@ def line_report(runs: list[LineRun], statuses: Counter) -> None:
           f"{pct([r.admitted_at - r.first_at for r in admitted], 50):.1f} s, max "
           f"{max((r.admitted_at - r.first_at for r in admitted), default=float('nan')):.1f} s")
     print(f"  told to come back: {len(told)} (first position p50 {pct([r.position or 0 for r in told], 50)}, max "
-          f"{max((r.position or 0 for r in told), default=0)}); wait for a place / first Retry-After p50 "
-          f"{pct(place, 50):.2f}, max {max(place, default=float('nan')):.2f}; wait for the answer / first "
+          f"{max((r.position or 0 for r in told), default=0)}); from the 503 to a place / its Retry-After p50 "
+          f"{pct(place, 50):.2f}, max {max(place, default=float('nan')):.2f}; to the answer / its "
           f"Retry-After p50 {pct(answer, 50):.2f}, max {max(answer, default=float('nan')):.2f}; admitted before a "
           f"run that came later: {sum(1 for n in overtaken if n)} runs ({sum(overtaken)} overtakes)")
 

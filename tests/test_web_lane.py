@@ -23,6 +23,12 @@ def clock():
     return Clock()
 
 
+def paced(line: FairLine, run_s: float = 1.0) -> FairLine:
+    """The line as after PACE_WINDOW requests of `run_s` a run: it announces turns at once."""
+    line.paces.extend([run_s] * lane.PACE_WINDOW)
+    return line
+
+
 def admitted_order(line: FairLine, places: list) -> list[int]:
     """Run the line to its end, one slot's request finishing at a time: the order the places were admitted in."""
     order: list[int] = []
@@ -112,7 +118,7 @@ def test_a_running_request_slower_than_the_pace_slows_the_estimate(clock):
 def test_a_long_wait_answers_at_once_and_the_ticket_resumes_the_place(clock):
     """Past hold_s the client is told to come back; coming back with its ticket, it is still ahead of everyone who
     arrived after it, and newcomers meanwhile took places behind it."""
-    line = FairLine(slots=1, max_line=50, hold_s=2.5, clock=clock)
+    line = paced(FairLine(slots=1, max_line=50, hold_s=2.5, clock=clock))
     running = line.join().place
     near = line.join()  # 1 s away: keeps its connection
     far = line.join()  # 2 s away... still held
@@ -135,7 +141,7 @@ def test_a_long_wait_answers_at_once_and_the_ticket_resumes_the_place(clock):
 
 
 def test_an_absent_place_not_claimed_in_time_is_given_up(clock):
-    line = FairLine(slots=1, max_line=50, hold_s=0.5, clock=clock)
+    line = paced(FairLine(slots=1, max_line=50, hold_s=0.5, clock=clock))
     line.join()
     away = line.join()
     assert not away.place.present
@@ -148,7 +154,7 @@ def test_an_absent_place_not_claimed_in_time_is_given_up(clock):
 def test_an_absent_places_slot_waits_for_its_client_until_its_announced_time(clock):
     """The announced turn is kept: when the slot frees before the client told to come back returns, nobody present
     behind it takes it; the client coming back when told is admitted at once, ahead of them."""
-    line = FairLine(slots=1, max_line=50, hold_s=1.5, clock=clock)
+    line = paced(FairLine(slots=1, max_line=50, hold_s=1.5, clock=clock))
     first = line.join(work=2).place
     away = line.join(work=1)  # 2 s of work ahead: told to come back in 2 s
     assert not away.place.present and away.retry_after == 2
@@ -164,7 +170,7 @@ def test_an_absent_places_slot_waits_for_its_client_until_its_announced_time(clo
 
 
 def test_a_client_past_its_grace_lets_the_next_one_run_and_goes_first_when_back(clock):
-    line = FairLine(slots=1, max_line=50, hold_s=1.5, clock=clock)
+    line = paced(FairLine(slots=1, max_line=50, hold_s=1.5, clock=clock))
     first = line.join(work=2).place
     away = line.join(work=1)
     clock.now += 1.5
@@ -215,6 +221,23 @@ def test_nobody_is_admitted_before_a_place_announced_ahead_whose_client_comes_ba
     assert late == {}
     order = sorted(admitted, key=lambda t: joined[t][0])
     assert [admitted[t] for t in order] == sorted(admitted[t] for t in order)
+
+
+def test_a_cold_line_holds_a_far_place_then_tells_its_turn_at_the_running_requests_pace(clock):
+    """Before any request has finished the line knows no pace: a far place is held (for hold_s, by the HTTP
+    layer), then told its turn at the pace the running request shows by then; once a pace is measured, a far place
+    is told at once."""
+    line = FairLine(slots=1, max_line=50, hold_s=10.0, clock=clock)
+    running = line.join(work=3).place
+    far = [line.join(work=3) for _ in range(5)]  # 15 runs ahead at INITIAL_RUN_S: past hold_s, yet held
+    assert all(t.place.present and t.place.hold_until == clock.now + 10.0 for t in far)
+    clock.now += 10.0  # the running request has taken 10 s for its 3 runs, and goes on: 10 / 3 s a run at least
+    told = line.send_away(far[-1].place)
+    assert not told.place.present and told.position == 5
+    assert told.wait_s == pytest.approx(4 * 3 * 10.0 / 3) and told.place.due == clock.now + told.retry_after
+    line.leave(running)
+    assert far[0].place.admitted and line.run_s == pytest.approx(10.0 / 3)
+    assert not line.join(work=3).place.present  # a pace is known: told at once
 
 
 def test_a_full_line_answers_without_a_place_and_the_time_to_drain(clock):

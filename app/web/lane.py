@@ -7,7 +7,10 @@ have left, then each place before it, each request's work counted in runs) at th
 of the last few requests', never faster than a running request is going). A request whose turn is near keeps its
 connection and is admitted in its turn; one whose turn is further than `hold_s` is answered at once (503 with
 Retry-After: its turn) and keeps its place under a ticket: coming back with it (the Queue-Ticket header) resumes
-the place. The announcement is kept: when a place's turn comes while its client is away, its slot waits for it
+the place. No turn is announced before the line has seen a request finish (a cold server knows no pace: its
+first announcements, at INITIAL_RUN_S, were a third of the runs' time under load): until then a far place is held
+as a near one is, for at most `hold_s`, and then told its turn (send_away) at what the running requests' own pace
+shows by then. A held place whose turn slips past `hold_s` is told the same way. The announcement is kept: when a place's turn comes while its client is away, its slot waits for it
 until its announced time (plus RETURN_GRACE_S), so nobody who arrived later is admitted first, and a client that
 comes back when told is admitted then, unless the runs ahead ran slower than the pace announced. Past that grace
 the slot goes to whoever is next; the place is kept, first at the next free slot, until CLAIM_GRACE_S after its
@@ -49,6 +52,7 @@ class Place:
     admitted: bool = False
     started: float = 0.0
     due: float = 0.0  # an absent place: when its client was told to come back
+    hold_until: float = math.inf  # a present place not admitted by then is told to come back (send_away)
     expires: float = math.inf  # an absent place not claimed by then is given up
     on_admit: Callable[[], None] | None = field(default=None, repr=False)
 
@@ -104,11 +108,20 @@ class FairLine:
         self._admit()
         if place.admitted:
             return Turn(place, 0, 0.0)
+        if self.paces and self.wait_s(place) > self.hold_s:  # too long to hold a connection: come back
+            return self.send_away(place)
+        place.hold_until = self.clock() + self.hold_s
+        return Turn(place, self.position(place), self.wait_s(place))
+
+    def send_away(self, place: Place) -> Turn:
+        """A present place not admitted: its client is told its turn (503, Retry-After) and comes back with its
+        ticket; until then the place is absent."""
         turn = Turn(place, self.position(place), self.wait_s(place))
-        if turn.wait_s > self.hold_s:  # too long to hold a connection: the client comes back with its ticket
-            place.present, place.on_admit = False, None
-            place.due = self.clock() + turn.retry_after  # what the client is told, rounded up to whole seconds
-            place.expires = place.due + CLAIM_GRACE_S
+        if place.admitted:
+            return turn
+        place.present, place.on_admit = False, None
+        place.due = self.clock() + turn.retry_after  # what the client is told, rounded up to whole seconds
+        place.expires = place.due + CLAIM_GRACE_S
         return turn
 
     def leave(self, place: Place) -> None:
