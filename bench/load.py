@@ -260,14 +260,14 @@ def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) ->
 
 def line_report(runs: list[LineRun], statuses: Counter) -> None:
     """Tries per run; for runs told to come back: from the first 503 to their admission over its Retry-After (the
-    announcement kept: at most 1), that ratio up to the answer (the run's own time included), and the runs that
-    came later (their first try 50 ms or more after) yet were admitted first."""
+    announcement kept: at most 1), that ratio up to the answer (the run's own time included), and the runs
+    admitted meanwhile past the position it announced (k-th in line: k - 1 places ahead, none from behind)."""
     admitted = [r for r in runs if r.admitted_at is not None]
     told = [r for r in admitted if r.retry_after]
     place = [(r.admitted_at - r.told_at) / r.retry_after for r in told]
     answer = [(r.answered_at - r.told_at) / r.retry_after for r in told]
-    overtaken = [sum(1 for o in admitted if o.first_at > r.first_at + 0.05 and o.admitted_at < r.admitted_at)
-                 for r in told]
+    past = [sum(1 for o in admitted if r.told_at < o.admitted_at < r.admitted_at) - (r.position or 1) + 1
+            for r in told]
     print(f"  slow runs: {len(runs)} answered, statuses {dict(statuses)}; tries p50 {pct([r.tries for r in runs], 50)}, "
           f"max {max((r.tries for r in runs), default=0)}; wait for a place p50 "
           f"{pct([r.admitted_at - r.first_at for r in admitted], 50):.1f} s, max "
@@ -275,8 +275,9 @@ def line_report(runs: list[LineRun], statuses: Counter) -> None:
     print(f"  told to come back: {len(told)} (first position p50 {pct([r.position or 0 for r in told], 50)}, max "
           f"{max((r.position or 0 for r in told), default=0)}); from the 503 to a place / its Retry-After p50 "
           f"{pct(place, 50):.2f}, max {max(place, default=float('nan')):.2f}; to the answer / its "
-          f"Retry-After p50 {pct(answer, 50):.2f}, max {max(answer, default=float('nan')):.2f}; admitted before a "
-          f"run that came later: {sum(1 for n in overtaken if n)} runs ({sum(overtaken)} overtakes)")
+          f"Retry-After p50 {pct(answer, 50):.2f}, max {max(answer, default=float('nan')):.2f}; runs admitted "
+          f"meanwhile past the position announced: {sum(1 for n in past if n > 0)} runs, at most "
+          f"{max(past, default=0)} past")
 
 
 @contextlib.contextmanager
