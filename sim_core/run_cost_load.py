@@ -9,7 +9,7 @@ All of it follows from the cost model's floor for a step (bounds.step_floor_s) a
 from __future__ import annotations
 
 import math
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
@@ -25,10 +25,12 @@ from .studies.rate_search import search_rate
 
 # A throughput ceiling never below this (requests/s): search_rate's doublings need a positive rate to stop at.
 MIN_RATE_CEILING = 1e-3
-# The most autoscaler evaluations peak_present looks at one by one; past them, the peak over all times.
+# The most autoscaler evaluations fleet_metric_peaks looks at one by one; past them, the peak over all times.
 MAX_TICKS = 200_000
 # The most provisioning delays fleet_metric_peaks steps through (a longer run takes longer ones).
 MAX_PERIODS = 64
+# The most of the probe's requests slo_rate's model replays: a sample (a tail of TTFTs settles in far fewer).
+MAX_PROBE_REQUESTS = 20_000
 
 
 def loaded_step_s(p, read_s: float, out_rate: float, prompt_rate: float, cap: float, token_budget: int) -> float:
@@ -119,13 +121,15 @@ def utilization_slots(scenario, resolved, reqs, least: int, hi: int) -> int:
     ceil(the serving replicas' metric summed / target), the sum as a fluid model of the fleet has it
     (fleet_metric_peaks). A kv_usage target of 1 or more never asks for more (a replica's usage is at most 1);
     one below 1 may double the fleet at every evaluation (max_replicas). The default target on running requests
-    is the capacity search's (estimated_running_target). Follow-up turns, whose arrivals are not known before the
-    run, count as in the fleet throughout."""
+    is the capacity search's (estimated_running_target; max_replicas with follow-up turns). Follow-up turns, whose
+    arrivals are not known before the run, count as in the fleet throughout."""
     target = scenario.autoscale_target
     if (scenario.autoscale_metric or "running") == "kv_usage":
         return hi if target < 1 else least
-    target = target or estimated_running_target(scenario, resolved, reqs)
     unknown = int((~np.isfinite(reqs.arrival_s)).sum())
+    if target is None and unknown:  # its capacity search replays follow-up turns, which this model cannot place
+        return hi
+    target = target or estimated_running_target(scenario, resolved, reqs)
     want = least
     for peak in fleet_metric_peaks(scenario, resolved, reqs, least, hi, target):
         want = max(want, math.ceil((peak + unknown) / target - 1e-9))
@@ -164,8 +168,8 @@ def fleet_metric_peaks(scenario, resolved, reqs, least: int, hi: int, target: fl
         at = ticks[(ticks >= k * period) & (ticks < (k + 1) * period)]
         serving = min(hi, asked)
         step_s = loaded_step_s(p, read_s, out_rate / serving, prompt_rate / serving, cap, budget)
-        in_service = (np.searchsorted(arrivals, at, side="right") -
-                      np.searchsorted(np.sort(arrival + steps * step_s), at, side="right"))
+        ends = np.sort(arrival + steps * step_s) if len(at) else arrivals[:0]  # (no evaluation in this delay)
+        in_service = np.searchsorted(arrivals, at, side="right") - np.searchsorted(ends, at, side="right")
         # Lindley's recursion over the ticks: what arrived less what the fleet could have served by then.
         behind = np.searchsorted(arrivals, at, side="right") - ceiling * (replica_s + serving * (at - k * period))
         waiting = behind - np.minimum.accumulate(np.minimum(behind, lowest))
@@ -191,9 +195,16 @@ def estimated_running_target(scenario, resolved, reqs) -> float:
     return max(1.0, found * (math.ceil(prompt / resolved.token_budget) + out) * step_s)
 
 
-@cache
-def _probe_requests(probe):
-    return make_requests(probe, resolve(probe))
+@lru_cache(maxsize=8)  # a scenario is costed on each of its requests: its probe's sample is kept a while
+def _probe_sample(probe) -> tuple[np.ndarray, np.ndarray, float]:
+    """(arrivals, prompt tokens, mean output tokens) of the probe's first MAX_PROBE_REQUESTS requests or so, those
+    whose arrival is known before the run (follow-up turns arrive when their parent ends)."""
+    sample = probe.model_copy(update={"duration": min(probe.duration, MAX_PROBE_REQUESTS / probe.rate)})
+    reqs = make_requests(sample, resolve(sample))
+    known = np.flatnonzero(np.isfinite(reqs.arrival_s))
+    order = known[np.argsort(reqs.arrival_s[known], kind="stable")]
+    out = float(reqs.output_tokens.mean()) if len(reqs) else 0.0
+    return reqs.arrival_s[order], reqs.prompt_tokens[order].astype(np.float64), out
 
 
 def slo_rate(scenario, resolved, reqs) -> float | None:
@@ -204,19 +215,17 @@ def slo_rate(scenario, resolved, reqs) -> float | None:
     Lindley's recursion over the arrivals) plus its own chunks' steps does. Every step time is the cost model's
     floor (bounds.step_floor_s), so this errs high, as throughput_ceiling."""
     probe = probe_scenario(scenario)
-    probe_reqs = _probe_requests(probe)
-    if not len(probe_reqs) or not len(reqs):
+    arrivals, prompts, out = _probe_sample(probe)
+    if len(arrivals) < 2 or not len(reqs):
         return None
     p, read_s = step_inputs(scenario, resolved.deployment[0].setup, reqs)
     budget, cap = resolved.token_budget, batch_cap(scenario, resolved, reqs)
-    prompts = probe_reqs.prompt_tokens.astype(np.float64)
-    out = float(probe_reqs.output_tokens.mean())
 
     def attainment(_probe, rate: float) -> float:
         step_s = loaded_step_s(p, read_s, rate * out, rate * float(prompts.mean()), cap, budget)
         batch = min(cap, max(1.0, rate * out * step_s))
         full_s = float(step_floor_s(p, budget + batch)) + batch * read_s
-        gaps = np.diff(probe_reqs.arrival_s) * (probe.rate / rate)
+        gaps = np.diff(arrivals) * (probe.rate / rate)
         backlog = np.concatenate([[0.0], np.cumsum(prompts[:-1] / budget * full_s - gaps)])
         wait = backlog - np.minimum.accumulate(backlog)
         own = np.ceil(prompts / budget) * (np.asarray(step_floor_s(p, np.minimum(prompts, budget) + batch)) +

@@ -247,6 +247,8 @@ def test_the_follow_up_turns_of_a_utilization_fleet_count_as_in_it_throughout():
     reqs = make_requests(s, resolve(s))
     unknown = int((~np.isfinite(reqs.arrival_s)).sum())
     assert 0 < unknown < 64 and autoscaled_slots(s, resolve(s), reqs) > unknown
+    # Without a target, the capacity search's would replay them too: the bound the kernel keeps.
+    assert autoscaled_slots(s.model_copy(update={"autoscale_target": None}), resolve(s), reqs) == 64
 
 
 def test_one_replica_past_its_throughput_runs_max_seqs_and_the_fleet_asks_for_that_over_the_target():
