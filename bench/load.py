@@ -266,6 +266,10 @@ def line_report(runs: list[LineRun], statuses: Counter) -> None:
     told = [r for r in admitted if r.retry_after]
     place = [(r.admitted_at - r.told_at) / r.retry_after for r in told]
     answer = [(r.answered_at - r.told_at) / r.retry_after for r in told]
+    # Told once a run had been answered: the line had measured a pace (before, it announces at what the running
+    # requests' elapsed time shows, a lower bound).
+    paced = [x for x, r in zip(place, told, strict=True)
+             if r.told_at > min((o.answered_at for o in admitted), default=float("inf"))]
     past = [sum(1 for o in admitted if r.told_at < o.admitted_at < r.admitted_at) - (r.position or 1) + 1
             for r in told]
     print(f"  slow runs: {len(runs)} answered, statuses {dict(statuses)}; tries p50 {pct([r.tries for r in runs], 50)}, "
@@ -278,6 +282,8 @@ def line_report(runs: list[LineRun], statuses: Counter) -> None:
           f"Retry-After p50 {pct(answer, 50):.2f}, max {max(answer, default=float('nan')):.2f}; runs admitted "
           f"meanwhile past the position announced: {sum(1 for n in past if n > 0)} runs, at most "
           f"{max(past, default=0)} past")
+    print(f"  told after the first answer (a pace measured): {len(paced)}; to a place / Retry-After p50 "
+          f"{pct(paced, 50):.2f}, max {max(paced, default=float('nan')):.2f}")
 
 
 @contextlib.contextmanager

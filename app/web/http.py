@@ -93,8 +93,10 @@ async def run_until_disconnect(request: Request, fn, *args, busy: Callable[..., 
             if await request.is_disconnected():
                 return Response(status_code=CLIENT_CLOSED)
             if LINE.clock() >= turn.place.hold_until:  # held as long as a connection is: told its turn instead
-                kept = False
-                return _come_back(LINE.send_away(turn.place), busy)
+                later = LINE.send_away(turn.place)
+                if not later.place.present:
+                    kept = False
+                    return _come_back(later, busy)
         waited_ms = (time.monotonic() - asked) * 1e3
         response = await _run_watching(request, fn, *args, limiter=_WORK_LANE, too_long=too_long)
         # How long this request waited for its place (the Server-Timing header: a client, or bench/load.py, can

@@ -37,8 +37,10 @@ from dataclasses import dataclass, field
 INITIAL_RUN_S = 1.0
 PACE_WINDOW = 8
 # Seconds a slot waits past a place's announced time for its client (who sleeps Retry-After, then asks again:
-# milliseconds late, or a second on a loaded machine) before whoever is next takes it.
-RETURN_GRACE_S = 2.0
+# milliseconds late on an idle machine; on a loaded one the 503 and the retry each take seconds, and with 2 s
+# bench/load.py --line 40 on a shared 2-core box saw 4 of 35 returning clients passed over) before whoever is
+# next takes it.
+RETURN_GRACE_S = 5.0
 # Seconds a client told to come back has, after its announced time, to claim its place before it is given up.
 CLAIM_GRACE_S = 15.0
 
