@@ -13,8 +13,9 @@ arrays reuse heap pages the warm-up left resident, which the baseline already co
 1 MB a slot instead of the 4 MB its arrays hold). An autoscaled fleet's memory is its slots'
 (run_cost_load.autoscaled_slots): a utilization fleet's from a fluid model of the replicas it asks for, whose step
 times are the cost model's floor (an engine near its throughput is estimated to keep up: slots at 0.5-1x those
-held, tests/test_run_cost.py). Last run (2-core box, shared): all 36 within 2x but lora-68391's CPU at 1.99-2.04x
-(the LoRA walk's constant, run_cost.CPU_S_PER_ADAPTER_STEP, high)."""
+held, tests/test_run_cost.py). Last runs (2-core box, shared, load average ~12): all 36 within 2x, worst
+lora-68391's CPU at 1.96-2.04x over four runs, at the edge (the LoRA walk's constant, run_cost.CPU_S_PER_ADAPTER_STEP,
+high)."""
 
 from __future__ import annotations
 
