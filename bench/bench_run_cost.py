@@ -10,10 +10,12 @@ target is every ratio within 2x both ways. Memory under FLOOR_MB measured is com
 interpreter's noise is a few MB), CPU under FLOOR_CPU_S as FLOOR_CPU_S. The child runs with glibc's mmap threshold
 fixed (MALLOC_MMAP_THRESHOLD_): otherwise glibc raises it after the warm-up frees its arrays, and the run's
 arrays reuse heap pages the warm-up left resident, which the baseline already counts (a 64-slot fleet measured
-1 MB a slot instead of the 4 MB its arrays hold). Known misses, over-estimates: a utilization fleet is estimated
-at ceil(requests / target) slots, at most max_replicas (run_cost.autoscaled_slots: the running requests are at most
-the run's; the default target, known only once its capacity search has run, is at least 1), a sound bound far
-above the one slot a light load uses (autoscale-1ms-eval, autoscale-util-target)."""
+1 MB a slot instead of the 4 MB its arrays hold). An autoscaled fleet's memory is its slots'
+(run_cost_load.autoscaled_slots): a utilization fleet's from a fluid model of the replicas it asks for, whose step
+times are the cost model's floor (an engine near its throughput is estimated to keep up: slots at 0.5-1x those
+held, tests/test_run_cost.py). Last runs (2-core box, shared, load average ~12): all 36 within 2x, worst
+lora-68391's CPU at 1.96-2.04x over four runs, at the edge (the LoRA walk's constant, run_cost.CPU_S_PER_ADAPTER_STEP,
+high)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@
   2. a burst of 60 slow simulations at once (the excess must be answered 503 + Retry-After quickly);
   3. the largest scenarios the web accepts, one request each, for the server's peak memory;
   4. (only, with --line N) N clients of slow runs, each retrying when told with its Queue-Ticket, and an invalid
-     page every 50 ms: the invalid page's latency, tries per run and waits against the announced Retry-After.
+     page every 50 ms: the invalid page's latency, tries per run, each run's wait for its place against the
+     Retry-After announced, and the runs admitted before one that came earlier.
 Throughout, a probe in its own process asks /healthz every 50 ms. Prints answers by status, latencies, /healthz p50/p99 and the
 server's RSS (now and peak, from /proc). Asserts nothing.
 
@@ -19,6 +20,7 @@ import contextlib
 import itertools
 import multiprocessing
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -185,13 +188,32 @@ def largest(base: str, pid: int) -> None:
 INVALID_PAGE = "/?hardware=rtx3050&max_model_len=8192&workload=chat&duration=abc"  # a typo: its 422 names the field
 
 
+@dataclass
+class LineRun:
+    """One slow run of line_load, its times on this process's monotonic clock."""
+
+    first_at: float  # its first request sent
+    tries: int = 0
+    retry_after: float | None = None  # the first 503's Retry-After (None: it never had one)
+    told_at: float | None = None  # when that 503 arrived
+    position: int | None = None  # and the place in line it announced
+    admitted_at: float | None = None  # its last request sent + the server's "line" Server-Timing
+    answered_at: float | None = None
+
+
+def _line_wait_s(response: httpx.Response) -> float | None:
+    found = re.search(r"line;dur=([0-9.]+)", response.headers.get("server-timing", ""))
+    return float(found.group(1)) / 1e3 if found else None
+
+
 def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) -> None:
     """`clients` clients each asking for slow simulations of their own, one after another, honouring the 503's
     Retry-After and sending its Queue-Ticket back; meanwhile an invalid page every 50 ms. Prints the invalid
-    page's latency, and per run: tries, the wait from first try to answer, and that wait over the first
-    Retry-After announced (how honest the announcement was). A client stops asking `grace_s` after the end."""
+    page's latency, and per run: tries, the wait for its place (first try to admission, the admission read from
+    the answer's Server-Timing) against the first Retry-After announced, and how many runs that came later were
+    admitted first. A client stops asking `grace_s` after the end."""
     deadline = time.monotonic() + seconds
-    runs: list[tuple[int, float, float | None]] = []  # (tries, seconds to the answer, first Retry-After)
+    runs: list[LineRun] = []
     statuses: Counter = Counter()
     busy_first: list[float] = []  # how long each 503 took to arrive: a new request's (its budget checked first)
     busy_retry: list[float] = []  # and one asked again
@@ -200,24 +222,29 @@ def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) ->
     def client(k: int) -> None:
         with httpx.Client(base_url=base, timeout=300) as c:
             while time.monotonic() < deadline:
-                url, headers, tries, first_retry, t = f"/api/run?{SLOW}&seed={next(seeds)}", {}, 0, None, time.monotonic()
+                url, headers, run = f"/api/run?{SLOW}&seed={next(seeds)}", {}, LineRun(time.monotonic())
                 while True:
-                    asked = time.perf_counter()
+                    sent, asked = time.monotonic(), time.perf_counter()
                     r = c.get(url, headers=headers)
-                    tries += 1
+                    run.tries += 1
                     statuses[r.status_code] += 1
                     if r.status_code != 503:
                         break
-                    (busy_first if tries == 1 else busy_retry).append(time.perf_counter() - asked)
+                    (busy_first if run.tries == 1 else busy_retry).append(time.perf_counter() - asked)
                     retry = float(r.headers.get("retry-after", "1"))
-                    first_retry = retry if first_retry is None else first_retry
+                    if run.retry_after is None:
+                        run.retry_after, run.position = retry, (r.json().get("queue") or {}).get("position")
+                        run.told_at = time.monotonic()
                     if r.headers.get("queue-ticket"):
                         headers = {"Queue-Ticket": r.headers["queue-ticket"]}
                     if time.monotonic() + retry > deadline + grace_s:  # its turn comes after the bench: stop
                         statuses["gave up"] += 1
                         return
                     time.sleep(retry)
-                runs.append((tries, time.monotonic() - t, first_retry))
+                waited = _line_wait_s(r)
+                run.admitted_at = None if waited is None else sent + waited
+                run.answered_at = time.monotonic()
+                runs.append(run)
 
     invalid = HealthProbe(base, INVALID_PAGE, 422)  # its own process, as the /healthz probe (see HealthProbe)
     invalid.start()
@@ -225,14 +252,38 @@ def line_load(base: str, clients: int, seconds: float, grace_s: float = 60.0) ->
         list(pool.map(client, range(clients)))
     print(f"  invalid page (422 expected): {invalid.report_and_reset()}")
     invalid.close()
-    told = [w / ra for _, w, ra in runs if ra]
-    print(f"  slow runs: {len(runs)} answered, statuses {dict(statuses)}; tries p50 {pct([n for n, _, _ in runs], 50)}, "
-          f"max {max((n for n, _, _ in runs), default=0)}; wait p50 {pct([w for _, w, _ in runs], 50):.1f} s, "
-          f"max {max((w for _, w, _ in runs), default=float('nan')):.1f} s; wait / first Retry-After p50 "
-          f"{pct(told, 50):.2f}, max {max(told, default=float('nan')):.2f} (n={len(told)})")
+    line_report(runs, statuses)
     for name, took in (("new request's", busy_first), ("retry's", busy_retry)):
         print(f"  a {name} 503 arrived in p50 {pct(took, 50) * 1e3:.0f} ms, p99 {pct(took, 99) * 1e3:.0f} ms, "
               f"max {max(took, default=float('nan')) * 1e3:.0f} ms (n={len(took)})")
+
+
+def line_report(runs: list[LineRun], statuses: Counter) -> None:
+    """Tries per run; for runs told to come back: from the first 503 to their admission over its Retry-After (the
+    announcement kept: at most 1), that ratio up to the answer (the run's own time included), and the runs
+    admitted meanwhile past the position it announced (k-th in line: k - 1 places ahead, none from behind)."""
+    admitted = [r for r in runs if r.admitted_at is not None]
+    told = [r for r in admitted if r.retry_after]
+    place = [(r.admitted_at - r.told_at) / r.retry_after for r in told]
+    answer = [(r.answered_at - r.told_at) / r.retry_after for r in told]
+    # Told once a run had been answered: the line had measured a pace (before, it announces at what the running
+    # requests' elapsed time shows, a lower bound).
+    paced = [x for x, r in zip(place, told, strict=True)
+             if r.told_at > min((o.answered_at for o in admitted), default=float("inf"))]
+    past = [sum(1 for o in admitted if r.told_at < o.admitted_at < r.admitted_at) - (r.position or 1) + 1
+            for r in told]
+    print(f"  slow runs: {len(runs)} answered, statuses {dict(statuses)}; tries p50 {pct([r.tries for r in runs], 50)}, "
+          f"max {max((r.tries for r in runs), default=0)}; wait for a place p50 "
+          f"{pct([r.admitted_at - r.first_at for r in admitted], 50):.1f} s, max "
+          f"{max((r.admitted_at - r.first_at for r in admitted), default=float('nan')):.1f} s")
+    print(f"  told to come back: {len(told)} (first position p50 {pct([r.position or 0 for r in told], 50)}, max "
+          f"{max((r.position or 0 for r in told), default=0)}); from the 503 to a place / its Retry-After p50 "
+          f"{pct(place, 50):.2f}, max {max(place, default=float('nan')):.2f}; to the answer / its "
+          f"Retry-After p50 {pct(answer, 50):.2f}, max {max(answer, default=float('nan')):.2f}; runs admitted "
+          f"meanwhile past the position announced: {sum(1 for n in past if n > 0)} runs, at most "
+          f"{max(past, default=0)} past")
+    print(f"  told after the first answer (a pace measured): {len(paced)}; to a place / Retry-After p50 "
+          f"{pct(paced, 50):.2f}, max {max(paced, default=float('nan')):.2f}")
 
 
 @contextlib.contextmanager

@@ -18,18 +18,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bounds import step_floor_s
 from .catalog import GPUS
-from .cluster_over_time import PLANNING_ATTAINMENT, PROBE_S, probe_scenario
+from .cluster_over_time import PROBE_S, probe_scenario
 from .fields import field_info
-from .hardware_profile import profile_constants
-from .kernel.cost_model import cost_params
 from .kernel.state import ITL_COARSE_BINS, ITL_FINE_BINS, N_EVENT_COLS, N_STEP_COLS
-from .policies.autoscalers import AUTOSCALERS, DEFAULT_INTERVAL_S, SCALE_PREDICTIVE
-from .provisioning import provision_delay_s
+from .policies.autoscalers import AUTOSCALERS, SCALE_PREDICTIVE
+from .run_cost_load import (
+    autoscaled_slots,
+    batch_cap,
+    loaded_step_s,
+    searched_rates,
+    step_inputs,
+    throughput_ceiling,
+)
 from .runner import CLUSTER_STEP_RECORDS, DEFAULT_MAX_EVENTS, DEFAULT_MAX_STEP_RECORDS
 from .scenario import Scenario
-from .studies.rate_search import search_rate
 
 GB = 1e9
 I64, F64, I32, I8 = 8, 8, 4, 1
@@ -60,8 +63,6 @@ CPU_S_PER_EVAL_REPLICA = 1e-8  # 1.28M evaluation-replicas took under 0.04 s in 
 # studies/rate_search.search_rate) are counted by running search_rate itself against a replica whose attainment falls at
 # the rate its engine's throughput allows (throughput_ceiling): the search's own doublings and bisections, each
 # trial rate PROBE_S seconds of requests. Predictive searches 1, 2, 4, ... replicas up to what the peak needs.
-# A throughput ceiling never below this (requests/s): search_rate's doublings need a positive rate to stop at.
-MIN_RATE_CEILING = 1e-3
 CPU_S_PER_BYTE = 0.7e-9  # page faults and zeroing on first touch: about 1.4 GB/s
 
 
@@ -136,56 +137,6 @@ def _engine_counts(scenario, resolved, reqs) -> list[int]:
     return [pool.engines for pool in resolved.deployment]
 
 
-def autoscaled_slots(scenario, resolved, reqs) -> int:
-    """The engines an autoscaled fleet allocates. kernel/autoscaled.scale_up gives a slot its engine the first
-    time more replicas are wanted than are alive (draining ones are taken back first, released slots reused), so
-    the fleet holds as many engines as the most replicas its policy wants at once: at least those it starts with
-    (one, which a request wakes a fleet scaled to zero into), at most max_replicas.
-
-    Predictive with autoscale_replica_rate plans the fewest replicas whose capacity (k x that rate) covers its
-    forecast (policies/autoscaling.by_forecast), so the peak forecast bounds it. Utilization on running or
-    waiting requests asks for at most ceil(their sum / target) (by_utilization), and their sum is at most the
-    run's requests; its default target on running requests (cluster_over_time.running_target) is at least 1.
-    Every other case falls back to max_replicas, the bound the kernel keeps: predictive's capacity is known only
-    once its capacity search has run, a kv_usage target below 1 may double the fleet at every evaluation, and
-    follow-up turns arrive when their parent ends (no forecast of them before the run)."""
-    hi = scenario.scaling_bounds[1]
-    least = max(1, scenario.replicas, scenario.scaling_bounds[0])
-    if AUTOSCALERS[scenario.autoscaler][0] != SCALE_PREDICTIVE:
-        if (scenario.autoscale_metric or "running") == "kv_usage":  # at most 1 a replica: a target of 1 holds
-            return hi if scenario.autoscale_target < 1 else least
-        return max(least, min(hi, math.ceil(len(reqs) / (scenario.autoscale_target or 1.0))))
-    rate = scenario.autoscale_replica_rate
-    if rate is None:
-        return hi
-    peak = peak_forecast_rate(scenario, resolved, reqs)
-    if peak is None:
-        return hi
-    capacity = np.arange(hi + 1) * float(rate)  # cluster_over_time.replica_capacity's, for a rate given
-    want = int(np.searchsorted(capacity[1:], peak, side="left")) + 1 if peak > 0 else 0
-    return max(least, min(hi, want))
-
-
-def peak_forecast_rate(scenario, resolved, reqs) -> float | None:
-    """The highest rate the predictive policy plans for over the run (policies/autoscaling.forecast_rate). With a
-    rate schedule: its peak over every window a forecast reads (cluster_over_time.schedule_forecast: up to the
-    last evaluation, an interval past the run, plus the provisioning delay and an interval). Without: the arrivals
-    of the last interval over the interval, at most the most arrivals any interval-long window holds (a burst:
-    at 1 ms intervals a single arrival forecasts 1000 req/s). None where the arrivals are not known before the
-    run (follow-up turns arrive when their parent ends)."""
-    interval = scenario.autoscale_interval_s or DEFAULT_INTERVAL_S
-    if resolved.schedule is not None:
-        last = (math.ceil(scenario.duration / interval) + 1) * interval
-        return float(resolved.schedule.peak_rate(last + provision_delay_s(scenario, resolved) + interval))
-    arrivals = np.sort(reqs.arrival_s)
-    if not np.isfinite(arrivals).all():
-        return None
-    if not len(arrivals):
-        return 0.0
-    in_window = np.searchsorted(arrivals, arrivals + interval, side="left") - np.arange(len(arrivals))
-    return float(in_window.max()) / interval
-
-
 def _pool_steps(scenario, resolved, k: int, reqs, count: int, probe_rate: float | None = None) -> float:
     """The pool's engine steps, estimated by Little's law: a loaded engine's step carries the decode tokens of
     the requests running (out/s x step time) and the prompt tokens arriving meanwhile (prompt/s x step time, at
@@ -204,37 +155,16 @@ def _pool_steps(scenario, resolved, k: int, reqs, count: int, probe_rate: float 
     finite = reqs.arrival_s[np.isfinite(reqs.arrival_s)]  # agent turns arrive once their parent ends (inf now)
     span = max(float(finite.max() - finite.min()) if len(finite) else 0.0, scenario.duration, 1e-3)
     span = span if probe_rate is None else PROBE_S
-    p, read_s = _step_inputs(scenario, pool.setup, reqs)
+    p, read_s = step_inputs(scenario, pool.setup, reqs)
     out_rate = (out if decode else n) / count / span
     prompt_rate = (prompt if prefill else 0.0) / count / span
-    cap = _batch_cap(scenario, resolved, reqs)
-    t = float(step_floor_s(p, 1.0))
-    for _ in range(12):  # the fixed point converges in a few rounds: step time grows slowly with the tokens
-        batch = min(cap, max(1.0, out_rate * t))
-        t = float(step_floor_s(p, batch + min(prompt_rate * t, resolved.token_budget))) + batch * read_s
+    cap = batch_cap(scenario, resolved, reqs)
+    t = loaded_step_s(p, read_s, out_rate, prompt_rate, cap, resolved.token_budget)
     busy = span + float(reqs.output_tokens.max() if decode else 1) * t
     # Past what the batch cap lets it serve, an engine works through the backlog at cap tokens a step.
     work = (out if decode else n) / count
     per_engine = min(work + n / count, max(busy / t, work / cap))
     return max(least, per_engine * count)
-
-
-def _step_inputs(scenario, setup, reqs):
-    """(the cost model's parameters, the decode attention's context read per request a step, seconds)."""
-    p = cost_params(setup, profile_constants(scenario.hardware_profile), cpu_overlap=scenario.async_scheduling,
-                    engine=scenario.engine)
-    n = len(reqs)
-    context = (float(reqs.prompt_tokens.sum()) + float(reqs.output_tokens.sum()) / 2) / n
-    return p, context * setup.kv_bytes_per_token_per_gpu / (setup.gpu.mem_bw_gbs * 1e9 * setup.gpu.bw_efficiency)
-
-
-def _batch_cap(scenario, resolved, reqs) -> float:
-    """The most requests a step decodes: max_seqs; with LoRA adapters, those of at most max_loras adapters, which
-    hold about max(1, requests / adapters) requests each (kernel/lora.py admits no request of another adapter)."""
-    cap = float(resolved.max_seqs)
-    if scenario.lora_adapters:
-        cap = min(cap, scenario.max_loras * max(1.0, len(reqs) / scenario.lora_adapters))
-    return cap
 
 
 def _kv_terms(scenario, resolved, reqs, engines: list[int], kv_frames: int) -> list[Term]:
@@ -340,34 +270,6 @@ def _probe_term(scenario, resolved, reqs) -> list[Term]:
     largest = PROBE_S * max(rate for rate, _ in runs) * BYTES_PER_REQUEST  # the largest run's requests
     return [Term(field, f"~{probed:,.0f} requests in {len(runs)} runs simulated by the {scenario.autoscaler} "
                         "autoscaler's capacity search", largest, probed * per_request + steps * CPU_S_PER_STEP)]
-
-
-def searched_rates(probe, ceiling: float) -> tuple[float | None, list[float]]:
-    """(the rate found, every rate tried) by studies/rate_search.search_rate on `probe`, as cluster_over_time's
-    search calls it, were attainment met exactly up to `ceiling` requests/s: its own doublings from the probe's
-    rate and bisections to its tolerance."""
-    tried: list[float] = []
-
-    def attainment(_scenario, rate: float) -> float:
-        tried.append(rate)
-        return 1.0 if rate <= ceiling else 0.0
-
-    found, _ = search_rate(probe, attainment, PLANNING_ATTAINMENT)
-    return found, tried
-
-
-def throughput_ceiling(scenario, resolved, reqs) -> float:
-    """The most requests/s one engine of the first pool completes whatever its SLO: a full batch (_batch_cap)
-    decoding one token each a step, with the prompt tokens that arrive meanwhile (at most the token budget), at
-    the cost model's floor for that step plus the decode attention's context reads. An SLO can only lower it."""
-    if not len(reqs):
-        return MIN_RATE_CEILING
-    prompt, out = float(reqs.prompt_tokens.mean()), max(1.0, float(reqs.output_tokens.mean()))
-    p, read_s = _step_inputs(scenario, resolved.deployment[0].setup, reqs)
-    batch = _batch_cap(scenario, resolved, reqs)
-    prompts = min(batch * prompt / out, resolved.token_budget)
-    step_s = float(step_floor_s(p, batch + prompts)) + batch * read_s
-    return max(MIN_RATE_CEILING, min(batch / out, prompts / max(prompt, 1.0)) / step_s)
 
 
 def _handover_term(scenario, resolved) -> Term | None:

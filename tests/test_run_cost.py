@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -18,8 +19,10 @@ from app.web.runview import FRAME_BUDGET
 from app.web.sweep_range import default_sweep
 from sim_core import Scenario, resolve
 from sim_core.catalog import MODELS
+from sim_core.cluster_over_time import running_target
 from sim_core.hf_config import model_from_text
-from sim_core.run_cost import MAX_KV_BLOCKS, autoscaled_slots, run_cost, tiny_kv_problem
+from sim_core.run_cost import MAX_KV_BLOCKS, run_cost, tiny_kv_problem
+from sim_core.run_cost_load import autoscaled_slots, estimated_running_target, fleet_metric_peaks
 from sim_core.runner import make_requests, run
 from sim_core.traces import own_rate, read_trace
 
@@ -221,17 +224,67 @@ def test_the_slots_fall_back_to_max_replicas_where_nothing_bounds_the_policy():
                   "&autoscale_target=0.5") == 40
 
 
-def test_a_utilization_fleet_wants_at_most_its_requests_over_the_target():
-    """by_utilization asks for ceil(running / target); the running requests are at most the run's."""
-    s = Scenario.from_query("duration=60&rate=1&autoscaler=utilization&max_replicas=40&autoscale_target=8")
-    n = len(make_requests(s, resolve(s)))
-    assert _slots("duration=60&rate=1&autoscaler=utilization&max_replicas=40&autoscale_target=8") == -(-n // 8) < 40
-    assert _slots("duration=60&rate=1&autoscaler=utilization&max_replicas=40&autoscale_target=1") == min(40, n)
+def test_a_utilization_fleet_wants_its_peak_requests_in_flight_over_the_target():
+    """by_utilization asks for ceil(running / target): the running requests at an evaluation are at most those in
+    the fleet then (peak_present), not all of the run's (a light 1B load of 263 requests needs one replica; the
+    bound of ceil(requests / target) gave it 33 slots, 12x its memory)."""
+    light = "model=llama-3.2-1b&duration=60&autoscaler=utilization&max_replicas=64"
+    assert _slots(f"{light}&rate=5&autoscale_target=8") == 1
+    # The same load at ten times the rate keeps ten times the requests in flight: more replicas, never fewer.
+    slots = [_slots(f"{light}&autoscale_target=8&rate={rate}") for rate in (5, 20, 50, 100)]
+    assert slots == sorted(slots) and slots[-1] > 2 * slots[0]
+    assert _slots(f"{light}&rate=5&autoscale_target=1") > _slots(f"{light}&rate=5&autoscale_target=8")
     assert _slots("duration=60&rate=1&autoscaler=utilization&max_replicas=40&autoscale_metric=kv_usage"
                   "&autoscale_target=1") == 1
     # Follow-up turns arrive when their parent finishes: the forecast's arrivals are not known before the run.
     assert _slots("workload=agent&duration=60&rate=1&autoscaler=predictive&max_replicas=40"
                   "&autoscale_replica_rate=2") == 40
+
+
+def test_the_follow_up_turns_of_a_utilization_fleet_count_as_in_it_throughout():
+    s = Scenario.from_query("workload=agent&duration=20&rate=1&autoscaler=utilization&max_replicas=64"
+                            "&autoscale_target=1")
+    reqs = make_requests(s, resolve(s))
+    unknown = int((~np.isfinite(reqs.arrival_s)).sum())
+    assert 0 < unknown < 64 and autoscaled_slots(s, resolve(s), reqs) > unknown
+    # Without a target, the capacity search's would replay them too: the bound the kernel keeps.
+    assert autoscaled_slots(s.model_copy(update={"autoscale_target": None}), resolve(s), reqs) == 64
+
+
+def test_one_replica_past_its_throughput_runs_max_seqs_and_the_fleet_asks_for_that_over_the_target():
+    """Past one replica's throughput the requests wait on the replica they were sent to, which runs at most
+    max_seqs of them: until the replicas asked for serve (a provisioning delay), the running requests the
+    policy sees are max_seqs, and it asks for max_seqs / target replicas."""
+    s = Scenario.from_query("duration=60&rate=20&autoscaler=utilization&max_replicas=64&autoscale_target=16")
+    r = resolve(s)
+    peaks = list(fleet_metric_peaks(s, r, make_requests(s, r), 1, 64, 16.0))
+    assert peaks[0] == r.max_seqs and max(peaks) == r.max_seqs
+    assert autoscaled_slots(s, r, make_requests(s, r)) == r.max_seqs // 16
+    light = s.model_copy(update={"rate": 2.0})
+    rl = resolve(light)
+    assert max(fleet_metric_peaks(light, rl, make_requests(light, rl), 1, 64, 16.0)) < r.max_seqs / 4
+
+
+@pytest.mark.parametrize("query", [
+    "duration=120&rate=8&autoscaler=utilization&max_replicas=8",  # the default target: searched in the run
+    "duration=120&rate=30&autoscaler=utilization&max_replicas=16",
+    "model=llama-3.2-1b&duration=60&rate=100&autoscaler=utilization&max_replicas=64&autoscale_target=64",
+    "duration=60&rate=20&autoscaler=utilization&max_replicas=64&autoscale_target=16",  # one replica overloaded
+])
+def test_a_utilization_fleets_slots_are_within_2x_of_what_it_provisions(query):
+    s = Scenario.from_query(query)
+    r = resolve(s)
+    slots = autoscaled_slots(s, r, make_requests(s, r))
+    held = len(run(s).replica_lives)
+    assert held / 2 <= slots <= 2 * held, (slots, held)
+
+
+def test_the_default_running_target_is_estimated_within_2x_of_the_searched_one():
+    s = Scenario.from_query("duration=120&rate=8&autoscaler=utilization&max_replicas=8")
+    r = resolve(s)
+    estimated = estimated_running_target(s, r, make_requests(s, r))
+    searched = running_target(s, run)
+    assert searched / 2 <= estimated <= 2 * searched, (estimated, searched)
 
 
 def test_the_slots_bound_what_the_fleet_provisions():

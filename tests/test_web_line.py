@@ -97,9 +97,12 @@ def test_a_request_told_to_come_back_keeps_its_place_with_its_ticket(client, mon
     assert first.headers["queue-ticket"] == queue["ticket"] and "number 1 in line" in first.json()["detail"]
     later = client.get("/api/run?" + PAGE.replace("seed=21", "seed=22"))
     assert later.json()["queue"]["position"] == 2  # behind the absent first client
-    line.leave(running)  # the slot frees while both are away: it is not held for either
+    line.leave(running)  # the slot frees while both are away: it waits for the first, due back first
     back = client.get("/api/run?" + PAGE, headers={"Queue-Ticket": queue["ticket"]})
     assert back.status_code == 200 and sorted(simulated) == ["chunked", "fcfs"]
+    # The time it waited for its place this time (none: its slot was waiting for it), apart from the run's own.
+    assert re.fullmatch(r'line;dur=\d+;desc="waited in line"', back.headers["server-timing"])
+    assert int(back.headers["server-timing"].split("dur=")[1].split(";")[0]) < 1000
     assert len(checks) == 2  # the second seed's; the retry's budget was checked the first time (a lookup now)
     assert (
         line.waiting == 1 and line.running == 0

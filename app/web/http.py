@@ -74,25 +74,47 @@ async def run_until_disconnect(request: Request, fn, *args, busy: Callable[..., 
     place in the line. Otherwise it waits its turn in LINE (first come, first served; `work`: the runs it may
     simulate, for the line's estimates), or, when its turn is further away than the line holds a connection for
     or the line is full, `busy(message, retry_after, queue=...)` answers at once (default: busy_html) with the
-    ticket that keeps its place."""
+    ticket that keeps its place; a request held in line longer than that (its turn slipped, or the line had no
+    pace to announce one yet) is answered so then."""
     if quick:
         return await _run_watching(request, fn, *args, too_long=too_long)
     admitted = asyncio.Event()
     turn = LINE.join(work, request.headers.get(TICKET_HEADER), on_admit=admitted.set)
     if turn.place is None or not turn.place.present:
-        response = (busy or busy_html)(line_message(turn), turn.retry_after, queue=queue_doc(turn))
-        if turn.place is not None:
-            response.headers[TICKET_HEADER] = turn.place.id
-        return response
+        return _come_back(turn, busy)
+    asked, kept = time.monotonic(), True
     try:
         while not admitted.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(admitted.wait(), DISCONNECT_POLL_S)
-            if not admitted.is_set() and await request.is_disconnected():
+            LINE.poll()  # a slot held for an absent client past its grace comes to the next in line
+            if admitted.is_set():
+                break
+            if await request.is_disconnected():
                 return Response(status_code=CLIENT_CLOSED)
-        return await _run_watching(request, fn, *args, limiter=_WORK_LANE, too_long=too_long)
+            if LINE.clock() >= turn.place.hold_until:  # held as long as a connection is: told its turn instead
+                later = LINE.send_away(turn.place)
+                if not later.place.present:
+                    kept = False
+                    return _come_back(later, busy)
+        waited_ms = (time.monotonic() - asked) * 1e3
+        response = await _run_watching(request, fn, *args, limiter=_WORK_LANE, too_long=too_long)
+        # How long this request waited for its place (the Server-Timing header: a client, or bench/load.py, can
+        # tell it from the run's own time and check it against the turn it was announced).
+        if isinstance(response, Response):
+            response.headers["Server-Timing"] = f'line;dur={waited_ms:.0f};desc="waited in line"'
+        return response
     finally:
-        LINE.leave(turn.place)
+        if kept:
+            LINE.leave(turn.place)
+
+
+def _come_back(turn: Turn, busy: Callable[..., Response] | None) -> Response:
+    """The busy answer of a request told to come back (its ticket keeps its place), or of a full line."""
+    response = (busy or busy_html)(line_message(turn), turn.retry_after, queue=queue_doc(turn))
+    if turn.place is not None:
+        response.headers[TICKET_HEADER] = turn.place.id
+    return response
 
 
 async def _run_watching(request: Request, fn, *args, limiter=None, too_long=_too_long_json):
