@@ -176,57 +176,96 @@ def step_power_trace(steps: np.ndarray, model: PowerModel) -> tuple[np.ndarray, 
     )
 
 
-def run_engines(result) -> list[EngineEnergy]:
-    """Each engine of a finished run (runner.Result) with its energy: one engine, replicas, P/D pools (each pool at
-    its own GPU and TP) or an autoscaler's slots (held over their lives)."""
+@dataclass(frozen=True)
+class EnginePower:
+    """What one engine's energy is computed from: its step log, the GPUs it runs on and when they were held."""
+
+    name: str
+    pool: str
+    steps: np.ndarray  # its step log (state.S_* columns), every `stride`-th step
+    stride: int
+    model: PowerModel
+    gpus: int
+    held: np.ndarray  # [interval, (from s, to s)]: when its GPUs were held
+
+    @property
+    def held_s(self) -> float:
+        return float((self.held[:, 1] - self.held[:, 0]).sum())
+
+    def energy(self) -> EngineEnergy:
+        return engine_energy(self.name, self.pool, self.steps, self.stride, self.model, self.gpus, self.held_s)
+
+
+def engine_powers(result) -> list[EnginePower]:
+    """Each engine of a finished run (runner.Result): one engine, replicas, P/D pools (each pool at its own GPU and
+    TP) or an autoscaler's slots (held over their lives, from being asked for to their release); the others are
+    held over the run's span (metrics.duration_s, up to its end)."""
     span = float(result.metrics["duration_s"])
+    whole_run = np.array([[result.end_s - span, result.end_s]])
     pools = result.resolved.deployment
     if not result.engine_logs:
-        pool = pools[0]
-        return [
-            engine_energy(
-                "engine",
-                "engine",
-                result.steps,
-                int(result.step_stride),
-                scenario_power_model(result.scenario, pool.setup),
-                pool.setup.tp,
-                span,
-            )
-        ]
-    held = (
-        _slot_seconds(result.replica_lives, result.end_s, len(result.engine_logs))
-        if result.replica_lives is not None
-        else None
-    )
+        setup = pools[0].setup
+        model = scenario_power_model(result.scenario, setup)
+        return [EnginePower("engine", "engine", result.steps, int(result.step_stride), model, setup.tp, whole_run)]
+    autoscaled = result.replica_lives is not None
     setups = (
-        [pool.setup for pool in pools for _ in range(pool.engines)]
-        if held is None
-        else [pools[0].setup] * len(result.engine_logs)
+        [pools[0].setup] * len(result.engine_logs)
+        if autoscaled
+        else [pool.setup for pool in pools for _ in range(pool.engines)]
     )
     models = {id(s): scenario_power_model(result.scenario, s) for s in setups}
     return [
-        engine_energy(
+        EnginePower(
             log.name,
             log.pool,
             log.steps,
             int(log.step_stride),
             models[id(setup)],
             setup.tp,
-            span if held is None else float(held[k]),
+            _slot_lives(result.replica_lives, result.end_s, k) if autoscaled else whole_run,
         )
         for k, (log, setup) in enumerate(zip(result.engine_logs, setups, strict=True))
     ]
 
 
-def _slot_seconds(lives: np.ndarray, end_s: float, slots: int) -> np.ndarray:
-    """Seconds each autoscaler slot's replicas were held: from being asked for to their release (or the run's end)."""
-    held = np.zeros(slots)
-    start = lives[:, LIFE_ASKED_S]
-    stop = np.minimum(lives[:, LIFE_RELEASED_S], end_s)
+def run_engines(result) -> list[EngineEnergy]:
+    """Each engine of a finished run with its energy (engine_powers says over which time)."""
+    return [e.energy() for e in engine_powers(result)]
+
+
+def _slot_lives(lives: np.ndarray, end_s: float, slot: int) -> np.ndarray:
+    """[life, (asked for, released or the run's end)] of one autoscaler slot's replicas."""
+    mine = lives[lives[:, LIFE_SLOT].astype(np.int64) == slot]
+    start = mine[:, LIFE_ASKED_S]
+    stop = np.minimum(mine[:, LIFE_RELEASED_S], end_s)
     ok = np.isfinite(start) & (stop > start)
-    np.add.at(held, lives[ok, LIFE_SLOT].astype(np.int64), stop[ok] - start[ok])
-    return held
+    return np.column_stack([start[ok], stop[ok]]).reshape(-1, 2)
+
+
+def power_over_time(engine: EnginePower) -> tuple[np.ndarray, np.ndarray]:
+    """One engine's power (W, all its GPUs) as a step function: (times s, watts), watts[i] drawn over [times[i],
+    times[i + 1]); the last value is 0 (the run's accounting ends). A step draws its power, a held GPU between
+    steps its idle power, a GPU not held (an autoscaler's released replica) none. Its integral is the engine's
+    energy (engine_energy) when the step log holds every step (stride 1); a strided log's steps stand for others,
+    which a time line cannot show."""
+    steps = np.asarray(engine.steps, dtype=float).reshape(-1, N_STEP_COLS)
+    starts, seconds = steps[:, S_START], steps[:, S_DURATION]
+    ends = starts + seconds
+    watts = engine.model.step_power_w(seconds, steps[:, S_BYTES], steps[:, S_FLOPS]) * engine.gpus
+    held = engine.held
+    times = np.unique(np.concatenate([starts, ends, held[:, 0], held[:, 1]]))
+    holding = np.searchsorted(np.sort(held[:, 0]), times, "right") - np.searchsorted(
+        np.sort(held[:, 1]), times, "right"
+    )
+    value = np.where(holding > 0, engine.model.idle_w * engine.gpus, 0.0)
+    if len(starts):  # an engine's steps follow one another: the one under each time is the last begun by then
+        k = np.maximum(np.searchsorted(starts, times, "right") - 1, 0)
+        value = np.where((times >= starts[k]) & (times < ends[k]), watts[k], value)
+    value[-1:] = 0.0
+    keep = np.ones(len(times), bool)
+    keep[1:] = value[1:] != value[:-1]  # a value held on: one sample
+    keep[-1:] = True
+    return times[keep], value[keep]
 
 
 def energy_metrics(result) -> dict:
