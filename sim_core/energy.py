@@ -46,12 +46,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import timeline
 from .catalog import Setup
 from .hardware_profile import profile_constants
 from .kernel.autoscaled import LIFE_ASKED_S, LIFE_RELEASED_S, LIFE_SLOT
 from .kernel.cost_constants import Constants, default_constants
 from .kernel.cost_model import LINEAR_RATE, STREAM_BW, cost_params
-from .kernel.state import FINISHED, N_STEP_COLS, S_BYTES, S_DURATION, S_FLOPS, S_START
+from .kernel.state import (
+    E_KIND,
+    E_REQUEST,
+    E_STEP,
+    E_TOKENS,
+    EV_PREFILL,
+    FINISHED,
+    N_STEP_COLS,
+    S_BYTES,
+    S_DECODE_SEQS,
+    S_DURATION,
+    S_FLOPS,
+    S_PREFILL_TOKENS,
+    S_START,
+)
 
 # Shares of the dynamic range (sim_core/studies/power_shares.py derives them; tests/test_power_shares.py checks
 # that the derivation still gives these figures).
@@ -333,3 +348,58 @@ def add_energy_metrics(result) -> None:
         per_mtok_per_hour = m["cost_per_mtok"] / m["cost_per_hour"]
         m["cost_per_hour"] += energy["energy_cost_per_hour"]
         m["cost_per_mtok"] = m["cost_per_hour"] * per_mtok_per_hour
+
+
+@dataclass(frozen=True)
+class RequestEnergy:
+    """Who paid for whom: each request's share of the GPU energy of the steps that served it (J, all the GPUs of
+    its engine; boards only, before host power and PUE), and what no request ran in."""
+
+    joules: np.ndarray  # per request (0 for one never scheduled)
+    busy_j: float  # the steps' energy: joules.sum() + unattributed_j
+    idle_j: float  # GPUs held with no step running (provisioning included): no request's
+    unattributed_j: float  # steps with no token of work (none in the engines' logs so far)
+
+
+def request_energy(result) -> RequestEnergy:
+    """Each step's energy split among the requests in its batch by their share of its tokens: a prefill chunk's
+    tokens, one token per decoding sequence. Tokens because every token of a batch is a row through every GEMM,
+    whose FLOPs are most of a prefill's work, and a decode step streams the weights once for all its sequences,
+    so each sequence's part of that stream is one token's; what tokens miss is attention over each request's own
+    context (a long-context request's decode costs more than the share says). Needs what the run's timelines
+    need (run(..., record_events=True), unsampled and complete logs): ValueError saying what is missing."""
+    if not len(result.events) and bool((result.status == FINISHED).any()):
+        raise ValueError("per-request energy needs the run's event log (run(..., record_events=True))")
+    segments = timeline.request_segments(result)  # raises ValueError naming what the run did not keep
+    engines = engine_powers(result)
+    logs = np.concatenate([np.asarray(e.steps, float).reshape(-1, N_STEP_COLS) for e in engines])
+    step_j = np.concatenate([e.model.step_power_w(e.steps[:, S_DURATION], e.steps[:, S_BYTES], e.steps[:, S_FLOPS])
+                             * e.steps[:, S_DURATION] * e.gpus for e in engines])
+    tokens = logs[:, S_PREFILL_TOKENS] + logs[:, S_DECODE_SEQS]
+    per_token = np.where(tokens > 0, step_j / np.maximum(tokens, 1.0), 0.0)
+    joules = np.zeros(len(result.requests))
+    ev = result.events
+    prefill = ev[ev[:, E_KIND] == EV_PREFILL] if len(ev) else np.zeros((0, 4), np.int64)
+    np.add.at(joules, prefill[:, E_REQUEST], per_token[prefill[:, E_STEP]] * prefill[:, E_TOKENS])
+    first = np.cumsum([0] + [len(e.steps) for e in engines])
+    engine_of_step = np.repeat(np.arange(len(engines)), np.diff(first))
+    engine = np.zeros(len(joules), np.int64)
+    engine[prefill[:, E_REQUEST]] = engine_of_step[prefill[:, E_STEP]]
+    decode_from = np.full(len(joules), -np.inf)
+    h = result.handover
+    if h is not None:  # disaggregated: decoded on the decode engine it was handed to, once its KV arrived
+        moved = h.to_decode >= 0
+        engine[moved] = sum(e.pool == "prefill" for e in engines) + h.to_decode[moved]
+        decode_from[moved] = h.delivered[moved]
+    cumulative = np.concatenate([[0.0], np.cumsum(per_token)])
+    for r, kind, start, end in segments:  # a decoding request is in every step its engine began meanwhile
+        if kind != timeline.DECODE:
+            continue
+        lo, hi = first[engine[r]], first[engine[r] + 1]
+        begun = logs[lo:hi, S_START]
+        a = np.searchsorted(begun, max(start, decode_from[r]), "left")
+        b = np.searchsorted(begun, end, "left")
+        joules[r] += cumulative[lo + b] - cumulative[lo + a]
+    busy = float(step_j.sum())
+    idle = sum(e.energy().idle_j for e in engines)
+    return RequestEnergy(joules, busy, idle, float(step_j[tokens <= 0].sum()))
