@@ -403,3 +403,15 @@ def request_energy(result) -> RequestEnergy:
     busy = float(step_j.sum())
     idle = sum(e.energy().idle_j for e in engines)
     return RequestEnergy(joules, busy, idle, float(step_j[tokens <= 0].sum()))
+
+
+def billed_gpu_energy_j(result) -> float:
+    """The run's GPU energy over the time its GPUs are billed for in GPU-hours: a fleet held static from the run's
+    start (t = 0, its GPUs idle until the first arrival, which metrics.energy counts from) to its end; an
+    autoscaler's replicas from being asked for (weights loading at idle power) to their release, as metrics.energy
+    counts them already. Boards only: host power and PUE are the scenario's separate terms."""
+    gpu_j = float(result.metrics["energy"]["gpu_energy_j"])
+    if result.replica_lives is not None:
+        return gpu_j
+    before_first_arrival = max(result.end_s - float(result.metrics["duration_s"]), 0.0)
+    return gpu_j + sum(e.model.idle_w * e.gpus for e in engine_powers(result)) * before_first_arrival
