@@ -42,6 +42,10 @@ def comparison_lines(c) -> list[str]:
     head = ["deployment", "max replicas", "GPU-hours", "cost $", "SLO att. %", "worst min %", "GPU-h saving %"]
     rows = [[r.deployment, str(r.replicas), _num(r.gpu_hours), _num(r.cost), _pct(r.slo_attainment),
              _pct(r.worst_window), "-" if r.saving is None else f"{r.saving * 100:+.1f}"] for r in c.rows]
+    if any(r.gpu_kwh is not None for r in c.rows):  # energy on: the GPUs' kWh over those GPU-hours
+        head += ["GPU kWh", "kWh saving %"]
+        for row, r in zip(rows, c.rows, strict=True):
+            row += [_num(r.gpu_kwh), "-" if r.kwh_saving is None else f"{r.kwh_saving * 100:+.1f}"]
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
     for row in [head, *rows]:
         out.append("  " + "  ".join(v.ljust(w) if i == 0 else v.rjust(w)

@@ -46,12 +46,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import timeline
 from .catalog import Setup
 from .hardware_profile import profile_constants
 from .kernel.autoscaled import LIFE_ASKED_S, LIFE_RELEASED_S, LIFE_SLOT
 from .kernel.cost_constants import Constants, default_constants
 from .kernel.cost_model import LINEAR_RATE, STREAM_BW, cost_params
-from .kernel.state import FINISHED, N_STEP_COLS, S_BYTES, S_DURATION, S_FLOPS, S_START
+from .kernel.state import (
+    E_KIND,
+    E_REQUEST,
+    E_STEP,
+    E_TOKENS,
+    EV_PREFILL,
+    FINISHED,
+    N_STEP_COLS,
+    S_BYTES,
+    S_DECODE_SEQS,
+    S_DURATION,
+    S_FLOPS,
+    S_PREFILL_TOKENS,
+    S_START,
+)
 
 # Shares of the dynamic range (sim_core/studies/power_shares.py derives them; tests/test_power_shares.py checks
 # that the derivation still gives these figures).
@@ -176,57 +191,96 @@ def step_power_trace(steps: np.ndarray, model: PowerModel) -> tuple[np.ndarray, 
     )
 
 
-def run_engines(result) -> list[EngineEnergy]:
-    """Each engine of a finished run (runner.Result) with its energy: one engine, replicas, P/D pools (each pool at
-    its own GPU and TP) or an autoscaler's slots (held over their lives)."""
+@dataclass(frozen=True)
+class EnginePower:
+    """What one engine's energy is computed from: its step log, the GPUs it runs on and when they were held."""
+
+    name: str
+    pool: str
+    steps: np.ndarray  # its step log (state.S_* columns), every `stride`-th step
+    stride: int
+    model: PowerModel
+    gpus: int
+    held: np.ndarray  # [interval, (from s, to s)]: when its GPUs were held
+
+    @property
+    def held_s(self) -> float:
+        return float((self.held[:, 1] - self.held[:, 0]).sum())
+
+    def energy(self) -> EngineEnergy:
+        return engine_energy(self.name, self.pool, self.steps, self.stride, self.model, self.gpus, self.held_s)
+
+
+def engine_powers(result) -> list[EnginePower]:
+    """Each engine of a finished run (runner.Result): one engine, replicas, P/D pools (each pool at its own GPU and
+    TP) or an autoscaler's slots (held over their lives, from being asked for to their release); the others are
+    held over the run's span (metrics.duration_s, up to its end)."""
     span = float(result.metrics["duration_s"])
+    whole_run = np.array([[result.end_s - span, result.end_s]])
     pools = result.resolved.deployment
     if not result.engine_logs:
-        pool = pools[0]
-        return [
-            engine_energy(
-                "engine",
-                "engine",
-                result.steps,
-                int(result.step_stride),
-                scenario_power_model(result.scenario, pool.setup),
-                pool.setup.tp,
-                span,
-            )
-        ]
-    held = (
-        _slot_seconds(result.replica_lives, result.end_s, len(result.engine_logs))
-        if result.replica_lives is not None
-        else None
-    )
+        setup = pools[0].setup
+        model = scenario_power_model(result.scenario, setup)
+        return [EnginePower("engine", "engine", result.steps, int(result.step_stride), model, setup.tp, whole_run)]
+    autoscaled = result.replica_lives is not None
     setups = (
-        [pool.setup for pool in pools for _ in range(pool.engines)]
-        if held is None
-        else [pools[0].setup] * len(result.engine_logs)
+        [pools[0].setup] * len(result.engine_logs)
+        if autoscaled
+        else [pool.setup for pool in pools for _ in range(pool.engines)]
     )
     models = {id(s): scenario_power_model(result.scenario, s) for s in setups}
     return [
-        engine_energy(
+        EnginePower(
             log.name,
             log.pool,
             log.steps,
             int(log.step_stride),
             models[id(setup)],
             setup.tp,
-            span if held is None else float(held[k]),
+            _slot_lives(result.replica_lives, result.end_s, k) if autoscaled else whole_run,
         )
         for k, (log, setup) in enumerate(zip(result.engine_logs, setups, strict=True))
     ]
 
 
-def _slot_seconds(lives: np.ndarray, end_s: float, slots: int) -> np.ndarray:
-    """Seconds each autoscaler slot's replicas were held: from being asked for to their release (or the run's end)."""
-    held = np.zeros(slots)
-    start = lives[:, LIFE_ASKED_S]
-    stop = np.minimum(lives[:, LIFE_RELEASED_S], end_s)
+def run_engines(result) -> list[EngineEnergy]:
+    """Each engine of a finished run with its energy (engine_powers says over which time)."""
+    return [e.energy() for e in engine_powers(result)]
+
+
+def _slot_lives(lives: np.ndarray, end_s: float, slot: int) -> np.ndarray:
+    """[life, (asked for, released or the run's end)] of one autoscaler slot's replicas."""
+    mine = lives[lives[:, LIFE_SLOT].astype(np.int64) == slot]
+    start = mine[:, LIFE_ASKED_S]
+    stop = np.minimum(mine[:, LIFE_RELEASED_S], end_s)
     ok = np.isfinite(start) & (stop > start)
-    np.add.at(held, lives[ok, LIFE_SLOT].astype(np.int64), stop[ok] - start[ok])
-    return held
+    return np.column_stack([start[ok], stop[ok]]).reshape(-1, 2)
+
+
+def power_over_time(engine: EnginePower) -> tuple[np.ndarray, np.ndarray]:
+    """One engine's power (W, all its GPUs) as a step function: (times s, watts), watts[i] drawn over [times[i],
+    times[i + 1]); the last value is 0 (the run's accounting ends). A step draws its power, a held GPU between
+    steps its idle power, a GPU not held (an autoscaler's released replica) none. Its integral is the engine's
+    energy (engine_energy) when the step log holds every step (stride 1); a strided log's steps stand for others,
+    which a time line cannot show."""
+    steps = np.asarray(engine.steps, dtype=float).reshape(-1, N_STEP_COLS)
+    starts, seconds = steps[:, S_START], steps[:, S_DURATION]
+    ends = starts + seconds
+    watts = engine.model.step_power_w(seconds, steps[:, S_BYTES], steps[:, S_FLOPS]) * engine.gpus
+    held = engine.held
+    times = np.unique(np.concatenate([starts, ends, held[:, 0], held[:, 1]]))
+    holding = np.searchsorted(np.sort(held[:, 0]), times, "right") - np.searchsorted(
+        np.sort(held[:, 1]), times, "right"
+    )
+    value = np.where(holding > 0, engine.model.idle_w * engine.gpus, 0.0)
+    if len(starts):  # an engine's steps follow one another: the one under each time is the last begun by then
+        k = np.maximum(np.searchsorted(starts, times, "right") - 1, 0)
+        value = np.where((times >= starts[k]) & (times < ends[k]), watts[k], value)
+    value[-1:] = 0.0
+    keep = np.ones(len(times), bool)
+    keep[1:] = value[1:] != value[:-1]  # a value held on: one sample
+    keep[-1:] = True
+    return times[keep], value[keep]
 
 
 def energy_metrics(result) -> dict:
@@ -294,3 +348,70 @@ def add_energy_metrics(result) -> None:
         per_mtok_per_hour = m["cost_per_mtok"] / m["cost_per_hour"]
         m["cost_per_hour"] += energy["energy_cost_per_hour"]
         m["cost_per_mtok"] = m["cost_per_hour"] * per_mtok_per_hour
+
+
+@dataclass(frozen=True)
+class RequestEnergy:
+    """Who paid for whom: each request's share of the GPU energy of the steps that served it (J, all the GPUs of
+    its engine; boards only, before host power and PUE), and what no request ran in."""
+
+    joules: np.ndarray  # per request (0 for one never scheduled)
+    busy_j: float  # the steps' energy: joules.sum() + unattributed_j
+    idle_j: float  # GPUs held with no step running (provisioning included): no request's
+    unattributed_j: float  # steps with no token of work (none in the engines' logs so far)
+
+
+def request_energy(result) -> RequestEnergy:
+    """Each step's energy split among the requests in its batch by their share of its tokens: a prefill chunk's
+    tokens, one token per decoding sequence. Tokens because every token of a batch is a row through every GEMM,
+    whose FLOPs are most of a prefill's work, and a decode step streams the weights once for all its sequences,
+    so each sequence's part of that stream is one token's; what tokens miss is attention over each request's own
+    context (a long-context request's decode costs more than the share says). Needs what the run's timelines
+    need (run(..., record_events=True), unsampled and complete logs): ValueError saying what is missing."""
+    if not len(result.events) and bool((result.status == FINISHED).any()):
+        raise ValueError("per-request energy needs the run's event log (run(..., record_events=True))")
+    segments = timeline.request_segments(result)  # raises ValueError naming what the run did not keep
+    engines = engine_powers(result)
+    logs = np.concatenate([np.asarray(e.steps, float).reshape(-1, N_STEP_COLS) for e in engines])
+    step_j = np.concatenate([e.model.step_power_w(e.steps[:, S_DURATION], e.steps[:, S_BYTES], e.steps[:, S_FLOPS])
+                             * e.steps[:, S_DURATION] * e.gpus for e in engines])
+    tokens = logs[:, S_PREFILL_TOKENS] + logs[:, S_DECODE_SEQS]
+    per_token = np.where(tokens > 0, step_j / np.maximum(tokens, 1.0), 0.0)
+    joules = np.zeros(len(result.requests))
+    ev = result.events
+    prefill = ev[ev[:, E_KIND] == EV_PREFILL] if len(ev) else np.zeros((0, 4), np.int64)
+    np.add.at(joules, prefill[:, E_REQUEST], per_token[prefill[:, E_STEP]] * prefill[:, E_TOKENS])
+    first = np.cumsum([0] + [len(e.steps) for e in engines])
+    engine_of_step = np.repeat(np.arange(len(engines)), np.diff(first))
+    engine = np.zeros(len(joules), np.int64)
+    engine[prefill[:, E_REQUEST]] = engine_of_step[prefill[:, E_STEP]]
+    decode_from = np.full(len(joules), -np.inf)
+    h = result.handover
+    if h is not None:  # disaggregated: decoded on the decode engine it was handed to, once its KV arrived
+        moved = h.to_decode >= 0
+        engine[moved] = sum(e.pool == "prefill" for e in engines) + h.to_decode[moved]
+        decode_from[moved] = h.delivered[moved]
+    cumulative = np.concatenate([[0.0], np.cumsum(per_token)])
+    for r, kind, start, end in segments:  # a decoding request is in every step its engine began meanwhile
+        if kind != timeline.DECODE:
+            continue
+        lo, hi = first[engine[r]], first[engine[r] + 1]
+        begun = logs[lo:hi, S_START]
+        a = np.searchsorted(begun, max(start, decode_from[r]), "left")
+        b = np.searchsorted(begun, end, "left")
+        joules[r] += cumulative[lo + b] - cumulative[lo + a]
+    busy = float(step_j.sum())
+    idle = sum(e.energy().idle_j for e in engines)
+    return RequestEnergy(joules, busy, idle, float(step_j[tokens <= 0].sum()))
+
+
+def billed_gpu_energy_j(result) -> float:
+    """The run's GPU energy over the time its GPUs are billed for in GPU-hours: a fleet held static from the run's
+    start (t = 0, its GPUs idle until the first arrival, which metrics.energy counts from) to its end; an
+    autoscaler's replicas from being asked for (weights loading at idle power) to their release, as metrics.energy
+    counts them already. Boards only: host power and PUE are the scenario's separate terms."""
+    gpu_j = float(result.metrics["energy"]["gpu_energy_j"])
+    if result.replica_lives is not None:
+        return gpu_j
+    before_first_arrival = max(result.end_s - float(result.metrics["duration_s"]), 0.0)
+    return gpu_j + sum(e.model.idle_w * e.gpus for e in engine_powers(result)) * before_first_arrival

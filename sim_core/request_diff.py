@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import timeline
+from .energy import request_energy
 from .json_text import number_chars, records, string_chars
 from .kernel.attribution import AT_TRANSPORT, ATTRIBUTION_PARTS
 from .metric_catalog import REQUEST_METRICS
@@ -116,6 +117,11 @@ class RequestDiff:
     only_a: int  # served by A, not by B
     only_b: int
     run_change_ms: dict[str, dict[str, float | None]]  # RUN_STATS: B's summary minus A's
+    # Energy on in both runs (sim_core/energy.py request_energy): each compared request's GPU energy in A and B (J;
+    # None where a run kept no event log to attribute by), and energy_json's run-level figures.
+    energy_a: np.ndarray | None = None
+    energy_b: np.ndarray | None = None
+    energy_runs: dict | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -146,6 +152,15 @@ class RequestDiff:
         order = np.argsort(c, kind="stable")[:k]
         return order[c[order] < 0]
 
+    def most_paid_more(self, k: int = 10) -> np.ndarray:
+        """Positions (into ids) of the k requests whose GPU energy B raised the most, largest first (none without
+        per-request energy on both sides)."""
+        if self.energy_a is None or self.energy_b is None:
+            return np.zeros(0, np.int64)
+        c = self.energy_b - self.energy_a
+        order = np.argsort(-c, kind="stable")[:k]
+        return order[c[order] > 0]
+
     def request_json(self, i: int) -> dict:
         """One compared request (position i) as JSON: id, facts, A's and B's values, the changes and their parts."""
         return {"id": int(self.ids[i]), "arrival_s": float(self.arrival_s[i]),
@@ -154,14 +169,22 @@ class RequestDiff:
                 "a": {m: float(v[i]) for m, v in self.a.items()}, "b": {m: float(v[i]) for m, v in self.b.items()},
                 "change_ms": {m: float(v[i]) for m, v in self.change.items()},
                 "causes_ms": {m: dict(zip(ATTRIBUTION_PARTS, v[i].tolist(), strict=True))
-                              for m, v in self.causes.items()}}
+                              for m, v in self.causes.items()}, **self._energy_json(i)}
+
+    def _energy_json(self, i: int) -> dict:
+        """`energy_j` of compared request i: A's, B's and B - A (J), where both runs attribute energy."""
+        if self.energy_a is None or self.energy_b is None:
+            return {}
+        a, b = float(self.energy_a[i]), float(self.energy_b[i])
+        return {"energy_j": {"a": a, "b": b, "change": b - a}}
 
     def summary_json(self) -> dict:
         """Everything but the per-request list."""
         return {"metrics": list(METRICS), "parts": list(ATTRIBUTION_PARTS), "requests_in_each_run": self.requests,
                 "compared": len(self), "served_by_a_only": self.only_a, "served_by_b_only": self.only_b,
                 "by_e2el": self.counts("e2el_ms"), "mean_change_ms": self.mean_change_ms(),
-                "causes_ms": self.causes_ms(), "run_change_ms": self.run_change_ms}
+                "causes_ms": self.causes_ms(), "run_change_ms": self.run_change_ms,
+                **({"energy": self.energy_runs} if self.energy_runs is not None else {})}
 
     def requests_json(self) -> list[dict]:
         """Every compared request as request_json gives it, built column by column. (The cyclic garbage collector
@@ -188,11 +211,15 @@ class RequestDiff:
         causes = [{m: dict(zip(ATTRIBUTION_PARTS, parts, strict=True)) for m, parts in zip(self.causes, row,
                                                                                           strict=True)}
                   for row in zip(*(v.tolist() for v in self.causes.values()), strict=True)]
-        return [{"id": i, "arrival_s": t, "prompt_tokens": p, "output_tokens": o, "class": c, "a": va, "b": vb,
-                 "change_ms": ch, "causes_ms": ca}
-                for i, t, p, o, c, va, vb, ch, ca in zip(cols["id"], cols["arrival_s"], cols["prompt_tokens"],
-                                                         cols["output_tokens"], cols["class"], a, b, change, causes,
-                                                         strict=True)] if len(self) else []
+        out = [{"id": i, "arrival_s": t, "prompt_tokens": p, "output_tokens": o, "class": c, "a": va, "b": vb,
+                "change_ms": ch, "causes_ms": ca}
+               for i, t, p, o, c, va, vb, ch, ca in zip(cols["id"], cols["arrival_s"], cols["prompt_tokens"],
+                                                        cols["output_tokens"], cols["class"], a, b, change, causes,
+                                                        strict=True)] if len(self) else []
+        if self.energy_a is not None and self.energy_b is not None:
+            for row, ea, eb in zip(out, self.energy_a.tolist(), self.energy_b.tolist(), strict=True):
+                row["energy_j"] = {"a": ea, "b": eb, "change": eb - ea}
+        return out
 
     def requests_text(self, sep: str = ",") -> str:
         """Every compared request as JSON text, the entries request_json gives joined by `sep` (no brackets), made
@@ -208,9 +235,11 @@ class RequestDiff:
             yield self._text(slice(lo, lo + chunk), sep)
 
     def _text(self, rows: slice, sep: str) -> str:
+        energy = [] if self.energy_a is None or self.energy_b is None else [
+            self.energy_a[rows], self.energy_b[rows], self.energy_b[rows] - self.energy_a[rows]]
         floats = np.column_stack([self.arrival_s[rows], *(v[rows] for v in self.a.values()),
                                   *(v[rows] for v in self.b.values()), *(v[rows] for v in self.change.values()),
-                                  *(v[rows] for v in self.causes.values())])
+                                  *(v[rows] for v in self.causes.values()), *energy])
         n = len(floats)
         values = number_chars(floats, TEXT_DECIMALS).reshape(n, floats.shape[1], -1)
         ints = number_chars(np.column_stack([self.ids[rows], self.prompt_tokens[rows], self.output_tokens[rows]]),
@@ -229,7 +258,13 @@ class RequestDiff:
                 parts += [f'{head}"{part}":'.encode(), (values, col)]
                 col += 1
             parts.append(b"}")
-        return records([*parts, b"}}"], sep.encode())
+        parts.append(b"}")  # causes_ms
+        for k, side in enumerate(("a", "b", "change") if energy else ()):
+            parts += [(',"energy_j":{' if k == 0 else ",").encode() + f'"{side}":'.encode(), (values, col)]
+            col += 1
+        if energy:
+            parts.append(b"}")
+        return records([*parts, b"}"], sep.encode())
 
     def to_json(self) -> dict:
         """The A/B as JSON: summary_json plus `requests`, one entry per compared request (request_json)."""
@@ -263,7 +298,42 @@ def request_diff(a, b) -> RequestDiff:
         change={m: vb[m][ids] - va[m][ids] for m in METRICS},
         causes={m: cb[m][ids] - ca[m][ids] for m in CAUSE_METRICS},
         requests=len(reqs), only_a=int((served_a & ~served_b).sum()), only_b=int((served_b & ~served_a).sum()),
-        run_change_ms=run_change)
+        run_change_ms=run_change, **energy_comparison(a, b, ids))
+
+
+ENERGY_RUN_KEYS = ("energy_j", "gpu_energy_j", "idle_energy_j")  # metrics.energy's, compared side by side
+
+
+def energy_comparison(a, b, ids: np.ndarray) -> dict:
+    """RequestDiff's energy fields (all None unless a run has energy on): each compared request's GPU energy in
+    A and B (sim_core/energy.py request_energy: each step's energy split among its batch by tokens; idle energy
+    is no request's) and the runs' figures: both sides' metrics.energy totals, busy energy (the steps'), B - A,
+    and the per-request totals, or a note saying why a side has none."""
+    on = (bool(a.scenario.energy), bool(b.scenario.energy))
+    if not any(on):
+        return {}
+    if not all(on):
+        return {"energy_runs": {"note": f"energy is on in {'A' if on[0] else 'B'} only: turn it on in both runs to "
+                                        "compare their energy"}}
+    runs: dict = {}
+    per: list[np.ndarray | None] = []
+    for side, r in (("a", a), ("b", b)):
+        m = r.metrics["energy"]
+        runs[side] = {**{k: m[k] for k in ENERGY_RUN_KEYS}, "busy_energy_j": m["gpu_energy_j"] - m["idle_energy_j"]}
+        try:
+            per.append(request_energy(r).joules[ids])
+        except ValueError as e:
+            per.append(None)
+            runs.setdefault("note", f"no per-request energy: run {side.upper()}: {e}")
+    runs["change_j"] = {k: runs["b"][k] - runs["a"][k] for k in runs["a"]}
+    ea, eb = per
+    if ea is not None and eb is not None:
+        c = eb - ea
+        runs["requests"] = {"a_j": float(ea.sum()), "b_j": float(eb.sum()),
+                            "mean_change_j": float(c.mean()) if len(c) else None,
+                            "paid_more": int((c > 0).sum()), "paid_less": int((c < 0).sum())}
+    return {"energy_a": ea if eb is not None else None, "energy_b": eb if ea is not None else None,
+            "energy_runs": runs}
 
 
 
@@ -298,6 +368,8 @@ def diff_document(a, b, *, top: int = 10, by: str = "e2el_ms", with_requests: bo
     doc = {**d.summary_json(), "ranked_by": by,
            "most_hurt": [int(d.ids[i]) for i in hurt], "most_helped": [int(d.ids[i]) for i in helped],
            "timelines": {str(r): {"a": ta and ta[r], "b": tb and tb[r]} for r in listed}}
+    if d.energy_a is not None:  # the requests B made draw the most energy more than A did (who paid for whom)
+        doc["most_paid_more_energy"] = [int(d.ids[i]) for i in d.most_paid_more(top)]
     if with_requests:
         doc["requests"] = d.requests_json()
     return doc, d

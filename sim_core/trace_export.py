@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .energy import engine_powers, power_over_time
 from .kernel import state as E
 from .kernel.attribution import ATTRIBUTION_PARTS
 from .timeline import DECODE, PREEMPTED, PREFILL, QUEUED, REJECTED, SEGMENT_KINDS, request_segments
@@ -236,6 +237,32 @@ def cluster_events(result, max_steps: int, max_requests: int, notes: list[str]) 
     return out
 
 
+POWER_TRACK = "power (W, all its GPUs)"
+
+
+def power_events(result, max_steps: int, notes: list[str]) -> list[dict]:
+    """A counter track of each engine's power (sim_core/energy.py power_over_time: its steps' power, idle power
+    between them, none while an autoscaler's replica is released), on the engine's process. Left out, and `notes`
+    says why, where it could not integrate to the engine's energy: a strided step log, or more steps than the
+    trace shows."""
+    engines = engine_powers(result)
+    logged = sum(len(e.steps) for e in engines)
+    if any(e.stride != 1 for e in engines) or logged > max_steps:
+        notes.append(f"the power track is left out: it needs every step of the run, and the trace shows a sample "
+                     f"of its {logged:,} logged steps")
+        return []
+    out: list[dict] = []
+    for k, engine in enumerate(engines):
+        pid = ENGINE_PID_BASE + k if result.engine_logs else GPU_PID
+        times, watts = power_over_time(engine)
+        stamps = [_us(t) for t in times.tolist()]
+        for i, (ts, w) in enumerate(zip(stamps, watts.tolist(), strict=True)):
+            if i + 1 < len(stamps) and stamps[i + 1] == ts:
+                continue  # rounded onto the next sample's microsecond: the later value holds from there
+            out.append({"ph": "C", "pid": pid, "ts": ts, "name": POWER_TRACK, "args": {"watts": w}})
+    return out
+
+
 def _events_were_recorded(result) -> bool:
     if len(result.events):
         return True
@@ -262,6 +289,8 @@ def chrome_trace(result, max_requests: int = DEFAULT_MAX_REQUESTS, max_steps: in
                    _meta(GPU_PID, STEPS_TID, "thread_name", {"name": "steps"})]
         events += _step_events(result, rows, step_numbers,
                                gaps_are_idle=result.step_stride == 1 and len(rows) == len(result.steps))
+    if result.scenario.energy:
+        events += power_events(result, max_steps, notes)
     if len(shown):
         events += _request_events(result, shown)
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": _clean(_metadata(result, shown, notes))}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cluster_over_time import attainment_by_window
+from ..energy import J_PER_KWH, billed_gpu_energy_j
 from ..policies.autoscalers import AUTOSCALERS
 from ..rate_schedule import parse as parse_schedule
 from ..runner import run
@@ -37,6 +38,8 @@ class Row:
     slo_attainment: float
     worst_window: float | None  # the lowest SLO attainment of a window (a minute) in which requests arrived
     saving: float | None = None  # 1 - GPU-hours / the static deployment's (positive: fewer GPU-hours)
+    gpu_kwh: float | None = None  # energy on: its GPUs' energy over the GPU-hours (energy.billed_gpu_energy_j)
+    kwh_saving: float | None = None  # 1 - GPU kWh / the static deployment's
 
 
 @dataclass
@@ -92,6 +95,8 @@ def compare(base: Scenario, plans: list[Plan], autoscalers: tuple[str, ...]) -> 
         out.rows.append(autoscaled_row(name, scenario))
     for r in out.rows[1:]:
         r.saving = 1.0 - r.gpu_hours / out.rows[0].gpu_hours if out.rows[0].gpu_hours > 0 else None
+        if r.gpu_kwh is not None and out.rows[0].gpu_kwh:
+            r.kwh_saving = 1.0 - r.gpu_kwh / out.rows[0].gpu_kwh
     return out
 
 
@@ -124,19 +129,28 @@ def static_row(s: Scenario) -> Row:
     m, hours = res.metrics, res.end_s / 3600.0
     rated = [a for a in attainment_by_window(res, res.end_s)["attainment"] if a is not None]
     cost = m["cost_per_hour"] * hours if m["cost_per_hour"] is not None else None
-    return Row("static", s, s.replicas, m["gpus"] * hours, cost, m["slo_attainment"], min(rated) if rated else None)
+    return Row("static", s, s.replicas, m["gpus"] * hours, cost, m["slo_attainment"], min(rated) if rated else None,
+               gpu_kwh=_gpu_kwh(res))
 
 
 def autoscaled_row(name: str, s: Scenario) -> Row:
-    m = run(s).metrics
+    res = run(s)
+    m = res.metrics
     return Row(name, s, round(m["gpus"] / s.tp), m["gpu_hours"], m["cost"], m["slo_attainment"],
-               m["slo_attainment_worst_window"])
+               m["slo_attainment_worst_window"], gpu_kwh=_gpu_kwh(res))
+
+
+def _gpu_kwh(res) -> float | None:
+    """With energy on, the GPUs' energy over the time the row bills as GPU-hours (idle and provisioning included)."""
+    return billed_gpu_energy_j(res) / J_PER_KWH if res.scenario.energy else None
 
 
 def comparison_doc(c: Comparison) -> dict:
     """`sched-sim plan --json`'s `autoscaling` key."""
     rows = [{"deployment": r.deployment, "scenario": r.scenario.to_query(), "replicas": r.replicas,
              "gpu_hours": r.gpu_hours, "cost": r.cost, "slo_attainment": r.slo_attainment,
-             "slo_attainment_worst_window": r.worst_window, "gpu_hours_saving": r.saving} for r in c.rows]
+             "slo_attainment_worst_window": r.worst_window, "gpu_hours_saving": r.saving,
+             **({"gpu_kwh": r.gpu_kwh, "gpu_kwh_saving": r.kwh_saving} if r.gpu_kwh is not None else {})}
+            for r in c.rows]
     return {"rate_schedule": c.schedule, "peak_rate": c.peak_rate, "rows": rows,
             **({"note": c.note} if c.note else {})}

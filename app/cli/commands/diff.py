@@ -180,5 +180,28 @@ def report_lines(doc: dict, d) -> list[str]:
         for r in ids:
             t = doc["timelines"][str(r)]
             out += [f"  request {r} timeline (s):", f"    A  {_timeline_text(t['a'])}", f"    B  {_timeline_text(t['b'])}"]
+    return out + energy_lines(doc, d)
+
+
+def energy_lines(doc: dict, d) -> list[str]:
+    """The runs' GPU energy, and each request's (who paid for whom), where energy is on."""
+    e = doc.get("energy")
+    if e is None:
+        return []
+    if "a" not in e:
+        return ["", f"Energy: {e['note']}"]
+    out = ["", "Energy, GPU boards (J): A {:,.1f}, B {:,.1f}, B - A {:+,.1f}; of which idle: A {:,.1f}, B {:,.1f}".format(
+        e["a"]["gpu_energy_j"], e["b"]["gpu_energy_j"], e["change_j"]["gpu_energy_j"], e["a"]["idle_energy_j"],
+        e["b"]["idle_energy_j"])]
+    if "requests" not in e:
+        return [*out, f"  {e['note']}"]
+    q = e["requests"]
+    out.append(f"  per request, each step's energy split by its batch's tokens: mean change {q['mean_change_j']:+,.3f} "
+               f"J; B made {q['paid_more']:,} requests pay more, {q['paid_less']:,} less")
+    pos = {int(r): i for i, r in enumerate(d.ids)}
+    rows = [[str(r), f"{d.energy_a[pos[r]]:,.3f}", f"{d.energy_b[pos[r]]:,.3f}",
+             f"{d.energy_b[pos[r]] - d.energy_a[pos[r]]:+,.3f}"] for r in doc.get("most_paid_more_energy", [])]
+    if rows:
+        out += ["  paid the most more under B:", *columns(["request", "A J", "B J", "change"], rows, {0, 1, 2, 3})]
     return out
 
