@@ -133,3 +133,35 @@ def test_bad_uploads_and_fields_are_422s_naming_them(client, same_series, body, 
 def test_an_upload_over_the_limit_is_refused_by_its_size(client):
     r = post(client, "#" * (6 * 1024 * 1024))
     assert r.status_code == 422 and "MB" in dict(ERROR.findall(r.text))["scrape"]
+
+
+def query_range(series: str) -> str:
+    """An OpenMetrics series as the JSON Prometheus' /api/v1/query_range answers (a matrix, a series per name and
+    label set, [unix seconds, "value"] points)."""
+    matrix: dict[str, dict] = {}
+    for line in series.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        sample, value, ts = line.rsplit(" ", 2)
+        name, _, labels = sample.partition("{")
+        metric = {"__name__": name} | dict(
+            (k, v.strip('"')) for k, v in (p.split("=", 1) for p in labels.rstrip("}").split(",") if p)
+        )
+        matrix.setdefault(sample, {"metric": metric, "values": []})["values"].append([float(ts), value])
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": list(matrix.values())}})
+
+
+def test_a_query_range_answer_is_a_window_with_its_kv_usage_compared(client, same_series):
+    r = post(client, query_range(same_series), name="range.json")
+    assert r.status_code == 200, ERROR.findall(r.text)
+    assert re.search(r"\d+ snapshots over \d+ s", r.text)
+    scrape, simulation, diff = rows(r.text)["kv_usage"]
+    assert float(scrape) > 0 and float(simulation) > 0 and diff  # a series' mean gauge is compared
+    one = post(client, exposition_text(run(LOAD), "vllm"), rate="8")
+    assert rows(one.text)["kv_usage"][0] == "n/a"  # a single scrape's gauge is one instant: not compared
+
+
+def test_another_sites_form_cannot_post_a_scrape(client, same_series):
+    r = client.post("/twin", files={"scrape": ("s.prom", same_series.encode())}, data=DEPLOYMENT,
+                    headers={"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"})
+    assert r.status_code == 403 and "twin-summary" not in r.text
