@@ -20,8 +20,11 @@ from .prometheus_export import snapshot
 from .prometheus_names import ABORTED_REASON, COUNTER
 from .prometheus_parse import HistogramWindow, Window
 
-# The latency distributions overlaid, in the order they are drawn: (concept, label).
-DISTRIBUTIONS = (("ttft", "TTFT"), ("itl", "ITL (TPOT)"), ("e2e", "E2E latency"))
+# The distributions overlaid, in the order they are drawn: (concept, label, unit shown, factor from the histogram's
+# unit). The lengths show what the derived load keeps of the scrape's: its means (a fixed isl and osl), not spread.
+DISTRIBUTIONS = (("ttft", "TTFT", "ms", 1000.0), ("itl", "ITL (TPOT)", "ms", 1000.0),
+                 ("e2e", "E2E latency", "ms", 1000.0), ("prompt_len", "Prompt length", "tok", 1.0),
+                 ("output_len", "Output length", "tok", 1.0))
 QUANTILES = (0.5, 0.9, 0.99)
 # A difference under this (percent) is within what the bucket widths and one seed's noise allow: said as close.
 CLOSE_PCT = 10.0
@@ -75,19 +78,20 @@ def _quantile(h: HistogramWindow | None, q: float) -> float | None:
 
 
 def latency_rows(measured: Window, simulated: Window) -> list[Row]:
-    """Mean and quantiles of each overlaid distribution, in ms."""
+    """Mean and quantiles of each overlaid distribution, in its shown unit."""
     rows = []
-    for concept, label in DISTRIBUTIONS:
+    for concept, label, unit, factor in DISTRIBUTIONS:
         m, s = measured.histograms.get(concept), simulated.histograms.get(concept)
-        rows.append(Row(f"{concept}_mean", f"{label} mean", "ms", _ms(_mean(m)), _ms(_mean(s))))
+        rows.append(Row(f"{concept}_mean", f"{label} mean", unit, _scaled(_mean(m), factor), _scaled(_mean(s), factor)))
         for q in QUANTILES:
             name = f"p{q * 100:g}"
-            rows.append(Row(f"{concept}_{name}", f"{label} {name}", "ms", _ms(_quantile(m, q)), _ms(_quantile(s, q))))
+            rows.append(Row(f"{concept}_{name}", f"{label} {name}", unit, _scaled(_quantile(m, q), factor),
+                            _scaled(_quantile(s, q), factor)))
     return rows
 
 
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1000
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
 
 
 def _per_second(w: Window, counter: str, seconds: float | None) -> float | None:
@@ -132,9 +136,7 @@ def load_rows(measured: Window, simulated: Window, rates: dict[str, float]) -> l
     kv_s = simulated.gauges.get("kv_usage")
     rows.append(Row("kv_usage", "KV-cache usage (mean)", "%", None if kv_m is None else kv_m * 100,
                     None if kv_s is None else kv_s * 100))
-    for concept, label, unit in (("iteration_tokens", "Tokens per engine step (mean)", "tok"),
-                                 ("prompt_len", "Prompt length (mean)", "tok"),
-                                 ("output_len", "Output length (mean)", "tok")):
+    for concept, label, unit in (("iteration_tokens", "Tokens per engine step (mean)", "tok"),):
         rows.append(Row(f"{concept}_mean", label, unit, _mean(measured.histograms.get(concept)),
                         _mean(simulated.histograms.get(concept))))
     return rows

@@ -39,8 +39,8 @@ def test_the_scrape_and_its_simulation_are_overlaid(site, tmp_path, width, heigh
     page.locator("#" + PLOT).scroll_into_view_if_needed()
     page.wait_for_function(DRAWN, arg=PLOT)
     traces = page.locator("#" + PLOT).evaluate(TRACES)
-    assert [(n, x) for n, x, _ in traces] == [("scrape", "x"), ("simulation", "x"), ("scrape", "x2"),
-                                              ("simulation", "x2"), ("scrape", "x3"), ("simulation", "x3")]
+    axes = ["x", "x2", "x3", "x4", "x5"]  # TTFT, ITL, E2E, prompt and output lengths
+    assert [(n, x) for n, x, _ in traces] == [(n, x) for x in axes for n in ("scrape", "simulation")]
     assert all(last == 100 for _, _, last in traces)  # each distribution reaches all of its requests
     assert page.locator("#twin-numbers tr[data-key='ttft_p99'] td").count() == 3
     assert "isl=1024" in page.locator("#twin-load").inner_text()

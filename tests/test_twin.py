@@ -83,11 +83,11 @@ def test_a_scrape_of_the_same_deployment_is_matched(client, same_series):
     r = post(client, same_series)
     assert r.status_code == 200, ERROR.findall(r.text)
     got = rows(r.text)
-    for key in ("ttft_mean", "itl_mean", "e2e_mean", "e2e_p50", "prompt_len_mean", "output_len_mean"):
+    for key in ("ttft_mean", "itl_mean", "e2e_mean", "e2e_p50", "prompt_len_mean", "output_len_p90"):
         assert got[key][2] and abs(int(got[key][2].rstrip("%"))) <= 10, (key, got[key])
     assert "rate=" in r.text and "isl=1024" in r.text  # the load was derived from the scrape
     fig = figure(r.text)
-    assert [t["name"] for t in fig["data"]] == ["scrape", "simulation"] * 3
+    assert [t["name"] for t in fig["data"]] == ["scrape", "simulation"] * 5
     assert fig["data"][0]["y"][-1] == 100.0 and fig["data"][1]["y"][-1] == 100.0
 
 
