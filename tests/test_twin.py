@@ -10,6 +10,8 @@ from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from app.web import app
 from sim_core import Scenario, resolve, run
@@ -165,3 +167,16 @@ def test_another_sites_form_cannot_post_a_scrape(client, same_series):
     r = client.post("/twin", files={"scrape": ("s.prom", same_series.encode())}, data=DEPLOYMENT,
                     headers={"Origin": "https://elsewhere.example", "Sec-Fetch-Site": "cross-site"})
     assert r.status_code == 403 and "twin-summary" not in r.text
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.binary(max_size=400), st.text(max_size=400).map(str.encode),
+                 st.lists(st.sampled_from(['vllm:time_to_first_token_seconds_bucket{le="0.1"} 3',
+                                           'vllm:time_to_first_token_seconds_count 3', "vllm:x NaN", "{", "# EOF",
+                                           'vllm:inter_token_latency_seconds_sum{a="\\"q"} -1', '{"data": 1}']),
+                          max_size=6).map(lambda lines: "\n".join(lines).encode())))
+def test_no_upload_makes_the_page_fail(client, body):
+    r = post(client, body)
+    assert r.status_code in (200, 422), r.status_code
+    if r.status_code == 422:
+        assert ERROR.search(r.text)  # the problem is said under a field
