@@ -180,3 +180,13 @@ def test_no_upload_makes_the_page_fail(client, body):
     assert r.status_code in (200, 422), r.status_code
     if r.status_code == 422:
         assert ERROR.search(r.text)  # the problem is said under a field
+
+
+def test_an_sglang_scrape_needs_no_engine_chosen_and_a_wrong_one_is_named(client):
+    series = openmetrics_series(run(LOAD.model_copy(update={"engine": "sglang"})), "sglang", 5.0, 1.7e9)
+    assert '<option value="" selected>' in client.get("/twin").text  # the engine's blank choice: the scrape's
+    r = post(client, series, engine="")
+    assert r.status_code == 200, ERROR.findall(r.text)
+    assert "sglang metrics" in r.text and "engine=sglang" in r.text  # derived from the scrape's names
+    wrong = post(client, series, engine="vllm")
+    assert wrong.status_code == 422 and "engine=sglang" in dict(ERROR.findall(wrong.text))["scrape"]

@@ -37,6 +37,7 @@ FILE_FIELD = "scrape"
 # scrape unless the user states them; `rate` is on the form because a single scrape has no time to derive it from.
 # A blank rate is the scrape's: its request counter over its window (the preset's rate would be a guess).
 DERIVED_RATE = "from the scrape"
+ENGINE_FROM_SCRAPE = "the scrape's (vllm: or sglang: names)"
 FORM_FIELDS = ("engine", "hardware", "model", "tp", "max_model_len", "gpu_memory_utilization", "rate")
 
 
@@ -121,9 +122,19 @@ def _form(fields: dict, errors: dict[str, str]) -> dict:
     by_name = {f.name: f for _, group in built.groups for f in group} | {f.name: f for f in built.advanced}
     scheduler = str(fields.get("scheduler") or Scenario.model_fields["scheduler"].default)
     shown = [by_name[n] for n in FORM_FIELDS if n in by_name]
-    shown = [replace(f, placeholder=DERIVED_RATE) if f.name == "rate" else f for f in shown]
+    shown = [_from_scrape(f, fields) for f in shown]
     return {"fields": shown, "scheduler": scheduler,
             "schedulers": [s["name"] for s in built.schedulers]}
+
+
+def _from_scrape(f, fields: dict):
+    """The rate and the engine left blank are the scrape's: the rate from its request counter, the engine from its
+    metrics' prefix (vllm: or sglang:), so an SGLang scrape needs no choice made (a stated one must agree)."""
+    if f.name == "rate":
+        return replace(f, placeholder=DERIVED_RATE)
+    if f.name == "engine":
+        return replace(f, options=[("", ENGINE_FROM_SCRAPE), *f.options], value=str(fields.get("engine") or ""))
+    return f
 
 
 def _render(request: Request, fields: dict, errors: dict[str, str], result: dict | None) -> Response:
