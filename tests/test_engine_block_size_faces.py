@@ -1,13 +1,14 @@
 """With hybrid_blocks, the engine pages a hybrid model's KV in vLLM's larger blocks (sim_core/hybrid_blocks.py); what
 the faces show and what the memory estimate counts must be that block size, not the scenario's block_size field
-(16); and the form labels the two fields issue #39 added (hybrid_blocks, replay)."""
+(16): the run view's setup, the KV player's swapped blocks, the memory estimate; and the form labels the two fields issue #39 added (hybrid_blocks, replay)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from app.web import service
 from app.web.form import build_form
-from app.web.inputs import PAGE_DEFAULTS
+from app.web.inputs import PAGE_DEFAULTS, parse_request
 from app.web.runview import build_view, pick_frames
 from sim_core import Scenario, resolve, run
 from sim_core.run_cost import FRAME_BYTES_PER_BLOCK, I64, POOL_BYTES_PER_BLOCK, run_cost
@@ -22,6 +23,20 @@ def test_the_run_view_shows_the_engines_block_size():
     assert res.resolved.setup.block_size == 544 != HYBRID.block_size
     view = build_view(res, *pick_frames(res))
     assert view.setup["block_size"] == 544
+
+
+def test_the_kv_players_swapped_blocks_are_the_engines_blocks():
+    query = {"schedulers": "fcfs", "hardware": "h200", "model": "qwen3-next-80b-a3b", "tp": "2", "hybrid_blocks": "true",
+             "workload": "rag", "duration": "20", "preemption": "swap", "kv_blocks": "40", "swap_space_gb": "4",
+             "seed": "1"}
+    req = parse_request(query, defaults=PAGE_DEFAULTS)
+    view = service.compare(req)[0]
+    swap = view.kv["swap"]
+    swapped = [blocks for row in swap["frames"] for blocks in row[1::2]]
+    assert view.setup["block_size"] == 544 and swapped  # the run swapped
+    reqs = make_requests(req.scenario, resolve(req.scenario))
+    longest = int((reqs.prompt_tokens + reqs.output_tokens).max())
+    assert max(swapped) <= -(-longest // 544)  # counted in 544-token blocks (in 16-token ones: up to 34 times more)
 
 
 def test_the_memory_estimate_counts_block_tables_in_the_engines_blocks():
