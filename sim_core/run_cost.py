@@ -174,7 +174,8 @@ def _kv_terms(scenario, resolved, reqs, engines: list[int], kv_frames: int) -> l
         blocks = pool.num_blocks
         table = 2 * _pow2_at_least(2 * blocks) * I64 if resolved.prefix_cache else 0
         frames = 2 * kv_frames * blocks * FRAME_BYTES_PER_BLOCK
-        width = _block_table_width(reqs, scenario.block_size, blocks, resolved.max_model_len)
+        # The engine's block size (a hybrid model's may be vLLM's larger one: hybrid_blocks), not the field's.
+        width = _block_table_width(reqs, pool.setup.block_size, blocks, resolved.max_model_len)
         per_engine = blocks * POOL_BYTES_PER_BLOCK + table + frames + resolved.max_seqs * width * I64
         out.append(Term("kv_blocks", f"{count} engine(s) x {blocks:,} GPU KV blocks", per_engine * count, 0.0,
                         blocks, (per_engine / max(1, blocks)) * count))

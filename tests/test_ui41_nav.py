@@ -20,6 +20,7 @@ PAGES = {
     "Plan": "/plan",
     "Autoscaling": "/cluster-time",
     "A/B requests": "/diff",
+    "Twin": "/twin",
     "/vs": "/vs",
     "Accuracy": "/accuracy",
     "API": "/docs",
@@ -41,7 +42,7 @@ def nav_links(html: str) -> dict[str, str]:
     return {unescape(label): unescape(href) for href, label in LINK.findall(navs[0])}
 
 
-@pytest.mark.parametrize("url", ["/", "/plan", "/cluster-time", "/diff", "/vs", "/accuracy", "/docs"])
+@pytest.mark.parametrize("url", ["/", "/plan", "/cluster-time", "/diff", "/twin", "/vs", "/accuracy", "/docs"])
 def test_every_page_links_every_page(client, url):
     r = client.get(url)
     assert r.status_code == 200

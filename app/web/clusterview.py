@@ -164,7 +164,7 @@ def _engine_swap(res, e: EngineView, pool, events: dict, rec: _Recorded, kv: dic
     mine = (events["step"] >= e.first_step) & (events["step"] < e.first_step + len(start))
     ev = {name: col[mine] for name, col in events.items()}
     ev["step"] = ev["step"] - e.first_step
-    return pool_swap_frames(ev, start, rec.times, kv, int(res.scenario.block_size), int(pool.swap_blocks))
+    return pool_swap_frames(ev, start, rec.times, kv, int(pool.setup.block_size), int(pool.swap_blocks))
 
 
 def cluster_data(res, rows: int = GANTT_ROWS) -> dict:

@@ -110,7 +110,7 @@ def swap_frames(res, kv: dict) -> dict | None:
     if res.step_stride != 1:  # the events name steps: their start times need every step logged
         return None
     return pool_swap_frames(event_columns(res), step_columns(res)["start_s"], res.kv_frame_s, kv,
-                            int(res.scenario.block_size), int(res.resolved.swap_blocks))
+                            int(res.resolved.setup.block_size), int(res.resolved.swap_blocks))
 
 
 def pool_swap_frames(ev: dict, start: np.ndarray, recorded_s, kv: dict, block: int, capacity: int) -> dict | None:

@@ -88,7 +88,7 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
     setup = {
         "model": r.setup.model.key, "gpu": r.setup.gpu.name, "hardware": r.setup.gpu.key,
         "quantization": r.setup.quantization, "tp": r.setup.tp, "num_blocks": r.num_blocks,
-        "block_size": res.scenario.block_size, "token_budget": r.token_budget, "max_model_len": r.max_model_len,
+        "block_size": r.setup.block_size, "token_budget": r.token_budget, "max_model_len": r.max_model_len,
         "rate": r.rate, "slo_ttft_ms": r.slo_ttft_ms, "slo_tpot_ms": r.slo_tpot_ms,
     }
     gantt, note = gantt_data(res, gantt_rows)

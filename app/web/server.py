@@ -37,6 +37,7 @@ from . import (
     pages,
     plan_page,
     service,
+    twin_page,
     vs_page,
 )
 from .jobs import cancel_all as cancel_all_jobs
@@ -147,6 +148,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(diff_page.router)
     app.include_router(diff_page.api_router)
     app.include_router(vs_page.router)
+    app.include_router(twin_page.router)
     app.include_router(downloads.router)
     app.include_router(gantt_window.router)
     app.include_router(kv_engine.router)
