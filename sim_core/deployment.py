@@ -95,7 +95,7 @@ class PoolSetup:
     role: str = "replicas"  # "replicas" (each engine serves its requests whole), "prefill" or "decode"
     engines: int = 1
     # Engines in a row that step in lock-step: a deployment's attention data-parallel ranks (ep / tp; each MoE
-    # layer's all-to-all is a collective across them: cluster.step_together). 1: each engine steps on its own.
+    # layer's all-to-all is a collective across them: pool_steps.step_together). 1: each engine steps on its own.
     lockstep: int = 1
 
     @property

@@ -29,7 +29,8 @@ from .kernel.cluster import (
 from .kernel.content_hash import content_hashes
 from .kernel.cost_constants import PEAK_BW, PEAK_FLOPS
 from .kernel.cost_model import cost_params
-from .kernel.disaggregated import PoolTrace, simulate_pools
+from .kernel.disaggregated import simulate_pools
+from .kernel.handover import PoolTrace
 from .kernel.state import (
     A_END_S,
     FINISHED,
