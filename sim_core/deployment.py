@@ -117,15 +117,17 @@ def max_seqs_of(s: Scenario) -> int:
 
 
 def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tuple[int, int], hw_field: str,
-                tp_field: str) -> PoolSetup:
-    """One deployment's setup and KV pool (SetupError names the field that sets it)."""
+                tp_field: str, plan: ExpertParallel | None = None) -> PoolSetup:
+    """One deployment's setup and KV pool (SetupError names the field that sets it); `plan`: its expert
+    parallelism (None: the scenario's)."""
     try:
         serving = ServingSettings(s.gpu_memory_utilization, s.block_size, *budgets, ENGINES[s.engine].windowed_kv)
         setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype,
-                              expert_parallel_of(s))
+                              expert_parallel_of(s) if plan is None else plan)
     except SetupError as e:
-        if e.field in ("tp", "model", "quantization") and (hw_field, tp_field) != ("hardware", "tp"):
-            field = {"tp": tp_field, "model": hw_field}.get(e.field, e.field)
+        if e.field in ("tp", "ep", "model", "quantization") and (hw_field, tp_field) != ("hardware", "tp"):
+            field = {"tp": tp_field, "ep": tp_field.removesuffix("tp") + "ep", "model": hw_field}.get(e.field,
+                                                                                                    e.field)
             raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", field) from None
         raise
     capacity = setup.num_kv_blocks
@@ -139,6 +141,16 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tupl
         raise SetupError(f"kv_blocks must be at most {capacity}, what {model.key} on {hardware} (tp={tp}) leaves for "
                          f"the KV cache (got {s.kv_blocks})", "kv_blocks")
     return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
+
+
+def _disaggregated_pool(s: Scenario, pool: str, model: Model, budgets: tuple[int, int]) -> PoolSetup:
+    """The "prefill" or "decode" pool: its GPUs, tp and ep; with attention_dp and ep > 1 each replica is ep / tp
+    ranks in lock-step (a SetupError names the pool's field)."""
+    ep = s.pool_ep(pool)
+    plan = expert_parallel(ep, s.attention_dp and ep > 1, s.moe_imbalance if ep > 1 else None)
+    setup = _pool_setup(s, *s.pool_deployment(pool), model, budgets, f"{pool}_hardware", f"{pool}_tp", plan)
+    ranks = s.pool_ranks(pool)
+    return dataclasses.replace(setup, role=pool, engines=getattr(s, f"{pool}_replicas") * ranks, lockstep=ranks)
 
 
 def _pools(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[tuple[PoolSetup, ...], int]:
@@ -168,9 +180,7 @@ def _deployment(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[Po
     setting to name."""
     try:
         if s.disaggregated:
-            return tuple(dataclasses.replace(
-                _pool_setup(s, *s.pool_deployment(p), model, budgets, f"{p}_hardware", f"{p}_tp"), role=p,
-                engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
+            return tuple(_disaggregated_pool(s, pool, model, budgets) for pool in ("prefill", "decode"))
         return (dataclasses.replace(_pool_setup(s, s.hardware, s.tp, model, budgets, "hardware", "tp"),
                                     engines=s.engines, lockstep=s.ep // s.tp if s.attention_dp else 1),)
     except SetupError as e:

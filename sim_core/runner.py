@@ -369,7 +369,7 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
         link_bytes = max(p.setup.kv_bytes_per_token_per_gpu for p in pools)
         merged, outs, transfer, served_by, handover = simulate_pools(
             tuple(cfgs), table, (pools[0].engines, pools[1].engines), router, link_bytes, KV_LINKS[scenario.kv_link],
-            frames)
+            frames, (pools[0].lockstep, pools[1].lockstep))
         return PoolsRun(merged, outs, served_by, handover, transfer)
     if pools[0].engines > 1:
         merged, outs, served_by = simulate_replicas(cfgs[0], table, pools[0].engines, router, frames,

@@ -20,10 +20,11 @@ from .state import FrameSpec, Outcome
 
 
 def simulate_pools(cfgs, table, pools: tuple[int, int], router: RouterSettings, kv_bytes_per_token: float,
-                   link: KvLink, frames: FrameSpec = NO_FRAMES):
-    """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's); returns (one Outcome
-    for the whole of it, each engine's Outcome (prefill pool first), the KV-transfer figures, the engine that
-    finished each request, the PoolTrace)."""
+                   link: KvLink, frames: FrameSpec = NO_FRAMES, lockstep: tuple[int, int] = (1, 1)):
+    """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's; `lockstep`: each
+    pool's lock-step group, its attention-DP ranks); returns (one Outcome for the whole of it, each engine's
+    Outcome (prefill pool first), the KV-transfer figures, the engine that finished each request, the
+    PoolTrace)."""
     prefill_replicas, decode_replicas = pools
     n = len(table.arrival_s)
     decode_table = routed_table(table)
@@ -35,7 +36,7 @@ def simulate_pools(cfgs, table, pools: tuple[int, int], router: RouterSettings, 
     routing = router.routing(table, prefill_replicas, independent=False)
     joined = pool_link(table, kv_bytes_per_token, link.bytes_per_s, link.latency_s, pools, cfgs[0].num_blocks)
     trace = joined.trace
-    ran = run_fleet(cfgs, (prefill_table, decode_table), frames, routing, static_pools(pools), (1, 1), joined)
+    ran = run_fleet(cfgs, (prefill_table, decode_table), frames, routing, static_pools(pools), lockstep, joined)
     outs = ran.outs[0] + ran.outs[1]
     # One per-request state followed each request from its prefill engine to its decode engine: it holds the
     # whole story (first token from the prefill side, the rest from the decode side, preemptions on both).

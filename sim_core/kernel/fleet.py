@@ -159,9 +159,11 @@ def after_change(engines, fleets, k, lo, hi, run, routing, link):
     event, what it finished, the turns it released, a decode engine's pulls, a drained replica's release.
     Returns whether one is stuck (a bug, which the runner reports)."""
     f, two_pools = fleets[k], len(fleets) == 2
-    if two_pools and k == 0:
-        return after_prefill(engines, f, lo, run, link)
     stuck = False
+    if two_pools and k == 0:
+        for p in range(lo, hi):
+            stuck = after_prefill(engines, f, p, run, link) or stuck
+        return stuck
     for j in range(lo, hi):
         eng = engines[k][j]
         if two_pools:  # a decode engine may pull more prompts
