@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from app.cli import main as cli_main
 from sim_core import Scenario, ScenarioError, parse_scenario, run
 from sim_core.catalog import SetupError
 from sim_core.views import columns_of_steps
@@ -132,3 +133,14 @@ def test_every_shape_runs_through_one_compiled_signature():
                   dict(autoscaler="utilization", autoscale_target=2, max_replicas=2)):
         assert run(Scenario(**tiny, **shape)).metrics["completed"] == 6
     assert len(simulate_fleet.signatures) == 1
+
+
+def test_the_cli_runs_a_wide_ep_decode_pool_from_its_flags(capsys):
+    """`--decode-ep 8 --attention-dp` from the command line: the Setup names the ranks and counts their GPUs."""
+    code = cli_main(["run", "--hardware", "h200", "--model", "deepseek-r1", "--quantization", "fp8", "--tp", "8",
+                     "--prefill-replicas", "1", "--decode-replicas", "3", "--decode-tp", "1", "--decode-ep", "8",
+                     "--attention-dp", "--workload", "random", "--isl", "1024", "--osl", "32", "--num-requests", "40",
+                     "--rate", "20", "--seed", "1", "--max-model-len", "8192"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "1 prefill + 3 decode engines (32 GPUs, decode replicas of 8 attention-DP ranks (EP8)" in out
