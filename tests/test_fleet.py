@@ -7,10 +7,13 @@ import ast
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from app.cli import main as cli_main
 from sim_core import Scenario, ScenarioError, parse_scenario, run
 from sim_core.catalog import SetupError
+from sim_core.policies.routers import ROUTER_NAMES
 from sim_core.views import columns_of_steps
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,3 +147,34 @@ def test_the_cli_runs_a_wide_ep_decode_pool_from_its_flags(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "1 prefill + 3 decode engines (32 GPUs, decode replicas of 8 attention-DP ranks (EP8)" in out
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(router=st.sampled_from(ROUTER_NAMES), pools=st.sampled_from([(1, 1), (2, 1), (1, 2)]),
+       eps=st.sampled_from([(None, 2), (None, 4), (2, 2), (4, None)]), workload=st.sampled_from(["chat", "rag"]),
+       preemption=st.sampled_from(["recompute", "swap"]), kv_blocks=st.integers(300, 1500),
+       prefix_cache=st.booleans())
+def test_pools_of_lockstep_ranks_lose_no_request_and_leak_no_block(router, pools, eps, workload, preemption,
+                                                                   kv_blocks, prefix_cache):
+    """Qwen3-30B-A3B, either pool as attention-DP ranks of ep 2 or 4: every request finishes or is rejected once,
+    every engine gives back every KV block, each request decodes after its KV crossed, and each group of ranks
+    steps in lock-step."""
+    (p, d), (p_ep, d_ep) = pools, eps
+    s = Scenario(hardware="h100", model="qwen3-30b-a3b", tp=1, prefill_replicas=p, decode_replicas=d,
+                 prefill_ep=p_ep, decode_ep=d_ep, attention_dp=True, workload=workload, num_requests=40, rate=8,
+                 seed=3, router=router, preemption=preemption, kv_blocks=kv_blocks, prefix_cache=prefix_cache,
+                 max_model_len=8192)
+    res = run(s)
+    assert (res.finished ^ res.rejected).all()
+    first, second = res.resolved.pools
+    assert (first.engines, second.engines) == (p * (p_ep or 1), d * (d_ep or 1))
+    assert res.free_blocks_at_end == first.engines * first.num_blocks + second.engines * second.num_blocks
+    assert (res.ref_counts_at_end == 0).all()
+    done = res.finished
+    assert (res.generated[done] == res.requests.output_tokens[done]).all()
+    moved = res.handover.to_decode >= 0
+    assert (res.handover.delivered[moved & done] < res.finish_s[moved & done]).all()
+    logs = res.engine_logs
+    assert _lockstep_violations(logs[:first.engines], first.lockstep) == 0
+    assert _lockstep_violations(logs[first.engines:], second.lockstep) == 0

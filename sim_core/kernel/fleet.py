@@ -56,6 +56,8 @@ RUN = RecordType([
 
 @allocating_kernel
 def new_run(total, follow_ups, two_pools):
+    """The loop's own state over `total` requests: the heaps it needs (turns only with follow-ups, transfers only
+    between two pools), nothing routed yet."""
     run = new_record(RUN)
     held = total if follow_ups else 1  # no turns without follow-ups (16 bytes a request otherwise, 140 MB a day)
     run.turn_s, run.turn_ids, run.n_turns = np.zeros(held), np.zeros(held, np.int64), 0
@@ -239,6 +241,7 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
 
 @allocating_kernel
 def fleet_outcomes(engines, fleets, run):
+    """What simulate_fleet returns: each pool's engines' Outcomes, the routing, each pool's lives and leaks."""
     outs, lives, leaked = [outcomes(engines[0])], [fleets[0].lives[:fleets[0].n_lives].copy()], [fleets[0].leaked]
     for k in range(1, len(fleets)):
         outs.append(outcomes(engines[k]))
