@@ -51,14 +51,18 @@ RUN = RecordType([
     ("next_look_s", types.float64),  # when the router next reads the engines' loads
     ("steps", types.int64),
     ("done", types.int64),  # requests done for good (finished or rejected)
+    ("two_pools", types.boolean),  # pool 0 prefills for pool 1
+    ("router", types.int64),  # Routing.router: the load it reads off an engine
+    ("block_size", types.int64),  # pool 0's, which prefix_affinity's lookups are in
 ])
 
 
 @allocating_kernel
-def new_run(total, follow_ups, two_pools):
+def new_run(total, follow_ups, two_pools, router, block_size):
     """The loop's own state over `total` requests: the heaps it needs (turns only with follow-ups, transfers only
     between two pools), nothing routed yet."""
     run = new_record(RUN)
+    run.two_pools, run.router, run.block_size = two_pools, router, block_size
     held = total if follow_ups else 1  # no turns without follow-ups (16 bytes a request otherwise, 140 MB a day)
     run.turn_s, run.turn_ids, run.n_turns = np.zeros(held), np.zeros(held, np.int64), 0
     out = total if two_pools else 1
@@ -81,101 +85,107 @@ def new_pools(cfgs, tables, frames, scalings, lockstep):
 
 
 @inline
-def earliest(fleets, engines):
-    """(pool, slot, time) of the engine whose next event comes first: pool 0's before pool 1's on a tie, then the
-    lowest slot (among the slots that ever held an engine)."""
+def earliest(next0, n0, next1, n1):
+    """(pool, slot, time) of the engine whose next event comes first (`next0`, `next1`: each pool's next events,
+    over the `n0`, `n1` slots that ever held an engine): pool 0's before pool 1's on a tie, then the lowest slot."""
     best_k, best_e, best_t = 0, 0, np.inf
-    for k in range(len(fleets)):
-        next_t = fleets[k].next_t
-        for e in range(len(engines[k])):
-            if next_t[e] < best_t:
-                best_k, best_e, best_t = k, e, next_t[e]
+    for e in range(n0):
+        if next0[e] < best_t:
+            best_e, best_t = e, next0[e]
+    for e in range(n1):
+        if next1[e] < best_t:
+            best_k, best_e, best_t = 1, e, next1[e]
     return best_k, best_e, best_t
 
 
 @inline
-def first_control(fleets):
-    """The pool whose fleet has the next control event (the lowest on a tie)."""
-    c = 0
-    for k in range(1, len(fleets)):
-        if fleets[k].next_ctl_s < fleets[c].next_ctl_s:
-            c = k
-    return c
+def first_control(f0, f1, two):
+    """The pool whose fleet has the next control event (pool 0 on a tie)."""
+    return 1 if two and f1.next_ctl_s < f0.next_ctl_s else 0
 
 
 @inline
-def look(engines, fleets, run, routing, now):
+def look(pool, f, run, routing, now):
     """The router reads pool 0's loads again, if its last look is `staleness_s` old. A prefill engine's load is
     read off it now (a decode step may have moved what its queues hold); one pool's were kept as each changed."""
     if now < run.next_look_s:
         return
-    f = fleets[0]
-    if len(fleets) == 2:
-        for e in range(len(engines[0])):
-            f.load[e] = router_load(engines[0][e], routing.router)
+    if run.two_pools:
+        for e in range(len(pool)):
+            f.load[e] = router_load(pool[e], run.router)
     f.seen[:] = f.load
     run.next_look_s = now + routing.staleness_s
 
 
 @inline
-def arrive(engines, fleets, serving, run, routing, link, now, block_size):
+def arrive(pool, f, serving, run, turns, routing, link, now):
     """The next request arrives: the router sends it to one of pool 0's serving engines. Returns its slot."""
-    f = fleets[0]
-    r, opened, n_turns = take_arrival(routing, run.opened, (run.turn_s, run.turn_ids), run.n_turns)
+    r, opened, n_turns = take_arrival(routing, run.opened, turns, run.n_turns)
     run.opened, run.n_turns = opened, n_turns
-    look(engines, fleets, run, routing, now)
-    e = route(f, serving, r, routing, block_size, run.sent)
-    if len(fleets) == 2:
-        send_to_prefill(engines[0][e], e, r, now, link.trace, link.pulls)
+    look(pool, f, run, routing, now)
+    e = route(f, serving, r, routing, run.block_size, run.sent)
+    if run.two_pools:
+        send_to_prefill(pool[e], e, r, now, link.trace, link.pulls)
     else:
-        route_in(engines[0][e], r, now)
-    f.seen[e] += sent_load(engines[0][e], r)  # the router counts what it sent since it looked
+        route_in(pool[e], r, now)
+    f.seen[e] += sent_load(pool[e], r)  # the router counts what it sent since it looked
     run.routed_to[r] = e
     run.sent += 1
     return e
 
 
 @inline
-def land(engines, fleets, run, link):
+def land(prefill, decode, next_p, run, out, link):
     """The first KV transfer in flight reaches its decode engine. Returns that engine's slot."""
-    r, now = run.out_ids[0], run.out_s[0]
-    run.n_out = heap_pop(run.out_s, run.out_ids, run.n_out)
-    return deliver(engines[0], engines[1], r, now, link.trace, link.pulls, fleets[0].next_t)
+    r, now = out[1][0], out[0][0]
+    run.n_out = heap_pop(out[0], out[1], run.n_out)
+    return deliver(prefill, decode, r, now, link.trace, link.pulls, next_p)
 
 
 @inline
-def after_prefill(engines, f, p, run, link):
-    """Prefill engine p changed: prompts it finished wait for their decode engines. Returns whether it is stuck."""
-    eng = engines[0][p]
-    finals, n_turns, woken = hand_over(eng, p, engines[1], link.handover, link.trace, link.pulls,
-                                       (run.turn_s, run.turn_ids), run.n_turns)
-    run.n_turns = n_turns
-    run.n_out = wake_decoders(engines[1], woken, eng.now, link, (run.out_s, run.out_ids), run.n_out)
-    run.done += finals  # rejected there, or wanting one token: the prompts it finished go on to decode
-    return after_prefill_step(eng, p, f.next_t, f.done_e, link.pulls)
-
-
-@inline
-def after_change(engines, fleets, k, lo, hi, run, routing, link):
-    """Engines lo .. hi - 1 of pool k changed (stepped, or took a request or a prompt's KV): each one's next
-    event, what it finished, the turns it released, a decode engine's pulls, a drained replica's release.
-    Returns whether one is stuck (a bug, which the runner reports)."""
-    f, two_pools = fleets[k], len(fleets) == 2
+def after_prefills(pools, span, next_t, done_e, run, turns, out, link):
+    """Prefill engines span[0] .. span[1] - 1 changed (`pools`: the prefill and decode engines): prompts they
+    finished wait for their decode engines. Returns whether one is stuck (a bug, which the runner reports)."""
+    prefill, decode = pools
     stuck = False
-    if two_pools and k == 0:
-        for p in range(lo, hi):
-            stuck = after_prefill(engines, f, p, run, link) or stuck
-        return stuck
-    for j in range(lo, hi):
-        eng = engines[k][j]
-        if two_pools:  # a decode engine may pull more prompts
-            run.n_out = pull(eng, j, eng.now, link.handover, link.trace, link.pulls, (run.out_s, run.out_ids),
-                             run.n_out)
-        run.n_turns = collect_turns(eng, run.turn_s, run.turn_ids, run.n_turns)  # a request that ended releases its turn
-        finished, stuck_j = refresh(eng, j, f.next_t, f.done_e)
+    for p in range(span[0], span[1]):
+        eng = prefill[p]
+        finals, n_turns, woken = hand_over(eng, p, decode, link.handover, link.trace, link.pulls, turns,
+                                           run.n_turns)
+        run.n_turns = n_turns
+        run.n_out = wake_decoders(decode, woken, eng.now, link, out, run.n_out)
+        run.done += finals  # rejected there, or wanting one token: the prompts it finished go on to decode
+        stuck = after_prefill_step(eng, p, next_t, done_e, link.pulls) or stuck
+    return stuck
+
+
+@inline
+def after_decodes(decode, span, next_t, done_e, run, turns, out, link):
+    """Decode engines span[0] .. span[1] - 1 changed: each pulls what prompts it can, releases the turns its
+    requests that ended had. Returns whether one is stuck."""
+    stuck = False
+    for d in range(span[0], span[1]):
+        eng = decode[d]
+        run.n_out = pull(eng, d, eng.now, link.handover, link.trace, link.pulls, out, run.n_out)
+        run.n_turns = collect_turns(eng, turns[0], turns[1], run.n_turns)
+        finished, stuck_d = refresh(eng, d, next_t, done_e)
         run.done += finished
-        if not two_pools:
-            f.load[j] = router_load(eng, routing.router)
+        stuck = stuck or stuck_d
+    return stuck
+
+
+@inline
+def after_replicas(pool, f, span, next_t, done_e, run, turns):
+    """Replicas span[0] .. span[1] - 1 changed (stepped, or took a request): each one's next event, what it
+    finished, the turns it released, the load the router would read off it, a drained replica's release.
+    Returns whether one is stuck."""
+    stuck = False
+    for j in range(span[0], span[1]):
+        eng = pool[j]
+        run.n_turns = collect_turns(eng, turns[0], turns[1], run.n_turns)  # a request that ended releases its turn
+        finished, stuck_j = refresh(eng, j, next_t, done_e)
+        run.done += finished
+        f.load[j] = router_load(eng, run.router)
         stuck = stuck or stuck_j
         if f.state[j] == DRAINING and outstanding(eng) == 0:
             release(f, eng, j, eng.now)
@@ -183,13 +193,13 @@ def after_change(engines, fleets, k, lo, hi, run, routing, link):
 
 
 @inline
-def step_pool(engines, f, k, e, until, run, independent):
-    """Step engine e of pool k, its lock-step group, or (independent) every step it has before `until`. Returns
+def step_pool(pool, lockstep, e, until, run, independent):
+    """Step engine e of a pool, its lock-step group, or (independent) every step it has before `until`. Returns
     the engines that changed, lo .. hi - 1."""
-    if f.lockstep > 1:
+    if lockstep > 1:
         run.steps += 1
-        return step_group(engines[k], e, f.lockstep)
-    run.steps = advance(engines[k][e], until, run.steps, independent)
+        return step_group(pool, e, lockstep)
+    run.steps = advance(pool[e], until, run.steps, independent)
     return e, e + 1
 
 
@@ -201,40 +211,53 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
     Returns (each pool's Outcomes, the pool-0 slot each request was sent to, each pool's lives log, each pool's
     KV blocks leaked on release)."""
     engines, fleets = new_pools(cfgs, tables, frames, scalings, lockstep)
-    total, f0 = routing.arrival_s.shape[0], fleets[0]
-    run = new_run(total, not routing.independent, len(fleets) == 2)
-    serving = serving_list(f0, engines[0])  # what the router chooses among
+    total, two, cancel = routing.arrival_s.shape[0], len(fleets) == 2, cfgs[0].cancel
+    run = new_run(total, not routing.independent, two, routing.router, cfgs[0].block_size)
+    # Each pool's engines, fleet and per-slot arrays, read out of their containers once: each read inside the loop
+    # counts a reference (an atomic add, and its undo), a dozen more a step cost ~20% on bench_day's short steps.
+    e0, e1, f0, f1 = engines[0], engines[-1], fleets[0], fleets[-1]
+    next0, done0, next1, done1 = f0.next_t, f0.done_e, f1.next_t, f1.done_e
+    turns, out, pools = (run.turn_s, run.turn_ids), (run.out_s, run.out_ids), (e0, e1)
+    serving = serving_list(f0, e0)  # what the router chooses among
     while run.done < total:
-        k, e, t_eng = earliest(fleets, engines)
-        t_arr = next_arrival(routing, run.opened, (run.turn_s, run.turn_ids), run.n_turns)
-        t_out = run.out_s[0] if run.n_out > 0 else np.inf
+        k, e, t_eng = earliest(next0, len(e0), next1, len(e1) if two else 0)
+        t_arr = next_arrival(routing, run.opened, turns, run.n_turns)
+        t_out = out[0][0] if run.n_out > 0 else np.inf
         if t_eng == np.inf and t_arr == np.inf and t_out == np.inf:
             break  # nothing left to happen, yet not everything finished: the runner reports it
         held = f0.n_serving == 0 and t_arr < np.inf  # scaled to zero: the request waits at the router (wake)
-        c = first_control(fleets)
-        if held and count(f0, PROVISIONING) == 0 and t_arr <= t_eng and t_arr <= fleets[c].next_ctl_s:
-            wake(f0, engines[0], cfgs[0], frames, t_arr, scalings[0].delay_s)
-            serving, c = serving_list(f0, engines[0]), first_control(fleets)
+        if held and count(f0, PROVISIONING) == 0 and t_arr <= t_eng and t_arr <= min(f0.next_ctl_s, f1.next_ctl_s):
+            wake(f0, e0, cfgs[0], frames, t_arr, scalings[0].delay_s)
+            serving = serving_list(f0, e0)
             f0.seen[:] = f0.load
-        t_ctl = fleets[c].next_ctl_s
+        c = first_control(f0, f1, two)
+        t_ctl = f1.next_ctl_s if c == 1 else f0.next_ctl_s
         if held:
             held, t_arr = t_arr <= t_ctl, np.inf
         if t_out <= t_eng and t_out <= t_arr and t_out < np.inf:
-            k, lo = 1, land(engines, fleets, run, link)
+            k, lo = 1, land(e0, e1, next0, run, out, link)
             hi = lo + 1
         elif t_ctl <= t_arr and t_ctl <= t_eng:
             control(fleets[c], engines[c], cfgs[c], frames, scalings[c], t_ctl, run.opened, held and c == 0)
             if c == 0:  # the router sees the replicas that came or went
-                serving = serving_list(f0, engines[0])
+                serving = serving_list(f0, e0)
                 f0.seen[:] = f0.load
                 run.next_look_s = t_ctl + routing.staleness_s
             continue
         elif t_arr <= t_eng:
-            k, lo = 0, arrive(engines, fleets, serving, run, routing, link, t_arr, cfgs[0].block_size)
+            k, lo = 0, arrive(e0, f0, serving, run, turns, routing, link, t_arr)
             hi = lo + 1
+        elif k == 0:
+            lo, hi = step_pool(e0, f0.lockstep, e, min(t_arr, t_ctl), run, routing.independent)
         else:
-            lo, hi = step_pool(engines, fleets[k], k, e, min(t_arr, t_ctl), run, routing.independent)
-        if after_change(engines, fleets, k, lo, hi, run, routing, link) or cfgs[0].cancel[0] != 0:
+            lo, hi = step_pool(e1, f1.lockstep, e, min(t_arr, t_ctl), run, routing.independent)
+        if not two:
+            stuck = after_replicas(e0, f0, (lo, hi), next0, done0, run, turns)
+        elif k == 0:
+            stuck = after_prefills(pools, (lo, hi), next0, done0, run, turns, out, link)
+        else:
+            stuck = after_decodes(e1, (lo, hi), next1, done1, run, turns, out, link)
+        if stuck or cancel[0] != 0:
             break
     return fleet_outcomes(engines, fleets, run)
 
