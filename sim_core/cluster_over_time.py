@@ -13,14 +13,9 @@ from functools import cache, partial
 
 import numpy as np
 
-from .kernel.autoscaled import (
-    LIFE_ASKED_S,
-    LIFE_DRAINING_S,
-    LIFE_RELEASED_S,
-    LIFE_SERVING_S,
-    simulate_autoscaled,
-)
+from .kernel.autoscaled import LIFE_ASKED_S, LIFE_DRAINING_S, LIFE_RELEASED_S, LIFE_SERVING_S
 from .kernel.cluster import routed_table
+from .kernel.fleet import run_fleet
 from .kernel.state import A_BUSY_S
 from .metrics import request_latencies_s
 from .policies.autoscalers import (
@@ -154,8 +149,8 @@ def run_autoscaled(scenario, resolved, cfg, table, frames, run: Callable, sessio
     independent = not bool((table.child != -1).any())
     # Random routers draw over the most replicas there can be; choose_serving takes each draw modulo those serving.
     routing = router.routing(table, scaling.max_replicas, independent)
-    outs, routed_to, lives, leaked = simulate_autoscaled(cfg, routed_table(table), frames, routing, scaling)
-    return list(outs), routed_to, np.asarray(lives), int(leaked), scaling
+    ran = run_fleet((cfg,), (routed_table(table),), frames, routing, (scaling,), (1,))
+    return ran.outs[0], ran.routed_to, ran.lives[0], ran.leaked[0], scaling
 
 
 def over_time_metrics(result, lives: np.ndarray, leaked: int, scaling: Scaling) -> dict:

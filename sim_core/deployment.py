@@ -96,7 +96,7 @@ class PoolSetup:
     role: str = "replicas"  # "replicas" (each engine serves its requests whole), "prefill" or "decode"
     engines: int = 1
     # Engines in a row that step in lock-step: a deployment's attention data-parallel ranks (ep / tp; each MoE
-    # layer's all-to-all is a collective across them: cluster.step_together). 1: each engine steps on its own.
+    # layer's all-to-all is a collective across them: pool_steps.step_together). 1: each engine steps on its own.
     lockstep: int = 1
 
     @property
@@ -118,16 +118,18 @@ def max_seqs_of(s: Scenario) -> int:
 
 
 def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tuple[int, int], hw_field: str,
-                tp_field: str) -> PoolSetup:
-    """One deployment's setup and KV pool (SetupError names the field that sets it)."""
+                tp_field: str, plan: ExpertParallel | None = None) -> PoolSetup:
+    """One deployment's setup and KV pool (SetupError names the field that sets it); `plan`: its expert
+    parallelism (None: the scenario's)."""
     try:
         block = kv_block_size(s.block_size, s.hybrid_blocks, model, tp, s.kv_cache_dtype)
         serving = ServingSettings(s.gpu_memory_utilization, block, *budgets, ENGINES[s.engine].windowed_kv)
         setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype,
-                              expert_parallel_of(s))
+                              expert_parallel_of(s) if plan is None else plan)
     except SetupError as e:
-        if e.field in ("tp", "model", "quantization") and (hw_field, tp_field) != ("hardware", "tp"):
-            field = {"tp": tp_field, "model": hw_field}.get(e.field, e.field)
+        if e.field in ("tp", "ep", "model", "quantization") and (hw_field, tp_field) != ("hardware", "tp"):
+            field = {"tp": tp_field, "ep": tp_field.removesuffix("tp") + "ep", "model": hw_field}.get(e.field,
+                                                                                                    e.field)
             raise SetupError(f"{hw_field}={hardware}, {tp_field}={tp}: {e}", field) from None
         raise
     capacity = setup.num_kv_blocks
@@ -141,6 +143,16 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tupl
         raise SetupError(f"kv_blocks must be at most {capacity}, what {model.key} on {hardware} (tp={tp}) leaves for "
                          f"the KV cache (got {s.kv_blocks})", "kv_blocks")
     return PoolSetup(setup, s.kv_blocks or capacity, int(s.swap_space_gb * GIB // setup.kv_bytes_per_block))
+
+
+def _disaggregated_pool(s: Scenario, pool: str, model: Model, budgets: tuple[int, int]) -> PoolSetup:
+    """The "prefill" or "decode" pool: its GPUs, tp and ep; with attention_dp and ep > 1 each replica is ep / tp
+    ranks in lock-step (a SetupError names the pool's field)."""
+    ep = s.pool_ep(pool)
+    plan = expert_parallel(ep, s.attention_dp and ep > 1, s.moe_imbalance if ep > 1 else None)
+    setup = _pool_setup(s, *s.pool_deployment(pool), model, budgets, f"{pool}_hardware", f"{pool}_tp", plan)
+    ranks = s.pool_ranks(pool)
+    return dataclasses.replace(setup, role=pool, engines=getattr(s, f"{pool}_replicas") * ranks, lockstep=ranks)
 
 
 def _pools(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[tuple[PoolSetup, ...], int]:
@@ -170,9 +182,7 @@ def _deployment(s: Scenario, model: Model, budgets: tuple[int, int]) -> tuple[Po
     setting to name."""
     try:
         if s.disaggregated:
-            pools = tuple(dataclasses.replace(
-                _pool_setup(s, *s.pool_deployment(p), model, budgets, f"{p}_hardware", f"{p}_tp"), role=p,
-                engines=getattr(s, f"{p}_replicas")) for p in ("prefill", "decode"))
+            pools = tuple(_disaggregated_pool(s, pool, model, budgets) for pool in ("prefill", "decode"))
             blocks = [p.setup.block_size for p in pools]
             if blocks[0] != blocks[1]:  # a prompt's KV crosses in whole blocks of one size
                 raise SetupError(f"hybrid_blocks: vLLM's rule pages {model.key}'s KV in blocks of {blocks[0]} tokens "

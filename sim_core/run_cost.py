@@ -5,7 +5,7 @@ mechanism declares its share as a `Term` — the scenario field that sizes it, i
 function of the resolved scenario and its requests, so a refusal can name the field and the most it may be.
 
 Bytes are counted from the arrays the engine allocates (sim_core/kernel: build.py, kv_pool.py, kv_tiers.py,
-logs.py, cluster.py, disaggregated.py), element sizes times counts; what a run keeps per request and per step
+logs.py, fleet.py, autoscaled.py, handover.py), element sizes times counts; what a run keeps per request and per step
 beyond those arrays (the Result, its metrics and bounds) and the CPU seconds per step, token, request and adapter
 are measured on this project's runs by bench/bench_run_cost.py, which prints the estimate against the measured peak
 RSS and CPU time of 30+ scenarios spanning every mechanism.

@@ -29,7 +29,8 @@ from .kernel.cluster import (
 from .kernel.content_hash import content_hashes
 from .kernel.cost_constants import PEAK_BW, PEAK_FLOPS
 from .kernel.cost_model import cost_params
-from .kernel.disaggregated import PoolTrace, simulate_pools
+from .kernel.disaggregated import simulate_pools
+from .kernel.handover import PoolTrace
 from .kernel.state import (
     A_END_S,
     FINISHED,
@@ -369,7 +370,7 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
         link_bytes = max(p.setup.kv_bytes_per_token_per_gpu for p in pools)
         merged, outs, transfer, served_by, handover = simulate_pools(
             tuple(cfgs), table, (pools[0].engines, pools[1].engines), router, link_bytes, KV_LINKS[scenario.kv_link],
-            frames)
+            frames, (pools[0].lockstep, pools[1].lockstep))
         return PoolsRun(merged, outs, served_by, handover, transfer)
     if pools[0].engines > 1:
         merged, outs, served_by = simulate_replicas(cfgs[0], table, pools[0].engines, router, frames,

@@ -58,8 +58,8 @@ MAX_THINK_S = 3600.0
 AUTOSCALE_FIELDS = ("min_replicas", "max_replicas", "autoscale_interval_s", "autoscale_metric", "autoscale_target",
                     "autoscale_cooldown_s", "autoscale_replica_rate", "provision_delay_s")
 DEFAULT_MAX_REPLICAS = 8
-# A disaggregated deployment's per-pool settings (None: the scenario's hardware or tp).
-POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp")
+# A disaggregated deployment's per-pool settings (None: the scenario's hardware or tp, ep 1).
+POOL_FIELDS = ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp", "prefill_ep", "decode_ep")
 
 
 class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
@@ -149,6 +149,12 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
                                                                  "tensor-parallel degree; default: tp")
     decode_tp: int | None = Field(None, ge=1, le=8, description="disaggregated serving: the decode pool's "
                                                                 "tensor-parallel degree; default: tp")
+    prefill_ep: int | None = Field(None, ge=1, le=MAX_EP, description="disaggregated serving: the prefill pool's "
+                                   "expert-parallel degree (as ep; with attention_dp each replica is ep / tp ranks); "
+                                   "default 1")
+    decode_ep: int | None = Field(None, ge=1, le=MAX_EP, description="disaggregated serving: the decode pool's "
+                                  "expert-parallel degree (as ep; with attention_dp each replica is ep / tp ranks); "
+                                  "default 1")
     kv_link: KvLinkName = Field("ib400", description="disaggregated serving: the link a prompt's KV crosses from "
                                                      "a prefill GPU to a decode GPU: "
                                                      + "; ".join(f"{k}: {v.name}" for k, v in KV_LINKS.items()))
@@ -402,8 +408,17 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
     def engines(self) -> int:
         """Engines the scenario runs (each on tp GPUs; with attention_dp each data-parallel rank is one)."""
         if self.disaggregated:
-            return self.prefill_replicas + self.decode_replicas
+            return self.prefill_replicas * self.pool_ranks("prefill") + self.decode_replicas * self.pool_ranks("decode")
         return self.replicas * (self.ep // self.tp if self.attention_dp else 1)
+
+    def pool_ep(self, pool: str) -> int:
+        """The "prefill" or "decode" pool's expert-parallel degree (ep, which is 1 with pools, where it sets none)."""
+        return getattr(self, f"{pool}_ep") or self.ep
+
+    def pool_ranks(self, pool: str) -> int:
+        """Engines one replica of the pool runs: its attention data-parallel ranks (1 without attention_dp)."""
+        ep = self.pool_ep(pool)
+        return ep // self.pool_deployment(pool)[1] if self.attention_dp and ep > 1 else 1
 
     @field_validator("block_size")
     @classmethod
@@ -424,16 +439,32 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
 
     @model_validator(mode="after")
     def _expert_parallel_shape(self) -> Scenario:
-        problem = shape_error(self.ep, self.tp, self.attention_dp, self.moe_imbalance)
+        if self.ep > 1 and self.disaggregated:
+            raise ValueError("ep: sets colocated engines' expert parallelism; with prefill_replicas and "
+                             "decode_replicas set each pool's: prefill_ep, decode_ep (leave ep at 1)")
+        problem = self._pools_shape_error() if self.disaggregated else shape_error(
+            self.ep, self.tp, self.attention_dp, self.moe_imbalance)
         if problem:
             raise ValueError(": ".join(problem))
-        if self.ep > 1 and self.disaggregated:
-            raise ValueError("ep: not modelled for disaggregated serving yet (prefill_replicas and decode_replicas); "
-                             "leave ep at 1 there")
         if self.engines > MAX_DP_ENGINES:
             raise ValueError(f"replicas: replicas x ep / tp data-parallel ranks must stay at most {MAX_DP_ENGINES} "
                              f"engines (got {self.engines})")
         return self
+
+    def _pools_shape_error(self) -> tuple[str, str] | None:
+        """expert_parallel.shape_error for each pool with ep > 1 (naming its field); attention_dp and moe_imbalance
+        apply to those pools, and are refused when there is none."""
+        with_ep = [p for p in ("prefill", "decode") if self.pool_ep(p) > 1]
+        if not with_ep:
+            problem = shape_error(1, self.tp, self.attention_dp, self.moe_imbalance)
+            return problem and (problem[0], "applies to expert parallelism; set prefill_ep or decode_ep > 1 with it "
+                                            "(or leave it unset)")
+        for pool in with_ep:
+            problem = shape_error(self.pool_ep(pool), self.pool_deployment(pool)[1], self.attention_dp,
+                                  self.moe_imbalance)
+            if problem:
+                return f"{pool}_{problem[0]}" if problem[0] == "ep" else problem[0], problem[1]
+        return None
 
     @model_validator(mode="after")
     def _one_model(self) -> Scenario:

@@ -94,7 +94,28 @@ def cases() -> dict[str, tuple[_Scenario, str | None]]:
                                                 prefill_replicas=2, decode_replicas=2, prefill_hardware="h100",
                                                 router="prefix_affinity", prefix_cache=True, rate=6.0,
                                                 num_requests=120, seed=4), None)
+    out.update(fleet_cases())
     return out
+
+
+def fleet_cases() -> dict[str, tuple[_Scenario, str | None]]:
+    """Deployments the cases above leave out, pinned when one fleet loop replaced the four (issue #36; written by
+    the loops before it): replicas an autoscaler scales (with follow-up turns; and, without, scaled to zero and
+    woken), and attention-DP ranks stepping in lock-step."""
+    scaled = dict(hardware="rtx3050", max_model_len=8192, autoscale_interval_s=2, provision_delay_s=3,
+                  max_replicas=3, kv_blocks=400)
+    return {
+        "autoscaled-utilization-chat": (Scenario(
+            workload="chat", rate_schedule="0:2,10:6,20:1", duration=30, seed=4, autoscaler="utilization",
+            autoscale_metric="running", autoscale_target=2, autoscale_cooldown_s=4, replicas=2,
+            router="least_outstanding", **scaled), None),
+        "autoscaled-predictive-zero-rag": (Scenario(
+            workload="rag", rate_schedule="0:2,10:0,25:3", duration=35, seed=5, autoscaler="predictive",
+            autoscale_replica_rate=1.5, min_replicas=0, router="power_of_two", **scaled), None),
+        "replicas2-attention-dp-r1": (Scenario(
+            hardware="h200", model="deepseek-r1", quantization="fp8", workload="random", isl=1024, osl=128,
+            concurrency=64, num_requests=96, tp=1, ep=8, attention_dp=True, replicas=2, seed=1), None),
+    }
 
 
 def _digest(a: np.ndarray) -> str:

@@ -571,7 +571,8 @@ def test_every_engine_of_a_cluster_logs_its_events_and_kv_frames(deployment):
 def _single_engine_cases():
     from golden_cases import cases
 
-    return {name: case for name, case in cases().items() if case[0].engines == 1}
+    # An autoscaled case may start with one engine, but its engines come and go: not a single engine's run.
+    return {name: case for name, case in cases().items() if case[0].engines == 1 and case[0].autoscaler is None}
 
 
 @pytest.mark.parametrize("name", sorted(_single_engine_cases()))

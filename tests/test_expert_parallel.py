@@ -141,7 +141,7 @@ def test_ep_1_is_the_default_and_adds_nothing_to_the_query():
     ({"moe_imbalance": "1.5"}, "moe_imbalance", "set ep > 1"),
     ({"ep": "8", "tp": "4"}, "ep", "set ep = tp"),
     ({"ep": "12", "tp": "8", "attention_dp": "true"}, "ep", "multiple of tp=8"),
-    ({"ep": "8", "tp": "8", "prefill_replicas": "1", "decode_replicas": "1"}, "ep", "disaggregated"),
+    ({"ep": "8", "tp": "8", "prefill_replicas": "1", "decode_replicas": "1"}, "ep", "prefill_ep, decode_ep"),
     ({"ep": "72", "attention_dp": "true", "replicas": "5"}, "replicas", "at most"),
 ])
 def test_bad_expert_parallel_settings_are_refused_naming_the_field(fields, field, words):

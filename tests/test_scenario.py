@@ -66,6 +66,8 @@ STRATEGIES = {
     "decode_hardware": _maybe(st.sampled_from(sorted(GPUS))),
     "prefill_tp": _maybe(st.integers(1, 8)),
     "decode_tp": _maybe(st.integers(1, 8)),
+    "prefill_ep": _maybe(st.integers(1, 72)),  # kept only where they make a deployment: _expert_parallel_fields
+    "decode_ep": _maybe(st.integers(1, 72)),
     "watermark": _floats(0.0, 0.5),
     "async_scheduling": st.booleans(),
     "rate_schedule": st.one_of(st.none(), st.sampled_from(["0:5", "0:2,30:9", "ramp:from=1,to=9,over=20"])),
@@ -162,7 +164,7 @@ def scenarios(draw) -> Scenario:
         fields.pop("replicas", None)
         fields.pop("async_scheduling", None)  # not modelled for pools (refused with a message naming it)
     else:  # per-pool settings only with pools
-        for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp"):
+        for name in ("prefill_hardware", "decode_hardware", "prefill_tp", "decode_tp", "prefill_ep", "decode_ep"):
             fields.pop(name, None)
     _expert_parallel_fields(fields, max(pools) > 0)
     if fields.get("spec_method") is None:  # speculative decoding's settings need a proposer
@@ -245,7 +247,7 @@ def _expert_parallel_fields(fields: dict, pools: bool) -> None:
     else:
         ep = tp if ep > 1 else 1
     if pools or ep == 1 or (fields.get("attention_dp") and ep == tp):
-        for name in ("ep", "attention_dp", "moe_imbalance"):
+        for name in ("ep", "attention_dp", "moe_imbalance", "prefill_ep", "decode_ep"):  # pools' ep: test_fleet.py
             fields.pop(name, None)
         return
     fields["ep"] = ep

@@ -128,10 +128,12 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         rows.insert(2, ("Profile", f"fitted by sched-sim calibrate: {constants}"))
     if scenario.disaggregated:
         link = KV_LINKS[scenario.kv_link]
-        gpus = sum(n * scenario.pool_deployment(p)[1] for n, p in ((scenario.prefill_replicas, "prefill"),
-                                                                    (scenario.decode_replicas, "decode")))
-        on = "".join(f", {p} on {hw} x{tp}" for p, (hw, tp) in ((p, scenario.pool_deployment(p))
-                                                                  for p in ("prefill", "decode"))) \
+        gpus = sum(n * scenario.pool_ranks(p) * scenario.pool_deployment(p)[1]
+                   for n, p in ((scenario.prefill_replicas, "prefill"), (scenario.decode_replicas, "decode")))
+        on = "".join(f", {p} replicas of {scenario.pool_ranks(p)} attention-DP ranks (EP{scenario.pool_ep(p)})"
+                     for p in ("prefill", "decode") if scenario.pool_ranks(p) > 1)
+        on += "".join(f", {p} on {hw} x{tp}" for p, (hw, tp) in ((p, scenario.pool_deployment(p))
+                                                                   for p in ("prefill", "decode"))) \
             if scenario.heterogeneous else ""
         rows.insert(1, ("Pools", f"{scenario.prefill_replicas} prefill + {scenario.decode_replicas} decode engines "
                                  f"({gpus} GPUs{on}), {scenario.router} router; KV over {link.name}"))

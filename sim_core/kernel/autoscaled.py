@@ -1,15 +1,15 @@
-"""Replicas behind a router whose number an autoscaler changes over the run (policies/autoscaling.py).
+"""A pool of engines as a fleet: its replicas' lives, which an autoscaler changes over the run
+(policies/autoscaling.py), and what the fleet loop (fleet.py) keeps per engine. A static pool is a fleet that
+never scales: its autoscaler never evaluates (policies/autoscaling.never_scales).
 
-The loop is cluster.py's (whatever happens next in simulated time: an arrival, or the step of the engine whose
-next event is earliest) with the autoscaler's events beside them: every `interval_s` it evaluates the policy, and
-each replica it asked for starts serving `delay_s` later. A replica's life: provisioning (holding its GPUs, not
-yet serving) -> serving (the router sends it requests) -> draining (no new requests; the ones it holds run to the
-end) -> released (its GPUs given back; checked to hold no KV block). Scaling up takes back a draining replica
-first (it is warm), then provisions new ones. The router sees only the serving replicas, refreshed whenever one
-comes or goes.
+Every `interval_s` the autoscaler evaluates the policy, and each replica it asked for starts serving `delay_s`
+later. A replica's life: provisioning (holding its GPUs, not yet serving) -> serving (the router sends it
+requests) -> draining (no new requests; the ones it holds run to the end) -> released (its GPUs given back;
+checked to hold no KV block). Scaling up takes back a draining replica first (it is warm), then provisions new
+ones. The router sees only the serving replicas, refreshed whenever one comes or goes.
 
 A released replica's engine slot is reused by the next one provisioned, with its prefix cache emptied (a new
-replica starts cold): slots never exceed max_replicas, so memory stays that of the largest cluster. Each life is
+replica starts cold): slots never exceed max_replicas, so memory stays that of the largest pool. Each life is
 a row of the fleet's `lives` log (slot, asked for, serving from, draining from, released at), which Python turns
 into GPU-hours, cost and replicas over time (sim_core/cluster_over_time.py).
 """
@@ -21,21 +21,13 @@ from numba import types
 
 from ..policies.autoscalers import SCALE_UTILIZATION
 from ..policies.autoscaling import replica_metric, wanted_replicas
-from ..policies.routing import choose_serving, router_load, sent_load
+from ..policies.routing import choose_serving
 from .build import sibling_engine
-from .cluster import (
-    collect_turns,
-    new_engines,
-    next_arrival,
-    outcomes,
-    outstanding,
-    refresh,
-    take_arrival,
-)
-from .engine import CANCEL_CHECK_STEPS, idle, next_arrival_s, release_finished, route_in, step
-from .jit import allocating_kernel, entry_nogil, inline
+from .engine import release_finished
+from .jit import allocating_kernel, inline
 from .kv_pool import NO_HASH, PL_HASH
-from .state import F64, F64_2D, I64, KV_BLOCKS, STALLED, RecordType, new_record
+from .queues import outstanding
+from .state import F64, F64_2D, I64, KV_BLOCKS, RecordType, new_record
 
 OFF, PROVISIONING, SERVING, DRAINING = range(4)
 # Columns of the fleet's lives log.
@@ -55,14 +47,28 @@ FLEET = RecordType([
     ("last_change_s", types.float64),  # the last scale-up or scale-down (utilization's cooldown)
     ("arrived_at_tick", types.int64),  # open arrivals routed by the last evaluation (predictive's forecast)
     ("leaked", types.int64),  # KV blocks still held by replicas when they were released (a bug if not 0)
+    ("next_ctl_s", types.float64),  # the fleet's next control event (next_control_s), kept as it changes
+    ("lockstep", types.int64),  # engines in a row that step together (attention-DP ranks), 1: each alone
+    # What the fleet loop keeps per slot, recomputed only for the engine that just changed (scanning every engine
+    # per step would cost more than the step at a dozen replicas): its next event, requests finished, the load the
+    # router would read off it now, and the load the router saw at its last look (plus what it sent since).
+    ("next_t", F64),
+    ("done_e", I64),
+    ("load", I64),
+    ("seen", I64),
+    ("seen_serving", I64),  # `seen` of the serving slots, in their order (what the router chooses among)
 ])
 
 
 @allocating_kernel
-def new_fleet(cap, start, interval_s):
-    """A fleet of `start` replicas serving from time 0, with room for `cap` alive at once; the autoscaler first
-    evaluates at `interval_s` (evaluation k at k x interval_s)."""
+def new_fleet(scaling, lockstep):
+    """A fleet of `scaling.start` replicas serving from time 0, with room for `scaling.max_replicas` alive at once;
+    the autoscaler first evaluates at `scaling.interval_s` (evaluation k at k x interval_s; never if inf)."""
+    cap, start, interval_s = scaling.max_replicas, scaling.start, scaling.interval_s
     f = new_record(FLEET)
+    f.lockstep = lockstep
+    f.next_t, f.done_e = np.full(cap, np.inf), np.zeros(cap, np.int64)
+    f.load, f.seen, f.seen_serving = np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64)
     f.state = np.zeros(cap, np.int64)
     f.ready_s = np.full(cap, np.inf)
     f.life = np.full(cap, -1, np.int64)
@@ -75,6 +81,7 @@ def new_fleet(cap, start, interval_s):
         begin_life(f, e, 0.0, 0.0)
         f.state[e] = SERVING
     list_serving(f)
+    f.next_ctl_s = next_control_s(f)
     return f
 
 
@@ -185,6 +192,7 @@ def wake(f, engines, cfg, frames, now, delay_s):
     f.last_change_s = now
     scale_up(f, engines, cfg, frames, now, delay_s, 1)
     list_serving(f)  # a draining replica taken back serves at once
+    f.next_ctl_s = next_control_s(f)
 
 
 @inline
@@ -260,100 +268,14 @@ def control(f, engines, cfg, frames, scaling, now, arrived, held):
         if more > 0:
             scale_up(f, engines, cfg, frames, now, scaling.delay_s, more)
     list_serving(f)
+    f.next_ctl_s = next_control_s(f)
 
 
 @inline
-def route(f, serving_engines, seen, buf, r, routing, block_size, sent):
-    """The serving replica request r goes to (router's choice among them); returns its slot."""
-    n = f.n_serving
+def route(f, serving_engines, r, routing, block_size, sent):
+    """The serving replica request r goes to (the router's choice among them, on the load it saw); returns its
+    slot."""
+    n, seen, buf = f.n_serving, f.seen, f.seen_serving
     for i in range(n):
         buf[i] = seen[f.serving[i]]
     return f.serving[choose_serving(serving_engines, buf[:n], r, routing, block_size, sent)]
-
-
-@entry_nogil
-def simulate_autoscaled(cfg, table, frames, routing, scaling):
-    """Run the autoscaled cluster until every request has finished or been rejected. Returns (each slot's
-    Outcome, the slot each request was sent to, the lives log, KV blocks leaked on release)."""
-    engines = new_engines(cfg, table, scaling.start, frames, None)
-    cap = scaling.max_replicas
-    f = new_fleet(cap, scaling.start, scaling.interval_s)
-    total = routing.arrival_s.shape[0]
-    routed_to = np.full(total, -1, np.int64)
-    # Released follow-up turns, by arrival: none without follow-ups (16 bytes a request otherwise, 140 MB a day).
-    held = 1 if routing.independent else total
-    turns, n_turns = (np.zeros(held), np.zeros(held, np.int64)), 0
-    seen, buf, load = np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64)
-    next_t, done_e = np.full(cap, np.inf), np.zeros(cap, np.int64)
-    serving_engines = serving_list(f, engines)
-    next_look, k, sent, steps, done = -np.inf, 0, 0, 0, 0
-    # The fleet's next event changes only at its own events: kept here, not scanned for after every step.
-    t_ctl = next_control_s(f)
-    while done < total:
-        first = earliest(next_t, len(engines))
-        t_eng, t_arr = next_t[first], next_arrival(routing, k, turns, n_turns)
-        if t_eng == np.inf and t_arr == np.inf:
-            break  # nothing left to happen, yet not everything finished: the runner reports it
-        held = f.n_serving == 0 and t_arr < np.inf  # scaled to zero: the request waits at the router (wake)
-        if held and count(f, PROVISIONING) == 0 and t_arr <= t_eng and t_arr <= t_ctl:
-            wake(f, engines, cfg, frames, t_arr, scaling.delay_s)
-            serving_engines, t_ctl = serving_list(f, engines), next_control_s(f)
-            seen[:] = load
-        if held:
-            held, t_arr = t_arr <= t_ctl, np.inf
-        if t_ctl <= t_arr and t_ctl <= t_eng:
-            control(f, engines, cfg, frames, scaling, t_ctl, k, held)
-            serving_engines = serving_list(f, engines)
-            seen[:] = load  # the router sees the replicas that came or went
-            next_look = t_ctl + routing.staleness_s
-            t_ctl = next_control_s(f)
-            continue
-        if t_arr <= t_eng:
-            r, k, n_turns = take_arrival(routing, k, turns, n_turns)
-            if t_arr >= next_look:
-                seen[:] = load
-                next_look = t_arr + routing.staleness_s
-            e = route(f, serving_engines, seen, buf, r, routing, cfg.block_size, sent)
-            route_in(engines[e], r, t_arr)
-            seen[e] += sent_load(engines[e], r)
-            routed_to[r] = e
-            sent += 1
-        else:
-            e = first
-            steps = advance(engines[e], min(t_arr, t_ctl), steps, routing.independent)
-        n_turns = collect_turns(engines[e], turns[0], turns[1], n_turns)
-        finished, stuck = refresh(engines[e], e, next_t, done_e)
-        done += finished
-        load[e] = router_load(engines[e], routing.router)
-        if stuck or cfg.cancel[0] != 0:
-            break
-        if f.state[e] == DRAINING and outstanding(engines[e]) == 0:
-            release(f, engines[e], e, engines[e].now)
-    return outcomes(engines), routed_to, f.lives[:f.n_lives].copy(), f.leaked
-
-
-@inline
-def earliest(next_t, used):
-    """The slot whose next event comes first (the lowest on a tie), among the `used` slots that ever held an engine
-    (the rest stay at inf): cluster.argmin over them, not over all max_replicas, after every step."""
-    best = 0
-    for i in range(1, used):
-        if next_t[i] < next_t[best]:
-            best = i
-    return best
-
-
-@inline
-def advance(eng, until, steps, independent):
-    """One step of the engine, or (no follow-up turns: the engines meet only at arrivals and the autoscaler's
-    events, as in cluster._advance) every step it has before `until`. Returns the steps so far; the caller's
-    refresh counts what they finished and whether the engine is stuck."""
-    step(eng)
-    steps += 1
-    while independent and eng.loop[STALLED] == 0:
-        nxt = next_arrival_s(eng) if idle(eng) else eng.now
-        if nxt >= until or (steps % CANCEL_CHECK_STEPS == 0 and eng.cfg.cancel[0] != 0):
-            break
-        step(eng)
-        steps += 1
-    return steps

@@ -1,357 +1,43 @@
-"""Disaggregated serving: a prefill pool hands each prompt's KV over a link to a decode pool, in one compiled loop.
+"""Disaggregated serving, Python's side: a prefill pool hands each prompt's KV over a link to a decode pool.
 
 The router sends requests to the prefill pool (policies/routing.py); a prefill engine computes the prompt and
-samples the first token, and the prompt's KV queues on that engine's link for the decode
-engine with the least work, which pulls it when it has the blocks (back-pressure, Pulls: the prefill engine holds
-the KV until then, and stalls when all its memory is held) and decodes the rest. A prefill engine's link carries
-one transfer at a time (a queue, not parallel bandwidth). The loop does whatever happens next in
-simulated time: a KV transfer landing, a request arriving, or the step of the engine whose next event is earliest.
-The pools' engines share one request state (cluster.new_engines), so a request's story follows it across.
+samples the first token, and the prompt's KV queues on that engine's link for the decode engine with the least
+work, which pulls it when it has the blocks (back-pressure: handover.py) and decodes the rest. Both pools run in
+the fleet loop (fleet.py); this builds their tables and the link, and merges what they did.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import numpy as np
 
 from ..links import KvLink
 from ..metrics import distribution_ms
-from ..policies.routing import RouterSettings, choose, router_load, sent_load
-from .cluster import (
-    NO_FRAMES,
-    PER_REQUEST,
-    argmin,
-    collect_turns,
-    new_engines,
-    next_arrival,
-    outcomes,
-    outstanding,
-    pooled_logs,
-    refresh,
-    routed_table,
-    take_arrival,
-)
-from .engine import CANCEL_CHECK_STEPS, next_event_s, route_in, route_in_prefilled, step
-from .jit import entry_nogil, inline
-from .kv_pool import PL_PREV, PL_REF, _queue_append, _queue_remove, blocks_for
-from .queues import followup_pop, heap_pop, heap_push
-from .scheduler import next_in_queue
-from .state import KV_BLOCKS, N_FOLLOWUPS, NEXT_IN_QUEUE, REJECTED, STALLED, WAITING, FrameSpec, Outcome
-
-
-class Handover(NamedTuple):
-    """Disaggregated serving: what moving a finished prompt to the decode pool needs (per request, and the link)."""
-
-    output_tokens: np.ndarray  # the request's real output length (the prefill table asks for one token)
-    child: np.ndarray  # its next conversation turn, or -1 (NEXT_IN_QUEUE: a closed-loop slot frees)
-    think_s: np.ndarray
-    queue: np.ndarray  # RequestTable.queue and queue_next (the same arrays the decode engines release from)
-    queue_next: np.ndarray
-    kv_bytes_per_token: float  # per GPU: each tensor-parallel rank sends its shard over its own link
-    link_bytes_per_s: float
-    link_latency_s: float
-
-
-class PoolTrace(NamedTuple):
-    """Per request, what simulate_disaggregated saw (filled in as it runs)."""
-
-    arrived: np.ndarray
-    to_prefill: np.ndarray  # the prefill engine, or -1
-    to_decode: np.ndarray  # the decode engine, or -1 (rejected before, or one token was all it wanted)
-    first_token: np.ndarray
-    prefill_end: np.ndarray
-    transfer_start: np.ndarray  # when the decode engine pulled it (it had the blocks) and the link was free
-    delivered: np.ndarray  # when its KV reached the decode engine
-
-
-class Pulls(NamedTuple):
-    """Back-pressure between the pools. A prefill engine holds a finished prompt's KV blocks until its decode
-    engine has pulled it across; a decode engine pulls the prompts waiting for it, in order, when it has the
-    blocks for them (or, idle, the next one whatever it needs: it can free nothing more). Arrays built in
-    Python (simulate_pools), changed in place."""
-
-    ready_next: np.ndarray  # per request: the next one waiting for the same decode engine, or -1
-    ready_head: np.ndarray  # per decode engine: the first prompt waiting to be pulled, or -1
-    ready_tail: np.ndarray
-    reserved: np.ndarray  # per decode engine: blocks promised to prompts on their way
-    reserved_of: np.ndarray  # per request: the blocks its decode engine promised it
-    held: np.ndarray  # per request: the blocks its prefill engine holds for it
-    held_ids: np.ndarray  # [prefill engine, k]: the blocks it holds (a stack)
-    n_held: np.ndarray  # per prefill engine
-    parked: np.ndarray  # per prefill engine: stalled with its memory held, waiting for a transfer to end
-    link_free: np.ndarray  # per prefill engine: when its link is free
-    heading: np.ndarray  # per decode engine: prompts chosen for it and not yet arrived
-    landed_next: np.ndarray  # per request: the next one delivered to the same decode engine and not yet admitted
-    landed_head: np.ndarray  # per decode engine: the first prompt delivered and not yet admitted, or -1
-
-
-@inline
-def _hold(kv, count, stack, n):
-    """Keep `count` blocks of the prompt a prefill engine just finished: the blocks it freed last sit at the
-    tail of the free queue (its own, unless shared), and leave it with their content. Returns the stack size."""
-    links = kv.links
-    sentinel = links.shape[1] - 1
-    for _ in range(min(count, kv.free[KV_BLOCKS])):
-        b = links[PL_PREV, sentinel]
-        _queue_remove(links, b)
-        kv.free[KV_BLOCKS] -= 1
-        links[PL_REF, b] += 1
-        stack[n] = b
-        n += 1
-    return n
-
-
-@inline
-def _unhold(kv, count, stack, n):
-    """The decode engine has the KV: `count` held blocks go back (cached content kept until evicted)."""
-    links = kv.links
-    for _ in range(count):
-        n -= 1
-        b = stack[n]
-        links[PL_REF, b] -= 1
-        if links[PL_REF, b] == 0:
-            _queue_append(links, b)
-            kv.free[KV_BLOCKS] += 1
-    return n
-
-
-@inline
-def _hand_over(eng, e, decode, handover, trace, pulls, turns, n_turns):
-    """Prompts prefill engine `e` just finished (its table lists each request as its own follow-up, so they come
-    out of its follow-up queue at their end time) wait, their KV held, for the decode engine with the least
-    work to pull them; rejected ones and one-token requests are done. Returns (requests done, turns size, the
-    decode engines that got work: a bit each, up to 62, else all)."""
-    q, st = eng.q, eng.st
-    finals, woken = 0, 0
-    while q.size[N_FOLLOWUPS] > 0:
-        r, t_end = q.followup_ids[0], q.followup_keys[0]
-        followup_pop(q)
-        if st.status[r] == REJECTED or handover.output_tokens[r] <= 1:
-            finals += 1
-            c = handover.child[r]
-            if c == NEXT_IN_QUEUE:
-                c = next_in_queue(handover.queue, handover.queue_next)
-            if c >= 0:  # the conversation goes on
-                n_turns = heap_push(turns[0], turns[1], n_turns, t_end + handover.think_s[c], c)
-            continue
-        trace.first_token[r], trace.prefill_end[r] = st.first_token_s[r], t_end
-        d = 0
-        for j in range(1, len(decode)):  # the fewest requests running, waiting or on their way
-            if outstanding(decode[j]) + pulls.heading[j] < outstanding(decode[d]) + pulls.heading[d]:
-                d = j
-        trace.to_decode[r] = d
-        pulls.heading[d] += 1
-        n = pulls.n_held[e]
-        pulls.n_held[e] = _hold(eng.kv, blocks_for(eng.req.prompt_tokens[r], eng.cfg.block_size),
-                                pulls.held_ids[e], n)
-        pulls.held[r] = pulls.n_held[e] - n
-        pulls.ready_next[r] = -1
-        if pulls.ready_head[d] < 0:
-            pulls.ready_head[d] = r
-        else:
-            pulls.ready_next[pulls.ready_tail[d]] = r
-        pulls.ready_tail[d] = r
-        woken |= (1 << d) if d < 62 else -1
-    return finals, n_turns, woken
-
-
-@inline
-def _settle(eng, d, pulls):
-    """Prompts delivered to decode engine `d` keep the blocks promised them until it admits them (or refuses
-    them): until then their blocks are still in its free count, and pulling on that room would promise them
-    twice (more prompts queued on the decode side than it can hold)."""
-    prev, r = -1, pulls.landed_head[d]
-    while r >= 0:
-        after = pulls.landed_next[r]
-        if eng.st.status[r] == WAITING:
-            prev = r
-        else:
-            pulls.reserved[d] -= pulls.reserved_of[r]
-            if prev < 0:
-                pulls.landed_head[d] = after
-            else:
-                pulls.landed_next[prev] = after
-        r = after
-
-
-@inline
-def _pull(eng, d, now, handover, trace, pulls, transfers, n_out):
-    """Decode engine `d` pulls the prompts waiting for it, in order, while it has blocks for them beyond those
-    promised to prompts on their way or landed and not yet admitted (idle, it pulls the next whatever it needs);
-    each crosses its prefill engine's link (one transfer at a time, in pull order). Returns the transfers heap's
-    size."""
-    cfg = eng.cfg
-    _settle(eng, d, pulls)
-    while pulls.ready_head[d] >= 0:
-        r = pulls.ready_head[d]
-        need = blocks_for(eng.req.prompt_tokens[r] + 1, cfg.block_size)
-        room = eng.kv.free[KV_BLOCKS] - pulls.reserved[d]
-        idle = outstanding(eng) == 0 and pulls.reserved[d] == 0
-        never_fits = blocks_for(eng.req.prompt_tokens[r] + eng.req.output_tokens[r], cfg.block_size) > cfg.num_blocks
-        if need > room and not idle and not never_fits:  # (one that never fits goes now, to be refused there)
-            break
-        pulls.ready_head[d] = pulls.ready_next[r]
-        pulls.reserved_of[r] = 0 if never_fits else need
-        pulls.reserved[d] += pulls.reserved_of[r]
-        p = trace.to_prefill[r]
-        trace.transfer_start[r] = max(now, trace.prefill_end[r], pulls.link_free[p])
-        pulls.link_free[p] = trace.transfer_start[r] + eng.req.prompt_tokens[r] * handover.kv_bytes_per_token \
-            / handover.link_bytes_per_s
-        trace.delivered[r] = pulls.link_free[p] + handover.link_latency_s
-        n_out = heap_push(transfers[0], transfers[1], n_out, trace.delivered[r], r)
-    return n_out
-
-
-@inline
-def _deliver(prefill, decode, r, t_out, trace, pulls, next_p):
-    """Request r's KV reached its decode engine: its prefill engine lets the blocks go (and, if it had stalled
-    for want of them, steps again), the decode engine queues it. Returns the decode engine."""
-    d, p = trace.to_decode[r], trace.to_prefill[r]
-    pulls.heading[d] -= 1
-    pulls.landed_next[r], pulls.landed_head[d] = pulls.landed_head[d], r  # promised its blocks until admitted
-    pulls.n_held[p] = _unhold(prefill[p].kv, pulls.held[r], pulls.held_ids[p], pulls.n_held[p])
-    if pulls.parked[p]:
-        pulls.parked[p] = False
-        prefill[p].now = max(prefill[p].now, t_out)
-        next_p[p] = next_event_s(prefill[p])
-    route_in_prefilled(decode[d], r, t_out, trace.arrived[r], trace.first_token[r])
-    return d
-
-
-@inline
-def _send_to_prefill(eng, p, r, t_arr, trace, pulls):
-    """The router sent request r to prefill engine p at t_arr. An engine parked for want of memory looks again
-    from now: the new prompt may fit."""
-    trace.arrived[r], trace.to_prefill[r] = t_arr, p
-    if pulls.parked[p]:
-        pulls.parked[p] = False
-        eng.now = max(eng.now, t_arr)
-    route_in(eng, r, t_arr)
-
-
-@inline
-def _wake(decode, woken, now, link, transfers, n_out):
-    """The decode engines that just got prompts to pull (`woken`: _hand_over's bits, -1 for all) pull what they
-    can. Returns the transfers heap's size."""
-    for j in range(len(decode)):
-        if woken == -1 or (j < 62 and (woken >> j) & 1):
-            n_out = _pull(decode[j], j, now, link.handover, link.trace, link.pulls, transfers, n_out)
-    return n_out
-
-
-@inline
-def _after_prefill_step(eng, p, next_p, done_p, pulls):
-    """A prefill engine changed. One that could schedule nothing because its memory is held for transfers waits
-    (parked) until one ends; any other stall is a bug. Returns whether it is stuck."""
-    stuck = refresh(eng, p, next_p, done_p)[1]
-    if stuck and pulls.n_held[p] > 0:
-        eng.loop[STALLED] = 0
-        pulls.parked[p] = True
-        stuck = False
-    if pulls.parked[p]:
-        next_p[p] = np.inf
-    return stuck
-
-
-class PoolLink(NamedTuple):
-    """What joins the pools: the hand-over's inputs, the trace it fills in, the back-pressure between pools."""
-
-    handover: Handover
-    trace: PoolTrace
-    pulls: Pulls
-
-
-@entry_nogil
-def simulate_disaggregated(cfgs, tables, pools, frames, routing, link):
-    """The loop (module docstring). `cfgs`, `tables`: the prefill pool's Config and request table (each request
-    asks it for one token: the first) and the decode pool's. Fills `link.trace`; returns (prefill Outcomes,
-    decode Outcomes)."""
-    cfg, handover, trace, pulls = cfgs[0], link.handover, link.trace, link.pulls
-    prefill = new_engines(cfg, tables[0], pools[0], frames, None)
-    decode = new_engines(cfgs[1], tables[1], pools[1], frames, prefill[0])  # a request's state follows it across
-    n_p, n_d = len(prefill), len(decode)
-    total = routing.arrival_s.shape[0]
-    turns, n_turns = (np.zeros(total), np.zeros(total, np.int64)), 0  # released follow-up turns, by arrival
-    transfers, n_out = (np.zeros(total), np.zeros(total, np.int64)), 0  # KV in flight, by delivery
-    seen, next_look = np.zeros(n_p, np.int64), -np.inf  # the load the router saw when it last looked, and when
-    # Each engine's next event (prefill pool, decode pool), recomputed for the engine that just changed.
-    next_p, next_d = np.full(n_p, np.inf), np.full(n_d, np.inf)
-    done_p, done_d = np.zeros(n_p, np.int64), np.zeros(n_d, np.int64)
-    done, k, sent, steps = 0, 0, 0, 0  # done: for good (rejected or one token wanted at prefill; or decoded)
-    while done < total:
-        p, d = argmin(next_p), argmin(next_d)
-        t_eng = min(next_p[p], next_d[d])
-        t_arr = next_arrival(routing, k, turns, n_turns)
-        t_out = transfers[0][0] if n_out > 0 else np.inf
-        if t_out <= t_eng and t_out <= t_arr and t_out < np.inf:  # a request's KV reaches its decode engine
-            r = transfers[1][0]
-            n_out = heap_pop(transfers[0], transfers[1], n_out)
-            d = _deliver(prefill, decode, r, t_out, trace, pulls, next_p)
-        elif t_arr <= t_eng and t_arr < np.inf:  # a request arrives: the router picks a prefill engine
-            r, k, n_turns = take_arrival(routing, k, turns, n_turns)
-            if t_arr >= next_look:  # the router looks at the prefill engines' load again
-                for e in range(n_p):
-                    seen[e] = router_load(prefill[e], routing.router)
-                next_look = t_arr + routing.staleness_s
-            p = choose(prefill, seen, r, routing, cfg.block_size, sent)
-            _send_to_prefill(prefill[p], p, r, t_arr, trace, pulls)
-            seen[p] += sent_load(prefill[p], r)
-            sent += 1
-            d = -1
-        elif t_eng < np.inf:
-            steps += 1
-            if steps % CANCEL_CHECK_STEPS == 0 and cfg.cancel[0] != 0:
-                break
-            if next_d[d] < next_p[p]:
-                step(decode[d])
-            else:
-                step(prefill[p])
-                d = -1
-        else:
-            break  # nothing left to happen, yet not everything finished: the runner reports it
-        if d >= 0:  # a decode engine changed: it may pull more, and a request it ended may release a next turn
-            n_out = _pull(decode[d], d, decode[d].now, handover, trace, pulls, transfers, n_out)
-            n_turns = collect_turns(decode[d], turns[0], turns[1], n_turns)
-            finished, stuck = refresh(decode[d], d, next_d, done_d)
-        else:  # a prefill engine changed: prompts it finished wait for their decode engines
-            # Done for good: requests rejected there, or wanting one token (the prompts it finished go on to decode).
-            finished, n_turns, woken = _hand_over(prefill[p], p, decode, handover, trace, pulls, turns, n_turns)
-            n_out = _wake(decode, woken, prefill[p].now, link, transfers, n_out)
-            stuck = _after_prefill_step(prefill[p], p, next_p, done_p, pulls)
-        done += finished
-        if stuck:
-            break
-    return outcomes(prefill), outcomes(decode)
+from ..policies.routing import RouterSettings
+from .cluster import NO_FRAMES, PER_REQUEST, pooled_logs, routed_table
+from .fleet import run_fleet, static_pools
+from .handover import pool_link
+from .state import FrameSpec, Outcome
 
 
 def simulate_pools(cfgs, table, pools: tuple[int, int], router: RouterSettings, kv_bytes_per_token: float,
-                   link: KvLink, frames: FrameSpec = NO_FRAMES):
-    """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's); returns (one Outcome
-    for the whole of it, each engine's Outcome (prefill pool first), the KV-transfer figures, the engine that
-    finished each request, the PoolTrace)."""
+                   link: KvLink, frames: FrameSpec = NO_FRAMES, lockstep: tuple[int, int] = (1, 1)):
+    """Run a disaggregated deployment (`cfgs`: the prefill pool's Config, the decode pool's; `lockstep`: each
+    pool's lock-step group, its attention-DP ranks); returns (one Outcome for the whole of it, each engine's
+    Outcome (prefill pool first), the KV-transfer figures, the engine that finished each request, the
+    PoolTrace)."""
     prefill_replicas, decode_replicas = pools
     n = len(table.arrival_s)
     decode_table = routed_table(table)
     # A prefill engine computes the prompt and samples the first token; listing each request as its own
-    # follow-up (think time 0) hands it back to the cluster loop the moment it is done.
+    # follow-up (think time 0) hands it back to the fleet loop the moment it is done.
     prefill_table = decode_table._replace(arrival_s=decode_table.arrival_s.copy(),
                                           output_tokens=np.ones(n, np.int64), child=np.arange(n),
                                           think_s=np.zeros(n))
     routing = router.routing(table, prefill_replicas, independent=False)
-    handover = Handover(table.output_tokens, table.child, table.think_s, table.queue, table.queue_next,
-                        float(kv_bytes_per_token), link.bytes_per_s, link.latency_s)
-    trace = PoolTrace(np.full(n, np.nan), np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, np.nan),
-                      np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan))
-    pulls = Pulls(np.full(n, -1, np.int64), np.full(decode_replicas, -1, np.int64),
-                  np.full(decode_replicas, -1, np.int64), np.zeros(decode_replicas, np.int64), np.zeros(n, np.int64),
-                  np.zeros(n, np.int64), np.zeros((prefill_replicas, cfgs[0].num_blocks), np.int64),
-                  np.zeros(prefill_replicas, np.int64), np.zeros(prefill_replicas, np.bool_),
-                  np.zeros(prefill_replicas), np.zeros(decode_replicas, np.int64), np.full(n, -1, np.int64),
-                  np.full(decode_replicas, -1, np.int64))
-    p_outs, d_outs = simulate_disaggregated(cfgs, (prefill_table, decode_table), pools, frames, routing,
-                                            PoolLink(handover, trace, pulls))
-    outs = list(p_outs) + list(d_outs)
+    joined = pool_link(table, kv_bytes_per_token, link.bytes_per_s, link.latency_s, pools, cfgs[0].num_blocks)
+    trace = joined.trace
+    ran = run_fleet(cfgs, (prefill_table, decode_table), frames, routing, static_pools(pools), lockstep, joined)
+    outs = ran.outs[0] + ran.outs[1]
     # One per-request state followed each request from its prefill engine to its decode engine: it holds the
     # whole story (first token from the prefill side, the rest from the decode side, preemptions on both).
     merged = {f: getattr(outs[0], f) for f in PER_REQUEST}

@@ -168,7 +168,7 @@ def _step(eng):
 @kernel
 def begin_step(eng):
     """A step up to its batch: arrivals in, the batch scheduled. Whether there is a batch to run (run_batch,
-    land_step; cluster.py's step_together runs attention-DP ranks' batches in lock-step between the two)."""
+    land_step; pool_steps.step_together runs attention-DP ranks' batches in lock-step between the two)."""
     make_log_room(eng)
     admit_arrivals(eng)
     take_due_frames(eng)
@@ -254,7 +254,7 @@ def admit_arrivals(eng):
 
 @kernel
 def route_in(eng, r, at_s):
-    """Request r arrives at `at_s`, sent here by a router (cluster.py) rather than read from the engine's own
+    """Request r arrives at `at_s`, sent here by a router (fleet.py) rather than read from the engine's own
     arrivals. An idle engine's clock moves up to the arrival; a busy one queues it for its next step."""
     if idle(eng) and eng.now < at_s:
         eng.now = at_s
@@ -264,7 +264,7 @@ def route_in(eng, r, at_s):
 
 @kernel
 def route_in_prefilled(eng, r, at_s, arrival_s, first_token_s):
-    """Request r's prompt KV arrives at `at_s` from a prefill engine (disaggregated serving, cluster.py): it
+    """Request r's prompt KV arrives at `at_s` from a prefill engine (disaggregated serving, fleet.py): it
     joins the waiting queue with its prompt computed and its first token out (at `first_token_s`), so once
     admitted it only decodes. `arrival_s`: when the client sent it (its SLO deadlines count from there)."""
     if idle(eng) and eng.now < at_s:

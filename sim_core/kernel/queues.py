@@ -17,6 +17,12 @@ from .jit import allocating_kernel, inline, kernel
 from .state import N_FOLLOWUPS, N_RUNNING, N_SWAPPED, N_WAITING, N_WAITING_TOKENS, QUEUES, new_record
 
 
+@inline
+def outstanding(eng):
+    """The requests an engine holds: waiting, running or swapped out."""
+    return eng.q.size[N_WAITING] + eng.q.size[N_RUNNING] + eng.q.size[N_SWAPPED]
+
+
 @allocating_kernel
 def new_queues(tenant, n_tenants, max_num_seqs):
     n = tenant.shape[0]

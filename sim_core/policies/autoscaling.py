@@ -1,7 +1,7 @@
 """Autoscalers: how many replicas a cluster wants, decided every `autoscale_interval_s` of simulated time.
 
 Each policy is one entry of AUTOSCALERS (its name, code and what it does) and one small function below; the
-cluster loop (kernel/autoscaled.py) asks `wanted_replicas` at each evaluation and provisions, takes back or drains
+fleet loop (kernel/fleet.py, kernel/autoscaled.py) asks `wanted_replicas` at each evaluation and provisions, takes back or drains
 replicas to match (provisioning takes `provision_delay_s`; a draining replica gets no new requests and is released
 once its running ones finish).
 
@@ -44,6 +44,12 @@ class Scaling(NamedTuple):
     cooldown_s: float  # utilization: no scale-down sooner than this after the last change
     capacity: np.ndarray  # predictive: [k] requests/s k replicas serve within the SLO (k = 0 .. max_replicas)
     forecast: np.ndarray  # predictive: the forecast rate at evaluation k (time k x interval_s); empty: from arrivals
+
+
+def never_scales(replicas: int) -> Scaling:
+    """A static pool's Scaling: `replicas` serving from the start, and an autoscaler that never evaluates."""
+    n = int(replicas)
+    return Scaling(SCALE_UTILIZATION, n, n, n, np.inf, 0.0, METRIC_RUNNING, 1.0, 0.0, np.zeros(0), np.zeros(0))
 
 
 @inline
@@ -100,4 +106,4 @@ def wanted_replicas(scaling, total_metric, serving, current, tick, arrived, wind
     return max(scaling.min_replicas, min(scaling.max_replicas, want))
 
 
-__all__ = ["Scaling", "replica_metric", "wanted_replicas"]
+__all__ = ["Scaling", "never_scales", "replica_metric", "wanted_replicas"]

@@ -46,7 +46,7 @@ class Routing(NamedTuple):
     staleness_s: float
     choices: np.ndarray  # the draws the random routers use (row r: request r's; session: its conversation's hash)
     cache_weight: float  # prefix_affinity: what a prompt token to compute weighs against an outstanding KV token
-    independent: bool  # no follow-up turns: engines interact only at arrivals (simulate_cluster may batch steps)
+    independent: bool  # no follow-up turns: engines interact only at arrivals (the fleet loop may run one ahead: pool_steps.advance)
 
 
 class RouterSettings(NamedTuple):
