@@ -14,7 +14,7 @@ running kernels at all costs (clocks up, schedulers, NVLink) whatever their work
 costs per unit of bandwidth (the DRAM and its I/O, and the SMs issuing the loads). Both are derived, not assumed:
 sim_core/studies/power_shares.py regresses the validated per-GPU power of InferenceX's B200 runs (23 records,
 SGLang serving Qwen3.5-397B at 8k/1k, concurrency 1 to 640; validation/energy_inferencex.csv) on the utilisations
-the simulator gives those runs: ACTIVE_SHARE 0.133, MEMORY_SHARE 1.042 (a memory-saturated step reaches the board
+the simulator gives those runs: ACTIVE_SHARE 0.133, MEMORY_SHARE 1.044 (a memory-saturated step reaches the board
 limit). Those records are disjoint from what `validate` checks the model against (ML.ENERGY's vLLM runs on H100
 and B200, validation/energy_mlenergy.csv). The earlier memory share from Ma et al. (H200 decode at 137-300 W of
 700; arXiv 2605.11999) is not used: ML.ENERGY's H100 decode draws 400-500 W at batch 8, and InferenceX's B200
@@ -71,7 +71,7 @@ from .kernel.state import (
 # Shares of the dynamic range (sim_core/studies/power_shares.py derives them; tests/test_power_shares.py checks
 # that the derivation still gives these figures).
 ACTIVE_SHARE = 0.133
-MEMORY_SHARE = 1.042
+MEMORY_SHARE = 1.044
 J_PER_KWH = 3.6e6
 
 

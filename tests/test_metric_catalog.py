@@ -13,7 +13,7 @@ import pytest
 from sim_core import Scenario, run
 from sim_core.metric_catalog import BY_KEY, KINDS, METRICS, SHOWN, table_sections, value_at
 
-UNITS = {"ms", "s", "req/s", "tok/s", "%", "count", "flag", "$/h", "$", "J", "J/tok", "W"}
+UNITS = {"ms", "s", "req/s", "tok/s", "%", "count", "flag", "$/h", "$", "J", "J/tok", "W", "gCO2"}
 
 
 def leaf_keys(d: dict, prefix: str = "") -> set[str]:
@@ -47,6 +47,8 @@ def runs():
         "reasoning": run(Scenario(workload="reasoning", **{**small, "num_requests": 4})).metrics,
         "energy-pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, energy=True,
                                      **{**small, "hardware": "l4"})).metrics,
+        "energy-priced": run(Scenario(workload="chat", energy=True, energy_price_per_kwh=0.12, grid_gco2_per_kwh=400,
+                                      **{**small, "hardware": "l4"})).metrics,
     }
 
 

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.web import app
 from app.web.present import unserved_share
+from sim_core import Scenario
 
 HX = {"HX-Request": "true"}
 SMALL = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=5"
@@ -145,6 +146,15 @@ def test_upload_then_replay(client):
     assert re.search(r'name="rate_max"[^>]*value="10"', page.text), page.text[page.text.find("rate_max") - 300:][:600]
     plain = client.post("/upload", files={"trace": ("mine.csv", csv, "text/csv")}, follow_redirects=False)
     assert plain.status_code == 303 and plain.headers["location"] == f"/?upload={upload_id}"
+
+
+def test_an_upload_posted_with_every_scenario_field_is_read(client):
+    """The dashboard's form posts every field it holds beside the file (htmx includes the enclosing form): a body
+    with one field per scenario field, and each scheduler its own, is read, not refused as too many fields."""
+    csv = "arrival_s,prompt_tokens,output_tokens\n0,5,5\n1,6,6\n"
+    fields = {name: "" for name in Scenario.model_fields} | {"schedulers": ["fcfs", "chunked", "sjf"]}
+    r = client.post("/upload", headers=HX, data=fields, files={"trace": ("mine.csv", csv, "text/csv")})
+    assert r.status_code == 200 and "Replaying <strong>mine.csv</strong>" in r.text, r.text[:300]
 
 
 def test_bad_uploads_inline(client):

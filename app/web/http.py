@@ -16,6 +16,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from sim_core import Scenario
+from sim_core.policies import SCHEDULERS
+
 from .inputs import MAX_UPLOAD_BYTES, REQUEST_TIME_LIMIT_S
 from .lane import FairLine, Turn
 from .lanes import MAX_IN_FLIGHT, MAX_SIMULATIONS
@@ -179,6 +182,11 @@ async def read_body(request: Request, limit: int) -> bytes:
     return await _limited(request, limit).body()
 
 
+# The most form fields a multipart body may carry: the dashboard's form posts every scenario field with an upload
+# (each scheduler a field of its own) plus a few of the page's own; a bound on the parser's work, not on the scenario.
+MAX_FORM_FIELDS = len(Scenario.model_fields) + len(SCHEDULERS) + 16
+
+
 async def read_multipart(request: Request, file_field: str = "trace") -> tuple[bytes | None, str, dict]:
     """(file bytes or None, file name, other fields) of a multipart form with at most one file. Refuses a body
     larger than the upload limit before reading it when the client says its size."""
@@ -187,7 +195,7 @@ async def read_multipart(request: Request, file_field: str = "trace") -> tuple[b
     if _declared_length(request) > limit:
         raise UploadProblem(too_large)
     try:
-        form = await _limited(request, limit).form(max_files=1, max_fields=100)
+        form = await _limited(request, limit).form(max_files=1, max_fields=MAX_FORM_FIELDS)
     except BodyTooLarge:  # the parser closes (and so deletes) the part of the file it had spooled
         raise UploadProblem(too_large) from None
     except HTTPException as e:  # starlette reports a malformed multipart body this way
