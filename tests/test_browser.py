@@ -58,8 +58,9 @@ def test_default_page_compare_share_and_back(page):
     # The page's own max_model_len (8192, the seed's: the model's 131k context does not fit this GPU) is written
     # into the URL in the fields' order, so the shared URL, which names the GPU, runs it too.
     page.wait_for_url("**/?schedulers=fcfs,spf,chunked&hardware=rtx3050&workload=rag&duration=20.0&max_model_len=8192")
-    # A run may wait its turn in the simulation line on a loaded machine: the results come, later than 5 s.
-    expect(page.locator("#card-metrics thead").first).to_contain_text("spf", timeout=30_000)
+    # A run may wait its turn in the simulation line on a loaded machine (CI's two cores compiling other files'
+    # kernels; the line may hold a request up to LINE_HOLD_S before it has a pace): the results come, later.
+    expect(page.locator("#card-metrics thead").first).to_contain_text("spf", timeout=90_000)
     wait_drawn(page, "plot-cdf")
     page.screenshot(path=SHOTS / "02-three-schedulers.png")
     shared_url, shared_numbers = page.url, table_numbers(page)
@@ -68,7 +69,7 @@ def test_default_page_compare_share_and_back(page):
     # The shared URL, opened cold in a fresh page, shows the same numbers.
     fresh = page.context.browser.new_context(viewport={"width": 1200, "height": 800}).new_page()
     fresh.goto(shared_url)
-    expect(fresh.locator("#card-metrics thead").first).to_contain_text("spf", timeout=30_000)
+    expect(fresh.locator("#card-metrics thead").first).to_contain_text("spf", timeout=90_000)
     assert table_numbers(fresh) == shared_numbers
     assert fresh.locator('label.chip:has-text("spf") input').is_checked()
     fresh.context.close()

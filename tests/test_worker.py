@@ -15,6 +15,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,8 +34,11 @@ def cli(args: list[str], env: dict, cwd: Path = ROOT) -> subprocess.CompletedPro
                           timeout=600)
 
 
-def env_for(folder: Path, root: Path = ROOT, **extra) -> dict:
+def env_for(root: Path = ROOT, **extra) -> dict:
+    """A caller's environment with a worker directory of its own, not yet made. Under /tmp, not pytest's tmp_path:
+    a Unix socket's path is limited to 107 bytes, which pytest's paths under xdist (and CI's) pass."""
     env = {k: v for k, v in os.environ.items() if k != worker.OPT_OUT_ENV}
+    folder = Path(tempfile.mkdtemp(prefix="ssw-", dir="/tmp")) / "sockets"
     return {**env, "PYTHONPATH": str(root), worker.DIR_ENV: str(folder), **extra}
 
 
@@ -45,7 +49,7 @@ def status(env: dict, cwd: Path = ROOT) -> dict:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """A worker of this checkout, started as a user starts it; stopped at the end."""
-    env = env_for(tmp_path_factory.mktemp("worker") / "sockets")
+    env = env_for()
     started = cli(["worker", "start", "--idle-timeout", "900"], env)
     assert started.returncode == 0, started.stderr.decode()
     yield env
@@ -234,7 +238,7 @@ def test_another_user_cannot_connect(live):
 
 # ----- goes away cleanly; a stale one is never used -----
 def test_stop_removes_the_socket_and_commands_run_here_after(tmp_path):
-    env = env_for(tmp_path / "sockets")
+    env = env_for()
     assert cli(["worker", "stop"], env).stdout == b"no worker running\n"
     assert cli(["worker", "start", "--idle-timeout", "900"], env).returncode == 0
     pid, path = status(env)["pid"], Path(status(env)["socket"])
@@ -251,7 +255,7 @@ def test_stop_removes_the_socket_and_commands_run_here_after(tmp_path):
 
 
 def test_a_killed_worker_leaves_a_socket_that_is_passed_over(tmp_path):
-    env = env_for(tmp_path / "sockets")
+    env = env_for()
     assert cli(["worker", "start", "--idle-timeout", "900"], env).returncode == 0
     pid, path = status(env)["pid"], Path(status(env)["socket"])
     os.kill(pid, signal.SIGKILL)
@@ -266,7 +270,7 @@ def test_a_killed_worker_leaves_a_socket_that_is_passed_over(tmp_path):
 
 
 def test_sigterm_stops_the_worker_and_removes_its_socket(tmp_path):
-    env = env_for(tmp_path / "sockets")
+    env = env_for()
     assert cli(["worker", "start", "--idle-timeout", "900"], env).returncode == 0
     pid, path = status(env)["pid"], Path(status(env)["socket"])
     os.kill(pid, signal.SIGTERM)
@@ -275,7 +279,7 @@ def test_sigterm_stops_the_worker_and_removes_its_socket(tmp_path):
 
 
 def test_an_idle_worker_exits_and_removes_its_socket(tmp_path):
-    env = env_for(tmp_path / "sockets")
+    env = env_for()
     assert cli(["worker", "start", "--idle-timeout", "1"], env).returncode == 0
     pid, path = status(env)["pid"], Path(status(env)["socket"])
     _wait(lambda: not _alive(pid), timeout=30)
@@ -288,7 +292,7 @@ def test_a_stale_worker_is_never_used_and_exits(tmp_path):
     copy = tmp_path / "checkout"
     for package in ("sim_core", "app"):
         shutil.copytree(ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
-    env = env_for(tmp_path / "sockets", root=copy)
+    env = env_for(root=copy)
     server = subprocess.Popen([sys.executable, "-c", worker_command.BOOT, str(copy), "--idle-timeout", "900",
                                "--no-warm"], env=env, stdin=subprocess.DEVNULL)
     try:
@@ -309,12 +313,12 @@ def test_a_stale_worker_is_never_used_and_exits(tmp_path):
 
 
 def test_idle_timeout_out_of_range_names_the_flag(tmp_path):
-    env = env_for(tmp_path / "sockets")
+    env = env_for()
     for bad in ("0", "-3", "soon", "604801"):
         done = cli(["worker", "start", "--idle-timeout", bad], env)
         assert done.returncode == 2 and done.stderr.decode().startswith("error: --idle-timeout: must be a whole "
                                                                        "number of seconds from 1 to 604800")
-    assert not (tmp_path / "sockets").exists()
+    assert not Path(env[worker.DIR_ENV]).exists()
 
 
 def test_which_command_lines_go_to_a_worker():
