@@ -30,6 +30,7 @@ gc.disable()
 try:
     from . import worker
     from .dispatch import build_parser, main
+    from .usage import EXIT_INTERRUPTED
 finally:
     gc.freeze()
     if _collecting:
@@ -44,7 +45,11 @@ def entry() -> None:
     (files the commands write are closed by then). With anything still running, the normal exit waits for it."""
     import sys
 
-    code = worker.relay(sys.argv[1:])  # None: no live worker of these sources, or not to be used
+    try:
+        code = worker.relay(sys.argv[1:])  # None: no live worker of these sources, or not to be used
+    except KeyboardInterrupt:  # Ctrl-C while handing the command over: as main() answers one (the worker's child
+        print("interrupted", file=sys.stderr)  # sees the client go and exits)
+        code = EXIT_INTERRUPTED
     if code is None:
         code = main()
     try:
