@@ -28,6 +28,18 @@ from sim_core.kernel import warm  # noqa: E402
 from sim_core.policies import BY_NAME  # noqa: E402
 
 
+@pytest.fixture(scope="module")
+def client():
+    """The dashboard and API in-process, its kernels warm; one per test module (a module may define its own)."""
+    from fastapi.testclient import TestClient  # only the modules that ask for it pay for the web app's import
+
+    from app.web import app
+
+    with TestClient(app) as c:
+        c.app.state.kernels_ready.wait(600)
+        yield c
+
+
 def pytest_sessionstart(session):
     # With a cold cache, the cluster, prefill/decode and autoscaled kernels compile in a low-priority process on
     # the core the session leaves idle, so the tests that first run them load them instead (warm.py).

@@ -17,21 +17,13 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from app.web import accuracy, app
+from app.web import accuracy
 from app.web.accuracy_page import MAX_ROWS_SHOWN
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FRONTIER = ("/frontier?hardware=rtx3050&max_model_len=8192&workload=rag&duration=10&frontier_gpus=rtx3050"
             "&frontier_isl=256&frontier_osl=32&frontier_max_concurrency=2")
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 @pytest.fixture(scope="module")

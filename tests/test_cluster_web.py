@@ -11,9 +11,8 @@ import re
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
-from app.web import app, clusterview
+from app.web import clusterview
 from app.web.inputs import MAX_BLOCK_TABLE_ENTRIES, work_problems
 from app.web.kvstates import CELL_HELD
 from sim_core import BlockState, Scenario, resolve, run
@@ -25,13 +24,6 @@ BASE = dict(hardware="rtx3050", max_model_len=8192, workload="chat", num_request
 REPLICAS = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=60&seed=5&replicas=2"
 POOLS = ("schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=rag&num_requests=40&seed=3&prefill_replicas=1"
          "&decode_replicas=2")
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 def blobs(html: str) -> dict[str, dict]:

@@ -11,7 +11,7 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
-from app.web import app, service, serving
+from app.web import service, serving
 from app.web.middleware import AllowedHostsAndOrigin, host_allowed, host_name
 from app.web.server import create_app
 from app.web.settings import Settings
@@ -19,13 +19,6 @@ from app.web.store import BlobStore, content_id
 
 TRACE = ("arrival_s,prompt_tokens,output_tokens\n"
          + "".join(f"{k * 0.25:.2f},{200 + 37 * k % 900},{30 + k % 40}\n" for k in range(40))).encode()
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 @pytest.fixture

@@ -10,21 +10,13 @@ import re
 import time
 
 import pytest
-from fastapi.testclient import TestClient
 
-from app.web import app, figures
+from app.web import figures
 from app.web.figures.frontier import frontier_figure, gpu_color, proposed_gpus
 from sim_core import Scenario
 
 PAGE = "hardware=rtx3050&max_model_len=8192&workload=rag&duration=10"
 CARD = "frontier_gpus=rtx3050&frontier_gpus=h100&frontier_isl=256&frontier_osl=32&frontier_max_concurrency=4"
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 def _drawn(client, url: str) -> str:

@@ -9,9 +9,8 @@ import ast
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from app.web import app, figures
+from app.web import figures
 from app.web.templating import TEMPLATES_DIR
 
 APP = Path(__file__).resolve().parent.parent / "app"
@@ -81,13 +80,6 @@ def test_the_registry_finds_every_figure_module():
     for f in registered:
         assert f.title and f.explain and (TEMPLATES_DIR / f.template).is_file(), f.name
         assert figures.get(f.name) is f
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 @pytest.mark.parametrize("name", figures.embeddable())

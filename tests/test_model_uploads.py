@@ -10,12 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.cli import main
-from app.web import app, model_uploads, service
+from app.web import model_uploads, service
 from app.web.store import BlobStore
 from sim_core import MODELS
 from sim_core.hf_config import model_from_config
@@ -81,13 +80,6 @@ def test_sched_sim_list_shows_the_badges(capsys):
 
 
 # ----- uploads -----
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
-
-
 def upload(client, data: bytes, name: str = "Qwen3-8B.json"):
     return client.post("/api/model-config", files={"config": (name, data, "application/json")})
 

@@ -10,20 +10,12 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from fastapi.testclient import TestClient
 
-from app.web import app, pages, present
+from app.web import pages, present
 from app.web.inputs import PAGE_DEFAULTS, PAGE_SCHEDULERS, parse_request, query_to_dict
 
 LANDING_API = "/api/run?schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=20"
 UNWARNED = "schedulers=fcfs,chunked&hardware=a100&model=llama-3-8b&workload=chat&num_requests=30&rate=2&seed=5"
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 def section(html: str, element_id: str) -> str:

@@ -7,23 +7,14 @@ import json
 import re
 import time
 
-import pytest
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.cli import main
-from app.web import app, plan_jobs, plan_page, service
+from app.web import plan_jobs, plan_page, service
 from sim_core import ScenarioError
 
 SMALL = "model=llama-3-8b&workload=chat&rate=12&duration=10&gpus=a100,l40s&tp=1"
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 def _finished(client, url: str) -> dict:

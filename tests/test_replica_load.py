@@ -9,21 +9,12 @@ import re
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
-from app.web import app
 from sim_core import RequestState, Scenario, run, views
 
 BASE = dict(hardware="rtx3050", max_model_len=8192, workload="chat", num_requests=60, seed=5)
 QUERY = "schedulers=fcfs,chunked&" + "&".join(f"{k}={v}" for k, v in BASE.items())
 BLOB = re.compile(r'<script type="application/json" data-figure-for="plot-replica-load">(.*?)</script>', re.S)
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 def figure_of(response) -> dict:

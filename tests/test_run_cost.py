@@ -10,10 +10,9 @@ import json
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from app.cli.dispatch import main as cli_main
-from app.web import app, inputs, service
+from app.web import inputs, service
 from app.web.run_budget import MAX_REQUEST_CPU_S, MAX_RUN_BYTES, memory_problem, recorded_frames_for
 from app.web.runview import FRAME_BUDGET
 from app.web.sweep_range import default_sweep
@@ -30,13 +29,6 @@ N1 = "schedulers=chunked&model=llama-3.2-1b&duration=5&prefix_cache=true"
 ONE_WIDE = {"model_type": "llama", "hidden_size": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
             "num_hidden_layers": 1, "intermediate_size": 1, "vocab_size": 8, "max_position_embeddings": 4096,
             "tie_word_embeddings": False}
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 @pytest.fixture

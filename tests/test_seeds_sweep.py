@@ -7,10 +7,9 @@ import json
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.cli import main as cli_main
-from app.web import app, inputs, service
+from app.web import inputs, service
 from app.web.figures.goodput import goodput_figure
 from sim_core import Scenario, run
 from sim_core.statistics import aggregate
@@ -67,13 +66,6 @@ def test_cli_sweep_over_seeds(capsys):
     assert cli_main(argv) == 0
     text = capsys.readouterr().out
     assert "±" in text and "95% band" in text
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 def test_api_sweep_over_seeds(client):

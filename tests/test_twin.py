@@ -9,11 +9,9 @@ import re
 from dataclasses import replace
 
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.web import app
 from sim_core import Scenario, resolve, run
 from sim_core.hardware_profile import Profile
 from sim_core.kernel.cost_constants import default_constants
@@ -34,13 +32,6 @@ def slower_run(scenario: Scenario):
     constants = replace(base, **{k: getattr(base, k) * f for k, f in SLOWER.items()})
     profile = Profile(setup.gpu.key, setup.model.key, setup.quantization, scenario.tp, constants)
     return run(scenario.model_copy(update={"hardware_profile": profile.compact()}))
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
-from app.web import app, pages
+from app.web import pages
 from app.web.figures.goodput import _ci_bands
 from app.web.plan_page import CHOSEN_INPUTS, scenario_link
 from app.web.present import cluster_phrase
@@ -19,13 +18,6 @@ from sim_core.rate_schedule import ScheduleError, parse
 
 REPO = Path(__file__).resolve().parent.parent
 PLAN = "model=llama-3-8b&workload=chat&rate=12&duration=10&tp=1"
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 # ----- item 4: /docs lists every /api route, the job routes the schema leaves out included -----

@@ -8,9 +8,6 @@ from html import unescape
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
-from fastapi.testclient import TestClient
-
-from app.web import app
 
 SCENARIO = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=5"
 ONE = "scheduler=fcfs&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=5"
@@ -27,13 +24,6 @@ PAGES = {
 }
 NAV = re.compile(r'<nav class="topnav"[^>]*>(.*?)</nav>', re.S)
 LINK = re.compile(r'<a href="([^"]*)" data-nav="([^"]*)"[^>]*>')
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 def nav_links(html: str) -> dict[str, str]:

@@ -3,21 +3,11 @@ said a larger pool is a longer grid): the finer side is drawn again at the coars
 
 from __future__ import annotations
 
-import pytest
-from fastapi.testclient import TestClient
-
-from app.web import app, service
+from app.web import service
 from app.web.vs_page import compute, parse_vs
 
 A = "schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=3"
 B = A.replace("rtx3050", "a100")  # its pool is several times larger: coarser cells on its own
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 def test_the_pair_shares_one_kv_cell_size(client):

@@ -9,9 +9,8 @@ import re
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
-from fastapi.testclient import TestClient
 
-from app.web import app, service
+from app.web import service
 from app.web.inputs import MAX_PAGE_SEEDS, MAX_REQUESTS
 from app.web.vs_page import MAX_PAIR_REQUESTS, axis_extent, parse_vs, share_axes
 from sim_core import SCHEDULER_NAMES, ScenarioError
@@ -21,13 +20,6 @@ B = A.replace("rtx3050", "a100")
 ONE = "scheduler=fcfs&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=30&seed=5"
 FIGURE_JSON = re.compile(r'<script type="application/json" data-figure-for="([^"]+)">(.*?)</script>', re.S)
 ERROR = re.compile(r'<p class="field-error" id="err-([^"]+)">(.*?)</p>', re.S)
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 def vs_url(a: str, b: str, **more: str) -> str:

@@ -9,7 +9,6 @@ import re
 from urllib.parse import parse_qsl
 
 import pytest
-from fastapi.testclient import TestClient
 
 from app.web import app, cross_site, jobs, service
 
@@ -44,13 +43,6 @@ WORK_URLS = [
     "/kv/engine?" + SMALL,
     "/gantt/window?" + SMALL + "&scheduler=fcfs",
 ]
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 @pytest.fixture

@@ -8,19 +8,11 @@ import html
 import re
 
 import pytest
-from fastapi.testclient import TestClient
 
-from app.web import api, app, http, service
+from app.web import api, http, service
 from app.web.lane import FairLine
 
 PAGE = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=chat&num_requests=10&seed=21"
-
-
-@pytest.fixture(scope="module")
-def client():
-    with TestClient(app) as c:
-        c.app.state.kernels_ready.wait(600)
-        yield c
 
 
 @pytest.fixture
