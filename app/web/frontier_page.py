@@ -213,20 +213,21 @@ def _run(job: FrontierJob) -> None:
 
 def status(job: FrontierJob) -> dict[str, Any]:
     """The card's status fragment: progress, the error, or the figure."""
-    if job.result is None and job.cancelled:
-        return {"job": job, "cancelled": True}
-    out: dict[str, Any] = {"job": job, "error": job.error, "figure": None}
-    if job.result is not None:
+    result, error = job.result, job.error  # one reading: the job may end while the page renders (goodput.py)
+    if result is None and job.cancelled:
+        return {"job": job, "cancelled": True, "running": False}
+    out: dict[str, Any] = {"job": job, "error": error, "figure": None, "running": result is None and error is None}
+    if result is not None:
         floor = job.ask.floor
-        cheapest = cheapest_at(job.result.points, floor) if floor is not None else None
-        out["figure"] = frontier_figure(job.result.points, job.ask.basis, cheapest)
+        cheapest = cheapest_at(result.points, floor) if floor is not None else None
+        out["figure"] = frontier_figure(result.points, job.ask.basis, cheapest)
         if floor is not None:
             out["cheapest"] = {"floor": floor, "point": cheapest}
         out["figure"]["export"] = {"title": TITLE, "caption": _caption(job), "warnings": []}
-        out["infeasible"] = job.result.infeasible
-        out["configs"] = {hw: [c["config"] for c in job.result.configs if c["hardware"] == hw]
-                          for hw in job.ask.gpus if hw not in job.result.infeasible}
-        out["rejected"] = sum(p["rejected"] for p in job.result.points)  # longer than the model's context
+        out["infeasible"] = result.infeasible
+        out["configs"] = {hw: [c["config"] for c in result.configs if c["hardware"] == hw]
+                          for hw in job.ask.gpus if hw not in result.infeasible}
+        out["rejected"] = sum(p["rejected"] for p in result.points)  # longer than the model's context
         b = job.ask.base  # its model as named (resolving the base on its own GPU may not fit, as the card's may)
         model = b.model or ("" if b.model_file else GPUS[b.hardware].default_model)
         out["accuracy"] = {hw: verdict(model, hw, b.engine) for hw in out["configs"]}
@@ -287,15 +288,15 @@ def api_frontier(request: Request) -> JSONResponse:
         return JSONResponse({"detail": [{"field": k, "message": m} for k, m in e.problems]}, 422)
     except service.BusyError as e:
         return busy_answer(e)
-    a = job.ask
-    doc: dict[str, Any] = {"id": job.id, "status": "running" if job.running else ("error" if job.error else "done"),
+    a, r, error = job.ask, job.result, job.error  # one reading: the job may end while this answer is built
+    running = r is None and error is None
+    doc: dict[str, Any] = {"id": job.id, "status": "running" if running else ("error" if error else "done"),
                            "done": job.done, "total": job.total, "basis": a.basis, "concurrencies": a.grid}
-    if job.error:
-        doc["error"] = job.error
-    if job.result is not None:
-        r = job.result
+    if error:
+        doc["error"] = error
+    if r is not None:
         doc.update(points=r.points, infeasible=r.infeasible, configs=r.configs, ruled_out=r.ruled_out,
                    curves=r.curves(), envelope=r.envelope())
         if a.floor is not None:
             doc.update(min_tokens_per_s_per_user=a.floor, cheapest=cheapest_at(r.points, a.floor))
-    return JSONResponse(doc, 202 if job.running else 200)
+    return JSONResponse(doc, 202 if running else 200)

@@ -162,14 +162,17 @@ def goodput_context(req: WebRequest) -> dict:
 
 
 def sweep_status(job: service.SweepJob) -> dict:
-    if job.result is None and job.cancelled:  # its Cancel button: no error, the form draws it again
-        return {"job": job, "error": None, "figure": None, "cancelled": True}
-    out: dict[str, Any] = {"job": job, "error": job.error, "figure": None}
-    if job.result is not None:
-        out["figure"] = goodput_figure(job.result)
+    """The card's state from ONE reading of the job: it may end while the page renders, and a card that read it
+    running but drew no curves would neither poll nor show them (a cold server's page renders for a minute)."""
+    result, error = job.result, job.error
+    if result is None and job.cancelled:  # its Cancel button: no error, the form draws it again
+        return {"job": job, "error": None, "figure": None, "cancelled": True, "running": False}
+    out: dict[str, Any] = {"job": job, "error": error, "figure": None, "running": result is None and error is None}
+    if result is not None:
+        out["figure"] = goodput_figure(result)
         out["figure"]["export"] = {"title": TITLE, "caption": present.export_caption(job.request),
                                    "warnings": sweep_warnings(job.request)}
-        out["knees"] = [(name, s["knee_rate"]) for name, s in job.result["schedulers"].items()]
+        out["knees"] = [(name, s["knee_rate"]) for name, s in result["schedulers"].items()]
         out["embed_query"] = job.request.query()
     return out
 
