@@ -127,9 +127,18 @@ def test_a_config_with_a_byte_order_mark_uploads_and_runs(client):
 
 
 def test_n4_many_adapters_are_refused_naming_lora_adapters_and_the_cpu_limit(client, no_simulation):
-    field, msg = _problem(client.get("/api/run?schedulers=chunked&lora_adapters=68391&duration=120&rate=33"))
+    # The issue's 120 s of arrivals is now ~35 s of CPU (bench_run_cost.py measures 10 s of them at ~2.9 s) and
+    # within the budget (below); five minutes of them is past it.
+    field, msg = _problem(client.get("/api/run?schedulers=chunked&lora_adapters=68391&duration=300&rate=33"))
     assert field == "lora_adapters" and f"{MAX_REQUEST_CPU_S:g} s" in msg and "at most" in msg
     assert no_simulation == []
+
+
+def test_n4_the_issues_reproduction_is_estimated_within_the_budget_at_its_measured_cost():
+    s = Scenario.from_query("scheduler=chunked&lora_adapters=68391&duration=120&rate=33")
+    cost = run_cost(s, resolve(s), make_requests(s, resolve(s)))
+    lora = next(t for t in cost.terms if t.field == "lora_adapters")
+    assert 15 < cost.cpu_s < MAX_REQUEST_CPU_S and lora.cpu_s > cost.cpu_s / 2, cost
 
 
 def test_n4_a_few_adapters_run(client):
