@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
@@ -135,3 +136,12 @@ def test_a_step_functions_bucket_integrals_and_maxima():
     # a value that begins inside a bucket and ends inside it still counts
     assert bucket_max(np.array([0.0, 0.1, 0.2]), np.array([1.0, 9.0, 1.0]), np.array([0.0, 1.0])).tolist() == [9.0]
     assert step_integral(np.array([]), np.array([]), edges).tolist() == [0.0] * 4
+
+
+def test_vs_draws_each_sides_power_with_its_own_cap_on_one_power_axis(client):
+    one = f"schedulers=fcfs&{BASE}"
+    r = client.get("/vs?" + urlencode({"a": one + "&power_cap_w=60", "b": one}))
+    a, b = figure_of(r, "a-power"), figure_of(r, "b-power")
+    assert [s["name"] for s in a["layout"]["shapes"]] == ["power cap 60 W", "NVIDIA L4 board limit 72 W"]
+    assert [s["name"] for s in b["layout"]["shapes"]] == ["NVIDIA L4 board limit 72 W"]
+    assert a["layout"]["yaxis"]["range"] == b["layout"]["yaxis"]["range"]

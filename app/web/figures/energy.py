@@ -49,6 +49,7 @@ def panel_bars(key: str, runs: list[tuple[str, dict, dict]], k: int) -> dict:
     values = [value_at(metrics, key) for _, metrics, _ in runs]
     bars = {"type": "bar", "x": names, "y": values, "name": metric.label,
             "marker": {"color": [color(n) for n in names]}, "xaxis": _ref("x", k), "yaxis": _ref("y", k),
+            "texttemplate": "%{y:.3~g}", "textposition": "outside", "cliponaxis": False,
             "hovertemplate": f"%{{x}}: %{{y:,.4~g}} {metric.unit}<extra>{metric.label}</extra>"}
     intervals = [value_at(ci, key) for _, _, ci in runs]
     if any(isinstance(i, list | tuple) and None not in i for i in intervals):

@@ -81,9 +81,11 @@ def pool_traces(scheduler: str, pool: dict, named_by_pool: bool) -> list[dict]:
 def _explain(results: Results, figure: dict) -> str:
     kept = [v.kept.get(NAME) for v in results.views if v.kept.get(NAME)]
     lines = limit_lines(results)
+    widths = [(p["edges"][-1] - p["edges"][0]) / (len(p["edges"]) - 1) for k in kept for p in k["pools"] if p["edges"]]
+    stretch = f"each {max(widths):.3g} s" if widths else "each stretch of time"
     text = ("One GPU's board power over the run, as the energy model has each step draw it from its work (idle "
-            "power between steps): the line is the mean per held GPU over each stretch of time, so its area is "
-            "the run's GPU energy; the shaded band above it reaches the highest power one GPU drew then.")
+            f"power between steps): the line is the mean per held GPU over {stretch}, so its area is the run's GPU "
+            "energy; the shaded band above it reaches the highest power one GPU drew then.")
     if lines:
         text += " Dashed: " + "; ".join(lines.values()) + "."
     if any(k["stride"] > 1 for k in kept):
