@@ -87,7 +87,9 @@ def test_the_dashed_lines_sit_at_the_board_limit_and_the_cap_and_no_peak_passes_
 
 def test_the_bars_are_the_apis_metrics_titled_from_the_catalogue(client):
     query = f"schedulers=fcfs,chunked&{BASE}&energy_price_per_kwh=0.2&grid_gco2_per_kwh=400&seeds=2"
-    fig = figure_of(client.get(f"/?{query}"), "energy")
+    page = client.get(f"/?{query}")
+    fig = figure_of(page, "energy")
+    assert "The first seed&#39;s runs (seed 1)." in page.text  # the power card draws one seed's runs, and says so
     api = client.get(f"/api/run?{query}").json()["schedulers"]
     assert [t["name"] for t in fig["data"]] == [BY_KEY[k].label for k in PANELS]
     for k, (trace, key) in enumerate(zip(fig["data"], PANELS, strict=True)):

@@ -88,6 +88,8 @@ def _explain(results: Results, figure: dict) -> str:
             "energy; the shaded band above it reaches the highest power one GPU drew then.")
     if lines:
         text += " Dashed: " + "; ".join(lines.values()) + "."
+    if results.req.scenario.seeds > 1:
+        text += f" The first seed's runs (seed {results.req.scenario.seed})."
     if any(k["stride"] > 1 for k in kept):
         text += " The run's step log keeps a sample of its steps: the line is drawn from that sample."
     return text
