@@ -109,7 +109,7 @@ def test_the_data_files_are_package_data():
     files = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*.json"))
     assert [f for f in files if "/" not in f] == ["engines.json", "gpus.json", "kv_links.json", "kv_tiers.json", "lora.json",
                                                     "model_error.json", "models.json", "prices.json", "spec_decode.json",
-                                                    "startup.json"]
+                                                    "startup.json", "validation_rows.json"]
     bundled = [f for f in files if "/" in f]  # the bundled Hugging Face configs and trace samples
     assert any(f.startswith("hf_configs/") for f in bundled)
     assert all(f.startswith(("hf_configs/", "traces/")) for f in bundled)

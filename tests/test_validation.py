@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from app.cli.commands import validate
+from app.cli.report import jsonable
 from sim_core.studies import gathered, inferencex, lora_checks, model_error, offline, trtllm_bench, validation
+from sim_core.studies import validation_rows as placed_rows
+from sim_core.studies.check_rows import ROW_KEYS
 from sim_core.studies.energy_checks import GROUPS as ENERGY_GROUPS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,9 +119,18 @@ def test_validation_page_is_the_generated_one():
     gen = _gen_validation_md()
     assert gen.PATH == ROOT / "docs" / "VALIDATION.md"
     every_row = validation.checks()
-    # The model-error ensemble's residuals come from the same rows (sim_core/studies/model_error.py).
-    assert gen.RESIDUALS_PATH.read_text(encoding="utf-8") == model_error.document(every_row), \
-        f"{gen.RESIDUALS_PATH.relative_to(ROOT)} is stale: run python scripts/gen_validation_md.py"
+    # The model-error ensemble's residuals come from the same rows (sim_core/studies/model_error.py), and so do
+    # the placed rows the Accuracy page and the plan and frontier rows read (sim_core/studies/validation_rows.py).
+    for path, text in ((gen.RESIDUALS_PATH, model_error.document(every_row)),
+                       (gen.ROWS_PATH, placed_rows.document(every_row))):
+        assert path.read_text(encoding="utf-8") == text, \
+            f"{path.relative_to(ROOT)} is stale: run python scripts/gen_validation_md.py"
+    # The placed rows are `validate --json`'s, each with its model, GPU and engine after them: the page's rows are
+    # checked against this file (tests/test_accuracy_page.py), so validate runs once in the suite, here.
+    placed = json.loads(gen.ROWS_PATH.read_text(encoding="utf-8"))
+    cli_rows = jsonable(validate.validate_doc(every_row, {}, [])["rows"])
+    assert placed["columns"][:len(ROW_KEYS)] == list(ROW_KEYS) == list(cli_rows[0])
+    assert [dict(zip(ROW_KEYS, r, strict=False)) for r in placed["rows"]] == cli_rows
     expected = gen.document(every_row)
     current = gen.PATH.read_text(encoding="utf-8")
     if current != expected:

@@ -1,19 +1,17 @@
 """`/accuracy`: the cost model against public measurements, browsable. Per model x GPU x engine the error of its
 throughput rows (what plans and frontiers rest on) with the optimistic ones marked, then every row `sched-sim
-validate` predicts, filtered by model, GPU, engine and source (app/web/accuracy.py places each row). A plain GET
-form: the URL is the view. While the checks run (once per process) the page says so and polls."""
+validate` predicts, filtered by model, GPU, engine and source (read from sim_core/data/validation_rows.json by
+app/web/accuracy.py: nothing is simulated here). A plain GET form: the URL is the view."""
 
 from __future__ import annotations
 
-import html
 import statistics
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from sim_core import GPUS, MODELS
-from sim_core.engines import ENGINE_NAMES
+from sim_core.studies.validation_rows import Accuracy, Combo, Row
 
 from . import accuracy
 from .templating import templates
@@ -24,11 +22,11 @@ MAX_ROWS_SHOWN = 400  # a page of the 1,400-odd rows; the filters narrow it down
 MAX_FILTER_CHARS = 200
 
 
-def _choices(acc: accuracy.Accuracy) -> dict[str, list[str]]:
+def _choices(acc: Accuracy) -> dict[str, list[str]]:
     return {name: sorted({getattr(r, name) for r in acc.rows if getattr(r, name)}) for name, _ in FILTERS}
 
 
-def parse_filters(pairs: list[tuple[str, str]], acc: accuracy.Accuracy | None) -> tuple[dict[str, str], dict]:
+def parse_filters(pairs: list[tuple[str, str]], acc: Accuracy) -> tuple[dict[str, str], dict]:
     """The filters asked for (blank: any) and an error per bad one, naming the values it takes."""
     asked = {name: "" for name, _ in FILTERS}
     errors: dict[str, str] = {}
@@ -40,52 +38,34 @@ def parse_filters(pairs: list[tuple[str, str]], acc: accuracy.Accuracy | None) -
             errors[k] = f"at most {MAX_FILTER_CHARS} characters"
         else:
             asked[k] = v.strip()
-    if acc is not None:
-        for name, values in _choices(acc).items():
-            if asked[name] and asked[name] not in values:
-                errors[name] = f"{asked[name]!r} is in no row; one of: {', '.join(values)}"
-                asked[name] = ""
+    for name, values in _choices(acc).items():
+        if asked[name] and asked[name] not in values:
+            errors[name] = f"{asked[name]!r} is in no row; one of: {', '.join(values)}"
+            asked[name] = ""
     return asked, errors
 
 
-def _shown(acc: accuracy.Accuracy, asked: dict[str, str]) -> list[accuracy.Row]:
+def _shown(acc: Accuracy, asked: dict[str, str]) -> list[Row]:
     return [r for r in acc.rows if all(not v or getattr(r, k) == v for k, v in asked.items())]
 
 
-def _combos(acc: accuracy.Accuracy, asked: dict[str, str]) -> list[accuracy.Combo]:
+def _combos(acc: Accuracy, asked: dict[str, str]) -> list[Combo]:
     keys = ("model", "gpu", "engine")
     return [c for c in acc.combos.values() if all(not asked[k] or getattr(c, k) == asked[k] for k in keys)]
 
 
 @router.get("/accuracy", response_class=HTMLResponse)
 def accuracy_page(request: Request) -> HTMLResponse:
-    known = accuracy.current()
-    acc = known["result"]
+    acc = accuracy.known()
     asked, errors = parse_filters(list(request.query_params.multi_items()), acc)
-    ctx: dict[str, Any] = {"request": request, "known": known, "asked": asked, "errors": errors,
-                           "filters": FILTERS, "query": str(request.query_params)}
-    if acc is not None:
-        rows = _shown(acc, asked)
-        ctx.update(choices=_choices(acc), combos=_combos(acc, asked), rows=rows[:MAX_ROWS_SHOWN],
-                   total=len(rows), typical=acc.optimistic_above, summary=_summary(rows))
-    status = 422 if errors else 503 if known["error"] else 200
-    return templates.TemplateResponse(request, "accuracy.html", ctx, status_code=status)
+    rows = _shown(acc, asked)
+    ctx: dict[str, Any] = {"request": request, "asked": asked, "errors": errors, "filters": FILTERS,
+                           "choices": _choices(acc), "combos": _combos(acc, asked), "rows": rows[:MAX_ROWS_SHOWN],
+                           "total": len(rows), "typical": acc.optimistic_above, "summary": _summary(rows)}
+    return templates.TemplateResponse(request, "accuracy.html", ctx, status_code=422 if errors else 200)
 
 
-def _summary(rows: list[accuracy.Row]) -> dict[str, Any]:
+def _summary(rows: list[Row]) -> dict[str, Any]:
     """The shown rows' count, how many were predicted, and the median absolute error of those."""
     errors = [abs(r.error) for r in rows if r.error is not None]
     return {"predicted": len(errors), "median_abs_error": statistics.median(errors) if errors else None}
-
-
-@router.get("/accuracy/verdict", response_class=HTMLResponse)
-def verdict_fragment(request: Request, model: str = "", gpu: str = "", engine: str = "") -> HTMLResponse:
-    """A plan row's or a frontier GPU's validated error as a fragment (templates/_accuracy_verdict.html), which
-    polls itself while the checks run; an unknown model, GPU or engine is a 422 naming it and what it takes."""
-    problems = [f"{name}: {value!r} is not one of {', '.join(choices)}"
-                for name, value, choices in (("model", model, MODELS), ("gpu", gpu, GPUS), ("engine", engine, ENGINE_NAMES))
-                if value not in choices]
-    if problems:
-        return HTMLResponse('<span class="field-error">' + html.escape("; ".join(problems)) + "</span>", 422)
-    return templates.TemplateResponse(request, "_accuracy_verdict.html",
-                                      {"request": request, "v": accuracy.verdict(model, gpu, engine)})

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 VALIDATION_DIR = Path(__file__).resolve().parents[2] / "validation"
+# A row's keys as `sched-sim validate --json` prints it, and as sim_core/data/validation_rows.json keeps it.
+ROW_KEYS = ("group", "source", "what", "reference", "predicted", "unit", "error", "note")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,11 @@ class Check:
     def error(self) -> float | None:
         """Relative error of the prediction, (predicted - reference) / reference."""
         return None if self.predicted is None else self.predicted / self.reference - 1.0
+
+
+def row_doc(c: Check) -> dict:
+    """A row as `sched-sim validate --json` prints it (ROW_KEYS)."""
+    return {k: getattr(c, k) for k in ROW_KEYS}
 
 
 def int_of(text: str) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sim_core.input_files import input_file_problem
 from sim_core.quoting import quote
+from sim_core.studies.check_rows import row_doc
 
 from ..flags import UsageError
 from ..report import columns, print_json, print_lines
@@ -72,8 +73,7 @@ def validate_doc(rows, summary: dict, speedups: list[dict]) -> dict:
 
     return {"summary": summary, "speedups": speedups, "frontier": inferencex.frontier_summary(rows),
             "lora_shape": lora_checks.shape(rows), "moe_kernel_by_tokens": moe_kernels.errors_by_tokens(rows),
-            "rows": [{"group": c.group, "source": c.source, "what": c.what, "reference": c.reference,
-                      "predicted": c.predicted, "unit": c.unit, "error": c.error, "note": c.note} for c in rows]}
+            "rows": [row_doc(c) for c in rows]}
 
 
 def validate_lines(doc: dict) -> list[str]:
