@@ -1,6 +1,7 @@
 """A plan over a rate schedule in a real browser (issue 41, item 5): the Plan form's "a day of diurnal load" preset
 fills a 24 h schedule; the test shortens it (a real day is bench/bench_day_plan.py's) and finds plans: the job's
-progress shows, then the static-against-autoscaled table and its saving sentence; and Cancel stops such a job.
+progress shows, then the static-against-autoscaled table and its saving sentence (axe-core: nothing serious or
+critical); and Cancel stops such a job.
 Screenshots go to test-output/screenshots/."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ pytest.importorskip("playwright")
 
 from browser_support import open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
+from test_browser_a11y import axe_summary, run_axe  # noqa: E402
 
 from app.web import plan_jobs  # noqa: E402
 from app.web.plan_autoscaling import DAY_SCHEDULE  # noqa: E402
@@ -53,7 +55,8 @@ def _start_from_the_preset(page, duration: str) -> None:
 @pytest.mark.parametrize(("width", "height", "duration"), [(1440, 900, "150"), (390, 844, "140")])
 def test_a_schedule_plans_at_the_peak_then_states_the_saving(site, monkeypatch, width, height, duration):
     _paced(monkeypatch, 1.0)
-    context, page = open_page(site, width, height, timeout_ms=240_000, is_mobile=width < 600)
+    # bypass_csp: the page's CSP (script-src 'self') would refuse the injected axe-core
+    context, page = open_page(site, width, height, timeout_ms=240_000, is_mobile=width < 600, bypass_csp=True)
     _start_from_the_preset(page, duration)
     expect(page.locator("#plan-status progress")).to_be_visible()
     page.wait_for_function("() => { const p = document.querySelector('#plan-status progress');"
@@ -67,6 +70,8 @@ def test_a_schedule_plans_at_the_peak_then_states_the_saving(site, monkeypatch, 
     assert link.startswith("/cluster-time?") and "autoscalers=static" in link
     assert page.evaluate("document.documentElement.scrollWidth") <= width  # the table scrolls inside its card
     page.screenshot(path=SHOTS / f"plan-day-{width}.png", full_page=True)
+    axe = run_axe(page)  # the new card and the preset: no serious or critical WCAG 2 A/AA violation
+    assert not [v for v in axe["violations"] if v["impact"] in ("serious", "critical")], axe_summary("/plan day", axe)
     context.close()
     assert page.errors == [], page.errors
 
