@@ -135,7 +135,13 @@ def test_the_saving_sentence_names_the_best_autoscaler_and_the_static_deployment
             Row("predictive", s, 4, 66.0, 140.0, 0.992, 0.85, 1 - 66 / 96)]
     text = saving_sentence(Comparison(DAY_SCHEDULE, 20.0, plan, rows))
     assert text.startswith("predictive saves 31% of GPU-hours (30 GPU-h) against the static 4 x h100 tp1")
-    assert text.endswith("at 99.2% SLO attainment.")
+    assert text.endswith("at 99.2% SLO attainment.")  # 4 replicas: no note that there is nothing to scale
+    one = Scenario(model="llama-3-8b", hardware="h100", rate_schedule=DAY_SCHEDULE, duration=86400)
+    scaled = Scenario(model="llama-3-8b", hardware="h100", rate_schedule=DAY_SCHEDULE, duration=86400,
+                      autoscaler="utilization", min_replicas=1, max_replicas=1)
+    alone = [Row("static", one, 1, 24.0, 50.0, 1.0, 1.0), Row("utilization", scaled, 1, 24.0, 50.0, 1.0, 1.0, 0.0)]
+    assert saving_sentence(Comparison(DAY_SCHEDULE, 5.0, type("P", (), {"scenario": one})(), alone)).endswith(
+        "One replica meets the peak, so an autoscaler that keeps at least one has nothing to scale.")
     worse = [rows[0], Row("utilization", s, 4, 120.0, 250.0, 0.999, 0.95, 1 - 120 / 96)]
     assert saving_sentence(Comparison(DAY_SCHEDULE, 20.0, plan, worse)).startswith(
         "utilization costs 25% of GPU-hours more (24 GPU-h)")

@@ -118,8 +118,10 @@ def saving_sentence(c: Comparison) -> str:
     delta = abs(static.gpu_hours - best.gpu_hours)
     verb = "saves" if best.saving >= 0 else "costs"
     more = "" if best.saving >= 0 else " more"
+    alone = (" One replica meets the peak, so an autoscaler that keeps at least one has nothing to scale."
+             if static.replicas == 1 and best.scenario.scaling_bounds[0] >= 1 else "")
     return (f"{best.deployment} {verb} {abs(best.saving) * 100:.0f}% of GPU-hours{more} ({delta:.3g} GPU-h) "
-            f"against {where}, at {best.slo_attainment * 100:.1f}% SLO attainment.")
+            f"against {where}, at {best.slo_attainment * 100:.1f}% SLO attainment.{alone}")
 
 
 def cluster_time_link(s: Scenario, deployment: str) -> str | None:
