@@ -10,10 +10,12 @@ all (a capacity search is about RUNS_PER_CANDIDATE runs at or below the plan's r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlencode
 
 from sim_core import Scenario, SetupError, resolve
 from sim_core.runner import Cancelled, make_requests
+from sim_core.studies.autoscale_compare import compare
 from sim_core.studies.plan_space import PlanInputs
 from sim_core.studies.planner import no_plan_text, plan
 
@@ -21,6 +23,7 @@ from . import service
 from .inputs import MAX_REQUESTS, expected_requests, scenario_query_pairs, work_problems
 from .jobs import JobBoard, JobRecord, job_id
 from .lanes import MAX_QUEUED_PLANS
+from .plan_autoscaling import autoscalers_for, planned_scenario
 
 MAX_PLAN_CANDIDATES = 16
 MAX_PLAN_SEEDS = 3
@@ -36,6 +39,10 @@ class PlanJob(JobRecord):
     inputs: PlanInputs
     rate: float
     no_plan: str | None = None  # result: a PlanResult
+    # With a rate schedule (plan_autoscaling.py): the plan is for its peak, then its cheapest deployment runs over
+    # the schedule static and under each of `autoscalers`; `comparison` is set before `result`.
+    autoscalers: tuple[str, ...] = ()
+    comparison: Any = None
 
     def query(self) -> str:
         return plan_query(self.scenario, self.inputs)
@@ -119,8 +126,9 @@ _plans = JobBoard("plan", MAX_QUEUED_PLANS, KEEP_PLANS, busy=lambda retry: servi
 def start_plan(scenario: Scenario, inputs: PlanInputs) -> PlanJob:
     """The job for this plan: one already running or done, or a new one queued. Raises service.BusyError when
     MAX_QUEUED_PLANS are running or queued (the caller has checked the work with plan_work_problems)."""
-    job = PlanJob(job_id(plan_query(scenario, inputs)), scenario, inputs, scenario.rate,
-                  total=inputs.candidates() * scenario.seeds * 3)
+    autoscalers = autoscalers_for(scenario)
+    job = PlanJob(job_id(plan_query(scenario, inputs)), scenario, inputs, planned_scenario(scenario).rate,
+                  autoscalers=autoscalers, total=inputs.candidates() * scenario.seeds * 3 + _compared(autoscalers))
     return _plans.start(job, _run)[0]
 
 
@@ -137,15 +145,29 @@ def plan_polled(job: PlanJob) -> None:
     _plans.polled(job)
 
 
+def _compared(autoscalers: tuple[str, ...]) -> int:
+    """The comparison's runs over a rate schedule (static, then each autoscaler); 0 without one."""
+    return 1 + len(autoscalers) if autoscalers else 0
+
+
 def _run(job: PlanJob) -> None:
+    searched = [job.total - _compared(job.autoscalers)]  # the plan's own steps, until it counts them
+
     def progress(done: int, total: int) -> None:
-        job.done, job.total = done, total
+        searched[0] = total
+        job.done, job.total = done, total + _compared(job.autoscalers)
+
+    def compared(done: int, _total: int) -> None:
+        job.done = searched[0] + done
 
     try:
-        result = plan(job.scenario, job.rate, job.inputs.space(), target=job.inputs.attainment,
+        result = plan(planned_scenario(job.scenario), job.rate, job.inputs.space(), target=job.inputs.attainment,
                       executor=SlotExecutor(job.state.cancel), on_progress=progress)
         if not result.plans:
             job.no_plan = no_plan_text(result, job.scenario.model, job.inputs.max_gpus, job.inputs.attainment)
+        elif job.autoscalers:  # one simulation at a time, as the plan's: it holds one of the server's slots
+            with service.SIM_SLOTS:
+                job.comparison = compare(job.scenario, result.plans, job.autoscalers, on_row=compared)
         job.done = job.total
         job.result = result
     except Exception as e:  # shown on the page; asking for the same plan again retries it

@@ -23,6 +23,13 @@ from .accuracy import verdict
 from .api import busy_answer, kernels_ready, unprocessable, warming_up
 from .http import errors_by_field
 from .inputs import WebRequest, _with_web_bounds, query_to_dict
+from .plan_autoscaling import (
+    DAY_PRESET,
+    autoscaling_context,
+    autoscaling_doc,
+    comparison_work_problems,
+    planned_scenario,
+)
 from .plan_jobs import (
     PlanJob,
     cancel_plan,
@@ -43,7 +50,7 @@ PLAN_PAGE_DEFAULTS: dict[str, str] = {"model": "llama-3-8b", "workload": "chat",
 # The schedulers' box stands ticked at the search's own default, so that no group's boxes mean a default unseen.
 PLAN_INPUT_DEFAULTS: dict[str, str] = {"gpus": "l4,l40s,a100,h100", "tp": "1,2",
                                        "schedulers": ",".join(PlanInputs.model_fields["schedulers"].default)}
-SCENARIO_FIELDS = ("model", "workload", "rate", "slo_ttft_ms", "slo_tpot_ms", "duration", "seeds")
+SCENARIO_FIELDS = ("model", "workload", "rate", "rate_schedule", "slo_ttft_ms", "slo_tpot_ms", "duration", "seeds")
 NOT_FOR_PLANS = {"trace": "the Plan tab plans for a workload preset; to plan for a trace (replayed at the plan's "
                           "rate), run sched-sim plan --trace FILE",
                  "upload": "the Plan tab plans for a workload preset; to plan for a trace (replayed at the plan's "
@@ -70,6 +77,8 @@ def parse_plan_request(pairs: list[tuple[str, str]], *, page: bool) -> tuple[Sce
                                                       "(gpus, tp, schedulers, token_budgets, topologies)")))
             data.pop(k)
     defaults = PLAN_PAGE_DEFAULTS if page else {"model": "llama-3-8b"}
+    if data.get("rate_schedule"):  # a schedule sets the rate over time: the default rate would contradict it
+        defaults = {k: v for k, v in defaults.items() if k != "rate"}
     fields = {**{k: v for k, v in defaults.items() if k not in data}, **{k: v for k, v in data.items() if v != ""}}
     scenario = inputs = None
     try:
@@ -82,8 +91,9 @@ def parse_plan_request(pairs: list[tuple[str, str]], *, page: bool) -> tuple[Sce
     except ScenarioError as e:
         problems += e.problems
     if scenario is not None and inputs is not None and not problems:
-        scenario = scenario.model_copy(update={"rate": scenario.rate or PRESETS[scenario.workload].rate})
-        problems += plan_work_problems(scenario, inputs)
+        if scenario.rate_schedule is None:
+            scenario = scenario.model_copy(update={"rate": scenario.rate or PRESETS[scenario.workload].rate})
+        problems += plan_work_problems(planned_scenario(scenario), inputs) + comparison_work_problems(scenario)
     if problems:
         raise ScenarioError(problems)
     return scenario, inputs
@@ -136,6 +146,7 @@ def plan_form(values: dict[str, Any], errors: dict[str, str]) -> dict:
         "text_inputs": text_inputs,
         "errors": errors,
         "other_errors": [(k, v) for k, v in errors.items() if k not in known],
+        "day_preset": DAY_PRESET,  # the one-click "a day of diurnal load" (plan_autoscaling.py)
     }
 
 
@@ -205,6 +216,7 @@ def job_context(job: PlanJob) -> dict:
                         "cli": f"sched-sim run --scenario '{p.scenario.to_query()}'", "accuracy": _verdict(p.scenario)}
                        for i, p in enumerate(result.plans)]
         out["figure"] = pareto_figure(job) if result.plans else None
+        out["autoscaling"] = autoscaling_context(job.comparison)
     return out
 
 
@@ -279,6 +291,7 @@ def plan_doc(job: PlanJob) -> dict:
             d["validation"] = {k: found[k] for k in ("text", "optimistic", "pending", "link")}  # no poll: the API's
         if job.no_plan:
             doc["no_plan"] = job.no_plan
+        doc.update(autoscaling_doc(job.comparison))  # with a rate schedule: `sched-sim plan --json`'s own key
     return doc
 
 
@@ -286,7 +299,8 @@ def plan_doc(job: PlanJob) -> dict:
 def api_plan(request: Request) -> JSONResponse:
     """Start a capacity plan (or find the same one already started): the scenario's fields and the search space
     (gpus, tp, schedulers, token_budgets, topologies, max_gpus, attainment) as query parameters. Answers 202 with
-    the job's progress while it runs, 200 with the plans once done; poll `poll`."""
+    the job's progress while it runs, 200 with the plans once done; poll `poll`. With `rate_schedule`, the plan is
+    for its peak and the answer adds `autoscaling`, `sched-sim plan --rate-schedule --json`'s (plan_autoscaling)."""
     if not kernels_ready(request):
         return warming_up(request)
     try:

@@ -12,6 +12,7 @@ The work is bounded: one run per row, and the predictive autoscaler is given the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,9 +76,11 @@ def parse_autoscalers(text: str | None, base: Scenario) -> tuple[str, ...]:
     return names
 
 
-def compare(base: Scenario, plans: list[Plan], autoscalers: tuple[str, ...]) -> Comparison:
+def compare(base: Scenario, plans: list[Plan], autoscalers: tuple[str, ...],
+            on_row: Callable[[int, int], None] | None = None) -> Comparison:
     """The cheapest colocated plan of `plans` (planned at `base`'s peak) over `base`'s schedule: static, then each
-    autoscaler, with GPU-hours, cost, SLO attainment, worst window and the saving against static."""
+    autoscaler, with GPU-hours, cost, SLO attainment, worst window and the saving against static. `on_row(done,
+    total)`: called as each of the 1 + len(autoscalers) rows is done (the web's job shows it as progress)."""
     peak = parse_schedule(base.rate_schedule).peak_rate(base.duration)
     chosen = next((p for p in plans if not p.scenario.disaggregated), None)
     out = Comparison(base.rate_schedule, peak, chosen)
@@ -86,18 +89,34 @@ def compare(base: Scenario, plans: list[Plan], autoscalers: tuple[str, ...]) -> 
         return out
     static = static_scenario(base, chosen)
     out.rows.append(static_row(static))
+    done = _counter(on_row, 1 + len(autoscalers))
     for name in autoscalers:
         try:
             scenario = autoscaled_scenario(base, chosen, name)
         except ValueError as e:  # e.g. expert parallelism: the autoscaler refuses the deployment
             out.note = f"{name}: {e}"
+            done()
             continue
         out.rows.append(autoscaled_row(name, scenario))
+        done()
     for r in out.rows[1:]:
         r.saving = 1.0 - r.gpu_hours / out.rows[0].gpu_hours if out.rows[0].gpu_hours > 0 else None
         if r.gpu_kwh is not None and out.rows[0].gpu_kwh:
             r.kwh_saving = 1.0 - r.gpu_kwh / out.rows[0].gpu_kwh
     return out
+
+
+def _counter(on_row: Callable[[int, int], None] | None, total: int) -> Callable[[], None]:
+    """Counts the rows done (the static one already) and tells `on_row` each time."""
+    done = [1]
+    if on_row:
+        on_row(1, total)
+
+    def step() -> None:
+        done[0] += 1
+        if on_row:
+            on_row(done[0], total)
+    return step
 
 
 def static_scenario(base: Scenario, p: Plan) -> Scenario:

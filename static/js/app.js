@@ -10,6 +10,7 @@
      goodput_curves.js drawn goodput sweeps kept across a change of the scenario
      embed.js          an embed fitted to its frame, present mode's keys
      controls.js       the metric glossary, Copy link, the top bar's links on the scenario shown
+     plan_presets.js   the Plan form's one-click presets (a day of diurnal load)
    theme.js (dark mode) and slides.js (narrow screens, slide scaling) serve several of them.
 
    Caching: this file's URL carries ?v=<asset version> (the hash of every static file), so browsers keep it for
@@ -27,6 +28,7 @@ import { watchGanttWindows } from "./gantt_window.js";
 import { wireMechanisms } from "./mechanisms.js";
 import { keepGoodputCurves } from "./goodput_curves.js";
 import { players, releasePlayers, seekPlayers } from "./kv_player.js";
+import { wirePresets } from "./plan_presets.js";
 import { EMBED } from "./slides.js";
 import { seekOnTimeAxisClicks } from "./timeline.js";
 
@@ -56,6 +58,7 @@ exportOnClick();
 wireControls();
 tickElapsed();
 wireMechanisms();
+wirePresets();
 wireForm(); // its htmx:beforeSwap may cancel a swap: before goodput_curves' and release's, which check that
 keepGoodputCurves();
 htmx.onLoad(keepChangesHere);
