@@ -74,3 +74,18 @@ def test_a_vs_embed_draws_both_sides_captioned_and_opens_the_pair(client):
     assert re.search(r'href="/vs\?a=[^"]+" target="_blank" rel="noopener" id="open-link"', r.text)
     caption = re.search(r'id="embed-caption">([^<]*)', r.text).group(1)
     assert caption.startswith("A: fcfs, chunked · llama-3.2-1b") and caption.endswith("B: max_seqs 16"), caption
+
+
+def test_a_figures_embed_caption_names_the_seeds_and_every_setting_away_from_its_default(client):
+    r = client.get("/embed/cdf?" + SCENARIO + "&seeds=2&max_seqs=64&caption=1")
+    assert r.status_code == 200, r.text[:300]
+    caption = re.search(r'id="embed-caption">([^<]*)', r.text).group(1)
+    assert "means over 2 seeds (0–1)" in caption and "max sequences 64" in caption, caption
+
+
+def test_a_frontier_link_opened_in_a_browser_is_its_page_and_htmx_gets_the_cards_status(client):
+    bad = FRONTIER.replace("frontier_isl=64", "frontier_isl=0")
+    page = client.get("/frontier?" + bad)
+    assert page.status_code == 422 and 'id="topnav"' in page.text and "frontier_isl: must be" in page.text
+    card = client.get("/frontier?" + bad, headers={"HX-Request": "true"})
+    assert card.status_code == 422 and 'id="topnav"' not in card.text and card.text.lstrip().startswith("<div")
