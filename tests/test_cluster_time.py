@@ -108,8 +108,8 @@ def test_the_results_page_card_of_an_autoscaled_scenario_links_its_comparison():
     fig = card.data["figure"]
     xs = sorted(k for k in fig["layout"] if k.startswith("xaxis"))
     assert all(fig["layout"][k].get("matches") == "x" for k in xs[1:])  # one time axis
-    assert [fig["layout"]["y" + k[1:]]["title"]["text"] for k in xs] == [
-        "offered (req/s)", "fcfs", "waiting (req)", "SLO met (%)"]
+    assert [fig["layout"]["y" + k[1:]]["title"]["text"] for k in xs] == [  # a unit under its row's title
+        "offered<br>(req/s)", "fcfs", "waiting<br>(req)", "SLO met<br>(%)"]
     assert fig["export"]["title"] == "Cluster over time"  # exported like every figure: titled, captioned
     ct = parse_cluster_time(parse_qsl(card.data["compare"]))  # its link: the autoscalers and a static deployment
     assert [r.label for r in ct.runs] == ["utilization", "predictive", "static 4 replicas"]

@@ -15,8 +15,6 @@ results page's: one run per scheduler).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +29,12 @@ from sim_core.rate_schedule import parse as parse_schedule
 from sim_core.runner import Cancelled
 from sim_core.scenario import AUTOSCALE_FIELDS, MAX_REPLICAS
 
-from . import figures, pages, present, service
+from . import figures, page_embeds, pages, present, service
 from .api import busy, kernels_error, kernels_ready, unprocessable, warming_up
 from .charts import DARK_TEXT_BACKGROUNDS, ENGINES, LIGHT_TEXT_BACKGROUNDS, _readable
-from .embed_options import EMBED_OPTIONS, parse_embed_options
+from .embed_options import EMBED_OPTIONS
 from .figures.cluster_time import NAME, Run, cluster_time_figure, summary_rows, windows_csv
-from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
+from .http import CLIENT_CLOSED, run_until_disconnect
 from .inputs import MAX_REQUESTS, PAGE_DEFAULTS, WebRequest, page_defaults, problems_of
 from .templating import templates
 
@@ -210,7 +208,7 @@ def _page(request: Request, pairs: list[tuple[str, str]], cancel) -> Response:
     if not pairs:
         pairs = [(k, v) for k, v in (kv.split("=", 1) for kv in EXAMPLE.split("&"))]
     try:
-        with _errors_into(ctx):
+        with page_embeds.errors_into(ctx):
             ct = parse_cluster_time(pairs)
             ctx["ct"] = ct
             if kernels_error(request):
@@ -222,23 +220,7 @@ def _page(request: Request, pairs: list[tuple[str, str]], cancel) -> Response:
     except Cancelled:
         return Response(status_code=CLIENT_CLOSED)
     ctx["form"] = _form(pairs, ctx["errors"])
-    return templates.TemplateResponse(request, "cluster_time.html", ctx, status_code=_status(ctx))
-
-
-@contextmanager
-def _errors_into(ctx: dict[str, Any]) -> Iterator[None]:
-    """The page's and the embed's failures as ctx["errors"]: a scenario's by field, the server's busy answer as
-    "server" (Cancelled goes on: the client left, nothing is drawn)."""
-    try:
-        yield
-    except (ScenarioError, SetupError, TraceError) as e:
-        ctx["errors"] = errors_by_field(problems_of(e))
-    except service.BusyError as e:
-        ctx["errors"] = {"server": str(e)}
-
-
-def _status(ctx: dict[str, Any]) -> int:
-    return 503 if "server" in ctx["errors"] else 422 if ctx["errors"] else 200
+    return templates.TemplateResponse(request, "cluster_time.html", ctx, status_code=page_embeds.status_of(ctx))
 
 
 def _form(pairs: list[tuple[str, str]], errors: dict[str, str]) -> dict:
@@ -274,26 +256,17 @@ async def embed_cluster_time(request: Request) -> Response:
 
 
 def _embed(request: Request, pairs: list[tuple[str, str]], cancel) -> Response:
-    options, option_problems = parse_embed_options(request.query_params)
-    ctx: dict[str, Any] = {"request": request, "figure": NAME, "figures": figures.embeddable(),
-                           "errors": errors_by_field(option_problems), "options": options, "caption": "",
-                           "caption_warnings": None, "embed": True}
-    try:
-        with _errors_into(ctx):
-            ct = parse_cluster_time(pairs)
-            if not ctx["errors"]:
-                shown = comparison(ct, cancel)
-                ctx.update(card=shown["card"], query=shown["query"])
-                if options.caption == "1":
-                    ctx["caption"] = f"{present.scenario_caption(ct.base)} · {', '.join(r.label for r in ct.runs)}"
-                    ctx["caption_warnings"] = {"summary": shown["warnings_summary"], "groups": shown["warnings"]}
-                else:
-                    ctx["caption"] = options.caption
-    except Cancelled:
-        return Response(status_code=CLIENT_CLOSED)
-    status = _status(ctx)
-    return templates.TemplateResponse(request, "embed.html", ctx, status_code=status,
-                                      headers={"Retry-After": "5"} if status == 503 else None)
+    return page_embeds.render(request, NAME, embed_view, cancel)
+
+
+def embed_view(pairs: list[tuple[str, str]], cancel) -> page_embeds.Shown:
+    """The comparison's figure for its embed, captioned with the scenario (every setting away from its default,
+    the seeds) and the runs compared; its "Open" link is this page's."""
+    ct = parse_cluster_time(pairs)
+    shown = comparison(ct, cancel)
+    unscaled = WebRequest(ct.base.scenario.model_copy(update={"autoscaler": None}), ct.base.schedulers, ct.base.upload)
+    caption = f"{present.export_caption(unscaled)} · {', '.join(r.label for r in ct.runs)}"
+    return page_embeds.Shown(shown["card"], f"/cluster-time?{ct.query()}", caption, shown["warnings"])
 
 
 @router.get("/download/cluster-time.csv")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -30,11 +31,12 @@ from sim_core.studies.frontier import (
     plan_frontier,
 )
 
-from . import service
+from . import present, service
 from .accuracy import verdict
 from .api import busy_answer
 from .figures.frontier import TITLE, frontier_figure
-from .http import errors_by_field
+from .http import errors_by_field, is_fragment
+from .inputs import WebRequest
 from .jobs import JobBoard, JobRecord, job_id
 from .lanes import MAX_QUEUED_FRONTIERS
 from .plan_jobs import SlotExecutor
@@ -66,6 +68,8 @@ class FrontierAsk:
     basis: str
     floor: float | None = None
     search: ConfigSearch = field(default_factory=ConfigSearch)
+    scenario_query: str = ""  # the scenario form's canonical query (the dashboard's URL)
+    query: str = ""  # the canonical query that asks for it again (/frontier?..., /embed/frontier?...)
 
     def key(self) -> str:
         return job_id("&".join([self.base.to_query(), ",".join(self.gpus), ",".join(map(str, self.grid)),
@@ -117,9 +121,21 @@ def parse_frontier_request(pairs: list[tuple[str, str]]) -> FrontierAsk:
     base = _base(rest, isl or 1, osl or 1, problems)
     if problems:
         raise ScenarioError(problems)
-    ask = FrontierAsk(base, tuple(gpus), concurrency_grid(1, top), basis, floor, search)
+    scenario_query = service.page_request([(k, v) for k, v in rest if k not in INPUTS]).query(sweep=False)
+    parsed = {"frontier_isl": isl, "frontier_osl": osl, "frontier_max_concurrency": top, "frontier_basis": basis,
+              "frontier_min_tokens_per_s_per_user": floor, "frontier_tp": mine.get("frontier_tp", ""),
+              "frontier_ep": mine.get("frontier_ep", "")}
+    query = scenario_query + "&" + inputs_query(gpus, parsed)
+    ask = FrontierAsk(base, tuple(gpus), concurrency_grid(1, top), basis, floor, search, scenario_query, query)
     _check_points(ask)
     return ask
+
+
+def inputs_query(gpus: list[str], inputs: dict[str, Any]) -> str:
+    """The card's inputs as parsed (a blank one left out): the frontier's part of its canonical query."""
+    mine = [("frontier_gpus", ",".join(gpus))] + [(k, f"{v:g}" if isinstance(v, float) else str(v).replace(" ", ""))
+                                                  for k, v in inputs.items() if v not in (None, "")]
+    return urlencode(mine, safe=",")
 
 
 def _base(rest: list[tuple[str, str]], isl: int, osl: int, problems: list) -> Scenario | None:
@@ -216,14 +232,15 @@ def status(job: FrontierJob) -> dict[str, Any]:
     result, error = job.result, job.error  # one reading: the job may end while the page renders (goodput.py)
     if result is None and job.cancelled:
         return {"job": job, "cancelled": True, "running": False}
-    out: dict[str, Any] = {"job": job, "error": error, "figure": None, "running": result is None and error is None}
+    out: dict[str, Any] = {"job": job, "error": error, "figure": None, "running": result is None and error is None,
+                           "query": job.ask.query}
     if result is not None:
         floor = job.ask.floor
         cheapest = cheapest_at(result.points, floor) if floor is not None else None
         out["figure"] = frontier_figure(result.points, job.ask.basis, cheapest)
         if floor is not None:
             out["cheapest"] = {"floor": floor, "point": cheapest}
-        out["figure"]["export"] = {"title": TITLE, "caption": _caption(job), "warnings": []}
+        out["figure"]["export"] = {"title": TITLE, "caption": caption(job.ask), "warnings": []}
         out["infeasible"] = result.infeasible
         out["configs"] = {hw: [c["config"] for c in result.configs if c["hardware"] == hw]
                           for hw in job.ask.gpus if hw not in result.infeasible}
@@ -234,28 +251,44 @@ def status(job: FrontierJob) -> dict[str, Any]:
     return out
 
 
-def _caption(job: FrontierJob) -> str:
-    b, a = job.ask.base, job.ask
-    return (f"{b.model} {b.quantization}, every configuration that fits, random {b.isl}/{b.osl}, "
-            f"{a.grid[0]}-{a.grid[-1]} users, {REQUESTS_PER_USER} requests each")
+def caption(a: FrontierAsk) -> str:
+    """What a frontier shows, in a line: the model, the GPUs, the configurations tried, the lengths and users,
+    the floor, and the base scenario's other settings away from their defaults (an embed's and an export's)."""
+    b = a.base
+    tried = ", ".join(f"{k} {','.join(map(str, v))}" for k, v in (("tp", a.search.tps), ("ep", a.search.eps)) if v)
+    floor = f", cheapest at ≥ {a.floor:g} tok/s/user" if a.floor is not None else ""
+    own = b.model_copy(update={k: Scenario.model_fields[k].default for k in ("isl", "osl")})  # named above
+    details = present.scenario_details(WebRequest(own, (own.scheduler,)))
+    weights = "" if b.quantization == "auto" else f" {b.quantization}"  # auto: each GPU's checkpoint default
+    return " · ".join([f"{b.model}{weights} on {', '.join(a.gpus)}",
+                       f"{'configurations with ' + tried if tried else 'every configuration that fits'}, random "
+                       f"{b.isl}/{b.osl}, {a.grid[0]}-{a.grid[-1]} users, {REQUESTS_PER_USER} requests each{floor}",
+                       *details])
 
 
 def _render(request: Request, ctx: dict, code: int = 200, headers: dict | None = None) -> Response:
     return templates.TemplateResponse(request, "_frontier_status.html", {"request": request, "f": ctx},
-                                      status_code=code, headers=headers)
+                                      status_code=code, headers={"Vary": "HX-Request", **(headers or {})})
 
 
 @router.get("/frontier", response_class=HTMLResponse)
 def frontier_start(request: Request) -> Response:
-    """Start (or find) a frontier; answer with its progress, which polls until the figure is drawn."""
+    """Start (or find) a frontier; answer with its progress, which polls until the figure is drawn: the card's
+    status (htmx), or, for a link opened in a browser, the frontier's own page around it."""
+    code, headers, ask = 200, {}, None
     try:
-        job = start_frontier(parse_frontier_request(list(request.query_params.multi_items())))
+        ask = parse_frontier_request(list(request.query_params.multi_items()))
+        ctx = status(start_frontier(ask))
     except ScenarioError as e:
-        return _render(request, {"error": "; ".join(f"{k}: {m}" for k, m in errors_by_field(e.problems).items())},
-                       422)
+        ctx, code = {"error": "; ".join(f"{k}: {m}" for k, m in errors_by_field(e.problems).items())}, 422
     except service.BusyError as e:
-        return _render(request, {"error": str(e)}, 503, {"Retry-After": str(e.retry_after)})
-    return _render(request, status(job))
+        ctx, code, headers = {"error": str(e)}, 503, {"Retry-After": str(e.retry_after)}
+    if is_fragment(request):
+        return _render(request, ctx, code, headers)
+    page = {"request": request, "f": ctx, "ask": ask, "caption": caption(ask) if ask else "", "title": TITLE,
+            "scenario_query": ask.scenario_query if ask else ""}
+    return templates.TemplateResponse(request, "frontier.html", page, status_code=code,
+                                      headers={"Vary": "HX-Request", **headers})
 
 
 @router.get("/frontier/{key}", response_class=HTMLResponse)

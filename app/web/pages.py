@@ -391,7 +391,9 @@ def _embed(request: Request, figure: str, cancel) -> Response:
     status = 422 if errors else 200
     if req is not None and not errors:
         shown = WebRequest(req.scenario, (options.scheduler,), req.upload, req.sweep) if options.scheduler else req
-        ctx["caption"] = present.scenario_caption(shown) if options.caption == "1" else options.caption
+        # the scenario and every setting away from its default, the seeds among them (issue #41: "seed 0" with
+        # seeds=3, spec decoding left out), as an export of the figure says
+        ctx["caption"] = present.export_caption(shown) if options.caption == "1" else options.caption
         try:
             if fig.simulates:
                 ctx["results"] = results_context(req, cancel, only=options.scheduler, figure=fig)

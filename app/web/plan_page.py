@@ -8,6 +8,7 @@ a link to its scenario on the main page, and the Pareto plot of cost per hour ag
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -22,7 +23,7 @@ from . import charts, present, service
 from .accuracy import verdict
 from .api import busy_answer, kernels_ready, unprocessable, warming_up
 from .http import errors_by_field
-from .inputs import WebRequest, _with_web_bounds, query_to_dict
+from .inputs import WebRequest, _with_web_bounds, query_to_dict, scenario_query_pairs
 from .plan_autoscaling import (
     DAY_PRESET,
     autoscaling_context,
@@ -199,6 +200,29 @@ def pareto_figure(job: PlanJob) -> dict:
     return {"data": data, "layout": layout}
 
 
+def page_query(scenario: Scenario, inputs: PlanInputs) -> str:
+    """The Plan tab's link to a plan (/plan?..., /embed/plan?...): the scenario's fields but those the search
+    chooses, then every search input written out (the tab's defaults are not the search's own: none is left to
+    a default). The job's own key (plan_jobs.plan_query) is no page query: it names the scenario's GPU."""
+    pairs = [(k, v) for k, v in scenario_query_pairs(scenario) if k not in PLAN_FIXED_FIELDS]
+    for name in PlanInputs.model_fields:
+        value = getattr(inputs, name)
+        if value is not None and value != ():
+            pairs.append((name, ",".join(map(str, value)) if isinstance(value, tuple) else f"{value:g}"))
+    return urlencode(pairs, safe=",")
+
+
+def plan_caption(job: PlanJob) -> str:
+    """What a plan shows, in a line: the traffic, the SLO and its attainment, the candidates and the scenario's
+    other settings away from their defaults (an embed's and an export's caption)."""
+    s, i = job.scenario, job.inputs
+    candidates = f"GPUs {', '.join(i.gpus)} · TP {', '.join(map(str, i.tp))} · {', '.join(i.schedulers)}"
+    searched = [f"{k.replace('_', ' ')} {v}" for k, v in i.query_pairs() if k not in ("gpus", "tp", "schedulers", "attainment")]
+    details = present.scenario_details(WebRequest(s, (s.scheduler,)))
+    return " · ".join([f"{s.model} on {s.workload} at {job.rate:g} req/s, ≥ {i.attainment * 100:g}% SLO attainment",
+                       candidates, *searched, *details])
+
+
 def scenario_link(s: Scenario) -> str:
     """The plan's scenario on the main page (its URL query carries the page's always-present fields too)."""
     return "/?" + WebRequest(s, (s.scheduler,)).query()
@@ -217,6 +241,9 @@ def job_context(job: PlanJob) -> dict:
                        for i, p in enumerate(result.plans)]
         out["figure"] = pareto_figure(job) if result.plans else None
         out["autoscaling"] = autoscaling_context(job.comparison)
+        if out["figure"] is not None:
+            out["figure"]["export"] = {"title": "Cost against latency", "caption": plan_caption(job), "warnings": []}
+    out["page_query"] = page_query(job.scenario, job.inputs)
     return out
 
 

@@ -34,6 +34,7 @@ from . import (
     guide,
     kv_engine,
     kvgrid,
+    page_embeds,
     pages,
     plan_page,
     service,
@@ -140,6 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(AllowedHostsAndOrigin, allowed_hosts=settings.allowed_hosts)  # last added: runs first
     app.mount("/static", VersionedStaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(cluster_time_page.router)  # before pages': its /embed/cluster-time takes `autoscalers`
+    app.include_router(page_embeds.router)  # before pages': /embed/vs, /diff, /frontier, /plan are no figures
     app.include_router(pages.router)
     app.include_router(plan_page.router)
     app.include_router(frontier_page.router)

@@ -1,7 +1,7 @@
 /* An embed (/embed/<figure>): one figure alone in a frame, fitted to it and scaled with it like a slide; in
    present mode (present=1) the figure fills the window and the keys step through the scenario's figures. */
 import { figureConfig, figureScript } from "./figures.js";
-import { EMBED, embedScale, scaleFigure } from "./slides.js";
+import { EMBED, MIN_FONT_PX, embedScale, scaleFigure } from "./slides.js";
 import { DARK, DARK_MODE, themeColors } from "./theme.js";
 
 // An embed's frame resized (a slide shown full screen): its figures are drawn again at the new scale, and the
@@ -24,7 +24,9 @@ export function rescaleEmbed() {
 // An embed's text (caption, card heads) grows with the frame as its figure does. The metrics table, a table and
 // no figure, is laid out to fill the frame without scrolling inside it: its row groups flowed into 1 to
 // MAX_TABLE_COLUMNS columns (each a table under the same header), at the largest zoom at which they fit, the
-// number of columns that allows the largest.
+// number of columns that allows the largest. Its smallest text is no smaller than a slide's (slides.js
+// MIN_FONT_PX, 2% of the frame's height at 1080p): where the whole table cannot be that large, its last row
+// groups are left out, and a line under it says how many rows the dashboard has beside.
 var MAX_TABLE_COLUMNS = 4, MIN_TABLE_ZOOM = 0.05, MAX_TABLE_ZOOM = 4;
 
 export function fitEmbed() {
@@ -35,35 +37,72 @@ export function fitEmbed() {
   if (!grid) return;
   // The note under the table (its clairvoyant bound) is zoomed with it: unscaled, it took a quarter of a
   // 480x270 frame from the table, and read smaller than the table in a 1080p one.
-  var table = { card: card, grid: grid, note: card.querySelector(".bounds-note") };
+  var table = { card: card, grid: grid, notes: card.querySelectorAll(".bounds-note, .metrics-more") };
   if (!grid._groups) {
     grid._groups = Array.prototype.slice.call(grid.querySelectorAll("table.metrics > tbody"));
     grid._head = grid.querySelector("table.metrics > thead");
+    grid._smallest = smallestFont(grid);
   }
+  var least = MIN_FONT_PX * embedScale() / grid._smallest; // the zoom at which its smallest text reads on a slide
+  var shown = grid._groups.length, best = layout(table, shown);
+  while (best.zoom < least && shown > 1) best = layout(table, --shown);
+  flow(grid, best.n, shown);
+  zoomTo(table, best.zoom || MIN_TABLE_ZOOM);
+  grid.dataset.columns = String(best.n);
+  grid.dataset.groups = String(shown);
+}
+
+// The largest zoom of the first `shown` row groups, over 1 to MAX_TABLE_COLUMNS columns: {n, zoom}.
+function layout(table, shown) {
+  moreRows(table, shown);
   var best = { n: 2, zoom: 0 };
-  for (var n = 1; n <= Math.min(MAX_TABLE_COLUMNS, grid._groups.length); n++) {
-    flow(grid, n);
+  for (var n = 1; n <= Math.min(MAX_TABLE_COLUMNS, shown); n++) {
+    flow(table.grid, n, shown);
     var zoom = largestZoom(table);
     if (zoom > best.zoom * 1.02) best = { n: n, zoom: zoom }; // more columns only for a larger table
   }
-  flow(grid, best.n);
-  zoomTo(table, best.zoom || MIN_TABLE_ZOOM);
-  grid.dataset.columns = String(best.n);
+  return best;
+}
+
+// The line under a table that leaves row groups out: how many rows, and which groups, the dashboard has beside.
+function moreRows(table, shown) {
+  var left = table.grid._groups.slice(shown), line = table.card.querySelector(".metrics-more");
+  if (!left.length) { if (line) line.remove(); table.notes = table.card.querySelectorAll(".bounds-note"); return; }
+  if (!line) {
+    line = document.createElement("p");
+    line.className = "metrics-more";
+    line.id = "metrics-more";
+    table.grid.after(line);
+  }
+  var rows = 0;
+  left.forEach(function (g) { rows += g.rows.length - 1; });
+  line.textContent = "+ " + rows + " more rows on the dashboard (" + left.map(function (g) {
+    return g.rows[0].textContent.trim().toLowerCase(); }).join(", ") + ")";
+  table.notes = table.card.querySelectorAll(".bounds-note, .metrics-more");
+}
+
+// The smallest font size (CSS px, unzoomed) of the table's text: its row-group titles and units.
+function smallestFont(grid) {
+  var least = Infinity;
+  grid.querySelectorAll("th, td, .unit, .half-width").forEach(function (e) {
+    least = Math.min(least, parseFloat(getComputedStyle(e).fontSize) || Infinity);
+  });
+  return isFinite(least) ? least : 12;
 }
 
 function zoomTo(table, z) {
   table.grid.style.zoom = String(z);
-  if (table.note) table.note.style.zoom = String(z);
+  table.notes.forEach(function (note) { note.style.zoom = String(z); });
 }
 
-// The metrics grid's row groups in order, in n columns of about as many rows each.
-function flow(grid, n) {
-  var total = 0;
-  grid._groups.forEach(function (g) { total += g.rows.length; });
+// The metrics grid's first `shown` row groups in order, in n columns of about as many rows each.
+function flow(grid, n, shown) {
+  var groups = grid._groups.slice(0, shown), total = 0;
+  groups.forEach(function (g) { total += g.rows.length; });
   grid.textContent = "";
   grid.style.gridTemplateColumns = "repeat(" + n + ", minmax(max-content, 1fr))";
   var table = null, rows = 0, made = 0;
-  grid._groups.forEach(function (g) {
+  groups.forEach(function (g) {
     if (!table || (rows + g.rows.length / 2 > total * made / n && made < n)) {
       var wrap = document.createElement("div");
       wrap.className = "table-wrap";
@@ -104,7 +143,7 @@ function presentStep(delta) {
   var main = document.querySelector(".embed-main");
   var names = main ? (main.dataset.embedFigures || "").split(",").filter(Boolean) : [];
   var at = names.indexOf(main && main.dataset.embedFigure);
-  if (at < 0) return;
+  if (at < 0 || names.length < 2) return; // a page's embed (/embed/vs, ...) is its one figure
   window.location.href = "/embed/" + encodeURIComponent(names[(at + delta + names.length) % names.length]) +
     window.location.search;
 }

@@ -33,6 +33,9 @@ export function stackPanels(layout, width) {
 // to 1% of its height, unreadable across a room: an embed's figure, and an export at a fixed size, scale every
 // font, line width, marker and margin by how much larger than SLIDE_PX the frame (or the image) is.
 var SLIDE_PX = [960, 540];
+// No text on a slide smaller than 2% of its height (a note drawn at 10 px on the card read as 1.9% of a 1080p
+// frame): a font under 2% of SLIDE_PX's height is raised to it before it is scaled.
+export var MIN_FONT_PX = 0.02 * SLIDE_PX[1];
 
 export function slideScale(width, height) {
   return Math.max(1, Math.min(width / SLIDE_PX[0], height / SLIDE_PX[1]));
@@ -70,6 +73,7 @@ export function scaleFigure(data, layout, k) {
     Object.keys(o).forEach(function (key) {
       var v = o[key];
       if (typeof v === "number" && key === "nticks") o[key] = Math.max(2, Math.round(v / k));
+      else if (typeof v === "number" && key === "size" && /font$/i.test(holder)) o[key] = Math.round(Math.max(v, MIN_FONT_PX) * k * 100) / 100;
       else if (typeof v === "number" && isPixels(key, holder)) o[key] = Math.round(v * k * 100) / 100;
       else if (v && typeof v === "object") walk(v, key);
     });

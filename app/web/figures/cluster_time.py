@@ -37,6 +37,7 @@ STATES = (("serving", "serving", ENGINES[5]), ("provisioning", "provisioning", E
 # Each row's height in pixels on the page (an embed stretches the figure to its frame; the rows keep their shares).
 LOAD_PX, REPLICAS_PX, QUEUE_PX, ATTAIN_PX, GAP_PX = 110, 74, 100, 110, 30
 MARGIN = {"l": 72, "r": 24, "t": 44, "b": 52}
+ROW_TITLE_CHARS = 11  # a longer row title takes two lines (row_title)
 # The time axis' ticks: every k windows, k the first of these to give at most MAX_TICKS ticks (minutes, then
 # hours, for 60 s windows).
 TICK_WINDOWS = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440)
@@ -99,20 +100,20 @@ def cluster_time_figure(runs: list[Run], span: list[float] | None, schedule: str
                                                       **({"range": [0, end]} if k == 0 else {"matches": "x"}))
         y = f"yaxis{k + 1 if k else ''}"
         if kind == "load":
-            layout[y] = _axis("offered (req/s)", domain=domain, anchor=_ref("x", k), rangemode="tozero", nticks=4)
+            layout[y] = _axis(row_title("offered (req/s)"), domain=domain, anchor=_ref("x", k), rangemode="tozero", nticks=4)
             data += _load_traces(runs[0].data, schedule, end) if runs else []
         elif kind == "replicas":
             run = runs[k - 1]
             # Every run's row on one scale (the most replicas any held), a little headroom over the tallest bar.
-            layout[y] = _axis(run.label, domain=domain, anchor=_ref("x", k), range=[0, max(1.0, tallest) * 1.08],
+            layout[y] = _axis(row_title(run.label), domain=domain, anchor=_ref("x", k), range=[0, max(1.0, tallest) * 1.08],
                               nticks=4)
             layout[y]["title"]["font"]["color"] = run.colour
             data += _replica_traces(run, k, first=k == 1)
         elif kind == "queue":
-            layout[y] = _axis("waiting (req)", domain=domain, anchor=_ref("x", k), rangemode="tozero", nticks=4)
+            layout[y] = _axis(row_title("waiting (req)"), domain=domain, anchor=_ref("x", k), rangemode="tozero", nticks=4)
             data += [_line(r, k, r.data["waiting"], "%{y:,.1f} waiting", first=True) for r in runs]
         else:
-            layout[y] = _axis("SLO met (%)", domain=domain, anchor=_ref("x", k), range=[0, 104], nticks=5,
+            layout[y] = _axis(row_title("SLO met (%)"), domain=domain, anchor=_ref("x", k), range=[0, 104], nticks=5,
                               ticksuffix="%")
             data += [_line(r, k, [None if a is None else round(a * 100, 2) for a in r.data["attainment"]],
                            "%{y:.1f}% met the SLO", first=False) for r in runs]
@@ -121,6 +122,14 @@ def cluster_time_figure(runs: list[Run], span: list[float] | None, schedule: str
                                  "line": {"color": SERIES["reference"], "dash": "dot", "width": 1}}]
     layout["legend"] = {**layout["legend"], "y": 1.0, "yanchor": "bottom", "traceorder": "normal"}
     return {"data": data, "layout": layout}
+
+
+def row_title(text: str) -> str:
+    """A row's title on two lines where one would be longer than the row is high (a 960x540 embed gives a row
+    about 50 px: "offered (req/s)" ran into the next row's title): its unit under it, or its last words."""
+    if " (" in text and text.endswith(")"):
+        return text.replace(" (", "<br>(", 1)
+    return text.replace(" ", "<br>", 1) if len(text) > ROW_TITLE_CHARS and " " in text else text
 
 
 def _window_ticks(end: float, window_s: float) -> dict:
