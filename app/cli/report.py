@@ -16,6 +16,7 @@ from sim_core import Scenario
 from sim_core.expert_parallel import ep_text
 from sim_core.links import KV_LINKS
 from sim_core.metric_catalog import Metric
+from sim_core.tensor_parallel import domains, tp_text
 
 from ..write_problems import read_only
 from .usage import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, error  # noqa: F401 (what the commands import from here)
@@ -123,6 +124,8 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
     ]
     if su.expert_parallel.enabled:
         rows.insert(2, ("Expert par.", ep_text(model, su.expert_parallel, su.tp)))
+    if domains(su.tp, gpu) > 1:
+        rows.insert(2, ("Tensor par.", tp_text(gpu, su.tp, su.scale_out_link)))
     if scenario.hardware_profile:
         constants = scenario.hardware_profile.partition(":")[2].replace(",", ", ").replace("=", " ")
         rows.insert(2, ("Profile", f"fitted by sched-sim calibrate: {constants}"))
