@@ -424,7 +424,11 @@ def resolve_setup(hardware: str, model: str | Model | None, quantization: str, t
 
 def _what_fits(m: Model, gpu: GPU, quantization: str, tp: int, serving: ServingSettings,
                kv_cache_dtype: str) -> str:
-    """Which tensor-parallel degree would run the model on this GPU, or how many GPUs' memory it needs."""
+    """Which tensor-parallel degree would run the model on this GPU (across nodes, with the expert-parallel degree
+    that would too), or how many GPUs' memory it needs."""
+    ep = ep_that_fits(m, lambda plan: Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization,
+                                            serving.block_size, serving.token_budget, serving.max_num_seqs,
+                                            kv_cache_dtype, plan, serving.windowed_kv))
     for t in range(tp + 1, MAX_TP + 1):
         if m.heads % t or tp_problem(t):
             continue
@@ -432,16 +436,14 @@ def _what_fits(m: Model, gpu: GPU, quantization: str, tp: int, serving: ServingS
                   serving.max_num_seqs, kv_cache_dtype, windowed_kv=serving.windowed_kv)
         if s.weight_bytes_per_gpu + s.reserve_bytes < s.usable_bytes and s.num_kv_blocks >= 1:
             domain = domain_gpus(gpu)
-            across = f": {math.ceil(t / domain)} nodes of {domain}" if t > domain else ""
-            return f"it fits at tp={t} ({t} GPUs{across})"
+            if t <= domain:
+                return f"it fits at tp={t} ({t} GPUs)"
+            return f"it fits at tp={t} ({t} GPUs: {math.ceil(t / domain)} nodes of {domain})" + (f"; {ep}" if ep else "")
     one = Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
                 serving.max_num_seqs, kv_cache_dtype, windowed_kv=serving.windowed_kv)
     room = one.usable_bytes - one.reserve_bytes
     need = math.ceil(one.weight_bytes_per_gpu / room) if room > 0 else 0
     gpus = f"at least {need} GPUs' memory for its weights alone, " if need else ""
-    ep = ep_that_fits(m, lambda plan: Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization,
-                                            serving.block_size, serving.token_budget, serving.max_num_seqs,
-                                            kv_cache_dtype, plan, serving.windowed_kv))
     return f"it needs {gpus}more than tp={MAX_TP} of {gpu.key} gives one engine" + (f"; {ep}" if ep else "")
 
 

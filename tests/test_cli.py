@@ -162,10 +162,10 @@ def test_console_script_parallel_sweep_matches_serial(capsys, tmp_path):
 
 
 def test_console_script_user_error(tmp_path):
-    proc = run_script(["run", "--tp", "16"], tmp_path)
+    proc = run_script(["run", "--tp", "12"], tmp_path)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.startswith("error: --tp: ") and "8" in proc.stderr and "16" in proc.stderr
+    assert proc.stderr.startswith("error: --tp: ") and "8" in proc.stderr and "12" in proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 

@@ -297,7 +297,7 @@ def test_unknown_fields_are_rejected_by_name():
 
 
 @pytest.mark.parametrize("query, field, words", [
-    ("tp=16", "tp", ["between 1 and 8", "16"]),
+    ("tp=12", "tp", ["between 1 and 8", "12"]),
     ("tp=0", "tp", ["between 1 and 8"]),
     ("max_seqs=5000", "max_seqs", ["between 1 and 4096"]),
     ("seed=-1", "seed", ["between 0 and 4294967295"]),
