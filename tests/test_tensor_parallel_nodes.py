@@ -125,3 +125,12 @@ def test_a_degree_not_allowed_is_refused_naming_the_allowed_ones(tp, field):
 def test_the_api_refuses_a_bad_degree_with_a_422(client):
     r = client.get("/api/run", params={"tp": "12"})
     assert r.status_code == 422 and "16, 32 or 64" in r.text and "tp" in r.text
+
+
+def test_the_api_runs_tp16_and_its_resolved_names_the_link(client):
+    r = client.get("/api/run", params={"model": "deepseek-r1", "hardware": "h200", "tp": "16", "num_requests": "4",
+                                       "scale_out_link": "ib200"})
+    assert r.status_code == 200, r.text[:500]
+    [entry] = r.json()["schedulers"].values()
+    assert entry["resolved"]["tp"] == 16 and entry["resolved"]["scale_out_link"] == "ib200"
+    assert "2 nodes of 8" in entry["resolved"]["tensor_parallel"] and entry["metrics"]["gpus"] == 16
