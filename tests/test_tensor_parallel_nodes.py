@@ -12,7 +12,8 @@ from app.cli.dispatch import main
 from sim_core import Scenario, run
 from sim_core.catalog import ServingSettings, resolve_setup
 from sim_core.deployment import resolve
-from sim_core.kernel.cost_constants import ALLREDUCE_BUS_BW, ALLREDUCE_LATENCY_S
+from sim_core.expert_parallel import ExpertParallel
+from sim_core.kernel.cost_constants import ALLREDUCE_BUS_BW, ALLREDUCE_LATENCY_S, EP_NETWORK_BW
 from sim_core.kernel.cost_model import cost_params, step_time
 from sim_core.links import KV_LINKS
 from sim_core.metrics import deployment
@@ -134,3 +135,14 @@ def test_the_api_runs_tp16_and_its_resolved_names_the_link(client):
     [entry] = r.json()["schedulers"].values()
     assert entry["resolved"]["tp"] == 16 and entry["resolved"]["scale_out_link"] == "ib200"
     assert "2 nodes of 8" in entry["resolved"]["tensor_parallel"] and entry["metrics"]["gpus"] == 16
+
+
+def test_expert_parallelism_beyond_one_node_crosses_the_same_scale_out_link():
+    def network_bw(hardware: str, scale_out: str | None) -> float:
+        plan = ExpertParallel(16, attention_dp=True)
+        s = resolve_setup(hardware, "deepseek-r1", "auto", 1, SERVING, expert_parallel=plan, scale_out_link=scale_out)
+        return cost_params(s)[EP_NETWORK_BW]
+
+    assert network_bw("h200", None) == KV_LINKS["ib400"].bytes_per_s
+    assert network_bw("h200", "ib200") == KV_LINKS["ib200"].bytes_per_s
+    assert network_bw("b300", None) == KV_LINKS["ib800"].bytes_per_s  # ConnectX-8 on B300
