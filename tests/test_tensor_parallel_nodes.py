@@ -19,6 +19,8 @@ from sim_core.links import KV_LINKS
 from sim_core.metrics import deployment
 from sim_core.scenario import ScenarioError, parse_scenario
 from sim_core.step_time import parse_step_shape, step_time_doc
+from sim_core.studies.plan_space import parse_plan_inputs
+from sim_core.studies.planner import SearchSpace, plan
 from sim_core.tensor_parallel import (
     NET_HOP_LATENCY_US,
     allreduce_bus_bw,
@@ -146,3 +148,14 @@ def test_expert_parallelism_beyond_one_node_crosses_the_same_scale_out_link():
     assert network_bw("h200", None) == KV_LINKS["ib400"].bytes_per_s
     assert network_bw("h200", "ib200") == KV_LINKS["ib200"].bytes_per_s
     assert network_bw("b300", None) == KV_LINKS["ib800"].bytes_per_s  # ConnectX-8 on B300
+
+
+def test_a_plan_can_span_two_nodes_and_counts_each_engines_16_gpus():
+    assert parse_plan_inputs({"tp": "8,16"}).tp == (8, 16)
+    base = Scenario(model="deepseek-r1", hardware="h100", workload="chat", duration=10)
+    result = plan(base, 2.0, SearchSpace(["h100"], [8, 16], ["chunked"], max_gpus=32))
+    [too_small] = result.infeasible  # 671B of FP8 weights do not fit one node of 80 GB GPUs
+    assert too_small.tp == 8 and "fits at tp=16" in too_small.reason
+    [first, *_] = result.plans
+    assert first.candidate.tp == 16 and first.gpus == 16 * first.scenario.replicas
+    assert first.metrics["gpus"] == first.gpus
