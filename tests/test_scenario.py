@@ -20,6 +20,7 @@ from sim_core.policies.autoscalers import AUTOSCALER_NAMES, METRIC_NAMES
 from sim_core.policies.routers import ROUTER_NAMES
 from sim_core.replay_fields import REPLAY_MODES
 from sim_core.scenario import AUTOSCALE_FIELDS, MAX_DP_ENGINES
+from sim_core.tensor_parallel import SCALE_OUT_LINK_NAMES
 from sim_core.trace_formats import TRACE_FORMAT_NAMES
 
 FIELDS = Scenario.model_fields
@@ -62,6 +63,7 @@ STRATEGIES = {
     "prefill_replicas": st.integers(0, 64),
     "decode_replicas": st.integers(0, 64),
     "kv_link": st.sampled_from(sorted(KV_LINKS)),
+    "scale_out_link": _maybe(st.sampled_from(SCALE_OUT_LINK_NAMES)),
     "prefill_hardware": _maybe(st.sampled_from(sorted(GPUS))),
     "decode_hardware": _maybe(st.sampled_from(sorted(GPUS))),
     "prefill_tp": _maybe(st.integers(1, 8)),
