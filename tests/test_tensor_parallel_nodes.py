@@ -159,3 +159,15 @@ def test_a_plan_can_span_two_nodes_and_counts_each_engines_16_gpus():
     [first, *_] = result.plans
     assert first.candidate.tp == 16 and first.gpus == 16 * first.scenario.replicas
     assert first.metrics["gpus"] == first.gpus
+
+
+def test_a_decode_pool_across_nodes_is_named_in_the_json_and_the_text(capsys):
+    args = ["run", "--model", "deepseek-r1", "--hardware", "h200", "--prefill-replicas", "1", "--decode-replicas", "1",
+            "--prefill-tp", "8", "--decode-tp", "16", "--num-requests", "4"]
+    assert main(args + ["--json"]) == 0
+    resolved = next(iter(json.loads(capsys.readouterr().out)["schedulers"].values()))["resolved"]
+    assert "tensor_parallel" not in resolved  # the first (prefill) pool stays in one node
+    assert list(resolved["pools_tensor_parallel"]) == ["decode"]
+    assert resolved["pools_tensor_parallel"]["decode"]["tp_domains"] == 2
+    assert main(args) == 0
+    assert "Tensor par.   decode: tensor parallel 16 over 2 nodes of 8" in capsys.readouterr().out

@@ -124,8 +124,10 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
     ]
     if su.expert_parallel.enabled:
         rows.insert(2, ("Expert par.", ep_text(model, su.expert_parallel, su.tp)))
-    if domains(su.tp, gpu) > 1:
-        rows.insert(2, ("Tensor par.", tp_text(gpu, su.tp, su.scale_out_link)))
+    across = [(pool.role, pool.setup) for pool in first.deployment if domains(pool.setup.tp, pool.setup.gpu) > 1]
+    if across:  # each pool whose tensor-parallel group spans nodes, named by its role in P/D pools
+        rows.insert(2, ("Tensor par.", "; ".join((f"{role}: " if role != "replicas" else "")
+                                                 + tp_text(s.gpu, s.tp, s.scale_out_link) for role, s in across)))
     if scenario.hardware_profile:
         constants = scenario.hardware_profile.partition(":")[2].replace(",", ", ").replace("=", " ")
         rows.insert(2, ("Profile", f"fitted by sched-sim calibrate: {constants}"))

@@ -43,7 +43,16 @@ def resolved_doc(resolved) -> dict:
             "burstiness": resolved.burstiness, "slo_ttft_ms": resolved.slo_ttft_ms,
             "slo_tpot_ms": resolved.slo_tpot_ms, "admission": getattr(resolved, "admission", None),
             "prefix_cache": getattr(resolved, "prefix_cache", None), **s.kv_report(),
-            **ep_report(s.model, s.expert_parallel, s.tp), **tp_report(s.gpu, s.tp, s.scale_out_link)}
+            **ep_report(s.model, s.expert_parallel, s.tp), **tp_report(s.gpu, s.tp, s.scale_out_link),
+            **_pool_tp_reports(resolved)}
+
+
+def _pool_tp_reports(resolved) -> dict:
+    """P/D pools whose tensor-parallel group spans nodes: {"pools_tensor_parallel": {role: tp_report}}."""
+    pools = {p.role: tp_report(p.setup.gpu, p.setup.tp, p.setup.scale_out_link)
+             for p in resolved.deployment if p.role != "replicas"}
+    pools = {role: doc for role, doc in pools.items() if doc}
+    return {"pools_tensor_parallel": pools} if pools else {}
 
 
 def _slo_note(slo: dict) -> str:
