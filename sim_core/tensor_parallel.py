@@ -61,6 +61,9 @@ def tp_problem(tp: int) -> str | None:
     return f"must be {ALLOWED_TP_TEXT} (got {tp})"
 
 
+OUT_OF_RANGE = ("greater_than_equal", "less_than_equal")  # pydantic's error types for a value outside ge/le
+
+
 def _allowed_tp(value: object, handler: ValidatorFunctionWrapHandler) -> int:
     """An int within the field's bounds (ge=1, le=MAX_TP) that is one of the degrees above; out of the bounds too,
     the message names every degree allowed, not the bounds alone."""
@@ -76,7 +79,6 @@ def _allowed_tp(value: object, handler: ValidatorFunctionWrapHandler) -> int:
     return tp
 
 
-OUT_OF_RANGE = ("greater_than_equal", "less_than_equal")
 # A tensor-parallel degree field (its bounds given where it is declared, as every field's).
 TensorParallelDegree = Annotated[int, WrapValidator(_allowed_tp)]
 
