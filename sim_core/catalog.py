@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from . import data
 from .architecture import Model
 from .data import CatalogDataError
-from .expert_parallel import NO_EP, ExpertParallel, ep_that_fits, weight_bytes_per_gpu
+from .expert_parallel import NO_EP, ExpertParallel, domain_gpus, ep_that_fits, weight_bytes_per_gpu
 from .gpu import GPU, GPU_CONSTANTS
 from .hf_config import ModelConfigError, model_from_config
+from .tensor_parallel import MAX_TP, tp_problem
 
 GIB = 1024**3
 
@@ -162,6 +163,8 @@ class Setup:
     kv_cache_dtype: str = "auto"
     expert_parallel: ExpertParallel = NO_EP  # ep > 1: routed experts spread whole over ep GPUs (expert_parallel.py)
     windowed_kv: str = "hybrid"  # how the engine's KV pool holds windowed layers (engines.json windowed_kv)
+    # The link between NVLink domains (a kv_links.json key; None: the GPU's own NIC, tensor_parallel.py).
+    scale_out_link: str | None = None
     weight_bytes_per_gpu: float = field(init=False)
     activation_bytes_per_gpu: float = field(init=False)
     # What the engine's KV pool charges per token of context on one GPU (its blocks are this x block_size), and
@@ -375,7 +378,8 @@ class ServingSettings:
 
 
 def resolve_setup(hardware: str, model: str | Model | None, quantization: str, tp: int, serving: ServingSettings,
-                  kv_cache_dtype: str = "auto", expert_parallel: ExpertParallel = NO_EP) -> Setup:
+                  kv_cache_dtype: str = "auto", expert_parallel: ExpertParallel = NO_EP,
+                  scale_out_link: str | None = None) -> Setup:
     """The deployment of `model` (a catalogue key, a Model read from a config file, or None: the GPU's default) on
     `tp` GPUs of kind `hardware`, with its memory budget; SetupError, naming the field to change, if it cannot
     run."""
@@ -391,11 +395,11 @@ def resolve_setup(hardware: str, model: str | Model | None, quantization: str, t
         raise SetupError(f"{m.key} is dense: ep={expert_parallel.ep} spreads a mixture-of-experts model's experts "
                          f"(leave ep at 1 and use tp or replicas)", "ep")
     if m.heads % tp != 0:
-        divisors = ", ".join(str(d) for d in range(1, 9) if m.heads % d == 0)
+        divisors = ", ".join(str(d) for d in range(1, MAX_TP + 1) if m.heads % d == 0 and not tp_problem(d))
         raise SetupError(f"tp={tp} does not divide {m.key}'s {m.heads} attention heads; pick one of {divisors}",
                          "tp")
     setup = Setup(gpu, m, quantization, tp, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
-                  serving.max_num_seqs, kv_cache_dtype, expert_parallel, serving.windowed_kv)
+                  serving.max_num_seqs, kv_cache_dtype, expert_parallel, serving.windowed_kv, scale_out_link)
     usable = setup.usable_bytes
     if setup.weight_bytes_per_gpu + setup.reserve_bytes >= usable:
         total_weights = setup.weight_bytes_per_gpu * tp
@@ -418,27 +422,28 @@ def resolve_setup(hardware: str, model: str | Model | None, quantization: str, t
     return setup
 
 
-MAX_TP = 8  # the scenario's bound on tp: the GPUs of one node
-
-
 def _what_fits(m: Model, gpu: GPU, quantization: str, tp: int, serving: ServingSettings,
                kv_cache_dtype: str) -> str:
-    """Which tensor-parallel degree would run the model on this GPU, or how many GPUs' memory it needs."""
+    """Which tensor-parallel degree would run the model on this GPU (across nodes, with the expert-parallel degree
+    that would too), or how many GPUs' memory it needs."""
+    ep = ep_that_fits(m, lambda plan: Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization,
+                                            serving.block_size, serving.token_budget, serving.max_num_seqs,
+                                            kv_cache_dtype, plan, serving.windowed_kv))
     for t in range(tp + 1, MAX_TP + 1):
-        if m.heads % t:
+        if m.heads % t or tp_problem(t):
             continue
         s = Setup(gpu, m, quantization, t, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
                   serving.max_num_seqs, kv_cache_dtype, windowed_kv=serving.windowed_kv)
         if s.weight_bytes_per_gpu + s.reserve_bytes < s.usable_bytes and s.num_kv_blocks >= 1:
-            return f"it fits at tp={t} ({t} GPUs)"
+            domain = domain_gpus(gpu)
+            if t <= domain:
+                return f"it fits at tp={t} ({t} GPUs)"
+            return f"it fits at tp={t} ({t} GPUs: {math.ceil(t / domain)} nodes of {domain})" + (f"; {ep}" if ep else "")
     one = Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization, serving.block_size, serving.token_budget,
                 serving.max_num_seqs, kv_cache_dtype, windowed_kv=serving.windowed_kv)
     room = one.usable_bytes - one.reserve_bytes
     need = math.ceil(one.weight_bytes_per_gpu / room) if room > 0 else 0
     gpus = f"at least {need} GPUs' memory for its weights alone, " if need else ""
-    ep = ep_that_fits(m, lambda plan: Setup(gpu, m, quantization, 1, serving.gpu_memory_utilization,
-                                            serving.block_size, serving.token_budget, serving.max_num_seqs,
-                                            kv_cache_dtype, plan, serving.windowed_kv))
     return f"it needs {gpus}more than tp={MAX_TP} of {gpu.key} gives one engine" + (f"; {ep}" if ep else "")
 
 

@@ -125,7 +125,7 @@ def _pool_setup(s: Scenario, hardware: str, tp: int, model: Model, budgets: tupl
         block = kv_block_size(s.block_size, s.hybrid_blocks, model, tp, s.kv_cache_dtype)
         serving = ServingSettings(s.gpu_memory_utilization, block, *budgets, ENGINES[s.engine].windowed_kv)
         setup = resolve_setup(hardware, model, s.quantization, tp, serving, s.kv_cache_dtype,
-                              expert_parallel_of(s) if plan is None else plan)
+                              expert_parallel_of(s) if plan is None else plan, s.scale_out_link)
     except SetupError as e:
         if e.field in ("tp", "ep", "model", "quantization") and (hw_field, tp_field) != ("hardware", "tp"):
             field = {"tp": tp_field, "ep": tp_field.removesuffix("tp") + "ep", "model": hw_field}.get(e.field,

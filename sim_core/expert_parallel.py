@@ -68,9 +68,12 @@ ROUTING_BYTES_PER_EXPERT = 8
 # NVLink maximum bandwidth" (H800 NVLink: 400 GB/s bidirectional, 200 per direction), 0.8; its intranode normal
 # kernels reach 153-158 GB/s of it (validation/alltoall.csv).
 NVLINK_ALLTOALL_EFFICIENCY = 0.8
-# The scale-out network between NVLink domains: one 400 Gb/s ConnectX-7 per GPU (DGX/HGX H100, H200, B200; the
-# DeepEP tables' "CX7 IB 400 Gb/s ~50 GB/s") at the efficiency sim_core/data/kv_links.json gives it (ib_write_bw).
+# The scale-out network between NVLink domains, a GPU's own unless the scenario picks one (scale_out_link): one
+# 400 Gb/s ConnectX-7 per GPU (DGX/HGX H100, H200, B200: NVIDIA's DGX user guides, "8x single-port ConnectX-7 ...
+# 400 Gb/s"; the DeepEP tables' "CX7 IB 400 Gb/s ~50 GB/s"), one 800 Gb/s ConnectX-8 SuperNIC per GPU on B300 and
+# GB300 (NVIDIA HGX B300 and GB300 NVL72 specifications), at the efficiency sim_core/data/kv_links.json gives each.
 SCALE_OUT_LINK = "ib400"
+SCALE_OUT_LINK_BY_GPU = {"b300": "ib800", "gb300": "ib800"}
 # Fixed cost of one dispatch or combine: DeepEP's EP8 low-latency rows (128 tokens, all over NVLink) take 77 and
 # 114 us, of which their bytes at 160 GB/s are 41 and 80 us; 35 us is the rest (fitted on those two rows, the only
 # constant fitted on the table; the other rows check it).
@@ -166,11 +169,16 @@ class AllToAllLinks:
     latency_s: float = ALLTOALL_LATENCY_S
 
 
-def links_of(gpu: GPU) -> AllToAllLinks:
+def scale_out_link_of(gpu: GPU, chosen: str | None = None) -> str:
+    """The key of the link between NVLink domains: the scenario's choice, or the GPU's own NIC."""
+    return chosen or SCALE_OUT_LINK_BY_GPU.get(gpu.key, SCALE_OUT_LINK)
+
+
+def links_of(gpu: GPU, scale_out: str | None = None) -> AllToAllLinks:
     """A catalogue GPU's all-to-all links: its GPU-to-GPU link at NVLINK_ALLTOALL_EFFICIENCY inside its domain, the
-    scale-out network beyond."""
+    scale-out network beyond (`scale_out`, or the GPU's own)."""
     return AllToAllLinks(domain_gpus(gpu), gpu.tp_link_gbs * 1e9 * NVLINK_ALLTOALL_EFFICIENCY,
-                         KV_LINKS[SCALE_OUT_LINK].bytes_per_s)
+                         KV_LINKS[scale_out_link_of(gpu, scale_out)].bytes_per_s)
 
 
 def traffic_split(ep: int, domain: int) -> tuple[float, float]:

@@ -40,7 +40,7 @@ def _own(predicate) -> tuple[str, ...]:
 SPEC_FIELDS = _own(lambda n: n.startswith("spec_"))
 KV_TIER_FIELDS = tuple(KVOffloadFields.model_fields)
 LORA_FIELDS = _own(lambda n: n in lora.HELP)
-MOE_FIELDS = ("ep", "attention_dp", "moe_imbalance")
+MOE_FIELDS = ("ep", "attention_dp", "moe_imbalance", "scale_out_link")  # the network beyond a node: EP and TP
 CLUSTER_FIELDS = ("replicas", "router", "router_staleness_ms", "router_cache_weight", "prefill_replicas",
                   "decode_replicas", *POOL_FIELDS, "kv_link")
 AUTOSCALING_FIELDS = ("autoscaler", *AUTOSCALE_FIELDS)

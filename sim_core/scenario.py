@@ -12,7 +12,7 @@ from . import lora
 from .catalog import AUTO_QUANTIZATION, GPUS, KV_CACHE_DTYPES, MODELS, QUANTIZATION_CHOICES, weight_format
 from .energy_fields import EnergyFields
 from .engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, scenario_defaults
-from .expert_parallel import MAX_EP, shape_error
+from .expert_parallel import MAX_EP, SCALE_OUT_LINK, SCALE_OUT_LINK_BY_GPU, shape_error
 from .hardware_profile import canonical, mismatch, parse_compact
 from .hybrid_blocks import HybridBlockFields
 from .kv_offload_fields import KVOffloadFields
@@ -24,6 +24,7 @@ from .rate_schedule import ScheduleError
 from .rate_schedule import parse as parse_schedule
 from .replay_fields import ReplayFields
 from .scenario_errors import ScenarioError, describe_error, model_error_field
+from .tensor_parallel import ALLOWED_TP_TEXT, MAX_TP, SCALE_OUT_LINK_NAMES, TensorParallelDegree
 from .trace_formats import FORMATS, TRACE_FORMAT_NAMES
 from .workload import LENGTH_RANGE_MODES, PRESETS, RANDOM_ISL, RANDOM_OSL
 
@@ -35,6 +36,7 @@ KvCacheDtype = Literal[tuple(KV_CACHE_DTYPES)]  # type: ignore[valid-type]
 WorkloadName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 RouterName = Literal[tuple(ROUTERS)]  # type: ignore[valid-type]
 KvLinkName = Literal[tuple(KV_LINKS)]  # type: ignore[valid-type]
+ScaleOutLinkName = Literal[SCALE_OUT_LINK_NAMES]  # type: ignore[valid-type]
 EngineName = Literal[ENGINE_NAMES]  # type: ignore[valid-type]
 AutoscalerName = Literal[tuple(AUTOSCALERS)]  # type: ignore[valid-type]
 TraceFormatName = Literal[TRACE_FORMAT_NAMES]  # type: ignore[valid-type]
@@ -80,7 +82,8 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
     kv_cache_dtype: KvCacheDtype = Field("auto", description="KV-cache format: auto keeps K and V in 16 bits; fp8 "
                                          "stores them in 8 bits (vLLM's --kv-cache-dtype fp8): twice the tokens "
                                          "per GB and half the bytes attention reads")
-    tp: int = Field(1, ge=1, le=8, description="tensor-parallel degree (GPUs)")
+    tp: TensorParallelDegree = Field(1, ge=1, le=MAX_TP, description="tensor-parallel degree (GPUs): "
+                                     + ALLOWED_TP_TEXT + "; above a node's NVLink domain over scale_out_link")
     ep: int = Field(1, ge=1, le=MAX_EP,
                     description="expert-parallel degree of a mixture-of-experts model: its routed experts spread "
                                 "whole over ep GPUs, tokens reaching them by all-to-all (1: experts split "
@@ -145,9 +148,9 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
                                                                     "type; default: hardware")
     decode_hardware: HardwareName | None = Field(None, description="disaggregated serving: the decode pool's GPU "
                                                                   "type; default: hardware")
-    prefill_tp: int | None = Field(None, ge=1, le=8, description="disaggregated serving: the prefill pool's "
+    prefill_tp: TensorParallelDegree | None = Field(None, ge=1, le=MAX_TP, description="disaggregated serving: the prefill pool's "
                                                                  "tensor-parallel degree; default: tp")
-    decode_tp: int | None = Field(None, ge=1, le=8, description="disaggregated serving: the decode pool's "
+    decode_tp: TensorParallelDegree | None = Field(None, ge=1, le=MAX_TP, description="disaggregated serving: the decode pool's "
                                                                 "tensor-parallel degree; default: tp")
     prefill_ep: int | None = Field(None, ge=1, le=MAX_EP, description="disaggregated serving: the prefill pool's "
                                    "expert-parallel degree (as ep; with attention_dp each replica is ep / tp ranks); "
@@ -158,6 +161,11 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
     kv_link: KvLinkName = Field("ib400", description="disaggregated serving: the link a prompt's KV crosses from "
                                                      "a prefill GPU to a decode GPU: "
                                                      + "; ".join(f"{k}: {v.name}" for k, v in KV_LINKS.items()))
+    scale_out_link: ScaleOutLinkName | None = Field(
+        None, description="the network between nodes (NVLink domains): what a tensor-parallel group larger than one "
+                          "domain all-reduces over, and expert parallelism's all-to-all beyond one; default: the "
+                          "GPU's NIC (" + SCALE_OUT_LINK + "; " + ", ".join(
+                              f"{v} on {k}" for k, v in SCALE_OUT_LINK_BY_GPU.items()) + ")")
     workload: WorkloadName = Field("chat", description="workload preset")
     trace: str | None = Field(None, min_length=1, max_length=4096,
                               description="trace file to replay, any trace_format, or a bundled sample's name such "

@@ -30,12 +30,14 @@ from .scenario import (
     KvCacheDtype,
     ModelName,
     Quantization,
+    ScaleOutLinkName,
     Scenario,
     ScenarioError,
     describe_error,
     model_error_field,
     profile_mismatch,
 )
+from .tensor_parallel import TensorParallelDegree, tp_report
 from .validity import coverage_warnings
 
 # Largest context a step may describe: the largest max_model_len a scenario accepts.
@@ -50,7 +52,8 @@ class StepShape(BaseModel):
     hardware: HardwareName = Scenario.model_fields["hardware"]
     model: ModelName | None = Scenario.model_fields["model"]
     quantization: Quantization = Scenario.model_fields["quantization"]
-    tp: int = Scenario.model_fields["tp"]
+    tp: TensorParallelDegree = Scenario.model_fields["tp"]
+    scale_out_link: ScaleOutLinkName | None = Scenario.model_fields["scale_out_link"]
     kv_cache_dtype: KvCacheDtype = Scenario.model_fields["kv_cache_dtype"]
     hardware_profile: str | None = Scenario.model_fields["hardware_profile"]
     async_scheduling: bool = Scenario.model_fields["async_scheduling"]
@@ -105,7 +108,7 @@ def _setup(shape: StepShape, prefill_tokens: int, decode_seqs: int):
                               max(max_seqs_of(defaults), decode_seqs))
     plan = expert_parallel(shape.ep, shape.attention_dp, shape.moe_imbalance)
     return resolve_setup(shape.hardware, shape.model, shape.quantization, shape.tp, serving, shape.kv_cache_dtype,
-                         plan)
+                         plan, shape.scale_out_link)
 
 
 def step_time_doc(shape: StepShape) -> dict:
@@ -119,6 +122,7 @@ def step_time_doc(shape: StepShape) -> dict:
         "kv_cache_dtype": shape.kv_cache_dtype,
         "hardware_profile": shape.hardware_profile, "async_scheduling": shape.async_scheduling, "engine": shape.engine,
         **({"ep": shape.ep, "attention_dp": shape.attention_dp} if shape.ep > 1 else {}),
+        **tp_report(setup.gpu, setup.tp, setup.scale_out_link),
         "prefill_tokens": shape.prefill_tokens, "context_tokens": shape.context_tokens,
         "decode_seqs": shape.decode_seqs, "decode_context": shape.decode_context,
         "step_ms": st.seconds * 1e3,

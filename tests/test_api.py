@@ -121,7 +121,7 @@ def test_post_trace_upload(client):
 
 @pytest.mark.parametrize("query, field", [
     ("hardware=tpu-v9", "hardware"),
-    ("tp=16", "tp"),
+    ("tp=12", "tp"),
     ("tp=3", "tp"),  # does not divide the heads
     ("rate=-1", "rate"),
     ("rate=abc", "rate"),
@@ -145,7 +145,7 @@ def test_bad_query_is_422_naming_the_field(client, query, field):
 
 
 def test_every_problem_is_reported_at_once(client):
-    r = client.get("/api/run?tp=16&rate=-1&hardware=tpu")
+    r = client.get("/api/run?tp=12&rate=-1&hardware=tpu")
     assert {"tp", "rate", "hardware"} <= set(fields_of(r))
 
 
@@ -162,7 +162,7 @@ def test_too_many_requests_says_the_limit(client):
 
 @pytest.mark.parametrize("body, field", [
     ({"trace": "/etc/passwd"}, "trace"),
-    ({"hardware": "rtx3050", "max_model_len": 8192, "tp": 16}, "tp"),
+    ({"hardware": "rtx3050", "max_model_len": 8192, "tp": 12}, "tp"),
     ({"schedulers": ["fcfs", "bogus"]}, "schedulers"),
     ({"rate": -1}, "rate"),
 ])

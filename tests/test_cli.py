@@ -162,10 +162,10 @@ def test_console_script_parallel_sweep_matches_serial(capsys, tmp_path):
 
 
 def test_console_script_user_error(tmp_path):
-    proc = run_script(["run", "--tp", "16"], tmp_path)
+    proc = run_script(["run", "--tp", "12"], tmp_path)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.startswith("error: --tp: ") and "8" in proc.stderr and "16" in proc.stderr
+    assert proc.stderr.startswith("error: --tp: ") and "8" in proc.stderr and "12" in proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
@@ -173,8 +173,8 @@ def test_console_script_user_error(tmp_path):
 # User errors: exit 2, one line naming the flag, never a traceback
 # ---------------------------------------------------------------------------------------------------------
 BAD_INPUTS = [
-    (["run", "--tp", "16"], "--tp", "between 1 and 8"),
-    (["run", "--tp", "two"], "--tp", ">= 1, <= 8"),
+    (["run", "--tp", "12"], "--tp", "between 1 and 8 (one node), or 16, 32 or 64"),
+    (["run", "--tp", "two"], "--tp", ">= 1, <= 64"),
     (["run", "--tp", "3"], "--tp", "pick one of 1, 2, 4, 8"),
     (["run", "--hardware", "tpu-v9"], "--hardware", "rtx3050"),
     (["compare", "--schedulers", "fcfs,nope"], "--schedulers", "nope"),

@@ -10,13 +10,14 @@ from app.web.present import build_form
 from sim_core import Scenario, ScenarioError, parse_scenario
 from sim_core.engines import SCENARIO_FIELDS
 from sim_core.fields import bounds_text, field_info, number_text, range_text
+from sim_core.tensor_parallel import ALLOWED_TP_TEXT, MAX_TP
 
 
 def test_bounds_of_an_int_field():
     tp = field_info("tp")
-    assert (tp.lo, tp.lo_exclusive, tp.hi, tp.hi_exclusive) == (1, False, 8, False)
+    assert (tp.lo, tp.lo_exclusive, tp.hi, tp.hi_exclusive) == (1, False, MAX_TP, False)
     assert tp.is_int and not tp.is_bool and tp.choices is None and not tp.optional
-    assert bounds_text("tp") == ">= 1, <= 8" and range_text("tp") == "between 1 and 8"
+    assert bounds_text("tp") == ">= 1, <= 64" and range_text("tp") == "between 1 and 64"
 
 
 def test_exclusive_lower_bound_and_optional_float():
@@ -45,7 +46,8 @@ def test_bounds_read_as_people_write_them():
 
 
 def test_every_bounded_field_is_described_in_its_error():
-    """parse_scenario's message for an out-of-range value is the field's range_text, for every bounded field."""
+    """parse_scenario's message for an out-of-range value is the field's range_text, for every bounded field; a
+    tensor-parallel degree, whose allowed values are fewer than its range, names them instead."""
     for name in Scenario.model_fields:
         info = field_info(name)
         if info.hi is None or info.is_bool:
@@ -54,7 +56,8 @@ def test_every_bounded_field_is_described_in_its_error():
         with pytest.raises(ScenarioError) as caught:
             parse_scenario({name: int(too_big) if info.is_int else float(too_big)})
         [(field, message)] = caught.value.problems
-        assert field == name and message.startswith(f"must be {range_text(name)} (got "), message
+        allowed = ALLOWED_TP_TEXT if name in ("tp", "prefill_tp", "decode_tp") else range_text(name)
+        assert field == name and message.startswith(f"must be {allowed} (got "), message
 
 
 def test_dashboard_form_takes_choices_and_bounds_from_the_model():

@@ -20,6 +20,7 @@ from sim_core.policies.autoscalers import AUTOSCALER_NAMES, METRIC_NAMES
 from sim_core.policies.routers import ROUTER_NAMES
 from sim_core.replay_fields import REPLAY_MODES
 from sim_core.scenario import AUTOSCALE_FIELDS, MAX_DP_ENGINES
+from sim_core.tensor_parallel import SCALE_OUT_LINK_NAMES
 from sim_core.trace_formats import TRACE_FORMAT_NAMES
 
 FIELDS = Scenario.model_fields
@@ -62,6 +63,7 @@ STRATEGIES = {
     "prefill_replicas": st.integers(0, 64),
     "decode_replicas": st.integers(0, 64),
     "kv_link": st.sampled_from(sorted(KV_LINKS)),
+    "scale_out_link": _maybe(st.sampled_from(SCALE_OUT_LINK_NAMES)),
     "prefill_hardware": _maybe(st.sampled_from(sorted(GPUS))),
     "decode_hardware": _maybe(st.sampled_from(sorted(GPUS))),
     "prefill_tp": _maybe(st.integers(1, 8)),
@@ -297,7 +299,7 @@ def test_unknown_fields_are_rejected_by_name():
 
 
 @pytest.mark.parametrize("query, field, words", [
-    ("tp=16", "tp", ["between 1 and 8", "16"]),
+    ("tp=12", "tp", ["between 1 and 8", "12"]),
     ("tp=0", "tp", ["between 1 and 8"]),
     ("max_seqs=5000", "max_seqs", ["between 1 and 4096"]),
     ("seed=-1", "seed", ["between 0 and 4294967295"]),

@@ -94,7 +94,7 @@ def test_inline_error_next_to_the_field(client):
     err = field[:field.index("</div>")]
     assert 'id="err-model"' in err and "llama-3-70b needs" in err and "rtx3050 has 8 GB" in err
     assert 'id="scenario-form"' in html and 'aria-invalid="true"' in html
-    frag = client.get("/?tp=16&rate=-1", headers=HX)
+    frag = client.get("/?tp=12&rate=-1", headers=HX)
     assert frag.status_code == 422 and "hx-push-url" not in frag.headers
     assert 'id="err-tp"' in frag.text and 'id="err-rate"' in frag.text
     assert "between 1 and 8" in frag.text
@@ -181,7 +181,7 @@ def test_embeds(client, figure, needle):
 
 def test_embed_errors(client):
     assert client.get("/embed/pie?" + SMALL).status_code == 404
-    r = client.get("/embed/cdf?tp=16")
+    r = client.get("/embed/cdf?tp=12")
     assert r.status_code == 422 and "between 1 and 8" in r.text
 
 

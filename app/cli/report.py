@@ -16,6 +16,7 @@ from sim_core import Scenario
 from sim_core.expert_parallel import ep_text
 from sim_core.links import KV_LINKS
 from sim_core.metric_catalog import Metric
+from sim_core.tensor_parallel import domains, tp_text
 
 from ..write_problems import read_only
 from .usage import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UsageError, error  # noqa: F401 (what the commands import from here)
@@ -123,6 +124,10 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
     ]
     if su.expert_parallel.enabled:
         rows.insert(2, ("Expert par.", ep_text(model, su.expert_parallel, su.tp)))
+    across = [(pool.role, pool.setup) for pool in first.deployment if domains(pool.setup.tp, pool.setup.gpu) > 1]
+    if across:  # each pool whose tensor-parallel group spans nodes, named by its role in P/D pools
+        rows.insert(2, ("Tensor par.", "; ".join((f"{role}: " if role != "replicas" else "")
+                                                 + tp_text(s.gpu, s.tp, s.scale_out_link) for role, s in across)))
     if scenario.hardware_profile:
         constants = scenario.hardware_profile.partition(":")[2].replace(",", ", ").replace("=", " ")
         rows.insert(2, ("Profile", f"fitted by sched-sim calibrate: {constants}"))

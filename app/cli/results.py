@@ -14,6 +14,7 @@ from sim_core import Scenario
 from sim_core.expert_parallel import ep_report
 from sim_core.metric_catalog import BY_KEY, table_sections, value_at
 from sim_core.studies import model_error
+from sim_core.tensor_parallel import tp_report
 from sim_core.trace_export import write_chrome_trace
 from sim_core.validity import REJECTED_PREFIX, run_warnings
 
@@ -42,7 +43,16 @@ def resolved_doc(resolved) -> dict:
             "burstiness": resolved.burstiness, "slo_ttft_ms": resolved.slo_ttft_ms,
             "slo_tpot_ms": resolved.slo_tpot_ms, "admission": getattr(resolved, "admission", None),
             "prefix_cache": getattr(resolved, "prefix_cache", None), **s.kv_report(),
-            **ep_report(s.model, s.expert_parallel, s.tp)}
+            **ep_report(s.model, s.expert_parallel, s.tp), **tp_report(s.gpu, s.tp, s.scale_out_link),
+            **_pool_tp_reports(resolved)}
+
+
+def _pool_tp_reports(resolved) -> dict:
+    """P/D pools whose tensor-parallel group spans nodes: {"pools_tensor_parallel": {role: tp_report}}."""
+    pools = {p.role: tp_report(p.setup.gpu, p.setup.tp, p.setup.scale_out_link)
+             for p in resolved.deployment if p.role != "replicas"}
+    pools = {role: doc for role, doc in pools.items() if doc}
+    return {"pools_tensor_parallel": pools} if pools else {}
 
 
 def _slo_note(slo: dict) -> str:

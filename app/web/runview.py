@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim_core import timeline
+from sim_core.tensor_parallel import tp_report
 from sim_core.validity import run_warnings, saturation_warning
 
 from .ganttindex import GanttIndex, gantt_index, row_arrays, rows_for
@@ -90,6 +91,7 @@ def build_view(res, frames: np.ndarray, frame_s: np.ndarray, *, gantt_rows: int 
         "quantization": r.setup.quantization, "tp": r.setup.tp, "num_blocks": r.num_blocks,
         "block_size": r.setup.block_size, "token_budget": r.token_budget, "max_model_len": r.max_model_len,
         "rate": r.rate, "slo_ttft_ms": r.slo_ttft_ms, "slo_tpot_ms": r.slo_tpot_ms,
+        **tp_report(r.setup.gpu, r.setup.tp, r.setup.scale_out_link),
     }
     gantt, note = gantt_data(res, gantt_rows)
     if kv is None:

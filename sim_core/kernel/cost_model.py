@@ -34,6 +34,7 @@ import numpy as np
 from ..catalog import QUANTIZATIONS, Setup
 from ..engines import ENGINES
 from ..gpu import HOST_LINK_EFFICIENCY
+from ..tensor_parallel import allreduce_terms
 from .cost_constants import (
     ALLREDUCE_BUS_BW,
     ALLREDUCE_BYTES_PER_TOKEN,
@@ -158,8 +159,10 @@ def cost_params(setup: Setup, constants: Constants | None = None, cpu_overlap: b
     p[LAYERS] = m.layers
     p[TP] = tp
     p[ALLREDUCE_BYTES_PER_TOKEN] = m.hidden * ACTIVATION_BYTES
-    p[ALLREDUCE_LATENCY_S] = g.allreduce_latency_us(tp) * 1e-6
-    p[ALLREDUCE_BUS_BW] = g.tp_link_gbs * 1e9 * g.allreduce_busbw_efficiency
+    # Within one NVLink domain the GPU's own figures; a group across domains adds the network (tensor_parallel.py).
+    p[ALLREDUCE_BUS_BW], p[ALLREDUCE_LATENCY_S] = allreduce_terms(
+        g, tp, setup.scale_out_link, g.tp_link_gbs * 1e9 * g.allreduce_busbw_efficiency,
+        g.allreduce_latency_us(tp) * 1e-6)
     p[STEP_OVERHEAD_S] = c.step_overhead_ms * 1e-3
     p[STEP_OVERHEAD_PER_SEQ] = c.overhead_per_seq_us / 1e6
     p[HOST_LINK_BW] = g.host_link_gbs * 1e9 * HOST_LINK_EFFICIENCY

@@ -41,7 +41,7 @@ def expert_parallel_params(p: np.ndarray, setup: Setup, engine: EngineProfile = 
     p[LINEAR_FLOPS_PER_TOKEN] = 2.0 * (m.dense_matmul_params + f * routed) / tp
     if not plan.attention_dp:
         return  # attention TP: every rank holds every token; the MoE output is all-reduced as under TP
-    links = ep_model.links_of(setup.gpu)
+    links = ep_model.links_of(setup.gpu, setup.scale_out_link)
     nvlink, network = ep_model.traffic_split(plan.ep, links.domain)
     # Each GPU of a DP rank sends its 1/tp share of the rank's tokens, each to its k experts; or, gathered, to every
     # one of the ep GPUs whatever its routing (so no imbalance), and every GPU's partial outputs of all the tokens

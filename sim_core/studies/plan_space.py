@@ -17,9 +17,12 @@ from ..fields import field_info, range_text
 from ..policies import SCHEDULER_NAMES
 from ..quoting import quote
 from ..scenario import ScenarioError, describe_error
+from ..tensor_parallel import ACROSS_NODE_TP
 from .planner import COLOCATED, SearchSpace, parse_topology
 
-TP_DEGREES = (1, 2, 4, 8)
+# Powers of two up to two nodes: 16 spans two 8-GPU nodes (sim_core/tensor_parallel.py), for a model one node cannot
+# hold; larger groups are the scenario's to ask for, not a search's.
+TP_DEGREES = (1, 2, 4, 8, ACROSS_NODE_TP[0])
 # The bound of --power-budget-kw: a 1,024-GPU plan (max_gpus' bound) at 2 kW per GPU with its host, under PUE 3.
 MAX_POWER_BUDGET_KW = 1024 * 2.0 * 3.0
 LIST_INPUTS = ("gpus", "tp", "schedulers", "token_budgets", "topologies")
