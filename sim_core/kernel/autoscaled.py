@@ -55,6 +55,7 @@ FLEET = RecordType([
     ("leaked", types.int64),  # KV blocks still held by replicas when they were released (a bug if not 0)
     ("next_ctl_s", types.float64),  # the fleet's next control event (next_control_s), kept as it changes
     ("lockstep", types.int64),  # engines in a row that step together (attention-DP ranks), 1: each alone
+    ("scales", types.boolean),  # its autoscaler evaluates (a static pool's never does: none of its replicas drains)
     # Per slot, work the link between pools still holds it for (fleet.simulate_fleet sets it: a prefill pool's KV
     # blocks held for transfers, a decode pool's prompts on their way); empty for a single pool.
     ("linked", I64),
@@ -76,7 +77,7 @@ def new_fleet(scaling, lockstep):
     k x interval_s; never if inf)."""
     cap, start, interval_s = scaling.max_replicas * lockstep, scaling.start, scaling.interval_s
     f = new_record(FLEET)
-    f.lockstep, f.linked = lockstep, np.zeros(0, np.int64)
+    f.lockstep, f.linked, f.scales = lockstep, np.zeros(0, np.int64), interval_s < np.inf
     f.next_t, f.done_e = np.full(cap, np.inf), np.zeros(cap, np.int64)
     f.load, f.seen, f.seen_serving = np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64)
     f.state = np.zeros(cap, np.int64)
@@ -171,6 +172,8 @@ def release(f, engines, e, now):
 @inline
 def release_if_drained(f, engines, e, now):
     """Slot e's replica goes if it is draining and holds nothing any more."""
+    if not f.scales:  # read first: the fleet loop asks after every step, and a static pool's never drains
+        return
     first = e - e % f.lockstep
     if f.state[first] == DRAINING and replica_outstanding(f, engines, first) == 0:
         release(f, engines, first, now)

@@ -141,7 +141,8 @@ def land(prefill, f0, decode, next_p, run, out, link):
     r, now = out[1][0], out[0][0]
     run.n_out = heap_pop(out[0], out[1], run.n_out)
     d = deliver(prefill, decode, r, now, link.trace, link.pulls, next_p)
-    release_if_drained(f0, prefill, link.trace.to_prefill[r], now)
+    if f0.scales:
+        release_if_drained(f0, prefill, link.trace.to_prefill[r], now)
     return d
 
 
