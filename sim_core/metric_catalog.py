@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .pool_metric_catalog import pool_metrics
+
 # How a value is shown (each face formats these its own way):
 #   count    an integer; "ms" / "seconds" a duration; "rate" requests/s; "tokens" tokens/s;
 #   fraction a fraction 0-1, shown as a percentage; "average" a mean of counts; "flag" true/false; "usd" dollars;
@@ -261,6 +263,7 @@ METRICS: tuple[Metric, ...] = (
         ("provisioning", "a list: replicas provisioning, on average over each window"),
         ("serving", "a list: replicas serving, on average over each window"),
         ("draining", "a list: replicas draining, on average over each window"))],
+    *pool_metrics(Metric),  # autoscaled prefill and decode pools: pools_over_time.<pool>
     # ----- scheduling -----
     Metric("waiting.mean", "Waiting requests, mean", "count", "Requests queued and not yet running, averaged over "
            "busy time.", "lower", "Scheduling", "average"),

@@ -23,6 +23,7 @@ from .cluster_over_time import PROBE_S, probe_scenario
 from .fields import field_info
 from .kernel.state import ITL_COARSE_BINS, ITL_FINE_BINS, N_EVENT_COLS, N_STEP_COLS
 from .policies.autoscalers import AUTOSCALERS, SCALE_PREDICTIVE
+from .pool_autoscale import POOLS, pool_probe
 from .run_cost_load import (
     autoscaled_slots,
     batch_cap,
@@ -108,6 +109,8 @@ def run_cost(scenario, resolved, reqs, *, record_events: bool = True, kv_frames:
     # An autoscaled fleet's memory is that of the slots it provisions (autoscaled_slots), its steps those of the
     # replicas it starts with: it adds replicas only when they are busy.
     serving = engines if scenario.autoscaler is None else [max(1, scenario.replicas, scenario.scaling_bounds[0])]
+    if scenario.autoscaler is not None and scenario.disaggregated:  # each pool's starting engines
+        serving = [pool.engines for pool in resolved.deployment]
     steps = sum(_pool_steps(scenario, resolved, k, reqs, count) for k, count in enumerate(serving))
     total_engines = sum(engines)
     terms = [_request_term(scenario, n, n * CPU_S_PER_REQUEST + out_tokens * CPU_S_PER_OUTPUT_TOKEN +
@@ -135,6 +138,8 @@ def _with_touch_time(t: Term) -> Term:
 
 def _engine_counts(scenario, resolved, reqs) -> list[int]:
     """Engines per pool, as the run allocates them (an autoscaler: the slots it provisions, autoscaled_slots)."""
+    if scenario.autoscaler is not None and scenario.disaggregated:  # every slot of each pool: an upper bound
+        return [scenario.scaling_bounds[1] * pool.lockstep for pool in resolved.deployment]
     if scenario.autoscaler is not None:
         return [autoscaled_slots(scenario, resolved, reqs)]
     return [pool.engines for pool in resolved.deployment]
@@ -237,7 +242,7 @@ def _autoscaler_term(scenario, resolved) -> Term | None:
         return None
     interval = scenario.autoscale_interval_s or 15.0
     evals = math.ceil(scenario.duration / interval) + 2
-    replicas = scenario.scaling_bounds[1]
+    replicas = scenario.scaling_bounds[1] * len(resolved.deployment)  # each pool's, autoscaled pools
     forecast = evals * 16 * F64 * 3 if resolved.schedule is not None else 0.0
     return Term("autoscale_interval_s", f"{evals:,} autoscaler evaluations x {replicas} replicas", forecast + evals * F64,
                 evals * replicas * CPU_S_PER_EVAL_REPLICA, interval)
@@ -255,6 +260,8 @@ def _probe_term(scenario, resolved, reqs) -> list[Term]:
     field = "autoscale_replica_rate" if predictive else "autoscale_target"
     if getattr(scenario, field) is not None:
         return []
+    if scenario.disaggregated:
+        return _pool_probe_terms(scenario, resolved, reqs)
     probe = probe_scenario(scenario)
     ceiling = throughput_ceiling(scenario, resolved, reqs)
     alone, rates = searched_rates(probe, ceiling)
@@ -349,3 +356,18 @@ def tiny_kv_problem(model) -> tuple[str, str] | None:
                  f"simulator's {MAX_KV_BLOCKS:,} (the bound on kv_blocks); a model needs at least {least:,.0f} "
                  "bytes a token (num_hidden_layers x num_key_value_heads x head_dim x 2; real models keep 20 KB or "
                  "more)")
+
+
+def _pool_probe_terms(scenario, resolved, reqs) -> list[Term]:
+    """Autoscaled prefill and decode pools search one replica's rate per pool (pool_autoscale.pool_replica_rate),
+    the other pool at max_replicas: every engine of both pools steps in each trial (an upper bound)."""
+    ceiling = throughput_ceiling(scenario, resolved, reqs)
+    rates = [rate for pool in POOLS for rate in searched_rates(pool_probe(scenario, pool), ceiling)[1]]
+    probed = PROBE_S * sum(rates)
+    per_request = CPU_S_PER_REQUEST + float(reqs.output_tokens.mean()) * CPU_S_PER_OUTPUT_TOKEN if len(reqs) else 0.0
+    hi = scenario.scaling_bounds[1]
+    steps = sum(_pool_steps(scenario, resolved, k, reqs, hi * pool.lockstep, rate)
+                for rate in rates for k, pool in enumerate(resolved.deployment))
+    return [Term("autoscale_replica_rate", f"~{probed:,.0f} requests in {len(rates)} runs simulated by the capacity "
+                                           "searches of the prefill and decode pools", PROBE_S * max(rates) *
+                 BYTES_PER_REQUEST, probed * per_request + steps * CPU_S_PER_STEP)]

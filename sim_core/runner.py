@@ -30,6 +30,7 @@ from .kernel.content_hash import content_hashes
 from .kernel.cost_constants import PEAK_BW, PEAK_FLOPS
 from .kernel.cost_model import cost_params
 from .kernel.disaggregated import simulate_pools
+from .kernel.fleet import static_pools
 from .kernel.handover import PoolTrace
 from .kernel.state import (
     A_END_S,
@@ -51,6 +52,7 @@ from .metrics import summarize
 from .policies.options import policy_params
 from .policies.orders import ORDER_TENANT_SHARE
 from .policies.routing import RouterSettings, conversations
+from .pool_autoscale import ScaledPools, most_engines, pool_scalings, pools_over_time_metrics
 from .scenario import Scenario, ScenarioError
 from .simulation_error import SimulationError
 from .statistics import aggregate
@@ -204,6 +206,8 @@ class Result:
     kv_frame_tiers: np.ndarray | None = None
     # An autoscaler's replicas: [life, kernel.autoscaled.LIFE_*] (slot, asked for, serving, draining, released)
     replica_lives: np.ndarray | None = None
+    # Autoscaled prefill and decode pools: each pool's lives, the same columns (pool_autoscale.py)
+    pool_lives: list | None = None
 
     @property
     def end_s(self) -> float:
@@ -350,6 +354,7 @@ class PoolsRun(NamedTuple):
     handover: PoolTrace | None = None
     transfer: dict | None = None  # the KV link's figures (simulate_pools)
     autoscaled: tuple | None = None  # an autoscaler's (lives log, KV blocks leaked, Scaling): cluster_over_time.py
+    scaled_pools: ScaledPools | None = None  # autoscaled prefill and decode pools: pool_autoscale.py
 
 
 def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: RequestTable,
@@ -358,7 +363,7 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
     decode pool (`cfgs`: each pool's Config; `sessions`: each request's conversation, for session routing, when
     the table's follow-up chains are not only conversations)."""
     pools = r.deployment
-    if scenario.autoscaler is not None:
+    if scenario.autoscaler is not None and len(pools) == 1:
         outs, served_by, lives, leaked, scaling = run_autoscaled(scenario, r, cfgs[0], table, frames, run, sessions)
         merged = Outcome(**{f: getattr(outs[0], f) for f in PER_REQUEST}, **pooled_logs(outs))
         return PoolsRun(merged, outs, served_by, autoscaled=(lives, leaked, scaling))
@@ -368,10 +373,15 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
         # Each GPU's link carries its shard of the prompt's KV; with different TP the larger shard (the pool with
         # fewer ranks) sets the bytes per link.
         link_bytes = max(p.setup.kv_bytes_per_token_per_gpu for p in pools)
-        merged, outs, transfer, served_by, handover = simulate_pools(
-            tuple(cfgs), table, (pools[0].engines, pools[1].engines), router, link_bytes, KV_LINKS[scenario.kv_link],
-            frames, (pools[0].lockstep, pools[1].lockstep))
-        return PoolsRun(merged, outs, served_by, handover, transfer)
+        lockstep = (pools[0].lockstep, pools[1].lockstep)
+        scaled = scenario.autoscaler is not None
+        scalings = pool_scalings(scenario, r, run) if scaled else static_pools(
+            (pools[0].engines, pools[1].engines), lockstep)
+        merged, outs, transfer, served_by, handover, fleet = simulate_pools(
+            tuple(cfgs), table, scalings, lockstep, router, link_bytes, KV_LINKS[scenario.kv_link], frames)
+        scaled = ScaledPools(fleet.lives, fleet.leaked, scalings, tuple(len(o) for o in fleet.outs)) if scaled \
+            else None
+        return PoolsRun(merged, outs, served_by, handover, transfer, scaled_pools=scaled)
     if pools[0].engines > 1:
         merged, outs, served_by = simulate_replicas(cfgs[0], table, pools[0].engines, router, frames,
                                                       pools[0].lockstep)
@@ -388,7 +398,7 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
     element: set it to 1 from another thread to stop the run (raises Cancelled); `bounds`: add metrics.bounds,
     what a clairvoyant scheduler could reach on these requests (sim_core/bounds.py)."""
     class_slo = class_slos(scenario, r, reqs)
-    engines = scenario.scaling_bounds[1] if scenario.autoscaler is not None else scenario.engines
+    engines = most_engines(scenario)
     if engines > 1 and record_events:  # timelines need every engine's every step: one engine's bounds
         max_step_records = max(CLUSTER_STEP_RECORDS, max_step_records // engines)
         max_events = max(CLUSTER_STEP_RECORDS, max_events // engines)
@@ -418,11 +428,14 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
                                                   r.setup.tp)
     if scenario.lora_adapters:
         result.metrics["lora"] = lora.counters(cfgs[0].lora_state, cfgs[0].lora)
-    if len(ran.outs) > 1 or ran.autoscaled is not None:
+    if len(ran.outs) > 1 or ran.autoscaled is not None:  # (autoscaled pools are two)
         _add_engines(result, ran, cfgs)
     if ran.autoscaled is not None:
         result.replica_lives = ran.autoscaled[0]
         result.metrics.update(over_time_metrics(result, *ran.autoscaled))
+    if ran.scaled_pools is not None:
+        result.pool_lives = ran.scaled_pools.lives
+        result.metrics.update(pools_over_time_metrics(result, ran.scaled_pools))
     if scenario.energy:  # the key exists only when asked for: output without it is unchanged
         add_energy_metrics(result)
     if bounds:
@@ -436,6 +449,8 @@ def _add_engines(result: Result, ran: PoolsRun, cfgs: list[Config]) -> None:
     scenario, pools = result.scenario, result.resolved.deployment
     if ran.autoscaled is not None:  # one engine per slot the autoscaler used
         pools = (dataclasses.replace(pools[0], engines=len(ran.outs)),)
+    if ran.scaled_pools is not None:  # each pool's engine slots its autoscaler used
+        pools = tuple(dataclasses.replace(p, engines=n) for p, n in zip(pools, ran.scaled_pools.engines, strict=True))
     each = [(pool, name, cfg) for pool, cfg in zip(pools, cfgs, strict=True) for name in pool.engine_names]
     blocks = [pool.num_blocks for pool, _, _ in each]
     # Each engine's requests as indices, not a mask per engine (64 masks of a day's 8.6M requests: 550 MB).

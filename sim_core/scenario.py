@@ -18,7 +18,7 @@ from .hybrid_blocks import HybridBlockFields
 from .kv_offload_fields import KVOffloadFields
 from .links import KV_LINKS
 from .policies import SCHEDULER_NAMES
-from .policies.autoscalers import AUTOSCALERS, SCALING_METRICS
+from .policies.autoscalers import AUTOSCALERS, SCALE_PREDICTIVE, SCALING_METRICS
 from .policies.routers import DEFAULT_CACHE_WEIGHT, ROUTERS
 from .rate_schedule import ScheduleError
 from .rate_schedule import parse as parse_schedule
@@ -115,12 +115,15 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
                                                                 "(replicas: how many serve at the start): "
                                                                 + "; ".join(f"{k}: {v[1]}" for k, v in
                                                                             AUTOSCALERS.items()))
-    min_replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS, description="autoscaler: the fewest replicas; "
+    min_replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS, description="autoscaler: the fewest replicas (of "
+                                     "each pool, with prefill_replicas and decode_replicas); "
                                      "default 1; 0 scales to zero (a request arriving to none wakes one, serving "
                                      "after the provisioning delay)")
     max_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS,
                                      description="autoscaler: the most replicas alive at once (provisioning, serving "
-                                                 "or draining: each holds its GPUs); default 8, or replicas if more")
+                                                 "or draining: each holds its GPUs), of each pool with "
+                                                 "prefill_replicas and decode_replicas; default 8, or replicas if "
+                                                 "more")
     # At least 1 ms (issue #37): the HPA evaluates every 15 s and KEDA polls every 30 s; a nanosecond period was
     # accepted and meant 6e11 evaluations of every replica in 600 s, a run no machine finishes.
     autoscale_interval_s: float | None = Field(None, ge=0.001, le=86_400, description="autoscaler: seconds between "
@@ -133,8 +136,9 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
     autoscale_cooldown_s: float | None = Field(None, ge=0, le=86_400, description="autoscaler utilization: no "
                                                "scale-down sooner than this after the last change; default 300")
     autoscale_replica_rate: float | None = Field(None, gt=0, le=10_000, description="autoscaler predictive: requests/s "
-                                                 "each replica serves within the SLO; default: the capacity search's "
-                                                 "for 1, 2, 4, ... replicas")
+                                                 "each replica serves within the SLO (either pool's, with prefill "
+                                                 "and decode pools); default: the capacity search's for 1, 2, 4, ... "
+                                                 "replicas (one replica of each pool)")
     provision_delay_s: float | None = Field(None, ge=0, le=86_400, description="autoscaler: seconds from asking for "
                                             "a replica to its serving; default: weight load + engine start-up "
                                             "(sim_core/data/startup.json)")
@@ -359,8 +363,7 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
                                      f"unset)")
             return self
         if self.disaggregated:
-            raise ValueError("autoscaler: scales one pool of replicas; not modelled for prefill_replicas and "
-                             "decode_replicas yet")
+            return self._pools_scale()
         if self.ep > 1:  # its fleet counts one replica as one engine of tp GPUs; attention-DP ranks are several
             raise ValueError("autoscaler: scales replicas of tp GPUs; not modelled with expert parallelism (ep > 1) "
                              "yet")
@@ -375,11 +378,31 @@ class Scenario(EnergyFields, KVOffloadFields, ReplayFields, HybridBlockFields):
                              f"min_replicas and max_replicas ({lo}..{hi})")
         return self
 
+    def _pools_scale(self) -> Scenario:
+        """Prefill and decode pools scale separately (sim_core/pool_autoscale.py), each within the bounds."""
+        if AUTOSCALERS[self.autoscaler][0] != SCALE_PREDICTIVE:
+            raise ValueError("autoscaler: prefill and decode pools scale with predictive only (each sized by its own "
+                             "capacity, as Dynamo's planner); utilization is not modelled there yet")
+        if self.energy:
+            raise ValueError("energy: not modelled yet for autoscaled prefill and decode pools (unset energy or "
+                             "autoscaler)")
+        lo, hi = self.scaling_bounds
+        if lo < 1 or lo > hi:
+            raise ValueError(f"min_replicas: {lo}; each of prefill and decode pools keeps at least 1 replica, at most "
+                             f"max_replicas ({hi})")
+        for name in ("prefill_replicas", "decode_replicas"):
+            if not lo <= getattr(self, name) <= hi:
+                raise ValueError(f"{name}: the replicas serving at the start ({getattr(self, name)}) must be within "
+                                 f"min_replicas and max_replicas ({lo}..{hi})")
+        return self
+
     @property
     def scaling_bounds(self) -> tuple[int, int]:
-        """(min_replicas, max_replicas) as an autoscaler uses them, defaults filled in."""
+        """(min_replicas, max_replicas) as an autoscaler uses them (each pool's, with prefill and decode pools),
+        defaults filled in."""
         lo = 1 if self.min_replicas is None else self.min_replicas
-        return lo, self.max_replicas or max(DEFAULT_MAX_REPLICAS, self.replicas, lo)
+        start = max(self.replicas, self.prefill_replicas, self.decode_replicas)
+        return lo, self.max_replicas or max(DEFAULT_MAX_REPLICAS, start, lo)
 
     def pool_deployment(self, pool: str) -> tuple[str, int]:
         """(GPU type, tensor-parallel degree) of the "prefill" or "decode" pool; the scenario's own hardware and tp

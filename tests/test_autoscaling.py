@@ -199,7 +199,7 @@ def test_the_provisioning_delay_is_derived_from_its_parts():
     ({"provision_delay_s": 30}, "provision_delay_s"),
     ({"autoscaler": "utilization", "min_replicas": 3, "max_replicas": 2}, "min_replicas"),
     ({"autoscaler": "utilization", "replicas": 5, "max_replicas": 4}, "replicas"),
-    ({"autoscaler": "predictive", "prefill_replicas": 1, "decode_replicas": 1}, "autoscaler"),
+    ({"autoscaler": "utilization", "prefill_replicas": 1, "decode_replicas": 1}, "autoscaler"),
     ({"autoscaler": "sometimes"}, "autoscaler"),
     ({"autoscaler": "utilization", "autoscale_metric": "waiting"}, "autoscale_target"),
 ])

@@ -43,6 +43,8 @@ def runs():
                                  kv_offload_disk_gb=0.02, **small)).metrics,
         "spec": run(Scenario(workload="chat", spec_method="eagle", **small)).metrics,
         "autoscaled": run(Scenario(workload="chat", autoscaler="predictive", autoscale_replica_rate=2, **small)).metrics,
+        "autoscaled-pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1,
+                                         autoscaler="predictive", autoscale_replica_rate=2, **small)).metrics,
         "lora": run(Scenario(workload="chat", lora_adapters=4, max_loras=2, **small)).metrics,
         "reasoning": run(Scenario(workload="reasoning", **{**small, "num_requests": 4})).metrics,
         "energy-pools": run(Scenario(workload="chat", prefill_replicas=1, decode_replicas=1, energy=True,

@@ -8,10 +8,16 @@ requests) -> draining (no new requests; the ones it holds run to the end) -> rel
 checked to hold no KV block). Scaling up takes back a draining replica first (it is warm), then provisions new
 ones. The router sees only the serving replicas, refreshed whenever one comes or goes.
 
-A released replica's engine slot is reused by the next one provisioned, with its prefix cache emptied (a new
-replica starts cold): slots never exceed max_replicas, so memory stays that of the largest pool. Each life is
-a row of the fleet's `lives` log (slot, asked for, serving from, draining from, released at), which Python turns
-into GPU-hours, cost and replicas over time (sim_core/cluster_over_time.py).
+A replica is `lockstep` engines in a row (its attention data-parallel ranks; one engine without them): they
+come, serve, drain and go together, and the autoscaler counts replicas. A released replica's engine slots are
+reused by the next one provisioned, with their prefix caches emptied (a new replica starts cold): slots never
+exceed max_replicas x lockstep, so memory stays that of the largest pool. Each life is a row of the fleet's
+`lives` log (its first slot, asked for, serving from, draining from, released at), which Python turns into
+GPU-hours, cost and replicas over time (sim_core/cluster_over_time.py).
+
+Between prefill and decode pools a replica may be idle yet still hold work for the link (`linked`, per slot: a
+prefill engine's KV blocks waiting to be pulled, a decode engine's prompts on their way): it is released only
+once that is done too, so no request is lost and no block leaks.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import types
 
-from ..policies.autoscalers import SCALE_UTILIZATION
+from ..policies.autoscalers import METRIC_KV_USAGE, SCALE_UTILIZATION
 from ..policies.autoscaling import replica_metric, wanted_replicas
 from ..policies.routing import choose_serving
 from .build import sibling_engine
@@ -49,6 +55,10 @@ FLEET = RecordType([
     ("leaked", types.int64),  # KV blocks still held by replicas when they were released (a bug if not 0)
     ("next_ctl_s", types.float64),  # the fleet's next control event (next_control_s), kept as it changes
     ("lockstep", types.int64),  # engines in a row that step together (attention-DP ranks), 1: each alone
+    ("scales", types.boolean),  # its autoscaler evaluates (a static pool's never does: none of its replicas drains)
+    # Per slot, work the link between pools still holds it for (fleet.simulate_fleet sets it: a prefill pool's KV
+    # blocks held for transfers, a decode pool's prompts on their way); empty for a single pool.
+    ("linked", I64),
     # What the fleet loop keeps per slot, recomputed only for the engine that just changed (scanning every engine
     # per step would cost more than the step at a dozen replicas): its next event, requests finished, the load the
     # router would read off it now, and the load the router saw at its last look (plus what it sent since).
@@ -62,24 +72,25 @@ FLEET = RecordType([
 
 @allocating_kernel
 def new_fleet(scaling, lockstep):
-    """A fleet of `scaling.start` replicas serving from time 0, with room for `scaling.max_replicas` alive at once;
-    the autoscaler first evaluates at `scaling.interval_s` (evaluation k at k x interval_s; never if inf)."""
-    cap, start, interval_s = scaling.max_replicas, scaling.start, scaling.interval_s
+    """A fleet of `scaling.start` replicas (each `lockstep` engines) serving from time 0, with room for
+    `scaling.max_replicas` alive at once; the autoscaler first evaluates at `scaling.interval_s` (evaluation k at
+    k x interval_s; never if inf)."""
+    cap, start, interval_s = scaling.max_replicas * lockstep, scaling.start, scaling.interval_s
     f = new_record(FLEET)
-    f.lockstep = lockstep
+    f.lockstep, f.linked, f.scales = lockstep, np.zeros(0, np.int64), interval_s < np.inf
     f.next_t, f.done_e = np.full(cap, np.inf), np.zeros(cap, np.int64)
     f.load, f.seen, f.seen_serving = np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64)
     f.state = np.zeros(cap, np.int64)
     f.ready_s = np.full(cap, np.inf)
     f.life = np.full(cap, -1, np.int64)
-    f.lives = np.full((max(16, 2 * cap), N_LIFE_COLS), np.inf)
+    f.lives = np.full((max(16, 2 * scaling.max_replicas), N_LIFE_COLS), np.inf)
     f.n_lives = 0
     f.serving = np.zeros(cap, np.int64)
     f.n_serving = 0
     f.next_tick_s, f.tick, f.last_change_s, f.arrived_at_tick, f.leaked = interval_s, 1, -np.inf, 0, 0
-    for e in range(start):
-        begin_life(f, e, 0.0, 0.0)
-        f.state[e] = SERVING
+    for g in range(start):
+        begin_life(f, g * lockstep, 0.0, 0.0)
+        f.state[g * lockstep:(g + 1) * lockstep] = SERVING
     list_serving(f)
     f.next_ctl_s = next_control_s(f)
     return f
@@ -87,7 +98,7 @@ def new_fleet(scaling, lockstep):
 
 @allocating_kernel
 def begin_life(f, e, asked_s, ready_s):
-    """Slot e holds a new replica, asked for at `asked_s`, serving from `ready_s`."""
+    """Slots e .. e + lockstep - 1 hold a new replica, asked for at `asked_s`, serving from `ready_s`."""
     if f.n_lives == f.lives.shape[0]:
         grown = np.full((2 * f.lives.shape[0], N_LIFE_COLS), np.inf)
         grown[:f.n_lives] = f.lives
@@ -95,10 +106,11 @@ def begin_life(f, e, asked_s, ready_s):
     f.lives[f.n_lives, LIFE_SLOT] = e
     f.lives[f.n_lives, LIFE_ASKED_S] = asked_s
     f.lives[f.n_lives, LIFE_SERVING_S] = ready_s
-    f.life[e] = f.n_lives
+    for j in range(e, e + f.lockstep):
+        f.life[j] = f.n_lives
+        f.state[j] = PROVISIONING
+        f.ready_s[j] = ready_s
     f.n_lives += 1
-    f.state[e] = PROVISIONING
-    f.ready_s[e] = ready_s
 
 
 @inline
@@ -119,10 +131,20 @@ def serving_list(f, engines):
 
 @inline
 def count(f, state):
+    """Replicas in `state`."""
     n = 0
-    for e in range(f.state.shape[0]):
+    for e in range(0, f.state.shape[0], f.lockstep):
         if f.state[e] == state:
             n += 1
+    return n
+
+
+@inline
+def replica_outstanding(f, engines, e):
+    """What replica e (its first slot) still holds: its ranks' requests, and work for the link (f.linked)."""
+    n, linked = 0, f.linked
+    for j in range(e, e + f.lockstep):
+        n += outstanding(engines[j]) + (linked[j] if j < linked.shape[0] else 0)
     return n
 
 
@@ -134,32 +156,44 @@ def forget_cache(kv):
 
 
 @inline
-def release(f, eng, e, now):
-    """Slot e's drained replica gives its GPUs back; any KV block it still holds is counted as leaked."""
-    release_finished(eng)  # what async_scheduling still held for the next step
-    f.leaked += eng.cfg.num_blocks - eng.kv.free[KV_BLOCKS]
-    forget_cache(eng.kv)
+def release(f, engines, e, now):
+    """Replica e's (its first slot) drained engines give their GPUs back; any KV block they still hold is counted
+    as leaked."""
     f.lives[f.life[e], LIFE_RELEASED_S] = now
-    f.state[e] = OFF
-    f.life[e] = -1
+    for j in range(e, e + f.lockstep):
+        eng = engines[j]
+        release_finished(eng)  # what async_scheduling still held for the next step
+        f.leaked += eng.cfg.num_blocks - eng.kv.free[KV_BLOCKS]
+        forget_cache(eng.kv)
+        f.state[j] = OFF
+        f.life[j] = -1
+
+
+@inline
+def release_if_drained(f, engines, e, now):
+    """Slot e's replica goes if it is draining and holds nothing any more."""
+    if not f.scales:  # read first: the fleet loop asks after every step, and a static pool's never drains
+        return
+    first = e - e % f.lockstep
+    if f.state[first] == DRAINING and replica_outstanding(f, engines, first) == 0:
+        release(f, engines, first, now)
 
 
 @inline
 def drain(f, engines, e, now):
-    """Slot e stops taking requests; released at once if it holds none."""
-    f.state[e] = DRAINING
+    """Replica e (its first slot) stops taking requests; released at once if it holds none."""
+    f.state[e:e + f.lockstep] = DRAINING
     f.lives[f.life[e], LIFE_DRAINING_S] = now
-    if outstanding(engines[e]) == 0:
-        release(f, engines[e], e, now)
+    release_if_drained(f, engines, e, now)
 
 
 @inline
 def emptiest_serving(f, engines):
-    """The serving replica with the fewest requests outstanding (the quickest to drain)."""
+    """The serving replica with the fewest requests outstanding (the quickest to drain): its first slot."""
     best, best_n = -1, 1 << 62
-    for i in range(f.n_serving):
+    for i in range(0, f.n_serving, f.lockstep):
         e = f.serving[i]
-        n = outstanding(engines[e])
+        n = replica_outstanding(f, engines, e)
         if n < best_n:
             best, best_n = e, n
     return best
@@ -169,14 +203,15 @@ def emptiest_serving(f, engines):
 def scale_up(f, engines, cfg, frames, now, delay_s, more):
     """`more` replicas more: draining ones taken back first (they serve at once), then new ones (serving after
     `delay_s`), in the lowest free slots; a slot never used before gets a new engine."""
-    for e in range(f.state.shape[0]):
+    size = f.lockstep
+    for e in range(0, f.state.shape[0], size):
         if more > 0 and f.state[e] == DRAINING:
-            f.state[e] = SERVING
+            f.state[e:e + size] = SERVING
             f.lives[f.life[e], LIFE_DRAINING_S] = np.inf
             more -= 1
-    for e in range(f.state.shape[0]):
+    for e in range(0, f.state.shape[0], size):
         if more > 0 and f.state[e] == OFF:
-            if e >= len(engines):
+            while len(engines) < e + size:
                 eng = sibling_engine(cfg, engines[0], frames)
                 eng.logs.itl_fine, eng.logs.itl_coarse = engines[0].logs.itl_fine, engines[0].logs.itl_coarse
                 engines.append(eng)
@@ -199,9 +234,11 @@ def wake(f, engines, cfg, frames, now, delay_s):
 def evaluate(f, engines, scaling, now, arrived, held):
     """The autoscaler's evaluation at `now` (`arrived`: open arrivals routed so far; `held`: one waits at the
     router of a cluster scaled to zero). Returns how many replicas to add (> 0); drains the ones it sheds itself."""
-    total, serving = 0.0, f.n_serving
-    for i in range(serving):
+    total, serving = 0.0, f.n_serving // f.lockstep
+    for i in range(f.n_serving):
         total += replica_metric(engines[f.serving[i]], scaling.metric)
+    if scaling.metric == METRIC_KV_USAGE:
+        total /= f.lockstep  # a replica's KV use is its ranks' mean; requests add up over them
     current = serving + count(f, PROVISIONING)
     want = wanted_replicas(scaling, total, serving, current, f.tick, arrived - f.arrived_at_tick, scaling.interval_s)
     if held:
@@ -230,14 +267,14 @@ def cancel_provisioning(f, engines, now, most):
     done = 0
     while done < most:
         last = -1
-        for e in range(f.state.shape[0]):
+        for e in range(0, f.state.shape[0], f.lockstep):
             if f.state[e] == PROVISIONING and (last < 0 or f.life[e] > f.life[last]):
                 last = e
         if last < 0:
             break
         f.lives[f.life[last], LIFE_SERVING_S] = np.inf
-        release(f, engines[last], last, now)
-        f.ready_s[last] = np.inf
+        release(f, engines, last, now)
+        f.ready_s[last:last + f.lockstep] = np.inf
         done += 1
     return done
 

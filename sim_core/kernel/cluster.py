@@ -48,7 +48,7 @@ def simulate_replicas(cfg, table, replicas: int, router: RouterSettings, frames:
     engines in a row that step together (PoolSetup.lockstep: attention-DP ranks), 1 for independent replicas."""
     independent = BATCH_INDEPENDENT_STEPS and lockstep == 1 and not bool((table.child != -1).any())
     routing = router.routing(table, replicas, independent)
-    ran = run_fleet((cfg,), (routed_table(table),), frames, routing, static_pools((replicas,)), (lockstep,))
+    ran = run_fleet((cfg,), (routed_table(table),), frames, routing, static_pools((replicas,), (lockstep,)), (lockstep,))
     outs, routed_to = ran.outs[0], ran.routed_to
     merged = {f: getattr(outs[0], f) for f in PER_REQUEST}  # the engines shared one per-request state
     merged.update(pooled_logs(outs))

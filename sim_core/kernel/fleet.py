@@ -25,7 +25,7 @@ from numba import types
 
 from ..policies.autoscaling import never_scales
 from ..policies.routing import router_load, sent_load
-from .autoscaled import DRAINING, PROVISIONING, control, count, new_fleet, release, route, serving_list, wake
+from .autoscaled import PROVISIONING, control, count, new_fleet, release_if_drained, route, serving_list, wake
 from .engine import route_in
 from .handover import after_prefill_step, deliver, hand_over, no_link, pull, send_to_prefill, wake_decoders
 from .jit import allocating_kernel, entry_nogil, inline
@@ -39,7 +39,7 @@ from .pool_steps import (
     step_group,
     take_arrival,
 )
-from .queues import heap_pop, outstanding
+from .queues import heap_pop
 from .state import F64, I64, RecordType, new_record
 
 RUN = RecordType([
@@ -74,12 +74,12 @@ def new_run(total, follow_ups, two_pools, router, block_size):
 
 @allocating_kernel
 def new_pools(cfgs, tables, frames, scalings, lockstep):
-    """Each pool's engines (a list per pool) and fleet. Pool 1's engines share pool 0's per-request state: a
+    """Each pool's engines (a list per pool: its starting replicas' ranks) and fleet. Pool 1's engines share pool 0's per-request state: a
     request's story follows it across."""
-    first = new_engines(cfgs[0], tables[0], scalings[0].start, frames, None)
+    first = new_engines(cfgs[0], tables[0], scalings[0].start * lockstep[0], frames, None)
     engines, fleets = [first], [new_fleet(scalings[0], lockstep[0])]
     if lockstep.shape[0] == 2:
-        engines.append(new_engines(cfgs[1], tables[1], scalings[1].start, frames, first[0]))
+        engines.append(new_engines(cfgs[1], tables[1], scalings[1].start * lockstep[1], frames, first[0]))
         fleets.append(new_fleet(scalings[1], lockstep[1]))
     return engines, fleets
 
@@ -135,34 +135,40 @@ def arrive(pool, f, serving, run, turns, routing, link, now):
 
 
 @inline
-def land(prefill, decode, next_p, run, out, link):
-    """The first KV transfer in flight reaches its decode engine. Returns that engine's slot."""
+def land(prefill, f0, decode, next_p, run, out, link):
+    """The first KV transfer in flight reaches its decode engine (and its prefill engine, draining, may go now).
+    Returns the decode engine's slot."""
     r, now = out[1][0], out[0][0]
     run.n_out = heap_pop(out[0], out[1], run.n_out)
-    return deliver(prefill, decode, r, now, link.trace, link.pulls, next_p)
+    d = deliver(prefill, decode, r, now, link.trace, link.pulls, next_p)
+    if f0.scales:
+        release_if_drained(f0, prefill, link.trace.to_prefill[r], now)
+    return d
 
 
 @inline
-def after_prefills(pools, span, next_t, done_e, run, turns, out, link):
-    """Prefill engines span[0] .. span[1] - 1 changed (`pools`: the prefill and decode engines): prompts they
-    finished wait for their decode engines. Returns whether one is stuck (a bug, which the runner reports)."""
-    prefill, decode = pools
+def after_prefills(pools, fleets, span, next_t, done_e, run, heaps, link):
+    """Prefill engines span[0] .. span[1] - 1 changed (`pools`, `fleets`: the prefill and decode pools'): prompts
+    they finished wait for one of the serving decode engines; a draining one that holds nothing more goes.
+    Returns whether one is stuck (a bug, which the runner reports). `heaps`: the turns' and the transfers'."""
+    (prefill, decode), (f0, f1), (turns, out) = pools, fleets, heaps
     stuck = False
     for p in range(span[0], span[1]):
         eng = prefill[p]
-        finals, n_turns, woken = hand_over(eng, p, decode, link.handover, link.trace, link.pulls, turns,
-                                           run.n_turns)
+        finals, n_turns, woken = hand_over(eng, p, decode, f1.serving[:f1.n_serving], link, turns, run.n_turns)
         run.n_turns = n_turns
         run.n_out = wake_decoders(decode, woken, eng.now, link, out, run.n_out)
         run.done += finals  # rejected there, or wanting one token: the prompts it finished go on to decode
         stuck = after_prefill_step(eng, p, next_t, done_e, link.pulls) or stuck
+        release_if_drained(f0, prefill, p, eng.now)
     return stuck
 
 
 @inline
-def after_decodes(decode, span, next_t, done_e, run, turns, out, link):
+def after_decodes(decode, f1, span, next_t, done_e, run, heaps, link):
     """Decode engines span[0] .. span[1] - 1 changed: each pulls what prompts it can, releases the turns its
-    requests that ended had. Returns whether one is stuck."""
+    requests that ended had; a draining one that holds nothing more goes. Returns whether one is stuck."""
+    turns, out = heaps
     stuck = False
     for d in range(span[0], span[1]):
         eng = decode[d]
@@ -171,6 +177,7 @@ def after_decodes(decode, span, next_t, done_e, run, turns, out, link):
         finished, stuck_d = refresh(eng, d, next_t, done_e)
         run.done += finished
         stuck = stuck or stuck_d
+        release_if_drained(f1, decode, d, eng.now)
     return stuck
 
 
@@ -187,8 +194,7 @@ def after_replicas(pool, f, span, next_t, done_e, run, turns):
         run.done += finished
         f.load[j] = router_load(eng, run.router)
         stuck = stuck or stuck_j
-        if f.state[j] == DRAINING and outstanding(eng) == 0:
-            release(f, eng, j, eng.now)
+        release_if_drained(f, pool, j, eng.now)
     return stuck
 
 
@@ -213,6 +219,8 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
     engines, fleets = new_pools(cfgs, tables, frames, scalings, lockstep)
     total, two, cancel = routing.arrival_s.shape[0], len(fleets) == 2, cfgs[0].cancel
     run = new_run(total, not routing.independent, two, routing.router, cfgs[0].block_size)
+    if two:  # a replica goes only once the link is done with it too: its held KV sent, its prompts landed
+        fleets[0].linked, fleets[1].linked = link.pulls.n_held, link.pulls.heading
     # Each pool's engines, fleet and per-slot arrays, read out of their containers once: each read inside the loop
     # counts a reference (an atomic add, and its undo), a dozen more a step cost ~20% on bench_day's short steps.
     e0, e1, f0, f1 = engines[0], engines[-1], fleets[0], fleets[-1]
@@ -235,7 +243,7 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
         if held:
             held, t_arr = t_arr <= t_ctl, np.inf
         if t_out <= t_eng and t_out <= t_arr and t_out < np.inf:
-            k, lo = 1, land(e0, e1, next0, run, out, link)
+            k, lo = 1, land(e0, f0, e1, next0, run, out, link)
             hi = lo + 1
         elif t_ctl <= t_arr and t_ctl <= t_eng:
             control(fleets[c], engines[c], cfgs[c], frames, scalings[c], t_ctl, run.opened, held and c == 0)
@@ -254,9 +262,9 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
         if not two:
             stuck = after_replicas(e0, f0, (lo, hi), next0, done0, run, turns)
         elif k == 0:
-            stuck = after_prefills(pools, (lo, hi), next0, done0, run, turns, out, link)
+            stuck = after_prefills(pools, (f0, f1), (lo, hi), next0, done0, run, (turns, out), link)
         else:
-            stuck = after_decodes(e1, (lo, hi), next1, done1, run, turns, out, link)
+            stuck = after_decodes(e1, f1, (lo, hi), next1, done1, run, (turns, out), link)
         if stuck or cancel[0] != 0:
             break
     return fleet_outcomes(engines, fleets, run)
@@ -300,9 +308,10 @@ def _pair(per_pool) -> tuple:
     return per_pool[0], per_pool[-1]
 
 
-def static_pools(engines: tuple[int, ...]):
-    """Each pool's Scaling for pools of fixed sizes: fleets that never scale."""
-    return tuple(never_scales(n) for n in engines)
+def static_pools(engines: tuple[int, ...], lockstep: tuple[int, ...]):
+    """Each pool's Scaling for pools of fixed sizes (`engines`, in replicas of `lockstep` engines each): fleets
+    that never scale."""
+    return tuple(never_scales(n // size) for n, size in zip(engines, lockstep, strict=True))
 
 
 __all__ = ["FleetRun", "run_fleet", "simulate_fleet", "static_pools"]

@@ -98,12 +98,14 @@ def unhold(kv, count, stack, n):
 
 
 @inline
-def hand_over(eng, e, decode, handover, trace, pulls, turns, n_turns):
+def hand_over(eng, e, decode, serving, link, turns, n_turns):
     """Prompts prefill engine `e` just finished (its table lists each request as its own follow-up, so they come
     out of its follow-up queue at their end time) wait, their KV held, for the decode engine with the least
-    work to pull them; rejected ones and one-token requests are done. Returns (requests done, turns size, the
-    decode engines that got work: a bit each, up to 62, else all)."""
+    work to pull them (among `serving`, the decode pool's serving slots in slot order); rejected ones and
+    one-token requests are done. Returns (requests done, turns size, the decode engines that got work: a bit
+    each, up to 62, else all). `link`: the PoolLink."""
     q, st = eng.q, eng.st
+    handover, trace, pulls = link.handover, link.trace, link.pulls
     finals, woken = 0, 0
     while q.size[N_FOLLOWUPS] > 0:
         r, t_end = q.followup_ids[0], q.followup_keys[0]
@@ -117,8 +119,8 @@ def hand_over(eng, e, decode, handover, trace, pulls, turns, n_turns):
                 n_turns = heap_push(turns[0], turns[1], n_turns, t_end + handover.think_s[c], c)
             continue
         trace.first_token[r], trace.prefill_end[r] = st.first_token_s[r], t_end
-        d = 0
-        for j in range(1, len(decode)):  # the fewest requests running, waiting or on their way
+        d = serving[0]
+        for j in serving[1:]:  # the fewest requests running, waiting or on their way
             if outstanding(decode[j]) + pulls.heading[j] < outstanding(decode[d]) + pulls.heading[d]:
                 d = j
         trace.to_decode[r] = d
