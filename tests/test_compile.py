@@ -188,24 +188,23 @@ def test_code_loaded_from_the_cache_runs_from_python_and_links_into_new_callers(
 FAKE_HELPER = "import sys, time; sys.stdout.buffer.write({ready!r}); sys.stdout.flush(); time.sleep(120)"
 
 
-def test_compile_in_two_goes_on_once_the_helper_has_cached_its_first_part_and_compiled_ahead_ends_it(monkeypatch):
+def test_compile_in_two_goes_on_once_the_helper_has_cached_its_first_part(monkeypatch):
     """compile_in_two returns while the helper still compiles HELPER_THEN (rather than wait for all of it), and
-    compiled_ahead ends the helper with its body instead of leaving it running."""
+    stop_compiler ends it."""
     import subprocess
     import sys
 
-    helpers, looked_up, compiled_here = [], [], []
+    helpers, compiled_here = [], []
 
-    def fake_start(kernels):
-        looked_up.append(kernels)
+    def fake_start():
         helpers.append(subprocess.Popen([sys.executable, "-c", FAKE_HELPER.format(ready=warm.HELPER_READY)],
                                         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL))
         return helpers[-1]
 
     monkeypatch.setattr(warm, "start_helper", fake_start)
     monkeypatch.setattr(warm, "compile_part", compiled_here.append)
-    with warm.compiled_ahead():
-        assert compiled_here == [warm.HERE]
-        assert helpers[0].poll() is None  # back while the helper goes on
-    assert looked_up == [warm.HELPER_THEN[:1]]  # a CLI run reads one cache index, one its bounds open anyway
-    assert helpers[0].returncode is not None and helpers[0].stdout.closed
+    helper = warm.compile_in_two()
+    assert helper is helpers[0] and compiled_here == [warm.HERE]
+    assert helper.poll() is None  # back while the helper goes on
+    warm.stop_compiler(helper)
+    assert helper.returncode is not None and helper.stdout.closed

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from sim_core import Scenario, SeedRuns, TraceError, resolve, run, run_seeds
-from sim_core.compiled import compiled_ahead
 from sim_core.input_files import input_file_problem
 from sim_core.quoting import quote
 from sim_core.run_cost import over_limit, run_cost
@@ -118,10 +117,9 @@ def run_schedulers(args: argparse.Namespace, schedulers: list[str], record_event
     for sc in scenarios.values():
         check_setup(sc)
     _note_large_run(scenarios)
-    with compiled_ahead():  # a fresh install's first run compiles on two cores
-        if base.seeds > 1:
-            return base, {s: run_seeds(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
-        results = {s: run(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
+    if base.seeds > 1:
+        return base, {s: run_seeds(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
+    results = {s: run(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
     return base, results
 
 

@@ -105,10 +105,10 @@ def _cores() -> int:
 HELPER_READY = b"ready\n"
 
 
-def start_helper(looked_up=HELPER + HELPER_THEN) -> subprocess.Popen | None:
-    """Start the helper process if it would help: the kernels `looked_up` not all cached (by default all it
-    compiles), a cache it can share, a second core. It prints HELPER_READY between its two parts."""
-    return _compile_elsewhere(looked_up,
+def start_helper() -> subprocess.Popen | None:
+    """Start the helper process if it would help: its kernels not all cached, a cache it can share, a second
+    core. It prints HELPER_READY between its two parts."""
+    return _compile_elsewhere(HELPER + HELPER_THEN,
                               "from {package}.warm import HELPER, HELPER_READY, HELPER_THEN, compile_part; "
                               "import sys; compile_part(HELPER); sys.stdout.buffer.write(HELPER_READY); "
                               "sys.stdout.flush(); compile_part(HELPER_THEN)", stdout=subprocess.PIPE)
@@ -138,12 +138,11 @@ def _compile_elsewhere(kernels, statement: str, niceness: int = 0, stdout=subpro
         return None
 
 
-def compile_in_two(looked_up=HELPER + HELPER_THEN) -> subprocess.Popen | None:
-    """Compile the engine's subtrees on two cores (a no-op when the cache is warm, all of `looked_up` cached: None);
-    the caller then runs the engine, which compiles `simulate` over what is cached, while the helper, still
-    running, compiles HELPER_THEN; the caller ends it with stop_compiler. If the helper fails, the engine compiles
-    what it left undone itself."""
-    helper = start_helper(looked_up)
+def compile_in_two() -> subprocess.Popen | None:
+    """Compile the engine's subtrees on two cores (a no-op when the cache is warm: None); the caller then runs the
+    engine, which compiles `simulate` over what is cached, while the helper, still running, compiles HELPER_THEN;
+    the caller ends it with stop_compiler. If the helper fails, the engine compiles what it left undone itself."""
+    helper = start_helper()
     if helper is None:
         return None
     try:
@@ -154,18 +153,6 @@ def compile_in_two(looked_up=HELPER + HELPER_THEN) -> subprocess.Popen | None:
         stop_compiler(helper)
         raise
     return helper
-
-
-@contextlib.contextmanager
-def compiled_ahead():
-    """Runs in the body compile the engine on two cores (compile_in_two) when the cache is cold (a fresh install's
-    first run); the helper ends with the body. Whether it is cold is read off one kernel's cache index, one a run
-    opens anyway for its bounds (a warm run opens no more caches than it loads kernels from: test_compile.py)."""
-    helper = compile_in_two(HELPER_THEN[:1])
-    try:
-        yield
-    finally:
-        stop_compiler(helper)
 
 
 # The longest this process waits for the helper's first part (~15 CPU-s): past it, the helper is ended and this
