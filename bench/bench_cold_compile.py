@@ -7,7 +7,7 @@ cache (NUMBA_CACHE_DIR in a new temporary directory). Prints figures; asserts no
 
 Cases:
   run        `sched-sim run --num-requests 10` (one engine; app.cli's own entry, no worker): the process's wall
-             seconds, and its CPU seconds with its children's (warm.py's compile helper, if it started one)
+             and CPU seconds (it compiles in one process)
   dashboard  `sched-sim serve` on a free port until the landing page's first result (/api/run without
              parameters, which answers 503 while the server's warm-up compiles): wall seconds from the server's
              start, and its CPU seconds by then (its warm-up's helper included)
