@@ -71,10 +71,11 @@ from .kernel.cost_constants import (
     STREAM_BW,
     TP,
 )
-from .kernel.cost_model import cost_params, step_components
+from .kernel.cost_model import cost_params
 from .kernel.jit import entry, inline
 from .kernel.state import REJECT_LARGER_THAN_KV_POOL, REJECT_LONGER_THAN_MODEL
 from .metrics import arrival_window_s, request_latencies_s
+from .request_floors import request_floors_s
 from .spec_decode import spec_tokens
 
 # Why a request was rejected that no scheduler on the deployment could have served it (REJECT_*): it does not fit
@@ -131,49 +132,6 @@ def engine_rate(p: np.ndarray, step_tokens: int) -> float:
     """An upper bound on the tokens per second one engine computes: N / f(N) at N = the most tokens a step holds
     (f(n)/n falls with n)."""
     return float(step_tokens / step_floor_s(p, step_tokens))
-
-
-@inline
-def _allreduce_floor_one(p, tokens):
-    """_allreduce_floor for one count of rows, in compiled code."""
-    if p[TP] <= 1.0:
-        return 0.0
-    latency = p[ALLREDUCE_LATENCY_S]
-    if p[CUSTOM_AR_MAX_BYTES] > 0:
-        latency = min(latency, CUSTOM_ALLREDUCE_LATENCY_S)
-    per_row = 2.0 * (p[TP] - 1.0) / p[TP] * p[ALLREDUCE_BYTES_PER_TOKEN] / p[ALLREDUCE_BUS_BW]
-    return 2.0 * p[LAYERS] * (latency + per_row * tokens)
-
-
-@entry
-def request_floors_s(p_prefill, p_decode, uncached, cached):
-    """Per request, (prefill floor, decode floor) in seconds.
-
-    Prefill: a lower bound on the time from its arrival to its first token, its `uncached` prompt tokens (after
-    `cached` reusable ones) in one step alone on `p_prefill`'s engine. Chunks cost at least this much together:
-    the roofline is subadditive, every chunk pays the launch floors, the weight read and CPU time again, and the
-    causal pairs sum to the same; only the all-reduce may be cheaper in chunks (one-kernel all-reduce under its
-    size limit), so it is taken at its floor. Decode: a lower bound on each step that decodes one of its tokens
-    on `p_decode`'s engine, it alone in the batch at the shortest context it decodes at (its prompt and first
-    token); a longer context or a fuller batch only adds. The engine costs such a token as a decode row, or as a
-    one-token prefill row when it admits the request with only that token to compute (a decode engine taking a
-    handed-over prompt's KV; a recomputed request whose prefix the cache kept), a little cheaper on some GPUs
-    (no decode-attention floor): the floor is the cheaper of the two."""
-    n = uncached.shape[0]
-    prefill = np.empty(n, np.float64)
-    decode = np.empty(n, np.float64)
-    cpu = p_prefill[STEP_OVERHEAD_S] + p_prefill[STEP_OVERHEAD_PER_SEQ]
-    for i in range(n):
-        u, c = uncached[i], cached[i]
-        linear, attention, elementwise, lm_head, _, _, _, _ = step_components(
-            p_prefill, u, 1, u * c + u * (u + 1) // 2, c, 0, 0, 1)
-        gpu = linear + attention + elementwise + lm_head + _allreduce_floor_one(p_prefill, u)
-        prefill[i] = (max(gpu, cpu) if p_prefill[CPU_OVERLAP] > 0 else gpu + cpu) * p_prefill[STEP_TIME_SCALE]
-        row = step_components(p_decode, 0, 0, 0, 0, 1, u + c + 1, 1)
-        one = step_components(p_decode, 1, 1, u + c + 1, u + c, 0, 0, 1)
-        decode[i] = min(row[0] + row[1] + row[2] + row[3] + row[4] + row[5],
-                        one[0] + one[1] + one[2] + one[3] + one[4] + one[5]) * p_decode[STEP_TIME_SCALE]
-    return prefill, decode
 
 
 def prefill_floor_s(p: np.ndarray, uncached: np.ndarray, cached: np.ndarray) -> np.ndarray:

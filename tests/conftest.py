@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_sessionfinish(session):
-    warm.stop_fleet_compiler(getattr(session.config, "_fleet_compiler", None))
+    warm.stop_compiler(getattr(session.config, "_fleet_compiler", None))
 
 
 def small_scenario(**overrides) -> Scenario:

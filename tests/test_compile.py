@@ -35,7 +35,7 @@ def test_a_kernel_called_with_literal_constants_compiles_one_signature():
 
 
 def test_the_two_halves_of_the_warm_up_are_disjoint_kernels_of_the_engine():
-    names = warm.HELPER + warm.HERE
+    names = warm.HELPER + warm.HELPER_THEN + warm.HERE
     assert len(set(names)) == len(names)
     for module, name in names:
         assert isinstance(warm._kernel(module, name), jit.OneSignature), (module, name)
@@ -44,9 +44,10 @@ def test_the_two_halves_of_the_warm_up_are_disjoint_kernels_of_the_engine():
 def test_the_warm_up_compiles_what_the_engine_calls_and_nothing_else():
     """After a warm-up (cold or warm), each kernel the helper or this process compiled ahead holds exactly the
     signatures in the cache: the engine called it with the types warm.py compiled, not others (a mismatch
-    would compile a second version and waste the helper's work)."""
+    would compile a second version and waste the helper's work). The warm-up's last run computes bounds, as the
+    CLI's and the dashboard's runs do: HELPER_THEN's signatures are checked against theirs too."""
     sim_core.warm_up()
-    for module, name in warm.HELPER + warm.HERE:
+    for module, name in warm.HELPER + warm.HELPER_THEN + warm.HERE:
         assert sorted(map(str, warm.cached_signatures(module, name))) == sorted(
             map(str, warm.signatures(module, name))), (module, name)
     assert warm.start_helper() is None  # warm now: no helper process
@@ -60,7 +61,7 @@ def test_the_fleet_compiler_caches_each_fleet_kernel_as_runs_call_it():
         kernel = warm._kernel(module, name)
         assert [str(s) for s in warm.cached_signatures(module, name)] == [str(s) for s in kernel.signatures], name
     assert warm.start_fleet_compiler() is None  # all cached: no process started
-    warm.stop_fleet_compiler(None)
+    warm.stop_compiler(None)
 
 
 def test_new_engine_inputs_match_a_real_run():
@@ -93,8 +94,8 @@ from sim_core.kernel import jit
 sys.stdout = io.StringIO()
 code = main(["run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests", "20", "--json"])
 sys.stdout = sys.__stdout__
-kernels = [v for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("sim_core")
-           for v in vars(m).values() if isinstance(v, jit.OneSignature)]
+kernels = list({id(v): v for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("sim_core")
+                for v in vars(m).values() if isinstance(v, jit.OneSignature)}.values())  # each once, wherever imported
 opened = sum(1 for k in kernels if k.__dict__.get("_cache") is not jit._OPEN_ON_USE)
 print(code, len(kernels), opened, "numba.np.polynomial.polynomial_functions" in sys.modules,
       "numba.np.arrayobj" in sys.modules)
@@ -180,3 +181,30 @@ def test_code_loaded_from_the_cache_runs_from_python_and_links_into_new_callers(
     assert (caller, direct) == (42, 15)
     assert library == "_LoadedLibrary" and parsed_at_load is False
     assert kernel_hits >= 1  # the kernel came from the cache, not a fresh compile
+
+
+
+# A stand-in for warm.py's helper process: its first part done, it says so and goes on (sleeps) with its second.
+FAKE_HELPER = "import sys, time; sys.stdout.buffer.write({ready!r}); sys.stdout.flush(); time.sleep(120)"
+
+
+def test_compile_in_two_goes_on_once_the_helper_has_cached_its_first_part(monkeypatch):
+    """compile_in_two returns while the helper still compiles HELPER_THEN (rather than wait for all of it), and
+    stop_compiler ends it."""
+    import subprocess
+    import sys
+
+    helpers, compiled_here = [], []
+
+    def fake_start():
+        helpers.append(subprocess.Popen([sys.executable, "-c", FAKE_HELPER.format(ready=warm.HELPER_READY)],
+                                        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL))
+        return helpers[-1]
+
+    monkeypatch.setattr(warm, "start_helper", fake_start)
+    monkeypatch.setattr(warm, "compile_part", compiled_here.append)
+    helper = warm.compile_in_two()
+    assert helper is helpers[0] and compiled_here == [warm.HERE]
+    assert helper.poll() is None  # back while the helper goes on
+    warm.stop_compiler(helper)
+    assert helper.returncode is not None and helper.stdout.closed

@@ -5,15 +5,18 @@ But a subtree whose argument types are known before any run (the engine record, 
 Python hands `new_engine`) can be compiled on its own with an explicit signature: a helper process compiles the
 scheduler's subtree (`schedule`: the largest, ~40% of the compile) while this one compiles the prefix-cache hasher,
 engine construction and the step's other phases; then this one compiles `simulate` (the step inlined), loading
-what the helper wrote from the cache instead of compiling it. Nothing changes when the cache is already warm
-(the helper is not started), under NUMBA_DISABLE_JIT, without a writable cache, or on one core.
+what the helper wrote from the cache instead of compiling it, while the helper goes on to the entries a run calls
+after the simulation (the bounds its metrics report). Nothing changes when the cache is already warm (the helper
+is not started), under NUMBA_DISABLE_JIT, without a writable cache, or on one core.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from numba import config as numba_config
@@ -36,6 +39,9 @@ from .state import ENGINE
 # What the helper process compiles, and what this one compiles meanwhile (module, kernel) — each a subtree of
 # `simulate` whose argument types do not depend on a run. Split by measured compile time (bench/bench_startup.py).
 HELPER = (("scheduler", "schedule"),)
+# What the helper compiles next, once this process may go on to `simulate`: entries a run calls after simulating
+# (its bounds: sim_core/bounds.py).
+HELPER_THEN = (("..request_floors", "request_floors_s"), ("..bounds", "relaxed_server"))
 HERE = (("content_hash", "block_hashes"), ("build", "new_engine"), ("engine", "admit_arrivals"), ("engine", "run_batch"), ("engine", "land_tokens"),
         ("attribution", "attribute_step"), ("policies.ordering", "_rekey_by_cached_prefix"),
         ("policies.ordering", "_rekey_on_step_time_drift"), ("logs", "take_frames"), ("build", "outcome"),
@@ -45,9 +51,9 @@ HERE = (("content_hash", "block_hashes"), ("build", "new_engine"), ("engine", "a
 def _kernel(module: str, name: str):
     import importlib
 
-    # Kernels live in sim_core.kernel, but for two policies' kernels.
+    # Kernels live in sim_core.kernel, but for two policies' kernels and the bounds' entries ("..": in sim_core).
     package = "sim_core" if module.startswith("policies.") else __package__
-    return getattr(importlib.import_module(f"{package}.{module}"), name)
+    return getattr(importlib.import_module(module if module.startswith("..") else f"{package}.{module}", package), name)
 
 
 def signatures(module: str, name: str) -> list[tuple]:
@@ -62,6 +68,10 @@ def signatures(module: str, name: str) -> list[tuple]:
         return [(ENGINE, types.boolean)]
     if (module, name) == ("logs", "_grow_logs"):
         return [(ENGINE, types.boolean, types.boolean)]
+    if (module, name) == ("..request_floors", "request_floors_s"):  # two pools' cost params, uncached and cached tokens
+        return [(types.float64[::1], types.float64[::1], types.int64[::1], types.int64[::1])]
+    if (module, name) == ("..bounds", "relaxed_server"):  # problem, release, work, deadline
+        return [(types.int64, types.float64[::1], types.float64[::1], types.float64[::1])]
     return [(ENGINE,)]
 
 
@@ -91,12 +101,20 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+# What the helper prints once HELPER is in the cache (and it goes on to HELPER_THEN).
+HELPER_READY = b"ready\n"
+
+
 def start_helper() -> subprocess.Popen | None:
-    """Start the helper process if it would help: a cold cache that can be shared, and a second core."""
-    return _compile_elsewhere(HELPER + HERE, "from {package}.warm import HELPER, compile_part; compile_part(HELPER)")
+    """Start the helper process if it would help: its kernels not all cached, a cache it can share, a second
+    core. It prints HELPER_READY between its two parts."""
+    return _compile_elsewhere(HELPER + HELPER_THEN,
+                              "from {package}.warm import HELPER, HELPER_READY, HELPER_THEN, compile_part; "
+                              "import sys; compile_part(HELPER); sys.stdout.buffer.write(HELPER_READY); "
+                              "sys.stdout.flush(); compile_part(HELPER_THEN)", stdout=subprocess.PIPE)
 
 
-def _compile_elsewhere(kernels, statement: str, niceness: int = 0) -> subprocess.Popen | None:
+def _compile_elsewhere(kernels, statement: str, niceness: int = 0, stdout=subprocess.DEVNULL) -> subprocess.Popen | None:
     """Run `statement` (`{package}`: this package) in a new Python process that shares this one's numba cache, if
     it would help: some of `kernels` ((module, name) pairs) not cached yet, jitting on, a cache it can write to, a
     second core. None otherwise."""
@@ -115,27 +133,52 @@ def _compile_elsewhere(kernels, statement: str, niceness: int = 0) -> subprocess
                                                        f"from {__package__} import jit; "
                                                        "jit.EXIT_ON_CACHE_WRITE_FAILURE = True; "
                                                        f"{statement.format(package=__package__)}; os._exit(0)"],
-                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+                                env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.DEVNULL)
     except OSError:
         return None
 
 
-def compile_in_two() -> None:
-    """Compile the engine's subtrees on two cores (a no-op when the cache is warm); the caller then runs the
-    engine, which compiles `simulate` over what is cached. If the helper fails, the engine compiles
-    what it left undone itself."""
+def compile_in_two() -> subprocess.Popen | None:
+    """Compile the engine's subtrees on two cores (a no-op when the cache is warm: None); the caller then runs the
+    engine, which compiles `simulate` over what is cached, while the helper, still running, compiles HELPER_THEN;
+    the caller ends it with stop_compiler. If the helper fails, the engine compiles what it left undone itself."""
     helper = start_helper()
     if helper is None:
-        return
+        return None
     try:
         compile_part(HERE)
+        with _killed_after(HELPER_TIMEOUT_S, helper):
+            helper.stdout.readline()  # HELPER_READY once HELPER is cached; b"" if the helper ended
+    except BaseException:
+        stop_compiler(helper)
+        raise
+    return helper
+
+
+# The longest this process waits for the helper's first part (~15 CPU-s): past it, the helper is ended and this
+# process compiles what is missing itself.
+HELPER_TIMEOUT_S = 900
+
+
+@contextlib.contextmanager
+def _killed_after(seconds: float, process: subprocess.Popen):
+    timer = threading.Timer(seconds, process.kill)
+    timer.start()
+    try:
+        yield
     finally:
-        try:
-            helper.wait(timeout=900)
-        except subprocess.TimeoutExpired:
-            helper.kill()
-            helper.wait()
+        timer.cancel()
+
+
+def stop_compiler(process: subprocess.Popen | None) -> None:
+    """End a compiling process (the helper, the fleet compiler) if it is still running (the work it was started
+    for may be done without it): what it cached stays cached; numba writes each file under a temporary name."""
+    if process is not None and process.poll() is None:
+        process.kill()
+    if process is not None:
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -168,17 +211,19 @@ def start_fleet_compiler() -> subprocess.Popen | None:
                               FLEET_NICENESS)
 
 
-def stop_fleet_compiler(process: subprocess.Popen | None) -> None:
-    """End the compiler if it is still running (a short session may end first): what it cached stays cached."""
-    if process is not None and process.poll() is None:
-        process.kill()
-        process.wait()
-
-
 def warm_up() -> None:
-    """Compile (or load from numba's on-disk cache) every engine code path with tiny runs (a cold cache: on two
-    cores, compile_in_two)."""
-    compile_in_two()
-    for name in SCHEDULER_NAMES:
-        run(Scenario(scheduler=name, hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192),
-            record_events=True)
+    """Compile (or load from numba's on-disk cache) every engine code path with tiny runs, and the entries a run
+    calls after simulating (a cold cache: on two cores, compile_in_two)."""
+    helper = compile_in_two()
+    try:
+        for name in SCHEDULER_NAMES:
+            run(Scenario(scheduler=name, **TINY_RUN), record_events=True)
+        if helper is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                helper.wait(timeout=HELPER_TIMEOUT_S)  # HELPER_THEN cached: the run below loads it
+    finally:
+        stop_compiler(helper)
+    run(Scenario(**TINY_RUN), record_events=True, bounds=True)
+
+
+TINY_RUN = dict(hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192)
