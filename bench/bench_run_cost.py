@@ -79,6 +79,13 @@ SCENARIOS = {  # name: query
     "prefix-cache-agent": "workload=agent&duration=120&rate=1&prefix_cache=true",
     "kv-blocks-4M": f"{L1B}&hardware=mi355x&tp=8&duration=30&rate=5",
     "seeds-like-long": f"{L1B}&duration=600&rate=20&max_seqs=64",
+    # round 4's mechanisms: prefill and decode pools autoscaled apart, tensor parallelism over two nodes, power
+    # under a cap, hidden reasoning tokens
+    "pd-autoscale": "duration=120&rate_schedule=0:2,60:12&prefill_replicas=1&decode_replicas=1&autoscaler=predictive"
+                    "&max_replicas=4&autoscale_replica_rate=6",
+    "tp16-two-nodes": "model=deepseek-r1&hardware=h200&tp=16&duration=30&rate=2",
+    "energy-capped": "hardware=h100&model=llama-3-8b&duration=60&rate=5&energy=true&power_cap_w=420",
+    "reasoning": "hardware=h100&model=llama-3-8b&workload=reasoning&duration=60&rate=1",
 }
 
 

@@ -6,6 +6,8 @@ tests/test_browser_figures.py met exactly that."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from app.web.figures.goodput import sweep_status
 from app.web.frontier_page import FrontierJob
 from app.web.frontier_page import status as frontier_status
@@ -28,7 +30,8 @@ def test_a_sweep_that_ends_while_its_card_renders_still_polls_for_its_curves():
 
 
 def test_a_frontier_that_ends_while_its_card_renders_still_polls_for_its_figure():
-    job = FrontierJob(id="def456", ask=None, total=12, done=11)
+    ask = SimpleNamespace(query="frontier_gpus=h100")  # what the card's link reads of a running job's ask
+    job = FrontierJob(id="def456", ask=ask, total=12, done=11)
     f = frontier_status(job)
     job.result = object()
     html = render("_frontier_status.html", f=f)

@@ -113,10 +113,13 @@ def _checked_degrees(name: str, values: Sequence[int] | None) -> list[int] | Non
     if values is None:
         return None
     f = field_info(name)
-    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or not f.lo <= v <= f.hi]
+    # A frontier searches within one node (TP_CHOICES): a scenario's tp may span nodes (tensor_parallel.py).
+    hi = min(f.hi, max(TP_CHOICES)) if name == "tp" else f.hi
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or not f.lo <= v <= hi]
     if bad or not values:
         got = repr(bad[0]) if bad else "none"
-        raise ScenarioError([(name, f"each value must be an integer {range_text(name)} (got {got})")])
+        allowed = f"between {f.lo} and {hi}" if name == "tp" else range_text(name)
+        raise ScenarioError([(name, f"each value must be an integer {allowed} (got {got})")])
     return sorted(set(values))
 
 
