@@ -132,8 +132,12 @@ def cdf_figure(views: list[RunView], model_ci: list[dict] | None = None) -> dict
         if shown_targets[key]:
             shapes.append({"type": "line", "xref": _ref("x", k), "yref": "paper", "x0": target, "x1": target,
                            "y0": 0, "y1": 1, "line": {"color": SERIES["reference"], "width": 1, "dash": "dash"}})
+            # Its text runs into the panel: right of a line in the panel's left half, left of one in its right
+            # half (a target past the data is the axis's right end, and text after it ran into the next panel, or
+            # off a phone's screen).
+            lo, hi = layout[_ax("x", k)]["range"]
             notes.append({**note, "xref": _ref("x", k), "x": _log10(target), "text": f"{label} {target:g} ms",
-                          "xanchor": "left"})
+                          "xanchor": "left" if _log10(target) <= (lo + hi) / 2 else "right"})
         else:  # far outside the data: named at the edge it lies beyond, without stretching the axis to it
             above = target > 10 ** layout[_ax("x", k)]["range"][1]
             notes.append({**note, "xref": f"{_ref('x', k)} domain", "x": 1 if above else 0,
