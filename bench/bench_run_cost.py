@@ -15,7 +15,7 @@ arrays reuse heap pages the warm-up left resident, which the baseline already co
 times are the cost model's floor (an engine near its throughput is estimated to keep up: slots at 0.5-1x those
 held, tests/test_run_cost.py). Last runs (2-core box, shared, load average ~12): all 36 within 2x, worst
 lora-68391's CPU at 1.96-2.04x over four runs with run_cost.CPU_S_PER_ADAPTER_STEP at 1e-9; at the measured 6e-10,
-1.03x (load average ~15)."""
+1.03-1.07x. Round 4's rows (pd-autoscale, tp16-two-nodes, energy-capped, reasoning; idle machine): all within 1.44x."""
 
 from __future__ import annotations
 
