@@ -344,3 +344,14 @@ def _wait(condition, timeout: float = 60) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_a_child_whose_client_has_gone_is_told_so_quietly():
+    """A client interrupted while its command was handed over closes the connection before the child says it
+    started: the child must end quietly (CI once caught a BrokenPipeError traceback on the client's stderr)."""
+    from app.cli.worker_server import _told
+
+    here, client = socket.socketpair()
+    client.close()
+    assert _told(here, {"started": 1}) is False
+    here.close()

@@ -31,7 +31,7 @@ import sim_core
 
 from . import commands, worker
 from .dispatch import main as cli_main
-from .usage import EXIT_INTERNAL
+from .usage import EXIT_INTERNAL, EXIT_INTERRUPTED
 
 POLL_S = 1.0  # how often the idle worker looks at its children, its socket and its idle time
 CLIENT_TIMEOUT_S = 10.0  # a client has this long to send its request (the worker sorts one at a time)
@@ -216,11 +216,22 @@ def run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
     sys.stderr = sys.__stderr__ = _text_stream(2, "wb", specs[2])
     argv = [str(word) for word in request["argv"]]
     sys.argv = ["sched-sim", *argv]
-    worker.send_message(conn, {"started": os.getpid()})
+    if not _told(conn, {"started": os.getpid()}):
+        os._exit(EXIT_INTERRUPTED)  # the client left (its Ctrl-C) before the command started: nothing to run
     threading.Thread(target=_watch_client, args=(conn,), daemon=True).start()
     code = _run_as_entry(argv)
-    worker.send_message(conn, {"exit": code})
+    _told(conn, {"exit": code})
     os._exit(0)
+
+
+def _told(conn: socket.socket, message: dict) -> bool:
+    """Send `message` to the client; False when it has gone. A client interrupted while its command was being
+    handed over has already said "interrupted" and exited 130: a traceback here would land on its stderr."""
+    try:
+        worker.send_message(conn, message)
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    return True
 
 
 def _text_stream(fd: int, mode: str, spec: dict | None):
