@@ -36,33 +36,14 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_startup import process_cpu_s  # noqa: E402
+from bench_startup import COLD_RUN_CHILD, process_cpu_s  # noqa: E402
 
 HERE = Path(__file__).resolve().parent.parent
 
-# In the child: numba's compilations timed by their own CPU seconds, printed as JSON on stderr at exit.
-PROFILE = """
-import json, os, sys, time
-from numba.core import event
-stack, own = [], {}
-class Times(event.Listener):
-    def on_start(self, ev):
-        stack.append([ev.data["dispatcher"].py_func.__qualname__, time.process_time(), 0.0])
-    def on_end(self, ev):
-        name, t0, nested = stack.pop()
-        spent = time.process_time() - t0
-        if stack:
-            stack[-1][2] += spent
-        own[name] = own.get(name, 0.0) + spent - nested
-event.register("numba:compile", Times())
-def report():
-    slowest = sorted(own.items(), key=lambda kv: -kv[1])[:10]
-    print(json.dumps({"compile_own_cpu_s": round(sum(own.values()), 2), "compilations": len(own),
-                      "slowest_s": {k: round(v, 2) for k, v in slowest}}), file=sys.stderr)
-"""
+# In the child with --profile: sched-sim's run, numba's compilations timed by their own CPU seconds (bench_startup's).
 SCHED_SIM = "import sys; from app.cli import entry; sys.argv[0] = 'sched-sim'; entry()"
 RUN = SCHED_SIM.replace("entry()", "sys.exit(entry())")
-PROFILED_RUN = PROFILE + "from app.cli import main\ncode = main(sys.argv[1:])\nreport()\nsys.stdout.flush()\nos._exit(code)\n"
+PROFILED_RUN = COLD_RUN_CHILD
 FLEET = ("from sim_core import Scenario, run\n"
          "run(Scenario(hardware='rtx3050', num_requests=4, seed=1, max_model_len=8192, replicas=2, "
          "router='least_outstanding'))\n")
