@@ -113,6 +113,14 @@ def test_one_node_reports_no_network():
     assert doc["scale_out_link"] == "ib400" and doc["tp_domains"] == 2
 
 
+def test_the_step_time_text_names_the_link_only_over_nodes(capsys):
+    base = ["step-time", "--model", "deepseek-r1", "--hardware", "h200", "--decode-seqs", "8"]
+    assert main(base + ["--tp", "16", "--scale-out-link", "ib200"]) == 0
+    assert "tensor parallel 16 over 2 nodes of 8 (NVLink within, InfiniBand HDR" in capsys.readouterr().out
+    assert main(base + ["--tp", "8"]) == 0
+    assert "over" not in capsys.readouterr().out.split("\n")[1]
+
+
 @pytest.mark.parametrize("tp", ["12", "0", "1024", "24"])
 @pytest.mark.parametrize("field", ["tp", "prefill_tp"])
 def test_a_degree_not_allowed_is_refused_naming_the_allowed_ones(tp, field):

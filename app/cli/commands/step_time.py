@@ -44,6 +44,8 @@ def step_time_lines(doc: dict) -> list[str]:
     lines = [f"{doc['model']} ({formats}) on {doc['hardware']}, tp={doc['tp']}: " + " + ".join(batch),
              f"step time {fmt(doc['step_ms'])} ms, {doc['bound']}-bound (MBU {pct(doc['mbu'])}%, "
              f"MFU {pct(doc['mfu'])}%)", ""]
+    if "tensor_parallel" in doc:  # a group over nodes: name the link its all-reduce crosses, as the JSON does
+        lines.insert(1, doc["tensor_parallel"])
     total = doc["step_ms"]
     rows = sorted(doc["components_ms"].items(), key=lambda kv: -kv[1])
     lines += ["  " + x for x in columns(["component", "ms", "share %"],
