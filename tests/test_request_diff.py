@@ -138,6 +138,8 @@ def test_cli_json_carries_every_request_and_the_totals(capsys):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["a"]["scheduler"] == "fcfs" and doc["b"]["scheduler"] == "chunked"  # B's first scheduler
+    assert "note: --b names 2 schedulers (chunked, fcfs); the A/B runs its first, chunked" in err
+    assert "--a names" not in err
     assert len(doc["requests"]) == doc["compared"] == 30
     for r in doc["requests"]:
         assert set(r["change_ms"]) == set(METRICS)
@@ -155,8 +157,9 @@ def test_cli_json_carries_every_request_and_the_totals(capsys):
 
 
 def test_cli_tables_list_the_most_hurt_with_both_timelines(capsys):
-    code, out, err = _cli(capsys, ["diff", "--a", CLI_A, "--b", CLI_B, "--top", "2", "--by", "ttft_ms"])
+    code, out, err = _cli(capsys, ["diff", "--a", CLI_A + "&seeds=3", "--b", CLI_B, "--top", "2", "--by", "ttft_ms"])
     assert code == 0, err
+    assert "note: --a asks for seeds=3; the A/B compares the requests of one run, seed 3" in err
     assert "Most hurt by TTFT" in out and "mean change per request (ms)" in out
     assert out.count("    A  ") == out.count("    B  ") >= 1  # each listed request: A's timeline, B's below it
     for part in ATTRIBUTION_PARTS:

@@ -5,6 +5,7 @@ scenarios): each request's change in TTFT, TPOT, longest ITL and E2EL, split by 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from sim_core import Scenario, ScenarioError, SetupError, TraceError, parse_scenario
 from sim_core.metric_catalog import REQUEST_METRICS
@@ -56,7 +57,14 @@ def query_to_scenario(flag: str, text: str):
         raise UsageError(str(e).replace("--scenario", flag, 1)) from None
     if schedulers and "scheduler" not in fields:
         fields["scheduler"] = schedulers[0]
-    fields.pop("seeds", None)
+        if len(schedulers) > 1:  # documented in --help, said here too: a copied dashboard URL names several
+            print(f"note: {flag} names {len(schedulers)} schedulers ({', '.join(schedulers)}); the A/B runs its "
+                  f"first, {schedulers[0]}", file=sys.stderr)
+    seeds = fields.pop("seeds", None)
+    if seeds not in (None, "", "1"):
+        seed = fields.get("seed", Scenario.model_fields["seed"].default)
+        print(f"note: {flag} asks for seeds={seeds}; the A/B compares the requests of one run, seed {seed}",
+              file=sys.stderr)
     try:
         return parse_scenario(fields)
     except ScenarioError as e:
