@@ -198,6 +198,14 @@ def most_alive(lives: np.ndarray, end_s: float) -> int:
     return int(np.cumsum(steps[order]).max()) if len(order) else 0
 
 
+def serving_seconds(lives: np.ndarray, end_s: float) -> float:
+    """Replica-seconds from ready to released within the run: the time replicas could serve (a draining one
+    still finishes, and hands over, what it holds), provisioning not counted."""
+    start = np.minimum(lives[:, LIFE_SERVING_S], end_s)
+    stop = np.minimum(lives[:, LIFE_RELEASED_S], end_s)
+    return float(np.maximum(stop - start, 0.0).sum())
+
+
 def window_starts(end_s: float) -> np.ndarray:
     return np.arange(max(1, int(math.ceil(end_s / WINDOW_S)))) * WINDOW_S
 

@@ -225,7 +225,7 @@ METRICS: tuple[Metric, ...] = (
                    "until its decode engine has blocks for it (the prefill engine holds its KV meanwhile) and the "
                    "link is free", "Deployment", ("p99",)),
     Metric("kv_link_utilization", "KV link busy", "%", "Disaggregated serving: the share of the benchmark "
-           "duration the prefill engines' links spent sending KV.", None, "Deployment", "fraction"),
+           "duration the prefill engines' links spent sending KV (autoscaled: of the time prefill replicas were serving).", None, "Deployment", "fraction"),
     Metric("replicas", "Replicas", "count", "With several replicas: a list, one entry per replica, with its "
            "requests, completed, served_tokens, gpu_busy_fraction, kv_cache_usage_mean, waiting_peak, preemptions "
            "and steps.", None, "Deployment", "count", "docs"),

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import lora
 from .bounds import bounds as run_bounds
-from .cluster_over_time import over_time_metrics, run_autoscaled
+from .cluster_over_time import over_time_metrics, run_autoscaled, serving_seconds
 from .deployment import Resolved, resolve
 from .energy import add_energy_metrics, capped_constants
 from .hardware_profile import profile_constants
@@ -472,5 +472,9 @@ def _add_engines(result: Result, ran: PoolsRun, cfgs: list[Config]) -> None:
         extra = dict(ran.transfer)
         makespan = result.metrics["duration_s"]
         link_busy = extra.pop("kv_link_busy_s")
-        extra["kv_link_utilization"] = link_busy / (makespan * pools[0].engines) if makespan > 0 else 0.0
+        # The prefill engines' link-seconds: every engine the whole run, or, autoscaled, each replica's ranks while
+        # it was serving (dividing by the slots used, as before, counted a replica added late as idle all along).
+        senders_s = (makespan * pools[0].engines if ran.scaled_pools is None else
+                     serving_seconds(ran.scaled_pools.lives[0], float(result.end_s)) * pools[0].lockstep)
+        extra["kv_link_utilization"] = link_busy / senders_s if senders_s > 0 else 0.0
         result.metrics.update(extra)

@@ -17,6 +17,7 @@ from sim_core.kernel.autoscaled import (
     LIFE_SERVING_S,
     LIFE_SLOT,
 )
+from sim_core.links import KV_LINKS
 from sim_core.policies.routers import ROUTER_NAMES
 
 MOE = dict(hardware="h100", model="qwen3-30b-a3b", tp=1, max_model_len=8192, seed=3)
@@ -142,3 +143,23 @@ def test_pool_scaling_round_trips_through_the_query_string():
     s = Scenario(prefill_replicas=1, decode_replicas=3, autoscaler="predictive", max_replicas=6,
                  autoscale_replica_rate=2.5, rate_schedule="0:2,40:9", duration=100)
     assert Scenario.from_query(s.to_query()) == s
+
+
+def test_the_kv_links_use_counts_a_prefill_replica_only_while_it_serves(monkeypatch):
+    """The prefill pool grows from one replica to three for the peak: the link's busy share is its sending time
+    over the prefill replicas' serving time, not over three replicas for the whole run."""
+    rates = {"prefill": 3.0, "decode": 6.0}
+    monkeypatch.setattr(pool_autoscale, "pool_replica_rate", lambda scenario, pool, run: rates[pool])
+    s = Scenario(prefill_replicas=1, decode_replicas=1, workload="chat", rate_schedule="0:2,40:9,100:2",
+                 duration=160, autoscaler="predictive", autoscale_interval_s=5, provision_delay_s=5, max_replicas=4,
+                 kv_link="eth25", **MOE)
+    res = run(s)
+    lives, end = res.pool_lives[0], float(res.end_s)
+    assert len(lives) > 1 and np.nanmin(np.minimum(lives[:, LIFE_RELEASED_S], end) - lives[:, LIFE_SERVING_S]) < end
+    h = res.handover
+    sent = h.to_decode >= 0
+    latency = KV_LINKS[s.kv_link].latency_s
+    busy = float((h.delivered[sent] - latency - h.transfer_start[sent]).sum())
+    serving = float(np.maximum(np.minimum(lives[:, LIFE_RELEASED_S], end) - np.minimum(lives[:, LIFE_SERVING_S], end),
+                               0.0).sum())
+    assert res.metrics["kv_link_utilization"] == pytest.approx(busy / serving, rel=1e-9)
