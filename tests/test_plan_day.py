@@ -121,6 +121,16 @@ def test_a_day_too_big_for_the_web_is_refused_naming_the_field(client):
     assert page.status_code == 422 and "duration must be at most" in page.text
 
 
+def test_a_peak_too_busy_for_the_web_names_the_schedule_not_the_duration(client):
+    """The plan at a schedule's peak holds it over at most PEAK_PLAN_S: 40 req/s for 600 s is 24,000 requests, over
+    the web's 20,000 a run — the peak is what to lower (the duration the user gave is already cut to 600 s)."""
+    peaky = ("model=llama-3-8b&gpus=h100&tp=1&workload=chat&duration=3600"
+             "&rate_schedule=diurnal:period=3600,min=1,max=40")
+    r = client.get("/api/plan?" + peaky)
+    assert r.status_code == 422 and _fields(r) == ["rate_schedule"], r.text
+    assert "the plan at the schedule's peak, 40 req/s over 600 s" in r.text and "at most 33.33 req/s" in r.text
+
+
 def test_the_day_preset_is_within_the_web_budget():
     pairs = [(k, v) for k, value in DAY_PRESET.items() for v in (value if isinstance(value, list) else [value])]
     scenario, _ = parse_plan_request([(k, v) for k, v in pairs if v != ""], page=True)

@@ -54,8 +54,10 @@ def plan_query(scenario: Scenario, inputs: PlanInputs) -> str:
     return urlencode(scenario_query_pairs(scenario) + inputs.query_pairs(), safe=",:")
 
 
-def plan_work_problems(scenario: Scenario, inputs: PlanInputs) -> list[tuple[str, str]]:
-    """What makes this plan more work than the web does, each problem naming the input to change."""
+def plan_work_problems(scenario: Scenario, inputs: PlanInputs, at_peak: bool = False) -> list[tuple[str, str]]:
+    """What makes this plan more work than the web does, each problem naming the input to change. `at_peak`: the
+    scenario is a rate schedule's peak held over at most autoscale_compare.PEAK_PLAN_S, so too many requests is
+    the schedule's peak to lower, not the duration (which a plan at the peak cuts anyway)."""
     n = inputs.candidates()
     if n > MAX_PLAN_CANDIDATES:
         return [("gpus", f"{n} candidates (GPUs x TP degrees x schedulers x token budgets x topologies); the web "
@@ -65,13 +67,19 @@ def plan_work_problems(scenario: Scenario, inputs: PlanInputs) -> list[tuple[str
                           f"the CLI has no such limit")]
     per_run, _ = expected_requests(scenario)
     if per_run > MAX_REQUESTS:
+        if at_peak:
+            return [("rate_schedule", f"the plan at the schedule's peak, {scenario.rate:.4g} req/s over "
+                                      f"{scenario.duration:g} s, is about {per_run:,.0f} requests per run; the web "
+                                      f"runs at most {MAX_REQUESTS:,} — lower the peak to at most "
+                                      f"{MAX_REQUESTS / scenario.duration:.4g} req/s (the CLI has no such limit)")]
         return [("duration", f"rate x duration is about {per_run:,.0f} requests per run; the web runs at most "
                              f"{MAX_REQUESTS:,} — shorten duration to at most {MAX_REQUESTS / scenario.rate:.4g} s")]
     total = per_run * n * scenario.seeds * RUNS_PER_CANDIDATE
     if total > MAX_PLAN_REQUESTS:
-        return [("duration", f"the search would simulate about {total:,.0f} requests ({n} candidates x "
-                             f"{scenario.seeds} seed(s) x ~{RUNS_PER_CANDIDATE} runs of {per_run:,.0f}); the web "
-                             f"plans at most {MAX_PLAN_REQUESTS:,} — shorten duration or choose fewer candidates")]
+        field, lower = ("rate_schedule", "lower the schedule's peak") if at_peak else ("duration", "shorten duration")
+        return [(field, f"the search would simulate about {total:,.0f} requests ({n} candidates x "
+                        f"{scenario.seeds} seed(s) x ~{RUNS_PER_CANDIDATE} runs of {per_run:,.0f}); the web "
+                        f"plans at most {MAX_PLAN_REQUESTS:,} — {lower} or choose fewer candidates")]
     return _step_problems(scenario, inputs)
 
 

@@ -94,7 +94,8 @@ def parse_plan_request(pairs: list[tuple[str, str]], *, page: bool) -> tuple[Sce
     if scenario is not None and inputs is not None and not problems:
         if scenario.rate_schedule is None:
             scenario = scenario.model_copy(update={"rate": scenario.rate or PRESETS[scenario.workload].rate})
-        problems += plan_work_problems(planned_scenario(scenario), inputs) + comparison_work_problems(scenario)
+        problems += (plan_work_problems(planned_scenario(scenario), inputs, at_peak=scenario.rate_schedule is not None)
+                     + comparison_work_problems(scenario))
     if problems:
         raise ScenarioError(problems)
     return scenario, inputs
