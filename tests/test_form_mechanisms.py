@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import re
 from html import unescape
+from types import SimpleNamespace
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.web import app
-from app.web.form import GROUPS, NOT_IN_FORM, build_form
+from app.web.form import GROUPS, LABELS, NOT_IN_FORM, build_form
 from app.web.guide import render, slug
+from app.web.present import scenario_details
 from sim_core import Scenario, parse_scenario
 from sim_core.energy_fields import EnergyFields
 from sim_core.field_groups import BY_KEY, CORE_FIELDS, MECHANISMS, group_of
@@ -28,6 +30,19 @@ LANDING = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=
 def client():
     with TestClient(app) as c:
         yield c
+
+
+def test_every_field_in_the_form_has_a_label_of_its_own():
+    """A label made from the field's name read "Power cap w", "Prefill ep", "Isl" on the form and in every exported
+    figure's caption (present.scenario_details): each field the form shows names itself in words."""
+    assert [n for n in Scenario.model_fields if n not in LABELS and n not in NOT_IN_FORM] == []
+    capped = SimpleNamespace(scenario=parse_scenario({"energy": "on", "power_cap_w": "500", "hardware": "h100"}))
+    assert "power cap 500 W / GPU" in scenario_details(capped)
+    form = build_form({"energy": "on"}, {}, page_defaults={})
+    shown = [f for _, fields in form.groups for f in fields] + form.advanced + [f for sec in form.sections
+                                                                                 for f in sec.fields]
+    labels = {f.name: f.label for f in shown}
+    assert labels["power_cap_w"] == "Power cap" and labels["isl"] == "Input length"
 
 
 def test_every_scenario_field_has_one_group():
