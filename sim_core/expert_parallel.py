@@ -230,6 +230,13 @@ def ep_text(model: Model, plan: ExpertParallel, tp: int) -> str:
             f"per layer, {attention}{skew}")
 
 
+def pool_ranks_text(scenario) -> str:
+    """Prefill/decode pools whose replicas are several attention-DP ranks, one clause each (", decode replicas of
+    8 attention-DP ranks (EP8)"; "" for none): the CLI's set-up and the dashboard's summary say it alike."""
+    return "".join(f", {p} replicas of {scenario.pool_ranks(p)} attention-DP ranks (EP{scenario.pool_ep(p)})"
+                   for p in ("prefill", "decode") if scenario.pool_ranks(p) > 1)
+
+
 def shape_error(ep: int, tp: int, attention_dp: bool, imbalance: float | None) -> tuple[str, str] | None:
     """(field, why) when ep, tp, attention_dp and moe_imbalance do not make a deployment; None when they do."""
     if ep == 1:

@@ -200,6 +200,10 @@ def test_the_deployment_chip_counts_every_gpu_and_the_fleets_bounds():
     pd = cluster_phrase(Scenario(hardware="a100", prefill_replicas=1, decode_replicas=2))
     assert "router to the prefill engines" in pd and "3 GPUs in all" in pd
     assert cluster_phrase(Scenario(hardware="a100")) == ""
+    wide = Scenario(hardware="h100", model="qwen3-30b-a3b", tp=1, prefill_replicas=1, decode_replicas=3,
+                    decode_ep=8, attention_dp=True)  # 1 + 3 x 8 GPUs: each decode replica is 8 ranks
+    assert ("1 prefill + 3 decode engines, decode replicas of 8 attention-DP ranks (EP8), KV over ib400"
+            in cluster_phrase(wide)) and "25 GPUs in all" in cluster_phrase(wide)
 
 
 def test_the_workload_chip_says_the_rate_and_time_the_requests_arrived_over(client):

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sim_core import Scenario
-from sim_core.expert_parallel import ep_text
+from sim_core.expert_parallel import ep_text, pool_ranks_text
 from sim_core.links import KV_LINKS
 from sim_core.metric_catalog import Metric
 from sim_core.tensor_parallel import domains, tp_text
@@ -135,8 +135,7 @@ def setup_lines(scenario: Scenario, resolved: dict, num_requests: int | None, ra
         link = KV_LINKS[scenario.kv_link]
         gpus = sum(n * scenario.pool_ranks(p) * scenario.pool_deployment(p)[1]
                    for n, p in ((scenario.prefill_replicas, "prefill"), (scenario.decode_replicas, "decode")))
-        on = "".join(f", {p} replicas of {scenario.pool_ranks(p)} attention-DP ranks (EP{scenario.pool_ep(p)})"
-                     for p in ("prefill", "decode") if scenario.pool_ranks(p) > 1)
+        on = pool_ranks_text(scenario)
         on += "".join(f", {p} on {hw} x{tp}" for p, (hw, tp) in ((p, scenario.pool_deployment(p))
                                                                    for p in ("prefill", "decode"))) \
             if scenario.heterogeneous else ""

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from sim_core import Scenario, resolve
+from sim_core.expert_parallel import pool_ranks_text
 from sim_core.fields import field_info
 from sim_core.metric_catalog import BY_KEY, Metric, table_sections, value_at
 from sim_core.metrics import deployment
@@ -310,7 +311,7 @@ def cluster_phrase(s) -> str:
         return ""
     gpus = f"{deployment(s, resolve(s))[0]:,} GPUs in all"
     if s.disaggregated:
-        return (f"{s.prefill_replicas} prefill + {s.decode_replicas} decode engines, KV over {s.kv_link}, "
+        return (f"{s.prefill_replicas} prefill + {s.decode_replicas} decode engines{pool_ranks_text(s)}, KV over {s.kv_link}, "
                 f"{s.router} router to the prefill engines, {gpus}")
     replicas = f"{s.replicas} replica{'s' if s.replicas > 1 else ''}"
     if s.attention_dp:
