@@ -29,11 +29,19 @@ from sim_core import SCHEDULER_NAMES, ScenarioError, SetupError, TraceError
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
 
-from . import charts, figures, present, service
+from . import charts, figures, frontier_page, present, service
 from .api import kernels_ready
 from .figures.kv import kv_figure, kv_frames
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
-from .inputs import MAX_PAGE_SEEDS, MAX_REQUESTS, PAGE_DEFAULTS, WebRequest, expected_requests, problems_of
+from .inputs import (
+    MAX_PAGE_SEEDS,
+    MAX_REQUESTS,
+    PAGE_DEFAULTS,
+    SWEEP_KEYS,
+    WebRequest,
+    expected_requests,
+    problems_of,
+)
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -53,6 +61,9 @@ MAX_PAIR_REQUESTS = len(SCHEDULER_NAMES) * MAX_PAGE_SEEDS * MAX_REQUESTS
 # a side, on one grid) and the Gantt panels (a pair per scheduler). The goodput sweep is a background job of its
 # own; each side's own results page has it.
 PAIR_TEMPLATES = ("_figure_card.html", "_figure_metrics.html", "_figure_kv.html", "_figure_gantt.html")
+# The pair's own goodput and frontier cards (vs_curves.py: both variants' curves on one plot) read these from /vs's
+# URL: the shared rate grid and the frontier card's inputs, each as the main page's cards name them.
+CURVE_PARAMS = SWEEP_KEYS + frontier_page.INPUTS
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,8 @@ def split_params(pairs: list[tuple[str, str]]) -> tuple[dict[str, str], dict[str
             if k in texts:
                 problems.append((k, f"given more than once: give run {k.upper()} as one scenario query"))
             texts[k] = v
+        elif k in CURVE_PARAMS:  # the curve cards' (vs_curves.py), checked there
+            continue
         elif dot and side in SIDES and field:
             if v.strip():  # the quick form's blank field: left as the side's query has it
                 overrides[side][field] = v.strip()
@@ -407,7 +420,8 @@ def page_context(request: Request, cancel) -> tuple[dict, int]:
         ctx["redirect"] = "/vs?" + vs.query()  # the quick form's changes, folded into the canonical URL
         return ctx, 303
     ctx.update(vs=vs, values={s: vs.side(s).query(sweep=False) for s in SIDES}, query=vs.query(),
-               changes=scenario_changes(vs), quick=quick_form(vs.b))
+               changes=scenario_changes(vs), quick=quick_form(vs.b),
+               curves_query=urlencode([(k, v) for k, v in pairs if k in CURVE_PARAMS], safe=","))
     if not kernels_ready(request):
         ctx["errors"] = {"other": "the simulator's kernels are still compiling; reload in a few seconds"}
         return ctx, 503
