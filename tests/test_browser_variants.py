@@ -2,7 +2,9 @@
 two-variant case, /vs), in a real browser at 1440x900 and 390x844: from the results page's "Compare with another
 scenario", B's form holds every scenario field (speculative decoding folded in its own section), picking EAGLE
 there and comparing gives the pair whose changes name spec_method alone, drawn on shared axes with the KV grids at
-one scale (cells as large, the same blocks a cell on both sides). Screenshots go to test-output/screenshots/."""
+one scale (cells as large, the same blocks a cell on both sides); its goodput card, drawn from its form, puts both
+variants' curves on one plot over one rate grid, and its URL then holds that grid. Screenshots go to
+test-output/screenshots/."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
-from browser_support import open_page, screenshot_dir  # noqa: E402
+from browser_support import DRAWN, open_page, screenshot_dir  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 from test_browser_vs import SNAPSHOT, A, draw_all  # noqa: E402
 
@@ -47,5 +49,26 @@ def test_spec_off_against_spec_on_made_in_the_forms(site, width, height):
     scales = page.locator(".vs-kv-k").all_inner_texts()
     assert len(scales) == 2 and scales[0] == scales[1], scales
     page.screenshot(path=SHOTS / f"variants-spec-{width}.png")
+    both_goodput_curves_on_one_plot(page, width)
     assert not page.errors, page.errors
     context.close()
+
+
+def both_goodput_curves_on_one_plot(page, width: int) -> None:
+    """/vs's goodput card: a small shared rate grid typed in its form, both variants' curves on the one plot, each
+    named by its variant, on the same axes, and the grid in the pushed URL."""
+    card = page.locator("#vs-card-goodput")
+    card.scroll_into_view_if_needed()
+    for name, value in (("rate_min", "2"), ("rate_max", "6"), ("rate_step", "2")):
+        card.locator(f"#vs-{name}").fill(value)
+    card.locator("#vs-goodput-submit").click()
+    page.wait_for_function(DRAWN, arg="plot-vs-goodput", timeout=120_000)
+    traces = page.evaluate("""() => document.getElementById('plot-vs-goodput').data
+        .filter(t => t.mode === 'lines+markers').map(t => [t.name, t.xaxis || 'x', t.yaxis || 'y', t.x])""")
+    on_goodput = {name: x for name, xa, ya, x in traces if ya == "y"}
+    assert set(on_goodput) == {f"{v} · {s}" for v in "AB" for s in ("fcfs", "chunked")}, traces
+    assert all(x == [2, 4, 6] for x in on_goodput.values()), on_goodput
+    assert {(xa, ya) for _, xa, ya, _ in traces} == {("x", "y"), ("x2", "y2")}  # one pair of panels for all
+    query = parse_qs(urlsplit(page.url).query)
+    assert query["rate_min"] == ["2"] and query["rate_step"] == ["2"] and "spec_method=eagle" in query["b"][0]
+    card.screenshot(path=SHOTS / f"variants-goodput-{width}.png")

@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
 
+from app.web.charts import color
 from app.web.service import SweepJob
 from app.web.templating import templates
 from app.web.variant_figures import variants_goodput_figure
@@ -145,3 +146,23 @@ def test_variants_swept_over_different_grids_are_refused():
     sweep = {"rates": [1.0, 2.0], "target_attainment": 0.9, "slo": {}, "schedulers": {}}
     with pytest.raises(ValueError, match="one rate grid"):
         variants_goodput_figure([("A", sweep), ("B", {**sweep, "rates": [1.0, 3.0]})])
+
+
+def _sweep(schedulers: tuple[str, ...], knee: float) -> dict:
+    points = [{"rate": r, "goodput": r, "slo_attainment": 1.0} for r in (1.0, 2.0, 3.0, 4.0)]
+    return {"rates": [1.0, 2.0, 3.0, 4.0], "target_attainment": 0.9, "slo": {},
+            "schedulers": {s: {"knee_rate": knee, "points": points} for s in schedulers}}
+
+
+def test_several_schedulers_a_variant_keep_their_colours_and_each_variant_its_dash():
+    fig = variants_goodput_figure([("A", _sweep(("fcfs", "chunked"), 3.5)), ("B", _sweep(("fcfs", "chunked"), 1.0))])
+    drawn = lines(fig)
+    assert [drawn[f"A · {s}"]["line"]["color"] for s in ("fcfs", "chunked")] == [color("fcfs"), color("chunked")]
+    assert drawn["B · fcfs"]["line"]["color"] == color("fcfs")
+    assert {drawn[f"A · {s}"]["line"]["dash"] for s in ("fcfs", "chunked")} == {"solid"}
+    assert {drawn[f"B · {s}"]["line"]["dash"] for s in ("fcfs", "chunked")} == {"dash"}
+    one_each = lines(variants_goodput_figure([("A", _sweep(("fcfs",), 1.0)), ("B", _sweep(("fcfs",), 1.0))]))
+    assert one_each["A · fcfs"]["line"]["color"] != one_each["B · fcfs"]["line"]["color"]
+    # a knee label in the right half reads leftwards: a label past the last rate would stretch the rate axis
+    labels = {n["x"]: n["xanchor"] for n in fig["layout"]["annotations"] if "knee" in n["text"]}
+    assert labels == {3.5: "right", 1.0: "left"}, labels

@@ -1,5 +1,6 @@
 """Curves of several variants of a scenario on one plot (/vs: scenario A and scenario B, vs_curves.py):
-goodput against offered load and the frontier, each variant's lines in its colour (charts.VARIANTS) and dash,
+goodput against offered load and the frontier, each variant's lines in its colour (charts.VARIANTS; a variant of
+several schedulers: each scheduler's own colour) and its dash,
 named "<variant> · <scheduler>" (goodput) or "<variant> · <GPU>" (frontier), on one pair of axes. The goodput plot
 is the results page's (goodput.goodput_figure: bands, knees, the attainment panel) over the variants' sweeps
 merged; the frontier draws each variant's envelope per GPU (frontier.envelope, the definition the frontier card
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from sim_core.studies.frontier import envelope
 
-from .charts import SERIES, VARIANT_DASHES, VARIANTS, _axis, _layout
+from .charts import SERIES, VARIANT_DASHES, VARIANTS, _axis, _layout, color
 from .figures.frontier import _cost
 from .figures.goodput import goodput_figure
 
@@ -35,12 +36,15 @@ def variants_goodput_figure(sweeps: list[tuple[str, dict]]) -> dict:
     first = sweeps[0][1]
     merged = {"rates": first["rates"], "target_attainment": first["target_attainment"], "slo": first["slo"],
               "schedulers": {}}
+    # One scheduler a variant: a colour a variant. Several: each scheduler in its own colour, as every figure draws
+    # schedulers, and each variant in its dash.
+    several = any(len(s["schedulers"]) > 1 for _, s in sweeps)
     styles = {}
     for k, (variant, sweep) in enumerate(sweeps):
         for scheduler, entry in sweep["schedulers"].items():
             name = series_name(variant, scheduler)
             merged["schedulers"][name] = entry
-            styles[name] = variant_style(k)
+            styles[name] = {**variant_style(k), **({"color": color(scheduler)} if several else {})}
     return goodput_figure(merged, styles)
 
 

@@ -34,12 +34,7 @@ from .figures.goodput import sweep_warnings
 from .http import errors_by_field, is_fragment
 from .inputs import SWEEP_KEYS, RateRange, WebRequest, problems_of
 from .templating import templates
-from .variant_figures import (
-    series_name,
-    variant_style,
-    variants_frontier_figure,
-    variants_goodput_figure,
-)
+from .variant_figures import series_name, variants_frontier_figure, variants_goodput_figure
 
 router = APIRouter(include_in_schema=False)
 
@@ -120,8 +115,8 @@ def goodput_status(jobs: list[service.SweepJob]) -> dict[str, Any]:
         f" | both swept over {rates.rate_min:g}–{rates.rate_max:g} req/s in steps of {rates.rate_step:g}")
     warnings = [f"scenario {v}: {w}" for v, r in zip(VARIANTS, reqs, strict=True) for w in sweep_warnings(r)]
     figure["export"] = {"title": GOODPUT_TITLE_PAIR, "caption": caption, "warnings": warnings}
-    knees = [(series_name(v, name), s["knee_rate"], variant_style(k)["color"])
-             for k, (v, (r, _)) in enumerate(zip(VARIANTS, reads, strict=True)) for name, s in r["schedulers"].items()]
+    knees = [(series_name(v, name), s["knee_rate"])
+             for v, (r, _) in zip(VARIANTS, reads, strict=True) for name, s in r["schedulers"].items()]
     inputs = urlencode(rates.query_pairs())
     return {"ids": "/".join(j.id for j in jobs), "figure": figure, "knees": knees, "caption": caption,
             "query": f"{vs_page.VsRequest(*reqs).query()}&{inputs}", "error": None, "running": False,

@@ -100,8 +100,12 @@ def _knee_marks(knees: list[tuple[float, str, str, str]], top: float) -> tuple[l
         else:
             who = ", ".join(f"<span style='color:{text_colors_of(c)[0]}'>{name}</span>" for _, name, c, _ in group)
             text, ink = f"{who} knees {rate:g} req/s", SERIES["reference"]
+        # a label right of a knee in the right half would stretch the rate axis past the sweep (plotly ranges an
+        # axis over its annotations too): there it reads leftwards
+        right_half = rate > top / 2
         notes.append({"xref": "x", "yref": "paper", "x": rate, "y": 1 - 0.08 * row, "yanchor": "top",
-                      "xanchor": "left", "xshift": 3, "showarrow": False, "text": text,
+                      "xanchor": "right" if right_half else "left", "xshift": -3 if right_half else 3,
+                      "showarrow": False, "text": text,
                       "bgcolor": "rgba(255,255,255,0.85)", "borderpad": 1, "font": {"size": 10, "color": ink}})
     return shapes, notes
 
