@@ -112,6 +112,8 @@ def test_the_vs_page_loads_the_curve_cards_with_its_urls_inputs(client):
     (PAIR + "&frontier_gpus=rtx3050&frontier_isl=0", "frontier_isl"),
     ("a=" + SIDE.replace("&", "%26") + "&rate_min=1&rate_max=4&rate_step=1", "b"),
     (PAIR + "&c=1&rate_min=1&rate_max=4&rate_step=1", "c"),
+    (PAIR + "&b_name=" + "x" * 25 + "&rate_min=1&rate_max=4&rate_step=1", "b_name"),
+    (PAIR + "&a_name=same&b_name=same&rate_min=1&rate_max=4&rate_step=1", "b_name"),
 ])
 def test_a_bad_input_is_a_422_naming_its_field(client, query, field):
     card = "/vs/frontier?" if "frontier_" in query else "/vs/goodput?"
@@ -166,3 +168,30 @@ def test_several_schedulers_a_variant_keep_their_colours_and_each_variant_its_da
     # a knee label in the right half reads leftwards: a label past the last rate would stretch the rate axis
     labels = {n["x"]: n["xanchor"] for n in fig["layout"]["annotations"] if "knee" in n["text"]}
     assert labels == {3.5: "right", 1.0: "left"}, labels
+
+
+def test_named_variants_name_the_curves_and_stay_in_every_link(client):
+    named = PAIR + "&" + urlencode({"a_name": "spec off", "b_name": "spec on"})
+    r = client.get("/vs/goodput?" + named + "&" + RATES, headers=HX)  # the sweeps drawn above: found, done
+    assert "a_name=spec+off" in r.headers["HX-Push-Url"] and "b_name=spec+on" in r.headers["HX-Push-Url"]
+    fig = plotted(r.text, "plot-vs-goodput")
+    assert set(lines(fig)) == {"spec off · fcfs", "spec on · fcfs"}
+    assert fig["export"]["caption"].startswith("spec off: ") and " | spec on: " in fig["export"]["caption"]
+    assert fig["export"]["title"] == "Goodput vs arrival rate: spec off vs spec on"
+    embed_link = re.search(r'href="(/embed/vs\?[^"]+)"', r.text).group(1).replace("&amp;", "&")
+    assert ("b_name", "spec on") in parse_qsl(urlsplit(embed_link).query)
+    ids = client.get("/vs/goodput?" + named + "&rate_min=5&rate_max=8&rate_step=1", headers=HX)
+    polled = re.search(r'hx-get="(/vs/goodput/\w+/\w+\?[^"]+)"', ids.text)
+    assert polled and "b_name=spec+on" in polled.group(1), ids.text  # the poll draws the names too
+    cancel = re.search(r'hx-post="(/vs/goodput/\w+/\w+/cancel\?[^"]+)"', ids.text).group(1)
+    assert client.post(cancel.replace("&amp;", "&"), headers=HX).status_code == 200
+    page = client.get("/vs?" + named)
+    assert "<h2>spec off <span" in page.text and 'value="spec on"' in page.text
+
+
+def test_named_variants_link_to_diff_with_their_runs_alone(client):
+    one = "hardware=rtx3050&model=llama-3.2-1b&max_model_len=8192&workload=chat&duration=5&schedulers=fcfs"
+    page = client.get("/vs?" + urlencode({"a": one, "b": one + "&max_seqs=8", "a_name": "wide", "b_name": "narrow"}))
+    assert page.status_code == 200
+    href = re.search(r'id="vs-diff-link" href="([^"]+)"', page.text).group(1).replace("&amp;", "&")
+    assert "_name" not in href and client.get(href).status_code == 200  # /diff compares the runs, unnamed

@@ -154,11 +154,12 @@ def vs_curves_view(name: str, pairs: list[tuple[str, str]]) -> Shown:
     query's frontier inputs) on one plot: their jobs started or found, shown as their progress until done."""
     vs = vs_page.parse_vs(pairs)
     if name == "goodput":
-        status = vs_curves.goodput_status(vs_curves.start_goodput(vs, vs_curves.shared_range(vs, pairs)))
-        title, keys = vs_curves.GOODPUT_TITLE_PAIR, SWEEP_KEYS
+        status = vs_curves.goodput_status(vs_curves.start_goodput(vs, vs_curves.shared_range(vs, pairs)), vs.names)
+        title, keys = vs_curves.goodput_title(vs.names), SWEEP_KEYS
     else:
-        status = vs_curves.frontier_status([frontier_page.start_frontier(a) for a in vs_curves.frontier_asks(vs, pairs)])
-        title, keys = vs_curves.FRONTIER_TITLE_PAIR, frontier_page.INPUTS
+        asks = vs_curves.frontier_asks(vs, pairs)
+        status = vs_curves.frontier_status([frontier_page.start_frontier(a) for a in asks], vs.names)
+        title, keys = vs_curves.frontier_title(vs.names), frontier_page.INPUTS
     inputs = urlencode([(k, v) for k, v in pairs if k in keys], safe=",")
     page = f"/vs?{vs.query()}" + (f"&{inputs}" if inputs else "")
     if status["error"]:
@@ -166,7 +167,7 @@ def vs_curves_view(name: str, pairs: list[tuple[str, str]]) -> Shown:
     if status["cancelled"]:
         raise ScenarioError([(FIGURE_PARAM, f"{name}: cancelled on its page; open this again to restart it")])
     if status["running"]:
-        progress = {"done": status["done"], "total": status["total"], "what": "points simulated (A and B)"}
+        progress = {"done": status["done"], "total": status["total"], "what": "points simulated (both variants)"}
         return Shown(page_card("vs", title, [], None, progress), page, "")
     panels = [{"id": f"vs-{name}", "label": "", "figure": status["figure"]}]
     return Shown(page_card("vs", title, panels, None), page, status["caption"])

@@ -38,9 +38,7 @@ from .variant_figures import series_name, variants_frontier_figure, variants_goo
 
 router = APIRouter(include_in_schema=False)
 
-VARIANTS = ("A", "B")  # the variants' names on the plots, as /vs names its sides
-GOODPUT_TITLE_PAIR = f"{GOODPUT_TITLE}: A vs B"
-FRONTIER_TITLE_PAIR = "Frontier: throughput per GPU vs tokens/s per user, A vs B"
+DEFAULT_NAMES = tuple(vs_page.DEFAULT_NAMES[s] for s in vs_page.SIDES)  # the variants' names unless /vs names them
 
 
 def _side_pairs(req: WebRequest) -> list[tuple[str, str]]:
@@ -86,15 +84,35 @@ def start_goodput(vs: vs_page.VsRequest, rates: RateRange) -> list[service.Sweep
     return jobs
 
 
-def _progress(jobs: list, reads: list[tuple[Any, Any]]) -> dict[str, Any] | None:
+def goodput_title(names: tuple[str, ...]) -> str:
+    return f"{GOODPUT_TITLE}: {' vs '.join(names)}"
+
+
+def frontier_title(names: tuple[str, ...]) -> str:
+    return f"Frontier: throughput per GPU vs tokens/s per user, {' vs '.join(names)}"
+
+
+def _named(names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The variants' names as query parameters, those that are not A and B."""
+    return [(vs_page.NAME_PARAMS[s], n) for s, n, d in zip(vs_page.SIDES, names, DEFAULT_NAMES, strict=True) if n != d]
+
+
+def _job_ids(jobs: list, names: tuple[str, ...]) -> dict[str, str]:
+    """What a card's poll and Cancel ask for: the jobs' ids as a path, and the variants' names as a query (the
+    poll draws them)."""
+    named = _named(names)
+    return {"ids": "/".join(j.id for j in jobs), "named": f"?{urlencode(named)}" if named else ""}
+
+
+def _progress(jobs: list, reads: list[tuple[Any, Any]], names: tuple[str, ...]) -> dict[str, Any] | None:
     """The part of a card's state that is not its figure, from (result, error) read once per job: its error, its
     cancellation or its progress; None when every job has its result."""
-    out: dict[str, Any] = {"ids": "/".join(j.id for j in jobs), "done": sum(j.done for j in jobs),
+    out: dict[str, Any] = {**_job_ids(jobs, names), "done": sum(j.done for j in jobs),
                            "total": sum(j.total for j in jobs), "figure": None, "error": None, "cancelled": False,
                            "running": False}
     if any(r is None and j.cancelled for j, (r, _) in zip(jobs, reads, strict=True)):
         return {**out, "cancelled": True}
-    errors = [f"scenario {v}: {e}" for v, (_, e) in zip(VARIANTS, reads, strict=True) if e]
+    errors = [f"{v}: {e}" for v, (_, e) in zip(names, reads, strict=True) if e]
     if errors:
         return {**out, "error": "; ".join(errors)}
     if any(r is None for r, _ in reads):
@@ -102,30 +120,30 @@ def _progress(jobs: list, reads: list[tuple[Any, Any]]) -> dict[str, Any] | None
     return None
 
 
-def goodput_status(jobs: list[service.SweepJob]) -> dict[str, Any]:
+def goodput_status(jobs: list[service.SweepJob], names: tuple[str, ...] = DEFAULT_NAMES) -> dict[str, Any]:
     """The goodput card's state: progress, the error, or both variants' curves on one plot."""
     reads = [(j.result, j.error) for j in jobs]  # one reading each
-    waiting = _progress(jobs, reads)
+    waiting = _progress(jobs, reads, names)
     if waiting is not None:
         return waiting
     reqs = [j.request for j in jobs]
     rates = reqs[0].sweep
-    figure = variants_goodput_figure([(v, r) for v, (r, _) in zip(VARIANTS, reads, strict=True)])
-    caption = pair_caption([present.export_caption(r) for r in reqs]) + (
+    figure = variants_goodput_figure([(v, r) for v, (r, _) in zip(names, reads, strict=True)])
+    caption = pair_caption([present.export_caption(r) for r in reqs], names) + (
         f" | both swept over {rates.rate_min:g}–{rates.rate_max:g} req/s in steps of {rates.rate_step:g}")
-    warnings = [f"scenario {v}: {w}" for v, r in zip(VARIANTS, reqs, strict=True) for w in sweep_warnings(r)]
-    figure["export"] = {"title": GOODPUT_TITLE_PAIR, "caption": caption, "warnings": warnings}
+    warnings = [f"{v}: {w}" for v, r in zip(names, reqs, strict=True) for w in sweep_warnings(r)]
+    figure["export"] = {"title": goodput_title(names), "caption": caption, "warnings": warnings}
     knees = [(series_name(v, name), s["knee_rate"])
-             for v, (r, _) in zip(VARIANTS, reads, strict=True) for name, s in r["schedulers"].items()]
+             for v, (r, _) in zip(names, reads, strict=True) for name, s in r["schedulers"].items()]
     inputs = urlencode(rates.query_pairs())
-    return {"ids": "/".join(j.id for j in jobs), "figure": figure, "knees": knees, "caption": caption,
-            "query": f"{vs_page.VsRequest(*reqs).query()}&{inputs}", "error": None, "running": False,
+    return {**_job_ids(jobs, names), "figure": figure, "knees": knees, "caption": caption,
+            "query": f"{vs_page.VsRequest(*reqs, names).query()}&{inputs}", "error": None, "running": False,
             "cancelled": False}
 
 
-def pair_caption(captions: list[str]) -> str:
+def pair_caption(captions: list[str], names: tuple[str, ...]) -> str:
     """Each variant's caption (every setting away from its default, its seed or seeds), named."""
-    return " | ".join(f"{v}: {c}" for v, c in zip(VARIANTS, captions, strict=True))
+    return " | ".join(f"{v}: {c}" for v, c in zip(names, captions, strict=True))
 
 
 # ----- frontier: both variants' frontiers with the card's inputs -----
@@ -141,22 +159,23 @@ def frontier_asks(vs: vs_page.VsRequest, pairs: list[tuple[str, str]]) -> list[f
     return asks
 
 
-def frontier_status(jobs: list[frontier_page.FrontierJob]) -> dict[str, Any]:
+def frontier_status(jobs: list[frontier_page.FrontierJob], names: tuple[str, ...] = DEFAULT_NAMES
+                    ) -> dict[str, Any]:
     """The frontier card's state: progress, the error, or both variants' envelopes on one plot."""
     reads = [(j.result, j.error) for j in jobs]  # one reading each
-    waiting = _progress(jobs, reads)
+    waiting = _progress(jobs, reads, names)
     if waiting is not None:
         return waiting
     asks = [j.ask for j in jobs]
-    figure = variants_frontier_figure([(v, r.points) for v, (r, _) in zip(VARIANTS, reads, strict=True)],
+    figure = variants_frontier_figure([(v, r.points) for v, (r, _) in zip(names, reads, strict=True)],
                                       asks[0].basis)
-    caption = pair_caption([frontier_page.caption(a) for a in asks])
-    figure["export"] = {"title": FRONTIER_TITLE_PAIR, "caption": caption, "warnings": []}
+    caption = pair_caption([frontier_page.caption(a) for a in asks], names)
+    figure["export"] = {"title": frontier_title(names), "caption": caption, "warnings": []}
     inputs = asks[0].query.removeprefix(asks[0].scenario_query + "&")
-    pair = urlencode([(s, a.scenario_query) for s, a in zip(vs_page.SIDES, asks, strict=True)])
-    infeasible = [f"{v} on {hw}: {why}" for v, (r, _) in zip(VARIANTS, reads, strict=True)
+    pair = urlencode([(s, a.scenario_query) for s, a in zip(vs_page.SIDES, asks, strict=True)] + _named(names))
+    infeasible = [f"{v} on {hw}: {why}" for v, (r, _) in zip(names, reads, strict=True)
                   for hw, why in r.infeasible.items()]
-    return {"ids": "/".join(j.id for j in jobs), "figure": figure, "caption": caption, "infeasible": infeasible,
+    return {**_job_ids(jobs, names), "figure": figure, "caption": caption, "infeasible": infeasible,
             "query": f"{pair}&{inputs}", "error": None, "running": False, "cancelled": False}
 
 
@@ -180,7 +199,7 @@ def _errors_text(e: ScenarioError) -> str:
 def goodput_answer(vs: vs_page.VsRequest, pairs: list[tuple[str, str]]) -> tuple[dict[str, Any], int]:
     """The goodput card's status for the query's rate grid (its sweeps started or found), and its HTTP status."""
     try:
-        return goodput_status(start_goodput(vs, shared_range(vs, pairs))), 200
+        return goodput_status(start_goodput(vs, shared_range(vs, pairs)), vs.names), 200
     except ScenarioError as e:
         return {"error": _errors_text(e)}, 422
     except service.BusyError as e:
@@ -189,7 +208,7 @@ def goodput_answer(vs: vs_page.VsRequest, pairs: list[tuple[str, str]]) -> tuple
 
 def frontier_answer(vs: vs_page.VsRequest, pairs: list[tuple[str, str]]) -> tuple[dict[str, Any], int]:
     try:
-        return frontier_status([frontier_page.start_frontier(a) for a in frontier_asks(vs, pairs)]), 200
+        return frontier_status([frontier_page.start_frontier(a) for a in frontier_asks(vs, pairs)], vs.names), 200
     except ScenarioError as e:
         return {"error": _errors_text(e)}, 422
     except service.BusyError as e:
@@ -255,38 +274,44 @@ def vs_frontier(request: Request) -> Response:
 GONE = "These curves are no longer on the server; draw them again."
 
 
+def _job_route(request: Request, template: str, find, status, ids: tuple[str, str]) -> Response:
+    """A card's poll or Cancel: the status of its two jobs (`find` each by id: get or cancel), with the variants'
+    names of the query (a_name, b_name)."""
+    problems: list[tuple[str, str]] = []
+    names = vs_page.parse_names(list(request.query_params.multi_items()), problems)
+    if problems:
+        return _render(request, template, {"s": {"error": _errors_text(ScenarioError(problems))}}, 422)
+    jobs = [find(key) for key in ids]
+    if None in jobs:
+        return _render(request, template, {"s": {"error": GONE}}, 404)
+    return _render(request, template, {"s": status(jobs, names)})
+
+
+def _polled_sweep(key: str) -> service.SweepJob | None:
+    job = service.get_job(key)
+    if job is not None:
+        service.sweep_polled(job)
+    return job
+
+
 @router.get("/vs/goodput/{a}/{b}", response_class=HTMLResponse)
 def vs_goodput_poll(request: Request, a: str, b: str) -> Response:
-    jobs = [service.get_job(a), service.get_job(b)]
-    if None in jobs:
-        return _render(request, "_vs_goodput_status.html", {"s": {"error": GONE}}, 404)
-    for job in jobs:
-        service.sweep_polled(job)
-    return _render(request, "_vs_goodput_status.html", {"s": goodput_status(jobs)})
+    return _job_route(request, "_vs_goodput_status.html", _polled_sweep, goodput_status, (a, b))
 
 
 @router.post("/vs/goodput/{a}/{b}/cancel", response_class=HTMLResponse)
 def vs_goodput_cancel(request: Request, a: str, b: str) -> Response:
-    jobs = [service.cancel_sweep(a), service.cancel_sweep(b)]
-    if None in jobs:
-        return _render(request, "_vs_goodput_status.html", {"s": {"error": GONE}}, 404)
-    return _render(request, "_vs_goodput_status.html", {"s": goodput_status(jobs)})
+    return _job_route(request, "_vs_goodput_status.html", service.cancel_sweep, goodput_status, (a, b))
 
 
 @router.get("/vs/frontier/{a}/{b}", response_class=HTMLResponse)
 def vs_frontier_poll(request: Request, a: str, b: str) -> Response:
-    jobs = [frontier_page.poll_job(a), frontier_page.poll_job(b)]
-    if None in jobs:
-        return _render(request, "_vs_frontier_status.html", {"s": {"error": GONE}}, 404)
-    return _render(request, "_vs_frontier_status.html", {"s": frontier_status(jobs)})
+    return _job_route(request, "_vs_frontier_status.html", frontier_page.poll_job, frontier_status, (a, b))
 
 
 @router.post("/vs/frontier/{a}/{b}/cancel", response_class=HTMLResponse)
 def vs_frontier_cancel(request: Request, a: str, b: str) -> Response:
-    jobs = [frontier_page.cancel_job(a), frontier_page.cancel_job(b)]
-    if None in jobs:
-        return _render(request, "_vs_frontier_status.html", {"s": {"error": GONE}}, 404)
-    return _render(request, "_vs_frontier_status.html", {"s": frontier_status(jobs)})
+    return _job_route(request, "_vs_frontier_status.html", frontier_page.cancel_job, frontier_status, (a, b))
 
 
 @router.get("/vs/curves", response_class=HTMLResponse)
@@ -298,7 +323,8 @@ def vs_curves(request: Request) -> Response:
         vs = vs_page.parse_vs(pairs)
     except ScenarioError as e:
         return _render(request, "_vs_curves.html", {"error": _errors_text(e)}, 422)
-    ctx: dict[str, Any] = {"pair_fields": [(side, vs.side(side).query(sweep=False)) for side in vs_page.SIDES],
+    ctx: dict[str, Any] = {"pair_fields": [(side, vs.side(side).query(sweep=False)) for side in vs_page.SIDES]
+                           + _named(vs.names), "names": vs.names,
                            "goodput": goodput_form(vs, pairs),
                            "frontier": frontier_form(vs, pairs), "g": None, "f": None}
     codes = [200]

@@ -66,22 +66,55 @@ PAIR_TEMPLATES = ("_figure_card.html", "_figure_metrics.html", "_figure_kv.html"
 CURVE_PARAMS = SWEEP_KEYS + frontier_page.INPUTS
 
 
+# The variants' names (what the figures, captions and tags call each side): A and B unless the URL names them,
+# a_name=spec off&b_name=spec on.
+NAME_PARAMS = {"a": "a_name", "b": "b_name"}
+DEFAULT_NAMES = {"a": "A", "b": "B"}
+MAX_NAME_CHARS = 24
+
+
 @dataclass(frozen=True)
 class VsRequest:
     a: WebRequest
     b: WebRequest
+    names: tuple[str, str] = ("A", "B")
 
     def side(self, name: str) -> WebRequest:
         return self.a if name == "a" else self.b
 
+    def label(self, side: str) -> str:
+        return self.names[SIDES.index(side)]
+
     def query(self) -> str:
-        """The canonical URL query: each side's canonical scenario query as one value."""
+        """The canonical URL query: each side's canonical scenario query as one value, then any name given."""
+        named = [(NAME_PARAMS[s], self.label(s)) for s in SIDES if self.label(s) != DEFAULT_NAMES[s]]
+        return "&".join(q for q in (self.runs_query(), urlencode(named)) if q)
+
+    def runs_query(self) -> str:
+        """The two scenarios alone (what /diff reads)."""
         return urlencode([(s, self.side(s).query(sweep=False)) for s in SIDES])
 
     @property
     def one_each(self) -> bool:
         """One scheduler a side: /diff can compare the two runs request by request."""
         return len(self.a.schedulers) == len(self.b.schedulers) == 1
+
+
+def parse_names(pairs: list[tuple[str, str]], problems: list) -> tuple[str, str]:
+    """The variants' names from a_name and b_name (blank: A, B); a name too long, of characters that do not
+    print, or the same as the other's, is a problem naming its parameter."""
+    names = []
+    for side in SIDES:
+        given = [v.strip() for k, v in pairs if k == NAME_PARAMS[side]]
+        name = (given[-1] if given else "") or DEFAULT_NAMES[side]
+        if len(given) > 1 or len(name) > MAX_NAME_CHARS or not name.isprintable():
+            problems.append((NAME_PARAMS[side], f"must be one name of 1 to {MAX_NAME_CHARS} printable characters "
+                                                f"(got {quote(name[:40])})"))
+        names.append(name)
+    if names[0] == names[1]:
+        problems.append(("b_name", f"must differ from A's name, {quote(names[0])}: the plots tell the two apart by "
+                                   f"their names"))
+    return names[0], names[1]
 
 
 def side_pairs(text: str, overrides: dict[str, str]) -> list[tuple[str, str]]:
@@ -105,7 +138,7 @@ def split_params(pairs: list[tuple[str, str]]) -> tuple[dict[str, str], dict[str
             if k in texts:
                 problems.append((k, f"given more than once: give run {k.upper()} as one scenario query"))
             texts[k] = v
-        elif k in CURVE_PARAMS:  # the curve cards' (vs_curves.py), checked there
+        elif k in CURVE_PARAMS or k in NAME_PARAMS.values():  # the curve cards' (vs_curves.py), the names
             continue
         elif dot and side in SIDES and field:
             if v.strip():  # the quick form's blank field: left as the side's query has it
@@ -145,11 +178,12 @@ def parse_vs(pairs: list[tuple[str, str]]) -> VsRequest:
             reqs[side] = service.page_request(side_pairs(text, overrides[side]))
         except ScenarioError as e:
             problems += [(side, f"{field}: {msg}") for field, msg in e.problems]
+    names = parse_names(pairs, problems)
     if not problems:
         problems += pair_work_problems(reqs["a"], reqs["b"])
     if problems:
         raise ScenarioError(problems)
-    return VsRequest(reqs["a"], reqs["b"])
+    return VsRequest(reqs["a"], reqs["b"], names)
 
 
 def side_work(req: WebRequest) -> float:
@@ -177,6 +211,7 @@ class Side:
     summary: list[str]
     takeaway: str
     seeds_note: str
+    label: str = ""  # the variant's name (VsRequest.names)
 
 
 def _compare_side(vs: VsRequest, side: str, cancel, min_cell: int = 1) -> service.SeedViews:
@@ -203,7 +238,7 @@ def compute(vs: VsRequest, cancel=None) -> list[Side]:
         upload = service.get_upload(req.upload) if req.upload else None
         out.append(Side(s, req, figures.Results(req, c.views, means, c.ci95, span),
                         present.scenario_summary(req, c.views, upload), present.takeaway(means),
-                        present.seeds_note(req.scenario)))
+                        present.seeds_note(req.scenario), vs.label(s)))
     return out
 
 
@@ -404,7 +439,8 @@ def page_context(request: Request, cancel) -> tuple[dict, int]:
     pairs = list(request.query_params.multi_items())
     texts, overrides, _ = split_params(pairs)
     ctx: dict[str, Any] = {"request": request, "values": {s: texts.get(s, "") for s in SIDES}, "errors": {},
-                           "vs": None, "sides": [], "cards": [], "changes": [], "quick": quick_form(None)}
+                           "vs": None, "sides": [], "cards": [], "changes": [], "quick": quick_form(None),
+                           "names": {s: next((v for k, v in pairs if k == NAME_PARAMS[s]), "") for s in SIDES}}
     if not pairs:
         ctx["values"] = {"a": EXAMPLE_A, "b": EXAMPLE_B}
         return ctx, 200
