@@ -1,6 +1,6 @@
 """Two variants of one scenario, spec decoding off (A) and on (B), made in forms only (issue #41 item 3, its
-two-variant case, /vs), in a real browser at 1440x900 and 390x844: from the results page's "Compare with another
-scenario", B's form holds every scenario field (speculative decoding folded in its own section), picking EAGLE
+two-variant case, /vs), in a real browser at 1440x900 and 390x844: from the results page's "Compare with a
+variant", B's form holds every scenario field (speculative decoding folded in its own section), picking EAGLE
 there and comparing gives the pair whose changes name spec_method alone, drawn on shared axes with the KV grids at
 one scale (cells as large, the same blocks a cell on both sides); its goodput card, drawn from its form, puts both
 variants' curves on one plot over one rate grid, and its URL then holds that grid. Screenshots go to

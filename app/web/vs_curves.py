@@ -27,7 +27,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from sim_core import ScenarioError, SetupError, TraceError
 
-from . import frontier_page, present, service, vs_page
+from . import frontier_page, present, service, variant_names, vs_page
 from .figures.frontier import DEFAULT_ISL, DEFAULT_OSL, DEFAULT_WEB_MAX_CONCURRENCY
 from .figures.goodput import TITLE as GOODPUT_TITLE
 from .figures.goodput import sweep_warnings
@@ -38,7 +38,7 @@ from .variant_figures import series_name, variants_frontier_figure, variants_goo
 
 router = APIRouter(include_in_schema=False)
 
-DEFAULT_NAMES = tuple(vs_page.DEFAULT_NAMES[s] for s in vs_page.SIDES)  # the variants' names unless /vs names them
+DEFAULT_NAMES = tuple(variant_names.DEFAULT_NAMES[s] for s in variant_names.SIDES)  # unless /vs names them
 
 
 def _side_pairs(req: WebRequest) -> list[tuple[str, str]]:
@@ -94,7 +94,8 @@ def frontier_title(names: tuple[str, ...]) -> str:
 
 def _named(names: tuple[str, ...]) -> list[tuple[str, str]]:
     """The variants' names as query parameters, those that are not A and B."""
-    return [(vs_page.NAME_PARAMS[s], n) for s, n, d in zip(vs_page.SIDES, names, DEFAULT_NAMES, strict=True) if n != d]
+    sides = zip(variant_names.SIDES, names, DEFAULT_NAMES, strict=True)
+    return [(variant_names.NAME_PARAMS[s], n) for s, n, d in sides if n != d]
 
 
 def _job_ids(jobs: list, names: tuple[str, ...]) -> dict[str, str]:
@@ -278,7 +279,7 @@ def _job_route(request: Request, template: str, find, status, ids: tuple[str, st
     """A card's poll or Cancel: the status of its two jobs (`find` each by id: get or cancel), with the variants'
     names of the query (a_name, b_name)."""
     problems: list[tuple[str, str]] = []
-    names = vs_page.parse_names(list(request.query_params.multi_items()), problems)
+    names = variant_names.parse_names(list(request.query_params.multi_items()), problems)
     if problems:
         return _render(request, template, {"s": {"error": _errors_text(ScenarioError(problems))}}, 422)
     jobs = [find(key) for key in ids]

@@ -43,10 +43,10 @@ from .inputs import (
     problems_of,
 )
 from .templating import templates
+from .variant_names import DEFAULT_NAMES, NAME_PARAMS, SIDES, parse_names
 
 router = APIRouter(include_in_schema=False)
 
-SIDES = ("a", "b")
 # How a page was viewed (KV playback time and engine) or swept, not what it ran: dropped from a side's query.
 NOT_SCENARIO = ("t", "engine", "rate_min", "rate_max", "rate_step")
 EXAMPLE_A = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20&token_budget=512&max_model_len=8192"
@@ -64,13 +64,6 @@ PAIR_TEMPLATES = ("_figure_card.html", "_figure_metrics.html", "_figure_kv.html"
 # The pair's own goodput and frontier cards (vs_curves.py: both variants' curves on one plot) read these from /vs's
 # URL: the shared rate grid and the frontier card's inputs, each as the main page's cards name them.
 CURVE_PARAMS = SWEEP_KEYS + frontier_page.INPUTS
-
-
-# The variants' names (what the figures, captions and tags call each side): A and B unless the URL names them,
-# a_name=spec off&b_name=spec on.
-NAME_PARAMS = {"a": "a_name", "b": "b_name"}
-DEFAULT_NAMES = {"a": "A", "b": "B"}
-MAX_NAME_CHARS = 24
 
 
 @dataclass(frozen=True)
@@ -98,23 +91,6 @@ class VsRequest:
     def one_each(self) -> bool:
         """One scheduler a side: /diff can compare the two runs request by request."""
         return len(self.a.schedulers) == len(self.b.schedulers) == 1
-
-
-def parse_names(pairs: list[tuple[str, str]], problems: list) -> tuple[str, str]:
-    """The variants' names from a_name and b_name (blank: A, B); a name too long, of characters that do not
-    print, or the same as the other's, is a problem naming its parameter."""
-    names = []
-    for side in SIDES:
-        given = [v.strip() for k, v in pairs if k == NAME_PARAMS[side]]
-        name = (given[-1] if given else "") or DEFAULT_NAMES[side]
-        if len(given) > 1 or len(name) > MAX_NAME_CHARS or not name.isprintable():
-            problems.append((NAME_PARAMS[side], f"must be one name of 1 to {MAX_NAME_CHARS} printable characters "
-                                                f"(got {quote(name[:40])})"))
-        names.append(name)
-    if names[0] == names[1]:
-        problems.append(("b_name", f"must differ from A's name, {quote(names[0])}: the plots tell the two apart by "
-                                   f"their names"))
-    return names[0], names[1]
 
 
 def side_pairs(text: str, overrides: dict[str, str]) -> list[tuple[str, str]]:
