@@ -93,11 +93,11 @@ def test_both_variants_frontiers_are_their_frontiers_on_one_plot(client):
 
 def test_the_vs_page_loads_the_curve_cards_with_its_urls_inputs(client):
     url = "/vs?" + PAIR + "&" + RATES + "&" + FRONTIER
-    page = client.get("/vs?" + urlencode({"a": SIDE, "b": SIDE + "&max_seqs=8"}) + "&rate_min=2&frontier_isl=9")
+    page = client.get("/vs?" + urlencode({"a": SIDE, "b": SIDE + "&max_seqs=8"}) + "&rate_min=2&rate_max=4"
+                      "&rate_step=2&frontier_gpus=rtx3050&frontier_isl=9")
     assert page.status_code == 200 and 'hx-get="/vs/curves?' in page.text
-    loader = re.search(r'hx-get="(/vs/curves\?[^"]+)"', page.text).group(1).replace("&amp;", "&")
-    assert ("rate_min", "2") in parse_qsl(urlsplit(loader).query) and ("frontier_isl", "9") in parse_qsl(
-        urlsplit(loader).query)
+    loader = parse_qsl(urlsplit(re.search(r'hx-get="(/vs/curves\?[^"]+)"', page.text).group(1).replace("&amp;", "&")).query)
+    assert ("rate_min", "2") in loader and ("frontier_isl", "9") in loader
     cards = client.get("/vs/curves?" + url.partition("?")[2], headers=HX)
     assert cards.status_code == 200
     assert 'id="vs-rate_max" type="text" inputmode="decimal" value="4"' in cards.text
@@ -195,3 +195,10 @@ def test_named_variants_link_to_diff_with_their_runs_alone(client):
     assert page.status_code == 200
     href = re.search(r'id="vs-diff-link" href="([^"]+)"', page.text).group(1).replace("&amp;", "&")
     assert "_name" not in href and client.get(href).status_code == 200  # /diff compares the runs, unnamed
+
+
+@pytest.mark.parametrize("inputs, field", [("rate_min=abc&rate_max=4&rate_step=1", "rate_min"),
+                                           ("frontier_gpus=rtx3050&frontier_osl=0", "frontier_osl")])
+def test_the_vs_page_with_a_bad_curve_input_is_a_422_naming_it(client, inputs, field):
+    r = client.get("/vs?" + PAIR + "&" + inputs)
+    assert r.status_code == 422 and f'id="err-{field}"><code>{field}</code>: ' in r.text, r.text[-3000:]

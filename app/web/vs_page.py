@@ -394,6 +394,20 @@ def scenario_changes(vs: VsRequest) -> list[tuple[str, str, str]]:
             if fa.get(k) != fb.get(k)]
 
 
+def curve_problems(vs: VsRequest, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The curve cards' inputs in the URL (vs_curves.py), checked as those cards check them, each side's
+    scenario with them: a bad one is the page's 422 naming it."""
+    problems: list[tuple[str, str]] = []
+    for parse, keys in ((service.page_request, SWEEP_KEYS), (frontier_page.parse_frontier_request, frontier_page.INPUTS)):
+        given = [(k, v) for k, v in pairs if k in keys]
+        for side in SIDES if given else ():
+            try:
+                parse(parse_qsl(vs.side(side).query(sweep=False)) + given)
+            except ScenarioError as e:
+                problems += [p for p in e.problems if p not in problems]
+    return problems
+
+
 def quick_form(req: WebRequest | None) -> list[dict]:
     """B's form: every field of the dashboard's form, shown blank (unchanged) with B's value as the placeholder;
     first QUICK_FIELDS, then the rest in the dashboard's groups and mechanism sections (folded), so any setting,
@@ -434,6 +448,9 @@ def page_context(request: Request, cancel) -> tuple[dict, int]:
     ctx.update(vs=vs, values={s: vs.side(s).query(sweep=False) for s in SIDES}, query=vs.query(),
                changes=scenario_changes(vs), quick=quick_form(vs.b),
                curves_query=urlencode([(k, v) for k, v in pairs if k in CURVE_PARAMS], safe=","))
+    if problems := curve_problems(vs, pairs):
+        ctx["errors"] = errors_by_field(problems)
+        return ctx, 422
     if not kernels_ready(request):
         ctx["errors"] = {"other": "the simulator's kernels are still compiling; reload in a few seconds"}
         return ctx, 503
