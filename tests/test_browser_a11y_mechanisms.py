@@ -30,8 +30,10 @@ PAGES = {
     # a mechanism set: Advanced opens with its section on (its switch, explanation, docs link and fields)
     "index": ("/?" + SCENARIO + "&spec_method=eagle", "#card-metrics"),
     "accuracy": ("/accuracy?model=deepseek-r1", "#acc-rows"),
-    # spec decoding off against on: B's form with every field, folded by group and mechanism
-    "vs": ("/vs?" + urlencode({"a": SCENARIO, "b": SCENARIO + "&spec_method=eagle"}), "#vs-summary"),
+    # spec decoding off against on: B's form with every field, folded by group and mechanism, and both variants'
+    # goodput curves on one plot (its curve card, drawn from the URL's rate grid)
+    "vs": ("/vs?" + urlencode({"a": SCENARIO, "b": SCENARIO + "&spec_method=eagle"}) + "&rate_min=1&rate_max=2"
+           "&rate_step=1", "#plot-vs-goodput[data-drawn='1']"),
     "guide": ("/guide/model", "#speculative-decoding"),
     # a finished plan whose rows carry their validated error and the optimistic badge (llama-3-8b on the H100)
     "plan": ("/plan?model=llama-3-8b&workload=chat&rate=4&duration=10&gpus=h100&tp=1&schedulers=chunked",

@@ -44,6 +44,9 @@ PAGES = {
 }
 EMBEDS = {
     "vs": "/embed/vs?" + PAIR,
+    "vs-goodput": "/embed/vs?" + PAIR + "&figure=goodput&rate_min=1&rate_max=3&rate_step=1",
+    "vs-frontier": "/embed/vs?" + PAIR + "&figure=frontier&frontier_gpus=rtx3050&frontier_isl=64&frontier_osl=16"
+                   "&frontier_max_concurrency=2&frontier_tp=1",
     "diff": "/embed/diff?" + AB,
     "cluster-time": "/embed/cluster-time?" + CLUSTER_TIME,
     "plan": "/embed/plan?" + PLAN,

@@ -41,6 +41,11 @@ SERIES = {
 # scheduler's colour nor the KV transfers' (SERIES["transport"]); a cluster of more engines repeats them.
 ENGINES = ("#1c2f80", "#fab005", "#087f5b", "#e599f7", "#9c6644", "#74c0fc", "#94d82d", "#5f3dc4", "#ffa94d",
            "#b197fc", "#66d9e8")
+# A comparison's variants (/vs: scenario A, scenario B) where one plot draws both: two of the engines' colours, far
+# apart in hue and lightness (navy and green read apart under the common colour-vision deficiencies), B's lines
+# dashed too, so the pair reads apart in greyscale.
+VARIANTS = ("#1c2f80", "#087f5b")
+VARIANT_DASHES = ("solid", "dash")
 SCHEDULER_MARGIN = 15.0
 # A trace's `meta` saying its line width is a row's thickness (a Gantt's bars drawn as thick lines), fitted to the
 # figure's height: static/js/slides.js leaves it as it is when it scales a figure's lines for a slide (they would overlap).
@@ -91,7 +96,12 @@ def _readable(c: str, backgrounds: tuple[str, ...], toward: str) -> str:
 @functools.cache
 def text_colors(name: str) -> tuple[str, str]:
     """(light theme, dark theme) text shade of a scheduler's colour; the plot lines keep `color(name)`."""
-    c = color(name)
+    return text_colors_of(color(name))
+
+
+@functools.cache
+def text_colors_of(c: str) -> tuple[str, str]:
+    """(light theme, dark theme) text shade of a plot colour #rrggbb."""
     return _readable(c, LIGHT_TEXT_BACKGROUNDS, "#000000"), _readable(c, DARK_TEXT_BACKGROUNDS, "#ffffff")
 
 

@@ -213,6 +213,18 @@ def start_frontier(ask: FrontierAsk) -> FrontierJob:
     return _jobs.start(job, _run)[0]
 
 
+def poll_job(key: str) -> FrontierJob | None:
+    """The frontier `key` for a page showing its progress (a poll: it is not abandoned), None once forgotten."""
+    job = _jobs.get(key)
+    if job is not None:
+        _jobs.polled(job)
+    return job
+
+
+def cancel_job(key: str) -> FrontierJob | None:
+    return _jobs.cancel(key)
+
+
 def _run(job: FrontierJob) -> None:
     def progress(done: int, total: int) -> None:
         job.done, job.total = done, total

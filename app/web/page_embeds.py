@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -28,12 +29,23 @@ from sim_core import ScenarioError, SetupError, TraceError
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
 
-from . import diff_page, figures, frontier_page, pages, plan_jobs, plan_page, present, service, vs_page
+from . import (
+    diff_page,
+    figures,
+    frontier_page,
+    pages,
+    plan_jobs,
+    plan_page,
+    present,
+    service,
+    vs_curves,
+    vs_page,
+)
 from .embed_options import EMBED_OPTIONS, parse_embed_options
 from .figures import request_diff as diff_figures
 from .figures.frontier import TITLE as FRONTIER_TITLE
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
-from .inputs import problems_of
+from .inputs import SWEEP_KEYS, problems_of
 from .templating import templates
 
 router = APIRouter(include_in_schema=False)
@@ -129,12 +141,42 @@ def pair_caption(a, b_changes: list[tuple[str, str, str]]) -> str:
 
 
 # ----- /vs -----
+# /vs's curve cards (vs_curves.py): both variants' goodput curves, or frontiers, on one plot; jobs, polled.
+VS_CURVES = ("goodput", "frontier")
+
+
 def vs_figures() -> tuple[str, ...]:
-    return tuple(f.name for f in figures.all_figures() if f.template == "_figure_card.html")
+    return tuple(f.name for f in figures.all_figures() if f.template == "_figure_card.html") + VS_CURVES
+
+
+def vs_curves_view(name: str, pairs: list[tuple[str, str]]) -> Shown:
+    """Both variants' goodput curves (over the query's rate grid, or the proposed one) or frontiers (with the
+    query's frontier inputs) on one plot: their jobs started or found, shown as their progress until done."""
+    vs = vs_page.parse_vs(pairs)
+    if name == "goodput":
+        status = vs_curves.goodput_status(vs_curves.start_goodput(vs, vs_curves.shared_range(vs, pairs)), vs.names)
+        title, keys = vs_curves.goodput_title(vs.names), SWEEP_KEYS
+    else:
+        asks = vs_curves.frontier_asks(vs, pairs)
+        status = vs_curves.frontier_status([frontier_page.start_frontier(a) for a in asks], vs.names)
+        title, keys = vs_curves.frontier_title(vs.names), frontier_page.INPUTS
+    inputs = urlencode([(k, v) for k, v in pairs if k in keys], safe=",")
+    page = f"/vs?{vs.query()}" + (f"&{inputs}" if inputs else "")
+    if status["error"]:
+        raise ScenarioError([(FIGURE_PARAM, f"{name}: {status['error']}")])
+    if status["cancelled"]:
+        raise ScenarioError([(FIGURE_PARAM, f"{name}: cancelled on its page; open this again to restart it")])
+    if status["running"]:
+        progress = {"done": status["done"], "total": status["total"], "what": "points simulated (both variants)"}
+        return Shown(page_card("vs", title, [], None, progress), page, "")
+    panels = [{"id": f"vs-{name}", "label": "", "figure": status["figure"]}]
+    return Shown(page_card("vs", title, panels, None), page, status["caption"])
 
 
 def vs_view(pairs: list[tuple[str, str]], cancel) -> Shown:
     name, rest = pick_figure(pairs, vs_figures(), VS_DEFAULT)
+    if name in VS_CURVES:
+        return vs_curves_view(name, rest)
     vs = vs_page.parse_vs(rest)
     sides = vs_page.compute(vs, cancel)
     pc = next((c for c in vs_page.pair_cards(sides) if c["name"] == name), None)
@@ -150,6 +192,8 @@ def vs_view(pairs: list[tuple[str, str]], cancel) -> Shown:
 
 
 def _vs_quick(pairs: list[tuple[str, str]]) -> bool:
+    if any(k == FIGURE_PARAM and v in VS_CURVES for k, v in pairs):
+        return True  # starts or finds jobs, simulating nothing itself
     rest = [(k, v) for k, v in pairs if k not in EMBED_OPTIONS and k != FIGURE_PARAM]
     try:
         vs = vs_page.parse_vs(rest)

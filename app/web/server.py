@@ -39,6 +39,7 @@ from . import (
     plan_page,
     service,
     twin_page,
+    vs_curves,
     vs_page,
 )
 from .jobs import cancel_all as cancel_all_jobs
@@ -150,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(diff_page.router)
     app.include_router(diff_page.api_router)
     app.include_router(vs_page.router)
+    app.include_router(vs_curves.router)
     app.include_router(twin_page.router)
     app.include_router(downloads.router)
     app.include_router(gantt_window.router)

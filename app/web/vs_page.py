@@ -29,16 +29,24 @@ from sim_core import SCHEDULER_NAMES, ScenarioError, SetupError, TraceError
 from sim_core.quoting import quote
 from sim_core.runner import Cancelled
 
-from . import charts, figures, present, service
+from . import charts, figures, frontier_page, present, service
 from .api import kernels_ready
 from .figures.kv import kv_figure, kv_frames
 from .http import CLIENT_CLOSED, errors_by_field, run_until_disconnect
-from .inputs import MAX_PAGE_SEEDS, MAX_REQUESTS, PAGE_DEFAULTS, WebRequest, expected_requests, problems_of
+from .inputs import (
+    MAX_PAGE_SEEDS,
+    MAX_REQUESTS,
+    PAGE_DEFAULTS,
+    SWEEP_KEYS,
+    WebRequest,
+    expected_requests,
+    problems_of,
+)
 from .templating import templates
+from .variant_names import DEFAULT_NAMES, NAME_PARAMS, SIDES, parse_names
 
 router = APIRouter(include_in_schema=False)
 
-SIDES = ("a", "b")
 # How a page was viewed (KV playback time and engine) or swept, not what it ran: dropped from a side's query.
 NOT_SCENARIO = ("t", "engine", "rate_min", "rate_max", "rate_step")
 EXAMPLE_A = "schedulers=fcfs,chunked&hardware=rtx3050&workload=rag&duration=20&token_budget=512&max_model_len=8192"
@@ -53,18 +61,30 @@ MAX_PAIR_REQUESTS = len(SCHEDULER_NAMES) * MAX_PAGE_SEEDS * MAX_REQUESTS
 # a side, on one grid) and the Gantt panels (a pair per scheduler). The goodput sweep is a background job of its
 # own; each side's own results page has it.
 PAIR_TEMPLATES = ("_figure_card.html", "_figure_metrics.html", "_figure_kv.html", "_figure_gantt.html")
+# The pair's own goodput and frontier cards (vs_curves.py: both variants' curves on one plot) read these from /vs's
+# URL: the shared rate grid and the frontier card's inputs, each as the main page's cards name them.
+CURVE_PARAMS = SWEEP_KEYS + frontier_page.INPUTS
 
 
 @dataclass(frozen=True)
 class VsRequest:
     a: WebRequest
     b: WebRequest
+    names: tuple[str, str] = ("A", "B")
 
     def side(self, name: str) -> WebRequest:
         return self.a if name == "a" else self.b
 
+    def label(self, side: str) -> str:
+        return self.names[SIDES.index(side)]
+
     def query(self) -> str:
-        """The canonical URL query: each side's canonical scenario query as one value."""
+        """The canonical URL query: each side's canonical scenario query as one value, then any name given."""
+        named = [(NAME_PARAMS[s], self.label(s)) for s in SIDES if self.label(s) != DEFAULT_NAMES[s]]
+        return "&".join(q for q in (self.runs_query(), urlencode(named)) if q)
+
+    def runs_query(self) -> str:
+        """The two scenarios alone (what /diff reads)."""
         return urlencode([(s, self.side(s).query(sweep=False)) for s in SIDES])
 
     @property
@@ -94,6 +114,8 @@ def split_params(pairs: list[tuple[str, str]]) -> tuple[dict[str, str], dict[str
             if k in texts:
                 problems.append((k, f"given more than once: give run {k.upper()} as one scenario query"))
             texts[k] = v
+        elif k in CURVE_PARAMS or k in NAME_PARAMS.values():  # the curve cards' (vs_curves.py), the names
+            continue
         elif dot and side in SIDES and field:
             if v.strip():  # the quick form's blank field: left as the side's query has it
                 overrides[side][field] = v.strip()
@@ -132,11 +154,12 @@ def parse_vs(pairs: list[tuple[str, str]]) -> VsRequest:
             reqs[side] = service.page_request(side_pairs(text, overrides[side]))
         except ScenarioError as e:
             problems += [(side, f"{field}: {msg}") for field, msg in e.problems]
+    names = parse_names(pairs, problems)
     if not problems:
         problems += pair_work_problems(reqs["a"], reqs["b"])
     if problems:
         raise ScenarioError(problems)
-    return VsRequest(reqs["a"], reqs["b"])
+    return VsRequest(reqs["a"], reqs["b"], names)
 
 
 def side_work(req: WebRequest) -> float:
@@ -164,6 +187,7 @@ class Side:
     summary: list[str]
     takeaway: str
     seeds_note: str
+    label: str = ""  # the variant's name (VsRequest.names)
 
 
 def _compare_side(vs: VsRequest, side: str, cancel, min_cell: int = 1) -> service.SeedViews:
@@ -190,7 +214,7 @@ def compute(vs: VsRequest, cancel=None) -> list[Side]:
         upload = service.get_upload(req.upload) if req.upload else None
         out.append(Side(s, req, figures.Results(req, c.views, means, c.ci95, span),
                         present.scenario_summary(req, c.views, upload), present.takeaway(means),
-                        present.seeds_note(req.scenario)))
+                        present.seeds_note(req.scenario), vs.label(s)))
     return out
 
 
@@ -370,6 +394,20 @@ def scenario_changes(vs: VsRequest) -> list[tuple[str, str, str]]:
             if fa.get(k) != fb.get(k)]
 
 
+def curve_problems(vs: VsRequest, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The curve cards' inputs in the URL (vs_curves.py), checked as those cards check them, each side's
+    scenario with them: a bad one is the page's 422 naming it."""
+    problems: list[tuple[str, str]] = []
+    for parse, keys in ((service.page_request, SWEEP_KEYS), (frontier_page.parse_frontier_request, frontier_page.INPUTS)):
+        given = [(k, v) for k, v in pairs if k in keys]
+        for side in SIDES if given else ():
+            try:
+                parse(parse_qsl(vs.side(side).query(sweep=False)) + given)
+            except ScenarioError as e:
+                problems += [p for p in e.problems if p not in problems]
+    return problems
+
+
 def quick_form(req: WebRequest | None) -> list[dict]:
     """B's form: every field of the dashboard's form, shown blank (unchanged) with B's value as the placeholder;
     first QUICK_FIELDS, then the rest in the dashboard's groups and mechanism sections (folded), so any setting,
@@ -391,7 +429,8 @@ def page_context(request: Request, cancel) -> tuple[dict, int]:
     pairs = list(request.query_params.multi_items())
     texts, overrides, _ = split_params(pairs)
     ctx: dict[str, Any] = {"request": request, "values": {s: texts.get(s, "") for s in SIDES}, "errors": {},
-                           "vs": None, "sides": [], "cards": [], "changes": [], "quick": quick_form(None)}
+                           "vs": None, "sides": [], "cards": [], "changes": [], "quick": quick_form(None),
+                           "names": {s: next((v for k, v in pairs if k == NAME_PARAMS[s]), "") for s in SIDES}}
     if not pairs:
         ctx["values"] = {"a": EXAMPLE_A, "b": EXAMPLE_B}
         return ctx, 200
@@ -407,7 +446,11 @@ def page_context(request: Request, cancel) -> tuple[dict, int]:
         ctx["redirect"] = "/vs?" + vs.query()  # the quick form's changes, folded into the canonical URL
         return ctx, 303
     ctx.update(vs=vs, values={s: vs.side(s).query(sweep=False) for s in SIDES}, query=vs.query(),
-               changes=scenario_changes(vs), quick=quick_form(vs.b))
+               changes=scenario_changes(vs), quick=quick_form(vs.b),
+               curves_query=urlencode([(k, v) for k, v in pairs if k in CURVE_PARAMS], safe=","))
+    if problems := curve_problems(vs, pairs):
+        ctx["errors"] = errors_by_field(problems)
+        return ctx, 422
     if not kernels_ready(request):
         ctx["errors"] = {"other": "the simulator's kernels are still compiling; reload in a few seconds"}
         return ctx, 503

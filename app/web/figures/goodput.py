@@ -11,7 +11,7 @@ from sim_core import ScenarioError, resolve
 from sim_core.validity import coverage_warnings
 
 from .. import present, service
-from ..charts import SERIES, _axis, _columns, _layout, color, rgba, text_colors
+from ..charts import SERIES, _axis, _columns, _layout, color, rgba, text_colors_of
 from ..inputs import WebRequest
 from . import Figure, Results
 
@@ -25,7 +25,11 @@ KNEE_DASHES = ("dot", "dash", "dashdot", "longdash")
 Y_HEADROOM = 1.1  # over seeds, the goodput axis ends this far above the highest line or offered rate
 
 
-def goodput_figure(sweep: dict) -> dict:
+def goodput_figure(sweep: dict, styles: dict[str, dict] | None = None) -> dict:
+    """Goodput and SLO attainment per offered rate, a line per entry of sweep["schedulers"], each in its
+    scheduler's colour; `styles` gives an entry its own {"color", "dash"} instead (/vs: a line per variant and
+    scheduler, vs_curves.py)."""
+    styles = styles or {}
     rates = sweep["rates"]
     layout = _layout(360, margin={"l": 64, "r": 24, "t": 40, "b": 56})
     dom = _columns(2, 0.1)
@@ -43,15 +47,16 @@ def goodput_figure(sweep: dict) -> dict:
               "text": f"{target:.0f}% target", "font": {"size": 10, "color": SERIES["reference"]}}]
     lines, knees = [], []
     for name, s in sweep["schedulers"].items():
-        c = color(name)
+        c = styles.get(name, {}).get("color") or color(name)
+        line = {"color": c, "width": 2, "dash": styles.get(name, {}).get("dash", "solid")}
         x = [p["rate"] for p in s["points"]]
         data += _ci_bands(name, c, s["points"])
         lines.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": [p["goodput"] for p in s["points"]],
-                      "name": name, "legendgroup": name, "line": {"color": c, "width": 2}, "marker": {"size": 6},
+                      "name": name, "legendgroup": name, "line": line, "marker": {"size": 6},
                       "hovertemplate": f"{name}: %{{y:.2f}} req/s good at %{{x:g}} req/s offered<extra></extra>"})
         lines.append({"type": "scatter", "mode": "lines+markers", "x": x, "showlegend": False, "legendgroup": name,
                       "y": [round(p["slo_attainment"] * 100, 2) for p in s["points"]], "name": name,
-                      "xaxis": "x2", "yaxis": "y2", "line": {"color": c, "width": 2}, "marker": {"size": 6},
+                      "xaxis": "x2", "yaxis": "y2", "line": line, "marker": {"size": 6},
                       "hovertemplate": f"{name}: %{{y:.1f}}% on time at %{{x:g}} req/s<extra></extra>"})
         band = s.get("knee_interval")
         if band and band[0] is not None and band[1] is not None and band[1] > band[0]:
@@ -91,12 +96,16 @@ def _knee_marks(knees: list[tuple[float, str, str, str]], top: float) -> tuple[l
         rate = group[0][0]
         if len(group) == 1:
             _, name, _, interval = group[0]
-            text, ink = f"{name} knee {rate:g} req/s{interval}", text_colors(name)[0]
+            text, ink = f"{name} knee {rate:g} req/s{interval}", text_colors_of(group[0][2])[0]
         else:
-            who = ", ".join(f"<span style='color:{text_colors(name)[0]}'>{name}</span>" for _, name, _, _ in group)
+            who = ", ".join(f"<span style='color:{text_colors_of(c)[0]}'>{name}</span>" for _, name, c, _ in group)
             text, ink = f"{who} knees {rate:g} req/s", SERIES["reference"]
+        # a label right of a knee in the right half would stretch the rate axis past the sweep (plotly ranges an
+        # axis over its annotations too): there it reads leftwards
+        right_half = rate > top / 2
         notes.append({"xref": "x", "yref": "paper", "x": rate, "y": 1 - 0.08 * row, "yanchor": "top",
-                      "xanchor": "left", "xshift": 3, "showarrow": False, "text": text,
+                      "xanchor": "right" if right_half else "left", "xshift": -3 if right_half else 3,
+                      "showarrow": False, "text": text,
                       "bgcolor": "rgba(255,255,255,0.85)", "borderpad": 1, "font": {"size": 10, "color": ink}})
     return shapes, notes
 
