@@ -10,7 +10,7 @@ import asyncio
 import json
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -141,8 +141,26 @@ def kernels_ready(request: Request) -> bool:
     return ready is None or ready.is_set()
 
 
-WARMING_UP = {"detail": "the simulator's kernels are still compiling (the first start on this machine takes about "
-                        "half a minute); retry shortly"}
+WARMING_UP = {"detail": "the simulator's kernels are still compiling (the first start on this machine takes from "
+                        "about a minute to several); retry shortly"}
+
+
+class WarmProgress(NamedTuple):
+    """How far the server's warm-up is (server._warm_up, from sim_core.warm_up's own steps): `done` steps of
+    `total` finished, `what` the one under way."""
+
+    done: int
+    total: int
+    what: str
+
+    def text(self) -> str:
+        if self.done >= self.total:
+            return f"compiling the simulator: all {self.total} steps done"
+        return f"compiling the simulator: step {self.done + 1} of {self.total}, {self.what}"
+
+
+def warm_progress(request: Request) -> WarmProgress | None:
+    return getattr(request.app.state, "warm_progress", None)
 
 
 def kernels_error(request: Request) -> str | None:
@@ -173,7 +191,9 @@ def warming_up(request: Request | None = None) -> JSONResponse:
         return JSONResponse({"detail": f"the simulator's kernels could not be compiled, so this server cannot run "
                                        f"simulations until it is restarted: {error}", "kernels_error": error},
                             status_code=503)
-    return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
+    progress = warm_progress(request) if request is not None else None
+    doc = WARMING_UP if progress is None else {**WARMING_UP, "progress": {**progress._asdict(), "text": progress.text()}}
+    return JSONResponse(doc, status_code=503, headers={"Retry-After": "5"})
 
 
 def busy(message: str, retry_after: int = 5, limit: tuple[str, float] | None = None, **more: Any) -> JSONResponse:

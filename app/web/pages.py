@@ -22,7 +22,7 @@ from sim_core.runner import Cancelled
 from sim_core.validity import coverage_warnings
 
 from . import charts, figures, model_uploads, present, rendered, service
-from .api import kernels_error, kernels_ready, kernels_retrying
+from .api import kernels_error, kernels_ready, kernels_retrying, warm_progress
 from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
 from .experiment_check import experiment_verdict
 from .figures.goodput import goodput_context, sweep_status
@@ -118,6 +118,7 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
     elif run is not None and not kernels_ready(request):
         ctx["warming"] = True  # the form answers now; the results region polls until the kernels are ready
         ctx["kernels_retrying"] = kernels_retrying(request)  # a full disk, say: the server retries by itself
+        ctx["warm_progress"] = warm_progress(request)  # the warm-up's step, from sim_core.warm_up itself
         ctx["poll_query"] = run.query()
     elif run is not None:
         try:
