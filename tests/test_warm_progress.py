@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import sim_core
 from app.web import pages, server
-from app.web.api import WarmProgress
+from app.web.warm_progress import WarmProgress
 
 
 class Recording(SimpleNamespace):

@@ -10,7 +10,7 @@ import asyncio
 import json
 import math
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -38,6 +38,7 @@ from .http import (
 from .inputs import WebRequest, parse_request, problems_of, query_to_dict
 from .lanes import MAX_IN_FLIGHT
 from .model_interval import model_intervals
+from .warm_progress import warm_progress
 
 router = APIRouter(prefix="/api", tags=["simulation"])
 MAX_JSON_BODY_BYTES = 1024 * 1024  # a scenario object is well under 2 KB
@@ -143,24 +144,6 @@ def kernels_ready(request: Request) -> bool:
 
 WARMING_UP = {"detail": "the simulator's kernels are still compiling (the first start on this machine takes from "
                         "about a minute to several); retry shortly"}
-
-
-class WarmProgress(NamedTuple):
-    """How far the server's warm-up is (server._warm_up, from sim_core.warm_up's own steps): `done` steps of
-    `total` finished, `what` the one under way."""
-
-    done: int
-    total: int
-    what: str
-
-    def text(self) -> str:
-        if self.done >= self.total:
-            return f"compiling the simulator: all {self.total} steps done"
-        return f"compiling the simulator: step {self.done + 1} of {self.total}, {self.what}"
-
-
-def warm_progress(request: Request) -> WarmProgress | None:
-    return getattr(request.app.state, "warm_progress", None)
 
 
 def kernels_error(request: Request) -> str | None:

@@ -22,7 +22,7 @@ from sim_core.runner import Cancelled
 from sim_core.validity import coverage_warnings
 
 from . import charts, figures, model_uploads, present, rendered, service
-from .api import kernels_error, kernels_ready, kernels_retrying, warm_progress
+from .api import kernels_error, kernels_ready, kernels_retrying
 from .embed_options import EMBED_OPTIONS, EmbedOptions, parse_embed_options
 from .experiment_check import experiment_verdict
 from .figures.goodput import goodput_context, sweep_status
@@ -43,6 +43,7 @@ from .inputs import (
 from .model_interval import model_intervals
 from .page_scenario import form_defaults
 from .templating import templates
+from .warm_progress import warm_progress
 
 router = APIRouter(include_in_schema=False)
 VARY = {"Vary": "HX-Request"}

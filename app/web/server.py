@@ -46,6 +46,7 @@ from .middleware import AllowedHostsAndOrigin, GzipOffLoop, SecurityHeadersAndHe
 from .settings import Settings
 from .store import BlobStore
 from .templating import STATIC_DIR, TEST_ONLY_STATIC
+from .warm_progress import WarmProgress
 
 log = logging.getLogger("sched_sim.web")
 
@@ -69,15 +70,15 @@ def _warm_up(app: FastAPI) -> None:
     start = time.perf_counter()
 
     def heard(done: int, total: int, what: str) -> None:  # the engine's steps, then the dashboard's own kernels
-        app.state.warm_progress = api.WarmProgress(done, total + 1, what)
+        app.state.warm_progress = WarmProgress(done, total + 1, what)
 
     while True:
         try:
             sim_core.warm_up(heard)  # compile, or load from numba's cache, every engine code path
             steps = len(sim_core.warm_up_steps())
-            app.state.warm_progress = api.WarmProgress(steps, steps + 1, "the dashboard's KV-cache grid")
+            app.state.warm_progress = WarmProgress(steps, steps + 1, "the dashboard's KV-cache grid")
             kvgrid.warm_up()
-            app.state.warm_progress = api.WarmProgress(steps + 1, steps + 1, "done")
+            app.state.warm_progress = WarmProgress(steps + 1, steps + 1, "done")
             break
         except OSError as e:  # the machine's state, not the code's: say why, and try again
             app.state.kernels_retrying = f"{type(e).__name__}: {e}"
@@ -99,7 +100,7 @@ async def lifespan(app: FastAPI):
     app.state.kernels_ready = threading.Event()
     app.state.kernels_error = None
     app.state.kernels_retrying = None  # why the last warm-up failed while the next is due (api.WARM_UP_RETRY_S)
-    app.state.warm_progress = None  # the warm-up's step (api.WarmProgress), for the pages that wait on it
+    app.state.warm_progress = None  # the warm-up's step (WarmProgress), for the pages that wait on it
     app.state.stopping = threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
