@@ -18,7 +18,7 @@ _EXPORTS = {
     "GPUS": "catalog", "MODELS": "catalog", "SetupError": "catalog",
     "SCHEDULER_NAMES": "policies",
     "Result": "runner", "SeedRuns": "runner", "resolve": "runner", "run": "runner",
-    "run_seeds": "runner", "warm_up": "kernel.warm",
+    "run_seeds": "runner", "warm_up": "kernel.warm", "warm_up_steps": "kernel.warm",
     "SimulationError": "simulation_error",
     "Scenario": "scenario", "ScenarioError": "scenario", "parse_scenario": "scenario",
     "TraceError": "traces",

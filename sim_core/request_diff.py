@@ -50,6 +50,10 @@ class RequestsDiffer(ValueError):
     """The two runs were not over the same requests: a request-level A/B has nothing to pair."""
 
 
+class NotCompared(ValueError):
+    """The request picked to compare is not in the runs, or not served by both (its message names the range)."""
+
+
 def check_same_requests(a, b) -> None:
     """Raise RequestsDiffer naming the first difference between the two runs' request tables: their number, each
     request's lengths, class and conversation (parent, think time), and the arrival of each open-loop request (a
@@ -352,13 +356,33 @@ def request_timelines(result, ids) -> dict[int, list[tuple[str, float, float]]] 
     return out
 
 
-def diff_document(a, b, *, top: int = 10, by: str = "e2el_ms", with_requests: bool = True
+def picked_request(a, b, d: RequestDiff, rid: int) -> dict:
+    """One request compared in full ("compare this request"): request_json's entry, each run's own split of its
+    E2EL into the attribution parts (`parts_ms`: {"a": {part: ms}, "b": ...}, the split request_values_ms gives
+    the metrics) and its timeline in each run (`timelines`, as diff_document's). NotCompared names the ids allowed
+    when `rid` is outside the runs or was not served by both."""
+    if not 0 <= rid < d.requests:
+        raise NotCompared(f"must be a request id from 0 to {d.requests - 1} (got {rid})")
+    at = np.searchsorted(d.ids, rid)
+    if at >= len(d) or d.ids[at] != rid:
+        raise NotCompared(f"request {rid} was not served by both runs (rejected or shed by one of them): pick one "
+                          f"of the {len(d):,} requests both served, ids from 0 to {d.requests - 1}")
+    parts = {}
+    for side, run in (("a", a), ("b", b)):
+        split = request_values_ms(run)[1]["e2el_ms"][rid]
+        parts[side] = dict(zip(ATTRIBUTION_PARTS, split.tolist(), strict=True))
+    ta, tb = request_timelines(a, [rid]), request_timelines(b, [rid])
+    return {**d.request_json(int(at)), "parts_ms": parts, "timelines": {"a": ta and ta[rid], "b": tb and tb[rid]}}
+
+
+def diff_document(a, b, *, top: int = 10, by: str = "e2el_ms", with_requests: bool = True, pick: int | None = None
                   ) -> tuple[dict, RequestDiff]:
     """The A/B as one JSON document (what `sched-sim diff --json` and /api/diff answer, less the two runs'
     scenarios), with the RequestDiff: to_json's keys, plus `ranked_by`, the `top` most hurt and most helped
     requests by `by` (ids), and both runs' timelines of those requests (`timelines`: id -> {"a": [[kind,
     start_s, end_s], ...], "b": ...}; null where a run recorded none). Without `with_requests`, no `requests` list
-    (d.request_json(i) makes each entry when wanted)."""
+    (d.request_json(i) makes each entry when wanted). With `pick`, `picked`: that request compared in full
+    (picked_request; NotCompared if it cannot be)."""
     if by not in METRICS:
         raise ValueError(f"by: must be one of {', '.join(METRICS)} (got {by!r})")
     d = request_diff(a, b)
@@ -370,6 +394,8 @@ def diff_document(a, b, *, top: int = 10, by: str = "e2el_ms", with_requests: bo
            "timelines": {str(r): {"a": ta and ta[r], "b": tb and tb[r]} for r in listed}}
     if d.energy_a is not None:  # the requests B made draw the most energy more than A did (who paid for whom)
         doc["most_paid_more_energy"] = [int(d.ids[i]) for i in d.most_paid_more(top)]
+    if pick is not None:
+        doc["picked"] = picked_request(a, b, d, pick)
     if with_requests:
         doc["requests"] = d.requests_json()
     return doc, d

@@ -38,7 +38,9 @@ PAGES = {
     # a finished plan whose rows carry their validated error and the optimistic badge (llama-3-8b on the H100)
     "plan": ("/plan?model=llama-3-8b&workload=chat&rate=4&duration=10&gpus=h100&tp=1&schedulers=chunked",
              "td.plan-accuracy .badge-optimistic"),
-    "diff": ("/diff?" + urlencode({"a": ONE + "fcfs", "b": ONE + "chunked"}), "#plot-diff-scatter[data-drawn='1']"),
+    # one request picked: its table and timelines under A and B beside the scatter
+    "diff": ("/diff?" + urlencode({"a": ONE + "fcfs", "b": ONE + "chunked", "request": 3}),
+             "#plot-diff-picked[data-drawn='1']"),
     "cluster-time": ("/cluster-time?" + CLUSTER_TIME, "#plot-cluster-time[data-drawn='1']"),
     "frontier": ("/frontier?" + FRONTIER, "#plot-frontier[data-drawn='1']"),
     # a page's embed: /vs's latency distributions, A's above B's (the results page's embeds: test_browser_a11y)

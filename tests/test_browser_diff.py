@@ -59,9 +59,52 @@ def test_the_ab_view_lists_the_most_hurt_requests_with_both_timelines(site, view
         page.locator("#diff-summary").scroll_into_view_if_needed()
         page.screenshot(path=SHOTS / f"75-diff-{w}x{h}.png")
         first.screenshot(path=SHOTS / f"75-diff-most-hurt-{w}x{h}.png")
+        if w == 1440:
+            picked_url = _pick_by_clicking(page, ids)
         assert page.errors == [], page.errors
     finally:
         context.close()
+    if w == 1440:  # the pick is in the URL: a fresh browser opens the same request compared
+        context, page = open_page(site, w, h, timeout_ms=60_000)
+        try:
+            page.goto(picked_url)
+            assert page.locator("#card-diff-picked h2").inner_text() == f"Request #{ids[1]} under A and under B"
+            page.wait_for_function(DRAWN, arg="plot-diff-picked")
+            ring = page.evaluate("() => document.getElementById('plot-diff-scatter').data[1].customdata")
+            assert ring == [ids[1]]
+            assert page.errors == [], page.errors
+        finally:
+            context.close()
+
+
+# A point of the scatter where plotly draws it, in page pixels.
+POINT_XY = """([id, i]) => { const d = document.getElementById(id), L = d._fullLayout, t = d.data[0];
+  const box = d.getBoundingClientRect();
+  return [box.left + L._size.l + L.xaxis.d2p(t.x[i]), box.top + L._size.t + L.yaxis.d2p(t.y[i])]; }"""
+
+
+def _pick_by_clicking(page, ids: list[int]) -> str:
+    """Click the most hurt request's point in the scatter, then the second most hurt's timeline: each click puts
+    that request in the URL and the page compares it under A and B. Returns the last URL."""
+    scatter = page.locator("#plot-diff-scatter")
+    scatter.scroll_into_view_if_needed()
+    at = page.evaluate("([id, r]) => document.getElementById(id).data[0].customdata.findIndex(c => c[0] === r)",
+                       ["plot-diff-scatter", ids[0]])
+    page.mouse.click(*page.evaluate(POINT_XY, ["plot-diff-scatter", at]))
+    page.wait_for_url(f"**request={ids[0]}**")
+    assert page.locator("#card-diff-picked h2").inner_text() == f"Request #{ids[0]} under A and under B"
+    assert page.locator("#diff-request").input_value() == str(ids[0])
+    timeline = page.locator(f"#plot-diff-hurt-{ids[1]}")
+    timeline.scroll_into_view_if_needed()
+    page.wait_for_function(DRAWN, arg=f"plot-diff-hurt-{ids[1]}")
+    timeline.click()
+    page.wait_for_url(f"**request={ids[1]}**")
+    card = page.locator("#card-diff-picked")
+    assert card.locator("h2").inner_text() == f"Request #{ids[1]} under A and under B"
+    labels = card.locator("tbody th").all_inner_texts()
+    assert labels[:5] == ["TTFT", "TPOT", "Longest ITL", "E2EL", "queueing"], labels  # its values, then parts
+    card.screenshot(path=SHOTS / "75-diff-picked-1440x900.png")
+    return page.url
 
 
 def test_a_bad_query_is_named_on_the_page(site):

@@ -38,6 +38,7 @@ from .http import (
 from .inputs import WebRequest, parse_request, problems_of, query_to_dict
 from .lanes import MAX_IN_FLIGHT
 from .model_interval import model_intervals
+from .warm_progress import warm_progress
 
 router = APIRouter(prefix="/api", tags=["simulation"])
 MAX_JSON_BODY_BYTES = 1024 * 1024  # a scenario object is well under 2 KB
@@ -141,8 +142,8 @@ def kernels_ready(request: Request) -> bool:
     return ready is None or ready.is_set()
 
 
-WARMING_UP = {"detail": "the simulator's kernels are still compiling (the first start on this machine takes about "
-                        "half a minute); retry shortly"}
+WARMING_UP = {"detail": "the simulator's kernels are still compiling (the first start on this machine takes from "
+                        "about a minute to several); retry shortly"}
 
 
 def kernels_error(request: Request) -> str | None:
@@ -173,7 +174,9 @@ def warming_up(request: Request | None = None) -> JSONResponse:
         return JSONResponse({"detail": f"the simulator's kernels could not be compiled, so this server cannot run "
                                        f"simulations until it is restarted: {error}", "kernels_error": error},
                             status_code=503)
-    return JSONResponse(WARMING_UP, status_code=503, headers={"Retry-After": "5"})
+    progress = warm_progress(request) if request is not None else None
+    doc = WARMING_UP if progress is None else {**WARMING_UP, "progress": {**progress._asdict(), "text": progress.text()}}
+    return JSONResponse(doc, status_code=503, headers={"Retry-After": "5"})
 
 
 def busy(message: str, retry_after: int = 5, limit: tuple[str, float] | None = None, **more: Any) -> JSONResponse:

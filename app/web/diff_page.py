@@ -1,25 +1,27 @@
 """Request-level A/B on the web: the /diff page and /api/diff, for two runs over the same requests (two
 schedulers, or two whole scenarios), each given as a scenario query string in its own parameter:
 
-    /diff?a=<QUERY A>&b=<QUERY B>[&by=e2el_ms]       /api/diff?a=...&b=...[&by=...][&top=N]
+    /diff?a=<QUERY A>&b=<QUERY B>[&by=e2el_ms][&request=ID]   /api/diff?a=...&b=...[&by=...][&top=N][&request=ID]
 
 (QUERY: what the dashboard's URL carries after `?`, URL-encoded as one value; a query naming several schedulers
 runs its first, one asking for several seeds its first seed.) The page fills what a query leaves out with the
 dashboard's defaults, as the main page does; the API with the scenario model's own, as /api/run does. Both answer
 from sim_core.request_diff: the API its JSON document (`requests`, each with its id, `change_ms` per metric and
-`causes_ms`; `mean_change_ms`; `causes_ms`), the page its figures (app/web/figures/request_diff.py).
+`causes_ms`; `mean_change_ms`; `causes_ms`), the page its figures (app/web/figures/request_diff.py). `request`
+picks one request to compare in full (its timelines and parts under A and under B: request_diff.picked_request),
+by its id, or by clicking its point or its timeline on the page (static/js/diff_pick.js).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from sim_core import ScenarioError, SetupError, TraceError
-from sim_core.request_diff import METRICS, RequestDiff, RequestsDiffer, diff_document
+from sim_core.request_diff import METRICS, NotCompared, RequestDiff, RequestsDiffer, diff_document
 from sim_core.runner import Cancelled
 
 from . import service
@@ -35,7 +37,7 @@ api_router = APIRouter(prefix="/api", tags=["simulation"])
 
 PAGE_TOP = 10  # most-hurt (and most-helped) requests the page lists with their timelines
 MAX_TOP = 100
-PARAMS = ("a", "b", "by", "top")
+PARAMS = ("a", "b", "by", "top", "request")
 EXAMPLE_A = "scheduler=fcfs&hardware=rtx3050&workload=rag&duration=20&token_budget=512&max_model_len=8192"
 
 
@@ -45,6 +47,7 @@ class ABRequest:
     b: WebRequest
     by: str  # the metric that ranks requests hurt or helped
     top: int
+    request: int | None = None  # the request picked to compare in full
 
     @property
     def names(self) -> tuple[str, str]:
@@ -52,7 +55,8 @@ class ABRequest:
 
     def query(self) -> str:
         pairs = [("a", self.a.query(sweep=False)), ("b", self.b.query(sweep=False))]
-        return urlencode(pairs + ([("by", self.by)] if self.by != "e2el_ms" else []))
+        return urlencode(pairs + ([("by", self.by)] if self.by != "e2el_ms" else [])
+                         + ([("request", str(self.request))] if self.request is not None else []))
 
 
 def _one_run(side: str, text: str, page: bool, problems: list) -> WebRequest | None:
@@ -100,9 +104,23 @@ def parse_ab(pairs: list[tuple[str, str]], *, page: bool) -> ABRequest:
                 raise ValueError
         except ValueError:
             problems.append(("top", f"must be a whole number from 1 to {MAX_TOP} (got {data['top']!r})"))
+    request = _request_id(data.get("request"), problems)
     if problems:
         raise ScenarioError(problems)
-    return ABRequest(runs["a"], runs["b"], by, top)
+    return ABRequest(runs["a"], runs["b"], by, top, request)
+
+
+def _request_id(given, problems: list) -> int | None:
+    """The picked request's id (None when not given); its upper bound is the runs' number of requests, which only
+    the runs know (compute checks it)."""
+    text = str(given or "").strip()
+    if not text:
+        return None
+    if text.isdigit() and len(text) <= 12:
+        return int(text)
+    problems.append(("request", f"must be a request id, a whole number from 0 to the runs' number of requests - 1 "
+                                f"(got {text[:40]!r})"))
+    return None
 
 
 # ----- the runs and their A/B (cached: a few arrays per A/B, not the runs) -----
@@ -116,7 +134,7 @@ _abs = service.SingleFlightLRU(max_bytes=DIFF_CACHE_BYTES, maxsize=16)
 
 
 def _key(ab: ABRequest) -> str:
-    return f"{ab.a.run_key(ab.names[0])}|{ab.b.run_key(ab.names[1])}|{ab.by}|{ab.top}"
+    return f"{ab.a.run_key(ab.names[0])}|{ab.b.run_key(ab.names[1])}|{ab.by}|{ab.top}|{ab.request}"
 
 
 def compute(ab: ABRequest, cancel=None) -> AB:
@@ -126,9 +144,11 @@ def compute(ab: ABRequest, cancel=None) -> AB:
         ra = service.full_run(ab.a, ab.names[0], cancel)
         rb = service.full_run(ab.b, ab.names[1], cancel)
         try:
-            doc, d = diff_document(ra, rb, top=ab.top, by=ab.by, with_requests=False)
+            doc, d = diff_document(ra, rb, top=ab.top, by=ab.by, with_requests=False, pick=ab.request)
         except RequestsDiffer as e:
             raise ScenarioError([("b", str(e))]) from None
+        except NotCompared as e:
+            raise ScenarioError([("request", str(e))]) from None
         return AB(doc, d)
     return _abs.get_or_compute(_key(ab), run_both)
 
@@ -162,6 +182,9 @@ DIFF_PARAMETERS = [
     {"name": "top", "in": "query", "required": False,
      "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TOP},
      "description": f"how many most hurt and most helped requests to list with timelines (default {PAGE_TOP})"},
+    {"name": "request", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 0},
+     "description": "a request id to compare in full: `picked` gives its values, changes, each run's split of its "
+                    "E2EL (`parts_ms`) and its timeline in each run; 422 names the ids allowed"},
 ]
 
 
@@ -201,6 +224,7 @@ def page_context(request: Request, cancel) -> tuple[dict, int]:
     pairs = list(request.query_params.multi_items())
     given = dict(pairs)
     ctx: dict = {"request": request, "values": {k: given.get(k, "") for k in ("a", "b")},
+                 "picked_id": given.get("request", ""),
                  "by": given.get("by") or "e2el_ms", "metrics": figs.LABELS, "errors": {}, "ab": None}
     if not given.get("a") and not given.get("b"):
         ctx["values"] = {"a": EXAMPLE_A, "b": EXAMPLE_A.replace("fcfs", "chunked")}
@@ -220,30 +244,48 @@ def page_context(request: Request, cancel) -> tuple[dict, int]:
         ctx["errors"] = {"other": str(e)}
         return ctx, 503
     d, doc = result.diff, result.doc
-    pos = {int(r): i for i, r in enumerate(d.ids.tolist())}
-
-    def listed(ids):
-        out = []
-        for r in ids:
-            i = pos[r]
-            t = doc["timelines"][str(r)]
-            causes = d.causes.get(ab.by)
-            parts = []
-            if causes is not None:
-                order = sorted(range(causes.shape[1]), key=lambda k: -abs(causes[i, k]))
-                parts = [(figs.PART_STYLE[figs.ATTRIBUTION_PARTS[k]][0], float(causes[i, k])) for k in order
-                         if abs(causes[i, k]) >= 0.05][:3]
-            out.append({"id": r, "arrival_s": float(d.arrival_s[i]), "prompt": int(d.prompt_tokens[i]),
-                        "output": int(d.output_tokens[i]), "a": float(d.a[ab.by][i]), "b": float(d.b[ab.by][i]),
-                        "change": float(d.change[ab.by][i]), "causes": parts,
-                        "figure": figs.timelines_figure(t["a"], t["b"], *ab.names)})
-        return out
-
     ctx.update(ab=ab, names=ab.names, doc=doc, by=ab.by, query=ab.query(),
+               query_without_request=replace(ab, request=None).query(),
                values={"a": ab.a.query(sweep=False), "b": ab.b.query(sweep=False)},
-               scatter=figs.scatter_figure(d, ab.by), causes=figs.causes_figure(d),
-               hurt=listed(doc["most_hurt"]), helped=listed(doc["most_helped"][:5]))
+               picked=picked_view(doc.get("picked"), ab.names), picked_id=ab.request,
+               scatter=figs.scatter_figure(d, ab.by, ab.request), causes=figs.causes_figure(d),
+               hurt=_listed(ab, result, doc["most_hurt"]), helped=_listed(ab, result, doc["most_helped"][:5]))
     return ctx, 200
+
+
+def _listed(ab: ABRequest, result: AB, ids: list[int]) -> list[dict]:
+    """The most hurt (or helped) requests as the page lists them: facts, change, its three largest parts and
+    both timelines."""
+    d, doc = result.diff, result.doc
+    pos = {int(r): i for i, r in enumerate(d.ids.tolist())}
+    causes = d.causes.get(ab.by)
+    out = []
+    for r in ids:
+        i = pos[r]
+        t = doc["timelines"][str(r)]
+        parts = []
+        if causes is not None:
+            order = sorted(range(causes.shape[1]), key=lambda k: -abs(causes[i, k]))
+            parts = [(figs.PART_STYLE[figs.ATTRIBUTION_PARTS[k]][0], float(causes[i, k])) for k in order
+                     if abs(causes[i, k]) >= 0.05][:3]
+        out.append({"id": r, "arrival_s": float(d.arrival_s[i]), "prompt": int(d.prompt_tokens[i]),
+                    "output": int(d.output_tokens[i]), "a": float(d.a[ab.by][i]), "b": float(d.b[ab.by][i]),
+                    "change": float(d.change[ab.by][i]), "causes": parts,
+                    "figure": figs.timelines_figure(t["a"], t["b"], *ab.names)})
+    return out
+
+
+def picked_view(picked: dict | None, names: tuple[str, str]) -> dict | None:
+    """"Compare this request": the picked request's rows (each metric, then each part of its E2EL, under A, under B
+    and B - A) and its two timelines."""
+    if picked is None:
+        return None
+    rows = [(figs.LABELS[m], picked["a"][m], picked["b"][m]) for m in METRICS]
+    rows += [(figs.PART_STYLE[p][0], picked["parts_ms"]["a"][p], picked["parts_ms"]["b"][p])
+             for p in figs.ATTRIBUTION_PARTS]
+    t = picked["timelines"]
+    return {**picked, "rows": [(label, a, b, b - a) for label, a, b in rows],
+            "figure": figs.timelines_figure(t["a"], t["b"], *names)}
 
 
 def _page(request: Request, cancel) -> Response:

@@ -3,7 +3,8 @@ through the embed every results-page figure has (templates/embed.html, embed_opt
 embed.js's scaling to the frame), at a URL holding the page's own query and the embed's options:
 
     /embed/vs?a=QUERY&b=QUERY[&figure=cdf]         one figure of /vs: A's above B's, on the pair's shared axes
-    /embed/diff?a=QUERY&b=QUERY[&figure=scatter]   /diff's who won and who lost (figure=causes: where from)
+    /embed/diff?a=QUERY&b=QUERY[&figure=scatter]   /diff's who won and who lost (figure=causes: where from;
+                 [&request=ID]                     figure=request: the picked request's timelines under A and B)
     /embed/frontier?<the frontier's query>         the frontier (its job started or found; the frame polls it)
     /embed/plan?<the plan's query>                 the plan's cost against latency (likewise)
 
@@ -54,7 +55,7 @@ FIGURE_PARAM = "figure"  # which of a page's figures an embed shows, where it ha
 # /vs draws the registry's plotly figures of each side (the generic card's); the metrics table, the KV players
 # and the Gantt panels stay on the page.
 VS_DEFAULT = "cdf"
-DIFF_FIGURES = ("scatter", "causes")
+DIFF_FIGURES = ("scatter", "causes", "request")
 TEMPLATE = "_embed_page.html"
 
 
@@ -216,7 +217,11 @@ def diff_view(pairs: list[tuple[str, str]], cancel) -> Shown:
     ab = diff_page.parse_ab(rest, page=True)
     result = diff_page.compute(ab, cancel)
     if name == "scatter":
-        title, fig = "Who won and who lost", diff_figures.scatter_figure(result.diff, ab.by)
+        title, fig = "Who won and who lost", diff_figures.scatter_figure(result.diff, ab.by, ab.request)
+    elif name == "request":
+        if ab.request is None:
+            raise ScenarioError([("request", "give the id of the request to show (figure=request shows one)")])
+        title, fig = f"Request #{ab.request}", diff_page.picked_view(result.doc["picked"], ab.names)["figure"]
     else:
         title, fig = "Where the change came from", diff_figures.causes_figure(result.diff)
     a, b = ab.names

@@ -43,6 +43,7 @@ from .inputs import (
 from .model_interval import model_intervals
 from .page_scenario import form_defaults
 from .templating import templates
+from .warm_progress import warm_progress
 
 router = APIRouter(include_in_schema=False)
 VARY = {"Vary": "HX-Request"}
@@ -118,6 +119,7 @@ def workspace_context(request: Request, req: WebRequest | None, values: dict, er
     elif run is not None and not kernels_ready(request):
         ctx["warming"] = True  # the form answers now; the results region polls until the kernels are ready
         ctx["kernels_retrying"] = kernels_retrying(request)  # a full disk, say: the server retries by itself
+        ctx["warm_progress"] = warm_progress(request)  # the warm-up's step, from sim_core.warm_up itself
         ctx["poll_query"] = run.query()
     elif run is not None:
         try:

@@ -47,12 +47,13 @@ from .middleware import AllowedHostsAndOrigin, GzipOffLoop, SecurityHeadersAndHe
 from .settings import Settings
 from .store import BlobStore
 from .templating import STATIC_DIR, TEST_ONLY_STATIC
+from .warm_progress import WarmProgress
 
 log = logging.getLogger("sched_sim.web")
 
 
 # How long start-up waits for the kernels before it answers anyway: loading them from numba's cache takes about
-# a second; compiling them on a fresh machine takes half a minute, and meanwhile pages say so and poll.
+# a second; compiling them on a fresh machine takes a minute or more, and meanwhile pages show its steps and poll.
 WARM_UP_WAIT_S = 3.0
 # The event loop (health checks, the in-flight gate, disconnect polling) needs the GIL between request threads
 # that render pages in Python; a thread keeps it up to the switch interval at a time, 5 ms by default, so with
@@ -68,10 +69,17 @@ REQUEST_THREADS = 4
 
 def _warm_up(app: FastAPI) -> None:
     start = time.perf_counter()
+
+    def heard(done: int, total: int, what: str) -> None:  # the engine's steps, then the dashboard's own kernels
+        app.state.warm_progress = WarmProgress(done, total + 1, what)
+
     while True:
         try:
-            sim_core.warm_up()  # compile, or load from numba's cache, every engine code path
+            sim_core.warm_up(heard)  # compile, or load from numba's cache, every engine code path
+            steps = len(sim_core.warm_up_steps())
+            app.state.warm_progress = WarmProgress(steps, steps + 1, "the dashboard's KV-cache grid")
             kvgrid.warm_up()
+            app.state.warm_progress = WarmProgress(steps + 1, steps + 1, "done")
             break
         except OSError as e:  # the machine's state, not the code's: say why, and try again
             app.state.kernels_retrying = f"{type(e).__name__}: {e}"
@@ -93,6 +101,7 @@ async def lifespan(app: FastAPI):
     app.state.kernels_ready = threading.Event()
     app.state.kernels_error = None
     app.state.kernels_retrying = None  # why the last warm-up failed while the next is due (api.WARM_UP_RETRY_S)
+    app.state.warm_progress = None  # the warm-up's step (WarmProgress), for the pages that wait on it
     app.state.stopping = threading.Event()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from numba import config as numba_config
@@ -211,19 +212,34 @@ def start_fleet_compiler() -> subprocess.Popen | None:
                               FLEET_NICENESS)
 
 
-def warm_up() -> None:
+def warm_up(progress: Callable[[int, int, str], None] | None = None) -> None:
     """Compile (or load from numba's on-disk cache) every engine code path with tiny runs, and the entries a run
-    calls after simulating (a cold cache: on two cores, compile_in_two)."""
+    calls after simulating (a cold cache: on two cores, compile_in_two). `progress(done, total, what)` hears of
+    each of warm_up_steps() before it starts, and once all are done (done == total, what "done")."""
+    steps = warm_up_steps()
+    say = progress or (lambda done, total, what: None)
+    say(0, len(steps), steps[0])
     helper = compile_in_two()
     try:
-        for name in SCHEDULER_NAMES:
+        for k, name in enumerate(SCHEDULER_NAMES, start=1):
+            say(k, len(steps), steps[k])
             run(Scenario(scheduler=name, **TINY_RUN), record_events=True)
         if helper is not None:
+            say(len(steps) - 2, len(steps), steps[-2])
             with contextlib.suppress(subprocess.TimeoutExpired):
                 helper.wait(timeout=HELPER_TIMEOUT_S)  # HELPER_THEN cached: the run below loads it
     finally:
         stop_compiler(helper)
+    say(len(steps) - 1, len(steps), steps[-1])
     run(Scenario(**TINY_RUN), record_events=True, bounds=True)
+    say(len(steps), len(steps), "done")
+
+
+def warm_up_steps() -> tuple[str, ...]:
+    """warm_up's steps in order, as its progress names them (the second process's only with a cold cache)."""
+    return ("the engine's parts (on two cores when the cache is cold)",
+            *(f"the engine's loop with the {name} scheduler" for name in SCHEDULER_NAMES),
+            "what runs after a simulation (in the second process)", "the run's bounds and metrics")
 
 
 TINY_RUN = dict(hardware="rtx3050", num_requests=4, seed=1, max_model_len=8192)

@@ -1,6 +1,7 @@
 /* sched-sim dashboard, the entry module (templates/base.html loads it with <script type="module">): wires the
    modules beside it to the page and to htmx, in an order that matters where several listen to one event.
-     figures.js        draws the server-built plotly figures (plotly.js loaded after the first paint)
+     figures.js        draws the server-built plotly figures (plotly.js loaded after the first paint; on
+                       /diff, diff_pick.js: a click on a request's point or timeline compares that request)
      kv_player.js      plays the KV pools on canvases (kv_paint.js, kv_download.js), moving the time cursor on
                        the timelines with it (timeline.js; a click on a time axis seeks it)
      gantt_window.js   a long run's Gantt: every request of a zoomed window

@@ -2,6 +2,7 @@
    data-figure-for="plot-id"> next to its <div>; a KV view's frames in <script data-kv-frames-for="plot-id">
    (kv_player.js paints those). plotly.js (4.8 MB) is loaded after the first paint, so the page shows its numbers
    before its figures; a drawn figure's div gets data-drawn="1" (gantt_window.js and the tests wait on it). */
+import { pickOnClick } from "./diff_pick.js";
 import { KvPlayer, players } from "./kv_player.js";
 import { EMBED, embedScale, scaleFigure, stackPanels } from "./slides.js";
 import { DARK, DARK_MODE, LIGHT, themeColors } from "./theme.js";
@@ -90,6 +91,7 @@ function drawPlot(div, fig) {
     untabModeBar(div);
     div.on("plotly_afterplot", function () { untabModeBar(div); });
     if (div.dataset.figure === "gantt") lightKvBlocksOnHover(div);
+    if (div.dataset.figure === "diff-scatter" || div.dataset.figure === "diff-timeline") pickOnClick(div);
     if (!div.hasAttribute("data-cursor")) return;
     div.on("plotly_afterplot", function () {
       if (currentCursorTime() !== null) placeCursor(div, currentCursorTime());

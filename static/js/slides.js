@@ -19,6 +19,7 @@ export function stackPanels(layout, width) {
     var top = 1 - i * (band + gap);
     layout[xk].domain = [0, 1];
     layout["y" + xk.slice(1)].domain = [Math.max(0, top - band), top];
+    layout["y" + xk.slice(1)].showticklabels = true; // side by side they may share the first panel's labels
   });
   function panelY(xref) { return "y" + xref.split(" ")[0].slice(1) + " domain"; }
   (layout.shapes || []).concat(layout.annotations || []).forEach(function (item) {

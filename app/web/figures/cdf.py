@@ -113,8 +113,11 @@ def cdf_figure(views: list[RunView], model_ci: list[dict] | None = None) -> dict
             ticks = {"range": span, "tickmode": "array", "tickvals": values, "ticktext": tick_texts(values)}
         layout[_ax("x", k)] = _axis(xtitle, domain=domain, anchor=_ref("y", k), type="log", **ticks,
                                     minor={"showgrid": True, "gridcolor": "#f3f4f6", "dtick": "D1"})
-        layout[_ax("y", k)] = _axis(ytitle if k != 1 else "fraction of token gaps", anchor=_ref("x", k),
-                                    range=[0, 1.02], tickformat=".0%")
+        # One 0-100% scale for the three panels: its labels on the first only (the phone's stacked panels show
+        # each: static/js/slides.js). Labels in every gap left a half-width panel (/vs) no room for its title,
+        # which ran into them.
+        layout[_ax("y", k)] = _axis(ytitle, anchor=_ref("x", k), range=[0, 1.02], tickformat=".0%",
+                                    showticklabels=k == 0)
         for v in views:
             c = v.cdf[key]
             data.append({"type": "scatter", "mode": "lines",

@@ -19,6 +19,7 @@ from .gantt import SEGMENT_STYLE
 
 LABELS = {m.key: m.label for m in REQUEST_METRICS}
 HURT, HELPED = "#c92a2a", "#2b8a3e"  # B slower / B faster
+PICKED = "#1c7ed6"  # the ring round the request compared in full
 
 
 # ----- the results page's card -----
@@ -50,9 +51,10 @@ def _r(values, digits: int = 3) -> list:
     return np.round(np.asarray(values, np.float64), digits).tolist()
 
 
-def scatter_figure(d, by: str) -> dict:
+def scatter_figure(d, by: str, picked: int | None = None) -> dict:
     """One point per compared request: its change (B - A) in the chosen metric against its prompt length; menus
-    switch the metric and the x axis (arrival time). Red above zero (B slower), green below."""
+    switch the metric and the x axis (arrival time). Red above zero (B slower), green below. The picked request
+    (an id among d.ids) is ringed by a second trace, which the menus move with its point."""
     layout = _layout(440, margin={"l": 70, "r": 20, "t": 96, "b": 56}, hovermode="closest", showlegend=False,
                      xaxis=_axis("prompt length (tokens)"), yaxis=_axis(f"change in {LABELS[by]}, B − A (ms)",
                                                                         zeroline=True, zerolinecolor="#868e96"))
@@ -69,19 +71,31 @@ def scatter_figure(d, by: str) -> dict:
              "marker": {"size": 6, "opacity": 0.75, "color": colours(by)},
              "hovertemplate": "request #%{customdata[0]}: %{y:+,.1f} ms<br>prompt %{customdata[1]}, output "
                               "%{customdata[2]} tokens<br>arrived at %{customdata[3]} s<extra></extra>"}
+    at = np.flatnonzero(d.ids == picked)[:1] if picked is not None else np.zeros(0, np.int64)
+    ring = {"type": "scatter", "mode": "markers", "x": d.prompt_tokens[at].tolist(), "y": _r(d.change[by][at]),
+            "name": "picked", "customdata": d.ids[at].tolist(), "hoverinfo": "skip",
+            "marker": {"size": 16, "color": "rgba(0,0,0,0)", "line": {"width": 2.5, "color": PICKED}}}
+
+    def both(main, values):  # the update of a column for the points and the ring (trace indices 0 and 1)
+        return [main, _r(values[at])] if len(at) else [main]
+
     metrics = [by, *(m for m in LABELS if m != by)]
+    traces = [0, 1] if len(at) else [0]
     buttons_y = [{"label": LABELS[m], "method": "update",
-                  "args": [{"y": [_r(d.change[m])], "marker.color": [colours(m)]},
-                           {"yaxis.title.text": f"change in {LABELS[m]}, B − A (ms)"}]} for m in metrics]
+                  "args": [{"y": both(_r(d.change[m]), d.change[m]),
+                            "marker.color": [colours(m), ring["marker"]["color"]][:len(traces)]},
+                           {"yaxis.title.text": f"change in {LABELS[m]}, B − A (ms)"}, traces]} for m in metrics]
     buttons_x = [{"label": "vs prompt length", "method": "update",
-                  "args": [{"x": [d.prompt_tokens.tolist()]}, {"xaxis.title.text": "prompt length (tokens)"}]},
+                  "args": [{"x": both(d.prompt_tokens.tolist(), d.prompt_tokens)},
+                           {"xaxis.title.text": "prompt length (tokens)"}, traces]},
                  {"label": "vs arrival time", "method": "update",
-                  "args": [{"x": [_r(d.arrival_s)]}, {"xaxis.title.text": "arrival time (s)"}]}]
+                  "args": [{"x": both(_r(d.arrival_s), d.arrival_s)}, {"xaxis.title.text": "arrival time (s)"},
+                           traces]}]
     # Two rows of buttons above the plot, both from its left edge (side by side they overlap on a phone).
     menu = {"type": "buttons", "direction": "right", "showactive": True, "yanchor": "bottom", "x": 0,
             "xanchor": "left", "pad": {"r": 4, "t": 0}, "font": {"size": 11}}
     layout["updatemenus"] = [{**menu, "buttons": buttons_y, "y": 1.15}, {**menu, "buttons": buttons_x, "y": 1.02}]
-    return {"data": [trace], "layout": layout}
+    return {"data": [trace, ring] if len(at) else [trace], "layout": layout}
 
 
 def causes_figure(d) -> dict:
