@@ -68,9 +68,15 @@ def row_deployment(row: dict, model: str, quantization: str, kv_cache_dtype: str
 
 def offline_output_rate(d: Deployment, prompt: int, output: int, engine: EngineSettings = EngineSettings(),
                         requests: int = OFFLINE_REQUESTS) -> float:
-    """Output tokens/s of the whole deployment (every GPU) in a simulated offline run: `requests` identical
-    requests queued at t=0, handed out round-robin to the attention data-parallel ranks (each one engine with its
-    own KV pool and batch limits, as TensorRT-LLM's attention-DP ranks schedule their own batches)."""
+    """Output tokens/s of the whole deployment (every GPU) in a simulated offline run (offline_run)."""
+    return offline_run(d, prompt, output, engine, requests)["output_throughput"]
+
+
+def offline_run(d: Deployment, prompt: int, output: int, engine: EngineSettings = EngineSettings(),
+                requests: int = OFFLINE_REQUESTS) -> dict:
+    """The metrics of a simulated offline run: `requests` identical requests queued at t=0, handed out round-robin
+    to the attention data-parallel ranks (each one engine with its own KV pool and batch limits, as TensorRT-LLM's
+    attention-DP ranks schedule their own batches)."""
     text = "arrival_s,prompt_tokens,output_tokens\n" + f"0,{prompt},{output}\n" * requests
     memory = 0.9  # the scenario's default, vLLM's gpu_memory_utilization
     if engine.kv_free_fraction:
@@ -80,7 +86,28 @@ def offline_output_rate(d: Deployment, prompt: int, output: int, engine: EngineS
                  token_budget=engine.max_num_tokens, max_seqs=engine.max_batch_size, preemption=engine.preemption,
                  async_scheduling=engine.async_scheduling, engine=engine.engine,
                  max_model_len=max(prompt + output, 1024), gpu_memory_utilization=memory)
-    return run(s, trace_text=text).metrics["output_throughput"]
+    return run(s, trace_text=text).metrics
+
+
+@dataclass(frozen=True)
+class StepGap:
+    """How far a measured offline rate is from a simulated run's, spread over the run's steps: `predicted_step_s`
+    and `implied_step_s` (the measured run's duration over the same number of steps, i.e. at the simulated batch),
+    and the time missing per output token and per (token, local expert) pair of one MoE layer."""
+    predicted_step_s: float
+    implied_step_s: float
+    missing_per_token_s: float
+    missing_per_pair_s: float
+
+
+def step_gap(steps: int, predicted_s: float, output_tokens: int, measured_rate: float,
+             pairs_per_token: float) -> StepGap:
+    """A StepGap of one engine (one attention-DP rank): its simulated `steps` and duration `predicted_s`, the
+    `output_tokens` it generated, the measured output rate of one such engine (tokens/s) and the (token, expert)
+    pairs one of its output tokens makes on one GPU over every MoE layer."""
+    measured = output_tokens / measured_rate
+    missing = (measured - predicted_s) / output_tokens
+    return StepGap(predicted_s / steps, measured / steps, missing, missing / pairs_per_token if pairs_per_token else 0.0)
 
 
 def engine_settings(row: dict, directory: Path = VALIDATION_DIR) -> EngineSettings:
