@@ -80,8 +80,10 @@ The groups:
   shape, each count's throughput over its series' fewest adapters (issue #23: within 20%).
 - **energy**, **energy: power** and **energy: throughput** (issue #40, `validation/energy_mlenergy.csv`): ML.ENERGY
   v3's joules per output token of vLLM held at `max_num_seqs` running requests on H100 and B200, each dense or
-  tensor-parallel row simulated as a closed loop of that many requests with the row's mean output length, its
-  steady state's energy from the power model (`sim_core/energy.py`, its two shares derived from InferenceX's B200
+  tensor-parallel row simulated as the benchmark ran it (`sim_core/studies/mlenergy_workload.py`: every request
+  sent at once, its count, engine settings and steady-state cut from ml-energy/benchmark's configs and client,
+  multi-turn LM Arena prompts, outputs spread around the row's mean), its steady state's energy from the power
+  model (`sim_core/energy.py`, its two shares derived from InferenceX's B200
   power records, a disjoint source: `sim_core/studies/power_shares.py`); J/token = power / throughput, so the
   second group holds the power model's error alone (the measured power per GPU against the model's for the
   simulated work at the measured throughput) and the third the same rows' output throughput, the step-time

@@ -82,20 +82,22 @@ class EnergyFields(BaseModel):
             return self
         for name in HARDWARE_FIELDS:
             key = getattr(self, name, None)
-            if key is None:
-                continue
-            gpu = GPUS[key]
-            if gpu.idle_power_w is None:
-                powered = ", ".join(k for k, g in GPUS.items() if g.idle_power_w is not None)
-                what = "energy" if self.energy else "power_cap_w"
-                raise ValueError(
-                    f"{what}: {name} {key} has no measured idle power (sim_core/data/gpus.json "
-                    f"power_source); energy and power caps are modelled on {powered}"
-                )
-            cap = self.power_cap_w
-            if cap is not None and not gpu.idle_power_w < cap <= gpu.board_power_w:
-                raise ValueError(
-                    f"power_cap_w: {cap:g} W is outside {key}'s range: above its idle power "
-                    f"({gpu.idle_power_w:g} W), at most its board limit ({gpu.board_power_w:g} W)"
-                )
+            if key is not None:
+                problem = power_problem(key, self.power_cap_w, "energy" if self.energy else "power_cap_w", name)
+                if problem:
+                    raise ValueError(problem)
         return self
+
+
+def power_problem(key: str, cap: float | None, what: str = "power_cap_w", name: str = "hardware") -> str | None:
+    """Why GPU `key` cannot be powered as asked (no measured idle power, or `cap` W outside (idle, board]), or
+    None: the one check of a power cap, for scenarios and step shapes alike."""
+    gpu = GPUS[key]
+    if gpu.idle_power_w is None:
+        powered = ", ".join(k for k, g in GPUS.items() if g.idle_power_w is not None)
+        return (f"{what}: {name} {key} has no measured idle power (sim_core/data/gpus.json power_source); "
+                f"energy and power caps are modelled on {powered}")
+    if cap is not None and not gpu.idle_power_w < cap <= gpu.board_power_w:
+        return (f"power_cap_w: {cap:g} W is outside {key}'s range: above its idle power ({gpu.idle_power_w:g} W), "
+                f"at most its board limit ({gpu.board_power_w:g} W)")
+    return None

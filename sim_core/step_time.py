@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .catalog import ServingSettings, resolve_setup
 from .deployment import max_seqs_of
+from .energy import capped_constants
+from .energy_fields import power_problem
 from .expert_parallel import expert_parallel, shape_error
 from .fields import range_text
 from .hardware_profile import canonical, profile_constants
@@ -61,6 +63,7 @@ class StepShape(BaseModel):
     attention_dp: bool = Scenario.model_fields["attention_dp"]
     moe_imbalance: float | None = Scenario.model_fields["moe_imbalance"]
     engine: EngineName = Scenario.model_fields["engine"]
+    power_cap_w: float | None = Scenario.model_fields["power_cap_w"]
     prefill_tokens: int = Field(0, ge=0, le=1 << 20, description="prompt tokens of the prefill chunk")
     context_tokens: int = Field(0, ge=0, le=MAX_CONTEXT_TOKENS,
                                 description="tokens the chunk's request already has cached before the chunk")
@@ -78,6 +81,10 @@ class StepShape(BaseModel):
         problem = shape_error(self.ep, self.tp, self.attention_dp, self.moe_imbalance)
         if problem:
             raise ValueError(": ".join(problem))
+        if self.power_cap_w is not None:
+            capped = power_problem(self.hardware, self.power_cap_w)
+            if capped:
+                raise ValueError(capped)
         return self
 
     @field_validator("hardware_profile")
@@ -111,16 +118,22 @@ def _setup(shape: StepShape, prefill_tokens: int, decode_seqs: int):
                          plan, shape.scale_out_link)
 
 
+def _constants(setup, shape: StepShape):
+    """The cost model's constants for the shape: its hardware profile's, at the clock its power cap leaves."""
+    return capped_constants(setup, profile_constants(shape.hardware_profile), shape.power_cap_w)
+
+
 def step_time_doc(shape: StepShape) -> dict:
     """The step's time, its components (they sum to step_ms), MBU, MFU and which resource bounds it.
     SetupError if the deployment cannot run (the model does not fit, tp does not divide the heads)."""
     setup = _setup(shape, shape.prefill_tokens, shape.decode_seqs)
     st = step_time(setup, shape.prefill_tokens, shape.context_tokens, shape.decode_seqs, shape.decode_context,
-                   profile_constants(shape.hardware_profile), cpu_overlap=shape.async_scheduling, engine=shape.engine)
+                   _constants(setup, shape), cpu_overlap=shape.async_scheduling, engine=shape.engine)
     return {
         "hardware": setup.gpu.key, "model": setup.model.key, "quantization": setup.quantization, "tp": shape.tp,
         "kv_cache_dtype": shape.kv_cache_dtype,
         "hardware_profile": shape.hardware_profile, "async_scheduling": shape.async_scheduling, "engine": shape.engine,
+        **({"power_cap_w": shape.power_cap_w} if shape.power_cap_w is not None else {}),
         **({"ep": shape.ep, "attention_dp": shape.attention_dp} if shape.ep > 1 else {}),
         **tp_report(setup.gpu, setup.tp, setup.scale_out_link),
         "prefill_tokens": shape.prefill_tokens, "context_tokens": shape.context_tokens,
@@ -164,7 +177,7 @@ def step_time_curves(shape: StepShape, max_tokens: int, points: int = 40) -> dic
     tokens: memory-bound; more: compute-bound)."""
     setup = _setup(shape, 0, 0)  # the default budget and batch: what is reserved for them sizes the KV pool
     max_decode_seqs = setup.num_kv_blocks * setup.block_size // (shape.decode_context + 1)
-    p = cost_params(setup, profile_constants(shape.hardware_profile), shape.async_scheduling, engine=shape.engine)
+    p = cost_params(setup, _constants(setup, shape), shape.async_scheduling, engine=shape.engine)
     tokens = sorted({int(round(x)) for x in np.geomspace(1, max(1, max_tokens), points)})
     ctx = shape.decode_context
     batches = {"prefill": lambda n: (n, 0, 0, ctx), "decode": lambda n: (0, 0, n, ctx),

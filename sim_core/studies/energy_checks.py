@@ -1,6 +1,6 @@
 """The energy model against ML.ENERGY's measurements (validation group "energy", issue #40): each row of
-validation/energy_mlenergy.csv whose model and GPU the catalogue has, simulated as the benchmark ran it (vLLM held at
-`max_num_seqs` running requests, the row's mean output length), its steady state's joules per output token
+validation/energy_mlenergy.csv whose model and GPU the catalogue has, simulated as the benchmark ran it (its requests,
+engine settings and steady-state cut: sim_core/studies/mlenergy_workload.py), its steady state's joules per output token
 compared with the measured one. J/token = power / throughput, so the error splits in two, each a group of its own:
 "energy: power" compares the measured power per GPU with the power the model gives the simulated steady state's
 work (its steps' bytes and FLOPs) done at the measured throughput (each step stretched by the simulated over the
@@ -9,7 +9,7 @@ measured throughput): the power model's error alone, which is also its J/token e
 
 Nothing here is fitted: the power model's constants are derived from InferenceX's B200 records
 (sim_core/studies/power_shares.py), a source disjoint from these rows; the settings below come from the
-benchmark's published description (validation/ENERGY_SOURCES.md).
+benchmark's published configuration and client (validation/ENERGY_SOURCES.md, mlenergy_workload.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,17 @@ import numpy as np
 
 from ..catalog import MODELS
 from ..energy import power_model, step_power_trace
-from ..kernel.state import S_BYTES, S_DECODE_SEQS, S_DURATION, S_FLOPS, S_RUNNING
+from ..kernel.state import S_BYTES, S_DECODE_SEQS, S_DURATION, S_FLOPS, S_RUNNING, S_START
 from ..runner import run
 from ..scenario import ScenarioError, parse_scenario
 from .check_rows import Check, read_rows
+from .mlenergy_workload import (
+    ENGINE_ASYNC_SCHEDULING,
+    ENGINE_TOKEN_BUDGET,
+    max_model_len,
+    request_trace,
+    steady_window,
+)
 from .row_names import model_key
 
 ENERGY_GROUP = "energy"
@@ -39,23 +46,12 @@ QUANTIZATIONS = {
     "fp8": "fp8",
     "mxfp4": "auto",
 }  # auto: the checkpoint's own (MXFP4 experts)
-# Prompt tokens per request. ML.ENERGY does not publish input lengths per configuration (ENERGY_SOURCES.md), so a
-# stand-in: LM Arena chat prompts as the chat preset's first turns (ShareGPT's median, sim_core/workload.py
-# FIRST_TURN); GPQA Diamond questions with their answer choices and instructions, a few hundred tokens. Both are
-# small beside the outputs (hundreds to thousands of tokens), which set the decode batch's context.
-PROMPT_TOKENS = {"lm-arena-chat": 150, "gpqa": 300}
-# Output lengths vary request to request in the benchmark (the row gives only their mean): draw each uniformly in
-# [0.1 L, 1.9 L] (mean L), which keeps the closed loop's requests from finishing in lock-step waves.
-LENGTH_SPREAD = 0.9
-REQUESTS_PER_SEAT = 4
-# ML.ENERGY's steady state: the server held at its batch size; its runs count as stable when the mean running
-# batch is at least 0.85 x max_num_seqs (ENERGY_SOURCES.md), the share used here to find the window.
-STEADY_SHARE = 0.85
 FAR = 1.5  # a prediction more than 1.5x off either way
 
 
 def _row_settings(row: dict) -> tuple[dict | None, str]:
-    """The scenario fields of one row, or None and why it is skipped."""
+    """The scenario fields of one row (its engine as the benchmark configured it), or None and why it is
+    skipped; its requests are mlenergy_workload.request_trace's."""
     model, hw = model_key(row["model"].replace("Llama-3.1-70B", "Llama-3-70B")), GPU_KEYS.get(row["gpu"])
     if model not in MODELS or hw is None:
         return None, f"model {row['model']} or GPU {row['gpu']} not in the catalogue"
@@ -64,39 +60,33 @@ def _row_settings(row: dict) -> tuple[dict | None, str]:
             f"tp {row['tp']} x ep {row['ep']} x dp {row['dp']} on {row['num_gpus']} GPUs: vLLM's expert "
             f"parallel group spans tp x dp, so how these GPUs split the attention is not published"
         )
-    seats = int(row["max_num_seqs"])
-    osl = round(float(row["avg_output_len"]))
-    isl = PROMPT_TOKENS[row["task"]]
     return {
         "model": model,
         "hardware": hw,
         "tp": int(row["tp"]),
         "quantization": QUANTIZATIONS[row["weight_precision"]],
-        "workload": "random",
-        "isl": isl,
-        "osl": osl,
-        "length_range": LENGTH_SPREAD,
-        "concurrency": seats,
-        "max_seqs": seats,
-        "num_requests": seats * REQUESTS_PER_SEAT,
+        "max_seqs": int(row["max_num_seqs"]),
+        "token_budget": ENGINE_TOKEN_BUDGET,
+        "async_scheduling": ENGINE_ASYNC_SCHEDULING,
         "energy": True,
-        "max_model_len": isl + int(osl * (1 + LENGTH_SPREAD)) + 2,
+        "max_model_len": max_model_len(row, MODELS[model].max_context),
     }, ""
 
 
 def steady_state(result, seats: int) -> dict:
-    """Joules per output token, output tokens/s and mean power per GPU over the run's steady state: the steps from
-    the first to the last that ran at least STEADY_SHARE x the most requests the engine held (max_num_seqs where
-    the KV cache allows it), idle gaps between them at idle power."""
+    """Joules per output token, output tokens/s and mean power per GPU over the benchmark's steady state
+    (mlenergy_workload.steady_window): the steps that started inside it, idle gaps between them at idle power."""
     setup = result.resolved.setup
     model = power_model(setup)
     steps = np.asarray(result.steps)
-    running = steps[:, S_RUNNING]
-    held = running >= STEADY_SHARE * min(seats, running.max())
-    first, last = np.flatnonzero(held)[[0, -1]]
-    window = steps[first : last + 1]
-    start, seconds, power = step_power_trace(window, model)
-    span = float(start[-1] + seconds[-1] - start[0])
+    start, end = steady_window(result.first_token_s, result.finish_s, seats)
+    inside = np.flatnonzero((steps[:, S_START] >= start) & (steps[:, S_START] < end))
+    if inside.size == 0:
+        raise ValueError(f"no step inside the window [{start:.3f}, {end:.3f}) s: the engine held fewer than "
+                         f"{seats} requests until the run drained")
+    window = steps[inside[0] : inside[-1] + 1]
+    begin, seconds, power = step_power_trace(window, model)
+    span = float(begin[-1] + seconds[-1] - begin[0])
     stride = int(result.step_stride)
     busy_j = float((power * seconds).sum()) * stride
     idle_j = model.idle_w * max(span - float(seconds.sum()) * stride, 0.0)
@@ -106,7 +96,7 @@ def steady_state(result, seats: int) -> dict:
         "joules_per_output_token": joules / tokens,
         "throughput_tok_s": tokens / span,
         "power_w_per_gpu": joules / setup.tp / span,
-        "batch": float(running[first : last + 1].mean()),
+        "batch": float(window[:, S_RUNNING].mean()),
         "window": window,
     }
 
@@ -126,10 +116,13 @@ def simulate_row(row: dict) -> dict | str:
     if fields is None:
         return why
     try:
-        result = run(parse_scenario(fields))
+        result = run(parse_scenario(fields), trace_text=request_trace(row, fields["max_model_len"]))
     except (ScenarioError, ValueError) as e:  # SetupError is a ValueError: a deployment that does not fit
         return f"cannot simulate: {e}"
-    got = steady_state(result, int(row["max_num_seqs"]))
+    try:
+        got = steady_state(result, int(row["max_num_seqs"]))
+    except ValueError as e:  # the simulated engine never held the batch size the benchmark measured at
+        return f"no steady state: {e}"
     window = got.pop("window")
     stretch = got["throughput_tok_s"] / float(row["throughput_tok_s"])
     got["power_w_per_gpu_at_measured_pace"] = power_at_pace(window, power_model(result.resolved.setup), stretch)

@@ -41,7 +41,8 @@ def step_time_lines(doc: dict) -> list[str]:
     if doc["decode_seqs"]:
         batch.append(f"{doc['decode_seqs']:,} decoding sequences of {doc['decode_context']:,} tokens of context")
     formats = doc["quantization"] + (", fp8 KV cache" if doc.get("kv_cache_dtype") == "fp8" else "")
-    lines = [f"{doc['model']} ({formats}) on {doc['hardware']}, tp={doc['tp']}: " + " + ".join(batch),
+    capped = f" capped at {doc['power_cap_w']:g} W" if doc.get("power_cap_w") is not None else ""
+    lines = [f"{doc['model']} ({formats}) on {doc['hardware']}{capped}, tp={doc['tp']}: " + " + ".join(batch),
              f"step time {fmt(doc['step_ms'])} ms, {doc['bound']}-bound (MBU {pct(doc['mbu'])}%, "
              f"MFU {pct(doc['mfu'])}%)", ""]
     if "tensor_parallel" in doc:  # a group over nodes: name the link its all-reduce crosses, as the JSON does
