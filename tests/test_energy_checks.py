@@ -4,9 +4,13 @@ the batch as measured."""
 
 from __future__ import annotations
 
+import json
+import statistics
+
 import pytest
 
 from sim_core.catalog import GPUS
+from sim_core.studies import validation_rows as placed_rows
 from sim_core.studies.energy_checks import (
     ENERGY_GROUP,
     GROUPS,
@@ -65,14 +69,16 @@ KNOWN_POWER_MISSES = {
 }
 
 
-@pytest.mark.slow
 def test_the_power_model_alone_meets_the_issue_bar_on_every_simulated_row():
     """Issue #40's bar, on the power model's own error (the J/token error it makes at the measured throughput):
-    median |error| at most 15 %, none beyond 1.5x but the known misses named in KNOWN_POWER_MISSES."""
-    rows = energy_checks(VALIDATION_DIR)
-    s = energy_summary(rows)[POWER_GROUP]
-    assert s["rows"] >= 150 and s["median_abs_error"] <= 0.15, s
-    far = {c.what for c in rows if c.group == POWER_GROUP and c.error is not None and not 2 / 3 <= 1 + c.error <= 1.5}
+    median |error| at most 15 %, none beyond 1.5x but the known misses named in KNOWN_POWER_MISSES. Read from the
+    rows `validate` predicts as sim_core/data/validation_rows.json keeps them, which tests/test_validation.py checks
+    are the model's now: the suite simulates the energy rows once, there (this test re-simulated all ~150)."""
+    doc = json.loads(placed_rows.PATH.read_text(encoding="utf-8"))
+    power = [r for r in (dict(zip(doc["columns"], row, strict=True)) for row in doc["rows"])
+             if r["group"] == POWER_GROUP and r["error"] is not None]
+    assert len(power) >= 150 and statistics.median(abs(r["error"]) for r in power) <= 0.15
+    far = {r["what"] for r in power if not 2 / 3 <= 1 + r["error"] <= 1.5}
     assert far <= KNOWN_POWER_MISSES, far - KNOWN_POWER_MISSES
 
 
