@@ -44,9 +44,7 @@ echo "    $((SECONDS - start_s)) s"
 # chromium), one file's tests on one worker so a module's browser and server start once. One core: one process.
 WORKERS="$(.venv/bin/python -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')"
 if [ "$WORKERS" -gt 1 ]; then
-    # Files in collection order, the longest first (tests/conftest.py LONGEST_MODULES): xdist's own order (most
-    # tests first) started the longest single test near the end, with the other worker then idle.
-    PARALLEL=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
+    PARALLEL=(-n "$WORKERS" --dist loadfile)
 else
     PARALLEL=(-p no:xdist)
 fi

@@ -48,26 +48,7 @@ def pytest_sessionstart(session):
         session.config._fleet_compiler = warm.start_fleet_compiler()
 
 
-# The modules that take longest (per-file sums of `pytest --durations=0`, 2026-12-07), longest first. scripts/test.sh
-# runs files on 2 workers in collection order (--dist loadfile --no-loadscope-reorder): run first, they end while
-# the other worker still has short files to take; left where pytest-xdist's default order (most tests first) put
-# them, the validation page's 75 s test was among the last to start and the other worker sat idle meanwhile.
-LONGEST_MODULES = (
-    "test_validation.py", "test_browser_insight.py", "test_browser.py", "test_browser_a11y_mechanisms.py",
-    "test_browser_cluster.py", "test_browser_a11y.py", "test_browser_shareable.py", "test_plain_python.py",
-    "test_browser_energy.py", "test_energy_checks.py", "test_browser_figures.py", "test_browser_vs.py",
-    "test_browser_models.py", "test_browser_page.py", "test_fuzz_api.py", "test_browser_mechanisms.py",
-    "test_stepping.py",
-)
-
-
-def _longest_first(item) -> int:
-    name = item.path.name
-    return LONGEST_MODULES.index(name) if name in LONGEST_MODULES else len(LONGEST_MODULES)
-
-
 def pytest_collection_modifyitems(items):
-    items.sort(key=_longest_first)  # stable: each module's tests, and the other modules, keep their order
     # schemathesis (4.32) names each API operation's test "test_x[GET /api/run]" but sets its id the way pytest 8
     # kept it (Node._nodeid), which pytest 9 no longer reads (Node._id, structured): every operation's test has the
     # function's id, and pytest-xdist, which runs the suite and schedules by id, ran one operation of the 8
