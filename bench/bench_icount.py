@@ -61,6 +61,18 @@ CASES = (
     ("4x rag+prefix_affinity", {"scheduler": "chunked", "prefix_cache": True, "workload": "rag", "replicas": 4,
                                 "router": "prefix_affinity"}, 1.0),
 )
+# Deployments bench_core's scenario() has no keyword for, as Scenario fields set on top of its chunked chat
+# scenario (the same names in checkouts from before the one fleet loop, so an A/B reaches back to them). The rate is
+# bench_core's 40 requests/s per engine that decodes; the autoscaled case starts at 2 replicas and scales within the
+# run (short interval and provisioning delay: a 10000-request run lasts about a minute of simulated time).
+FLEET_CASES = (
+    ("1P+1D", {"prefill_replicas": 1, "decode_replicas": 1, "rate": 40.0}),
+    ("1P+3D", {"prefill_replicas": 1, "decode_replicas": 3, "rate": 120.0}),
+    ("autoscaled 2-8x", {"replicas": 2, "rate": 160.0, "autoscaler": "utilization", "min_replicas": 1,
+                         "max_replicas": 8, "autoscale_interval_s": 5.0, "provision_delay_s": 10.0}),
+)
+CASES += tuple((name, {"scheduler": "chunked"}, 1.0) for name, _ in FLEET_CASES)
+FIELDS = dict(FLEET_CASES)
 BY_NAME = {name: (kw, share) for name, kw, share in CASES}
 WARM_REQUESTS = 300  # the uncounted run that loads a scenario's kernels before the counted one
 
@@ -102,16 +114,23 @@ def _counted(fn):
         request(args)
 
 
+def _scenario(core, case: str, n: int):
+    """The case's scenario from the checkout's bench_core, with a fleet case's fields set on top (validated)."""
+    s = core.scenario(n, **BY_NAME[case][0])
+    if case not in FIELDS:
+        return s
+    return type(s)(**{**s.model_dump(exclude_unset=True), **FIELDS[case]})
+
+
 def child(checkout: Path, case: str, n: int, warm_only: bool) -> None:
     core = _bench_core(checkout)
     from sim_core.runner import make_requests, resolve, simulate_requests
 
-    kw, _ = BY_NAME[case]
-    small = core.scenario(WARM_REQUESTS, **kw)
+    small = _scenario(core, case, WARM_REQUESTS)
     simulate_requests(small, resolve(small), make_requests(small, resolve(small)))
     if warm_only:
         return
-    s = core.scenario(n, **kw)
+    s = _scenario(core, case, n)
     r = resolve(s)
     reqs = make_requests(s, r)
     res = _counted(lambda: simulate_requests(s, r, reqs))

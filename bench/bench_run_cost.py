@@ -91,7 +91,7 @@ SCENARIOS = {  # name: query
 
 def child(query: str) -> None:
     """Run in the child: warm up, reset the peak, simulate, print the peak above the baseline and the CPU."""
-    from sim_core.runner import simulate_requests
+    from sim_core.runner import RunOptions, simulate_requests
 
     s = Scenario.from_query(query)
     tiny = {"duration": 1.0, "num_requests": 2}
@@ -103,12 +103,13 @@ def child(query: str) -> None:
         tiny["autoscale_target"] = 4.0
     warm = s.model_copy(update=tiny)
     rw = resolve(warm)
-    simulate_requests(warm, rw, make_requests(warm, rw), record_events=True, kv_frames=KV_FRAMES, bounds=True)
+    options = RunOptions(record_events=True, kv_frames=KV_FRAMES, bounds=True)
+    simulate_requests(warm, rw, make_requests(warm, rw), options)
     Path("/proc/self/clear_refs").write_text("5")
     base = _status("VmRSS:")
     t0 = time.process_time()
     r = resolve(s)
-    res = simulate_requests(s, r, make_requests(s, r), record_events=True, kv_frames=KV_FRAMES, bounds=True)
+    res = simulate_requests(s, r, make_requests(s, r), options)
     cpu_s = time.process_time() - t0
     print(json.dumps({"bytes": _status("VmHWM:") - base, "cpu_s": cpu_s, "steps": int(res.metrics.get("steps", 0))}))
 

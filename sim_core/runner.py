@@ -72,6 +72,23 @@ CLUSTER_STEP_RECORDS = 1024
 MAX_TRACE_ROWS = 10_000_000
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How simulate_requests runs and what it records, beside the scenario and its requests (run() builds one from
+    its keyword arguments: these names)."""
+
+    kv_frame_times: np.ndarray | None = None  # KV-pool snapshots at these simulated times (seconds) ...
+    kv_frames: int = 0  # ... or kv_frames to 2 x kv_frames of them evenly spaced over the run
+    record_events: bool = False  # the per-request event log (timelines, per-request energy)
+    max_step_records: int = DEFAULT_MAX_STEP_RECORDS
+    max_events: int = DEFAULT_MAX_EVENTS
+    debug_checks: bool = False  # verify every block-pool invariant after each step's scheduling (slow; for tests)
+    # An int64 array of one element another thread sets to 1 to stop the run (Cancelled); None: the thread's
+    # cancel_scope's, or none.
+    cancel: np.ndarray | None = None
+    bounds: bool = False  # add metrics.bounds: what a clairvoyant scheduler could reach (sim_core/bounds.py)
+
+
 class Cancelled(RuntimeError):
     """The caller set the run's cancel flag (a web client that went away) and the engine stopped early."""
 
@@ -233,11 +250,9 @@ class Result:
 
 def run(scenario: Scenario, *, trace_text: str | None = None, **options) -> Result:
     """Simulate a scenario: its requests made (from `trace_text`, an uploaded trace's text, or as the scenario
-    says), then simulate_requests with `options` (KV-pool snapshots at `kv_frame_times` or `kv_frames` to
-    2 x `kv_frames` of them evenly spaced over the run, `record_events`, `max_step_records`, `max_events`,
-    `debug_checks`, `bounds`: add metrics.bounds, sim_core/bounds.py)."""
+    says), then simulate_requests with `options`, RunOptions' fields by name."""
     r = resolve(scenario)
-    return simulate_requests(scenario, r, make_requests(scenario, r, trace_text), **options)
+    return simulate_requests(scenario, r, make_requests(scenario, r, trace_text), RunOptions(**options))
 
 
 @dataclass
@@ -390,29 +405,26 @@ def run_pools(scenario: Scenario, r: Resolved, cfgs: list[Config], table: Reques
     return PoolsRun(out, [out], np.zeros(len(table.arrival_s), np.int64))
 
 
-def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_frame_times=None, kv_frames=0,
-                      record_events=False, max_step_records=DEFAULT_MAX_STEP_RECORDS, max_events=DEFAULT_MAX_EVENTS,
-                      debug_checks=False, cancel: np.ndarray | None = None, bounds: bool = False) -> Result:
-    """Run the deployment on given requests (as plain Python under NUMBA_DISABLE_JIT=1). `debug_checks` verifies
-    every block-pool invariant after each step's scheduling (slow; for tests); `cancel`, an int64 array of one
-    element: set it to 1 from another thread to stop the run (raises Cancelled); `bounds`: add metrics.bounds,
-    what a clairvoyant scheduler could reach on these requests (sim_core/bounds.py)."""
+def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, options: RunOptions = RunOptions()
+                      ) -> Result:
+    """Run the deployment on given requests (as plain Python under NUMBA_DISABLE_JIT=1), as `options` says."""
     class_slo = class_slos(scenario, r, reqs)
     engines = most_engines(scenario)
+    record_events, max_step_records, max_events = options.record_events, options.max_step_records, options.max_events
     if engines > 1 and record_events:  # timelines need every engine's every step: one engine's bounds
         max_step_records = max(CLUSTER_STEP_RECORDS, max_step_records // engines)
         max_events = max(CLUSTER_STEP_RECORDS, max_events // engines)
     elif engines > 1:  # a sample of each engine's steps is all the cluster view draws
         max_step_records = min(max_step_records, CLUSTER_STEP_RECORDS)
-    cancel = _scoped_cancel() if cancel is None else cancel
+    cancel = _scoped_cancel() if options.cancel is None else options.cancel
     cfgs = [engine_config(scenario, r.on_pool(k), class_slo, record_events=record_events,
-                          max_step_records=max_step_records, max_events=max_events, debug_checks=debug_checks,
+                          max_step_records=max_step_records, max_events=max_events, debug_checks=options.debug_checks,
                           cancel=cancel) for k in range(len(r.deployment))]
     table = request_table(reqs, cfgs[0], lora.adapters(scenario, reqs.conversation_parents())
                           if scenario.lora_adapters else None)
     # A closed loop chains each user's requests: session routing follows conversations, not users.
     sessions = None if reqs.loop_link is None else conversations(reqs.conversation_parents())
-    ran = run_pools(scenario, r, cfgs, table, frame_spec(reqs, kv_frame_times, kv_frames), sessions)
+    ran = run_pools(scenario, r, cfgs, table, frame_spec(reqs, options.kv_frame_times, options.kv_frames), sessions)
     out = ran.merged
     result = Result(scenario=scenario, resolved=r, requests=dataclasses.replace(reqs, arrival_s=out.arrival_s),
                     class_ttft_s=class_slo[0], class_tpot_s=class_slo[1],
@@ -438,7 +450,7 @@ def simulate_requests(scenario: Scenario, r: Resolved, reqs: Requests, *, kv_fra
         result.metrics.update(pools_over_time_metrics(result, ran.scaled_pools))
     if scenario.energy:  # the key exists only when asked for: output without it is unchanged
         add_energy_metrics(result)
-    if bounds:
+    if options.bounds:
         result.metrics["bounds"] = run_bounds(result)
     return result
 

@@ -21,7 +21,7 @@ from sim_core.deployment import engine_budgets  # noqa: E402
 from sim_core.deployment import scenario_model as resolve_model  # noqa: E402
 from sim_core.policies import BY_NAME  # noqa: E402
 from sim_core.policies.routers import ROUTER_NAMES  # noqa: E402
-from sim_core.runner import make_requests, resolve, simulate_requests  # noqa: E402
+from sim_core.runner import RunOptions, make_requests, resolve, simulate_requests  # noqa: E402
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 # A small trace replay: bursts of long and short prompts (CSV arrival_s,prompt_tokens,output_tokens).
@@ -137,7 +137,8 @@ def record_requests(scenario: _Scenario, reqs) -> dict:
     if scenario.engines > 1:
         return _record_cluster(scenario, r, reqs)
     end_guess = float(reqs.arrival_s[reqs.parents() < 0].max()) * 3 + 10
-    res = simulate_requests(scenario, r, reqs, kv_frame_times=np.linspace(0.0, end_guess, 7), record_events=True)
+    res = simulate_requests(scenario, r, reqs,
+                            RunOptions(kv_frame_times=np.linspace(0.0, end_guess, 7), record_events=True))
     arrays = {name: getattr(res, name) for name in PER_REQUEST + (
         "steps", "tenant_service", "events", "itl_fine", "itl_coarse", "kv_frames", "kv_frame_state", "kv_frame_s")}
     arrays["arrival_s"] = res.requests.arrival_s

@@ -29,7 +29,7 @@ from sim_core.bounds import (
 from sim_core.kernel.cost_constants import CPU_OVERLAP, STEP_TIME_SCALE
 from sim_core.kernel.cost_model import prefill_pairs, step_cost
 from sim_core.metrics import request_latencies_s
-from sim_core.runner import make_requests, resolve, simulate_requests
+from sim_core.runner import RunOptions, make_requests, resolve, simulate_requests
 
 # Float slack for comparing a run against a bound computed another way (the bounds add 1e-9 s to deadlines).
 REL = 1e-9
@@ -318,8 +318,8 @@ def test_the_bounds_follow_a_scaled_step_time(scale):
     scenario = Scenario(scheduler="chunked", workload="chat", rate=12.0, num_requests=60, seed=5, **SMALL)
     r = resolve(scenario)
     reqs = make_requests(scenario, r)
-    plain = simulate_requests(scenario, r, reqs, bounds=True)
-    scaled = simulate_requests(scenario, dataclasses.replace(r, step_time_scale=scale), reqs, bounds=True)
+    plain = simulate_requests(scenario, r, reqs, RunOptions(bounds=True))
+    scaled = simulate_requests(scenario, dataclasses.replace(r, step_time_scale=scale), reqs, RunOptions(bounds=True))
     check_bounds_hold(scaled)
     assert (relaxation(scaled).e2el_floor == pytest.approx(relaxation(plain).e2el_floor * scale))
 
@@ -349,7 +349,7 @@ def test_the_deadline_bound_is_the_best_schedule_of_the_relaxed_model_on_a_small
     text = trace_csv([(0.01, 200 + 150 * k, 20) for k in range(8)])
     scenario = Scenario(scheduler="edf", slo_ttft_ms=250.0, **SMALL)
     r = resolve(scenario)
-    res = simulate_requests(scenario, r, make_requests(scenario, r, text), bounds=True)
+    res = simulate_requests(scenario, r, make_requests(scenario, r, text), RunOptions(bounds=True))
     release, work, deadline = relaxation(res).deadline_problem()
     best = brute_max_on_time(release, work, deadline)
     assert 0 < best < len(res.requests)  # the bound has to choose

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sim_core import Scenario
-from sim_core.runner import Cancelled, make_requests, resolve, simulate_requests
+from sim_core.runner import Cancelled, RunOptions, make_requests, resolve, simulate_requests
 
 
 def test_setting_the_cancel_flag_stops_a_long_run_at_once():
@@ -21,7 +21,7 @@ def test_setting_the_cancel_flag_stops_a_long_run_at_once():
     threading.Timer(0.3, lambda: cancel.__setitem__(0, 1)).start()
     start = time.perf_counter()
     with pytest.raises(Cancelled, match="still in flight"):
-        simulate_requests(s, r, reqs, cancel=cancel)
+        simulate_requests(s, r, reqs, RunOptions(cancel=cancel))
     assert time.perf_counter() - start < 1.5  # the whole run takes ~2.5 s on this machine's core
 
 
@@ -30,7 +30,7 @@ def test_an_unset_flag_changes_nothing():
     r = resolve(s)
     reqs = make_requests(s, r)
     a = simulate_requests(s, r, reqs)
-    b = simulate_requests(s, r, reqs, cancel=np.zeros(1, np.int64))
+    b = simulate_requests(s, r, reqs, RunOptions(cancel=np.zeros(1, np.int64)))
     assert a.metrics == b.metrics
 
 

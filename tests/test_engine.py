@@ -18,7 +18,7 @@ from sim_core import Scenario, run, timeline
 from sim_core.kernel import state as E
 from sim_core.kernel.logs import itl_bin
 from sim_core.metrics import histogram_percentile_s
-from sim_core.runner import Result, resolve, simulate_requests
+from sim_core.runner import Result, RunOptions, resolve, simulate_requests
 from sim_core.scenario import ScenarioError, parse_scenario
 from sim_core.workload import Requests
 
@@ -36,8 +36,8 @@ def simulate(reqs: Requests, **scenario) -> Result:
     base = dict(hardware="rtx3050", max_model_len=8192)
     base.update(scenario)
     s = Scenario(**base)
-    return simulate_requests(s, resolve(s), reqs, record_events=True,
-                             kv_frame_times=np.linspace(0.0, 5.0, 26))
+    return simulate_requests(s, resolve(s), reqs,
+                             RunOptions(record_events=True, kv_frame_times=np.linspace(0.0, 5.0, 26)))
 
 
 def assert_same_result(a: Result, b: Result) -> None:
@@ -392,7 +392,7 @@ def test_shared_block_owner_is_a_request_still_holding_it():
     was still shown owning blocks 0-1 that request 1 held at 0.31 s."""
     reqs = shared_prefix_requests([0.0, 0.05], [32, 32], [1, 1], [5, 100])
     s = Scenario(scheduler="chunked", hardware="rtx3050", max_model_len=8192, prefix_cache=True, block_size=16)
-    res = simulate_requests(s, resolve(s), reqs, kv_frame_times=np.array([0.3]))
+    res = simulate_requests(s, resolve(s), reqs, RunOptions(kv_frame_times=np.array([0.3])))
     t = res.kv_frame_s[0]
     assert res.finish_s[0] < t < res.finish_s[1]
     owners = set(res.kv_frames[0][res.kv_frames[0] >= 0].tolist())

@@ -20,7 +20,7 @@ from sim_core.kernel.cost_constants import KV_BYTES_PER_TOKEN
 from sim_core.kernel.cost_model import step_aggregates, step_cost
 from sim_core.kernel.state import A_CACHED_TOKENS
 from sim_core.kv_offload import GIB, cited_disk_gbs, tier_occupancy, tier_params
-from sim_core.runner import engine_config, resolve, run, simulate_requests
+from sim_core.runner import RunOptions, engine_config, resolve, run, simulate_requests
 from sim_core.workload import UNIQUE, Requests
 from tests.test_properties import FRAME_TIMES, check_invariants, explicit_requests, scenario_kwargs
 
@@ -215,7 +215,8 @@ def test_no_block_leaks_from_any_tier(data):
               kv_offload_overlap=data.draw(st.booleans()))
     s = Scenario(**kw)
     reqs = data.draw(returning_requests() if data.draw(st.integers(0, 3)) else explicit_requests())
-    res = simulate_requests(s, resolve(s), reqs, record_events=True, debug_checks=True, kv_frame_times=FRAME_TIMES)
+    res = simulate_requests(s, resolve(s), reqs,
+                            RunOptions(record_events=True, debug_checks=True, kv_frame_times=FRAME_TIMES))
     check_invariants(res)
     assert sum(t["hit_tokens"] for t in res.metrics["kv_tiers"].values()) == res.accumulators[A_CACHED_TOKENS]
 

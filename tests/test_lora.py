@@ -12,7 +12,7 @@ from test_properties import FRAME_TIMES, check_invariants, explicit_requests
 
 from sim_core import Scenario, ScenarioError, lora, parse_scenario
 from sim_core.kernel import state as E
-from sim_core.runner import resolve, run, simulate_requests
+from sim_core.runner import RunOptions, resolve, run, simulate_requests
 
 
 def _in_window_throughput(res) -> float:
@@ -134,7 +134,7 @@ def test_invariants_hold_with_adapters_on(data):
               lora_order=data.draw(st.sampled_from(["fcfs", "grouped"])), lora_aging_s=data.draw(st.sampled_from([0.0, 1.0, 1e5])),
               seed=data.draw(st.integers(0, 1000)))
     s = Scenario(**kw)
-    res = simulate_requests(s, resolve(s), data.draw(explicit_requests()), kv_frame_times=FRAME_TIMES,
-                            record_events=True, debug_checks=True)
+    res = simulate_requests(s, resolve(s), data.draw(explicit_requests()),
+                            RunOptions(kv_frame_times=FRAME_TIMES, record_events=True, debug_checks=True))
     check_invariants(res)
     assert res.metrics["lora"]["max_groups_per_step"] <= s.max_loras

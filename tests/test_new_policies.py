@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim_core import Scenario
-from sim_core.runner import resolve, simulate_requests
+from sim_core.runner import RunOptions, resolve, simulate_requests
 from sim_core.workload import Requests
 
 # `mixed` gives each class its own TTFT target (DistServe): summarize 15 s, conversation 0.4 s, code 0.125 s.
@@ -15,7 +15,7 @@ SUMMARIZE, CONVERSATION, CODE = 2, 0, 1
 
 def run(reqs: Requests, **scenario):
     s = Scenario(hardware="rtx3050", max_model_len=8192, workload="mixed", **scenario)
-    return simulate_requests(s, resolve(s), reqs, record_events=True)
+    return simulate_requests(s, resolve(s), reqs, RunOptions(record_events=True))
 
 
 def explicit(arrival, prompt, output, request_class, class_names=MIXED_CLASSES) -> Requests:

@@ -33,7 +33,7 @@ from sim_core.kernel.state import (
     REJECT_NONE,
     REJECTED,
 )
-from sim_core.runner import make_requests, resolve, simulate_requests
+from sim_core.runner import RunOptions, make_requests, resolve, simulate_requests
 
 # A tiny run takes milliseconds once compiled: one still going after this long is looping. The first runs may
 # compile every loop first (a minute or more on a busy machine), hence their longer limit.
@@ -67,7 +67,7 @@ def run_with_watchdog(scenario: Scenario, requests=None, limit_s: float = HANG_S
 
     def work():
         try:
-            box["result"] = simulate_requests(scenario, resolved, reqs, cancel=cancel)
+            box["result"] = simulate_requests(scenario, resolved, reqs, RunOptions(cancel=cancel))
         except BaseException as e:  # handed to the test's thread
             box["error"] = e
 

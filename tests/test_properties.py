@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from sim_core import PRESETS, SCHEDULER_NAMES, Scenario
 from sim_core.kernel import state as E
 from sim_core.kernel.attribution import AT_PREEMPTION
-from sim_core.runner import resolve, run, simulate_requests
+from sim_core.runner import RunOptions, resolve, run, simulate_requests
 from sim_core.workload import Requests
 
 try:
@@ -120,8 +120,8 @@ def simulated(draw, scheduler: str, preemption: str):
         s = Scenario(**{k: v for k, v in kw.items() if v is not None})
         return run(s, kv_frame_times=FRAME_TIMES, record_events=True)
     s = Scenario(**kw)
-    return simulate_requests(s, resolve(s), draw(explicit_requests()), kv_frame_times=FRAME_TIMES,
-                             record_events=True)
+    return simulate_requests(s, resolve(s), draw(explicit_requests()),
+                             RunOptions(kv_frame_times=FRAME_TIMES, record_events=True))
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -363,8 +363,8 @@ def test_invariants_with_speculative_decoding(scheduler, preemption, method, k, 
     kw.update(spec_method=method, spec_tokens=k, spec_acceptance=acceptance, spec_disable_above=disable_above,
               spec_k_policy=k_policy)
     s = Scenario(**{key: v for key, v in kw.items() if v is not None})
-    res = simulate_requests(s, resolve(s), data.draw(explicit_requests()), kv_frame_times=FRAME_TIMES,
-                            record_events=True, debug_checks=True)
+    res = simulate_requests(s, resolve(s), data.draw(explicit_requests()),
+                            RunOptions(kv_frame_times=FRAME_TIMES, record_events=True, debug_checks=True))
     check_invariants(res)
     assert (res.generated[res.status == E.FINISHED] == res.requests.output_tokens[res.status == E.FINISHED]).all()
 
@@ -384,6 +384,6 @@ def test_tight_pools_force_preemption_yet_everything_finishes(scheduler, preempt
     s = Scenario(scheduler=scheduler, preemption=preemption, hardware="rtx3050", max_model_len=8192, kv_blocks=kv_blocks,
                  block_size=block_size, max_seqs=data.draw(st.sampled_from([2, 4, 256])),
                  swap_space_gb=data.draw(st.sampled_from([0.0005, 4.0])), **admit)
-    res = simulate_requests(s, resolve(s), reqs, kv_frame_times=FRAME_TIMES, record_events=True)
+    res = simulate_requests(s, resolve(s), reqs, RunOptions(kv_frame_times=FRAME_TIMES, record_events=True))
     check_invariants(res)
     assert (res.status == E.FINISHED).all()  # every request fits the pool and the default budget

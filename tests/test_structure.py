@@ -22,12 +22,7 @@ MAX_FILE_LINES = 500
 WEB_PACKAGES = ("fastapi", "jinja2", "plotly", "uvicorn", "starlette", "app")
 
 # "path:function" -> why it may take more parameters than MAX_PARAMETERS.
-MANY_PARAMETERS = {
-    "sim_core/runner.py:simulate_requests": "the engine on requests the caller made: run's keyword-only options "
-                                            "(KV frames, event log and its bounds, debug checks), each defaulted and "
-                                            "named one by one by callers, plus the cancel flag the web sets from "
-                                            "another thread",
-}
+MANY_PARAMETERS: dict[str, str] = {}
 # "path:function" -> why it may run longer than MAX_FUNCTION_LINES.
 LONG_FUNCTIONS: dict[str, str] = {}
 # "path" -> why it may run longer than MAX_FILE_LINES.

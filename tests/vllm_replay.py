@@ -59,10 +59,11 @@ def requests_for(fixture: dict):
 def simulated_steps(fixture: dict) -> list[dict]:
     """sched-sim's decisions for the fixture's requests, in the fixture's per-step format."""
     from sim_core.kernel import state as E
-    from sim_core.runner import resolve, simulate_requests
+    from sim_core.runner import RunOptions, resolve, simulate_requests
 
     s = scenario_for(fixture)
-    res = simulate_requests(s, resolve(s), requests_for(fixture), record_events=True, debug_checks=True)
+    res = simulate_requests(s, resolve(s), requests_for(fixture),
+                            RunOptions(record_events=True, debug_checks=True))
     assert res.step_stride == 1, "the step log sampled: raise max_step_records"
     steps = [{"prefill": {}, "decode": int(d), "preempted": [], "cache_hits": {}}
              for d in res.step_column("decode_seqs")]

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sim_core import ScenarioError, SetupError, resolve
-from sim_core.runner import Cancelled, Result, make_requests, simulate_requests
+from sim_core.runner import Cancelled, Result, RunOptions, make_requests, simulate_requests
 from sim_core.statistics import aggregate
 from sim_core.studies.sweep import knee_interval, knee_rate, sweep
 from sim_core.traces import TraceError, own_rate, read_trace
@@ -338,7 +338,7 @@ def full_run(req: WebRequest, name: str, cancel: np.ndarray | None = None) -> Re
         raise slots_busy()
     try:
         return simulate_requests(scenario, resolved, _workload(req, scenario, resolved),
-                                 record_events=True, cancel=cancel)
+                                 RunOptions(record_events=True, cancel=cancel))
     except MemoryError:  # past run_budget's estimate: a 503 naming the limit, never a 500
         raise BusyError(OUT_OF_MEMORY, limit=("max_run_bytes", MAX_RUN_BYTES)) from None
     finally:
@@ -354,8 +354,9 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
         reqs = requests_for(scenario, resolved)
         if cancel is not None and cancel[0]:  # the client left while the workload was made: simulate nothing
             raise Cancelled("cancelled before the run started")
-        res = simulate_requests(scenario, resolved, reqs, record_events=True,
-                                kv_frames=recorded_frames_for(resolved, scenario), cancel=cancel, bounds=True)
+        options = RunOptions(record_events=True, kv_frames=recorded_frames_for(resolved, scenario), cancel=cancel,
+                             bounds=True)
+        res = simulate_requests(scenario, resolved, reqs, options)
         if scenario.engines > 1:  # each engine's KV frames and step log, one event log for the cluster
             view = cluster_view(res, kv_cell)
         else:

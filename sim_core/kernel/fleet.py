@@ -27,7 +27,16 @@ from ..policies.autoscaling import never_scales
 from ..policies.routing import router_load, sent_load
 from .autoscaled import PROVISIONING, control, count, new_fleet, release_if_drained, route, serving_list, wake
 from .engine import route_in
-from .handover import after_prefill_step, deliver, hand_over, no_link, pull, send_to_prefill, wake_decoders
+from .handover import (
+    after_prefill_step,
+    deliver,
+    hand_over,
+    has_pulls,
+    no_link,
+    pull,
+    send_to_prefill,
+    wake_decoders,
+)
 from .jit import allocating_kernel, entry_nogil, inline
 from .pool_steps import (
     advance,
@@ -40,7 +49,7 @@ from .pool_steps import (
     take_arrival,
 )
 from .queues import heap_pop
-from .state import F64, I64, RecordType, new_record
+from .state import F64, I64, N_FOLLOWUPS, RecordType, new_record
 
 RUN = RecordType([
     ("turn_s", F64), ("turn_ids", I64), ("n_turns", types.int64),  # released follow-up turns: a heap by arrival
@@ -155,24 +164,34 @@ def after_prefills(pools, fleets, span, next_t, done_e, run, heaps, link):
     stuck = False
     for p in range(span[0], span[1]):
         eng = prefill[p]
-        finals, n_turns, woken = hand_over(eng, p, decode, f1.serving[:f1.n_serving], link, turns, run.n_turns)
-        run.n_turns = n_turns
-        run.n_out = wake_decoders(decode, woken, eng.now, link, out, run.n_out)
-        run.done += finals  # rejected there, or wanting one token: the prompts it finished go on to decode
-        stuck = after_prefill_step(eng, p, next_t, done_e, link.pulls) or stuck
+        # Only a step that finished prompts hands any over: hand_over's and wake_decoders' arguments count ~55
+        # array references, a cost the steps that finish none skip.
+        if eng.q.size[N_FOLLOWUPS] > 0:
+            finals, n_turns, woken = hand_over(eng, p, decode, f1.serving[:f1.n_serving], link, turns, run.n_turns)
+            run.n_turns = n_turns
+            run.n_out = wake_decoders(decode, woken, eng.now, link, out, run.n_out)
+            run.done += finals  # rejected there, or wanting one token: the prompts it finished go on to decode
+        stuck = after_prefill_step(eng, p, next_t, done_e, link.pulls.n_held, link.pulls.parked) or stuck
         release_if_drained(f0, prefill, p, eng.now)
     return stuck
 
 
 @inline
-def after_decodes(decode, f1, span, next_t, done_e, run, heaps, link):
-    """Decode engines span[0] .. span[1] - 1 changed: each pulls what prompts it can, releases the turns its
-    requests that ended had; a draining one that holds nothing more goes. Returns whether one is stuck."""
-    turns, out = heaps
-    stuck = False
+def pull_span(decode, span, run, out, link):
+    """Decode engines span[0] .. span[1] - 1, in slot order, pull what prompts they can (handover.pull): before
+    after_decodes, which reads nothing pull writes (only the link's arrays and the transfers heap)."""
     for d in range(span[0], span[1]):
         eng = decode[d]
         run.n_out = pull(eng, d, eng.now, link.handover, link.trace, link.pulls, out, run.n_out)
+
+
+@inline
+def after_decodes(decode, f1, span, next_t, done_e, run, turns):
+    """Decode engines span[0] .. span[1] - 1 changed (and pulled, pull_span): each releases the turns its requests
+    that ended had; a draining one that holds nothing more goes. Returns whether one is stuck."""
+    stuck = False
+    for d in range(span[0], span[1]):
+        eng = decode[d]
         run.n_turns = collect_turns(eng, turns[0], turns[1], run.n_turns)
         finished, stuck_d = refresh(eng, d, next_t, done_e)
         run.done += finished
@@ -214,8 +233,7 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
     """Run the deployment (module docstring) until every request has finished or been rejected. `cfgs`, `tables`,
     `scalings`: each pool's Config, RequestTable and Scaling (pairs: one pool's given twice); `lockstep`: each
     pool's lock-step group size, one entry per pool; `link`: what joins two pools (handover.no_link() for one).
-    Returns (each pool's Outcomes, the pool-0 slot each request was sent to, each pool's lives log, each pool's
-    KV blocks leaked on release)."""
+    Returns (each pool's Outcomes, the pool-0 slot each request was sent to, each pool's lives, each pool's leaks)."""
     engines, fleets = new_pools(cfgs, tables, frames, scalings, lockstep)
     total, two, cancel = routing.arrival_s.shape[0], len(fleets) == 2, cfgs[0].cancel
     run = new_run(total, not routing.independent, two, routing.router, cfgs[0].block_size)
@@ -226,6 +244,7 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
     e0, e1, f0, f1 = engines[0], engines[-1], fleets[0], fleets[-1]
     next0, done0, next1, done1 = f0.next_t, f0.done_e, f1.next_t, f1.done_e
     turns, out, pools = (run.turn_s, run.turn_ids), (run.out_s, run.out_ids), (e0, e1)
+    ready, landed = link.pulls.ready_head, link.pulls.landed_head  # what the decode engines may pull (has_pulls)
     serving = serving_list(f0, e0)  # what the router chooses among
     while run.done < total:
         k, e, t_eng = earliest(next0, len(e0), next1, len(e1) if two else 0)
@@ -264,7 +283,9 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
         elif k == 0:
             stuck = after_prefills(pools, (f0, f1), (lo, hi), next0, done0, run, (turns, out), link)
         else:
-            stuck = after_decodes(e1, f1, (lo, hi), next1, done1, run, (turns, out), link)
+            if has_pulls(ready, landed, lo, hi):
+                pull_span(e1, (lo, hi), run, out, link)
+            stuck = after_decodes(e1, f1, (lo, hi), next1, done1, run, turns)
         if stuck or cancel[0] != 0:
             break
     return fleet_outcomes(engines, fleets, run)

@@ -224,17 +224,29 @@ def wake_decoders(decode, woken, now, link, transfers, n_out):
 
 
 @inline
-def after_prefill_step(eng, p, next_p, done_p, pulls):
+def after_prefill_step(eng, p, next_p, done_p, n_held, parked):
     """A prefill engine changed. One that could schedule nothing because its memory is held for transfers waits
-    (parked) until one ends; any other stall is a bug. Returns whether it is stuck."""
+    (parked) until one ends; any other stall is a bug. Returns whether it is stuck. (`n_held`, `parked`: the
+    Pulls arrays, passed alone: each array an inlined helper takes counts a reference, Pulls has 13.)"""
     stuck = refresh(eng, p, next_p, done_p)[1]
-    if stuck and pulls.n_held[p] > 0:
+    if stuck and n_held[p] > 0:
         eng.loop[STALLED] = 0
-        pulls.parked[p] = True
+        parked[p] = True
         stuck = False
-    if pulls.parked[p]:
+    if parked[p]:
         next_p[p] = np.inf
     return stuck
+
+
+@inline
+def has_pulls(ready_head, landed_head, lo, hi):
+    """Whether any of decode engines lo .. hi - 1 has prompts waiting for it to pull, or delivered and not yet
+    admitted: all pull works on (without either it changes nothing). Asked after each decode step before pull's
+    arguments are taken, which count ~25 array references (most steps have nothing to pull)."""
+    for d in range(lo, hi):
+        if ready_head[d] >= 0 or landed_head[d] >= 0:
+            return True
+    return False
 
 
 class PoolLink(NamedTuple):

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..deployment import resolve
 from ..metric_catalog import value_at
-from ..runner import make_requests, simulate_requests
+from ..runner import RunOptions, make_requests, simulate_requests
 from ..statistics import is_number
 
 PATH = Path(__file__).resolve().parents[1] / "data" / "model_error.json"
@@ -179,8 +179,8 @@ def ensemble(scenario, *, members: int = MEMBERS, level: float = LEVEL, residual
     r = resolve(one)
     reqs = make_requests(one, r, trace_text)
     # With the bounds (each member's own, from its scaled step model), so model_ci has the keys ci95 has.
-    runs = [simulate_requests(one, replace(r, step_time_scale=float(f)), reqs, cancel=cancel, bounds=True).metrics
-            for f in factors]
+    options = RunOptions(cancel=cancel, bounds=True)
+    runs = [simulate_requests(one, replace(r, step_time_scale=float(f)), reqs, options).metrics for f in factors]
     return Ensemble(factors, runs, level)
 
 
