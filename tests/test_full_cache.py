@@ -82,7 +82,7 @@ def test_the_warm_up_helper_stops_at_the_first_failed_write(full_disk, monkeypat
 
 
 def test_kernels_that_cannot_compile_are_reported_not_polled_forever(monkeypatch):
-    def broken():
+    def broken(progress=None):
         raise MemoryError("LLVM ran out of memory")
 
     monkeypatch.setattr(server.sim_core, "warm_up", broken)
