@@ -28,6 +28,7 @@ from .policies.autoscalers import (
 from .policies.autoscaling import Scaling
 from .policies.routing import RouterSettings
 from .prices import GPU_PRICES
+from .progress import report
 from .provisioning import provision_delay_s
 from .rate_schedule import parse
 from .scenario import AUTOSCALE_FIELDS
@@ -131,7 +132,12 @@ def probe_scenario(scenario):
 
 @cache
 def _probe_rate(probe, run: Callable) -> float:
-    found, _ = search_rate(probe, partial(slo_attainment, run), PLANNING_ATTAINMENT)
+    def tell(n: int, rate: float, at_most: int | None) -> None:
+        replicas = f"{probe.replicas} replicas serve" if probe.replicas > 1 else "one replica serves"
+        how_far = f"run {n} of at most {at_most}" if at_most else f"run {n}, bracketing the rate"
+        report(f"Finding what {replicas} within the SLO, for the autoscaler's plan: {how_far} ({rate:.3g} req/s)")
+
+    found, _ = search_rate(probe, partial(slo_attainment, run), PLANNING_ATTAINMENT, progress=tell)
     if found is None:
         # A ScenarioError naming the field (a ValueError still): the web answers it as a 422, not a 500.
         raise ScenarioError([("autoscale_replica_rate", "one replica meets the SLO at no rate the capacity search "

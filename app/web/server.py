@@ -37,6 +37,7 @@ from . import (
     page_embeds,
     pages,
     plan_page,
+    progress_api,
     service,
     twin_page,
     vs_curves,
@@ -157,6 +158,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(frontier_page.router)
     app.include_router(plan_page.api_router)
     app.include_router(api.router)
+    app.include_router(progress_api.router)
     app.include_router(diff_page.router)
     app.include_router(diff_page.api_router)
     app.include_router(vs_page.router)

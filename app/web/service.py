@@ -44,6 +44,7 @@ from .inputs import (
 from .jobs import JobBoard, JobRecord, job_id
 from .lanes import MAX_SIMULATIONS
 from .run_budget import MAX_RUN_BYTES, OUT_OF_MEMORY, recorded_frames_for
+from .run_progress import reported_as
 from .runview import RunView, build_view, cell_blocks, pick_frames
 from .store import BlobStore, content_id
 from .sweep_range import default_sweep
@@ -356,7 +357,8 @@ def _simulate(req: WebRequest, name: str, requests_for, cancel: np.ndarray | Non
             raise Cancelled("cancelled before the run started")
         options = RunOptions(record_events=True, kv_frames=recorded_frames_for(resolved, scenario), cancel=cancel,
                              bounds=True)
-        res = simulate_requests(scenario, resolved, reqs, options)
+        with reported_as(req.query()):  # what a long part of it is doing, for the page's poll (/api/progress)
+            res = simulate_requests(scenario, resolved, reqs, options)
         if scenario.engines > 1:  # each engine's KV frames and step log, one event log for the cluster
             view = cluster_view(res, kv_cell)
         else:

@@ -7,6 +7,7 @@ hands them, so that neither imports the other.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ..deployment import resolve
@@ -31,21 +32,36 @@ def slo_attainment(run: Callable, scenario: Scenario, rate: float) -> float:
     return run(scenario.model_copy(update={"rate": rate, "seeds": 1})).metrics["slo_attainment"]
 
 
+def bisections_left(lo: float, hi: float, tolerance: float) -> int:
+    """How many more bisections the bracket [lo, hi] takes to narrow to `tolerance`: each halves its logarithm."""
+    wide, aim = math.log(hi / lo), math.log1p(max(tolerance, MIN_TOLERANCE))
+    return min(MAX_BISECTIONS, math.ceil(math.log2(wide / aim))) if wide > aim else 0
+
+
 def search_rate(scenario: Scenario, attainment: Callable[[Scenario, float], float], target: float = DEFAULT_TARGET,
-                tolerance: float = DEFAULT_TOLERANCE, ceiling: float | None = None) -> tuple[float | None, int]:
+                tolerance: float = DEFAULT_TOLERANCE, ceiling: float | None = None,
+                progress: Callable[[int, float, int | None], None] | None = None) -> tuple[float | None, int]:
     """(the highest rate meeting `target` SLO attainment for this scenario's seed, simulations run). With a
-    `ceiling`, a rate at or above it that meets the target ends the search (a planner needs no more)."""
+    `ceiling`, a rate at or above it that meets the target ends the search (a planner needs no more).
+    `progress(run, rate, at_most)` is told before each simulation: its number, its rate and, once the bracket is
+    found, the most runs the search can take (None while bracketing, whose length depends on the answer)."""
     scenario.require_constant_rate("capacity")
     start = min(scenario.rate or resolve(scenario).rate, MAX_RATE)
+
+    def measured(run: int, rate: float, at_most: int | None = None) -> float:
+        if progress is not None:
+            progress(run, rate, at_most)
+        return attainment(scenario, rate)
+
     runs = 1
-    if attainment(scenario, start) >= target:
+    if measured(runs, start) >= target:
         lo, hi = start, None
         for _ in range(MAX_DOUBLINGS):
             if (ceiling is not None and lo >= ceiling) or lo >= MAX_RATE:
                 return lo, runs
             runs += 1
             up = min(2 * lo, MAX_RATE)
-            if attainment(scenario, up) < target:
+            if measured(runs, up) < target:
                 hi = up
                 break
             lo = up
@@ -57,7 +73,7 @@ def search_rate(scenario: Scenario, attainment: Callable[[Scenario, float], floa
             if hi / 2 < MIN_RATE:
                 break
             runs += 1
-            if attainment(scenario, hi / 2) >= target:
+            if measured(runs, hi / 2) >= target:
                 lo = hi / 2
                 break
             hi /= 2
@@ -68,7 +84,7 @@ def search_rate(scenario: Scenario, attainment: Callable[[Scenario, float], floa
         if hi / lo <= 1 + max(tolerance, MIN_TOLERANCE) or not lo < mid < hi:
             break
         runs += 1
-        if attainment(scenario, mid) >= target:
+        if measured(runs, mid, runs - 1 + bisections_left(lo, hi, tolerance)) >= target:
             lo = mid
         else:
             hi = mid

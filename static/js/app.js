@@ -12,6 +12,7 @@
      embed.js          an embed fitted to its frame, present mode's keys
      controls.js       the metric glossary, Copy link, the top bar's links on the scenario shown
      plan_presets.js   the Plan form's one-click presets (a day of diurnal load)
+     run_progress.js   while the form's request is out, what its runs report doing (a capacity search's run k of n)
    theme.js (dark mode) and slides.js (narrow screens, slide scaling) serve several of them.
 
    Caching: this file's URL carries ?v=<asset version> (the hash of every static file), so browsers keep it for
@@ -30,6 +31,7 @@ import { wireMechanisms } from "./mechanisms.js";
 import { keepGoodputCurves } from "./goodput_curves.js";
 import { players, releasePlayers, seekPlayers } from "./kv_player.js";
 import { wirePresets } from "./plan_presets.js";
+import { reportRunProgress } from "./run_progress.js";
 import { EMBED } from "./slides.js";
 import { seekOnTimeAxisClicks } from "./timeline.js";
 
@@ -60,6 +62,7 @@ wireControls();
 tickElapsed();
 wireMechanisms();
 wirePresets();
+reportRunProgress();
 wireForm(); // its htmx:beforeSwap may cancel a swap: before goodput_curves' and release's, which check that
 keepGoodputCurves();
 htmx.onLoad(keepChangesHere);
