@@ -37,6 +37,13 @@ def test_bisections_left_halves_the_brackets_logarithm_down_to_the_tolerance():
     assert bisections_left(1.0, 1.02, 0.03) == 0
 
 
+def test_bisections_left_is_the_cap_when_no_tolerance_floor_is_left(monkeypatch):
+    from sim_core.studies import rate_search
+
+    monkeypatch.setattr(rate_search, "MIN_TOLERANCE", 0.0)  # as tests/test_cli_hostile.py does: no division by 0
+    assert bisections_left(1.0, 2.0, 0.0) == rate_search.MAX_BISECTIONS
+
+
 def test_a_report_reaches_only_the_callback_its_thread_set():
     heard = []
     report("nobody listens")  # no callback: dropped

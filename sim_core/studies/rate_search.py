@@ -35,7 +35,9 @@ def slo_attainment(run: Callable, scenario: Scenario, rate: float) -> float:
 def bisections_left(lo: float, hi: float, tolerance: float) -> int:
     """How many more bisections the bracket [lo, hi] takes to narrow to `tolerance`: each halves its logarithm."""
     wide, aim = math.log(hi / lo), math.log1p(max(tolerance, MIN_TOLERANCE))
-    return min(MAX_BISECTIONS, math.ceil(math.log2(wide / aim))) if wide > aim else 0
+    if wide <= aim:
+        return 0
+    return MAX_BISECTIONS if aim <= 0.0 else min(MAX_BISECTIONS, math.ceil(math.log2(wide / aim)))
 
 
 def search_rate(scenario: Scenario, attainment: Callable[[Scenario, float], float], target: float = DEFAULT_TARGET,
@@ -84,7 +86,8 @@ def search_rate(scenario: Scenario, attainment: Callable[[Scenario, float], floa
         if hi / lo <= 1 + max(tolerance, MIN_TOLERANCE) or not lo < mid < hi:
             break
         runs += 1
-        if measured(runs, mid, runs - 1 + bisections_left(lo, hi, tolerance)) >= target:
+        at_most = runs - 1 + bisections_left(lo, hi, tolerance) if progress is not None else None
+        if measured(runs, mid, at_most) >= target:
             lo = mid
         else:
             hi = mid
