@@ -5,16 +5,13 @@ Fails before the fix: the line said "simulating…" throughout."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 pytest.importorskip("playwright")
 
 from browser_support import open_page  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
-
-from sim_core import cluster_over_time  # noqa: E402
+from test_run_progress import hold_the_second_capacity_run  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -24,15 +21,7 @@ GIVEN = ("/?schedulers=chunked&hardware=rtx3050&model=llama-3.2-1b&max_model_len
 
 
 def test_the_busy_line_says_which_capacity_run_the_page_waits_on(site, monkeypatch):
-    gate, calls = threading.Event(), []
-
-    def attainment(run, scenario, rate):  # a replica meets the SLO up to 4 req/s; the second run waits
-        calls.append(rate)
-        if len(calls) == 2:
-            gate.wait(60)
-        return 1.0 if rate <= 4.0 else 0.0
-
-    monkeypatch.setattr(cluster_over_time, "slo_attainment", attainment)
+    gate = hold_the_second_capacity_run(monkeypatch)
     context, page = open_page(site, 1440, 900, timeout_ms=120_000)
     try:
         page.goto(page.base + GIVEN)

@@ -14,20 +14,15 @@ traffic), each simulated once and cached for the rest. Screenshots go to test-ou
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import pytest
 
 pytest.importorskip("playwright")
 
 from browser_support import DRAWN, frame_page, open_page, screenshot_dir, wait_until_it_fits  # noqa: E402
+from test_page_embeds import AB, PAIR, SCENARIO  # noqa: E402  (its scenarios: one definition)
 
 pytestmark = pytest.mark.browser
 SHOTS = screenshot_dir()
-SCENARIO = "schedulers=fcfs,chunked&hardware=rtx3050&max_model_len=8192&workload=rag&duration=10.0"
-ONE = "hardware=rtx3050&max_model_len=8192&workload=rag&duration=10.0&scheduler="
-PAIR = urlencode({"a": SCENARIO, "b": SCENARIO + "&max_seqs=16"})
-AB = urlencode({"a": ONE + "fcfs", "b": ONE + "chunked"})
 CLUSTER_TIME = ("schedulers=fcfs&hardware=rtx3050&max_model_len=8192&workload=rag&duration=60.0&max_replicas=2"
                 "&autoscalers=utilization,static")
 PLAN = ("model=llama-3.2-1b&max_model_len=8192&workload=chat&rate=4&duration=10&gpus=rtx3050&tp=1"

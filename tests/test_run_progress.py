@@ -69,16 +69,23 @@ PAGE = ("schedulers=chunked&hardware=rtx3050&model=llama-3.2-1b&max_model_len=81
         "&rate_schedule=0:1,30:3&autoscaler=predictive&max_replicas=3&seed=41")
 
 
-def test_the_page_says_which_capacity_run_it_is_on_while_it_waits(client, monkeypatch):
+def hold_the_second_capacity_run(monkeypatch) -> threading.Event:
+    """The autoscaler's capacity search, stood in for: a replica meets the SLO up to 4 req/s, and the search's
+    second run waits until the returned gate is set (the page is then on "run 2" for as long as a test needs)."""
     gate, calls = threading.Event(), []
 
-    def attainment(run, scenario, rate):  # a replica meets the SLO up to 4 req/s; the second run waits
+    def attainment(run, scenario, rate):
         calls.append(rate)
         if len(calls) == 2:
             gate.wait(60)
         return 1.0 if rate <= 4.0 else 0.0
 
     monkeypatch.setattr(cluster_over_time, "slo_attainment", attainment)
+    return gate
+
+
+def test_the_page_says_which_capacity_run_it_is_on_while_it_waits(client, monkeypatch):
+    gate = hold_the_second_capacity_run(monkeypatch)
     answer = {}
     page = threading.Thread(target=lambda: answer.setdefault("r", client.get("/?" + PAGE)))
     page.start()
