@@ -64,6 +64,27 @@ def test_a_pages_runs_are_what_it_is_doing_until_they_end():
     assert doing("q=1") is None
 
 
+def test_a_page_of_two_runs_says_the_latest_report_of_either():
+    said_b, done = threading.Event(), threading.Event()
+
+    def run_b():
+        with reported_as("q=3"):
+            report("b: run 1")
+            said_b.set()
+            done.wait(10)
+
+    with reported_as("q=3"):
+        report("a: run 1")
+        other = threading.Thread(target=run_b)
+        other.start()
+        said_b.wait(10)
+        assert doing("q=3") == "b: run 1"
+        report("a: run 2")
+        assert doing("q=3") == "a: run 2"
+        done.set()
+        other.join()
+
+
 # An autoscaled page whose capacity search blocks on its second run until the test has read the progress.
 PAGE = ("schedulers=chunked&hardware=rtx3050&model=llama-3.2-1b&max_model_len=8192&workload=chat&duration=60"
         "&rate_schedule=0:1,30:3&autoscaler=predictive&max_replicas=3&seed=41")

@@ -23,7 +23,9 @@ def reported_as(key: str) -> Iterator[None]:
 
     def note(text: str) -> None:
         with _lock:
-            _doing.setdefault(key, {})[me] = text
+            runs = _doing.setdefault(key, {})
+            runs.pop(me, None)  # re-inserted last, so that doing() reads the page's latest report
+            runs[me] = text
 
     try:
         with reporting(note):
