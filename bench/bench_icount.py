@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_icount.py --base ../other-checkout            # A = --base, B = --new (this one)
     .venv/bin/python bench/bench_icount.py --base ../other --check --cases chunked   # also determinism, linearity
     .venv/bin/python bench/bench_icount.py --base ../other --keep out/         # keep callgrind.out.* to annotate
+    .venv/bin/python bench/bench_icount.py --relative-to chunked --cases chunked+energy   # one checkout: a mechanism's cost
 
 Wall-clock A/B on a shared machine scatters by several percent from pass to pass; the number of instructions a
 run executes does not, so it can certify a "within 3%" claim that timings cannot. What is counted is what
@@ -71,8 +72,17 @@ FLEET_CASES = (
     ("autoscaled 2-8x", {"replicas": 2, "rate": 160.0, "autoscaler": "utilization", "min_replicas": 1,
                          "max_replicas": 8, "autoscale_interval_s": 5.0, "provision_delay_s": 10.0}),
 )
-CASES += tuple((name, {"scheduler": "chunked"}, 1.0) for name, _ in FLEET_CASES)
-FIELDS = dict(FLEET_CASES)
+# Mechanisms switched on over the same chunked chat scenario, counted in this checkout only against the scenario
+# without them (--relative-to chunked): what a mechanism costs per simulated token. Not A/B cases (an older
+# checkout may not have the fields), so not in the default --cases. Energy (issue #40: "with energy on >= 90% of
+# the plain run's simulated tokens/s"), uncapped and capped at 60% of the H100's 700 W board limit.
+MECHANISM_CASES = (
+    ("chunked+energy", {"energy": True}),
+    ("chunked+energy+cap420", {"energy": True, "power_cap_w": 420.0}),
+)
+AB_CASES = tuple(name for name, _, _ in CASES) + tuple(name for name, _ in FLEET_CASES)
+CASES += tuple((name, {"scheduler": "chunked"}, 1.0) for name, _ in FLEET_CASES + MECHANISM_CASES)
+FIELDS = dict(FLEET_CASES + MECHANISM_CASES)
 BY_NAME = {name: (kw, share) for name, kw, share in CASES}
 WARM_REQUESTS = 300  # the uncounted run that loads a scenario's kernels before the counted one
 
@@ -203,6 +213,21 @@ def ab(a: Path, b: Path, caches: dict, cases: list[str], requests: int, keep: Pa
               f"{fa['steps']:,} steps, {fa['wall_s']}+{fb['wall_s']} s", flush=True)
 
 
+def relative(b: Path, cache: Path, reference: str, cases: list[str], requests: int, keep: Path) -> None:
+    """Each case against `reference`, all in checkout b: instructions per simulated token, and their ratio as the
+    ratio of simulated tokens per second (reference's instructions per token over the case's)."""
+    ref = count(b, cache, reference, _n(reference, requests), keep, "ref")
+    per_ref = ref["instructions"] / ref["tokens"]
+    print(f"{'scenario':24} {'requests':>8} {'instr/token':>12} {'tokens/s vs ' + reference:>20}", flush=True)
+    print(f"{reference:24} {_n(reference, requests):8d} {per_ref:12.1f} {1.0:20.4f}   "
+          f"# {ref['instructions']:,} instr, {ref['tokens']:,} tokens, {ref['steps']:,} steps", flush=True)
+    for case in cases:
+        f = count(b, cache, case, _n(case, requests), keep, "case")
+        per = f["instructions"] / f["tokens"]
+        print(f"{case:24} {_n(case, requests):8d} {per:12.1f} {per_ref / per:20.4f}   "
+              f"# {f['instructions']:,} instr, {f['tokens']:,} tokens, {f['steps']:,} steps", flush=True)
+
+
 def check(b: Path, cache: Path, case: str, requests: int, keep: Path) -> None:
     """Is the count deterministic (the same run twice) and does it track cost (twice the requests)?"""
     n = _n(case, requests)
@@ -222,7 +247,9 @@ def main() -> None:
     ap.add_argument("--base", type=Path, help="checkout A (e.g. a worktree of an older commit)")
     ap.add_argument("--new", type=Path, default=HERE, help="checkout B (default: this one)")
     ap.add_argument("--requests", type=int, default=10_000, help="requests per scenario (static: a tenth)")
-    ap.add_argument("--cases", nargs="+", choices=list(BY_NAME), default=list(BY_NAME))
+    ap.add_argument("--cases", nargs="+", choices=list(BY_NAME), default=list(AB_CASES))
+    ap.add_argument("--relative-to", choices=list(BY_NAME),
+                    help="no A/B: count --new only, each case against this one (a mechanism's cost)")
     ap.add_argument("--check", action="store_true", help="also: B's first case twice, and at twice the requests")
     ap.add_argument("--keep", type=Path, help="keep the callgrind.out files here (for callgrind_annotate)")
     ap.add_argument("--cache-name", default="icount-haswell", help="cache folder under each checkout's .numba_cache")
@@ -233,8 +260,16 @@ def main() -> None:
     if a.child:
         child(a.child.resolve(), a.case, a.requests, a.warm_only)
         return
+    if a.relative_to:
+        new = a.new.resolve()
+        cache = new / ".numba_cache" / a.cache_name
+        warm(new, cache, [a.relative_to, *a.cases])
+        with tempfile.TemporaryDirectory() as tmp:
+            print(f"# {new}\n# instructions per simulated token (callgrind, NUMBA_CPU_NAME=haswell)")
+            relative(new, cache, a.relative_to, a.cases, a.requests, a.keep.resolve() if a.keep else Path(tmp))
+        return
     if a.base is None:
-        ap.error("--base: the checkout to compare against is required")
+        ap.error("--base: the checkout to compare against is required (or --relative-to)")
     base, new = a.base.resolve(), a.new.resolve()
     caches = {c: c / ".numba_cache" / a.cache_name for c in (base, new)}
     for c in (base, new):
