@@ -121,7 +121,8 @@ def test_one_loop_steps_the_engines():
     """Only the engine's own loop (one engine) and the fleet loop step an engine: a deployment shape with a loop
     of its own would call the step, or the stepping helpers, from elsewhere."""
     assert _calls(STEP) <= STEPPERS, _calls(STEP) - STEPPERS
-    assert _calls(LOOP_HELPERS) == {("sim_core.kernel.engine", "simulate"), ("sim_core.kernel.fleet", "step_pool")}
+    assert _calls(LOOP_HELPERS) == {("sim_core.kernel.engine", "simulate"), ("sim_core.kernel.fleet", "step_pool"),
+                                   ("sim_core.kernel.fleet", "step_replica")}
 
 
 def test_every_shape_runs_through_one_compiled_signature():

@@ -25,7 +25,17 @@ from numba import types
 
 from ..policies.autoscaling import never_scales
 from ..policies.routing import router_load, sent_load
-from .autoscaled import PROVISIONING, control, count, new_fleet, release_if_drained, route, serving_list, wake
+from .autoscaled import (
+    DRAINING,
+    PROVISIONING,
+    control,
+    count,
+    new_fleet,
+    release_if_drained,
+    route,
+    serving_list,
+    wake,
+)
 from .engine import route_in
 from .handover import (
     after_prefill_step,
@@ -37,7 +47,7 @@ from .handover import (
     send_to_prefill,
     wake_decoders,
 )
-from .jit import allocating_kernel, entry_nogil, inline
+from .jit import allocating_kernel, entry_nogil, inline, kernel
 from .pool_steps import (
     advance,
     collect_turns,
@@ -61,6 +71,7 @@ RUN = RecordType([
     ("steps", types.int64),
     ("done", types.int64),  # requests done for good (finished or rejected)
     ("two_pools", types.boolean),  # pool 0 prefills for pool 1
+    ("independent", types.boolean),  # Routing.independent: no follow-up turns, an engine may run ahead alone
     ("router", types.int64),  # Routing.router: the load it reads off an engine
     ("block_size", types.int64),  # pool 0's, which prefix_affinity's lookups are in
 ])
@@ -71,7 +82,7 @@ def new_run(total, follow_ups, two_pools, router, block_size):
     """The loop's own state over `total` requests: the heaps it needs (turns only with follow-ups, transfers only
     between two pools), nothing routed yet."""
     run = new_record(RUN)
-    run.two_pools, run.router, run.block_size = two_pools, router, block_size
+    run.two_pools, run.router, run.block_size, run.independent = two_pools, router, block_size, not follow_ups
     held = total if follow_ups else 1  # no turns without follow-ups (16 bytes a request otherwise, 140 MB a day)
     run.turn_s, run.turn_ids, run.n_turns = np.zeros(held), np.zeros(held, np.int64), 0
     out = total if two_pools else 1
@@ -82,18 +93,20 @@ def new_run(total, follow_ups, two_pools, router, block_size):
 
 
 @allocating_kernel
-def new_pools(cfgs, tables, frames, scalings, lockstep):
-    """Each pool's engines (a list per pool: its starting replicas' ranks) and fleet. Pool 1's engines share pool 0's per-request state: a
-    request's story follows it across."""
+def new_pools(cfgs, tables, frames, scalings, lockstep, link):
+    """Each pool's engines (a list per pool: its starting replicas' ranks) and fleet. Pool 1's engines share pool
+    0's per-request state: a request's story follows it across. With two pools a replica goes only once the link
+    is done with it too: its held KV sent, its prompts landed."""
     first = new_engines(cfgs[0], tables[0], scalings[0].start * lockstep[0], frames, None)
     engines, fleets = [first], [new_fleet(scalings[0], lockstep[0])]
     if lockstep.shape[0] == 2:
         engines.append(new_engines(cfgs[1], tables[1], scalings[1].start * lockstep[1], frames, first[0]))
         fleets.append(new_fleet(scalings[1], lockstep[1]))
+        fleets[0].linked, fleets[1].linked = link.pulls.n_held, link.pulls.heading
     return engines, fleets
 
 
-@inline
+@kernel
 def earliest(next0, n0, next1, n1):
     """(pool, slot, time) of the engine whose next event comes first (`next0`, `next1`: each pool's next events,
     over the `n0`, `n1` slots that ever held an engine): pool 0's before pool 1's on a tie, then the lowest slot."""
@@ -107,7 +120,7 @@ def earliest(next0, n0, next1, n1):
     return best_k, best_e, best_t
 
 
-@inline
+@kernel
 def first_control(f0, f1, two):
     """The pool whose fleet has the next control event (pool 0 on a tie)."""
     return 1 if two and f1.next_ctl_s < f0.next_ctl_s else 0
@@ -208,23 +221,47 @@ def after_replicas(pool, f, span, next_t, done_e, run, turns):
     stuck = False
     for j in range(span[0], span[1]):
         eng = pool[j]
-        run.n_turns = collect_turns(eng, turns[0], turns[1], run.n_turns)  # a request that ended releases its turn
-        finished, stuck_j = refresh(eng, j, next_t, done_e)
-        run.done += finished
-        f.load[j] = router_load(eng, run.router)
+        stuck_j, draining = replica_changed(eng, f, j, next_t, done_e, run, turns)
         stuck = stuck or stuck_j
-        release_if_drained(f, pool, j, eng.now)
+        if draining:
+            release_if_drained(f, pool, j, eng.now)
     return stuck
 
 
 @inline
-def step_pool(pool, lockstep, e, until, run, independent):
+def step_replica(pool, f, e, until, run, next_t, done_e, turns):
+    """One pool of single-engine replicas: engine e steps (step_pool) and does what follows (after_replicas).
+    Returns whether it is stuck. The common case, apart from those two: with no loop in it, its arguments cost
+    the entry no reference counts (bench_day: ~5 atomic pairs a step fewer)."""
+    eng = pool[e]
+    run.steps = advance(eng, until, run.steps, run.independent)
+    stuck, draining = replica_changed(eng, f, e, next_t, done_e, run, turns)
+    if draining:
+        release_if_drained(f, pool, e, eng.now)
+    return stuck
+
+
+@kernel
+def replica_changed(eng, f, j, next_t, done_e, run, turns):
+    """after_replicas for replica j: the turns it released, its next event, what it finished, the load the router
+    would read off it. Returns (whether it is stuck, whether its replica drains). A kernel, not inline: without
+    NRT its reads of the engine's, fleet's and run's arrays are borrowed, where the entry's inlined code paid two
+    atomic reference-count updates for each (bench_day's short steps: 16% of the day)."""
+    run.n_turns = collect_turns(eng, turns[0], turns[1], run.n_turns)  # a request that ended releases its turn
+    finished, stuck = refresh(eng, j, next_t, done_e)
+    run.done += finished
+    f.load[j] = router_load(eng, run.router)
+    return stuck, f.scales and f.state[j - j % f.lockstep] == DRAINING
+
+
+@inline
+def step_pool(pool, lockstep, e, until, run):
     """Step engine e of a pool, its lock-step group, or (independent) every step it has before `until`. Returns
     the engines that changed, lo .. hi - 1."""
     if lockstep > 1:
         run.steps += 1
         return step_group(pool, e, lockstep)
-    run.steps = advance(pool[e], until, run.steps, independent)
+    run.steps = advance(pool[e], until, run.steps, run.independent)
     return e, e + 1
 
 
@@ -234,11 +271,9 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
     `scalings`: each pool's Config, RequestTable and Scaling (pairs: one pool's given twice); `lockstep`: each
     pool's lock-step group size, one entry per pool; `link`: what joins two pools (handover.no_link() for one).
     Returns (each pool's Outcomes, the pool-0 slot each request was sent to, each pool's lives, each pool's leaks)."""
-    engines, fleets = new_pools(cfgs, tables, frames, scalings, lockstep)
+    engines, fleets = new_pools(cfgs, tables, frames, scalings, lockstep, link)
     total, two, cancel = routing.arrival_s.shape[0], len(fleets) == 2, cfgs[0].cancel
     run = new_run(total, not routing.independent, two, routing.router, cfgs[0].block_size)
-    if two:  # a replica goes only once the link is done with it too: its held KV sent, its prompts landed
-        fleets[0].linked, fleets[1].linked = link.pulls.n_held, link.pulls.heading
     # Each pool's engines, fleet and per-slot arrays, read out of their containers once: each read inside the loop
     # counts a reference (an atomic add, and its undo), a dozen more a step cost ~20% on bench_day's short steps.
     e0, e1, f0, f1 = engines[0], engines[-1], fleets[0], fleets[-1]
@@ -274,10 +309,12 @@ def simulate_fleet(cfgs, tables, frames, routing, scalings, lockstep, link):
         elif t_arr <= t_eng:
             k, lo = 0, arrive(e0, f0, serving, run, turns, routing, link, t_arr)
             hi = lo + 1
-        elif k == 0:
-            lo, hi = step_pool(e0, f0.lockstep, e, min(t_arr, t_ctl), run, routing.independent)
+        elif not two and f0.lockstep == 1:
+            if step_replica(e0, f0, e, min(t_arr, t_ctl), run, next0, done0, turns) or cancel[0] != 0:
+                break
+            continue
         else:
-            lo, hi = step_pool(e1, f1.lockstep, e, min(t_arr, t_ctl), run, routing.independent)
+            lo, hi = step_pool(pools[k], f1.lockstep if k else f0.lockstep, e, min(t_arr, t_ctl), run)
         if not two:
             stuck = after_replicas(e0, f0, (lo, hi), next0, done0, run, turns)
         elif k == 0:

@@ -18,7 +18,7 @@ from .engine import (
     release_finished,
     step,
 )
-from .jit import inline
+from .jit import inline, kernel
 from .logs import take_frames
 from .queues import followup_pop, heap_pop, heap_push
 from .state import DONE, N_FOLLOWUPS, STALLED
@@ -41,7 +41,7 @@ def new_engines(cfg, table, count, frames, share_with):
     return engines
 
 
-@inline
+@kernel
 def next_arrival(routing, k, turns, n_turns):
     """When the next request arrives: the next open arrival (`k` taken so far) or the earliest follow-up turn
     released (`turns`: a heap of (arrival time, request), `n_turns` long)."""
@@ -80,7 +80,7 @@ def refresh(eng, e, next_t, done_e):
     return finished, eng.loop[STALLED] != 0
 
 
-@inline
+@kernel
 def advance(eng, until, steps, independent):
     """One step of the engine, or (`independent`: no follow-up turns, so the engines meet only at arrivals and the
     fleets' control events) every step it has before `until`, running ahead alone with its data in cache (the same
