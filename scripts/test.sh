@@ -41,10 +41,8 @@ start_s=$SECONDS
 .venv/bin/python -c "from sim_core.kernel.warm import compile_fleet, warm_up; warm_up(); compile_fleet()"
 echo "    $((SECONDS - start_s)) s"
 # Test files spread over the cores (pytest-xdist; at most 4 workers: each runs its own compiles, server and
-# chromium), one file's tests on one worker so a module's browser and server start once. One worker more than
-# the cores: the browser and server tests wait on chromium and the network for much of their time (a 2-core run
-# with 2 workers used 13 CPU-minutes in 14 minutes of wall). One core: one process. SCHED_SIM_TEST_WORKERS sets it.
-WORKERS="${SCHED_SIM_TEST_WORKERS:-$(.venv/bin/python -c 'import os; n = len(os.sched_getaffinity(0)); print(1 if n < 2 else min(4, n + 1))')}"
+# chromium), one file's tests on one worker so a module's browser and server start once. One core: one process.
+WORKERS="$(.venv/bin/python -c 'import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))')"
 if [ "$WORKERS" -gt 1 ]; then
     PARALLEL=(-n "$WORKERS" --dist loadfile)
 else

@@ -77,10 +77,10 @@ def test_default_page_compare_share_and_back(page):
     # Back returns to the previous view, re-rendered (a full reload of that URL).
     page.go_back()
     page.wait_for_url(page.base + "/")
-    expect(page.locator("#card-metrics thead").first).not_to_contain_text("spf", timeout=30_000)
+    expect(page.locator("#card-metrics thead").first).not_to_contain_text("spf", timeout=90_000)
     assert table_numbers(page) == first_numbers
     page.go_forward()
-    expect(page.locator("#card-metrics thead").first).to_contain_text("spf", timeout=30_000)
+    expect(page.locator("#card-metrics thead").first).to_contain_text("spf", timeout=90_000)
 
 
 CURSOR_AT = """([plot, t]) => {
