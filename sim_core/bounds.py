@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .energy import capped_constants
 from .hardware_profile import profile_constants
 from .kernel.content_hash import content_hashes
 from .kernel.cost_constants import (
@@ -452,6 +453,8 @@ def _ratio(num, den) -> float | None:
 def result_cost_params(result, pool: int) -> np.ndarray:
     """The cost-parameter vector of a pool's engines, as the run's Config had it."""
     s = result.scenario
-    return cost_params(result.resolved.deployment[pool].setup, profile_constants(s.hardware_profile),
+    setup = result.resolved.deployment[pool].setup
+    # A power cap runs the compute-bound kernels at the capped clock (energy.capped_constants), as the engine did.
+    return cost_params(setup, capped_constants(setup, profile_constants(s.hardware_profile), s.power_cap_w),
                        cpu_overlap=s.async_scheduling, time_scale=result.resolved.step_time_scale,
                        engine=s.engine)

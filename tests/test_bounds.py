@@ -423,3 +423,18 @@ def test_the_bounds_note_names_each_runs_own_bound_when_they_differ():
     assert bounds_note(views) == ("Against a clairvoyant scheduler's goodput on each run's requests: static reaches "
                                   "50% of its 4 req/s, fcfs reaches 90% of its 3 req/s.")
     assert bounds_note(views[2:]) == ""
+
+
+def test_a_capped_runs_bounds_price_its_steps_as_its_engine_did():
+    """Under a power cap the engine runs its compute-bound kernels at the capped clock (energy.capped_constants);
+    the bounds read the same cost vector the engine's Config had, not the uncapped one (they did until
+    2026-12-07: a looser floor, and a run's share of its bound overstated)."""
+    from sim_core.runner import class_slos, engine_config, make_requests, resolve
+
+    s = Scenario(hardware="h100", num_requests=2, power_cap_w=420.0)
+    r = resolve(s)
+    cfg = engine_config(s, r.on_pool(0), class_slos(s, r, make_requests(s, r)), record_events=False,
+                        max_step_records=1, debug_checks=False)
+    capped = result_cost_params(run(s), 0)
+    np.testing.assert_array_equal(capped, cfg.cost)
+    assert not np.array_equal(capped, result_cost_params(run(s.model_copy(update={"power_cap_w": None})), 0))
