@@ -44,8 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .energy import capped_constants
-from .hardware_profile import profile_constants
+from .engine_cost import engine_cost_params
 from .kernel.content_hash import content_hashes
 from .kernel.cost_constants import (
     ALLREDUCE_BUS_BW,
@@ -72,7 +71,6 @@ from .kernel.cost_constants import (
     STREAM_BW,
     TP,
 )
-from .kernel.cost_model import cost_params
 from .kernel.jit import entry, inline
 from .kernel.state import REJECT_LARGER_THAN_KV_POOL, REJECT_LONGER_THAN_MODEL
 from .metrics import arrival_window_s, request_latencies_s
@@ -452,9 +450,5 @@ def _ratio(num, den) -> float | None:
 
 def result_cost_params(result, pool: int) -> np.ndarray:
     """The cost-parameter vector of a pool's engines, as the run's Config had it."""
-    s = result.scenario
-    setup = result.resolved.deployment[pool].setup
-    # A power cap runs the compute-bound kernels at the capped clock (energy.capped_constants), as the engine did.
-    return cost_params(setup, capped_constants(setup, profile_constants(s.hardware_profile), s.power_cap_w),
-                       cpu_overlap=s.async_scheduling, time_scale=result.resolved.step_time_scale,
-                       engine=s.engine)
+    return engine_cost_params(result.scenario, result.resolved.deployment[pool].setup,
+                              result.resolved.step_time_scale)

@@ -15,8 +15,8 @@ from . import lora
 from .bounds import bounds as run_bounds
 from .cluster_over_time import over_time_metrics, run_autoscaled, serving_seconds
 from .deployment import Resolved, resolve
-from .energy import add_energy_metrics, capped_constants
-from .hardware_profile import profile_constants
+from .energy import add_energy_metrics
+from .engine_cost import engine_cost_params
 from .kernel import engine
 from .kernel.cluster import (
     PER_REQUEST,
@@ -28,7 +28,6 @@ from .kernel.cluster import (
 )
 from .kernel.content_hash import content_hashes
 from .kernel.cost_constants import PEAK_BW, PEAK_FLOPS
-from .kernel.cost_model import cost_params
 from .kernel.disaggregated import simulate_pools
 from .kernel.fleet import static_pools
 from .kernel.handover import PoolTrace
@@ -293,10 +292,7 @@ def engine_config(scenario: Scenario, r: Resolved, class_slo: tuple, *, record_e
                   debug_checks: bool, cancel: np.ndarray | None = None, max_events: int = DEFAULT_MAX_EVENTS) -> Config:
     class_ttft_s, class_tpot_s, class_weight = class_slo
     sched = r.scheduler
-    constants = capped_constants(r.setup, profile_constants(scenario.hardware_profile), scenario.power_cap_w)
-    cost = np.ascontiguousarray(cost_params(r.setup, constants,
-                                            cpu_overlap=scenario.async_scheduling, time_scale=r.step_time_scale,
-                                            engine=scenario.engine))
+    cost = np.ascontiguousarray(engine_cost_params(scenario, r.setup, r.step_time_scale))
     return Config(
         order=sched.order, chunked_prefill=sched.chunked_prefill, static_batching=sched.static_batching,
         preempts_for_priority=sched.preempts_for_priority, preempt_mode=PREEMPTION_MODES[scenario.preemption],
