@@ -170,12 +170,17 @@ def release(f, engines, e, now):
 
 
 @inline
+def draining(f, e):
+    """Whether slot e's replica (its lock-step group) is draining. `scales` read first: the fleet loop asks after
+    every step, and a static pool's never drains."""
+    return f.scales and f.state[e - e % f.lockstep] == DRAINING
+
+
+@inline
 def release_if_drained(f, engines, e, now):
     """Slot e's replica goes if it is draining and holds nothing any more."""
-    if not f.scales:  # read first: the fleet loop asks after every step, and a static pool's never drains
-        return
     first = e - e % f.lockstep
-    if f.state[first] == DRAINING and replica_outstanding(f, engines, first) == 0:
+    if draining(f, e) and replica_outstanding(f, engines, first) == 0:
         release(f, engines, first, now)
 
 

@@ -26,10 +26,10 @@ from numba import types
 from ..policies.autoscaling import never_scales
 from ..policies.routing import router_load, sent_load
 from .autoscaled import (
-    DRAINING,
     PROVISIONING,
     control,
     count,
+    draining,
     new_fleet,
     release_if_drained,
     route,
@@ -220,11 +220,7 @@ def after_replicas(pool, f, span, next_t, done_e, run, turns):
     Returns whether one is stuck."""
     stuck = False
     for j in range(span[0], span[1]):
-        eng = pool[j]
-        stuck_j, draining = replica_changed(eng, f, j, next_t, done_e, run, turns)
-        stuck = stuck or stuck_j
-        if draining:
-            release_if_drained(f, pool, j, eng.now)
+        stuck = after_replica(pool, pool[j], f, j, next_t, done_e, run, turns) or stuck
     return stuck
 
 
@@ -235,9 +231,16 @@ def step_replica(pool, f, e, until, run, next_t, done_e, turns):
     the entry no reference counts (bench_day: ~5 atomic pairs a step fewer)."""
     eng = pool[e]
     run.steps = advance(eng, until, run.steps, run.independent)
-    stuck, draining = replica_changed(eng, f, e, next_t, done_e, run, turns)
-    if draining:
-        release_if_drained(f, pool, e, eng.now)
+    return after_replica(pool, eng, f, e, next_t, done_e, run, turns)
+
+
+@inline
+def after_replica(pool, eng, f, j, next_t, done_e, run, turns):
+    """Replica j (`eng`, pool[j]) changed: what replica_changed keeps, then its release if it drained. Returns
+    whether it is stuck."""
+    stuck, drains = replica_changed(eng, f, j, next_t, done_e, run, turns)
+    if drains:
+        release_if_drained(f, pool, j, eng.now)
     return stuck
 
 
@@ -251,7 +254,7 @@ def replica_changed(eng, f, j, next_t, done_e, run, turns):
     finished, stuck = refresh(eng, j, next_t, done_e)
     run.done += finished
     f.load[j] = router_load(eng, run.router)
-    return stuck, f.scales and f.state[j - j % f.lockstep] == DRAINING
+    return stuck, draining(f, j)
 
 
 @inline
