@@ -335,7 +335,7 @@ def test_seeds_beyond_the_web_limits_are_refused_not_ignored(client):
 def test_a_full_server_answers_busy_at_once_and_health_stays_quick(client, monkeypatch):
     import time
 
-    from app.web import service
+    from app.web import rendered, service
 
     monkeypatch.setattr(service, "SIM_WAIT_S", 0.05)
     service.clear_caches()
@@ -345,7 +345,9 @@ def test_a_full_server_answers_busy_at_once_and_health_stays_quick(client, monke
         start = time.perf_counter()
         r = client.get("/api/run?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11")
         assert r.status_code == 503 and r.headers["retry-after"] == "5" and "retry" in r.json()["detail"]
-        assert client.get("/?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11").text.count("The server is busy") == 1
+        busy_page = client.get("/?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11").text
+        assert busy_page.count("The server is busy") == 1
+        assert f'id="{rendered.RESULTS_POLL_ID}" hx-get="/?' in busy_page  # the poll whose answers replace the entry
         assert client.get("/embed/cdf?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11").status_code == 503
         assert client.get("/healthz").status_code == 200
         assert time.perf_counter() - start < 2.0
@@ -353,6 +355,19 @@ def test_a_full_server_answers_busy_at_once_and_health_stays_quick(client, monke
         for _ in taken:
             service.SIM_SLOTS.release()
     assert client.get("/api/run?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11").status_code == 200
+
+
+def test_the_results_poll_replaces_the_history_entry_and_a_change_pushes_one(client):
+    """The busy or compiling card's poll fills in the page it is on: its answer replaces the history entry. Were
+    it pushed, Back would step through polls and, after Back reloaded a busy page, Forward would find nothing."""
+    from app.web import rendered
+
+    q = "/?hardware=rtx3050&max_model_len=8192&num_requests=7&seed=11"
+    poll = client.get(q, headers={"HX-Request": "true", "HX-Trigger": rendered.RESULTS_POLL_ID})
+    assert poll.status_code == 200 and "HX-Push-Url" not in poll.headers
+    assert poll.headers["HX-Replace-Url"].startswith("/?") and "seed=11" in poll.headers["HX-Replace-Url"]
+    change = client.get(q, headers={"HX-Request": "true", "HX-Trigger": "scenario-form"})
+    assert "HX-Replace-Url" not in change.headers and change.headers["HX-Push-Url"] == poll.headers["HX-Replace-Url"]
 
 
 def test_agent_turns_count_toward_the_request_limit(client):

@@ -264,7 +264,7 @@ def _index(request: Request, cancel, cached_fallback_only: bool = False) -> Resp
     if lazy:  # the valid fields alone (what the results show), and the names of those left at their defaults
         ctx["lazy_fallback"] = fallback.query() + "&" + urlencode({STALE_PARAM: ",".join(stale_names(errors))})
     if is_fragment(request):
-        headers = {"HX-Push-Url": "/?" + req.query()} if status == 200 and req else {}
+        headers = {rendered.history_header(request): "/?" + req.query()} if status == 200 and req else {}
         response = _render("_workspace.html", ctx, status, headers)
     else:
         response = _render("index.html", ctx, status)

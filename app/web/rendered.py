@@ -20,9 +20,20 @@ from .cache import PAGE_CACHE_BYTES, SingleFlightLRU
 _pages = SingleFlightLRU(max_bytes=PAGE_CACHE_BYTES, sizeof=lambda kept: len(kept[0]) + 1024)
 
 
+# The results card that polls while the kernels compile or the server is busy (templates/_workspace.html).
+RESULTS_POLL_ID = "warming"
+
+
+def history_header(request: Request) -> str:
+    """How an answered fragment updates the browser's history: a user's change pushes a new entry (Back returns to
+    the view before it); the results card's poll, which fills in the page it is on, replaces the current entry, as
+    a push would add a step Back must undo and drop the entries Forward goes to."""
+    return "HX-Replace-Url" if request.headers.get("HX-Trigger") == RESULTS_POLL_ID else "HX-Push-Url"
+
+
 def _key(request: Request) -> str:
     return "|".join((request.url.path, request.url.query, request.headers.get("HX-Request", ""),
-                     request.headers.get("HX-History-Restore-Request", "")))
+                     request.headers.get("HX-History-Restore-Request", ""), history_header(request)))
 
 
 def get(request: Request) -> Response | None:
@@ -32,7 +43,7 @@ def get(request: Request) -> Response | None:
         return None
     body, headers = kept
     response = Response(body)
-    response.raw_headers = list(headers)  # the rendered page's own: content type and length, Vary, HX-Push-Url
+    response.raw_headers = list(headers)  # the rendered page's own: content type and length, Vary, its history header
     return response
 
 
