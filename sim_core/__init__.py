@@ -19,6 +19,7 @@ _EXPORTS = {
     "SCHEDULER_NAMES": "policies",
     "Result": "runner", "SeedRuns": "runner", "resolve": "runner", "run": "runner",
     "run_seeds": "runner", "warm_up": "kernel.warm", "warm_up_steps": "kernel.warm",
+    "compiled_on_two_cores": "kernel.warm",
     "SimulationError": "simulation_error",
     "Scenario": "scenario", "ScenarioError": "scenario", "parse_scenario": "scenario",
     "TraceError": "traces",

@@ -208,3 +208,30 @@ def test_compile_in_two_goes_on_once_the_helper_has_cached_its_first_part(monkey
     assert helper.poll() is None  # back while the helper goes on
     warm.stop_compiler(helper)
     assert helper.returncode is not None and helper.stdout.closed
+
+
+@pytest.mark.parametrize("deployment, entry_cached, compiles_in_two", [
+    ({}, False, True),                     # one engine, its entry not cached: the engine compiles on two cores
+    ({}, True, False),                     # warm: nothing started
+    ({"replicas": 2}, False, False),       # the fleet's entry inlines the step: compiled in this process
+    ({"prefill_replicas": 1, "decode_replicas": 1}, False, False),
+])
+def test_the_cli_compiles_a_cold_single_engine_on_two_cores(monkeypatch, deployment, entry_cached, compiles_in_two):
+    """`sched-sim run` and `compare` (app/cli/simulate.run_schedulers) run inside warm.compiled_on_two_cores: with
+    the engine's entry uncached and one engine, compile_in_two first, and its helper ended after the runs."""
+    import contextlib
+    import io
+
+    from app.cli import main
+
+    started, stopped = [], []
+    helper = object()
+    monkeypatch.setattr(warm, "cached_signatures", lambda module, name: [("sig",)] if entry_cached else [])
+    monkeypatch.setattr(warm, "compile_in_two", lambda: started.append(1) or helper)
+    monkeypatch.setattr(warm, "stop_compiler", stopped.append)
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in deployment.items()]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--no-worker", "run", "--hardware", "rtx3050", "--max-model-len", "8192", "--num-requests",
+                     "8", *flags]) == 0
+    assert started == ([1] if compiles_in_two else [])
+    assert stopped == [helper if compiles_in_two else None]

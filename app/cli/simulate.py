@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from sim_core import Scenario, SeedRuns, TraceError, resolve, run, run_seeds
+from sim_core import Scenario, SeedRuns, TraceError, compiled_on_two_cores, resolve, run, run_seeds
 from sim_core.input_files import input_file_problem
 from sim_core.quoting import quote
 from sim_core.run_cost import over_limit, run_cost
@@ -117,10 +117,10 @@ def run_schedulers(args: argparse.Namespace, schedulers: list[str], record_event
     for sc in scenarios.values():
         check_setup(sc)
     _note_large_run(scenarios)
-    if base.seeds > 1:
-        return base, {s: run_seeds(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
-    results = {s: run(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
-    return base, results
+    with compiled_on_two_cores(base):  # a cold numba cache: the engine compiles on two cores
+        if base.seeds > 1:
+            return base, {s: run_seeds(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
+        return base, {s: run(sc, record_events=record_events, bounds=True) for s, sc in scenarios.items()}
 
 
 def model_ensembles(results: dict) -> dict:

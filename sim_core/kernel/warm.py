@@ -23,6 +23,7 @@ from pathlib import Path
 from numba import config as numba_config
 
 from ..policies import SCHEDULER_NAMES
+from ..pool_autoscale import most_engines
 from ..runner import (
     DEFAULT_MAX_STEP_RECORDS,
     class_slos,
@@ -154,6 +155,22 @@ def compile_in_two() -> subprocess.Popen | None:
         stop_compiler(helper)
         raise
     return helper
+
+
+@contextlib.contextmanager
+def compiled_on_two_cores(scenario: Scenario):
+    """Around a face's runs of `scenario` (the CLI's run and compare): a cold cache and a single-engine deployment
+    compile the engine's subtrees on two cores first (compile_in_two), and the helper is ended after the runs. A
+    cold `sched-sim run` of 10 requests took 31 s on one core of this 2-core machine and 21 s so. Nothing happens
+    when the engine's entry is cached (its cache index, which the run opens anyway: a warm run opens no other
+    kernel's) or for replicas, pools and autoscaling, whose entry (fleet.simulate_fleet) inlines the engine's step
+    and so compiles it again whatever is cached."""
+    cold = most_engines(scenario) == 1 and not numba_config.DISABLE_JIT and not cached_signatures("engine", "simulate")
+    helper = compile_in_two() if cold else None
+    try:
+        yield
+    finally:
+        stop_compiler(helper)
 
 
 # The longest this process waits for the helper's first part (~15 CPU-s): past it, the helper is ended and this
