@@ -29,7 +29,7 @@ RULES = CORE / "kernel" / "RULES.md"
 SECTION = "## numba internals we rely on"
 ENTRY = re.compile(r"`(numba(?:\.\w+)*):(\w+(?:\.\w+)*)`")
 # The files whose private attribute accesses must all be listed (those that reach into numba).
-INTERNAL_USERS = ("jit.py", "record_type.py", "warm.py")
+INTERNAL_USERS = ("jit.py", "link_only.py", "record_type.py", "warm.py")
 # Private attributes jit.py's _LoadedLibrary keeps for itself (numba's libraries have neither; checked below).
 OWN_ATTRIBUTES = {"_object_code", "_shared_bitcode"}
 

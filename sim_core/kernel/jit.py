@@ -69,6 +69,8 @@ from numba.core.compiler import Compiler  # noqa: E402
 from numba.core.registry import CPUDispatcher  # noqa: E402
 from numba.core.runtime import rtsys  # noqa: E402
 
+from . import link_only  # noqa: E402
+
 
 def _writable(path: Path) -> bool:
     try:
@@ -153,6 +155,21 @@ class OneSignature(CPUDispatcher):
         return super().get_call_template(tuple(types.unliteral(a) for a in args),
                                          {k: types.unliteral(v) for k, v in kws.items()})
 
+    def add_overload(self, cres):
+        """numba's, but a link-only kernel (link_only.py) stays out of the C-level call table: a Python call
+        then comes to _compile_for_args, which gives it machine code."""
+        if isinstance(cres.entry_point, link_only.LinkOnly):
+            self.overloads[tuple(cres.signature.args)] = cres
+        else:
+            super().add_overload(cres)
+
+    def _compile_for_args(self, *args, **kws):
+        found = super()._compile_for_args(*args, **kws)
+        if isinstance(found, link_only.LinkOnly):
+            key = next(k for k, cres in self.overloads.items() if cres.entry_point is found)
+            found = link_only.materialize(self, key)
+        return found
+
     @property
     def _cache(self):
         """numba's on-disk cache of this kernel, opened on first use: opening one checks that its directory is
@@ -226,9 +243,14 @@ class _CacheDirLocator(UserProvidedCacheLocator):
 class _InCacheDirOnly(CompileResultCacheImpl):
     """numba's cache locators, but for CACHE_DIR's: when that directory is unusable, numba would fall back to the
     source tree's __pycache__ or the user's home, caches keyed on one source file each, which go stale after an
-    edit to a module that a kernel inlines (see _cache_dir)."""
+    edit to a module that a kernel inlines (see _cache_dir). A link-only kernel loads without machine code."""
 
     _locator_classes = [_CacheDirLocator]
+
+    def rebuild(self, target_context, payload):
+        if payload[0][1] == link_only.LINK_ONLY:
+            return link_only.rebuild(target_context, payload)
+        return super().rebuild(target_context, payload)
 
 
 class LoadWithoutRefresh(FunctionCache):
@@ -332,22 +354,21 @@ def _one_signature(cache: bool, **options):
     return decorate
 
 
-class _LinkedInto(JITCodeLibrary):
+class _LinkedInto(link_only.LinkedLibrary):
     """The compiled code of a kernel that entries call. numba links a callee's LLVM module into each caller's
     and optimizes the whole at every level, so a helper three calls below `simulate` was optimized three times
     over, with everything below it: 7.7 of a cold warm-up's 36 CPU-seconds went to such module-level passes.
     Only entries run them now, once, over everything they link in (1.8 CPU-s); a kernel keeps numba's
-    per-function optimization. Its own machine code is less inlined, with the same results; it runs when Python
-    calls the kernel, and in the process that compiled it, where an entry's calls that LLVM did not inline may
-    bind to it (loaded first, under the same symbol). Machine-code emission still repeats at each level (numba
-    caches it), at full optimization: generated unoptimized (opt=0), it saved 0.4 s of a cold compile and made
-    simulate 1.45x slower in the compiling process."""
+    per-function optimization. It gets no machine code of its own until Python calls it (link_only.py), so an
+    entry's calls that LLVM did not inline bind to the entry's own copy, as in a process that loaded it."""
 
     def _optimize_final_module(self):
         pass
 
 
 class _KernelCompiler(Compiler):
+    """Compiles a kernel to LLVM IR that callers link, without machine code of its own (link_only.py)."""
+
     def compile_extra(self, func):
         if self.state.library is None:  # what numba's lowering would create, of the class above
             library = self.state.targetctx.codegen().create_library(func.__qualname__)
@@ -355,7 +376,8 @@ class _KernelCompiler(Compiler):
                 library.__class__ = _LinkedInto
             library.enable_object_caching()
             self.state.library = library
-        return super().compile_extra(func)
+        self.state.flags.no_compile = True
+        return link_only.placeholder(super().compile_extra(func), self.state.targetctx)
 
 
 _CACHE = CACHE_DIR is not None
