@@ -6,7 +6,8 @@ reference-count update (~150 arrays a step, more time than the step's own work o
 
   kernel             a function compiled on its own, that other kernels call: numba links its code into each
                      caller's, so only its callers' code runs; it skips the module-level LLVM passes, which its
-                     entry runs once over everything linked in (_LinkedInto below). Compiled without NRT: it
+                     entry runs once over everything linked in (_LinkedInto below), and gets machine code of
+                     its own only if Python calls it (link_only.py). Compiled without NRT: it
                      allocates nothing and borrows what it reads from the records that own it (record_type.py),
                      which live as long as the engine
   allocating_kernel  a kernel that builds arrays or records, or replaces a record's field (growing a log): NRT on
