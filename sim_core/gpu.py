@@ -52,6 +52,17 @@ PCIE_ALLREDUCE_LATENCY_US = 25.0
 DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY = 0.65
 A100_ALLREDUCE_BUSBW_EFFICIENCY = 0.62
 H100_ALLREDUCE_BUSBW_EFFICIENCY = 0.8
+# Fraction of the 16-bit dense tensor peak that routed experts with 4-bit weights dequantised in registers (W4A16:
+# MXFP4 or int4 experts on a part without FP4 tensor cores, gpt-oss on Hopper) reach at large batch. Measured on an
+# H100 (sgl-project/sglang#38884, an nsys profile of a live server): the Marlin W4A16 MoE kernel spends 4.863 ms on
+# 1.237 TFLOP per layer per GPU in 16,384-token prefill chunks, 254 TFLOPS (0.257 of 989), bound by instruction
+# issue (64 of its 220 SASS instructions per loop are tensor-core MMAs, the rest unpack and scale the weights), not
+# by bandwidth (176 GB/s). TensorRT-LLM and vLLM run gpt-oss's experts on Hopper through OpenAI's triton_kernels
+# matmul (NVIDIA/TensorRT-LLM#14612: Hopper's MoE backend resolves to TRITON), which upcasts MXFP4 in registers
+# the same way; no large-batch timing of it was found, so the Marlin figure stands for it. The dense GEMMs'
+# WEIGHT_ONLY_DEQUANT_OVERHEAD (an estimate) is left for dense weight-only models: large dense tiles amortise the
+# unpacking that many small expert groups do not.
+HOPPER_W4A16_MOE_EFFICIENCY = 0.257
 # Achievable fraction of the host link (PCIe) for KV swap copies with pinned memory: ~80% of the theoretical
 # rate (e.g. ~25 of 32 GB/s on PCIe 4.0 x16 in bandwidthTest).
 HOST_LINK_EFFICIENCY = 0.8
@@ -104,6 +115,9 @@ class GPU:
     moe_bw_efficiency_fp8: float | None = None
     moe_bw_efficiency_fp4: float | None = None
     moe_layer_fixed_us: float = 0.0
+    # Fraction of the 16-bit dense peak W4A16 routed experts (4-bit weights dequantised in registers) reach once
+    # compute-bound, where measured (HOPPER_W4A16_MOE_EFFICIENCY); None: the dense weight-only rate.
+    moe_compute_efficiency_w4a16: float | None = None
     moe_layer_fixed_us_fp8: float | None = None
     moe_layer_fixed_us_fp4: float | None = None
     # Least time one layer's decode attention kernel takes (one sequence, short context), where measured far above
@@ -197,13 +211,14 @@ GPU_CONSTANTS: dict[str, float] = {
     "DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY": DEFAULT_ALLREDUCE_BUSBW_EFFICIENCY,
     "A100_ALLREDUCE_BUSBW_EFFICIENCY": A100_ALLREDUCE_BUSBW_EFFICIENCY,
     "H100_ALLREDUCE_BUSBW_EFFICIENCY": H100_ALLREDUCE_BUSBW_EFFICIENCY,
+    "HOPPER_W4A16_MOE_EFFICIENCY": HOPPER_W4A16_MOE_EFFICIENCY,
 }
 
 # Fields that are fractions of a peak, and fields that are times (never negative).
 GPU_FRACTIONS = ("bw_efficiency", "compute_efficiency", "allreduce_busbw_efficiency", "gemm_bw_efficiency_bf16",
                  "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block", "gemm_bw_efficiency_fp4",
                  "gemm_compute_efficiency_fp8", "gemm_compute_efficiency_fp8_block", "gemm_compute_efficiency_fp4",
-                 "moe_bw_efficiency", "moe_bw_efficiency_fp8", "moe_bw_efficiency_fp4")
+                 "moe_bw_efficiency", "moe_bw_efficiency_fp8", "moe_bw_efficiency_fp4", "moe_compute_efficiency_w4a16")
 # The bandwidth fractions measured for particular kernels: at most bw_efficiency (the cost model counts their extra
 # time as bytes beyond the streaming bandwidth's).
 STREAMING_FRACTIONS = ("gemm_bw_efficiency_bf16", "gemm_bw_efficiency_fp8", "gemm_bw_efficiency_fp8_block",

@@ -40,8 +40,8 @@ def _snapshot_gpus() -> dict[str, dict]:
 
 # The fields added since the snapshot that a snapshot entry may set away from their default: the B200's dense FP4
 # rate (issue #22; checked against its published figure in tests/test_hardware_2026.py), the AMD parts' measured
-# GEMM and fused-MoE kernel figures (AMD's aiter tables) and the NVIDIA parts' fused-MoE and Hopper decode-attention
-# ones (published benchmarks; their effect is tested in tests/test_cost_model_measured_kernels.py).
+# GEMM and fused-MoE kernel figures (AMD's aiter tables) and the NVIDIA parts' fused-MoE, Hopper decode-attention and
+# Hopper W4A16 expert ones (published benchmarks; their effect is tested in tests/test_cost_model_measured_kernels.py).
 _MOE = ("moe_layer_fixed_us", "moe_bw_efficiency", "moe_layer_fixed_us_fp8", "moe_bw_efficiency_fp8",
         "moe_layer_fixed_us_fp4", "moe_bw_efficiency_fp4")
 _GFX942 = ("gemm_bw_efficiency_fp8_block", "gemm_compute_efficiency_fp8_block") + _MOE[:4]
@@ -50,7 +50,8 @@ CHANGED_SINCE_SNAPSHOT = (
     # every GPU's power figures (issue #40; each cited in gpus.json's power_source, checked in tests/test_energy.py)
     | {(gpu, f) for gpu in catalog.GPUS for f in ("board_power_w", "idle_power_w")}
     | {(gpu, f) for gpu in ("h100", "h200")
-       for f in ("moe_layer_fixed_us", "decode_attention_floor_us", "decode_attention_floor_us_xqa")}
+       for f in ("moe_layer_fixed_us", "decode_attention_floor_us", "decode_attention_floor_us_xqa",
+                 "moe_compute_efficiency_w4a16")}
     | {(gpu, field) for gpu in ("b200", "b300", "gb200", "gb300") for field in _MOE if field != "moe_bw_efficiency"}
     | {(gpu, field) for gpu in ("mi300x", "mi325x") for field in _GFX942}
     | {("mi355x", field) for field in _MOE + ("decode_attention_floor_us", "gemm_bw_efficiency_bf16",

@@ -329,3 +329,30 @@ def test_the_engine_names_the_decode_attention_kernel_whose_floor_it_pays():
     a100 = setup("a100", "llama-3-8b", "fp16", 1)
     assert GPUS["a100"].decode_attention_floor("xqa") == 0.0
     assert attention(cost_params(a100, engine="trtllm"), 1, 1024) < layers * 7.6e-6
+
+
+def test_w4a16_experts_on_hopper_run_at_their_measured_rate_and_nothing_else_moves():
+    """gpt-oss's MXFP4 experts on an H100/H200 (weight-only: no FP4 tensor cores) run at the measured W4A16 MoE
+    rate (gpu.HOPPER_W4A16_MOE_EFFICIENCY of the 16-bit peak), far below the dense weight-only rate; a large decode
+    step takes longer for it. Dense weight-only GEMMs, Blackwell's FP4 experts and parts without the figure keep
+    their rates."""
+    from sim_core.gpu import HOPPER_W4A16_MOE_EFFICIENCY
+    from sim_core.kernel.cost_constants import EXPERT_RATE, LINEAR_RATE
+
+    for hw in ("h100", "h200"):
+        s = setup(hw, "gpt-oss-120b", "int4", 1)
+        p = cost_params(s)
+        assert p[EXPERT_RATE] == pytest.approx(GPUS[hw].fp16_tflops * 1e12 * HOPPER_W4A16_MOE_EFFICIENCY)
+        assert p[EXPERT_RATE] < 0.5 * p[LINEAR_RATE]  # the dense weight-only rate: 16-bit / 1.15
+        unmeasured = cost_params(setup(hw, "gpt-oss-120b", "int4", 1, moe_compute_efficiency_w4a16=None))
+        assert unmeasured[EXPERT_RATE] == unmeasured[LINEAR_RATE] == p[LINEAR_RATE]
+        assert decode_linear(p, 1024) > 1.3 * decode_linear(unmeasured, 1024)
+        # a calibrated compute efficiency moves it as it moves every other rate
+        half = cost_params(s, dataclasses.replace(default_constants(s), compute_efficiency=GPUS[hw].compute_efficiency / 2))
+        assert half[EXPERT_RATE] == pytest.approx(p[EXPERT_RATE] / 2)
+    dense = setup("h100", "llama-3-70b", "int4", 2)
+    assert np.array_equal(cost_params(dense), cost_params(setup("h100", "llama-3-70b", "int4", 2,
+                                                                moe_compute_efficiency_w4a16=None)))
+    blackwell = cost_params(setup("b200", "gpt-oss-120b", "fp4", 1))
+    assert blackwell[EXPERT_RATE] >= blackwell[LINEAR_RATE]
+    assert GPUS["b200"].moe_compute_efficiency_w4a16 is None

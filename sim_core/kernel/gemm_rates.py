@@ -69,14 +69,24 @@ def w4a8_experts(setup: Setup, mxfp4_activations: str) -> bool:
             and setup.model.checkpoint_format == "mxfp4")
 
 
+def w4a16_experts(setup: Setup) -> bool:
+    """Whether the routed experts run W4A16: 4-bit weights (MXFP4, int4) on a part without FP4 tensor cores,
+    dequantised to 16 bits in registers before each MMA."""
+    return setup.quantization in ("int4", "fp4") and not setup.uses_fp4_tensor_cores
+
+
 def expert_rate(setup: Setup, mxfp4_activations: str = "fp4", compute_efficiency: float | None = None) -> float:
-    """FLOP/s the routed experts' grouped GEMMs reach: the model's GEMM rate (linear_rate), except W4A8 experts
-    (w4a8_experts), whose MMA with an FP8 operand runs at the FP8 rate (CUTLASS's Blackwell table: kind::mxf8f6f4
-    '2x Hopper Fp8 Tensor Core', kind::mxf4 '4x'), at the part's measured per-block-scaled FP8 efficiency."""
-    if not w4a8_experts(setup, mxfp4_activations):
-        return linear_rate(setup, compute_efficiency)
+    """FLOP/s the routed experts' grouped GEMMs reach: the model's GEMM rate (linear_rate), except W4A16 experts
+    (w4a16_experts) on a part whose grouped W4A16 kernel is measured (gpu.HOPPER_W4A16_MOE_EFFICIENCY: issue-bound
+    by the unpacking, far below the dense weight-only rate), and W4A8 experts (w4a8_experts), whose MMA with an FP8
+    operand runs at the FP8 rate (CUTLASS's Blackwell table: kind::mxf8f6f4 '2x Hopper Fp8 Tensor Core',
+    kind::mxf4 '4x'), at the part's measured per-block-scaled FP8 efficiency."""
     g = setup.gpu
     calibrated = 1.0 if compute_efficiency is None else compute_efficiency / g.compute_efficiency
+    if w4a16_experts(setup) and g.moe_compute_efficiency_w4a16 is not None:
+        return g.fp16_tflops * 1e12 * g.moe_compute_efficiency_w4a16 * calibrated
+    if not w4a8_experts(setup, mxfp4_activations):
+        return linear_rate(setup, compute_efficiency)
     return _fp8_rate(setup, fp16_gemm_rate(setup, compute_efficiency), calibrated,
                      g.gemm_compute_efficiency("fp8", False))
 
