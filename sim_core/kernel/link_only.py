@@ -51,8 +51,9 @@ class LinkedLibrary(JITCodeLibrary):
         return (self.name, LINK_ONLY, self._get_module_for_linking().as_bitcode())
 
 
-class CachedLinkedLibrary(JITCodeLibrary):
-    """A link-only kernel loaded from the cache: its bitcode, parsed when a caller first links it."""
+class CachedLinkedLibrary(LinkedLibrary):
+    """A link-only kernel loaded from the cache (finalized already): its bitcode, parsed when a caller first links
+    it, and serialized as LinkedLibrary serializes."""
 
     bitcode: bytes | None = None
 
@@ -61,9 +62,6 @@ class CachedLinkedLibrary(JITCodeLibrary):
             self._shared_module = ll.parse_bitcode(self.bitcode)
             self.bitcode = None
         return self._shared_module
-
-    def serialize_using_object_code(self):
-        return (self.name, LINK_ONLY, self._get_module_for_linking().as_bitcode())
 
 
 def unserialize(codegen, name: str, bitcode: bytes) -> CachedLinkedLibrary:

@@ -165,7 +165,8 @@ def compiled_on_two_cores(scenario: Scenario):
     when the engine's entry is cached (its cache index, which the run opens anyway: a warm run opens no other
     kernel's) or for replicas, pools and autoscaling, whose entry (fleet.simulate_fleet) inlines the engine's step
     and so compiles it again whatever is cached."""
-    cold = most_engines(scenario) == 1 and not numba_config.DISABLE_JIT and not cached_signatures("engine", "simulate")
+    # (With jitting off the entry has no cache, and compile_in_two starts nothing.)
+    cold = most_engines(scenario) == 1 and not cached_signatures("engine", "simulate")
     helper = compile_in_two() if cold else None
     try:
         yield
